@@ -1,0 +1,39 @@
+# decode-kit: `make report` (main job) and `make test` set everything up on a fresh Debian machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SESSION ?= notebooks/sample
+OUT ?= report
+PYTEST_ARGS ?=
+
+.PHONY: install system-deps assets test report bench clean
+
+# The venv is (re)built when missing or when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+install: $(VENV)/.installed
+
+# OpenSSH server (tests start their own sshd), Chromium (report tests) and npm (vendored
+# report assets): installed with apt only when running as root and missing.
+system-deps:
+	@bash tools/system_deps.sh
+
+# Offline report assets (require.js, the widget renderer) vendored from npm at install time.
+assets: install
+	@bash tools/vendor_assets.sh
+
+test: install system-deps assets
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+report: install assets
+	$(VENV)/bin/kit report --session $(SESSION) --out $(OUT)
+
+bench: install system-deps
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) $(OUT) .kit-cache

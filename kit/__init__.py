@@ -1,0 +1,41 @@
+"""decode-kit: investigate LLM-serving decode performance from a notebook.
+
+Public surface (everything else is private):
+
+- ``kit.connect(target)`` / ``kit.hosts([...])``: run commands on the local machine or SSH hosts.
+- ``kit.source``: slice, grep and navigate the serving framework's installed source on a host.
+- ``kit.profile``: Kineto / nsys decode profiles -> kernel tables, categories, AllReduce share.
+- ``kit.logs``: serving logs and benchmark output -> tables; speculative acceptance, normalised.
+- ``kit.models``: AllReduce cost and speculative-decoding break-even models.
+- ``kit.env``: host fingerprint (GPUs, link matrix, versions, NCCL variables).
+- ``kit.ledger``: the hypothesis ledger.  ``kit.plots``: the plots.  ``kit.report``: HTML report.
+- ``kit.errors``: the exception tree.
+
+Submodules load on first use so ``import kit`` stays fast.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors")
+_FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
+
+__all__ = sorted(_SUBMODULES + _FROM_REMOTE + ("__version__", "load_ipython_extension"))
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"kit.{name}")
+    if name in _FROM_REMOTE:
+        return getattr(importlib.import_module("kit.remote"), name)
+    raise AttributeError(f"module 'kit' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext kit`` registers the ``%%remote TARGET`` cell magic."""
+    from kit import magics
+
+    magics.load_ipython_extension(ipython)

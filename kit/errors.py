@@ -1,0 +1,139 @@
+"""Every exception decode-kit raises, in one tree.
+
+Each message is one line that names the host, file or command involved and what was wrong,
+so a failing notebook cell says what to fix without a traceback dive.
+
+    KitError                      base of everything the kit raises on purpose
+    ├── RemoteError               running things on a host (local or SSH)
+    │   ├── ConnectError          host unreachable, DNS, refused, jump host failed
+    │   ├── AuthError             no key accepted, bad passphrase
+    │   ├── HostKeyError          unknown host key refused, or a changed key (never trusted)
+    │   ├── CommandTimeout        command outlived its timeout; carries the partial output
+    │   ├── CommandFailed         check=True and the command exited non-zero; carries stderr tail
+    │   └── RemoteFileError       a path on the host is missing, a directory, unreadable ...
+    ├── SourceError               source slicing: binary file, bad range, symbol not found
+    ├── ParseError                an input file is not what its parser reads
+    │   ├── TraceError            profiler trace / nsys export unreadable
+    │   └── LogFormatError        serving log / benchmark output unreadable
+    ├── ModelError                analytical model given impossible parameters
+    ├── LedgerError               hypothesis ledger file unreadable or an invalid verdict
+    └── ReportError               report generation failed
+        └── NotebookFailed        a notebook raised; names the notebook and cell
+"""
+from __future__ import annotations
+
+__all__ = [
+    "KitError",
+    "RemoteError",
+    "ConnectError",
+    "AuthError",
+    "HostKeyError",
+    "CommandTimeout",
+    "CommandFailed",
+    "RemoteFileError",
+    "SourceError",
+    "ParseError",
+    "TraceError",
+    "LogFormatError",
+    "ModelError",
+    "LedgerError",
+    "ReportError",
+    "NotebookFailed",
+]
+
+
+class KitError(Exception):
+    """Base class of every error decode-kit raises on purpose."""
+
+
+class RemoteError(KitError):
+    """Something went wrong running on, or talking to, a host."""
+
+    def __init__(self, message: str, *, host: str | None = None) -> None:
+        super().__init__(message)
+        self.host = host
+
+
+class ConnectError(RemoteError):
+    """The host could not be reached (DNS, refused, timeout, jump host)."""
+
+
+class AuthError(RemoteError):
+    """The host refused every credential offered."""
+
+
+class HostKeyError(RemoteError):
+    """The host's key is unknown (refused by default) or changed (always refused)."""
+
+    def __init__(self, message: str, *, host: str | None = None, fingerprint: str | None = None) -> None:
+        super().__init__(message, host=host)
+        self.fingerprint = fingerprint
+
+
+class CommandTimeout(RemoteError):
+    """A command outlived its timeout; it was killed on the host. Partial output attached."""
+
+    def __init__(self, message: str, *, host: str | None = None, cmd: str | None = None,
+                 stdout: str = "", stderr: str = "", timeout: float | None = None) -> None:
+        super().__init__(message, host=host)
+        self.cmd = cmd
+        self.stdout = stdout
+        self.stderr = stderr
+        self.timeout = timeout
+
+
+class CommandFailed(RemoteError):
+    """``check=True`` and the command exited non-zero. The :class:`Result` is attached."""
+
+    def __init__(self, message: str, *, host: str | None = None, result=None) -> None:
+        super().__init__(message, host=host)
+        self.result = result
+
+
+class RemoteFileError(RemoteError):
+    """A path on a host is missing, a directory, unreadable or otherwise unusable."""
+
+    def __init__(self, message: str, *, host: str | None = None, path: str | None = None) -> None:
+        super().__init__(message, host=host)
+        self.path = path
+
+
+class SourceError(KitError):
+    """Source slicing could not do what was asked (binary file, bad range, unknown symbol)."""
+
+
+class ParseError(KitError):
+    """An input file is not what its parser reads. ``path`` names the file."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class TraceError(ParseError):
+    """A profiler trace or nsys export could not be read."""
+
+
+class LogFormatError(ParseError):
+    """A serving log or benchmark output could not be read."""
+
+
+class ModelError(KitError):
+    """An analytical model was given impossible or missing parameters."""
+
+
+class LedgerError(KitError):
+    """The hypothesis ledger file is unreadable, or a verdict is not allowed."""
+
+
+class ReportError(KitError):
+    """Report generation failed (export, assets, output directory)."""
+
+
+class NotebookFailed(ReportError):
+    """A notebook raised while the report ran; names the notebook and the failing cell."""
+
+    def __init__(self, message: str, *, notebook: str | None = None, cell: int | None = None) -> None:
+        super().__init__(message)
+        self.notebook = notebook
+        self.cell = cell

@@ -1,0 +1,18 @@
+"""Shared test fixtures. The real-sshd fixture lives in kit.testing so users can reuse it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# Third-party real data, beside the checkout (never copied into the project).
+SHARED_DATA = (ROOT / ".." / "shared" / "data").resolve()
+SAMPLE = ROOT / "notebooks" / "sample"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        raise FileNotFoundError(f"shared test data not found at {SHARED_DATA} (expected ../shared/data)")
+    return SHARED_DATA
