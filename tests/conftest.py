@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from kit.testing import sshd  # noqa: F401  (session fixture: a real OpenSSH sshd on 127.0.0.1)
+
 ROOT = Path(__file__).resolve().parent.parent
 # Third-party real data, beside the checkout (never copied into the project).
 SHARED_DATA = (ROOT / ".." / "shared" / "data").resolve()

@@ -1,0 +1,74 @@
+"""``kit run`` (a command on a host, exit code passed through) and ``kit env`` (the host fingerprint)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from kit.errors import CommandTimeout
+
+
+def register(subparsers) -> None:
+    run = subparsers.add_parser("run", help="run a command on a host (local or SSH); exits with its code",
+                                description="Run CMD on the host with bash, output streamed. "
+                                            "Example: kit run --host gpu-box --timeout 30 -- nvidia-smi -L")
+    _host_args(run)
+    run.add_argument("--timeout", type=float, default=None, help="seconds; the command's process group is killed after")
+    run.add_argument("--cwd", default=None, help="working directory on the host")
+    run.add_argument("cmd", nargs="+", help="the command (after --); words are joined with spaces, like ssh")
+    run.set_defaults(func=_run)
+
+    env = subparsers.add_parser("env", help="fingerprint a host: OS, GPUs, link matrix, CUDA/NCCL/engine versions")
+    _host_args(env)
+    env.add_argument("--json", action="store_true", help="print JSON instead of the table")
+    env.add_argument("--pid", type=int, default=None, help="also read the NCCL_* variables of this process")
+    env.add_argument("--python", default="python3", help="the host's Python to ask for package versions")
+    env.set_defaults(func=_env)
+
+
+def _host_args(p) -> None:
+    p.add_argument("--host", default="local", help="local (default), user@host[:port] or an ~/.ssh/config alias")
+    p.add_argument("-i", "--identity", default=None, help="private key file")
+    p.add_argument("--known-hosts", default=None, help="known_hosts file to trust (instead of ~/.ssh/known_hosts)")
+    p.add_argument("--trust", default=None, choices=["strict", "accept-new"],
+                   help="strict (default): refuse unknown host keys; accept-new: record them in the kit's known_hosts")
+    p.add_argument("--no-ssh-config", action="store_true", help="do not read ~/.ssh/config")
+
+
+def _connect(args):
+    from kit.remote import connect
+
+    if args.host == "local":
+        return connect("local")
+    opts = {}
+    if args.identity:
+        opts.update(key_filename=args.identity, look_for_keys=False, allow_agent=False)
+    if args.known_hosts:
+        opts["known_hosts"] = args.known_hosts
+    if args.trust:
+        opts["trust"] = args.trust
+    if args.no_ssh_config:
+        opts["ssh_config"] = False
+    return connect(args.host, **opts)
+
+
+def _run(args) -> int:
+    cmd = " ".join(args.cmd)
+    with _connect(args) as host:
+        try:
+            res = host.run(cmd, timeout=args.timeout, cwd=args.cwd, stream=True)
+        except CommandTimeout as exc:
+            print(f"kit: error: {exc}", file=sys.stderr)
+            return 124
+    return res.exit_code if 0 <= res.exit_code < 256 else 255
+
+
+def _env(args) -> int:
+    from kit.env import fingerprint
+
+    with _connect(args) as host:
+        fp = fingerprint(host, pid=args.pid, python=args.python)
+    if args.json:
+        print(json.dumps(fp.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(repr(fp))
+    return 0

@@ -1,0 +1,330 @@
+"""Speculative-decoding acceptance, normalised across engines and versions (private to ``kit.logs``).
+
+Every record ends up with: engine, version, ``k`` (draft tokens per verify step), the **mean
+acceptance length including the bonus token** (tokens emitted per verify step, >= 1) and the
+**draft acceptance rate excluding the bonus token** (accepted drafts / proposed drafts, a fraction),
+plus per-position rates when printed. What the engines print differs
+(``../shared/reference/serving-formats.md`` sections 1.4 and 2.3):
+
+* SGLang ``accept len`` is always tokens per verify incl. bonus. ``accept rate`` changed meaning:
+  <= 0.5.10 it is ``accept len / N`` (N = draft tokens incl. the verified one = k + 1, floor 1/N);
+  >= 0.5.11 it is ``(accept len - 1) / (N - 1)``. N comes from the caller's k, the logged
+  ``server_args`` or, failing both, from the printed pairs themselves (the N that makes every line
+  consistent at the printed 2-decimal precision).
+* vLLM V0 ``Speculative metrics``: rate = accepted / draft tokens (fraction), mean length = emitted /
+  drafts. V1 ``SpecDecoding metrics``: rate in %, ``Mean acceptance length`` excluded the bonus in
+  0.8.5 and includes it from 0.10.1.1; when the per-position list is printed, its sum tells which.
+
+The first window after an idle period has a tiny throughput (the engines divide by wall time since
+the previous log line) and is flagged ``after_idle``; summaries exclude it.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SPEC_COLUMNS = ("time", "line", "engine", "version", "k", "mean_acceptance_length", "draft_acceptance_rate",
+                "per_position", "accepted_tokens", "draft_tokens", "printed_accept_len", "printed_accept_rate",
+                "gen_throughput", "after_idle", "definition")
+
+IDLE_FRACTION = 0.1  # a window below 10 % of the run's median throughput follows an idle period
+
+SGLANG_OLD = "sglang<=0.5.10: accept rate = accept len / N"
+SGLANG_NEW = "sglang>=0.5.11: accept rate = (accept len - 1) / (N - 1)"
+
+
+def version_tuple(version: str | None) -> tuple[int, ...] | None:
+    """``'0.5.3.post3'`` -> (0, 5, 3); None when no leading number is found."""
+    if not version or version == "unknown":
+        return None
+    m = re.match(r"v?(\d+(?:\.\d+)*)", str(version).strip())
+    if m is None:
+        return None
+    return tuple(int(p) for p in m.group(1).split("."))
+
+
+def flag_after_idle(throughput: pd.Series) -> pd.Series:
+    """True where throughput is below IDLE_FRACTION of the run's median positive throughput."""
+    thr = pd.to_numeric(throughput, errors="coerce").astype(float)
+    positive = thr[thr > 0]
+    if not len(positive):
+        return pd.Series(False, index=throughput.index)
+    return (thr < IDLE_FRACTION * float(positive.median())).fillna(False).astype(bool)
+
+
+# --------------------------------------------------------------------------- SGLang
+
+def _n_from_server_args(args: dict | None) -> int | None:
+    if not args:
+        return None
+    steps = args.get("speculative_num_steps")
+    topk = args.get("speculative_eagle_topk")
+    ndraft = args.get("speculative_num_draft_tokens")
+    if isinstance(steps, int) and topk in (None, 1):
+        return steps + 1  # sglang forces num_draft_tokens = steps + 1 for topk == 1 chains
+    if isinstance(ndraft, int):
+        return ndraft
+    return None
+
+
+def _consistent(L: np.ndarray, r: np.ndarray, N: int, old: bool) -> bool:
+    if old:
+        pred, tol = L / N, 0.0051 + 0.005 / N
+    else:
+        if N < 2:
+            return False
+        pred, tol = (L - 1.0) / (N - 1), 0.0051 + 0.005 / (N - 1)
+    return bool(np.all(np.abs(pred - r) <= tol + 1e-9))
+
+
+def _fit_n(L: np.ndarray, r: np.ndarray, old: bool) -> int | None:
+    for n in range(2, 65):
+        if _consistent(L, r, n, old):
+            return n
+    return None
+
+
+def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_args: dict | None,
+                variants: dict[str, int], warnings: list[str]) -> pd.DataFrame:
+    """Normalised acceptance records from SGLang ``Decode batch`` rows that print ``accept len``."""
+    if not len(decode) or "accept_len" not in decode.columns:
+        return pd.DataFrame(columns=list(SPEC_COLUMNS))
+    d = decode[decode["accept_len"].notna()]
+    if not len(d):
+        return pd.DataFrame(columns=list(SPEC_COLUMNS))
+    L = d["accept_len"].astype(float).to_numpy()
+    has_rate = "accept_rate" in d.columns and d["accept_rate"].notna().all()
+    r = d["accept_rate"].astype(float).to_numpy() if has_rate else None
+
+    # 1. which accept-rate definition the log uses
+    vt = version_tuple(version)
+    if "format" in d.columns:
+        variants = {str(f): 1 for f in d["format"].dropna().unique()}
+    old_formats = [v for v in ("dot", "bracket", "trailing") if variants.get(v)]
+    definition = None
+    if vt is not None:
+        definition = SGLANG_OLD if vt < (0, 5, 11) else SGLANG_NEW
+    elif old_formats:
+        definition = SGLANG_OLD  # these line formats are only printed by sglang <= 0.5.8
+    # 2. N = k + 1
+    n = k + 1 if k else None
+    n_source = "given k" if n else None
+    if n is None:
+        n = _n_from_server_args(server_args)
+        n_source = "server_args" if n else None
+    if has_rate:
+        fits = {d_: _fit_n(L, r, d_ == SGLANG_OLD) for d_ in (SGLANG_OLD, SGLANG_NEW)}
+        if definition is None:
+            if n is not None:
+                ok = [d_ for d_ in fits if _consistent(L, r, n, d_ == SGLANG_OLD)]
+            else:
+                ok = [d_ for d_, fit in fits.items() if fit is not None]
+            if len(ok) == 1:
+                definition = ok[0]
+                warnings.append(f"sglang version unknown: accept-rate definition inferred from the printed "
+                                f"accept len/accept rate pairs ({definition})")
+            else:
+                warnings.append("sglang version unknown and the accept len/accept rate pairs fit both "
+                                "accept-rate definitions: pass version= or k=")
+        if n is None and definition is not None:
+            n = fits[definition]
+            if n is not None:
+                n_source = "inferred"
+                warnings.append(f"k not given: inferred k={n - 1} (N={n} draft tokens per verify) from the "
+                                f"printed accept len/accept rate pairs ({definition})")
+        elif n is not None and definition is not None and not _consistent(L, r, n, definition == SGLANG_OLD):
+            warnings.append(f"accept rate printed by sglang is not consistent with N={n} ({n_source}) "
+                            f"under '{definition}'")
+    kk = n - 1 if n else None
+    if kk is None:
+        warnings.append("k unknown for the sglang acceptance records: draft acceptance rate not computed; "
+                        "pass k=")
+    out = pd.DataFrame({
+        "time": d["time"].to_numpy() if "time" in d.columns else None,
+        "line": d["line"].to_numpy(),
+        "engine": "sglang",
+        "version": version,
+        "k": kk if kk is not None else np.nan,
+        "mean_acceptance_length": L,
+        "draft_acceptance_rate": (L - 1.0) / kk if kk else np.nan,
+        "per_position": None,
+        "accepted_tokens": np.nan,
+        "draft_tokens": np.nan,
+        "printed_accept_len": L,
+        "printed_accept_rate": r if r is not None else np.nan,
+        "gen_throughput": d["gen_throughput"].astype(float).to_numpy(),
+        "after_idle": d["after_idle"].to_numpy() if "after_idle" in d.columns else False,
+        "definition": definition or "unknown",
+        "running_req": d["running_req"].to_numpy() if "running_req" in d.columns else np.nan,
+    })
+    return out
+
+
+# --------------------------------------------------------------------------- vLLM
+
+_VLLM_DEF = {
+    "v0": "vllm V0: rate = accepted/draft tokens (counts tokens after a rejection), length = emitted/drafts",
+    "v1-early": "vllm V1 (<0.8.3): rate = accepted/drafted, length = 1 + rate*k",
+    "v1": "vllm V1: rate = accepted/drafted (excl. bonus), length = 1 + accepted/drafts",
+}
+
+
+def vllm_spec(raw: pd.DataFrame, *, version: str, k: int | None, warnings: list[str]) -> pd.DataFrame:
+    """Normalised acceptance records from vLLM ``SpecDecoding metrics`` / ``Speculative metrics`` rows."""
+    if not len(raw):
+        return pd.DataFrame(columns=list(SPEC_COLUMNS))
+    vt = version_tuple(version)
+    rows = []
+    warned: set[str] = set()
+    for rec in raw.to_dict("records"):
+        variant = rec.get("variant")
+        pp = rec.get("per_position")
+        pp = tuple(pp) if isinstance(pp, (tuple, list)) else None
+        rk = rec.get("k")
+        kk = int(rk) if _num(rk) else (len(pp) if pp else k)
+        acc, drafted = rec.get("accepted_tokens"), rec.get("draft_tokens")
+        rate = rec.get("printed_accept_rate")
+        rate = float(rate) if _num(rate) else (acc / drafted if _num(acc) and _num(drafted) and drafted else math.nan)
+        printed_len = rec.get("printed_accept_len")
+        length = math.nan
+        if variant == "v0":
+            emitted = rec.get("emitted_tokens")
+            if kk and _num(emitted) and _num(drafted) and drafted:
+                length = emitted / (drafted / kk)
+        elif _num(printed_len):
+            if pp:
+                s = sum(pp)
+                incl = abs(printed_len - 1.0 - s) <= abs(printed_len - s)
+            elif vt is not None:
+                incl = vt >= (0, 10)
+            else:
+                incl = True
+                if "len" not in warned:
+                    warned.add("len")
+                    warnings.append("vllm version unknown and no per-position list: 'Mean acceptance length' "
+                                    "assumed to include the bonus token (true from 0.10.1.1, not in 0.8.5)")
+            length = float(printed_len) if incl else float(printed_len) + 1.0
+        elif kk and not math.isnan(rate):
+            length = 1.0 + rate * kk
+        if kk is None and "k" not in warned:
+            warned.add("k")
+            warnings.append("k unknown for the vLLM acceptance records (no per-position list or "
+                            "'Number of speculative tokens'): pass k=")
+        rows.append({
+            "time": rec.get("time"), "line": rec.get("line"), "engine": "vllm", "version": version,
+            "k": kk if kk else np.nan, "mean_acceptance_length": length, "draft_acceptance_rate": rate,
+            "per_position": pp, "accepted_tokens": acc if _num(acc) else np.nan,
+            "draft_tokens": drafted if _num(drafted) else np.nan,
+            "printed_accept_len": printed_len if _num(printed_len) else np.nan,
+            "printed_accept_rate": rec.get("printed_accept_rate") if _num(rec.get("printed_accept_rate")) else np.nan,
+            "gen_throughput": rec.get("gen_throughput") if _num(rec.get("gen_throughput")) else np.nan,
+            "after_idle": bool(_num(drafted) and drafted == 0),
+            "definition": _VLLM_DEF.get(variant, variant), "emitted_tokens": rec.get("emitted_tokens"),
+        })
+    out = pd.DataFrame(rows)
+    thr = out["gen_throughput"]
+    if thr.notna().any():
+        out["after_idle"] = out["after_idle"] | flag_after_idle(thr)
+    return out
+
+
+def _num(x: Any) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+# --------------------------------------------------------------------------- summary
+
+@dataclass(frozen=True)
+class SpecSummary:
+    """Pooled speculative-decoding figures over a run (after-idle windows excluded).
+
+    ``mean_acceptance_length`` includes the bonus token; ``draft_acceptance_rate`` excludes it and is
+    a fraction. vLLM windows are pooled by token counts (as vLLM's own Prometheus rates are); SGLang
+    windows, which only print ratios, are weighted by ``#running-req`` (each window covers 40 decode
+    iterations of that batch size).
+    """
+
+    engine: str
+    version: str
+    k: int | None
+    windows: int
+    excluded_windows: int
+    mean_acceptance_length: float
+    draft_acceptance_rate: float
+    per_position: tuple[float, ...] | None = None
+    definition: str = ""
+    warnings: tuple[str, ...] = field(default=())
+
+    def speedup(self, c: float):
+        """Expected speed-up at drafter cost ``c`` (relative to one target step): a
+        :class:`kit.models.SpecEstimate` built from this run's measured acceptance length."""
+        from kit.models import spec_from_summary
+
+        return spec_from_summary(self, c)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "version": self.version, "k": self.k, "windows": self.windows,
+                "excluded_windows": self.excluded_windows,
+                "mean_acceptance_length": _clean(self.mean_acceptance_length),
+                "draft_acceptance_rate": _clean(self.draft_acceptance_rate),
+                "per_position": list(self.per_position) if self.per_position else None,
+                "definition": self.definition, "warnings": list(self.warnings)}
+
+    def __repr__(self) -> str:
+        ver = self.version or "unknown"
+        k = f"k={self.k}" if self.k else "k=?"
+        al = "nan" if math.isnan(self.mean_acceptance_length) else f"{self.mean_acceptance_length:.2f}"
+        rate = "nan" if math.isnan(self.draft_acceptance_rate) else f"{self.draft_acceptance_rate:.1%}"
+        s = (f"SpecSummary({self.engine} {ver}, {k}: mean acceptance length {al} (incl. bonus), "
+             f"draft acceptance {rate} over {self.windows} windows")
+        if self.excluded_windows:
+            s += f", {self.excluded_windows} after-idle excluded"
+        return s + ")"
+
+
+def _clean(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else round(float(x), 6)
+
+
+def summarize(spec: pd.DataFrame, *, engine: str, version: str, warnings: list[str],
+              include_after_idle: bool = False) -> SpecSummary:
+    """Pool a normalised ``.spec`` table into one :class:`SpecSummary`."""
+    if not len(spec):
+        return SpecSummary(engine, version, None, 0, 0, math.nan, math.nan, None, "", tuple(warnings))
+    idle = spec["after_idle"].fillna(False).astype(bool)
+    use = spec if include_after_idle else spec[~idle]
+    use = use[pd.to_numeric(use["mean_acceptance_length"], errors="coerce").notna()]
+    excluded = int(idle.sum()) if not include_after_idle else 0
+    ks = pd.to_numeric(use["k"], errors="coerce").dropna()
+    k = int(ks.mode().iloc[0]) if len(ks) else None
+    definition = "; ".join(dict.fromkeys(str(d) for d in use["definition"])) if len(use) else ""
+    if not len(use):
+        return SpecSummary(engine, version, k, 0, excluded, math.nan, math.nan, None, definition, tuple(warnings))
+    L = use["mean_acceptance_length"].astype(float)
+    acc = pd.to_numeric(use["accepted_tokens"], errors="coerce")
+    drafted = pd.to_numeric(use["draft_tokens"], errors="coerce")
+    pp = None
+    if acc.notna().all() and drafted.notna().all() and drafted.sum() > 0 and k:
+        rate = float(acc.sum() / drafted.sum())
+        drafts = drafted / use["k"].astype(float)
+        if "emitted_tokens" in use.columns and pd.to_numeric(use["emitted_tokens"], errors="coerce").notna().all():
+            al = float(pd.to_numeric(use["emitted_tokens"]).sum() / drafts.sum())
+        else:
+            al = float(1.0 + acc.sum() / drafts.sum())
+        lists = [p for p in use["per_position"] if isinstance(p, tuple)]
+        if len(lists) == len(use) and len({len(p) for p in lists}) == 1:
+            w = drafts.to_numpy()
+            pp = tuple(float(x) for x in (np.array(lists) * w[:, None]).sum(axis=0) / w.sum())
+    else:
+        w = pd.to_numeric(use.get("running_req", pd.Series(1.0, index=use.index)), errors="coerce")
+        w = w.fillna(1.0).clip(lower=1.0)
+        al = float((L * w).sum() / w.sum())
+        rate = (al - 1.0) / k if k else math.nan
+        if engine == "vllm" and not k:
+            rate = float(use["draft_acceptance_rate"].astype(float).mean())
+    return SpecSummary(engine, version, k, int(len(use)), excluded, al, rate, pp, definition, tuple(warnings))

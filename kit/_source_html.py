@@ -1,0 +1,103 @@
+"""HTML for kit.source results: pygments-highlighted code with real line numbers, side-by-side diffs.
+
+Styles are inline (``noclasses=True``) so an exported report needs no stylesheet and renders the
+same offline. Lexers are built with ``stripnl=False`` so leading/trailing blank lines are kept and
+the line numbers stay those of the file.
+"""
+from __future__ import annotations
+
+import difflib
+import html
+from collections.abc import Iterable, Sequence
+
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
+from pygments.styles.default import DefaultStyle
+from pygments.util import ClassNotFound
+
+_HL_COLOR = "#fff2a8"
+_BOX = "border:1px solid #ddd;border-radius:4px;margin:4px 0;overflow:auto"
+_HEAD = "font-family:monospace;font-size:90%;background:#f4f4f4;padding:3px 8px;border-bottom:1px solid #ddd"
+_NOTE = "font-family:monospace;font-size:90%;color:#8a4b00;padding:2px 8px"
+
+
+class _KitStyle(DefaultStyle):
+    """Pygments' default colours with a visible match-line highlight."""
+
+    highlight_color = _HL_COLOR
+
+
+def _lexer(path: str):
+    if path.endswith((".py", ".pyi")):
+        return PythonLexer(stripnl=False, ensurenl=False)
+    try:
+        return get_lexer_for_filename(path, stripnl=False, ensurenl=False)
+    except ClassNotFound:
+        return TextLexer(stripnl=False, ensurenl=False)
+
+
+def code_block(path: str, lines: Sequence[str], start: int, *, title: str, highlight_lines: Iterable[int] = (),
+               note: str | None = None) -> str:
+    """A titled box of highlighted code numbered from ``start``; ``highlight_lines`` are file line numbers."""
+    rel = sorted({n - start + 1 for n in highlight_lines if start <= n < start + len(lines)})
+    formatter = HtmlFormatter(linenos="inline", linenostart=start, hl_lines=rel, noclasses=True,
+                              style=_KitStyle, nobackground=True)
+    body = highlight("\n".join(lines) + "\n", _lexer(path), formatter) if lines else "<pre>(no lines)</pre>"
+    parts = [f"<div style='{_BOX}'>", f"<div style='{_HEAD}'>{html.escape(title)}</div>"]
+    if note:
+        parts.append(f"<div style='{_NOTE}'>{html.escape(note)}</div>")
+    parts.append(f"<div style='padding:0 4px'>{body}</div></div>")
+    return "".join(parts)
+
+
+def inline_code(path: str, text: str) -> str:
+    """One highlighted line, for tables."""
+    formatter = HtmlFormatter(nowrap=True, noclasses=True, style=_KitStyle)
+    return "<code>" + highlight(text, _lexer(path), formatter).rstrip("\n") + "</code>"
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, title: str, note: str | None = None) -> str:
+    """An HTML table; cells are already HTML."""
+    head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td style='text-align:left;vertical-align:top'>{c}</td>" for c in row)
+                   + "</tr>" for row in rows)
+    parts = [f"<div style='{_BOX}'>", f"<div style='{_HEAD}'>{html.escape(title)}</div>"]
+    if note:
+        parts.append(f"<div style='{_NOTE}'>{html.escape(note)}</div>")
+    parts.append(f"<table style='font-size:90%'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+    return "".join(parts)
+
+
+_DIFF_BG = {"equal": "", "replace": "#fff5b1", "delete": "#ffdce0", "insert": "#cdffd8"}
+
+
+def side_by_side(a_title: str, a_lines: Sequence[str], a_start: int,
+                 b_title: str, b_lines: Sequence[str], b_start: int) -> str:
+    """Two columns with each side's own line numbers; changed rows tinted."""
+    rows = []
+    matcher = difflib.SequenceMatcher(a=list(a_lines), b=list(b_lines), autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        span = max(i2 - i1, j2 - j1)
+        for k in range(span):
+            ia, jb = i1 + k, j1 + k
+            left = (a_start + ia, a_lines[ia]) if ia < i2 else None
+            right = (b_start + jb, b_lines[jb]) if jb < j2 else None
+            rows.append((op, left, right))
+    cell = "font-family:monospace;white-space:pre;padding:0 6px"
+    num = "font-family:monospace;color:#888;text-align:right;padding:0 4px"
+    out = [f"<div style='{_BOX}'><table style='border-collapse:collapse;font-size:90%'>",
+           f"<thead><tr><th colspan=2 style='{_HEAD}'>{html.escape(a_title)}</th>"
+           f"<th colspan=2 style='{_HEAD}'>{html.escape(b_title)}</th></tr></thead><tbody>"]
+    for op, left, right in rows:
+        bg = _DIFF_BG[op]
+        style = f"background:{bg};" if bg else ""
+        tds = []
+        for side in (left, right):
+            if side is None:
+                tds.append(f"<td style='{num}'></td><td style='{cell};{style}'></td>")
+            else:
+                tds.append(f"<td style='{num}'>{side[0]}</td><td style='{cell};{style}'>{html.escape(side[1])}</td>")
+        out.append("<tr>" + "".join(tds) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)

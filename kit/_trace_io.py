@@ -1,0 +1,78 @@
+"""Reading trace files into bytes: gzip by magic bytes, truncated-gzip salvage, bad-input errors.
+
+Why: traces come as ``.json``, ``.json.gz`` or renamed files; HTA decides gzip by suffix only and
+dies with an opaque error on anything else. Here the first bytes decide, and every failure is one
+line naming the file and what is wrong.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+
+from kit.errors import TraceError
+
+GZIP_MAGIC = b"\x1f\x8b"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def sniff(path: Path) -> str:
+    """Return 'gzip', 'sqlite', 'json' or 'text' from the first bytes; raise TraceError on bad input."""
+    if not path.exists():
+        raise TraceError(f"{path}: no such file", path=str(path))
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory, not a trace file (pass the files inside it)", path=str(path))
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})", path=str(path)) from None
+    if not head:
+        raise TraceError(f"{path}: empty file", path=str(path))
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(SQLITE_MAGIC):
+        return "sqlite"
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if stripped[:1] == b"{":
+        return "json"
+    if stripped[:1] == b"[" and stripped[1:].lstrip()[:1] in (b"{", b"]", b""):
+        return "json"   # a bare array of events (chrome trace array form)
+    if b"\x00" in head or sum(c < 9 or 13 < c < 32 for c in head) > 4:
+        raise TraceError(f"{path}: binary data, not a Kineto JSON trace, nsys CSV or nsys SQLite export",
+                         path=str(path))
+    return "text"
+
+
+def read_bytes(path: Path, kind: str) -> tuple[bytes, list[str]]:
+    """The (decompressed) bytes of ``path`` and warnings; a cut gzip stream keeps what inflated."""
+    warnings: list[str] = []
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})", path=str(path)) from None
+    if kind != "gzip":
+        return raw, warnings
+    d = zlib.decompressobj(wbits=31)
+    try:
+        out = d.decompress(raw)
+        out += d.flush()
+    except zlib.error as exc:
+        # keep what inflated before the damage
+        d2 = zlib.decompressobj(wbits=31)
+        chunks = []
+        for i in range(0, len(raw), 1 << 16):
+            try:
+                chunks.append(d2.decompress(raw[i:i + (1 << 16)]))
+            except zlib.error:
+                break
+        out = b"".join(chunks)
+        if not out:
+            raise TraceError(f"{path}: corrupt gzip data ({exc})", path=str(path)) from None
+        warnings.append(f"{os.path.basename(path)}: gzip stream corrupt after {len(out):,} decompressed bytes "
+                        f"({exc}); reading what came before")
+        return out, warnings
+    if not d.eof:
+        warnings.append(f"{os.path.basename(path)}: gzip stream ends early (file cut at {len(raw):,} bytes); "
+                        f"reading the {len(out):,} bytes that inflated")
+    return out, warnings

@@ -1,0 +1,157 @@
+"""Steps and phases: which decode/prefill step each kernel belongs to.
+
+Order of evidence (first that exists on a rank wins):
+
+1. Step annotations, by family: SGLang ``step[DECODE bs=..]`` / ``step[EXTEND ..]``; vLLM
+   ``execute_..._context_N(..)_generation_M(..)`` (context>0: prefill, generation>0 only: decode);
+   user ``record_function`` ranges named ``prefill*`` / ``decode*`` / ``extend*``; ``ProfilerStep#N``
+   (phase unknown). GPU-side copies (``gpu_user_annotation``) place kernels by GPU time; CPU-side
+   ranges place a kernel by the time of its launch (runtime event with the same correlation id).
+2. CUDA-graph launches (``cudaGraphLaunch`` / ``hipGraphLaunch``): one step per launch, its kernels
+   found by correlation id; phase ``decode`` (serving frameworks graph only decode).
+3. Gaps: bursts of GPU work separated by idle gaps much longer than the typical gap.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+_SGLANG = re.compile(r"^step\[(\w+)")
+_VLLM = re.compile(r"^execute_(?:\d+_)?context_(\d+)\(.*?\)_generation_(\d+)")
+_USER = re.compile(r"(?i)^(prefill|decode|extend|generate)(?:$|[_\s\-:\[(#0-9])")
+_PSTEP = re.compile(r"^ProfilerStep#\d+$")
+_GRAPH = re.compile(r"GraphLaunch")
+
+
+def _phase_sglang(m: re.Match) -> str:
+    k = m.group(1).upper()
+    return "decode" if k == "DECODE" else "prefill" if k in ("EXTEND", "PREFILL") else k.lower()
+
+
+def _phase_vllm(m: re.Match) -> str:
+    ctx, gen = int(m.group(1)), int(m.group(2))
+    if ctx and gen:
+        return "mixed"
+    return "prefill" if ctx else "decode"
+
+
+def _phase_user(m: re.Match) -> str:
+    k = m.group(1).lower()
+    return "prefill" if k in ("prefill", "extend") else "decode"
+
+
+FAMILIES = (
+    ("sglang", _SGLANG, _phase_sglang),
+    ("vllm", _VLLM, _phase_vllm),
+    ("user", _USER, _phase_user),
+    ("profiler-step", _PSTEP, lambda m: "unknown"),
+)
+
+
+def _markers(ann: pd.DataFrame) -> tuple[str, pd.DataFrame] | None:
+    if ann.empty:
+        return None
+    names = ann["name"].astype(str)
+    for fam, rx, phase_of in FAMILIES:
+        matches = names.map(rx.match)
+        hit = matches.notna()
+        if hit.any():
+            sel = ann[hit].copy()
+            sel["phase"] = [phase_of(m) for m in matches[hit]]
+            return fam, sel
+    return None
+
+
+def _assign_by_time(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Index of the interval containing each t (intervals sorted by start, non-overlapping), or -1."""
+    if len(starts) == 0:
+        return np.full(len(t), -1)
+    i = np.searchsorted(starts, t, side="right") - 1
+    ok = (i >= 0) & (t <= ends[np.clip(i, 0, None)])
+    return np.where(ok, i, -1)
+
+
+def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """For one rank: (step index per kernel (-1 none), phase per kernel, steps table)."""
+    n = len(k)
+    step = np.full(n, -1, dtype=np.int64)
+    phase = np.full(n, "unknown", dtype=object)
+    kt = k["ts"].to_numpy(dtype=float)
+    kend = kt + k["dur"].to_numpy(dtype=float)
+    source = None
+    markers = _markers(ann)
+    rows = []
+    if markers is not None and n:
+        fam, sel = markers
+        gpu = sel[sel["side"] == "gpu"]
+        use = gpu if len(gpu) else sel[sel["side"] == "cpu"]
+        use = use.sort_values("ts").drop_duplicates(["name", "ts"])
+        # drop nested markers of the same family (keep outermost)
+        keep, last_end = [], -np.inf
+        for ts, dur in zip(use["ts"].to_numpy(), use["dur"].to_numpy()):
+            keep.append(ts >= last_end)
+            if ts >= last_end:
+                last_end = ts + dur
+        use = use[np.array(keep, dtype=bool)]
+        starts = use["ts"].to_numpy(float)
+        ends = starts + use["dur"].to_numpy(float)
+        if len(gpu):
+            idx = _assign_by_time(kt, starts, ends)
+            source = f"annotation:{fam}:gpu"
+        else:
+            corr_ts = dict(zip(launches["correlation"].to_numpy(), launches["ts"].to_numpy(float))) if len(launches) else {}
+            lt = np.array([corr_ts.get(c, np.nan) for c in k["correlation"].to_numpy()], dtype=float)
+            idx = _assign_by_time(np.where(np.isnan(lt), -np.inf, lt), starts, ends)
+            # kernels without a launch record: place by GPU time
+            miss = np.isnan(lt)
+            if miss.any():
+                idx[miss] = _assign_by_time(kt[miss], starts, ends)
+            source = f"annotation:{fam}:cpu"
+        names = use["name"].to_numpy()
+        phases = use["phase"].to_numpy()
+        step = idx.astype(np.int64)
+        phase = np.where(idx >= 0, phases[np.clip(idx, 0, None)] if len(phases) else "unknown", "unknown")
+        for i in range(len(use)):
+            rows.append((i, str(names[i]), str(phases[i]), starts[i], ends[i]))
+    elif n and len(launches):
+        g = launches[launches["name"].astype(str).str.contains(_GRAPH)]
+        if len(g):
+            g = g.sort_values("ts")
+            pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
+            idx = np.array([pos.get(c, -1) for c in k["correlation"].to_numpy()], dtype=np.int64)
+            if (idx >= 0).any():
+                step = idx
+                phase = np.where(idx >= 0, "decode", "unknown").astype(object)
+                source = "cuda-graph"
+                for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"])):
+                    rows.append((i, f"{nm} #{i}", "decode", float(ts), float(ts + dur)))
+    if source is None and n:
+        order = np.argsort(kt, kind="stable")
+        s, e = kt[order], np.maximum.accumulate(kend[order])
+        gaps = s[1:] - e[:-1]
+        pos_gaps = gaps[gaps > 0]
+        thr = max(100.0, 20.0 * float(np.median(pos_gaps))) if len(pos_gaps) else np.inf
+        brk = np.flatnonzero(gaps > thr) + 1
+        bounds = np.concatenate([[0], brk, [n]])
+        for i in range(len(bounds) - 1):
+            step[order[bounds[i]:bounds[i + 1]]] = i
+            rows.append((i, f"burst {i}", "unknown", float(s[bounds[i]]), float(e[bounds[i + 1] - 1])))
+        source = "gaps"
+    steps = pd.DataFrame(rows, columns=["step", "name", "phase", "marker_start_us", "marker_end_us"])
+    if len(steps):
+        sel = step >= 0
+        grp = pd.DataFrame({"step": step[sel], "s": kt[sel], "e": kend[sel]}).groupby("step")
+        agg = grp.agg(start_us=("s", "min"), end_us=("e", "max"), kernels=("s", "size"))
+        steps = steps.join(agg, on="step")
+        steps["kernels"] = steps["kernels"].fillna(0).astype(int)
+        steps["wall_us"] = steps["end_us"] - steps["start_us"]
+        # GPU idle between the previous step's last kernel and this step's first one (launch latency,
+        # host work): a CUDA-event timing of the step includes part of it
+        prev_end = steps["end_us"].shift(1)
+        steps["gap_before_us"] = (steps["start_us"] - prev_end).clip(lower=0)
+    else:
+        steps = steps.assign(start_us=[], end_us=[], kernels=[], wall_us=[], gap_before_us=[])
+    steps["source"] = source or "none"
+    return step, phase.astype(object), steps

@@ -1,0 +1,370 @@
+"""Serving logs and benchmark output -> pandas tables, with speculative acceptance normalised.
+
+    import kit
+    log = kit.logs.read("sglang_server.log")                # local file
+    log = kit.logs.read("/var/log/sglang.log", host=host)   # a file on a Host (kit.connect(...))
+    log.engine, log.version          # 'sglang' / 'vllm' / 'unknown'; version from the log or the caller
+    log.decode                       # SGLang Decode batch lines: running_req, gen_throughput, accept_len ...
+    log.prefill                      # SGLang Prefill batch lines
+    log.throughput                   # vLLM periodic throughput lines
+    log.spec                         # acceptance records, normalised (see below), both engines
+    log.bench                        # benchmark result blocks, one row per run
+    log.nccl, log.nccl_info          # NCCL_DEBUG=INFO lines, and what they say (version, env, rings ...)
+    log.server_args                  # SGLang startup ServerArgs as a dict ({} if not logged)
+    log.unknown_lines, log.torn_lines, log.warnings
+    kit.logs.spec_summary(log)       # pooled acceptance over the run -> SpecSummary
+
+Every acceptance record (``log.spec``) carries engine, version, ``k`` (draft tokens per verify
+step), ``mean_acceptance_length`` (tokens per verify step **including** the bonus token) and
+``draft_acceptance_rate`` (accepted drafts / proposed drafts, **excluding** the bonus, a fraction),
+``per_position`` when printed, and ``after_idle`` for the first window after an idle period (tiny
+throughput), which summaries exclude. SGLang's ``accept rate`` changed definition in 0.5.11 and vLLM's
+``Mean acceptance length`` excluded the bonus token in 0.8.5; ``definition`` says which rule was
+applied. Give ``version=``/``k=`` when the log does not say (a warning tells you when it matters).
+
+Formats and their sources: ``../shared/reference/serving-formats.md``. The file is streamed line
+by line (bounded memory: tables are built in chunks, raw lines are not kept); unknown lines are
+counted, torn lines (two writers interleaved on one line) are skipped and counted. A file that is
+empty, binary, a directory, not a log at all, or a JSON that is not a benchmark result raises
+:class:`kit.errors.LogFormatError` with one line naming the file.
+"""
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from kit import _logs_bench as _bench
+from kit import _logs_scan as _scan
+from kit import _logs_spec as _spec
+from kit._logs_nccl import NCCL_COLUMNS, nccl_summary
+from kit._logs_sglang import DECODE_COLUMNS, PREFILL_COLUMNS, parse_server_args
+from kit._logs_spec import SpecSummary
+from kit._logs_table import merge_frames, to_datetime
+from kit._logs_vllm import THROUGHPUT_COLUMNS
+from kit.errors import LogFormatError
+
+__all__ = ["LogData", "SpecSummary", "read", "parse_sglang", "parse_vllm", "parse_bench", "parse_nccl",
+           "parse_server_args", "nccl_summary", "spec_summary"]
+
+KINDS = ("decode", "prefill", "throughput", "spec", "bench", "nccl")
+_SNIFF = 8192
+
+
+class LogData:
+    """One parsed log: a DataFrame per record kind plus what was learnt about the engine.
+
+    Attributes: ``name`` (file or ``host:path``), ``engine``, ``version``, ``decode``, ``prefill``,
+    ``throughput``, ``spec``, ``bench``, ``nccl`` (DataFrames; empty with the core columns when
+    absent), ``server_args`` (dict), ``lines``, ``unknown_lines``, ``torn_lines``, ``warnings``
+    (list of str), ``k`` (draft tokens per step used for normalisation, or None).
+    """
+
+    def __init__(self, name: str, engine: str, version: str, tables: dict[str, pd.DataFrame],
+                 server_args: dict, lines: int, unknown: int, torn: int, warnings: list[str],
+                 k: int | None, sglang_variants: dict[str, int]) -> None:
+        self.name = name
+        self.engine = engine
+        self.version = version
+        self.tables = tables
+        self.server_args = server_args
+        self.lines = lines
+        self.unknown_lines = unknown
+        self.torn_lines = torn
+        self.warnings = warnings
+        self.k = k
+        self.sglang_variants = sglang_variants
+
+    decode = property(lambda self: self.tables["decode"], doc="SGLang Decode batch lines, one row each.")
+    prefill = property(lambda self: self.tables["prefill"], doc="SGLang Prefill batch lines, one row each.")
+    throughput = property(lambda self: self.tables["throughput"], doc="vLLM periodic throughput lines.")
+    spec = property(lambda self: self.tables["spec"], doc="Normalised speculative acceptance records.")
+    bench = property(lambda self: self.tables["bench"], doc="Benchmark result blocks, one row per run.")
+    nccl = property(lambda self: self.tables["nccl"], doc="NCCL_DEBUG=INFO lines of interest.")
+
+    @property
+    def nccl_info(self) -> dict[str, Any]:
+        """NCCL version, env echoes, channel count, ring orders, transports, network (see nccl_summary)."""
+        return nccl_summary(self.nccl)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Rows per record kind (only kinds that have rows)."""
+        return {k: len(v) for k, v in self.tables.items() if len(v)}
+
+    def spec_summary(self, include_after_idle: bool = False) -> SpecSummary:
+        """Pooled acceptance over this log (see :func:`spec_summary`)."""
+        return spec_summary(self, include_after_idle=include_after_idle)
+
+    def to_dict(self, tables: bool = True) -> dict[str, Any]:
+        """JSON-ready: engine, version, counts, unknown/torn lines, warnings, server_args, tables."""
+        out: dict[str, Any] = {"path": self.name, "engine": self.engine, "version": self.version,
+                               "lines": self.lines, "counts": self.counts, "unknown_lines": self.unknown_lines,
+                               "torn_lines": self.torn_lines, "warnings": list(self.warnings),
+                               "server_args": _jsonable(self.server_args)}
+        if tables:
+            out["tables"] = {k: frame_records(v) for k, v in self.tables.items() if len(v)}
+        return out
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={n}" for k, n in self.counts.items()) or "no records"
+        s = (f"LogData({self.name!r}, engine={self.engine!r}, version={self.version!r}, lines={self.lines}: "
+             f"{counts}; unknown={self.unknown_lines}, torn={self.torn_lines}")
+        if self.warnings:
+            s += f"; {len(self.warnings)} warning{'s' if len(self.warnings) > 1 else ''}"
+        return s + ")"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{n}</td></tr>" for k, n in self.counts.items())
+        warn = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
+        return (f"<div><b>{html.escape(self.name)}</b>: engine {html.escape(self.engine)}, version "
+                f"{html.escape(self.version)}, {self.lines} lines ({self.unknown_lines} unknown, "
+                f"{self.torn_lines} torn)<table><tr><th>kind</th><th>rows</th></tr>{rows}</table>"
+                + (f"<ul>{warn}</ul>" if warn else "") + "</div>")
+
+
+# --------------------------------------------------------------------------- entry points
+
+def read(path: str | os.PathLike, *, host=None, engine: str | None = None, version: str | None = None,
+         k: int | None = None) -> LogData:
+    """Parse a serving log, NCCL debug output or benchmark result (text, JSON or JSONL).
+
+    ``path``: a local file, or a path on ``host`` (a :mod:`kit.remote` Host: the file is copied
+    with ``host.get`` into a temporary directory, parsed, and the copy deleted).
+    ``engine`` ('sglang'/'vllm'): overrides detection. ``version``: used when the log does not print
+    one (vLLM prints its version; SGLang does not). ``k``: draft tokens per verify step, when neither
+    the log (server_args, per-position list) nor the numbers tell it.
+    """
+    if host is not None:
+        return _read_on_host(path, host, engine=engine, version=version, k=k)
+    p = Path(path)
+    name = str(path)
+    if p.is_dir():
+        raise LogFormatError(f"{name}: is a directory, not a log file", path=name)
+    if not p.exists():
+        raise LogFormatError(f"{name}: no such file", path=name)
+    try:
+        with open(p, "rb") as fb:
+            head = fb.read(_SNIFF)
+    except OSError as exc:
+        raise LogFormatError(f"{name}: cannot read ({exc.strerror})", path=name) from None
+    _check_head(head, name)
+    if _looks_json(head):
+        with open(p, encoding="utf-8", errors="replace") as f:
+            return _from_bench_rows(_bench.parse_json_text(f.read(), name), name, engine, version)
+    with open(p, encoding="utf-8", errors="replace", newline=None, buffering=1 << 20) as f:
+        return read_lines(f, name=name, engine=engine, version=version, k=k)
+
+
+def read_lines(lines: Iterable[str], *, name: str = "<lines>", engine: str | None = None,
+               version: str | None = None, k: int | None = None) -> LogData:
+    """Parse an iterable of log lines (a file object, a list) -> :class:`LogData`.
+    Same rules as :func:`read`; the ``name`` appears in errors and the repr."""
+    st = _scan.State()
+    _scan.scan(lines, st)
+    _scan.finish(st)
+    return _build(st, name, engine, version, k)
+
+
+def parse_sglang(source, *, version: str | None = None, k: int | None = None) -> LogData:
+    """An SGLang server log (path, or text with newlines, or iterable of lines) -> LogData."""
+    return _dispatch(source, engine="sglang", version=version, k=k)
+
+
+def parse_vllm(source, *, version: str | None = None, k: int | None = None) -> LogData:
+    """A vLLM server log (path, or text with newlines, or iterable of lines) -> LogData."""
+    return _dispatch(source, engine="vllm", version=version, k=k)
+
+
+def parse_bench(source) -> pd.DataFrame:
+    """Benchmark output -> one row per run with normalised columns (``tool``, ``engine``,
+    ``output_throughput`` tok/s, ``mean_tpot_ms``, ``median_ttft_ms``, ``mean_itl_ms`` ...).
+
+    ``source``: a text file with result blocks (``sglang.bench_serving``, ``vllm bench serve``,
+    ``bench_one_batch``, ``bench_one_batch_server``, ``vllm bench latency``), a JSON/JSONL result
+    file, or such text itself. LogFormatError when nothing in it is a benchmark result."""
+    data = _dispatch(source)
+    if not len(data.bench):
+        raise LogFormatError(f"{data.name}: no benchmark result found", path=data.name)
+    return data.bench
+
+
+def parse_nccl(source) -> pd.DataFrame:
+    """NCCL_DEBUG=INFO output (path, text, or lines) -> the ``.nccl`` table (``nccl_summary`` reads it)."""
+    return _dispatch(source).nccl
+
+
+def spec_summary(source, *, engine: str | None = None, version: str | None = None, k: int | None = None,
+                 include_after_idle: bool = False) -> SpecSummary:
+    """Pooled acceptance over a run: mean acceptance length (incl. bonus), draft acceptance rate
+    (excl. bonus), per-position rates, windows used / excluded. ``source``: a LogData, a
+    ``.spec`` DataFrame or anything :func:`read` takes."""
+    if isinstance(source, pd.DataFrame):
+        eng = engine or (str(source["engine"].iloc[0]) if len(source) else "unknown")
+        ver = version or (str(source["version"].iloc[0]) if len(source) else "unknown")
+        return _spec.summarize(source, engine=eng, version=ver, warnings=[],
+                               include_after_idle=include_after_idle)
+    data = source if isinstance(source, LogData) else _dispatch(source, engine=engine, version=version, k=k)
+    spec_warn = [w for w in data.warnings if "accept" in w or "k " in w or "k=" in w or "version" in w]
+    return _spec.summarize(data.spec, engine=data.engine, version=data.version, warnings=spec_warn,
+                           include_after_idle=include_after_idle)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _dispatch(source, *, engine: str | None = None, version: str | None = None, k: int | None = None) -> LogData:
+    if isinstance(source, LogData):
+        return source
+    if isinstance(source, str) and "\n" in source:
+        if _looks_json(source.lstrip()[:1].encode()):
+            return _from_bench_rows(_bench.parse_json_text(source, "<text>"), "<text>", engine, version)
+        return read_lines(io.StringIO(source), name="<text>", engine=engine, version=version, k=k)
+    if isinstance(source, (str, os.PathLike)):
+        return read(source, engine=engine, version=version, k=k)
+    return read_lines(source, engine=engine, version=version, k=k)
+
+
+def _check_head(head: bytes, name: str) -> None:
+    if not head.strip():
+        raise LogFormatError(f"{name}: empty file, not a log", path=name)
+    if b"\x00" in head:
+        raise LogFormatError(f"{name}: binary file (NUL bytes), not a text log", path=name)
+
+
+def _looks_json(head: bytes) -> bool:
+    s = head.lstrip()
+    if s.startswith(b"{"):
+        return True
+    return s.startswith(b"[") and s[1:].lstrip()[:1] in (b"{", b"]")
+
+
+def _read_on_host(path, host, **kw) -> LogData:
+    remote = str(path)
+    label = f"{getattr(host, 'name', host)}:{remote}"
+    st = host.stat(remote)
+    if st.is_dir:
+        raise LogFormatError(f"{label}: is a directory, not a log file", path=label)
+    with tempfile.TemporaryDirectory(prefix="kit-log-") as tmp:
+        local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "log")
+        host.get(remote, local)
+        data = read(local, **kw)
+    data.name = label
+    data.warnings = [w.replace(local, label) for w in data.warnings]
+    return data
+
+
+def _from_bench_rows(rows: list[dict], name: str, engine: str | None, version: str | None) -> LogData:
+    st = _scan.State()
+    for r in rows:
+        st.bench.add(r)
+        st.evidence[r.get("engine") or "bench"] = st.evidence.get(r.get("engine") or "bench", 0) + 1
+    st.lines = len(rows)
+    return _build(st, name, engine, version, None)
+
+
+def _build(st: _scan.State, name: str, engine: str | None, version: str | None, k: int | None) -> LogData:
+    warnings = st.warnings
+    n_records = sum(len(c) for c in (st.decode, st.prefill, st.decode_fast, st.prefill_fast, st.throughput,
+                                     st.vllm_spec, st.bench, st.nccl))
+    if st.lines == 0:
+        raise LogFormatError(f"{name}: empty file, not a log", path=name)
+    if not n_records and not any(st.evidence.values()) and st.server_args is None:
+        raise LogFormatError(f"{name}: not a serving log: none of its {st.lines} lines is an SGLang, vLLM, "
+                             f"NCCL or benchmark line", path=name)
+    ev = st.evidence
+    if engine is None:
+        engine = "sglang" if ev["sglang"] > ev["vllm"] else "vllm" if ev["vllm"] else "unknown"
+    logged = [v for e, v, _ in st.versions if e == engine]
+    if logged:
+        if version and version != logged[0]:
+            warnings.append(f"version {version!r} given but the log says {logged[0]!r}: using the log's")
+        version = logged[0]
+    version = version or "unknown"
+
+    decode = merge_frames(st.decode_fast.frame(), st.decode.frame(), DECODE_COLUMNS)
+    if len(decode):
+        decode["after_idle"] = _spec.flag_after_idle(decode["gen_throughput"])
+    prefill = merge_frames(st.prefill_fast.frame(), st.prefill.frame(), PREFILL_COLUMNS)
+    throughput = st.throughput.frame(THROUGHPUT_COLUMNS)
+    if len(throughput):
+        throughput["after_idle"] = _spec.flag_after_idle(throughput["generation_throughput"])
+    raw_spec = st.vllm_spec.frame()
+    bench = st.bench.frame(_bench.BENCH_COLUMNS)
+    nccl = st.nccl.frame(NCCL_COLUMNS)
+
+    parts = []
+    sg = _spec.sglang_spec(decode, version=version if engine == "sglang" else "unknown", k=k,
+                           server_args=st.server_args, variants=st.sglang_variants, warnings=warnings)
+    if len(sg):
+        parts.append(sg)
+    vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k, warnings=warnings)
+    if len(vl):
+        parts.append(vl)
+    spec = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else \
+        pd.DataFrame({c: pd.Series(dtype="object") for c in _spec.SPEC_COLUMNS})
+    if len(spec):
+        if version == "unknown":
+            warnings.insert(0, f"{engine} version unknown (not in the log, not given): acceptance "
+                               f"definitions were inferred; pass version=")
+        if "time" in spec.columns and not pd.api.types.is_datetime64_any_dtype(spec["time"]):
+            spec["time"] = to_datetime(spec["time"], "%m-%d %H:%M:%S")
+    tables = {"decode": decode, "prefill": prefill, "throughput": throughput, "spec": spec, "bench": bench,
+              "nccl": nccl}
+    for t in tables.values():
+        if len(t) and "time" in t.columns and pd.api.types.is_datetime64_any_dtype(t["time"]):
+            t0 = t["time"].min()
+            t["elapsed_s"] = (t["time"] - t0).dt.total_seconds()
+    if st.torn:
+        warnings.append(f"{st.torn} torn line(s) skipped (two writers on one line), first at line "
+                        f"{st.torn_examples[0]}")
+    if st.server_args and st.server_args.get("__truncated__"):
+        warnings.append(f"server_args dump at line {st.server_args_line} is truncated: "
+                        f"{len(st.server_args) - 1} keys read")
+    ks = pd.to_numeric(spec["k"], errors="coerce").dropna() if len(spec) else []
+    k_used = int(ks.mode().iloc[0]) if len(ks) else k
+    args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
+    return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used,
+                   dict(st.sglang_variants))
+
+
+def frame_records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table -> JSON-ready list of dicts (times as printed style strings, NaN -> None)."""
+    out = []
+    cols = list(df.columns)
+    for row in df.itertuples(index=False, name=None):
+        out.append({c: _jsonable(v) for c, v in zip(cols, row)})
+    return out
+
+
+def _jsonable(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, pd.Timestamp):
+        return None if pd.isna(v) else (v.strftime("%m-%d %H:%M:%S") if v.year == 1900 else v.isoformat(sep=" "))
+    if v is pd.NaT:
+        return None
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        try:
+            v = v.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, (str, int, float, bool)):
+        return v
+    try:
+        json.dumps(v)
+        return v
+    except TypeError:
+        return str(v)

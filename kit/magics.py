@@ -1,0 +1,81 @@
+"""The ``%%remote TARGET`` cell magic (``%load_ext kit``): run the cell body with ``bash -s`` on a host.
+
+::
+
+    %%remote gpu-box --timeout 60
+    nvidia-smi topo -m
+    pip list 2>/dev/null | grep -i -E 'sglang|vllm|flashinfer'
+
+TARGET is ``local``, ``user@host[:port]``, an ``~/.ssh/config`` alias, or the name of a variable
+holding a kit Host. Output streams into the cell as it arrives; the :class:`~kit.remote.Result` is
+stored in ``_remote``; a non-zero exit raises CommandFailed (``--no-raise-error`` to only report it).
+Connections are kept per target, so later cells reuse them.
+"""
+from __future__ import annotations
+
+import sys
+
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from kit.errors import CommandFailed
+
+_HOSTS: dict[tuple, object] = {}
+
+
+def _host_for(shell, args):
+    from kit.remote import Host, connect
+
+    obj = shell.user_ns.get(args.target) if shell is not None else None
+    if isinstance(obj, Host):
+        return obj
+    key = (args.target, args.identity, args.known_hosts, args.trust, args.no_ssh_config)
+    host = _HOSTS.get(key)
+    if host is None:
+        opts = {}
+        if args.target != "local":
+            if args.identity:
+                opts.update(key_filename=args.identity, look_for_keys=False, allow_agent=False)
+            if args.known_hosts:
+                opts["known_hosts"] = args.known_hosts
+            if args.trust:
+                opts["trust"] = args.trust
+            if args.no_ssh_config:
+                opts["ssh_config"] = False
+        host = connect(args.target, **opts)
+        _HOSTS[key] = host
+    return host
+
+
+@magics_class
+class RemoteMagics(Magics):
+    """Holds the ``%%remote`` cell magic."""
+
+    @magic_arguments()
+    @argument("target", help="local, user@host[:port], an ~/.ssh/config alias, or a variable holding a Host")
+    @argument("--timeout", type=float, default=None, help="seconds; the remote process group is killed after")
+    @argument("--cwd", default=None, help="working directory on the host")
+    @argument("-i", "--identity", default=None, help="private key file")
+    @argument("--known-hosts", default=None, help="known_hosts file to trust (instead of ~/.ssh/known_hosts)")
+    @argument("--trust", default=None, choices=["strict", "accept-new"], help="unknown host keys policy")
+    @argument("--no-ssh-config", action="store_true", help="do not read ~/.ssh/config")
+    @argument("--no-raise-error", action="store_true", help="report a non-zero exit instead of raising")
+    @cell_magic
+    def remote(self, line: str, cell: str):
+        """Run the cell with ``bash -s`` on TARGET, streaming its output."""
+        args = parse_argstring(self.remote, line)
+        host = _host_for(self.shell, args)
+        res = host.run("bash -s", input=cell, stream=True, timeout=args.timeout, cwd=args.cwd)
+        if self.shell is not None:
+            self.shell.user_ns["_remote"] = res
+        if not res.ok:
+            msg = f"{host.name}: %%remote cell exited {res.exit_code}"
+            if args.no_raise_error:
+                print(msg, file=sys.stderr)
+            else:
+                raise CommandFailed(msg, host=host.name, result=res)
+
+
+def load_ipython_extension(ipython) -> None:
+    """Register ``%%remote`` (called by ``%load_ext kit`` and ``%load_ext kit.magics``)."""
+    ipython.register_magics(RemoteMagics)

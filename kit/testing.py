@@ -1,0 +1,297 @@
+"""A real OpenSSH server for tests, reusable outside this project (like ``fabric.testing``).
+
+``SSHServer`` starts ``sshd`` on 127.0.0.1 at a free port with throwaway host and client keys and a
+known_hosts file, and stops it (and every process its sessions left) afterwards. As root it logs
+in as a dedicated throwaway user with a clean shell rc (a heavy root ``.bashrc`` would dominate
+latency); otherwise it runs as, and logs in as, the current user.
+
+With pytest, ``from kit.testing import sshd`` in a ``conftest.py`` provides a session-scoped ``sshd``
+fixture::
+
+    def test_hi(sshd):
+        with sshd.connect() as host:
+            assert host.run("echo hi").stdout == "hi\\n"
+
+If no ``sshd`` binary is installed the fixture errors (never skips) and says how to install it.
+"""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["SSHServer", "sshd", "find_sshd", "TEST_USER"]
+
+TEST_USER = "kituser"
+_SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
+
+
+def find_sshd() -> str:
+    """Path of the OpenSSH server binary; FileNotFoundError with the fix when it is missing."""
+    found = shutil.which("sshd") or next((p for p in _SSHD_CANDIDATES if os.access(p, os.X_OK)), None)
+    if not found:
+        raise FileNotFoundError("sshd (OpenSSH server) not found: install it with "
+                                "`apt-get install openssh-server` (`make test` does this when run as root)")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ensure_user(name: str) -> pwd.struct_passwd:
+    """Create (once) a throwaway login user with Debian's default skeleton rc files, unlocked for keys."""
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        pass
+    subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True,
+                   capture_output=True, timeout=30)
+    # useradd leaves the account locked ('!'), and sshd then refuses even a valid key.
+    subprocess.run(["usermod", "-p", "*", name], check=True, capture_output=True, timeout=30)
+    return pwd.getpwnam(name)
+
+
+class SSHServer:
+    """A running loopback ``sshd``. Attributes: ``target``, ``host``, ``port``, ``user``, ``key_path``,
+    ``known_hosts``, ``host_key_pub`` (the server's public key line), ``tmp`` (a directory the login
+    user can write, for file tests), ``pid``."""
+
+    def __init__(self, user: str | None = None, workdir: str | None = None) -> None:
+        self.sshd_path = find_sshd()
+        self.host = "127.0.0.1"
+        self.port = 0
+        self._as_root = os.geteuid() == 0
+        if user is None:
+            user = TEST_USER if self._as_root else pwd.getpwuid(os.geteuid()).pw_name
+        self.user = user
+        self._workdir = Path(workdir or tempfile.mkdtemp(prefix="kit-sshd-"))
+        self._proc: subprocess.Popen | None = None
+
+    # --- paths --------------------------------------------------------------------------------
+    @property
+    def key_path(self) -> str:
+        return str(self._workdir / "keys" / "client_ed25519")
+
+    @property
+    def known_hosts(self) -> str:
+        return str(self._workdir / "keys" / "known_hosts")
+
+    @property
+    def kit_known_hosts(self) -> str:
+        """A kit-owned known_hosts path private to this server's tests (for ``trust="accept-new"``)."""
+        return str(self._workdir / "keys" / "kit_known_hosts")
+
+    @property
+    def target(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def host_key_pub(self) -> str:
+        return " ".join((self._workdir / "keys" / "host_ed25519.pub").read_text().split()[:2])
+
+    @property
+    def tmp(self) -> str:
+        return str(self._workdir / "tmp")
+
+    def known_hosts_line(self, key_line: str | None = None) -> str:
+        """A known_hosts line for this server (``[127.0.0.1]:PORT keytype base64``)."""
+        return f"[{self.host}]:{self.port} {key_line or self.host_key_pub}\n"
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def start(self, timeout: float = 15.0) -> "SSHServer":
+        wd = self._workdir
+        os.chmod(wd, 0o711)
+        keys, auth, tmp = wd / "keys", wd / "auth", wd / "tmp"
+        keys.mkdir(mode=0o700, exist_ok=True)
+        auth.mkdir(mode=0o755, exist_ok=True)
+        tmp.mkdir(mode=0o755, exist_ok=True)
+        for key in ("host_ed25519", "client_ed25519"):
+            if not (keys / key).exists():
+                subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"kit-test-{key}",
+                                "-f", str(keys / key)], check=True, capture_output=True, timeout=30)
+        shutil.copy(keys / "client_ed25519.pub", auth / "authorized_keys")
+        os.chmod(auth / "authorized_keys", 0o644)
+        if self._as_root:
+            pw = _ensure_user(self.user)
+            os.chown(tmp, pw.pw_uid, pw.pw_gid)
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
+        last_err = ""
+        for _ in range(3):  # sshd cannot bind port 0: pick one, retry if someone took it meanwhile
+            self.port = _free_port()
+            config = wd / "sshd_config"
+            config.write_text(_SSHD_CONFIG.format(port=self.port, host_key=keys / "host_ed25519",
+                                                  pid=wd / "sshd.pid", auth=auth / "authorized_keys",
+                                                  root="prohibit-password" if self.user == "root" else "no"))
+            log = open(wd / "sshd.log", "ab")  # noqa: SIM115 - handed to the child
+            self._proc = subprocess.Popen([self.sshd_path, "-D", "-e", "-f", str(config)], stdout=log,
+                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            log.close()
+            if self._wait_ready(timeout):
+                Path(self.known_hosts).write_text(self.known_hosts_line())
+                return self
+            last_err = (wd / "sshd.log").read_text(errors="replace").strip()[-500:]
+            self._terminate()
+        raise RuntimeError(f"sshd on 127.0.0.1 did not start (config {wd / 'sshd_config'}): {last_err}")
+
+    def _wait_ready(self, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self._proc.poll() is not None:
+                return False
+            try:
+                with socket.create_connection((self.host, self.port), timeout=1) as s:
+                    if s.recv(64).startswith(b"SSH-"):
+                        return True
+            except OSError:
+                pass
+            time.sleep(0.05)
+        return False
+
+    def _children(self) -> list[int]:
+        """PIDs of the listener's per-connection processes."""
+        if not self._proc:
+            return []
+        out = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    data = Path(f"/proc/{entry}/stat").read_bytes()
+                except OSError:
+                    continue
+                fields = data[data.rfind(b")") + 2:].split()
+                if int(fields[1]) == self._proc.pid:
+                    out.append(int(entry))
+        return out
+
+    def drop_connections(self) -> int:
+        """Kill every open SSH connection on the server side (the listener keeps running).
+
+        Simulates a server reboot/network drop between calls. Returns how many were dropped.
+        """
+        kids = self._children()
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return len(kids)
+
+    def _user_processes(self) -> list[int]:
+        try:
+            uid = pwd.getpwnam(self.user).pw_uid
+        except KeyError:
+            return []
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.stat(f"/proc/{entry}").st_uid == uid:
+                        pids.append(int(entry))
+                except OSError:
+                    continue
+        return pids
+
+    def _terminate(self) -> None:
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+    def stop(self) -> None:
+        """Stop sshd, its connections, and (for the dedicated test user) whatever its sessions left."""
+        self.drop_connections()
+        self._terminate()
+        if self._as_root and self.user == TEST_USER:
+            for pid in self._user_processes():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def __enter__(self) -> "SSHServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # --- clients ------------------------------------------------------------------------------
+    def connect_options(self, **opts) -> dict:
+        """kit.connect options for this server: its key, its known_hosts, no agent, no ~/.ssh/config."""
+        base = dict(key_filename=self.key_path, known_hosts=self.known_hosts, kit_known_hosts=self.kit_known_hosts,
+                    look_for_keys=False, allow_agent=False, ssh_config=False, connect_timeout=10)
+        base.update(opts)
+        return base
+
+    def connect(self, **opts):
+        """An open :class:`kit.remote.SSHHost` to this server, strict host-key checking."""
+        from kit.remote import connect
+
+        return connect(self.target, **self.connect_options(**opts))
+
+    @property
+    def ssh_dest(self) -> str:
+        """``user@127.0.0.1``: the destination argument for the ``ssh`` binary (port is in ssh_args)."""
+        return f"{self.user}@{self.host}"
+
+    def ssh_args(self) -> list[str]:
+        """OpenSSH client options for this server, strict host keys, no prompts; append ``ssh_dest``
+        and the command: ``["ssh", *sshd.ssh_args(), sshd.ssh_dest, "true"]``."""
+        return ["-F", os.devnull, "-p", str(self.port), "-i", self.key_path, "-o", "IdentitiesOnly=yes",
+                "-o", f"UserKnownHostsFile={self.known_hosts}", "-o", "StrictHostKeyChecking=yes",
+                "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"]
+
+    def __repr__(self) -> str:
+        return f"SSHServer(target={self.target!r})"
+
+
+_SSHD_CONFIG = """\
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {host_key}
+PidFile {pid}
+AuthorizedKeysFile {auth}
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PermitRootLogin {root}
+MaxStartups 100:30:200
+MaxSessions 100
+LogLevel ERROR
+Subsystem sftp internal-sftp
+"""
+
+try:  # the pytest fixture, when pytest is there
+    import pytest
+
+    @pytest.fixture(scope="session")
+    def sshd():
+        """A real OpenSSH server on 127.0.0.1 for the whole test session (see :class:`SSHServer`)."""
+        server = SSHServer()
+        server.start()
+        try:
+            yield server
+        finally:
+            server.stop()
+except ImportError:  # pragma: no cover - kit.testing used without pytest
+    sshd = None
