@@ -23,15 +23,19 @@ N = int(os.environ.get("KIT_BENCH_N", "200"))
 FAN_ROUNDS = int(os.environ.get("KIT_BENCH_FAN_ROUNDS", "50"))
 
 
-def _median_ms(fn, n: int, label: str) -> float:
-    times = []
-    for i in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    med = statistics.median(times) * 1000
-    print(f"bench: {label}: median {med:.2f} ms over {n}", file=sys.stderr, flush=True)
-    return med
+def _interleaved_ms(fns: dict, n: int) -> dict[str, float]:
+    """Median ms of each function, run round-robin (one call of each per round) so that load from
+    anything else on the machine falls on all methods alike."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(n):
+        for label, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[label].append(time.perf_counter() - t0)
+    out = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    for k, v in out.items():
+        print(f"bench: {k}: median {v:.2f} ms over {n}", file=sys.stderr, flush=True)
+    return out
 
 
 def _ssh(args: list[str]) -> None:
@@ -52,15 +56,12 @@ def main() -> int:
     with SSHServer() as sshd, tempfile.TemporaryDirectory(prefix="kit-cm-") as cm_dir:
         base = ["ssh", *sshd.ssh_args()]
         cm = base + ["-o", "ControlMaster=auto", "-o", f"ControlPath={cm_dir}/cm-%C", "-o", "ControlPersist=120"]
-        with sshd.connect() as host:
-            host.run("true", check=True)  # warm
-            a = _median_ms(lambda: host.run("true", check=True), N, "(a) kit SSHHost")
-        _ssh(cm + [sshd.ssh_dest, "true"])  # warm the master (not timed)
-        b = _median_ms(lambda: _ssh(cm + [sshd.ssh_dest, "true"]), N, "(b) ssh ControlMaster")
-        subprocess.run(cm + ["-O", "exit", sshd.ssh_dest], capture_output=True, timeout=30)
-        c = _median_ms(lambda: _ssh(base + [sshd.ssh_dest, "true"]), N, "(c) new ssh per command")
+        host = sshd.connect()
+        local = kit.connect("local")
         group = kit.hosts([sshd.target] * 8, **sshd.connect_options())
         try:
+            host.run("true", check=True)  # warm
+            _ssh(cm + [sshd.ssh_dest, "true"])  # start the master (not timed)
             warm = group.run("true")
             if not warm.ok:
                 raise SystemExit(f"fan-out warm-up failed: {warm!r}")
@@ -69,32 +70,40 @@ def main() -> int:
                 res = group.run("true")
                 if not res.ok:
                     raise SystemExit(f"fan-out failed: {res!r}")
-            busy0, self0 = _busy_cpu_s(), time.process_time()
-            d = _median_ms(fan, FAN_ROUNDS, "(d) 8-host fan-out")
-            busy = (_busy_cpu_s() - busy0) / (FAN_ROUNDS * 8) * 1000
-            client = (time.process_time() - self0) / (FAN_ROUNDS * 8) * 1000
-        finally:
-            group.close()
-        with sshd.connect() as host:
-            single = _median_ms(lambda: host.run("true", check=True), FAN_ROUNDS, "single command (fan-out anchor)")
-        local = kit.connect("local")
-        loc = _median_ms(lambda: local.run("true", check=True), N, "LocalHost")
 
+            seq = _interleaved_ms({
+                "(a) kit SSHHost": lambda: host.run("true", check=True),
+                "(b) ssh ControlMaster": lambda: _ssh(cm + [sshd.ssh_dest, "true"]),
+                "(c) new ssh per command": lambda: _ssh(base + [sshd.ssh_dest, "true"]),
+                "LocalHost": lambda: local.run("true", check=True),
+            }, N)
+            busy0, self0 = _busy_cpu_s(), time.process_time()
+            par = _interleaved_ms({"(d) 8-host fan-out": fan,
+                                   "single command": lambda: host.run("true", check=True)}, FAN_ROUNDS)
+            busy = (_busy_cpu_s() - busy0) / (FAN_ROUNDS * 9) * 1000
+            client = (time.process_time() - self0) / (FAN_ROUNDS * 9) * 1000
+        finally:
+            subprocess.run(cm + ["-O", "exit", sshd.ssh_dest], capture_output=True, timeout=30)
+            group.close()
+            host.close()
+    a, b, c, loc = (seq[k] for k in ("(a) kit SSHHost", "(b) ssh ControlMaster", "(c) new ssh per command", "LocalHost"))
+    d, single = par["(d) 8-host fan-out"], par["single command"]
     ratio_ab, ratio_ca, ratio_d = a / b, c / a, d / single
     cores = os.cpu_count() or 1
     floor = 8 * busy / cores  # the fan-out cannot finish faster than its CPU work spread over all cores
     ok = lambda met: "met" if met else "**not met**"  # noqa: E731
     print("## Remote command latency (`bench/remote_latency.py`)\n")
     print(f"Loopback OpenSSH `sshd` started by `kit.testing.SSHServer` (test user with a clean shell rc), "
-          f"command `true`, median of {N} sequential runs per method (fan-out: median of {FAN_ROUNDS} rounds). "
-          f"All figures from this one run.\n")
+          f"command `true`, median of {N} sequential runs per method, the methods taking turns (one call of "
+          f"each per round) so that other load on the machine falls on all of them alike; fan-out: median of "
+          f"{FAN_ROUNDS} rounds, alternating with the single command. All figures from this one run.\n")
     print("| method | median per command |")
     print("|---|---|")
     print(f"| (a) kit `SSHHost.run`, one persistent connection (TCP_NODELAY) | {a:.2f} ms |")
     print(f"| (b) `ssh` with ControlMaster/ControlPersist (warmed) | {b:.2f} ms |")
     print(f"| (c) new `ssh` process per command | {c:.2f} ms |")
     print(f"| (d) `kit.hosts([...]*8).run` — 8 connections, one command each, in parallel | {d:.2f} ms |")
-    print(f"| single command on one kit connection (anchor for d) | {single:.2f} ms |")
+    print(f"| single command on one kit connection (anchor for d, same rounds) | {single:.2f} ms |")
     print(f"| extra: `LocalHost.run` (subprocess) | {loc:.2f} ms |")
     print()
     print(f"CPU cost during the fan-out (machine-wide, from `/proc/stat`): {busy:.2f} CPU-ms per command, of which "

@@ -30,7 +30,7 @@ from kit.testing import SSHServer  # noqa: E402
 
 SEED_FILE = ROOT / "notebooks" / "sample" / "engine" / "tinyserve" / "srt" / "server_args.py"
 TARGET_BYTES = 250_000
-REPEATS = 5
+REPEATS = 7
 N_SLICES = 20
 FIND_SYMBOLS = ("attention_backend", "sm100_default_attention_backend", "moe_runner_backend", "page_size",
                 "speculative_algorithm")

@@ -27,9 +27,17 @@ def register(subparsers) -> None:
 
 
 def _summary(args) -> int:
-    from kit import profile
+    # start parsing big traces in worker processes first: the pandas import below then overlaps it
+    from kit._trace_read import prefetch
 
-    p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache)
+    pending, ex = prefetch(args.traces, cache=not args.no_cache)
+    try:
+        from kit import profile
+
+        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, _prefetched=pending)
+    finally:
+        if ex is not None:
+            ex.shutdown(wait=True, cancel_futures=True)
     s = p.summary(args.phase, top=args.top)
     if args.json:
         json.dump(s.to_dict(), sys.stdout, indent=1)

@@ -19,14 +19,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--notebooks", default=None,
                    help="directory of notebooks (default: the one holding the session, else ./notebooks)")
     p.add_argument("--timeout", type=float, default=300.0, help="per-cell timeout in seconds (default: 300)")
+    p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="extra papermill parameter for every notebook (VALUE read as a Python literal, "
+                        "else as a string), e.g. -p engine_path=None -p 'gpu_capture=None'; repeatable")
     p.set_defaults(func=_handle)
+
+
+def _parse_params(items: list[str]) -> dict:
+    import ast
+
+    from kit.errors import ReportError
+
+    out = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise ReportError(f"--param {item!r}: expected NAME=VALUE with NAME a Python identifier")
+        try:
+            out[name] = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            out[name] = raw
+    return out
 
 
 def _handle(args: argparse.Namespace) -> int:
     from kit import report
 
     rep = report.build(args.session, args.out, notebooks=args.notebooks, host=args.host,
-                       no_input=args.no_input, cell_timeout=args.timeout)
+                       no_input=args.no_input, cell_timeout=args.timeout, parameters=_parse_params(args.param))
     if rep.failed:
         for r in rep.failed:
             print(f"kit report: notebook {r.name} failed at cell In[{r.failed_cell}]: {r.error} "

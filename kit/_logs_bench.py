@@ -49,7 +49,7 @@ _LABELS = {
     "Accepted tokens": "spec_accepted_tokens",
     "Cache hit rate": "cache_hit_rate",
 }
-_METRIC = re.compile(r"^(Mean|Median|Std|P\d+(?:\.\d+)?) (.+?) \(ms\)$")
+_METRIC = re.compile(r"^(Mean|Median|Std|Max|Min|P\d+(?:\.\d+)?) (.+?) \(ms\)$")
 _METRIC_NAMES = {"e2e latency": "e2e_latency", "e2el": "e2e_latency", "ttft": "ttft", "tpot": "tpot",
                  "itl": "itl"}
 _PCT_LABELS = {"Acceptance rate (%)", "Cache hit rate"}

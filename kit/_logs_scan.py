@@ -7,6 +7,7 @@ column lists (:class:`kit._logs_table.Columns`); raw lines are never kept.
 """
 from __future__ import annotations
 
+import io
 import re
 from typing import Iterable
 
@@ -46,6 +47,7 @@ class State:
         self.torn = 0
         self.torn_examples: list[int] = []
         self.warnings: list[str] = []
+        self.bulk_templates: list = []  # (regex, table, template, bracket) of SGLang lines seen so far
 
 
 def scan(lines: Iterable[str], st: State) -> State:
@@ -55,6 +57,8 @@ def scan(lines: Iterable[str], st: State) -> State:
     batch_line = S.parse_batch_line
     for line in lines:
         lineno += 1
+        if "\x00" in line:
+            continue  # a line already taken by the block extractor (extract_block)
         if "\x1b" in line:
             line = strip_ansi(line)
         blk = st.block
@@ -116,6 +120,25 @@ def scan(lines: Iterable[str], st: State) -> State:
             elif _VLLM_LINE.match(line):
                 st.evidence["vllm"] += 1
     st.lines = lineno
+    return st
+
+
+BLOCK_CHARS = 1 << 20
+
+
+def scan_file(f, st: State) -> State:
+    """Scan an open text file in blocks of whole lines: lines of SGLang templates already seen are
+    pulled out of each block in bulk (one regex pass per template, C speed), the rest of the block
+    goes through :func:`scan` line by line. Same records as ``scan(f, st)``, faster on big logs."""
+    while True:
+        block = f.read(BLOCK_CHARS)
+        if not block:
+            break
+        if block[-1] != "\n":
+            block += f.readline()
+        if st.bulk_templates and st.block is None and block.isascii():
+            block = S.extract_block(block, st.lines + 1, st)
+        scan(io.StringIO(block), st)
     return st
 
 

@@ -37,9 +37,10 @@ PREFILL_COLUMNS = ("time", "ranks", "line", "new_seq", "new_token", "cached_toke
 OK, TORN = 1, 2
 
 
-# A value as SGLang prints it, followed by ", " or the end of the body: whatever else follows a
-# value (junk from another writer) stays in the template, which then fails validation (torn).
-_VALUE = re.compile(r": (-?[0-9][0-9.]*%?|True|False|nan%?|-?inf)(?=, |$)")
+# Values are cut out of the message with one regex split; what remains is the line's *template*.
+# Junk from another writer either changes the template (then the careful parser decides: torn) or
+# sits inside a value (then converting the value fails at flush time: the row is dropped as torn).
+_SPLIT = re.compile(r": ([^,]*)")
 FAST_HEAD = ("line", "time", "ranks", "iter")
 _RANKS_OK: dict[str, str | None] = {"": None}
 _RANKS = re.compile(r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)+")
@@ -48,9 +49,9 @@ _RANKS = re.compile(r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)+")
 def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
     """Parse one ``Prefill batch`` / ``Decode batch`` line found at ``pos``; returns OK or TORN.
 
-    Fast path: the body is split into template + values by one regex call; a template seen before
-    maps straight to its columns (``st.decode_fast`` / ``st.prefill_fast``). A new template is
-    checked once by the careful key-by-key parser (:func:`_parse_body`), which also handles the
+    Fast path: the message is split into template + values by one regex call; a template seen
+    before maps straight to its columns (``st.decode_fast`` / ``st.prefill_fast``). A new template
+    is checked once by the careful key-by-key parser (:func:`_parse_body`), which also takes the
     rare shapes the fast path cannot (rows then go to ``st.decode`` / ``st.prefill``).
     The format variant of each line is kept in the ``format`` column.
     """
@@ -71,54 +72,151 @@ def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
             ranks = None
     else:
         ts = ranks = None
-    start = pos + len(kind) + 6  # after "Decode batch" / "Prefill batch"
-    sep = line[start]
     it = None
-    if sep == ",":
-        variant = "comma"
-        body = line[start + 2:].rstrip()
-    elif sep == ".":
-        variant = "dot"
-        body = line[start + 2:].rstrip()
-    else:
-        m = _BRACKET_ITER.match(line, start + 1)
-        if m is None or sep != " ":
+    if line[pos + len(kind) + 6] == " ":  # "Decode batch [123], ...": keep the number out of the template
+        m = _BRACKET_ITER.match(line, pos + len(kind) + 7)
+        if m is None:
             return TORN
-        variant = "bracket"
-        body = line[m.end():].rstrip()
         it = int(m.group(1))
-    if body[-1:] == ",":
-        body = body[:-1]
-        if variant == "comma":
-            variant = "trailing"
-    parts = _VALUE.split(body)
-    tmpl = variant + kind + "".join(parts[0::2])
+        msg = kind + " batch [], " + line[m.end():]
+    else:
+        msg = line[pos:]
+    parts = _SPLIT.split(msg)
+    tmpl = "".join(parts[0::2])
     fast = st.decode_fast if kind == "Decode" else st.prefill_fast
     group = fast.groups.get(tmpl)
     if group is None:
+        vb = _variant_body(msg, kind)
+        if vb is None:
+            return TORN
+        variant, body = vb
+        row = _parse_body(body, kind)
+        if row is None:
+            return TORN
         if tmpl not in fast.slow:
-            row = _parse_body(body, kind)
-            if row is None:
-                return TORN
             names = tuple(k for k in row if k != "graph_kind")
             if len(names) == len(parts) // 2 and len(set(names)) == len(names):
                 consts = {"graph_kind": row["graph_kind"]} if "graph_kind" in row else {}
                 consts["format"] = variant
                 group = fast.add_group(tmpl, names, consts)
+                if pos:
+                    st.bulk_templates.append((template_regex(parts[0::2], it is not None), fast, tmpl,
+                                              it is not None))
             else:
                 fast.slow.add(tmpl)
         if group is None:
-            row = _parse_body(body, kind)
-            if row is None:
-                return TORN
             row = {"line": lineno, "time": ts, "ranks": ranks, "iter": it, **row, "format": variant}
             (st.decode if kind == "Decode" else st.prefill).add(row)
             return OK
-    group.append((lineno, ts, ranks, it, *parts[1::2]))
+    group += (lineno, ts, ranks, it)
+    group += parts[1::2]
     fast.n += 1
     if fast.n >= CHUNK:
         fast.flush()
     return OK
+
+
+def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:
+    """A regex matching the message part of one template's lines, from the ``] `` that closes the
+    header to the end of the line, capturing [the iteration and] each value. It starts with a
+    literal, so the regex engine's fast literal search finds candidate lines in a text block at
+    C speed (:func:`extract_block`)."""
+    first = re.escape("] " + pieces[0])
+    if bracket:
+        first = first.replace(re.escape("[], "), r"\[(\d+)\], ", 1)
+    rx = first
+    for piece in pieces[1:-1]:
+        rx += r": ([^,\n]*)" + re.escape(piece)
+    rx += r": ([^,\n]*)" + re.escape(pieces[-1].rstrip("\n")) + r"$"
+    return re.compile(rx, re.M)
+
+
+def extract_block(block: str, first_line: int, st) -> str:
+    """Pull every line of a known template out of ``block`` (ASCII text of whole lines, the first
+    being line ``first_line``). Returns the block with each taken line's message replaced by a NUL
+    marker, which the line scanner skips. Rows equal those of the line-by-line path (same header
+    checks: a line with anything but a clean ``[time ranks] `` header before the message is torn)."""
+    import numpy as np
+
+    found = []
+    for regex, fast, tmpl, bracket in st.bulk_templates:
+        matches = list(regex.finditer(block))
+        if matches:
+            found.append((fast, tmpl, bracket, matches))
+    if not found:
+        return block
+    nl = np.flatnonzero(np.frombuffer(block.encode("ascii"), dtype=np.uint8) == 10)
+    spans = []
+    rfind = block.rfind
+    ranks_ok = _RANKS_OK
+    for fast, tmpl, bracket, matches in found:
+        starts = [m.start() for m in matches]
+        spans += [(s, m.end()) for s, m in zip(starts, matches)]
+        lines = (np.searchsorted(nl, starts) + first_line).tolist()
+        group = fast.groups[tmpl]
+        n = 0
+        for ln, s, g in zip(lines, starts, map(re.Match.groups, matches)):
+            head = block[rfind("\n", 0, s) + 1:s + 1]  # "[2025-10-22 10:27:56 TP0]"
+            if head[0] != "[" or head[5:6] != "-" or head[14:15] != ":":
+                _torn(st, ln)
+                continue
+            extra = head[20:-1]
+            if extra:
+                ranks = ranks_ok.get(extra, "?")
+                if ranks == "?":
+                    ranks = _ranks(extra)
+                    if ranks == "?":
+                        _torn(st, ln)
+                        continue
+                ts = head[1:24] if extra[0] == "." else head[1:20]
+            else:
+                ts = head[1:20]
+                ranks = None
+            if bracket:
+                group += (ln, ts, ranks, int(g[0]))
+                group += g[1:]
+            else:
+                group += (ln, ts, ranks, None)
+                group += g
+            n += 1
+        st.evidence["sglang"] += n
+        fast.n += n
+    for fast in (st.decode_fast, st.prefill_fast):
+        if fast.n >= CHUNK:
+            fast.flush()
+    spans.sort()
+    out = []
+    prev = 0
+    for s, e in spans:
+        out.append(block[prev:s])
+        prev = e
+    out.append(block[prev:])
+    return "\x00".join(out)
+
+
+def _torn(st, lineno: int) -> None:
+    st.torn += 1
+    if len(st.torn_examples) < 5:
+        st.torn_examples.append(lineno)
+
+
+def _variant_body(msg: str, kind: str) -> tuple[str, str] | None:
+    """(format variant, body without trailing comma) of a message starting with ``kind batch``."""
+    rest = msg[len(kind) + 6:]
+    if rest.startswith(", "):
+        variant, body = "comma", rest[2:]
+    elif rest.startswith(". "):
+        variant, body = "dot", rest[2:]
+    elif rest.startswith(" [], "):
+        variant, body = "bracket", rest[5:]
+    else:
+        return None
+    body = body.rstrip()
+    if body.endswith(","):
+        body = body[:-1]
+        if variant == "comma":
+            variant = "trailing"
+    return variant, body
 
 
 def _ranks(extra: str) -> str | None:

@@ -179,54 +179,48 @@ def vllm_spec(raw: pd.DataFrame, *, version: str, k: int | None, warnings: list[
     if not len(raw):
         return pd.DataFrame(columns=list(SPEC_COLUMNS))
     vt = version_tuple(version)
-    rows = []
-    warned: set[str] = set()
-    for rec in raw.to_dict("records"):
-        variant = rec.get("variant")
-        pp = rec.get("per_position")
-        pp = tuple(pp) if isinstance(pp, (tuple, list)) else None
-        rk = rec.get("k")
-        kk = int(rk) if _num(rk) else (len(pp) if pp else k)
-        acc, drafted = rec.get("accepted_tokens"), rec.get("draft_tokens")
-        rate = rec.get("printed_accept_rate")
-        rate = float(rate) if _num(rate) else (acc / drafted if _num(acc) and _num(drafted) and drafted else math.nan)
-        printed_len = rec.get("printed_accept_len")
-        length = math.nan
-        if variant == "v0":
-            emitted = rec.get("emitted_tokens")
-            if kk and _num(emitted) and _num(drafted) and drafted:
-                length = emitted / (drafted / kk)
-        elif _num(printed_len):
-            if pp:
-                s = sum(pp)
-                incl = abs(printed_len - 1.0 - s) <= abs(printed_len - s)
-            elif vt is not None:
-                incl = vt >= (0, 10)
-            else:
-                incl = True
-                if "len" not in warned:
-                    warned.add("len")
-                    warnings.append("vllm version unknown and no per-position list: 'Mean acceptance length' "
-                                    "assumed to include the bonus token (true from 0.10.1.1, not in 0.8.5)")
-            length = float(printed_len) if incl else float(printed_len) + 1.0
-        elif kk and not math.isnan(rate):
-            length = 1.0 + rate * kk
-        if kk is None and "k" not in warned:
-            warned.add("k")
-            warnings.append("k unknown for the vLLM acceptance records (no per-position list or "
-                            "'Number of speculative tokens'): pass k=")
-        rows.append({
-            "time": rec.get("time"), "line": rec.get("line"), "engine": "vllm", "version": version,
-            "k": kk if kk else np.nan, "mean_acceptance_length": length, "draft_acceptance_rate": rate,
-            "per_position": pp, "accepted_tokens": acc if _num(acc) else np.nan,
-            "draft_tokens": drafted if _num(drafted) else np.nan,
-            "printed_accept_len": printed_len if _num(printed_len) else np.nan,
-            "printed_accept_rate": rec.get("printed_accept_rate") if _num(rec.get("printed_accept_rate")) else np.nan,
-            "gen_throughput": rec.get("gen_throughput") if _num(rec.get("gen_throughput")) else np.nan,
-            "after_idle": bool(_num(drafted) and drafted == 0),
-            "definition": _VLLM_DEF.get(variant, variant), "emitted_tokens": rec.get("emitted_tokens"),
-        })
-    out = pd.DataFrame(rows)
+    n = len(raw)
+
+    def col(name: str) -> pd.Series:
+        if name in raw.columns:
+            return pd.to_numeric(raw[name], errors="coerce").astype(float)
+        return pd.Series(np.nan, index=raw.index)
+
+    variant = raw["variant"].astype(str)
+    pp = raw["per_position"] if "per_position" in raw.columns else pd.Series([None] * n, index=raw.index)
+    pp = pp.map(lambda p: tuple(p) if isinstance(p, (tuple, list)) else None)
+    pp_len = pp.map(lambda p: float(len(p)) if p else np.nan).astype(float)
+    pp_sum = pp.map(lambda p: float(sum(p)) if p else np.nan).astype(float)
+    kk = col("k").fillna(pp_len)
+    if k:
+        kk = kk.fillna(float(k))
+    acc, drafted, emitted = col("accepted_tokens"), col("draft_tokens"), col("emitted_tokens")
+    printed_rate = col("printed_accept_rate")
+    rate = printed_rate.fillna(acc / drafted.where(drafted > 0))
+    printed_len = col("printed_accept_len")
+    if vt is not None:
+        default_incl = vt >= (0, 10)
+    else:
+        default_incl = True
+        if (printed_len.notna() & pp_sum.isna()).any():
+            warnings.append("vllm version unknown and no per-position list: 'Mean acceptance length' assumed to "
+                            "include the bonus token (true from 0.10.1.1, not in 0.8.5)")
+    incl = ((printed_len - 1.0 - pp_sum).abs() <= (printed_len - pp_sum).abs()).where(pp_sum.notna(), default_incl)
+    length = printed_len.where(incl.astype(bool), printed_len + 1.0)
+    length = length.fillna(1.0 + rate * kk)
+    v0 = variant == "v0"
+    length = length.where(~v0, emitted / (drafted / kk).where(drafted > 0))
+    if kk.isna().any():
+        warnings.append("k unknown for some vLLM acceptance records (no per-position list or "
+                        "'Number of speculative tokens'): pass k=")
+    out = pd.DataFrame({
+        "time": raw["time"] if "time" in raw.columns else None, "line": raw["line"], "engine": "vllm",
+        "version": version, "k": kk, "mean_acceptance_length": length, "draft_acceptance_rate": rate,
+        "per_position": pp, "accepted_tokens": acc, "draft_tokens": drafted, "printed_accept_len": printed_len,
+        "printed_accept_rate": printed_rate, "gen_throughput": col("gen_throughput"),
+        "after_idle": (drafted == 0).to_numpy(), "definition": variant.map(_VLLM_DEF).fillna(variant),
+        "emitted_tokens": emitted,
+    }).reset_index(drop=True)
     thr = out["gen_throughput"]
     if thr.notna().any():
         out["after_idle"] = out["after_idle"] | flag_after_idle(thr)

@@ -140,19 +140,21 @@ class TemplateTable:
     chunk is flushed. ``head`` names the fixed leading fields of each tuple (``line``, ``time`` ...).
     """
 
-    __slots__ = ("groups", "meta", "slow", "n", "frames", "time_format", "head")
+    __slots__ = ("groups", "meta", "slow", "n", "flushed", "frames", "time_format", "head", "bad_lines")
 
     def __init__(self, head: tuple[str, ...], time_format: str | None = None) -> None:
-        self.groups: dict[str, list] = {}  # template -> rows (tuples of head fields + value strings)
+        self.groups: dict[str, list] = {}  # template -> flat list: head fields + value strings, row after row
         self.meta: dict[str, tuple[tuple[str, ...], dict]] = {}  # template -> (value columns, constants)
         self.slow: set[str] = set()  # templates the fast path cannot take (parsed row by row)
+        self.bad_lines: list[int] = []  # rows dropped at conversion: a value was not a value (torn)
         self.n = 0
-        self.frames: list[pd.DataFrame] = []
+        self.frames: list[dict[str, np.ndarray]] = []
+        self.flushed = 0
         self.time_format = time_format
         self.head = head
 
     def __len__(self) -> int:
-        return self.n + sum(len(f) for f in self.frames)
+        return self.n + self.flushed
 
     def add_group(self, key: str, columns: tuple[str, ...], consts: dict) -> list:
         rows: list = []
@@ -163,6 +165,7 @@ class TemplateTable:
     def flush(self) -> None:
         if not self.n:
             return
+        self.flushed += self.n
         for key, rows in self.groups.items():
             if rows:
                 columns, consts = self.meta[key]
@@ -170,50 +173,129 @@ class TemplateTable:
                 rows.clear()
         self.n = 0
 
-    def _frame(self, columns: tuple[str, ...], consts: dict, rows: list) -> pd.DataFrame:
+    def _frame(self, columns: tuple[str, ...], consts: dict, rows: list) -> dict[str, np.ndarray]:
+        """One group's rows -> {column: array} (a chunk; kept as arrays so the final table can be
+        assembled column by column without holding two copies of everything)."""
+        width = len(self.head) + len(columns)
+        grid = np.array(rows, dtype=object).reshape(-1, width)
+        n = len(grid)
         data: dict[str, Any] = {}
-        cols = list(zip(*rows))
-        for name, col in zip(self.head + columns, cols):
+        bad = None
+        for j, name in enumerate(self.head + columns):
+            col = grid[:, j]
             if name == "line":
-                data[name] = np.array(col, dtype=np.int64)
+                data[name] = col.astype(np.int64)
             elif name == "time":
-                data[name] = to_datetime(pd.Series(col, dtype="object"), self.time_format)
+                codes, uniq = pd.factorize(col)
+                times = to_datetime(pd.Series(uniq, dtype="object"), self.time_format).to_numpy()
+                data[name] = times.take(codes) if len(uniq) else np.full(n, np.datetime64("NaT", "us"))
             elif name in self.head:
-                data[name] = list(col)
+                data[name] = col.copy()
             else:
-                data[name] = convert_column(col)
-        n = len(rows)
+                data[name], b = convert_column(col)
+                if b is not None:
+                    bad = b if bad is None else bad | b
+        del grid
         for k, v in consts.items():
-            data[k] = [v] * n
-        return pd.DataFrame(data)
+            data[k] = np.full(n, v, dtype=object)
+        if bad is not None and bad.any():
+            self.bad_lines.extend(int(x) for x in data["line"][bad])
+            keep = ~bad
+            data = {k: v[keep] for k, v in data.items()}
+        return data
 
-    def frame(self) -> pd.DataFrame | None:
+    def frame(self, columns: tuple[str, ...] = ()) -> pd.DataFrame | None:
+        """All rows (every template) as one DataFrame in line order, ``columns`` first; None when empty."""
         self.flush()
         if not self.frames:
             return None
-        out = self.frames[0] if len(self.frames) == 1 else pd.concat(self.frames, ignore_index=True, sort=False)
-        self.frames = [out]
+        out = assemble(self.frames, columns)
+        self.frames = []
         return out
 
 
-def convert_column(col: tuple[str, ...]) -> np.ndarray:
-    """Raw value strings of one column -> numbers (int64 / float64 / bool; ``%`` -> fraction)."""
-    first = col[0]
+def assemble(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Chunks of {column: array} -> one DataFrame, column by column, freeing each chunk's array as
+    soon as it is copied (peak extra memory: one column, not a second copy of the table)."""
+    names: dict[str, None] = {}
+    for ch in chunks:
+        names.update(dict.fromkeys(ch))
+    lengths = [len(next(iter(ch.values()))) if ch else 0 for ch in chunks]
+    out: dict[str, Any] = {}
+    order = None
+    if "line" in names:  # put "line" first: its sort order is applied to every other column
+        names = {"line": None, **names}
+    for name in names:
+        present = [ch[name] for ch in chunks if name in ch]
+        kind = present[0].dtype.kind
+        pieces = []
+        for ch, n in zip(chunks, lengths):
+            a = ch.pop(name, None)
+            if a is None:
+                if kind == "M":
+                    a = np.full(n, np.datetime64("NaT", "us"))
+                elif kind in "if":
+                    a = np.full(n, np.nan)
+                else:
+                    a = np.full(n, None, dtype=object)
+            pieces.append(a)
+        kinds = {p.dtype.kind for p in pieces}
+        if len(kinds) > 1 and ("b" in kinds or "O" in kinds or "M" in kinds):
+            pieces = [p.astype(object) for p in pieces]
+        col = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        del pieces, present
+        if name == "line" and len(col) > 1 and not bool(np.all(col[1:] >= col[:-1])):
+            order = np.argsort(col, kind="stable")
+        if order is not None:
+            col = col[order]
+        if col.dtype == object and name in _CATEGORICAL:
+            col = pd.Categorical(col)
+        out[name] = col
+    chunks.clear()
+    n = len(next(iter(out.values()))) if out else 0
+    ordered = {c: out.pop(c) if c in out else np.full(n, None, dtype=object) for c in first}
+    ordered.update(out)
+    return pd.DataFrame(ordered, copy=False)
+
+
+_CATEGORICAL = {"ranks", "format", "graph_kind"}
+_BOOLS = {"True": True, "False": False}
+
+
+def convert_column(col: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Raw value strings of one column (object array) -> (numbers, bad-row mask or None).
+
+    int64 / float64 / bool; a ``%`` value gives a fraction. A value that does not convert (junk
+    written into the line by another process) marks its row bad; the caller drops such rows."""
+    first = col[0].rstrip()
     n = len(col)
-    if first == "True" or first == "False":
-        return np.fromiter(map("True".__eq__, col), bool, n)
     try:
+        if first in _BOOLS:
+            return np.fromiter(map(_BOOLS.__getitem__, map(str.rstrip, col)), bool, n), None
         if first.endswith("%"):
-            return np.fromiter(map(float, (s[:-1] for s in col)), np.float64, n) / 100.0
+            return np.fromiter(map(float, (s.rstrip()[:-1] for s in col)), np.float64, n) / 100.0, None
         if "." not in first and "n" not in first:
             try:
-                return np.fromiter(map(int, col), np.int64, n)
-            except (ValueError, OverflowError):
+                return col.astype(np.int64), None
+            except (ValueError, OverflowError, TypeError):
                 pass
-        return np.fromiter(map(float, col), np.float64, n)
-    except ValueError:
-        vals = pd.to_numeric(pd.Series([s.rstrip("%") for s in col]), errors="coerce").to_numpy()
-        return vals / 100.0 if first.endswith("%") else vals
+        return col.astype(np.float64), None
+    except (ValueError, KeyError, TypeError):
+        pass
+    out = np.empty(n, dtype=np.float64 if first not in _BOOLS else bool)
+    bad = np.zeros(n, dtype=bool)
+    for i, s in enumerate(col):
+        s = s.rstrip()
+        try:
+            if first in _BOOLS:
+                out[i] = _BOOLS[s]
+            elif s.endswith("%"):
+                out[i] = float(s[:-1]) / 100.0
+            else:
+                out[i] = float(s)
+        except (ValueError, KeyError):
+            bad[i] = True
+    return out, bad
 
 
 def merge_frames(fast: pd.DataFrame | None, slow: pd.DataFrame | None, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -222,6 +304,8 @@ def merge_frames(fast: pd.DataFrame | None, slow: pd.DataFrame | None, columns: 
     parts = [f for f in (fast, slow) if f is not None and len(f)]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in columns})
+    if len(parts) == 1 and parts[0] is fast:
+        return fast  # assembled in line order with ``columns`` first already
     out = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True, sort=False)
     if "line" in out.columns and not out["line"].is_monotonic_increasing:
         out = out.sort_values("line", kind="stable", ignore_index=True)

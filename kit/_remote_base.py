@@ -23,7 +23,8 @@ class Result:
     """The outcome of one command on one host. ``ok`` is ``exit_code == 0``.
 
     ``stdout``/``stderr`` are decoded as UTF-8 with invalid bytes replaced. When the output was
-    written to a file (``stdout_file=``), ``stdout`` holds only its last 64 KiB.
+    written to a file (``stdout_file=``), ``stdout`` holds only its last 64 KiB. ``exit_code`` follows
+    the shell (128+N when killed by signal N locally); -1 when an SSH server reported no exit status.
     """
 
     cmd: str
@@ -120,6 +121,17 @@ class Host:
     def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
             check: bool = False, stream: bool = False, input: str | bytes | None = None,
             stdout_file: str | None = None, stderr_file: str | None = None) -> Result:
+        """Run ``cmd`` with bash on the host and wait for it.
+
+        ``timeout`` (s): on expiry the command's whole process group is killed on the host and
+        CommandTimeout is raised with the partial output. ``env``: extra variables (values quoted).
+        ``cwd``: working directory (``cd`` fails -> exit 1). ``check``: raise CommandFailed on a
+        non-zero exit. ``stream``: show output live (terminal or notebook cell) as it arrives.
+        ``input``: bytes/str fed to the command's stdin (otherwise stdin is empty).
+        ``stdout_file``/``stderr_file``: local paths that receive the stream as it arrives; the
+        Result then keeps only the last 64 KiB in memory. stdout and stderr are always drained
+        together, so large output never deadlocks. Output is decoded as UTF-8 with replacement.
+        """
         raise NotImplementedError
 
     def stat(self, path: str) -> FileStat:

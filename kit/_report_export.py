@@ -69,13 +69,16 @@ def inject(page: str, block: str) -> str:
     return block + page
 
 
-def export(exporter: Any, nb: Any, title: str, top_block: str = "") -> tuple[str, int]:
-    """Export one executed (already redacted) notebook to HTML; return (page, extra redactions)."""
+def export(exporter: Any, nb: Any, title: str, top_block: str = "", secrets: Any = ()) -> tuple[str, int]:
+    """Export one executed (already redacted) notebook to HTML; return (page, extra redactions).
+
+    ``secrets`` are the values :func:`kit._report_redact.redact_notebook` found; the page is checked
+    for them once more after rendering."""
     nb.metadata["title"] = title
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     if top_block:
         body = inject(body, top_block)
-    return redact_html(body)
+    return redact_html(body, secrets)
 
 
 def standalone_page(title: str, block: str) -> str:

@@ -8,6 +8,8 @@ one ``ast.parse``. :func:`cache_info` exposes the counters so tests and benchmar
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
 import re
 import threading
 import warnings
@@ -132,7 +134,7 @@ class _Cache:
                 self.parse_hits += 1
                 return source._tree
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), no_gc():
                 warnings.simplefilter("ignore")  # e.g. SyntaxWarning for invalid escapes in old code
                 tree = ast.parse(source.text, filename=source.path)
             error = None
@@ -142,6 +144,19 @@ class _Cache:
             self.parses += 1
             source._tree, source._syntax_error, source._parsed = tree, error, True
         return tree
+
+
+@contextlib.contextmanager
+def no_gc():
+    """Pause the cyclic garbage collector: building a big AST allocates ~10^5 objects that trigger
+    repeated full collections (measured: ast.parse of 270 KB takes 2-3x longer with gc on)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _decode(host: str, path: str, data: bytes, size: int, mtime: float) -> SourceFile:

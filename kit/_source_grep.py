@@ -64,8 +64,8 @@ _LINE = re.compile(r"^(\d+)([:-])(.*)$", re.S)
 
 
 def parse_output(stdout: str, context: int) -> list[RawMatch]:
-    """Matches with their context lines, in output order (files as the tool walked them)."""
-    order: list[str] = []
+    """Matches with their context lines, sorted by (path, line): rg walks directories in parallel
+    and grep in readdir order, so the tool's own order is not reproducible."""
     per_file: dict[str, dict[int, tuple[bool, str]]] = {}
     for raw in stdout.split("\n"):
         if "\0" not in raw:
@@ -74,16 +74,14 @@ def parse_output(stdout: str, context: int) -> list[RawMatch]:
         m = _LINE.match(rest)
         if not m:
             continue
-        if path not in per_file:
-            per_file[path] = {}
-            order.append(path)
+        per_file.setdefault(path, {})
         n = int(m.group(1))
         is_match = m.group(2) == ":"
         prev = per_file[path].get(n)
         if prev is None or is_match:
             per_file[path][n] = (is_match, m.group(3).rstrip("\r"))
     out = []
-    for path in order:
+    for path in sorted(per_file):
         lines = per_file[path]
         for n in sorted(lines):
             is_match, text = lines[n]

@@ -7,8 +7,11 @@ give an indentation-based answer and the caller says that it is one.
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from dataclasses import dataclass
+
+from kit._source_cache import CACHE, SourceFile
 
 _MAX_VALUE_CHARS = 120
 
@@ -47,17 +50,35 @@ class ImportInfo:
 
 
 class FileIndex:
-    """Everything kit.source asks of a parsed module, computed in one walk."""
+    """What kit.source asks of a parsed module, computed lazily and kept with the cached file.
+
+    ``scopes`` and ``imports`` come from one walk over statements only. ``find(name)`` walks only
+    the statements whose line range contains a line where ``name`` appears as a word (found by a
+    regular expression over the text first), so its cost follows the number of hits rather than
+    the size of the file; its answer is cached per name.
+    """
 
     def __init__(self, tree: ast.Module, text: str, lines: list[str]) -> None:
-        self.scopes: list[ScopeInfo] = []
-        self.bindings: dict[str, list[Binding]] = {}
-        self.imports: list[ImportInfo] = []
+        self._tree = tree
         self._text = text
         self._lines = lines
-        self._walk(tree.body, [], "module")
+        self._scopes: list[ScopeInfo] | None = None
+        self._imports: list[ImportInfo] | None = None
+        self._found: dict[str, list[Binding]] = {}
 
     # -- queries -------------------------------------------------------------------------------
+    @property
+    def scopes(self) -> list[ScopeInfo]:
+        if self._scopes is None:
+            self._scan()
+        return self._scopes
+
+    @property
+    def imports(self) -> list[ImportInfo]:
+        if self._imports is None:
+            self._scan()
+        return self._imports
+
     def enclosing(self, line: int) -> ScopeInfo | None:
         best = None
         for scope in self.scopes:
@@ -66,13 +87,110 @@ class FileIndex:
         return best
 
     def find(self, name: str) -> list[Binding]:
-        return sorted(self.bindings.get(name, []), key=lambda b: (b.line, b.col))
+        if name not in self._found:
+            walker = _Walker(self._text, self._lines, name, *_word_lines(self._text, name))
+            walker.walk(self._tree.body, [], "module")
+            self._found[name] = sorted(walker.bindings, key=lambda b: (b.line, b.col))
+        return list(self._found[name])
+
+    def _scan(self) -> None:
+        scopes: list[ScopeInfo] = []
+        imports: list[ImportInfo] = []
+        seg = _Walker(self._text, self._lines, "", [], [])._segment
+
+        def visit(body: list, stack: list[ScopeInfo], context: str) -> None:
+            for node in body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    scope = _scope_of(node, stack, context)
+                    scopes.append(scope)
+                    visit(node.body, stack + [scope], "class" if scope.kind == "class" else "function")
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    imports.extend(_import_infos(node, seg(node, limit=200) or ""))
+                else:
+                    for fname in ("body", "orelse", "finalbody", "handlers", "cases"):
+                        for child in getattr(node, fname, None) or []:
+                            if isinstance(child, ast.stmt):
+                                visit([child], stack, context)
+                            elif hasattr(child, "body"):  # except handlers, match cases
+                                visit(child.body, stack, context)
+
+        visit(self._tree.body, [], "module")
+        self._scopes, self._imports = scopes, imports
+
+
+def _word_lines(text: str, name: str) -> tuple[list[int], list[int]]:
+    """Sorted line numbers where ``name`` occurs as a whole word, and the subset where it is
+    followed by ``=`` or ``:=`` (a keyword argument or walrus could be there). str.find scans in C."""
+    out: list[int] = []
+    assigns: list[int] = []
+    line, pos, n, size = 1, 0, len(name), len(text)
+    start = text.find(name)
+    while start != -1:
+        end = start + n
+        if (start == 0 or not _is_word(text[start - 1])) and (end >= size or not _is_word(text[end])):
+            line += text.count("\n", pos, start)
+            pos = start
+            if not out or out[-1] != line:
+                out.append(line)
+            rest = text[end:end + 40].lstrip(" \t")
+            if (rest.startswith("=") and not rest.startswith("==")) or rest.startswith(":="):
+                if not assigns or assigns[-1] != line:
+                    assigns.append(line)
+        start = text.find(name, end)
+    return out, assigns
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _scope_of(node, stack: list[ScopeInfo], context: str) -> ScopeInfo:
+    is_class = isinstance(node, ast.ClassDef)
+    kind = "class" if is_class else ("method" if context == "class" else "function")
+    qual = f"{stack[-1].qualname}.{node.name}" if stack else node.name
+    start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+    return ScopeInfo(kind, node.name, qual, start, node.lineno, node.end_lineno or node.lineno, len(stack))
+
+
+def _import_infos(node: ast.Import | ast.ImportFrom, statement: str) -> list[ImportInfo]:
+    out = []
+    for alias in node.names:
+        if isinstance(node, ast.Import):
+            bound = alias.asname or alias.name.split(".")[0]
+            module = alias.name if alias.asname else alias.name.split(".")[0]
+            out.append(ImportInfo(node.lineno, module, None, 0, bound, statement))
+        else:
+            out.append(ImportInfo(node.lineno, node.module or "", alias.name, node.level,
+                                  alias.asname or alias.name, statement))
+    return out
+
+
+class _Walker:
+    """One ``find(name)``: walks statements overlapping the lines in ``want``, records bindings of ``name``."""
+
+    def __init__(self, text: str, lines: list[str], name: str, want: list[int], assigns: list[int]) -> None:
+        self._text = text
+        self._lines = lines
+        self._name = name
+        self._want = want
+        self._assigns = assigns  # lines where ``name`` is followed by = or := (keywords, walrus)
+        self.bindings: list[Binding] = []
+
+    def walk(self, body: list[ast.stmt], stack: list[ScopeInfo], context: str) -> None:
+        self._walk(body, stack, context)
+
+    def _overlaps(self, first: int, last: int, lines: list[int] | None = None) -> bool:
+        lines = self._want if lines is None else lines
+        i = bisect.bisect_left(lines, first)
+        return i < len(lines) and lines[i] <= last
 
     # -- the walk ------------------------------------------------------------------------------
     def _add(self, node: ast.AST, kind: str, name: str, stack: list[ScopeInfo], value: ast.AST | None = None,
              *, line: int | None = None, end_line: int | None = None) -> None:
+        if name != self._name:
+            return
         line = line or node.lineno
-        self.bindings.setdefault(name, []).append(Binding(
+        self.bindings.append(Binding(
             line=line,
             end_line=end_line or getattr(node, "end_lineno", None) or line,
             col=getattr(node, "col_offset", 0),
@@ -88,16 +206,16 @@ class FileIndex:
             self._stmt(stmt, stack, context)
 
     def _stmt(self, node: ast.stmt, stack: list[ScopeInfo], context: str) -> None:
+        first = min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
+        if not self._overlaps(first, node.end_lineno or node.lineno):
+            return
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             is_class = isinstance(node, ast.ClassDef)
-            kind = "class" if is_class else ("method" if context == "class" else "function")
-            qual = f"{stack[-1].qualname}.{node.name}" if stack else node.name
-            start = min([d.lineno for d in node.decorator_list] + [node.lineno])
-            scope = ScopeInfo(kind, node.name, qual, start, node.lineno, node.end_lineno or node.lineno, len(stack))
-            self.scopes.append(scope)
-            self.bindings.setdefault(node.name, []).append(Binding(
-                node.lineno, scope.end, node.col_offset, kind, node.name, None, None,
-                stack[-1].qualname if stack else None))
+            scope = _scope_of(node, stack, context)
+            kind = scope.kind
+            if node.name == self._name:
+                self.bindings.append(Binding(node.lineno, scope.end, node.col_offset, kind, node.name, None, None,
+                                             stack[-1].qualname if stack else None))
             for deco in node.decorator_list:
                 self._expr(deco, stack)
             inner = stack + [scope]
@@ -166,8 +284,10 @@ class FileIndex:
             self._target(target.value, None, stmt, stack, context)
 
     def _patch_expr(self, name: str, expr: ast.AST) -> None:
-        last = self.bindings[name][-1]
-        self.bindings[name][-1] = Binding(last.line, last.end_line, last.col, last.kind, last.name, None,
+        if name != self._name:
+            return
+        last = self.bindings[-1]
+        self.bindings[-1] = Binding(last.line, last.end_line, last.col, last.kind, last.name, None,
                                           self._segment(expr), last.enclosing)
 
     def _arguments(self, args: ast.arguments, outer: list[ScopeInfo], inner: list[ScopeInfo]) -> None:
@@ -185,23 +305,16 @@ class FileIndex:
                 self._expr(default, outer)
 
     def _import(self, node: ast.Import | ast.ImportFrom, stack: list[ScopeInfo]) -> None:
-        statement = self._segment(node, limit=200) or ""
-        for alias in node.names:
-            if isinstance(node, ast.Import):
-                bound = alias.asname or alias.name.split(".")[0]
-                module = alias.name if alias.asname else alias.name.split(".")[0]
-                info = ImportInfo(node.lineno, module, None, 0, bound, statement)
-            else:
-                bound = alias.asname or alias.name
-                info = ImportInfo(node.lineno, node.module or "", alias.name, node.level, bound, statement)
-            self.imports.append(info)
-            if bound != "*":
-                self.bindings.setdefault(bound, []).append(Binding(
-                    node.lineno, node.end_lineno or node.lineno, node.col_offset, "import", bound,
-                    None, statement, stack[-1].qualname if stack else None))
+        for info in _import_infos(node, ""):
+            if info.bound == self._name:
+                self.bindings.append(Binding(
+                    node.lineno, node.end_lineno or node.lineno, node.col_offset, "import", info.bound,
+                    None, self._segment(node, limit=200), stack[-1].qualname if stack else None))
 
     def _expr(self, node: ast.AST, stack: list[ScopeInfo]) -> None:
         """Keyword arguments at call sites and walrus targets, anywhere inside an expression."""
+        if not self._overlaps(node.lineno, getattr(node, "end_lineno", None) or node.lineno, self._assigns):
+            return
         for sub in ast.walk(node):
             if isinstance(sub, ast.Call):
                 for kw in sub.keywords:
@@ -217,11 +330,26 @@ class FileIndex:
     def _segment(self, node: ast.AST | None, limit: int = _MAX_VALUE_CHARS) -> str | None:
         if node is None or not hasattr(node, "lineno"):
             return None
-        seg = ast.get_source_segment(self._text, node)
+        seg = self._source_segment(node)
         if seg is None:
             return None
         seg = " ".join(seg.split())
         return seg if len(seg) <= limit else seg[: limit - 3] + "..."
+
+    def _source_segment(self, node: ast.AST) -> str | None:
+        """``ast.get_source_segment`` without re-splitting the whole file on every call (it does,
+        which made indexing a 250 KB file quadratic). Column offsets are UTF-8 byte offsets."""
+        end_lineno, end_col = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
+        if end_lineno is None or end_col is None:
+            return None
+        first, last = node.lineno - 1, end_lineno - 1
+        if first < 0 or last >= len(self._lines):
+            return None
+        if first == last:
+            return self._lines[first].encode()[node.col_offset:end_col].decode(errors="replace")
+        head = self._lines[first].encode()[node.col_offset:].decode(errors="replace")
+        tail = self._lines[last].encode()[:end_col].decode(errors="replace")
+        return "\n".join([head, *self._lines[first + 1:last], tail])
 
     def _literal(self, node: ast.AST | None) -> str | None:
         if node is None:
@@ -295,3 +423,23 @@ def text_find(lines: list[str], name: str) -> list[Binding]:
                 out.append(Binding(n, n, m.start(), kind, name, value, None, scope.qualname if scope else None))
                 break
     return out
+
+
+# -- the per-file index, cached with the file ------------------------------------------------------
+def index_of(source: SourceFile) -> FileIndex | None:
+    """The file's index (parsing it on first use), or None when it has a syntax error."""
+    tree = CACHE.tree(source)
+    if tree is None:
+        return None
+    if source._index is None:
+        source._index = FileIndex(tree, source.text, source.lines)
+    return source._index
+
+
+def syntax_note(source: SourceFile) -> str:
+    """The one-line notice attached to results that come from the text fallback."""
+    err = source._syntax_error
+    where = f"line {err.lineno}" if err is not None and err.lineno else "unknown line"
+    msg = err.msg if err is not None else "unparseable"
+    return f"{source.where}: syntax error at {where} ({msg}); results come from a text search, not the AST"
+

@@ -15,8 +15,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pandas as pd
-
 PARSER_VERSION = "1"
 _TABLES = ("kernels", "annotations", "launches")
 
@@ -34,9 +32,19 @@ def file_key(path: Path) -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
+def has(path: Path) -> bool:
+    """Whether a cache entry for ``path`` exists (cheap: no pandas)."""
+    try:
+        return (cache_dir() / file_key(path) / "meta.json").is_file()
+    except OSError:
+        return False
+
+
 def load(path: Path) -> dict | None:
     """The cached parse of ``path``, or None."""
     try:
+        import pandas as pd
+
         d = cache_dir() / file_key(path)
         if not (d / "meta.json").is_file():
             return None
@@ -64,4 +72,75 @@ def store(path: Path, parsed: dict) -> None:
         except OSError:  # another process won the race
             shutil.rmtree(tmp, ignore_errors=True)
     except Exception:  # noqa: BLE001 - caching is an optimisation
+        return
+
+
+def category_map(names, rules, compute) -> dict:
+    """``compute(names) -> {name: category}`` memoised on disk per rule table (kernel names recur across
+    traces and reopenings; matching ~15 regexes against 5,000-character template names is the
+    slowest part of a cached reopen)."""
+    names = list(names)
+    ident = "\n".join(f"{r.category}\t{r.pattern}" for r in rules) + PARSER_VERSION
+    f = cache_dir() / f"categories-{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
+    try:
+        known = json.loads(f.read_text()) if f.is_file() else {}
+    except Exception:  # noqa: BLE001 - rebuilt below
+        known = {}
+    missing = [n for n in names if n not in known]
+    if missing:
+        if len(known) > 50_000:
+            known = {}
+        known.update(compute(missing))
+        try:
+            f.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=f.parent)
+            with os.fdopen(fd, "w") as fh:
+                json.dump(known, fh)
+            os.replace(tmp, f)
+        except OSError:
+            pass
+    return {n: known[n] for n in names}
+
+
+def profile_key(paths, rules) -> str:
+    """Key of an assembled profile: the identities of all its files, in order, and the rule table."""
+    ident = "|".join(file_key(Path(p)) for p in paths) + "\n"
+    ident += "\n".join(f"{r.category}\t{r.pattern}" for r in rules)
+    return "set-" + hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+
+_PROFILE_TABLES = ("kernels", "annotations", "steps")
+
+
+def load_profile(key: str) -> dict | None:
+    """The cached assembled tables + info of a profile, or None (one entry for a whole set of ranks,
+    so reopening 8 ranks reads 3 parquet files, not 24)."""
+    try:
+        import pandas as pd
+
+        d = cache_dir() / key
+        if not (d / "info.json").is_file():
+            return None
+        info = json.loads((d / "info.json").read_text())
+        out = {name: pd.read_parquet(d / f"{name}.parquet") for name in _PROFILE_TABLES}
+    except Exception:  # noqa: BLE001 - a broken entry is rebuilt
+        return None
+    out.update(info)
+    return out
+
+
+def store_profile(key: str, tables: dict, info: dict) -> None:
+    """Write an assembled profile's tables (DataFrames) and JSON-able info; failures only skip caching."""
+    try:
+        root = cache_dir()
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        for name in _PROFILE_TABLES:
+            tables[name].to_parquet(tmp / f"{name}.parquet", index=False)
+        (tmp / "info.json").write_text(json.dumps(info, default=str))
+        try:
+            os.replace(tmp, root / key)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except Exception:  # noqa: BLE001
         return

@@ -5,6 +5,9 @@ one of 240k events becomes a dict at once. Here the ``traceEvents`` array is cut
 boundaries (``}, {``) into ~4 MB pieces, each parsed with orjson, filtered to the few categories
 kept (GPU kernels, memcpy/memset, user annotations, runtime launches) and dropped. A piece that
 does not parse (a boundary inside a string) is merged with the next one, so the result is exact.
+Before parsing, each piece is cut at ``}, {`` and the events of the big never-kept categories
+(``python_function``, ``cpu_op``, ``ac2g`` flows...) are dropped as bytes (``_prefiltered``), which
+makes the parse ~3x faster than ``orjson.loads`` of the whole file on with_stack traces.
 The same machinery salvages a truncated file: everything up to the last complete event is kept
 and the loss is reported.
 
@@ -51,8 +54,8 @@ class _Collector:
         s = str(s)
         return self.names.setdefault(s, s)
 
-    def add(self, evs: list) -> None:
-        self.events += len(evs)
+    def add(self, evs: list, count: int | None = None) -> None:
+        self.events += len(evs) if count is None else count
         k, a, r = self.k, self.a, self.r
         intern = self._intern
         for e in evs:
@@ -115,6 +118,26 @@ def _int(v: Any) -> int:
             return -1
 
 
+# categories that are never kept and make up most of a trace (with_stack python frames, CPU ops,
+# flow arrows): pieces holding one of these exact JSON strings are dropped before parsing
+_DROP = (b'"python_function"', b'"cpu_op"', b'"ac2g"', b'"cpu_instant_event"', b'"fwdbwd"', b'"async_gpu"')
+
+
+def _prefiltered(chunk: bytes) -> tuple[list | None, int]:
+    """Parse only the events of ``chunk`` (``{..}, {..}, .. {..}``) that may be kept; (events, pieces).
+
+    The chunk is cut at every ``}, {``; pieces naming a dropped category are left out and the rest
+    re-joined with ``},{``. Consecutive kept pieces re-join to exactly their original text, so a cut
+    inside an event (a list of objects in its args) is harmless; a malformed result returns None and
+    the caller parses the whole chunk instead."""
+    pieces = _BOUNDARY.split(chunk[1:-1])
+    kept = [p for p in pieces if not (b'"python_function"' in p or b'"cpu_op"' in p or b'"ac2g"' in p
+                                      or b'"cpu_instant_event"' in p or b'"fwdbwd"' in p or b'"async_gpu"' in p)]
+    if not kept:
+        return [], len(pieces)
+    return _loads_array(b"{" + b"},{".join(kept) + b"}"), len(pieces)
+
+
 def _loads_array(buf: bytes) -> list | None:
     try:
         out = orjson.loads(b"[" + buf + b"]")
@@ -166,13 +189,17 @@ def read_kineto(path: Path) -> dict:
     while True:
         target = pos + CHUNK
         m = _BOUNDARY.search(data, target) if target < n else None
+        count = None
         while m is not None:
-            evs = _loads_array(data[pos:m.start() + 1])
+            chunk = data[pos:m.start() + 1]
+            evs, count = _prefiltered(chunk)
+            if evs is None:
+                evs, count = _loads_array(chunk), None
             if evs is not None:
                 break
             m = _BOUNDARY.search(data, m.end() + CHUNK) if m.end() + CHUNK < n else None
         if m is not None:
-            col.add(evs)
+            col.add(evs, count)
             pos = m.end() - 1
             continue
         # last piece: find where the events array closes

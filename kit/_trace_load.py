@@ -12,34 +12,12 @@ import pandas as pd
 
 from kit import _trace_cache
 from kit._trace_io import sniff
-from kit.errors import TraceError
+from kit._trace_read import read_raw
 
 _RANK_RE = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I), re.compile(r"TP-(\d+)"),
             re.compile(r"tp[-_]?rank[-_]?(\d+)", re.I))
 # files bigger than this together are worth a process pool (spawn costs ~0.2 s)
 PARALLEL_MIN_BYTES = 16 << 20
-
-
-def read_raw(path: str) -> dict:
-    """Parse one file with the reader its first bytes call for (runs in worker processes)."""
-    p = Path(path)
-    kind = sniff(p)
-    if kind == "sqlite":
-        from kit._trace_nsys import read_nsys_sqlite
-        return read_nsys_sqlite(p)
-    if kind == "text":
-        from kit._trace_nsys import read_nsys_csv
-        return read_nsys_csv(p)
-    if kind == "gzip":
-        # gzip may hold JSON or nsys CSV text: peek at the inflated start
-        import zlib
-        with open(p, "rb") as f:
-            head = zlib.decompressobj(wbits=31).decompress(f.read(4096))
-        if head.lstrip()[:1] not in (b"{", b"["):
-            from kit._trace_nsys import read_nsys_csv
-            return read_nsys_csv(p)
-    from kit._trace_kineto import read_kineto
-    return read_kineto(p)
 
 
 def _frames(raw: dict) -> dict:
@@ -74,9 +52,12 @@ def _frames(raw: dict) -> dict:
             "warnings": raw["warnings"], "events": raw["events"], "bytes": raw["bytes"], "truncated": raw["truncated"]}
 
 
-def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = None) -> list[dict]:
-    """Per-file parsed tables (cached when ``cache``), in the order of ``paths``."""
+def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = None,
+               prefetched: dict | None = None) -> list[dict]:
+    """Per-file parsed tables (cached when ``cache``), in the order of ``paths``. ``prefetched``:
+    ``{str(path): Future}`` from :func:`kit._trace_read.prefetch` (parses already under way)."""
     results: list[dict | None] = [None] * len(paths)
+    prefetched = prefetched or {}
     todo = []
     for i, p in enumerate(paths):
         sniff(p)  # bad input fails fast, before any work
@@ -87,6 +68,14 @@ def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = No
                 results[i] = hit
                 continue
         todo.append(i)
+    early = {i: prefetched[str(paths[i])] for i in todo if str(paths[i]) in prefetched}
+    for i, fut in early.items():
+        fr = _frames(fut.result())
+        if cache:
+            _trace_cache.store(paths[i], fr)
+        fr["cached"] = False
+        results[i] = fr
+    todo = [i for i in todo if i not in early]
     if todo:
         total = sum(paths[i].stat().st_size for i in todo)
         use_pool = parallel if parallel is not None else (len(todo) > 1 and total >= PARALLEL_MIN_BYTES)

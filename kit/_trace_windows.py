@@ -81,6 +81,8 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
     kt = k["ts"].to_numpy(dtype=float)
     kend = kt + k["dur"].to_numpy(dtype=float)
     source = None
+    if n and np.isnan(kt).all():   # a summary without timeline (nsys stats): no steps to find
+        n = 0
     markers = _markers(ann)
     rows = []
     if markers is not None and n:
@@ -140,17 +142,27 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
             rows.append((i, f"burst {i}", "unknown", float(s[bounds[i]]), float(e[bounds[i + 1] - 1])))
         source = "gaps"
     steps = pd.DataFrame(rows, columns=["step", "name", "phase", "marker_start_us", "marker_end_us"])
-    if len(steps):
+    m = len(steps)
+    if m:
         sel = step >= 0
-        grp = pd.DataFrame({"step": step[sel], "s": kt[sel], "e": kend[sel]}).groupby("step")
-        agg = grp.agg(start_us=("s", "min"), end_us=("e", "max"), kernels=("s", "size"))
-        steps = steps.join(agg, on="step")
-        steps["kernels"] = steps["kernels"].fillna(0).astype(int)
-        steps["wall_us"] = steps["end_us"] - steps["start_us"]
+        idx = step[sel]
+        start = np.full(m, np.inf)
+        end = np.full(m, -np.inf)
+        np.minimum.at(start, idx, kt[sel])
+        np.maximum.at(end, idx, kend[sel])
+        cnt = np.bincount(idx, minlength=m)
+        empty = cnt == 0
+        start[empty] = np.nan
+        end[empty] = np.nan
+        steps["start_us"] = start
+        steps["end_us"] = end
+        steps["kernels"] = cnt
+        steps["wall_us"] = end - start
         # GPU idle between the previous step's last kernel and this step's first one (launch latency,
         # host work): a CUDA-event timing of the step includes part of it
-        prev_end = steps["end_us"].shift(1)
-        steps["gap_before_us"] = (steps["start_us"] - prev_end).clip(lower=0)
+        gap = np.full(m, np.nan)
+        gap[1:] = start[1:] - end[:-1]
+        steps["gap_before_us"] = np.clip(gap, 0, None)
     else:
         steps = steps.assign(start_us=[], end_us=[], kernels=[], wall_us=[], gap_before_us=[])
     steps["source"] = source or "none"

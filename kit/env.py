@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import json
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 

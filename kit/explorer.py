@@ -96,7 +96,8 @@ def explore(profile: Any, *, phase: str = "decode", n: int = 10) -> Any:
         with out:
             out.clear_output(wait=True)
             fig = category_plot(profile, rank=rank_w.value, step=step_w.value, phase=phase)
-            plt.show(fig)
+            display(fig)
+            plt.close(fig)
             display(top_kernels(profile, rank=rank_w.value, step=step_w.value, category=cat_w.value,
                                 phase=phase, n=n))
 
@@ -165,6 +166,3 @@ def ab_plot(table: pd.DataFrame, *, value: str = "tok_s", label: str = "config",
     fig.tight_layout()
     return fig
 
-
-def _labels(values: Sequence[Any]) -> list[str]:  # pragma: no cover - tiny helper kept for symmetry
-    return [str(v) for v in values]

@@ -105,19 +105,24 @@ def _fmt(value: Any) -> str:
 _BADGE = {"confirmed": "#1a7f37", "rejected": "#cf222e", "open": "#6e7781"}
 
 
+_COLUMNS = (("id", 4), ("verdict", 8), ("hypothesis", 18), ("test", 19), ("evidence", 24), ("numbers", 17),
+            ("set by", 10))
+
+
 def _html_table(rows: list[Hypothesis]) -> str:
-    head = "".join(f"<th style='text-align:left'>{h}</th>" for h in
-                   ("id", "verdict", "hypothesis", "test", "evidence", "numbers", "set by"))
+    cols = "".join(f"<col style='width:{w}%'>" for _, w in _COLUMNS)
+    head = "".join(f"<th style='text-align:left'>{h}</th>" for h, _ in _COLUMNS)
     body = []
     for h in rows:
         nums = "<br>".join(f"{html.escape(k)} = {html.escape(_fmt(v))}" for k, v in sorted(h.numbers.items()))
         badge = (f"<span style='color:#fff;background:{_BADGE[h.verdict]};padding:1px 6px;"
-                 f"border-radius:8px'>{h.verdict}</span>")
+                 f"border-radius:8px;white-space:nowrap'>{h.verdict}</span>")
         cells = [html.escape(h.id), badge, html.escape(h.statement), html.escape(h.test),
                  html.escape(h.evidence), nums, html.escape(h.source)]
-        body.append("<tr>" + "".join(f"<td style='text-align:left;vertical-align:top'>{c}</td>" for c in cells) + "</tr>")
-    return (f"<table class='kit-ledger'><thead><tr>{head}</tr></thead><tbody>"
-            + "".join(body) + "</tbody></table>")
+        body.append("<tr>" + "".join(f"<td style='text-align:left;vertical-align:top;overflow-wrap:break-word'>{c}</td>"
+                                     for c in cells) + "</tr>")
+    return (f"<table class='kit-ledger' style='width:100%;table-layout:fixed'><colgroup>{cols}</colgroup>"
+            f"<thead><tr>{head}</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
 
 
 class Ledger:

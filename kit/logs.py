@@ -159,8 +159,11 @@ def read(path: str | os.PathLike, *, host=None, engine: str | None = None, versi
     if _looks_json(head):
         with open(p, encoding="utf-8", errors="replace") as f:
             return _from_bench_rows(_bench.parse_json_text(f.read(), name), name, engine, version)
-    with open(p, encoding="utf-8", errors="replace", newline=None, buffering=1 << 20) as f:
-        return read_lines(f, name=name, engine=engine, version=version, k=k)
+    st = _scan.State()
+    with open(p, encoding="utf-8", errors="replace", newline=None) as f:
+        _scan.scan_file(f, st)
+    _scan.finish(st)
+    return _build(st, name, engine, version, k)
 
 
 def read_lines(lines: Iterable[str], *, name: str = "<lines>", engine: str | None = None,
@@ -288,10 +291,10 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         version = logged[0]
     version = version or "unknown"
 
-    decode = merge_frames(st.decode_fast.frame(), st.decode.frame(), DECODE_COLUMNS)
+    decode = merge_frames(st.decode_fast.frame(DECODE_COLUMNS), st.decode.frame(), DECODE_COLUMNS)
     if len(decode):
         decode["after_idle"] = _spec.flag_after_idle(decode["gen_throughput"])
-    prefill = merge_frames(st.prefill_fast.frame(), st.prefill.frame(), PREFILL_COLUMNS)
+    prefill = merge_frames(st.prefill_fast.frame(PREFILL_COLUMNS), st.prefill.frame(), PREFILL_COLUMNS)
     throughput = st.throughput.frame(THROUGHPUT_COLUMNS)
     if len(throughput):
         throughput["after_idle"] = _spec.flag_after_idle(throughput["generation_throughput"])
@@ -321,6 +324,10 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         if len(t) and "time" in t.columns and pd.api.types.is_datetime64_any_dtype(t["time"]):
             t0 = t["time"].min()
             t["elapsed_s"] = (t["time"] - t0).dt.total_seconds()
+    for fast in (st.decode_fast, st.prefill_fast):
+        if fast.bad_lines:
+            st.torn += len(fast.bad_lines)
+            st.torn_examples = sorted(st.torn_examples + fast.bad_lines)[:5]
     if st.torn:
         warnings.append(f"{st.torn} torn line(s) skipped (two writers on one line), first at line "
                         f"{st.torn_examples[0]}")

@@ -26,8 +26,8 @@ __all__ = ["category_shares", "step_timeline", "top_kernels", "CATEGORY_COLORS"]
 CATEGORY_COLORS = {
     "allreduce": "#d62728", "other-collectives": "#ff9896", "attention": "#1f77b4", "moe": "#9467bd",
     "gemm": "#2ca02c", "norm": "#bcbd22", "activation": "#17becf", "rope": "#e377c2", "quantization": "#8c564b",
-    "kv-cache write": "#aec7e8", "sampling": "#ffbb78", "memcpy/memset": "#c49c94", "elementwise": "#98df8a",
-    "other": "#7f7f7f", "idle": "#e0e0e0",
+    "kv-cache write": "#aec7e8", "convolution": "#393b79", "sampling": "#ffbb78", "memcpy/memset": "#c49c94",
+    "elementwise": "#98df8a", "other": "#7f7f7f", "idle": "#e0e0e0",
 }
 
 

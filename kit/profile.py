@@ -25,6 +25,7 @@ import pandas as pd
 
 from kit import _trace_summary as S
 from kit._trace_categories import COMM, OTHER, Rule, build_rules, categorise, category_order
+from kit._trace_io import sniff
 from kit._trace_kineto import absolute_offset_us
 from kit._trace_load import load_files, rank_of
 from kit._trace_windows import assign_steps
@@ -43,7 +44,7 @@ def default_rules() -> list[Rule]:
     return _d()
 
 
-def load(paths: PathsArg, *, rules=None, cache: bool = True) -> "Profile":
+def load(paths: PathsArg, *, rules=None, cache: bool = True, _prefetched: dict | None = None) -> "Profile":
     """Read trace files (one per rank) into a :class:`Profile`.
 
     ``paths``: a file or a list of files (Kineto JSON/gzip — detected by magic bytes — nsys stats
@@ -59,11 +60,28 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True) -> "Profile":
     if not plist:
         raise TraceError("no trace files given")
     rule_list = build_rules(rules)
-    parsed = load_files(plist, cache=cache)
-    return _assemble(plist, parsed, rule_list)
+    key = None
+    if cache:
+        from kit import _trace_cache
+
+        for p in plist:
+            sniff(p)  # bad input says so even when a cache entry exists
+        key = _trace_cache.profile_key(plist, rule_list)
+        hit = _trace_cache.load_profile(key)
+        if hit is not None:
+            meta = hit["meta"]
+            meta["ranks"] = {int(r): {**m, "cached": True} for r, m in meta["ranks"].items()}
+            return Profile([str(p) for p in plist], hit["kernels"], hit["annotations"], hit["steps"], meta,
+                           list(hit["warnings"]), rule_list)
+    parsed = load_files(plist, cache=cache, prefetched=_prefetched)
+    prof = _assemble(plist, parsed, rule_list, cache)
+    if key is not None:
+        _trace_cache.store_profile(key, {"kernels": prof.kernels, "annotations": prof.annotations,
+                                         "steps": prof.steps}, {"meta": prof.meta, "warnings": prof.warnings})
+    return prof
 
 
-def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule]) -> "Profile":
+def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False) -> "Profile":
     warnings: list[str] = []
     ranks, rank_src = [], []
     for i, (p, d) in enumerate(zip(paths, parsed)):
@@ -135,7 +153,12 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule]) -> "Prof
     if len(kernels):
         names = kernels["name"].astype("category")
         kernels["name"] = names
-        cmap = categorise(names.cat.categories, rules)
+        if cache:
+            from kit._trace_cache import category_map
+
+            cmap = category_map(names.cat.categories, rules, lambda ns: categorise(ns, rules))
+        else:
+            cmap = categorise(names.cat.categories, rules)
         cat = names.map(cmap).astype(object)
         coll = kernels["collective"].astype(object)
         has = coll.notna().to_numpy()

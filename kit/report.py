@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from kit.errors import NotebookFailed, ReportError
+from kit.errors import LedgerError, NotebookFailed, ReportError
 
 __all__ = ["NotebookRun", "Report", "build", "discover", "execute_notebook"]
 
@@ -278,32 +278,35 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         base_params = {"session": _rel_for_kernel(session, nb_dir), "host": host}
         base_params.update(dict(parameters or {}))
 
-        executed: list[tuple[Path, Any, NotebookRun]] = []
+        executed: list[tuple[Path, Any, NotebookRun, set[str]]] = []
         for i, path in enumerate(paths, 1):
             say(f"kit report: [{i}/{len(paths)}] {path.stem} ...")
             nb, run = execute_notebook(path, parameters=base_params, cwd=path.parent, cell_timeout=cell_timeout,
                                        env={LEDGER_ENV: str(ledger_file.resolve())})
-            run.redactions = redact_notebook(nb)
+            run.redactions, secrets = redact_notebook(nb)
             run.error = _redact_line(run.error)
             run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
             status = "ok" if run.ok else f"FAILED at cell In[{run.failed_cell}]: {run.error}"
             say(f"kit report: [{i}/{len(paths)}] {path.stem} {status} ({run.seconds:.1f} s)")
-            executed.append((path, nb, run))
+            executed.append((path, nb, run, secrets))
 
-        runs = [r for _, _, r in executed]
+        runs = [r for _, _, r, _ in executed]
         pages = [(("index" if r.page == "index.html" else r.name), r.page, r.ok) for r in runs]
         if not any(r.page == "index.html" for r in runs):
             pages.insert(0, ("index", "index.html", True))
-        ledger = Ledger.open(ledger_file)
+        try:
+            ledger: Any = Ledger.open(ledger_file)
+        except LedgerError as exc:  # a notebook left it unreadable: say so on the index, keep the pages
+            ledger = exc
         exporter = export.make_exporter(no_input=no_input)
         (tmp / "ipynb").mkdir()
         import nbformat
 
-        for path, nb, run in executed:
+        for path, nb, run, secrets in executed:
             top = export.nav_html(pages, run.page)
             if run.page == "index.html":
                 top += _index_block(runs, ledger, session, host, time.perf_counter() - t_start)
-            page, extra = export.export(exporter, nb, title=path.stem, top_block=top)
+            page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=secrets)
             run.redactions += extra
             (tmp / run.page).write_text(page, encoding="utf-8")
             nbformat.write(nb, tmp / "ipynb" / path.name)
@@ -377,7 +380,10 @@ def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str,
         rows.append(f"<tr><td><a href='{_html.escape(r.page, quote=True)}'>{_html.escape(r.name)}</a></td>"
                     f"<td>{status}</td><td style='text-align:right'>{r.seconds:.1f} s</td></tr>")
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    ledger_html = ledger.to_html() if len(ledger) else "<p>The ledger is empty.</p>"
+    if isinstance(ledger, Exception):
+        ledger_html = f"<p class='kit-bad'>The ledger could not be read: {_html.escape(str(ledger))}</p>"
+    else:
+        ledger_html = ledger.to_html() if len(ledger) else "<p>The ledger is empty.</p>"
     return (
         "<div class='kit-head'>"
         "<h1>decode-kit report</h1>"

@@ -24,6 +24,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 __all__ = ["SSHServer", "sshd", "find_sshd", "TEST_USER"]
@@ -53,8 +54,13 @@ def _ensure_user(name: str) -> pwd.struct_passwd:
         return pwd.getpwnam(name)
     except KeyError:
         pass
-    subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True,
-                   capture_output=True, timeout=30)
+    made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], capture_output=True,
+                          text=True, timeout=30)
+    if made.returncode != 0:
+        try:  # another test session created it meanwhile
+            return pwd.getpwnam(name)
+        except KeyError:
+            raise RuntimeError(f"useradd {name} failed: {made.stderr.strip()}") from None
     # useradd leaves the account locked ('!'), and sshd then refuses even a valid key.
     subprocess.run(["usermod", "-p", "*", name], check=True, capture_output=True, timeout=30)
     return pwd.getpwnam(name)
@@ -75,6 +81,7 @@ class SSHServer:
         self.user = user
         self._workdir = Path(workdir or tempfile.mkdtemp(prefix="kit-sshd-"))
         self._proc: subprocess.Popen | None = None
+        self._id = uuid.uuid4().hex[:12]
 
     # --- paths --------------------------------------------------------------------------------
     @property
@@ -133,7 +140,7 @@ class SSHServer:
             self.port = _free_port()
             config = wd / "sshd_config"
             config.write_text(_SSHD_CONFIG.format(port=self.port, host_key=keys / "host_ed25519",
-                                                  pid=wd / "sshd.pid", auth=auth / "authorized_keys",
+                                                  pid=wd / "sshd.pid", auth=auth / "authorized_keys", id=self._id,
                                                   root="prohibit-password" if self.user == "root" else "no"))
             log = open(wd / "sshd.log", "ab")  # noqa: SIM115 - handed to the child
             self._proc = subprocess.Popen([self.sshd_path, "-D", "-e", "-f", str(config)], stdout=log,
@@ -189,17 +196,17 @@ class SSHServer:
                 pass
         return len(kids)
 
-    def _user_processes(self) -> list[int]:
-        try:
-            uid = pwd.getpwnam(self.user).pw_uid
-        except KeyError:
-            return []
+    def _session_processes(self) -> list[int]:
+        """Processes started through this server's sessions, detached ones included: sshd gives every
+        session ``KIT_SSHD_ID`` (SetEnv), so other servers' processes of the same user are left alone."""
+        marker = f"KIT_SSHD_ID={self._id}".encode()
         pids = []
         for entry in os.listdir("/proc"):
-            if entry.isdigit():
+            if entry.isdigit() and int(entry) != os.getpid():
                 try:
-                    if os.stat(f"/proc/{entry}").st_uid == uid:
-                        pids.append(int(entry))
+                    with open(f"/proc/{entry}/environ", "rb") as fh:
+                        if marker in fh.read().split(b"\0"):
+                            pids.append(int(entry))
                 except OSError:
                     continue
         return pids
@@ -216,15 +223,14 @@ class SSHServer:
                 self._proc.wait()
 
     def stop(self) -> None:
-        """Stop sshd, its connections, and (for the dedicated test user) whatever its sessions left."""
+        """Stop sshd, its connections, and whatever its sessions left running (detached jobs too)."""
         self.drop_connections()
         self._terminate()
-        if self._as_root and self.user == TEST_USER:
-            for pid in self._user_processes():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        for pid in self._session_processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> "SSHServer":
@@ -279,6 +285,7 @@ MaxStartups 100:30:200
 MaxSessions 100
 LogLevel ERROR
 Subsystem sftp internal-sftp
+SetEnv KIT_SSHD_ID={id}
 """
 
 try:  # the pytest fixture, when pytest is there

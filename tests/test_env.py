@@ -137,3 +137,21 @@ def test_fingerprint_on_a_gpu_less_host_with_a_running_process(host, sshd):
 def test_fingerprint_unknown_pid_is_a_reason_not_an_error(host):
     fp = fingerprint(host, pid=4_000_000)
     assert fp.nccl_env is None and "no process 4000000" in fp.missing["nccl_env"]
+
+
+H200 = __import__("pathlib").Path(__file__).parent / "data" / "env" / "h200"
+
+
+def test_real_h200_outputs_recorded_on_the_gpu_machine():
+    topo = parse_topology((H200 / "topo_m.txt").read_text(), source="topo_m.txt")
+    assert "\x1b[4m" in (H200 / "topo_m.txt").read_text()  # the raw capture really has the ANSI header
+    assert topo.gpus == ["GPU0"] and topo.summary == "1 GPU, single GPU"
+    assert topo.affinity.loc["GPU0"].tolist() == ["0-15", "0", None]
+    gpus = parse_gpu_query((H200 / "query_gpu.csv").read_text())
+    assert gpus.to_dict("records") == [{"index": 0, "name": "NVIDIA H200", "memory.total": 143771,
+                                        "compute_cap": "9.0", "driver_version": "580.159.04",
+                                        "pci.bus_id": "00000000:00:06.0"}]
+    units = parse_gpu_query((H200 / "query_gpu_units.csv").read_text())
+    assert units.at[0, "memory.used"] == 0 and units.at[0, "power.draw"] == 81.68
+    assert units.attrs["units"]["power.draw"] == "W"
+    assert parse_nvidia_smi_header((H200 / "nvidia_smi.txt").read_text()) == {"driver": "580.159.04", "cuda": "13.0"}

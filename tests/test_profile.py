@@ -147,6 +147,7 @@ def test_vllm_symmetric_memory_allreduce_is_seen_where_hta_rule_is_blind(shared_
     assert set(k.loc[k["name"].astype(str).str.startswith("ncclDevKernel_AllGather"), "category"]) == {"other-collectives"}
 
 
+@pytest.mark.gpu_fixture
 def test_user_rules_take_precedence_and_toml_can_replace(tmp_path):
     f = _trace("tp1_graph")[0]
     p = profile.load(f, rules=[(r"nvjet_sm90_tst_128x8", "my-gemv")])
@@ -255,6 +256,7 @@ def test_parallel_and_sequential_parse_agree(shared_data):
 
 # ---------------------------------------------------------------- cache, repr, JSON, CLI
 
+@pytest.mark.gpu_fixture
 def test_cache_hit_is_identical_and_file_change_misses(tmp_path):
     src = _trace("tp1_graph")[0]
     f = tmp_path / "r.json.gz"
@@ -271,6 +273,7 @@ def test_cache_hit_is_identical_and_file_change_misses(tmp_path):
     assert not profile.load(f, cache=False).meta["ranks"][0]["cached"]
 
 
+@pytest.mark.gpu_fixture
 def test_summary_json_matches_issue_shape_and_repr_is_deterministic():
     f = _trace("tp1_eager")
     s = profile.load(f).summary("decode")
@@ -284,6 +287,7 @@ def test_summary_json_matches_issue_shape_and_repr_is_deterministic():
     assert re.match(r"Profile\(files=1, ranks=\[0\], kernels=[\d,]+, steps=17 \(decode 16, prefill 1\)", repr(profile.load(f)))
 
 
+@pytest.mark.gpu_fixture
 def test_cli_json_equals_library_and_errors_are_one_line(tmp_path):
     f = _trace("tp1_graph")[0]
     env = {"KIT_CACHE_DIR": str(tmp_path / "c"), "PATH": "/usr/bin:/bin"}
@@ -295,3 +299,32 @@ def test_cli_json_equals_library_and_errors_are_one_line(tmp_path):
                          text=True, cwd=ROOT, env=env, timeout=120)
     assert bad.returncode == 1
     assert bad.stderr.strip().count("\n") == 0 and str(tmp_path) in bad.stderr and "directory" in bad.stderr
+
+
+@pytest.mark.gpu_fixture
+def test_prefetch_in_worker_processes_gives_the_same_profile(monkeypatch):
+    """The CLI starts parsing in worker processes before importing pandas; the result must not change."""
+    from kit import _trace_read
+
+    monkeypatch.setattr(_trace_read, "PREFETCH_MIN_BYTES", 0)
+    files = [str(f) for f in _trace("tp1_eager") + _trace("tp1_graph")]
+    pending, ex = _trace_read.prefetch(files, cache=True)
+    try:
+        assert set(pending) == set(files)
+        a = profile.load(files, _prefetched=pending)
+    finally:
+        ex.shutdown()
+    b = profile.load(files, cache=False)
+    assert a.kernels.equals(b.kernels) and a.steps.equals(b.steps)
+    # now cached: nothing left to prefetch
+    assert _trace_read.prefetch(files, cache=True)[0] == {}
+
+
+@pytest.mark.shared_data
+def test_rccl_generic_kernel_categorised_by_its_collective_arg(shared_data):
+    """RCCL's ncclDevKernel_Generic does not name its collective; newer ROCm PyTorch puts it in the
+    kernel's 'Collective name' arg (allreduce / broadcast here)."""
+    p = profile.load(shared_data / "traces/tracelens/mi300/resnet_act_checkpoint.json.gz")
+    g = p.kernels[p.kernels["name"].astype(str).str.startswith("ncclDevKernel_Generic")]
+    by = g.groupby("collective")["category"].agg(lambda c: set(c.astype(str)))
+    assert by["allreduce"] == {"allreduce"} and by["broadcast"] == {"other-collectives"}

@@ -31,6 +31,7 @@ def _kernel_keys(p):
     return set(zip(p.kernels["name"].astype(str), p.kernels["correlation"], p.kernels["dur_us"]))
 
 
+@pytest.mark.gpu_fixture
 def test_gzip_is_sniffed_not_guessed_from_suffix(tmp_path):
     a = tmp_path / "plain_but_named.json.gz"
     a.write_bytes(_json_bytes())
@@ -45,6 +46,7 @@ def test_gzip_is_sniffed_not_guessed_from_suffix(tmp_path):
         assert not p.warnings
 
 
+@pytest.mark.gpu_fixture
 @pytest.mark.parametrize("fraction", [0.3, 0.77])
 def test_truncated_json_keeps_every_complete_event_and_says_what_was_lost(tmp_path, fraction):
     data = _json_bytes()
@@ -71,6 +73,7 @@ def test_truncated_json_keeps_every_complete_event_and_says_what_was_lost(tmp_pa
     assert len(w) == 1 and "cut.json" in w[0] and "lost the last" in w[0]
 
 
+@pytest.mark.gpu_fixture
 def test_truncated_gzip_stream_is_salvaged(tmp_path):
     raw = GRAPH.read_bytes()
     f = tmp_path / "cut.json.gz"
@@ -152,6 +155,7 @@ def test_cpu_only_trace_warns_no_gpu_events(shared_data):
     assert s.kernel_time_us == 0 and any("no GPU kernels" in w for w in s.warnings)
 
 
+@pytest.mark.gpu_fixture
 def test_zero_duration_graph_kernels_say_breakdown_unavailable(tmp_path):
     doc = orjson.loads(_json_bytes())
     graph_corr = {e["args"]["correlation"] for e in doc["traceEvents"]
@@ -307,3 +311,29 @@ def test_not_an_nsys_sqlite(tmp_path):
     con.close()
     with pytest.raises(TraceError, match="CUPTI_ACTIVITY_KIND_KERNEL"):
         profile.load(f)
+
+
+@pytest.mark.gpu_fixture
+def test_steps_from_cuda_graph_launches_when_no_annotations(tmp_path):
+    """Without record_function ranges, each cudaGraphLaunch is a decode step (its kernels share the
+    launch's correlation id): the real graph trace with its annotations removed gives the same steps."""
+    doc = orjson.loads(_json_bytes())
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in ("user_annotation", "gpu_user_annotation")]
+    f = tmp_path / "no_annotations.json"
+    f.write_bytes(orjson.dumps(doc))
+    p = profile.load(f)
+    ref = profile.load(GRAPH)
+    dec = ref.steps[ref.steps["phase"] == "decode"]
+    assert set(p.steps["source"]) == {"cuda-graph"} and set(p.steps["phase"]) == {"decode"}
+    assert len(p.steps) == len(dec) == 16
+    assert list(p.steps["kernels"]) == list(dec["kernels"])
+    assert list(p.steps["wall_us"]) == pytest.approx(list(dec["wall_us"]))
+    # the eager prefill kernels belong to no graph launch
+    prefill = ref.steps.loc[ref.steps["phase"] == "prefill", "kernels"].sum()
+    assert (p.kernels["step"] == -1).sum() == (ref.kernels["step"] == -1).sum() + prefill
+
+
+@pytest.mark.shared_data
+def test_steps_from_gaps_when_nothing_else(shared_data):
+    p = profile.load(shared_data / "traces/hta/trace_file_list/inference_rank_1.json.gz")
+    assert list(p.steps["source"]) == ["gaps"] and (p.kernels["step"] == 0).all()

@@ -56,9 +56,12 @@ def test_check_raises_with_stderr_tail_and_host(host):
 
 
 def test_env_cwd_input_are_passed_and_quoted(host, scratch):
-    res = host.run('printf "%s|%s|" "$KIT_A" "$KIT_B"; pwd', env={"KIT_A": HOSTILE, "KIT_B": "x y"}, cwd=scratch)
-    assert res.stdout == f"{HOSTILE}|x y|{scratch}\n"
-    assert host.run(f"ls -A {shlex.quote(scratch)}").stdout == ""  # nothing was executed
+    work = f"{scratch}/{HOSTILE}"
+    host.run(f"mkdir -- {shlex.quote(work)}", check=True)
+    res = host.run('printf "%s|%s|" "$KIT_A" "$KIT_B"; pwd', env={"KIT_A": HOSTILE, "KIT_B": "x y"}, cwd=work)
+    assert res.stdout == f"{HOSTILE}|x y|{work}\n"
+    assert host.run(f"ls -A {shlex.quote(scratch)}").stdout == f"{HOSTILE}\n"  # nothing was executed
+    assert host.run(f"ls -A {shlex.quote(work)}").stdout == ""
     assert host.run("bash -s", input="echo from-stdin; exit 4").stdout == "from-stdin\n"
     with pytest.raises(RemoteError, match="invalid environment variable name"):
         host.run("true", env={"BAD NAME": "1"})
@@ -146,7 +149,7 @@ def test_get_put_round_trip_hostile_names(host, scratch, tmp_path):
     local = tmp_path / HOSTILE
     local.write_bytes(data)
     remote = f"{scratch}/{HOSTILE}.bin"
-    host.put(str(local), remote)
+    host.put(str(local), remote, progress=True)
     assert host.stat(remote).size == len(data)
     back = tmp_path / "back.bin"
     host.get(remote, str(back))
@@ -207,3 +210,15 @@ def test_hosts_fan_out_local_and_context_manager():
 def test_connect_local_rejects_options():
     with pytest.raises(TypeError):
         kit.connect("local", port=22)
+
+
+def test_public_surface():
+    import kit.remote as remote
+
+    assert sorted(remote.__all__) == sorted(["connect", "hosts", "Host", "LocalHost", "SSHHost", "Result",
+                                             "FileStat", "Job", "HostGroup", "GroupResult"])
+    for name in remote.__all__:
+        assert getattr(remote, name) is not None
+    assert kit.connect is remote.connect and kit.Result is remote.Result and kit.Job is remote.Job
+    assert issubclass(remote.SSHHost, remote.Host) and issubclass(remote.LocalHost, remote.Host)
+    assert repr(kit.connect("local")) == "LocalHost('local')"

@@ -55,7 +55,7 @@ def tiny(tmp_path_factory):
         "from kit.ledger import Ledger, confirmed_if\n"
         "Ledger.for_session(session).record('H1', evidence=f'max {max(ys)}', verdict=confirmed_if(ys[1] > ys[0]),"
         " numbers={'max': max(ys)}, source='a_plot')",
-        "print('session', session, 'host', host)",
+        "print('session', session, 'host', host, 'extra', globals().get('extra'))",
     ], params='session = "default"\nhost = "local"'), nbs / "a_plot.ipynb")
     nbformat.write(_nb([
         f"md:Never show `HF_TOKEN={HF}` nor password: {PASSWORD}",
@@ -97,7 +97,7 @@ def test_runs_every_notebook_and_reports_the_failure(tiny):
 
 def test_parameters_and_ledger_reach_the_notebooks(tiny):
     page = (tiny["out"] / "a_plot.html").read_text()
-    assert "session sess host gpu-box" in page
+    assert "session sess host gpu-box extra None" in page
     ledger = json.loads((tiny["out"] / "ledger.json").read_text())
     h1 = ledger["hypotheses"][0]
     assert (h1["id"], h1["verdict"], h1["numbers"]) == ("H1", "confirmed", {"max": 3})
@@ -214,11 +214,24 @@ def test_cell_timeout_fails_the_notebook_with_a_page(tmp_path):
     assert "This notebook failed" in (tmp_path / "out" / "slow.html").read_text()
 
 
+def test_dead_kernel_and_broken_ledger_still_give_pages(tmp_path):
+    nbs = tmp_path / "nbs"
+    (nbs / "s").mkdir(parents=True)
+    nbformat.write(_nb(["import os\nos._exit(3)"]), nbs / "crash.ipynb")
+    nbformat.write(_nb(["import os\nopen(os.environ['KIT_LEDGER'], 'w').write('{broken')"]), nbs / "spoil.ipynb")
+    rep = report.build(nbs / "s", tmp_path / "out", progress=None, cell_timeout=60)
+    crash = rep.runs[0]
+    assert not crash.ok and crash.error.startswith("DeadKernelError")
+    assert rep.runs[1].ok
+    assert "This notebook failed" in (tmp_path / "out" / "crash.html").read_text()
+    assert "The ledger could not be read" in (tmp_path / "out" / "index.html").read_text()
+
+
 def test_cli_exits_nonzero_naming_the_failed_notebook(tiny, tmp_path):
     out = tmp_path / "cli-report"
     proc = subprocess.run(
         [sys.executable, "-m", "kit", "report", "--session", str(tiny["nbs"] / "sess"), "--out", str(out),
-         "--notebooks", str(tiny["nbs"]), "--no-input"],
+         "--notebooks", str(tiny["nbs"]), "--no-input", "-p", "extra=[1, 2]"],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 1
@@ -226,6 +239,7 @@ def test_cli_exits_nonzero_naming_the_failed_notebook(tiny, tmp_path):
     assert "[1/4] a_plot" in proc.stderr and "[4/4] index" in proc.stderr
     page = (out / "a_plot.html").read_text()
     assert "plt.plot" not in page  # --no-input hides code
+    assert "extra [1, 2]" in page  # -p NAME=VALUE reaches every notebook as a Python literal
     assert HF not in proc.stderr + proc.stdout
 
 
@@ -266,3 +280,11 @@ def test_redaction_patterns(text, secret):
 ])
 def test_redaction_leaves_serving_figures_alone(text):
     assert redact_text(text) == (text, 0)
+
+
+def test_cli_rejects_a_malformed_param(tiny, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "kit", "report", "--session", str(tiny["nbs"] / "sess"),
+                           "--out", str(tmp_path / "o"), "-p", "not an identifier=1"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "--param 'not an identifier=1': expected NAME=VALUE" in proc.stderr
+    assert not (tmp_path / "o").exists()

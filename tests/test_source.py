@@ -269,7 +269,7 @@ def test_project_source_kiterror(host):
 
 
 def test_module_path_and_predicate_on_the_host(host):
-    env = {"PYTHONPATH": str(ENGINE)}
+    env = {"PYTHONPATH": str(ENGINE), "PYTHONDONTWRITEBYTECODE": "1"}  # leave no __pycache__ in the repo
     assert source.module_path(host, "tinyserve.srt.server_args", env=env) == SERVER_ARGS
     assert source.module_path(host, "tinyserve.srt.utils", env=env) == str(TINY / "srt" / "utils" / "__init__.py")
     code = "from tinyserve.srt.utils import is_sm100_supported, is_sm120_supported\n" \
@@ -284,6 +284,24 @@ def test_module_path_and_predicate_on_the_host(host):
         source.module_path(host, "no_such_module_kit")
     with pytest.raises(SourceError, match="not a dotted module name"):
         source.module_path(host, "os; touch PWNED")
+
+
+def test_module_path_falls_back_to_pip_show(host, workdir):
+    # A distribution whose package raises on import: find_spec("brokenpkg.sub") fails, pip's file list works.
+    pkg = workdir / "brokenpkg"
+    pkg.mkdir()
+    pkg.chmod(0o755)
+    _write(pkg, "__init__.py", "raise ImportError('this package cannot be imported')\n")
+    sub = _write(pkg, "sub.py", "VALUE = 1\n")
+    info = workdir / "brokenpkg-1.0.dist-info"
+    info.mkdir()
+    info.chmod(0o755)
+    _write(info, "METADATA", "Metadata-Version: 2.1\nName: brokenpkg\nVersion: 1.0\n")
+    _write(info, "RECORD", "brokenpkg/__init__.py,,\nbrokenpkg/sub.py,,\nbrokenpkg-1.0.dist-info/METADATA,,\n")
+    env = {"PYTHONPATH": str(workdir)}
+    assert source.module_path(host, "brokenpkg.sub", env=env) == sub
+    with pytest.raises(SourceError, match="cannot locate module brokenpkg.nothere"):
+        source.module_path(host, "brokenpkg.nothere", env=env)
 
 
 # --- diff ------------------------------------------------------------------------------------------
@@ -385,6 +403,14 @@ def test_hostile_names_are_data_never_code(host, workdir):
     matches = source.grep(host, path, "touch PWNED", context=1, glob=HOSTILE)
     assert [(m.path, m.line, m.before, m.after) for m in matches] == [
         (path, 2, ("def handler():",), ("    return mode",))]
+    pkg = d / "pkg"
+    pkg.mkdir()
+    pkg.chmod(0o755)
+    _write(pkg, "__init__.py", "")
+    impl = _write(pkg, "impl.py", "def helper():\n    return 1\n")
+    user = _write(pkg, "user.py", "from .impl import helper\nfrom pkg.impl import helper as h2\n")
+    assert source.definition(host, "helper", near=user).path == impl    # relative import, quoted paths
+    assert source.definition(host, "h2", near=user).path == impl        # absolute import in the same tree
     with pytest.raises(RemoteFileError):
         source.slice(host, str(d / "$(touch PWNED)"), 1, 1)
     with pytest.raises(RemoteFileError):

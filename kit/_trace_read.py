@@ -1,0 +1,64 @@
+"""Format dispatch for one trace file, and the parse prefetch that overlaps parsing with imports.
+
+Kept free of pandas/numpy imports on purpose: worker processes import only this, orjson and the
+readers, so they start in ~0.1 s; and the CLI starts the parse of big files in worker processes
+*before* importing pandas (which costs ~0.5 s), so the two overlap on a multi-core machine.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+
+from kit._trace_io import sniff
+
+# below this much uncached input a process pool costs more than it saves
+PREFETCH_MIN_BYTES = 8 << 20
+
+
+def read_raw(path: str) -> dict:
+    """Parse one file with the reader its first bytes call for (runs in worker processes)."""
+    p = Path(path)
+    kind = sniff(p)
+    if kind == "sqlite":
+        from kit._trace_nsys import read_nsys_sqlite
+        return read_nsys_sqlite(p)
+    if kind == "text":
+        from kit._trace_nsys import read_nsys_csv
+        return read_nsys_csv(p)
+    if kind == "gzip":
+        # gzip may hold JSON or nsys CSV text: peek at the inflated start
+        import zlib
+        with open(p, "rb") as f:
+            head = zlib.decompressobj(wbits=31).decompress(f.read(4096))
+        if head.lstrip()[:1] not in (b"{", b"["):
+            from kit._trace_nsys import read_nsys_csv
+            return read_nsys_csv(p)
+    from kit._trace_kineto import read_kineto
+    return read_kineto(p)
+
+
+def prefetch(paths: list[str], cache: bool = True) -> tuple[dict[str, Future], ProcessPoolExecutor | None]:
+    """Start parsing the uncached files in worker processes when they are big enough to be worth it.
+
+    Returns ``({path: Future}, executor)``; hand the dict to ``kit.profile.load(..., _prefetched=)``
+    and shut the executor down afterwards. Any problem (bad path, no cache dir) just means no
+    prefetch: ``load`` then parses and reports errors itself."""
+    try:
+        todo = []
+        for p in paths:
+            pp = Path(p)
+            if not pp.is_file():
+                return {}, None
+            if cache:
+                from kit._trace_cache import has
+                if has(pp):
+                    continue
+            todo.append(p)
+        if not todo or sum(Path(p).stat().st_size for p in todo) < PREFETCH_MIN_BYTES:
+            return {}, None
+        ex = ProcessPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1), mp_context=mp.get_context("spawn"))
+        return {p: ex.submit(read_raw, p) for p in todo}, ex
+    except OSError:
+        return {}, None

@@ -1,0 +1,184 @@
+"""kit.logs edges: bad input (one clear line naming the file), reading through a Host, the CLI."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import kit
+import kit.logs as L
+from kit.cli import main as kit_main
+from kit.errors import LogFormatError, RemoteFileError
+
+DATA = Path(__file__).resolve().parent / "data" / "logs"
+
+
+def _one_line_error(path, *, match: str) -> str:
+    with pytest.raises(LogFormatError) as exc:
+        L.read(path)
+    msg = str(exc.value)
+    assert "\n" not in msg and str(path) in msg and match in msg, msg
+    return msg
+
+
+def test_binary_file(tmp_path):
+    p = tmp_path / "trace.bin"
+    p.write_bytes(b"\x7fELF\x00\x01\x02" * 100)
+    _one_line_error(p, match="binary file")
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "empty.log"
+    p.write_text("")
+    _one_line_error(p, match="empty file")
+    p.write_text("\n\n  \n")
+    _one_line_error(p, match="empty file")
+
+
+def test_directory(tmp_path):
+    _one_line_error(tmp_path, match="is a directory")
+
+
+def test_missing_file(tmp_path):
+    _one_line_error(tmp_path / "nope.log", match="no such file")
+
+
+def test_text_that_is_not_a_log(tmp_path):
+    p = tmp_path / "notes.txt"
+    p.write_text("shopping list\nmilk, eggs: 12\n")
+    _one_line_error(p, match="not a serving log: none of its 2 lines")
+
+
+def test_json_that_is_not_a_benchmark():
+    msg = _one_line_error(DATA / "not_a_benchmark.json", match="not a benchmark result")
+    assert "keys: items, name, nested" in msg
+    with pytest.raises(LogFormatError, match="not_a_benchmark.json: JSON record 0 is not a benchmark result"):
+        L.parse_bench(DATA / "not_a_benchmark.json")
+
+
+def test_parse_bench_on_a_log_without_results():
+    with pytest.raises(LogFormatError, match="sglang_0.4.10_decode.log: no benchmark result found"):
+        L.parse_bench(DATA / "sglang_0.4.10_decode.log")
+
+
+def test_bad_jsonl_line(tmp_path):
+    p = tmp_path / "runs.jsonl"
+    p.write_text('{"duration": 1.0, "completed": 1, "output_throughput": 5.0}\n{"duration": \n')
+    _one_line_error(p, match="line 2 is not valid JSON")
+
+
+def test_input_is_never_modified(tmp_path):
+    p = tmp_path / "a.log"
+    shutil.copy(DATA / "vllm_0.34_current.log", p)
+    before = p.read_bytes()
+    L.read(p)
+    assert p.read_bytes() == before
+
+
+def test_crlf_and_invalid_utf8_are_tolerated(tmp_path):
+    p = tmp_path / "crlf.log"
+    text = (DATA / "sglang_0.5.9_eagle.log").read_text().replace("\n", "\r\n")
+    p.write_bytes(text.encode() + b"[2026-03-14 10:00:15] caf\xe9 \xff\r\n")
+    d = L.read(p)
+    assert len(d.decode) == 4 and d.decode["queue_req"].tolist() == [0, 0, 0, 0]
+    assert d.unknown_lines == 3
+
+
+def test_chunked_tables_match_unchunked(monkeypatch):
+    """Flushing every 2 rows (instead of CHUNK) must not change the tables."""
+    import kit._logs_sglang as S
+    import kit._logs_table as T
+
+    lines = (DATA / "sglang_0.5.9_eagle.log").read_text().splitlines(True) * 3
+    whole = L.read_lines(lines)
+    monkeypatch.setattr(T, "CHUNK", 2)
+    monkeypatch.setattr(S, "CHUNK", 2)
+    chunked = L.read_lines(lines)
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(whole.decode, chunked.decode)
+    pd.testing.assert_frame_equal(whole.spec, chunked.spec)
+    assert list(chunked.decode["line"]) == sorted(chunked.decode["line"])
+
+
+# --------------------------------------------------------------------------- Host
+
+def test_read_on_local_host_names_the_host():
+    with kit.connect("local") as host:
+        d = L.read(str(DATA / "vllm_0.10.1.1_ansi.log"), host=host)
+        assert d.name == f"local:{DATA / 'vllm_0.10.1.1_ansi.log'}"
+        assert len(d.spec) == 3 and d.version == "0.10.1.1"
+        with pytest.raises(RemoteFileError):
+            L.read(str(DATA / "missing.log"), host=host)
+        with pytest.raises(LogFormatError, match="local:.*is a directory"):
+            L.read(str(DATA), host=host)
+
+
+@pytest.mark.ssh
+def test_read_over_ssh(sshd):
+    with sshd.connect() as host:
+        remote = f"{sshd.tmp}/server.log"
+        host.put(str(DATA / "sglang_0.5.9_eagle.log"), remote)
+        d = L.read(remote, host=host)
+    assert d.name.endswith(f":{remote}") and len(d.decode) == 4
+    assert d.server_args["tp_size"] == 8
+
+
+# --------------------------------------------------------------------------- CLI
+
+def test_cli_logs_spec_json_shape(capsys):
+    assert kit_main(["logs", "spec", str(DATA / "vllm_0.10.1.1_ansi.log"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"engine", "version", "k", "records", "summary"}
+    assert (out["engine"], out["version"], out["k"]) == ("vllm", "0.10.1.1", 2)
+    assert [set(r) for r in out["records"]] == [{"time", "mean_acceptance_length", "draft_acceptance_rate",
+                                                 "per_position"}] * 3
+    assert out["records"][1] == {"time": "08-20 09:00:20", "mean_acceptance_length": 2.2,
+                                 "draft_acceptance_rate": 0.6, "per_position": [0.8, 0.4]}
+    assert out["records"][0]["draft_acceptance_rate"] is None  # nan% -> null, never NaN in JSON
+    assert set(out["summary"]) == {"mean_acceptance_length", "draft_acceptance_rate", "windows"}
+    assert out["summary"]["windows"] == 2
+    assert out["summary"]["draft_acceptance_rate"] == pytest.approx(320 / 600)
+
+
+def test_cli_logs_spec_with_k_and_version(capsys):
+    assert kit_main(["logs", "spec", str(DATA / "sglang_0.4.6_decode.log"), "--k", "3", "--version", "0.4.6",
+                     "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["engine"], out["version"], out["k"]) == ("sglang", "0.4.6", 3)
+    assert out["records"][0]["time"] == "2025-05-14 09:31:41"
+    assert out["summary"]["mean_acceptance_length"] == pytest.approx(2.25)
+
+
+def test_cli_logs_spec_text(capsys):
+    assert kit_main(["logs", "spec", str(DATA / "sglang_0.5.9_eagle.log")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("SpecSummary(sglang unknown, k=3: mean acceptance length 1.74")
+    assert "(after idle, excluded)" in out
+
+
+def test_cli_logs_parse(capsys):
+    assert kit_main(["logs", "parse", str(DATA / "vllm_0.34_current.log")]) == 0
+    out = capsys.readouterr().out
+    assert "torn=1" in out and "spec        2 rows" in out
+    assert kit_main(["logs", "parse", str(DATA / "nccl_env.log"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["counts"] == {"nccl": 15} and len(doc["tables"]["nccl"]) == 15
+
+
+def test_cli_bench_parse(capsys):
+    assert kit_main(["bench", "parse", str(DATA / "vllm_bench_serve.json"), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 1 and rows[0]["output_throughput"] == 82.58 and rows[0]["tool"] == "vllm bench serve"
+    assert kit_main(["bench", "parse", str(DATA / "sglang_bench_serving_0.5.9.txt")]) == 0
+    assert "sglang.bench_serving" in capsys.readouterr().out
+
+
+def test_cli_bad_input_is_one_line_and_exit_1(capsys, tmp_path):
+    p = tmp_path / "x.bin"
+    p.write_bytes(b"\x00\x01")
+    assert kit_main(["logs", "parse", str(p)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"kit: error: {p}: binary file (NUL bytes), not a text log"

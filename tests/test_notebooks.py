@@ -1,0 +1,147 @@
+"""The investigation notebooks on the bundled sample session: committed clean, executed by a real
+kernel through ``kit.report``, verdicts computed (and changing when the evidence changes), pages
+rendered offline in headless Chromium."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from kit import report
+from kit.ledger import LEDGER_ENV, Ledger
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+SAMPLE = NOTEBOOKS / "sample"
+EXPECTED = ["00_environment", "01_allreduce_share", "02_backend_defaults", "03_speculative_acceptance",
+            "04_single_stream_gap", "index"]
+WITH_PLOTS = ["00_environment", "01_allreduce_share", "03_speculative_acceptance", "04_single_stream_gap"]
+
+
+def test_committed_notebooks_are_clean_and_parameterised():
+    found = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb"))
+    assert found == sorted(EXPECTED)
+    for path in NOTEBOOKS.glob("*.ipynb"):
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.outputs == [] and c.execution_count is None for c in code), f"{path.name} has outputs"
+        params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+        assert len(params) == 1, f"{path.name}: needs exactly one cell tagged 'parameters'"
+        src = params[0].source
+        assert re.search(r'^session = "sample"', src, re.M) and re.search(r'^host = "local"', src, re.M), path.name
+        assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# "), path.name
+        assert "/work/" not in path.read_text(), f"{path.name} contains a machine path"
+
+
+def test_sample_session_is_labelled():
+    readme = (SAMPLE / "README.md").read_text()
+    for part in ("traces/", "env/", "engine/", "logs/", "bench/", "server/", "model/", "ledger.json"):
+        assert part in readme, part
+    for log in (SAMPLE / "logs").glob("*.log"):
+        assert log.read_text().startswith("# SAMPLE"), log.name
+    for res in (SAMPLE / "bench").glob("*.json*"):
+        first = res.read_text().splitlines()[0] if res.suffix == ".jsonl" else res.read_text()
+        assert json.loads(first)["sample"] is True, res.name
+
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory):
+    before = (SAMPLE / "ledger.json").read_bytes()
+    out = tmp_path_factory.mktemp("sample") / "report"
+    rep = report.build(SAMPLE, out, progress=None, cell_timeout=300)
+    assert (SAMPLE / "ledger.json").read_bytes() == before, "a report run must not modify the session"
+    return rep
+
+
+def test_every_notebook_runs_on_the_sample_session(sample_report):
+    assert [r.name for r in sample_report.runs] == EXPECTED
+    assert sample_report.ok, [(r.name, r.error) for r in sample_report.failed]
+    for name in EXPECTED:
+        assert (sample_report.out / ("index.html" if name == "index" else f"{name}.html")).is_file()
+
+
+def test_every_hypothesis_gets_a_computed_verdict(sample_report):
+    ledger = Ledger.open(sample_report.out / "ledger.json")
+    assert [h.id for h in ledger] == ["H0", "H1", "H2", "H3", "H4", "H5", "H6"]
+    for h in ledger:
+        assert h.verdict in ("confirmed", "rejected"), h
+        assert h.source.startswith(("00_", "01_", "02_", "03_", "04_")) and h.evidence and h.numbers, h
+    # Values a reader can check against the sample's own files.
+    assert ledger["H0"].numbers["compute_capability"] == "12.0" and ledger["H0"].verdict == "confirmed"
+    assert ledger["H3"].numbers["is_sm100_supported"] is False
+    assert "does not apply on compute capability 12.0" in ledger["H3"].evidence
+    assert abs(ledger["H4"].numbers["draft_acceptance"] - (1.68 - 1) / 3) < 0.01  # 42% printed = AL 1.68 of 4
+    assert ledger["H4"].numbers["printed_accept_rate"] == pytest.approx(0.42, abs=0.01)
+    assert ledger["H5"].numbers["tok_s_before"] == pytest.approx(63.6) and ledger["H5"].numbers["tok_s_after"] == pytest.approx(71.4)
+
+
+def test_plots_are_embedded(sample_report):
+    for name in WITH_PLOTS:
+        page = (sample_report.out / f"{name}.html").read_text()
+        assert re.search(r'<img [^>]*src="data:image/png;base64,[A-Za-z0-9+/]{2000}', page), name
+    index = (sample_report.out / "index.html").read_text()
+    assert "kit-ledger" in index and "H6" in index
+
+
+def test_verdict_follows_the_evidence(tmp_path):
+    """02 on a B200-class capture (compute capability 10.0): the sm100 default now applies."""
+    capture = tmp_path / "b200.csv"
+    capture.write_text("index, name, memory.total [MiB], compute_cap, driver_version\n"
+                       "0, NVIDIA B200, 183359 MiB, 10.0, 580.126.20\n")
+    ledger_path = tmp_path / "ledger.json"
+    nb, run = report.execute_notebook(
+        NOTEBOOKS / "02_backend_defaults.ipynb", cwd=NOTEBOOKS,
+        parameters={"session": "sample", "host": "local", "gpu_capture": str(capture)},
+        env={LEDGER_ENV: str(ledger_path)})
+    assert run.ok, run.error
+    h3 = Ledger.open(ledger_path)["H3"]
+    assert h3.verdict == "confirmed" and h3.numbers["is_sm100_supported"] is True
+    assert "applies on compute capability 10.0" in h3.evidence
+
+
+@pytest.mark.chromium
+def test_sample_report_renders_offline(sample_report, tmp_path):
+    from PIL import Image
+
+    from kit._report_browser import load
+
+    shot = tmp_path / "index.png"
+    for name in EXPECTED:
+        page = sample_report.out / ("index.html" if name == "index" else f"{name}.html")
+        loaded = load(page, screenshot=shot if name == "index" else None)
+        assert loaded.requests == [], f"{name} made network requests: {loaded.requests}"
+    img = Image.open(shot).convert("L")
+    non_white = sum(img.histogram()[:240]) / (img.width * img.height)
+    assert non_white > 0.03, f"index screenshot looks blank ({non_white:.1%})"
+
+
+@pytest.mark.gpu_fixture
+def test_explorer_static_views_on_the_real_trace():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import kit.profile
+    from kit import env, explorer
+
+    prof = kit.profile.load(sorted((SAMPLE / "traces" / "tp1_eager").glob("rank*.trace.json.gz")))
+    decode = prof.kernels[prof.kernels["phase"] == "decode"]
+    cats = explorer.category_time(prof)
+    assert cats["time_us"].sum() == pytest.approx(decode["dur_us"].sum())
+    assert cats["share"].sum() == pytest.approx(1.0) and cats["time_us"].is_monotonic_decreasing
+    top = explorer.top_kernels(prof, category="gemm", n=3)
+    assert len(top) == 3 and set(top["category"]) == {"gemm"} and top["time_us"].is_monotonic_decreasing
+    one_step = explorer.top_kernels(prof, step=int(decode["step"].iloc[0]), n=100)
+    assert one_step["calls"].sum() == (decode["step"] == decode["step"].iloc[0]).sum()
+    assert explorer.category_plot(prof, rank=0).axes[0].get_xlabel() == "GPU time (ms)"
+    topo = env.parse_topology((SAMPLE / "server" / "nvidia-smi-topo.txt").read_text())
+    fig = explorer.link_matrix_plot(topo)
+    labels = {t.get_text() for t in fig.axes[0].texts}
+    assert {"PIX", "NODE", "SYS", "X"} <= labels
+    widget = explorer.explore(prof)
+    rank_w, step_w, cat_w = widget.children[0].children
+    assert [o[0] for o in rank_w.options] == ["all", "0"] and len(step_w.options) == 17
+    cat_w.value = "gemm"  # re-renders without a kernel (no error)
