@@ -94,7 +94,9 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
     """Normalised acceptance records from SGLang ``Decode batch`` rows that print ``accept len``."""
     if not len(decode) or "accept_len" not in decode.columns:
         return pd.DataFrame(columns=list(SPEC_COLUMNS))
-    d = decode[decode["accept_len"].notna()]
+    keep = [c for c in ("time", "line", "accept_len", "accept_rate", "gen_throughput", "after_idle", "running_req",
+                        "format") if c in decode.columns]
+    d = decode.loc[decode["accept_len"].notna(), keep]
     if not len(d):
         return pd.DataFrame(columns=list(SPEC_COLUMNS))
     L = d["accept_len"].astype(float).to_numpy()

@@ -244,6 +244,7 @@ def assemble(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -
             pieces = [p.astype(object) for p in pieces]
         col = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
         del pieces, present
+        _release_freed_memory()
         if name == "line" and len(col) > 1 and not bool(np.all(col[1:] >= col[:-1])):
             order = np.argsort(col, kind="stable")
         if order is not None:
@@ -259,6 +260,22 @@ def assemble(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -
 
 
 _CATEGORICAL = {"ranks", "format", "graph_kind"}
+_TRIM = None
+
+
+def _release_freed_memory() -> None:
+    """Give pages freed by the chunk arrays back to the OS (glibc ``malloc_trim``), so assembling
+    the final columns does not hold the chunks and the result at the same time. No-op elsewhere."""
+    global _TRIM
+    if _TRIM is None:
+        try:
+            import ctypes
+
+            _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
 _BOOLS = {"True": True, "False": False}
 
 

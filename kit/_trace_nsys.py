@@ -221,8 +221,9 @@ def _gpu_trace_rows(k: dict, header: list[str], body: list[list[str]]) -> None:
 
 
 def _first_int(s: str) -> int:
-    m = re.search(r"-?\d+", s or "")
-    return int(m.group()) if m else -1
+    """``"NVIDIA H200 (0)"`` -> 0 (the id in parentheses), ``"7"`` -> 7, else the first integer."""
+    m = re.search(r"\((\d+)\)\s*$", s or "") or re.search(r"-?\d+", s or "")
+    return int(m.group(1) if m.re.groups else m.group()) if m else -1
 
 
 def read_nsys_sqlite(path: Path) -> dict:

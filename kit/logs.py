@@ -292,9 +292,12 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     version = version or "unknown"
 
     decode = merge_frames(st.decode_fast.frame(DECODE_COLUMNS), st.decode.frame(), DECODE_COLUMNS)
+    prefill = merge_frames(st.prefill_fast.frame(PREFILL_COLUMNS), st.prefill.frame(), PREFILL_COLUMNS)
+    for t in (decode, prefill):  # the iteration number is only printed by some versions
+        if "iter" in t.columns and len(t) and t["iter"].isna().all():
+            del t["iter"]
     if len(decode):
         decode["after_idle"] = _spec.flag_after_idle(decode["gen_throughput"])
-    prefill = merge_frames(st.prefill_fast.frame(PREFILL_COLUMNS), st.prefill.frame(), PREFILL_COLUMNS)
     throughput = st.throughput.frame(THROUGHPUT_COLUMNS)
     if len(throughput):
         throughput["after_idle"] = _spec.flag_after_idle(throughput["generation_throughput"])

@@ -182,7 +182,7 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
     return Profile([str(p) for p in paths], kernels, annotations, steps_df, meta, warnings, rules)
 
 
-@dataclass
+@dataclass(eq=False)
 class Profile:
     """Parsed profile: ``kernels`` (rank, device, stream, name, category, start_us, dur_us, correlation,
     step, phase, ...), ``annotations``, ``steps`` (one row per rank and step), ``meta`` and ``warnings``."""
@@ -217,7 +217,7 @@ class Profile:
                 f"{'<ul>' + w + '</ul>' if w else ''}</div>")
 
 
-@dataclass
+@dataclass(eq=False)
 class Summary:
     """Category shares of one phase of a profile, with idle, per step/rank, comm and AllReduce spread.
 

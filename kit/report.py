@@ -251,7 +251,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     """
     from kit import _report_assets as assets
     from kit import _report_export as export
-    from kit._report_redact import redact_notebook
+    from kit._report_redact import redact_notebook, redact_text
     from kit.ledger import Ledger
 
     say = progress or (lambda _m: None)
@@ -291,6 +291,11 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
             executed.append((path, nb, run, secrets))
 
         runs = [r for _, _, r, _ in executed]
+        if ledger_file.is_file():  # verdict evidence is notebook output too
+            all_secrets = set().union(*(sec for *_, sec in executed))
+            text, n = redact_text(ledger_file.read_text(encoding="utf-8"), all_secrets)
+            if n:
+                ledger_file.write_text(text, encoding="utf-8")
         pages = [(("index" if r.page == "index.html" else r.name), r.page, r.ok) for r in runs]
         if not any(r.page == "index.html" for r in runs):
             pages.insert(0, ("index", "index.html", True))

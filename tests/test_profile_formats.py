@@ -337,3 +337,25 @@ def test_steps_from_cuda_graph_launches_when_no_annotations(tmp_path):
 def test_steps_from_gaps_when_nothing_else(shared_data):
     p = profile.load(shared_data / "traces/hta/trace_file_list/inference_rank_1.json.gz")
     assert list(p.steps["source"]) == ["gaps"] and (p.kernels["step"] == 0).all()
+
+
+def test_nsys_cuda_gpu_trace_csv_has_a_timeline(tmp_path):
+    """The per-kernel cuda_gpu_trace report (columns as its usage text lists them) gives real steps and idle."""
+    head = ("Start (ns),Duration (ns),CorrId,GrdX,GrdY,GrdZ,BlkX,BlkY,BlkZ,Reg/Trd,StcSMem (MB),DymSMem (MB),"
+            "Bytes (MB),Throughput (MBps),SrcMemKd,DstMemKd,Device,Ctx,Strm,Name\n")
+    rows = []
+    for step in range(3):
+        t = 1_000_000 + step * 5_000_000          # 5 ms apart: three bursts
+        rows.append(f"{t},200000,{10 * step + 1},1,1,1,1,1,1,32,0,0,,,,,NVIDIA H200 (0),1,7,nvjet_sm90_tst_128x8")
+        rows.append(f"{t + 250000},100000,{10 * step + 2},1,1,1,1,1,1,32,0,0,,,,,NVIDIA H200 (0),1,13,"
+                    f"\"ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)\"")
+    f = tmp_path / "trace_cuda_gpu_trace.csv"
+    f.write_text(head + "\n".join(rows) + "\n")
+    p = profile.load(f)
+    assert list(p.kernels["device"].unique()) == [0] and sorted(p.kernels["stream"].unique()) == [7, 13]
+    s = p.summary()
+    assert s.steps == 3 and set(p.steps["source"]) == {"gaps"}
+    assert s.wall_time_us == pytest.approx(3 * 350.0)
+    assert s.share("idle", of="wall") == pytest.approx(50.0 / 350.0)
+    assert s.share("allreduce") == pytest.approx(1 / 3)
+    assert not any("no timeline" in w for w in s.warnings)

@@ -22,7 +22,7 @@ GH = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 PASSWORD = "correct-horse-battery-9431"
 BEARER = "eyJhbGciOiJIUzI1NiJ9" + ".c2VjcmV0LXBheWxvYWQ"
 KEY_BODY = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB"
-SECRETS = (HF, GH, PASSWORD, BEARER, KEY_BODY, "s3cr3t-db-pass")
+SECRETS = (HF, GH, PASSWORD, BEARER, KEY_BODY, "s3cr3t-db-pass", "zebra-crossing-771", "mango-tango-5512")
 
 
 def _nb(cells, params=None):
@@ -64,10 +64,16 @@ def tiny(tmp_path_factory):
         f"print('-----BEGIN OPENSSH PRIVATE KEY-----\\n{KEY_BODY}\\n-----END OPENSSH PRIVATE KEY-----')",
         "import ipywidgets as w\nw.Text(value='DB_PASSWORD=s3cr3t-db-pass')",
         "from IPython.display import HTML\nHTML('<pre>' + {'HF_TOKEN': token}.__repr__() + '</pre>')",
+        # A pygments-highlighted slice splits `api_key = "..."` across spans; its text/plain does not.
+        "import kit\nkit.source.slice(kit.connect('local'), 'sess/settings.py', 1, 3)",
+        "from kit.ledger import Ledger\nLedger.for_session(session).record('H9', statement='x', evidence='api_key=mango-tango-5512')",
     ], params='session = "default"\nhost = "local"'), nbs / "b_secrets.ipynb")
+    (nbs / "sess" / "settings.py").write_text('HOST = "gpu-box"\napi_key = "mango-tango-5512"\nPORT = 30000\n')
     nbformat.write(_nb([
         "print('before the failure')",
-        f"raise RuntimeError('probe failed with HF_TOKEN={HF}')",
+        # The traceback shows this source line with ANSI colour codes inside `password="..."`.
+        f"def connect(password):\n    raise RuntimeError('probe failed with HF_TOKEN={HF}')\n"
+        "connect(password=\"zebra-crossing-771\")",
         "print('never runs')",
     ], params='session = "default"\nhost = "local"'), nbs / "c_fails.ipynb")
     nbformat.write(_nb([
