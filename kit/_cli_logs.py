@@ -11,7 +11,6 @@ with rates as fractions.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import sys

@@ -30,7 +30,7 @@ def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
     from kit._trace_read import prefetch
 
-    pending, ex = prefetch(args.traces, cache=not args.no_cache)
+    pending, ex = prefetch(args.traces, cache=not args.no_cache, rules=args.rules)
     try:
         from kit import profile
 

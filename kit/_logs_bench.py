@@ -12,9 +12,8 @@ Text blocks are multi-line, so the scanner hands every line to the open :class:`
 from __future__ import annotations
 
 import json
-import math
 import re
-from typing import Any, Iterable
+from typing import Any
 
 from kit._logs_table import snake, value
 from kit.errors import LogFormatError
@@ -343,11 +342,3 @@ def parse_json_text(text: str, name: str) -> list[dict]:
     if not objs:
         raise LogFormatError(f"{name}: JSON holds no benchmark result", path=name)
     return [json_row(o, name, i) for i, o in enumerate(objs)]
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)
-
-
-def rows_have_results(rows: Iterable[dict]) -> bool:
-    return any(_finite(r.get("output_throughput")) or _finite(r.get("avg_latency_s")) for r in rows)

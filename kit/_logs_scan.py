@@ -16,6 +16,7 @@ from kit import _logs_nccl as N
 from kit import _logs_sglang as S
 from kit import _logs_vllm as V
 from kit._logs_table import Columns, TemplateTable, strip_ansi
+from kit.errors import LogFormatError
 
 _VLLM_LINE = re.compile(r"(?:\([^)]*? pid=\d+\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 _EVIDENCE_LIMIT = 20000  # unknown lines inspected for engine evidence; later ones are only counted
@@ -33,7 +34,6 @@ class State:
         self.vllm_spec = Columns("%m-%d %H:%M:%S")
         self.bench = Columns()
         self.nccl = Columns()
-        self.sglang_variants: dict[str, int] = {}
         self.evidence = {"sglang": 0, "vllm": 0, "nccl": 0, "bench": 0}
         self.server_args: dict | None = None
         self.server_args_line: int | None = None
@@ -164,7 +164,7 @@ def _other(line: str, lineno: int, st: State) -> int:
     if "server_args=" in line:
         try:
             args = S.parse_server_args(line)
-        except ValueError:
+        except LogFormatError:
             return 0
         if st.server_args is None:
             st.server_args = args

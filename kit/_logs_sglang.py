@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from kit._logs_table import CHUNK, snake, value
+from kit.errors import LogFormatError
 
 # Line header: "[2025-10-22 10:27:56 TP0] " / "[2025-05-14 09:31:43.123 DP1 TP3] " / none.
 HEADER = re.compile(
@@ -98,7 +99,7 @@ def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
             if len(names) == len(parts) // 2 and len(set(names)) == len(names):
                 consts = {"graph_kind": row["graph_kind"]} if "graph_kind" in row else {}
                 consts["format"] = variant
-                group = fast.add_group(tmpl, names, consts)
+                group = fast.add_group(tmpl, names, consts, bracket=it is not None)
                 if pos:
                     st.bulk_templates.append((template_regex(parts[0::2], it is not None), fast, tmpl,
                                               it is not None))
@@ -135,52 +136,52 @@ def extract_block(block: str, first_line: int, st) -> str:
     """Pull every line of a known template out of ``block`` (ASCII text of whole lines, the first
     being line ``first_line``). Returns the block with each taken line's message replaced by a NUL
     marker, which the line scanner skips. Rows equal those of the line-by-line path (same header
-    checks: a line with anything but a clean ``[time ranks] `` header before the message is torn)."""
+    checks: a line with anything but a clean ``[time ranks] `` header before the message is torn).
+    Header checks, line numbers and slicing are vectorised over the matches of a template."""
+    import itertools
+
     import numpy as np
 
     found = []
     for regex, fast, tmpl, bracket in st.bulk_templates:
         matches = list(regex.finditer(block))
         if matches:
-            found.append((fast, tmpl, bracket, matches))
+            found.append((fast, tmpl, matches))
     if not found:
         return block
-    nl = np.flatnonzero(np.frombuffer(block.encode("ascii"), dtype=np.uint8) == 10)
+    buf = np.frombuffer(block.encode("ascii"), dtype=np.uint8)
+    size = len(buf)
+    nl = np.flatnonzero(buf == 10)
     spans = []
-    rfind = block.rfind
-    ranks_ok = _RANKS_OK
-    for fast, tmpl, bracket, matches in found:
-        starts = [m.start() for m in matches]
-        spans += [(s, m.end()) for s, m in zip(starts, matches)]
-        lines = (np.searchsorted(nl, starts) + first_line).tolist()
-        group = fast.groups[tmpl]
-        n = 0
-        for ln, s, g in zip(lines, starts, map(re.Match.groups, matches)):
-            head = block[rfind("\n", 0, s) + 1:s + 1]  # "[2025-10-22 10:27:56 TP0]"
-            if head[0] != "[" or head[5:6] != "-" or head[14:15] != ":":
+    for fast, tmpl, matches in found:
+        starts = np.fromiter(map(re.Match.start, matches), np.int64, len(matches))
+        spans += zip(starts.tolist(), map(re.Match.end, matches))
+        k = np.searchsorted(nl, starts)
+        ls = np.where(k > 0, nl[np.maximum(k - 1, 0)] + 1, 0)  # line starts
+        lines = k + first_line
+        ok = (starts - ls >= 20) & (buf[np.minimum(ls, size - 1)] == 91)  # "["
+        ok &= (buf[np.minimum(ls + 5, size - 1)] == 45) & (buf[np.minimum(ls + 14, size - 1)] == 58)  # "-", ":"
+        ms = ok & (starts - ls >= 24) & (buf[np.minimum(ls + 20, size - 1)] == 46)  # ".123" after the seconds
+        ts_end = ls + np.where(ms, 24, 20)
+        ts = [block[a:b] for a, b in zip((ls + 1).tolist(), ts_end.tolist())]
+        raw = [block[a:b] for a, b in zip(ts_end.tolist(), starts.tolist())]
+        norm = {}
+        for r in set(raw):
+            norm[r] = r.strip() or None if r == "" or _RANKS.fullmatch(r) else "?"
+        ranks = [norm[r] for r in raw]
+        if "?" in norm.values():
+            ok &= np.array([r != "?" for r in ranks])
+        groups = [m.groups() for m in matches]
+        if not ok.all():
+            for ln in lines[~ok].tolist():
                 _torn(st, ln)
-                continue
-            extra = head[20:-1]
-            if extra:
-                ranks = ranks_ok.get(extra, "?")
-                if ranks == "?":
-                    ranks = _ranks(extra)
-                    if ranks == "?":
-                        _torn(st, ln)
-                        continue
-                ts = head[1:24] if extra[0] == "." else head[1:20]
-            else:
-                ts = head[1:20]
-                ranks = None
-            if bracket:
-                group += (ln, ts, ranks, int(g[0]))
-                group += g[1:]
-            else:
-                group += (ln, ts, ranks, None)
-                group += g
-            n += 1
-        st.evidence["sglang"] += n
-        fast.n += n
+            keep = ok.tolist()
+            lines, ts, ranks, groups = (lines[ok], list(itertools.compress(ts, keep)),
+                                        list(itertools.compress(ranks, keep)), list(itertools.compress(groups, keep)))
+        if len(lines):
+            fast.bulk[tmpl].append((lines, ts, ranks, groups))
+            fast.n += len(lines)
+            st.evidence["sglang"] += len(lines)
     for fast in (st.decode_fast, st.prefill_fast):
         if fast.n >= CHUNK:
             fast.flush()
@@ -258,6 +259,7 @@ def parse_server_args(text: str) -> dict[str, Any]:
     Works on a whole log line or just the dump. Values that are not Python literals (objects in
     the repr) are kept as their source text. A truncated dump (pastes often are) yields the keys
     read before the cut; the flag ``'__truncated__': True`` is then set in the result.
+    LogFormatError when the text holds neither form.
     """
     start = text.find("server_args=")
     body = text[start + len("server_args="):] if start >= 0 else text
@@ -267,7 +269,7 @@ def parse_server_args(text: str) -> dict[str, Any]:
     elif body.startswith("{"):
         body, close, style = body[1:], "}", "dict"
     else:
-        raise ValueError("no ServerArgs(...) repr or server_args dict found")
+        raise LogFormatError("server_args: no ServerArgs(...) repr or server_args={...} dict in the text")
     items, complete = _split_top_level(body, close)
     out: dict[str, Any] = {}
     for i, item in enumerate(items):

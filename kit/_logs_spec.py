@@ -94,19 +94,26 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
     """Normalised acceptance records from SGLang ``Decode batch`` rows that print ``accept len``."""
     if not len(decode) or "accept_len" not in decode.columns:
         return pd.DataFrame(columns=list(SPEC_COLUMNS))
-    keep = [c for c in ("time", "line", "accept_len", "accept_rate", "gen_throughput", "after_idle", "running_req",
-                        "format") if c in decode.columns]
-    d = decode.loc[decode["accept_len"].notna(), keep]
-    if not len(d):
+    mask = decode["accept_len"].notna().to_numpy()
+    if not mask.any():
         return pd.DataFrame(columns=list(SPEC_COLUMNS))
-    L = d["accept_len"].astype(float).to_numpy()
-    has_rate = "accept_rate" in d.columns and d["accept_rate"].notna().all()
-    r = d["accept_rate"].astype(float).to_numpy() if has_rate else None
+
+    def col(name: str, dtype=None):
+        return decode[name].to_numpy(dtype=dtype)[mask] if name in decode.columns else None
+
+    L = col("accept_len", float)
+    rate_col = col("accept_rate", float)
+    has_rate = rate_col is not None and not np.isnan(rate_col).any()
+    r = rate_col if has_rate else None
+    # the definition only depends on the distinct printed (accept len, accept rate) pairs
+    if has_rate:
+        pairs = np.unique(np.column_stack([L, r]), axis=0)
+        Lu, ru = pairs[:, 0], pairs[:, 1]
 
     # 1. which accept-rate definition the log uses
     vt = version_tuple(version)
-    if "format" in d.columns:
-        variants = {str(f): 1 for f in d["format"].dropna().unique()}
+    if "format" in decode.columns:
+        variants = {str(f): 1 for f in decode.loc[mask, "format"].dropna().unique()}
     old_formats = [v for v in ("dot", "bracket", "trailing") if variants.get(v)]
     definition = None
     if vt is not None:
@@ -120,10 +127,10 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
         n = _n_from_server_args(server_args)
         n_source = "server_args" if n else None
     if has_rate:
-        fits = {d_: _fit_n(L, r, d_ == SGLANG_OLD) for d_ in (SGLANG_OLD, SGLANG_NEW)}
+        fits = {d_: _fit_n(Lu, ru, d_ == SGLANG_OLD) for d_ in (SGLANG_OLD, SGLANG_NEW)}
         if definition is None:
             if n is not None:
-                ok = [d_ for d_ in fits if _consistent(L, r, n, d_ == SGLANG_OLD)]
+                ok = [d_ for d_ in fits if _consistent(Lu, ru, n, d_ == SGLANG_OLD)]
             else:
                 ok = [d_ for d_, fit in fits.items() if fit is not None]
             if len(ok) == 1:
@@ -139,31 +146,38 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
                 n_source = "inferred"
                 warnings.append(f"k not given: inferred k={n - 1} (N={n} draft tokens per verify) from the "
                                 f"printed accept len/accept rate pairs ({definition})")
-        elif n is not None and definition is not None and not _consistent(L, r, n, definition == SGLANG_OLD):
+        elif n is not None and definition is not None and not _consistent(Lu, ru, n, definition == SGLANG_OLD):
             warnings.append(f"accept rate printed by sglang is not consistent with N={n} ({n_source}) "
                             f"under '{definition}'")
     kk = n - 1 if n else None
     if kk is None:
         warnings.append("k unknown for the sglang acceptance records: draft acceptance rate not computed; "
                         "pass k=")
+    n_rows = len(L)
+
+    def const(value):
+        return pd.Categorical.from_codes(np.zeros(n_rows, dtype=np.int8), [value])
+
+    nan = np.full(n_rows, np.nan)
+    after_idle = col("after_idle")
     out = pd.DataFrame({
-        "time": d["time"].to_numpy() if "time" in d.columns else None,
-        "line": d["line"].to_numpy(),
-        "engine": "sglang",
-        "version": version,
-        "k": kk if kk is not None else np.nan,
+        "time": col("time"),
+        "line": col("line"),
+        "engine": const("sglang"),
+        "version": const(version),
+        "k": np.full(n_rows, float(kk) if kk is not None else np.nan),
         "mean_acceptance_length": L,
-        "draft_acceptance_rate": (L - 1.0) / kk if kk else np.nan,
-        "per_position": None,
-        "accepted_tokens": np.nan,
-        "draft_tokens": np.nan,
+        "draft_acceptance_rate": (L - 1.0) / kk if kk else nan,
+        "per_position": np.full(n_rows, None, dtype=object),
+        "accepted_tokens": nan,
+        "draft_tokens": nan,
         "printed_accept_len": L,
-        "printed_accept_rate": r if r is not None else np.nan,
-        "gen_throughput": d["gen_throughput"].astype(float).to_numpy(),
-        "after_idle": d["after_idle"].to_numpy() if "after_idle" in d.columns else False,
-        "definition": definition or "unknown",
-        "running_req": d["running_req"].to_numpy() if "running_req" in d.columns else np.nan,
-    })
+        "printed_accept_rate": r if r is not None else nan,
+        "gen_throughput": col("gen_throughput", float),
+        "after_idle": after_idle.astype(bool) if after_idle is not None else np.zeros(n_rows, bool),
+        "definition": const(definition or "unknown"),
+        "running_req": col("running_req") if "running_req" in decode.columns else nan,
+    }, copy=False)
     return out
 
 

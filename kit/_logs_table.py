@@ -136,15 +136,19 @@ class TemplateTable:
     A serving log prints the same ``Decode batch`` message shape thousands of times; only the values
     change. The scanner splits a line into template + value strings with one regex call, looks the
     template up here (its column names were worked out once, by the careful key-by-key parser) and
-    appends one tuple of raw strings. Values are converted to numbers per column, vectorised, when a
-    chunk is flushed. ``head`` names the fixed leading fields of each tuple (``line``, ``time`` ...).
+    appends the raw strings. Lines of known templates are also taken in bulk, a text block at a time
+    (``kit._logs_sglang.extract_block``), into ``bulk``. Values are converted to numbers per column,
+    vectorised, when a chunk is flushed. ``head`` names the fixed leading fields of each row
+    (``line``, ``time``, ``ranks``, ``iter``).
     """
 
-    __slots__ = ("groups", "meta", "slow", "n", "flushed", "frames", "time_format", "head", "bad_lines")
+    __slots__ = ("groups", "bulk", "meta", "slow", "n", "flushed", "frames", "time_format", "head", "bad_lines")
 
     def __init__(self, head: tuple[str, ...], time_format: str | None = None) -> None:
         self.groups: dict[str, list] = {}  # template -> flat list: head fields + value strings, row after row
-        self.meta: dict[str, tuple[tuple[str, ...], dict]] = {}  # template -> (value columns, constants)
+        self.meta: dict[str, tuple] = {}  # template -> (value columns, constants, bracket variant)
+        # template -> chunks taken in bulk from text blocks: (line numbers, times, ranks, value tuples)
+        self.bulk: dict[str, list] = {}
         self.slow: set[str] = set()  # templates the fast path cannot take (parsed row by row)
         self.bad_lines: list[int] = []  # rows dropped at conversion: a value was not a value (torn)
         self.n = 0
@@ -156,10 +160,11 @@ class TemplateTable:
     def __len__(self) -> int:
         return self.n + self.flushed
 
-    def add_group(self, key: str, columns: tuple[str, ...], consts: dict) -> list:
+    def add_group(self, key: str, columns: tuple[str, ...], consts: dict, bracket: bool = False) -> list:
         rows: list = []
         self.groups[key] = rows
-        self.meta[key] = (columns, consts)
+        self.bulk[key] = []
+        self.meta[key] = (columns, consts, bracket)
         return rows
 
     def flush(self) -> None:
@@ -167,37 +172,61 @@ class TemplateTable:
             return
         self.flushed += self.n
         for key, rows in self.groups.items():
-            if rows:
-                columns, consts = self.meta[key]
-                self.frames.append(self._frame(columns, consts, rows))
+            bulk = self.bulk[key]
+            if rows or bulk:
+                columns, consts, bracket = self.meta[key]
+                self.frames.append(self._frame(columns, consts, rows, bulk, bracket))
                 rows.clear()
+                bulk.clear()
         self.n = 0
+        _release_freed_memory()
 
-    def _frame(self, columns: tuple[str, ...], consts: dict, rows: list) -> dict[str, np.ndarray]:
-        """One group's rows -> {column: array} (a chunk; kept as arrays so the final table can be
-        assembled column by column without holding two copies of everything)."""
-        width = len(self.head) + len(columns)
-        grid = np.array(rows, dtype=object).reshape(-1, width)
-        n = len(grid)
+    def _frame(self, columns: tuple[str, ...], consts: dict, rows: list, bulk: list,
+               bracket: bool) -> dict[str, np.ndarray]:
+        """One template's rows -> {column: array} (a chunk; kept as arrays so the final table can be
+        assembled column by column without holding two copies of everything). ``rows`` is the flat
+        list of the line-by-line path, ``bulk`` the chunks taken from text blocks."""
+        nh, nv = len(self.head), len(columns)
+        heads: list[list] = [[] for _ in range(nh)]
+        grids = []
+        if rows:
+            grid = np.array(rows, dtype=object).reshape(-1, nh + nv)
+            for j in range(nh):
+                heads[j].append(grid[:, j])
+            grids.append(grid[:, nh:])
+        for lines, ts, ranks, groups in bulk:
+            g = np.array(groups, dtype=object).reshape(len(groups), -1)
+            it = g[:, 0].astype(np.int64) if bracket else np.full(len(groups), None, dtype=object)
+            for j, part in enumerate((lines, ts, ranks, it)):
+                heads[j].append(np.asarray(part, dtype=object) if j else np.asarray(part))
+            grids.append(g[:, 1:] if bracket else g)
+        values = grids[0] if len(grids) == 1 else np.concatenate(grids)
+        del grids
+        n = len(values)
         data: dict[str, Any] = {}
         bad = None
-        for j, name in enumerate(self.head + columns):
-            col = grid[:, j]
+        for name, parts in zip(self.head, heads):
+            col = parts[0] if len(parts) == 1 else np.concatenate(parts)
             if name == "line":
                 data[name] = col.astype(np.int64)
             elif name == "time":
                 codes, uniq = pd.factorize(col)
                 times = to_datetime(pd.Series(uniq, dtype="object"), self.time_format).to_numpy()
                 data[name] = times.take(codes) if len(uniq) else np.full(n, np.datetime64("NaT", "us"))
-            elif name in self.head:
-                data[name] = col.copy()
+            elif name == "iter":
+                if any(v is not None for v in col):
+                    data[name] = np.array(col, dtype=np.float64)  # None -> NaN
             else:
-                data[name], b = convert_column(col)
-                if b is not None:
-                    bad = b if bad is None else bad | b
-        del grid
+                data[name] = col.astype(object)
+        for j, name in enumerate(columns):
+            data[name], b = convert_column(values[:, j])
+            if b is not None:
+                bad = b if bad is None else bad | b
+        del values
         for k, v in consts.items():
-            data[k] = np.full(n, v, dtype=object)
+            a = np.empty(n, dtype=object)
+            a.fill(v)  # one shared string object (np.full would convert a copy per row)
+            data[k] = a
         if bad is not None and bad.any():
             self.bad_lines.extend(int(x) for x in data["line"][bad])
             keep = ~bad

@@ -29,7 +29,9 @@ __all__ = ["acceptance_over_time", "acceptance_per_position", "throughput_over_t
 def _spec_table(data) -> pd.DataFrame:
     spec = getattr(data, "spec", data)
     if not isinstance(spec, pd.DataFrame):
-        raise TypeError("expected a kit.logs.LogData or its .spec DataFrame")
+        from kit.errors import KitError
+
+        raise KitError(f"plot needs a kit.logs.LogData or its .spec DataFrame, got {type(data).__name__}")
     return spec
 
 

@@ -18,9 +18,10 @@ MASK = "***REDACTED***"
 # ``_``-separated component (HF_TOKEN, AWS_SECRET_ACCESS_KEY; not MAX_TOKENS). Lower-case keys are
 # matched whole and never after ``#`` (SGLang's ``#token: 108`` is a count, not a secret).
 _ENV_NAME = r"\b(?:[A-Z0-9]+_)*(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)\b"
-_KEY_NAME = (r"(?<![#\w-])(?i:password|passwd|passphrase|secret|token|api_key|apikey|access_token|auth_token|"
+_KEY_NAME = (r"(?<![#\w/.-])(?i:password|passwd|passphrase|secret|token|api_key|apikey|access_token|auth_token|"
              r"hf_token|client_secret|private_key)\b")
 _Q = r"(?:&quot;|&#x27;|&#39;|[\"'])?"
+_A = r"(?:\x1b\[[0-9;]*m)*"  # ANSI colour codes IPython puts inside highlighted traceback lines
 
 # Each pattern names the secret part ``s``; only that part is masked, so the reader still sees
 # which variable, header or key was redacted.
@@ -28,12 +29,12 @@ _PATTERNS: list[re.Pattern[str]] = [
     # PEM private key blocks (RSA, EC, OPENSSH, ENCRYPTED, plain); an unterminated block runs to the end.
     re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?P<s>.*?)(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S),
     # HTTP Authorization / Proxy-Authorization headers, in raw, JSON/dict and HTML-escaped forms.
-    re.compile(r"(?:Proxy-)?Authorization" + _Q + r"\s*[:=]\s*" + _Q +
-               r"(?P<s>(?:(?:Bearer|Basic|Token|Digest)\s+)?[^\s\"'<>&,}]+)", re.I),
+    re.compile(r"(?:Proxy-)?Authorization" + _A + _Q + r"\s*[:=]\s*" + _A + _Q +
+               r"(?P<s>(?:(?:Bearer|Basic|Token|Digest)\s+)?[^\s\"'<>&,}\x1b]+)", re.I),
     # NAME=value / NAME: value / "NAME": "value" for secret-looking names.
-    re.compile(r"(?:" + _ENV_NAME + "|" + _KEY_NAME + r")" + _Q + r"\s*[:=]\s*" + _Q +
-               r"(?P<s>[^\s\"'<>&,;)}\]]+)"),
-    re.compile(r"--(?:[a-z0-9-]*-)?(?:token|password|passwd|secret|api-key)(?:=|\s+)(?P<s>[^\s\"'<>&]+)", re.I),
+    re.compile(r"(?:" + _ENV_NAME + "|" + _KEY_NAME + r")" + _A + _Q + r"\s*" + _A + r"[:=]" + _A + r"\s*"
+               + _A + _Q + r"(?P<s>[^\s\"'<>&,;)}\]\x1b]+)"),
+    re.compile(r"--(?:[a-z0-9-]*-)?(?:token|password|passwd|secret|api-key)(?:=|\s+)(?P<s>[^\s\"'<>&\x1b]+)", re.I),
     # Well-known token shapes, wherever they appear.
     re.compile(r"\bhf_(?P<s>[A-Za-z0-9]{20,})"),
     re.compile(r"\b(?P<s>(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{30,})"),
@@ -76,7 +77,13 @@ def find_secrets(text: str) -> set[str]:
         for pattern in _PATTERNS:
             for m in pattern.finditer(view):
                 value = m.group("s").strip()
-                if value and not value.startswith(MASK):
+                if not value or value.startswith(MASK):
+                    continue
+                # A bare identifier after `password=` is a variable name (password=pw), not the
+                # secret itself: masking it everywhere would mangle code. Quoted values and values
+                # that cannot be names (tokens, passwords with punctuation) are kept.
+                quoted = m.start("s") > 0 and view[m.start("s") - 1] in "\"'"
+                if quoted or not value.isidentifier() or pattern is not _PATTERNS[2]:
                     found.add(value)
     return found
 

@@ -10,6 +10,8 @@ Measured pitfalls this module answers (see the project's ecosystem notes):
   session leader; otherwise ``setsid``) and reports its pgid first; on timeout or interrupt a second
   channel TERMs, then KILLs, that group.
 - One connection per host, reused; if it died between calls it is reopened once and that is logged.
+
+The host account's login shell must be POSIX-like (bash, dash, zsh: not fish/csh); commands run in bash.
 """
 from __future__ import annotations
 

@@ -210,14 +210,19 @@ def read_kineto(path: Path) -> dict:
             trailer = rest[end + 1:]
             break
         done = False
-        for m2 in _ARRAY_END.finditer(rest):
-            evs = _loads_array(rest[:m2.start() + 1])
+        # the array's end is the last "}]" after which only the trailer (or nothing) follows; try
+        # candidates from the end (a "}]" inside trailing metadata fails the events parse)
+        for m2 in reversed(list(_ARRAY_END.finditer(rest))):
+            tail = rest[m2.end():]
+            if (header_prefix and not _valid_trailer(tail)) or (not header_prefix and tail.strip()):
+                continue
+            body = rest[:m2.start() + 1]
+            evs, count = _prefiltered(body)
+            if evs is None:
+                evs, count = _loads_array(body), None
             if evs is None:
                 continue
-            tail = rest[m2.end():]
-            if header_prefix and not _valid_trailer(tail):
-                continue
-            col.add(evs)
+            col.add(evs, count)
             trailer = tail
             done = True
             break

@@ -53,9 +53,11 @@ def _frames(raw: dict) -> dict:
 
 
 def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = None,
-               prefetched: dict | None = None) -> list[dict]:
-    """Per-file parsed tables (cached when ``cache``), in the order of ``paths``. ``prefetched``:
-    ``{str(path): Future}`` from :func:`kit._trace_read.prefetch` (parses already under way)."""
+               prefetched: dict | None = None, store: bool | None = None) -> list[dict]:
+    """Per-file parsed tables (read from the cache when ``cache``; written there when ``store``,
+    default ``cache``), in the order of ``paths``. ``prefetched``: ``{str(path): Future}`` from
+    :func:`kit._trace_read.prefetch` (parses already under way)."""
+    store = cache if store is None else store
     results: list[dict | None] = [None] * len(paths)
     prefetched = prefetched or {}
     todo = []
@@ -71,7 +73,7 @@ def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = No
     early = {i: prefetched[str(paths[i])] for i in todo if str(paths[i]) in prefetched}
     for i, fut in early.items():
         fr = _frames(fut.result())
-        if cache:
+        if store:
             _trace_cache.store(paths[i], fr)
         fr["cached"] = False
         results[i] = fr
@@ -87,7 +89,7 @@ def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = No
             raws = [read_raw(str(paths[i])) for i in todo]
         for i, raw in zip(todo, raws):
             fr = _frames(raw)
-            if cache:
+            if store:
                 _trace_cache.store(paths[i], fr)
             fr["cached"] = False
             results[i] = fr

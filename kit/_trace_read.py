@@ -39,13 +39,19 @@ def read_raw(path: str) -> dict:
     return read_kineto(p)
 
 
-def prefetch(paths: list[str], cache: bool = True) -> tuple[dict[str, Future], ProcessPoolExecutor | None]:
+def prefetch(paths: list[str], cache: bool = True, rules=None) -> tuple[dict[str, Future], ProcessPoolExecutor | None]:
     """Start parsing the uncached files in worker processes when they are big enough to be worth it.
 
     Returns ``({path: Future}, executor)``; hand the dict to ``kit.profile.load(..., _prefetched=)``
     and shut the executor down afterwards. Any problem (bad path, no cache dir) just means no
     prefetch: ``load`` then parses and reports errors itself."""
     try:
+        if cache and len(paths) > 1:
+            from kit._trace_cache import cache_dir, profile_key
+            from kit._trace_categories import build_rules
+
+            if (cache_dir() / profile_key(paths, build_rules(rules)) / "info.json").is_file():
+                return {}, None
         todo = []
         for p in paths:
             pp = Path(p)
@@ -60,5 +66,5 @@ def prefetch(paths: list[str], cache: bool = True) -> tuple[dict[str, Future], P
             return {}, None
         ex = ProcessPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1), mp_context=mp.get_context("spawn"))
         return {p: ex.submit(read_raw, p) for p in todo}, ex
-    except OSError:
+    except Exception:  # noqa: BLE001 - no prefetch; load() reports any problem itself
         return {}, None

@@ -22,10 +22,19 @@ throughput), which summaries exclude. SGLang's ``accept rate`` changed definitio
 ``Mean acceptance length`` excluded the bonus token in 0.8.5; ``definition`` says which rule was
 applied. Give ``version=``/``k=`` when the log does not say (a warning tells you when it matters).
 
-Formats and their sources: ``../shared/reference/serving-formats.md``. The file is streamed line
-by line (bounded memory: tables are built in chunks, raw lines are not kept); unknown lines are
-counted, torn lines (two writers interleaved on one line) are skipped and counted. A file that is
-empty, binary, a directory, not a log at all, or a JSON that is not a benchmark result raises
+Specific entry points: :func:`parse_sglang` / :func:`parse_vllm` (a path, text or lines -> LogData),
+:func:`parse_bench` (text blocks or JSON/JSONL results -> one row per run), :func:`parse_nccl` and
+:func:`nccl_summary`, :func:`parse_server_args` (the ServerArgs repr or dict -> dict),
+:func:`spec_summary` (pooled acceptance -> :class:`SpecSummary`, whose ``.speedup(c)`` applies
+:mod:`kit.models`). Plots: ``kit.plots`` (acceptance/throughput over time, speed-up curves).
+
+Formats and their sources: ``../shared/reference/serving-formats.md``. The file is streamed in
+blocks of whole lines: lines of SGLang ``Decode``/``Prefill`` shapes already seen are pulled out of
+each block by one regex pass per shape, everything else is dispatched line by line by cheap
+substring checks; values are kept as strings in column lists and converted per column, in chunks,
+so memory holds the tables plus one chunk, never the raw lines. Unknown lines are counted, torn
+lines (two writers interleaved on one line) are skipped and counted. A file that is empty, binary,
+a directory, not a log at all, or a JSON that is not a benchmark result raises
 :class:`kit.errors.LogFormatError` with one line naming the file.
 """
 from __future__ import annotations
@@ -64,12 +73,14 @@ class LogData:
     Attributes: ``name`` (file or ``host:path``), ``engine``, ``version``, ``decode``, ``prefill``,
     ``throughput``, ``spec``, ``bench``, ``nccl`` (DataFrames; empty with the core columns when
     absent), ``server_args`` (dict), ``lines``, ``unknown_lines``, ``torn_lines``, ``warnings``
-    (list of str), ``k`` (draft tokens per step used for normalisation, or None).
+    (list of str), ``k`` (draft tokens per step used for normalisation, or None), ``sglang_formats``
+    (Decode-line format variants seen: ``dot`` <= 0.5.3, ``bracket`` 0.5.4, ``trailing`` 0.5.6-0.5.8,
+    ``comma`` >= 0.5.9, with counts; they date the engine when the version is unknown).
     """
 
     def __init__(self, name: str, engine: str, version: str, tables: dict[str, pd.DataFrame],
                  server_args: dict, lines: int, unknown: int, torn: int, warnings: list[str],
-                 k: int | None, sglang_variants: dict[str, int]) -> None:
+                 k: int | None, sglang_formats: dict[str, int]) -> None:
         self.name = name
         self.engine = engine
         self.version = version
@@ -80,7 +91,7 @@ class LogData:
         self.torn_lines = torn
         self.warnings = warnings
         self.k = k
-        self.sglang_variants = sglang_variants
+        self.sglang_formats = sglang_formats
 
     decode = property(lambda self: self.tables["decode"], doc="SGLang Decode batch lines, one row each.")
     prefill = property(lambda self: self.tables["prefill"], doc="SGLang Prefill batch lines, one row each.")
@@ -307,7 +318,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
 
     parts = []
     sg = _spec.sglang_spec(decode, version=version if engine == "sglang" else "unknown", k=k,
-                           server_args=st.server_args, variants=st.sglang_variants, warnings=warnings)
+                           server_args=st.server_args, variants={}, warnings=warnings)
     if len(sg):
         parts.append(sg)
     vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k, warnings=warnings)
@@ -337,11 +348,13 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     if st.server_args and st.server_args.get("__truncated__"):
         warnings.append(f"server_args dump at line {st.server_args_line} is truncated: "
                         f"{len(st.server_args) - 1} keys read")
+    formats = {str(f): int(n) for f, n in decode["format"].value_counts(sort=False).items()} \
+        if len(decode) and "format" in decode.columns else {}
     ks = pd.to_numeric(spec["k"], errors="coerce").dropna() if len(spec) else []
     k_used = int(ks.mode().iloc[0]) if len(ks) else k
     args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
     return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used,
-                   dict(st.sglang_variants))
+                   formats)
 
 
 def frame_records(df: pd.DataFrame) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ category so figures side by side compare.
 """
 from __future__ import annotations
 
-from typing import Mapping, Union
+from typing import Mapping
 
 import matplotlib
 
@@ -38,9 +38,6 @@ def _color(cat: str) -> str:
 def _short(name: str, n: int = 60) -> str:
     s = name.replace("void ", "")
     return s if len(s) <= n else s[: n - 1] + "…"
-
-
-SummaryLike = Union["object", Mapping[str, "object"]]
 
 
 def category_shares(summaries, *, of: str = "wall", title: str | None = None) -> Figure:

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from kit import _trace_summary as S
-from kit._trace_categories import COMM, OTHER, Rule, build_rules, categorise, category_order
+from kit._trace_categories import OTHER, Rule, build_rules, categorise, category_order
 from kit._trace_io import sniff
 from kit._trace_kineto import absolute_offset_us
 from kit._trace_load import load_files, rank_of
@@ -61,7 +61,8 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, _prefetched: dict |
         raise TraceError("no trace files given")
     rule_list = build_rules(rules)
     key = None
-    if cache:
+    if cache and len(plist) > 1:
+        # several ranks: one cache entry for the assembled set (a single file reopens from its own entry)
         from kit import _trace_cache
 
         for p in plist:
@@ -73,7 +74,8 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, _prefetched: dict |
             meta["ranks"] = {int(r): {**m, "cached": True} for r, m in meta["ranks"].items()}
             return Profile([str(p) for p in plist], hit["kernels"], hit["annotations"], hit["steps"], meta,
                            list(hit["warnings"]), rule_list)
-    parsed = load_files(plist, cache=cache, prefetched=_prefetched)
+    # several ranks are cached as one assembled entry (below), a single file as its own entry
+    parsed = load_files(plist, cache=cache, prefetched=_prefetched, store=cache and len(plist) == 1)
     prof = _assemble(plist, parsed, rule_list, cache)
     if key is not None:
         _trace_cache.store_profile(key, {"kernels": prof.kernels, "annotations": prof.annotations,

@@ -284,7 +284,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
             nb, run = execute_notebook(path, parameters=base_params, cwd=path.parent, cell_timeout=cell_timeout,
                                        env={LEDGER_ENV: str(ledger_file.resolve())})
             run.redactions, secrets = redact_notebook(nb)
-            run.error = _redact_line(run.error)
+            run.error = redact_text(run.error, secrets)[0]
             run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
             status = "ok" if run.ok else f"FAILED at cell In[{run.failed_cell}]: {run.error}"
             say(f"kit report: [{i}/{len(paths)}] {path.stem} {status} ({run.seconds:.1f} s)")
@@ -331,12 +331,6 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     say(f"kit report: wrote {out}/index.html ({len(runs)} notebooks, {len(report.failed)} failed, "
         f"{report.seconds:.1f} s)")
     return report
-
-
-def _redact_line(text: str) -> str:
-    from kit._report_redact import redact_text
-
-    return redact_text(text)[0]
 
 
 def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:

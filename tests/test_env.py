@@ -104,7 +104,7 @@ def test_version_parsers():
                                                                                   "NCCL_PROTO": "LL"}
 
 
-@pytest.fixture(scope="module", params=["local", "ssh"])
+@pytest.fixture(scope="module", params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])
 def host(request, sshd):
     h = kit.connect("local") if request.param == "local" else sshd.connect()
     yield h

@@ -182,3 +182,48 @@ def test_cli_bad_input_is_one_line_and_exit_1(capsys, tmp_path):
     assert kit_main(["logs", "parse", str(p)]) == 1
     err = capsys.readouterr().err.strip()
     assert err == f"kit: error: {p}: binary file (NUL bytes), not a text log"
+
+
+def test_block_extraction_matches_line_by_line(tmp_path, monkeypatch):
+    """read() pulls known SGLang templates out of text blocks in bulk; the tables, counts and
+    warnings must equal the plain line-by-line scan (read_lines), torn lines included."""
+    import pandas as pd
+
+    import kit._logs_scan as scan_mod
+
+    lines = []
+    for name in ("sglang_0.5.9_eagle.log", "sglang_0.5.4_bracket.log", "sglang_0.4.10_decode.log",
+                 "sglang_0.5.12_swa_pd.log", "vllm_0.34_current.log"):
+        lines += (DATA / name).read_text().splitlines(True)[1:]
+    good = "[2026-03-14 10:00:12.500 DP1 TP3] Decode batch, #running-req: 1, #token: 1170, token usage: 0.01, " \
+           "accept len: 1.68, accept rate: 0.42, cuda graph: True, gen throughput (token/s): 63.60, #queue-req: 0\n"
+    torn = [good.replace("[2026", "node-1:5016:6000 [1] NCCL INFO x[2026"),       # junk before the header
+            good.replace(" DP1 TP3]", " DP1 TP3] junk]"),                          # junk inside the header
+            good.replace("#token: 1170", "#token: 11INFO 03-14 10:00:00 junk")]   # junk inside a value
+    body = []
+    for i in range(300):
+        body += lines
+        body.append(good.replace("1170", str(1000 + i)))
+        if i % 50 == 7:
+            body += torn
+    path = tmp_path / "big.log"
+    path.write_text("".join(body))
+    monkeypatch.setattr(scan_mod, "BLOCK_CHARS", 4096)
+    taken = []
+    real_extract = scan_mod.S.extract_block
+
+    def counting_extract(block, first_line, st):
+        out = real_extract(block, first_line, st)
+        taken.append(out.count("\x00"))
+        return out
+
+    monkeypatch.setattr(scan_mod.S, "extract_block", counting_extract)
+    bulk = L.read(path)
+    assert sum(taken) > 2500  # most SGLang lines went through the bulk path
+    plain = L.read_lines(open(path))
+    for kind in ("decode", "prefill", "spec", "throughput", "nccl", "bench"):
+        pd.testing.assert_frame_equal(getattr(bulk, kind), getattr(plain, kind))
+    assert (bulk.lines, bulk.unknown_lines, bulk.torn_lines) == (plain.lines, plain.unknown_lines, plain.torn_lines)
+    assert bulk.torn_lines == 6 * 3 + 300  # 6 x 3 injected + the vLLM sample's own torn line per repeat
+    assert bulk.warnings == plain.warnings
+    assert len(bulk.decode) == 300 * (4 + 2 + 2 + 2 + 1)

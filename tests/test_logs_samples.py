@@ -223,3 +223,16 @@ def test_repr_is_deterministic():
                        "lines=7: throughput=1, spec=2; unknown=2, torn=1; 1 warning)")
     assert repr(d) == repr(read("vllm_0.34_current.log"))
     assert "<table>" in d._repr_html_()
+
+
+def test_parse_server_args_forms_and_error():
+    from kit.errors import LogFormatError
+
+    a = L.parse_server_args("server_args=ServerArgs(tp_size=4, lora_paths={'a': [1, (2, 3)]}, "
+                            "name='x, y', obj=<Foo at 0x1>, flag=False)")
+    assert a == {"tp_size": 4, "lora_paths": {"a": [1, (2, 3)]}, "name": "x, y", "obj": "<Foo at 0x1>",
+                 "flag": False}
+    assert L.parse_server_args("{'tp_size': 2, 'quantization': None}") == {"tp_size": 2, "quantization": None}
+    assert L.parse_server_args("server_args={'tp_size': 2, 'attention_ba") == {"tp_size": 2, "__truncated__": True}
+    with pytest.raises(LogFormatError, match="no ServerArgs"):
+        L.parse_server_args("nothing here")

@@ -62,6 +62,8 @@ def test_every_notebook_runs_on_the_sample_session(sample_report):
     assert sample_report.ok, [(r.name, r.error) for r in sample_report.failed]
     for name in EXPECTED:
         assert (sample_report.out / ("index.html" if name == "index" else f"{name}.html")).is_file()
+    # The sample holds no secret: any redaction here would be a false positive mangling real content.
+    assert [r.redactions for r in sample_report.runs] == [0] * len(EXPECTED)
 
 
 def test_every_hypothesis_gets_a_computed_verdict(sample_report):
@@ -145,3 +147,25 @@ def test_explorer_static_views_on_the_real_trace():
     rank_w, step_w, cat_w = widget.children[0].children
     assert [o[0] for o in rank_w.options] == ["all", "0"] and len(step_w.options) == 17
     cat_w.value = "gemm"  # re-renders without a kernel (no error)
+
+
+@pytest.mark.ssh
+def test_backend_defaults_notebook_over_ssh(sshd, tmp_path):
+    """02 with ``host`` an ~/.ssh/config alias of the real sshd fixture: the slices, the predicate and
+    the engine's defaults are all asked of the host over SSH, and the verdict is the same."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host kitgpu\n  HostName {sshd.host}\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.key_path}\n  IdentitiesOnly yes\n")
+    (home / ".ssh" / "known_hosts").write_text(Path(sshd.known_hosts).read_text())
+    ledger_path = tmp_path / "ledger.json"
+    nb, run = report.execute_notebook(
+        NOTEBOOKS / "02_backend_defaults.ipynb", cwd=NOTEBOOKS,
+        parameters={"session": str(SAMPLE), "host": "kitgpu"},
+        env={LEDGER_ENV: str(ledger_path), "HOME": str(home), "KIT_KNOWN_HOSTS": sshd.kit_known_hosts})
+    assert run.ok, run.error
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "kitgpu: tinyserve.srt.server_args ->" in text
+    h3 = Ledger.open(ledger_path)["H3"]
+    assert h3.verdict == "rejected" and "does not apply on compute capability 12.0" in h3.evidence

@@ -15,7 +15,7 @@ from kit.errors import CommandFailed, CommandTimeout, RemoteError, RemoteFileErr
 HOSTILE = "a b;$(touch PWNED)'\"`touch PWNED2`"
 
 
-@pytest.fixture(scope="module", params=["local", "ssh"])
+@pytest.fixture(scope="module", params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])
 def host(request, sshd):
     if request.param == "local":
         h = kit.connect("local")
@@ -93,6 +93,30 @@ def test_timeout_kills_the_whole_process_group(host):
     while _procs_matching(token) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _procs_matching(token) == []
+
+
+def test_interrupt_kills_the_remote_command_too(host):
+    """A notebook "interrupt kernel" (KeyboardInterrupt) must not leave the command running."""
+    import signal
+
+    token = f"{random.randint(100000, 999999)}"
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.7)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            host.run(f"sleep 6{token} & sleep 5{token}", timeout=30)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    deadline = time.monotonic() + 3
+    while _procs_matching(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _procs_matching(token) == []
+    assert host.run("echo still usable").stdout == "still usable\n"
 
 
 def test_100mb_output_to_file_with_bounded_memory(host, tmp_path):

@@ -278,11 +278,36 @@ def test_redaction_patterns(text, secret):
     assert secret not in red and n >= 1
 
 
+def test_a_variable_passed_as_password_is_not_hunted_through_the_notebook():
+    from kit._report_redact import find_secrets
+
+    code = "pw_from_vault = vault.get('db')\nconnect(password=pw_from_vault)\nprint(len(pw_from_vault))"
+    assert find_secrets(code) == set()
+    red, n = redact_text(code, find_secrets(code))
+    assert n == 1 and red.count("pw_from_vault") == 2  # only the kwarg position is masked
+
+
+def test_redaction_sees_through_ansi_and_html_markup():
+    from kit._report_redact import find_secrets
+
+    ansi = 'connect(password\x1b[38;5;241m=\x1b[39m\x1b[33m"zebra-crossing-771"\x1b[39m)'
+    red, n = redact_text(ansi)
+    assert "zebra" not in red and n == 1 and "\x1b[33m" in red  # colours kept
+    spans = ('<span class="n">api_key</span> <span class="o">=</span> '
+             '<span class="s2">&quot;mango-tango-5512&quot;</span>')
+    assert redact_text(spans)[1] == 0  # the pattern alone cannot see it ...
+    secrets = find_secrets(spans)
+    assert secrets == {"mango-tango-5512"}
+    assert "mango" not in redact_text(spans, secrets)[0]  # ... the literal pass can
+
+
 @pytest.mark.parametrize("text", [
     "Decode batch, #running-req: 1, #token: 108, token usage: 0.00, accept len: 2.17, gen throughput (token/s): 63.60",
     "Total generated tokens:                   512       ",
     "MAX_NUM_BATCHED_TOKENS=8192 NCCL_PROTO=LL NCCL_P2P_LEVEL=SYS",
     "SpecDecoding metrics: Mean acceptance length: 2.62, Accepted: 39 tokens, Drafted: 72 tokens",
+    'parts = [{"item": "gap", "ms/token": gap_ms, "source": "benchmarks"}]',
+    "sampling_params.max_tokens: 128, num_tokens=512",
 ])
 def test_redaction_leaves_serving_figures_alone(text):
     assert redact_text(text) == (text, 0)
