@@ -142,7 +142,8 @@ def measure(path: Path, expected: dict[str, int]) -> dict:
     size = path.stat().st_size
     subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
     t0 = time.perf_counter()
-    subprocess.run(["grep", "-c", "batch", str(path)], stdout=subprocess.DEVNULL, check=False)
+    # stdout must be a pipe: GNU grep stops at the first match when its output is /dev/null
+    subprocess.run(["grep", "-c", "batch", str(path)], stdout=subprocess.PIPE, check=False)
     grep_s = time.perf_counter() - t0
     proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True, cwd=ROOT)
     if proc.returncode:

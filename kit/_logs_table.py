@@ -179,7 +179,7 @@ class TemplateTable:
                 rows.clear()
                 bulk.clear()
         self.n = 0
-        _release_freed_memory()
+        release_freed_memory()
 
     def _frame(self, columns: tuple[str, ...], consts: dict, rows: list, bulk: list,
                bracket: bool) -> dict[str, np.ndarray]:
@@ -273,7 +273,7 @@ def assemble(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -
             pieces = [p.astype(object) for p in pieces]
         col = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
         del pieces, present
-        _release_freed_memory()
+        release_freed_memory()
         if name == "line" and len(col) > 1 and not bool(np.all(col[1:] >= col[:-1])):
             order = np.argsort(col, kind="stable")
         if order is not None:
@@ -288,11 +288,11 @@ def assemble(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -
     return pd.DataFrame(ordered, copy=False)
 
 
-_CATEGORICAL = {"ranks", "format", "graph_kind"}
+_CATEGORICAL = {"ranks", "format", "graph_kind", "engine", "version", "definition"}
 _TRIM = None
 
 
-def _release_freed_memory() -> None:
+def release_freed_memory() -> None:
     """Give pages freed by the chunk arrays back to the OS (glibc ``malloc_trim``), so assembling
     the final columns does not hold the chunks and the result at the same time. No-op elsewhere."""
     global _TRIM

@@ -56,7 +56,7 @@ from kit import _logs_spec as _spec
 from kit._logs_nccl import NCCL_COLUMNS, nccl_summary
 from kit._logs_sglang import DECODE_COLUMNS, PREFILL_COLUMNS, parse_server_args
 from kit._logs_spec import SpecSummary
-from kit._logs_table import merge_frames, to_datetime
+from kit._logs_table import assemble, merge_frames, release_freed_memory, to_datetime
 from kit._logs_vllm import THROUGHPUT_COLUMNS
 from kit.errors import LogFormatError
 
@@ -324,8 +324,19 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k, warnings=warnings)
     if len(vl):
         parts.append(vl)
-    spec = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0] if parts else \
-        pd.DataFrame({c: pd.Series(dtype="object") for c in _spec.SPEC_COLUMNS})
+    if len(parts) > 1:  # both engines in one file: join column by column, freeing as we go
+        vl_time = to_datetime(parts[1]["time"], "%m-%d %H:%M:%S") if "time" in parts[1].columns else None
+        chunks = []
+        for part in parts:
+            chunk = {c: part[c].to_numpy() for c in part.columns}
+            if part is parts[1] and vl_time is not None:
+                chunk["time"] = vl_time.to_numpy()
+            chunks.append(chunk)
+        del parts, sg, vl
+        spec = assemble(chunks, _spec.SPEC_COLUMNS)
+    else:
+        spec = parts[0] if parts else pd.DataFrame({c: pd.Series(dtype="object") for c in _spec.SPEC_COLUMNS})
+        del parts, sg, vl
     if len(spec):
         if version == "unknown":
             warnings.insert(0, f"{engine} version unknown (not in the log, not given): acceptance "
@@ -353,6 +364,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     ks = pd.to_numeric(spec["k"], errors="coerce").dropna() if len(spec) else []
     k_used = int(ks.mode().iloc[0]) if len(ks) else k
     args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
+    release_freed_memory()
     return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used,
                    formats)
 
