@@ -50,14 +50,18 @@ class State:
         self.bulk_templates: list = []  # (regex, table, template, bracket) of SGLang lines seen so far
 
 
-def scan(lines: Iterable[str], st: State) -> State:
-    """Feed every line of ``lines`` through the parsers, updating ``st``."""
+_NOTHING: frozenset = frozenset()
+
+
+def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING) -> State:
+    """Feed every line of ``lines`` through the parsers, updating ``st``; line numbers in ``skip``
+    were already taken by the block extractor."""
     lineno = st.lines
     decode_sig, prefill_sig = "Decode batch", "Prefill batch"
     batch_line = S.parse_batch_line
     for line in lines:
         lineno += 1
-        if "\x00" in line:
+        if lineno in skip:
             continue  # a line already taken by the block extractor (extract_block)
         if "\x1b" in line:
             line = strip_ansi(line)
@@ -136,9 +140,10 @@ def scan_file(f, st: State) -> State:
             break
         if block[-1] != "\n":
             block += f.readline()
+        taken = _NOTHING
         if st.bulk_templates and st.block is None and block.isascii():
-            block = S.extract_block(block, st.lines + 1, st)
-        scan(io.StringIO(block), st)
+            taken = S.extract_block(block, st.lines + 1, st)
+        scan(io.StringIO(block), st, taken)
     return st
 
 

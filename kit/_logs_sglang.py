@@ -132,14 +132,12 @@ def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:
     return re.compile(rx, re.M)
 
 
-def extract_block(block: str, first_line: int, st) -> str:
-    """Pull every line of a known template out of ``block`` (ASCII text of whole lines, the first
-    being line ``first_line``). Returns the block with each taken line's message replaced by a NUL
-    marker, which the line scanner skips. Rows equal those of the line-by-line path (same header
-    checks: a line with anything but a clean ``[time ranks] `` header before the message is torn).
-    Header checks, line numbers and slicing are vectorised over the matches of a template."""
-    import itertools
-
+def extract_block(block: str, first_line: int, st) -> set[int]:
+    """Take every line of a known template out of ``block`` (ASCII text of whole lines, the first
+    being line ``first_line``) in bulk; returns the line numbers taken, which the line scanner then
+    skips. Rows equal those of the line-by-line path (same header checks: a line with anything but
+    a clean ``[time ranks] `` header before the message is torn). Header checks, line numbers,
+    times and rank tags are computed with NumPy over all matches of a template at once."""
     import numpy as np
 
     found = []
@@ -147,37 +145,47 @@ def extract_block(block: str, first_line: int, st) -> str:
         matches = list(regex.finditer(block))
         if matches:
             found.append((fast, tmpl, matches))
+    taken: set[int] = set()
     if not found:
-        return block
+        return taken
     buf = np.frombuffer(block.encode("ascii"), dtype=np.uint8)
-    size = len(buf)
+    last = len(buf) - 1
     nl = np.flatnonzero(buf == 10)
-    spans = []
     for fast, tmpl, matches in found:
         starts = np.fromiter(map(re.Match.start, matches), np.int64, len(matches))
-        spans += zip(starts.tolist(), map(re.Match.end, matches))
         k = np.searchsorted(nl, starts)
         ls = np.where(k > 0, nl[np.maximum(k - 1, 0)] + 1, 0)  # line starts
         lines = k + first_line
-        ok = (starts - ls >= 20) & (buf[np.minimum(ls, size - 1)] == 91)  # "["
-        ok &= (buf[np.minimum(ls + 5, size - 1)] == 45) & (buf[np.minimum(ls + 14, size - 1)] == 58)  # "-", ":"
-        ms = ok & (starts - ls >= 24) & (buf[np.minimum(ls + 20, size - 1)] == 46)  # ".123" after the seconds
+        taken.update(lines.tolist())
+        ok = (starts - ls >= 20) & (buf[ls] == 91)  # "["
+        ok &= (buf[np.minimum(ls + 5, last)] == 45) & (buf[np.minimum(ls + 14, last)] == 58)  # "-", ":"
+        ms = ok & (starts - ls >= 24) & (buf[np.minimum(ls + 20, last)] == 46)  # ".123" after the seconds
+        # times: 19 (or 23 with ms) bytes after "[", decoded once per distinct value
+        win = buf[np.minimum(ls[:, None] + np.arange(1, 24), last)]
+        win[~ms, 19:] = 0
+        uniq, inv = np.unique(win.view("S23").ravel(), return_inverse=True)
+        ts = np.array([u.decode() for u in uniq], dtype=object)[inv.ravel()]
+        # rank tags: the bytes between the time and "]", validated once per distinct value
         ts_end = ls + np.where(ms, 24, 20)
-        ts = [block[a:b] for a, b in zip((ls + 1).tolist(), ts_end.tolist())]
-        raw = [block[a:b] for a, b in zip(ts_end.tolist(), starts.tolist())]
-        norm = {}
-        for r in set(raw):
-            norm[r] = r.strip() or None if r == "" or _RANKS.fullmatch(r) else "?"
-        ranks = [norm[r] for r in raw]
-        if "?" in norm.values():
-            ok &= np.array([r != "?" for r in ranks])
+        rlen = starts - ts_end
+        ok &= (rlen >= 0) & (rlen <= 40)
+        win = buf[np.minimum(ts_end[:, None] + np.arange(40), last)]
+        win[np.arange(40)[None, :] >= rlen[:, None]] = 0
+        uniq, inv = np.unique(win.view("S40").ravel(), return_inverse=True)
+        norm = []
+        for u in uniq:
+            r = u.decode()
+            norm.append(r.strip() or None if r == "" or _RANKS.fullmatch(r) else "?")
+        ranks = np.array(norm, dtype=object)[inv.ravel()]
+        if "?" in norm:
+            ok &= np.array([r == "?" for r in norm])[inv.ravel()] == False  # noqa: E712
         groups = [m.groups() for m in matches]
         if not ok.all():
             for ln in lines[~ok].tolist():
                 _torn(st, ln)
-            keep = ok.tolist()
-            lines, ts, ranks, groups = (lines[ok], list(itertools.compress(ts, keep)),
-                                        list(itertools.compress(ranks, keep)), list(itertools.compress(groups, keep)))
+            keep = np.flatnonzero(ok).tolist()
+            lines, ts, ranks = lines[ok], ts[ok], ranks[ok]
+            groups = [groups[i] for i in keep]
         if len(lines):
             fast.bulk[tmpl].append((lines, ts, ranks, groups))
             fast.n += len(lines)
@@ -185,14 +193,7 @@ def extract_block(block: str, first_line: int, st) -> str:
     for fast in (st.decode_fast, st.prefill_fast):
         if fast.n >= CHUNK:
             fast.flush()
-    spans.sort()
-    out = []
-    prev = 0
-    for s, e in spans:
-        out.append(block[prev:s])
-        prev = e
-    out.append(block[prev:])
-    return "\x00".join(out)
+    return taken
 
 
 def _torn(st, lineno: int) -> None:

@@ -50,11 +50,13 @@ def version_tuple(version: str | None) -> tuple[int, ...] | None:
 
 def flag_after_idle(throughput: pd.Series) -> pd.Series:
     """True where throughput is below IDLE_FRACTION of the run's median positive throughput."""
-    thr = pd.to_numeric(throughput, errors="coerce").astype(float)
+    thr = pd.to_numeric(throughput, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     positive = thr[thr > 0]
     if not len(positive):
         return pd.Series(False, index=throughput.index)
-    return (thr < IDLE_FRACTION * float(positive.median())).fillna(False).astype(bool)
+    cut = IDLE_FRACTION * float(np.median(positive))
+    del positive
+    return pd.Series(thr < cut, index=throughput.index)  # NaN < cut is False
 
 
 # --------------------------------------------------------------------------- SGLang

@@ -15,13 +15,10 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping
 
-import matplotlib
-
-matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
 __all__ = ["acceptance_over_time", "acceptance_per_position", "throughput_over_time", "speedup_curves"]
 

@@ -10,7 +10,7 @@ report is complete without a kernel. Two more static views the notebooks share l
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 

@@ -303,6 +303,13 @@ def _read(path: Path) -> list[Hypothesis]:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    try:
+        _replace_with(path, text)
+    except OSError as exc:
+        raise LedgerError(f"ledger {path}: cannot write ({exc.strerror or exc}); the previous file is unchanged") from exc
+
+
+def _replace_with(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

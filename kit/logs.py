@@ -48,6 +48,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pandas as pd
 
 from kit import _logs_bench as _bench
@@ -347,8 +348,9 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
               "nccl": nccl}
     for t in tables.values():
         if len(t) and "time" in t.columns and pd.api.types.is_datetime64_any_dtype(t["time"]):
-            t0 = t["time"].min()
-            t["elapsed_s"] = (t["time"] - t0).dt.total_seconds()
+            times = t["time"].to_numpy()
+            t["elapsed_s"] = (times - t["time"].min().to_datetime64()) / np.timedelta64(1, "s")
+            del times
     for fast in (st.decode_fast, st.prefill_fast):
         if fast.bad_lines:
             st.torn += len(fast.bad_lines)

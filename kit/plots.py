@@ -7,6 +7,11 @@ Profile plots (from :class:`kit.profile.Summary`):
 - :func:`step_timeline` — per-step stacked category time with the step's wall time as a line.
 - :func:`top_kernels` — the top kernels of each category, horizontal bars.
 
+Log and speculative-decoding plots (from :mod:`kit.logs` / :mod:`kit.models`):
+
+- :func:`acceptance_over_time`, :func:`acceptance_per_position`, :func:`throughput_over_time`,
+  :func:`speedup_curves` (defined in ``kit._plots_logs``).
+
 Every function returns the ``Figure`` (nothing is shown or saved here); colours are fixed per
 category so figures side by side compare.
 """
@@ -14,14 +19,27 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg", force=False)
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from kit._plots_logs import (
+    acceptance_over_time,
+    acceptance_per_position,
+    speedup_curves,
+    throughput_over_time,
+)
 
-__all__ = ["category_shares", "step_timeline", "top_kernels", "CATEGORY_COLORS"]
+__all__ = [
+    "CATEGORY_COLORS",
+    "acceptance_over_time",
+    "acceptance_per_position",
+    "category_shares",
+    "speedup_curves",
+    "step_timeline",
+    "throughput_over_time",
+    "top_kernels",
+]
 
 CATEGORY_COLORS = {
     "allreduce": "#d62728", "other-collectives": "#ff9896", "attention": "#1f77b4", "moe": "#9467bd",

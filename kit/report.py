@@ -1,8 +1,9 @@
 """The offline HTML report: execute every notebook on a session, redact, export, index.
 
 ``kit report`` / ``make report`` call :func:`build`. Each notebook runs in a real kernel (nbclient)
-with papermill parameters injected after its ``parameters`` cell (``session``, ``host``), a per-cell timeout, and its own working directory. Outputs are redacted (tokens,
-passwords, private keys, Authorization headers) before nbconvert exports them with the vendored
+with papermill parameters injected after its ``parameters`` cell (``session``, ``host``), a
+per-cell timeout, and its own working directory. Outputs are redacted (tokens, passwords,
+private keys, Authorization headers) before nbconvert exports them with the vendored
 assets referenced by relative ``assets/`` URLs, so the pages make no network request. A notebook that
 fails still gets a page with a banner linking to the failing cell, and the run reports it.
 
@@ -26,10 +27,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from kit.errors import LedgerError, NotebookFailed, ReportError
+from kit.ledger import LEDGER_ENV
 
 __all__ = ["NotebookRun", "Report", "build", "discover", "execute_notebook"]
-
-from kit.ledger import LEDGER_ENV
 
 MARKER = "report.json"  # written into every report; only directories holding it are replaced
 DEFAULT_CELL_TIMEOUT = 300.0

@@ -86,7 +86,7 @@ def test_failed_write_leaves_previous_file_intact(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(LedgerError, match=r"ledger .*ledger.json: cannot write \(No space left on device\)"):
         led.record("H1", verdict="confirmed")
     monkeypatch.undo()
     assert path.read_bytes() == before

@@ -169,3 +169,15 @@ def test_backend_defaults_notebook_over_ssh(sshd, tmp_path):
     assert "kitgpu: tinyserve.srt.server_args ->" in text
     h3 = Ledger.open(ledger_path)["H3"]
     assert h3.verdict == "rejected" and "does not apply on compute capability 12.0" in h3.evidence
+
+
+def test_environment_notebook_live_on_a_host_without_gpus(tmp_path):
+    """00 with live=True fingerprints the host itself; this machine has no GPU, so H0 stays open."""
+    ledger_path = tmp_path / "ledger.json"
+    nb, run = report.execute_notebook(
+        NOTEBOOKS / "00_environment.ipynb", cwd=NOTEBOOKS,
+        parameters={"session": "sample", "host": "local", "live": True, "trace_captures": "no-such-dir"},
+        env={LEDGER_ENV: str(ledger_path)})
+    assert run.ok, run.error
+    h0 = Ledger.open(ledger_path)["H0"]
+    assert h0.verdict == "open" and "no GPU" in h0.evidence
