@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
