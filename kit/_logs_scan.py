@@ -7,6 +7,8 @@ column lists (:class:`kit._logs_table.Columns`); raw lines are never kept.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import io
 import re
 from typing import Iterable
@@ -48,9 +50,28 @@ class State:
         self.torn_examples: list[int] = []
         self.warnings: list[str] = []
         self.bulk_templates: list = []  # (regex, table, template, bracket) of SGLang lines seen so far
+        # set by the parallel reader (kit._logs_parallel): engine evidence found in unknown lines is
+        # recorded as (unknown-line ordinal, engine) instead of counted, because whether a line is
+        # inspected depends on the unknown lines of the pieces before this one
+        self.unknown_hits: list | None = None
 
 
 _NOTHING: frozenset = frozenset()
+
+
+@contextlib.contextmanager
+def no_gc():
+    """Pause the cyclic garbage collector while a log is parsed. The scan allocates millions of
+    small tuples and strings (none in reference cycles), which would otherwise trigger a full
+    collection over and over: about a quarter of the parse time. Reference counting still frees
+    everything as usual; the collector's previous state is restored on exit."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING) -> State:
@@ -120,9 +141,15 @@ def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING)
         st.unknown += 1
         if st.unknown < _EVIDENCE_LIMIT:
             if line.startswith("[") and S.HEADER.match(line):
-                st.evidence["sglang"] += 1
+                hit = "sglang"
             elif _VLLM_LINE.match(line):
-                st.evidence["vllm"] += 1
+                hit = "vllm"
+            else:
+                continue
+            if st.unknown_hits is None:
+                st.evidence[hit] += 1
+            else:
+                st.unknown_hits.append((st.unknown, hit))
     st.lines = lineno
     return st
 

@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from kit import _logs_bench as _bench
+from kit import _logs_parallel as _par
 from kit import _logs_scan as _scan
 from kit import _logs_spec as _spec
 from kit._logs_nccl import NCCL_COLUMNS, nccl_summary
@@ -156,6 +157,12 @@ def read(path: str | os.PathLike, *, host=None, engine: str | None = None, versi
     """
     if host is not None:
         return _read_on_host(path, host, engine=engine, version=version, k=k)
+    return _read_file(path, engine=engine, version=version, k=k, parallel=True)
+
+
+def _read_file(path, *, engine: str | None, version: str | None, k: int | None, parallel: bool) -> LogData:
+    """:func:`read` of a local file; ``parallel``: files of ``_par.PARALLEL_MIN`` bytes or more are
+    scanned by worker processes over byte ranges (see :mod:`kit._logs_parallel`)."""
     p = Path(path)
     name = str(path)
     if p.is_dir():
@@ -171,21 +178,30 @@ def read(path: str | os.PathLike, *, host=None, engine: str | None = None, versi
     if _looks_json(head):
         with open(p, encoding="utf-8", errors="replace") as f:
             return _from_bench_rows(_bench.parse_json_text(f.read(), name), name, engine, version)
-    st = _scan.State()
-    with open(p, encoding="utf-8", errors="replace", newline=None) as f:
-        _scan.scan_file(f, st)
-    _scan.finish(st)
-    return _build(st, name, engine, version, k)
+    with _scan.no_gc():
+        st = None
+        if parallel:
+            size = p.stat().st_size
+            n_workers = _par.workers()
+            if size >= _par.PARALLEL_MIN and n_workers > 1:
+                st = _par.scan_parallel(str(p), size, n_workers)
+        if st is None:
+            st = _scan.State()
+            with open(p, encoding="utf-8", errors="replace", newline=None) as f:
+                _scan.scan_file(f, st)
+            _scan.finish(st)
+        return _build(st, name, engine, version, k)
 
 
 def read_lines(lines: Iterable[str], *, name: str = "<lines>", engine: str | None = None,
                version: str | None = None, k: int | None = None) -> LogData:
     """Parse an iterable of log lines (a file object, a list) -> :class:`LogData`.
     Same rules as :func:`read`; the ``name`` appears in errors and the repr."""
-    st = _scan.State()
-    _scan.scan(lines, st)
-    _scan.finish(st)
-    return _build(st, name, engine, version, k)
+    with _scan.no_gc():
+        st = _scan.State()
+        _scan.scan(lines, st)
+        _scan.finish(st)
+        return _build(st, name, engine, version, k)
 
 
 def parse_sglang(source, *, version: str | None = None, k: int | None = None) -> LogData:
@@ -269,7 +285,7 @@ def _read_on_host(path, host, **kw) -> LogData:
     with tempfile.TemporaryDirectory(prefix="kit-log-") as tmp:
         local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "log")
         host.get(remote, local)
-        data = read(local, **kw)
+        data = _read_file(local, parallel=False, **kw)
     data.name = label
     data.warnings = [w.replace(local, label) for w in data.warnings]
     return data

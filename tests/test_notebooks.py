@@ -116,6 +116,8 @@ def test_sample_report_renders_offline(sample_report, tmp_path):
         page = sample_report.out / ("index.html" if name == "index" else f"{name}.html")
         loaded = load(page, screenshot=shot if name == "index" else None)
         assert loaded.requests == [], f"{name} made network requests: {loaded.requests}"
+        if name == "01_allreduce_share":  # the explorer's widgets render from the vendored manager
+            assert "widget-dropdown" in loaded.dom
     img = Image.open(shot).convert("L")
     non_white = sum(img.histogram()[:240]) / (img.width * img.height)
     assert non_white > 0.03, f"index screenshot looks blank ({non_white:.1%})"
