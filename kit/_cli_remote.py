@@ -35,20 +35,10 @@ def _host_args(p) -> None:
 
 
 def _connect(args):
-    from kit.remote import connect
+    from kit.remote import _flag_options, connect
 
-    if args.host == "local":
-        return connect("local")
-    opts = {}
-    if args.identity:
-        opts.update(key_filename=args.identity, look_for_keys=False, allow_agent=False)
-    if args.known_hosts:
-        opts["known_hosts"] = args.known_hosts
-    if args.trust:
-        opts["trust"] = args.trust
-    if args.no_ssh_config:
-        opts["ssh_config"] = False
-    return connect(args.host, **opts)
+    return connect(args.host, **_flag_options(args.host, identity=args.identity, known_hosts=args.known_hosts,
+                                              trust=args.trust, no_ssh_config=args.no_ssh_config))
 
 
 def _run(args) -> int:

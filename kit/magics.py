@@ -24,7 +24,7 @@ _HOSTS: dict[tuple, object] = {}
 
 
 def _host_for(shell, args):
-    from kit.remote import Host, connect
+    from kit.remote import Host, _flag_options, connect
 
     obj = shell.user_ns.get(args.target) if shell is not None else None
     if isinstance(obj, Host):
@@ -32,17 +32,9 @@ def _host_for(shell, args):
     key = (args.target, args.identity, args.known_hosts, args.trust, args.no_ssh_config)
     host = _HOSTS.get(key)
     if host is None:
-        opts = {}
-        if args.target != "local":
-            if args.identity:
-                opts.update(key_filename=args.identity, look_for_keys=False, allow_agent=False)
-            if args.known_hosts:
-                opts["known_hosts"] = args.known_hosts
-            if args.trust:
-                opts["trust"] = args.trust
-            if args.no_ssh_config:
-                opts["ssh_config"] = False
-        host = connect(args.target, **opts)
+        host = connect(args.target, **_flag_options(args.target, identity=args.identity,
+                                                     known_hosts=args.known_hosts, trust=args.trust,
+                                                     no_ssh_config=args.no_ssh_config))
         _HOSTS[key] = host
     return host
 

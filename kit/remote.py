@@ -56,6 +56,24 @@ def connect(target: str = "local", **options) -> Host:
     return host
 
 
+def _flag_options(target: str, *, identity: str | None = None, known_hosts: str | None = None,
+                  trust: str | None = None, no_ssh_config: bool = False) -> dict:
+    """Turn the command-line flags shared by ``kit run``/``kit env`` and ``%%remote`` into
+    :func:`connect` options (nothing for ``"local"``)."""
+    opts: dict = {}
+    if target == "local":
+        return opts
+    if identity:
+        opts.update(key_filename=identity, look_for_keys=False, allow_agent=False)
+    if known_hosts:
+        opts["known_hosts"] = known_hosts
+    if trust:
+        opts["trust"] = trust
+    if no_ssh_config:
+        opts["ssh_config"] = False
+    return opts
+
+
 def hosts(targets: Iterable[str | Host], **options) -> HostGroup:
     """A group of hosts for parallel commands. Connections open lazily, each in its own thread,
     so one unreachable host costs only its own slot (its error) in ``group.run(cmd)``."""
