@@ -12,12 +12,17 @@ Log and speculative-decoding plots (from :mod:`kit.logs` / :mod:`kit.models`):
 - :func:`acceptance_over_time`, :func:`acceptance_per_position`, :func:`throughput_over_time`,
   :func:`speedup_curves` (defined in ``kit._plots_logs``).
 
+Environment and comparison plots:
+
+- :func:`link_matrix_plot` — the ``nvidia-smi topo -m`` GPU link matrix as a coloured grid.
+- :func:`ab_plot` — single-stream tok/s of compared configurations against a baseline.
+
 Every function returns the ``Figure`` (nothing is shown or saved here); colours are fixed per
 category so figures side by side compare.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Any, Mapping
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -32,9 +37,11 @@ from kit._plots_logs import (
 
 __all__ = [
     "CATEGORY_COLORS",
+    "ab_plot",
     "acceptance_over_time",
     "acceptance_per_position",
     "category_shares",
+    "link_matrix_plot",
     "speedup_curves",
     "step_timeline",
     "throughput_over_time",
@@ -134,3 +141,63 @@ def top_kernels(summary, *, categories: list[str] | None = None, n: int = 5, tit
     ax.set_xlabel("kernel time (µs)")
     ax.set_title(title or f"Top kernels per category ({summary.phase})")
     return fig
+
+
+# Environment and A/B views
+
+_LINK_COLOURS = {"X": "#ffffff", "NV": "#1a7f37", "PIX": "#9be9a8", "PXB": "#fff8c5", "PHB": "#ffd8b5",
+                 "NODE": "#ffb3a7", "SYS": "#cf222e"}
+
+
+def link_matrix_plot(topology: Any, *, title: str | None = None, ax: Any = None) -> Any:
+    """The GPU-GPU link matrix of a :class:`kit.env.Topology` as a coloured grid (NVLink green, SYS red)."""
+    from matplotlib.patches import Patch
+
+    m = topology.gpu_links
+    n = len(m)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(1.0 + 0.6 * max(n, 2), 0.8 + 0.5 * max(n, 2)))
+    else:
+        fig = ax.figure
+    seen = {}
+    for i, row in enumerate(m.index):
+        for j, col in enumerate(m.columns):
+            tok = str(m.loc[row, col]).strip()
+            key = "NV" if tok.startswith("NV") else tok
+            colour = _LINK_COLOURS.get(key, "#d0d7de")
+            seen.setdefault(key, colour)
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="#57606a", lw=0.5))
+            ax.text(j + 0.5, i + 0.5, tok, ha="center", va="center", fontsize=8)
+    ax.set_xlim(0, n)
+    ax.set_ylim(n, 0)
+    ax.set_xticks([x + 0.5 for x in range(n)], list(m.columns), fontsize=8)
+    ax.set_yticks([y + 0.5 for y in range(n)], list(m.index), fontsize=8)
+    ax.set_aspect("equal")
+    ax.set_title(title or f"GPU link matrix ({topology.summary})", fontsize=10)
+    handles = [Patch(facecolor=c, edgecolor="#57606a", label=k) for k, c in seen.items() if k != "X"]
+    if handles:
+        ax.legend(handles=handles, bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def ab_plot(table: pd.DataFrame, *, value: str = "tok_s", label: str = "config", baseline: str | None = None,
+            title: str = "Single-stream decode", unit: str = "tok/s", ax: Any = None) -> Any:
+    """Bars of ``value`` per configuration, annotated with the ratio to ``baseline`` (a label)."""
+    t = table[[label, value]].dropna()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8, 0.45 * max(len(t), 3) + 1.2))
+    else:
+        fig = ax.figure
+    base = float(t.loc[t[label] == baseline, value].iloc[0]) if baseline is not None and (t[label] == baseline).any() else None
+    colours = ["#8c959f" if lab == baseline else "#4c72b0" for lab in t[label]]
+    ax.barh(list(t[label])[::-1], list(t[value])[::-1], color=colours[::-1])
+    for y, v in enumerate(list(t[value])[::-1]):
+        note = f" {v:.1f}" + (f"  (x{v / base:.2f})" if base else "")
+        ax.text(v, y, note, va="center", fontsize=8)
+    ax.set_xlabel(unit)
+    ax.set_title(title + (f" (baseline: {baseline})" if baseline else ""))
+    ax.set_xlim(0, float(t[value].max()) * 1.25)
+    fig.tight_layout()
+    return fig
+

@@ -142,7 +142,7 @@ def test_explorer_static_views_on_the_real_trace():
     assert one_step["calls"].sum() == (decode["step"] == decode["step"].iloc[0]).sum()
     assert explorer.category_plot(prof, rank=0).axes[0].get_xlabel() == "GPU time (ms)"
     topo = env.parse_topology((SAMPLE / "server" / "nvidia-smi-topo.txt").read_text())
-    fig = explorer.link_matrix_plot(topo)
+    fig = kit.plots.link_matrix_plot(topo)
     labels = {t.get_text() for t in fig.axes[0].texts}
     assert {"PIX", "NODE", "SYS", "X"} <= labels
     widget = explorer.explore(prof)
