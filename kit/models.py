@@ -36,7 +36,7 @@ from kit.errors import ModelError
 
 __all__ = ["LinkModel", "LINKS", "link", "fit", "allreduce_time_us", "allreduce_cost", "AllReduceCost",
            "expected_tokens", "speedup", "break_even", "spec_estimate", "spec_from_summary", "SpecEstimate",
-           "speedup_curves", "acceptance_for_length"]
+           "speedup_curves", "acceptance_for_length", "drafter_cost"]
 
 ALGORITHMS = ("ring", "twoshot", "oneshot")
 
@@ -294,6 +294,17 @@ def acceptance_for_length(mean_acceptance_length: float, k: int) -> float:
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+def drafter_cost(mean_acceptance_length: float, k: int, measured_speedup: float) -> float:
+    """The drafter cost ``c`` (relative to one target step) implied by a measured speed-up.
+
+    Inverts ``speed-up = L / (1 + k*c)`` for a run whose mean acceptance length ``L`` (incl. the
+    bonus token) and tok/s with and without the drafter were both measured; clipped at 0.
+    """
+    if k < 1 or measured_speedup <= 0:
+        raise ModelError(f"drafter_cost needs k >= 1 and a positive speed-up (got k={k}, {measured_speedup})")
+    return max(0.0, (mean_acceptance_length / measured_speedup - 1.0) / k)
 
 
 @dataclass(frozen=True)

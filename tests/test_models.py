@@ -167,3 +167,15 @@ def test_speedup_curves_table():
     top = df[(df["k"] == 7) & (df["acceptance"] == 1.0)]
     assert top["speedup"].iloc[0] == pytest.approx(8 / (1 + 7 * 0.15))
     assert math.isclose(df[(df["k"] == 2) & (df["acceptance"] == 0.0)]["speedup"].iloc[0], 1 / 1.3)
+
+
+def test_drafter_cost_inverts_the_speedup_model():
+    from kit.models import drafter_cost, spec_estimate
+
+    for a, k, c in [(0.42, 3, 0.15), (0.7, 5, 0.05), (0.2, 1, 0.3)]:
+        e = spec_estimate(a, k=k, c=c)
+        assert drafter_cost(e.expected_tokens, k, e.speedup) == pytest.approx(c, rel=1e-9)
+    # a drafter slower than free: a speed-up above the acceptance length clips to c = 0
+    assert drafter_cost(1.5, 3, 2.0) == 0.0
+    with pytest.raises(ModelError, match="positive speed-up"):
+        drafter_cost(1.5, 3, 0.0)
