@@ -1,11 +1,14 @@
 """Parallel scan of a large log file over byte ranges (private to ``kit.logs``).
 
 A big log is cut into pieces of about ``PIECE`` bytes at *clean* line boundaries, and worker
-processes (one per core, at most ``max_workers``) scan the pieces with the same code as the serial
-path (:func:`kit._logs_scan.scan_file`); the main process receives each piece's flushed column
-chunks in file order and merges them into one :class:`~kit._logs_scan.State`, on which
-``kit.logs`` builds the tables exactly as for a serial scan. Each worker holds one piece at a time,
-so the working memory is flat in file size; the main process holds the table chunks.
+processes (one per core, see :func:`workers`) scan the pieces with the same code as the serial path
+(:func:`kit._logs_scan.scan_file`). The main process receives, in file order, each piece's SGLang
+batch rows as converted column arrays (already in line order) and its other records as row dicts
+(column lists when all rows of a kind have the same keys), which it adds to its own column lists
+exactly as the serial scan would (same columns, back-fill and flush points, hence the same
+dtypes), and merges everything into one :class:`~kit._logs_scan.State`,
+on which ``kit.logs`` builds the tables as for a serial scan. A worker holds one piece at a time,
+so its memory is flat in file size; the main process holds the table chunks.
 
 What one line of a log can carry over to the next, and how it stays exact across a cut:
 
@@ -21,18 +24,23 @@ What one line of a log can carry over to the next, and how it stays exact across
   looks at the whole run are computed once on the merged tables, as in the serial path.
 
 A piece whose cut cannot be made clean (no header line within ``SEARCH`` bytes) is merged with the
-next one; when fewer than two pieces remain, or a worker fails, the caller scans serially.
+next one; when fewer than two pieces remain, or a worker process dies, the caller scans serially.
+Workers are forked (no re-import); set ``KIT_LOG_WORKERS=1`` to always scan in the calling process.
 """
 from __future__ import annotations
 
 import io
 import os
+import threading
+from typing import Any
 
 from kit import _logs_scan as _scan
+from kit._logs_table import assemble_columns
 
 PARALLEL_MIN = 64 << 20   # files smaller than this are scanned in the calling process
-PIECE = 24 << 20          # bytes per piece (a worker's working set is one piece's records)
+PIECE = 8 << 20           # bytes per piece: small, so that the workers finish together
 SEARCH = 1 << 20          # how far past a nominal cut to look for a clean line boundary
+PIECE_TIMEOUT = 300       # seconds to wait for one piece (normally well under one) before giving up
 _PHASE_UNSET = "\x00phase-unset"  # placeholder bench phase at the start of a piece
 
 
@@ -104,15 +112,47 @@ class _Range(io.RawIOBase):
         super().close()
 
 
-def _scan_piece(task: tuple[str, int, int, bool]) -> dict:
+_ROW_TABLES = ("decode", "prefill", "throughput", "vllm_spec", "bench", "nccl")  # Columns of State
+
+
+class _Rows(list):
+    """Stands in for a :class:`~kit._logs_table.Columns` in a worker: keeps the row dicts, which the
+    main process adds to its own Columns one by one, so that column creation, back-fill and flush
+    points (and hence the dtypes of the table) are exactly those of a serial scan."""
+
+    add = list.append
+
+
+_MERGED_UNKNOWN = None  # shared counter: unknown lines in the pieces merged so far (set before forking)
+_ONE_AT_A_TIME = threading.Lock()
+
+
+def _pack(rows: list[dict]) -> tuple[tuple | None, Any]:
+    """A piece's row dicts for the main process: (keys, {key: column list}) when every row has the
+    same keys in the same order (the main process then extends its columns in bulk), else
+    (None, rows)."""
+    if not rows:
+        return None, rows
+    keys = tuple(rows[0])
+    if any(tuple(r) != keys for r in rows):
+        return None, rows
+    return keys, {k: [r[k] for r in rows] for k in keys}
+
+
+def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
     """Worker: scan one byte range with a fresh State; returns what the merge needs (picklable)."""
-    path, start, end, last = task
+    path, start, end, last, index = task
     import gc
 
     gc.disable()  # as in the calling process (kit._logs_scan.no_gc); the worker exits afterwards
     st = _scan.State()
     st.unknown_hits = []
+    merged = _MERGED_UNKNOWN
+    if merged is not None and index > 0 and merged.value >= _scan._EVIDENCE_LIMIT:
+        st.evidence_limit = 0  # the pieces before this one already hold that many unknown lines
     st.bench_phase = _PHASE_UNSET
+    for name in _ROW_TABLES:
+        setattr(st, name, _Rows())
     raw = _Range(path, start, end)
     with io.TextIOWrapper(io.BufferedReader(raw, 1 << 20), encoding="utf-8", errors="replace",
                           newline=None) as f:
@@ -120,13 +160,15 @@ def _scan_piece(task: tuple[str, int, int, bool]) -> dict:
     if st.block is not None and not last:
         return {"ok": False}
     _scan.finish(st)
-    for t in (st.decode_fast, st.prefill_fast, st.decode, st.prefill, st.throughput, st.vllm_spec, st.bench,
-              st.nccl):
+    for t in (st.decode_fast, st.prefill_fast):
         t.flush()
     return {
         "ok": True,
-        "fast": [(t.frames, t.flushed, t.bad_lines) for t in (st.decode_fast, st.prefill_fast)],
-        "cols": [t.frames for t in (st.decode, st.prefill, st.throughput, st.vllm_spec, st.bench, st.nccl)],
+        # each template's chunks joined in line order here, in the worker: the main process only
+        # has to put the pieces one after the other
+        "fast": [([assemble_columns(t.frames)] if t.frames else [], t.flushed, t.bad_lines)
+                 for t in (st.decode_fast, st.prefill_fast)],
+        "rows": [_pack(getattr(st, name)) for name in _ROW_TABLES],
         "evidence": st.evidence, "hits": st.unknown_hits, "server_args": st.server_args,
         "server_args_line": st.server_args_line, "versions": st.versions, "lines": st.lines,
         "unknown": st.unknown, "torn": st.torn, "torn_examples": st.torn_examples,
@@ -136,23 +178,50 @@ def _scan_piece(task: tuple[str, int, int, bool]) -> dict:
 
 def scan_parallel(path: str, size: int, n_workers: int) -> _scan.State | None:
     """Scan ``path`` in worker processes; the merged State, or None when the caller should scan
-    serially (too few pieces, no fork start method, a cut that turned out not to be clean)."""
+    serially (too few pieces, no fork start method, a cut that turned out not to be clean, a
+    worker that died or gave no result within ``PIECE_TIMEOUT`` seconds). Errors raised by the
+    parsers in a worker are raised here."""
     import multiprocessing as mp
 
-    pieces = plan(path, size)
-    if len(pieces) < 2 or n_workers < 2 or "fork" not in mp.get_all_start_methods():
+    if n_workers < 2 or "fork" not in mp.get_all_start_methods():
         return None
-    tasks = [(path, a, b, i == len(pieces) - 1) for i, (a, b) in enumerate(pieces)]
+    pieces = plan(path, size)
+    if len(pieces) < 2:
+        return None
+    with _ONE_AT_A_TIME:  # the shared counter below is module state; big reads compete for the cores anyway
+        return _run(path, pieces, n_workers)
+
+
+def _run(path: str, pieces: list[tuple[int, int]], n_workers: int) -> _scan.State | None:
+    """:func:`scan_parallel` once the pieces are known: fork the pool, merge the pieces in order."""
+    import multiprocessing as mp
+
+    global _MERGED_UNKNOWN
+    tasks = [(path, a, b, i == len(pieces) - 1, i) for i, (a, b) in enumerate(pieces)]
     st = _scan.State()
     phase = None
+    # fork: the workers start in milliseconds with kit already imported (spawn would re-import pandas)
     ctx = mp.get_context("fork")
-    with ctx.Pool(min(n_workers, len(pieces))) as pool:
-        for part in pool.imap(_scan_piece, tasks):
+    # pieces merged in order: once they hold _EVIDENCE_LIMIT unknown lines, later pieces need not
+    # inspect theirs for engine evidence (the serial scan stops inspecting there too)
+    _MERGED_UNKNOWN = ctx.Value("q", 0, lock=False)
+    pool = ctx.Pool(min(n_workers, len(pieces)))
+    try:
+        results = pool.imap(_scan_piece, tasks)  # in file order
+        for _ in tasks:
+            try:
+                part = results.next(timeout=PIECE_TIMEOUT)
+            except mp.TimeoutError:  # a worker died (out of memory ...) or hangs: scan in this process
+                return None
             if not part["ok"]:
-                pool.terminate()
                 return None
             phase = _merge(st, part, phase)
+            _MERGED_UNKNOWN.value = st.unknown
             del part
+    finally:
+        pool.terminate()
+        pool.join()
+        _MERGED_UNKNOWN = None
     return st
 
 
@@ -166,15 +235,20 @@ def _merge(st: _scan.State, part: dict, phase: str | None) -> str | None:
         table.frames.extend(frames)
         table.flushed += flushed
         table.bad_lines.extend(x + off for x in bad)
-    for table, frames in zip((st.decode, st.prefill, st.throughput, st.vllm_spec, st.bench, st.nccl),
-                             part["cols"]):
-        for fr in frames:
-            fr["line"] = fr["line"] + off
-            if table is st.bench and "phase" in fr.columns:
-                unset = (fr["phase"] == _PHASE_UNSET).to_numpy()
-                if unset.any():
-                    fr.loc[unset, "phase"] = phase
-        table.frames.extend(frames)
+    for name, (keys, rows) in zip(_ROW_TABLES, part["rows"]):
+        table = getattr(st, name)
+        if keys is not None:  # every row has the same keys: column by column
+            rows["line"] = [x + off for x in rows["line"]]
+            if "phase" in rows:
+                rows["phase"] = [phase if v == _PHASE_UNSET else v for v in rows["phase"]]
+            table.extend_uniform(keys, rows)
+            continue
+        add = table.add
+        for row in rows:
+            row["line"] += off
+            if row.get("phase") == _PHASE_UNSET:  # bench_one_batch rows before any Warmup/Benchmark line
+                row["phase"] = phase
+            add(row)
     for k, v in part["evidence"].items():
         st.evidence[k] += v
     for ordinal, engine in part["hits"]:

@@ -54,6 +54,7 @@ class State:
         # recorded as (unknown-line ordinal, engine) instead of counted, because whether a line is
         # inspected depends on the unknown lines of the pieces before this one
         self.unknown_hits: list | None = None
+        self.evidence_limit = _EVIDENCE_LIMIT  # 0 in a worker whose piece comes after that many unknown lines
 
 
 _NOTHING: frozenset = frozenset()
@@ -139,7 +140,7 @@ def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING)
                 st.torn_examples.append(lineno)
             continue
         st.unknown += 1
-        if st.unknown < _EVIDENCE_LIMIT:
+        if st.unknown < st.evidence_limit:
             if line.startswith("[") and S.HEADER.match(line):
                 hit = "sglang"
             elif _VLLM_LINE.match(line):
@@ -155,6 +156,7 @@ def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING)
 
 
 BLOCK_CHARS = 1 << 20
+FIRST_BLOCK_CHARS = 1 << 15
 
 
 def scan_file(f, st: State) -> State:
@@ -162,7 +164,8 @@ def scan_file(f, st: State) -> State:
     pulled out of each block in bulk (one regex pass per template, C speed), the rest of the block
     goes through :func:`scan` line by line. Same records as ``scan(f, st)``, faster on big logs."""
     while True:
-        block = f.read(BLOCK_CHARS)
+        # until the first SGLang templates are known, read small blocks: their lines go line by line
+        block = f.read(BLOCK_CHARS if st.bulk_templates else min(BLOCK_CHARS, FIRST_BLOCK_CHARS))
         if not block:
             break
         if block[-1] != "\n":

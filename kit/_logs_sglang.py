@@ -20,6 +20,8 @@ import ast
 import re
 from typing import Any
 
+import numpy as np
+
 from kit._logs_table import CHUNK, snake, value
 from kit.errors import LogFormatError
 
@@ -138,8 +140,6 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
     skips. Rows equal those of the line-by-line path (same header checks: a line with anything but
     a clean ``[time ranks] `` header before the message is torn). Header checks, line numbers,
     times and rank tags are computed with NumPy over all matches of a template at once."""
-    import numpy as np
-
     found = []
     for regex, fast, tmpl, bracket in st.bulk_templates:
         matches = list(regex.finditer(block))
@@ -163,23 +163,27 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
         # times: 19 (or 23 with ms) bytes after "[", decoded once per distinct value
         win = buf[np.minimum(ls[:, None] + np.arange(1, 24), last)]
         win[~ms, 19:] = 0
-        uniq, inv = np.unique(win.view("S23").ravel(), return_inverse=True)
-        ts = np.array([u.decode() for u in uniq], dtype=object)[inv.ravel()]
+        uniq, inv = _runs(win.view("S23").ravel())
+        ts = np.array([u.decode() for u in uniq], dtype=object)[inv]
         # rank tags: the bytes between the time and "]", validated once per distinct value
         ts_end = ls + np.where(ms, 24, 20)
         rlen = starts - ts_end
         ok &= (rlen >= 0) & (rlen <= 40)
         win = buf[np.minimum(ts_end[:, None] + np.arange(40), last)]
         win[np.arange(40)[None, :] >= rlen[:, None]] = 0
-        uniq, inv = np.unique(win.view("S40").ravel(), return_inverse=True)
+        uniq, inv = _runs(win.view("S40").ravel())
         norm = []
+        known: dict[bytes, str | None] = {}
         for u in uniq:
-            r = u.decode()
-            norm.append(r.strip() or None if r == "" or _RANKS.fullmatch(r) else "?")
-        ranks = np.array(norm, dtype=object)[inv.ravel()]
+            r = known.get(u, "")
+            if r == "":
+                r = u.decode()
+                r = known[u] = r.strip() or None if r == "" or _RANKS.fullmatch(r) else "?"
+            norm.append(r)
+        ranks = np.array(norm, dtype=object)[inv]
         if "?" in norm:
-            ok &= np.array([r == "?" for r in norm])[inv.ravel()] == False  # noqa: E712
-        groups = [m.groups() for m in matches]
+            ok &= np.array([r == "?" for r in norm])[inv] == False  # noqa: E712
+        groups = list(map(_GROUPS, matches))
         if not ok.all():
             for ln in lines[~ok].tolist():
                 _torn(st, ln)
@@ -194,6 +198,20 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
         if fast.n >= CHUNK:
             fast.flush()
     return taken
+
+
+_GROUPS = re.Match.groups
+
+
+def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a fixed-width bytes array by runs of equal neighbours (a log repeats the
+    same time stamp and rank tag line after line): (value of each run, run index of each element).
+    O(n), no sort; a value that comes back later simply starts another run."""
+    change = np.empty(len(keys), dtype=bool)
+    change[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=change[1:])
+    inv = np.cumsum(change) - 1
+    return keys[change], inv
 
 
 def _torn(st, lineno: int) -> None:

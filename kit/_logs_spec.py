@@ -109,8 +109,8 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
     r = rate_col if has_rate else None
     # the definition only depends on the distinct printed (accept len, accept rate) pairs
     if has_rate:
-        pairs = np.unique(np.column_stack([L, r]), axis=0)
-        Lu, ru = pairs[:, 0], pairs[:, 1]
+        pairs = pd.unique(L + 1j * r)  # (accept len, accept rate) as one complex number: hashed, exact
+        Lu, ru = pairs.real.copy(), pairs.imag.copy()
 
     # 1. which accept-rate definition the log uses
     vt = version_tuple(version)
@@ -205,10 +205,12 @@ def vllm_spec(raw: pd.DataFrame, *, version: str, k: int | None, warnings: list[
         return pd.Series(np.nan, index=raw.index)
 
     variant = raw["variant"].astype(str)
-    pp = raw["per_position"] if "per_position" in raw.columns else pd.Series([None] * n, index=raw.index)
-    pp = pp.map(lambda p: tuple(p) if isinstance(p, (tuple, list)) else None)
-    pp_len = pp.map(lambda p: float(len(p)) if p else np.nan).astype(float)
-    pp_sum = pp.map(lambda p: float(sum(p)) if p else np.nan).astype(float)
+    lists = raw["per_position"].tolist() if "per_position" in raw.columns else [None] * n
+    lists = [tuple(p) if isinstance(p, (tuple, list)) else None for p in lists]
+    pp = pd.Series(lists, index=raw.index, dtype=object)
+    pp_len = pd.Series(np.array([float(len(p)) if p else np.nan for p in lists], dtype=np.float64), index=raw.index)
+    pp_sum = pd.Series(np.array([float(sum(p)) if p else np.nan for p in lists], dtype=np.float64), index=raw.index)
+    del lists
     kk = col("k").fillna(pp_len)
     if k:
         kk = kk.fillna(float(k))

@@ -96,6 +96,31 @@ class Columns:
         if n >= CHUNK:
             self.flush()
 
+    def extend_uniform(self, keys: tuple[str, ...], columns: dict[str, list]) -> None:
+        """Add rows that all have exactly ``keys`` (in that order), given column-wise: the same
+        result as :meth:`add` row by row (new columns created in ``keys`` order and back-filled,
+        absent ones filled with None, flushed at the same row counts), without a loop per row."""
+        total = len(columns[keys[0]]) if keys else 0
+        start = 0
+        while start < total:
+            stop = min(total, start + max(CHUNK - self.n, 1))
+            cols = self.cols
+            n = self.n
+            for key in keys:
+                col = cols.get(key)
+                if col is None:
+                    col = cols[key] = [None] * n
+                col.extend(columns[key][start:stop])
+            k = stop - start
+            if len(cols) != len(keys):
+                for col in cols.values():
+                    if len(col) < n + k:
+                        col.extend([None] * k)
+            self.n = n + k
+            start = stop
+            if self.n >= CHUNK:
+                self.flush()
+
     def flush(self) -> None:
         if not self.n:
             return
@@ -142,7 +167,8 @@ class TemplateTable:
     (``line``, ``time``, ``ranks``, ``iter``).
     """
 
-    __slots__ = ("groups", "bulk", "meta", "slow", "n", "flushed", "frames", "time_format", "head", "bad_lines")
+    __slots__ = ("groups", "bulk", "meta", "slow", "n", "flushed", "frames", "time_format", "head", "bad_lines",
+                 "time_cache")
 
     def __init__(self, head: tuple[str, ...], time_format: str | None = None) -> None:
         self.groups: dict[str, list] = {}  # template -> flat list: head fields + value strings, row after row
@@ -156,6 +182,7 @@ class TemplateTable:
         self.flushed = 0
         self.time_format = time_format
         self.head = head
+        self.time_cache: dict[str, np.datetime64] = {}
 
     def __len__(self) -> int:
         return self.n + self.flushed
@@ -166,6 +193,18 @@ class TemplateTable:
         self.bulk[key] = []
         self.meta[key] = (columns, consts, bracket)
         return rows
+
+    def _times(self, uniq: np.ndarray) -> np.ndarray:
+        """Distinct printed time stamps -> datetime64, converted once per log (a log repeats a time
+        stamp on many lines, and chunk after chunk)."""
+        cache = self.time_cache
+        missing = [u for u in uniq if u not in cache]
+        if missing:
+            if len(cache) > 200_000:
+                cache.clear()
+            conv = to_datetime(pd.Series(missing, dtype="object"), self.time_format).to_numpy()
+            cache.update(zip(missing, conv))
+        return np.array([cache[u] for u in uniq])
 
     def flush(self) -> None:
         if not self.n:
@@ -210,12 +249,18 @@ class TemplateTable:
             if name == "line":
                 data[name] = col.astype(np.int64)
             elif name == "time":
-                codes, uniq = pd.factorize(col)
-                times = to_datetime(pd.Series(uniq, dtype="object"), self.time_format).to_numpy()
-                data[name] = times.take(codes) if len(uniq) else np.full(n, np.datetime64("NaT", "us"))
+                codes, uniq = pd.factorize(col)  # a missing time (line without header) -> code -1
+                if len(uniq):
+                    times = self._times(uniq)
+                    # -1 takes the NaT appended at the end (not the last time stamp)
+                    data[name] = np.append(times, times.dtype.type("NaT")).take(codes)
+                else:
+                    data[name] = np.full(n, np.datetime64("NaT", "us"))
             elif name == "iter":
                 if any(v is not None for v in col):
                     data[name] = np.array(col, dtype=np.float64)  # None -> NaN
+            elif name in _CATEGORICAL:  # rank tags: a handful of values, kept as codes
+                data[name] = to_categorical(col)
             else:
                 data[name] = col.astype(object)
         for j, name in enumerate(columns):
@@ -224,9 +269,12 @@ class TemplateTable:
                 bad = b if bad is None else bad | b
         del values
         for k, v in consts.items():
-            a = np.empty(n, dtype=object)
-            a.fill(v)  # one shared string object (np.full would convert a copy per row)
-            data[k] = a
+            if k in _CATEGORICAL and isinstance(v, str):
+                data[k] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=_categories((v,)))
+            else:
+                a = np.empty(n, dtype=object)
+                a.fill(v)  # one shared string object (np.full would convert a copy per row)
+                data[k] = a
         if bad is not None and bad.any():
             self.bad_lines.extend(int(x) for x in data["line"][bad])
             keep = ~bad
@@ -246,6 +294,13 @@ class TemplateTable:
 def assemble(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -> pd.DataFrame:
     """Chunks of {column: array} -> one DataFrame, column by column, freeing each chunk's array as
     soon as it is copied (peak extra memory: one column, not a second copy of the table)."""
+    return pd.DataFrame(assemble_columns(chunks, first), copy=False)
+
+
+def assemble_columns(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -> dict[str, Any]:
+    """:func:`assemble` without the DataFrame: {column: array} in line order. Assembling the chunks
+    of a part of a file this way and then the parts gives the same table as assembling all chunks
+    at once (the parallel reader sorts each piece in its worker; the main process only joins)."""
     names: dict[str, None] = {}
     for ch in chunks:
         names.update(dict.fromkeys(ch))
@@ -256,6 +311,12 @@ def assemble(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -
         names = {"line": None, **names}
     for name in names:
         present = [ch[name] for ch in chunks if name in ch]
+        if name in _CATEGORICAL and any(isinstance(a, pd.Categorical) for a in present):
+            col = _union_categorical(chunks, lengths, name)
+            if col is not None:
+                out[name] = col if order is None else col[order]
+                continue
+            present = [ch[name] for ch in chunks if name in ch]
         kind = present[0].dtype.kind
         pieces = []
         for ch, n in zip(chunks, lengths):
@@ -285,10 +346,61 @@ def assemble(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -
     n = len(next(iter(out.values()))) if out else 0
     ordered = {c: out.pop(c) if c in out else np.full(n, None, dtype=object) for c in first}
     ordered.update(out)
-    return pd.DataFrame(ordered, copy=False)
+    return ordered
 
 
 _CATEGORICAL = {"ranks", "format", "graph_kind", "engine", "version", "definition"}
+_DTYPES: dict[tuple, pd.CategoricalDtype] = {}
+
+
+def _categories(values: tuple[str, ...]) -> pd.CategoricalDtype:
+    """The (cached) CategoricalDtype with these sorted string categories."""
+    dtype = _DTYPES.get(values)
+    if dtype is None:
+        if len(_DTYPES) > 256:
+            _DTYPES.clear()
+        dtype = _DTYPES[values] = pd.CategoricalDtype(pd.Index(list(values)))
+    return dtype
+
+
+def to_categorical(col: np.ndarray) -> pd.Categorical:
+    """An object array of a few distinct strings (None = missing) -> the same Categorical as
+    ``pd.Categorical(col)`` (sorted categories), by hashing once instead of pandas' inference."""
+    codes, uniq = pd.factorize(col)
+    if not len(uniq) or not all(isinstance(u, str) for u in uniq):
+        return pd.Categorical(col)
+    order = np.argsort(np.asarray(uniq, dtype=object))
+    cats = tuple(uniq[i] for i in order)
+    remap = np.empty(len(uniq) + 1, dtype=np.int64)
+    remap[order] = np.arange(len(uniq))
+    remap[-1] = -1  # factorize's missing code
+    return pd.Categorical.from_codes(remap[codes], dtype=_categories(cats))
+
+
+def _union_categorical(chunks: list[dict], lengths: list[int], name: str) -> pd.Categorical | None:
+    """Join one column given as Categoricals (or object arrays) chunk by chunk, by codes, without
+    going through Python objects: the same column as ``pd.Categorical(np.concatenate(...))``
+    (sorted categories). None when the chunks' categories cannot be joined (then the caller goes
+    the object way); the chunks are left untouched in that case."""
+    from pandas.api.types import union_categoricals
+
+    pieces = []
+    empty = next(a for a in (ch.get(name) for ch in chunks) if isinstance(a, pd.Categorical)).categories[:0]
+    for ch, n in zip(chunks, lengths):
+        a = ch.get(name)
+        if a is None:  # a chunk without the column: all missing, with categories of the same dtype
+            a = pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), dtype=pd.CategoricalDtype(empty))
+        pieces.append(a if isinstance(a, pd.Categorical) else pd.Categorical(a))
+    try:
+        col = union_categoricals(pieces, sort_categories=True)
+    except TypeError:
+        for ch in chunks:
+            if isinstance(ch.get(name), pd.Categorical):
+                ch[name] = np.asarray(ch[name], dtype=object)
+        return None
+    for ch in chunks:
+        ch.pop(name, None)
+    return col
 _TRIM = None
 
 

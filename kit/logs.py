@@ -32,10 +32,12 @@ Formats and their sources: ``../shared/reference/serving-formats.md``. The file 
 blocks of whole lines: lines of SGLang ``Decode``/``Prefill`` shapes already seen are pulled out of
 each block by one regex pass per shape, everything else is dispatched line by line by cheap
 substring checks; values are kept as strings in column lists and converted per column, in chunks,
-so memory holds the tables plus one chunk, never the raw lines. Unknown lines are counted, torn
-lines (two writers interleaved on one line) are skipped and counted. A file that is empty, binary,
-a directory, not a log at all, or a JSON that is not a benchmark result raises
-:class:`kit.errors.LogFormatError` with one line naming the file.
+so memory holds the tables plus one chunk, never the raw lines. A local file of 64 MiB or more is
+cut at line boundaries into pieces scanned by one worker process per core (``KIT_LOG_WORKERS=N``
+sets the number, 1 = none); the result is the same as a scan in one process, row for row.
+Unknown lines are counted, torn lines (two writers interleaved on one line) are skipped and
+counted. A file that is empty, binary, a directory, not a log at all, or a JSON that is not a
+benchmark result raises :class:`kit.errors.LogFormatError` with one line naming the file.
 """
 from __future__ import annotations
 
@@ -345,7 +347,8 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         vl_time = to_datetime(parts[1]["time"], "%m-%d %H:%M:%S") if "time" in parts[1].columns else None
         chunks = []
         for part in parts:
-            chunk = {c: part[c].to_numpy() for c in part.columns}
+            chunk = {c: part[c].array if isinstance(part[c].dtype, pd.CategoricalDtype) else part[c].to_numpy()
+                     for c in part.columns}
             if part is parts[1] and vl_time is not None:
                 chunk["time"] = vl_time.to_numpy()
             chunks.append(chunk)
@@ -364,9 +367,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
               "nccl": nccl}
     for t in tables.values():
         if len(t) and "time" in t.columns and pd.api.types.is_datetime64_any_dtype(t["time"]):
-            times = t["time"].to_numpy()
-            t["elapsed_s"] = (times - t["time"].min().to_datetime64()) / np.timedelta64(1, "s")
-            del times
+            t["elapsed_s"] = pd.Series(_elapsed_s(t["time"]), index=t.index, copy=False)  # no second copy
     for fast in (st.decode_fast, st.prefill_fast):
         if fast.bad_lines:
             st.torn += len(fast.bad_lines)
@@ -377,14 +378,40 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     if st.server_args and st.server_args.get("__truncated__"):
         warnings.append(f"server_args dump at line {st.server_args_line} is truncated: "
                         f"{len(st.server_args) - 1} keys read")
-    formats = {str(f): int(n) for f, n in decode["format"].value_counts(sort=False).items()} \
-        if len(decode) and "format" in decode.columns else {}
+    formats = _value_counts(decode["format"]) if len(decode) and "format" in decode.columns else {}
     ks = pd.to_numeric(spec["k"], errors="coerce").dropna() if len(spec) else []
     k_used = int(ks.mode().iloc[0]) if len(ks) else k
     args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
     release_freed_memory()
     return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used,
                    formats)
+
+
+def _value_counts(col: pd.Series) -> dict[str, int]:
+    """``{value: count}`` as ``value_counts(sort=False)`` gives it (every category, in category
+    order, for a categorical), counted a slice at a time (no full-length temporaries)."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return {str(f): int(n) for f, n in col.value_counts(sort=False).items()}
+    codes = col.array.codes
+    cats = col.array.categories
+    counts = np.zeros(len(cats), dtype=np.int64)
+    step = 1 << 18
+    for a in range(0, len(codes), step):
+        c = codes[a:a + step]
+        counts += np.bincount(c[c >= 0], minlength=len(cats))
+    return {str(f): int(n) for f, n in zip(cats, counts)}
+
+
+def _elapsed_s(time: pd.Series) -> np.ndarray:
+    """Seconds since the first time stamp (NaT -> NaN), computed a slice at a time so that the
+    temporaries stay small whatever the table's length."""
+    times = time.to_numpy()
+    start = time.min().to_datetime64()
+    out = np.empty(len(times), dtype=np.float64)
+    step = 1 << 18
+    for a in range(0, len(times), step):
+        np.divide(times[a:a + step] - start, np.timedelta64(1, "s"), out=out[a:a + step])
+    return out
 
 
 def frame_records(df: pd.DataFrame) -> list[dict[str, Any]]:
