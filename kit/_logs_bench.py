@@ -5,7 +5,8 @@
 
     tool, engine, completed, duration_s, output_throughput (tok/s), total_throughput,
     mean/median/p99_ttft_ms, mean/median/p99_tpot_ms, mean/median/p95/p99_itl_ms,
-    mean/median_e2e_latency_ms, accept_length, spec_acceptance_rate (fraction) ...
+    mean/median_e2e_latency_ms, accept_length, spec_acceptance_rate (fraction) ...,
+    decode_tok_s (derived: per-request decode speed, see :func:`add_decode_tok_s`)
 
 Text blocks are multi-line, so the scanner hands every line to the open :class:`Block` first.
 """
@@ -342,3 +343,19 @@ def parse_json_text(text: str, name: str) -> list[dict]:
     if not objs:
         raise LogFormatError(f"{name}: JSON holds no benchmark result", path=name)
     return [json_row(o, name, i) for i, o in enumerate(objs)]
+
+
+def add_decode_tok_s(bench) -> None:
+    """Add ``decode_tok_s``: the per-request decode speed a run measured, comparable across tools.
+
+    ``bench_one_batch_server`` prints it (``last_gen_throughput``); serving benchmarks give it as
+    1000 / median TPOT (ms). At batch/concurrency 1 this is single-stream tok/s; NaN when the run
+    printed neither."""
+    if not len(bench):
+        return
+    out = 1000.0 / bench["median_tpot_ms"].astype(float) if "median_tpot_ms" in bench else None
+    if "last_gen_throughput" in bench:
+        gen = bench["last_gen_throughput"].astype(float)
+        out = gen if out is None else gen.fillna(out)
+    bench["decode_tok_s"] = out if out is not None else float("nan")
+

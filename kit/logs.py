@@ -114,6 +114,24 @@ class LogData:
         """Rows per record kind (only kinds that have rows)."""
         return {k: len(v) for k, v in self.tables.items() if len(v)}
 
+    def decode_tok_s(self, *, running: int | None = 1, include_after_idle: bool = False) -> float:
+        """Median decode throughput (tok/s) over the log's windows: SGLang ``gen throughput`` of its
+        Decode lines, else vLLM ``Avg generation throughput``. By default only single-stream windows
+        (``running`` requests == 1; ``None`` takes all) and never the first window after idle, whose
+        figure is diluted by the idle time. NaN when no window qualifies."""
+        if len(self.decode):
+            t, col, run = self.decode, "gen_throughput", "running_req"
+        else:
+            t, col, run = self.throughput, "generation_throughput", "running"
+        if col not in t or not len(t):
+            return float("nan")
+        keep = pd.Series(True, index=t.index)
+        if not include_after_idle and "after_idle" in t:
+            keep &= ~t["after_idle"].astype(bool)
+        if running is not None and run in t:
+            keep &= t[run] == running
+        return float(t.loc[keep, col].median()) if keep.any() else float("nan")
+
     def spec_summary(self, include_after_idle: bool = False) -> SpecSummary:
         """Pooled acceptance over this log (see :func:`spec_summary`)."""
         return spec_summary(self, include_after_idle=include_after_idle)
@@ -333,6 +351,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         throughput["after_idle"] = _spec.flag_after_idle(throughput["generation_throughput"])
     raw_spec = st.vllm_spec.frame()
     bench = st.bench.frame(_bench.BENCH_COLUMNS)
+    _bench.add_decode_tok_s(bench)
     nccl = st.nccl.frame(NCCL_COLUMNS)
 
     parts = []

@@ -233,3 +233,15 @@ def test_topology_tables_are_not_serving_logs(logs_dir, name):
         L.read(logs_dir / name)
     msg = str(exc.value)
     assert "\n" not in msg and name in msg and "not a serving log" in msg
+
+
+def test_decode_tok_s_from_logs_and_benchmarks(logs_dir):
+    # Decode lines (running-req 1): 0.39 (first window after idle, excluded), 178.86, 165.41, 188.68,
+    # 165.59 -> median of the last four = (165.59 + 178.86) / 2.
+    log = L.read(logs_dir / "sglang_0.5.3post3_eagle3_decode_issue11948.log")
+    assert log.decode_tok_s() == pytest.approx((165.59 + 178.86) / 2)
+    assert log.decode_tok_s(include_after_idle=True) == pytest.approx(165.59)
+    assert math.isnan(log.decode_tok_s(running=4))
+    # bench_one_batch at batch 1: median decode latency 0.00585 s / 0.00572 s per token.
+    bench = L.parse_bench(logs_dir / "sglang_bench_one_batch_pr30147.log")
+    assert list(bench["decode_tok_s"].round(2)) == [round(1 / 0.00585, 2), round(1 / 0.00572, 2)]
