@@ -144,7 +144,7 @@ def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
     path, start, end, last, index = task
     import gc
 
-    gc.disable()  # as in the calling process (kit._logs_scan.no_gc); the worker exits afterwards
+    gc.disable()  # as in the calling process (kit._gc.no_gc); the worker exits afterwards
     st = _scan.State()
     st.unknown_hits = []
     merged = _MERGED_UNKNOWN

@@ -7,8 +7,6 @@ column lists (:class:`kit._logs_table.Columns`); raw lines are never kept.
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import io
 import re
 from typing import Iterable
@@ -60,19 +58,6 @@ class State:
 _NOTHING: frozenset = frozenset()
 
 
-@contextlib.contextmanager
-def no_gc():
-    """Pause the cyclic garbage collector while a log is parsed. The scan allocates millions of
-    small tuples and strings (none in reference cycles), which would otherwise trigger a full
-    collection over and over: about a quarter of the parse time. Reference counting still frees
-    everything as usual; the collector's previous state is restored on exit."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING) -> State:

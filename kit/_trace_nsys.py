@@ -228,9 +228,8 @@ def _first_int(s: str) -> int:
 
 def read_nsys_sqlite(path: Path) -> dict:
     """Kernels, memcpy/memset, runtime launches and NVTX ranges from an ``nsys export --type sqlite`` file."""
-    base = os.path.basename(path)
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        con = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=10)
     except sqlite3.Error as exc:
         raise TraceError(f"{path}: cannot open as SQLite ({exc})", path=str(path)) from None
     out = _empty_cols()

@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from kit import _logs_bench as _bench
+from kit._gc import no_gc
 from kit import _logs_parallel as _par
 from kit import _logs_scan as _scan
 from kit import _logs_spec as _spec
@@ -198,7 +199,7 @@ def _read_file(path, *, engine: str | None, version: str | None, k: int | None, 
     if _looks_json(head):
         with open(p, encoding="utf-8", errors="replace") as f:
             return _from_bench_rows(_bench.parse_json_text(f.read(), name), name, engine, version)
-    with _scan.no_gc():
+    with no_gc():
         st = None
         if parallel:
             size = p.stat().st_size
@@ -217,7 +218,7 @@ def read_lines(lines: Iterable[str], *, name: str = "<lines>", engine: str | Non
                version: str | None = None, k: int | None = None) -> LogData:
     """Parse an iterable of log lines (a file object, a list) -> :class:`LogData`.
     Same rules as :func:`read`; the ``name`` appears in errors and the repr."""
-    with _scan.no_gc():
+    with no_gc():
         st = _scan.State()
         _scan.scan(lines, st)
         _scan.finish(st)

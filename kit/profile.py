@@ -329,7 +329,7 @@ def _summarise(p: Profile, phase: str, top: int) -> Summary:
             phase_used = phase
     else:
         phase_used = "all"
-    per_rank_rows, step_rows = [], []
+    per_rank_rows = []
     for r in p.ranks:
         kr = k[k["rank"] == r] if len(k) else k
         sr = steps[steps["rank"] == r] if len(steps) else steps
