@@ -7,7 +7,7 @@ SESSION ?= notebooks/sample
 OUT ?= report
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps assets test report bench clean
+.PHONY: install system-deps report-deps assets test report bench clean
 
 # The venv is (re)built when missing or when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -17,13 +17,17 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# OpenSSH server (tests start their own sshd), Chromium (report tests) and npm (vendored
-# report assets): installed with apt only when running as root and missing.
+# System programs, installed with apt only when running as root and missing: npm (vendored
+# report assets) for the report; for the tests also the OpenSSH server (tests start their own
+# sshd), Chromium (exported HTML is checked in it) and ripgrep.
+report-deps:
+	@bash tools/system_deps.sh report
+
 system-deps:
-	@bash tools/system_deps.sh
+	@bash tools/system_deps.sh test
 
 # Offline report assets (require.js, the widget renderer) vendored from npm at install time.
-assets: install
+assets: install report-deps
 	@bash tools/vendor_assets.sh
 
 test: install system-deps assets
