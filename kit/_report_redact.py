@@ -16,10 +16,12 @@ MASK = "***REDACTED***"
 
 # Names whose values are secrets. Upper-case environment style: the secret word is the last
 # ``_``-separated component (HF_TOKEN, AWS_SECRET_ACCESS_KEY; not MAX_TOKENS). Lower-case keys are
-# matched whole and never after ``#`` (SGLang's ``#token: 108`` is a count, not a secret).
+# matched whole (password/secret words also with a prefix: db_password; token words not, since
+# eos_token/pad_token are tokenizer settings) and never after ``#`` (SGLang's ``#token: 108`` is a
+# count, not a secret). ``os.environ["HF_TOKEN"] = ...`` is seen through the closing bracket.
 _ENV_NAME = r"\b(?:[A-Z0-9]+_)*(?:TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?)\b"
-_KEY_NAME = (r"(?<![#\w/.-])(?i:password|passwd|passphrase|secret|token|api_key|apikey|access_token|auth_token|"
-             r"hf_token|client_secret|private_key)\b")
+_KEY_NAME = (r"(?<![#\w/.-])(?i:(?:[a-z0-9]+_)*(?:password|passwd|passphrase|secret|api_?key)|secret(?:_access)?_key|token|"
+             r"(?:x-)?api[-_]?key|access_token|auth_token|hf_token|private_key)\b")
 _Q = r"(?:&quot;|&#x27;|&#39;|[\"'])?"
 _A = r"(?:\x1b\[[0-9;]*m)*"  # ANSI colour codes IPython puts inside highlighted traceback lines
 
@@ -32,7 +34,7 @@ _PATTERNS: list[re.Pattern[str]] = [
     re.compile(r"(?:Proxy-)?Authorization" + _A + _Q + r"\s*[:=]\s*" + _A + _Q +
                r"(?P<s>(?:(?:Bearer|Basic|Token|Digest)\s+)?[^\s\"'<>&,}\x1b]+)", re.I),
     # NAME=value / NAME: value / "NAME": "value" for secret-looking names.
-    re.compile(r"(?:" + _ENV_NAME + "|" + _KEY_NAME + r")" + _A + _Q + r"\s*" + _A + r"[:=]" + _A + r"\s*"
+    re.compile(r"(?:" + _ENV_NAME + "|" + _KEY_NAME + r")" + _A + _Q + r"\]?\s*" + _A + r"[:=](?!=)" + _A + r"\s*"
                + _A + _Q + r"(?P<s>[^\s\"'<>&,;)}\]\x1b]+)"),
     re.compile(r"--(?:[a-z0-9-]*-)?(?:token|password|passwd|secret|api-key)(?:=|\s+)(?P<s>[^\s\"'<>&\x1b]+)", re.I),
     # Well-known token shapes, wherever they appear.
@@ -48,6 +50,19 @@ _PATTERNS: list[re.Pattern[str]] = [
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAG = re.compile(r"<[^>]*>")
 _MIN_LITERAL = 6  # secrets shorter than this are only masked where a pattern matches them
+
+
+_CODE = re.compile(r"[A-Za-z_][\w.]*[\[(]?")
+
+
+def _is_code(pattern: re.Pattern[str], m: re.Match[str]) -> bool:
+    """An unquoted name, dotted name or the start of a call/subscript after ``token =`` is code
+    that reads the secret (``hf_token = os.environ["HF_TOKEN"]``, ``password=pw``), not the secret.
+    It is masked where the pattern matched, but never hunted as a literal through the notebook,
+    which would mask every other ``os.environ[`` or use of that name."""
+    value = m.group("s").strip()
+    quoted = m.start("s") > 0 and m.string[m.start("s") - 1] in "\"'"
+    return pattern is _PATTERNS[2] and not quoted and _CODE.fullmatch(value) is not None
 
 
 def _sub(pattern: re.Pattern[str], text: str) -> tuple[str, int]:
@@ -79,11 +94,7 @@ def find_secrets(text: str) -> set[str]:
                 value = m.group("s").strip()
                 if not value or value.startswith(MASK):
                     continue
-                # A bare identifier after `password=` is a variable name (password=pw), not the
-                # secret itself: masking it everywhere would mangle code. Quoted values and values
-                # that cannot be names (tokens, passwords with punctuation) are kept.
-                quoted = m.start("s") > 0 and view[m.start("s") - 1] in "\"'"
-                if quoted or not value.isidentifier() or pattern is not _PATTERNS[2]:
+                if not _is_code(pattern, m):
                     found.add(value)
     return found
 

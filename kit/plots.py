@@ -67,25 +67,31 @@ def _short(name: str, n: int = 60) -> str:
 
 def category_shares(summaries, *, of: str = "wall", title: str | None = None) -> Figure:
     """Stacked bars of category shares: one bar per rank (a single Summary) or per configuration
-    (a ``{label: Summary}`` mapping, each bar the summary's whole breakdown). ``of='wall'`` includes
-    GPU idle as a segment; ``of='kernel'`` shows shares of kernel time only."""
+    (a ``{label: Summary}`` mapping, each bar the summary's whole breakdown). ``of='wall'``: shares
+    of the wall time (GPU span of the steps), GPU idle as a segment; kernels that overlap on several
+    streams stack past 100%. ``of='kernel'``: shares of kernel time only (bars sum to 100%)."""
     if of not in ("wall", "kernel"):
         raise ValueError("of must be 'wall' or 'kernel'")
     if isinstance(summaries, Mapping):
-        rows = {}
+        rows, walls = {}, {}
         for label, s in summaries.items():
-            t = s.categories.set_index("category")["time_us"]
-            rows[str(label)] = t
+            rows[str(label)] = s.categories.set_index("category")["time_us"]
+            walls[str(label)] = s.wall_time_us
         table = pd.DataFrame(rows).T.fillna(0.0)
+        wall = pd.Series(walls, dtype=float)
         xlabel = "configuration"
     else:
         table = summaries.rank_categories.copy().fillna(0.0)
-        table.index = [f"rank {r}" for r in table.index]
+        wall = summaries.per_rank.set_index("rank")["wall_us"].reindex(table.index).astype(float)
+        table.index = wall.index = [f"rank {r}" for r in table.index]
         xlabel = "rank"
     if of == "kernel" and "idle" in table.columns:
         table = table.drop(columns=["idle"])
-    denom = table.sum(axis=1).where(lambda x: x > 0, 1.0)
-    shares = table.div(denom, axis=0) * 100.0
+    # Shares of wall time use each bar's wall time (the steps' GPU spans): kernels overlapping on
+    # several streams can then stack past 100%, which is the overlap, not an error. Without a wall
+    # time (graph replays without per-kernel timing) the bar falls back to its own total.
+    denom = table.sum(axis=1) if of == "kernel" else wall.where(wall > 0, table.sum(axis=1))
+    shares = table.div(denom.where(denom > 0, 1.0), axis=0) * 100.0
     cols = [c for c in shares.columns if shares[c].sum() > 0]
     fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(shares) + 3.5), 4.2), constrained_layout=True)
     bottom = pd.Series(0.0, index=shares.index)
@@ -94,7 +100,7 @@ def category_shares(summaries, *, of: str = "wall", title: str | None = None) ->
         bottom += shares[c]
     ax.set_ylabel(f"% of {'wall' if of == 'wall' else 'kernel'} time")
     ax.set_xlabel(xlabel)
-    ax.set_ylim(0, 100)
+    ax.set_ylim(0, max(100.0, float(bottom.max()) * 1.02) if len(bottom) else 100.0)
     ax.set_title(title or f"Kernel categories, share of {of} time")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     if len(shares) > 6:

@@ -271,6 +271,11 @@ def test_missing_session_and_assets_give_one_line_errors(tmp_path, monkeypatch):
     ("git clone https://bob:pa55w0rd@example.com/r.git", "pa55w0rd"),
     ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAK\n-----END RSA PRIVATE KEY-----", "MIIEow"),
     ("sglang --api-key sk-abcdefghijklmnopqrstuvwx", "abcdefghijklmnop"),
+    ('os.environ["HF_TOKEN"] = "plain-secret-value"', "plain-secret-value"),
+    ("db_password = 'quiet-harbour-42'", "quiet-harbour-42"),
+    ("secret_key=noisy-river-17", "noisy-river-17"),
+    ("curl -H 'X-Api-Key: amber-fox-991' url", "amber-fox-991"),
+    ('openai_api_key = "tall-cedar-808"', "tall-cedar-808"),
 ])
 def test_redaction_patterns(text, secret):
     red, n = redact_text(text)
@@ -284,6 +289,15 @@ def test_a_variable_passed_as_password_is_not_hunted_through_the_notebook():
     assert find_secrets(code) == set()
     red, n = redact_text(code, find_secrets(code))
     assert n == 1 and red.count("pw_from_vault") == 2  # only the kwarg position is masked
+
+
+def test_code_reading_a_secret_is_not_hunted_as_a_literal():
+    from kit._report_redact import find_secrets
+
+    code = 'hf_token = os.environ["HF_TOKEN"]\nhome = os.environ["HOME"]\ntok = get_token(user)\napi_key = vault.read("k")'
+    assert find_secrets(code) == set()
+    red, _ = redact_text(code, find_secrets(code))
+    assert 'home = os.environ["HOME"]' in red and "tok = get_token(user)" in red
 
 
 def test_redaction_sees_through_ansi_and_html_markup():
@@ -307,6 +321,7 @@ def test_redaction_sees_through_ansi_and_html_markup():
     "SpecDecoding metrics: Mean acceptance length: 2.62, Accepted: 39 tokens, Drafted: 72 tokens",
     'parts = [{"item": "gap", "ms/token": gap_ms, "source": "benchmarks"}]',
     "sampling_params.max_tokens: 128, num_tokens=512",
+    'if os.environ["HF_TOKEN"] == expected and HF_TOKEN == other:',  # a comparison, not an assignment
 ])
 def test_redaction_leaves_serving_figures_alone(text):
     assert redact_text(text) == (text, 0)
