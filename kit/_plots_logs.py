@@ -143,8 +143,8 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
     """Expected speed-up E[tokens]/(1 + k·c) vs i.i.d. acceptance for each k, at drafter cost ``c``.
 
     ``runs``: parsed runs to mark — a LogData / SpecSummary or a ``{label: run}`` mapping; each is
-    drawn at its draft acceptance rate and its measured speed-up (measured mean acceptance length
-    / (1 + k·c)), in the colour of its k.
+    drawn at the i.i.d. acceptance that gives its measured mean acceptance length and at its expected
+    speed-up (measured mean acceptance length / (1 + k·c)), on the curve of its k, in that colour.
     """
     from kit import models
     from kit.logs import LogData, SpecSummary, spec_summary
@@ -170,10 +170,13 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
                     or math.isnan(run.draft_acceptance_rate):
                 continue
             s = run.mean_acceptance_length / (1.0 + run.k * c)
+            # the x axis is the i.i.d. per-position acceptance: place the run at the one that gives its
+            # measured length (on its k curve), not at its draft acceptance rate (accepted / drafted)
+            a = models.acceptance_for_length(min(max(run.mean_acceptance_length, 1.0), run.k + 1.0), run.k)
             color = colors.get(run.k, "#d62728")
-            ax.plot([run.draft_acceptance_rate], [s], marker="*", ms=14, color=color, mec="black", ls="none")
-            ax.annotate(f"{label}\n{run.draft_acceptance_rate:.0%} @k={run.k} → x{s:.2f}",
-                        (run.draft_acceptance_rate, s), textcoords="offset points", xytext=(8, 6), fontsize=8)
+            ax.plot([a], [s], marker="*", ms=14, color=color, mec="black", ls="none")
+            ax.annotate(f"{label}\n{run.draft_acceptance_rate:.0%} drafts accepted @k={run.k} → x{s:.2f}",
+                        (a, s), textcoords="offset points", xytext=(8, 6), fontsize=8)
     ax.set_xlabel("draft acceptance per position (i.i.d. model)")
     ax.set_ylabel("expected speed-up")
     ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))

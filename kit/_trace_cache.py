@@ -88,8 +88,8 @@ def category_map(names, rules, compute) -> dict:
         known = {}
     missing = [n for n in names if n not in known]
     if missing:
-        if len(known) > 50_000:
-            known = {}
+        if len(known) > 50_000:  # start the memo afresh: every name asked for is then computed
+            known, missing = {}, names
         known.update(compute(missing))
         try:
             f.parent.mkdir(parents=True, exist_ok=True)

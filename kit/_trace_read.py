@@ -31,7 +31,11 @@ def read_raw(path: str) -> dict:
         # gzip may hold JSON or nsys CSV text: peek at the inflated start
         import zlib
         with open(p, "rb") as f:
-            head = zlib.decompressobj(wbits=31).decompress(f.read(4096))
+            try:
+                head = zlib.decompressobj(wbits=31).decompress(f.read(4096))
+            except zlib.error as exc:
+                from kit.errors import TraceError
+                raise TraceError(f"{p}: corrupt gzip data ({exc})", path=str(p)) from None
         if head.lstrip()[:1] not in (b"{", b"["):
             from kit._trace_nsys import read_nsys_csv
             return read_nsys_csv(p)

@@ -72,6 +72,9 @@ class Hypothesis:
             raise LedgerError(
                 f"hypothesis {self.id}: verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}"
             )
+        if self.numbers is not None and not isinstance(self.numbers, Mapping):
+            raise LedgerError(f"hypothesis {self.id}: numbers must be an object of name: value, "
+                              f"got {type(self.numbers).__name__}")
         self.numbers = {str(k): _clean_number(str(k), v) for k, v in dict(self.numbers or {}).items()}
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,7 +89,10 @@ class Hypothesis:
             raise LedgerError(f"{where}: hypothesis {data.get('id')!r} has unknown keys {sorted(unknown)}")
         if "id" not in data or "statement" not in data:
             raise LedgerError(f"{where}: a hypothesis needs 'id' and 'statement', got keys {sorted(data)}")
-        return cls(**{k: data[k] for k in _FIELDS if k in data})
+        try:
+            return cls(**{k: data[k] for k in _FIELDS if k in data})
+        except LedgerError as exc:  # say which file holds the bad hypothesis
+            raise LedgerError(f"{where}: {exc}") from None
 
     def __repr__(self) -> str:
         nums = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(self.numbers.items()))

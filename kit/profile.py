@@ -335,6 +335,14 @@ def _summarise(p: Profile, phase: str, top: int) -> Summary:
         sr = steps[steps["rank"] == r] if len(steps) else steps
         fig = S.rank_figures(kr, sr) if len(kr) else {"kernel_us": 0.0, "wall_us": np.nan, "busy_us": np.nan,
                                                       "idle_us": np.nan, "comm_us": np.nan, "exposed_comm_us": np.nan}
+        zero = float((kr["dur_us"] == 0).mean()) if len(kr) else 0.0
+        if zero >= 0.5:
+            # most kernels carry no duration (graph replay without per-kernel timing): their time would
+            # count as GPU idle, so idle/busy/communication overlap cannot be computed from them
+            fig.update(busy_us=np.nan, idle_us=np.nan, comm_us=np.nan, exposed_comm_us=np.nan)
+            warnings.append(f"rank {r}: {100 * zero:.0f}% of its {phase_used} kernels were recorded without duration: "
+                            f"GPU idle and exposed communication are not computed; wall time (the steps' GPU "
+                            f"spans, {fig['wall_us']:,.0f} us) is the graph-level time")
         ar = kr[kr["category"] == "allreduce"] if len(kr) else kr
         fig.update(rank=r, allreduce_us=float(ar["dur_us"].sum()) if len(ar) else 0.0,
                    allreduce_calls=int(ar["count"].sum()) if len(ar) else 0)

@@ -69,6 +69,11 @@ def test_corrupt_or_foreign_file_gives_one_line_error(tmp_path):
     bad.write_text(json.dumps({"hypotheses": [{"id": "H1", "statement": "s", "verdict": "perhaps"}]}))
     with pytest.raises(LedgerError, match="verdict 'perhaps'"):
         Ledger.open(bad)
+    with pytest.raises(LedgerError, match=r"ledger .*ledger.json: hypothesis H1: verdict 'perhaps'"):
+        Ledger.open(bad)  # the message names the file
+    bad.write_text(json.dumps({"hypotheses": [{"id": "H1", "statement": "s", "numbers": "0.5"}]}))
+    with pytest.raises(LedgerError, match=r"ledger .*ledger.json: hypothesis H1: numbers must be an object"):
+        Ledger.open(bad)
     bad.write_text(json.dumps({"rows": []}))
     with pytest.raises(LedgerError, match="'hypotheses' list"):
         Ledger.open(bad)

@@ -59,6 +59,14 @@ def test_speedup_curves_with_runs(tmp_path):
     stars = [line for line in ax.lines if line.get_marker() == "*"]
     assert len(stars) == 2
     assert stars[1].get_ydata()[0] == pytest.approx((1 + 99 / 54) / 1.45)
+    # each star sits on the curve of its k: x is the i.i.d. acceptance giving the measured length
+    from kit import models
+
+    for star, run in zip(stars, runs.values()):
+        summ = L.spec_summary(run)
+        a = star.get_xdata()[0]
+        assert models.expected_tokens(a, summ.k) == pytest.approx(summ.mean_acceptance_length, rel=1e-6)
+        assert star.get_ydata()[0] == pytest.approx(models.speedup(a, summ.k, 0.15), rel=1e-6)
     assert "c=0.15 (assumed)" in ax.get_title()
     fig.savefig(tmp_path / "speedup.png")
     assert (tmp_path / "speedup.png").stat().st_size > 10_000

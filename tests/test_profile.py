@@ -147,6 +147,35 @@ def test_vllm_symmetric_memory_allreduce_is_seen_where_hta_rule_is_blind(shared_
     assert set(k.loc[k["name"].astype(str).str.startswith("ncclDevKernel_AllGather"), "category"]) == {"other-collectives"}
 
 
+@pytest.mark.parametrize("name,category", [
+    # 'flash' appears in every flashinfer namespace and in vLLM's cache write: not attention by itself
+    ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>"
+     "(__nv_bfloat16 const*)", "kv-cache write"),
+    ("void vllm::reshape_and_cache_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>", "kv-cache write"),
+    ("void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)2, "
+     "__nv_bfloat16, 32, true>(int, __nv_bfloat16 const*, flashinfer::QuantizationSFLayout)", "quantization"),
+    ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", "norm"),
+    ("void flashinfer::norm::GemmaRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", "norm"),
+    ("gemma_fused_add_rmsnorm", "norm"),
+    ("void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &silu>(__nv_bfloat16*)", "activation"),
+    ("void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<false, 128u>(__nv_bfloat16*)", "rope"),
+    ("void flashinfer::sampling::TopKTopPSamplingFromProbKernel<1024u>(float*)", "sampling"),
+    ("_fwd_grouped_kernel_stage1", "attention"),  # SGLang triton decode attention
+    ("_fwd_kernel_stage2", "attention"),
+    ("void flashinfer::BatchDecodeWithPagedKVCacheKernel<>", "attention"),
+    ("void flashinfer::SinglePrefillWithKVCacheKernel<>", "attention"),
+    ("void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64>>", "attention"),
+    ("cutlass::device_kernel<flash::FlashAttnFwdSm90<>>", "attention"),
+    ("void flash_fwd_splitkv_combine_kernel<>", "attention"),
+    ("void vllm::paged_attention_v2_kernel<__nv_bfloat16, 128, (vllm::Fp8KVCacheDataType)0>", "attention"),
+    ("void vllm::scaled_fp8_quant_kernel<__nv_bfloat16>", "quantization"),
+])
+def test_packaged_rules_on_llm_kernel_names(name, category):
+    from kit._trace_categories import categorise
+
+    assert categorise([name], profile.default_rules())[name] == category
+
+
 @pytest.mark.gpu_fixture
 def test_user_rules_take_precedence_and_toml_can_replace(tmp_path):
     f = _trace("tp1_graph")[0]
@@ -271,6 +300,18 @@ def test_cache_hit_is_identical_and_file_change_misses(tmp_path):
     c = profile.load(f)
     assert not c.meta["ranks"][0]["cached"]
     assert not profile.load(f, cache=False).meta["ranks"][0]["cached"]
+
+
+def test_full_category_memo_is_restarted_without_losing_names():
+    """Past 50,000 memoised names the memo starts afresh; names it already knew are still answered."""
+    from kit._trace_cache import category_map
+    from kit._trace_categories import categorise, default_rules
+
+    rules = default_rules()
+    compute = lambda ns: categorise(ns, rules)  # noqa: E731
+    category_map([f"q{i}" for i in range(50_001)], rules, compute)
+    got = category_map(["q7", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"], rules, compute)
+    assert got == {"q7": "other", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL": "allreduce"}
 
 
 @pytest.mark.gpu_fixture

@@ -8,6 +8,7 @@ import gzip
 import json
 import sqlite3
 
+import numpy as np
 import orjson
 import pytest
 
@@ -172,6 +173,26 @@ def test_zero_duration_graph_kernels_say_breakdown_unavailable(tmp_path):
     assert len(w) == 1 and f"{n:,} of" in w[0] and "breakdown is unavailable" in w[0]
 
 
+@pytest.mark.gpu_fixture
+def test_zero_duration_graph_kernels_are_not_reported_as_gpu_idle(tmp_path):
+    """Kernels recorded without duration would otherwise turn the whole graph replay into 'idle'."""
+    doc = orjson.loads(_json_bytes())
+    graph_corr = {e["args"]["correlation"] for e in doc["traceEvents"]
+                  if e.get("cat") == "cuda_runtime" and e["name"] == "cudaGraphLaunch"}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and e["args"].get("correlation") in graph_corr:
+            e["dur"] = 0
+    f = tmp_path / "zero.json"
+    f.write_bytes(orjson.dumps(doc))
+    s = profile.load(f).summary("decode")
+    ref = profile.load(GRAPH).summary("decode")
+    assert "idle" not in set(s.categories["category"])
+    assert np.isnan(s.per_rank["idle_us"].iloc[0]) and np.isnan(s.per_rank["exposed_comm_us"].iloc[0])
+    assert any("idle and exposed communication are not computed" in w for w in s.warnings)
+    # the graph-level time stays: the steps' GPU spans
+    assert s.wall_time_us == pytest.approx(ref.wall_time_us, rel=0.05)
+
+
 @pytest.mark.parametrize("content,needle", [
     (b"", "empty file"),
     (b"\x00\x01\x02\x03binary\x00\xff" * 10, "binary data"),
@@ -179,6 +200,7 @@ def test_zero_duration_graph_kernels_say_breakdown_unavailable(tmp_path):
     (b'{"traceEvents": {"a": 1}}', "'traceEvents' is not an array"),
     (b"just some text\nwith lines\n", "not a Kineto JSON trace"),
     (b'{"schemaVersion": 1, "deviceProp', "not valid JSON"),
+    (b"\x1f\x8bgarbage, not a deflate stream", "corrupt gzip data"),
 ])
 def test_bad_input_is_one_line_naming_the_file(tmp_path, content, needle):
     f = tmp_path / "input.json"
