@@ -12,14 +12,13 @@ import shutil
 import signal
 import stat as stat_mod
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 
 from kit.errors import CommandTimeout, RemoteError
 from kit._remote_base import FileStat, Host, Result, env_exports
-from kit._remote_output import OutputSink
+from kit._remote_output import OutputSink, open_sinks
 
 KILL_GRACE_S = 1.0
 
@@ -83,8 +82,7 @@ class LocalHost(Host):
         if env:
             full_env.update({str(k): str(v) for k, v in env.items()})
         script = cmd if cwd is None else f"cd -- {_q(cwd)} || exit 1\n{cmd}"
-        out = OutputSink(stdout_file, sys.stdout if stream else None)
-        err = OutputSink(stderr_file, sys.stderr if stream else None)
+        out, err = open_sinks(stdout_file, stderr_file, stream)
         t0 = time.perf_counter()
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -109,12 +107,14 @@ class LocalHost(Host):
         except BaseException:
             kill_process_group(proc.pid)
             proc.wait()
+            _close_pipes(proc)
             out.close(); err.close()
             raise
         if timed_out:
             kill_process_group(proc.pid)
             _drain(proc, out, err, time.monotonic() + 0.5)
             proc.wait()
+            _close_pipes(proc)  # a process that left the group may still hold them open
             out.close(); err.close()
             raise CommandTimeout(f"local: command {_short(cmd)!r} timed out after {timeout:g} s; "
                                  f"its process group was killed", host=self.name, cmd=cmd,
@@ -175,6 +175,12 @@ def _copy(host: LocalHost, src: str, dst: str) -> str:
         which = src if not os.path.exists(src) or not os.access(src, os.R_OK) else dst
         raise host._file_error(which, _os_reason(exc)) from exc
     return dst
+
+
+def _close_pipes(proc: subprocess.Popen) -> None:
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None and not pipe.closed:
+            pipe.close()
 
 
 def _feed_stdin(pipe, data: bytes) -> None:

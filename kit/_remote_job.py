@@ -21,6 +21,7 @@ def start_job(host, cmd: str, *, log: str, env: dict | None = None, cwd: str | N
     """Start ``cmd`` detached on ``host``; output is appended to ``log`` (earlier content is kept)."""
     script = (
         f"log={_q(log)}\n"
+        'case "$log" in /*) ;; *) log="$PWD/$log" ;; esac\n'  # before any cd: the job and Job.tail see one file
         'command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux)" >&2; exit 127; }\n'
         'off=$(stat -c %s -- "$log" 2>/dev/null || echo 0)\n'
         ': >> "$log" || exit 1\n'
@@ -28,13 +29,15 @@ def start_job(host, cmd: str, *, log: str, env: dict | None = None, cwd: str | N
         + env_exports(env, host.name)
         + f'setsid bash --norc --noprofile -c {_q(cmd)} >> "$log" 2>&1 < /dev/null &\n'
         'echo "$! $off"\n'
+        'printf \'%s\\n\' "$log"\n'
     )
     res = host.run(script, timeout=30)
     if not res.ok:
         raise CommandFailed(f"{host.name}: could not start job {cmd!r} (log {log}): {res.stderr.strip()}",
                             host=host.name, result=res)
-    pid, off = res.stdout.split()
-    return Job(host, int(pid), log, cmd=cmd, offset=int(off))
+    first, _, abs_log = res.stdout.partition("\n")
+    pid, off = first.split()
+    return Job(host, int(pid), abs_log[:-1] if abs_log.endswith("\n") else abs_log, cmd=cmd, offset=int(off))
 
 
 def _alive_test(pid: int) -> str:

@@ -91,6 +91,28 @@ class OutputSink:
         return data.decode("utf-8", "replace")
 
 
+def open_sinks(stdout_file: str | None, stderr_file: str | None, stream: bool) -> tuple[OutputSink, OutputSink]:
+    """The stdout and stderr sinks of one command, opened before it starts: a bad local output path
+    is a RemoteFileError naming it, and the command is then never run."""
+    import sys
+
+    from kit.errors import RemoteFileError
+
+    sinks: list[OutputSink] = []
+    try:
+        for path, echo in ((stdout_file, sys.stdout), (stderr_file, sys.stderr)):
+            try:
+                sinks.append(OutputSink(path, echo if stream else None))
+            except OSError as exc:
+                raise RemoteFileError(f"local: {path}: cannot write command output ({exc.strerror or exc})",
+                                      host="local", path=str(path)) from exc
+    except BaseException:
+        for sink in sinks:
+            sink.close()
+        raise
+    return sinks[0], sinks[1]
+
+
 def tail_lines(text: str, n: int = 5, width: int = 300) -> str:
     """The last ``n`` non-empty lines of ``text`` joined by `` | ``, for one-line error messages."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]

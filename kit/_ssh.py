@@ -22,7 +22,6 @@ import select
 import shlex
 import socket
 import stat as stat_mod
-import sys
 import tempfile
 import threading
 import time
@@ -32,7 +31,7 @@ import paramiko
 
 from kit.errors import AuthError, CommandTimeout, ConnectError, HostKeyError, RemoteError
 from kit._remote_base import FileStat, Host, Result, env_exports
-from kit._remote_output import OutputSink
+from kit._remote_output import OutputSink, open_sinks
 from kit._ssh_config import (TrustPolicy, changed_key_error, default_kit_known_hosts, known_hosts_name,
                              load_known_hosts, resolve)
 
@@ -53,6 +52,8 @@ _KILL = ('kill -TERM -- -{pg} 2>/dev/null || exit 0; i=0; '
          'while kill -0 -- -{pg} 2>/dev/null && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; '
          'kill -KILL -- -{pg} 2>/dev/null; exit 0')
 PROGRESS_MIN_BYTES = 16 * 1024 * 1024
+# Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
+SFTP_TIMEOUT_S = 120.0
 
 
 class SSHHost(Host):
@@ -100,7 +101,7 @@ class SSHHost(Host):
         p = self.params
         self._drop()
         client = paramiko.SSHClient()
-        load_known_hosts(client, self._known_hosts, self._kit_file)
+        load_known_hosts(client, self._known_hosts, self._kit_file, self.name)
         client.set_missing_host_key_policy(TrustPolicy(self.name, self._trust, self._kit_file))
         sock = self._make_sock()
         where = f"{p.user}@{p.hostname}:{p.port}"
@@ -110,18 +111,18 @@ class SSHHost(Host):
                            channel_timeout=self._timeout, look_for_keys=self._look_for_keys,
                            allow_agent=self._allow_agent, passphrase=self._passphrase, sock=sock)
         except HostKeyError:
-            client.close()
+            self._abandon(client)
             raise
         except paramiko.BadHostKeyException as exc:
-            client.close()
+            self._abandon(client)
             raise changed_key_error(self.name, exc, known_hosts_name(p.hostname, p.port)) from exc
         except paramiko.AuthenticationException as exc:
-            client.close()
+            self._abandon(client)
             keys = ", ".join(p.key_filenames) or ("agent/default keys" if self._look_for_keys else "none")
             raise AuthError(f"{self.name}: authentication failed as {where} ({exc}); keys tried: {keys}",
                             host=self.name) from exc
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            client.close()
+            self._abandon(client)
             raise ConnectError(f"{self.name}: cannot connect to {where}: {exc or type(exc).__name__}",
                                host=self.name) from exc
         transport = client.get_transport()
@@ -147,6 +148,7 @@ class SSHHost(Host):
                 return self._jump._client.get_transport().open_channel(
                     "direct-tcpip", (p.hostname, p.port), ("127.0.0.1", 0), timeout=self._timeout)
             except (paramiko.SSHException, OSError, EOFError) as exc:
+                self._drop()
                 raise ConnectError(f"{self.name}: jump host {hops[-1]} could not reach {p.hostname}:{p.port}: "
                                    f"{exc}", host=self.name) from exc
         if p.proxy_command:
@@ -161,6 +163,11 @@ class SSHHost(Host):
                                host=self.name) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
+
+    def _abandon(self, client: paramiko.SSHClient) -> None:
+        """A connection attempt failed: close it, and the jump host connection opened for it."""
+        client.close()
+        self._drop()
 
     def _drop(self) -> None:
         for closer in (self._sftp, self._client, self._jump):
@@ -224,36 +231,52 @@ class SSHHost(Host):
         wrapper = _WRAPPER.format(inner=_q(inner))
         t0 = time.perf_counter()
         deadline = None if timeout is None else time.monotonic() + timeout
-        chan = self._session(wrapper)
-        out = OutputSink(stdout_file, sys.stdout if stream else None)
-        err = OutputSink(stderr_file, sys.stderr if stream else None)
-        state = {"pg": None, "head": b""}
+        out, err = open_sinks(stdout_file, stderr_file, stream)
         try:
-            try:
-                if input is not None:
-                    chan.sendall(input.encode() if isinstance(input, str) else input)
-                chan.shutdown_write()
-            except (paramiko.SSHException, OSError, EOFError) as exc:
-                raise ConnectError(f"{self.name}: connection failed while starting {cmd[:60]!r}: {exc}",
-                                   host=self.name) from exc
+            chan = self._session(wrapper)
+        except BaseException:
+            out.close()
+            err.close()
+            raise
+        state = {"pg": None, "head": b""}
+        feeder = None
+        try:
+            if input is None:
+                try:
+                    chan.shutdown_write()
+                except (paramiko.SSHException, OSError, EOFError) as exc:
+                    raise ConnectError(f"{self.name}: connection failed while starting {cmd[:60]!r}: {exc}",
+                                       host=self.name) from exc
+            else:
+                # Fed from a thread while the output is drained, so the timeout holds and a command that
+                # writes before it reads (or never reads) cannot block the send (as on LocalHost).
+                data = input.encode() if isinstance(input, str) else input
+                feeder = threading.Thread(target=_feed_channel, args=(chan, data), daemon=True,
+                                          name=f"kit-stdin-{self.name}")
+                feeder.start()
             finished = self._pump(chan, out, err, state, deadline)
             if not finished:
+                self._await_pg(chan, out, err, state)
                 self._kill_group(state["pg"])
                 self._pump(chan, out, err, state, time.monotonic() + 0.5)
+                killed = (f"its process group {state['pg']} was killed on the host" if state["pg"] else
+                          "the host never reported its process group, so it may still be running there")
                 raise CommandTimeout(
-                    f"{self.name}: command {cmd[:60]!r} timed out after {timeout:g} s; its process group "
-                    f"{state['pg']} was killed on the host", host=self.name, cmd=cmd,
-                    stdout=_flush_head(state, out) or out.text(), stderr=err.text(), timeout=timeout)
+                    f"{self.name}: command {cmd[:60]!r} timed out after {timeout:g} s; {killed}", host=self.name,
+                    cmd=cmd, stdout=_flush_head(state, out) or out.text(), stderr=err.text(), timeout=timeout)
             _flush_head(state, out)
             wait = 30.0 if deadline is None else max(1.0, deadline - time.monotonic())
             code = chan.exit_status if chan.status_event.wait(wait) else -1
         except KeyboardInterrupt:
+            self._await_pg(chan, out, err, state, limit=2.0)
             self._kill_group(state["pg"])
             raise
         finally:
             out.close()
             err.close()
             chan.close()
+            if feeder is not None:
+                feeder.join(5)  # the closed channel wakes a blocked send
         res = Result(cmd=cmd, host=self.name, stdout=out.text(), stderr=err.text(), exit_code=code,
                      duration_s=time.perf_counter() - t0)
         return self._check(res, check)
@@ -296,6 +319,14 @@ class SSHHost(Host):
                 return False
             select.select([chan], [], [], min(wait, 1.0))
 
+    def _await_pg(self, chan, out: OutputSink, err: OutputSink, state: dict, limit: float = 5.0) -> None:
+        """Keep reading until the command has reported its process group (a timeout or interrupt can
+        come before that first line arrives); without it the command could not be killed."""
+        end = time.monotonic() + limit
+        while state["pg"] is None and state["head"] is not None and time.monotonic() < end:
+            if self._pump(chan, out, err, state, min(end, time.monotonic() + 0.05)):
+                return  # EOF: the command is over
+
     def _kill_group(self, pg: int | None) -> None:
         """TERM, then KILL, the remote process group ``pg`` over a second channel."""
         if not pg:
@@ -320,18 +351,36 @@ class SSHHost(Host):
             elif not self._active():
                 self._reconnect("transport closed")
             try:
-                self._sftp = self._client.open_sftp()
+                self._sftp = self._open_sftp()
             except (paramiko.SSHException, OSError, EOFError) as exc:
                 self._reconnect(str(exc) or type(exc).__name__)
                 try:
-                    self._sftp = self._client.open_sftp()
+                    self._sftp = self._open_sftp()
                 except (paramiko.SSHException, OSError, EOFError) as exc2:
                     raise ConnectError(f"{self.name}: cannot open SFTP: {exc2}", host=self.name) from exc2
             return self._sftp
 
+    def _open_sftp(self) -> paramiko.SFTPClient:
+        """``open_sftp`` with timeouts: on opening the channel, and on every reply after it."""
+        chan = self._client.get_transport().open_session(timeout=self._timeout)
+        try:
+            chan.settimeout(SFTP_TIMEOUT_S)
+            chan.invoke_subsystem("sftp")
+            return paramiko.SFTPClient(chan)
+        except BaseException:
+            chan.close()
+            raise
+
     def _file_call(self, path: str, fn):
         try:
             return fn(self._sftp_client())
+        except socket.timeout as exc:
+            with self._lock:  # its replies are out of step now: the next call opens a fresh SFTP session
+                sftp, self._sftp = self._sftp, None
+            if sftp is not None:
+                sftp.close()
+            raise self._file_error(path, f"no SFTP reply within {SFTP_TIMEOUT_S:g} s (host or file system "
+                                         f"not responding)") from exc
         except FileNotFoundError as exc:
             raise self._file_error(path, "no such file or directory") from exc
         except PermissionError as exc:
@@ -419,6 +468,16 @@ def _local_file_error(path: str, exc: OSError):
     from kit.errors import RemoteFileError
 
     return RemoteFileError(f"local: {path}: {exc.strerror or exc}", host="local", path=path)
+
+
+def _feed_channel(chan: paramiko.Channel, data: bytes) -> None:
+    """Send a command's stdin, then EOF. A command that exits (or is killed) without reading it all
+    closes the channel; that is not an error, like a broken pipe on LocalHost."""
+    try:
+        chan.sendall(data)
+        chan.shutdown_write()
+    except (paramiko.SSHException, OSError, EOFError):
+        pass
 
 
 def _flush_head(state: dict, out: OutputSink) -> str:

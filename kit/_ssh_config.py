@@ -67,7 +67,7 @@ def resolve(target: str, *, user: str | None = None, port: int | None = None,
             proxy_jump: str | None = None) -> SSHParams:
     """Resolve a target against ``~/.ssh/config`` (or ``ssh_config``; ``False`` reads no config)."""
     t_user, t_host, t_port = parse_target(target)
-    cfg = _load_config(ssh_config)
+    cfg = _load_config(ssh_config, target)
     entry = cfg.lookup(t_host) if cfg is not None else {"hostname": t_host}
     keys: list[str] = []
     if key_filename:
@@ -90,18 +90,18 @@ def resolve(target: str, *, user: str | None = None, port: int | None = None,
     )
 
 
-def _load_config(ssh_config: str | bool | None):
+def _load_config(ssh_config: str | bool | None, target: str = "ssh"):
     if ssh_config is False:
         return None
     path = os.path.expanduser(ssh_config if isinstance(ssh_config, str) else "~/.ssh/config")
     if not os.path.exists(path):
         if isinstance(ssh_config, str):
-            raise RemoteError(f"ssh config file not found: {path}")
+            raise RemoteError(f"{target}: ssh config file not found: {path}", host=target)
         return None
     try:
         return paramiko.SSHConfig.from_path(path)
     except Exception as exc:  # paramiko raises assorted errors on bad syntax  # noqa: BLE001
-        raise RemoteError(f"cannot read ssh config {path}: {exc}") from exc
+        raise RemoteError(f"{target}: cannot read ssh config {path}: {exc}", host=target) from exc
 
 
 def fingerprint(key: paramiko.PKey) -> str:
@@ -110,31 +110,33 @@ def fingerprint(key: paramiko.PKey) -> str:
     return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
-def load_known_hosts(client: paramiko.SSHClient, known_hosts: str | list[str] | None, kit_file: str) -> None:
-    """Load the trusted keys: ``known_hosts`` (default: the user's and the system's) plus the kit file."""
+def load_known_hosts(client: paramiko.SSHClient, known_hosts: str | list[str] | None, kit_file: str,
+                     display: str = "ssh") -> None:
+    """Load the trusted keys: ``known_hosts`` (default: the user's and the system's) plus the kit file.
+    ``display`` (the target) starts every error message."""
     if known_hosts is None:
         for path in ("/etc/ssh/ssh_known_hosts", os.path.expanduser("~/.ssh/known_hosts")):
             if os.path.exists(path):
-                _load(client, path)
+                _load(client, path, display)
     else:
         paths = [known_hosts] if isinstance(known_hosts, (str, os.PathLike)) else list(known_hosts)
         for path in paths:
             path = os.path.expanduser(str(path))
             if not os.path.exists(path):
-                raise RemoteError(f"known_hosts file not found: {path}")
-            _load(client, path)
+                raise RemoteError(f"{display}: known_hosts file not found: {path}", host=display)
+            _load(client, path, display)
     if os.path.exists(kit_file):
         try:
             client.get_host_keys().load(kit_file)
         except (OSError, paramiko.SSHException) as exc:
-            raise RemoteError(f"cannot read kit known_hosts {kit_file}: {exc}") from exc
+            raise RemoteError(f"{display}: cannot read kit known_hosts {kit_file}: {exc}", host=display) from exc
 
 
-def _load(client: paramiko.SSHClient, path: str) -> None:
+def _load(client: paramiko.SSHClient, path: str, display: str = "ssh") -> None:
     try:
         client.load_system_host_keys(path)  # read-only: paramiko never writes these back
     except (OSError, paramiko.SSHException) as exc:
-        raise RemoteError(f"cannot read known_hosts {path}: {exc}") from exc
+        raise RemoteError(f"{display}: cannot read known_hosts {path}: {exc}", host=display) from exc
 
 
 class TrustPolicy(paramiko.MissingHostKeyPolicy):

@@ -133,11 +133,18 @@ echo '@@cpu'; (lscpu 2>/dev/null || cat /proc/cpuinfo 2>/dev/null) | head -n 40
 echo '@@nproc'; nproc 2>/dev/null || getconf _NPROCESSORS_ONLN
 echo '@@mem'; grep -m1 MemTotal /proc/meminfo 2>/dev/null
 if command -v nvidia-smi >/dev/null 2>&1; then
-  echo '@@gpu'; nvidia-smi --query-gpu=FIELDS --format=csv,nounits 2>&1 \
-    || { echo '@@gpu'; nvidia-smi --query-gpu=FIELDS_OLD --format=csv,nounits 2>&1; }
-  echo "@@gpu_rc $?"
-  echo '@@smi'; nvidia-smi 2>&1 | head -n 6
-  echo '@@topo'; nvidia-smi topo -m 2>&1; echo "@@topo_rc $?"
+  T=''; command -v timeout >/dev/null 2>&1 && T='timeout -k 2 PROBE_S'
+  echo '@@gpu'; $T nvidia-smi --query-gpu=FIELDS --format=csv,nounits 2>&1; rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ]; then
+    echo '@@gpu'; $T nvidia-smi --query-gpu=FIELDS_OLD --format=csv,nounits 2>&1; rc=$?
+  fi
+  echo "@@gpu_rc $rc"
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then  # a hung driver: the other calls would hang too
+    echo "@@topo_rc $rc"
+  else
+    echo '@@smi'; $T nvidia-smi 2>&1 | head -n 6
+    echo '@@topo'; $T nvidia-smi topo -m 2>&1; echo "@@topo_rc $?"
+  fi
 else
   echo '@@no_nvidia_smi'
 fi
@@ -146,6 +153,9 @@ echo '@@nccl_so'; (ldconfig -p 2>/dev/null | grep -o 'libnccl\.so[.0-9]*' ; ls /
 PID_SECTION
 echo '@@end'
 """
+
+# Each nvidia-smi call is cut off after this long (a GPU fallen off the bus can hang it for minutes).
+NVIDIA_SMI_TIMEOUT_S = 20
 
 _PY_PROBE = r"""
 import importlib.metadata as md, platform, sys
@@ -184,7 +194,7 @@ def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeou
     """
     fp = Fingerprint(host=host.name, pid=pid)
     script = _PROBE.replace("FIELDS_OLD", ",".join(f for f in GPU_FIELDS if f != "compute_cap"))
-    script = script.replace("FIELDS", ",".join(GPU_FIELDS))
+    script = script.replace("FIELDS", ",".join(GPU_FIELDS)).replace("PROBE_S", f"{NVIDIA_SMI_TIMEOUT_S:g}")
     pid_section = ""
     if pid is not None:
         pid_section = (f"echo '@@environ'; if [ -r /proc/{int(pid)}/environ ]; then tr '\\0' '\\n' < /proc/{int(pid)}/environ; "
@@ -246,6 +256,11 @@ def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
             fp.missing[key] = "nvidia-smi not found on the host"
         return
     gpu_text, rc = s.get("gpu", ""), s.get("gpu_rc", "1").strip()
+    if rc in ("124", "137"):
+        hung = f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s (GPU or driver hung?)"
+        for key in ("gpus", "topology", "driver", "cuda_driver"):
+            fp.missing[key] = hung
+        return
     if rc == "0":
         try:
             fp.gpus = parse_gpu_query(gpu_text, source=f"{fp.host}: nvidia-smi --query-gpu")

@@ -206,7 +206,8 @@ def definition(host: Host, name: str, *, near: str, python: str = "python3", env
         if is_module:
             if not rest:
                 target = CACHE.get(host, path)
-                sl = _make_slice(target, 1, min(len(target.lines), 40))
+                sl = (_make_slice(target, 1, min(len(target.lines), 40)) if target.lines else  # e.g. an empty __init__.py
+                      Slice(target.host, target.path, 1, 0, (), 0, (), "empty file"))
                 return Definition(hname, name, path, 1, len(target.lines), "module", _module_label(path), None, sl,
                                   tuple(via))
             attr, rest = rest[0], rest[1:]

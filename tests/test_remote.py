@@ -95,6 +95,41 @@ def test_timeout_kills_the_whole_process_group(host):
     assert _procs_matching(token) == []
 
 
+def test_timeout_before_any_output_still_kills_the_command(host):
+    """A timeout that expires before the command reported its process group must still kill it."""
+    token = f"{random.randint(100000, 999999)}"
+    with pytest.raises(CommandTimeout) as err:
+        host.run(f"sleep 9{token}", timeout=0.001)
+    assert "may still be running" not in str(err.value)
+    deadline = time.monotonic() + 3
+    while _procs_matching(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _procs_matching(token) == []
+
+
+def test_local_timeout_closes_the_output_pipes():
+    """A process that left the command's group keeps the pipes' write ends open: LocalHost must still
+    close its read ends (not leave them to the garbage collector) when the command times out."""
+    host = kit.connect("local")
+    fds = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(CommandTimeout) as err:  # err keeps the run's frame, and so its Popen, alive
+        host.run("setsid sleep 2 & sleep 30", timeout=0.3)
+    assert err.value.timeout == 0.3
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+def test_stdin_input_neither_defeats_the_timeout_nor_fails_a_command_that_ignores_it(host):
+    big = b"x" * 20_000_000  # far more than the pipe / SSH window: the send blocks until read
+    token = f"{random.randint(100000, 999999)}"
+    t0 = time.monotonic()
+    with pytest.raises(CommandTimeout):
+        host.run(f"sleep 8{token}", input=big, timeout=1.0)
+    assert time.monotonic() - t0 < 6
+    res = host.run("echo done", input=big, timeout=30)  # exits without reading its stdin
+    assert (res.exit_code, res.stdout) == (0, "done\n")
+    assert host.run("wc -c", input=big, timeout=60).stdout.strip() == str(len(big))
+
+
 def test_interrupt_kills_the_remote_command_too(host):
     """A notebook "interrupt kernel" (KeyboardInterrupt) must not leave the command running."""
     import signal
@@ -133,6 +168,15 @@ def test_100mb_output_to_file_with_bounded_memory(host, tmp_path):
     assert out.stat().st_size == 100_000_000 and err.stat().st_size == 20_000_004
     assert len(res.stdout) <= 200_000 and res.stderr.endswith("end\n")
     assert peak < 16 * 1024 * 1024, f"peak Python memory {peak / 1e6:.1f} MB while streaming 120 MB to files"
+
+
+def test_bad_local_output_path_is_a_clear_error_and_nothing_runs(host, scratch, tmp_path):
+    marker = f"{scratch}/ran"
+    bad = str(tmp_path / "no-such-dir" / "err.log")
+    with pytest.raises(RemoteFileError) as err:
+        host.run(f"touch {shlex.quote(marker)}", stdout_file=str(tmp_path / "out.log"), stderr_file=bad)
+    assert err.value.path == bad and str(err.value).startswith(f"local: {bad}: ")
+    assert host.run(f"ls -A {shlex.quote(scratch)}").stdout == ""  # the command was never started
 
 
 def test_large_output_in_memory_does_not_deadlock(host):
@@ -208,6 +252,22 @@ def test_spawn_wait_for_stop_background_server(host, scratch):
     assert not job.alive
     assert job.stop() == "not running"
     assert _procs_matching(f"http.server {port}") == []
+
+
+def test_spawn_relative_log_with_cwd_is_one_file(host, scratch, tmp_path, monkeypatch):
+    """A relative ``log`` is where the caller is (not inside ``cwd``), for the job and for tail/wait_for."""
+    monkeypatch.chdir(tmp_path)  # LocalHost starts where this process is: not in the repository
+    start = host.run("pwd", timeout=10).stdout.strip()
+    name = f"kit-job-{random.randint(100000, 999999)}.log"
+    job = host.spawn("echo 'server ready'; sleep 30", log=name, cwd=scratch)
+    try:
+        assert job.log == f"{start}/{name}"
+        assert "server ready" in job.wait_for(pattern="server ready", timeout=20, progress=False)
+        assert job.tail(5) == "server ready\n"
+        assert host.run(f"ls -A {shlex.quote(scratch)}").stdout == ""  # nothing written inside cwd
+    finally:
+        job.stop(grace=2)
+        host.run(f"rm -f -- {shlex.quote(job.log)}", timeout=10)
 
 
 def test_wait_for_reports_early_exit_and_timeout(host, scratch):

@@ -157,9 +157,69 @@ def test_ssh_config_alias_with_proxyjump(sshd, tmp_path):
         assert isinstance(host._client.get_transport().sock, paramiko.Channel)
 
 
+def test_failed_connection_through_proxyjump_closes_the_jump_connection(sshd, tmp_path):
+    """The bastion is trusted, the target (another name, so another known_hosts entry) is not: the
+    HostKeyError must not leave the bastion's SSH connection open behind it."""
+    from kit.remote import SSHHost
+
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        f"Host gpu-box\n  HostName localhost\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.key_path}\n  ProxyJump bastion\n\n"
+        f"Host bastion\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n  IdentityFile {sshd.key_path}\n"
+    )
+    before = len(sshd._children())
+    host = SSHHost("gpu-box", ssh_config=str(cfg), known_hosts=sshd.known_hosts, look_for_keys=False,
+                   allow_agent=False, kit_known_hosts=str(tmp_path / "kit_kh"))
+    with pytest.raises(HostKeyError, match=rf"unknown host key for \[localhost\]:{sshd.port}"):
+        host.open()
+    assert host._jump is None and host._client is None
+    deadline = time.monotonic() + 3
+    while len(sshd._children()) > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(sshd._children()) <= before  # no connection left open on the server (earlier ones may close)
+
+
+def test_a_hung_sftp_call_times_out_and_the_next_one_works(sshd, monkeypatch):
+    """The SFTP server blocks in open() on a FIFO nobody writes to: like a hung file system, the
+    call must end with an error naming host and path, and the host stay usable."""
+    import os
+    import shlex
+
+    import kit._ssh
+    from kit.errors import RemoteFileError
+
+    monkeypatch.setattr(kit._ssh, "SFTP_TIMEOUT_S", 1.0)
+    with sshd.connect() as host:
+        scratch = host.run(f"mktemp -d -p {shlex.quote(sshd.tmp)} fifo.XXXXXX", check=True).stdout.strip()
+        fifo = f"{scratch}/pipe"
+        host.run(f"mkfifo {shlex.quote(fifo)}", check=True)
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(RemoteFileError, match="no SFTP reply within 1 s") as err:
+                host.read_bytes(fifo)
+            assert time.monotonic() - t0 < 10
+            assert host.name in str(err.value) and fifo in str(err.value)
+            assert host.stat(scratch).is_dir  # a fresh SFTP session
+        finally:  # let the blocked server-side open() return
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.close(fd)
+
+
 def test_missing_ssh_config_file_is_a_clear_error(tmp_path):
     with pytest.raises(kit.errors.RemoteError, match="ssh config file not found"):
         kit.connect("gpu-box", ssh_config=str(tmp_path / "nope"))
+
+
+def test_missing_known_hosts_and_config_files_name_the_target_and_path(sshd, tmp_path):
+    nope = str(tmp_path / "nope")
+    with pytest.raises(kit.errors.RemoteError) as err:
+        sshd.connect(known_hosts=nope)
+    assert str(err.value) == f"{sshd.target}: known_hosts file not found: {nope}"
+    assert err.value.host == sshd.target
+    with pytest.raises(kit.errors.RemoteError) as err:
+        kit.connect("gpu-box", ssh_config=nope)
+    assert str(err.value) == f"gpu-box: ssh config file not found: {nope}"
 
 
 def test_cli_run_and_env(sshd):

@@ -260,6 +260,19 @@ def test_definition_relative_imports_members_and_modules(host):
         source.definition(host, "no_such_name", near=SERVER_ARGS)
 
 
+def test_definition_of_a_module_that_is_an_empty_file(host, workdir):
+    """``import pkg`` whose ``pkg/__init__.py`` is empty (the usual case) is still a module definition."""
+    pkg = workdir / "emptypkg"
+    pkg.mkdir()
+    pkg.chmod(0o755)
+    init = _write(pkg, "__init__.py", "")
+    user = _write(pkg, "user.py", "import emptypkg\n")
+    d = source.definition(host, "emptypkg", near=user)
+    assert (d.path, d.kind, d.qualname) == (init, "module", "emptypkg")
+    assert d.slice.lines == () and d.slice.note == "empty file" and "(empty file)" in str(d)
+    assert "(no lines)" in d._repr_html_()
+
+
 def test_project_source_kiterror(host):
     found = source.find(host, ERRORS_PY, "KitError")
     cls = [s for s in found if s.kind == "class"]
