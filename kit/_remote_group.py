@@ -5,12 +5,13 @@ import html
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
-from kit.errors import KitError, RemoteError
+from kit.errors import KitError
 from kit._remote_base import Host, Result
 
 
 class GroupResult:
-    """Per-host outcome of ``HostGroup.run``: a :class:`Result` or the :class:`RemoteError` it raised.
+    """Per-host outcome of ``HostGroup.run``: a :class:`Result` or the exception (usually a
+    :class:`RemoteError`) it raised.
 
     Order follows the group's hosts. A dead host never hides the others' results.
     """
@@ -105,7 +106,7 @@ class HostGroup:
         def one(host: Host):
             try:
                 return host.run(cmd, **kwargs)
-            except RemoteError as exc:
+            except Exception as exc:  # noqa: BLE001  any failure stays in this host's slot
                 return exc
 
         futures = [self._pool.submit(one, h) for h in self.hosts]

@@ -306,3 +306,14 @@ def test_public_surface():
     assert kit.connect is remote.connect and kit.Result is remote.Result and kit.Job is remote.Job
     assert issubclass(remote.SSHHost, remote.Host) and issubclass(remote.LocalHost, remote.Host)
     assert repr(kit.connect("local")) == "LocalHost('local')"
+
+
+def test_fan_out_keeps_any_exception_in_its_own_slot(tmp_path):
+    good = kit.connect("local")
+    # a bad output path raises before the command runs (a RemoteFileError); an unexpected keyword a
+    # TypeError: neither escapes run(), both stay with their host
+    with kit.hosts([good, good]) as group:
+        res = group.run("echo x", stdout_file=str(tmp_path / "missing-dir" / "out"))
+        assert not res.ok and len(res.errors) == 2 and not res.results
+        res = group.run("echo x", no_such_option=1)
+        assert all(isinstance(e, TypeError) for e in res.errors.values())

@@ -474,3 +474,17 @@ def test_cli_slice_grep_find(capsys):
     assert all(set(r) == {"path", "line", "kind", "name", "value", "enclosing"} for r in records)
     assert main(["source", "slice", str(ROOT / "no_such_file.py"), "1", "2"]) == 1
     assert "no_such_file.py" in capsys.readouterr().err
+
+
+def test_cli_on_an_ssh_host_with_explicit_key_and_known_hosts(sshd, capsys):
+    from kit.cli import main
+
+    opts = ["--host", sshd.target, "--identity", str(sshd.key_path), "--known-hosts", str(sshd.known_hosts),
+            "--no-ssh-config"]
+    n = _line_of(SERVER_ARGS, 'sm100_default_attention_backend="flashinfer"')
+    assert main(["source", "slice", SERVER_ARGS, str(n), str(n), *opts]) == 0
+    assert capsys.readouterr().out.split(None, 1) == [str(n), 'sm100_default_attention_backend="flashinfer",\n']
+    # without the fixture's known_hosts the server's key is unknown: refused, exit 1, named
+    assert main(["source", "slice", SERVER_ARGS, "1", "1", "--host", sshd.target, "--identity",
+                 str(sshd.key_path), "--known-hosts", os.devnull, "--no-ssh-config"]) == 1
+    assert sshd.target.split("@")[-1].split(":")[0] in capsys.readouterr().err
