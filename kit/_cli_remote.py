@@ -11,30 +11,33 @@ def register(subparsers) -> None:
     run = subparsers.add_parser("run", help="run a command on a host (local or SSH); exits with its code",
                                 description="Run CMD on the host with bash, output streamed. "
                                             "Example: kit run --host gpu-box --timeout 30 -- nvidia-smi -L")
-    _host_args(run)
+    host_args(run)
     run.add_argument("--timeout", type=float, default=None, help="seconds; the command's process group is killed after")
     run.add_argument("--cwd", default=None, help="working directory on the host")
     run.add_argument("cmd", nargs="+", help="the command (after --); words are joined with spaces, like ssh")
     run.set_defaults(func=_run)
 
     env = subparsers.add_parser("env", help="fingerprint a host: OS, GPUs, link matrix, CUDA/NCCL/engine versions")
-    _host_args(env)
+    host_args(env)
     env.add_argument("--json", action="store_true", help="print JSON instead of the table")
     env.add_argument("--pid", type=int, default=None, help="also read the NCCL_* variables of this process")
     env.add_argument("--python", default="python3", help="the host's Python to ask for package versions")
     env.set_defaults(func=_env)
 
 
-def _host_args(p) -> None:
+def host_args(p, *, short_identity: bool = True) -> None:
+    """The host options every sub-command that reaches a host shares (``-i`` only where free)."""
     p.add_argument("--host", default="local", help="local (default), user@host[:port] or an ~/.ssh/config alias")
-    p.add_argument("-i", "--identity", default=None, help="private key file")
+    p.add_argument(*(("-i", "--identity") if short_identity else ("--identity",)), default=None,
+                   help="private key file")
     p.add_argument("--known-hosts", default=None, help="known_hosts file to trust (instead of ~/.ssh/known_hosts)")
     p.add_argument("--trust", default=None, choices=["strict", "accept-new"],
                    help="strict (default): refuse unknown host keys; accept-new: record them in the kit's known_hosts")
     p.add_argument("--no-ssh-config", action="store_true", help="do not read ~/.ssh/config")
 
 
-def _connect(args):
+def connect_args(args):
+    """Open the host named by :func:`host_args` options."""
     from kit.remote import _flag_options, connect
 
     return connect(args.host, **_flag_options(args.host, identity=args.identity, known_hosts=args.known_hosts,
@@ -43,7 +46,7 @@ def _connect(args):
 
 def _run(args) -> int:
     cmd = " ".join(args.cmd)
-    with _connect(args) as host:
+    with connect_args(args) as host:
         try:
             res = host.run(cmd, timeout=args.timeout, cwd=args.cwd, stream=True)
         except CommandTimeout as exc:
@@ -55,7 +58,7 @@ def _run(args) -> int:
 def _env(args) -> int:
     from kit.env import fingerprint
 
-    with _connect(args) as host:
+    with connect_args(args) as host:
         fp = fingerprint(host, pid=args.pid, python=args.python)
     if args.json:
         print(json.dumps(fp.to_dict(), indent=2, sort_keys=True))

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from kit._cli_remote import connect_args, host_args
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("source", help="read, search and navigate source files on a host")
@@ -37,25 +39,13 @@ def register(subparsers) -> None:
 
 
 def _host_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="local", help="'local' (default), user@host[:port] or an ~/.ssh/config alias")
-    p.add_argument("--identity", default=None, help="private key file")
-    p.add_argument("--known-hosts", default=None, help="known_hosts file to trust (instead of ~/.ssh/known_hosts)")
-    p.add_argument("--trust", default=None, choices=["strict", "accept-new"],
-                   help="unknown host keys: refuse (strict, default) or record in kit's own known_hosts")
-    p.add_argument("--no-ssh-config", action="store_true", help="do not read ~/.ssh/config")
-
-
-def _connect(args):
-    from kit.remote import _flag_options, connect
-
-    return connect(args.host, **_flag_options(args.host, identity=args.identity, known_hosts=args.known_hosts,
-                                              trust=args.trust, no_ssh_config=args.no_ssh_config))
+    host_args(p, short_identity=False)  # -i is grep's --ignore-case here
 
 
 def _slice(args) -> int:
     from kit import source
 
-    with _connect(args) as host:
+    with connect_args(args) as host:
         print(source.slice(host, args.path, args.start, args.end))
     return 0
 
@@ -63,7 +53,7 @@ def _slice(args) -> int:
 def _grep(args) -> int:
     from kit import source
 
-    with _connect(args) as host:
+    with connect_args(args) as host:
         matches = source.grep(host, args.path, args.pattern, context=args.context, regex=not args.fixed_strings,
                               glob=args.glob or None, ignore_case=args.ignore_case)
     if matches:
@@ -74,7 +64,7 @@ def _grep(args) -> int:
 def _find(args) -> int:
     from kit import source
 
-    with _connect(args) as host:
+    with connect_args(args) as host:
         symbols = source.find(host, args.path, args.symbol)
     if args.json:
         print(json.dumps([s.to_dict() for s in symbols], indent=2))
