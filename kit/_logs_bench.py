@@ -345,17 +345,17 @@ def parse_json_text(text: str, name: str) -> list[dict]:
     return [json_row(o, name, i) for i, o in enumerate(objs)]
 
 
-def add_decode_tok_s(bench) -> None:
+def add_decode_tok_s(bench):
     """Add ``decode_tok_s``: the per-request decode speed a run measured, comparable across tools.
 
     ``bench_one_batch_server`` prints it (``last_gen_throughput``); serving benchmarks give it as
     1000 / median TPOT (ms). At batch/concurrency 1 this is single-stream tok/s; NaN when the run
-    printed neither."""
+    printed neither. Returns a new frame."""
     if not len(bench):
-        return
+        return bench
     out = 1000.0 / bench["median_tpot_ms"].astype(float) if "median_tpot_ms" in bench else None
     if "last_gen_throughput" in bench:
         gen = bench["last_gen_throughput"].astype(float)
         out = gen if out is None else gen.fillna(out)
-    bench["decode_tok_s"] = out if out is not None else float("nan")
+    return bench.assign(decode_tok_s=out if out is not None else float("nan"))
 

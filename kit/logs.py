@@ -352,7 +352,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         throughput["after_idle"] = _spec.flag_after_idle(throughput["generation_throughput"])
     raw_spec = st.vllm_spec.frame()
     bench = st.bench.frame(_bench.BENCH_COLUMNS)
-    _bench.add_decode_tok_s(bench)
+    bench = _bench.add_decode_tok_s(bench)
     nccl = st.nccl.frame(NCCL_COLUMNS)
 
     parts = []
