@@ -269,17 +269,10 @@ def break_even(k: int, c: float) -> float | None:
         raise ModelError(f"drafter cost c must be >= 0, got {c}")
     if c == 0:
         return 0.0
-    target = 1.0 + k * c
+    target = 1.0 + k * c  # tokens per verify step needed to pay for k drafts
     if k + 1 <= target:
         return None
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if expected_tokens(mid, k) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    return acceptance_for_length(target, k)
 
 
 def acceptance_for_length(mean_acceptance_length: float, k: int) -> float:
