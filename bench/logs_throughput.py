@@ -9,7 +9,7 @@ torn line, benchmark result blocks) into a temporary directory, at two sizes (de
 * ``grep -c 'batch'`` over the file: the floor (one C pass over the bytes, page cache warm);
 * ``kit.logs.read`` in a fresh Python process: wall time, MB/s, CPU time of the calling process and
   of its worker processes (files of 64 MB or more are scanned by one worker per core over byte
-  ranges, see ``kit/_logs_parallel.py``), peak RSS of the calling process and of the largest
+  ranges, see ``kit/logs/_parallel.py``), peak RSS of the calling process and of the largest
   worker, the size of the returned tables, and whether the record counts equal what was generated;
 * the smaller file once more with ``KIT_LOG_WORKERS=1`` (one process): the single-core speed.
 

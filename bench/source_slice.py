@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kit import source  # noqa: E402
+from kit import source
 from kit.testing import SSHServer  # noqa: E402
 
 SEED_FILE = ROOT / "notebooks" / "sample" / "engine" / "tinyserve" / "srt" / "server_args.py"

@@ -19,12 +19,15 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from kit.errors import CommandFailed
+from kit.remote import add_host_options
+
+__all__ = ["RemoteMagics", "load_ipython_extension"]
 
 _HOSTS: dict[tuple, object] = {}
 
 
 def _host_for(shell, args):
-    from kit.remote import Host, _flag_options, connect
+    from kit.remote import Host, connect, connect_options
 
     obj = shell.user_ns.get(args.target) if shell is not None else None
     if isinstance(obj, Host):
@@ -32,11 +35,18 @@ def _host_for(shell, args):
     key = (args.target, args.identity, args.known_hosts, args.trust, args.no_ssh_config)
     host = _HOSTS.get(key)
     if host is None:
-        host = connect(args.target, **_flag_options(args.target, identity=args.identity,
-                                                     known_hosts=args.known_hosts, trust=args.trust,
-                                                     no_ssh_config=args.no_ssh_config))
+        host = connect(args.target, **connect_options(args.target, args))
         _HOSTS[key] = host
     return host
+
+
+def _host_options(func):
+    """Apply the shared host options (:data:`kit.remote.HOST_OPTIONS`) as magic arguments."""
+    specs: list = []
+    add_host_options(lambda *flags, **kw: specs.append((flags, kw)))
+    for flags, kw in reversed(specs):
+        func = argument(*flags, **kw)(func)
+    return func
 
 
 @magics_class
@@ -47,10 +57,7 @@ class RemoteMagics(Magics):
     @argument("target", help="local, user@host[:port], an ~/.ssh/config alias, or a variable holding a Host")
     @argument("--timeout", type=float, default=None, help="seconds; the remote process group is killed after")
     @argument("--cwd", default=None, help="working directory on the host")
-    @argument("-i", "--identity", default=None, help="private key file")
-    @argument("--known-hosts", default=None, help="known_hosts file to trust (instead of ~/.ssh/known_hosts)")
-    @argument("--trust", default=None, choices=["strict", "accept-new"], help="unknown host keys policy")
-    @argument("--no-ssh-config", action="store_true", help="do not read ~/.ssh/config")
+    @_host_options
     @argument("--no-raise-error", action="store_true", help="report a non-zero exit instead of raising")
     @cell_magic
     def remote(self, line: str, cell: str):

@@ -8,8 +8,16 @@ import shlex
 import pytest
 
 import kit
-from kit.env import (Fingerprint, fingerprint, parse_environ, parse_gpu_query, parse_nccl_version,
-                     parse_nvcc_version, parse_nvidia_smi_header, parse_topology)
+from kit.env import (
+    Fingerprint,
+    fingerprint,
+    parse_environ,
+    parse_gpu_query,
+    parse_nccl_version,
+    parse_nvcc_version,
+    parse_nvidia_smi_header,
+    parse_topology,
+)
 from kit.errors import ParseError
 
 
@@ -182,9 +190,9 @@ def test_fingerprint_survives_a_hung_nvidia_smi(tmp_path, monkeypatch):
     """A GPU fallen off the bus can hang nvidia-smi: the GPU fields get a reason, the rest still arrives."""
     import time
 
-    import kit.env
+    import kit.env._fingerprint
 
-    monkeypatch.setattr(kit.env, "NVIDIA_SMI_TIMEOUT_S", 1)
+    monkeypatch.setattr(kit.env._fingerprint, "NVIDIA_SMI_TIMEOUT_S", 1)
     _fake_nvidia_smi(tmp_path, "sleep 60\n", monkeypatch)
     t0 = time.monotonic()
     fp = fingerprint(kit.connect("local"), timeout=30)

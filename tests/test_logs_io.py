@@ -88,8 +88,8 @@ def test_crlf_and_invalid_utf8_are_tolerated(tmp_path):
 
 def test_chunked_tables_match_unchunked(monkeypatch):
     """Flushing every 2 rows (instead of CHUNK) must not change the tables."""
-    import kit._logs_sglang as S
-    import kit._logs_table as T
+    import kit.logs._sglang as S
+    import kit.logs._table as T
 
     lines = (DATA / "sglang_0.5.9_eagle.log").read_text().splitlines(True) * 3
     whole = L.read_lines(lines)
@@ -189,7 +189,7 @@ def test_block_extraction_matches_line_by_line(tmp_path, monkeypatch):
     warnings must equal the plain line-by-line scan (read_lines), torn lines included."""
     import pandas as pd
 
-    import kit._logs_scan as scan_mod
+    import kit.logs._scan as scan_mod
 
     lines = []
     for name in ("sglang_0.5.9_eagle.log", "sglang_0.5.4_bracket.log", "sglang_0.4.10_decode.log",

@@ -7,7 +7,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 import kit.logs as L
-from kit import _plots_logs as P
+from kit.plots import _logs as P
 
 DATA = Path(__file__).resolve().parent / "data" / "logs"
 

@@ -109,7 +109,7 @@ def test_verdict_follows_the_evidence(tmp_path):
 def test_sample_report_renders_offline(sample_report, tmp_path):
     from PIL import Image
 
-    from kit._report_browser import load
+    from kit.report._browser import load
 
     shot = tmp_path / "index.png"
     for name in EXPECTED:

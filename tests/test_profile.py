@@ -171,7 +171,7 @@ def test_vllm_symmetric_memory_allreduce_is_seen_where_hta_rule_is_blind(shared_
     ("void vllm::scaled_fp8_quant_kernel<__nv_bfloat16>", "quantization"),
 ])
 def test_packaged_rules_on_llm_kernel_names(name, category):
-    from kit._trace_categories import categorise
+    from kit.profile._categories import categorise
 
     assert categorise([name], profile.default_rules())[name] == category
 
@@ -273,7 +273,7 @@ def test_dlrm_8_ranks_allreduce_spread_and_exposed_comm(shared_data):
 
 @pytest.mark.shared_data
 def test_parallel_and_sequential_parse_agree(shared_data):
-    from kit._trace_load import load_files
+    from kit.profile._load import load_files
 
     files = sorted((shared_data / "traces/param/dlrm_kineto").glob("*.json.gz"))
     seq = load_files(files, cache=False, parallel=False)
@@ -304,8 +304,8 @@ def test_cache_hit_is_identical_and_file_change_misses(tmp_path):
 
 def test_full_category_memo_is_restarted_without_losing_names():
     """Past 50,000 memoised names the memo starts afresh; names it already knew are still answered."""
-    from kit._trace_cache import category_map
-    from kit._trace_categories import categorise, default_rules
+    from kit.profile._cache import category_map
+    from kit.profile._categories import categorise, default_rules
 
     rules = default_rules()
     compute = lambda ns: categorise(ns, rules)  # noqa: E731
@@ -345,7 +345,7 @@ def test_cli_json_equals_library_and_errors_are_one_line(tmp_path):
 @pytest.mark.gpu_fixture
 def test_prefetch_in_worker_processes_gives_the_same_profile(monkeypatch):
     """The CLI starts parsing in worker processes before importing pandas; the result must not change."""
-    from kit import _trace_read
+    from kit.profile import _read as _trace_read
 
     monkeypatch.setattr(_trace_read, "PREFETCH_MIN_BYTES", 0)
     files = [str(f) for f in _trace("tp1_eager") + _trace("tp1_graph")]

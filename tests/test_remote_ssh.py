@@ -186,10 +186,10 @@ def test_a_hung_sftp_call_times_out_and_the_next_one_works(sshd, monkeypatch):
     import os
     import shlex
 
-    import kit._ssh
+    import kit.remote._ssh
     from kit.errors import RemoteFileError
 
-    monkeypatch.setattr(kit._ssh, "SFTP_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(kit.remote._ssh, "SFTP_TIMEOUT_S", 1.0)
     with sshd.connect() as host:
         scratch = host.run(f"mktemp -d -p {shlex.quote(sshd.tmp)} fifo.XXXXXX", check=True).stdout.strip()
         fifo = f"{scratch}/pipe"

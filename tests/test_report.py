@@ -10,8 +10,8 @@ import nbformat
 import pytest
 
 from kit import report
-from kit._report_redact import redact_text
 from kit.errors import NotebookFailed, ReportError
+from kit.report._redact import redact_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -141,7 +141,7 @@ def test_planted_secrets_never_reach_the_report(tiny):
 def test_exported_pages_render_offline_in_chromium(tiny, tmp_path):
     from PIL import Image
 
-    from kit._report_browser import load
+    from kit.report._browser import load
 
     shot = tmp_path / "a_plot.png"
     loaded = load(tiny["out"] / "a_plot.html", screenshot=shot)
@@ -162,7 +162,7 @@ def test_netlog_check_catches_a_cdn_page(tiny, tmp_path):
     """Control: the default nbconvert export loads require.js from a CDN, and the check sees it."""
     from nbconvert import HTMLExporter
 
-    from kit._report_browser import load
+    from kit.report._browser import load
 
     nb = nbformat.read(tiny["out"] / "ipynb" / "a_plot.ipynb", as_version=4)
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
@@ -197,7 +197,7 @@ def test_failure_before_swap_leaves_old_report(tmp_path, monkeypatch):
     out = tmp_path / "out"
     report.build(nbs / "s", out, progress=None)
     before = sorted(p.name for p in out.iterdir())
-    from kit import _report_export
+    from kit.report import _export as _report_export
 
     def broken(*a, **k):
         raise ReportError("export exploded")
@@ -254,7 +254,7 @@ def test_missing_session_and_assets_give_one_line_errors(tmp_path, monkeypatch):
     nbs = tmp_path / "nbs"
     (nbs / "s").mkdir(parents=True)
     nbformat.write(_nb(["1"]), nbs / "one.ipynb")
-    from kit import _report_assets
+    from kit.report import _assets as _report_assets
 
     monkeypatch.setattr(_report_assets, "VENDOR_DIR", tmp_path / "empty")
     monkeypatch.setattr(_report_assets.check_vendored, "__defaults__", (tmp_path / "empty",))
@@ -283,7 +283,7 @@ def test_redaction_patterns(text, secret):
 
 
 def test_a_variable_passed_as_password_is_not_hunted_through_the_notebook():
-    from kit._report_redact import find_secrets
+    from kit.report._redact import find_secrets
 
     code = "pw_from_vault = vault.get('db')\nconnect(password=pw_from_vault)\nprint(len(pw_from_vault))"
     assert find_secrets(code) == set()
@@ -292,7 +292,7 @@ def test_a_variable_passed_as_password_is_not_hunted_through_the_notebook():
 
 
 def test_code_reading_a_secret_is_not_hunted_as_a_literal():
-    from kit._report_redact import find_secrets
+    from kit.report._redact import find_secrets
 
     code = 'hf_token = os.environ["HF_TOKEN"]\nhome = os.environ["HOME"]\ntok = get_token(user)\napi_key = vault.read("k")'
     assert find_secrets(code) == set()
@@ -301,7 +301,7 @@ def test_code_reading_a_secret_is_not_hunted_as_a_literal():
 
 
 def test_redaction_sees_through_ansi_and_html_markup():
-    from kit._report_redact import find_secrets
+    from kit.report._redact import find_secrets
 
     ansi = 'connect(password\x1b[38;5;241m=\x1b[39m\x1b[33m"zebra-crossing-771"\x1b[39m)'
     red, n = redact_text(ansi)

@@ -23,7 +23,7 @@ SERVER_ARGS = str(TINY / "srt" / "server_args.py")
 COMMON = str(TINY / "srt" / "utils" / "common.py")
 HYBRID = str(TINY / "srt" / "model_hooks" / "hybrid_mamba.py")
 ERRORS_PY = str(ROOT / "kit" / "errors.py")
-SOURCE_PY = str(ROOT / "kit" / "source.py")
+SOURCE_PY = str(ROOT / "kit" / "source" / "_api.py")
 HOSTILE = "a b;$(touch PWNED)'\""
 
 

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Vendor the JavaScript the exported report needs so the pages load nothing from a CDN at view time:
-#   requirejs@2.3.8                        -> kit/_vendor/require.js
-#   @jupyter-widgets/html-manager@1.0.15   -> kit/_vendor/embed-amd.js (+ the icon fonts it references)
+#   requirejs@2.3.8                        -> kit/report/_vendor/require.js
+#   @jupyter-widgets/html-manager@1.0.15   -> kit/report/_vendor/embed-amd.js (+ the icon fonts it references)
 # Fetched once from the npm registry with `npm pack` (integrity checked by npm) into the gitignored
-# kit/_vendor/. Idempotent: a second run with the same versions only checks the stamp file.
+# kit/report/_vendor/. Idempotent: a second run with the same versions only checks the stamp file.
 set -euo pipefail
 
 REQUIREJS_VERSION="2.3.8"
 HTML_MANAGER_VERSION="1.0.15"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-DEST="$ROOT/kit/_vendor"
+DEST="$ROOT/kit/report/_vendor"
 STAMP="$DEST/VERSIONS"
 WANT="requirejs@${REQUIREJS_VERSION} @jupyter-widgets/html-manager@${HTML_MANAGER_VERSION}"
 
@@ -49,4 +49,4 @@ rm -rf "$DEST.new"
 mv "$WORK/out" "$DEST.new"
 rm -rf "$DEST"
 mv "$DEST.new" "$DEST"
-echo "vendor_assets: wrote $(du -sh "$DEST" | cut -f1) to kit/_vendor/" >&2
+echo "vendor_assets: wrote $(du -sh "$DEST" | cut -f1) to kit/report/_vendor/" >&2

@@ -1,0 +1,17 @@
+"""The ``kit`` command line: one sub-command group per file, each exposing ``register(subparsers)``.
+
+Files:
+
+- ``_main.py``: the parser and ``main()``: wires the groups, turns kit errors into one line and exit 1
+- ``_remote.py``: ``kit run`` and ``kit env``, and the ``--host`` options every group shares
+- ``_source.py``: ``kit source slice|grep|find``
+- ``_profile.py``: ``kit profile summary``
+- ``_logs.py``: ``kit logs parse|spec``
+- ``_bench.py``: ``kit bench parse``
+- ``_report.py``: ``kit report``
+"""
+from __future__ import annotations
+
+from kit.cli._main import build_parser, main
+
+__all__ = ["main", "build_parser"]

@@ -1,0 +1,87 @@
+"""``kit logs parse`` and ``kit logs spec`` (registered by ``kit.cli``).
+
+    kit logs parse LOG [--json]                                   tables found, counts, warnings
+    kit logs spec LOG [--engine E --version V --k K] [--json]     normalised acceptance + pooled summary
+
+``kit logs spec --json`` prints
+``{"engine", "version", "k", "records": [{"time", "mean_acceptance_length", "draft_acceptance_rate",
+"per_position"}], "summary": {"mean_acceptance_length", "draft_acceptance_rate", "windows"}}``
+with rates as fractions.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+
+def register(subparsers) -> None:
+    logs = subparsers.add_parser("logs", help="parse serving logs (SGLang, vLLM, NCCL_DEBUG)")
+    lsub = logs.add_subparsers(dest="logs_command", metavar="SUBCOMMAND")
+    p = lsub.add_parser("parse", help="parse a log: record kinds, counts, engine, version, warnings")
+    p.add_argument("log")
+    p.add_argument("--engine", choices=("sglang", "vllm"))
+    p.add_argument("--version", dest="engine_version")
+    p.add_argument("--json", action="store_true", help="print everything, tables included, as JSON")
+    p.set_defaults(func=_parse)
+    s = lsub.add_parser("spec", help="speculative acceptance, normalised across engines and versions")
+    s.add_argument("log")
+    s.add_argument("--engine", choices=("sglang", "vllm"))
+    s.add_argument("--version", dest="engine_version")
+    s.add_argument("--k", type=int, help="draft tokens per verify step, if the log does not say")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=_spec)
+    logs.set_defaults(func=lambda a: (logs.print_help(), 2)[1])
+
+
+def _parse(args) -> int:
+    from kit import logs
+
+    data = logs.read(args.log, engine=args.engine, version=args.engine_version)
+    if args.json:
+        dump(data.to_dict(tables=True))
+        return 0
+    print(repr(data))
+    for kind, n in data.counts.items():
+        print(f"  {kind:<11} {n} rows")
+    if data.server_args:
+        print(f"  server_args {len(data.server_args)} keys")
+    for w in data.warnings:
+        print(f"  warning: {w}")
+    return 0
+
+
+def _spec(args) -> int:
+    from kit import logs
+    from kit.util import frame_records
+
+    data = logs.read(args.log, engine=args.engine, version=args.engine_version, k=args.k)
+    summary = logs.spec_summary(data)
+    if args.json:
+        recs = frame_records(data.spec[["time", "mean_acceptance_length", "draft_acceptance_rate", "per_position"]])
+        dump({"engine": data.engine, "version": data.version, "k": summary.k, "records": recs,
+               "summary": {"mean_acceptance_length": _num(summary.mean_acceptance_length),
+                           "draft_acceptance_rate": _num(summary.draft_acceptance_rate),
+                           "windows": summary.windows}})
+        return 0
+    print(repr(summary))
+    if not len(data.spec):
+        print("  no speculative-decoding records in this log")
+    for rec in frame_records(data.spec):
+        al, rate = rec["mean_acceptance_length"], rec["draft_acceptance_rate"]
+        al_s = f"{al:.2f}" if al is not None else "?"
+        rate_s = f"{rate:.1%}" if rate is not None else "?"
+        idle = "  (after idle, excluded)" if rec["after_idle"] else ""
+        print(f"  line {rec['line']:>7}  {rec['time'] or '-':<19}  length {al_s:>5}  draft acceptance {rate_s:>6}{idle}")
+    for w in summary.warnings:
+        print(f"  warning: {w}")
+    return 0
+
+
+def _num(x):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def dump(obj) -> None:
+    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
+    sys.stdout.write("\n")

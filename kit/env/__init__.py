@@ -1,0 +1,37 @@
+"""The host fingerprint: what machine a measurement came from (OS, CPU, GPUs, link matrix, versions,
+and the NCCL_* variables of the running server), plus the pure parsers it is built on.
+
+``fingerprint(host)`` runs one shell round trip and one Python probe on the host; every field a host
+cannot answer (no GPU, no nvidia-smi, no torch, pid not readable) is ``None`` with the reason in
+``missing``, never an exception. The parsers take text, so saved outputs can be read too::
+
+    kit.env.parse_topology(open("topo.txt").read()).summary   # '8 GPUs, PCIe-only (worst link SYS)'
+
+Files:
+
+- ``_fingerprint.py``: fingerprint(host) -> Fingerprint: one probe command, then the parsers
+- ``_parsers.py``: nvidia-smi, topology, os-release, nvcc, NCCL version and environment parsers
+"""
+from __future__ import annotations
+
+from kit.env._fingerprint import (  # noqa: F401
+    GPU_FIELDS,
+    Fingerprint,
+    Topology,
+    fingerprint,
+    link_rank,
+    parse_cpu_model,
+    parse_environ,
+    parse_gpu_query,
+    parse_nccl_version,
+    parse_nvcc_version,
+    parse_nvidia_smi_header,
+    parse_os_release,
+    parse_topology,
+    strip_ansi,
+)
+from kit.util import publish
+
+__all__ = ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi']
+
+publish(globals(), __all__)

@@ -1,0 +1,319 @@
+"""Fingerprint(host) -> Fingerprint: one probe command, then the parsers (documented in the package docstring)."""
+from __future__ import annotations
+
+import html
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from kit.env._parsers import (
+    Topology,
+    link_rank,
+    parse_cpu_model,
+    parse_environ,
+    parse_gpu_query,
+    parse_nccl_version,
+    parse_nvcc_version,
+    parse_nvidia_smi_header,
+    parse_os_release,
+    parse_topology,
+    strip_ansi,
+)
+from kit.errors import KitError, ParseError
+
+__all__ = ["Fingerprint", "Topology", "fingerprint", "parse_gpu_query", "parse_topology", "parse_nccl_version",
+           "parse_nvidia_smi_header", "parse_nvcc_version", "parse_environ", "parse_os_release", "parse_cpu_model",
+           "strip_ansi", "link_rank", "GPU_FIELDS"]
+
+GPU_FIELDS = ["index", "name", "memory.total", "compute_cap", "driver_version", "pci.bus_id"]
+
+_VERSION_FIELDS = ("torch", "sglang", "vllm", "flashinfer", "tensorrt_llm")
+
+
+@dataclass
+class Fingerprint:
+    """What one host is. Fields are None when the host could not say; ``missing`` has the reasons."""
+
+    host: str
+    os: str | None = None
+    kernel: str | None = None
+    cpu: str | None = None
+    cpu_count: int | None = None
+    mem_gib: float | None = None
+    gpus: pd.DataFrame | None = None
+    topology: Topology | None = None
+    driver: str | None = None
+    cuda_driver: str | None = None
+    cuda_toolkit: str | None = None
+    python: str | None = None
+    torch: str | None = None
+    torch_cuda: str | None = None
+    nccl: str | None = None
+    sglang: str | None = None
+    vllm: str | None = None
+    flashinfer: str | None = None
+    tensorrt_llm: str | None = None
+    nccl_env: dict[str, str] | None = None
+    pid: int | None = None
+    missing: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpu_summary(self) -> str | None:
+        """``8 x NVIDIA H100 80GB HBM3 (sm 9.0, 80 GiB)``; None without GPUs."""
+        if self.gpus is None or self.gpus.empty:
+            return None
+        parts = []
+        for name, grp in self.gpus.groupby("name", sort=False):
+            extra = []
+            if "compute_cap" in grp and grp["compute_cap"].iloc[0]:
+                extra.append(f"sm {grp['compute_cap'].iloc[0]}")
+            if "memory.total" in grp and pd.notna(grp["memory.total"].iloc[0]):
+                extra.append(f"{float(grp['memory.total'].iloc[0]) / 1024:.0f} GiB")
+            parts.append(f"{len(grp)} x {name}" + (f" ({', '.join(extra)})" if extra else ""))
+        return "; ".join(parts)
+
+    def _rows(self) -> list[tuple[str, str]]:
+        def show(v: Any) -> str:
+            return "—" if v is None else str(v)
+        rows = [
+            ("host", self.host), ("os", show(self.os)), ("kernel", show(self.kernel)),
+            ("cpu", show(self.cpu) + (f" ({self.cpu_count} threads)" if self.cpu_count else "")),
+            ("memory", "—" if self.mem_gib is None else f"{self.mem_gib:.1f} GiB"),
+            ("gpus", show(self.gpu_summary)), ("links", show(self.topology.summary if self.topology else None)),
+            ("driver", show(self.driver)), ("cuda (driver)", show(self.cuda_driver)),
+            ("cuda (toolkit)", show(self.cuda_toolkit)), ("python", show(self.python)),
+            ("torch", show(self.torch) + (f" (cuda {self.torch_cuda})" if self.torch_cuda else "")),
+            ("nccl", show(self.nccl)), ("sglang", show(self.sglang)), ("vllm", show(self.vllm)),
+            ("flashinfer", show(self.flashinfer)), ("tensorrt_llm", show(self.tensorrt_llm)),
+        ]
+        if self.pid is not None or self.nccl_env is not None:
+            env = "—" if self.nccl_env is None else (" ".join(f"{k}={v}" for k, v in self.nccl_env.items()) or "(none set)")
+            rows.append((f"NCCL_* of pid {self.pid}", env))
+        return rows
+
+    def __repr__(self) -> str:
+        width = max(len(k) for k, _ in self._rows())
+        lines = [f"Fingerprint({self.host!r})"] + [f"  {k:<{width}}  {v}" for k, v in self._rows()[1:]]
+        if self.missing:
+            lines.append("  missing: " + "; ".join(f"{k}: {v}" for k, v in sorted(self.missing.items())))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                       for k, v in self._rows())
+        out = f"<table>{body}</table>"
+        if self.topology is not None:
+            out += self.topology._repr_html_()
+        if self.missing:
+            out += "<details><summary>not available on this host</summary><ul>" + "".join(
+                f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in sorted(self.missing.items())
+            ) + "</ul></details>"
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-able: scalars as they are, GPUs as a list of records, the topology as its dict."""
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, pd.DataFrame):
+                value = json.loads(value.to_json(orient="records"))
+            elif isinstance(value, Topology):
+                value = value.to_dict()
+            out[name] = value
+        out["gpu_summary"] = self.gpu_summary
+        return out
+
+
+# One round trip: every section is introduced by a marker line; tools that are missing say so.
+_PROBE = r"""
+echo '@@os'; cat /etc/os-release 2>/dev/null
+echo '@@uname'; uname -r 2>/dev/null
+echo '@@cpu'; (lscpu 2>/dev/null || cat /proc/cpuinfo 2>/dev/null) | head -n 40
+echo '@@nproc'; nproc 2>/dev/null || getconf _NPROCESSORS_ONLN
+echo '@@mem'; grep -m1 MemTotal /proc/meminfo 2>/dev/null
+if command -v nvidia-smi >/dev/null 2>&1; then
+  T=''; command -v timeout >/dev/null 2>&1 && T='timeout -k 2 PROBE_S'
+  echo '@@gpu'; $T nvidia-smi --query-gpu=FIELDS --format=csv,nounits 2>&1; rc=$?
+  if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $rc -ne 137 ]; then
+    echo '@@gpu'; $T nvidia-smi --query-gpu=FIELDS_OLD --format=csv,nounits 2>&1; rc=$?
+  fi
+  echo "@@gpu_rc $rc"
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then  # a hung driver: the other calls would hang too
+    echo "@@topo_rc $rc"
+  else
+    echo '@@smi'; $T nvidia-smi 2>&1 | head -n 6
+    echo '@@topo'; $T nvidia-smi topo -m 2>&1; echo "@@topo_rc $?"
+  fi
+else
+  echo '@@no_nvidia_smi'
+fi
+echo '@@nvcc'; (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null
+echo '@@nccl_so'; (ldconfig -p 2>/dev/null | grep -o 'libnccl\.so[.0-9]*' ; ls /usr/lib/*/libnccl.so.* /usr/local/cuda/lib64/libnccl.so.* 2>/dev/null) | sort -u | tail -n 3
+PID_SECTION
+echo '@@end'
+"""
+
+# Each nvidia-smi call is cut off after this long (a GPU fallen off the bus can hang it for minutes).
+NVIDIA_SMI_TIMEOUT_S = 20
+
+_PY_PROBE = r"""
+import importlib.metadata as md, platform, sys
+out = {"python": platform.python_version()}
+for key, dists in (("torch", ["torch"]), ("sglang", ["sglang"]), ("vllm", ["vllm"]),
+                   ("flashinfer", ["flashinfer-python", "flashinfer"]), ("tensorrt_llm", ["tensorrt_llm", "tensorrt-llm"]),
+                   ("nccl_wheel", ["nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nccl-cu11"])):
+    out[key] = None
+    for d in dists:
+        try:
+            out[key] = md.version(d)
+            break
+        except Exception:
+            pass
+if out["torch"]:
+    try:
+        import torch
+        out["torch_cuda"] = torch.version.cuda
+        try:
+            v = torch.cuda.nccl.version()
+            out["torch_nccl"] = list(v) if isinstance(v, tuple) else v
+        except Exception as exc:
+            out["torch_nccl_error"] = str(exc)[:200]
+    except Exception as exc:
+        out["torch_error"] = (type(exc).__name__ + ": " + str(exc))[:200]
+out
+"""
+
+
+def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeout: float = 120) -> Fingerprint:
+    """Fingerprint ``host`` (a kit Host): OS, CPU, GPUs, link matrix, CUDA/NCCL/engine versions, and the
+    ``NCCL_*`` variables of process ``pid`` (e.g. the running sglang/vLLM server) when given.
+
+    Probes the host lacks leave their field None with a reason in ``.missing``; only an unreachable
+    host raises (RemoteError).
+    """
+    fp = Fingerprint(host=host.name, pid=pid)
+    script = _PROBE.replace("FIELDS_OLD", ",".join(f for f in GPU_FIELDS if f != "compute_cap"))
+    script = script.replace("FIELDS", ",".join(GPU_FIELDS)).replace("PROBE_S", f"{NVIDIA_SMI_TIMEOUT_S:g}")
+    pid_section = ""
+    if pid is not None:
+        pid_section = (f"echo '@@environ'; if [ -r /proc/{int(pid)}/environ ]; then tr '\\0' '\\n' < /proc/{int(pid)}/environ; "
+                       f"elif [ -e /proc/{int(pid)} ]; then echo '@@environ_denied'; else echo '@@environ_nopid'; fi")
+    script = script.replace("PID_SECTION", pid_section)
+    res = host.run(script, timeout=timeout)
+    sections = _sections(res.stdout)
+    _fill_system(fp, sections)
+    _fill_gpus(fp, sections)
+    _fill_versions(fp, sections, host, python, timeout)
+    if pid is not None:
+        env = sections.get("environ")
+        if env is None:
+            fp.missing["nccl_env"] = f"could not read /proc/{pid}/environ"
+        elif env.strip() == "@@environ_denied":
+            fp.missing["nccl_env"] = f"/proc/{pid}/environ not readable (process of another user?)"
+        elif env.strip() == "@@environ_nopid":
+            fp.missing["nccl_env"] = f"no process {pid} on {host.name}"
+        else:
+            fp.nccl_env = parse_environ(env, "NCCL_")
+    return fp
+
+
+def _sections(text: str) -> dict[str, str]:
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in text.split("\n"):
+        m = re.match(r"^@@(\w+)(?: (.*))?$", line)
+        if m and m.group(1) not in ("environ_denied", "environ_nopid"):
+            current = m.group(1)
+            if m.group(2) is not None:
+                out.setdefault(current, []).append(m.group(2))
+                current = None
+            else:
+                out[current] = []
+            continue
+        if current is not None:
+            out[current].append(line)
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+def _fill_system(fp: Fingerprint, s: dict[str, str]) -> None:
+    fp.os = parse_os_release(s.get("os", "")) or None
+    if fp.os is None:
+        fp.missing["os"] = "/etc/os-release not found"
+    fp.kernel = s.get("uname", "").strip() or None
+    fp.cpu = parse_cpu_model(s.get("cpu", ""))
+    if fp.cpu is None:
+        fp.missing["cpu"] = "no model name in lscpu or /proc/cpuinfo"
+    nproc = s.get("nproc", "").strip()
+    fp.cpu_count = int(nproc) if nproc.isdigit() else None
+    m = re.search(r"MemTotal:\s+(\d+)\s*kB", s.get("mem", ""))
+    fp.mem_gib = round(int(m.group(1)) / 1024 / 1024, 1) if m else None
+
+
+def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
+    if "no_nvidia_smi" in s:
+        for key in ("gpus", "topology", "driver", "cuda_driver"):
+            fp.missing[key] = "nvidia-smi not found on the host"
+        return
+    gpu_text, rc = s.get("gpu", ""), s.get("gpu_rc", "1").strip()
+    if rc in ("124", "137"):
+        hung = f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s (GPU or driver hung?)"
+        for key in ("gpus", "topology", "driver", "cuda_driver"):
+            fp.missing[key] = hung
+        return
+    if rc == "0":
+        try:
+            fp.gpus = parse_gpu_query(gpu_text, source=f"{fp.host}: nvidia-smi --query-gpu")
+        except ParseError as exc:
+            fp.missing["gpus"] = str(exc)
+    else:
+        fp.missing["gpus"] = "nvidia-smi --query-gpu failed: " + (gpu_text.strip().splitlines() or ["?"])[-1][:200]
+    header = parse_nvidia_smi_header(s.get("smi", ""))
+    fp.cuda_driver = header["cuda"]
+    fp.driver = header["driver"]
+    if fp.driver is None and fp.gpus is not None and "driver_version" in fp.gpus:
+        fp.driver = str(fp.gpus["driver_version"].iloc[0])
+    if fp.driver is None:
+        fp.missing["driver"] = "nvidia-smi printed no driver version"
+    topo_text = s.get("topo", "")
+    if s.get("topo_rc", "1").strip() == "0":
+        try:
+            fp.topology = parse_topology(topo_text, source=f"{fp.host}: nvidia-smi topo -m")
+        except ParseError as exc:
+            fp.missing["topology"] = str(exc)
+    else:
+        fp.missing["topology"] = "nvidia-smi topo -m failed: " + (topo_text.strip().splitlines() or ["?"])[-1][:200]
+
+
+def _fill_versions(fp: Fingerprint, s: dict[str, str], host, python: str, timeout: float) -> None:
+    fp.cuda_toolkit = parse_nvcc_version(s.get("nvcc", ""))
+    if fp.cuda_toolkit is None:
+        fp.missing["cuda_toolkit"] = "nvcc not found"
+    nccl_so = parse_nccl_version(s.get("nccl_so", ""))
+    try:
+        info = host.python(_PY_PROBE, python=python, timeout=timeout)
+    except KitError as exc:
+        info = None
+        for key in ("python",) + _VERSION_FIELDS:
+            fp.missing[key] = f"{python} probe failed: {exc}"
+    if info:
+        fp.python = info.get("python")
+        for key in _VERSION_FIELDS:
+            setattr(fp, key, info.get(key))
+            if info.get(key) is None:
+                fp.missing[key] = f"not installed for {python}"
+        fp.torch_cuda = info.get("torch_cuda")
+        if info.get("torch_error"):
+            fp.missing["torch_cuda"] = f"import torch failed: {info['torch_error']}"
+        if info.get("torch_nccl") is not None:
+            fp.nccl = parse_nccl_version(info["torch_nccl"])
+        elif info.get("nccl_wheel"):
+            fp.nccl = parse_nccl_version(info["nccl_wheel"])
+    if fp.nccl is None:
+        fp.nccl = nccl_so
+    if fp.nccl is None:
+        fp.missing["nccl"] = "no torch.cuda.nccl, nvidia-nccl wheel or libnccl.so found"
+
+

@@ -1,0 +1,78 @@
+"""Serving logs and benchmark output -> pandas tables, with speculative acceptance normalised.
+
+    import kit
+    log = kit.logs.read("sglang_server.log")                # local file
+    log = kit.logs.read("/var/log/sglang.log", host=host)   # a file on a Host (kit.connect(...))
+    log.engine, log.version          # 'sglang' / 'vllm' / 'unknown'; version from the log or the caller
+    log.decode                       # SGLang Decode batch lines: running_req, gen_throughput, accept_len ...
+    log.prefill                      # SGLang Prefill batch lines
+    log.throughput                   # vLLM periodic throughput lines
+    log.spec                         # acceptance records, normalised (see below), both engines
+    log.bench                        # benchmark result blocks, one row per run
+    log.nccl, log.nccl_info          # NCCL_DEBUG=INFO lines, and what they say (version, env, rings ...)
+    log.server_args                  # SGLang startup ServerArgs as a dict ({} if not logged)
+    log.unknown_lines, log.torn_lines, log.warnings
+    kit.logs.spec_summary(log)       # pooled acceptance over the run -> SpecSummary
+
+Every acceptance record (``log.spec``) carries engine, version, ``k`` (draft tokens per verify
+step), ``mean_acceptance_length`` (tokens per verify step **including** the bonus token) and
+``draft_acceptance_rate`` (accepted drafts / proposed drafts, **excluding** the bonus, a fraction),
+``per_position`` when printed, and ``after_idle`` for the first window after an idle period (tiny
+throughput), which summaries exclude. SGLang's ``accept rate`` changed definition in 0.5.11 and vLLM's
+``Mean acceptance length`` excluded the bonus token in 0.8.5; ``definition`` says which rule was
+applied. Give ``version=``/``k=`` when the log does not say (a warning tells you when it matters).
+
+Specific entry points: :func:`parse_sglang` / :func:`parse_vllm` (a path, text or lines -> LogData),
+:func:`parse_bench` (text blocks or JSON/JSONL results -> one row per run), :func:`parse_nccl` and
+:func:`nccl_summary`, :func:`parse_server_args` (the ServerArgs repr or dict -> dict),
+:func:`spec_summary` (pooled acceptance -> :class:`SpecSummary`, whose ``.speedup(c)`` applies
+:mod:`kit.models`). Plots: ``kit.plots`` (acceptance/throughput over time, speed-up curves).
+
+Formats and their sources: ``../shared/reference/serving-formats.md``. The file is streamed in
+blocks of whole lines: lines of SGLang ``Decode``/``Prefill`` shapes already seen are pulled out of
+each block by one regex pass per shape, everything else is dispatched line by line by cheap
+substring checks; values are kept as strings in column lists and converted per column, in chunks,
+so memory holds the tables plus one chunk, never the raw lines. A local file of 64 MiB or more is
+cut at line boundaries into pieces scanned by one worker process per core (``KIT_LOG_WORKERS=N``
+sets the number, 1 = none); the result is the same as a scan in one process, row for row.
+Unknown lines are counted, torn lines (two writers interleaved on one line) are skipped and
+counted. A file that is empty, binary, a directory, not a log at all, or a JSON that is not a
+benchmark result raises :class:`kit.errors.LogFormatError` with one line naming the file.
+
+Files:
+
+- ``_api.py``: read / parse_* / spec_summary and LogData: the public façade
+- ``_scan.py``: the line scanner: dispatch by cheap substring checks
+- ``_parallel.py``: large local files cut at line boundaries and scanned by worker processes
+- ``_table.py``: column lists -> typed pandas tables
+- ``_sglang.py``: SGLang server log lines
+- ``_vllm.py``: vLLM server log lines
+- ``_bench.py``: benchmark result blocks and JSON/JSONL results
+- ``_nccl.py``: NCCL_DEBUG=INFO lines
+- ``_spec.py``: speculative acceptance normalised across engines and versions; SpecSummary
+"""
+from __future__ import annotations
+
+from kit.logs._api import (  # noqa: F401  # noqa: F401  (public, not in __all__)
+    DECODE_COLUMNS,
+    KINDS,
+    NCCL_COLUMNS,
+    PREFILL_COLUMNS,
+    THROUGHPUT_COLUMNS,
+    LogData,
+    SpecSummary,
+    nccl_summary,
+    parse_bench,
+    parse_nccl,
+    parse_server_args,
+    parse_sglang,
+    parse_vllm,
+    read,
+    read_lines,
+    spec_summary,
+)
+from kit.util import publish
+
+__all__ = ['LogData', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'spec_summary']
+
+publish(globals(), __all__)

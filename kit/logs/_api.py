@@ -1,0 +1,390 @@
+"""Read / parse_* / spec_summary and LogData: the public façade (documented in the package docstring)."""
+from __future__ import annotations
+
+import html
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from kit.errors import LogFormatError
+from kit.logs import _bench, _scan, _spec
+from kit.logs import _parallel as _par
+from kit.logs._nccl import NCCL_COLUMNS, nccl_summary
+from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS, parse_server_args
+from kit.logs._spec import SpecSummary
+from kit.logs._table import assemble, merge_frames, release_freed_memory, to_datetime
+from kit.logs._vllm import THROUGHPUT_COLUMNS
+from kit.util import frame_records, jsonable, no_gc
+
+__all__ = ["LogData", "SpecSummary", "read", "parse_sglang", "parse_vllm", "parse_bench", "parse_nccl",
+           "parse_server_args", "nccl_summary", "spec_summary"]
+
+KINDS = ("decode", "prefill", "throughput", "spec", "bench", "nccl")
+_SNIFF = 8192
+
+
+class LogData:
+    """One parsed log: a DataFrame per record kind plus what was learnt about the engine.
+
+    Attributes: ``name`` (file or ``host:path``), ``engine``, ``version``, ``decode``, ``prefill``,
+    ``throughput``, ``spec``, ``bench``, ``nccl`` (DataFrames; empty with the core columns when
+    absent), ``server_args`` (dict), ``lines``, ``unknown_lines``, ``torn_lines``, ``warnings``
+    (list of str), ``k`` (draft tokens per step used for normalisation, or None), ``sglang_formats``
+    (Decode-line format variants seen: ``dot`` <= 0.5.3, ``bracket`` 0.5.4, ``trailing`` 0.5.6-0.5.8,
+    ``comma`` >= 0.5.9, with counts; they date the engine when the version is unknown).
+    """
+
+    def __init__(self, name: str, engine: str, version: str, tables: dict[str, pd.DataFrame],
+                 server_args: dict, lines: int, unknown: int, torn: int, warnings: list[str],
+                 k: int | None, sglang_formats: dict[str, int]) -> None:
+        self.name = name
+        self.engine = engine
+        self.version = version
+        self.tables = tables
+        self.server_args = server_args
+        self.lines = lines
+        self.unknown_lines = unknown
+        self.torn_lines = torn
+        self.warnings = warnings
+        self.k = k
+        self.sglang_formats = sglang_formats
+
+    decode = property(lambda self: self.tables["decode"], doc="SGLang Decode batch lines, one row each.")
+    prefill = property(lambda self: self.tables["prefill"], doc="SGLang Prefill batch lines, one row each.")
+    throughput = property(lambda self: self.tables["throughput"], doc="vLLM periodic throughput lines.")
+    spec = property(lambda self: self.tables["spec"], doc="Normalised speculative acceptance records.")
+    bench = property(lambda self: self.tables["bench"], doc="Benchmark result blocks, one row per run.")
+    nccl = property(lambda self: self.tables["nccl"], doc="NCCL_DEBUG=INFO lines of interest.")
+
+    @property
+    def nccl_info(self) -> dict[str, Any]:
+        """NCCL version, env echoes, channel count, ring orders, transports, network (see nccl_summary)."""
+        return nccl_summary(self.nccl)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Rows per record kind (only kinds that have rows)."""
+        return {k: len(v) for k, v in self.tables.items() if len(v)}
+
+    def decode_tok_s(self, *, running: int | None = 1, include_after_idle: bool = False) -> float:
+        """Median decode throughput (tok/s) over the log's windows: SGLang ``gen throughput`` of its
+        Decode lines, else vLLM ``Avg generation throughput``. By default only single-stream windows
+        (``running`` requests == 1; ``None`` takes all) and never the first window after idle, whose
+        figure is diluted by the idle time. NaN when no window qualifies."""
+        if len(self.decode):
+            t, col, run = self.decode, "gen_throughput", "running_req"
+        else:
+            t, col, run = self.throughput, "generation_throughput", "running"
+        if col not in t or not len(t):
+            return float("nan")
+        keep = pd.Series(True, index=t.index)
+        if not include_after_idle and "after_idle" in t:
+            keep &= ~t["after_idle"].astype(bool)
+        if running is not None and run in t:
+            keep &= t[run] == running
+        return float(t.loc[keep, col].median()) if keep.any() else float("nan")
+
+    def spec_summary(self, include_after_idle: bool = False) -> SpecSummary:
+        """Pooled acceptance over this log (see :func:`spec_summary`)."""
+        return spec_summary(self, include_after_idle=include_after_idle)
+
+    def to_dict(self, tables: bool = True) -> dict[str, Any]:
+        """JSON-ready: engine, version, counts, unknown/torn lines, warnings, server_args, tables."""
+        out: dict[str, Any] = {"path": self.name, "engine": self.engine, "version": self.version,
+                               "lines": self.lines, "counts": self.counts, "unknown_lines": self.unknown_lines,
+                               "torn_lines": self.torn_lines, "warnings": list(self.warnings),
+                               "server_args": jsonable(self.server_args)}
+        if tables:
+            out["tables"] = {k: frame_records(v) for k, v in self.tables.items() if len(v)}
+        return out
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{k}={n}" for k, n in self.counts.items()) or "no records"
+        s = (f"LogData({self.name!r}, engine={self.engine!r}, version={self.version!r}, lines={self.lines}: "
+             f"{counts}; unknown={self.unknown_lines}, torn={self.torn_lines}")
+        if self.warnings:
+            s += f"; {len(self.warnings)} warning{'s' if len(self.warnings) > 1 else ''}"
+        return s + ")"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{n}</td></tr>" for k, n in self.counts.items())
+        warn = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
+        return (f"<div><b>{html.escape(self.name)}</b>: engine {html.escape(self.engine)}, version "
+                f"{html.escape(self.version)}, {self.lines} lines ({self.unknown_lines} unknown, "
+                f"{self.torn_lines} torn)<table><tr><th>kind</th><th>rows</th></tr>{rows}</table>"
+                + (f"<ul>{warn}</ul>" if warn else "") + "</div>")
+
+
+# --------------------------------------------------------------------------- entry points
+
+def read(path: str | os.PathLike, *, host=None, engine: str | None = None, version: str | None = None,
+         k: int | None = None) -> LogData:
+    """Parse a serving log, NCCL debug output or benchmark result (text, JSON or JSONL).
+
+    ``path``: a local file, or a path on ``host`` (a :mod:`kit.remote` Host: the file is copied
+    with ``host.get`` into a temporary directory, parsed, and the copy deleted).
+    ``engine`` ('sglang'/'vllm'): overrides detection. ``version``: used when the log does not print
+    one (vLLM prints its version; SGLang does not). ``k``: draft tokens per verify step, when neither
+    the log (server_args, per-position list) nor the numbers tell it.
+    """
+    if host is not None:
+        return _read_on_host(path, host, engine=engine, version=version, k=k)
+    return _read_file(path, engine=engine, version=version, k=k, parallel=True)
+
+
+def _read_file(path, *, engine: str | None, version: str | None, k: int | None, parallel: bool) -> LogData:
+    """:func:`read` of a local file; ``parallel``: files of ``_par.PARALLEL_MIN`` bytes or more are
+    scanned by worker processes over byte ranges (see :mod:`kit.logs._parallel`)."""
+    p = Path(path)
+    name = str(path)
+    if p.is_dir():
+        raise LogFormatError(f"{name}: is a directory, not a log file", path=name)
+    if not p.exists():
+        raise LogFormatError(f"{name}: no such file", path=name)
+    try:
+        with open(p, "rb") as fb:
+            head = fb.read(_SNIFF)
+    except OSError as exc:
+        raise LogFormatError(f"{name}: cannot read ({exc.strerror})", path=name) from None
+    _check_head(head, name)
+    if _looks_json(head):
+        with open(p, encoding="utf-8", errors="replace") as f:
+            return _from_bench_rows(_bench.parse_json_text(f.read(), name), name, engine, version)
+    with no_gc():
+        st = None
+        if parallel:
+            size = p.stat().st_size
+            n_workers = _par.workers()
+            if size >= _par.PARALLEL_MIN and n_workers > 1:
+                st = _par.scan_parallel(str(p), size, n_workers)
+        if st is None:
+            st = _scan.State()
+            with open(p, encoding="utf-8", errors="replace", newline=None) as f:
+                _scan.scan_file(f, st)
+            _scan.finish(st)
+        return _build(st, name, engine, version, k)
+
+
+def read_lines(lines: Iterable[str], *, name: str = "<lines>", engine: str | None = None,
+               version: str | None = None, k: int | None = None) -> LogData:
+    """Parse an iterable of log lines (a file object, a list) -> :class:`LogData`.
+    Same rules as :func:`read`; the ``name`` appears in errors and the repr."""
+    with no_gc():
+        st = _scan.State()
+        _scan.scan(lines, st)
+        _scan.finish(st)
+        return _build(st, name, engine, version, k)
+
+
+def parse_sglang(source, *, version: str | None = None, k: int | None = None) -> LogData:
+    """An SGLang server log (path, or text with newlines, or iterable of lines) -> LogData."""
+    return _dispatch(source, engine="sglang", version=version, k=k)
+
+
+def parse_vllm(source, *, version: str | None = None, k: int | None = None) -> LogData:
+    """A vLLM server log (path, or text with newlines, or iterable of lines) -> LogData."""
+    return _dispatch(source, engine="vllm", version=version, k=k)
+
+
+def parse_bench(source) -> pd.DataFrame:
+    """Benchmark output -> one row per run with normalised columns (``tool``, ``engine``,
+    ``output_throughput`` tok/s, ``mean_tpot_ms``, ``median_ttft_ms``, ``mean_itl_ms`` ...).
+
+    ``source``: a text file with result blocks (``sglang.bench_serving``, ``vllm bench serve``,
+    ``bench_one_batch``, ``bench_one_batch_server``, ``vllm bench latency``), a JSON/JSONL result
+    file, or such text itself. LogFormatError when nothing in it is a benchmark result."""
+    data = _dispatch(source)
+    if not len(data.bench):
+        raise LogFormatError(f"{data.name}: no benchmark result found", path=data.name)
+    return data.bench
+
+
+def parse_nccl(source) -> pd.DataFrame:
+    """NCCL_DEBUG=INFO output (path, text, or lines) -> the ``.nccl`` table (``nccl_summary`` reads it)."""
+    return _dispatch(source).nccl
+
+
+def spec_summary(source, *, engine: str | None = None, version: str | None = None, k: int | None = None,
+                 include_after_idle: bool = False) -> SpecSummary:
+    """Pooled acceptance over a run: mean acceptance length (incl. bonus), draft acceptance rate
+    (excl. bonus), per-position rates, windows used / excluded. ``source``: a LogData, a
+    ``.spec`` DataFrame or anything :func:`read` takes."""
+    if isinstance(source, pd.DataFrame):
+        eng = engine or (str(source["engine"].iloc[0]) if len(source) else "unknown")
+        ver = version or (str(source["version"].iloc[0]) if len(source) else "unknown")
+        return _spec.summarize(source, engine=eng, version=ver, warnings=[],
+                               include_after_idle=include_after_idle)
+    data = source if isinstance(source, LogData) else _dispatch(source, engine=engine, version=version, k=k)
+    spec_warn = [w for w in data.warnings if "accept" in w or "k " in w or "k=" in w or "version" in w]
+    return _spec.summarize(data.spec, engine=data.engine, version=data.version, warnings=spec_warn,
+                           include_after_idle=include_after_idle)
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _dispatch(source, *, engine: str | None = None, version: str | None = None, k: int | None = None) -> LogData:
+    if isinstance(source, LogData):
+        return source
+    if isinstance(source, str) and "\n" in source:
+        if _looks_json(source.lstrip()[:1].encode()):
+            return _from_bench_rows(_bench.parse_json_text(source, "<text>"), "<text>", engine, version)
+        return read_lines(io.StringIO(source), name="<text>", engine=engine, version=version, k=k)
+    if isinstance(source, (str, os.PathLike)):
+        return read(source, engine=engine, version=version, k=k)
+    return read_lines(source, engine=engine, version=version, k=k)
+
+
+def _check_head(head: bytes, name: str) -> None:
+    if not head.strip():
+        raise LogFormatError(f"{name}: empty file, not a log", path=name)
+    if b"\x00" in head:
+        raise LogFormatError(f"{name}: binary file (NUL bytes), not a text log", path=name)
+
+
+def _looks_json(head: bytes) -> bool:
+    s = head.lstrip()
+    if s.startswith(b"{"):
+        return True
+    return s.startswith(b"[") and s[1:].lstrip()[:1] in (b"{", b"]")
+
+
+def _read_on_host(path, host, **kw) -> LogData:
+    remote = str(path)
+    label = f"{getattr(host, 'name', host)}:{remote}"
+    st = host.stat(remote)
+    if st.is_dir:
+        raise LogFormatError(f"{label}: is a directory, not a log file", path=label)
+    with tempfile.TemporaryDirectory(prefix="kit-log-") as tmp:
+        local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "log")
+        host.get(remote, local)
+        data = _read_file(local, parallel=False, **kw)
+    data.name = label
+    data.warnings = [w.replace(local, label) for w in data.warnings]
+    return data
+
+
+def _from_bench_rows(rows: list[dict], name: str, engine: str | None, version: str | None) -> LogData:
+    st = _scan.State()
+    for r in rows:
+        st.bench.add(r)
+        st.evidence[r.get("engine") or "bench"] = st.evidence.get(r.get("engine") or "bench", 0) + 1
+    st.lines = len(rows)
+    return _build(st, name, engine, version, None)
+
+
+def _build(st: _scan.State, name: str, engine: str | None, version: str | None, k: int | None) -> LogData:
+    warnings = st.warnings
+    n_records = sum(len(c) for c in (st.decode, st.prefill, st.decode_fast, st.prefill_fast, st.throughput,
+                                     st.vllm_spec, st.bench, st.nccl))
+    if st.lines == 0:
+        raise LogFormatError(f"{name}: empty file, not a log", path=name)
+    if not n_records and not any(st.evidence.values()) and st.server_args is None:
+        raise LogFormatError(f"{name}: not a serving log: none of its {st.lines} lines is an SGLang, vLLM, "
+                             f"NCCL or benchmark line", path=name)
+    ev = st.evidence
+    if engine is None:
+        engine = "sglang" if ev["sglang"] > ev["vllm"] else "vllm" if ev["vllm"] else "unknown"
+    logged = [v for e, v, _ in st.versions if e == engine]
+    if logged:
+        if version and version != logged[0]:
+            warnings.append(f"version {version!r} given but the log says {logged[0]!r}: using the log's")
+        version = logged[0]
+    version = version or "unknown"
+
+    decode = merge_frames(st.decode_fast.frame(DECODE_COLUMNS), st.decode.frame(), DECODE_COLUMNS)
+    prefill = merge_frames(st.prefill_fast.frame(PREFILL_COLUMNS), st.prefill.frame(), PREFILL_COLUMNS)
+    for t in (decode, prefill):  # the iteration number is only printed by some versions
+        if "iter" in t.columns and len(t) and t["iter"].isna().all():
+            del t["iter"]
+    if len(decode):
+        decode["after_idle"] = _spec.flag_after_idle(decode["gen_throughput"])
+    throughput = st.throughput.frame(THROUGHPUT_COLUMNS)
+    if len(throughput):
+        throughput["after_idle"] = _spec.flag_after_idle(throughput["generation_throughput"])
+    raw_spec = st.vllm_spec.frame()
+    bench = st.bench.frame(_bench.BENCH_COLUMNS)
+    bench = _bench.add_decode_tok_s(bench)
+    nccl = st.nccl.frame(NCCL_COLUMNS)
+
+    parts = []
+    sg = _spec.sglang_spec(decode, version=version if engine == "sglang" else "unknown", k=k,
+                           server_args=st.server_args, variants={}, warnings=warnings)
+    if len(sg):
+        parts.append(sg)
+    vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k, warnings=warnings)
+    if len(vl):
+        parts.append(vl)
+    if len(parts) > 1:  # both engines in one file: join column by column, freeing as we go
+        vl_time = to_datetime(parts[1]["time"], "%m-%d %H:%M:%S") if "time" in parts[1].columns else None
+        chunks = []
+        for part in parts:
+            chunk = {c: part[c].array if isinstance(part[c].dtype, pd.CategoricalDtype) else part[c].to_numpy()
+                     for c in part.columns}
+            if part is parts[1] and vl_time is not None:
+                chunk["time"] = vl_time.to_numpy()
+            chunks.append(chunk)
+        del parts, sg, vl
+        spec = assemble(chunks, _spec.SPEC_COLUMNS)
+    else:
+        spec = parts[0] if parts else pd.DataFrame({c: pd.Series(dtype="object") for c in _spec.SPEC_COLUMNS})
+        del parts, sg, vl
+    if len(spec):
+        if version == "unknown":
+            warnings.insert(0, f"{engine} version unknown (not in the log, not given): acceptance "
+                               f"definitions were inferred; pass version=")
+        if "time" in spec.columns and not pd.api.types.is_datetime64_any_dtype(spec["time"]):
+            spec["time"] = to_datetime(spec["time"], "%m-%d %H:%M:%S")
+    tables = {"decode": decode, "prefill": prefill, "throughput": throughput, "spec": spec, "bench": bench,
+              "nccl": nccl}
+    for t in tables.values():
+        if len(t) and "time" in t.columns and pd.api.types.is_datetime64_any_dtype(t["time"]):
+            t["elapsed_s"] = pd.Series(_elapsed_s(t["time"]), index=t.index, copy=False)  # no second copy
+    for fast in (st.decode_fast, st.prefill_fast):
+        if fast.bad_lines:
+            st.torn += len(fast.bad_lines)
+            st.torn_examples = sorted(st.torn_examples + fast.bad_lines)[:5]
+    if st.torn:
+        warnings.append(f"{st.torn} torn line(s) skipped (two writers on one line), first at line "
+                        f"{st.torn_examples[0]}")
+    if st.server_args and st.server_args.get("__truncated__"):
+        warnings.append(f"server_args dump at line {st.server_args_line} is truncated: "
+                        f"{len(st.server_args) - 1} keys read")
+    formats = _value_counts(decode["format"]) if len(decode) and "format" in decode.columns else {}
+    ks = pd.to_numeric(spec["k"], errors="coerce").dropna() if len(spec) else []
+    k_used = int(ks.mode().iloc[0]) if len(ks) else k
+    args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
+    release_freed_memory()
+    return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used,
+                   formats)
+
+
+def _value_counts(col: pd.Series) -> dict[str, int]:
+    """``{value: count}`` as ``value_counts(sort=False)`` gives it (every category, in category
+    order, for a categorical), counted a slice at a time (no full-length temporaries)."""
+    if not isinstance(col.dtype, pd.CategoricalDtype):
+        return {str(f): int(n) for f, n in col.value_counts(sort=False).items()}
+    codes = col.array.codes
+    cats = col.array.categories
+    counts = np.zeros(len(cats), dtype=np.int64)
+    step = 1 << 18
+    for a in range(0, len(codes), step):
+        c = codes[a:a + step]
+        counts += np.bincount(c[c >= 0], minlength=len(cats))
+    return {str(f): int(n) for f, n in zip(cats, counts)}
+
+
+def _elapsed_s(time: pd.Series) -> np.ndarray:
+    """Seconds since the first time stamp (NaT -> NaN), computed a slice at a time so that the
+    temporaries stay small whatever the table's length."""
+    times = time.to_numpy()
+    start = time.min().to_datetime64()
+    out = np.empty(len(times), dtype=np.float64)
+    step = 1 << 18
+    for a in range(0, len(times), step):
+        np.divide(times[a:a + step] - start, np.timedelta64(1, "s"), out=out[a:a + step])
+    return out

@@ -1,0 +1,265 @@
+"""Parallel scan of a large log file over byte ranges (private to ``kit.logs``).
+
+A big log is cut into pieces of about ``PIECE`` bytes at *clean* line boundaries, and worker
+processes (one per core, see :func:`workers`) scan the pieces with the same code as the serial path
+(:func:`kit.logs._scan.scan_file`). The main process receives, in file order, each piece's SGLang
+batch rows as converted column arrays (already in line order) and its other records as row dicts
+(column lists when all rows of a kind have the same keys), which it adds to its own column lists
+exactly as the serial scan would (same columns, back-fill and flush points, hence the same
+dtypes), and merges everything into one :class:`~kit.logs._scan.State`,
+on which ``kit.logs`` builds the tables as for a serial scan. A worker holds one piece at a time,
+so its memory is flat in file size; the main process holds the table chunks.
+
+What one line of a log can carry over to the next, and how it stays exact across a cut:
+
+* an open benchmark block, and the vLLM throughput line that the next ``SpecDecoding`` line takes
+  its throughput from: a cut is only made after a line starting with ``[`` or ``(`` (an SGLang or
+  vLLM logger header), which closes any block, and never after a throughput line;
+* line numbers: each piece counts from 1; the main process adds the lines of the pieces before;
+* the ``Warmup ...``/``Benchmark ...`` phase of ``bench_one_batch`` output: a piece starts with a
+  placeholder phase, replaced at merge time by the phase the pieces before it ended with;
+* engine evidence from unknown lines (only the first ``_EVIDENCE_LIMIT`` unknown lines of the file
+  are inspected): recorded with each hit's ordinal and counted at merge time;
+* the "first window after idle" flag, the speculative normalisation and everything else that
+  looks at the whole run are computed once on the merged tables, as in the serial path.
+
+A piece whose cut cannot be made clean (no header line within ``SEARCH`` bytes) is merged with the
+next one; when fewer than two pieces remain, or a worker process dies, the caller scans serially.
+Workers are forked (no re-import); set ``KIT_LOG_WORKERS=1`` to always scan in the calling process.
+"""
+from __future__ import annotations
+
+import io
+import os
+import threading
+from typing import Any
+
+from kit.logs import _scan
+from kit.logs._table import assemble_columns
+
+PARALLEL_MIN = 64 << 20   # files smaller than this are scanned in the calling process
+PIECE = 8 << 20           # bytes per piece: small, so that the workers finish together
+SEARCH = 1 << 20          # how far past a nominal cut to look for a clean line boundary
+PIECE_TIMEOUT = 300       # seconds to wait for one piece (normally well under one) before giving up
+_PHASE_UNSET = "\x00phase-unset"  # placeholder bench phase at the start of a piece
+
+
+def workers() -> int:
+    """Worker processes to use: ``KIT_LOG_WORKERS`` if set, else the CPUs this process may run on."""
+    env = os.environ.get("KIT_LOG_WORKERS", "").strip()
+    if env.isdigit():
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _clean_after(line: bytes) -> bool:
+    """True when the serial scan state after this line carries nothing into the next one."""
+    return line[:1] in (b"[", b"(") and b"Avg prompt throughput" not in line
+
+
+def plan(path: str, size: int) -> list[tuple[int, int]]:
+    """Byte ranges ``[start, end)`` covering the file, cut after clean lines near multiples of PIECE."""
+    cuts = [0]
+    with open(path, "rb") as f:
+        nominal = PIECE
+        while nominal < size - PIECE // 2:
+            f.seek(max(nominal - 1, cuts[-1]))
+            window = f.read(SEARCH)
+            base = max(nominal - 1, cuts[-1])
+            pos = window.find(b"\n")  # end of the (partial) line the nominal cut falls in
+            cut = None
+            while pos >= 0:
+                nxt = window.find(b"\n", pos + 1)
+                if nxt < 0:
+                    break
+                if _clean_after(window[pos + 1:nxt + 1]):
+                    cut = base + nxt + 1
+                    break
+                pos = nxt
+            if cut is not None and cut < size:
+                cuts.append(cut)
+                nominal = cut + PIECE
+            else:
+                nominal += PIECE
+    cuts.append(size)
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+class _Range(io.RawIOBase):
+    """Raw reader of bytes ``[start, end)`` of a file."""
+
+    def __init__(self, path: str, start: int, end: int) -> None:
+        self._f = open(path, "rb", buffering=0)
+        self._f.seek(start)
+        self._left = end - start
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self._left <= 0:
+            return 0
+        view = memoryview(b)[:self._left]
+        n = self._f.readinto(view)
+        self._left -= n
+        return n
+
+    def close(self) -> None:
+        self._f.close()
+        super().close()
+
+
+_ROW_TABLES = ("decode", "prefill", "throughput", "vllm_spec", "bench", "nccl")  # Columns of State
+
+
+class _Rows(list):
+    """Stands in for a :class:`~kit.logs._table.Columns` in a worker: keeps the row dicts, which the
+    main process adds to its own Columns one by one, so that column creation, back-fill and flush
+    points (and hence the dtypes of the table) are exactly those of a serial scan."""
+
+    add = list.append
+
+
+_MERGED_UNKNOWN = None  # shared counter: unknown lines in the pieces merged so far (set before forking)
+_ONE_AT_A_TIME = threading.Lock()
+
+
+def _pack(rows: list[dict]) -> tuple[tuple | None, Any]:
+    """A piece's row dicts for the main process: (keys, {key: column list}) when every row has the
+    same keys in the same order (the main process then extends its columns in bulk), else
+    (None, rows)."""
+    if not rows:
+        return None, rows
+    keys = tuple(rows[0])
+    if any(tuple(r) != keys for r in rows):
+        return None, rows
+    return keys, {k: [r[k] for r in rows] for k in keys}
+
+
+def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
+    """Worker: scan one byte range with a fresh State; returns what the merge needs (picklable)."""
+    path, start, end, last, index = task
+    import gc
+
+    gc.disable()  # as in the calling process (kit.util.no_gc); the worker exits afterwards
+    st = _scan.State()
+    st.unknown_hits = []
+    merged = _MERGED_UNKNOWN
+    if merged is not None and index > 0 and merged.value >= _scan._EVIDENCE_LIMIT:
+        st.evidence_limit = 0  # the pieces before this one already hold that many unknown lines
+    st.bench_phase = _PHASE_UNSET
+    for name in _ROW_TABLES:
+        setattr(st, name, _Rows())
+    raw = _Range(path, start, end)
+    with io.TextIOWrapper(io.BufferedReader(raw, 1 << 20), encoding="utf-8", errors="replace",
+                          newline=None) as f:
+        _scan.scan_file(f, st)
+    if st.block is not None and not last:
+        return {"ok": False}
+    _scan.finish(st)
+    for t in (st.decode_fast, st.prefill_fast):
+        t.flush()
+    return {
+        "ok": True,
+        # each template's chunks joined in line order here, in the worker: the main process only
+        # has to put the pieces one after the other
+        "fast": [([assemble_columns(t.frames)] if t.frames else [], t.flushed, t.bad_lines)
+                 for t in (st.decode_fast, st.prefill_fast)],
+        "rows": [_pack(getattr(st, name)) for name in _ROW_TABLES],
+        "evidence": st.evidence, "hits": st.unknown_hits, "server_args": st.server_args,
+        "server_args_line": st.server_args_line, "versions": st.versions, "lines": st.lines,
+        "unknown": st.unknown, "torn": st.torn, "torn_examples": st.torn_examples,
+        "phase": st.bench_phase,
+    }
+
+
+def scan_parallel(path: str, size: int, n_workers: int) -> _scan.State | None:
+    """Scan ``path`` in worker processes; the merged State, or None when the caller should scan
+    serially (too few pieces, no fork start method, a cut that turned out not to be clean, a
+    worker that died or gave no result within ``PIECE_TIMEOUT`` seconds). Errors raised by the
+    parsers in a worker are raised here."""
+    import multiprocessing as mp
+
+    if n_workers < 2 or "fork" not in mp.get_all_start_methods():
+        return None
+    pieces = plan(path, size)
+    if len(pieces) < 2:
+        return None
+    with _ONE_AT_A_TIME:  # the shared counter below is module state; big reads compete for the cores anyway
+        return _run(path, pieces, n_workers)
+
+
+def _run(path: str, pieces: list[tuple[int, int]], n_workers: int) -> _scan.State | None:
+    """:func:`scan_parallel` once the pieces are known: fork the pool, merge the pieces in order."""
+    import multiprocessing as mp
+
+    global _MERGED_UNKNOWN
+    tasks = [(path, a, b, i == len(pieces) - 1, i) for i, (a, b) in enumerate(pieces)]
+    st = _scan.State()
+    phase = None
+    # fork: the workers start in milliseconds with kit already imported (spawn would re-import pandas)
+    ctx = mp.get_context("fork")
+    # pieces merged in order: once they hold _EVIDENCE_LIMIT unknown lines, later pieces need not
+    # inspect theirs for engine evidence (the serial scan stops inspecting there too)
+    _MERGED_UNKNOWN = ctx.Value("q", 0, lock=False)
+    pool = ctx.Pool(min(n_workers, len(pieces)))
+    try:
+        results = pool.imap(_scan_piece, tasks)  # in file order
+        for _ in tasks:
+            try:
+                part = results.next(timeout=PIECE_TIMEOUT)
+            except mp.TimeoutError:  # a worker died (out of memory ...) or hangs: scan in this process
+                return None
+            if not part["ok"]:
+                return None
+            phase = _merge(st, part, phase)
+            _MERGED_UNKNOWN.value = st.unknown
+            del part
+    finally:
+        pool.terminate()
+        pool.join()
+        _MERGED_UNKNOWN = None
+    return st
+
+
+def _merge(st: _scan.State, part: dict, phase: str | None) -> str | None:
+    """Append one piece's results to ``st`` (line numbers shifted by the lines before it);
+    returns the bench phase in force after the piece."""
+    off = st.lines
+    for table, (frames, flushed, bad) in zip((st.decode_fast, st.prefill_fast), part["fast"]):
+        for ch in frames:
+            ch["line"] = ch["line"] + off
+        table.frames.extend(frames)
+        table.flushed += flushed
+        table.bad_lines.extend(x + off for x in bad)
+    for name, (keys, rows) in zip(_ROW_TABLES, part["rows"]):
+        table = getattr(st, name)
+        if keys is not None:  # every row has the same keys: column by column
+            rows["line"] = [x + off for x in rows["line"]]
+            if "phase" in rows:
+                rows["phase"] = [phase if v == _PHASE_UNSET else v for v in rows["phase"]]
+            table.extend_uniform(keys, rows)
+            continue
+        add = table.add
+        for row in rows:
+            row["line"] += off
+            if row.get("phase") == _PHASE_UNSET:  # bench_one_batch rows before any Warmup/Benchmark line
+                row["phase"] = phase
+            add(row)
+    for k, v in part["evidence"].items():
+        st.evidence[k] += v
+    for ordinal, engine in part["hits"]:
+        if st.unknown + ordinal < _scan._EVIDENCE_LIMIT:
+            st.evidence[engine] += 1
+    if st.server_args is None and part["server_args"] is not None:
+        st.server_args = part["server_args"]
+        st.server_args_line = part["server_args_line"] + off
+    st.versions.extend((e, v, ln + off) for e, v, ln in part["versions"])
+    st.torn_examples = sorted(st.torn_examples + [x + off for x in part["torn_examples"]])[:5]
+    st.torn += part["torn"]
+    st.unknown += part["unknown"]
+    st.lines += part["lines"]
+    return phase if part["phase"] == _PHASE_UNSET else part["phase"]

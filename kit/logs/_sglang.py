@@ -1,0 +1,354 @@
+"""SGLang scheduler log lines (private to ``kit.logs``): ``Prefill batch`` / ``Decode batch`` and the
+startup ``server_args`` dump, in every format from 0.4.x to 0.5.2x (see
+``../shared/reference/serving-formats.md`` section 1).
+
+Lines are parsed key by key, never by position: the body after ``Decode batch`` is split at
+``", "`` into ``key: value`` pairs, because fields come and go with the version (``cuda graph``,
+``accept rate``, ``cap len``), the model type (hybrid SWA / Mamba usage fields), PD mode and device
+(``npu graph``). Each line's *format variant* is also counted, because it dates the engine:
+
+    dot        ``Decode batch. #running-req: ...``         sglang <= 0.5.3
+    bracket    ``Decode batch [123], #running-req: ...``   0.5.4 (or 0.5.6-0.5.8 with SGLANG_LOG_FORWARD_ITERS)
+    trailing   ``Decode batch, ... #queue-req: 0, ``       0.5.6-0.5.8 (trailing ", ")
+    comma      ``Decode batch, ... #queue-req: 0``         0.5.9 and later
+
+The variant is kept per row in the ``format`` column.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+import numpy as np
+
+from kit.errors import LogFormatError
+from kit.logs._table import CHUNK, snake, value
+
+# Line header: "[2025-10-22 10:27:56 TP0] " / "[2025-05-14 09:31:43.123 DP1 TP3] " / none.
+HEADER = re.compile(
+    r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)"
+    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] "
+)
+_BRACKET_ITER = re.compile(r"\[(\d+)\], ")
+
+DECODE_COLUMNS = ("time", "ranks", "line", "running_req", "gen_throughput", "accept_len", "accept_rate",
+                  "queue_req", "graph", "graph_kind")
+PREFILL_COLUMNS = ("time", "ranks", "line", "new_seq", "new_token", "cached_token", "running_req",
+                   "queue_req")
+
+OK, TORN = 1, 2
+
+
+# Values are cut out of the message with one regex split; what remains is the line's *template*.
+# Junk from another writer either changes the template (then the careful parser decides: torn) or
+# sits inside a value (then converting the value fails at flush time: the row is dropped as torn).
+_SPLIT = re.compile(r": ([^,]*)")
+FAST_HEAD = ("line", "time", "ranks", "iter")
+_RANKS_OK: dict[str, str | None] = {"": None}
+_RANKS = re.compile(r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)+")
+
+
+def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
+    """Parse one ``Prefill batch`` / ``Decode batch`` line found at ``pos``; returns OK or TORN.
+
+    Fast path: the message is split into template + values by one regex call; a template seen
+    before maps straight to its columns (``st.decode_fast`` / ``st.prefill_fast``). A new template
+    is checked once by the careful key-by-key parser (:func:`_parse_body`), which also takes the
+    rare shapes the fast path cannot (rows then go to ``st.decode`` / ``st.prefill``).
+    The format variant of each line is kept in the ``format`` column.
+    """
+    if pos:
+        # "[2025-10-22 10:27:56 TP0] " / "[2025-10-22 10:27:56.123 DP1 TP3] " / "[2025-05-14 09:31:43] "
+        if line[0] != "[" or line[pos - 2] != "]" or line[5] != "-" or line[14] != ":":
+            return TORN  # something else was written in front of the message: torn/interleaved
+        extra = line[20:pos - 2]
+        if extra:
+            ranks = _RANKS_OK.get(extra, "?")
+            if ranks == "?":
+                ranks = _ranks(extra)
+                if ranks == "?":
+                    return TORN
+            ts = line[1:24] if extra[0] == "." else line[1:20]
+        else:
+            ts = line[1:20]
+            ranks = None
+    else:
+        ts = ranks = None
+    it = None
+    if line[pos + len(kind) + 6] == " ":  # "Decode batch [123], ...": keep the number out of the template
+        m = _BRACKET_ITER.match(line, pos + len(kind) + 7)
+        if m is None:
+            return TORN
+        it = int(m.group(1))
+        msg = kind + " batch [], " + line[m.end():]
+    else:
+        msg = line[pos:]
+    parts = _SPLIT.split(msg)
+    tmpl = "".join(parts[0::2])
+    fast = st.decode_fast if kind == "Decode" else st.prefill_fast
+    group = fast.groups.get(tmpl)
+    if group is None:
+        vb = _variant_body(msg, kind)
+        if vb is None:
+            return TORN
+        variant, body = vb
+        row = _parse_body(body, kind)
+        if row is None:
+            return TORN
+        if tmpl not in fast.slow:
+            names = tuple(k for k in row if k != "graph_kind")
+            if len(names) == len(parts) // 2 and len(set(names)) == len(names):
+                consts = {"graph_kind": row["graph_kind"]} if "graph_kind" in row else {}
+                consts["format"] = variant
+                group = fast.add_group(tmpl, names, consts, bracket=it is not None)
+                if pos:
+                    st.bulk_templates.append((template_regex(parts[0::2], it is not None), fast, tmpl,
+                                              it is not None))
+            else:
+                fast.slow.add(tmpl)
+        if group is None:
+            row = {"line": lineno, "time": ts, "ranks": ranks, "iter": it, **row, "format": variant}
+            (st.decode if kind == "Decode" else st.prefill).add(row)
+            return OK
+    group += (lineno, ts, ranks, it)
+    group += parts[1::2]
+    fast.n += 1
+    if fast.n >= CHUNK:
+        fast.flush()
+    return OK
+
+
+def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:
+    """A regex matching the message part of one template's lines, from the ``] `` that closes the
+    header to the end of the line, capturing [the iteration and] each value. It starts with a
+    literal, so the regex engine's fast literal search finds candidate lines in a text block at
+    C speed (:func:`extract_block`)."""
+    first = re.escape("] " + pieces[0])
+    if bracket:
+        first = first.replace(re.escape("[], "), r"\[(\d+)\], ", 1)
+    rx = first
+    for piece in pieces[1:-1]:
+        rx += r": ([^,\n]*)" + re.escape(piece)
+    rx += r": ([^,\n]*)" + re.escape(pieces[-1].rstrip("\n")) + r"$"
+    return re.compile(rx, re.M)
+
+
+def extract_block(block: str, first_line: int, st) -> set[int]:
+    """Take every line of a known template out of ``block`` (ASCII text of whole lines, the first
+    being line ``first_line``) in bulk; returns the line numbers taken, which the line scanner then
+    skips. Rows equal those of the line-by-line path (same header checks: a line with anything but
+    a clean ``[time ranks] `` header before the message is torn). Header checks, line numbers,
+    times and rank tags are computed with NumPy over all matches of a template at once."""
+    found = []
+    for regex, fast, tmpl, _bracket in st.bulk_templates:
+        matches = list(regex.finditer(block))
+        if matches:
+            found.append((fast, tmpl, matches))
+    taken: set[int] = set()
+    if not found:
+        return taken
+    buf = np.frombuffer(block.encode("ascii"), dtype=np.uint8)
+    last = len(buf) - 1
+    nl = np.flatnonzero(buf == 10)
+    for fast, tmpl, matches in found:
+        starts = np.fromiter(map(re.Match.start, matches), np.int64, len(matches))
+        k = np.searchsorted(nl, starts)
+        ls = np.where(k > 0, nl[np.maximum(k - 1, 0)] + 1, 0)  # line starts
+        lines = k + first_line
+        taken.update(lines.tolist())
+        ok = (starts - ls >= 20) & (buf[ls] == 91)  # "["
+        ok &= (buf[np.minimum(ls + 5, last)] == 45) & (buf[np.minimum(ls + 14, last)] == 58)  # "-", ":"
+        ms = ok & (starts - ls >= 24) & (buf[np.minimum(ls + 20, last)] == 46)  # ".123" after the seconds
+        # times: 19 (or 23 with ms) bytes after "[", decoded once per distinct value
+        win = buf[np.minimum(ls[:, None] + np.arange(1, 24), last)]
+        win[~ms, 19:] = 0
+        uniq, inv = _runs(win.view("S23").ravel())
+        ts = np.array([u.decode() for u in uniq], dtype=object)[inv]
+        # rank tags: the bytes between the time and "]", validated once per distinct value
+        ts_end = ls + np.where(ms, 24, 20)
+        rlen = starts - ts_end
+        ok &= (rlen >= 0) & (rlen <= 40)
+        win = buf[np.minimum(ts_end[:, None] + np.arange(40), last)]
+        win[np.arange(40)[None, :] >= rlen[:, None]] = 0
+        uniq, inv = _runs(win.view("S40").ravel())
+        norm = []
+        known: dict[bytes, str | None] = {}
+        for u in uniq:
+            r = known.get(u, "")
+            if r == "":
+                r = u.decode()
+                r = known[u] = r.strip() or None if r == "" or _RANKS.fullmatch(r) else "?"
+            norm.append(r)
+        ranks = np.array(norm, dtype=object)[inv]
+        if "?" in norm:
+            ok &= np.array([r == "?" for r in norm])[inv] == False  # noqa: E712
+        groups = list(map(_GROUPS, matches))
+        if not ok.all():
+            for ln in lines[~ok].tolist():
+                _torn(st, ln)
+            keep = np.flatnonzero(ok).tolist()
+            lines, ts, ranks = lines[ok], ts[ok], ranks[ok]
+            groups = [groups[i] for i in keep]
+        if len(lines):
+            fast.bulk[tmpl].append((lines, ts, ranks, groups))
+            fast.n += len(lines)
+            st.evidence["sglang"] += len(lines)
+    for fast in (st.decode_fast, st.prefill_fast):
+        if fast.n >= CHUNK:
+            fast.flush()
+    return taken
+
+
+_GROUPS = re.Match.groups
+
+
+def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a fixed-width bytes array by runs of equal neighbours (a log repeats the
+    same time stamp and rank tag line after line): (value of each run, run index of each element).
+    O(n), no sort; a value that comes back later simply starts another run."""
+    change = np.empty(len(keys), dtype=bool)
+    change[:1] = True
+    np.not_equal(keys[1:], keys[:-1], out=change[1:])
+    inv = np.cumsum(change) - 1
+    return keys[change], inv
+
+
+def _torn(st, lineno: int) -> None:
+    st.torn += 1
+    if len(st.torn_examples) < 5:
+        st.torn_examples.append(lineno)
+
+
+def _variant_body(msg: str, kind: str) -> tuple[str, str] | None:
+    """(format variant, body without trailing comma) of a message starting with ``kind batch``."""
+    rest = msg[len(kind) + 6:]
+    if rest.startswith(", "):
+        variant, body = "comma", rest[2:]
+    elif rest.startswith(". "):
+        variant, body = "dot", rest[2:]
+    elif rest.startswith(" [], "):
+        variant, body = "bracket", rest[5:]
+    else:
+        return None
+    body = body.rstrip()
+    if body.endswith(","):
+        body = body[:-1]
+        if variant == "comma":
+            variant = "trailing"
+    return variant, body
+
+
+def _ranks(extra: str) -> str | None:
+    """Validate the part of the header after the seconds (``.123`` and/or `` DP1 TP3``); '?' if bad."""
+    rest = extra[4:] if extra[0] == "." and extra[1:4].isdigit() else extra
+    if rest and _RANKS.fullmatch(rest) is None:
+        return "?"
+    _RANKS_OK[extra] = rest.strip() or None
+    return _RANKS_OK[extra]
+
+
+def _parse_body(body: str, kind: str) -> dict | None:
+    """Key-by-key parse of a batch line body -> {column: value}; None when malformed (torn)."""
+    row: dict[str, Any] = {}
+    for piece in body.split(", "):
+        key, sep, text = piece.partition(": ")
+        if not sep:
+            return None
+        if key.endswith(" graph"):
+            row["graph_kind"] = key[:-6]
+            key = "graph"
+        else:
+            key = snake(key)
+        try:
+            row[key] = value(text)
+        except ValueError:
+            return None
+    if kind == "Decode" and "gen_throughput" not in row:
+        return None
+    return row
+
+
+# --------------------------------------------------------------------------- server_args
+
+def parse_server_args(text: str) -> dict[str, Any]:
+    """The startup ``server_args=ServerArgs(k=v, ...)`` repr (<= 0.5.16) or ``server_args={'k': v}``
+    dict (>= 0.5.20) -> dict of Python values.
+
+    Works on a whole log line or just the dump. Values that are not Python literals (objects in
+    the repr) are kept as their source text. A truncated dump (pastes often are) yields the keys
+    read before the cut; the flag ``'__truncated__': True`` is then set in the result.
+    LogFormatError when the text holds neither form.
+    """
+    start = text.find("server_args=")
+    body = text[start + len("server_args="):] if start >= 0 else text
+    body = body.strip()
+    if body.startswith("ServerArgs("):
+        body, close, style = body[len("ServerArgs("):], ")", "repr"
+    elif body.startswith("{"):
+        body, close, style = body[1:], "}", "dict"
+    else:
+        raise LogFormatError("server_args: no ServerArgs(...) repr or server_args={...} dict in the text")
+    items, complete = _split_top_level(body, close)
+    out: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        item = item.strip()
+        if not item:
+            continue
+        if style == "repr":
+            key, sep, val = item.partition("=")
+            key = key.strip()
+        else:
+            m = re.match(r"""\s*(['"])(.*?)\1\s*:\s*""", item, re.S)
+            if m is None:
+                key, sep, val = "", "", ""
+            else:
+                key, sep, val = m.group(2), ":", item[m.end():]
+        if i == len(items) - 1 and not complete:
+            break  # the cut fell inside this item: its value may be incomplete
+        if not sep or not key.isidentifier():
+            continue
+        try:
+            out[key] = ast.literal_eval(val.strip())
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            out[key] = val.strip()
+    if not complete:
+        out["__truncated__"] = True
+    return out
+
+
+def _split_top_level(body: str, close: str) -> tuple[list[str], bool]:
+    """Split at commas outside quotes/brackets; stop at the closing bracket. Returns the items and
+    whether the closing bracket was found (False: the dump was truncated)."""
+    items: list[str] = []
+    depth = 0
+    quote = ""
+    start = 0
+    i = 0
+    n = len(body)
+    opens, closes = "([{", ")]}"
+    while i < n:
+        ch = body[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in opens:
+            depth += 1
+        elif ch in closes:
+            if depth == 0:
+                if ch == close:
+                    items.append(body[start:i])
+                    return items, True
+            else:
+                depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(body[start:i])
+            start = i + 1
+        i += 1
+    items.append(body[start:])
+    return items, False

@@ -1,0 +1,137 @@
+"""vLLM log lines (private to ``kit.logs``): the periodic throughput line (V0, V1, current), the
+speculative-decoding lines of every version and the version banner
+(``../shared/reference/serving-formats.md`` section 2).
+
+A line may carry the logger prefix (``INFO 10-16 19:05:47 metrics.py:367] `` in old releases,
+``(APIServer pid=1) INFO 05-15 03:35:13 [loggers.py:271] `` since ~0.10, ANSI-coloured on a TTY)
+or none at all (pastes). Anything else in front of the message means two writers interleaved on one
+line: the line is *torn*, skipped and counted.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kit.logs._table import snake, value
+
+PREFIX = re.compile(
+    r"(?:\((?P<proc>[^)]*?) pid=(?P<pid>\d+)\) )?"
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? "
+    r"\[?[\w.]+:\d+\] )?"
+)
+_ENGINE = re.compile(r"(?:Engine (?P<eng>\d+): |(?P<agg>\d+) Engines Aggregated: )$")
+VERSION = re.compile(r"(?:vLLM API server version |LLM engine \(v|vLLM version )(\d+\.\d+[\w.+-]*)")
+_PER_POS = re.compile(r"Per-position acceptance rate: ((?:nan|[0-9.]+)(?:, (?:nan|[0-9.]+))*)")
+
+THROUGHPUT_COLUMNS = ("time", "line", "engine_index", "prompt_throughput", "generation_throughput",
+                      "running", "waiting", "gpu_kv_cache_usage")
+OK, TORN = 1, 2
+
+
+def _prefix(line: str, pos: int, row: dict) -> bool:
+    """Parse the logger prefix in ``line[:pos]`` into ``row``; False if it is not a clean prefix."""
+    if not pos:
+        row["time"] = None
+        return True
+    m = PREFIX.match(line, 0, pos)
+    if m is None:
+        return False
+    rest = line[m.end():pos]
+    row["time"] = m.group("ts")
+    if m.group("proc") is not None:
+        row["process"] = m.group("proc")
+    if rest:
+        e = _ENGINE.match(rest)
+        if e is None:
+            return False
+        row["engine_index"] = int(e.group("eng")) if e.group("eng") is not None else None
+        if e.group("agg") is not None:
+            row["engines_aggregated"] = int(e.group("agg"))
+    return True
+
+
+def _pairs(body: str, row: dict) -> bool:
+    """``Key: value unit, Key: value`` -> row[snake(key)] = value; False on a malformed pair."""
+    for piece in body.split(", "):
+        key, sep, text = piece.partition(": ")
+        if not sep:
+            continue  # e.g. the "1 in progress" tail of "KV fetch: 0 waiting to start, 1 in progress"
+        try:
+            row[snake(key)] = value(text)
+        except ValueError:
+            return False
+    return True
+
+
+def parse_throughput(line: str, lineno: int, pos: int, st) -> int:
+    """``[Engine 000: ]Avg prompt throughput: X tokens/s, Avg generation throughput: Y tokens/s, ...``"""
+    row: dict[str, Any] = {}
+    if not _prefix(line, pos, row):
+        return TORN
+    row["line"] = lineno
+    body = line[pos:].rstrip("\r\n .")
+    if not _pairs(body, row):
+        return TORN
+    row["prompt_throughput"] = row.pop("avg_prompt_throughput", None)
+    row["generation_throughput"] = row.pop("avg_generation_throughput", None)
+    if row["generation_throughput"] is None:
+        return TORN
+    st.throughput.add(row)
+    st.last_gen_throughput = row["generation_throughput"]
+    st.last_gen_line = lineno
+    return OK
+
+
+def parse_spec(line: str, lineno: int, pos: int, st) -> int:
+    """``SpecDecoding metrics: ...`` (V1, every version) or ``Speculative metrics: ...`` (V0, early V1).
+
+    Printed values are kept as printed (``printed_*`` columns); normalisation to mean acceptance
+    length incl. bonus / draft acceptance rate excl. bonus happens after the scan, when version and
+    k are known (``kit.logs._spec``).
+    """
+    row: dict[str, Any] = {}
+    if not _prefix(line, pos, row):
+        return TORN
+    row["line"] = lineno
+    body = line[pos:].rstrip("\r\n ")
+    head, _, body = body.partition(": ")
+    if body.endswith(",") or body.endswith("."):
+        body = body[:-1]
+    per_pos = None
+    m = _PER_POS.search(body)
+    if m is not None:
+        per_pos = tuple(float(x) for x in m.group(1).split(", "))
+        body = body[:m.start()] + body[m.end():]
+    fields: dict[str, Any] = {}
+    if not _pairs(body, fields):
+        return TORN
+    if head.startswith("SpecDecoding"):
+        variant = "v1"
+        rate = fields.get("avg_draft_acceptance_rate", fields.get("draft_acceptance_rate"))
+        row["accepted_tokens"] = fields.get("accepted")
+        row["draft_tokens"] = fields.get("drafted")
+    elif "system_efficiency" in fields or "number_of_emitted_tokens" in fields:
+        variant = "v0"
+        rate = fields.get("draft_acceptance_rate")
+        row["k"] = fields.get("number_of_speculative_tokens")
+        row["accepted_tokens"] = fields.get("number_of_accepted_tokens")
+        row["draft_tokens"] = fields.get("number_of_draft_tokens")
+        row["emitted_tokens"] = fields.get("number_of_emitted_tokens")
+        row["system_efficiency"] = fields.get("system_efficiency")
+    else:
+        variant = "v1-early"
+        rate = fields.get("draft_acceptance_rate")
+        row["accepted_tokens"] = fields.get("number_of_accepted_tokens")
+        row["draft_tokens"] = fields.get("number_of_draft_tokens")
+    if rate is None and row.get("accepted_tokens") is None:
+        return TORN
+    row["variant"] = variant
+    row["printed_accept_rate"] = rate
+    row["printed_accept_len"] = fields.get("mean_acceptance_length")
+    row["per_position"] = per_pos
+    if "current_speculative_depth" in fields:
+        row["k"] = fields["current_speculative_depth"]
+    # The throughput line is logged right before the spec line by the same log() call.
+    row["gen_throughput"] = st.last_gen_throughput if st.last_gen_line == lineno - 1 else None
+    st.vllm_spec.add(row)
+    return OK

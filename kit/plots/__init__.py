@@ -1,0 +1,36 @@
+"""The kit's plots: matplotlib figures sized and labelled to read well in an exported HTML report.
+
+Profile plots (from :class:`kit.profile.Summary`):
+
+- :func:`category_shares` — stacked bars of kernel-category shares, one bar per rank of one summary
+  or per configuration (a dict of labelled summaries), GPU idle as its own segment.
+- :func:`step_timeline` — per-step stacked category time with the step's wall time as a line.
+- :func:`top_kernels` — the top kernels of each category, horizontal bars.
+
+Log and speculative-decoding plots (from :mod:`kit.logs` / :mod:`kit.models`):
+
+- :func:`acceptance_over_time`, :func:`acceptance_per_position`, :func:`throughput_over_time`,
+  :func:`speedup_curves` (defined in ``kit.plots._logs``).
+
+Environment and comparison plots:
+
+- :func:`link_matrix_plot` — the ``nvidia-smi topo -m`` GPU link matrix as a coloured grid.
+- :func:`ab_plot` — single-stream tok/s of compared configurations against a baseline.
+
+Every function returns the ``Figure`` (nothing is shown or saved here); colours are fixed per
+category so figures side by side compare.
+
+Files:
+
+- ``_profile.py``: profile figures: category shares, step timeline, top kernels; link matrix, A/B
+- ``_logs.py``: log figures: acceptance and throughput over time, speed-up curves
+"""
+from __future__ import annotations
+
+from kit.plots._logs import acceptance_over_time, acceptance_per_position, speedup_curves, throughput_over_time
+from kit.plots._profile import CATEGORY_COLORS, ab_plot, category_shares, link_matrix_plot, step_timeline, top_kernels
+from kit.util import publish
+
+__all__ = ['CATEGORY_COLORS', 'ab_plot', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels']
+
+publish(globals(), __all__)

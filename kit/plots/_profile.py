@@ -1,0 +1,178 @@
+"""Profile figures: category shares, step timeline, top kernels; link matrix, A/B (documented in the package docstring)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+
+from kit.util import clip
+
+__all__ = [
+    "CATEGORY_COLORS",
+    "ab_plot",
+    "category_shares",
+    "link_matrix_plot",
+    "step_timeline",
+    "top_kernels",
+]
+
+CATEGORY_COLORS = {
+    "allreduce": "#d62728", "other-collectives": "#ff9896", "attention": "#1f77b4", "moe": "#9467bd",
+    "gemm": "#2ca02c", "norm": "#bcbd22", "activation": "#17becf", "rope": "#e377c2", "quantization": "#8c564b",
+    "kv-cache write": "#aec7e8", "convolution": "#393b79", "sampling": "#ffbb78", "memcpy/memset": "#c49c94",
+    "elementwise": "#98df8a", "other": "#7f7f7f", "idle": "#e0e0e0",
+}
+
+
+def _color(cat: str) -> str:
+    return CATEGORY_COLORS.get(cat, "#444444")
+
+
+def _short(name: str, n: int = 60) -> str:
+    return clip(name.replace("void ", ""), n, ellipsis="…")
+
+
+def category_shares(summaries, *, of: str = "wall", title: str | None = None) -> Figure:
+    """Stacked bars of category shares: one bar per rank (a single Summary) or per configuration
+    (a ``{label: Summary}`` mapping, each bar the summary's whole breakdown). ``of='wall'``: shares
+    of the wall time (GPU span of the steps), GPU idle as a segment; kernels that overlap on several
+    streams stack past 100%. ``of='kernel'``: shares of kernel time only (bars sum to 100%)."""
+    if of not in ("wall", "kernel"):
+        raise ValueError("of must be 'wall' or 'kernel'")
+    if isinstance(summaries, Mapping):
+        rows, walls = {}, {}
+        for label, s in summaries.items():
+            rows[str(label)] = s.categories.set_index("category")["time_us"]
+            walls[str(label)] = s.wall_time_us
+        table = pd.DataFrame(rows).T.fillna(0.0)
+        wall = pd.Series(walls, dtype=float)
+        xlabel = "configuration"
+    else:
+        table = summaries.rank_categories.copy().fillna(0.0)
+        wall = summaries.per_rank.set_index("rank")["wall_us"].reindex(table.index).astype(float)
+        table.index = wall.index = [f"rank {r}" for r in table.index]
+        xlabel = "rank"
+    if of == "kernel" and "idle" in table.columns:
+        table = table.drop(columns=["idle"])
+    # Shares of wall time use each bar's wall time (the steps' GPU spans): kernels overlapping on
+    # several streams can then stack past 100%, which is the overlap, not an error. Without a wall
+    # time (graph replays without per-kernel timing) the bar falls back to its own total.
+    denom = table.sum(axis=1) if of == "kernel" else wall.where(wall > 0, table.sum(axis=1))
+    shares = table.div(denom.where(denom > 0, 1.0), axis=0) * 100.0
+    cols = [c for c in shares.columns if shares[c].sum() > 0]
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(shares) + 3.5), 4.2), constrained_layout=True)
+    bottom = pd.Series(0.0, index=shares.index)
+    for c in cols:
+        ax.bar(shares.index, shares[c], bottom=bottom, label=c, color=_color(c), edgecolor="white", linewidth=0.5)
+        bottom += shares[c]
+    ax.set_ylabel(f"% of {'wall' if of == 'wall' else 'kernel'} time")
+    ax.set_xlabel(xlabel)
+    ax.set_ylim(0, max(100.0, float(bottom.max()) * 1.02) if len(bottom) else 100.0)
+    ax.set_title(title or f"Kernel categories, share of {of} time")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    if len(shares) > 6:
+        ax.tick_params(axis="x", labelrotation=45)
+    return fig
+
+
+def step_timeline(summary, *, rank: int | None = None, title: str | None = None) -> Figure:
+    """Per-step stacked category time (kernel time) with the step's GPU wall time as a line."""
+    ps = summary.per_step
+    if ps.empty:
+        raise ValueError("this summary has no steps (no step annotations, graph launches or bursts found)")
+    r = ps["rank"].min() if rank is None else rank
+    ps = ps[ps["rank"] == r].sort_values("step")
+    fixed = {"rank", "step", "name", "phase", "start_us", "wall_us", "kernels", "kernel_us"}
+    cats = [c for c in ps.columns if c not in fixed and ps[c].sum() > 0]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(ps) + 3.5), 4.2), constrained_layout=True)
+    x = range(len(ps))
+    bottom = pd.Series(0.0, index=ps.index)
+    for c in cats:
+        ax.bar(x, ps[c], bottom=bottom, label=c, color=_color(c), width=0.8)
+        bottom += ps[c]
+    ax.plot(list(x), ps["wall_us"], color="black", marker=".", label="step wall (GPU span)")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([str(n)[:18] for n in ps["name"]], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("time per step (µs)")
+    ax.set_title(title or f"Per-step kernel time by category, rank {r} ({summary.phase})")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+    return fig
+
+
+def top_kernels(summary, *, categories: list[str] | None = None, n: int = 5, title: str | None = None) -> Figure:
+    """Horizontal bars of the top ``n`` kernels in each category (default: the categories with time)."""
+    top = summary.top
+    if top.empty:
+        raise ValueError("this summary has no kernels")
+    cats = categories or [c for c in summary.categories["category"] if c in set(top["category"])]
+    rows = pd.concat([top[top["category"] == c].head(n) for c in cats], ignore_index=True)
+    fig, ax = plt.subplots(figsize=(9.0, max(2.5, 0.28 * len(rows) + 1.2)), constrained_layout=True)
+    y = list(range(len(rows)))[::-1]
+    ax.barh(y, rows["time_us"], color=[_color(c) for c in rows["category"]])
+    ax.set_yticks(y)
+    ax.set_yticklabels([f"[{c}] {_short(nm)}" for c, nm in zip(rows["category"], rows["name"])], fontsize=7)
+    ax.set_xlabel("kernel time (µs)")
+    ax.set_title(title or f"Top kernels per category ({summary.phase})")
+    return fig
+
+
+# Environment and A/B views
+
+_LINK_COLOURS = {"X": "#ffffff", "NV": "#1a7f37", "PIX": "#9be9a8", "PXB": "#fff8c5", "PHB": "#ffd8b5",
+                 "NODE": "#ffb3a7", "SYS": "#cf222e"}
+
+
+def link_matrix_plot(topology: Any, *, title: str | None = None, ax: Any = None) -> Any:
+    """The GPU-GPU link matrix of a :class:`kit.env.Topology` as a coloured grid (NVLink green, SYS red)."""
+    from matplotlib.patches import Patch
+
+    m = topology.gpu_links
+    n = len(m)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(1.0 + 0.6 * max(n, 2), 0.8 + 0.5 * max(n, 2)))
+    else:
+        fig = ax.figure
+    seen = {}
+    for i, row in enumerate(m.index):
+        for j, col in enumerate(m.columns):
+            tok = str(m.loc[row, col]).strip()
+            key = "NV" if tok.startswith("NV") else tok
+            colour = _LINK_COLOURS.get(key, "#d0d7de")
+            seen.setdefault(key, colour)
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="#57606a", lw=0.5))
+            ax.text(j + 0.5, i + 0.5, tok, ha="center", va="center", fontsize=8)
+    ax.set_xlim(0, n)
+    ax.set_ylim(n, 0)
+    ax.set_xticks([x + 0.5 for x in range(n)], list(m.columns), fontsize=8)
+    ax.set_yticks([y + 0.5 for y in range(n)], list(m.index), fontsize=8)
+    ax.set_aspect("equal")
+    ax.set_title(title or f"GPU link matrix ({topology.summary})", fontsize=10)
+    handles = [Patch(facecolor=c, edgecolor="#57606a", label=k) for k, c in seen.items() if k != "X"]
+    if handles:
+        ax.legend(handles=handles, bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def ab_plot(table: pd.DataFrame, *, value: str = "tok_s", label: str = "config", baseline: str | None = None,
+            title: str = "Single-stream decode", unit: str = "tok/s", ax: Any = None) -> Any:
+    """Bars of ``value`` per configuration, annotated with the ratio to ``baseline`` (a label)."""
+    t = table[[label, value]].dropna()
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8, 0.45 * max(len(t), 3) + 1.2))
+    else:
+        fig = ax.figure
+    base = float(t.loc[t[label] == baseline, value].iloc[0]) if baseline is not None and (t[label] == baseline).any() else None
+    colours = ["#8c959f" if lab == baseline else "#4c72b0" for lab in t[label]]
+    ax.barh(list(t[label])[::-1], list(t[value])[::-1], color=colours[::-1])
+    for y, v in enumerate(list(t[value])[::-1]):
+        note = f" {v:.1f}" + (f"  (x{v / base:.2f})" if base else "")
+        ax.text(v, y, note, va="center", fontsize=8)
+    ax.set_xlabel(unit)
+    ax.set_title(title + (f" (baseline: {baseline})" if baseline else ""))
+    ax.set_xlim(0, float(t[value].max()) * 1.25)
+    fig.tight_layout()
+    return fig
+

@@ -1,0 +1,51 @@
+"""Run commands and read files on the hosts under investigation: this machine or SSH servers.
+
+One API for both::
+
+    host = kit.connect("local")                        # LocalHost (subprocess)
+    host = kit.connect("kit@gpu-box:2222")             # SSHHost (paramiko, strict host keys)
+    host = kit.connect("gpu-alias")                    # alias from ~/.ssh/config (ProxyJump honoured)
+    r = host.run("nvidia-smi -L", timeout=30)          # Result(cmd, host, stdout, stderr, exit_code, duration_s)
+    job = host.spawn("python -m sglang.launch_server ...", log="/tmp/sglang.log")
+    job.wait_for(pattern="fired up", timeout=900)
+    kit.hosts(["a", "b"]).run("nvidia-smi topo -m")    # in parallel, one slot per host
+
+Every command runs in its own process group so a timeout kills it entirely on the host.
+Errors are the RemoteError family of :mod:`kit.errors`; messages name the host and command or path.
+Callers must ``shlex.quote`` every path or pattern they put into a command string.
+
+Files:
+
+- ``_connect.py``: connect / hosts: open a LocalHost or SSHHost, or a parallel group
+- ``_options.py``: the host options table shared by the CLI and the ``%%remote`` magic
+- ``_base.py``: Host, Result, FileStat: the API every host implements, and the file helpers built on run
+- ``_local.py``: LocalHost: start, read and signal a subprocess on this machine
+- ``_ssh.py``: SSHHost: start, read and signal a command over a paramiko channel; SFTP
+- ``_ssh_config.py``: ~/.ssh/config, known_hosts and the host-key trust policy
+- ``_job.py``: Job: a long-running command with its log on the host (spawn, wait_for, stop)
+- ``_group.py``: HostGroup: one command on many hosts in parallel, one result slot per host
+- ``_output.py``: output sinks: bounded tails and files for a command's stdout/stderr
+"""
+from __future__ import annotations
+
+from kit.remote._base import FileStat, Host, Result
+from kit.remote._connect import connect, hosts
+from kit.remote._group import GroupResult, HostGroup
+from kit.remote._job import Job
+from kit.remote._local import LocalHost
+from kit.remote._options import HOST_OPTIONS, add_host_options, connect_options
+from kit.util import publish
+
+__all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'FileStat', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'connect', 'hosts']
+
+
+def __getattr__(name: str):
+    if name == "SSHHost":  # paramiko is imported on first use
+        from kit.remote._ssh import SSHHost
+
+        SSHHost.__module__ = __name__
+        return SSHHost
+    raise AttributeError(f"module 'kit.remote' has no attribute {name!r}")
+
+
+publish(globals(), __all__)

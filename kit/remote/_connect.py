@@ -1,0 +1,47 @@
+"""Connect / hosts: open a LocalHost or SSHHost, or a parallel group (documented in the package docstring)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from kit.remote._base import Host
+from kit.remote._group import HostGroup
+from kit.remote._local import LocalHost
+
+
+def connect(target: str = "local", **options) -> Host:
+    """Open a host: ``"local"``, ``user@host[:port]`` or an ``~/.ssh/config`` alias.
+
+    SSH options: ``user``, ``port``, ``key_filename``, ``known_hosts`` (path or list replacing
+    ``~/.ssh/known_hosts``), ``trust`` (``"strict"`` default: unknown keys refused; ``"accept-new"``:
+    an unknown key is recorded in the kit's own known_hosts file; a changed key is always refused),
+    ``kit_known_hosts`` (that file's path), ``ssh_config`` (path), ``connect_timeout`` (s),
+    ``look_for_keys``, ``allow_agent``, ``passphrase``. The SSH connection is opened now, so a
+    refused key or an unreachable host fails here.
+    """
+    if target == "local":
+        if options:
+            raise TypeError(f"kit.connect('local') takes no options (got {sorted(options)})")
+        return LocalHost()
+    from kit.remote._ssh import SSHHost
+
+    host = SSHHost(target, **options)
+    host.open()
+    return host
+
+
+
+
+def hosts(targets: Iterable[str | Host], **options) -> HostGroup:
+    """A group of hosts for parallel commands. Connections open lazily, each in its own thread,
+    so one unreachable host costs only its own slot (its error) in ``group.run(cmd)``."""
+    members: list[Host] = []
+    for t in targets:
+        if isinstance(t, Host):
+            members.append(t)
+        elif t == "local":
+            members.append(LocalHost())
+        else:
+            from kit.remote._ssh import SSHHost
+
+            members.append(SSHHost(t, **options))
+    return HostGroup(members)

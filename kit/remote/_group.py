@@ -1,0 +1,129 @@
+"""HostGroup: run one command on several hosts in parallel; each host's result or error in its own slot."""
+from __future__ import annotations
+
+import html
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterator
+
+from kit.errors import KitError
+from kit.remote._base import Host, Result
+
+
+class GroupResult:
+    """Per-host outcome of ``HostGroup.run``: a :class:`Result` or the exception (usually a
+    :class:`RemoteError`) it raised.
+
+    Order follows the group's hosts. A dead host never hides the others' results.
+    """
+
+    def __init__(self, cmd: str, slots: list[tuple[str, Result | KitError]]) -> None:
+        self.cmd = cmd
+        self._slots = slots
+
+    def __iter__(self) -> Iterator[tuple[str, Result | KitError]]:
+        return iter(self._slots)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __getitem__(self, name: str) -> Result | KitError:
+        for host, value in self._slots:
+            if host == name:
+                return value
+        raise KeyError(name)
+
+    @property
+    def results(self) -> dict[str, Result]:
+        return {h: v for h, v in self._slots if isinstance(v, Result)}
+
+    @property
+    def errors(self) -> dict[str, KitError]:
+        return {h: v for h, v in self._slots if not isinstance(v, Result)}
+
+    @property
+    def ok(self) -> bool:
+        """Every host answered and every command exited 0."""
+        return all(isinstance(v, Result) and v.ok for _, v in self._slots)
+
+    def to_frame(self):
+        """One row per host: exit_code, duration_s, stdout, stderr, error."""
+        import pandas as pd
+
+        rows = []
+        for host, v in self._slots:
+            if isinstance(v, Result):
+                rows.append({"host": host, "exit_code": v.exit_code, "duration_s": v.duration_s,
+                             "stdout": v.stdout, "stderr": v.stderr, "error": None})
+            else:
+                rows.append({"host": host, "exit_code": None, "duration_s": None, "stdout": None,
+                             "stderr": None, "error": f"{type(v).__name__}: {v}"})
+        return pd.DataFrame(rows, columns=["host", "exit_code", "duration_s", "stdout", "stderr", "error"])
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{h!r}: exit {v.exit_code}" if isinstance(v, Result) else f"{h!r}: {type(v).__name__}"
+                          for h, v in self._slots)
+        return f"GroupResult(cmd={self.cmd!r}, {{{inner}}})"
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for host, v in self._slots:
+            if isinstance(v, Result):
+                status = f"exit {v.exit_code}"
+                text = (v.stdout or v.stderr).strip()[-500:]
+            else:
+                status = type(v).__name__
+                text = str(v)
+            rows.append(f"<tr><td>{html.escape(host)}</td><td>{html.escape(status)}</td>"
+                        f"<td><pre style='margin:0'>{html.escape(text)}</pre></td></tr>")
+        return (f"<table><thead><tr><th>host</th><th>status</th><th>output</th></tr></thead>"
+                f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+class HostGroup:
+    """Several hosts addressed together (``kit.hosts([...])``). Connections open lazily, in parallel."""
+
+    def __init__(self, hosts: list[Host], max_workers: int | None = None) -> None:
+        self.hosts = list(hosts)
+        self._max_workers = max_workers or max(1, min(32, len(self.hosts)))
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __repr__(self) -> str:
+        return f"HostGroup({[h.target for h in self.hosts]!r})"
+
+    def _names(self) -> list[str]:
+        names, seen = [], {}
+        for h in self.hosts:
+            n = h.name
+            seen[n] = seen.get(n, 0) + 1
+            names.append(n if seen[n] == 1 else f"{n}#{seen[n]}")
+        return names
+
+    def run(self, cmd: str, **kwargs) -> GroupResult:
+        """``host.run(cmd, **kwargs)`` on every host at once; errors land in their host's slot."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="kit-hosts")
+
+        def one(host: Host):
+            try:
+                return host.run(cmd, **kwargs)
+            except Exception as exc:  # noqa: BLE001  any failure stays in this host's slot
+                return exc
+
+        futures = [self._pool.submit(one, h) for h in self.hosts]
+        return GroupResult(cmd, list(zip(self._names(), (f.result() for f in futures))))
+
+    def close(self) -> None:
+        for h in self.hosts:
+            try:
+                h.close()
+            except Exception:  # closing is best effort  # noqa: BLE001
+                pass
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
+            self._pool = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,203 @@
+"""Job: a long-running command (a serving engine) started detached on a host, watched through its log.
+
+Started with ``setsid`` so it owns a session and process group (pid == pgid == sid): it survives the
+SSH connection closing, and ``stop()`` can TERM, then KILL, the whole group. Everything is done with
+short shell snippets through ``host.run``, so it works the same on LocalHost and SSHHost, and a Job
+can be re-attached later from its pid and log path.
+"""
+from __future__ import annotations
+
+import re
+import time
+
+from kit.errors import CommandFailed, CommandTimeout, RemoteError
+from kit.remote._base import env_exports
+from kit.util import clip
+from kit.util import quote as _q
+
+
+def start_job(host, cmd: str, *, log: str, env: dict | None = None, cwd: str | None = None) -> "Job":
+    """Start ``cmd`` detached on ``host``; output is appended to ``log`` (earlier content is kept)."""
+    script = (
+        f"log={_q(log)}\n"
+        'case "$log" in /*) ;; *) log="$PWD/$log" ;; esac\n'  # before any cd: the job and Job.tail see one file
+        'command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux)" >&2; exit 127; }\n'
+        'off=$(stat -c %s -- "$log" 2>/dev/null || echo 0)\n'
+        ': >> "$log" || exit 1\n'
+        + (f"cd -- {_q(cwd)} || exit 1\n" if cwd else "")
+        + env_exports(env, host.name)
+        + f'setsid bash --norc --noprofile -c {_q(cmd)} >> "$log" 2>&1 < /dev/null &\n'
+        'echo "$! $off"\n'
+        'printf \'%s\\n\' "$log"\n'
+    )
+    res = host.run(script, timeout=30)
+    if not res.ok:
+        raise CommandFailed(f"{host.name}: could not start job {cmd!r} (log {log}): {res.stderr.strip()}",
+                            host=host.name, result=res)
+    first, _, abs_log = res.stdout.partition("\n")
+    pid, off = first.split()
+    return Job(host, int(pid), abs_log[:-1] if abs_log.endswith("\n") else abs_log, cmd=cmd, offset=int(off))
+
+
+def _alive_test(pid: int) -> str:
+    # A session with only zombies left is dead; ps missing -> fall back to kill -0 on the group.
+    return (f"{{ if command -v ps >/dev/null 2>&1; then ps -o stat= -s {pid} | grep -qv '^Z'; "
+            f"else kill -0 -- -{pid} 2>/dev/null; fi; }}")
+
+
+class Job:
+    """A detached command on a host: ``tail``, ``alive``, ``wait_for`` readiness, ``stop``.
+
+    ``offset`` is the log's size when the job started: ``tail`` and ``wait_for`` only look at what
+    this job wrote. Re-attach to a running job with ``Job(host, pid, log)``.
+    """
+
+    def __init__(self, host, pid: int, log: str, *, cmd: str = "", offset: int = 0) -> None:
+        self.host = host
+        self.pid = int(pid)
+        self.log = log
+        self.cmd = cmd
+        self.offset = int(offset)
+
+    def __repr__(self) -> str:
+        return f"Job(host={self.host.name!r}, pid={self.pid}, log={self.log!r}, cmd={self.cmd!r})"
+
+    @property
+    def alive(self) -> bool:
+        """True while a (non-zombie) process of the job's session is running."""
+        res = self.host.run(f"{_alive_test(self.pid)} && echo yes || echo no", timeout=30)
+        return res.stdout.strip() == "yes"
+
+    def tail(self, n: int = 20) -> str:
+        """The last ``n`` lines this job wrote to its log."""
+        res = self.host.run(f"tail -c +{self.offset + 1} -- {_q(self.log)} | tail -n {int(n)}", timeout=30)
+        if not res.ok:
+            raise RemoteError(f"{self.host.name}: cannot read job log {self.log}: {res.stderr.strip()}",
+                              host=self.host.name)
+        return res.stdout
+
+    def stop(self, grace: float = 10.0) -> str:
+        """SIGTERM the job's process group and session; SIGKILL what is left after ``grace`` s.
+
+        Returns ``"terminated"``, ``"killed"`` or ``"not running"``.
+        """
+        pid = self.pid
+        alive = _alive_test(pid)
+        steps = max(1, int(grace / 0.1))
+        script = (
+            f"if ! {alive}; then echo 'not running'; exit 0; fi\n"
+            f"kill -TERM -- -{pid} 2>/dev/null; command -v pkill >/dev/null && pkill -TERM -s {pid}\n"
+            f"i=0; while {alive} && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
+            f"if {alive}; then kill -KILL -- -{pid} 2>/dev/null; command -v pkill >/dev/null && pkill -KILL -s {pid};"
+            f" echo killed; else echo terminated; fi\n"
+        )
+        res = self.host.run(script, timeout=grace + 30)
+        return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "unknown"
+
+    def wait_for(self, pattern: str | None = None, url: str | None = None, *, timeout: float = 600,
+                 poll: float = 0.5, progress: bool = True) -> str | None:
+        """Wait until the job's log matches ``pattern`` (regex) and/or ``url`` answers 2xx/3xx on the host.
+
+        With neither, waits for the job to exit. A tqdm progress bar shows the elapsed time and the
+        latest log line, so a 10-minute weight load is visibly alive. Returns the matching log line
+        (or None). Raises CommandFailed if the job exits first (with the log's last lines), and
+        CommandTimeout after ``timeout`` seconds (the job is left running).
+        """
+        rx = re.compile(pattern) if pattern else None
+        pos = self.offset
+        pending = ""
+        last_line = ""
+        matched: str | None = None
+        url_ok = url is None
+        bar = _progress(self, timeout) if progress else None
+        t0 = time.monotonic()
+        shown = 0
+        try:
+            while True:
+                size, alive, code, new = self._poll(pos, url if not url_ok else None)
+                pos = max(pos, size)
+                if new:
+                    text = pending + new
+                    lines = text.split("\n")
+                    pending = lines.pop()
+                    for line in lines + ([pending] if pending else []):
+                        if line.strip():
+                            last_line = line.strip()
+                        if rx is not None and matched is None and rx.search(line):
+                            matched = line
+                    if len(pending) > 65536:
+                        pending = pending[-65536:]
+                if url is not None and not url_ok:
+                    url_ok = 200 <= code < 400
+                elapsed = time.monotonic() - t0
+                if bar is not None:
+                    step = int(min(elapsed, timeout)) - shown
+                    if step > 0:
+                        bar.update(step)
+                        shown += step
+                    bar.set_postfix_str(clip(last_line, 80), refresh=True)
+                waiting_for_something = rx is not None or url is not None
+                if waiting_for_something and (rx is None or matched is not None) and url_ok:
+                    return matched
+                if not alive:
+                    if not waiting_for_something:
+                        return None
+                    raise CommandFailed(
+                        f"{self.host.name}: job {self.pid} ({clip(self.cmd, 60)!r}) exited before "
+                        f"{_what(pattern, url)}; log {self.log} ends: {clip(last_line, 200)!r}",
+                        host=self.host.name)
+                if elapsed >= timeout:
+                    raise CommandTimeout(
+                        f"{self.host.name}: job {self.pid} not ready after {timeout:g} s (waiting for "
+                        f"{_what(pattern, url)}); still running; last log line: {clip(last_line, 200)!r}",
+                        host=self.host.name, cmd=self.cmd, stdout=last_line, timeout=timeout)
+                time.sleep(poll)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _poll(self, pos: int, url: str | None) -> tuple[int, bool, int, str]:
+        """One round trip: log size, alive flag, URL status code, and the log bytes after ``pos``."""
+        log = _q(self.log)
+        check_url = "c=0\n"
+        if url:
+            u = _q(url)
+            check_url = (
+                "if command -v curl >/dev/null 2>&1; then "
+                f"c=$(curl -s -o /dev/null -w '%{{http_code}}' --max-time 2 {u} 2>/dev/null); "
+                f"else c=$(python3 -c 'import sys,urllib.request as r\n"
+                f"try: print(r.urlopen(sys.argv[1], timeout=2).status)\nexcept Exception: print(0)' {u}); fi\n"
+            )
+        script = (
+            f"s=$(stat -c %s -- {log} 2>/dev/null || echo 0)\n"
+            f"if {_alive_test(self.pid)}; then a=1; else a=0; fi\n"
+            + check_url
+            + 'echo "$s $a ${c:-0}"\n'
+            f'if [ "$s" -gt {pos} ]; then tail -c +{pos + 1} -- {log} | head -c $((s - {pos})); fi\n'
+        )
+        res = self.host.run(script, timeout=30)
+        head, _, body = res.stdout.partition("\n")
+        try:
+            s, a, c = head.split()
+            return int(s), a == "1", int(c) if c.isdigit() else 0, body
+        except ValueError as exc:
+            raise RemoteError(f"{self.host.name}: cannot poll job {self.pid} (log {self.log}): "
+                              f"{res.stderr.strip() or head!r}", host=self.host.name) from exc
+
+
+def _progress(job: Job, timeout: float):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=int(timeout), desc=f"{job.host.name}: job {job.pid}", unit="s", leave=False,
+                bar_format="{desc} {elapsed} {postfix}")
+
+
+def _what(pattern: str | None, url: str | None) -> str:
+    parts = []
+    if pattern:
+        parts.append(f"log pattern {pattern!r}")
+    if url:
+        parts.append(f"URL {url}")
+    return " and ".join(parts) or "exit"
+
+

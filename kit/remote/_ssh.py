@@ -1,0 +1,521 @@
+"""SSHHost: the Host API over one persistent paramiko connection.
+
+Measured pitfalls this module answers (see the project's ecosystem notes):
+
+- ``TCP_NODELAY`` is set on the socket: without it Nagle + delayed ACK cost ~40 ms per command.
+- stdout and stderr are drained in one loop (no ``recv_exit_status()`` before reading: that deadlocks
+  past the 2 MiB window), with a bounded buffer when output goes to a file.
+- paramiko cannot signal a remote process, and closing a channel leaves a PTY-less command running.
+  So every command runs as the leader of its own process group (the login shell sshd starts is a
+  session leader; otherwise ``setsid``) and reports its pgid first; on timeout or interrupt a second
+  channel TERMs, then KILLs, that group.
+- One connection per host, reused; if it died between calls it is reopened once and that is logged.
+
+The host account's login shell must be POSIX-like (bash, dash, zsh: not fish/csh); commands run in bash.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import select
+import socket
+import stat as stat_mod
+import tempfile
+import threading
+import time
+import uuid
+
+import paramiko
+
+from kit.errors import AuthError, CommandTimeout, ConnectError, HostKeyError, RemoteError
+from kit.remote._base import FileStat, Host, Result, env_exports
+from kit.remote._output import OutputSink, open_sinks
+from kit.remote._ssh_config import (
+    TrustPolicy,
+    changed_key_error,
+    default_kit_known_hosts,
+    known_hosts_name,
+    load_known_hosts,
+    resolve,
+)
+from kit.util import quote as _q
+
+log = logging.getLogger("kit.remote")
+
+_MARK = re.compile(rb"\x1eKITPG (\d+)\n")
+# Run by the user's login shell (sh-compatible). sshd makes that shell a session leader (setsid()),
+# so its pid is the process group to kill: a bash login shell evals the command in place (no extra
+# exec), another shell execs bash in place; only if it is not a group leader is setsid used.
+_WRAPPER = ('read -r _ _ _ _ kit_pg _ 2>/dev/null < /proc/$$/stat; '
+            'if [ "$kit_pg" = "$$" ]; then '
+            'if [ -n "$BASH_VERSION" ]; then eval {inner}; exit; fi; '
+            'exec bash --norc --noprofile -c {inner}; fi; '
+            'command -v setsid >/dev/null 2>&1 && exec setsid -w bash --norc --noprofile -c {inner}; '
+            'exec bash --norc --noprofile -c {inner}')
+_KILL = ('kill -TERM -- -{pg} 2>/dev/null || exit 0; i=0; '
+         'while kill -0 -- -{pg} 2>/dev/null && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; '
+         'kill -KILL -- -{pg} 2>/dev/null; exit 0')
+PROGRESS_MIN_BYTES = 16 * 1024 * 1024
+# Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
+SFTP_TIMEOUT_S = 120.0
+
+
+class SSHHost(Host):
+    """A host reached over SSH (paramiko). Create with :func:`kit.connect`; see its options."""
+
+    def __init__(self, target: str, *, user: str | None = None, port: int | None = None,
+                 key_filename: str | list[str] | None = None, known_hosts: str | list[str] | None = None,
+                 trust: str = "strict", kit_known_hosts: str | None = None, ssh_config: str | bool | None = None,
+                 connect_timeout: float = 15.0, look_for_keys: bool = True, allow_agent: bool = True,
+                 passphrase: str | None = None, proxy_jump: str | None = None, keepalive: int = 30) -> None:
+        self.target = target
+        self.name = target
+        self.params = resolve(target, user=user, port=port, key_filename=key_filename, ssh_config=ssh_config,
+                              proxy_jump=proxy_jump)
+        self._known_hosts = known_hosts
+        self._trust = trust
+        self._kit_file = kit_known_hosts or default_kit_known_hosts()
+        self._ssh_config = ssh_config
+        self._key_filename = key_filename
+        self._timeout = connect_timeout
+        self._look_for_keys = look_for_keys
+        self._allow_agent = allow_agent
+        self._passphrase = passphrase
+        self._keepalive = keepalive
+        self._client: paramiko.SSHClient | None = None
+        self._jump: SSHHost | None = None
+        self._sftp: paramiko.SFTPClient | None = None
+        self._lock = threading.RLock()
+        self.reconnects = 0
+        TrustPolicy(self.name, trust, self._kit_file)  # validates ``trust`` now
+
+    # --- connection -------------------------------------------------------------------------
+    def open(self) -> "SSHHost":
+        """Connect now (otherwise the first command does). Idempotent."""
+        with self._lock:
+            if not self._active():
+                self._connect()
+        return self
+
+    def _active(self) -> bool:
+        t = self._client.get_transport() if self._client else None
+        return bool(t and t.is_active())
+
+    def _connect(self) -> None:
+        p = self.params
+        self._drop()
+        client = paramiko.SSHClient()
+        load_known_hosts(client, self._known_hosts, self._kit_file, self.name)
+        client.set_missing_host_key_policy(TrustPolicy(self.name, self._trust, self._kit_file))
+        sock = self._make_sock()
+        where = f"{p.user}@{p.hostname}:{p.port}"
+        try:
+            client.connect(p.hostname, p.port, username=p.user, key_filename=p.key_filenames or None,
+                           timeout=self._timeout, banner_timeout=self._timeout, auth_timeout=self._timeout,
+                           channel_timeout=self._timeout, look_for_keys=self._look_for_keys,
+                           allow_agent=self._allow_agent, passphrase=self._passphrase, sock=sock)
+        except HostKeyError:
+            self._abandon(client)
+            raise
+        except paramiko.BadHostKeyException as exc:
+            self._abandon(client)
+            raise changed_key_error(self.name, exc, known_hosts_name(p.hostname, p.port)) from exc
+        except paramiko.AuthenticationException as exc:
+            self._abandon(client)
+            keys = ", ".join(p.key_filenames) or ("agent/default keys" if self._look_for_keys else "none")
+            raise AuthError(f"{self.name}: authentication failed as {where} ({exc}); keys tried: {keys}",
+                            host=self.name) from exc
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            self._abandon(client)
+            raise ConnectError(f"{self.name}: cannot connect to {where}: {exc or type(exc).__name__}",
+                               host=self.name) from exc
+        transport = client.get_transport()
+        raw = transport.sock
+        if isinstance(raw, socket.socket):
+            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._keepalive:
+            transport.set_keepalive(self._keepalive)
+        self._client = client
+
+    def _make_sock(self):
+        p = self.params
+        if p.proxy_jump:
+            hops = [h.strip() for h in p.proxy_jump.split(",") if h.strip()]
+            # The last hop is reached through the ones before it (OpenSSH's -J order).
+            self._jump = SSHHost(hops[-1], known_hosts=self._known_hosts, trust=self._trust,
+                                 kit_known_hosts=self._kit_file, ssh_config=self._ssh_config,
+                                 key_filename=None if _has_identity(hops[-1], self._ssh_config) else self._key_filename,
+                                 connect_timeout=self._timeout, look_for_keys=self._look_for_keys,
+                                 allow_agent=self._allow_agent, proxy_jump=",".join(hops[:-1]) or None)
+            self._jump.open()
+            try:
+                return self._jump._client.get_transport().open_channel(
+                    "direct-tcpip", (p.hostname, p.port), ("127.0.0.1", 0), timeout=self._timeout)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                self._drop()
+                raise ConnectError(f"{self.name}: jump host {hops[-1]} could not reach {p.hostname}:{p.port}: "
+                                   f"{exc}", host=self.name) from exc
+        if p.proxy_command:
+            try:
+                return paramiko.ProxyCommand(p.proxy_command)
+            except Exception as exc:  # noqa: BLE001 - paramiko raises its own or OSError
+                raise ConnectError(f"{self.name}: ProxyCommand failed: {exc}", host=self.name) from exc
+        try:
+            sock = socket.create_connection((p.hostname, p.port), timeout=self._timeout)
+        except OSError as exc:
+            raise ConnectError(f"{self.name}: cannot connect to {p.hostname}:{p.port}: {exc}",
+                               host=self.name) from exc
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    def _abandon(self, client: paramiko.SSHClient) -> None:
+        """A connection attempt failed: close it, and the jump host connection opened for it."""
+        client.close()
+        self._drop()
+
+    def _drop(self) -> None:
+        for closer in (self._sftp, self._client, self._jump):
+            if closer is not None:
+                try:
+                    closer.close()
+                except Exception:  # noqa: BLE001 - best effort on a dead connection
+                    pass
+        self._sftp = self._client = self._jump = None
+
+    def _reconnect(self, why: str) -> None:
+        log.warning("%s: connection lost (%s); reconnecting", self.name, why)
+        self._connect()
+        self.reconnects += 1
+        log.warning("%s: reconnected", self.name)
+
+    def _session(self, command: str | None = None) -> paramiko.Channel:
+        """A new session channel (with ``command`` started on it). If the connection died since the
+        last call, reconnect once, say so in the log, and retry: nothing ran on the dead connection."""
+        with self._lock:
+            if self._client is None:
+                self._connect()
+            elif not self._active():
+                self._reconnect("transport closed")
+            transport = self._client.get_transport()
+        try:
+            return self._start(transport, command)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            with self._lock:
+                if self._client is None or self._client.get_transport() is transport:
+                    self._reconnect(str(exc) or type(exc).__name__)
+                transport = self._client.get_transport()
+            try:
+                return self._start(transport, command)
+            except (paramiko.SSHException, OSError, EOFError) as exc2:
+                raise ConnectError(f"{self.name}: cannot start a session after reconnecting: "
+                                   f"{exc2 or type(exc2).__name__}", host=self.name) from exc2
+
+    def _start(self, transport: paramiko.Transport, command: str | None) -> paramiko.Channel:
+        chan = transport.open_session(timeout=self._timeout)
+        if command is not None:
+            try:
+                chan.exec_command(command)
+            except BaseException:
+                chan.close()
+                raise
+        return chan
+
+    def close(self) -> None:
+        """Close the connection (a later call reconnects)."""
+        with self._lock:
+            self._drop()
+
+    # --- commands ---------------------------------------------------------------------------
+    def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
+            check: bool = False, stream: bool = False, input: str | bytes | None = None,
+            stdout_file: str | None = None, stderr_file: str | None = None) -> Result:
+        """Run ``cmd`` with bash on the host; see :meth:`kit.remote.Host.run`."""
+        inner = ("printf '\\036KITPG %s\\n' \"$$\"\n" + env_exports(env, self.name)
+                 + (f"cd -- {_q(cwd)} || exit 1\n" if cwd else "") + cmd)
+        wrapper = _WRAPPER.format(inner=_q(inner))
+        t0 = time.perf_counter()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        out, err = open_sinks(stdout_file, stderr_file, stream)
+        try:
+            chan = self._session(wrapper)
+        except BaseException:
+            out.close()
+            err.close()
+            raise
+        state = {"pg": None, "head": b""}
+        feeder = None
+        try:
+            if input is None:
+                try:
+                    chan.shutdown_write()
+                except (paramiko.SSHException, OSError, EOFError) as exc:
+                    raise ConnectError(f"{self.name}: connection failed while starting {cmd[:60]!r}: {exc}",
+                                       host=self.name) from exc
+            else:
+                # Fed from a thread while the output is drained, so the timeout holds and a command that
+                # writes before it reads (or never reads) cannot block the send (as on LocalHost).
+                data = input.encode() if isinstance(input, str) else input
+                feeder = threading.Thread(target=_feed_channel, args=(chan, data), daemon=True,
+                                          name=f"kit-stdin-{self.name}")
+                feeder.start()
+            finished = self._pump(chan, out, err, state, deadline)
+            if not finished:
+                self._await_pg(chan, out, err, state)
+                self._kill_group(state["pg"])
+                self._pump(chan, out, err, state, time.monotonic() + 0.5)
+                killed = (f"its process group {state['pg']} was killed on the host" if state["pg"] else
+                          "the host never reported its process group, so it may still be running there")
+                raise CommandTimeout(
+                    f"{self.name}: command {cmd[:60]!r} timed out after {timeout:g} s; {killed}", host=self.name,
+                    cmd=cmd, stdout=_flush_head(state, out) or out.text(), stderr=err.text(), timeout=timeout)
+            _flush_head(state, out)
+            wait = 30.0 if deadline is None else max(1.0, deadline - time.monotonic())
+            code = chan.exit_status if chan.status_event.wait(wait) else -1
+        except KeyboardInterrupt:
+            self._await_pg(chan, out, err, state, limit=2.0)
+            self._kill_group(state["pg"])
+            raise
+        finally:
+            out.close()
+            err.close()
+            chan.close()
+            if feeder is not None:
+                feeder.join(5)  # the closed channel wakes a blocked send
+        res = Result(cmd=cmd, host=self.name, stdout=out.text(), stderr=err.text(), exit_code=code,
+                     duration_s=time.perf_counter() - t0)
+        return self._check(res, check)
+
+    @staticmethod
+    def _pump(chan, out: OutputSink, err: OutputSink, state: dict, deadline: float | None) -> bool:
+        """Drain stdout and stderr together until EOF. False if the deadline passed first."""
+        while True:
+            eof = chan.eof_received or chan.closed
+            got = False
+            if chan.recv_ready():
+                data = chan.recv(1 << 16)
+                got = True
+                if state["head"] is not None:
+                    head = state["head"] + data
+                    m = _MARK.search(head)
+                    if m:
+                        state["pg"] = int(m.group(1))
+                        out.feed(head[: m.start()])
+                        out.feed(head[m.end():])
+                        state["head"] = None
+                    elif len(head) > 65536:  # no marker: a non-POSIX login shell; keep the output anyway
+                        out.feed(head)
+                        state["head"] = None
+                    else:
+                        state["head"] = head
+                else:
+                    out.feed(data)
+            if chan.recv_stderr_ready():
+                err.feed(chan.recv_stderr(1 << 16))
+                got = True
+            if got:
+                if deadline is not None and time.monotonic() >= deadline:
+                    return False
+                continue
+            if eof:
+                return True
+            wait = 1.0 if deadline is None else deadline - time.monotonic()
+            if wait <= 0:
+                return False
+            select.select([chan], [], [], min(wait, 1.0))
+
+    def _await_pg(self, chan, out: OutputSink, err: OutputSink, state: dict, limit: float = 5.0) -> None:
+        """Keep reading until the command has reported its process group (a timeout or interrupt can
+        come before that first line arrives); without it the command could not be killed."""
+        end = time.monotonic() + limit
+        while state["pg"] is None and state["head"] is not None and time.monotonic() < end:
+            if self._pump(chan, out, err, state, min(end, time.monotonic() + 0.05)):
+                return  # EOF: the command is over
+
+    def _kill_group(self, pg: int | None) -> None:
+        """TERM, then KILL, the remote process group ``pg`` over a second channel."""
+        if not pg:
+            return
+        try:
+            ch = self._session(_KILL.format(pg=int(pg)))
+            ch.shutdown_write()
+            ch.status_event.wait(15)
+            ch.close()
+        except RemoteError as exc:
+            log.warning("%s: could not kill process group %s: %s", self.name, pg, exc)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            log.warning("%s: could not kill process group %s: %s", self.name, pg, exc)
+
+    # --- files (SFTP) -----------------------------------------------------------------------
+    def _sftp_client(self) -> paramiko.SFTPClient:
+        with self._lock:
+            if self._sftp is not None and self._active():
+                return self._sftp
+            if self._client is None:
+                self._connect()
+            elif not self._active():
+                self._reconnect("transport closed")
+            try:
+                self._sftp = self._open_sftp()
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                self._reconnect(str(exc) or type(exc).__name__)
+                try:
+                    self._sftp = self._open_sftp()
+                except (paramiko.SSHException, OSError, EOFError) as exc2:
+                    raise ConnectError(f"{self.name}: cannot open SFTP: {exc2}", host=self.name) from exc2
+            return self._sftp
+
+    def _open_sftp(self) -> paramiko.SFTPClient:
+        """``open_sftp`` with timeouts: on opening the channel, and on every reply after it."""
+        chan = self._client.get_transport().open_session(timeout=self._timeout)
+        try:
+            chan.settimeout(SFTP_TIMEOUT_S)
+            chan.invoke_subsystem("sftp")
+            return paramiko.SFTPClient(chan)
+        except BaseException:
+            chan.close()
+            raise
+
+    def _file_call(self, path: str, fn):
+        try:
+            return fn(self._sftp_client())
+        except socket.timeout as exc:
+            with self._lock:  # its replies are out of step now: the next call opens a fresh SFTP session
+                sftp, self._sftp = self._sftp, None
+            if sftp is not None:
+                sftp.close()
+            raise self._file_error(path, f"no SFTP reply within {SFTP_TIMEOUT_S:g} s (host or file system "
+                                         f"not responding)") from exc
+        except FileNotFoundError as exc:
+            raise self._file_error(path, "no such file or directory") from exc
+        except PermissionError as exc:
+            raise self._file_error(path, "permission denied") from exc
+        except OSError as exc:
+            raise self._file_error(path, str(exc) or type(exc).__name__) from exc
+        except (paramiko.SSHException, EOFError) as exc:
+            raise ConnectError(f"{self.name}: SFTP failed on {path}: {exc}", host=self.name) from exc
+
+    def stat(self, path: str) -> FileStat:
+        """Size, mtime, directory flag and mode of ``path`` (SFTP stat, follows symlinks)."""
+        st = self._file_call(path, lambda s: s.stat(path))
+        return FileStat(path=path, size=int(st.st_size or 0), mtime=float(st.st_mtime or 0),
+                        is_dir=stat_mod.S_ISDIR(st.st_mode or 0), mode=int(st.st_mode or 0))
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole file over SFTP. RemoteFileError if missing, a directory or unreadable."""
+        def read(sftp):
+            st = sftp.stat(path)
+            if stat_mod.S_ISDIR(st.st_mode or 0):
+                raise IsADirectoryError(path)
+            with sftp.open(path, "rb") as fh:
+                fh.prefetch(st.st_size)
+                return fh.read()
+        try:
+            return self._file_call(path, read)
+        except RemoteError as exc:
+            if isinstance(exc.__cause__, IsADirectoryError):
+                raise self._file_error(path, "is a directory") from None
+            raise
+
+    def get(self, remote_path: str, local_path: str, *, progress: bool | None = None) -> str:
+        """Download over SFTP; the local file is replaced atomically only once complete."""
+        st = self.stat(remote_path)
+        if st.is_dir:
+            raise self._file_error(remote_path, "is a directory")
+        target_dir = os.path.dirname(os.path.abspath(local_path)) or "."
+        try:
+            fd, tmp = tempfile.mkstemp(dir=target_dir, prefix=".kit-", suffix=".part")
+        except OSError as exc:
+            raise _local_file_error(local_path, exc) from exc
+        os.close(fd)
+        bar = _bar(f"{self.name}: get {os.path.basename(remote_path)}", st.size, progress)
+        try:
+            self._file_call(remote_path, lambda s: s.get(remote_path, tmp, callback=bar.callback if bar else None,
+                                                         max_concurrent_prefetch_requests=64))
+            os.chmod(tmp, st.mode & 0o777)
+            os.replace(tmp, local_path)
+        finally:
+            if bar:
+                bar.close()
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return local_path
+
+    def put(self, local_path: str, remote_path: str, *, progress: bool | None = None) -> str:
+        """Upload over SFTP to a temporary name, then rename into place (atomic on the host)."""
+        if not os.path.isfile(local_path):
+            raise _local_file_error(local_path, FileNotFoundError("not a regular file"))
+        size = os.path.getsize(local_path)
+        d, base = os.path.split(remote_path)
+        tmp = os.path.join(d, f".{base}.kit-{uuid.uuid4().hex[:8]}.part")
+        bar = _bar(f"{self.name}: put {os.path.basename(local_path)}", size, progress)
+
+        def upload(sftp):
+            try:
+                sftp.put(local_path, tmp, callback=bar.callback if bar else None, confirm=True)
+                sftp.chmod(tmp, os.stat(local_path).st_mode & 0o777)
+                sftp.posix_rename(tmp, remote_path)
+            except BaseException:
+                try:
+                    sftp.remove(tmp)
+                except OSError:
+                    pass
+                raise
+        try:
+            self._file_call(remote_path, upload)
+        finally:
+            if bar:
+                bar.close()
+        return remote_path
+
+
+def _local_file_error(path: str, exc: OSError):
+    from kit.errors import RemoteFileError
+
+    return RemoteFileError(f"local: {path}: {exc.strerror or exc}", host="local", path=path)
+
+
+def _feed_channel(chan: paramiko.Channel, data: bytes) -> None:
+    """Send a command's stdin, then EOF. A command that exits (or is killed) without reading it all
+    closes the channel; that is not an error, like a broken pipe on LocalHost."""
+    try:
+        chan.sendall(data)
+        chan.shutdown_write()
+    except (paramiko.SSHException, OSError, EOFError):
+        pass
+
+
+def _flush_head(state: dict, out: OutputSink) -> str:
+    """Output that arrived before (or instead of) the pgid marker, if any, goes to the sink."""
+    if state.get("head"):
+        out.feed(state["head"])
+    state["head"] = None
+    return ""
+
+
+def _has_identity(alias: str, ssh_config) -> bool:
+    try:
+        return bool(resolve(alias, ssh_config=ssh_config).key_filenames)
+    except RemoteError:
+        return False
+
+
+class _Bar:
+    def __init__(self, desc: str, total: int) -> None:
+        from tqdm.auto import tqdm
+
+        self._bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
+        self._last = 0
+
+    def callback(self, done: int, total: int) -> None:
+        self._bar.update(done - self._last)
+        self._last = done
+
+    def close(self) -> None:
+        self._bar.close()
+
+
+def _bar(desc: str, size: int, progress: bool | None):
+    if progress is False or (progress is None and size < PROGRESS_MIN_BYTES):
+        return None
+    return _Bar(desc, size)

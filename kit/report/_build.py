@@ -1,0 +1,379 @@
+"""Build / execute_notebook / discover: run the notebooks and write the report (documented in the package docstring)."""
+from __future__ import annotations
+
+import datetime as _dt
+import html as _html
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from kit.errors import LedgerError, NotebookFailed, ReportError
+from kit.ledger import LEDGER_ENV
+
+__all__ = ["NotebookRun", "Report", "build", "discover", "execute_notebook"]
+
+MARKER = "report.json"  # written into every report; only directories holding it are replaced
+DEFAULT_CELL_TIMEOUT = 300.0
+
+
+@dataclass
+class NotebookRun:
+    """What happened to one notebook: status, time, page, and the failing cell if any."""
+
+    name: str
+    ok: bool
+    seconds: float
+    page: str = ""  # relative URL of the exported page in the report
+    failed_cell: int | None = None  # execution count (In [N]) of the failing cell
+    cell_index: int | None = None  # index of the failing cell in the executed notebook
+    error: str = ""  # "ename: evalue" (redacted)
+    redactions: int = 0
+
+    def __repr__(self) -> str:
+        status = "ok" if self.ok else f"FAILED at cell In[{self.failed_cell}]: {self.error}"
+        return f"NotebookRun({self.name}: {status}, {self.seconds:.1f} s)"
+
+
+@dataclass
+class Report:
+    """The result of :func:`build`: where the report is and how each notebook went."""
+
+    out: Path
+    runs: list[NotebookRun] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> list[NotebookRun]:
+        return [r for r in self.runs if not r.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def raise_for_failures(self) -> None:
+        """Raise NotebookFailed naming the first failed notebook and cell (the pages are written)."""
+        if self.failed:
+            first = self.failed[0]
+            names = ", ".join(r.name for r in self.failed)
+            raise NotebookFailed(
+                f"{len(self.failed)} notebook(s) failed: {names}; first: {first.name} cell In[{first.failed_cell}]: "
+                f"{first.error} (page: {self.out / first.page})",
+                notebook=first.name, cell=first.failed_cell,
+            )
+
+    def __repr__(self) -> str:
+        return (f"Report({self.out.name!r}, {len(self.runs)} notebooks, {len(self.failed)} failed, "
+                f"{self.seconds:.1f} s)")
+
+
+# --------------------------------------------------------------------------------------- discovery
+def discover(notebooks_dir: str | os.PathLike[str]) -> list[Path]:
+    """The notebooks of a report, in run order: sorted by name, ``index.ipynb`` last."""
+    d = Path(notebooks_dir)
+    if not d.is_dir():
+        raise ReportError(f"notebooks directory {d}: not a directory")
+    found = sorted(p for p in d.glob("*.ipynb") if not p.name.startswith("."))
+    if not found:
+        raise ReportError(f"notebooks directory {d}: no .ipynb files")
+    return [p for p in found if p.stem != "index"] + [p for p in found if p.stem == "index"]
+
+
+# --------------------------------------------------------------------------------------- execution
+def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, Any] | None = None,
+                     cwd: str | os.PathLike[str] | None = None, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
+                     env: Mapping[str, str] | None = None,
+                     kernel_name: str = "python3", startup_timeout: float = 60.0) -> tuple[Any, NotebookRun]:
+    """Run one notebook in a fresh kernel; return the executed notebook and its :class:`NotebookRun`.
+
+    Parameters are injected after the cell tagged ``parameters`` (papermill's rules). Execution
+    stops at the first failing cell (an exception, a cell timeout, a dead kernel); that notebook is
+    returned with the error in the cell's outputs, a banner at the top and an anchor at the cell.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    path = Path(path)
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as exc:  # nbformat raises several unrelated types for bad files
+        raise ReportError(f"notebook {path}: cannot read ({type(exc).__name__}: {exc})") from exc
+    if parameters:
+        from papermill.parameterize import parameterize_notebook
+
+        for cell in nb.cells:  # papermill reads .metadata.tags and .metadata.papermill unguarded
+            cell.metadata.setdefault("tags", [])
+        nb.metadata.setdefault("papermill", {})
+        nb = parameterize_notebook(nb, dict(parameters), kernel_name=kernel_name, language="python")
+    current = {"index": None}
+
+    def on_cell_start(cell: Any = None, cell_index: int | None = None, **_: Any) -> None:
+        current["index"] = cell_index
+
+    kernel_env = dict(os.environ)
+    kernel_env.update(dict(env or {}))
+    kernel_env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    client = NotebookClient(
+        nb, timeout=cell_timeout, startup_timeout=startup_timeout, kernel_name=kernel_name,
+        resources={"metadata": {"path": str(Path(cwd or path.parent))}}, allow_errors=False,
+        record_timing=False, on_cell_start=on_cell_start,
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-without-encryption warning per run
+    )
+    t0 = time.perf_counter()
+    failure: tuple[str, str] | None = None
+    try:
+        client.execute(env=kernel_env)
+    except CellExecutionError as exc:
+        failure = (getattr(exc, "ename", "") or "CellExecutionError", getattr(exc, "evalue", "") or str(exc))
+    except CellTimeoutError:
+        failure = ("CellTimeoutError", f"cell did not finish within {cell_timeout:g} s (per-cell timeout)")
+    except DeadKernelError as exc:
+        failure = ("DeadKernelError", f"the kernel died: {exc}")
+    except Exception as exc:  # kernel could not start, or a message-level failure
+        failure = (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+    seconds = time.perf_counter() - t0
+    run = NotebookRun(name=path.stem, ok=failure is None, seconds=seconds)
+    if failure:
+        idx = current["index"] if current["index"] is not None else 0
+        _mark_failure(nb, idx, *failure)
+        run.error = f"{failure[0]}: {failure[1]}".strip().rstrip(":")
+        cell = nb.cells[idx + 2] if idx + 2 < len(nb.cells) else None  # after banner + anchor
+        run.failed_cell = cell.get("execution_count") if cell is not None else None
+        run.cell_index = idx
+    return nb, run
+
+
+def _mark_failure(nb: Any, idx: int, ename: str, evalue: str) -> None:
+    """Make the failure visible: an error output if the cell has none, an anchor and a top banner."""
+    import nbformat
+
+    if idx < len(nb.cells):
+        cell = nb.cells[idx]
+        outputs = cell.setdefault("outputs", []) if cell.get("cell_type") == "code" else None
+        if outputs is not None and not any(o.get("output_type") == "error" for o in outputs):
+            outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=evalue,
+                                                  traceback=[f"{ename}: {evalue}"]))
+        count = cell.get("execution_count")
+    else:
+        count = None
+    anchor = nbformat.v4.new_markdown_cell("<a id='kit-failed-cell'></a>\n**The notebook failed in the next cell.**")
+    first = evalue.splitlines()[0] if evalue else ""
+    banner = nbformat.v4.new_markdown_cell(
+        "<div style='border:2px solid #cf222e;background:#ffebe9;padding:8px 12px;border-radius:6px'>"
+        f"<b>This notebook failed</b> at cell In [{count if count is not None else '?'}]: "
+        f"<code>{_html.escape(ename)}: {_html.escape(first)}</code>. "
+        "<a href='#kit-failed-cell'>Jump to the failing cell</a>; cells after it did not run.</div>"
+    )
+    for c in (anchor, banner):
+        c.metadata["tags"] = ["kit-failure"]
+    nb.cells.insert(idx, anchor)
+    nb.cells.insert(0, banner)
+
+
+# --------------------------------------------------------------------------------------- report
+def _progress_default(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"report directory {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not _is_report(out):
+        raise ReportError(
+            f"report directory {out}: exists, is not empty and is not a kit report (no {MARKER}); "
+            "refusing to replace it, choose another --out"
+        )
+
+
+def _is_report(out: Path) -> bool:
+    try:
+        return json.loads((out / MARKER).read_text()).get("generator") == "decode-kit"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _swap_in(tmp: Path, out: Path) -> None:
+    """Replace ``out`` by ``tmp``: rename the old one aside, rename the new one in, then delete the old."""
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.rename(out, old)
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            os.rename(old, out)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, out)
+
+
+def _rel_for_kernel(path: Path, cwd: Path) -> str:
+    """Paths under the notebooks' directory are passed relative (short, machine-independent)."""
+    try:
+        return str(path.resolve().relative_to(cwd.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report", *,
+          notebooks: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
+          host: str = "local", no_input: bool = False, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
+          parameters: Mapping[str, Any] | None = None,
+          progress: Callable[[str], None] | None = _progress_default) -> Report:
+    """Execute the notebooks on ``session``, export them to ``out`` and write ``index.html``.
+
+    ``notebooks`` is a directory (default: the ``notebooks/`` directory that holds the session, else
+    ``./notebooks``) or a list of notebook files. Every notebook receives ``session`` and ``host``
+    as papermill parameters, plus ``parameters``; ``KIT_LEDGER`` in its environment names the
+    report's copy of the ledger. Returns a :class:`Report`; failed
+    notebooks are listed in ``report.failed`` (call ``raise_for_failures()`` to turn them into
+    :class:`~kit.errors.NotebookFailed`). Raises :class:`~kit.errors.ReportError` when nothing can be
+    written (missing session, assets or notebooks, or an ``out`` that is not a kit report).
+    """
+    from kit.ledger import Ledger
+    from kit.report import _assets as assets
+    from kit.report import _export as export
+    from kit.report._redact import redact_notebook, redact_text
+
+    say = progress or (lambda _m: None)
+    t_start = time.perf_counter()
+    session = Path(session)
+    if not session.is_dir():
+        raise ReportError(f"session {session}: not a directory")
+    out = Path(out)
+    paths = _resolve_notebooks(notebooks, session)
+    _check_out(out)
+    assets.check_vendored()
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        assets.copy_assets(tmp / "assets")
+        ledger_file = tmp / "ledger.json"
+        if (session / "ledger.json").is_file():
+            shutil.copyfile(session / "ledger.json", ledger_file)
+        nb_dir = paths[0].parent
+        base_params = {"session": _rel_for_kernel(session, nb_dir), "host": host}
+        base_params.update(dict(parameters or {}))
+
+        executed: list[tuple[Path, Any, NotebookRun, set[str]]] = []
+        for i, path in enumerate(paths, 1):
+            say(f"kit report: [{i}/{len(paths)}] {path.stem} ...")
+            nb, run = execute_notebook(path, parameters=base_params, cwd=path.parent, cell_timeout=cell_timeout,
+                                       env={LEDGER_ENV: str(ledger_file.resolve())})
+            run.redactions, secrets = redact_notebook(nb)
+            run.error = redact_text(run.error, secrets)[0]
+            run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
+            status = "ok" if run.ok else f"FAILED at cell In[{run.failed_cell}]: {run.error}"
+            say(f"kit report: [{i}/{len(paths)}] {path.stem} {status} ({run.seconds:.1f} s)")
+            executed.append((path, nb, run, secrets))
+
+        runs = [r for _, _, r, _ in executed]
+        if ledger_file.is_file():  # verdict evidence is notebook output too
+            all_secrets = set().union(*(sec for *_, sec in executed))
+            text, n = redact_text(ledger_file.read_text(encoding="utf-8"), all_secrets)
+            if n:
+                ledger_file.write_text(text, encoding="utf-8")
+        pages = [(("index" if r.page == "index.html" else r.name), r.page, r.ok) for r in runs]
+        if not any(r.page == "index.html" for r in runs):
+            pages.insert(0, ("index", "index.html", True))
+        try:
+            ledger: Any = Ledger.open(ledger_file)
+        except LedgerError as exc:  # a notebook left it unreadable: say so on the index, keep the pages
+            ledger = exc
+        exporter = export.make_exporter(no_input=no_input)
+        (tmp / "ipynb").mkdir()
+        import nbformat
+
+        for path, nb, run, secrets in executed:
+            top = export.nav_html(pages, run.page)
+            if run.page == "index.html":
+                top += _index_block(runs, ledger, session, host, time.perf_counter() - t_start)
+            page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=secrets)
+            run.redactions += extra
+            (tmp / run.page).write_text(page, encoding="utf-8")
+            nbformat.write(nb, tmp / "ipynb" / path.name)
+        if not any(r.page == "index.html" for r in runs):
+            block = export.nav_html(pages, "index.html") + _index_block(
+                runs, ledger, session, host, time.perf_counter() - t_start)
+            page, _ = export.redact_html(export.standalone_page("decode-kit report", block))
+            (tmp / "index.html").write_text(page, encoding="utf-8")
+
+        report = Report(out=out, runs=runs, seconds=time.perf_counter() - t_start)
+        (tmp / MARKER).write_text(json.dumps(_summary(report, session, host), indent=2) + "\n")
+        _swap_in(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    report.seconds = time.perf_counter() - t_start
+    say(f"kit report: wrote {out}/index.html ({len(runs)} notebooks, {len(report.failed)} failed, "
+        f"{report.seconds:.1f} s)")
+    return report
+
+
+def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:
+    if notebooks is None:
+        parent = session.resolve().parent
+        candidates = [parent, Path("notebooks")]
+        for c in candidates:
+            if c.is_dir() and any(c.glob("*.ipynb")):
+                return discover(c)
+        raise ReportError(f"no notebooks found beside session {session} or in ./notebooks; pass --notebooks DIR")
+    if isinstance(notebooks, (str, os.PathLike)):
+        return discover(notebooks)
+    paths = [Path(p) for p in notebooks]
+    for p in paths:
+        if not p.is_file():
+            raise ReportError(f"notebook {p}: not a file")
+    if not paths:
+        raise ReportError("no notebooks given")
+    return [p for p in paths if p.stem != "index"] + [p for p in paths if p.stem == "index"]
+
+
+def _summary(report: Report, session: Path, host: str) -> dict[str, Any]:
+    from kit import __version__
+
+    return {
+        "generator": "decode-kit",
+        "kit_version": __version__,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "session": session.name,
+        "host": host,
+        "notebooks": [
+            {"name": r.name, "ok": r.ok, "seconds": round(r.seconds, 2), "page": r.page,
+             "failed_cell": r.failed_cell, "error": r.error, "redactions": r.redactions}
+            for r in report.runs
+        ],
+    }
+
+
+def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str, seconds: float) -> str:
+    from kit import __version__
+
+    rows = []
+    for r in runs:
+        status = ("<span class='kit-ok'>ok</span>" if r.ok else
+                  f"<span class='kit-bad'>failed at In [{r.failed_cell}]</span>: {_html.escape(r.error)}")
+        rows.append(f"<tr><td><a href='{_html.escape(r.page, quote=True)}'>{_html.escape(r.name)}</a></td>"
+                    f"<td>{status}</td><td style='text-align:right'>{r.seconds:.1f} s</td></tr>")
+    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if isinstance(ledger, Exception):
+        ledger_html = f"<p class='kit-bad'>The ledger could not be read: {_html.escape(str(ledger))}</p>"
+    else:
+        ledger_html = ledger.to_html() if len(ledger) else "<p>The ledger is empty.</p>"
+    return (
+        "<div class='kit-head'>"
+        "<h1>decode-kit report</h1>"
+        f"<p>Session <code>{_html.escape(session.name)}</code>, host <code>{_html.escape(host)}</code>, "
+        f"generated {when} by decode-kit {__version__} in {seconds:.0f} s.</p>"
+        "<table><thead><tr><th>notebook</th><th>status</th><th>run time</th></tr></thead><tbody>"
+        + "".join(rows) + "</tbody></table>" + ledger_html + "</div>"
+    )

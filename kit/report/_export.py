@@ -1,0 +1,89 @@
+"""HTML export of executed notebooks with nbconvert, wired to the report's local assets.
+
+One ``HTMLExporter`` (lab template) is built per report and reused for every page. Its CDN knobs
+point at relative ``assets/`` URLs, every page gets a navigation bar, and the finished HTML passes
+through the redaction safety net.
+"""
+from __future__ import annotations
+
+import html as _html
+from typing import Any, Sequence
+
+from kit.report import _assets as assets
+from kit.report._redact import redact_html
+
+_NAV_CSS = """
+<style>
+.kit-nav{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;font-size:14px;padding:8px 12px;
+ margin:0 0 12px 0;border-bottom:1px solid #d0d7de;background:#f6f8fa}
+.kit-nav a{margin-right:14px;text-decoration:none;color:#0969da}
+.kit-nav a.kit-current{font-weight:600;color:#1f2328}
+.kit-nav .kit-failed{color:#cf222e}
+.kit-head{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;padding:0 12px 12px 12px}
+.kit-head table{border-collapse:collapse;margin:6px 0 14px 0}
+.kit-head td,.kit-head th{border:1px solid #d0d7de;padding:4px 8px;font-size:13px}
+.kit-head th{background:#f6f8fa}
+.kit-ok{color:#1a7f37;font-weight:600}.kit-bad{color:#cf222e;font-weight:600}
+</style>
+"""
+
+
+def make_exporter(no_input: bool = False) -> Any:
+    """An HTMLExporter (lab template) that loads nothing from the network."""
+    from nbconvert import HTMLExporter
+    from traitlets.config import Config
+
+    cfg = Config()
+    cfg.HTMLExporter.require_js_url = assets.REQUIRE_JS_URL
+    cfg.HTMLExporter.widget_renderer_url = assets.WIDGET_RENDERER_URL
+    cfg.HTMLExporter.mathjax_url = assets.MATHJAX_URL
+    cfg.HTMLExporter.template_name = "lab"
+    if no_input:
+        cfg.TemplateExporter.exclude_input = True
+        cfg.TemplateExporter.exclude_input_prompt = True
+        cfg.TemplateExporter.exclude_output_prompt = True
+    exporter = HTMLExporter(config=cfg)
+    # Not a configurable trait, but read from the instance when resources are built.
+    exporter.mermaid_js_url = assets.MERMAID_URL
+    exporter.mermaid_layout_elk_js_url = ""
+    return exporter
+
+
+def nav_html(pages: Sequence[tuple[str, str, bool]], current: str | None) -> str:
+    """Navigation bar: ``pages`` is (title, href, ok) per page; failed pages are marked."""
+    links = []
+    for title, href, ok in pages:
+        cls = "kit-current" if href == current else ""
+        mark = "" if ok else " <span class='kit-failed'>(failed)</span>"
+        links.append(f"<a class='{cls}' href='{_html.escape(href, quote=True)}'>{_html.escape(title)}{mark}</a>")
+    return _NAV_CSS + "<nav class='kit-nav'>" + "".join(links) + "</nav>"
+
+
+def inject(page: str, block: str) -> str:
+    """Insert ``block`` at the top of the page body (after the lab template's ``<main>``)."""
+    for marker in ("<main>", "<body>"):
+        idx = page.find(marker)
+        if idx >= 0:
+            idx += len(marker)
+            return page[:idx] + "\n" + block + "\n" + page[idx:]
+    return block + page
+
+
+def export(exporter: Any, nb: Any, title: str, top_block: str = "", secrets: Any = ()) -> tuple[str, int]:
+    """Export one executed (already redacted) notebook to HTML; return (page, extra redactions).
+
+    ``secrets`` are the values :func:`kit.report._redact.redact_notebook` found; the page is checked
+    for them once more after rendering."""
+    nb.metadata["title"] = title
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
+    if top_block:
+        body = inject(body, top_block)
+    return redact_html(body, secrets)
+
+
+def standalone_page(title: str, block: str) -> str:
+    """A minimal page (no notebook): used for index.html when there is no index notebook."""
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{_html.escape(title)}</title></head><body><main>\n{block}\n</main></body></html>\n"
+    )

@@ -1,0 +1,105 @@
+"""The one shell command behind ``kit.source.grep`` and the parser of its output.
+
+The search runs on the host in one round trip: ripgrep when the host has it, else GNU ``grep -r``.
+Both print ``PATH\\0LINE:TEXT`` for matches and ``PATH\\0LINE-TEXT`` for context lines (``--null`` /
+``-Z``), so file names with colons, spaces or quotes parse back unambiguously. Every path, glob and
+pattern is ``shlex.quote``d and patterns follow ``--``: they are data, never shell code.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kit.util import quote
+
+TOOL_MARK = "kit-source-tool:"
+EXIT_MISSING = 3
+EXIT_UNREADABLE = 4
+
+
+def build_command(path: str, pattern: str, *, context: int, regex: bool, glob: str | None,
+                  ignore_case: bool, tool: str = "auto") -> str:
+    """A POSIX-sh command that checks the path, picks rg or grep, and searches."""
+    q = quote
+    ctx = int(context)
+    if ctx < 0:
+        raise ValueError("context must be >= 0")
+    rg = ["rg", "--no-heading", "--with-filename", "--line-number", "--null", "--color", "never", "-uu"]
+    gr = ["grep", "-nHZI", "--color=never"]
+    if not regex:
+        rg.append("-F")
+    gr.append("-F" if not regex else "-E")
+    if ignore_case:
+        rg.append("-i")
+        gr.append("-i")
+    if ctx:
+        rg += ["-C", str(ctx)]
+        gr += ["-C", str(ctx)]
+    rg_cmd = " ".join(rg)
+    gr_cmd = " ".join(gr)
+    rg_glob = f" -g {q(glob)}" if glob else ""
+    gr_glob = f" --include={q(glob)}" if glob else ""
+    tail = f"-- {q(pattern)} \"$p\""
+    use_rg = {"auto": "command -v rg >/dev/null 2>&1", "rg": "true", "grep": "false"}[tool]
+    return (
+        f"p={q(path)}; "
+        f"if [ ! -e \"$p\" ]; then echo 'no such file or directory' >&2; exit {EXIT_MISSING}; fi; "
+        f"if [ ! -r \"$p\" ]; then echo 'permission denied' >&2; exit {EXIT_UNREADABLE}; fi; "
+        f"if {use_rg}; then echo '{TOOL_MARK} rg' >&2; "
+        f"if [ -d \"$p\" ]; then {rg_cmd}{rg_glob} {tail}; else {rg_cmd} {tail}; fi; "
+        f"else echo '{TOOL_MARK} grep' >&2; "
+        f"if [ -d \"$p\" ]; then {gr_cmd} -r{gr_glob} {tail}; else {gr_cmd} {tail}; fi; fi"
+    )
+
+
+@dataclass(frozen=True)
+class RawMatch:
+    path: str
+    line: int
+    text: str
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+
+
+_LINE = re.compile(r"^(\d+)([:-])(.*)$", re.S)
+
+
+def parse_output(stdout: str, context: int) -> list[RawMatch]:
+    """Matches with their context lines, sorted by (path, line): rg walks directories in parallel
+    and grep in readdir order, so the tool's own order is not reproducible."""
+    per_file: dict[str, dict[int, tuple[bool, str]]] = {}
+    for raw in stdout.split("\n"):
+        if "\0" not in raw:
+            continue  # "--" group separators, blank trailing line
+        path, rest = raw.split("\0", 1)
+        m = _LINE.match(rest)
+        if not m:
+            continue
+        per_file.setdefault(path, {})
+        n = int(m.group(1))
+        is_match = m.group(2) == ":"
+        prev = per_file[path].get(n)
+        if prev is None or is_match:
+            per_file[path][n] = (is_match, m.group(3).rstrip("\r"))
+    out = []
+    for path in sorted(per_file):
+        lines = per_file[path]
+        for n in sorted(lines):
+            is_match, text = lines[n]
+            if not is_match:
+                continue
+            before = tuple(lines[i][1] for i in range(n - context, n) if i in lines)
+            after = tuple(lines[i][1] for i in range(n + 1, n + context + 1) if i in lines)
+            out.append(RawMatch(path, n, text, before, after))
+    return out
+
+
+def tool_used(stderr: str) -> str | None:
+    for line in stderr.splitlines():
+        if line.startswith(TOOL_MARK):
+            return line[len(TOOL_MARK):].strip()
+    return None
+
+
+def error_lines(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith(TOOL_MARK)]

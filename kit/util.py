@@ -1,0 +1,103 @@
+"""Small helpers shared by every area, one copy each: ANSI stripping, shell quoting, clipping text,
+JSON-ready table rows, pausing the garbage collector, and giving re-exported names their public module."""
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import math
+import re
+import shlex
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ANSI", "strip_ansi", "quote", "clip", "jsonable", "frame_records", "no_gc", "publish"]
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""Terminal colour/style escapes (vLLM colours its log level; raw TTY captures of nvidia-smi underline)."""
+
+quote = shlex.quote
+"""The one way to put a path, pattern or value into a shell command."""
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI colour/style escapes from ``text``."""
+    return ANSI.sub("", text)
+
+
+def clip(text: str, n: int = 60, *, ellipsis: str = "...") -> str:
+    """``text`` cut to at most ``n`` characters, the cut marked with ``ellipsis``."""
+    return text if len(text) <= n else text[: n - len(ellipsis)] + ellipsis
+
+
+def frame_records(df: "pd.DataFrame") -> list[dict[str, Any]]:
+    """A table -> JSON-ready list of dicts (times as printed style strings, NaN -> None)."""
+    out = []
+    cols = list(df.columns)
+    for row in df.itertuples(index=False, name=None):
+        out.append({c: jsonable(v) for c, v in zip(cols, row)})
+    return out
+
+
+def jsonable(v: Any) -> Any:
+    """One cell or value -> something ``json.dumps`` takes (NaN/NaT -> None, numpy scalars -> Python)."""
+    import pandas as pd
+
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, pd.Timestamp):
+        return None if pd.isna(v) else (v.strftime("%m-%d %H:%M:%S") if v.year == 1900 else v.isoformat(sep=" "))
+    if v is pd.NaT:
+        return None
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        try:
+            v = v.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, (str, int, float, bool)):
+        return v
+    try:
+        json.dumps(v)
+        return v
+    except TypeError:
+        return str(v)
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for the block, then restore its previous state.
+
+    Parsing a large log or building a big AST allocates millions of small objects with no
+    reference cycles; each allocation burst triggers full collections that cost a quarter of a log
+    parse and 2-3x an ``ast.parse`` of a 270 KB file (measured). Reference counting still frees
+    everything as usual.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def publish(namespace: dict, names: Iterable[str]) -> None:
+    """Give the classes and functions a package re-exports that package as ``__module__``, so users
+    see ``kit.remote.Result`` rather than the private file that defines it."""
+    package = namespace["__name__"]
+    for name in names:
+        obj = namespace.get(name)
+        if isinstance(obj, type) or callable(obj):
+            try:
+                if getattr(obj, "__module__", "").startswith(package + "."):
+                    obj.__module__ = package
+            except (AttributeError, TypeError):
+                pass
