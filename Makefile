@@ -7,7 +7,7 @@ SESSION ?= notebooks/sample
 OUT ?= report
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps report-deps assets test report bench clean
+.PHONY: install system-deps report-deps assets lint test report bench clean
 
 # The venv is (re)built when missing or when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -30,7 +30,10 @@ system-deps:
 assets: install report-deps
 	@bash tools/vendor_assets.sh
 
-test: install system-deps assets
+lint: install
+	$(VENV)/bin/ruff check .
+
+test: install system-deps assets lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 report: install assets

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Third-party real data, beside the checkout (never copied into the project).
 SHARED_DATA = (ROOT / ".." / "shared" / "data").resolve()
 SAMPLE = ROOT / "notebooks" / "sample"
+TEST_DATA = ROOT / "tests" / "data"  # small project-made fixtures
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ def register(subparsers) -> None:
 
 def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
-    from kit.profile._read import prefetch
+    from kit.profile import prefetch
 
     pending, ex = prefetch(args.traces, cache=not args.no_cache, rules=args.rules)
     try:

@@ -1,7 +1,7 @@
 """Pure parsers for the text a host's tools print: ``nvidia-smi`` query CSV and ``topo -m``, NCCL and CUDA
 versions, ``/proc/PID/environ``. They take text (live or saved) and never run anything.
 
-Formats: ``../shared/reference/serving-formats.md`` section 5 (tab- and space-aligned ``topo -m``,
+Formats (tab- and space-aligned ``topo -m``,
 ANSI underline on the header, NIC rows and legend, ``GPU NUMA ID`` only on newer drivers).
 """
 from __future__ import annotations

@@ -28,7 +28,7 @@ Specific entry points: :func:`parse_sglang` / :func:`parse_vllm` (a path, text o
 :func:`spec_summary` (pooled acceptance -> :class:`SpecSummary`, whose ``.speedup(c)`` applies
 :mod:`kit.models`). Plots: ``kit.plots`` (acceptance/throughput over time, speed-up curves).
 
-Formats and their sources: ``../shared/reference/serving-formats.md``. The file is streamed in
+The formats follow the engines' own log lines, version by version. The file is streamed in
 blocks of whole lines: lines of SGLang ``Decode``/``Prefill`` shapes already seen are pulled out of
 each block by one regex pass per shape, everything else is dispatched line by line by cheap
 substring checks; values are kept as strings in column lists and converted per column, in chunks,

@@ -1,7 +1,6 @@
 """Benchmark outputs (private to ``kit.logs``): text blocks printed by ``sglang.bench_serving``,
 ``vllm bench serve``, ``sglang.bench_one_batch``, ``sglang.bench_one_batch_server`` and
-``vllm bench latency``, and their JSON / JSONL result files
-(``../shared/reference/serving-formats.md`` section 3). One row per run, normalised column names:
+``vllm bench latency``, and their JSON / JSONL result files. One row per run, normalised column names:
 
     tool, engine, completed, duration_s, output_throughput (tok/s), total_throughput,
     mean/median/p99_ttft_ms, mean/median/p99_tpot_ms, mean/median/p95/p99_itl_ms,

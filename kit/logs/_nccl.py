@@ -1,5 +1,4 @@
-"""``NCCL_DEBUG=INFO`` lines (private to ``kit.logs``; format in
-``../shared/reference/serving-formats.md`` section 5.3).
+"""``NCCL_DEBUG=INFO`` lines (private to ``kit.logs``).
 
 Grammar: ``{host}:{pid}:{tid} [{cudaDev}] NCCL INFO {msg}`` (prefix absent in some pastes; ``NCCL WARN``
 likewise). One row per informative message, with a ``kind`` column:

@@ -1,6 +1,5 @@
 """SGLang scheduler log lines (private to ``kit.logs``): ``Prefill batch`` / ``Decode batch`` and the
-startup ``server_args`` dump, in every format from 0.4.x to 0.5.2x (see
-``../shared/reference/serving-formats.md`` section 1).
+startup ``server_args`` dump, in every format from 0.4.x to 0.5.2x.
 
 Lines are parsed key by key, never by position: the body after ``Decode batch`` is split at
 ``", "`` into ``key: value`` pairs, because fields come and go with the version (``cuda graph``,

@@ -3,8 +3,7 @@
 Every record ends up with: engine, version, ``k`` (draft tokens per verify step), the **mean
 acceptance length including the bonus token** (tokens emitted per verify step, >= 1) and the
 **draft acceptance rate excluding the bonus token** (accepted drafts / proposed drafts, a fraction),
-plus per-position rates when printed. What the engines print differs
-(``../shared/reference/serving-formats.md`` sections 1.4 and 2.3):
+plus per-position rates when printed. What the engines print differs:
 
 * SGLang ``accept len`` is always tokens per verify incl. bonus. ``accept rate`` changed meaning:
   <= 0.5.10 it is ``accept len / N`` (N = draft tokens incl. the verified one = k + 1, floor 1/N);

@@ -1,6 +1,5 @@
 """vLLM log lines (private to ``kit.logs``): the periodic throughput line (V0, V1, current), the
-speculative-decoding lines of every version and the version banner
-(``../shared/reference/serving-formats.md`` section 2).
+speculative-decoding lines of every version and the version banner.
 
 A line may carry the logger prefix (``INFO 10-16 19:05:47 metrics.py:367] `` in old releases,
 ``(APIServer pid=1) INFO 05-15 03:35:13 [loggers.py:271] `` since ~0.10, ANSI-coloured on a TTY)

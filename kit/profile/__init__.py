@@ -10,7 +10,7 @@ events, ranks on different clock bases).
 Categories come from an ordered regex table shipped as ``kit/profile/categories.toml`` (extend or override
 with ``rules=``). Unlike HTA, whose communication class is ``^nccl.*Kernel``, the table catches
 vLLM/SGLang ``cross_device_reduce``, PyTorch ``multimem_all_reduce`` and flashinfer
-``allreduce_fusion`` kernels (see ``../shared/reference/traces.md``).
+``allreduce_fusion`` kernels.
 
 Files:
 
@@ -27,16 +27,28 @@ Files:
 """
 from __future__ import annotations
 
-from kit.profile._profile import (  # noqa: F401
-    PHASES,
-    Profile,
-    Rule,  # noqa: F401  (public, not in __all__)
-    Summary,
-    default_rules,
-    load,
-)
+import importlib
+
 from kit.util import publish
 
-__all__ = ['PHASES', 'Profile', 'Summary', 'default_rules', 'load']
+__all__ = ["PHASES", "Profile", "Summary", "default_rules", "load"]
 
-publish(globals(), __all__)
+# Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
+# (``prefetch``) before pandas is imported, so the two overlap.
+_WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
+          "load": "_profile", "Rule": "_categories", "prefetch": "_read"}
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'kit.profile' has no attribute {name!r}")
+    module = importlib.import_module(f"kit.profile.{_WHERE[name]}")
+    names = [n for n, m in _WHERE.items() if m == _WHERE[name]]
+    ns = {"__name__": __name__, **{n: getattr(module, n) for n in names}}
+    publish(ns, names)
+    globals().update({n: ns[n] for n in names})
+    return ns[name]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

@@ -14,7 +14,7 @@ from kit.source._resolve import follow_import, locate_module
 from kit.source._types import Definition, Match, Matches, Scope, Slice, SourceDiff, Symbol, Symbols, label
 
 if TYPE_CHECKING:  # the Host base class; kit.remote is not imported at run time for this
-    from kit.remote._base import Host
+    from kit.remote import Host
 
 __all__ = [
     "slice", "grep", "enclosing", "find", "definition", "module_path", "diff",

@@ -6,14 +6,14 @@ number below follows from the sample's lines by the documented definitions.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 import kit.logs as L
+from tests.conftest import TEST_DATA
 
-DATA = Path(__file__).resolve().parent / "data" / "logs"
+DATA = TEST_DATA / "logs"
 
 
 def read(name, **kw):

@@ -1,15 +1,14 @@
 """Plots of parsed logs and of the speculative model: real figures drawn from the sample logs."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import pytest
 
 import kit.logs as L
 from kit.plots import _logs as P
+from tests.conftest import TEST_DATA
 
-DATA = Path(__file__).resolve().parent / "data" / "logs"
+DATA = TEST_DATA / "logs"
 
 
 @pytest.fixture(autouse=True)

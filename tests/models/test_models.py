@@ -19,6 +19,7 @@ import pytest
 
 from kit import models as M
 from kit.errors import ModelError
+from tests.conftest import TEST_DATA
 
 KB = 1024
 V100_NCCL = {4: 19.4, 32: 24.2, 128: 51.8, 384: 83.5}
@@ -147,11 +148,10 @@ def test_acceptance_for_length_inverts_expected_tokens():
 
 
 def test_spec_from_parsed_summary():
-    from pathlib import Path
 
     import kit.logs as L
 
-    s = L.spec_summary(Path(__file__).parent / "data" / "logs" / "vllm_0.34_current.log")
+    s = L.spec_summary(TEST_DATA / "logs" / "vllm_0.34_current.log")
     est = s.speedup(0.1)
     assert est.basis == "measured length" and est.k == 3
     assert est.expected_tokens == pytest.approx(1 + 99 / 54)

@@ -12,10 +12,9 @@ import pytest
 
 from kit import report
 from kit.ledger import LEDGER_ENV, Ledger
+from tests.conftest import ROOT, SAMPLE
 
-ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
-SAMPLE = NOTEBOOKS / "sample"
 EXPECTED = ["00_environment", "01_allreduce_share", "02_backend_defaults", "03_speculative_acceptance",
             "04_single_stream_gap", "index"]
 WITH_PLOTS = ["00_environment", "01_allreduce_share", "03_speculative_acceptance", "04_single_stream_gap"]

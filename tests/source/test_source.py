@@ -15,8 +15,8 @@ import pytest
 import kit
 from kit import source
 from kit.errors import RemoteFileError, SourceError
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 ENGINE = ROOT / "notebooks" / "sample" / "engine"
 TINY = ENGINE / "tinyserve"
 SERVER_ARGS = str(TINY / "srt" / "server_args.py")

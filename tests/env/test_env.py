@@ -19,6 +19,7 @@ from kit.env import (
     parse_topology,
 )
 from kit.errors import ParseError
+from tests.conftest import TEST_DATA
 
 
 @pytest.mark.shared_data
@@ -148,7 +149,7 @@ def test_fingerprint_unknown_pid_is_a_reason_not_an_error(host):
     assert fp.nccl_env is None and "no process 4000000" in fp.missing["nccl_env"]
 
 
-H200 = __import__("pathlib").Path(__file__).parent / "data" / "env" / "h200"
+H200 = TEST_DATA / "env" / "h200"
 
 
 def test_real_h200_outputs_recorded_on_the_gpu_machine():

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,9 @@ import kit
 import kit.logs as L
 from kit.cli import main as kit_main
 from kit.errors import LogFormatError, RemoteFileError
+from tests.conftest import TEST_DATA
 
-DATA = Path(__file__).resolve().parent / "data" / "logs"
+DATA = TEST_DATA / "logs"
 
 
 def _one_line_error(path, *, match: str) -> str:

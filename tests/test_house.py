@@ -1,0 +1,168 @@
+"""The house rules that keep ``kit/`` walkable: the public API is pinned, there is no import cycle
+inside the package, and no module reaches into another package's private files."""
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+KIT = ROOT / "kit"
+
+# The public surface. Adding a name is a decision: add it here in the same change.
+PUBLIC_API = {
+    'kit': ['Host', 'Job', 'Result', '__version__', 'connect', 'env', 'errors', 'explorer', 'hosts', 'ledger', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'source'],
+    'kit.remote': ['FileStat', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'add_host_options', 'connect', 'connect_options', 'hosts'],
+    'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'find', 'grep', 'module_path', 'slice'],
+    'kit.profile': ['PHASES', 'Profile', 'Summary', 'default_rules', 'load'],
+    'kit.logs': ['LogData', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'spec_summary'],
+    'kit.models': ['AllReduceCost', 'LINKS', 'LinkModel', 'SpecEstimate', 'acceptance_for_length', 'allreduce_cost', 'allreduce_time_us', 'break_even', 'drafter_cost', 'expected_tokens', 'fit', 'link', 'spec_estimate', 'spec_from_summary', 'speedup', 'speedup_curves'],
+    'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi'],
+    'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
+    'kit.plots': ['CATEGORY_COLORS', 'ab_plot', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'],
+    'kit.report': ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook'],
+    'kit.errors': ['AuthError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'SourceError', 'TraceError'],
+    'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],
+    'kit.magics': ['RemoteMagics', 'load_ipython_extension'],
+    'kit.testing': ['SSHServer', 'TEST_USER', 'find_sshd', 'sshd'],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_API))
+def test_public_api_is_pinned(module):
+    mod = importlib.import_module(module)
+    assert sorted(mod.__all__) == sorted(PUBLIC_API[module])
+    for name in mod.__all__:
+        assert getattr(mod, name) is not None, f"{module}.{name}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in PUBLIC_API if m.count(".") == 1))
+def test_classes_report_their_public_module(module):
+    mod = importlib.import_module(module)
+    for name in mod.__all__:
+        obj = getattr(mod, name)
+        if isinstance(obj, type) and obj.__module__.startswith("kit"):
+            assert not any(part.startswith("_") for part in obj.__module__.split(".")), \
+                f"{module}.{name} reports {obj.__module__}"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(KIT.rglob("*.py")):
+        if "_vendor" in p.parts:
+            continue
+        rel = p.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _top_level_imports(path: Path, name: str, is_pkg: bool) -> list[tuple[str, list[str]]]:
+    """(module, names) imported when ``path`` is imported: module-level statements only, skipping
+    ``if TYPE_CHECKING:`` blocks (imports inside functions run later and cannot form a load cycle)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+
+    def visit(stmts):
+        for node in stmts:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.If, ast.Try)):
+                visit(node.body)
+                visit(getattr(node, "orelse", []))
+                for h in getattr(node, "handlers", []):
+                    visit(h.body)
+            elif isinstance(node, ast.Import):
+                out.extend((a.name, []) for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                if node.level:
+                    base = name.split(".") if is_pkg else name.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    mod = ".".join(base + ([mod] if mod else []))
+                out.append((mod, [a.name for a in node.names]))
+    visit(tree.body)
+    return out
+
+
+def _package_of(module: str, modules: dict[str, Path]) -> str:
+    parts = module.split(".")
+    if len(parts) >= 2 and (KIT / parts[1]).is_dir():
+        return "kit." + parts[1]
+    return module
+
+
+def test_no_import_cycle_inside_kit():
+    modules = _modules()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for m, path in modules.items():
+        for target, names in _top_level_imports(path, m, path.name == "__init__.py"):
+            if not target.startswith("kit"):
+                continue
+            subs = {f"{target}.{n}" for n in names if f"{target}.{n}" in modules}
+            # ``from pkg import _sub`` inside pkg loads only the submodule
+            deps = subs if subs and len(subs) == len(names) else {target} | subs
+            # importing a package's submodule from outside first runs the package's __init__
+            if _package_of(target, modules) != _package_of(m, modules):
+                deps.add(_package_of(target, modules))
+            graph[m] |= {d for d in deps if d in modules and d != m}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def dfs(u):
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(graph[u]):
+            if state.get(v) == 1:
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(v):] + [v]))
+            if v not in state:
+                dfs(v)
+        stack.pop()
+        state[u] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            dfs(m)
+
+
+def test_no_private_name_used_across_packages():
+    modules = _modules()
+    offences = []
+    for m, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kit") and not node.level:
+                targets = [(node.module, a.name) for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [(a.name, "") for a in node.names if a.name.startswith("kit")]
+            else:
+                continue
+            for mod, attr in targets:
+                if _package_of(mod, modules) == _package_of(m, modules):
+                    continue
+                private = [p for p in mod.split(".")[1:] + ([attr] if attr else []) if p.startswith("_")]
+                if private and attr != "__version__":
+                    offences.append(f"{m}: {mod} {attr}".strip())
+    assert offences == []
+
+
+def test_module_docstrings_cite_nothing_outside_the_repository():
+    bad = [str(p.relative_to(ROOT)) for p in _modules().values()
+           if (ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "").find("../") >= 0]
+    assert bad == []
+
+
+def test_every_package_init_is_thin_and_documented():
+    for init in sorted(KIT.glob("*/__init__.py")):
+        if "_vendor" in init.parts:
+            continue
+        tree = ast.parse(init.read_text(encoding="utf-8"))
+        doc = ast.get_docstring(tree) or ""
+        assert len(doc) > 100, f"{init.parent.name}: the docstring says what the area does"
+        defs = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        assert set(defs) <= {"__getattr__", "__dir__"}, f"{init.parent.name}/__init__.py holds work: {defs}"
