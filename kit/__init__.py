@@ -10,6 +10,7 @@ Public surface (everything else is private):
 - ``kit.env``: host fingerprint (GPUs, link matrix, versions, NCCL variables).
 - ``kit.ledger``: the hypothesis ledger.  ``kit.plots``: the plots.  ``kit.report``: HTML report.
 - ``kit.explorer``: ipywidgets profile explorer and its static views.
+- ``kit.session``: a session's layout and the provenance of each artefact.
 - ``kit.errors``: the exception tree.
 
 Submodules load on first use so ``import kit`` stays fast.
@@ -21,7 +22,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors", "explorer")
+_SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors", "explorer", "session")
 _FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
 
 __all__ = sorted(_SUBMODULES + _FROM_REMOTE + ("__version__", "load_ipython_extension"))

@@ -17,6 +17,7 @@ so a failing notebook cell says what to fix without a traceback dive.
     │   └── LogFormatError        serving log / benchmark output unreadable
     ├── ModelError                analytical model given impossible parameters
     ├── LedgerError               hypothesis ledger file unreadable or an invalid verdict
+    ├── SessionError              session directory or its provenance manifest missing or damaged
     └── ReportError               report generation failed
         └── NotebookFailed        a notebook raised; names the notebook and cell
 """
@@ -37,6 +38,7 @@ __all__ = [
     "LogFormatError",
     "ModelError",
     "LedgerError",
+    "SessionError",
     "ReportError",
     "NotebookFailed",
 ]
@@ -124,6 +126,10 @@ class ModelError(KitError):
 
 class LedgerError(KitError):
     """The hypothesis ledger file is unreadable, or a verdict is not allowed."""
+
+
+class SessionError(KitError):
+    """A session directory or its provenance manifest is missing or damaged."""
 
 
 class ReportError(KitError):

@@ -1,0 +1,260 @@
+"""An investigation session: where its artefacts live, and where each one came from.
+
+A session is a directory. Its layout is fixed here, once, so notebooks stop building paths::
+
+    traces/<scenario>/rank*.trace.json.gz   profiler traces, one folder per scenario
+    traces/<scenario>/measured.json         truth recorded outside the profiler (CUDA-event step times)
+    logs/                                   serving logs, NCCL_DEBUG logs
+    bench/                                  benchmark results
+    env/                                    captures of the machine the traces were recorded on
+    server/                                 captures of the serving host under investigation
+    model/                                  the model's config.json
+    experiments/<name>/                     configuration sweeps (one folder per variant)
+    ledger.json                             the hypotheses and their verdicts
+    provenance.json                         where each artefact came from
+
+Every artefact has a :class:`Provenance`: **measured** (by this kit or the project's recorder, on
+which host, when, how), **third-party** (a public artefact and its source), **sample** (written by
+hand or by a script to a documented format: not measured) or **project-written** (code or text the
+project wrote). ``provenance.json`` maps session-relative paths or folder prefixes to provenances;
+the longest matching prefix wins. A file no entry covers is read for the marks the sample writers
+leave (a first line starting ``# SAMPLE``, ``"sample": true`` in JSON); otherwise it is
+``unknown``, never assumed measured.
+
+    s = kit.session.open("notebooks/sample")
+    s.path("logs", "sglang.log")           # Path inside the session
+    s.provenance("logs/sglang.log")        # Provenance(kind='sample', ...)
+    s.provenance("logs/sglang.log").label  # 'sample written to the SGLang 0.5.9 format (not measured)'
+    s.record("traces/tp1_eager", Provenance.measured(host="h200", how="tools/record_decode_traces.py"))
+    s.ledger()                             # the Ledger notebooks record into ($KIT_LEDGER honoured)
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from kit.errors import SessionError
+
+__all__ = ["KINDS", "LAYOUT", "Provenance", "Session", "open"]
+
+KINDS = ("measured", "third-party", "sample", "project-written", "unknown")
+LAYOUT = {"traces": "traces", "logs": "logs", "bench": "bench", "env": "env", "server": "server",
+          "model": "model", "experiments": "experiments"}
+MANIFEST = "provenance.json"
+_SNIFF_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where one artefact came from. ``kind`` is one of :data:`KINDS`; the rest says who, where,
+    when and how, as far as it is known."""
+
+    kind: str
+    host: str | None = None      # measured: the machine it was measured on
+    when: str | None = None      # measured: ISO date/time
+    how: str | None = None       # the command, tool or script that produced it
+    source: str | None = None    # third-party: repository/URL; sample: the format it was written to
+    note: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"provenance kind {self.kind!r} is not one of {KINDS}")
+
+    @classmethod
+    def measured(cls, *, host: str, how: str, when: str | None = None, note: str | None = None) -> "Provenance":
+        """Measured on ``host`` by ``how`` (now, unless ``when`` is given)."""
+        when = when or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        return cls("measured", host=host, when=when, how=how, note=note)
+
+    @classmethod
+    def sample(cls, *, source: str, how: str | None = None, note: str | None = None) -> "Provenance":
+        """Written to the format ``source`` describes; its numbers were not measured."""
+        return cls("sample", source=source, how=how, note=note)
+
+    @property
+    def is_measured(self) -> bool:
+        return self.kind == "measured"
+
+    @property
+    def label(self) -> str:
+        """One line for a table cell or a plot caption; says 'measured' only for measured data."""
+        if self.kind == "measured":
+            bits = [f"measured on {self.host}" if self.host else "measured"]
+            if self.when:
+                bits.append(self.when)
+            if self.how:
+                bits.append(f"by {self.how}")
+            return ", ".join(bits)
+        if self.kind == "third-party":
+            return f"third-party artefact ({self.source})" if self.source else "third-party artefact"
+        if self.kind == "sample":
+            what = f"sample written to the {self.source} format" if self.source else "sample written by hand"
+            return what + " (not measured)"
+        if self.kind == "project-written":
+            return "written by the project" + (f" ({self.note})" if self.note else "")
+        return "provenance unknown (not shown to be measured)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, where: str = "provenance") -> "Provenance":
+        try:
+            return cls(**{k: d.get(k) for k in ("kind", "host", "when", "how", "source", "note")})
+        except (TypeError, ValueError) as exc:
+            raise SessionError(f"{where}: bad provenance entry {d!r} ({exc})") from None
+
+    def __repr__(self) -> str:
+        return f"Provenance({self.label!r})"
+
+    def _repr_html_(self) -> str:
+        colour = {"measured": "#1a7f37", "third-party": "#0969da", "sample": "#9a6700"}.get(self.kind, "#6e7781")
+        return f'<span style="color:{colour}">{html.escape(self.label)}</span>'
+
+
+UNKNOWN = Provenance("unknown")
+
+
+class Session:
+    """One investigation's directory: paths by role, and the provenance of each artefact."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        if not self.root.is_dir():
+            raise SessionError(f"{self.root}: session directory not found")
+        self._manifest: dict[str, Provenance] | None = None
+
+    # -- paths ------------------------------------------------------------------------------
+    def path(self, *parts: str | os.PathLike[str]) -> Path:
+        """A path inside the session (``s.path("logs", "x.log")``); absolute parts are kept as given."""
+        return self.root.joinpath(*parts)
+
+    def __truediv__(self, other: str | os.PathLike[str]) -> Path:
+        return self.root / other
+
+    def scenarios(self, pattern: str = "rank*.trace.json.gz") -> dict[str, list[Path]]:
+        """Trace files per scenario folder under ``traces/`` (sorted), folders without a match left out."""
+        out: dict[str, list[Path]] = {}
+        base = self.root / LAYOUT["traces"]
+        for d in sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []:
+            files = sorted(d.glob(pattern))
+            if files:
+                out[d.name] = files
+        return out
+
+    def measured(self, scenario: str) -> dict[str, Any] | None:
+        """``traces/<scenario>/measured.json`` (the truth recorded outside the profiler), or None."""
+        p = self.root / LAYOUT["traces"] / scenario / "measured.json"
+        if not p.is_file():
+            return None
+        try:
+            return json.loads(p.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise SessionError(f"{p}: unreadable measured.json ({exc})") from None
+
+    def ledger(self):
+        """The ledger notebooks record into: ``$KIT_LEDGER`` when set, else ``<session>/ledger.json``."""
+        from kit.ledger import Ledger
+
+        return Ledger.for_session(self.root)
+
+    # -- provenance ---------------------------------------------------------------------------
+    def _rel(self, path: str | os.PathLike[str]) -> str:
+        p = Path(path)
+        if p.is_absolute():
+            try:
+                p = p.resolve().relative_to(self.root.resolve())
+            except ValueError:
+                return p.as_posix()
+        return p.as_posix().strip("/")
+
+    def manifest(self) -> dict[str, Provenance]:
+        """The entries of ``provenance.json`` (path or folder prefix -> Provenance)."""
+        if self._manifest is None:
+            p = self.root / MANIFEST
+            entries: dict[str, Provenance] = {}
+            if p.is_file():
+                try:
+                    raw = json.loads(p.read_text(encoding="utf-8"))
+                except (OSError, ValueError, UnicodeDecodeError) as exc:
+                    raise SessionError(f"{p}: unreadable provenance manifest ({exc})") from None
+                if not isinstance(raw, dict) or not isinstance(raw.get("artefacts", {}), dict):
+                    raise SessionError(f"{p}: expected {{\"artefacts\": {{path: provenance}}}}")
+                for key, d in raw.get("artefacts", {}).items():
+                    entries[key.strip("/")] = Provenance.from_dict(d, where=str(p))
+            self._manifest = entries
+        return self._manifest
+
+    def provenance(self, path: str | os.PathLike[str]) -> Provenance:
+        """Where the artefact at ``path`` (session-relative or absolute) came from."""
+        rel = self._rel(path)
+        entries = self.manifest()
+        parts = rel.split("/")
+        for i in range(len(parts), 0, -1):
+            hit = entries.get("/".join(parts[:i]))
+            if hit is not None:
+                return hit
+        return _sniff(self.root / rel)
+
+    def provenances(self, paths: Iterable[str | os.PathLike[str]]) -> list[Provenance]:
+        """The distinct provenances of several artefacts, in first-seen order."""
+        out: list[Provenance] = []
+        for p in paths:
+            pv = self.provenance(p)
+            if pv not in out:
+                out.append(pv)
+        return out
+
+    def record(self, path: str | os.PathLike[str], provenance: Provenance) -> None:
+        """Say where ``path`` (a file or a folder prefix) came from, in ``provenance.json``."""
+        entries = dict(self.manifest())
+        entries[self._rel(path)] = provenance
+        payload = {"format": 1, "artefacts": {k: v.to_dict() for k, v in sorted(entries.items())}}
+        target = self.root / MANIFEST
+        fd, tmp = tempfile.mkstemp(prefix=".provenance.", dir=self.root)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(payload, f, indent=1, sort_keys=True)
+                f.write("\n")
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self._manifest = entries
+
+    def __repr__(self) -> str:
+        return f"Session({self.root.as_posix()!r})"
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{v._repr_html_()}</td></tr>"
+                       for k, v in sorted(self.manifest().items()))
+        return (f"<div><b>session</b> <code>{html.escape(self.root.as_posix())}</code>"
+                f"<table><tr><th>artefact</th><th>provenance</th></tr>{rows}</table></div>")
+
+
+def _sniff(path: Path) -> Provenance:
+    """Provenance from the marks sample writers leave inside a file; ``unknown`` otherwise."""
+    if not path.is_file():
+        return UNKNOWN
+    try:
+        with path.open("rb") as f:
+            head = f.read(_SNIFF_BYTES)
+    except OSError:
+        return UNKNOWN
+    first = head.split(b"\n", 1)[0].strip()
+    if first.startswith(b"# SAMPLE"):
+        return Provenance("sample", note=first.decode("utf-8", "replace")[2:].strip())
+    if b'"sample": true' in head or b'"sample":true' in head:
+        return Provenance("sample")
+    return UNKNOWN
+
+
+def open(root: str | os.PathLike[str]) -> Session:  # noqa: A001 - kit.session.open reads naturally
+    """Open the session directory ``root``."""
+    return Session(root)
