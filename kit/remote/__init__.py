@@ -10,7 +10,8 @@ One API for both::
     job.wait_for(pattern="fired up", timeout=900)
     kit.hosts(["a", "b"]).run("nvidia-smi topo -m")    # in parallel, one slot per host
 
-Every command runs in its own process group so a timeout kills it entirely on the host.
+Every command runs in its own process group so a timeout kills it entirely on the host. One runner
+(``_runner.py``) decides timeout, kill, output, stdin and exit status for both host kinds.
 Errors are the RemoteError family of :mod:`kit.errors`; messages name the host and command or path.
 Callers must ``shlex.quote`` every path or pattern they put into a command string.
 
@@ -18,7 +19,9 @@ Files:
 
 - ``_connect.py``: connect / hosts: open a LocalHost or SSHHost, or a parallel group
 - ``_options.py``: the host options table shared by the CLI and the ``%%remote`` magic
-- ``_base.py``: Host, Result, FileStat: the API every host implements, and the file helpers built on run
+- ``_base.py``: Host: the API every host implements, and the helpers built on run (python, spawn)
+- ``_result.py``: Result, FileStat: the records host calls return
+- ``_runner.py``: Runner: the one command loop (timeout, process-group kill, output, stdin, exit status)
 - ``_local.py``: LocalHost: start, read and signal a subprocess on this machine
 - ``_ssh.py``: SSHHost: start, read and signal a command over a paramiko channel; SFTP
 - ``_ssh_config.py``: ~/.ssh/config, known_hosts and the host-key trust policy
@@ -28,12 +31,13 @@ Files:
 """
 from __future__ import annotations
 
-from kit.remote._base import FileStat, Host, Result
+from kit.remote._base import Host
 from kit.remote._connect import connect, hosts
 from kit.remote._group import GroupResult, HostGroup
 from kit.remote._job import Job
 from kit.remote._local import LocalHost
 from kit.remote._options import HOST_OPTIONS, add_host_options, connect_options
+from kit.remote._result import FileStat, Result
 from kit.util import publish
 
 __all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'FileStat', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'connect', 'hosts']

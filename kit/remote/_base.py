@@ -1,90 +1,21 @@
-"""What every host kind shares: the Result and FileStat records and the Host base class.
+"""The Host base class: the API every host kind implements.
 
 The base class implements everything that can be expressed through ``run`` (``python``, ``read_text``,
-``spawn``) so LocalHost and SSHHost only implement transport: running a command, and file access.
+``spawn``) so LocalHost and SSHHost only implement transport: starting a command (run through the
+one loop in ``_runner.py``), and file access. The records it returns live in ``_result.py``.
 """
 from __future__ import annotations
 
-import html
 import json
-import re
 import shlex
-from dataclasses import dataclass
 from typing import Any
 
-from kit.errors import CommandFailed, RemoteError, RemoteFileError
+from kit.errors import CommandFailed, RemoteFileError
+from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
-from kit.util import clip
+from kit.remote._result import FileStat, Result
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@dataclass(frozen=True)
-class Result:
-    """The outcome of one command on one host. ``ok`` is ``exit_code == 0``.
-
-    ``stdout``/``stderr`` are decoded as UTF-8 with invalid bytes replaced. When the output was
-    written to a file (``stdout_file=``), ``stdout`` holds only its last 64 KiB. ``exit_code`` follows
-    the shell (128+N when killed by signal N locally); -1 when an SSH server reported no exit status.
-    """
-
-    cmd: str
-    host: str
-    stdout: str
-    stderr: str
-    exit_code: int
-    duration_s: float
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0
-
-    def __repr__(self) -> str:
-        return (f"Result(host={self.host!r}, cmd={clip(self.cmd)!r}, exit_code={self.exit_code}, "
-                f"duration_s={self.duration_s:.3f}, stdout={clip(self.stdout)!r}, stderr={clip(self.stderr)!r})")
-
-    def _repr_html_(self) -> str:
-        colour = "#2e7d32" if self.ok else "#c62828"
-        parts = [f"<div><b>{html.escape(self.host)}</b> <code>{html.escape(clip(self.cmd, 200))}</code> "
-                 f"<span style='color:{colour}'>exit {self.exit_code}</span> in {self.duration_s:.3f} s</div>"]
-        for label, text in (("stdout", self.stdout), ("stderr", self.stderr)):
-            if text:
-                parts.append(f"<details{' open' if label == 'stdout' or not self.ok else ''}><summary>{label} "
-                             f"({len(text)} chars)</summary><pre>{html.escape(_tail(text))}</pre></details>")
-        return "".join(parts)
-
-
-@dataclass(frozen=True)
-class FileStat:
-    """What ``host.stat(path)`` found: size in bytes, mtime (epoch seconds), directory flag, mode bits."""
-
-    path: str
-    size: int
-    mtime: float
-    is_dir: bool
-    mode: int
-
-    def __repr__(self) -> str:
-        return (f"FileStat(path={self.path!r}, size={self.size}, mtime={self.mtime:.3f}, "
-                f"is_dir={self.is_dir}, mode={oct(self.mode)})")
-
-
-
-
-def _tail(text: str, n: int = 4000) -> str:
-    return text if len(text) <= n else "...\n" + text[-n:]
-
-
-def env_exports(env: dict | None, host: str) -> str:
-    """``export K='v'`` lines for a shell; names are validated, values quoted."""
-    if not env:
-        return ""
-    lines = []
-    for key, value in env.items():
-        if not _ENV_NAME.match(str(key)):
-            raise RemoteError(f"{host}: invalid environment variable name {key!r}", host=host)
-        lines.append(f"export {key}={shlex.quote(str(value))}\n")
-    return "".join(lines)
+__all__ = ["FileStat", "Host", "Result"]
 
 
 # Runs a snippet read from stdin: statements exec'd, the last expression's value printed as JSON on
@@ -127,9 +58,13 @@ class Host:
         ``cwd``: working directory (``cd`` fails -> exit 1). ``check``: raise CommandFailed on a
         non-zero exit. ``stream``: show output live (terminal or notebook cell) as it arrives.
         ``input``: bytes/str fed to the command's stdin (otherwise stdin is empty).
-        ``stdout_file``/``stderr_file``: local paths that receive the stream as it arrives; the
-        Result then keeps only the last 64 KiB in memory. stdout and stderr are always drained
+        ``stdout_file``/``stderr_file``: local paths that receive the stream as it arrives.
+        Memory is bounded whenever output goes elsewhere: with a file the Result keeps only the last
+        64 KiB of that stream, with ``stream=True`` only the last 1 MiB (``Result.truncated`` and
+        ``stdout_bytes`` say so); otherwise it keeps everything. Pass ``stdout_file=`` with
+        ``stream=True`` to both see and keep a long output. stdout and stderr are always drained
         together, so large output never deadlocks. Output is decoded as UTF-8 with replacement.
+        A connection lost mid-command is a ConnectError naming host and command.
         """
         raise NotImplementedError
 
@@ -173,20 +108,12 @@ class Host:
         raise CommandFailed(f"{self.name}: python snippet printed no value (stdout: {tail_lines(res.stdout, 2)!r})",
                             host=self.name, result=res)
 
-    def spawn(self, cmd: str, *, log: str, env: dict | None = None, cwd: str | None = None):
+    def spawn(self, cmd: str, *, log: str, env: dict | None = None, cwd: str | None = None) -> Job:
         """Start ``cmd`` detached (own session, survives disconnect), output appended to ``log``.
 
         Returns a :class:`~kit.remote.Job` to tail, wait for readiness, and stop it.
         """
-        from kit.remote._job import start_job
-
         return start_job(self, cmd, log=log, env=env, cwd=cwd)
-
-    def _check(self, res: Result, check: bool) -> Result:
-        if check and not res.ok:
-            raise CommandFailed(f"{self.name}: command {clip(res.cmd)!r} exited {res.exit_code}: "
-                                f"{tail_lines(res.stderr) or '(no stderr)'}", host=self.name, result=res)
-        return res
 
     def _file_error(self, path: str, what: str) -> RemoteFileError:
         return RemoteFileError(f"{self.name}: {path}: {what}", host=self.name, path=path)

@@ -6,7 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 from kit.errors import KitError
-from kit.remote._base import Host, Result
+from kit.remote._base import Host
+from kit.remote._result import Result
 
 
 class GroupResult:

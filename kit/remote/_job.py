@@ -11,7 +11,7 @@ import re
 import time
 
 from kit.errors import CommandFailed, CommandTimeout, RemoteError
-from kit.remote._base import env_exports
+from kit.remote._runner import alive_test, env_exports, kill_group_script
 from kit.util import clip
 from kit.util import quote as _q
 
@@ -39,12 +39,6 @@ def start_job(host, cmd: str, *, log: str, env: dict | None = None, cwd: str | N
     return Job(host, int(pid), abs_log[:-1] if abs_log.endswith("\n") else abs_log, cmd=cmd, offset=int(off))
 
 
-def _alive_test(pid: int) -> str:
-    # A session with only zombies left is dead; ps missing -> fall back to kill -0 on the group.
-    return (f"{{ if command -v ps >/dev/null 2>&1; then ps -o stat= -s {pid} | grep -qv '^Z'; "
-            f"else kill -0 -- -{pid} 2>/dev/null; fi; }}")
-
-
 class Job:
     """A detached command on a host: ``tail``, ``alive``, ``wait_for`` readiness, ``stop``.
 
@@ -65,7 +59,7 @@ class Job:
     @property
     def alive(self) -> bool:
         """True while a (non-zombie) process of the job's session is running."""
-        res = self.host.run(f"{_alive_test(self.pid)} && echo yes || echo no", timeout=30)
+        res = self.host.run(f"{alive_test(self.pid)} && echo yes || echo no", timeout=30)
         return res.stdout.strip() == "yes"
 
     def tail(self, n: int = 20) -> str:
@@ -81,16 +75,7 @@ class Job:
 
         Returns ``"terminated"``, ``"killed"`` or ``"not running"``.
         """
-        pid = self.pid
-        alive = _alive_test(pid)
-        steps = max(1, int(grace / 0.1))
-        script = (
-            f"if ! {alive}; then echo 'not running'; exit 0; fi\n"
-            f"kill -TERM -- -{pid} 2>/dev/null; command -v pkill >/dev/null && pkill -TERM -s {pid}\n"
-            f"i=0; while {alive} && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
-            f"if {alive}; then kill -KILL -- -{pid} 2>/dev/null; command -v pkill >/dev/null && pkill -KILL -s {pid};"
-            f" echo killed; else echo terminated; fi\n"
-        )
+        script = kill_group_script(self.pid, grace)
         res = self.host.run(script, timeout=grace + 30)
         return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "unknown"
 
@@ -170,7 +155,7 @@ class Job:
             )
         script = (
             f"s=$(stat -c %s -- {log} 2>/dev/null || echo 0)\n"
-            f"if {_alive_test(self.pid)}; then a=1; else a=0; fi\n"
+            f"if {alive_test(self.pid)}; then a=1; else a=0; fi\n"
             + check_url
             + 'echo "$s $a ${c:-0}"\n'
             f'if [ "$s" -gt {pos} ]; then tail -c +{pos + 1} -- {log} | head -c $((s - {pos})); fi\n'

@@ -1,7 +1,8 @@
 """LocalHost: the Host API on this machine, through subprocess (the embedded default, ``kit.connect("local")``).
 
 Commands run as ``bash --norc --noprofile -c CMD`` in their own session, so a timeout (or Ctrl-C /
-kernel interrupt) can kill the whole process group, not just the shell.
+kernel interrupt) can kill the whole process group, not just the shell. This file only starts, reads
+and signals the process; the loop (timeout, kill, output, stdin, exit status) is ``_runner.py``'s.
 """
 from __future__ import annotations
 
@@ -9,63 +10,90 @@ import errno
 import os
 import selectors
 import shutil
-import signal
 import stat as stat_mod
 import subprocess
 import tempfile
-import threading
-import time
 
-from kit.errors import CommandTimeout, RemoteError
-from kit.remote._base import FileStat, Host, Result, env_exports
-from kit.remote._output import OutputSink, open_sinks
-from kit.util import clip
+from kit.errors import RemoteError
+from kit.remote._base import Host
+from kit.remote._result import FileStat, Result
+from kit.remote._runner import Process, Runner, env_exports
 from kit.util import quote as _q
 
-KILL_GRACE_S = 1.0
+READ_BYTES = 256 * 1024
 
 
-def kill_process_group(pgid: int, grace: float = KILL_GRACE_S) -> None:
-    """SIGTERM the group, then SIGKILL whatever is left after ``grace`` seconds."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    end = time.monotonic() + grace
-    while time.monotonic() < end:
-        if not _group_alive(pgid):
-            return
-        time.sleep(0.02)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+class _LocalProcess(Process):
+    """A subprocess in its own session (pid == pgid == sid), read through a selector on its pipes."""
 
+    def __init__(self, popen: subprocess.Popen) -> None:
+        self._popen = popen
+        self.pg = popen.pid
+        self._sel = selectors.DefaultSelector()
+        for fd, pipe in ((1, popen.stdout), (2, popen.stderr)):
+            self._sel.register(pipe, selectors.EVENT_READ, fd)
 
-def _group_alive(pgid: int) -> bool:
-    """True while a non-zombie process of the group exists (zombies answer kill(0) too)."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
+    @property
+    def eof(self) -> bool:
+        return not self._sel.get_map()
+
+    def read(self, wait: float) -> list[tuple[int, bytes]]:
+        chunks = []
+        for key, _ in self._sel.select(wait):
+            try:
+                data = os.read(key.fd, READ_BYTES)
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                data = b""
+            if data:
+                chunks.append((key.data, data))
+            else:
+                self._sel.unregister(key.fileobj)
+                key.fileobj.close()
+        return chunks
+
+    def write(self, data: bytes) -> bool:
+        fd = self._popen.stdin.fileno()
+        view = memoryview(data)
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2:].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:  # BrokenPipe: the command exited without reading everything
+            return False
+        return True
+
+    def close_stdin(self) -> None:
+        if self._popen.stdin is not None and not self._popen.stdin.closed:
+            try:
+                self._popen.stdin.close()
+            except OSError:
+                pass
+
+    def exit_status(self, wait: float) -> int | None:
+        try:
+            code = self._popen.wait(wait)
+        except subprocess.TimeoutExpired:
+            return None
+        return 128 - code if code < 0 else code  # killed by a signal: shell convention
+
+    def signal(self, script: str) -> None:
+        subprocess.run(["bash", "--norc", "--noprofile", "-c", script], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30)
+
+    def close(self) -> None:
+        # A process that left the group may still hold the pipes open: close our ends, never leave
+        # them to the garbage collector; reap the shell (it was killed if it had not ended).
+        for key in list(self._sel.get_map().values()):
+            self._sel.unregister(key.fileobj)
+            key.fileobj.close()
+        self._sel.close()
+        if self._popen.poll() is None:
+            try:
+                self._popen.wait(2)
+            except subprocess.TimeoutExpired:
+                self._popen.kill()
+                self._popen.wait()
 
 
 class LocalHost(Host):
@@ -84,50 +112,19 @@ class LocalHost(Host):
         if env:
             full_env.update({str(k): str(v) for k, v in env.items()})
         script = cmd if cwd is None else f"cd -- {_q(cwd)} || exit 1\n{cmd}"
-        out, err = open_sinks(stdout_file, stderr_file, stream)
-        t0 = time.perf_counter()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            proc = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", script],
-                                    stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env=full_env, start_new_session=True)
-        except OSError as exc:
-            out.close(); err.close()
-            raise RemoteError(f"local: cannot start {cmd!r}: {exc}", host=self.name) from exc
-        if input is not None:
-            data = input.encode() if isinstance(input, str) else input
-            threading.Thread(target=_feed_stdin, args=(proc.stdin, data), daemon=True).start()
-        try:
-            timed_out = not _drain(proc, out, err, deadline)
-            if not timed_out:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                try:
-                    proc.wait(remaining)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-        except BaseException:
-            kill_process_group(proc.pid)
-            proc.wait()
-            _close_pipes(proc)
-            out.close(); err.close()
-            raise
-        if timed_out:
-            kill_process_group(proc.pid)
-            _drain(proc, out, err, time.monotonic() + 0.5)
-            proc.wait()
-            _close_pipes(proc)  # a process that left the group may still hold them open
-            out.close(); err.close()
-            raise CommandTimeout(f"local: command {clip(cmd)!r} timed out after {timeout:g} s; "
-                                 f"its process group was killed", host=self.name, cmd=cmd,
-                                 stdout=out.text(), stderr=err.text(), timeout=timeout)
-        out.close(); err.close()
-        code = proc.returncode
-        if code < 0:  # killed by a signal: shell convention
-            code = 128 - code
-        res = Result(cmd=cmd, host=self.name, stdout=out.text(), stderr=err.text(), exit_code=code,
-                     duration_s=time.perf_counter() - t0)
-        return self._check(res, check)
+
+        def start() -> _LocalProcess:
+            try:
+                popen = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", script],
+                                         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                         env=full_env, start_new_session=True)
+            except OSError as exc:
+                raise RemoteError(f"local: cannot start {cmd!r}: {exc}", host=self.name) from exc
+            return _LocalProcess(popen)
+
+        return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
+                      stdout_file=stdout_file, stderr_file=stderr_file).run(start)
 
     # --- files ------------------------------------------------------------------------------
     def stat(self, path: str) -> FileStat:
@@ -177,52 +174,6 @@ def _copy(host: LocalHost, src: str, dst: str) -> str:
         which = src if not os.path.exists(src) or not os.access(src, os.R_OK) else dst
         raise host._file_error(which, _os_reason(exc)) from exc
     return dst
-
-
-def _close_pipes(proc: subprocess.Popen) -> None:
-    for pipe in (proc.stdout, proc.stderr):
-        if pipe is not None and not pipe.closed:
-            pipe.close()
-
-
-def _feed_stdin(pipe, data: bytes) -> None:
-    try:
-        pipe.write(data)
-    except (BrokenPipeError, OSError):
-        pass
-    finally:
-        try:
-            pipe.close()
-        except OSError:
-            pass
-
-
-def _drain(proc: subprocess.Popen, out: OutputSink, err: OutputSink, deadline: float | None) -> bool:
-    """Read stdout and stderr concurrently until both close. False if the deadline passed first."""
-    sel = selectors.DefaultSelector()
-    for pipe, sink in ((proc.stdout, out), (proc.stderr, err)):
-        if pipe is not None and not pipe.closed:
-            sel.register(pipe, selectors.EVENT_READ, sink)
-    try:
-        while sel.get_map():
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
-                return False
-            for key, _ in sel.select(wait if wait is None else min(wait, 1.0)):
-                try:
-                    data = os.read(key.fd, 1 << 16)
-                except OSError as exc:
-                    if exc.errno == errno.EINTR:
-                        continue
-                    data = b""
-                if data:
-                    key.data.feed(data)
-                else:
-                    sel.unregister(key.fileobj)
-                    key.fileobj.close()
-        return True
-    finally:
-        sel.close()
 
 
 def _os_reason(exc: OSError) -> str:

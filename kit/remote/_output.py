@@ -1,8 +1,8 @@
 """Collecting a command's output: incremental UTF-8 decoding, bounded tails, file sinks, live streaming.
 
-Both host kinds feed raw byte chunks here as they arrive from the process (pipes or SSH channel),
-so the decoding rules (invalid bytes replaced, never a crash) and the memory bound when output goes
-to a file are the same everywhere.
+The runner (``_runner.py``) feeds raw byte chunks here as they arrive from the process (pipes or SSH
+channel), so the decoding rules (invalid bytes replaced, never a crash) and the memory bound when
+output goes to a file or is streamed live are the same for every host kind.
 """
 from __future__ import annotations
 
@@ -13,21 +13,24 @@ from typing import IO
 
 # When output is written to a file, the Result keeps only this many trailing bytes in memory.
 TAIL_BYTES = 64 * 1024
+# When output is streamed (shown live) and not written to a file, the Result keeps this much.
+STREAM_TAIL_BYTES = 1024 * 1024
 
 
 class OutputSink:
     """Receives the byte chunks of one stream (stdout or stderr) of one command.
 
-    - no ``path``: everything is kept and returned decoded by :meth:`text`.
-    - ``path``: bytes go to that local file as they arrive; only the last ``TAIL_BYTES`` stay in memory.
+    - ``keep=None`` (and no ``path``): everything is kept (in one bytearray) and returned by :meth:`text`.
+    - ``keep=N``: only the last N bytes stay in memory (memory bounded however long the stream).
+    - ``path``: bytes go to that local file as they arrive.
     - ``echo``: a text stream (``sys.stdout`` of a terminal or a notebook kernel) that gets the decoded
       text live, chunk by chunk, flushed each time.
     """
 
     def __init__(self, path: str | os.PathLike | None = None, echo: IO[str] | None = None,
-                 prefix: str = "") -> None:
-        self._keep_all = path is None
-        self._chunks: list[bytes] = []
+                 prefix: str = "", keep: int | None = None) -> None:
+        self._keep = keep
+        self._all = bytearray()
         self._tail: deque[bytes] = deque()
         self._tail_len = 0
         self._file = open(path, "wb") if path is not None else None  # noqa: SIM115 - closed in close()
@@ -37,17 +40,23 @@ class OutputSink:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.nbytes = 0
 
+    @property
+    def truncated(self) -> bool:
+        """True when :meth:`text` is only the tail of what was fed."""
+        return self._keep is not None and self.nbytes > self._keep
+
     def feed(self, data: bytes) -> None:
         if not data:
             return
         self.nbytes += len(data)
-        if self._keep_all:
-            self._chunks.append(data)
-        else:
+        if self._file is not None:
             self._file.write(data)
+        if self._keep is None:
+            self._all += data
+        else:
             self._tail.append(data)
             self._tail_len += len(data)
-            while self._tail_len - len(self._tail[0]) >= TAIL_BYTES:
+            while self._tail_len - len(self._tail[0]) >= self._keep:
                 self._tail_len -= len(self._tail.popleft())
         if self._echo is not None:
             text = self._decoder.decode(data)
@@ -80,9 +89,11 @@ class OutputSink:
             self._file = None
 
     def text(self) -> str:
-        """All output (no file) or the decoded tail (file), invalid UTF-8 replaced."""
-        data = b"".join(self._chunks if self._keep_all else self._tail)
-        if not self._keep_all and self.nbytes > len(data):
+        """All output, or the decoded tail (``keep``), invalid UTF-8 replaced."""
+        if self._keep is None:
+            return self._all.decode("utf-8", "replace")
+        data = b"".join(self._tail)[-self._keep:] if self._keep else b""
+        if self.nbytes > len(data):
             # The tail may start inside a multi-byte character: drop continuation bytes at the front.
             i = 0
             while i < len(data) and i < 4 and (data[i] & 0xC0) == 0x80:
@@ -93,7 +104,11 @@ class OutputSink:
 
 def open_sinks(stdout_file: str | None, stderr_file: str | None, stream: bool) -> tuple[OutputSink, OutputSink]:
     """The stdout and stderr sinks of one command, opened before it starts: a bad local output path
-    is a RemoteFileError naming it, and the command is then never run."""
+    is a RemoteFileError naming it, and the command is then never run.
+
+    What stays in memory for the Result: everything, unless the stream goes to a file (the last
+    ``TAIL_BYTES``) or is shown live (``stream=True``: the last ``STREAM_TAIL_BYTES``), so that a
+    stream of any length runs in bounded memory."""
     import sys
 
     from kit.errors import RemoteFileError
@@ -102,7 +117,8 @@ def open_sinks(stdout_file: str | None, stderr_file: str | None, stream: bool) -
     try:
         for path, echo in ((stdout_file, sys.stdout), (stderr_file, sys.stderr)):
             try:
-                sinks.append(OutputSink(path, echo if stream else None))
+                keep = TAIL_BYTES if path is not None else STREAM_TAIL_BYTES if stream else None
+                sinks.append(OutputSink(path, echo if stream else None, keep=keep))
             except OSError as exc:
                 raise RemoteFileError(f"local: {path}: cannot write command output ({exc.strerror or exc})",
                                       host="local", path=str(path)) from exc

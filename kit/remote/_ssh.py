@@ -10,6 +10,9 @@ Measured pitfalls this module answers (see the project's ecosystem notes):
   session leader; otherwise ``setsid``) and reports its pgid first; on timeout or interrupt a second
   channel TERMs, then KILLs, that group.
 - One connection per host, reused; if it died between calls it is reopened once and that is logged.
+- paramiko's own volume-triggered re-key is off (it can deadlock its transport thread when a channel
+  closes mid-exchange; see ``NO_CLIENT_REKEY``); the server's re-keys go on, so streams of any length
+  work. The command loop itself (timeout, kill, output, stdin) is ``_runner.py``'s.
 
 The host account's login shell must be POSIX-like (bash, dash, zsh: not fish/csh); commands run in bash.
 """
@@ -23,14 +26,14 @@ import socket
 import stat as stat_mod
 import tempfile
 import threading
-import time
 import uuid
 
 import paramiko
 
-from kit.errors import AuthError, CommandTimeout, ConnectError, HostKeyError, RemoteError
-from kit.remote._base import FileStat, Host, Result, env_exports
-from kit.remote._output import OutputSink, open_sinks
+from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
+from kit.remote._base import Host
+from kit.remote._result import FileStat, Result
+from kit.remote._runner import Process, Runner, env_exports
 from kit.remote._ssh_config import (
     TrustPolicy,
     changed_key_error,
@@ -53,9 +56,14 @@ _WRAPPER = ('read -r _ _ _ _ kit_pg _ 2>/dev/null < /proc/$$/stat; '
             'exec bash --norc --noprofile -c {inner}; fi; '
             'command -v setsid >/dev/null 2>&1 && exec setsid -w bash --norc --noprofile -c {inner}; '
             'exec bash --norc --noprofile -c {inner}')
-_KILL = ('kill -TERM -- -{pg} 2>/dev/null || exit 0; i=0; '
-         'while kill -0 -- -{pg} 2>/dev/null && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; '
-         'kill -KILL -- -{pg} 2>/dev/null; exit 0')
+READ_BYTES = 256 * 1024
+# paramiko starts a re-key itself every 512 MiB either way. If the server closes a channel (a command
+# ended) while that re-key is in flight, paramiko's transport thread blocks answering the close until
+# the re-key ends, which only that thread can finish: after 30 s every call fails with "Key-exchange
+# timed out" (measured here on a 1 GiB stream; paramiko issue #822). A re-key the server starts has
+# no such window (the server sends nothing else until it ends), so the kit leaves re-keying to the
+# server: OpenSSH re-keys by its RekeyLimit (by default every 1 to 4 GiB, depending on the cipher).
+NO_CLIENT_REKEY = 1 << 62
 PROGRESS_MIN_BYTES = 16 * 1024 * 1024
 # Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
 SFTP_TIMEOUT_S = 120.0
@@ -136,6 +144,9 @@ class SSHHost(Host):
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._keepalive:
             transport.set_keepalive(self._keepalive)
+        # No re-key started by paramiko on volume: the server's (OpenSSH re-keys by its RekeyLimit)
+        # still happen and are answered. See NO_CLIENT_REKEY.
+        transport.packetizer.REKEY_BYTES = transport.packetizer.REKEY_PACKETS = NO_CLIENT_REKEY
         self._client = client
 
     def _make_sock(self):
@@ -221,6 +232,10 @@ class SSHHost(Host):
                 raise
         return chan
 
+    def _transport_active(self) -> bool:
+        with self._lock:
+            return self._active()
+
     def close(self) -> None:
         """Close the connection (a later call reconnects)."""
         with self._lock:
@@ -234,117 +249,9 @@ class SSHHost(Host):
         inner = ("printf '\\036KITPG %s\\n' \"$$\"\n" + env_exports(env, self.name)
                  + (f"cd -- {_q(cwd)} || exit 1\n" if cwd else "") + cmd)
         wrapper = _WRAPPER.format(inner=_q(inner))
-        t0 = time.perf_counter()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        out, err = open_sinks(stdout_file, stderr_file, stream)
-        try:
-            chan = self._session(wrapper)
-        except BaseException:
-            out.close()
-            err.close()
-            raise
-        state = {"pg": None, "head": b""}
-        feeder = None
-        try:
-            if input is None:
-                try:
-                    chan.shutdown_write()
-                except (paramiko.SSHException, OSError, EOFError) as exc:
-                    raise ConnectError(f"{self.name}: connection failed while starting {cmd[:60]!r}: {exc}",
-                                       host=self.name) from exc
-            else:
-                # Fed from a thread while the output is drained, so the timeout holds and a command that
-                # writes before it reads (or never reads) cannot block the send (as on LocalHost).
-                data = input.encode() if isinstance(input, str) else input
-                feeder = threading.Thread(target=_feed_channel, args=(chan, data), daemon=True,
-                                          name=f"kit-stdin-{self.name}")
-                feeder.start()
-            finished = self._pump(chan, out, err, state, deadline)
-            if not finished:
-                self._await_pg(chan, out, err, state)
-                self._kill_group(state["pg"])
-                self._pump(chan, out, err, state, time.monotonic() + 0.5)
-                killed = (f"its process group {state['pg']} was killed on the host" if state["pg"] else
-                          "the host never reported its process group, so it may still be running there")
-                raise CommandTimeout(
-                    f"{self.name}: command {cmd[:60]!r} timed out after {timeout:g} s; {killed}", host=self.name,
-                    cmd=cmd, stdout=_flush_head(state, out) or out.text(), stderr=err.text(), timeout=timeout)
-            _flush_head(state, out)
-            wait = 30.0 if deadline is None else max(1.0, deadline - time.monotonic())
-            code = chan.exit_status if chan.status_event.wait(wait) else -1
-        except KeyboardInterrupt:
-            self._await_pg(chan, out, err, state, limit=2.0)
-            self._kill_group(state["pg"])
-            raise
-        finally:
-            out.close()
-            err.close()
-            chan.close()
-            if feeder is not None:
-                feeder.join(5)  # the closed channel wakes a blocked send
-        res = Result(cmd=cmd, host=self.name, stdout=out.text(), stderr=err.text(), exit_code=code,
-                     duration_s=time.perf_counter() - t0)
-        return self._check(res, check)
-
-    @staticmethod
-    def _pump(chan, out: OutputSink, err: OutputSink, state: dict, deadline: float | None) -> bool:
-        """Drain stdout and stderr together until EOF. False if the deadline passed first."""
-        while True:
-            eof = chan.eof_received or chan.closed
-            got = False
-            if chan.recv_ready():
-                data = chan.recv(1 << 16)
-                got = True
-                if state["head"] is not None:
-                    head = state["head"] + data
-                    m = _MARK.search(head)
-                    if m:
-                        state["pg"] = int(m.group(1))
-                        out.feed(head[: m.start()])
-                        out.feed(head[m.end():])
-                        state["head"] = None
-                    elif len(head) > 65536:  # no marker: a non-POSIX login shell; keep the output anyway
-                        out.feed(head)
-                        state["head"] = None
-                    else:
-                        state["head"] = head
-                else:
-                    out.feed(data)
-            if chan.recv_stderr_ready():
-                err.feed(chan.recv_stderr(1 << 16))
-                got = True
-            if got:
-                if deadline is not None and time.monotonic() >= deadline:
-                    return False
-                continue
-            if eof:
-                return True
-            wait = 1.0 if deadline is None else deadline - time.monotonic()
-            if wait <= 0:
-                return False
-            select.select([chan], [], [], min(wait, 1.0))
-
-    def _await_pg(self, chan, out: OutputSink, err: OutputSink, state: dict, limit: float = 5.0) -> None:
-        """Keep reading until the command has reported its process group (a timeout or interrupt can
-        come before that first line arrives); without it the command could not be killed."""
-        end = time.monotonic() + limit
-        while state["pg"] is None and state["head"] is not None and time.monotonic() < end:
-            if self._pump(chan, out, err, state, min(end, time.monotonic() + 0.05)):
-                return  # EOF: the command is over
-
-    def _kill_group(self, pg: int | None) -> None:
-        """TERM, then KILL, the remote process group ``pg`` over a second channel."""
-        if not pg:
-            return
-        try:
-            ch = self._session(_KILL.format(pg=int(pg)))
-            ch.shutdown_write()
-            ch.status_event.wait(15)
-            ch.close()
-        except RemoteError as exc:
-            log.warning("%s: could not kill process group %s: %s", self.name, pg, exc)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            log.warning("%s: could not kill process group %s: %s", self.name, pg, exc)
+        return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
+                      stdout_file=stdout_file, stderr_file=stderr_file).run(
+            lambda: _SSHProcess(self, self._session(wrapper)))
 
     # --- files (SFTP) -----------------------------------------------------------------------
     def _sftp_client(self) -> paramiko.SFTPClient:
@@ -469,28 +376,103 @@ class SSHHost(Host):
         return remote_path
 
 
+class _SSHProcess(Process):
+    """A command on a paramiko channel. Its first stdout line is the ``KITPG`` marker with its process
+    group; it is taken out of the output here. Reads wait on the channel with a timeout (select), never
+    spin, and never hold a lock the transport thread needs, so re-keys and keepalives go on."""
+
+    errors = (paramiko.SSHException, OSError, EOFError)
+
+    def __init__(self, host: SSHHost, chan: paramiko.Channel) -> None:
+        self._host = host
+        self._chan = chan
+        self._head: bytes | None = b""  # stdout before the marker, None once it was found
+        self._eof = False
+        self.pg = None
+
+    @property
+    def eof(self) -> bool:
+        return self._eof
+
+    def read(self, wait: float) -> list[tuple[int, bytes]]:
+        chan = self._chan
+        chunks = self._ready()
+        if not chunks and not self._eof:
+            select.select([chan], [], [], wait)
+            chunks = self._ready()
+        return chunks
+
+    def _ready(self) -> list[tuple[int, bytes]]:
+        chan = self._chan
+        eof = chan.eof_received or chan.closed  # read before the buffers: data can arrive in between
+        chunks: list[tuple[int, bytes]] = []
+        if chan.recv_ready():
+            data = chan.recv(READ_BYTES)
+            if self._head is not None:
+                data = self._strip_marker(data)
+            if data:
+                chunks.append((1, data))
+        if chan.recv_stderr_ready():
+            chunks.append((2, chan.recv_stderr(READ_BYTES)))
+        if not chunks and eof and not chan.recv_ready() and not chan.recv_stderr_ready():
+            if not chan.eof_received and not self._host._transport_active():
+                raise EOFError("the connection closed before the command's output ended")
+            if self._head:  # no marker at all (a non-POSIX login shell): keep the output anyway
+                chunks.append((1, self._head))
+            self._head = None
+            self._eof = True
+        return chunks
+
+    def _strip_marker(self, data: bytes) -> bytes:
+        head = self._head + data
+        m = _MARK.search(head)
+        if m:
+            self.pg = int(m.group(1))
+            self._head = None
+            return head[: m.start()] + head[m.end():]
+        if len(head) > 65536:  # no marker: a non-POSIX login shell; keep the output anyway
+            self._head = None
+            return head
+        self._head = head
+        return b""
+
+    def write(self, data: bytes) -> bool:
+        try:
+            self._chan.sendall(data)
+        except (paramiko.SSHException, OSError, EOFError):  # the command ended, or was killed
+            return False
+        return True
+
+    def close_stdin(self) -> None:
+        self._chan.shutdown_write()
+
+    def exit_status(self, wait: float) -> int | None:
+        chan = self._chan
+        if not chan.status_event.wait(wait):
+            if not self._host._transport_active():
+                raise EOFError("the connection closed before the command's exit status arrived")
+            return None
+        if chan.exit_status == -1 and not self._host._transport_active():
+            raise EOFError("the connection closed before the command's exit status arrived")
+        return chan.exit_status
+
+    def signal(self, script: str) -> None:
+        """The kill snippet runs over a second channel (paramiko cannot signal a remote process)."""
+        ch = self._host._session(script)
+        try:
+            ch.shutdown_write()
+            ch.status_event.wait(30)
+        finally:
+            ch.close()
+
+    def close(self) -> None:
+        self._chan.close()
+
+
 def _local_file_error(path: str, exc: OSError):
     from kit.errors import RemoteFileError
 
     return RemoteFileError(f"local: {path}: {exc.strerror or exc}", host="local", path=path)
-
-
-def _feed_channel(chan: paramiko.Channel, data: bytes) -> None:
-    """Send a command's stdin, then EOF. A command that exits (or is killed) without reading it all
-    closes the channel; that is not an error, like a broken pipe on LocalHost."""
-    try:
-        chan.sendall(data)
-        chan.shutdown_write()
-    except (paramiko.SSHException, OSError, EOFError):
-        pass
-
-
-def _flush_head(state: dict, out: OutputSink) -> str:
-    """Output that arrived before (or instead of) the pgid marker, if any, goes to the sink."""
-    if state.get("head"):
-        out.feed(state["head"])
-    state["head"] = None
-    return ""
 
 
 def _has_identity(alias: str, ssh_config) -> bool:

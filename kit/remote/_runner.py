@@ -1,0 +1,254 @@
+"""Runner: the one command loop for every host kind.
+
+A transport (``_local.py``: a subprocess; ``_ssh.py``: a paramiko channel) only starts a command and
+hands back a :class:`Process` that reads its output, takes its stdin and delivers a signal snippet on
+the host. Everything else is decided here, once, for both:
+
+- timeout: on expiry the command's whole process group and session are killed on the host (the one
+  killer, :func:`kill_group_script`, also used by ``Job.stop``) and CommandTimeout carries the
+  partial output;
+- interrupt (KeyboardInterrupt: Ctrl-C, a notebook's "interrupt kernel"): the group is killed too;
+- output: stdout and stderr are drained together (no deadlock) into the sinks of ``_output.py``,
+  with bounded memory when they go to a file or are streamed;
+- stdin: fed from a thread in bounded chunks while the output is read, so a command that writes
+  before it reads (or never reads) cannot block, and the timeout holds;
+- exit status: the shell's convention (128+N for signal N), -1 when an SSH server reported none;
+- a transport failure (a dropped connection mid-command) becomes a ConnectError naming host and command.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+import threading
+import time
+from typing import Callable
+
+from kit.errors import CommandFailed, CommandTimeout, ConnectError, KitError, RemoteError
+from kit.remote._output import OutputSink, open_sinks, tail_lines
+from kit.remote._result import Result
+from kit.util import clip
+
+log = logging.getLogger("kit.remote")
+
+# Bytes of stdin handed to the transport per write: large inputs cost memory only once (the caller's).
+STDIN_CHUNK = 64 * 1024
+# Seconds between SIGTERM and SIGKILL when a command is killed on timeout or interrupt.
+KILL_GRACE_S = 1.0
+# Longest wait for the command to report its process group after a timeout (SSH only).
+PG_WAIT_S = 5.0
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def env_exports(env: dict | None, host: str) -> str:
+    """``export K='v'`` lines for a shell; names are validated, values quoted."""
+    if not env:
+        return ""
+    lines = []
+    for key, value in env.items():
+        if not _ENV_NAME.match(str(key)):
+            raise RemoteError(f"{host}: invalid environment variable name {key!r}", host=host)
+        lines.append(f"export {key}={shlex.quote(str(value))}\n")
+    return "".join(lines)
+
+
+def alive_test(pg: int) -> str:
+    """A POSIX shell condition, true while a non-zombie process of session/group ``pg`` is running.
+    (A session with only zombies left is dead; without ``ps``, ``kill -0`` on the group decides.)"""
+    pg = int(pg)
+    return (f"{{ if command -v ps >/dev/null 2>&1; then ps -o stat= -s {pg} | grep -qv '^Z'; "
+            f"else kill -0 -- -{pg} 2>/dev/null; fi; }}")
+
+
+def kill_group_script(pg: int, grace: float = KILL_GRACE_S) -> str:
+    """The one process-group killer, as a POSIX shell snippet run on the host: SIGTERM process group
+    and session ``pg``, wait up to ``grace`` s, SIGKILL what is left. Prints ``not running``,
+    ``terminated`` or ``killed``. Commands run by the runner and detached Jobs both lead their own
+    session (pg == sid), so processes that made their own group inside it are reached too."""
+    pg = int(pg)
+    alive = alive_test(pg)
+    steps = max(1, int(round(grace / 0.1)))
+    return (
+        f"if ! {alive}; then echo 'not running'; exit 0; fi\n"
+        f"kill -TERM -- -{pg} 2>/dev/null; command -v pkill >/dev/null 2>&1 && pkill -TERM -s {pg}\n"
+        f"i=0; while {alive} && [ $i -lt {steps} ]; do sleep 0.1; i=$((i+1)); done\n"
+        f"if {alive}; then kill -KILL -- -{pg} 2>/dev/null; command -v pkill >/dev/null 2>&1 && pkill -KILL -s {pg};"
+        f" echo killed; else echo terminated; fi\n"
+    )
+
+
+class Process:
+    """One command started by a transport, as the runner drives it. Transports subclass it.
+
+    ``errors``: the transport's own failure exceptions (e.g. paramiko's); the runner turns them into
+    a ConnectError naming host and command. ``pg``: the command's process group (== session) on the
+    host, None until the host reported it.
+    """
+
+    errors: tuple[type[BaseException], ...] = ()
+    pg: int | None = None
+
+    @property
+    def eof(self) -> bool:
+        """Both output streams are closed and fully read."""
+        raise NotImplementedError
+
+    def read(self, wait: float) -> list[tuple[int, bytes]]:
+        """Output that arrived within ``wait`` seconds: ``(1, bytes)`` for stdout, ``(2, bytes)`` for stderr."""
+        raise NotImplementedError
+
+    def write(self, data: bytes) -> bool:
+        """Send one chunk of stdin (blocking). False when the command no longer takes input."""
+        raise NotImplementedError
+
+    def close_stdin(self) -> None:
+        raise NotImplementedError
+
+    def exit_status(self, wait: float) -> int | None:
+        """The exit status once the command ended (within ``wait`` s), else None."""
+        raise NotImplementedError
+
+    def signal(self, script: str) -> None:
+        """Run ``script`` (a kill snippet) on the host beside the command; best effort, bounded in time."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release pipes or the channel."""
+
+
+class Runner:
+    """Runs one command through a transport's ``start`` callable; see :meth:`kit.remote.Host.run`."""
+
+    def __init__(self, host: str, cmd: str, *, timeout: float | None = None, check: bool = False,
+                 stream: bool = False, input: str | bytes | None = None, stdout_file: str | None = None,
+                 stderr_file: str | None = None) -> None:
+        self.host = host
+        self.cmd = cmd
+        self.timeout = timeout
+        self.check = check
+        self.stream = stream
+        self.input = input
+        self.stdout_file = stdout_file
+        self.stderr_file = stderr_file
+
+    def run(self, start: Callable[[], Process]) -> Result:
+        out, err = open_sinks(self.stdout_file, self.stderr_file, self.stream)
+        t0 = time.perf_counter()
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        try:
+            proc = start()
+        except BaseException:
+            out.close()
+            err.close()
+            raise
+        feeder: threading.Thread | None = None
+        try:
+            try:
+                if self.input is None:
+                    proc.close_stdin()
+                else:
+                    feeder = threading.Thread(target=_feed, args=(proc, self.input), daemon=True,
+                                              name=f"kit-stdin-{self.host}")
+                    feeder.start()
+                code = self._exit_code(proc, out, err, deadline) if self._drain(proc, out, err, deadline) else None
+            except proc.errors as exc:
+                self._kill(proc, quiet=True)
+                raise ConnectError(f"{self.host}: connection failed while running {clip(self.cmd)!r}: "
+                                   f"{exc or type(exc).__name__}", host=self.host) from exc
+            if code is None:
+                self._timed_out(proc, out, err)
+        except KeyboardInterrupt:
+            self._await_pg(proc, out, err, limit=2.0)
+            self._kill(proc, quiet=True)
+            raise
+        finally:
+            out.close()
+            err.close()
+            proc.close()
+            if feeder is not None:
+                feeder.join(5)  # the closed pipe or channel wakes a blocked write
+        res = Result(cmd=self.cmd, host=self.host, stdout=out.text(), stderr=err.text(), exit_code=code,
+                     duration_s=time.perf_counter() - t0, stdout_bytes=out.nbytes, stderr_bytes=err.nbytes,
+                     truncated=out.truncated or err.truncated)
+        if self.check and not res.ok:
+            raise CommandFailed(f"{self.host}: command {clip(res.cmd)!r} exited {res.exit_code}: "
+                                f"{tail_lines(res.stderr) or '(no stderr)'}", host=self.host, result=res)
+        return res
+
+    # --- the loop -----------------------------------------------------------------------------
+    @staticmethod
+    def _drain(proc: Process, out: OutputSink, err: OutputSink, deadline: float | None) -> bool:
+        """Read stdout and stderr together until both close. False if the deadline passed first.
+        Waits are at most 1 s, and the transport reads with timeouts, so nothing here can starve
+        the transport (SSH keeps re-keying and answering while a stream of any length runs)."""
+        while not proc.eof:
+            wait = 1.0 if deadline is None else deadline - time.monotonic()
+            if wait <= 0:
+                return False
+            for fd, data in proc.read(min(wait, 1.0)):
+                (out if fd == 1 else err).feed(data)
+        return True
+
+    @staticmethod
+    def _exit_code(proc: Process, out: OutputSink, err: OutputSink, deadline: float | None) -> int | None:
+        """Wait for the exit status after the output closed; None if the deadline passed first."""
+        while True:
+            wait = 1.0 if deadline is None else deadline - time.monotonic()
+            if wait <= 0:
+                return None
+            code = proc.exit_status(min(wait, 1.0))
+            if code is not None:
+                return code
+
+    def _await_pg(self, proc: Process, out: OutputSink, err: OutputSink, limit: float = PG_WAIT_S) -> None:
+        """Keep reading until the command has reported its process group (a timeout or interrupt can
+        come before that first line arrives); without it the command could not be killed."""
+        end = time.monotonic() + limit
+        try:
+            while proc.pg is None and not proc.eof and time.monotonic() < end:
+                for fd, data in proc.read(0.05):
+                    (out if fd == 1 else err).feed(data)
+        except proc.errors:
+            pass
+
+    def _kill(self, proc: Process, quiet: bool = False) -> None:
+        if proc.pg is None:
+            return
+        try:
+            proc.signal(kill_group_script(proc.pg))
+        except (KitError, *proc.errors) as exc:
+            log.warning("%s: could not kill process group %s: %s", self.host, proc.pg, exc)
+            if not quiet:
+                raise
+
+    def _timed_out(self, proc: Process, out: OutputSink, err: OutputSink) -> None:
+        self._await_pg(proc, out, err)
+        self._kill(proc, quiet=True)
+        try:  # what the command wrote while dying
+            self._drain(proc, out, err, time.monotonic() + 0.5)
+        except proc.errors:
+            pass
+        killed = (f"its process group {proc.pg} was killed on the host" if proc.pg else
+                  "the host never reported its process group, so it may still be running there")
+        out.close()
+        err.close()
+        raise CommandTimeout(f"{self.host}: command {clip(self.cmd)!r} timed out after {self.timeout:g} s; {killed}",
+                             host=self.host, cmd=self.cmd, stdout=out.text(), stderr=err.text(), timeout=self.timeout)
+
+
+def _feed(proc: Process, data: str | bytes) -> None:
+    """Send a command's stdin in bounded chunks, then EOF. A command that exits (or is killed) without
+    reading it all is not an error, like a broken pipe in a shell."""
+    buf = memoryview(data.encode() if isinstance(data, str) else data)
+    try:
+        for i in range(0, len(buf), STDIN_CHUNK):
+            if not proc.write(bytes(buf[i:i + STDIN_CHUNK])):
+                return
+    except Exception as exc:  # noqa: BLE001 - the reading side reports failures; this thread must not die loudly
+        log.debug("stdin feed stopped: %s", exc)
+    finally:
+        try:
+            proc.close_stdin()
+        except Exception:  # noqa: BLE001 - best effort on a finished command
+            pass
