@@ -26,6 +26,7 @@ import socket
 import stat as stat_mod
 import tempfile
 import threading
+import time
 import uuid
 
 import paramiko
@@ -114,8 +115,9 @@ class SSHHost(Host):
         p = self.params
         self._drop()
         client = paramiko.SSHClient()
-        load_known_hosts(client, self._known_hosts, self._kit_file, self.name)
-        client.set_missing_host_key_policy(TrustPolicy(self.name, self._trust, self._kit_file))
+        known = load_known_hosts(client, self._known_hosts, self._kit_file, self.name, hostname=p.hostname,
+                                 port=p.port, user_files=p.user_known_hosts, global_files=p.global_known_hosts)
+        client.set_missing_host_key_policy(TrustPolicy(self.name, self._trust, self._kit_file, known))
         sock = self._make_sock()
         where = f"{p.user}@{p.hostname}:{p.port}"
         try:
@@ -128,7 +130,7 @@ class SSHHost(Host):
             raise
         except paramiko.BadHostKeyException as exc:
             self._abandon(client)
-            raise changed_key_error(self.name, exc, known_hosts_name(p.hostname, p.port)) from exc
+            raise changed_key_error(self.name, exc, known_hosts_name(p.hostname, p.port), known) from exc
         except paramiko.AuthenticationException as exc:
             self._abandon(client)
             keys = ", ".join(p.key_filenames) or ("agent/default keys" if self._look_for_keys else "none")
@@ -415,7 +417,7 @@ class _SSHProcess(Process):
         if chan.recv_stderr_ready():
             chunks.append((2, chan.recv_stderr(READ_BYTES)))
         if not chunks and eof and not chan.recv_ready() and not chan.recv_stderr_ready():
-            if not chan.eof_received and not self._host._transport_active():
+            if not chan.eof_received and self._lost():
                 raise EOFError("the connection closed before the command's output ended")
             if self._head:  # no marker at all (a non-POSIX login shell): keep the output anyway
                 chunks.append((1, self._head))
@@ -452,9 +454,19 @@ class _SSHProcess(Process):
             if not self._host._transport_active():
                 raise EOFError("the connection closed before the command's exit status arrived")
             return None
-        if chan.exit_status == -1 and not self._host._transport_active():
+        if chan.exit_status == -1 and self._lost():
             raise EOFError("the connection closed before the command's exit status arrived")
         return chan.exit_status
+
+    def _lost(self, settle: float = 1.0) -> bool:
+        """Whether the connection died. paramiko closes the channels of a dying transport just before
+        it marks the transport inactive, so a channel closed without EOF gets ``settle`` s to tell."""
+        end = time.monotonic() + settle
+        while self._host._transport_active():
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.02)
+        return True
 
     def signal(self, script: str) -> None:
         """The kill snippet runs over a second channel (paramiko cannot signal a remote process)."""
