@@ -11,6 +11,8 @@ import os
 from collections import deque
 from typing import IO
 
+from kit.errors import RemoteFileError
+
 # When output is written to a file, the Result keeps only this many trailing bytes in memory.
 TAIL_BYTES = 64 * 1024
 # When output is streamed (shown live) and not written to a file, the Result keeps this much.
@@ -33,6 +35,7 @@ class OutputSink:
         self._all = bytearray()
         self._tail: deque[bytes] = deque()
         self._tail_len = 0
+        self._path = path
         self._file = open(path, "wb") if path is not None else None  # noqa: SIM115 - closed in close()
         self._echo = echo
         self._prefix = prefix
@@ -50,7 +53,10 @@ class OutputSink:
             return
         self.nbytes += len(data)
         if self._file is not None:
-            self._file.write(data)
+            try:
+                self._file.write(data)
+            except OSError as exc:
+                raise self._write_error(exc) from exc
         if self._keep is None:
             self._all += data
         else:
@@ -85,8 +91,15 @@ class OutputSink:
             if rest:
                 self._write_echo(rest)
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            f, self._file = self._file, None
+            try:
+                f.close()
+            except OSError as exc:
+                raise self._write_error(exc) from exc
+
+    def _write_error(self, exc: OSError) -> RemoteFileError:
+        return RemoteFileError(f"local: {self._path}: cannot write command output ({exc.strerror or exc})",
+                               host="local", path=str(self._path))
 
     def text(self) -> str:
         """All output, or the decoded tail (``keep``), invalid UTF-8 replaced."""
@@ -110,8 +123,6 @@ def open_sinks(stdout_file: str | None, stderr_file: str | None, stream: bool) -
     ``TAIL_BYTES``) or is shown live (``stream=True``: the last ``STREAM_TAIL_BYTES``), so that a
     stream of any length runs in bounded memory."""
     import sys
-
-    from kit.errors import RemoteFileError
 
     sinks: list[OutputSink] = []
     try:

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Callable
 
-from kit.errors import CommandFailed, CommandTimeout, ConnectError, KitError, RemoteError
+from kit.errors import CommandFailed, CommandTimeout, ConnectError, RemoteError
 from kit.remote._output import OutputSink, open_sinks, tail_lines
 from kit.remote._result import Result
 from kit.util import clip
@@ -143,6 +143,7 @@ class Runner:
             err.close()
             raise
         feeder: threading.Thread | None = None
+        killed = False
         try:
             try:
                 if self.input is None:
@@ -151,23 +152,33 @@ class Runner:
                     feeder = threading.Thread(target=_feed, args=(proc, self.input), daemon=True,
                                               name=f"kit-stdin-{self.host}")
                     feeder.start()
-                code = self._exit_code(proc, out, err, deadline) if self._drain(proc, out, err, deadline) else None
+                code = self._exit_code(proc, deadline) if self._drain(proc, out, err, deadline) else None
             except proc.errors as exc:
-                self._kill(proc, quiet=True)
+                killed = True
+                self._kill(proc)
                 raise ConnectError(f"{self.host}: connection failed while running {clip(self.cmd)!r}: "
                                    f"{exc or type(exc).__name__}", host=self.host) from exc
             if code is None:
+                killed = True
                 self._timed_out(proc, out, err)
-        except KeyboardInterrupt:
-            self._await_pg(proc, out, err, limit=2.0)
-            self._kill(proc, quiet=True)
+        except BaseException:
+            # Interrupted (KeyboardInterrupt: Ctrl-C, a notebook's "interrupt kernel") or failed here
+            # (e.g. the local output file could not be written): the command must not live on.
+            if not killed:
+                self._await_pg(proc, out, err, limit=2.0)
+                self._kill(proc)
             raise
         finally:
-            out.close()
-            err.close()
-            proc.close()
+            try:
+                proc.close()
+            except proc.errors:
+                pass
             if feeder is not None:
                 feeder.join(5)  # the closed pipe or channel wakes a blocked write
+            try:
+                out.close()  # a local output file that cannot be flushed: RemoteFileError naming it
+            finally:
+                err.close()
         res = Result(cmd=self.cmd, host=self.host, stdout=out.text(), stderr=err.text(), exit_code=code,
                      duration_s=time.perf_counter() - t0, stdout_bytes=out.nbytes, stderr_bytes=err.nbytes,
                      truncated=out.truncated or err.truncated)
@@ -191,7 +202,7 @@ class Runner:
         return True
 
     @staticmethod
-    def _exit_code(proc: Process, out: OutputSink, err: OutputSink, deadline: float | None) -> int | None:
+    def _exit_code(proc: Process, deadline: float | None) -> int | None:
         """Wait for the exit status after the output closed; None if the deadline passed first."""
         while True:
             wait = 1.0 if deadline is None else deadline - time.monotonic()
@@ -212,19 +223,19 @@ class Runner:
         except proc.errors:
             pass
 
-    def _kill(self, proc: Process, quiet: bool = False) -> None:
+    def _kill(self, proc: Process) -> None:
+        """Best effort (the command may be beyond reach): a failure is logged, never raised over the
+        error that led here."""
         if proc.pg is None:
             return
         try:
             proc.signal(kill_group_script(proc.pg))
-        except (KitError, *proc.errors) as exc:
+        except Exception as exc:  # noqa: BLE001 - KitError, transport errors, a hung kill snippet
             log.warning("%s: could not kill process group %s: %s", self.host, proc.pg, exc)
-            if not quiet:
-                raise
 
     def _timed_out(self, proc: Process, out: OutputSink, err: OutputSink) -> None:
         self._await_pg(proc, out, err)
-        self._kill(proc, quiet=True)
+        self._kill(proc)
         try:  # what the command wrote while dying
             self._drain(proc, out, err, time.monotonic() + 0.5)
         except proc.errors:

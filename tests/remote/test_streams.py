@@ -173,3 +173,14 @@ def test_connection_lost_mid_command_is_a_kit_error_and_the_command_is_killed(ss
             time.sleep(0.1)
         assert _procs_matching(token) == []  # killed over a fresh connection
         assert host.run("echo usable").stdout == "usable\n"
+
+
+def test_unwritable_output_file_is_a_clear_error_and_the_command_is_killed(host):
+    token = f"{random.randint(100000, 999999)}"
+    with pytest.raises(kit.errors.RemoteFileError) as err:
+        host.run(f"yes {token}", stdout_file="/dev/full", timeout=60)
+    assert err.value.path == "/dev/full" and str(err.value).startswith("local: /dev/full: cannot write command output")
+    deadline = time.monotonic() + 5
+    while _procs_matching(f"yes {token}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _procs_matching(f"yes {token}") == []
