@@ -43,6 +43,7 @@ from kit.remote._ssh_config import (
     load_known_hosts,
     resolve,
 )
+from kit.util import clip
 from kit.util import quote as _q
 
 log = logging.getLogger("kit.remote")
@@ -251,9 +252,15 @@ class SSHHost(Host):
         inner = ("printf '\\036KITPG %s\\n' \"$$\"\n" + env_exports(env, self.name)
                  + (f"cd -- {_q(cwd)} || exit 1\n" if cwd else "") + cmd)
         wrapper = _WRAPPER.format(inner=_q(inner))
+
+        def start() -> _SSHProcess:
+            try:
+                return _SSHProcess(self, self._session(wrapper))
+            except ConnectError as exc:  # name the command too
+                raise ConnectError(f"{exc} (starting {clip(cmd)!r})", host=self.name) from exc
+
         return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
-                      stdout_file=stdout_file, stderr_file=stderr_file).run(
-            lambda: _SSHProcess(self, self._session(wrapper)))
+                      stdout_file=stdout_file, stderr_file=stderr_file).run(start)
 
     # --- files (SFTP) -----------------------------------------------------------------------
     def _sftp_client(self) -> paramiko.SFTPClient:

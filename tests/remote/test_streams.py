@@ -184,3 +184,16 @@ def test_unwritable_output_file_is_a_clear_error_and_the_command_is_killed(host)
     while _procs_matching(f"yes {token}") and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _procs_matching(f"yes {token}") == []
+
+
+def test_a_host_that_cannot_be_reached_names_host_and_command(sshd):
+    from kit.remote import SSHHost
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    host = SSHHost(f"{sshd.user}@127.0.0.1:{port}", **sshd.connect_options(connect_timeout=5))
+    with pytest.raises(ConnectError) as err:
+        host.run("echo never-started")
+    assert str(err.value).startswith(host.name) and "'echo never-started'" in str(err.value)
