@@ -143,7 +143,7 @@ class Runner:
             err.close()
             raise
         feeder: threading.Thread | None = None
-        killed = False
+        self._killed = False
         try:
             try:
                 if self.input is None:
@@ -154,19 +154,19 @@ class Runner:
                     feeder.start()
                 code = self._exit_code(proc, deadline) if self._drain(proc, out, err, deadline) else None
             except proc.errors as exc:
-                killed = True
                 self._kill(proc)
                 raise ConnectError(f"{self.host}: connection failed while running {clip(self.cmd)!r}: "
                                    f"{exc or type(exc).__name__}", host=self.host) from exc
             if code is None:
-                killed = True
                 self._timed_out(proc, out, err)
         except BaseException:
             # Interrupted (KeyboardInterrupt: Ctrl-C, a notebook's "interrupt kernel") or failed here
             # (e.g. the local output file could not be written): the command must not live on.
-            if not killed:
-                self._await_pg(proc, out, err, limit=2.0)
-                self._kill(proc)
+            if not self._killed:
+                try:
+                    self._await_pg(proc, None, None, limit=2.0)  # output now is dropped: we are failing
+                finally:
+                    self._kill(proc)
             raise
         finally:
             try:
@@ -212,20 +212,25 @@ class Runner:
             if code is not None:
                 return code
 
-    def _await_pg(self, proc: Process, out: OutputSink, err: OutputSink, limit: float = PG_WAIT_S) -> None:
+    def _await_pg(self, proc: Process, out: OutputSink | None, err: OutputSink | None,
+                  limit: float = PG_WAIT_S) -> None:
         """Keep reading until the command has reported its process group (a timeout or interrupt can
-        come before that first line arrives); without it the command could not be killed."""
+        come before that first line arrives); without it the command could not be killed. Output
+        read meanwhile goes to the sinks, or nowhere when they are None."""
         end = time.monotonic() + limit
         try:
             while proc.pg is None and not proc.eof and time.monotonic() < end:
                 for fd, data in proc.read(0.05):
-                    (out if fd == 1 else err).feed(data)
+                    sink = out if fd == 1 else err
+                    if sink is not None:
+                        sink.feed(data)
         except proc.errors:
             pass
 
     def _kill(self, proc: Process) -> None:
         """Best effort (the command may be beyond reach): a failure is logged, never raised over the
         error that led here."""
+        self._killed = True
         if proc.pg is None:
             return
         try:
@@ -234,8 +239,10 @@ class Runner:
             log.warning("%s: could not kill process group %s: %s", self.host, proc.pg, exc)
 
     def _timed_out(self, proc: Process, out: OutputSink, err: OutputSink) -> None:
-        self._await_pg(proc, out, err)
-        self._kill(proc)
+        try:
+            self._await_pg(proc, out, err)
+        finally:
+            self._kill(proc)
         try:  # what the command wrote while dying
             self._drain(proc, out, err, time.monotonic() + 0.5)
         except proc.errors:
