@@ -16,15 +16,12 @@ The host account's login shell must be POSIX-like (bash, dash, zsh: not fish/csh
 from __future__ import annotations
 
 import logging
-import os
 import re
 import select
 import socket
 import stat as stat_mod
-import tempfile
 import threading
 import time
-import uuid
 
 import paramiko
 
@@ -56,7 +53,6 @@ _WRAPPER = ('read -r _ _ _ _ kit_pg _ 2>/dev/null < /proc/$$/stat; '
 _KILL = ('kill -TERM -- -{pg} 2>/dev/null || exit 0; i=0; '
          'while kill -0 -- -{pg} 2>/dev/null && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; '
          'kill -KILL -- -{pg} 2>/dev/null; exit 0')
-PROGRESS_MIN_BYTES = 16 * 1024 * 1024
 # Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
 SFTP_TIMEOUT_S = 120.0
 
@@ -401,79 +397,6 @@ class SSHHost(Host):
         return FileStat(path=path, size=int(st.st_size or 0), mtime=float(st.st_mtime or 0),
                         is_dir=stat_mod.S_ISDIR(st.st_mode or 0), mode=int(st.st_mode or 0))
 
-    def read_bytes(self, path: str) -> bytes:
-        """The whole file over SFTP. RemoteFileError if missing, a directory or unreadable."""
-        def read(sftp):
-            st = sftp.stat(path)
-            if stat_mod.S_ISDIR(st.st_mode or 0):
-                raise IsADirectoryError(path)
-            with sftp.open(path, "rb") as fh:
-                fh.prefetch(st.st_size)
-                return fh.read()
-        try:
-            return self._file_call(path, read)
-        except RemoteError as exc:
-            if isinstance(exc.__cause__, IsADirectoryError):
-                raise self._file_error(path, "is a directory") from None
-            raise
-
-    def get(self, remote_path: str, local_path: str, *, progress: bool | None = None) -> str:
-        """Download over SFTP; the local file is replaced atomically only once complete."""
-        st = self.stat(remote_path)
-        if st.is_dir:
-            raise self._file_error(remote_path, "is a directory")
-        target_dir = os.path.dirname(os.path.abspath(local_path)) or "."
-        try:
-            fd, tmp = tempfile.mkstemp(dir=target_dir, prefix=".kit-", suffix=".part")
-        except OSError as exc:
-            raise _local_file_error(local_path, exc) from exc
-        os.close(fd)
-        bar = _bar(f"{self.name}: get {os.path.basename(remote_path)}", st.size, progress)
-        try:
-            self._file_call(remote_path, lambda s: s.get(remote_path, tmp, callback=bar.callback if bar else None,
-                                                         max_concurrent_prefetch_requests=64))
-            os.chmod(tmp, st.mode & 0o777)
-            os.replace(tmp, local_path)
-        finally:
-            if bar:
-                bar.close()
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        return local_path
-
-    def put(self, local_path: str, remote_path: str, *, progress: bool | None = None) -> str:
-        """Upload over SFTP to a temporary name, then rename into place (atomic on the host)."""
-        if not os.path.isfile(local_path):
-            raise _local_file_error(local_path, FileNotFoundError("not a regular file"))
-        size = os.path.getsize(local_path)
-        d, base = os.path.split(remote_path)
-        tmp = os.path.join(d, f".{base}.kit-{uuid.uuid4().hex[:8]}.part")
-        bar = _bar(f"{self.name}: put {os.path.basename(local_path)}", size, progress)
-
-        def upload(sftp):
-            try:
-                sftp.put(local_path, tmp, callback=bar.callback if bar else None, confirm=True)
-                sftp.chmod(tmp, os.stat(local_path).st_mode & 0o777)
-                sftp.posix_rename(tmp, remote_path)
-            except BaseException:
-                try:
-                    sftp.remove(tmp)
-                except OSError:
-                    pass
-                raise
-        try:
-            self._file_call(remote_path, upload)
-        finally:
-            if bar:
-                bar.close()
-        return remote_path
-
-
-def _local_file_error(path: str, exc: OSError):
-    from kit.errors import RemoteFileError
-
-    return RemoteFileError(f"local: {path}: {exc.strerror or exc}", host="local", path=path)
-
 
 def _feed_channel(chan: paramiko.Channel, data: bytes) -> None:
     """Send a command's stdin, then EOF. A command that exits (or is killed) without reading it all
@@ -498,24 +421,3 @@ def _has_identity(alias: str, ssh_config) -> bool:
         return bool(resolve(alias, ssh_config=ssh_config).key_filenames)
     except RemoteError:
         return False
-
-
-class _Bar:
-    def __init__(self, desc: str, total: int) -> None:
-        from tqdm.auto import tqdm
-
-        self._bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False)
-        self._last = 0
-
-    def callback(self, done: int, total: int) -> None:
-        self._bar.update(done - self._last)
-        self._last = done
-
-    def close(self) -> None:
-        self._bar.close()
-
-
-def _bar(desc: str, size: int, progress: bool | None):
-    if progress is False or (progress is None and size < PROGRESS_MIN_BYTES):
-        return None
-    return _Bar(desc, size)
