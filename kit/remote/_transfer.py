@@ -270,6 +270,8 @@ class Transfer:
         self.timeout = timeout
         self._codecs: tuple[str, ...] | None = None
         self._lock = threading.Lock()
+        # paramiko's SFTPClient drops a reply that another thread's call reads first: one call at a time
+        self._sftp_lock = threading.RLock()
 
     def __repr__(self) -> str:
         return f"Transfer({self.host!r})"
@@ -333,7 +335,7 @@ class Transfer:
         t0 = time.perf_counter()
         name = self.host.name
         try:
-            st = self.host.stat(remote_path)
+            st = self._stat(remote_path)
             if st.is_dir:
                 raise self.host._file_error(remote_path, "is a directory")
             if resume and _same_version(local_path, st):
@@ -417,7 +419,8 @@ class Transfer:
         except _NoShell:
             if codec is not None:
                 raise self.host._file_error(remote_path, "the host gave no shell for the compressed stream") from None
-            _sftp_read(self.host, remote_path, sink, offset)
+            with self._sftp_lock:
+                _sftp_read(self.host, remote_path, sink, offset)
             sink.finish()
             return "sftp"
         try:
@@ -431,7 +434,7 @@ class Transfer:
     # --- read_bytes -----------------------------------------------------------------------------
     def read_bytes(self, path: str, *, compress: str | bool | None = "auto") -> bytes:
         """The whole file in memory (streamed like ``get``; compressed on the wire for big text files)."""
-        st = self.host.stat(path)
+        st = self._stat(path)
         if st.is_dir:
             raise self.host._file_error(path, "is a directory")
         buf = io.BytesIO()
@@ -495,7 +498,8 @@ class Transfer:
             sftp.posix_rename(tmp, remote_path)
 
         try:
-            self.host._file_call(remote_path, upload)
+            with self._sftp_lock:
+                self.host._file_call(remote_path, upload)
         finally:
             if bar is not None:
                 bar.close()
@@ -533,7 +537,7 @@ class Transfer:
                     cand = posixpath.join(base, part)
                     if last:
                         try:
-                            self.host.stat(cand)
+                            self._stat(cand)
                         except RemoteFileError:
                             continue
                     nxt.append(cand)
@@ -553,7 +557,12 @@ class Transfer:
                 return os.listdir(path)
             except OSError as exc:
                 raise self.host._file_error(path, exc.strerror or str(exc)) from exc
-        return self.host._file_call(path, lambda s: s.listdir(path))
+        with self._sftp_lock:
+            return self.host._file_call(path, lambda s: s.listdir(path))
+
+    def _stat(self, path: str) -> FileStat:
+        with self._sftp_lock:
+            return self.host.stat(path)
 
     def get_many(self, remote_paths: Iterable[str] | str, dest: str, *, progress: bool | None = None,
                  resume: bool = True, compress: str | bool | None = "auto", workers: int | None = None) -> TransferReport:
@@ -567,7 +576,7 @@ class Transfer:
             if not paths:
                 raise self.host._file_error(remote_paths, "no file matches this pattern")
         else:
-            paths = list(remote_paths)
+            paths = list(dict.fromkeys(remote_paths))  # a path asked for twice is fetched once
         names = local_names(paths)
         try:
             os.makedirs(dest, exist_ok=True)
@@ -589,7 +598,7 @@ class Transfer:
                 return Fetched(self.host.name, paths[i], None, error=_local_error(local, exc))
             if bar is not None:
                 try:
-                    size = self.host.stat(paths[i]).size
+                    size = self._stat(paths[i]).size
                     with lock:
                         bar.total = (bar.total or 0) + size
                         bar.refresh()
