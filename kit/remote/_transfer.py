@@ -695,6 +695,9 @@ class _Stream:
             if not chan.status_event.wait(self.idle):
                 raise self.host._file_error(self.path, "the host sent no exit status for the transfer")
             code = chan.exit_status
+            if code == -1:  # closed without an exit status: the connection went away mid-transfer
+                raise ConnectError(f"{self.host.name}: connection lost while reading {self.path}; get() again "
+                                   f"continues from what arrived", host=self.host.name)
             if code != 0:
                 err = b""
                 while chan.recv_stderr_ready():
