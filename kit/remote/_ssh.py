@@ -110,7 +110,8 @@ class SSHHost(Host):
             client.connect(p.hostname, p.port, username=p.user, key_filename=p.key_filenames or None,
                            timeout=self._timeout, banner_timeout=self._timeout, auth_timeout=self._timeout,
                            channel_timeout=self._timeout, look_for_keys=self._look_for_keys,
-                           allow_agent=self._allow_agent, passphrase=self._passphrase, sock=sock)
+                           allow_agent=self._allow_agent, passphrase=self._passphrase, sock=sock,
+                           transport_factory=_aead_first)
         except HostKeyError:
             self._abandon(client)
             raise
@@ -396,6 +397,16 @@ class SSHHost(Host):
         st = self._file_call(path, lambda s: s.stat(path))
         return FileStat(path=path, size=int(st.st_size or 0), mtime=float(st.st_mtime or 0),
                         is_dir=stat_mod.S_ISDIR(st.st_mode or 0), mode=int(st.st_mode or 0))
+
+
+def _aead_first(*args, **kwargs) -> paramiko.Transport:
+    """A Transport that prefers AES-GCM where the server offers it: one pass for cipher and MAC instead of
+    AES-CTR plus HMAC, ~25% less client CPU per byte (bench/remote_transfer.py); others as paramiko orders them."""
+    t = paramiko.Transport(*args, **kwargs)
+    opts = t.get_security_options()
+    first = tuple(c for c in ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") if c in opts.ciphers)
+    opts.ciphers = first + tuple(c for c in opts.ciphers if c not in first)
+    return t
 
 
 def _feed_channel(chan: paramiko.Channel, data: bytes) -> None:
