@@ -198,17 +198,26 @@ def fan(group_targets: list[tuple[str, dict]], files: list[str], dest: str) -> t
 
 
 RSS_CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 sys.path.insert(0, sys.argv[4])
 import kit
 opts = json.loads(sys.argv[1])
 host = kit.connect(sys.argv[2], **opts)
 host.run("true")
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+def status(field):
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+
+with open("/proc/self/clear_refs", "w") as fh:  # peak RSS := current RSS (ru_maxrss survives exec)
+    fh.write("5")
+base = status("VmHWM")
 t0 = time.perf_counter()
 host.get(sys.argv[3], sys.argv[3] + ".got", progress=False, resume=False)
 wall = time.perf_counter() - t0
-print(json.dumps({"base_kib": base, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "wall": wall}))
+print(json.dumps({"base_kib": base, "peak_kib": status("VmHWM"), "wall": wall}))
 """
 
 
@@ -237,6 +246,9 @@ def remote_summary(sshd: SSHServer, through_port: int, known_hosts: str, remote_
         shutil.copy(f, dst)
         os.chmod(dst, 0o644)
         paths.append(dst)
+    reset = kit.connect(sshd.target, **sshd.connect_options())
+    reset.run("rm -f ~/.cache/decode-kit/kit-reader-*.pyz", check=True)  # so that "first use" pushes the reader
+    reset.close()
     counter = Counter(through_port)
     kh = f"{known_hosts}-{counter.port}"
     Path(kh).write_text(f"[127.0.0.1]:{counter.port} {sshd.host_key_pub}\n")
@@ -373,7 +385,7 @@ def report(rows: dict, mem: dict, tsize: int) -> None:
         seq, par = rows[(where, "fan")]
         print(f"| {where} | random data, `compress=False` | {seq:.2f} | {par:.2f} | {seq / par:.2f}x |")
     print()
-    print("| file (sparse, zeros; raw transfer) | wall (s) | peak RSS before the get (MiB) | peak RSS after (MiB) | growth (MiB) |")
+    print("| file (sparse, zeros; raw transfer), fresh process, loopback | wall (s) | RSS before the get (MiB) | peak RSS during it (MiB) | growth (MiB) |")
     print("|---|---:|---:|---:|---:|")
     for size, m in mem.items():
         print(f"| {size / MB:.0f} MB | {m['wall']:.1f} | {m['base_kib'] / 1024:.0f} | {m['peak_kib'] / 1024:.0f} | "

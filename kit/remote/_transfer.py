@@ -58,6 +58,7 @@ PROGRESS_DELAY_S = 1.0
 # What ``compress="auto"`` sends compressed: text artefacts, by suffix (a ``.json.gz`` ends in .gz).
 TEXT_SUFFIXES = (".json", ".jsonl", ".log", ".txt", ".csv", ".tsv", ".out", ".err", ".yaml", ".yml", ".xml",
                  ".html", ".md", ".trace", ".sqlite", ".sqlite3", ".py", ".ncu-rep-csv")
+PACKED_SUFFIXES = (".gz", ".tgz", ".zst", ".zstd", ".xz", ".bz2", ".lz4", ".zip", ".7z", ".br")
 CODECS = ("zstd", "gzip")
 _MARK = re.compile(rb"\x1eKITPG (\d+)\n")
 
@@ -251,7 +252,9 @@ def _local_error(path: str, exc: OSError) -> RemoteFileError:
 
 def _auto_codec(path: str, size: int) -> bool:
     name = posixpath.basename(path).lower()
-    return size >= COMPRESS_MIN_BYTES and (name.endswith(TEXT_SUFFIXES) or ".log" in name)
+    if size < COMPRESS_MIN_BYTES or name.endswith(PACKED_SUFFIXES):
+        return False
+    return name.endswith(TEXT_SUFFIXES) or ".log" in name  # rotated logs: server.log.1
 
 
 class Transfer:
@@ -278,7 +281,9 @@ class Transfer:
 
     @property
     def _ssh(self) -> bool:
-        return hasattr(self.host, "_session")
+        from kit.remote._local import LocalHost
+
+        return not isinstance(self.host, LocalHost)
 
     def _idle_timeout(self) -> float:
         if self.timeout is not None:
@@ -325,6 +330,8 @@ class Transfer:
             compress: str | bool | None = "auto") -> str:
         """Download ``remote_path`` to ``local_path`` (replaced atomically once complete); see the module
         docstring. ``compress``: ``"auto"`` (text artefacts >= 1 MiB), ``"zstd"``, ``"gzip"``, or False."""
+        if os.path.isdir(local_path):  # like cp/scp: into the directory, under the file's own name
+            local_path = os.path.join(local_path, posixpath.basename(remote_path.rstrip("/")) or "file")
         row = self._get(remote_path, local_path, progress=progress, resume=resume, compress=compress)
         if row.error is not None:
             raise row.error

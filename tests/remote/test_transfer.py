@@ -230,3 +230,25 @@ def test_hosts_in_parallel_with_one_unreachable(sshd, scratch, tmp_path):
     names = sorted(os.path.relpath(f, tmp_path) for f in rep.files)
     t = sshd.target.replace("/", "_")
     assert names == sorted([f"{t}/rank0.json", f"{t}/rank1.json", f"{t}#2/rank0.json", f"{t}#2/rank1.json"])
+
+
+def test_local_names_and_the_auto_codec_rule():
+    from kit.remote._transfer import _auto_codec, local_names
+
+    assert local_names(["/a/rank0/trace.json", "/a/rank1/trace.json", "/b/x.log"]) == [
+        "rank0/trace.json", "rank1/trace.json", "x.log"]
+    assert local_names(["/x/a/t.json", "/y/a/t.json"]) == ["x/a/t.json", "y/a/t.json"]
+    big = 8 << 20
+    assert _auto_codec("/t/rank0.pt.trace.json", big) and _auto_codec("/l/server.log.1", big)
+    assert not _auto_codec("/t/rank0.pt.trace.json.gz", big) and not _auto_codec("/l/x.logs.tar.gz", big)
+    assert not _auto_codec("/w/model.safetensors", big) and not _auto_codec("/t/small.json", 1000)
+
+
+def test_get_into_a_directory_and_on_local_host(sshd, host, scratch, tmp_path):
+    _write_remote(sshd, f"{scratch}/r.json", b'{"a": 1}')
+    assert host.get(f"{scratch}/r.json", str(tmp_path)) == str(tmp_path / "r.json")
+    assert (tmp_path / "r.json").read_bytes() == b'{"a": 1}'
+    local = kit.connect("local")
+    rep = local.get_many([f"{scratch}/r.json", f"{scratch}/nope"], str(tmp_path / "loc"))
+    assert [r.ok for r in rep] == [True, False] and rep[0].method == "copy"
+    assert (tmp_path / "loc" / "r.json").read_bytes() == b'{"a": 1}'
