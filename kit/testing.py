@@ -189,12 +189,32 @@ class SSHServer:
         Simulates a server reboot/network drop between calls. Returns how many were dropped.
         """
         kids = self._children()
-        for pid in kids:
+        # the privileged monitor and its unprivileged child (which holds the socket and would go on
+        # serving an open channel): kill the whole tree of each connection
+        for pid in kids + self._descendants(kids):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         return len(kids)
+
+    @staticmethod
+    def _descendants(roots: list[int]) -> list[int]:
+        parent: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    data = Path(f"/proc/{entry}/stat").read_bytes()
+                except OSError:
+                    continue
+                parent[int(entry)] = int(data[data.rfind(b")") + 2:].split()[1])
+        out, todo = [], list(roots)
+        while todo:
+            pid = todo.pop()
+            kids = [p for p, pp in parent.items() if pp == pid]
+            out.extend(kids)
+            todo.extend(kids)
+        return out
 
     def _session_processes(self) -> list[int]:
         """Processes started through this server's sessions, detached ones included: sshd gives every

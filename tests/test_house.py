@@ -16,7 +16,7 @@ KIT = ROOT / "kit"
 PUBLIC_API = {
     'kit.session': ['KINDS', 'LAYOUT', 'Provenance', 'Session', 'open'],
     'kit': ['Host', 'Job', 'Result', '__version__', 'connect', 'env', 'errors', 'explorer', 'hosts', 'ledger', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'session', 'source'],
-    'kit.remote': ['FileStat', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'add_host_options', 'connect', 'connect_options', 'hosts'],
+    'kit.remote': ['Fetched', 'FileStat', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
     'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'find', 'grep', 'module_path', 'slice'],
     'kit.profile': ['PHASES', 'Profile', 'Summary', 'default_rules', 'load'],
     'kit.logs': ['LogData', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'spec_summary'],

@@ -24,6 +24,7 @@ Files:
 - ``_categories.py``: the category rule table (categories.toml) and kernel -> category
 - ``_windows.py``: decode/prefill steps and phases from annotations
 - ``_summary.py``: the summary arithmetic: per category, step, rank; AllReduce share and exposure
+- ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables pulled back
 """
 from __future__ import annotations
 

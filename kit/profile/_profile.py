@@ -31,7 +31,8 @@ def default_rules() -> list[Rule]:
     return _d()
 
 
-def load(paths: PathsArg, *, rules=None, cache: bool = True, _prefetched: dict | None = None) -> "Profile":
+def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: str = "python3",
+         _prefetched: dict | None = None) -> "Profile":
     """Read trace files (one per rank) into a :class:`Profile`.
 
     ``paths``: a file or a list of files (Kineto JSON/gzip — detected by magic bytes — nsys stats
@@ -39,7 +40,18 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, _prefetched: dict |
     path (``replace = true`` in it replaces the table) or a list of ``(pattern, category)``.
     ``cache``: reuse/write the parsed tables under ``$KIT_CACHE_DIR`` (default
     ``~/.cache/decode-kit``), keyed by file identity.
+    Traces on a host are read where they lie: ``"HOST:/path/rank*.json.gz"`` specs, or paths (globs
+    allowed) with ``host=`` (a :class:`kit.remote.Host`): the kit's reader runs there with the host's
+    ``python`` and only the kernel tables come back (``_remote.py``); the Profile is the same.
     """
+    from kit.profile._remote import is_remote
+
+    if not isinstance(paths, (str, os.PathLike)):
+        paths = list(paths)
+    if is_remote(paths, host):
+        from kit.profile._remote import load_remote
+
+        return load_remote(paths, host=host, rules=rules, cache=cache, python=python)
     if isinstance(paths, (str, os.PathLike)):
         plist = [Path(paths)]
     else:

@@ -9,6 +9,8 @@ One API for both::
     job = host.spawn("python -m sglang.launch_server ...", log="/tmp/sglang.log")
     job.wait_for(pattern="fired up", timeout=900)
     kit.hosts(["a", "b"]).run("nvidia-smi topo -m")    # in parallel, one slot per host
+    host.get_many("/traces/rank*.json", "local/dir")   # overlapped, compressed, resumable; a TransferReport
+    kit.hosts(["a", "b"]).get(["/tmp/trace.json"], "local/dir")  # hosts in parallel, one dir per host
 
 Every command runs in its own process group so a timeout kills it entirely on the host. One runner
 (``_runner.py``) decides timeout, kill, output, stdin and exit status for both host kinds.
@@ -28,6 +30,7 @@ Files:
 - ``_job.py``: Job: a long-running command with its log on the host (spawn, wait_for, stop)
 - ``_group.py``: HostGroup: one command on many hosts in parallel, one result slot per host
 - ``_output.py``: output sinks: bounded tails and files for a command's stdout/stderr
+- ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many
 """
 from __future__ import annotations
 
@@ -38,9 +41,10 @@ from kit.remote._job import Job
 from kit.remote._local import LocalHost
 from kit.remote._options import HOST_OPTIONS, add_host_options, connect_options
 from kit.remote._result import FileStat, Result
+from kit.remote._transfer import Fetched, Transfer, TransferReport
 from kit.util import publish
 
-__all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'FileStat', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'connect', 'hosts']
+__all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'FileStat', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'connect', 'hosts']
 
 
 def __getattr__(name: str):

@@ -14,6 +14,7 @@ from kit.errors import CommandFailed, RemoteFileError
 from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
 from kit.remote._result import FileStat, Result
+from kit.remote._transfer import transfer_of
 
 __all__ = ["FileStat", "Host", "Result"]
 
@@ -46,6 +47,8 @@ class Host:
 
     target: str = ""
     name: str = ""
+    is_local: bool = False  # this machine: files are read directly, no shell stream or SFTP
+    sftp_timeout: float = 120.0  # longest wait for any one reply while moving a file (s)
 
     # --- transport, implemented by subclasses -------------------------------------------------
     def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
@@ -71,14 +74,29 @@ class Host:
     def stat(self, path: str) -> FileStat:
         raise NotImplementedError
 
+    # --- files, through the host's Transfer (kit/remote/_transfer.py) ---------------------------
+    @property
+    def transfer(self):
+        """This host's :class:`~kit.remote.Transfer` (streams, compression, resume, many files)."""
+        return transfer_of(self)
+
     def read_bytes(self, path: str) -> bytes:
-        raise NotImplementedError
+        """The whole file. RemoteFileError if it is missing, a directory or unreadable."""
+        return self.transfer.read_bytes(path)
 
-    def get(self, remote_path: str, local_path: str, *, progress: bool | None = None) -> str:
-        raise NotImplementedError
+    def get(self, remote_path: str, local_path: str, *, progress: bool | None = None, **options) -> str:
+        """Download to ``local_path`` (atomic, resumable, compressed on the wire for text artefacts);
+        ``options``: ``resume``, ``compress`` of :meth:`kit.remote.Transfer.get`."""
+        return self.transfer.get(remote_path, local_path, progress=progress, **options)
 
-    def put(self, local_path: str, remote_path: str, *, progress: bool | None = None) -> str:
-        raise NotImplementedError
+    def put(self, local_path: str, remote_path: str, *, progress: bool | None = None, **options) -> str:
+        """Upload to ``remote_path`` through a temporary name renamed into place (``resume`` option)."""
+        return self.transfer.put(local_path, remote_path, progress=progress, **options)
+
+    def get_many(self, remote_paths, dest: str, **options):
+        """Several files (a list, or a glob pattern) into the directory ``dest``, overlapped; returns a
+        :class:`~kit.remote.TransferReport` with one row per file (a failure never hides the others)."""
+        return self.transfer.get_many(remote_paths, dest, **options)
 
     def close(self) -> None:
         """Release connections; the host can be used again afterwards (it reconnects)."""

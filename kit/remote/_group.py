@@ -8,6 +8,7 @@ from typing import Iterator
 from kit.errors import KitError
 from kit.remote._base import Host
 from kit.remote._result import Result
+from kit.remote._transfer import Fetched, TransferReport
 
 
 class GroupResult:
@@ -112,6 +113,33 @@ class HostGroup:
 
         futures = [self._pool.submit(one, h) for h in self.hosts]
         return GroupResult(cmd, list(zip(self._names(), (f.result() for f in futures))))
+
+    def get(self, remote_paths, dest: str, **options):
+        """Download the same files (a list, or a glob pattern) from every host at once, each host into
+        ``dest/<host name>/``; within a host, files overlap on several channels (``Host.get_many``).
+        Returns one :class:`~kit.remote.TransferReport` (rows in host order); a host that cannot be
+        reached, or a file that fails, is a row with its error and never hides the others.
+        ``remote_paths`` may also be a dict ``{host name: paths}`` for different files per host."""
+        import os
+        import time
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="kit-hosts")
+        names = self._names()
+        t0 = time.perf_counter()
+
+        def one(host: Host, name: str):
+            paths = remote_paths.get(name, []) if isinstance(remote_paths, dict) else remote_paths
+            try:
+                return list(host.get_many(paths, os.path.join(dest, name.replace("/", "_")), **options))
+            except Exception as exc:  # noqa: BLE001  a host-wide failure stays in this host's rows
+                shown = [paths] if isinstance(paths, str) else list(paths) or ["(no files)"]
+                return [Fetched(host.name, p, None, error=exc if isinstance(exc, KitError) else
+                                KitError(f"{host.name}: {type(exc).__name__}: {exc}")) for p in shown]
+
+        futures = [self._pool.submit(one, h, n) for h, n in zip(self.hosts, names)]
+        rows = [row for f in futures for row in f.result()]
+        return TransferReport(rows, time.perf_counter() - t0)
 
     def close(self) -> None:
         for h in self.hosts:

@@ -9,10 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import selectors
-import shutil
 import stat as stat_mod
 import subprocess
-import tempfile
 
 from kit.errors import RemoteError
 from kit.remote._base import Host
@@ -99,6 +97,8 @@ class _LocalProcess(Process):
 class LocalHost(Host):
     """This machine. ``target`` and ``name`` are ``"local"``."""
 
+    is_local = True
+
     def __init__(self) -> None:
         self.target = "local"
         self.name = "local"
@@ -143,37 +143,6 @@ class LocalHost(Host):
                 return fh.read()
         except OSError as exc:
             raise self._file_error(path, _os_reason(exc)) from exc
-
-    def get(self, remote_path: str, local_path: str, *, progress: bool | None = None) -> str:
-        """Copy ``remote_path`` (on this machine) to ``local_path``; the target is replaced atomically."""
-        return _copy(self, remote_path, local_path)
-
-    def put(self, local_path: str, remote_path: str, *, progress: bool | None = None) -> str:
-        """Copy ``local_path`` to ``remote_path`` (both on this machine), atomically."""
-        return _copy(self, local_path, remote_path)
-
-
-def _copy(host: LocalHost, src: str, dst: str) -> str:
-    if os.path.isdir(src):
-        raise host._file_error(src, "is a directory")
-    dst_dir = os.path.dirname(os.path.abspath(dst)) or "."
-    try:
-        fd, tmp = tempfile.mkstemp(dir=dst_dir, prefix=".kit-", suffix=".part")
-    except OSError as exc:
-        raise host._file_error(dst, _os_reason(exc)) from exc
-    try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out, 1 << 20)
-        shutil.copymode(src, tmp)
-        os.replace(tmp, dst)
-    except OSError as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        which = src if not os.path.exists(src) or not os.access(src, os.R_OK) else dst
-        raise host._file_error(which, _os_reason(exc)) from exc
-    return dst
 
 
 def _os_reason(exc: OSError) -> str:

@@ -180,9 +180,11 @@ def test_failed_connection_through_proxyjump_closes_the_jump_connection(sshd, tm
     assert len(sshd._children()) <= before  # no connection left open on the server (earlier ones may close)
 
 
-def test_a_hung_sftp_call_times_out_and_the_next_one_works(sshd, monkeypatch):
-    """The SFTP server blocks in open() on a FIFO nobody writes to: like a hung file system, the
-    call must end with an error naming host and path, and the host stay usable."""
+def test_a_hung_read_times_out_kills_the_reader_on_the_host_and_the_next_call_works(sshd, monkeypatch):
+    """The host-side reader blocks in open() on a FIFO nobody writes to: like a hung file system, the
+    call must end with an error naming host and path, nothing may be left running on the host (the
+    reader's process group is killed: the FIFO has no reader any more), and the host stay usable."""
+    import errno
     import os
     import shlex
 
@@ -196,14 +198,30 @@ def test_a_hung_sftp_call_times_out_and_the_next_one_works(sshd, monkeypatch):
         host.run(f"mkfifo {shlex.quote(fifo)}", check=True)
         try:
             t0 = time.monotonic()
-            with pytest.raises(RemoteFileError, match="no SFTP reply within 1 s") as err:
+            with pytest.raises(RemoteFileError, match="no data from the host within 1 s") as err:
                 host.read_bytes(fifo)
             assert time.monotonic() - t0 < 10
-            assert host.name in str(err.value) and fifo in str(err.value)
-            assert host.stat(scratch).is_dir  # a fresh SFTP session
-        finally:  # let the blocked server-side open() return
-            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            os.close(fd)
+            assert host.name in str(err.value) and fifo in str(err.value) and "killed" in str(err.value)
+            assert host.stat(scratch).is_dir
+            host.run(f"echo fine > {shlex.quote(scratch)}/ok", check=True)
+            assert host.read_bytes(f"{scratch}/ok") == b"fine\n"
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(fifo in p for p in _host_processes()):
+                time.sleep(0.1)
+            assert not any(fifo in p for p in _host_processes())  # the reader is gone on the host
+            with pytest.raises(OSError) as gone:  # and nobody holds the FIFO open for reading
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            assert gone.value.errno == errno.ENXIO
+        finally:  # if a reader were still blocked there, let its open() return
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+
+
+def _host_processes() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True, timeout=30).stdout
+    return [ln for ln in out.splitlines() if " Z" not in ln and "ps -eo" not in ln]
 
 
 def test_missing_ssh_config_file_is_a_clear_error(tmp_path):

@@ -1,0 +1,354 @@
+"""Read traces where they lie: parse on the host that holds them, pull back only the raw tables.
+
+``kit.profile.load("gpu-box:/traces/rank*.json.gz")`` or ``load(paths, host=host)``: the kit's own
+trace reader (``_read.read_raw`` and every kit module it imports, as they are in this checkout, so
+parser changes ship by themselves) is packed into a zipapp at run time, pushed to
+``~/.cache/decode-kit/`` on the host on first use (named by its content hash, so an unchanged reader
+is never pushed twice) and run there with the host's ``python3``, standard library only (``orjson``
+when the host has it; otherwise a ``json`` stand-in with orjson's interface). It parses the ranks in
+parallel on the host's cores and writes each file's raw tables (string columns dictionary-encoded,
+zlib-compressed JSON) to stdout; hosts are served in parallel. What crosses the network is the
+tables, ~1-2% of the trace bytes, not the traces. Back here they go through the same assembly as a
+local load, so the :class:`~kit.profile.Profile` is the same.
+
+Only the public ``kit.remote`` API is used (``connect``, ``Host.run/put``, ``Host.transfer.glob``): the
+host side is a parser shipped there, not SSH code inside the parsers.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import json
+import os
+import re
+import shlex
+import tempfile
+import threading
+import zipfile
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePosixPath
+
+from kit.errors import RemoteError, TraceError
+
+# The reader's entry point and its siblings; everything they import from ``kit`` is added.
+ROOTS = ("kit.profile._read", "kit.profile._io", "kit.profile._kineto", "kit.profile._nsys", "kit.errors")
+HOST_DIR = ".cache/decode-kit"
+_SPEC = re.compile(r"^(?P<target>[^/\s][^\s]*?):(?P<path>/.*)$")
+_RAW = b"\x1eKITRAW "
+
+_MAIN = r'''
+"""Run by kit.profile.load(host=...) on the host: parse trace files with the kit's reader, print raw tables."""
+import json, os, sys, zlib
+
+
+def _orjson():
+    try:
+        import orjson  # noqa: F401
+        return "orjson " + getattr(orjson, "__version__", "?")
+    except ImportError:
+        import _kit_orjson_fallback
+        sys.modules["orjson"] = _kit_orjson_fallback
+        return "json (orjson not installed)"
+
+
+def _encode(raw):
+    tables = {}
+    for name in ("kernels", "annotations", "launches"):
+        cols = {}
+        for col, values in raw[name].items():
+            if values and all(v is None or type(v) is str for v in values):
+                index, codes = {}, []
+                for v in values:
+                    codes.append(index.setdefault(v, len(index)))
+                cols[col] = {"dict": list(index), "codes": codes}
+            else:
+                cols[col] = values
+        tables[name] = cols
+    out = dict(raw)
+    out.update(tables)
+    return zlib.compress(json.dumps(out, separators=(",", ":")).encode("utf-8"), 6)
+
+
+def _one(path):
+    from kit.profile._read import read_raw
+    try:
+        raw = read_raw(path)
+    except Exception as exc:  # one clear line per file, back to the caller
+        return {"path": path, "ok": False, "error": type(exc).__name__, "message": str(exc)}, b""
+    payload = _encode(raw)
+    return {"path": path, "ok": True, "len": len(payload)}, payload
+
+
+def main():
+    engine = _orjson()
+    paths = sys.argv[1:]
+    workers = min(len(paths), os.cpu_count() or 1)
+    if workers > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        with ProcessPoolExecutor(workers, mp_context=ctx) as ex:
+            results = ex.map(_one, paths)
+            _write(results, engine, workers)
+    else:
+        _write(map(_one, paths), engine, workers)
+
+
+def _write(results, engine, workers):
+    out = sys.stdout.buffer
+    for head, payload in results:
+        head["json"] = engine
+        head["workers"] = workers
+        head["python"] = sys.version.split()[0]
+        out.write(b"\x1eKITRAW " + json.dumps(head).encode("utf-8") + b"\n")
+        out.write(payload)
+    out.flush()
+
+
+main()
+'''
+
+_FALLBACK = r'''
+"""A stand-in for orjson on hosts without it: the same names, backed by the standard library's json.
+Like orjson, NaN and Infinity are rejected."""
+import json
+
+JSONDecodeError = json.JSONDecodeError
+JSONEncodeError = TypeError
+OPT_INDENT_2 = OPT_SORT_KEYS = OPT_NON_STR_KEYS = OPT_SERIALIZE_NUMPY = OPT_APPEND_NEWLINE = 0
+__version__ = "json-fallback"
+
+
+def _no_constant(name):
+    raise json.JSONDecodeError(name + " is not valid JSON", name, 0)
+
+
+def loads(data):
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        data = bytes(data).decode("utf-8")
+    return json.loads(data, parse_constant=_no_constant)
+
+
+def dumps(obj, default=None, option=None):
+    return json.dumps(obj, default=default, separators=(",", ":"), allow_nan=False).encode("utf-8")
+'''
+
+
+def split_spec(spec: str) -> tuple[str, str] | None:
+    """``"host:/abs/path"`` -> ``("host", "/abs/path")``; None for a plain local path."""
+    m = _SPEC.match(spec)
+    if not m or os.path.exists(spec):
+        return None
+    return m.group("target"), m.group("path")
+
+
+def is_remote(paths, host) -> bool:
+    """True when ``load`` should parse on a host: ``host=`` given, or ``host:/path`` specs."""
+    if host is not None:
+        return True
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else paths
+    return bool(items) and all(isinstance(p, str) and split_spec(p) is not None for p in items)
+
+
+# --- the zipapp ------------------------------------------------------------------------------------
+_built: dict[str, tuple[str, bytes]] = {}
+_build_lock = threading.Lock()
+
+
+def _kit_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def _module_file(root: Path, name: str) -> Path | None:
+    rel = Path(*name.split("."))
+    for cand in (root.parent / rel.with_suffix(".py"), root.parent / rel / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def reader_files() -> dict[str, bytes]:
+    """Archive name -> bytes: the roots, every kit module they import (at any depth, in functions
+    too), stub ``__init__`` files for the packages (the real ones import pandas), the runner."""
+    root = _kit_root()
+    files: dict[str, bytes] = {}
+    todo, seen = list(ROOTS), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        path = _module_file(root, name)
+        if path is None or path.name == "__init__.py":
+            continue
+        src = path.read_bytes()
+        files[str(PurePosixPath(*name.split("."))) + ".py"] = src
+        for node in ast.walk(ast.parse(src, str(path))):
+            if isinstance(node, ast.Import):
+                todo.extend(a.name for a in node.names if a.name.split(".")[0] == "kit")
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "kit":
+                todo.append(node.module)
+                todo.extend(f"{node.module}.{a.name}" for a in node.names)  # ``from kit.profile import _io``
+    for arc in list(files):
+        parts = arc.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            files.setdefault("/".join(parts[:i]) + "/__init__.py", b'"""Shipped by kit.profile: reader only."""\n')
+    files["__main__.py"] = _MAIN.encode()
+    files["_kit_orjson_fallback.py"] = _FALLBACK.encode()
+    return files
+
+
+def build_reader() -> tuple[str, bytes]:
+    """(file name with content hash, zipapp bytes), built once per process."""
+    files = reader_files()
+    h = hashlib.sha256()
+    for arc in sorted(files):
+        h.update(arc.encode() + b"\0" + files[arc] + b"\0")
+    digest = h.hexdigest()[:16]
+    with _build_lock:
+        if digest not in _built:
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+                for arc in sorted(files):
+                    info = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    z.writestr(info, files[arc])
+            _built[digest] = (f"kit-reader-{digest}.pyz", buf.getvalue())
+        return _built[digest]
+
+
+def ensure_reader(host) -> tuple[str, int]:
+    """The reader's path on ``host`` (pushed if absent) and the bytes pushed (0 when cached there)."""
+    name, data = build_reader()
+    res = host.run(f'mkdir -p "$HOME"/{HOST_DIR} && cd "$HOME"/{HOST_DIR} && pwd && '
+                   f'if [ -s {shlex.quote(name)} ]; then echo have; fi', timeout=60)
+    if not res.ok:
+        raise RemoteError(f"{host.name}: cannot create ~/{HOST_DIR} for the trace reader: "
+                          f"{res.stderr.strip() or res.exit_code}", host=host.name)
+    lines = res.stdout.split("\n")
+    remote = f"{lines[0]}/{name}"
+    if "have" in lines[1:]:
+        return remote, 0
+    with tempfile.TemporaryDirectory(prefix="kit-reader-") as d:
+        local = os.path.join(d, name)
+        with open(local, "wb") as fh:
+            fh.write(data)
+        host.put(local, remote, progress=False)
+    return remote, len(data)
+
+
+# --- running it ------------------------------------------------------------------------------------
+def decode_raw(payload: bytes) -> dict:
+    """Inverse of the runner's encoding: raw tables as ``read_raw`` returned them."""
+    raw = json.loads(zlib.decompress(payload))
+    for name in ("kernels", "annotations", "launches"):
+        cols = raw[name]
+        for col, v in list(cols.items()):
+            if isinstance(v, dict) and "codes" in v:
+                d = v["dict"]
+                cols[col] = [d[i] for i in v["codes"]]
+    return raw
+
+
+def read_on_host(host, paths: list[str], *, python: str = "python3", timeout: float = 600) -> tuple[list[dict], dict]:
+    """Raw tables of ``paths`` parsed on ``host``, in order, and stats (bytes moved, reader engine)."""
+    remote, pushed = ensure_reader(host)
+    cmd = f"{shlex.quote(python)} {shlex.quote(remote)} " + " ".join(shlex.quote(p) for p in paths)
+    with tempfile.TemporaryDirectory(prefix="kit-remote-load-") as d:
+        out = os.path.join(d, "raw.bin")
+        res = host.run(cmd, timeout=timeout, stdout_file=out)
+        if not res.ok:
+            why = res.stderr.strip().splitlines()
+            if res.exit_code == 127:
+                reason = f"{python} not found on the host (the remote reader needs Python >= 3.8)"
+            else:
+                reason = why[-1] if why else f"exit code {res.exit_code}"
+            raise RemoteError(f"{host.name}: remote trace reader failed: {reason}", host=host.name)
+        with open(out, "rb") as fh:
+            data = fh.read()
+    results, stats = [], {"pushed": pushed, "received": len(data), "json": None, "workers": None}
+    pos = 0
+    for p in paths:
+        if not data.startswith(_RAW, pos):
+            raise RemoteError(f"{host.name}: remote trace reader output unreadable at {p} (stderr: "
+                              f"{res.stderr.strip()[-200:]!r})", host=host.name)
+        end = data.index(b"\n", pos)
+        head = json.loads(data[pos + len(_RAW):end])
+        pos = end + 1
+        stats["json"], stats["workers"] = head.get("json"), head.get("workers")
+        if head["path"] != p:
+            raise RemoteError(f"{host.name}: remote trace reader answered {head['path']} for {p}", host=host.name)
+        if not head["ok"]:
+            raise TraceError(f"{host.name}:{head['message']}" if head["message"].startswith(p)
+                             else f"{host.name}:{p}: {head['message']}", path=f"{host.name}:{p}")
+        results.append(decode_raw(data[pos:pos + head["len"]]))
+        pos += head["len"]
+    return results, stats
+
+
+def load_remote(paths, *, host=None, rules=None, cache: bool = True, python: str = "python3"):
+    """``kit.profile.load`` for traces on hosts (see the module docstring)."""
+    import kit.remote
+    from kit.profile._categories import build_rules
+    from kit.profile._load import _frames
+    from kit.profile._profile import _assemble
+
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:
+        raise TraceError("no trace files given")
+    # group by host, keeping the caller's order
+    order: list[tuple[object, str]] = []
+    hosts: dict[str, object] = {}
+    for item in items:
+        item = str(item)
+        spec = None if host is not None else split_spec(item)
+        if host is not None:
+            key, h, pattern = host.name, host, item
+        elif spec is not None:
+            key, pattern = spec
+            h = hosts.get(key) or kit.remote.connect(key)
+        else:
+            raise TraceError(f"{item}: neither a local file nor HOST:/PATH (give host= to read it on a host)",
+                             path=item)
+        hosts[key] = h
+        order.append((key, pattern))
+
+    def expand(key: str, pattern: str) -> list[str]:
+        if any(c in pattern for c in "*?["):
+            found = hosts[key].transfer.glob(pattern)
+            if not found:
+                raise TraceError(f"{key}:{pattern}: no file matches", path=f"{key}:{pattern}")
+            return found
+        return [pattern]
+
+    per_host: dict[str, list[str]] = {}
+    listed: list[tuple[str, str]] = []
+    for key, pattern in order:
+        for p in expand(key, pattern):
+            per_host.setdefault(key, []).append(p)
+            listed.append((key, p))
+
+    def run(key: str):
+        return read_on_host(hosts[key], list(dict.fromkeys(per_host[key])), python=python)
+
+    with ThreadPoolExecutor(max(1, len(per_host)), thread_name_prefix="kit-remote-load") as pool:
+        futures = {key: pool.submit(run, key) for key in per_host}
+        done = {key: f.result() for key, f in futures.items()}
+    raws = {}
+    stats = {}
+    for key, (results, st) in done.items():
+        for p, raw in zip(dict.fromkeys(per_host[key]), results):
+            raws[(key, p)] = raw
+        stats[key] = st
+    parsed = []
+    for key, p in listed:
+        fr = _frames(raws[(key, p)])
+        fr["cached"] = False
+        parsed.append(fr)
+    plist = [Path(p) for _, p in listed]
+    prof = _assemble(plist, parsed, build_rules(rules), cache)
+    prof.files = [f"{key}:{p}" for key, p in listed]
+    prof.meta["remote"] = {key: {"files": len(dict.fromkeys(per_host[key])), **st} for key, st in stats.items()}
+    return prof
