@@ -14,6 +14,7 @@ Prints one Markdown section; progress goes to stderr.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
@@ -23,7 +24,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-XDIT = (ROOT / ".." / "shared" / "data" / "traces" / "tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz").resolve()
+# ../shared/data beside the checkout; KIT_SHARED_DATA names it when the checkout is elsewhere (a worktree)
+SHARED = Path(os.environ.get("KIT_SHARED_DATA") or ROOT / ".." / "shared" / "data").resolve()
+XDIT = SHARED / "traces" / "tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz"
 
 
 def _report() -> tuple[float, float, int]:

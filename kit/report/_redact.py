@@ -162,41 +162,48 @@ def _decodes_to_text(s: str) -> bool:
 
 def _entropy_spans(text: str) -> Iterator[tuple[int, int]]:
     _, _, b64, hx = _ds()
-    for line_m in re.finditer(r"[^\n]+", text):
-        line = line_m.group(0)
-        if '"' not in line and "'" not in line:
+    if '"' not in text and "'" not in text:
+        return
+    for m in b64.regex.finditer(text):
+        s = m.group(2).rstrip("\\")  # detect-secrets' charset holds a backslash: JSON's \" ends the string
+        if len(s) < 16 or _UUID.fullmatch(s):
             continue
-        for m in b64.regex.finditer(line):
-            s = m.group(2).rstrip("\\")  # detect-secrets' charset holds a backslash: JSON's \" ends the string
-            keyed = _SECRET_WORD.search(line, max(0, m.start() - 40), m.start()) is not None
-            if len(s) < 16 or _UUID.fullmatch(s):
+        before = text[max(0, m.start() - 40):m.start()]
+        before = before[before.rfind("\n") + 1:]
+        keyed = _SECRET_WORD.search(before) is not None
+        if _HEX.fullmatch(s):
+            if not keyed or hx.calculate_shannon_entropy(s) < hx.entropy_limit:
                 continue
-            is_hex = _HEX.fullmatch(s) is not None
-            if is_hex:
-                if not keyed or hx.calculate_shannon_entropy(s) < hx.entropy_limit:
+        else:
+            if b64.calculate_shannon_entropy(s) < (3.5 if keyed else b64.entropy_limit) or _IDENT.search(s):
+                continue
+            if not keyed:
+                if not (20 <= len(s) <= 100) or _decodes_to_text(s):
                     continue
-            else:
-                if b64.calculate_shannon_entropy(s) < (3.5 if keyed else b64.entropy_limit) or _IDENT.search(s):
+                if not (re.search(r"[a-z]", s) and re.search(r"[A-Z]", s) and re.search(r"[0-9]", s)):
                     continue
-                if not keyed:
-                    if not (20 <= len(s) <= 100) or _decodes_to_text(s):
-                        continue
-                    if not (re.search(r"[a-z]", s) and re.search(r"[A-Z]", s) and re.search(r"[0-9]", s)):
-                        continue
-                    if _NOT_KEY_BEFORE.search(line[:m.start()]):
-                        continue
-            yield line_m.start() + m.start(2), line_m.start() + m.start(2) + len(s)
+                line_start = text.rfind("\n", 0, m.start()) + 1
+                if _NOT_KEY_BEFORE.search(text, line_start, m.start()):
+                    continue
+        yield m.start(2), m.start(2) + len(s)
 
 
 def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
-    """detect-secrets' keyword regexes, line by line (they run to the end of a line), each hit cut
-    at the end of its token; (start, end, is_code)."""
+    """detect-secrets' keyword regexes on the lines holding a secret word (they run to the end of
+    a line), each hit cut at the end of its token; (start, end, is_code)."""
     from detect_secrets.filters.heuristic import is_indirect_reference, is_templated_secret
 
     _, kw, _, _ = _ds()
-    for line_m in re.finditer(r"[^\n]+", text):
-        line = line_m.group(0)
-        if len(line) > 4000 or not _SECRET_WORD.search(line):
+    last_end = -1
+    for w in _SECRET_WORD.finditer(text):
+        if w.start() < last_end:
+            continue
+        start = text.rfind("\n", 0, w.start()) + 1
+        end = text.find("\n", w.end())
+        end = len(text) if end < 0 else end
+        last_end = end
+        line = text[start:end]
+        if len(line) > 4000:
             continue
         for rx, group in kw:
             for m in rx.finditer(line):
@@ -211,7 +218,7 @@ def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
                 if re.search(r"[!=]=", line[m.start():a]):  # a comparison, not an assignment
                     continue
                 code = not quoted and (_CODE.fullmatch(value) is not None or is_indirect_reference(line[m.start():]))
-                yield line_m.start() + a, line_m.start() + b, code
+                yield start + a, start + b, code
 
 
 def _spans(text: str) -> list[tuple[int, int, bool]]:
@@ -452,19 +459,22 @@ _OPAQUE = re.compile(r"data:[a-z]+/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=\s]+|<style[
 
 def redact_html(page: str, extra: Iterable[str] = ()) -> tuple[str, int]:
     """Safety net on the exported page: the patterns over everything but base64 ``data:`` URIs
-    (images) and ``<style>`` blocks, then the literal values (``extra`` and those found) everywhere."""
+    (images) and ``<style>`` blocks, then the literal values (``extra`` and those found) everywhere.
+    What markup splits (a pygments-highlighted ``key = "value"``) was found in the notebook, whose
+    sources and outputs are plain text there, and comes in ``extra``; where the page itself holds a
+    secret, its values are also looked for through the markup."""
     parts: list[str] = []
     total = 0
     pos = 0
     literals = set(extra)
     for m in _OPAQUE.finditer(page):
-        chunk, n = redact_text(page[pos:m.start()])
+        chunk, n = redact_text(page[pos:m.start()], markup=False)
         literals |= find_secrets(page[pos:m.start()]) if n else set()
         parts.append(chunk)
         parts.append(m.group(0))
         total += n
         pos = m.end()
-    chunk, n = redact_text(page[pos:])
+    chunk, n = redact_text(page[pos:], markup=False)
     literals |= find_secrets(page[pos:]) if n else set()
     parts.append(chunk)
     page, n2 = _mask_literals("".join(parts), literals)
