@@ -68,8 +68,30 @@ def _env_environ(path: Path) -> tuple[dict, list[str]]:
     return {"vars": len(env.parse_environ(path.read_bytes()))}, []
 
 
+def _log_parsers(path: Path) -> tuple[dict, list[str]]:
+    """The other kit.logs entry points, each on the path (and parse_server_args on the text)."""
+    from kit import logs
+
+    out = {}
+    for name in ("parse_sglang", "parse_vllm", "parse_nccl", "spec_summary"):
+        try:
+            out[name] = repr(getattr(logs, name)(str(path)))[:40]
+        except KitError:
+            out[name] = "error"
+    out["parse_server_args"] = repr(logs.parse_server_args(path.read_text(errors="replace")))[:40]
+    return out, []
+
+
+def _env_misc(path: Path) -> tuple[dict, list[str]]:
+    from kit import env
+
+    text = path.read_text(errors="replace")
+    return {f: getattr(env, f)(text) for f in ("parse_nccl_version", "parse_nvidia_smi_header", "parse_nvcc_version",
+                                               "parse_os_release", "parse_cpu_model")}, []
+
+
 ENTRY = {"trace": _trace, "log": _log, "bench": _bench, "env-gpu": _env_gpu, "env-topo": _env_topo,
-         "env-environ": _env_environ}
+         "env-environ": _env_environ, "log-parsers": _log_parsers, "env-misc": _env_misc}
 CLI = {"trace": ["profile", "summary", "--json", "--no-cache"], "log": ["logs", "parse", "--json"],
        "bench": ["bench", "parse", "--json"]}
 
