@@ -73,8 +73,8 @@ _PATTERNS: list[re.Pattern[str]] = [
     # .netrc: machine HOST login USER password VALUE
     re.compile(r"\blogin\s+\S+\s+password\s+(?P<s>\S+)"),
     re.compile(r"\b(?P<s>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),  # JWT
-    re.compile(r"--(?:[a-z0-9-]*-)?(?:token|password|passwd|secret|api-key|secret-key|access-key)(?:=|\s+)"
-               r"(?P<s>[^\s\"'<>&\x1b]+)", re.I),
+    re.compile(r"(?<![\w-])--(?:[a-z0-9]+-)*(?:token|password|passwd|secret|api-key|secret-key|access-key)(?:=|\s+)"
+               r"(?P<s>[^\s\"'<>&\x1b-][^\s\"'<>&\x1b]*)", re.I),
     # curl -u user:pass / --user user:pass (wget --password is a flag above)
     re.compile(r"(?:^|\s)(?:-u|--user|--proxy-user)(?:\s+|=)['\"]?[^\s:'\"]*:(?P<s>[^\s'\"<>&]+)"),
     # Well-known token shapes, wherever they appear.
@@ -107,7 +107,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAG = re.compile(r"<[^>]*>")
 _MIN_LITERAL = 6  # secrets shorter than this are only masked where a pattern matches them
 _CODE = re.compile(r"[A-Za-z_][\w.]*[\[(]?")
+_COUNT = re.compile(r"\d{1,12}(?:\.\d+)?")
 _SECRET_WORD = re.compile(r"(?i)passw|passphrase|secret|token|api_?key|apikey|auth|credential|private|access_?key|pwd")
+# a secret word right before a quoted value makes it a key: whole words only (not tokenizer, tokens)
+_KEYED = re.compile(r"(?i)(?:passw(?:or)?d|passphrase|secrets?|token|api_?key|apikey|auth|credentials?|private_?key|"
+                    r"access_?key|pwd)(?![a-z])")
+_PATHLIKE = re.compile(r"^(?:/|\.{1,2}/|~/)|/$|\.[A-Za-z]{1,5}$")
 
 
 # ---------------------------------------------------------------------------------- detect-secrets
@@ -166,11 +171,11 @@ def _entropy_spans(text: str) -> Iterator[tuple[int, int]]:
         return
     for m in b64.regex.finditer(text):
         s = m.group(2).rstrip("\\")  # detect-secrets' charset holds a backslash: JSON's \" ends the string
-        if len(s) < 16 or _UUID.fullmatch(s):
+        if len(s) < 16 or _UUID.fullmatch(s) or _PATHLIKE.search(s):
             continue
         before = text[max(0, m.start() - 40):m.start()]
         before = before[before.rfind("\n") + 1:]
-        keyed = _SECRET_WORD.search(before) is not None
+        keyed = _KEYED.search(before) is not None
         if _HEX.fullmatch(s):
             if not keyed or hx.calculate_shannon_entropy(s) < hx.entropy_limit:
                 continue
@@ -232,6 +237,9 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
                 continue
             if pattern in _BARE_AWS and not (re.search(r"[a-z]", value) and re.search(r"[A-Z]", value)):
                 continue
+            if pattern is _NAME_RULE and _COUNT.fullmatch(value) and m.group(0)[:m.start("s") - m.start()].lower(
+                    ).rstrip("\"' :=]\x1b").endswith("token"):
+                continue  # "#full token: 350592", "token: 108": a count of tokens, not a token
             quoted = m.start("s") > 0 and text[m.start("s") - 1] in "\"'"
             code = pattern is _NAME_RULE and not quoted and _CODE.fullmatch(value.strip()) is not None
             spans.append((*m.span("s"), code))
