@@ -44,7 +44,7 @@ MASK = "***REDACTED***"
 # token words not, since eos_token/pad_token are tokenizer settings) and never after ``#``
 # (SGLang's ``#token: 108`` is a count, not a secret). ``os.environ["HF_TOKEN"] = ...`` is seen
 # through the closing bracket.
-_ENV_NAME = (r"\b(?:(?:[A-Z0-9]+_)+(?:PASS|PWD)|[A-Z0-9_]*(?:TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|PASSPHRASE|"
+_ENV_NAME = (r"\b(?=[A-Z])(?:(?:[A-Z0-9]+_)+(?:PASS|PWD)|[A-Z0-9_]*(?:TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|PASSPHRASE|"
              r"API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?|AUTH_KEY|SIGNING_KEY|ENCRYPTION_KEY|MASTER_KEY|"
              r"CLIENT_SECRET|CONNECTION_STRING|WEBHOOK_URL|SAS_TOKEN))\b")
 _KEY_NAME = (r"(?<![#\w/.-])(?i:(?:[a-z0-9]+_)*(?:password|passwd|passphrase|secret|api_?key|"
@@ -118,8 +118,10 @@ _PATHLIKE = re.compile(r"^(?:/|\.{1,2}/|~/)|/$|\.[A-Za-z]{1,5}$")
 # ---------------------------------------------------------------------------------- detect-secrets
 @lru_cache(maxsize=1)
 def _ds() -> tuple[list[re.Pattern[str]], list[tuple[re.Pattern[str], int]], Any, Any]:
-    """detect-secrets' regex plugins (their ``denylist`` patterns), keyword regexes and entropy
-    scorers. Public IPs are not credentials, the keyword and entropy plugins are applied below."""
+    r"""detect-secrets' regex plugins (their ``denylist`` patterns), keyword regexes and entropy
+    scorers. Public IPs are not credentials, the keyword and entropy plugins are applied below.
+    The plugins' keyword-style patterns (IBM, Cloudant, SoftLayer: ``(?<=\W)...(key|pwd|pass|token)``)
+    try every position of a text; they run only on the lines holding such a word (see ``_spans``)."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     from detect_secrets.plugins import keyword
     from detect_secrets.plugins.base import RegexBasedDetector
@@ -131,6 +133,25 @@ def _ds() -> tuple[list[re.Pattern[str]], list[tuple[re.Pattern[str], int]], Any
             regexes.extend(cls().denylist)
     kw = list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items()) + list(keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items())
     return regexes, kw, Base64HighEntropyString(), HexHighEntropyString()
+
+
+_HINT = re.compile(r"(?i)key|pw|pass|token|secret")
+
+
+def _hinted(rx: re.Pattern[str]) -> bool:
+    return rx.pattern.startswith("(?:(?<=\\W)|(?<=^))")
+
+
+def _lines_with(text: str, word: re.Pattern[str]) -> Iterator[tuple[int, str]]:
+    """(offset, line) of each line of ``text`` holding ``word``, once each."""
+    last_end = -1
+    for w in word.finditer(text):
+        if w.start() < last_end:
+            continue
+        start = text.rfind("\n", 0, w.start()) + 1
+        end = text.find("\n", w.end())
+        last_end = end = len(text) if end < 0 else end
+        yield start, text[start:end]
 
 
 def _group_spans(m: re.Match[str]) -> Iterator[tuple[int, int]]:
@@ -199,15 +220,7 @@ def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
     from detect_secrets.filters.heuristic import is_indirect_reference, is_templated_secret
 
     _, kw, _, _ = _ds()
-    last_end = -1
-    for w in _SECRET_WORD.finditer(text):
-        if w.start() < last_end:
-            continue
-        start = text.rfind("\n", 0, w.start()) + 1
-        end = text.find("\n", w.end())
-        end = len(text) if end < 0 else end
-        last_end = end
-        line = text[start:end]
+    for start, line in _lines_with(text, _SECRET_WORD):
         if len(line) > 4000:
             continue
         for rx, group in kw:
@@ -244,7 +257,15 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
             code = pattern is _NAME_RULE and not quoted and _CODE.fullmatch(value.strip()) is not None
             spans.append((*m.span("s"), code))
     regexes, _, _, _ = _ds()
+    hinted_lines: list[tuple[int, str]] | None = None
     for rx in regexes:
+        if _hinted(rx):
+            if hinted_lines is None:
+                hinted_lines = list(_lines_with(text, _HINT))
+            for off, line in hinted_lines:
+                for m in rx.finditer(line):
+                    spans.extend((off + a, off + b, False) for a, b in _group_spans(m) if b - a >= 8)
+            continue
         for m in rx.finditer(text):
             spans.extend((a, b, False) for a, b in _group_spans(m) if b - a >= 8)
     spans.extend(_keyword_spans(text))
