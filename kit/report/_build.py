@@ -277,8 +277,8 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
             executed.append((path, nb, run, secrets))
 
         runs = [r for _, _, r, _ in executed]
+        all_secrets: set[str] = set().union(*(sec for *_, sec in executed))
         if ledger_file.is_file():  # verdict evidence is notebook output too
-            all_secrets = set().union(*(sec for *_, sec in executed))
             text, n = redact_json_text(ledger_file.read_bytes().decode("utf-8", "replace"), all_secrets)
             if n:
                 ledger_file.write_text(text, encoding="utf-8")
@@ -304,7 +304,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         if not any(r.page == "index.html" for r in runs):
             block = export.nav_html(pages, "index.html") + _index_block(
                 runs, ledger, session, host, time.perf_counter() - t_start)
-            page, _ = export.redact_html(export.standalone_page("decode-kit report", block))
+            page, _ = export.redact_html(export.standalone_page("decode-kit report", block), all_secrets)
             (tmp / "index.html").write_text(page, encoding="utf-8")
 
         report = Report(out=out, runs=runs, seconds=time.perf_counter() - t_start)
