@@ -37,7 +37,10 @@ def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<
     lines = [ln for ln in strip_ansi(text).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise ParseError(f"{source}: no nvidia-smi query output", path=source)
-    rows = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
+    try:
+        rows = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
+    except csv.Error as exc:  # a field over csv's 128 KiB limit, a NUL byte: not nvidia-smi output
+        raise ParseError(f"{source}: not nvidia-smi query output ({exc})", path=source) from None
     units: dict[str, str] = {}
     first = [c.strip() for c in rows[0]]
     looks_like_header = all(_FIELD.match(c) for c in first)

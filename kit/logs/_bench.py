@@ -330,6 +330,8 @@ def parse_json_text(text: str, name: str) -> list[dict]:
     try:
         doc = json.loads(text)
         objs = doc if isinstance(doc, list) else [doc]
+    except RecursionError:
+        raise LogFormatError(f"{name}: JSON nested too deep to be a benchmark result", path=name) from None
     except json.JSONDecodeError:
         objs = []
         for i, ln in enumerate(text.splitlines(), 1):
@@ -337,6 +339,9 @@ def parse_json_text(text: str, name: str) -> list[dict]:
                 continue
             try:
                 objs.append(json.loads(ln))
+            except RecursionError:
+                raise LogFormatError(f"{name}: line {i} is JSON nested too deep to be a benchmark result",
+                                     path=name) from None
             except json.JSONDecodeError as exc:
                 raise LogFormatError(f"{name}: line {i} is not valid JSON ({exc.msg})", path=name) from None
     if not objs:

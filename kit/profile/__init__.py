@@ -20,6 +20,8 @@ Files:
 - ``_io.py``: bytes in: gzip, magic-byte sniffing
 - ``_kineto.py``: Kineto/torch-profiler chrome-trace JSON -> kernel and annotation tables
 - ``_nsys.py``: nsys stats CSV and nsys SQLite -> kernel tables
+- ``_validate.py``: broken input repaired or dropped and counted (NaN, text numbers, missing ts,
+  negative durations, duplicates, too-deep events), applied where raw tables become frames
 - ``_cache.py``: the parquet cache of parsed tables, keyed by file identity
 - ``_categories.py``: the category rule table (categories.toml) and kernel -> category
 - ``_windows.py``: decode/prefill steps and phases from annotations

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from kit.errors import TraceError
+from kit.profile import _validate
 from kit.profile._io import read_bytes, sniff
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -36,6 +37,7 @@ KERNEL_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "
                "gpu_memset": "memset", "Memset": "memset"}
 ANNOT_CATS = {"user_annotation": "cpu", "gpu_user_annotation": "gpu"}
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "Runtime", "hip_runtime", "Driver"}
+_KEPT = frozenset(KERNEL_CATS) | frozenset(ANNOT_CATS) | frozenset(RUNTIME_CATS)
 # epoch microseconds are ~1.7e15; anything below 1e14 (3 years after 1970) is relative
 _ABSOLUTE_US = 1e14
 
@@ -56,6 +58,7 @@ class _Collector:
 
     def add(self, evs: list, count: int | None = None) -> None:
         self.events += len(evs) if count is None else count
+        evs = _validate.clean_events(evs, self, _KEPT)  # hook: text numbers, missing ts, odd types (counted)
         k, a, r = self.k, self.a, self.r
         intern = self._intern
         for e in evs:
@@ -142,7 +145,7 @@ def _loads_array(buf: bytes) -> list | None:
     try:
         out = orjson.loads(b"[" + buf + b"]")
     except orjson.JSONDecodeError:
-        return None
+        return _validate.loads_lenient(buf)  # hook: NaN/Infinity literals, events nested too deep
     return out
 
 
@@ -249,6 +252,7 @@ def read_kineto(path: Path) -> dict:
         meta.pop("traceEvents", None)
     if not isinstance(meta, dict):
         meta = {}
+    warnings.extend(_validate.collector_warnings(col, base))  # hook: what clean_events repaired or dropped
     return {"kernels": col.k, "annotations": col.a, "launches": col.r, "meta": meta, "warnings": warnings,
             "events": col.events, "bytes": n, "truncated": truncated is not None}
 

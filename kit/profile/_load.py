@@ -13,6 +13,7 @@ import pandas as pd
 from kit.profile import _cache as _trace_cache
 from kit.profile._io import sniff
 from kit.profile._read import read_raw
+from kit.profile._validate import check_frames
 
 _RANK_RE = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I), re.compile(r"TP-(\d+)"),
             re.compile(r"tp[-_]?rank[-_]?(\d+)", re.I))
@@ -72,7 +73,7 @@ def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = No
         todo.append(i)
     early = {i: prefetched[str(paths[i])] for i in todo if str(paths[i]) in prefetched}
     for i, fut in early.items():
-        fr = _frames(fut.result())
+        fr = check_frames(_frames(fut.result()), paths[i].name)  # hook: drop and count unusable rows
         if store:
             _trace_cache.store(paths[i], fr)
         fr["cached"] = False
@@ -88,7 +89,7 @@ def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = No
         else:
             raws = [read_raw(str(paths[i])) for i in todo]
         for i, raw in zip(todo, raws):
-            fr = _frames(raw)
+            fr = check_frames(_frames(raw), paths[i].name)  # hook: drop and count unusable rows
             if store:
                 _trace_cache.store(paths[i], fr)
             fr["cached"] = False

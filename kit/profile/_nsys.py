@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kit.errors import TraceError
 from kit.profile._io import read_bytes, sniff
+from kit.profile._validate import Numbers
 
 _REPORT_RE = re.compile(r"\[[^\]]*?/?([A-Za-z_:]+?)(?:\.py)?\]\.\.\.\s*$")
 _BANNER_RE = re.compile(r"^\s*\*\*\s.*\(([a-z_:]+)\):\s*$")
@@ -37,7 +38,10 @@ def _num(s: str) -> float:
     s = s.strip().replace(",", "")
     if not s or s in ("-", "N/A"):
         return float("nan")
-    return float(s)
+    try:
+        return float(s)
+    except ValueError:  # "12.5us", "fast": NaN, dropped and counted by _validate.check_frames
+        return float("nan")
 
 
 def _empty_cols() -> dict:
@@ -195,7 +199,8 @@ def _kern_sum_rows(k: dict, header: list[str], body: list[list[str]], base: str)
             t = _num(r[total]) * unit
         except ValueError:
             continue
-        n = int(_num(r[inst])) if inst is not None and r[inst].strip() else 1
+        n = _num(r[inst]) if inst is not None and r[inst].strip() else 1.0
+        n = int(n) if n == n and abs(n) < 1e18 else 1
         _add_kernel(k, r[name].strip(), float("nan"), t, count=n)
 
 
@@ -226,6 +231,16 @@ def _first_int(s: str) -> int:
     return int(m.group(1) if m.re.groups else m.group()) if m else -1
 
 
+def _id(v) -> int:
+    """An integer id column (device, stream, correlation); anything else -> -1."""
+    if type(v) is int:
+        return v
+    try:
+        return int(v)
+    except (TypeError, ValueError, OverflowError):
+        return -1
+
+
 def read_nsys_sqlite(path: Path) -> dict:
     """Kernels, memcpy/memset, runtime launches and NVTX ranges from an ``nsys export --type sqlite`` file."""
     try:
@@ -234,6 +249,8 @@ def read_nsys_sqlite(path: Path) -> dict:
         raise TraceError(f"{path}: cannot open as SQLite ({exc})", path=str(path)) from None
     out = _empty_cols()
     warnings: list[str] = []
+    num = Numbers()  # text timestamps read as numbers (counted) or NaN (dropped and counted later)
+    us = num.us
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if "CUPTI_ACTIVITY_KIND_KERNEL" not in tables:
@@ -245,23 +262,25 @@ def read_nsys_sqlite(path: Path) -> dict:
              f"FROM CUPTI_ACTIVITY_KIND_KERNEL k LEFT JOIN StringIds s ON s.id = k.{name_col} ORDER BY k.start")
         kk = out["kernels"]
         for start, end, dev, strm, corr, name in con.execute(q):
-            _add_kernel(kk, name or "?", start / 1000.0, (end - start) / 1000.0, device=dev, stream=strm,
-                        corr=corr if corr is not None else -1)
+            t0 = us(start)
+            _add_kernel(kk, str(name or "?"), t0, us(end) - t0, device=_id(dev), stream=_id(strm), corr=_id(corr))
         for table, kind in (("CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy"), ("CUPTI_ACTIVITY_KIND_MEMSET", "memset")):
             if table in tables:
                 for start, end, dev, strm, corr in con.execute(
                         f"SELECT start, end, deviceId, streamId, correlationId FROM {table}"):
-                    _add_kernel(kk, "Memcpy" if kind == "memcpy" else "Memset", start / 1000.0, (end - start) / 1000.0,
-                                device=dev, stream=strm, corr=corr if corr is not None else -1, kind=kind)
+                    t0 = us(start)
+                    _add_kernel(kk, "Memcpy" if kind == "memcpy" else "Memset", t0, us(end) - t0,
+                                device=_id(dev), stream=_id(strm), corr=_id(corr), kind=kind)
         if "CUPTI_ACTIVITY_KIND_RUNTIME" in tables:
             rr = out["launches"]
             for start, end, corr, tid, name in con.execute(
                     "SELECT r.start, r.end, r.correlationId, r.globalTid, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
                     "LEFT JOIN StringIds s ON s.id = r.nameId"):
-                rr["name"].append(name or "?")
-                rr["ts"].append(start / 1000.0)
-                rr["dur"].append((end - start) / 1000.0)
-                rr["correlation"].append(corr if corr is not None else -1)
+                t0 = us(start)
+                rr["name"].append(str(name or "?"))
+                rr["ts"].append(t0)
+                rr["dur"].append(us(end) - t0)
+                rr["correlation"].append(_id(corr))
                 rr["tid"].append(str(tid))
         if "NVTX_EVENTS" in tables:
             ncols = {r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")}
@@ -274,9 +293,10 @@ def read_nsys_sqlite(path: Path) -> dict:
                     f"WHERE n.end IS NOT NULL AND n.eventType IN (59, 60)"):
                 if name is None:
                     continue
-                aa["name"].append(name)
-                aa["ts"].append(start / 1000.0)
-                aa["dur"].append((end - start) / 1000.0)
+                t0 = us(start)
+                aa["name"].append(str(name))
+                aa["ts"].append(t0)
+                aa["dur"].append(us(end) - t0)
                 aa["side"].append("cpu")
                 aa["device"].append(-1)
                 aa["stream"].append(-1)
@@ -285,5 +305,6 @@ def read_nsys_sqlite(path: Path) -> dict:
         raise TraceError(f"{path}: SQLite query failed ({exc}); not an nsys export?", path=str(path)) from None
     finally:
         con.close()
+    warnings.extend(num.warnings(os.path.basename(path)))
     return {**out, "meta": {"source": "nsys-sqlite", "timeline": True}, "warnings": warnings,
             "events": len(out["kernels"]["name"]), "bytes": os.path.getsize(path), "truncated": False}

@@ -2,8 +2,10 @@
 
 ``kit report`` / ``make report`` call :func:`build`. Each notebook runs in a real kernel (nbclient)
 with papermill parameters injected after its ``parameters`` cell (``session``, ``host``), a
-per-cell timeout, and its own working directory. Outputs are redacted (tokens, passwords,
-private keys, Authorization headers) before nbconvert exports them with the vendored
+per-cell timeout, and its own working directory. Sources and outputs are redacted (detect-secrets'
+provider, keyword and entropy detectors plus rules for what serving hosts print: environment dumps,
+NCCL/HF variables, AWS credentials, URLs with credentials, Authorization headers, private keys)
+before nbconvert exports them with the vendored
 assets referenced by relative ``assets/`` URLs, so the pages make no network request. A notebook that
 fails still gets a page with a banner linking to the failing cell, and the run reports it.
 
@@ -11,7 +13,8 @@ The report is written into a temporary directory beside ``out`` and swapped in a
 existing report is never half-overwritten, and a directory that is not a kit report is never replaced.
 The verdicts the notebooks record go into a copy of the session's ledger inside the report
 (``ledger.json``; the kernels get its path in ``KIT_LEDGER``, which :meth:`kit.ledger.Ledger.for_session`
-honours), so running the report never modifies the session itself.
+honours), so running the report never modifies the session itself; that copy, the ``ipynb/`` copies
+and every page are redacted too.
 
 Files:
 

@@ -238,7 +238,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     from kit.ledger import Ledger
     from kit.report import _assets as assets
     from kit.report import _export as export
-    from kit.report._redact import redact_notebook, redact_text
+    from kit.report._redact import redact_json_text, redact_notebook, redact_text
 
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
@@ -277,9 +277,9 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
             executed.append((path, nb, run, secrets))
 
         runs = [r for _, _, r, _ in executed]
+        all_secrets: set[str] = set().union(*(sec for *_, sec in executed))
         if ledger_file.is_file():  # verdict evidence is notebook output too
-            all_secrets = set().union(*(sec for *_, sec in executed))
-            text, n = redact_text(ledger_file.read_text(encoding="utf-8"), all_secrets)
+            text, n = redact_json_text(ledger_file.read_bytes().decode("utf-8", "replace"), all_secrets)
             if n:
                 ledger_file.write_text(text, encoding="utf-8")
         pages = [(("index" if r.page == "index.html" else r.name), r.page, r.ok) for r in runs]
@@ -304,7 +304,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         if not any(r.page == "index.html" for r in runs):
             block = export.nav_html(pages, "index.html") + _index_block(
                 runs, ledger, session, host, time.perf_counter() - t_start)
-            page, _ = export.redact_html(export.standalone_page("decode-kit report", block))
+            page, _ = export.redact_html(export.standalone_page("decode-kit report", block), all_secrets)
             (tmp / "index.html").write_text(page, encoding="utf-8")
 
         report = Report(out=out, runs=runs, seconds=time.perf_counter() - t_start)

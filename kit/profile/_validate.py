@@ -1,0 +1,226 @@
+"""Broken trace input repaired or dropped, and always counted: never a silent wrong number.
+
+Applied at three points (each a one-line hook in the reader, so the readers stay about reading):
+
+- ``loads_lenient`` (``_kineto._loads_array``, when orjson refuses a piece): a ``NaN`` or
+  ``Infinity`` literal (Python's json writes them) is parsed by the standard library instead of
+  failing the whole piece (which used to drop every kernel under a "truncated" warning); an event
+  nested deeper than any parser allows (100k ``[``) is replaced by a marker and counted.
+- ``clean_events`` (``_kineto._Collector.add``, on every parsed piece): ``ts``/``dur`` given as text
+  are read as numbers (``"12.5"``, ``"12.5us"``, ``"0.0125 ms"``) and counted as repaired; text that
+  is no number, a missing ``ts``, or a non-object ``args`` are made visible to the frame check
+  below instead of being skipped or raising; events whose category is not a string are dropped
+  and counted.
+- ``check_frames`` (``_load.load_files``, where raw columns become frames, for every format):
+  kernels with no usable timestamp, an unreadable (NaN, infinite, text) or negative duration, and
+  exact duplicates (the same kernel, stream, start and duration twice) are dropped, each kind
+  counted in one warning naming the file. When most kernels have no usable timestamp the file
+  gives a TraceError: a timeline built from the rest would be a wrong number with a footnote.
+
+The SQLite reader converts its values with :class:`Numbers` (text timestamps read or dropped, and
+counted); the CSV reader turns unreadable cells into NaN for ``check_frames`` to count.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from kit.errors import TraceError
+
+_NONFINITE = (b"NaN", b"Infinity")
+_DEEP = re.compile(rb"[\[{](?:\s*[\[{]){500,}")
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+DROPPED = "__kit_dropped__"  # category of the marker event that stands for an unparseable one
+_UNIT = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "μs": 1.0, "ms": 1e3, "s": 1e6, "": 1.0}
+_NUM_UNIT = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(ns|us|µs|μs|ms|s)?\s*")
+# a timeline built from fewer than this share of a file's kernels is refused, not footnoted
+MIN_TIMED_SHARE = 0.5
+
+
+def _parse(buf: bytes) -> list | None:
+    import orjson
+
+    try:
+        return orjson.loads(buf)
+    except orjson.JSONDecodeError:
+        pass
+    if any(t in buf for t in _NONFINITE):
+        try:
+            return json.loads(buf)
+        except (ValueError, RecursionError):
+            return None
+    return None
+
+
+def loads_lenient(buf: bytes) -> list | None:
+    """``[`` + buf + ``]`` parsed where orjson alone refused it; None when it really does not parse
+    (a piece cut inside a string: the caller then merges it with the next one, as before)."""
+    whole = _parse(b"[" + buf + b"]")
+    if whole is not None or not _DEEP.search(buf):
+        return whole
+    inner = buf.strip()
+    if not (inner.startswith(b"{") and inner.endswith(b"}")):
+        return None
+    out: list = []
+    acc: bytes | None = None
+    for piece in _BOUNDARY.split(inner[1:-1]):
+        acc = piece if acc is None else acc + b"},{" + piece
+        ev = _parse(b"[{" + acc + b"}]")
+        if ev is not None:
+            out.extend(ev)
+            acc = None
+        elif _DEEP.search(acc):
+            out.append({"cat": DROPPED, "why": "nested too deep to parse"})
+            acc = None
+    return out if acc is None else None
+
+
+def _number(v: Any) -> tuple[float, bool]:
+    """(value, repaired): numbers as they are; text read as a number (with a time unit: -> us)."""
+    t = type(v)
+    if t is float or t is int:
+        return float(v), False
+    if t is str:
+        m = _NUM_UNIT.fullmatch(v)
+        if m:
+            return float(m.group(1)) * _UNIT[m.group(2) or ""], True
+    return math.nan, False
+
+
+def clean_events(evs: list, col: Any, kept_cats: Any) -> list:
+    """Normalise the events of the categories a profile keeps (see module doc); counts go on ``col``."""
+    issues = col.__dict__.setdefault("_kit_issues", {})
+    bad_cat = 0
+    out = evs
+    for i, e in enumerate(evs):
+        if type(e) is not dict:
+            continue
+        cat = e.get("cat")
+        if cat is None:
+            continue
+        if type(cat) is not str:
+            if out is evs:
+                out = list(evs)
+            out[i] = None
+            bad_cat += 1
+            continue
+        if cat == DROPPED:
+            issues[e.get("why", "unparseable")] = issues.get(e.get("why", "unparseable"), 0) + 1
+            continue
+        if cat not in kept_cats or e.get("ph", "X") != "X":
+            continue
+        ts = e.get("ts")
+        if type(ts) is not float and type(ts) is not int:
+            val, fixed = _number(ts)
+            e["ts"] = val
+            if fixed:
+                issues["text"] = issues.get("text", 0) + 1
+        dur = e.get("dur")
+        if dur is not None and type(dur) is not float and type(dur) is not int:
+            val, fixed = _number(dur)
+            e["dur"] = val
+            if fixed:
+                issues["text"] = issues.get("text", 0) + 1
+        args = e.get("args")
+        if args is not None and type(args) is not dict:
+            e["args"] = {}
+            issues["args"] = issues.get("args", 0) + 1
+    if bad_cat:
+        issues["cat"] = issues.get("cat", 0) + bad_cat
+        out = [e for e in out if e is not None]
+    return out
+
+
+def collector_warnings(col: Any, base: str) -> list[str]:
+    """The counts ``clean_events`` kept, as warnings naming the file."""
+    issues = col.__dict__.get("_kit_issues", {})
+    out = []
+    if issues.get("text"):
+        out.append(f"{base}: {_n(issues['text'], 'timestamp or duration')} given as text repaired (read as numbers)")
+    if issues.get("args"):
+        out.append(f"{base}: {_n(issues['args'], 'event')} whose 'args' is not an object repaired (args ignored)")
+    if issues.get("cat"):
+        out.append(f"{base}: {_n(issues['cat'], 'event')} with a category that is not a string dropped")
+    for why, n in issues.items():
+        if why not in ("text", "args", "cat"):
+            out.append(f"{base}: {_n(n, 'event')} {why} dropped")
+    return out
+
+
+def _n(n: int, what: str) -> str:
+    return f"{n:,} {what}" + ("" if n == 1 else "s" if not what.endswith("s") else "es")
+
+
+class Numbers:
+    """Nanosecond values from an SQLite column -> microseconds, counting text that had to be read."""
+
+    def __init__(self) -> None:
+        self.text = 0
+
+    def us(self, v: Any) -> float:
+        if v is None:
+            return math.nan
+        if type(v) is int or type(v) is float:
+            return v / 1000.0
+        if isinstance(v, (str, bytes)):
+            try:
+                x = float(v)
+            except ValueError:
+                return math.nan
+            self.text += 1
+            return x / 1000.0
+        return math.nan
+
+    def warnings(self, base: str) -> list[str]:
+        return [f"{base}: {_n(self.text, 'timestamp')} given as text repaired (read as numbers)"] if self.text else []
+
+
+def check_frames(fr: dict, name: str) -> dict:
+    """Drop and count kernels/annotations/launches the figures cannot use (see module doc)."""
+    import numpy as np
+
+    k = fr["kernels"]
+    warnings = list(fr.get("warnings", []))
+    timeline = bool((fr.get("meta") or {}).get("timeline", True))
+    n0 = len(k)
+    if n0:
+        ts = k["ts"].to_numpy(dtype=float)
+        dur = k["dur"].to_numpy(dtype=float)
+        bad_ts = ~np.isfinite(ts) if timeline else np.zeros(n0, bool)
+        bad_dur = ~np.isfinite(dur) & ~bad_ts
+        neg = np.isfinite(dur) & (dur < 0) & ~bad_ts
+        if timeline and bad_ts.sum() > (1 - MIN_TIMED_SHARE) * n0:
+            raise TraceError(f"{name}: {int(bad_ts.sum()):,} of {n0:,} kernel events have no usable timestamp "
+                             f"(missing, NaN or not a number): no GPU timeline can be built from this file",
+                             path=name)
+        for mask, why in ((bad_ts, "with no usable timestamp (missing, NaN or not a number)"),
+                          (bad_dur, "with an unreadable duration (NaN, infinite or not a number)"),
+                          (neg, "with a negative duration (end before start)")):
+            if mask.any():
+                warnings.append(f"{name}: {_n(int(mask.sum()), 'kernel event')} {why} dropped")
+        drop = bad_ts | bad_dur | neg
+        if drop.any():
+            k = k[~drop]
+        if timeline and len(k) > 1:
+            dup = k.duplicated(subset=["device", "stream", "ts", "dur", "name", "correlation", "kind"])
+            if dup.any():
+                warnings.append(f"{name}: {_n(int(dup.sum()), 'duplicated kernel event')} dropped (the same kernel, "
+                                f"stream, start and duration twice: events written twice or files concatenated?)")
+                k = k[~dup.to_numpy()]
+        if len(k) != n0:
+            k = k.reset_index(drop=True)
+    fr["kernels"] = k
+    for table, label in (("annotations", "annotation"), ("launches", "runtime launch event")):
+        t = fr[table]
+        if not len(t):
+            continue
+        ts = t["ts"].to_numpy(dtype=float)
+        dur = t["dur"].to_numpy(dtype=float)
+        bad = ~np.isfinite(ts) | ~np.isfinite(dur) | (dur < 0)
+        if bad.any():
+            warnings.append(f"{name}: {_n(int(bad.sum()), label)} with no usable timestamp or duration dropped")
+            fr[table] = t[~bad].reset_index(drop=True)
+    fr["warnings"] = warnings
+    return fr
