@@ -218,13 +218,14 @@ def _from_dict(cfg: dict, src: str, name: str | None) -> ModelShape:
                       weight_format=fmt, source=src, **kw)
 
 
-def model_shape(config: Any, *, host=None, name: str | None = None) -> ModelShape:
+def model_shape(config: Any, *, host=None, name: str | None = None, source: str | None = None) -> ModelShape:
     """A :class:`ModelShape` from a config dict, a ``config.json`` path (or its directory), or that
-    path on ``host`` (a :class:`kit.remote.Host`: read with ``host.read_text``)."""
+    path on ``host`` (a :class:`kit.remote.Host`: read with ``host.read_text``). ``source``: where a
+    dict came from (shown as the shape's provenance)."""
     if isinstance(config, ModelShape):
         return config
     if isinstance(config, dict):
-        return _from_dict(config, name or "config dict", name)
+        return _from_dict(config, source or "a config dict", name)
     path = str(config)
     if host is not None:
         text = None
