@@ -143,3 +143,19 @@ def test_roofline_of_decode_gemms_with_recorded_shapes():
     assert r.attrs["gpu"].startswith("GPUSpec(H200")
     graph = profile.roofline(T / "cmp_gemm_a" / "rank0.trace.json.gz")
     assert graph.empty and graph.attrs["warnings"]
+
+
+def test_multi_rank_compares_rank_by_rank_and_on_the_slowest_rank():
+    """Two 'ranks' per run built from the real traces (rank 1 of run B carries the extra GEMMs):
+    the per-rank table shows the change on rank 1 only, and the headline compares the slowest ranks."""
+    a, b = (T / s / "rank0.trace.json.gz" for s in ("cmp_gemm_a", "cmp_gemm_b"))
+    pa, pb = profile.load([a, a]), profile.load([a, b])
+    c = profile.compare(pa, pb, labels=("A x2", "A+B"))
+    pr = c.per_rank.set_index("rank")
+    assert list(pr.index) == [0, 1]
+    assert abs(pr.loc[0, "delta_us"]) < c.noise_us + 1.0
+    single = profile.compare(a, b)
+    assert pr.loc[1, "delta_us"] == pytest.approx(single.delta_us, rel=1e-9)
+    assert c.ranks[1] == 1                       # B's slowest rank is the one with the extra GEMMs
+    assert c.share("gemm") >= 0.8
+    assert "rank 1:" in repr(c)
