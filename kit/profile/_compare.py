@@ -109,7 +109,8 @@ def _rank_run(prof, rank: int, phase: str, links: dict | None) -> _Run:
                           "gap_us": np.asarray(gaps, float)})
     k = prof.kernels
     k = k[(k["rank"] == rank) & k["step"].isin(steps["step"])].copy()
-    k["family"] = k["name"].astype(str).map(kernel_family)
+    names = k["name"].astype(str)
+    k["family"] = names.map({n: kernel_family(n) for n in names.unique()})
     k["category"] = k["category"].astype(str)
     steps_idx = pd.Index(steps["step"], name="step")
     cat = k.pivot_table(index="step", columns="category", values="dur_us", aggfunc="sum", fill_value=0.0)
@@ -117,7 +118,8 @@ def _rank_run(prof, rank: int, phase: str, links: dict | None) -> _Run:
     fam = k.pivot_table(index="step", columns="family", values="dur_us", aggfunc="sum", fill_value=0.0)
     fam = fam.reindex(steps_idx).fillna(0.0)
     calls = k.groupby("family")["count"].sum() / max(len(steps), 1)
-    fam_cat = k.groupby("family")["category"].agg(lambda c: c.value_counts().index[0]).to_dict()
+    fc = k.groupby(["family", "category"]).size().reset_index(name="n").sort_values(["family", "n"], ascending=[True, False])
+    fam_cat = dict(zip(fc.drop_duplicates("family")["family"], fc.drop_duplicates("family")["category"]))
     busy = {}
     for s, g in k.groupby("step"):
         b0 = g["start_us"].to_numpy(float)

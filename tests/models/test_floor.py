@@ -179,3 +179,11 @@ def test_gpu_from_the_fingerprint_of_the_recording_host():
     fp = Fingerprint(host="h200", gpus=gpus)
     f = M.decode_floor(LLAMA3_8B, fp, context=8192)
     assert f.gpu.key == "H200" and "fingerprint of h200" in f.inputs["gpu"]
+
+
+def test_gpu_from_a_connected_host_without_gpus_says_so():
+    """This machine has no nvidia-smi: the host path runs kit.env.fingerprint and says what is missing."""
+    from kit.remote import LocalHost
+
+    with pytest.raises(ModelError, match="local: no GPU name in the fingerprint"):
+        M.decode_floor(LLAMA3_8B, host=LocalHost())
