@@ -6,7 +6,7 @@ Public surface (everything else is private):
 - ``kit.source``: slice, grep and navigate the serving framework's installed source on a host.
 - ``kit.profile``: Kineto / nsys decode profiles -> kernel tables, categories, AllReduce share.
 - ``kit.logs``: serving logs and benchmark output -> tables; speculative acceptance, normalised.
-- ``kit.models``: AllReduce cost and speculative-decoding break-even models.
+- ``kit.models``: AllReduce cost and speculative-decoding break-even models; the decode speed of light.
 - ``kit.env``: host fingerprint (GPUs, link matrix, versions, NCCL variables).
 - ``kit.ledger``: the hypothesis ledger.  ``kit.plots``: the plots.  ``kit.report``: HTML report.
 - ``kit.explorer``: ipywidgets profile explorer and its static views.

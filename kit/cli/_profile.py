@@ -2,12 +2,20 @@
 
     kit profile summary TRACE... [--json] [--phase decode|prefill|all] [--rules FILE] [--top N] [--no-cache]
 
-``--json`` prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
+    kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
+                        [--step-ms A_MS B_MS] [--no-cache]
+
+``compare`` splits the per-step time difference of run B against run A into parts that add up to it
+(categories, GPU idle, launch gaps, unattributed), marks each within or beyond the step-to-step
+noise and lists kernel families found in one run only; ``--json`` prints ``Comparison.to_dict()``.
+
+``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
 the ``idle`` row has ``share_of_kernel: null``).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -23,6 +31,16 @@ def register(subparsers) -> None:
     s.add_argument("--top", type=int, default=5, help="top kernels per category (text output)")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
     s.set_defaults(func=_summary)
+    c = psub.add_parser("compare", help="where the step-time difference of two runs goes (A... -- B...)")
+    c.add_argument("traces", nargs=argparse.REMAINDER, metavar="A... -- B...",
+                   help="run A's trace files (one per rank), then --, then run B's")
+    c.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    c.add_argument("--phase", choices=("decode", "prefill", "all"), default="decode")
+    c.add_argument("--labels", nargs=2, metavar=("A", "B"), help="names of the two runs")
+    c.add_argument("--step-ms", nargs=2, type=float, metavar=("A_MS", "B_MS"),
+                   help="step times measured outside the profiler (ms): the difference to explain")
+    c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
+    c.set_defaults(func=_compare)
     prof.set_defaults(func=lambda a: (prof.print_help(), 2)[1])
 
 
@@ -48,4 +66,61 @@ def _summary(args) -> int:
         print("top kernels:")
         for r in s.top.itertuples():
             print(f"  {r.category:<18} {r.time_us:>12,.1f} us x{r.calls:<6} {r.name[:100]}")
+    return 0
+
+
+def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
+    """Traces of A and B from ``A... -- B...``; options given after the traces are read here too."""
+    rest, i = [], 0
+    while i < len(tokens):
+        t = tokens[i]
+        if t == "--json":
+            args.json = True
+        elif t == "--no-cache":
+            args.no_cache = True
+        elif t == "--phase" and i + 1 < len(tokens):
+            args.phase = tokens[i + 1]
+            i += 1
+        elif t == "--labels" and i + 2 < len(tokens):
+            args.labels = tokens[i + 1:i + 3]
+            i += 2
+        elif t == "--step-ms" and i + 2 < len(tokens):
+            args.step_ms = [float(tokens[i + 1]), float(tokens[i + 2])]
+            i += 2
+        else:
+            rest.append(t)
+        i += 1
+    if rest.count("--") != 1:
+        return None
+    k = rest.index("--")
+    a, b = rest[:k], rest[k + 1:]
+    return (a, b) if a and b else None
+
+
+def _compare(args) -> int:
+    from kit import profile
+    from kit.errors import KitError
+
+    ab = _split(list(args.traces), args)
+    if ab is None:
+        print("kit profile compare: give run A's traces, then --, then run B's (kit profile compare a.json.gz -- "
+              "b.json.gz)", file=sys.stderr)
+        return 2
+    if args.phase not in ("decode", "prefill", "all"):
+        print(f"kit profile compare: --phase must be decode, prefill or all, not {args.phase!r}", file=sys.stderr)
+        return 2
+    try:
+        pa = profile.load(ab[0], cache=not args.no_cache)
+        pb = profile.load(ab[1], cache=not args.no_cache)
+        cmp = profile.compare(pa, pb, phase=args.phase, labels=tuple(args.labels) if args.labels else None,
+                              step_ms=tuple(args.step_ms) if args.step_ms else None,
+                              measured_source="--step-ms" if args.step_ms else None)
+    except KitError as exc:
+        print(f"kit profile compare: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        json.dump(cmp.to_dict(), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(repr(cmp))
     return 0

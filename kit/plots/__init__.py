@@ -12,6 +12,11 @@ Log and speculative-decoding plots (from :mod:`kit.logs` / :mod:`kit.models`):
 - :func:`acceptance_over_time`, :func:`acceptance_per_position`, :func:`throughput_over_time`,
   :func:`speedup_curves` (defined in ``kit.plots._logs``).
 
+Run comparison plots (from :class:`kit.profile.Comparison`, defined in ``kit.plots._compare``):
+
+- :func:`compare_waterfall` — from run A's step time to run B's, one bar per part of the difference.
+- :func:`compare_families` — the top kernel families of both runs side by side.
+
 Environment and comparison plots:
 
 - :func:`link_matrix_plot` — the ``nvidia-smi topo -m`` GPU link matrix as a coloured grid.
@@ -24,13 +29,15 @@ Files:
 
 - ``_profile.py``: profile figures: category shares, step timeline, top kernels; link matrix, A/B
 - ``_logs.py``: log figures: acceptance and throughput over time, speed-up curves
+- ``_compare.py``: run comparison figures: waterfall, kernel families side by side
 """
 from __future__ import annotations
 
+from kit.plots._compare import compare_families, compare_waterfall
 from kit.plots._logs import acceptance_over_time, acceptance_per_position, speedup_curves, throughput_over_time
 from kit.plots._profile import CATEGORY_COLORS, ab_plot, category_shares, link_matrix_plot, step_timeline, top_kernels
 from kit.util import publish
 
-__all__ = ['CATEGORY_COLORS', 'ab_plot', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels']
+__all__ = ['CATEGORY_COLORS', 'ab_plot', 'compare_families', 'compare_waterfall', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels']
 
 publish(globals(), __all__)

@@ -1,5 +1,9 @@
 """Decode profiles: Kineto / nsys traces -> kernel tables, LLM kernel categories, steps, AllReduce share.
 
+``compare(a, b, phase="decode")`` splits the step-time difference of two runs into parts that add up
+to it (:class:`Comparison`); ``roofline(profile, gpu)`` gives decode GEMMs' achieved bandwidth
+against the GPU's peak where the trace recorded shapes.
+
 ``load(paths)`` reads one trace per rank (PyTorch-profiler chrome traces, ``.json`` or gzip,
 ``nsys stats`` CSV, ``nsys export`` SQLite) into a :class:`Profile`; ``Profile.summary(phase=...)``
 gives the category breakdown with GPU idle as its own row, per step, per rank, exposed versus total
@@ -27,6 +31,10 @@ Files:
 - ``_windows.py``: decode/prefill steps and phases from annotations
 - ``_summary.py``: the summary arithmetic: per category, step, rank; AllReduce share and exposure
 - ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables pulled back
+- ``_compare.py``: ``compare(a, b)``: where the step-time difference of two runs goes (categories,
+  kernel families, ops/modules, GPU idle and launch gaps, noise)
+- ``_oplink.py``: kernel -> launching aten op / nn.Module and its input shapes (a separate pass)
+- ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
 """
 from __future__ import annotations
 
@@ -34,12 +42,13 @@ import importlib
 
 from kit.util import publish
 
-__all__ = ["PHASES", "Profile", "Summary", "default_rules", "load"]
+__all__ = ["Comparison", "PHASES", "Profile", "Summary", "compare", "default_rules", "load", "roofline"]
 
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
-          "load": "_profile", "Rule": "_categories", "prefetch": "_read"}
+          "load": "_profile", "Rule": "_categories", "prefetch": "_read", "Comparison": "_compare",
+          "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline"}
 
 
 def __getattr__(name: str):

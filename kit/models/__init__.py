@@ -1,0 +1,49 @@
+"""Analytical models an investigation checks measurements against.
+
+- AllReduce cost of tensor-parallel decode (alpha/beta link model, presets, fit to a sweep) and the
+  speculative-decoding break-even model (``_core.py``; its docstring has the formulas).
+- The decode speed of light: :func:`decode_floor` gives the minimum time of a decode step for a
+  model on a GPU (bytes that must move per step over the memory bandwidth, plus the all-reduce
+  floor for the TP size and link) and what a measured step is against it; model shapes come from a
+  Hugging Face ``config.json`` (:func:`model_shape`), GPU specs from a table shipped with sources
+  (``gpus.toml``, :func:`gpu_spec`, user-extendable).
+
+Files:
+
+- ``_core.py``: AllReduce cost model, link presets and fit; speculative decoding expected tokens,
+  speed-up, break-even
+- ``_shapes.py``: model shapes (dense, MoE, MLA) from a config.json dict, file or host path
+- ``_gpus.py``: the GPU spec table (``gpus.toml``) and lookup by name / host fingerprint
+- ``_floor.py``: bytes per decode step, the memory-bandwidth and all-reduce floor, efficiency
+"""
+from __future__ import annotations
+
+from kit.models._core import (
+    LINKS,
+    AllReduceCost,
+    LinkModel,
+    SpecEstimate,
+    acceptance_for_length,
+    allreduce_cost,
+    allreduce_time_us,
+    break_even,
+    drafter_cost,
+    expected_tokens,
+    fit,
+    link,
+    spec_estimate,
+    spec_from_summary,
+    speedup,
+    speedup_curves,
+)
+from kit.models._floor import WEIGHT_FORMATS, DecodeFloor, decode_floor
+from kit.models._gpus import GPUSpec, gpu_spec, gpu_specs
+from kit.models._shapes import ModelShape, model_shape
+from kit.util import publish
+
+__all__ = ["AllReduceCost", "DecodeFloor", "GPUSpec", "LINKS", "LinkModel", "ModelShape", "SpecEstimate",
+           "WEIGHT_FORMATS", "acceptance_for_length", "allreduce_cost", "allreduce_time_us", "break_even",
+           "decode_floor", "drafter_cost", "expected_tokens", "fit", "gpu_spec", "gpu_specs", "link", "model_shape",
+           "spec_estimate", "spec_from_summary", "speedup", "speedup_curves"]
+
+publish(globals(), __all__)

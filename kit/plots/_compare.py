@@ -1,0 +1,94 @@
+"""Comparison figures: the waterfall from run A's step time to run B's, top kernel families side by side."""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from kit.plots._profile import CATEGORY_COLORS
+from kit.util import clip
+
+__all__ = ["compare_waterfall", "compare_families"]
+
+_KIND_COLORS = {"overlap": "#c5b0d5", "gpu-idle": CATEGORY_COLORS["idle"], "launch-gap": "#b0b0b0",
+                "unattributed": "#ffffff"}
+
+
+def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
+    """Waterfall of a :class:`kit.profile.Comparison`: A's step time, then each part of the
+    difference (the ``top`` largest; the rest as one bar), ending at B's step time (measured if the
+    comparison was given measured times). Hatched bars are within the step-to-step noise."""
+    a_lab, b_lab = cmp.labels
+    parts = cmp.parts[cmp.parts["kind"] != "total"].copy()
+    parts = parts.reindex(parts["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
+    keep = parts.head(top)
+    rest = parts.iloc[top:]
+    start = cmp.measured_ms[0] * 1e3 if cmp.measured_ms else cmp.step_us[0]
+    end = start + cmp.delta_us
+    labels = [f"{a_lab}\nstep"]
+    bottoms, heights, colors, hatches = [0.0], [start], ["#4c72b0"], [""]
+    level = start
+    rows = list(keep.itertuples())
+    if len(rest):
+        rows.append(type("R", (), {"part": f"{len(rest)} other parts", "kind": "rest",
+                                   "delta_us": float(rest["delta_us"].sum()), "beyond_noise": False})())
+    for r in rows:
+        d = float(r.delta_us)
+        labels.append(clip(str(r.part), 22, ellipsis="…"))
+        bottoms.append(level if d >= 0 else level + d)
+        heights.append(abs(d))
+        colors.append(CATEGORY_COLORS.get(r.part, _KIND_COLORS.get(r.kind, "#999999")))
+        hatches.append("" if r.beyond_noise else "//")
+        level += d
+    labels.append(f"{b_lab}\nstep")
+    bottoms.append(0.0)
+    heights.append(end)
+    colors.append("#dd8452")
+    hatches.append("")
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.85 * len(labels) + 2), 4.6))
+    x = np.arange(len(labels))
+    bars = ax.bar(x, heights, bottom=bottoms, color=colors, edgecolor="#333333", linewidth=0.6)
+    for bar, h in zip(bars, hatches):
+        bar.set_hatch(h)
+    for i, r in enumerate(rows, start=1):
+        d = float(r.delta_us)
+        ax.annotate(f"{d:+,.1f}", (x[i], bottoms[i] + heights[i]), ha="center", va="bottom", fontsize=8)
+    ax.annotate(f"{start:,.1f}", (x[0], start), ha="center", va="bottom", fontsize=8)
+    ax.annotate(f"{end:,.1f}", (x[-1], end), ha="center", va="bottom", fontsize=8)
+    lo = min(b for b, h in zip(bottoms[1:-1], heights[1:-1])) if len(rows) else 0.0
+    ax.set_ylim(bottom=max(0.0, min(lo, start, end) - 0.15 * max(abs(cmp.delta_us), 1.0) - 0.02 * max(start, end)))
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("us per decode step")
+    ax.set_title(title or f"Where the gap goes: {a_lab} -> {b_lab} ({cmp.delta_us:+,.1f} us/step, "
+                          f"noise +-{cmp.noise_us:,.1f})", fontsize=10)
+    ax.legend(handles=[Patch(facecolor="white", edgecolor="#333333", hatch="//", label="within noise")],
+              loc="upper left", fontsize=8, frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def compare_families(cmp, *, n: int = 10, title: str | None = None) -> Figure:
+    """The ``n`` kernel families with the largest time in either run, A and B side by side
+    (us per step), coloured by category; families of one run only are marked."""
+    f = cmp.families.copy()
+    f["top"] = f[["a_us", "b_us"]].max(axis=1)
+    f = f.sort_values(["top", "family"], ascending=[False, True]).head(n).iloc[::-1]
+    fig, ax = plt.subplots(figsize=(9.0, 0.42 * len(f) + 1.6))
+    y = np.arange(len(f))
+    cols = [CATEGORY_COLORS.get(str(c), "#444444") for c in f["category"]]
+    ax.barh(y + 0.2, f["a_us"], height=0.38, color=cols, edgecolor="#333333", linewidth=0.5, label=cmp.labels[0])
+    ax.barh(y - 0.2, f["b_us"], height=0.38, color=cols, edgecolor="#333333", linewidth=0.5, hatch="..",
+            label=cmp.labels[1])
+    names = [("* " if p != "both" else "") + clip(str(nm), 48, ellipsis="…") for nm, p in zip(f["family"], f["presence"])]
+    ax.set_yticks(y)
+    ax.set_yticklabels(names, fontsize=8)
+    ax.set_xlabel("us per decode step")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title or f"Top kernel families: {cmp.labels[0]} (plain) vs {cmp.labels[1]} (dotted); "
+                          "* = in one run only", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,120 @@
+"""Per-kernel achieved bandwidth and FLOP/s of GEMMs whose trace recorded shapes (``record_shapes=True``).
+
+Each GEMM kernel is linked (correlation id, ``_oplink.py``) to the innermost aten op with
+``Input Dims`` that launched it: ``aten::mm`` ``[[M, K], [K, N]]``, ``aten::addmm``
+``[[bias], [M, K], [K, N]]``, ``aten::bmm`` ``[[B, M, K], [B, K, N]]``, ``aten::linear``
+``[[..., K], [N, K], ...]``. Then ``FLOPs = 2 B M N K`` and the bytes that must move are
+``B (M K + K N + M N) x element size``; dividing by the kernel's duration gives the achieved
+TB/s and TFLOP/s, set against the GPU's peaks (``kit.models.gpu_spec``). A decode GEMM (M = batch)
+is memory-bound: its bandwidth share is the figure that says how far it runs from the roofline.
+A GEMM split into several kernels (split-K reduce) has its bytes and FLOPs on the first and the
+time of all of them: rows are grouped per launching op call (the kernels under one op call).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from kit.errors import TraceError
+
+__all__ = ["roofline"]
+
+_ELT = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "c10::Float8_e4m3fn": 1,
+        "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "signed char": 1, "int": 4, "long int": 8}
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::_scaled_mm")
+
+
+def _mnk(op: str, dims: list, types: list) -> tuple[int, int, int, int, int] | None:
+    """(B, M, N, K, element bytes) of a GEMM op call, or None if the dims do not fit."""
+    try:
+        d = [list(x) for x in dims]
+        elt = _ELT.get(str((types or [None])[0]), 2)
+        if op == "aten::addmm":
+            d = d[1:]
+            elt = _ELT.get(str(types[1]), elt)
+        if op in ("aten::mm", "aten::addmm", "aten::_scaled_mm"):
+            (m, k), (k2, n) = d[0], d[1]
+            return (1, m, n, k, elt) if k == k2 else None
+        if op == "aten::bmm":
+            (b, m, k), (_, k2, n) = d[0], d[1]
+            return (b, m, n, k, elt) if k == k2 else None
+        if op == "aten::linear":
+            x, w = d[0], d[1]
+            m = int(np.prod(x[:-1])) if len(x) > 1 else 1
+            return (1, m, w[0], w[1], elt) if x[-1] == w[1] else None
+        if op == "aten::matmul":
+            x, w = d[0], d[1]
+            m = int(np.prod(x[:-1])) if len(x) > 1 else 1
+            return (1, m, w[-1], w[-2], elt) if x[-1] == w[-2] else None
+    except (TypeError, ValueError, IndexError):
+        return None
+    return None
+
+
+def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
+    """One row per GEMM op call with recorded shapes: op, B/M/N/K, kernels, dur_us, GFLOP, MB,
+    achieved TB/s and TFLOP/s, their shares of the GPU's peaks, arithmetic intensity, bound.
+
+    ``profile``: a :class:`kit.profile.Profile` (or trace path). ``gpu``: a GPU key/name/spec for
+    :func:`kit.models.gpu_spec`; None takes the trace's ``deviceProperties`` name. Empty when the
+    trace has no shapes (warns through the ``attrs['warnings']`` of the result).
+    """
+    from kit.models import gpu_spec
+    from kit.profile._oplink import op_links
+    from kit.profile._profile import Profile, load
+
+    p = profile if isinstance(profile, Profile) else load(profile)
+    if gpu is None:
+        names = [d.get("name") for m in p.meta.get("ranks", {}).values() for d in (m.get("device_properties") or [])
+                 if isinstance(d, dict) and d.get("name")]
+        if not names:
+            raise TraceError("roofline: the trace names no GPU (deviceProperties); give gpu=")
+        gpu = names[0]
+    spec = gpu_spec(gpu)
+    k = p.kernels
+    if phase != "all":
+        k = k[k["phase"] == phase]
+    k = k[k["category"].astype(str).isin(["gemm", "moe"])]
+    cols = ["rank", "op", "B", "M", "N", "K", "dtype_bytes", "kernels", "kernel", "dur_us", "gflop", "mbytes",
+            "tb_s", "tflop_s", "bw_share", "flop_share", "intensity", "bound"]
+    warnings = []
+    rows = []
+    for f, kf in k.groupby("file"):
+        path = next((x for x in p.files if x.endswith(str(f))), None)
+        links = op_links(path) if path else pd.DataFrame()
+        if links.empty or links["input_dims"].isna().all():
+            warnings.append(f"{f}: no recorded shapes (record_shapes=False, or CUDA-graph replay)")
+            continue
+        lk = links.dropna(subset=["call"]).set_index("correlation")
+        kf = kf[kf["correlation"].isin(lk.index)]
+        kf = kf.assign(call=kf["correlation"].map(lk["call"]))
+        first = lk.drop_duplicates("call").set_index("call")
+        for call, g in kf.groupby("call"):
+            op = first.at[call, "op"]
+            dims, types = first.at[call, "input_dims"], first.at[call, "input_types"]
+            shape = _mnk(str(op), dims, types) if dims is not None else None
+            if shape is None:
+                continue
+            b, m, n, kk, elt = shape
+            dur = float(g["dur_us"].sum())
+            if dur <= 0:
+                continue
+            flop = 2.0 * b * m * n * kk
+            byt = float(b * (m * kk + kk * n + m * n) * elt)
+            tb_s = byt / dur / 1e6
+            tflop_s = flop / dur / 1e6
+            rows.append({"rank": int(g["rank"].iloc[0]), "op": op, "B": b, "M": m, "N": n, "K": kk, "dtype_bytes": elt,
+                         "kernels": len(g), "kernel": str(g.sort_values("dur_us")["name"].iloc[-1]), "dur_us": dur,
+                         "gflop": flop / 1e9, "mbytes": byt / 1e6, "tb_s": tb_s, "tflop_s": tflop_s,
+                         "bw_share": tb_s * 1e3 / spec.mem_bw_gbps,
+                         "flop_share": tflop_s / spec.peak_tflops("fp8" if elt == 1 else "bf16"),
+                         "intensity": flop / byt})
+    out = pd.DataFrame(rows, columns=cols[:-1])
+    ridge = spec.peak_tflops("bf16") * 1e12 / (spec.mem_bw_gbps * 1e9)
+    out["bound"] = np.where(out["intensity"] < ridge, "memory", "compute")
+    out.attrs["gpu"] = repr(spec)
+    out.attrs["ridge_flop_per_byte"] = ridge if math.isfinite(ridge) else None
+    out.attrs["warnings"] = warnings
+    return out
