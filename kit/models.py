@@ -184,7 +184,7 @@ class AllReduceCost:
              f"{self.per_step_us / 1e3:.3f} ms/step, {self.per_token_us / 1e3:.3f} ms/token; {self.bound} "
              f"(latency {lat:.0%} of a call, crossover {_kib(self.crossover_bytes)})")
         if self.share is not None:
-            s += f"; {self.share:.0%} of the measured {self.step_time_ms:.2f} ms step"
+            s += f"; {self.share:.0%} of the given {self.step_time_ms:.2f} ms step"
         return s + ")"
 
 
@@ -325,7 +325,7 @@ class SpecEstimate:
     def __repr__(self) -> str:
         acc = f"{self.acceptance:.0%}" if self.acceptance is not None else "?"
         be = f"{self.break_even:.1%}" if self.break_even is not None else "none (c >= 1)"
-        return (f"SpecEstimate({acc} at k={self.k}, c={self.c:g} ({'measured' if self.c_measured else 'assumed'}) "
+        return (f"SpecEstimate({acc} at k={self.k}, c={self.c:g} ({'inferred from tok/s' if self.c_measured else 'assumed'}) "
                 f"-> {self.expected_tokens:.2f} tokens/verify, expected x{self.speedup:.2f} ({self.verdict}); "
                 f"break-even acceptance {be}; basis: {self.basis})")
 

@@ -14,10 +14,10 @@ KIT = ROOT / "kit"
 
 # The public surface. Adding a name is a decision: add it here in the same change.
 PUBLIC_API = {
-    'kit.session': ['KINDS', 'LAYOUT', 'Provenance', 'Session', 'open'],
+    'kit.session': ['Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'caption', 'open', 'provenance_of'],
     'kit': ['Host', 'Job', 'Result', '__version__', 'connect', 'env', 'errors', 'explorer', 'hosts', 'ledger', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'session', 'source'],
     'kit.remote': ['FileStat', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'add_host_options', 'connect', 'connect_options', 'hosts'],
-    'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'find', 'grep', 'module_path', 'slice'],
+    'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'evaluate', 'find', 'grep', 'module_path', 'slice'],
     'kit.profile': ['PHASES', 'Profile', 'Summary', 'default_rules', 'load'],
     'kit.logs': ['LogData', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'spec_summary'],
     'kit.models': ['AllReduceCost', 'LINKS', 'LinkModel', 'SpecEstimate', 'acceptance_for_length', 'allreduce_cost', 'allreduce_time_us', 'break_even', 'drafter_cost', 'expected_tokens', 'fit', 'link', 'spec_estimate', 'spec_from_summary', 'speedup', 'speedup_curves'],

@@ -53,6 +53,7 @@ class LogData:
         self.warnings = warnings
         self.k = k
         self.sglang_formats = sglang_formats
+        self._provenance = None
 
     decode = property(lambda self: self.tables["decode"], doc="SGLang Decode batch lines, one row each.")
     prefill = property(lambda self: self.tables["prefill"], doc="SGLang Prefill batch lines, one row each.")
@@ -89,13 +90,29 @@ class LogData:
             keep &= t[run] == running
         return float(t.loc[keep, col].median()) if keep.any() else float("nan")
 
+    @property
+    def provenance(self):
+        """Where the parsed file came from (``kit.session.Provenance``: measured, third-party, sample
+        ...), from the nearest session manifest or the marks in the file; ``unknown`` for text, lines
+        or a file fetched from a host. Set it explicitly when known (``log.provenance = ...``)."""
+        if self._provenance is None:
+            from kit.session import provenance_of
+
+            self._provenance = provenance_of(self.name)
+        return self._provenance
+
+    @provenance.setter
+    def provenance(self, value) -> None:
+        self._provenance = value
+
     def spec_summary(self, include_after_idle: bool = False) -> SpecSummary:
         """Pooled acceptance over this log (see :func:`spec_summary`)."""
         return spec_summary(self, include_after_idle=include_after_idle)
 
     def to_dict(self, tables: bool = True) -> dict[str, Any]:
         """JSON-ready: engine, version, counts, unknown/torn lines, warnings, server_args, tables."""
-        out: dict[str, Any] = {"path": self.name, "engine": self.engine, "version": self.version,
+        out: dict[str, Any] = {"path": self.name, "provenance": self.provenance.to_dict(),
+                               "engine": self.engine, "version": self.version,
                                "lines": self.lines, "counts": self.counts, "unknown_lines": self.unknown_lines,
                                "torn_lines": self.torn_lines, "warnings": list(self.warnings),
                                "server_args": jsonable(self.server_args)}
@@ -116,7 +133,8 @@ class LogData:
         warn = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
         return (f"<div><b>{html.escape(self.name)}</b>: engine {html.escape(self.engine)}, version "
                 f"{html.escape(self.version)}, {self.lines} lines ({self.unknown_lines} unknown, "
-                f"{self.torn_lines} torn)<table><tr><th>kind</th><th>rows</th></tr>{rows}</table>"
+                f"{self.torn_lines} torn)<br>source: {self.provenance._repr_html_()}"
+                f"<table><tr><th>kind</th><th>rows</th></tr>{rows}</table>"
                 + (f"<ul>{warn}</ul>" if warn else "") + "</div>")
 
 

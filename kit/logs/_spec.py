@@ -229,6 +229,10 @@ def vllm_spec(raw: pd.DataFrame, *, version: str, k: int | None, warnings: list[
     length = length.fillna(1.0 + rate * kk)
     v0 = variant == "v0"
     length = length.where(~v0, emitted / (drafted / kk).where(drafted > 0))
+    if v0.any():
+        warnings.append(f"{int(v0.sum())} vLLM V0 acceptance records: V0 counts draft tokens accepted after a "
+                        "rejection, so its draft acceptance rate is not comparable with vLLM V1 or SGLang "
+                        "(compare mean acceptance lengths only with care)")
     if kk.isna().any():
         warnings.append("k unknown for some vLLM acceptance records (no per-position list or "
                         "'Number of speculative tokens'): pass k=")
@@ -273,6 +277,12 @@ class SpecSummary:
     definition: str = ""
     warnings: tuple[str, ...] = field(default=())
 
+    @property
+    def comparable(self) -> bool:
+        """False for vLLM V0 acceptance, whose draft acceptance rate counts tokens accepted after a
+        rejection: not to be put beside vLLM V1 or SGLang figures without saying so."""
+        return not self.definition.startswith("vllm V0")
+
     def speedup(self, c: float):
         """Expected speed-up at drafter cost ``c`` (relative to one target step): a
         :class:`kit.models.SpecEstimate` built from this run's measured acceptance length."""
@@ -286,7 +296,7 @@ class SpecSummary:
                 "mean_acceptance_length": _clean(self.mean_acceptance_length),
                 "draft_acceptance_rate": _clean(self.draft_acceptance_rate),
                 "per_position": list(self.per_position) if self.per_position else None,
-                "definition": self.definition, "warnings": list(self.warnings)}
+                "definition": self.definition, "comparable": self.comparable, "warnings": list(self.warnings)}
 
     def __repr__(self) -> str:
         ver = self.version or "unknown"

@@ -175,7 +175,8 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
             a = models.acceptance_for_length(min(max(run.mean_acceptance_length, 1.0), run.k + 1.0), run.k)
             color = colors.get(run.k, "#d62728")
             ax.plot([a], [s], marker="*", ms=14, color=color, mec="black", ls="none")
-            ax.annotate(f"{label}\n{run.draft_acceptance_rate:.0%} drafts accepted @k={run.k} → x{s:.2f}",
+            # labelled with the x it sits at (and the length it comes from), not with another rate
+            ax.annotate(f"{label}\nlength {run.mean_acceptance_length:.2f} @k={run.k} = {a:.0%} i.i.d. → x{s:.2f}",
                         (a, s), textcoords="offset points", xytext=(8, 6), fontsize=8)
     ax.set_xlabel("draft acceptance per position (i.i.d. model)")
     ax.set_ylabel("expected speed-up")
@@ -184,5 +185,5 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title(title or f"Speculative speed-up vs acceptance, drafter cost c={c:g} "
-                          f"({'measured' if c_measured else 'assumed'})")
+                          f"({'inferred from tok/s' if c_measured else 'assumed'})")
     return fig

@@ -188,6 +188,22 @@ class Profile:
     def ranks(self) -> list[int]:
         return sorted(self.meta.get("ranks", {}))
 
+    @property
+    def provenance(self):
+        """Where the trace files came from (``kit.session.Provenance``, from the nearest session
+        manifest or the files' marks); the first file's when they agree, else ``unknown`` with a note
+        listing them."""
+        from kit.session import Provenance, provenance_of
+
+        found = []
+        for f in self.files:
+            pv = provenance_of(f)
+            if pv not in found:
+                found.append(pv)
+        if len(found) == 1:
+            return found[0]
+        return Provenance("unknown", note="; ".join(p.label for p in found) or None)
+
     def summary(self, phase: str = "all", *, top: int = 5) -> "Summary":
         """Category breakdown of ``phase`` ('all', 'decode' or 'prefill'); see :class:`Summary`."""
         if phase not in PHASES:
@@ -202,7 +218,7 @@ class Profile:
 
     def _repr_html_(self) -> str:
         w = "".join(f"<li>{html.escape(x)}</li>" for x in self.warnings)
-        return (f"<div><b>{html.escape(repr(self))}</b>"
+        return (f"<div><b>{html.escape(repr(self))}</b><br>source: {self.provenance._repr_html_()}"
                 f"{'<ul>' + w + '</ul>' if w else ''}</div>")
 
 
