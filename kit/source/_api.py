@@ -223,7 +223,7 @@ def _definition(host, source: SourceFile, b: Binding, name: str, via: list[str])
 
 _EVALUATE = """
 import importlib, os, sys
-_path, _attr, _call = {path!r}, {attr!r}, {call!r}
+_path, _attr, _call, _args = {path!r}, {attr!r}, {call!r}, {args!r}
 _dir, _base = os.path.split(_path)
 _parts = [] if _base == "__init__.py" else [os.path.splitext(_base)[0]]
 while os.path.isfile(os.path.join(_dir, "__init__.py")):
@@ -237,16 +237,17 @@ if os.path.realpath(getattr(_module, "__file__", "") or "") != os.path.realpath(
 _obj = _module
 for _a in _attr.split("."):
     _obj = getattr(_obj, _a)
-_value = _obj() if _call else _obj
+_value = _obj(*_args) if _call else _obj
 _value if isinstance(_value, (bool, int, float, str, type(None), list, tuple, dict)) else repr(_value)
 """
 
 
-def evaluate(host: Host, where: Definition, *, call: bool = True, python: str | None = None,
-             env: dict | None = None, timeout: float = 120.0):
-    """Ask the host's ``python`` what the definition ``where`` gives: ``where.qualname()`` when
-    ``call`` (a predicate such as ``is_sm100_supported``), else its value. Returns its JSON value
-    (other objects as their repr).
+def evaluate(host: Host, where: Definition, *, attribute: str | None = None, args: tuple = (), call: bool = True,
+             python: str | None = None, env: dict | None = None, timeout: float = 120.0):
+    """Ask the host's ``python`` what the definition ``where`` gives: ``where.qualname(*args)`` when
+    ``call`` (a predicate such as ``is_sm100_supported``), else its value; ``attribute`` first takes
+    an attribute of it (``evaluate(h, platform_class, attribute="is_device_capability", args=(100,))``).
+    ``args`` are JSON-able literals. Returns the JSON value (other objects as their repr).
 
     The file is imported as the module it is in its package (``.../sglang/srt/utils/common.py`` ->
     ``sglang.srt.utils.common``, the package root put first on ``sys.path``), so it is registered
@@ -259,7 +260,12 @@ def evaluate(host: Host, where: Definition, *, call: bool = True, python: str | 
     if where.kind not in ("function", "variable", "class"):
         raise SourceError(f"{where.host}:{where.path}:{where.line}: {where.qualname} is a {where.kind}; "
                           "only module-level functions, variables and classes can be evaluated")
-    code = _EVALUATE.format(path=where.path, attr=where.qualname, call=bool(call))
+    if attribute is not None and not _NAME_RE.match(attribute):
+        raise SourceError(f"evaluate: attribute {attribute!r} is not a (dotted) Python name")
+    if not all(a is None or isinstance(a, (bool, int, float, str)) for a in args):
+        raise SourceError(f"evaluate: args must be JSON-able literals (None, bool, int, float, str), got {args!r}")
+    attr = where.qualname + (f".{attribute}" if attribute else "")
+    code = _EVALUATE.format(path=where.path, attr=attr, call=bool(call), args=tuple(args))
     return host.python(code, python=default_python(host, python), env=env, timeout=timeout)
 
 

@@ -13,7 +13,8 @@ import sys
 import types
 
 _CAP = tuple(int(x) for x in os.environ.get("KIT_STANDIN_CAPABILITY", "9.0").split("."))
-# The engines' hard dependencies that this machine may lack. Packages an engine only probes for
+# The engines' hard dependencies that this machine may lack, and (KIT_STANDIN_MODULES, comma-separated
+# dotted names) an engine's own compiled modules, which a test unpacking only .py files leaves out. Packages an engine only probes for
 # (``find_spec("torch_npu")``, flashinfer ...) are NOT stood in for: they stay absent, as on a plain
 # CUDA host.
 _STAND_IN = set(os.environ.get("KIT_STANDIN_MODULES", "").split(",")) | {
@@ -142,7 +143,8 @@ class _Loader(importlib.abc.Loader):
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
-        if fullname.split(".")[0] not in _STAND_IN:
+        parts = fullname.split(".")
+        if not any(".".join(parts[:i]) in _STAND_IN for i in range(1, len(parts) + 1)):
             return None
         return importlib.machinery.ModuleSpec(fullname, _Loader(), is_package=True)
 
