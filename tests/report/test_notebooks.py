@@ -203,7 +203,7 @@ def test_backend_defaults_notebook_over_ssh(sshd, tmp_path):
     ledger_path = tmp_path / "ledger.json"
     nb, run = report.execute_notebook(
         NOTEBOOKS / "02_backend_defaults.ipynb", cwd=NOTEBOOKS,
-        parameters={"session": str(SAMPLE), "host": "kitgpu"},
+        parameters={"session": sshd.stage(SAMPLE), "host": "kitgpu"},  # readable by the sshd user
         env={LEDGER_ENV: str(ledger_path), "HOME": str(home), "KIT_KNOWN_HOSTS": sshd.kit_known_hosts})
     assert run.ok, run.error
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)

@@ -15,15 +15,18 @@ import pytest
 import kit
 from kit import source
 from kit.errors import RemoteFileError, SourceError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stage_readable
 
-ENGINE = ROOT / "notebooks" / "sample" / "engine"
+# What the tests read, over SSH too: a readable copy (the checkout may be unreadable to the sshd user).
+STAGED = stage_readable("notebooks/sample/engine", "kit/__init__.py", "kit/errors.py", "kit/source/__init__.py",
+                        "kit/source/_api.py")
+ENGINE = STAGED / "notebooks" / "sample" / "engine"
 TINY = ENGINE / "tinyserve"
 SERVER_ARGS = str(TINY / "srt" / "server_args.py")
 COMMON = str(TINY / "srt" / "utils" / "common.py")
 HYBRID = str(TINY / "srt" / "model_hooks" / "hybrid_mamba.py")
-ERRORS_PY = str(ROOT / "kit" / "errors.py")
-SOURCE_PY = str(ROOT / "kit" / "source" / "_api.py")
+ERRORS_PY = str(STAGED / "kit" / "errors.py")
+SOURCE_PY = str(STAGED / "kit" / "source" / "_api.py")
 HOSTILE = "a b;$(touch PWNED)'\""
 
 
