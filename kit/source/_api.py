@@ -181,7 +181,8 @@ def definition(host: Host, name: str, *, near: str, python: str | None = None, e
         if index is None:
             raise SourceError(syntax_note(source).replace("results come from a text search, not the AST",
                                                             "cannot follow imports"))
-        local = [b for b in index.find(attr) if b.kind in _DEFINING_KINDS and b.enclosing is None]
+        local = _implementation_first(source, index, [b for b in index.find(attr)
+                                                       if b.kind in _DEFINING_KINDS and b.enclosing is None])
         if local and not rest:
             return _definition(host, source, local[0], name, via)
         if local and rest and local[0].kind == "class":
@@ -190,6 +191,11 @@ def definition(host: Host, name: str, *, near: str, python: str | None = None, e
                 return _definition(host, source, members[0], name, via)
         step = follow_import(host, source, index, attr, python=python, env=env)
         if step is None:
+            imported = [i for i in index.imports if i.bound == attr]
+            if imported:
+                raise SourceError(f"{hname}:{path}:{imported[0].line}: {attr!r} is imported there "
+                                  f"({imported[0].statement}) but its module could not be found beside the file, "
+                                  f"in its package tree or by {python}")
             break
         path, attr, hop, is_module = step
         via.append(hop)
@@ -203,6 +209,19 @@ def definition(host: Host, name: str, *, near: str, python: str | None = None, e
             attr, rest = rest[0], rest[1:]
     raise SourceError(f"{hname}:{near}: cannot find where {name!r} is defined"
                       + (f" (followed {' -> '.join(via)})" if via else " (not defined or imported there)"))
+
+
+def _is_overload(source: SourceFile, index, b: Binding) -> bool:
+    scope = index.enclosing(b.line) if b.kind in ("function", "method") else None
+    if scope is None or scope.def_line != b.line:
+        return False
+    decorators = "".join(source.lines[scope.start - 1:scope.def_line - 1])
+    return bool(re.search(r"@\s*(typing\.|t\.|typing_extensions\.)?overload\b", decorators))
+
+
+def _implementation_first(source: SourceFile, index, bindings: list[Binding]) -> list[Binding]:
+    """``@overload`` stubs after the implementation: the definition is the code that runs."""
+    return sorted(bindings, key=lambda b: _is_overload(source, index, b))
 
 
 def _module_label(path: str) -> str:

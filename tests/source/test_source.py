@@ -467,10 +467,10 @@ def test_cli_slice_grep_find(capsys):
     assert main(["source", "slice", SERVER_ARGS, str(n), str(n + 1)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].split(None, 1) == [str(n), 'sm100_default_attention_backend="flashinfer",']
-    assert main(["source", "grep", "-C", "1", "-F", 'backend="flashinfer"', str(ENGINE)]) == 0
+    assert main(["source", "grep", "-C", "1", "-F", str(ENGINE), 'backend="flashinfer"']) == 0
     out = capsys.readouterr().out
     assert f"{SERVER_ARGS}:{n}:" in out and f"{SERVER_ARGS}-{n - 1}-" in out
-    assert main(["source", "grep", "zzz_not_there_zzz", str(ENGINE)]) == 1
+    assert main(["source", "grep", str(ENGINE), "zzz_not_there_zzz"]) == 1
     capsys.readouterr()
     assert main(["source", "find", SERVER_ARGS, "sm100_default_attention_backend", "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
