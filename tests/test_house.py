@@ -25,7 +25,7 @@ PUBLIC_API = {
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'ab_plot', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'],
     'kit.report': ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook'],
-    'kit.errors': ['AuthError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'SessionError', 'SourceError', 'TraceError'],
+    'kit.errors': ['AuthError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],
     'kit.magics': ['RemoteMagics', 'load_ipython_extension'],
     'kit.testing': ['SSHServer', 'TEST_USER', 'find_sshd', 'sshd'],

@@ -10,7 +10,7 @@ from typing import Iterable, Union
 import numpy as np
 import pandas as pd
 
-from kit.errors import TraceError
+from kit.errors import TraceError, UsageError
 from kit.profile import _summary as S
 from kit.profile._categories import OTHER, Rule, build_rules, categorise, category_order
 from kit.profile._io import sniff
@@ -207,7 +207,7 @@ class Profile:
     def summary(self, phase: str = "all", *, top: int = 5) -> "Summary":
         """Category breakdown of ``phase`` ('all', 'decode' or 'prefill'); see :class:`Summary`."""
         if phase not in PHASES:
-            raise ValueError(f"phase must be one of {PHASES}, not {phase!r}")
+            raise UsageError(f"Profile.summary: phase must be one of {', '.join(PHASES)}, not {phase!r}")
         return _summarise(self, phase, top)
 
     def __repr__(self) -> str:

@@ -75,3 +75,4 @@ def test_cli_grep_takes_path_then_pattern_like_the_api(tmp_path, capsys):
     f.write_text("NEEDLE = 1\n")
     assert main(["source", "grep", str(f), "NEEDLE"]) == 0
     assert f"{f}:1:NEEDLE = 1" in capsys.readouterr().out
+
