@@ -250,6 +250,10 @@ def vllm_spec(raw: pd.DataFrame, *, version: str, k: int | None, warnings: list[
     return out
 
 
+def _fmt_num(x: float, fmt: str) -> str:
+    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
+
+
 def _num(x: Any) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
 
@@ -282,6 +286,18 @@ class SpecSummary:
         """False for vLLM V0 acceptance, whose draft acceptance rate counts tokens accepted after a
         rejection: not to be put beside vLLM V1 or SGLang figures without saying so."""
         return not self.definition.startswith("vllm V0")
+
+    def _repr_html_(self) -> str:
+        from kit.util import html_fields
+
+        return html_fields(f"SpecSummary: {self.engine} {self.version or 'unknown'}", [
+            ("draft tokens per step (k)", self.k if self.k else "?"),
+            ("mean acceptance length (incl. bonus)", _fmt_num(self.mean_acceptance_length, "{:.3f}")),
+            ("draft acceptance (excl. bonus)", _fmt_num(self.draft_acceptance_rate, "{:.1%}")),
+            ("per-position acceptance", ", ".join(f"{p:.2f}" for p in self.per_position) if self.per_position else "-"),
+            ("windows used / after-idle excluded", f"{self.windows} / {self.excluded_windows}"),
+            ("definition", self.definition + ("" if self.comparable else " (NOT comparable with V1 or SGLang)")),
+            *[("warning", w) for w in self.warnings]])
 
     def speedup(self, c: float):
         """Expected speed-up at drafter cost ``c`` (relative to one target step): a
