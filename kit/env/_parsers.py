@@ -37,6 +37,10 @@ def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<
     lines = [ln for ln in strip_ansi(text).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise ParseError(f"{source}: no nvidia-smi query output", path=source)
+    if "NVSMI LOG" in text or re.search(r"^\s*Attached GPUs\s*:", text, re.M):
+        raise ParseError(f"{source}: this is `nvidia-smi -q` output; the GPU table is read from "
+                         "`nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv`",
+                         path=source)
     rows = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
     units: dict[str, str] = {}
     first = [c.strip() for c in rows[0]]
@@ -245,11 +249,16 @@ def parse_nccl_version(text: str | int | tuple | list) -> str | None:
     return None
 
 
-def parse_nvidia_smi_header(text: str) -> dict[str, str | None]:
-    """Driver and CUDA versions from the ``nvidia-smi`` banner (``Driver Version: 550.54.15   CUDA Version: 12.4``)."""
+def parse_nvidia_smi_header(text: str, source: str = "<text>") -> dict[str, str | None]:
+    """Driver and CUDA versions from the ``nvidia-smi`` banner (``Driver Version: 550.54.15   CUDA Version: 12.4``)
+    or from ``nvidia-smi -q`` (``Driver Version : 580.126.20``). ParseError, naming ``source``, when
+    the text holds neither (never a silent None for both)."""
     text = strip_ansi(text)
-    drv = re.search(r"Driver Version:\s*([\d.]+)", text)
-    cuda = re.search(r"CUDA Version:\s*([\d.]+)", text)
+    drv = re.search(r"Driver Version\s*:\s*([\d.]+)", text)
+    cuda = re.search(r"CUDA Version\s*:\s*([\d.]+)", text)
+    if not drv and not cuda:
+        raise ParseError(f"{source}: no 'Driver Version' or 'CUDA Version' found: not the output of nvidia-smi "
+                         "or nvidia-smi -q", path=source)
     return {"driver": drv.group(1) if drv else None, "cuda": cuda.group(1) if cuda else None}
 
 

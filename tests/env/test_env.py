@@ -200,3 +200,18 @@ def test_fingerprint_survives_a_hung_nvidia_smi(tmp_path, monkeypatch):
     assert time.monotonic() - t0 < 15
     assert fp.gpus is None and fp.topology is None and "did not answer within 1 s" in fp.missing["gpus"]
     assert fp.os and fp.python
+
+
+def test_nvidia_smi_q_output_gets_a_clear_message():
+    """``nvidia-smi -q`` is read for its versions, and refused by the GPU-table parser with the command
+    it wants; text that is neither is an error, never ``None`` for both (issue 16)."""
+    from kit.errors import ParseError
+
+    q = ("==============NVSMI LOG==============\n\nTimestamp                                 : Tue Dec  2 2025\n"
+         "Driver Version                            : 580.126.20\nCUDA Version                              : 13.0\n\n"
+         "Attached GPUs                             : 1\nGPU 00000000:18:00.0\n    Product Name   : NVIDIA H200\n")
+    assert parse_nvidia_smi_header(q) == {"driver": "580.126.20", "cuda": "13.0"}
+    with pytest.raises(ParseError, match=r"q.txt: this is `nvidia-smi -q` output; .*--query-gpu="):
+        parse_gpu_query(q, source="q.txt")
+    with pytest.raises(ParseError, match=r"x.txt: no 'Driver Version' or 'CUDA Version' found"):
+        parse_nvidia_smi_header("hello\n", source="x.txt")
