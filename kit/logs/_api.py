@@ -54,6 +54,7 @@ class LogData:
         self.k = k
         self.sglang_formats = sglang_formats
         self._provenance = None
+        self.engine_inferred = False  # True when the engine was guessed from line formats alone (see warnings)
 
     decode = property(lambda self: self.tables["decode"], doc="SGLang Decode batch lines, one row each.")
     prefill = property(lambda self: self.tables["prefill"], doc="SGLang Prefill batch lines, one row each.")
@@ -305,6 +306,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         raise LogFormatError(f"{name}: not a serving log: none of its {st.lines} lines is an SGLang, vLLM, "
                              f"NCCL or benchmark line", path=name)
     ev = st.evidence
+    guessed = engine is None
     if engine is None:
         engine = "sglang" if ev["sglang"] > ev["vllm"] else "vllm" if ev["vllm"] else "unknown"
     logged = [v for e, v, _ in st.versions if e == engine]
@@ -327,6 +329,14 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     raw_spec = st.vllm_spec.frame()
     bench = st.bench.frame(_bench.BENCH_COLUMNS)
     bench = _bench.add_decode_tok_s(bench)
+    inferred = False
+    if guessed and engine != "unknown":
+        stated = (any(e == engine for e, _, _ in st.versions) or st.server_args is not None
+                  or ("backend" in bench.columns and bench["backend"].notna().any()))
+        if not stated:
+            inferred = True
+            warnings.append(f"engine {engine!r} inferred from the line format alone (no version banner, "
+                            "server_args, engine config or Backend line): pass engine= if that is wrong")
     nccl = st.nccl.frame(NCCL_COLUMNS)
 
     parts = []
@@ -334,7 +344,9 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
                            server_args=st.server_args, variants={}, warnings=warnings)
     if len(sg):
         parts.append(sg)
-    vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k, warnings=warnings)
+    cfg_k = (st.server_args or {}).get("num_speculative_tokens") if engine == "vllm" else None
+    vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k or cfg_k,
+                         warnings=warnings)
     if len(vl):
         parts.append(vl)
     if len(parts) > 1:  # both engines in one file: join column by column, freeing as we go
@@ -377,8 +389,9 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     k_used = int(ks.mode().iloc[0]) if len(ks) else k
     args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
     release_freed_memory()
-    return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used,
-                   formats)
+    data = LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used, formats)
+    data.engine_inferred = inferred
+    return data
 
 
 def _value_counts(col: pd.Series) -> dict[str, int]:
