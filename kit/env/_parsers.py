@@ -107,7 +107,12 @@ class Topology:
 
     @property
     def nics(self) -> list[str]:
-        return [d for d in self.links.index if not d.startswith("GPU")]
+        return [d for d in self.links.columns if not d.startswith("GPU")]
+
+    @property
+    def nic_links(self) -> pd.DataFrame:
+        """GPU rows x NIC columns (``PIX`` = the NIC sits on the GPU's PCIe switch); empty without NICs."""
+        return self.links.loc[self.gpus, self.nics]
 
     @property
     def gpu_links(self) -> pd.DataFrame:
@@ -217,7 +222,8 @@ def parse_topology(text: str, source: str = "<text>") -> Topology:
     if "GPU0" not in rows:
         raise ParseError(f"{source}: topo -m header found but no GPU rows", path=source)
     order = [d for d in devices if d in rows]
-    links = pd.DataFrame([rows[d][: len(devices)] for d in order], index=order, columns=devices).loc[:, order]
+    # rows present (NIC rows may be cut from a paste), every column: GPU-NIC links stay in the GPU rows
+    links = pd.DataFrame([rows[d][: len(devices)] for d in order], index=order, columns=devices)
     affinity = pd.DataFrame.from_dict(aff, orient="index", columns=extra)
     affinity.index.name = "gpu"
     return Topology(links=links, affinity=affinity, nic_legend=legend)

@@ -215,3 +215,14 @@ def test_nvidia_smi_q_output_gets_a_clear_message():
         parse_gpu_query(q, source="q.txt")
     with pytest.raises(ParseError, match=r"x.txt: no 'Driver Version' or 'CUDA Version' found"):
         parse_nvidia_smi_header("hello\n", source="x.txt")
+
+
+def test_topology_keeps_gpu_nic_links_when_nic_rows_are_cut():
+    """A pasted ``topo -m`` whose NIC rows were cut still has the NIC columns of the GPU rows (issue 16)."""
+    text = ("\tGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\n"
+            "GPU0\t X \tSYS\tPIX\tSYS\t0-31\t0\n"
+            "GPU1\tSYS\t X \tSYS\tPIX\t32-63\t1\n")
+    topo = parse_topology(text)
+    assert topo.nics == ["NIC0", "NIC1"]
+    assert topo.nic_links.loc["GPU0", "NIC0"] == "PIX" and topo.nic_links.loc["GPU1", "NIC1"] == "PIX"
+    assert topo.kind == "PCIe-only" and topo.summary == "2 GPUs, 2 NICs, PCIe-only (worst link SYS)"
