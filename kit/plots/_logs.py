@@ -59,7 +59,8 @@ def acceptance_over_time(data, *, title: str | None = None) -> Figure:
         for ax, col, ylabel in ((ax1, "mean_acceptance_length", "tokens per verify step (incl. bonus)"),
                                 (ax2, "draft_acceptance_rate", "draft acceptance (excl. bonus)")):
             y = pd.to_numeric(spec[col], errors="coerce")
-            ax.plot(x[~idle], y[~idle], "o-", color="#1f77b4", ms=4, lw=1, label="window")
+            # NaN at each after-idle window: the line breaks there instead of running across the idle gap
+            ax.plot(x, y.where(~idle).to_numpy(dtype=float), "o-", color="#1f77b4", ms=4, lw=1, label="window")
             if idle.any():
                 ax.plot(x[idle], y[idle], "o", mfc="none", color="#7f7f7f", ms=6, label="after idle (excluded)")
             ax.set_xlabel(xlabel)
