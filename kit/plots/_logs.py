@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from kit.plots._profile import _detach
+
 __all__ = ["acceptance_over_time", "acceptance_per_position", "throughput_over_time", "speedup_curves"]
 
 
@@ -75,7 +77,7 @@ def acceptance_over_time(data, *, title: str | None = None) -> Figure:
         fig.suptitle(title or f"Speculative acceptance over time — {eng} {ver}, {k}")
     if title and not len(spec):
         fig.suptitle(title)
-    return fig
+    return _detach(fig)
 
 
 def acceptance_per_position(runs, *, title: str | None = None) -> Figure:
@@ -108,7 +110,7 @@ def acceptance_per_position(runs, *, title: str | None = None) -> Figure:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
     ax.set_title(title or "Acceptance per draft position")
-    return fig
+    return _detach(fig)
 
 
 def throughput_over_time(data, *, title: str | None = None) -> Figure:
@@ -136,7 +138,7 @@ def throughput_over_time(data, *, title: str | None = None) -> Figure:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     ax.set_title(title or f"Decode throughput over time — {_label(data, 'log')}")
-    return fig
+    return _detach(fig)
 
 
 def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, *,
@@ -187,4 +189,4 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title(title or f"Speculative speed-up vs acceptance, drafter cost c={c:g} "
                           f"({'inferred from tok/s' if c_measured else 'assumed'})")
-    return fig
+    return _detach(fig)
