@@ -182,15 +182,23 @@ _KIND_COLOUR = {"measured": "#1a7f37", "third-party": "#0969da", "sample": "#9a6
 
 
 def _provenance_html(h: Hypothesis) -> str:
+    """One line per distinct provenance (kind and label), then the artefacts it covers, roles as tooltips."""
     if not h.provenance:
         return "<i>not stated</i>"
-    items = []
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
     for p in h.provenance:
-        colour = _KIND_COLOUR.get(p.get("kind", ""), "#6e7781")
-        what = f"{html.escape(p['role'])}: " if p.get("role") else ""
-        art = f" <code>{html.escape(p['artefact'])}</code>" if p.get("artefact") else ""
-        items.append(f"<span style='color:{colour}'><b>{html.escape(p['kind'])}</b></span> {what}"
-                     f"{html.escape(p.get('label', ''))}{art}")
+        groups.setdefault((p.get("kind", "unknown"), p.get("label", "")), []).append(p)
+    items = []
+    for (kind, label), entries in sorted(groups.items(), key=lambda kv: _kind_rank(kv[0][0])):
+        colour = _KIND_COLOUR.get(kind, "#6e7781")
+        seen: dict[str, list[str]] = {}
+        for e in entries:
+            if e.get("artefact"):
+                seen.setdefault(e["artefact"], []).append(e.get("role", ""))
+        arts = ", ".join(f"<code title='{html.escape('; '.join(r for r in roles if r), quote=True)}'>"
+                         f"{html.escape(a)}</code>" for a, roles in seen.items())
+        items.append(f"<span style='color:{colour}'><b>{html.escape(kind)}</b></span>: {html.escape(label)}"
+                     + (f"<br><span style='font-size:85%'>{arts}</span>" if arts else ""))
     return "<br>".join(items)
 
 

@@ -108,12 +108,25 @@ _WRITER = textwrap.dedent("""
 """)
 
 
+def _wait_for_a_write(path, prefix: str, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if any(h.id.startswith(prefix) for h in Ledger.open(path)):
+                return
+        except LedgerError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"the writer recorded nothing in {timeout} s")
+
+
 def test_killed_writer_never_corrupts_the_file(tmp_path):
     """SIGKILL a process in the middle of a stream of saves: the file always parses."""
     path = tmp_path / "ledger.json"
     Ledger.open(path).record("H0", statement="seed")
-    for delay in (0.35, 0.5, 0.7):
+    for delay in (0.05, 0.2, 0.4):
         proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "K", "100000"])
+        _wait_for_a_write(path, "K")  # a loaded machine may take a while to start Python
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -217,7 +230,8 @@ def test_a_killed_writers_temp_file_is_removed_by_the_next_writer(tmp_path):
     path = tmp_path / "ledger.json"
     Ledger.open(path).record("H0", statement="seed")
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "K", "100000"])
-    time.sleep(0.5)
+    _wait_for_a_write(path, "K")
+    time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     (tmp_path / ".ledger.json.abandoned.tmp").write_text("x" * 1000)  # as a kill -9 mid-write leaves it
