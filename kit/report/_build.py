@@ -323,11 +323,12 @@ def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:
     if notebooks is None:
         # the project's own notebooks (beside the kit package), else ./notebooks; never whatever
         # *.ipynb happen to sit beside the session directory
-        candidates = [Path(__file__).resolve().parents[2] / "notebooks", Path("notebooks")]
+        candidates = [Path(__file__).resolve().parents[2] / "notebooks", Path("notebooks"),
+                      session.resolve().parent]  # the last only for an installed kit without its notebooks
         for c in candidates:
             if c.is_dir() and any(c.glob("*.ipynb")):
                 return discover(c)
-        raise ReportError(f"no project notebooks found (looked in {candidates[0]} and ./notebooks); "
+        raise ReportError(f"no notebooks found (looked in {candidates[0]}, ./notebooks and beside the session); "
                           "pass --notebooks DIR")
     if isinstance(notebooks, (str, os.PathLike)):
         return discover(notebooks)
