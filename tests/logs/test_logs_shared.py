@@ -259,3 +259,14 @@ def test_engine_from_format_alone_is_marked_inferred(logs_dir):
     assert dumped.engine == "sglang" and not dumped.engine_inferred
     bench = L.read(logs_dir / "vllm_bench_serve_result_issue18136.log")
     assert bench.engine_inferred  # a result block without a Backend line
+
+
+def test_vllm_v0_acceptance_is_flagged_not_comparable(logs_dir):
+    """vLLM V0 counts drafts accepted after a rejection: its rate is flagged, never silently put beside V1
+    or SGLang figures (issue 16)."""
+    v0 = L.read(logs_dir / "vllm_0.6.3_v0_speculative_metrics_issue9539.log", k=5).spec_summary()
+    assert v0.comparable is False and v0.to_dict()["comparable"] is False
+    assert any("not comparable with vLLM V1 or SGLang" in w for w in v0.warnings)
+    assert "NOT comparable" in v0._repr_html_()
+    v1 = L.read(logs_dir / "vllm_v1_specdecoding_intermediate_format_pr24127.log").spec_summary()
+    assert v1.comparable is True
