@@ -44,3 +44,4 @@ bench: install system-deps
 
 clean:
 	rm -rf $(VENV) $(OUT) .kit-cache
+	rm -rf "$${KIT_CACHE_DIR:-$${XDG_CACHE_HOME:-$$HOME/.cache}/decode-kit}/profile"  # kit.profile's table cache

@@ -16,6 +16,7 @@ so a failing notebook cell says what to fix without a traceback dive.
     │   ├── TraceError            profiler trace / nsys export unreadable
     │   └── LogFormatError        serving log / benchmark output unreadable
     ├── ModelError                analytical model given impossible parameters
+    ├── UsageError                a kit call given an argument it does not take (also a ValueError)
     ├── LedgerError               hypothesis ledger file unreadable or an invalid verdict
     ├── SessionError              session directory or its provenance manifest missing or damaged
     └── ReportError               report generation failed
@@ -37,6 +38,7 @@ __all__ = [
     "TraceError",
     "LogFormatError",
     "ModelError",
+    "UsageError",
     "LedgerError",
     "SessionError",
     "ReportError",
@@ -122,6 +124,11 @@ class LogFormatError(ParseError):
 
 class ModelError(KitError):
     """An analytical model was given impossible or missing parameters."""
+
+
+class UsageError(KitError, ValueError):
+    """A kit call was given an argument it does not take (``prof.summary("bogus")``); the message
+    lists the values it takes. Also a ValueError, for callers that caught that before."""
 
 
 class LedgerError(KitError):

@@ -3,15 +3,23 @@
 An investigation is a chain of hypotheses ("AllReduce dominates decode", "the sm100 default backend
 applies on this GPU", ...). Each notebook tests one or more of them and records a verdict computed from
 its values, never typed by hand. The ledger is one JSON file beside the session, written atomically
-(temporary file + ``os.replace``) under a lock file, so a crash mid-write never corrupts it and two
-notebooks updating different hypotheses never lose each other's verdicts. The report renders it as a
-table at the top of ``index.html``.
+(temporary file + ``os.replace``) under a lock on its directory, so a crash mid-write never corrupts it
+(a killed writer's temporary file is removed by the next writer) and two notebooks or two ``Ledger``
+instances updating different hypotheses never lose each other's verdicts: ``save()`` merges what
+others saved since this instance read the file, and refuses (``LedgerError``) when both changed the
+same hypothesis. A damaged file is one ``LedgerError`` naming it, and is left as it was.
+
+Each hypothesis says where its evidence came from (``provenance``: one entry per artefact, with its
+kind: measured, third-party, sample, project-written, unknown; see ``kit.session``) and what the
+reader must know to weigh it (``caveats``, e.g. "the measurement contradicts the model"). The report
+renders it as a table at the top of ``index.html``, with a provenance column.
 
     ledger = Ledger.open("notebooks/sample/ledger.json")
     ledger.record("H1", statement="AllReduce dominates decode time on TP over PCIe",
                   test="kernel-time share of the allreduce category in decode steps",
                   evidence=f"allreduce share {share:.1%}", verdict=confirmed_if(share >= 0.30),
-                  numbers={"allreduce_share": share}, source="01_allreduce_share")
+                  numbers={"allreduce_share": share}, source="01_allreduce_share",
+                  provenance=[s.evidence("traces/tp8", "kernel traces")])
 """
 from __future__ import annotations
 
@@ -32,7 +40,10 @@ __all__ = ["VERDICTS", "LEDGER_ENV", "Hypothesis", "Ledger", "confirmed_if"]
 LEDGER_ENV = "KIT_LEDGER"  # set by ``kit report``: where notebooks record verdicts during a report run
 VERDICTS = ("open", "confirmed", "rejected")
 _FORMAT = 1
-_FIELDS = ("id", "statement", "test", "evidence", "verdict", "numbers", "source")
+_FIELDS = ("id", "statement", "test", "evidence", "verdict", "numbers", "source", "provenance", "caveats")
+_TEXT_FIELDS = ("test", "evidence", "source")
+_PROVENANCE_KEYS = ("artefact", "kind", "label", "role")
+_KIND_ORDER = ("measured", "third-party", "project-written", "sample", "unknown")
 
 
 def confirmed_if(condition: bool | None) -> str:
@@ -64,10 +75,27 @@ class Hypothesis:
     verdict: str = "open"
     numbers: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # the notebook (or person) that set the verdict
+    # where the evidence came from: [{"artefact": path, "kind": one of kit.session.KINDS, "label": ..., "role": ...}]
+    provenance: list[dict[str, str]] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)  # what weighs on the verdict (model vs measurement, other machine ...)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
             raise LedgerError(f"hypothesis id must be a non-empty string, got {self.id!r}")
+        if not isinstance(self.statement, str) or not self.statement.strip():
+            raise LedgerError(f"hypothesis {self.id}: statement must be a non-empty string, got {self.statement!r}")
+        for name in _TEXT_FIELDS:
+            value = getattr(self, name)
+            if value is None:
+                setattr(self, name, "")
+            elif not isinstance(value, str):
+                raise LedgerError(f"hypothesis {self.id}: {name} must be a string, got {type(value).__name__}")
+        self.provenance = _clean_provenance(self.id, self.provenance)
+        if self.caveats is None:
+            self.caveats = []
+        if isinstance(self.caveats, str) or not all(isinstance(c, str) for c in self.caveats):
+            raise LedgerError(f"hypothesis {self.id}: caveats must be a list of strings, got {self.caveats!r}")
+        self.caveats = list(self.caveats)
         if self.verdict not in VERDICTS:
             raise LedgerError(
                 f"hypothesis {self.id}: verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}"
@@ -78,7 +106,18 @@ class Hypothesis:
         self.numbers = {str(k): _clean_number(str(k), v) for k, v in dict(self.numbers or {}).items()}
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in _FIELDS}
+        return {name: (list(v) if isinstance(v := getattr(self, name), list) else
+                       dict(v) if isinstance(v, dict) else v) for name in _FIELDS}
+
+    @property
+    def evidence_kind(self) -> str:
+        """One word for the evidence behind the verdict: ``measured`` only when every artefact was
+        measured; ``sample`` / ``unknown`` / ... when all are of that kind; ``mixed: ...`` otherwise;
+        ``not stated`` when the hypothesis records no provenance."""
+        kinds = sorted({p.get("kind", "unknown") for p in self.provenance}, key=_kind_rank)
+        if not kinds:
+            return "not stated"
+        return kinds[0] if len(kinds) == 1 else "mixed: " + ", ".join(kinds)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "ledger") -> "Hypothesis":
@@ -102,6 +141,32 @@ class Hypothesis:
         return _html_table([self])
 
 
+def _kind_rank(kind: str) -> int:
+    return _KIND_ORDER.index(kind) if kind in _KIND_ORDER else len(_KIND_ORDER)
+
+
+def _clean_provenance(hid: str, items: Any) -> list[dict[str, str]]:
+    """Provenance entries as plain dicts; accepts ``kit.session.Evidence``/``Provenance``-like objects
+    (anything with ``to_ledger()``) and dicts."""
+    if items is None:
+        return []
+    if isinstance(items, (str, bytes, Mapping)) or not hasattr(items, "__iter__"):
+        raise LedgerError(f"hypothesis {hid}: provenance must be a list of entries, got {type(items).__name__}")
+    out = []
+    for item in items:
+        if hasattr(item, "to_ledger"):
+            item = item.to_ledger()
+        if not isinstance(item, Mapping) or not isinstance(item.get("kind"), str):
+            raise LedgerError(f"hypothesis {hid}: provenance entry {item!r} needs at least a 'kind'")
+        extra = set(item) - set(_PROVENANCE_KEYS)
+        if extra:
+            raise LedgerError(f"hypothesis {hid}: provenance entry has unknown keys {sorted(extra)}")
+        entry = {k: str(item[k]) for k in _PROVENANCE_KEYS if item.get(k) is not None}
+        if entry not in out:
+            out.append(entry)
+    return out
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -111,8 +176,30 @@ def _fmt(value: Any) -> str:
 _BADGE = {"confirmed": "#1a7f37", "rejected": "#cf222e", "open": "#6e7781"}
 
 
-_COLUMNS = (("id", 4), ("verdict", 8), ("hypothesis", 18), ("test", 19), ("evidence", 24), ("numbers", 17),
-            ("set by", 10))
+_COLUMNS = (("id", 4), ("verdict", 8), ("hypothesis", 15), ("test", 15), ("evidence", 22), ("provenance", 15),
+            ("numbers", 13), ("set by", 8))
+_KIND_COLOUR = {"measured": "#1a7f37", "third-party": "#0969da", "sample": "#9a6700", "project-written": "#6e7781"}
+
+
+def _provenance_html(h: Hypothesis) -> str:
+    """One line per distinct provenance (kind and label), then the artefacts it covers, roles as tooltips."""
+    if not h.provenance:
+        return "<i>not stated</i>"
+    groups: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for p in h.provenance:
+        groups.setdefault((p.get("kind", "unknown"), p.get("label", "")), []).append(p)
+    items = []
+    for (kind, label), entries in sorted(groups.items(), key=lambda kv: _kind_rank(kv[0][0])):
+        colour = _KIND_COLOUR.get(kind, "#6e7781")
+        seen: dict[str, list[str]] = {}
+        for e in entries:
+            if e.get("artefact"):
+                seen.setdefault(e["artefact"], []).append(e.get("role", ""))
+        arts = ", ".join(f"<code title='{html.escape('; '.join(r for r in roles if r), quote=True)}'>"
+                         f"{html.escape(a)}</code>" for a, roles in seen.items())
+        items.append(f"<span style='color:{colour}'><b>{html.escape(kind)}</b></span>: {html.escape(label)}"
+                     + (f"<br><span style='font-size:85%'>{arts}</span>" if arts else ""))
+    return "<br>".join(items)
 
 
 def _html_table(rows: list[Hypothesis]) -> str:
@@ -123,8 +210,10 @@ def _html_table(rows: list[Hypothesis]) -> str:
         nums = "<br>".join(f"{html.escape(k)} = {html.escape(_fmt(v))}" for k, v in sorted(h.numbers.items()))
         badge = (f"<span style='color:#fff;background:{_BADGE[h.verdict]};padding:1px 6px;"
                  f"border-radius:8px;white-space:nowrap'>{h.verdict}</span>")
+        evidence = html.escape(h.evidence) + "".join(
+            f"<br><span style='color:#9a6700'>&#9888; {html.escape(c)}</span>" for c in h.caveats)
         cells = [html.escape(h.id), badge, html.escape(h.statement), html.escape(h.test),
-                 html.escape(h.evidence), nums, html.escape(h.source)]
+                 evidence, _provenance_html(h), nums, html.escape(h.source)]
         body.append("<tr>" + "".join(f"<td style='text-align:left;vertical-align:top;overflow-wrap:break-word'>{c}</td>"
                                      for c in cells) + "</tr>")
     return (f"<table class='kit-ledger' style='width:100%;table-layout:fixed'><colgroup>{cols}</colgroup>"
@@ -139,6 +228,8 @@ class Ledger:
         self._items: dict[str, Hypothesis] = {}
         for h in hypotheses or []:
             self._items[h.id] = h
+        # what the file held when this instance last read or wrote it: save() merges against it
+        self._base: dict[str, dict[str, Any]] = {h.id: h.to_dict() for h in self._items.values()}
 
     # ---------------------------------------------------------------- file I/O
     @classmethod
@@ -148,7 +239,9 @@ class Ledger:
         if p.is_dir():
             raise LedgerError(f"ledger {p}: is a directory, expected a JSON file")
         if not p.exists():
-            return cls(p)
+            led = cls(p)
+            led._base = {}
+            return led
         return cls(p, _read(p))
 
     @classmethod
@@ -161,12 +254,37 @@ class Ledger:
     def reload(self) -> "Ledger":
         """Re-read the file (another notebook may have recorded verdicts since)."""
         self._items = {h.id: h for h in (_read(self.path) if self.path.exists() else [])}
+        self._base = {i: h.to_dict() for i, h in self._items.items()}
         return self
 
     def save(self) -> Path:
-        """Write the whole ledger atomically: a temporary file in the same directory, then os.replace."""
+        """Write the ledger atomically (a temporary file in the same directory, then os.replace).
+
+        Under the lock the file is re-read first: hypotheses another process or instance saved since
+        this one read the file are kept, and only the hypotheses changed here are written over them.
+        If both sides changed the same hypothesis differently, nothing is written and LedgerError
+        names it (``reload()`` and redo the change).
+        """
         with self._locked():
+            disk = {h.id: h for h in _read(self.path)} if self.path.exists() else {}
+            merged = dict(disk)
+            conflicts = []
+            for hid, h in self._items.items():
+                mine, base = h.to_dict(), self._base.get(hid)
+                if mine == base:
+                    continue  # unchanged here: whatever is on disk wins
+                theirs = disk.get(hid)
+                if theirs is not None and base is not None and theirs.to_dict() not in (base, mine):
+                    conflicts.append(hid)
+                elif theirs is not None and base is None and theirs.to_dict() != mine:
+                    conflicts.append(hid)
+                merged[hid] = h
+            if conflicts:
+                raise LedgerError(f"ledger {self.path}: not saved: {', '.join(conflicts)} changed both here and "
+                                  "in the file since this ledger was read; reload() and apply the change again")
+            self._items = merged
             _write_atomic(self.path, self._payload())
+            self._base = {i: h.to_dict() for i, h in merged.items()}
         return self.path
 
     def _payload(self) -> str:
@@ -188,6 +306,7 @@ class Ledger:
             raise LedgerError(f"ledger {self.path}: cannot open its directory ({exc.strerror})") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            _remove_stale_temps(self.path)  # only writers holding this lock create them
             yield
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -196,11 +315,13 @@ class Ledger:
     # ---------------------------------------------------------------- changes
     def record(self, id: str, *, statement: str | None = None, test: str | None = None,
                evidence: str | None = None, verdict: str | None = None,
-               numbers: Mapping[str, Any] | None = None, source: str | None = None) -> Hypothesis:
+               numbers: Mapping[str, Any] | None = None, source: str | None = None,
+               provenance: Any = None, caveats: list[str] | None = None) -> Hypothesis:
         """Create or update hypothesis ``id`` and save at once.
 
         The file is re-read under the lock first, so verdicts other notebooks saved meanwhile are
-        kept; only the fields given here change (``numbers`` are merged key by key).
+        kept; only the fields given here change (``numbers`` are merged key by key; ``provenance``
+        and ``caveats``, when given, replace the old lists: they describe this verdict's evidence).
         """
         with self._locked():
             if self.path.exists():
@@ -210,14 +331,17 @@ class Ledger:
                 raise LedgerError(f"ledger {self.path}: new hypothesis {id!r} needs a statement")
             base = old.to_dict() if old else {"id": id}
             for key, value in (("statement", statement), ("test", test), ("evidence", evidence),
-                               ("verdict", verdict), ("source", source)):
+                               ("verdict", verdict), ("source", source), ("caveats", caveats)):
                 if value is not None:
                     base[key] = value
+            if provenance is not None:
+                base["provenance"] = _clean_provenance(id, provenance)
             if numbers is not None:
                 base["numbers"] = {**base.get("numbers", {}), **dict(numbers)}
             hyp = Hypothesis.from_dict(base, where=f"ledger {self.path}")
             self._items[id] = hyp
             _write_atomic(self.path, self._payload())
+            self._base = {i: h.to_dict() for i, h in self._items.items()}
         return hyp
 
     def add(self, hypothesis: Hypothesis) -> Hypothesis:
@@ -264,6 +388,10 @@ class Ledger:
             lines.append(f"{h.id:<6} {h.verdict:<10} {h.statement}")
             if h.evidence:
                 lines.append(f"{'':<17} evidence: {h.evidence}")
+            for c in h.caveats:
+                lines.append(f"{'':<17} caveat: {c}")
+            if h.provenance:
+                lines.append(f"{'':<17} provenance: {h.evidence_kind}")
             if h.numbers:
                 nums = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(h.numbers.items()))
                 lines.append(f"{'':<17} numbers: {nums}")
@@ -289,13 +417,20 @@ class Ledger:
 
 def _read(path: Path) -> list[Hypothesis]:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise LedgerError(f"ledger {path}: cannot read ({exc.strerror})") from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LedgerError(f"ledger {path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                          "the file was left as it is") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise LedgerError(f"ledger {path}: not valid JSON (line {exc.lineno}: {exc.msg})") from exc
+    except RecursionError:
+        raise LedgerError(f"ledger {path}: JSON nested too deeply to be a ledger") from None
     if not isinstance(data, dict) or not isinstance(data.get("hypotheses"), list):
         raise LedgerError(f"ledger {path}: expected an object with a 'hypotheses' list")
     if data.get("format", _FORMAT) != _FORMAT:
@@ -308,6 +443,24 @@ def _read(path: Path) -> list[Hypothesis]:
     return items
 
 
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def _remove_stale_temps(path: Path) -> None:
+    """Temporary files of writers killed mid-write (kill -9). Called with the lock held: no live
+    writer has one open then."""
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    prefix = _temp_prefix(path)
+    for name in names:
+        if name.startswith(prefix) and name.endswith(".tmp"):
+            with contextlib.suppress(OSError):
+                os.unlink(path.parent / name)
+
+
 def _write_atomic(path: Path, text: str) -> None:
     try:
         _replace_with(path, text)
@@ -317,7 +470,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def _replace_with(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

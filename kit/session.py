@@ -27,6 +27,13 @@ leave (a first line starting ``# SAMPLE``, ``"sample": true`` in JSON); otherwis
     s.provenance("logs/sglang.log").label  # 'sample written to the SGLang 0.5.9 format (not measured)'
     s.record("traces/tp1_eager", Provenance.measured(host="h200", how="tools/record_decode_traces.py"))
     s.ledger()                             # the Ledger notebooks record into ($KIT_LEDGER honoured)
+    s.evidence("logs/sglang.log", role="step time")  # an Evidence for a ledger entry or a plot caption
+    kit.session.provenance_of("notebooks/sample/logs/sglang.log")  # for parsers: no session needed
+
+A session whose manifest marks ``ledger.json`` as ``project-written`` keeps it as posed: notebooks
+run by hand record into ``.kit/ledger.json`` beside it (seeded from the posed file, git-ignored),
+so running a notebook never rewrites a tracked ledger. ``kit report`` points ``$KIT_LEDGER`` at the
+report's own copy.
 """
 from __future__ import annotations
 
@@ -41,13 +48,15 @@ from typing import Any, Iterable
 
 from kit.errors import SessionError
 
-__all__ = ["KINDS", "LAYOUT", "Provenance", "Session", "open"]
+__all__ = ["KINDS", "LAYOUT", "Evidence", "Provenance", "Session", "open", "provenance_of", "caption"]
 
 KINDS = ("measured", "third-party", "sample", "project-written", "unknown")
 LAYOUT = {"traces": "traces", "logs": "logs", "bench": "bench", "env": "env", "server": "server",
           "model": "model", "experiments": "experiments"}
 MANIFEST = "provenance.json"
 _SNIFF_BYTES = 4096
+_WORK = ".kit"            # per-checkout working copies (git-ignored): the ledger of hand-run notebooks
+_MAX_UP = 12              # provenance_of: how many parent directories are searched for a manifest
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,49 @@ class Provenance:
 UNKNOWN = Provenance("unknown")
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """One artefact a result rests on: its session-relative path, its provenance and its role in
+    the argument ("step time", "kernel traces"). ``to_ledger()`` is what a ledger entry stores."""
+
+    artefact: str
+    provenance: Provenance
+    role: str | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.provenance.kind
+
+    @property
+    def label(self) -> str:
+        return self.provenance.label
+
+    def to_ledger(self) -> dict[str, str]:
+        d = {"artefact": self.artefact, "kind": self.kind, "label": self.label}
+        if self.role:
+            d["role"] = self.role
+        return d
+
+    def __repr__(self) -> str:
+        role = f"{self.role}: " if self.role else ""
+        return f"Evidence({role}{self.artefact} -- {self.label})"
+
+    def _repr_html_(self) -> str:
+        role = f"{html.escape(self.role)}: " if self.role else ""
+        return f"{role}<code>{html.escape(self.artefact)}</code> &mdash; {self.provenance._repr_html_()}"
+
+
+def caption(items: Iterable[Evidence | Provenance]) -> str:
+    """One line for under a plot or table: the distinct provenances of what it was drawn from
+    (``"Source: sample written to the ... format (not measured)"``)."""
+    labels: list[str] = []
+    for it in items:
+        lab = it.label
+        if lab not in labels:
+            labels.append(lab)
+    return "Source: " + ("; ".join(labels) if labels else "provenance not stated")
+
+
 class Session:
     """One investigation's directory: paths by role, and the provenance of each artefact."""
 
@@ -159,14 +211,36 @@ class Session:
             raise SessionError(f"{p}: unreadable measured.json ({exc})") from None
 
     def ledger(self):
-        """The ledger notebooks record into: ``$KIT_LEDGER`` when set, else ``<session>/ledger.json``."""
-        from kit.ledger import Ledger
+        """The ledger notebooks record into: ``$KIT_LEDGER`` when set; else ``<session>/ledger.json``,
+        unless the manifest marks that file ``project-written`` (the hypotheses as posed): then a
+        working copy ``<session>/.kit/ledger.json``, seeded from it, so the posed file stays as it is."""
+        from kit.ledger import LEDGER_ENV, Ledger
 
-        return Ledger.for_session(self.root)
+        if os.environ.get(LEDGER_ENV):
+            return Ledger.for_session(self.root)
+        posed = self.root / "ledger.json"
+        entry = self.manifest().get("ledger.json")
+        if entry is None or entry.kind != "project-written":
+            return Ledger.open(posed)
+        work = self.root / _WORK / "ledger.json"
+        if not work.exists() and posed.is_file():
+            work.parent.mkdir(parents=True, exist_ok=True)
+            (work.parent / ".gitignore").write_text("*\n", encoding="utf-8")
+            fd, tmp = tempfile.mkstemp(prefix=".ledger.json.", suffix=".tmp", dir=work.parent)
+            with os.fdopen(fd, "wb") as f:
+                f.write(posed.read_bytes())
+            os.replace(tmp, work)
+        return Ledger.open(work)
+
+    def evidence(self, path: str | os.PathLike[str], role: str | None = None) -> Evidence:
+        """The artefact at ``path`` with its provenance, for a ledger entry or a caption."""
+        return Evidence(self._rel(path), self.provenance(path), role)
 
     # -- provenance ---------------------------------------------------------------------------
     def _rel(self, path: str | os.PathLike[str]) -> str:
         p = Path(path)
+        if not p.is_absolute() and not (self.root / p).exists() and p.exists():
+            p = p.resolve()  # a path built from the session's own root (s.path(...)), relative to the cwd
         if p.is_absolute():
             try:
                 p = p.resolve().relative_to(self.root.resolve())
@@ -236,6 +310,39 @@ class Session:
                        for k, v in sorted(self.manifest().items()))
         return (f"<div><b>session</b> <code>{html.escape(self.root.as_posix())}</code>"
                 f"<table><tr><th>artefact</th><th>provenance</th></tr>{rows}</table></div>")
+
+
+def provenance_of(path: str | os.PathLike[str]) -> Provenance:
+    """Where the file at ``path`` came from, without a session in hand (for parsers): the nearest
+    parent directory holding a ``provenance.json`` answers; else the marks inside the file; else
+    ``unknown``. A path that is not a local file (``host:path``, ``<text>``) is ``unknown``."""
+    p = Path(path)
+    try:
+        p = p.resolve()
+    except (OSError, RuntimeError):
+        return UNKNOWN
+    if not p.exists():
+        return UNKNOWN
+    for parent in list(p.parents)[:_MAX_UP]:
+        if (parent / MANIFEST).is_file():
+            try:
+                return _session_for(parent).provenance(p)
+            except SessionError:
+                return UNKNOWN
+    return _sniff(p)
+
+
+_SESSIONS: dict[tuple[str, float], Session] = {}
+
+
+def _session_for(root: Path) -> Session:
+    """One Session per manifest version (parsers may ask for hundreds of files)."""
+    key = (str(root), (root / MANIFEST).stat().st_mtime)
+    if key not in _SESSIONS:
+        if len(_SESSIONS) > 64:
+            _SESSIONS.clear()
+        _SESSIONS[key] = Session(root)
+    return _SESSIONS[key]
 
 
 def _sniff(path: Path) -> Provenance:

@@ -3,7 +3,13 @@
 ``SSHServer`` starts ``sshd`` on 127.0.0.1 at a free port with throwaway host and client keys and a
 known_hosts file, and stops it (and every process its sessions left) afterwards. As root it logs
 in as a dedicated throwaway user with a clean shell rc (a heavy root ``.bashrc`` would dominate
-latency); otherwise it runs as, and logs in as, the current user.
+latency): ``kituser-<random>``, unique to this server, so several test sessions on one machine never
+share (or remove) each other's user; ``stop()`` removes it again (``userdel -r``). Otherwise it runs
+as, and logs in as, the current user.
+
+The login user may not be able to read the checkout (a clone in root's 0700 home): tests hand the
+files an SSH session must read to :meth:`SSHServer.stage`, which copies them into a directory that
+user can read and returns the copy's path.
 
 With pytest, ``from kit.testing import sshd`` in a ``conftest.py`` provides a session-scoped ``sshd``
 fixture::
@@ -29,7 +35,7 @@ from pathlib import Path
 
 __all__ = ["SSHServer", "sshd", "find_sshd", "TEST_USER"]
 
-TEST_USER = "kituser"
+TEST_USER = "kituser"  # prefix of the throwaway login users (kituser-<random>) made when run as root
 _SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
 
 
@@ -48,22 +54,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _ensure_user(name: str) -> pwd.struct_passwd:
-    """Create (once) a throwaway login user with Debian's default skeleton rc files, unlocked for keys."""
+def _create_user(name: str) -> pwd.struct_passwd:
+    """Create a throwaway login user with Debian's default skeleton rc files, unlocked for keys.
+    The name must be new: a user that exists already belongs to someone else and is never reused."""
     try:
-        return pwd.getpwnam(name)
+        pwd.getpwnam(name)
+        raise RuntimeError(f"test user {name} exists already; refusing to reuse (or later remove) it")
     except KeyError:
         pass
     made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], capture_output=True,
                           text=True, timeout=30)
     if made.returncode != 0:
-        try:  # another test session created it meanwhile
-            return pwd.getpwnam(name)
-        except KeyError:
-            raise RuntimeError(f"useradd {name} failed: {made.stderr.strip()}") from None
+        raise RuntimeError(f"useradd {name} failed: {made.stderr.strip()}")
     # useradd leaves the account locked ('!'), and sshd then refuses even a valid key.
     subprocess.run(["usermod", "-p", "*", name], check=True, capture_output=True, timeout=30)
     return pwd.getpwnam(name)
+
+
+def _remove_user(name: str) -> None:
+    """``userdel -r`` the throwaway user this server created (its processes are gone by then)."""
+    for _ in range(3):
+        done = subprocess.run(["userdel", "-r", name], capture_output=True, text=True, timeout=30)
+        if done.returncode in (0, 6):  # 6: no such user
+            return
+        time.sleep(0.5)  # "user is currently used by process": a session still exiting
 
 
 class SSHServer:
@@ -76,12 +90,14 @@ class SSHServer:
         self.host = "127.0.0.1"
         self.port = 0
         self._as_root = os.geteuid() == 0
+        self._id = uuid.uuid4().hex[:12]
+        self._made_user = user is None and self._as_root
+        self._user_created = False
         if user is None:
-            user = TEST_USER if self._as_root else pwd.getpwuid(os.geteuid()).pw_name
+            user = f"{TEST_USER}-{self._id[:8]}" if self._as_root else pwd.getpwuid(os.geteuid()).pw_name
         self.user = user
         self._workdir = Path(workdir or tempfile.mkdtemp(prefix="kit-sshd-"))
         self._proc: subprocess.Popen | None = None
-        self._id = uuid.uuid4().hex[:12]
 
     # --- paths --------------------------------------------------------------------------------
     @property
@@ -113,6 +129,30 @@ class SSHServer:
     def tmp(self) -> str:
         return str(self._workdir / "tmp")
 
+    def stage(self, path: str | os.PathLike[str], name: str | None = None) -> str:
+        """Copy the file or directory ``path`` where the login user can read it, and return the copy's
+        path. For tests whose SSH session reads project files: the checkout itself may sit in a
+        directory that user cannot enter. The copy keeps modes and times; it goes with the server."""
+        src = Path(path)
+        dest = self._workdir / "stage" / uuid.uuid4().hex[:8] / (name or src.name)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        for d in (self._workdir / "stage", dest.parent):
+            os.chmod(d, 0o755)
+        if src.is_dir():
+            shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, dest)
+        for root, dirs, files in os.walk(dest) if dest.is_dir() else [(str(dest.parent), [], [dest.name])]:
+            for d in dirs:
+                os.chmod(os.path.join(root, d), os.stat(os.path.join(root, d)).st_mode | 0o755)
+            for f in files:
+                fp = os.path.join(root, f)
+                if not os.path.islink(fp):
+                    os.chmod(fp, os.stat(fp).st_mode | 0o444)
+        if dest.is_dir():
+            os.chmod(dest, os.stat(dest).st_mode | 0o755)
+        return str(dest)
+
     def known_hosts_line(self, key_line: str | None = None) -> str:
         """A known_hosts line for this server (``[127.0.0.1]:PORT keytype base64``)."""
         return f"[{self.host}]:{self.port} {key_line or self.host_key_pub}\n"
@@ -132,7 +172,10 @@ class SSHServer:
         shutil.copy(keys / "client_ed25519.pub", auth / "authorized_keys")
         os.chmod(auth / "authorized_keys", 0o644)
         if self._as_root:
-            pw = _ensure_user(self.user)
+            if self._made_user and not self._user_created:
+                _create_user(self.user)
+                self._user_created = True
+            pw = pwd.getpwnam(self.user)
             os.chown(tmp, pw.pw_uid, pw.pw_gid)
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
         last_err = ""
@@ -251,6 +294,9 @@ class SSHServer:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        if self._user_created:
+            _remove_user(self.user)
+            self._user_created = False
         shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> "SSHServer":
@@ -315,10 +361,10 @@ try:  # the pytest fixture, when pytest is there
     def sshd():
         """A real OpenSSH server on 127.0.0.1 for the whole test session (see :class:`SSHServer`)."""
         server = SSHServer()
-        server.start()
         try:
+            server.start()
             yield server
         finally:
-            server.stop()
+            server.stop()  # also removes its throwaway user
 except ImportError:  # pragma: no cover - kit.testing used without pytest
     sshd = None

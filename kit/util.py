@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ANSI", "strip_ansi", "quote", "clip", "jsonable", "frame_records", "no_gc", "publish"]
+__all__ = ["ANSI", "strip_ansi", "quote", "clip", "jsonable", "frame_records", "no_gc", "publish", "html_fields"]
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 """Terminal colour/style escapes (vLLM colours its log level; raw TTY captures of nvidia-smi underline)."""
@@ -101,3 +101,12 @@ def publish(namespace: dict, names: Iterable[str]) -> None:
                     obj.__module__ = package
             except (AttributeError, TypeError):
                 pass
+
+
+def html_fields(title: str, fields: Iterable[tuple[str, Any]]) -> str:
+    """A small titled two-column table (name, value), escaped: the HTML view of result objects."""
+    import html as _html
+
+    rows = "".join(f"<tr><td style='text-align:left;color:#57606a'>{_html.escape(str(k))}</td>"
+                   f"<td style='text-align:left'>{_html.escape(str(v))}</td></tr>" for k, v in fields)
+    return (f"<div><b>{_html.escape(title)}</b><table style='font-size:90%'><tbody>{rows}</tbody></table></div>")

@@ -4,9 +4,10 @@
     kit logs spec LOG [--engine E --version V --k K] [--json]     normalised acceptance + pooled summary
 
 ``kit logs spec --json`` prints
-``{"engine", "version", "k", "records": [{"time", "mean_acceptance_length", "draft_acceptance_rate",
-"per_position"}], "summary": {"mean_acceptance_length", "draft_acceptance_rate", "windows"}}``
-with rates as fractions.
+``{"engine", "version", "k", "records": [{"line", "time", "mean_acceptance_length", "draft_acceptance_rate",
+"per_position", "after_idle"}], "summary": {"mean_acceptance_length", "draft_acceptance_rate", "windows",
+"excluded_windows", "definition", "comparable"}}`` with rates as fractions, rounded to 4 decimals
+(the logs print 2 or 3), and ``after_idle`` true for windows left out of the summary.
 """
 from __future__ import annotations
 
@@ -58,11 +59,16 @@ def _spec(args) -> int:
     data = logs.read(args.log, engine=args.engine, version=args.engine_version, k=args.k)
     summary = logs.spec_summary(data)
     if args.json:
-        recs = frame_records(data.spec[["time", "mean_acceptance_length", "draft_acceptance_rate", "per_position"]])
+        cols = ["line", "time", "mean_acceptance_length", "draft_acceptance_rate", "per_position", "after_idle"]
+        recs = [{k: _round(v) for k, v in r.items()}
+                for r in frame_records(data.spec[[c for c in cols if c in data.spec]])]
+        for r in recs:
+            r["after_idle"] = bool(r.get("after_idle"))
         dump({"engine": data.engine, "version": data.version, "k": summary.k, "records": recs,
-               "summary": {"mean_acceptance_length": _num(summary.mean_acceptance_length),
-                           "draft_acceptance_rate": _num(summary.draft_acceptance_rate),
-                           "windows": summary.windows}})
+               "summary": {"mean_acceptance_length": _round(_num(summary.mean_acceptance_length)),
+                           "draft_acceptance_rate": _round(_num(summary.draft_acceptance_rate)),
+                           "windows": summary.windows, "excluded_windows": summary.excluded_windows,
+                           "definition": summary.definition, "comparable": summary.comparable}})
         return 0
     print(repr(summary))
     if not len(data.spec):
@@ -76,6 +82,15 @@ def _spec(args) -> int:
     for w in summary.warnings:
         print(f"  warning: {w}")
     return 0
+
+
+def _round(x, places: int = 4):
+    """Floats to ``places`` decimals (lists element-wise); NaN to None; everything else as is."""
+    if isinstance(x, (list, tuple)):
+        return [_round(v, places) for v in x]
+    if isinstance(x, float):
+        return None if math.isnan(x) else round(x, places)
+    return x
 
 
 def _num(x):

@@ -8,7 +8,7 @@ import sys
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "report", help="run every notebook on a session and export the offline HTML report",
-        description="Execute every notebook (papermill parameters: session, host, ledger_path), redact "
+        description="Execute every notebook (papermill parameters: session, host), redact "
                     "secrets, export HTML with local assets, and write index.html with the ledger. "
                     "Exits 1 naming the notebook and cell when a notebook fails (its page is still written).",
     )
@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-input", action="store_true", help="hide code cells in the exported pages")
     p.add_argument("--host", default="local", help="host target passed to the notebooks (default: local)")
     p.add_argument("--notebooks", default=None,
-                   help="directory of notebooks (default: the one holding the session, else ./notebooks)")
+                   help="directory of notebooks (default: the project's notebooks/, else ./notebooks)")
     p.add_argument("--timeout", type=float, default=300.0, help="per-cell timeout in seconds (default: 300)")
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="extra papermill parameter for every notebook (VALUE read as a Python literal, "

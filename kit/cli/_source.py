@@ -19,8 +19,8 @@ def register(subparsers) -> None:
     p.set_defaults(func=_slice)
 
     p = sub.add_parser("grep", help="search a file or directory on the host (rg if present, else grep -r)")
+    p.add_argument("path", help="file or directory (the same order as kit.source.grep(host, path, pattern))")
     p.add_argument("pattern")
-    p.add_argument("path")
     p.add_argument("-C", "--context", type=int, default=0, help="lines of context around each match")
     p.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a fixed string, not a regex")
     p.add_argument("-i", "--ignore-case", action="store_true")

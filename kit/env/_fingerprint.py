@@ -270,7 +270,10 @@ def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
             fp.missing["gpus"] = str(exc)
     else:
         fp.missing["gpus"] = "nvidia-smi --query-gpu failed: " + (gpu_text.strip().splitlines() or ["?"])[-1][:200]
-    header = parse_nvidia_smi_header(s.get("smi", ""))
+    try:
+        header = parse_nvidia_smi_header(s.get("smi", ""), source=f"{fp.host}: nvidia-smi")
+    except ParseError:
+        header = {"driver": None, "cuda": None}  # said below, as a missing driver version
     fp.cuda_driver = header["cuda"]
     fp.driver = header["driver"]
     if fp.driver is None and fp.gpus is not None and "driver_version" in fp.gpus:

@@ -37,6 +37,10 @@ def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<
     lines = [ln for ln in strip_ansi(text).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise ParseError(f"{source}: no nvidia-smi query output", path=source)
+    if "NVSMI LOG" in text or re.search(r"^\s*Attached GPUs\s*:", text, re.M):
+        raise ParseError(f"{source}: this is `nvidia-smi -q` output; the GPU table is read from "
+                         "`nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv`",
+                         path=source)
     try:
         rows = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
     except csv.Error as exc:  # a field over csv's 128 KiB limit, a NUL byte: not nvidia-smi output
@@ -106,7 +110,12 @@ class Topology:
 
     @property
     def nics(self) -> list[str]:
-        return [d for d in self.links.index if not d.startswith("GPU")]
+        return [d for d in self.links.columns if not d.startswith("GPU")]
+
+    @property
+    def nic_links(self) -> pd.DataFrame:
+        """GPU rows x NIC columns (``PIX`` = the NIC sits on the GPU's PCIe switch); empty without NICs."""
+        return self.links.loc[self.gpus, self.nics]
 
     @property
     def gpu_links(self) -> pd.DataFrame:
@@ -216,7 +225,8 @@ def parse_topology(text: str, source: str = "<text>") -> Topology:
     if "GPU0" not in rows:
         raise ParseError(f"{source}: topo -m header found but no GPU rows", path=source)
     order = [d for d in devices if d in rows]
-    links = pd.DataFrame([rows[d][: len(devices)] for d in order], index=order, columns=devices).loc[:, order]
+    # rows present (NIC rows may be cut from a paste), every column: GPU-NIC links stay in the GPU rows
+    links = pd.DataFrame([rows[d][: len(devices)] for d in order], index=order, columns=devices)
     affinity = pd.DataFrame.from_dict(aff, orient="index", columns=extra)
     affinity.index.name = "gpu"
     return Topology(links=links, affinity=affinity, nic_legend=legend)
@@ -248,11 +258,16 @@ def parse_nccl_version(text: str | int | tuple | list) -> str | None:
     return None
 
 
-def parse_nvidia_smi_header(text: str) -> dict[str, str | None]:
-    """Driver and CUDA versions from the ``nvidia-smi`` banner (``Driver Version: 550.54.15   CUDA Version: 12.4``)."""
+def parse_nvidia_smi_header(text: str, source: str = "<text>") -> dict[str, str | None]:
+    """Driver and CUDA versions from the ``nvidia-smi`` banner (``Driver Version: 550.54.15   CUDA Version: 12.4``)
+    or from ``nvidia-smi -q`` (``Driver Version : 580.126.20``). ParseError, naming ``source``, when
+    the text holds neither (never a silent None for both)."""
     text = strip_ansi(text)
-    drv = re.search(r"Driver Version:\s*([\d.]+)", text)
-    cuda = re.search(r"CUDA Version:\s*([\d.]+)", text)
+    drv = re.search(r"Driver Version\s*:\s*([\d.]+)", text)
+    cuda = re.search(r"CUDA Version\s*:\s*([\d.]+)", text)
+    if not drv and not cuda:
+        raise ParseError(f"{source}: no 'Driver Version' or 'CUDA Version' found: not the output of nvidia-smi "
+                         "or nvidia-smi -q", path=source)
     return {"driver": drv.group(1) if drv else None, "cuda": cuda.group(1) if cuda else None}
 
 

@@ -53,6 +53,8 @@ class LogData:
         self.warnings = warnings
         self.k = k
         self.sglang_formats = sglang_formats
+        self._provenance = None
+        self.engine_inferred = False  # True when the engine was guessed from line formats alone (see warnings)
 
     decode = property(lambda self: self.tables["decode"], doc="SGLang Decode batch lines, one row each.")
     prefill = property(lambda self: self.tables["prefill"], doc="SGLang Prefill batch lines, one row each.")
@@ -89,13 +91,29 @@ class LogData:
             keep &= t[run] == running
         return float(t.loc[keep, col].median()) if keep.any() else float("nan")
 
+    @property
+    def provenance(self):
+        """Where the parsed file came from (``kit.session.Provenance``: measured, third-party, sample
+        ...), from the nearest session manifest or the marks in the file; ``unknown`` for text, lines
+        or a file fetched from a host. Set it explicitly when known (``log.provenance = ...``)."""
+        if self._provenance is None:
+            from kit.session import provenance_of
+
+            self._provenance = provenance_of(self.name)
+        return self._provenance
+
+    @provenance.setter
+    def provenance(self, value) -> None:
+        self._provenance = value
+
     def spec_summary(self, include_after_idle: bool = False) -> SpecSummary:
         """Pooled acceptance over this log (see :func:`spec_summary`)."""
         return spec_summary(self, include_after_idle=include_after_idle)
 
     def to_dict(self, tables: bool = True) -> dict[str, Any]:
         """JSON-ready: engine, version, counts, unknown/torn lines, warnings, server_args, tables."""
-        out: dict[str, Any] = {"path": self.name, "engine": self.engine, "version": self.version,
+        out: dict[str, Any] = {"path": self.name, "provenance": self.provenance.to_dict(),
+                               "engine": self.engine, "version": self.version,
                                "lines": self.lines, "counts": self.counts, "unknown_lines": self.unknown_lines,
                                "torn_lines": self.torn_lines, "warnings": list(self.warnings),
                                "server_args": jsonable(self.server_args)}
@@ -116,7 +134,8 @@ class LogData:
         warn = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
         return (f"<div><b>{html.escape(self.name)}</b>: engine {html.escape(self.engine)}, version "
                 f"{html.escape(self.version)}, {self.lines} lines ({self.unknown_lines} unknown, "
-                f"{self.torn_lines} torn)<table><tr><th>kind</th><th>rows</th></tr>{rows}</table>"
+                f"{self.torn_lines} torn)<br>source: {self.provenance._repr_html_()}"
+                f"<table><tr><th>kind</th><th>rows</th></tr>{rows}</table>"
                 + (f"<ul>{warn}</ul>" if warn else "") + "</div>")
 
 
@@ -287,6 +306,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         raise LogFormatError(f"{name}: not a serving log: none of its {st.lines} lines is an SGLang, vLLM, "
                              f"NCCL or benchmark line", path=name)
     ev = st.evidence
+    guessed = engine is None
     if engine is None:
         engine = "sglang" if ev["sglang"] > ev["vllm"] else "vllm" if ev["vllm"] else "unknown"
     logged = [v for e, v, _ in st.versions if e == engine]
@@ -309,6 +329,14 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     raw_spec = st.vllm_spec.frame()
     bench = st.bench.frame(_bench.BENCH_COLUMNS)
     bench = _bench.add_decode_tok_s(bench)
+    inferred = False
+    if guessed and engine != "unknown":
+        stated = (any(e == engine for e, _, _ in st.versions) or st.server_args is not None
+                  or ("backend" in bench.columns and bench["backend"].notna().any()))
+        if not stated:
+            inferred = True
+            warnings.append(f"engine {engine!r} inferred from the line format alone (no version banner, "
+                            "server_args, engine config or Backend line): pass engine= if that is wrong")
     nccl = st.nccl.frame(NCCL_COLUMNS)
 
     parts = []
@@ -316,7 +344,9 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
                            server_args=st.server_args, variants={}, warnings=warnings)
     if len(sg):
         parts.append(sg)
-    vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k, warnings=warnings)
+    cfg_k = (st.server_args or {}).get("num_speculative_tokens") if engine == "vllm" else None
+    vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k or cfg_k,
+                         warnings=warnings)
     if len(vl):
         parts.append(vl)
     if len(parts) > 1:  # both engines in one file: join column by column, freeing as we go
@@ -359,8 +389,9 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     k_used = int(ks.mode().iloc[0]) if len(ks) else k
     args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
     release_freed_memory()
-    return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used,
-                   formats)
+    data = LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used, formats)
+    data.engine_inferred = inferred
+    return data
 
 
 def _value_counts(col: pd.Series) -> dict[str, int]:

@@ -192,6 +192,17 @@ def _other(line: str, lineno: int, st: State) -> int:
             st.server_args_line = lineno
         st.evidence["sglang"] += 1
         return 1
+    if "with config:" in line or "non-default args:" in line:
+        cfg = V.parse_config(line)
+        if cfg and st.server_args is None:
+            st.server_args = cfg
+            st.server_args_line = lineno
+        if cfg:
+            st.evidence["vllm"] += 1
+    if "ustom allreduce is disabled" in line or "ustom all-reduce is disabled" in line:
+        st.warnings.append(f"line {lineno}: the engine disabled its custom all-reduce (it does not run on more "
+                           "than two PCIe-only GPUs): every TP all-reduce goes through NCCL")
+        return 1
     if "ersion " in line or "engine (v" in line:
         m = V.VERSION.search(line)
         if m is not None:

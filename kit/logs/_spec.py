@@ -229,6 +229,10 @@ def vllm_spec(raw: pd.DataFrame, *, version: str, k: int | None, warnings: list[
     length = length.fillna(1.0 + rate * kk)
     v0 = variant == "v0"
     length = length.where(~v0, emitted / (drafted / kk).where(drafted > 0))
+    if v0.any():
+        warnings.append(f"{int(v0.sum())} vLLM V0 acceptance records: V0 counts draft tokens accepted after a "
+                        "rejection, so its draft acceptance rate is not comparable with vLLM V1 or SGLang "
+                        "(compare mean acceptance lengths only with care)")
     if kk.isna().any():
         warnings.append("k unknown for some vLLM acceptance records (no per-position list or "
                         "'Number of speculative tokens'): pass k=")
@@ -244,6 +248,10 @@ def vllm_spec(raw: pd.DataFrame, *, version: str, k: int | None, warnings: list[
     if thr.notna().any():
         out["after_idle"] = out["after_idle"] | flag_after_idle(thr)
     return out
+
+
+def _fmt_num(x: float, fmt: str) -> str:
+    return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
 
 def _num(x: Any) -> bool:
@@ -273,6 +281,24 @@ class SpecSummary:
     definition: str = ""
     warnings: tuple[str, ...] = field(default=())
 
+    @property
+    def comparable(self) -> bool:
+        """False for vLLM V0 acceptance, whose draft acceptance rate counts tokens accepted after a
+        rejection: not to be put beside vLLM V1 or SGLang figures without saying so."""
+        return not self.definition.startswith("vllm V0")
+
+    def _repr_html_(self) -> str:
+        from kit.util import html_fields
+
+        return html_fields(f"SpecSummary: {self.engine} {self.version or 'unknown'}", [
+            ("draft tokens per step (k)", self.k if self.k else "?"),
+            ("mean acceptance length (incl. bonus)", _fmt_num(self.mean_acceptance_length, "{:.3f}")),
+            ("draft acceptance (excl. bonus)", _fmt_num(self.draft_acceptance_rate, "{:.1%}")),
+            ("per-position acceptance", ", ".join(f"{p:.2f}" for p in self.per_position) if self.per_position else "-"),
+            ("windows used / after-idle excluded", f"{self.windows} / {self.excluded_windows}"),
+            ("definition", self.definition + ("" if self.comparable else " (NOT comparable with V1 or SGLang)")),
+            *[("warning", w) for w in self.warnings]])
+
     def speedup(self, c: float):
         """Expected speed-up at drafter cost ``c`` (relative to one target step): a
         :class:`kit.models.SpecEstimate` built from this run's measured acceptance length."""
@@ -286,7 +312,7 @@ class SpecSummary:
                 "mean_acceptance_length": _clean(self.mean_acceptance_length),
                 "draft_acceptance_rate": _clean(self.draft_acceptance_rate),
                 "per_position": list(self.per_position) if self.per_position else None,
-                "definition": self.definition, "warnings": list(self.warnings)}
+                "definition": self.definition, "comparable": self.comparable, "warnings": list(self.warnings)}
 
     def __repr__(self) -> str:
         ver = self.version or "unknown"

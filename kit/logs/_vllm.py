@@ -19,6 +19,33 @@ PREFIX = re.compile(
     r"\[?[\w.]+:\d+\] )?"
 )
 _ENGINE = re.compile(r"(?:Engine (?P<eng>\d+): |(?P<agg>\d+) Engines Aggregated: )$")
+_CFG = {  # what the engine-config line (V1 "with config: ...", "non-default args: {...}") says -> our keys
+    "tp_size": re.compile(r"\btensor_parallel_size['\"]?\s*[=:]\s*(\d+)"),
+    "pp_size": re.compile(r"\bpipeline_parallel_size['\"]?\s*[=:]\s*(\d+)"),
+    "num_speculative_tokens": re.compile(r"\bnum_spec(?:ulative)?_tokens['\"]?\s*[=:]\s*(\d+)"),
+    "speculative_algorithm": re.compile(r"speculative_config['\"]?\s*[=:]\s*[^\n]*?\bmethod['\"]?\s*[=:]\s*['\"](\w+)"),
+    "quantization": re.compile(r"\bquantization['\"]?\s*[=:]\s*['\"]?([\w-]+)"),
+    "model": re.compile(r"\bmodel['\"]?\s*[=:]\s*['\"]([^'\"]+)"),
+    "enforce_eager": re.compile(r"\benforce_eager['\"]?\s*[=:]\s*(True|False)"),
+}
+
+
+def parse_config(line: str) -> dict[str, Any]:
+    """Engine settings from a vLLM config line (``Initializing a V1 LLM engine (v0.11.0) with config:
+    model=..., tensor_parallel_size=8, ..., speculative_config=SpeculativeConfig(method='mtp', ...,
+    num_spec_tokens=3)`` or ``non-default args: {'tensor_parallel_size': 8, ...}``): tp_size,
+    num_speculative_tokens, speculative_algorithm, quantization, model, ... (only those present)."""
+    out: dict[str, Any] = {}
+    for key, rx in _CFG.items():
+        m = rx.search(line)
+        if m:
+            v = m.group(1)
+            out[key] = int(v) if v.isdigit() else (v == "True") if v in ("True", "False") else v
+    if "quantization" in out and out["quantization"] == "None":
+        out["quantization"] = None
+    return out
+
+
 VERSION = re.compile(r"(?:vLLM API server version |LLM engine \(v|vLLM version )(\d+\.\d+[\w.+-]*)")
 _PER_POS = re.compile(r"Per-position acceptance rate: ((?:nan|[0-9.]+)(?:, (?:nan|[0-9.]+))*)")
 

@@ -184,8 +184,25 @@ class AllReduceCost:
              f"{self.per_step_us / 1e3:.3f} ms/step, {self.per_token_us / 1e3:.3f} ms/token; {self.bound} "
              f"(latency {lat:.0%} of a call, crossover {_kib(self.crossover_bytes)})")
         if self.share is not None:
-            s += f"; {self.share:.0%} of the measured {self.step_time_ms:.2f} ms step"
+            s += f"; {self.share:.0%} of the given {self.step_time_ms:.2f} ms step"
         return s + ")"
+
+
+def _allreduce_html(self: "AllReduceCost") -> str:
+    from kit.util import html_fields
+
+    rows = [("tensor-parallel size", self.tp), ("algorithm", self.algorithm), ("link", self.link.name),
+            ("message", f"{self.message_bytes} B, {self.calls_per_step} calls per step"),
+            ("per call", f"{self.per_call_us:.2f} us (latency {self.latency_term_us:.2f} + bandwidth "
+                         f"{self.bandwidth_term_us:.2f})"),
+            ("per token", f"{self.per_token_us / 1e3:.3f} ms ({self.bound})")]
+    rows += [(f"{a} per token", f"{t * self.calls_per_step / 1e3:.3f} ms") for a, t in self.by_algorithm_us.items()]
+    if self.share is not None and self.step_time_ms:
+        rows.append(("share of the given step", f"{self.share:.1%} of {self.step_time_ms:.2f} ms"))
+    return html_fields("AllReduceCost (model prediction)", rows)
+
+
+AllReduceCost._repr_html_ = _allreduce_html
 
 
 def _kib(b: float) -> str:
@@ -325,9 +342,26 @@ class SpecEstimate:
     def __repr__(self) -> str:
         acc = f"{self.acceptance:.0%}" if self.acceptance is not None else "?"
         be = f"{self.break_even:.1%}" if self.break_even is not None else "none (c >= 1)"
-        return (f"SpecEstimate({acc} at k={self.k}, c={self.c:g} ({'measured' if self.c_measured else 'assumed'}) "
+        return (f"SpecEstimate({acc} at k={self.k}, c={self.c:g} ({'inferred from tok/s' if self.c_measured else 'assumed'}) "
                 f"-> {self.expected_tokens:.2f} tokens/verify, expected x{self.speedup:.2f} ({self.verdict}); "
                 f"break-even acceptance {be}; basis: {self.basis})")
+
+
+def _spec_estimate_html(self: "SpecEstimate") -> str:
+    from kit.util import html_fields
+
+    return html_fields("SpecEstimate", [
+        ("draft tokens per step (k)", self.k),
+        ("drafter cost c", f"{self.c:g} ({'inferred from tok/s' if self.c_measured else 'assumed'})"),
+        ("acceptance", f"{self.acceptance:.1%}" if self.acceptance is not None else "?"),
+        ("expected tokens per verify", f"{self.expected_tokens:.3f}"),
+        ("expected speed-up", f"x{self.speedup:.3f} ({self.verdict})"),
+        ("break-even i.i.d. acceptance", f"{self.break_even:.1%}" if self.break_even is not None else "none (c >= 1)"),
+        ("break-even acceptance length", f"{1 + self.k * self.c:.3f}"),
+        ("basis", self.basis)])
+
+
+SpecEstimate._repr_html_ = _spec_estimate_html
 
 
 def spec_estimate(a: float | None = None, *, k: int, c: float, per_position: Sequence[float] | None = None,

@@ -22,8 +22,10 @@ Environment and comparison plots:
 - :func:`link_matrix_plot` — the ``nvidia-smi topo -m`` GPU link matrix as a coloured grid.
 - :func:`ab_plot` — single-stream tok/s of compared configurations against a baseline.
 
-Every function returns the ``Figure`` (nothing is shown or saved here); colours are fixed per
-category so figures side by side compare.
+Every function returns the ``Figure``, already closed in pyplot (nothing is shown or saved here): a
+notebook draws it once, as the cell's value or through ``display(fig)`` inside a loop, never a second
+time when the inline backend flushes. Colours are fixed per category so figures side by side compare.
+Notebooks put the provenance of what a figure was drawn from in its title (``kit.session.caption``).
 
 Files:
 

@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from kit.plots._profile import _detach
+
 __all__ = ["acceptance_over_time", "acceptance_per_position", "throughput_over_time", "speedup_curves"]
 
 
@@ -59,7 +61,8 @@ def acceptance_over_time(data, *, title: str | None = None) -> Figure:
         for ax, col, ylabel in ((ax1, "mean_acceptance_length", "tokens per verify step (incl. bonus)"),
                                 (ax2, "draft_acceptance_rate", "draft acceptance (excl. bonus)")):
             y = pd.to_numeric(spec[col], errors="coerce")
-            ax.plot(x[~idle], y[~idle], "o-", color="#1f77b4", ms=4, lw=1, label="window")
+            # NaN at each after-idle window: the line breaks there instead of running across the idle gap
+            ax.plot(x, y.where(~idle).to_numpy(dtype=float), "o-", color="#1f77b4", ms=4, lw=1, label="window")
             if idle.any():
                 ax.plot(x[idle], y[idle], "o", mfc="none", color="#7f7f7f", ms=6, label="after idle (excluded)")
             ax.set_xlabel(xlabel)
@@ -74,7 +77,7 @@ def acceptance_over_time(data, *, title: str | None = None) -> Figure:
         fig.suptitle(title or f"Speculative acceptance over time — {eng} {ver}, {k}")
     if title and not len(spec):
         fig.suptitle(title)
-    return fig
+    return _detach(fig)
 
 
 def acceptance_per_position(runs, *, title: str | None = None) -> Figure:
@@ -107,7 +110,7 @@ def acceptance_per_position(runs, *, title: str | None = None) -> Figure:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
     ax.set_title(title or "Acceptance per draft position")
-    return fig
+    return _detach(fig)
 
 
 def throughput_over_time(data, *, title: str | None = None) -> Figure:
@@ -135,7 +138,7 @@ def throughput_over_time(data, *, title: str | None = None) -> Figure:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     ax.set_title(title or f"Decode throughput over time — {_label(data, 'log')}")
-    return fig
+    return _detach(fig)
 
 
 def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, *,
@@ -175,7 +178,8 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
             a = models.acceptance_for_length(min(max(run.mean_acceptance_length, 1.0), run.k + 1.0), run.k)
             color = colors.get(run.k, "#d62728")
             ax.plot([a], [s], marker="*", ms=14, color=color, mec="black", ls="none")
-            ax.annotate(f"{label}\n{run.draft_acceptance_rate:.0%} drafts accepted @k={run.k} → x{s:.2f}",
+            # labelled with the x it sits at (and the length it comes from), not with another rate
+            ax.annotate(f"{label}\nlength {run.mean_acceptance_length:.2f} @k={run.k} = {a:.0%} i.i.d. → x{s:.2f}",
                         (a, s), textcoords="offset points", xytext=(8, 6), fontsize=8)
     ax.set_xlabel("draft acceptance per position (i.i.d. model)")
     ax.set_ylabel("expected speed-up")
@@ -184,5 +188,5 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
     ax.set_title(title or f"Speculative speed-up vs acceptance, drafter cost c={c:g} "
-                          f"({'measured' if c_measured else 'assumed'})")
-    return fig
+                          f"({'inferred from tok/s' if c_measured else 'assumed'})")
+    return _detach(fig)

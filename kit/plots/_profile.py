@@ -26,6 +26,13 @@ CATEGORY_COLORS = {
 }
 
 
+def _detach(fig: Figure) -> Figure:
+    """Close ``fig`` in pyplot before handing it back: a notebook then draws it once, as the cell's
+    value or through ``display(fig)``, not a second time when the inline backend flushes open figures."""
+    plt.close(fig)
+    return fig
+
+
 def _color(cat: str) -> str:
     return CATEGORY_COLORS.get(cat, "#444444")
 
@@ -74,7 +81,7 @@ def category_shares(summaries, *, of: str = "wall", title: str | None = None) ->
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
     if len(shares) > 6:
         ax.tick_params(axis="x", labelrotation=45)
-    return fig
+    return _detach(fig)
 
 
 def step_timeline(summary, *, rank: int | None = None, title: str | None = None) -> Figure:
@@ -98,7 +105,7 @@ def step_timeline(summary, *, rank: int | None = None, title: str | None = None)
     ax.set_ylabel("time per step (µs)")
     ax.set_title(title or f"Per-step kernel time by category, rank {r} ({summary.phase})")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-    return fig
+    return _detach(fig)
 
 
 def top_kernels(summary, *, categories: list[str] | None = None, n: int = 5, title: str | None = None) -> Figure:
@@ -115,7 +122,7 @@ def top_kernels(summary, *, categories: list[str] | None = None, n: int = 5, tit
     ax.set_yticklabels([f"[{c}] {_short(nm)}" for c, nm in zip(rows["category"], rows["name"])], fontsize=7)
     ax.set_xlabel("kernel time (µs)")
     ax.set_title(title or f"Top kernels per category ({summary.phase})")
-    return fig
+    return _detach(fig)
 
 
 # Environment and A/B views
@@ -153,7 +160,7 @@ def link_matrix_plot(topology: Any, *, title: str | None = None, ax: Any = None)
     if handles:
         ax.legend(handles=handles, bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8, frameon=False)
     fig.tight_layout()
-    return fig
+    return _detach(fig) if ax is None else fig
 
 
 def ab_plot(table: pd.DataFrame, *, value: str = "tok_s", label: str = "config", baseline: str | None = None,
@@ -174,5 +181,5 @@ def ab_plot(table: pd.DataFrame, *, value: str = "tok_s", label: str = "config",
     ax.set_title(title + (f" (baseline: {baseline})" if baseline else ""))
     ax.set_xlim(0, float(t[value].max()) * 1.25)
     fig.tight_layout()
-    return fig
+    return _detach(fig)
 

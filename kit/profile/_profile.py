@@ -10,7 +10,7 @@ from typing import Iterable, Union
 import numpy as np
 import pandas as pd
 
-from kit.errors import TraceError
+from kit.errors import TraceError, UsageError
 from kit.profile import _summary as S
 from kit.profile._categories import OTHER, Rule, build_rules, categorise, category_order
 from kit.profile._io import sniff
@@ -200,10 +200,26 @@ class Profile:
     def ranks(self) -> list[int]:
         return sorted(self.meta.get("ranks", {}))
 
+    @property
+    def provenance(self):
+        """Where the trace files came from (``kit.session.Provenance``, from the nearest session
+        manifest or the files' marks); the first file's when they agree, else ``unknown`` with a note
+        listing them."""
+        from kit.session import Provenance, provenance_of
+
+        found = []
+        for f in self.files:
+            pv = provenance_of(f)
+            if pv not in found:
+                found.append(pv)
+        if len(found) == 1:
+            return found[0]
+        return Provenance("unknown", note="; ".join(p.label for p in found) or None)
+
     def summary(self, phase: str = "all", *, top: int = 5) -> "Summary":
         """Category breakdown of ``phase`` ('all', 'decode' or 'prefill'); see :class:`Summary`."""
         if phase not in PHASES:
-            raise ValueError(f"phase must be one of {PHASES}, not {phase!r}")
+            raise UsageError(f"Profile.summary: phase must be one of {', '.join(PHASES)}, not {phase!r}")
         return _summarise(self, phase, top)
 
     def __repr__(self) -> str:
@@ -214,7 +230,7 @@ class Profile:
 
     def _repr_html_(self) -> str:
         w = "".join(f"<li>{html.escape(x)}</li>" for x in self.warnings)
-        return (f"<div><b>{html.escape(repr(self))}</b>"
+        return (f"<div><b>{html.escape(repr(self))}</b><br>source: {self.provenance._repr_html_()}"
                 f"{'<ul>' + w + '</ul>' if w else ''}</div>")
 
 

@@ -144,3 +144,8 @@ class Host:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.target!r})"
+
+    def _repr_html_(self) -> str:
+        from kit.util import html_fields
+
+        return html_fields(type(self).__name__, [("name", self.name), ("target", self.target)])

@@ -92,6 +92,12 @@ class HostGroup:
     def __repr__(self) -> str:
         return f"HostGroup({[h.target for h in self.hosts]!r})"
 
+    def _repr_html_(self) -> str:
+        from kit.util import html_fields
+
+        return html_fields(f"HostGroup of {len(self.hosts)} hosts",
+                           [(f"host {i}", f"{h.name} ({type(h).__name__})") for i, h in enumerate(self.hosts)])
+
     def _names(self) -> list[str]:
         names, seen = [], {}
         for h in self.hosts:

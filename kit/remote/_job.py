@@ -56,6 +56,12 @@ class Job:
     def __repr__(self) -> str:
         return f"Job(host={self.host.name!r}, pid={self.pid}, log={self.log!r}, cmd={self.cmd!r})"
 
+    def _repr_html_(self) -> str:
+        from kit.util import clip, html_fields
+
+        return html_fields("Job", [("host", self.host.name), ("pid", self.pid), ("log", self.log),
+                                   ("command", clip(self.cmd or "", 200))])
+
     @property
     def alive(self) -> bool:
         """True while a (non-zombie) process of the job's session is running."""

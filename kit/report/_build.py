@@ -321,12 +321,15 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
 
 def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:
     if notebooks is None:
-        parent = session.resolve().parent
-        candidates = [parent, Path("notebooks")]
+        # the project's own notebooks (beside the kit package), else ./notebooks; never whatever
+        # *.ipynb happen to sit beside the session directory
+        candidates = [Path(__file__).resolve().parents[2] / "notebooks", Path("notebooks"),
+                      session.resolve().parent]  # the last only for an installed kit without its notebooks
         for c in candidates:
             if c.is_dir() and any(c.glob("*.ipynb")):
                 return discover(c)
-        raise ReportError(f"no notebooks found beside session {session} or in ./notebooks; pass --notebooks DIR")
+        raise ReportError(f"no notebooks found (looked in {candidates[0]}, ./notebooks and beside the session); "
+                          "pass --notebooks DIR")
     if isinstance(notebooks, (str, os.PathLike)):
         return discover(notebooks)
     paths = [Path(p) for p in notebooks]

@@ -4,7 +4,8 @@ A line alone misleads: ``sm100_default_attention_backend="flashinfer"`` only mat
 around it runs on this GPU. So besides :func:`slice` (``sed -n`` with line numbers, highlighted in a
 notebook) this module answers the next questions: which function holds that line (:func:`enclosing`),
 where a name is set or defined (:func:`find`), where a predicate used there comes from
-(:func:`definition`, following the file's imports), which file an installed module is
+(:func:`definition`, following the file's imports), what that definition gives on the host's
+Python and GPU (:func:`evaluate`, importing the file as the module it is), which file an installed module is
 (:func:`module_path`), and how one region differs across hosts or versions (:func:`diff`).
 :func:`grep` searches a file or tree on the host in one round trip.
 
@@ -13,7 +14,7 @@ the wire once per (host, path, size, mtime) and parsed ASTs are cached (:func:`c
 
 Files:
 
-- ``_api.py``: the public calls: slice, enclosing, find, grep, definition, module_path, diff
+- ``_api.py``: the public calls: slice, enclosing, find, grep, definition, evaluate, module_path, diff
 - ``_cache.py``: file contents per (host, path, size, mtime) and the cache counters
 - ``_index.py``: the AST index of one file: scopes, bindings, imports
 - ``_resolve.py``: following imports to the module that defines a name
@@ -38,6 +39,7 @@ from kit.source._api import (  # noqa: F401
     definition,
     diff,
     enclosing,
+    evaluate,
     find,
     grep,
     module_path,
@@ -45,6 +47,6 @@ from kit.source._api import (  # noqa: F401
 )
 from kit.util import publish
 
-__all__ = ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'find', 'grep', 'module_path', 'slice']
+__all__ = ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'evaluate', 'find', 'grep', 'module_path', 'slice']
 
 publish(globals(), __all__)

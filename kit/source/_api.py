@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 import posixpath
 import re
+import sys
 from typing import TYPE_CHECKING
 
 from kit.errors import RemoteFileError, SourceError
@@ -17,7 +18,7 @@ if TYPE_CHECKING:  # the Host base class; kit.remote is not imported at run time
     from kit.remote import Host
 
 __all__ = [
-    "slice", "grep", "enclosing", "find", "definition", "module_path", "diff",
+    "slice", "grep", "enclosing", "find", "definition", "evaluate", "module_path", "diff",
     "Slice", "Match", "Matches", "Scope", "Symbol", "Symbols", "Definition", "SourceDiff",
     "cache_info", "cache_clear", "CacheInfo",
 ]
@@ -152,7 +153,7 @@ def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex:
     return Matches(items, host=name, pattern=pattern, path=path_or_dir, tool=tool_used(result.stderr), note=note)
 
 
-def definition(host: Host, name: str, *, near: str, python: str = "python3", env: dict | None = None) -> Definition:
+def definition(host: Host, name: str, *, near: str, python: str | None = None, env: dict | None = None) -> Definition:
     """Follow ``name`` as used in the file ``near`` to where it is defined, through that file's imports.
 
     ``from tinyserve.srt.utils import is_sm100_supported`` in ``near`` leads to ``utils/__init__.py``,
@@ -164,6 +165,7 @@ def definition(host: Host, name: str, *, near: str, python: str = "python3", env
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise SourceError(f"definition: {name!r} is not a (dotted) Python name")
     hname = host_name(host)
+    python = default_python(host, python)
     parts = name.split(".")
     via: list[str] = []
     path = near
@@ -179,7 +181,8 @@ def definition(host: Host, name: str, *, near: str, python: str = "python3", env
         if index is None:
             raise SourceError(syntax_note(source).replace("results come from a text search, not the AST",
                                                             "cannot follow imports"))
-        local = [b for b in index.find(attr) if b.kind in _DEFINING_KINDS and b.enclosing is None]
+        local = _implementation_first(source, index, [b for b in index.find(attr)
+                                                       if b.kind in _DEFINING_KINDS and b.enclosing is None])
         if local and not rest:
             return _definition(host, source, local[0], name, via)
         if local and rest and local[0].kind == "class":
@@ -188,6 +191,11 @@ def definition(host: Host, name: str, *, near: str, python: str = "python3", env
                 return _definition(host, source, members[0], name, via)
         step = follow_import(host, source, index, attr, python=python, env=env)
         if step is None:
+            imported = [i for i in index.imports if i.bound == attr]
+            if imported:
+                raise SourceError(f"{hname}:{path}:{imported[0].line}: {attr!r} is imported there "
+                                  f"({imported[0].statement}) but its module could not be found beside the file, "
+                                  f"in its package tree or by {python}")
             break
         path, attr, hop, is_module = step
         via.append(hop)
@@ -201,6 +209,19 @@ def definition(host: Host, name: str, *, near: str, python: str = "python3", env
             attr, rest = rest[0], rest[1:]
     raise SourceError(f"{hname}:{near}: cannot find where {name!r} is defined"
                       + (f" (followed {' -> '.join(via)})" if via else " (not defined or imported there)"))
+
+
+def _is_overload(source: SourceFile, index, b: Binding) -> bool:
+    scope = index.enclosing(b.line) if b.kind in ("function", "method") else None
+    if scope is None or scope.def_line != b.line:
+        return False
+    decorators = "".join(source.lines[scope.start - 1:scope.def_line - 1])
+    return bool(re.search(r"@\s*(typing\.|t\.|typing_extensions\.)?overload\b", decorators))
+
+
+def _implementation_first(source: SourceFile, index, bindings: list[Binding]) -> list[Binding]:
+    """``@overload`` stubs after the implementation: the definition is the code that runs."""
+    return sorted(bindings, key=lambda b: _is_overload(source, index, b))
 
 
 def _module_label(path: str) -> str:
@@ -219,7 +240,63 @@ def _definition(host, source: SourceFile, b: Binding, name: str, via: list[str])
 
 
 
-def module_path(host: Host, module: str, *, python: str = "python3", env: dict | None = None) -> str:
+_EVALUATE = """
+import importlib, os, sys
+_path, _attr, _call, _args = {path!r}, {attr!r}, {call!r}, {args!r}
+_dir, _base = os.path.split(_path)
+_parts = [] if _base == "__init__.py" else [os.path.splitext(_base)[0]]
+while os.path.isfile(os.path.join(_dir, "__init__.py")):
+    _parts.insert(0, os.path.basename(_dir))
+    _dir = os.path.dirname(_dir)
+if _dir not in sys.path:
+    sys.path.insert(0, _dir)
+_module = importlib.import_module(".".join(_parts))
+if os.path.realpath(getattr(_module, "__file__", "") or "") != os.path.realpath(_path):
+    raise ImportError(f"{{'.'.join(_parts)}} imports from {{_module.__file__}}, not {{_path}}")
+_obj = _module
+for _a in _attr.split("."):
+    _obj = getattr(_obj, _a)
+_value = _obj(*_args) if _call else _obj
+_value if isinstance(_value, (bool, int, float, str, type(None), list, tuple, dict)) else repr(_value)
+"""
+
+
+def evaluate(host: Host, where: Definition, *, attribute: str | None = None, args: tuple = (), call: bool = True,
+             python: str | None = None, env: dict | None = None, timeout: float = 120.0):
+    """Ask the host's ``python`` what the definition ``where`` gives: ``where.qualname(*args)`` when
+    ``call`` (a predicate such as ``is_sm100_supported``), else its value; ``attribute`` first takes
+    an attribute of it (``evaluate(h, platform_class, attribute="is_device_capability", args=(100,))``).
+    ``args`` are JSON-able literals. Returns the JSON value (other objects as their repr).
+
+    The file is imported as the module it is in its package (``.../sglang/srt/utils/common.py`` ->
+    ``sglang.srt.utils.common``, the package root put first on ``sys.path``), so it is registered
+    in ``sys.modules`` and its parents' ``__init__`` run as in the engine: dataclasses under
+    ``from __future__ import annotations`` and relative imports work as they do for the engine.
+    CommandFailed carries the host's last traceback line when the import or the call fails.
+    """
+    if not isinstance(where, Definition):
+        raise SourceError(f"evaluate: expected a Definition (from kit.source.definition), got {type(where).__name__}")
+    if where.kind not in ("function", "variable", "class"):
+        raise SourceError(f"{where.host}:{where.path}:{where.line}: {where.qualname} is a {where.kind}; "
+                          "only module-level functions, variables and classes can be evaluated")
+    if attribute is not None and not _NAME_RE.match(attribute):
+        raise SourceError(f"evaluate: attribute {attribute!r} is not a (dotted) Python name")
+    if not all(a is None or isinstance(a, (bool, int, float, str)) for a in args):
+        raise SourceError(f"evaluate: args must be JSON-able literals (None, bool, int, float, str), got {args!r}")
+    attr = where.qualname + (f".{attribute}" if attribute else "")
+    code = _EVALUATE.format(path=where.path, attr=attr, call=bool(call), args=tuple(args))
+    return host.python(code, python=default_python(host, python), env=env, timeout=timeout)
+
+
+def default_python(host: Host, python: str | None) -> str:
+    """``python`` when given; else the running interpreter on the local host (the one whose packages
+    the notebook sees), ``python3`` on a remote one."""
+    if python:
+        return python
+    return sys.executable if getattr(host, "target", None) == "local" and sys.executable else "python3"
+
+
+def module_path(host: Host, module: str, *, python: str | None = None, env: dict | None = None) -> str:
     """The file of an installed module on the host (``sglang.srt.server_args`` ->
     ``.../site-packages/sglang/srt/server_args.py``).
 
@@ -227,7 +304,7 @@ def module_path(host: Host, module: str, *, python: str = "python3", env: dict |
     not the module itself; ``env`` e.g. sets PYTHONPATH); if that fails, reads
     ``python -m pip show -f <top package>``. SourceError names the host and module when both fail.
     """
-    return locate_module(host, module, python=python, env=env)
+    return locate_module(host, module, python=default_python(host, python), env=env)
 
 
 def diff(a: Slice | Scope | Definition, b: Slice | Scope | Definition, *, context: int = 3) -> SourceDiff:

@@ -14,6 +14,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer, TextLexer, get_lexer_for_filename
 from pygments.styles.default import DefaultStyle
+from pygments.token import Error
 from pygments.util import ClassNotFound
 
 _HL_COLOR = "#fff2a8"
@@ -23,9 +24,12 @@ _NOTE = "font-family:monospace;font-size:90%;color:#8a4b00;padding:2px 8px"
 
 
 class _KitStyle(DefaultStyle):
-    """Pygments' default colours with a visible match-line highlight."""
+    """Pygments' default colours with a visible match-line highlight, and no red box around "error"
+    tokens: a lone line or a slice cut from a file (an unclosed ``\"\"\"`` or double backticks in a
+    docstring) lexes as errors that are not errors in the file."""
 
     highlight_color = _HL_COLOR
+    styles = {**DefaultStyle.styles, Error: ""}
 
 
 def _lexer(path: str):

@@ -80,6 +80,7 @@ def _module_candidates(near: str, module: str, level: int) -> list[str]:
         dirs = posixpath.dirname(near).split("/")
         roots = ["/".join(dirs[:i]) or ("/" if near.startswith("/") else ".")
                  for i in range(len(dirs) - 1, -1, -1) if dirs[i] == parts[0]]
+        roots.append(posixpath.dirname(near) or ".")  # the file's own folder (sys.path[0] of a script)
     out = []
     for root in roots:
         if parts:

@@ -107,7 +107,11 @@ class Matches(list):
         return body + (f"\n({self.note})" if self.note else "")
 
     def __repr__(self) -> str:
-        lines = [self._title()] + [f"  {m.path}:{m.line}: {m.text.strip()}" for m in self[:50]]
+        lines = [self._title()]
+        for m in self[:50]:  # context lines (grep -C) shown as grep shows them: path-line-text
+            lines += [f"  {m.path}-{m.line - len(m.before) + i}- {t.rstrip()}" for i, t in enumerate(m.before)]
+            lines.append(f"  {m.path}:{m.line}: {m.text.strip()}")
+            lines += [f"  {m.path}-{m.line + 1 + i}- {t.rstrip()}" for i, t in enumerate(m.after)]
         if len(self) > 50:
             lines.append(f"  ... {len(self) - 50} more")
         if self.note:
@@ -115,7 +119,15 @@ class Matches(list):
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        rows = [(html.escape(m.path), str(m.line), _html.inline_code(m.path, m.text)) for m in self]
+        rows = []
+        for m in self:  # context lines in grey, the match line in bold numbers
+            for i, t in enumerate(m.before):
+                rows.append((html.escape(m.path), f"<span style='color:#6e7781'>{m.line - len(m.before) + i}</span>",
+                             _html.inline_code(m.path, t)))
+            rows.append((html.escape(m.path), f"<b>{m.line}</b>", _html.inline_code(m.path, m.text)))
+            for i, t in enumerate(m.after):
+                rows.append((html.escape(m.path), f"<span style='color:#6e7781'>{m.line + 1 + i}</span>",
+                             _html.inline_code(m.path, t)))
         return _html.table(["path", "line", "text"], rows, title=self._title(), note=self.note)
 
 

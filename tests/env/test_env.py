@@ -200,3 +200,29 @@ def test_fingerprint_survives_a_hung_nvidia_smi(tmp_path, monkeypatch):
     assert time.monotonic() - t0 < 15
     assert fp.gpus is None and fp.topology is None and "did not answer within 1 s" in fp.missing["gpus"]
     assert fp.os and fp.python
+
+
+def test_nvidia_smi_q_output_gets_a_clear_message():
+    """``nvidia-smi -q`` is read for its versions, and refused by the GPU-table parser with the command
+    it wants; text that is neither is an error, never ``None`` for both (issue 16)."""
+    from kit.errors import ParseError
+
+    q = ("==============NVSMI LOG==============\n\nTimestamp                                 : Tue Dec  2 2025\n"
+         "Driver Version                            : 580.126.20\nCUDA Version                              : 13.0\n\n"
+         "Attached GPUs                             : 1\nGPU 00000000:18:00.0\n    Product Name   : NVIDIA H200\n")
+    assert parse_nvidia_smi_header(q) == {"driver": "580.126.20", "cuda": "13.0"}
+    with pytest.raises(ParseError, match=r"q.txt: this is `nvidia-smi -q` output; .*--query-gpu="):
+        parse_gpu_query(q, source="q.txt")
+    with pytest.raises(ParseError, match=r"x.txt: no 'Driver Version' or 'CUDA Version' found"):
+        parse_nvidia_smi_header("hello\n", source="x.txt")
+
+
+def test_topology_keeps_gpu_nic_links_when_nic_rows_are_cut():
+    """A pasted ``topo -m`` whose NIC rows were cut still has the NIC columns of the GPU rows (issue 16)."""
+    text = ("\tGPU0\tGPU1\tNIC0\tNIC1\tCPU Affinity\tNUMA Affinity\n"
+            "GPU0\t X \tSYS\tPIX\tSYS\t0-31\t0\n"
+            "GPU1\tSYS\t X \tSYS\tPIX\t32-63\t1\n")
+    topo = parse_topology(text)
+    assert topo.nics == ["NIC0", "NIC1"]
+    assert topo.nic_links.loc["GPU0", "NIC0"] == "PIX" and topo.nic_links.loc["GPU1", "NIC1"] == "PIX"
+    assert topo.kind == "PCIe-only" and topo.summary == "2 GPUs, 2 NICs, PCIe-only (worst link SYS)"

@@ -108,12 +108,25 @@ _WRITER = textwrap.dedent("""
 """)
 
 
+def _wait_for_a_write(path, prefix: str, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if any(h.id.startswith(prefix) for h in Ledger.open(path)):
+                return
+        except LedgerError:
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"the writer recorded nothing in {timeout} s")
+
+
 def test_killed_writer_never_corrupts_the_file(tmp_path):
     """SIGKILL a process in the middle of a stream of saves: the file always parses."""
     path = tmp_path / "ledger.json"
     Ledger.open(path).record("H0", statement="seed")
-    for delay in (0.35, 0.5, 0.7):
+    for delay in (0.05, 0.2, 0.4):
         proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "K", "100000"])
+        _wait_for_a_write(path, "K")  # a loaded machine may take a while to start Python
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -148,3 +161,99 @@ def test_rendering_is_deterministic_and_escaped(tmp_path):
     frame = led.to_frame()
     assert list(frame["id"]) == ["H1", "H2"] and list(frame["verdict"]) == ["confirmed", "open"]
     assert Ledger.open(tmp_path / "ledger.json")._repr_html_() == html
+
+
+# ---------------------------------------------------------------- issue 15 / 16: merges, damage, provenance
+def test_two_instances_saved_in_turn_keep_both_sets_of_verdicts(tmp_path):
+    path = tmp_path / "ledger.json"
+    Ledger.open(path).record("H0", statement="seed")
+    a, b = Ledger.open(path), Ledger.open(path)  # both read the same file
+    a._items["HA"] = Hypothesis("HA", "from a", verdict="confirmed")
+    a["H0"].evidence = "a looked at H0"
+    b._items["HB"] = Hypothesis("HB", "from b", verdict="rejected")
+    a.save()
+    b.save()  # before the fix this wrote b's view over a's: HA and a's H0 evidence were lost
+    final = Ledger.open(path)
+    assert [h.id for h in final] == ["H0", "HA", "HB"]
+    assert final["HA"].verdict == "confirmed" and final["HB"].verdict == "rejected"
+    assert final["H0"].evidence == "a looked at H0"
+    # record() on a stale instance keeps the others too
+    c = Ledger.open(path)
+    Ledger.open(path).record("HD", statement="d", verdict="open")
+    c.record("HC", statement="c")
+    assert {h.id for h in Ledger.open(path)} == {"H0", "HA", "HB", "HC", "HD"}
+
+
+def test_save_refuses_a_conflicting_change_and_leaves_the_file(tmp_path):
+    path = tmp_path / "ledger.json"
+    Ledger.open(path).record("H1", statement="s", verdict="open")
+    a, b = Ledger.open(path), Ledger.open(path)
+    a["H1"].verdict = "confirmed"
+    a.save()
+    before = path.read_bytes()
+    b["H1"].verdict = "rejected"
+    with pytest.raises(LedgerError, match=r"not saved: H1 changed both here and in the file"):
+        b.save()
+    assert path.read_bytes() == before
+    b.reload()
+    b["H1"].verdict = "rejected"
+    b.save()
+    assert Ledger.open(path)["H1"].verdict == "rejected"
+
+
+def test_damaged_ledgers_are_one_clear_error_and_stay_as_they_were(tmp_path):
+    path = tmp_path / "ledger.json"
+    cases = {
+        "latin-1": '{"format": 1, "hypotheses": [{"id": "H1", "statement": "caf\xe9"}]}'.encode("latin-1"),
+        "null statement": json.dumps({"hypotheses": [{"id": "H1", "statement": None}]}).encode(),
+        "number statement": json.dumps({"hypotheses": [{"id": "H1", "statement": 3}]}).encode(),
+        "deep": b"[" * 100000 + b"]" * 100000,
+        "bad provenance": json.dumps({"hypotheses": [{"id": "H1", "statement": "s", "provenance": "sample"}]}).encode(),
+    }
+    for name, raw in cases.items():
+        path.write_bytes(raw)
+        with pytest.raises(LedgerError, match=r"^ledger .*ledger.json: ") as info:
+            Ledger.open(path)
+        assert "\n" not in str(info.value), name
+        with pytest.raises(LedgerError):
+            Ledger.open(path).record("H2", statement="x") if name == "deep" else Ledger(path).record("H2", statement="x")
+        assert path.read_bytes() == raw, f"{name}: the damaged file was changed"
+    with pytest.raises(LedgerError, match="not UTF-8 text"):
+        path.write_bytes(cases["latin-1"])
+        Ledger.open(path)
+    # null text fields other than the statement load as empty and render
+    path.write_text(json.dumps({"hypotheses": [{"id": "H1", "statement": "s", "evidence": None, "test": None}]}))
+    assert "H1" in Ledger.open(path).to_html()
+
+
+def test_a_killed_writers_temp_file_is_removed_by_the_next_writer(tmp_path):
+    path = tmp_path / "ledger.json"
+    Ledger.open(path).record("H0", statement="seed")
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "K", "100000"])
+    _wait_for_a_write(path, "K")
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    (tmp_path / ".ledger.json.abandoned.tmp").write_text("x" * 1000)  # as a kill -9 mid-write leaves it
+    Ledger.open(path).record("H1", statement="after the kill")
+    assert [p.name for p in tmp_path.iterdir()] == ["ledger.json"]
+
+
+def test_old_ledger_files_load_and_provenance_round_trips(tmp_path):
+    path = tmp_path / "ledger.json"
+    old = {"format": 1, "hypotheses": [{"id": "H1", "statement": "s", "test": "", "evidence": "", "verdict": "open",
+                                        "numbers": {}, "source": "posed"}]}
+    path.write_text(json.dumps(old))
+    h = Ledger.open(path)["H1"]
+    assert h.provenance == [] and h.caveats == [] and h.evidence_kind == "not stated"
+    led = Ledger.open(path)
+    led.record("H1", verdict="rejected", caveats=["the measurement contradicts the model"],
+               provenance=[{"artefact": "logs/a.log", "kind": "sample", "label": "sample (not measured)", "role": "step time"},
+                           {"artefact": "traces/x", "kind": "measured", "label": "measured on h200"}])
+    again = Ledger.open(path)["H1"]
+    assert again.evidence_kind == "mixed: measured, sample"
+    assert again.caveats == ["the measurement contradicts the model"]
+    html = Ledger.open(path).to_html()
+    assert "provenance" in html and "sample (not measured)" in html and "contradicts the model" in html
+    with pytest.raises(LedgerError, match="needs at least a 'kind'"):
+        led.record("H1", provenance=[{"artefact": "x"}])

@@ -133,14 +133,18 @@ def test_cli_logs_spec_json_shape(capsys):
     out = json.loads(capsys.readouterr().out)
     assert set(out) == {"engine", "version", "k", "records", "summary"}
     assert (out["engine"], out["version"], out["k"]) == ("vllm", "0.10.1.1", 2)
-    assert [set(r) for r in out["records"]] == [{"time", "mean_acceptance_length", "draft_acceptance_rate",
-                                                 "per_position"}] * 3
-    assert out["records"][1] == {"time": "08-20 09:00:20", "mean_acceptance_length": 2.2,
-                                 "draft_acceptance_rate": 0.6, "per_position": [0.8, 0.4]}
+    assert [set(r) for r in out["records"]] == [{"line", "time", "mean_acceptance_length", "draft_acceptance_rate",
+                                                 "per_position", "after_idle"}] * 3
+    rec = dict(out["records"][1])
+    assert isinstance(rec.pop("line"), int)
+    assert rec == {"time": "08-20 09:00:20", "mean_acceptance_length": 2.2, "draft_acceptance_rate": 0.6,
+                   "per_position": [0.8, 0.4], "after_idle": False}
     assert out["records"][0]["draft_acceptance_rate"] is None  # nan% -> null, never NaN in JSON
-    assert set(out["summary"]) == {"mean_acceptance_length", "draft_acceptance_rate", "windows"}
-    assert out["summary"]["windows"] == 2
-    assert out["summary"]["draft_acceptance_rate"] == pytest.approx(320 / 600)
+    assert out["records"][0]["after_idle"] is True  # the window the summary leaves out says so
+    assert set(out["summary"]) == {"mean_acceptance_length", "draft_acceptance_rate", "windows", "excluded_windows",
+                                   "definition", "comparable"}
+    assert out["summary"]["windows"] == 2 and out["summary"]["excluded_windows"] == 1
+    assert out["summary"]["draft_acceptance_rate"] == round(320 / 600, 4)  # rounded, not 0.5333333333333333
 
 
 def test_cli_logs_spec_with_k_and_version(capsys):

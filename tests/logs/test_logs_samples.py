@@ -10,8 +10,9 @@ import math
 import pandas as pd
 import pytest
 
+import kit.logs
 import kit.logs as L
-from tests.conftest import TEST_DATA
+from tests.conftest import SAMPLE, TEST_DATA
 
 DATA = TEST_DATA / "logs"
 
@@ -236,3 +237,17 @@ def test_parse_server_args_forms_and_error():
     assert L.parse_server_args("server_args={'tp_size': 2, 'attention_ba") == {"tp_size": 2, "__truncated__": True}
     with pytest.raises(LogFormatError, match="no ServerArgs"):
         L.parse_server_args("nothing here")
+
+
+def test_vllm_config_line_gives_tp_size_and_k_and_custom_allreduce_warning_is_surfaced():
+    """vLLM prints TP size and num_speculative_tokens only in its engine-config line; SGLang/vLLM say
+    when custom all-reduce is off on more than two PCIe GPUs (issue 16)."""
+    from kit.logs._vllm import parse_config
+
+    d = kit.logs.read(SAMPLE / "logs" / "vllm_0.11.0_tp8_mtp.log")
+    assert d.server_args["tp_size"] == 8 and d.server_args["num_speculative_tokens"] == 3
+    assert d.server_args["speculative_algorithm"] == "mtp" and d.k == 3
+    assert any("disabled its custom all-reduce" in w for w in d.warnings)
+    assert parse_config("non-default args: {'model': 'x', 'tensor_parallel_size': 4, 'speculative_config': "
+                        "{'method': 'eagle3', 'num_speculative_tokens': 5}}") == {
+        "tp_size": 4, "num_speculative_tokens": 5, "speculative_algorithm": "eagle3", "model": "x"}

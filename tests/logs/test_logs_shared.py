@@ -65,7 +65,8 @@ def test_sglang_eagle3_decode_0_5_3(logs_dir):
 
 
 def test_sglang_explicit_version_and_k_agree(logs_dir):
-    d = L.read(logs_dir / "sglang_0.5.3post3_eagle3_decode_issue11948.log", version="0.5.3.post3", k=3)
+    d = L.read(logs_dir / "sglang_0.5.3post3_eagle3_decode_issue11948.log", version="0.5.3.post3", k=3,
+               engine="sglang")
     assert d.version == "0.5.3.post3"
     assert not any("inferred" in w or "inconsistent" in w for w in d.warnings)
     assert set(d.spec["definition"]) == {"sglang<=0.5.10: accept rate = accept len / N"}
@@ -245,3 +246,27 @@ def test_decode_tok_s_from_logs_and_benchmarks(logs_dir):
     # bench_one_batch at batch 1: median decode latency 0.00585 s / 0.00572 s per token.
     bench = L.parse_bench(logs_dir / "sglang_bench_one_batch_pr30147.log")
     assert list(bench["decode_tok_s"].round(2)) == [round(1 / 0.00585, 2), round(1 / 0.00572, 2)]
+
+
+def test_engine_from_format_alone_is_marked_inferred(logs_dir):
+    """A log with no version banner, server_args or Backend line says its engine was guessed (issue 16)."""
+    guessed = L.read(logs_dir / "sglang_0.4.1_prefill_cachehit_issue2777.log")
+    assert guessed.engine == "sglang" and guessed.engine_inferred
+    assert any("inferred from the line format alone" in w for w in guessed.warnings)
+    told = L.read(logs_dir / "sglang_0.4.1_prefill_cachehit_issue2777.log", engine="sglang")
+    assert not told.engine_inferred and not any("line format alone" in w for w in told.warnings)
+    dumped = L.read(logs_dir / "sglang_0.4.7_server_args_dump_issue7227.log")
+    assert dumped.engine == "sglang" and not dumped.engine_inferred
+    bench = L.read(logs_dir / "vllm_bench_serve_result_issue18136.log")
+    assert bench.engine_inferred  # a result block without a Backend line
+
+
+def test_vllm_v0_acceptance_is_flagged_not_comparable(logs_dir):
+    """vLLM V0 counts drafts accepted after a rejection: its rate is flagged, never silently put beside V1
+    or SGLang figures (issue 16)."""
+    v0 = L.read(logs_dir / "vllm_0.6.3_v0_speculative_metrics_issue9539.log", k=5).spec_summary()
+    assert v0.comparable is False and v0.to_dict()["comparable"] is False
+    assert any("not comparable with vLLM V1 or SGLang" in w for w in v0.warnings)
+    assert "NOT comparable" in v0._repr_html_()
+    v1 = L.read(logs_dir / "vllm_v1_specdecoding_intermediate_format_pr24127.log").spec_summary()
+    assert v1.comparable is True

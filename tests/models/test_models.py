@@ -179,3 +179,25 @@ def test_drafter_cost_inverts_the_speedup_model():
     assert drafter_cost(1.5, 3, 2.0) == 0.0
     with pytest.raises(ModelError, match="positive speed-up"):
         drafter_cost(1.5, 3, 0.0)
+
+
+def test_result_objects_have_html_views():
+    """SpecSummary, SpecEstimate, AllReduceCost, Job and hosts render as HTML in a notebook (issue 16)."""
+    import kit
+    from kit import models
+    from kit.logs import spec_summary
+    from kit.remote import Job
+    from tests.conftest import SAMPLE
+
+    summary = spec_summary(SAMPLE / "logs" / "sglang_0.5.9_tp8_eagle3.log", version="0.5.9")
+    est = models.spec_from_summary(summary, c=0.2, c_measured=True)
+    cost = models.allreduce_cost(tp=8, hidden_size=4096, layers=52, link=models.link("pcie5"), step_time_ms=15.7)
+    host = kit.connect("local")
+    job = Job(host, 12345, "/tmp/x.log")
+    group = kit.hosts(["local", "local"])
+    for obj, words in ((summary, ["mean acceptance length", "1.6"]), (est, ["break-even acceptance length", "x"]),
+                       (cost, ["AllReduceCost", "per token"]), (job, ["12345", "/tmp/x.log"]),
+                       (host, ["LocalHost", "local"]), (group, ["HostGroup of 2 hosts"])):
+        page = obj._repr_html_()
+        assert page.startswith("<div>") and all(w in page for w in words), (type(obj).__name__, page)
+        assert obj._repr_html_() == page  # deterministic

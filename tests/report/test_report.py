@@ -80,7 +80,7 @@ def tiny(tmp_path_factory):
         "from kit.ledger import Ledger\nLedger.for_session(session)",
     ], params='session = "default"\nhost = "local"'), nbs / "index.ipynb")
     out = root / "report"
-    rep = report.build(nbs / "sess", out, host="gpu-box", progress=None, cell_timeout=120)
+    rep = report.build(nbs / "sess", out, notebooks=nbs, host="gpu-box", progress=None, cell_timeout=120)
     return {"root": root, "nbs": nbs, "out": out, "report": rep}
 
 
@@ -177,16 +177,16 @@ def test_existing_report_is_replaced_whole_and_foreign_dirs_are_refused(tmp_path
     (nbs / "s").mkdir(parents=True)
     nbformat.write(_nb(["print('hello')"], params='session = "x"\nhost = "local"'), nbs / "one.ipynb")
     out = tmp_path / "out"
-    report.build(nbs / "s", out, progress=None)
+    report.build(nbs / "s", out, notebooks=nbs, progress=None)
     (out / "stale.html").write_text("old page")
-    report.build(nbs / "s", out, progress=None)
+    report.build(nbs / "s", out, notebooks=nbs, progress=None)
     assert not (out / "stale.html").exists() and (out / "one.html").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nbs", "out"]  # no temp dirs left
     foreign = tmp_path / "mydocs"
     foreign.mkdir()
     (foreign / "thesis.tex").write_text("precious")
     with pytest.raises(ReportError, match="not a kit report"):
-        report.build(nbs / "s", foreign, progress=None)
+        report.build(nbs / "s", foreign, notebooks=nbs, progress=None)
     assert (foreign / "thesis.tex").read_text() == "precious" and len(list(foreign.iterdir())) == 1
 
 
@@ -195,7 +195,7 @@ def test_failure_before_swap_leaves_old_report(tmp_path, monkeypatch):
     (nbs / "s").mkdir(parents=True)
     nbformat.write(_nb(["print('hello')"]), nbs / "one.ipynb")
     out = tmp_path / "out"
-    report.build(nbs / "s", out, progress=None)
+    report.build(nbs / "s", out, notebooks=nbs, progress=None)
     before = sorted(p.name for p in out.iterdir())
     from kit.report import _export as _report_export
 
@@ -204,7 +204,7 @@ def test_failure_before_swap_leaves_old_report(tmp_path, monkeypatch):
 
     monkeypatch.setattr(_report_export, "export", broken)
     with pytest.raises(ReportError, match="export exploded"):
-        report.build(nbs / "s", out, progress=None)
+        report.build(nbs / "s", out, notebooks=nbs, progress=None)
     assert sorted(p.name for p in out.iterdir()) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nbs", "out"]
 
@@ -213,7 +213,7 @@ def test_cell_timeout_fails_the_notebook_with_a_page(tmp_path):
     nbs = tmp_path / "nbs"
     (nbs / "s").mkdir(parents=True)
     nbformat.write(_nb(["print('start')", "import time\ntime.sleep(60)"]), nbs / "slow.ipynb")
-    rep = report.build(nbs / "s", tmp_path / "out", progress=None, cell_timeout=3)
+    rep = report.build(nbs / "s", tmp_path / "out", notebooks=nbs, progress=None, cell_timeout=3)
     assert not rep.ok and "CellTimeoutError" in rep.failed[0].error
     assert rep.runs[0].seconds < 30
     assert "This notebook failed" in (tmp_path / "out" / "slow.html").read_text()
@@ -224,7 +224,7 @@ def test_dead_kernel_and_broken_ledger_still_give_pages(tmp_path):
     (nbs / "s").mkdir(parents=True)
     nbformat.write(_nb(["import os\nos._exit(3)"]), nbs / "crash.ipynb")
     nbformat.write(_nb(["import os\nopen(os.environ['KIT_LEDGER'], 'w').write('{broken')"]), nbs / "spoil.ipynb")
-    rep = report.build(nbs / "s", tmp_path / "out", progress=None, cell_timeout=60)
+    rep = report.build(nbs / "s", tmp_path / "out", notebooks=nbs, progress=None, cell_timeout=60)
     crash = rep.runs[0]
     assert not crash.ok and crash.error.startswith("DeadKernelError")
     assert rep.runs[1].ok
@@ -259,7 +259,7 @@ def test_missing_session_and_assets_give_one_line_errors(tmp_path, monkeypatch):
     monkeypatch.setattr(_report_assets, "VENDOR_DIR", tmp_path / "empty")
     monkeypatch.setattr(_report_assets.check_vendored, "__defaults__", (tmp_path / "empty",))
     with pytest.raises(ReportError, match="run 'make assets'"):
-        report.build(nbs / "s", tmp_path / "out", progress=None)
+        report.build(nbs / "s", tmp_path / "out", notebooks=nbs, progress=None)
     assert not (tmp_path / "out").exists()
 
 

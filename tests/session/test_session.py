@@ -58,3 +58,65 @@ def test_scenarios_and_measured():
     assert {"tp1_eager", "tp1_graph"} <= set(sc)
     assert s.measured("tp1_eager")["ranks"][0]["device"] == "NVIDIA H200"
     assert s.measured("nope") is None
+
+
+def test_parsers_say_where_their_input_came_from(tmp_path):
+    """LogData/Profile carry a provenance without a session in hand (kit.session.provenance_of)."""
+    import kit.logs
+    import kit.profile
+
+    log = kit.logs.read(SAMPLE / "logs" / "sglang_0.5.9_tp8_default.log", version="0.5.9")
+    assert log.provenance.kind == "sample" and "not measured" in log.provenance.label
+    assert log.to_dict(tables=False)["provenance"]["kind"] == "sample"
+    assert "not measured" in log._repr_html_()
+    bench = kit.logs.read(SAMPLE / "bench" / "vllm_tp8_default.json")
+    assert bench.provenance.kind == "sample"
+    prof = kit.profile.load(sorted((SAMPLE / "traces" / "tp1_eager").glob("rank*.trace.json.gz")))
+    assert prof.provenance.is_measured and "H200" in prof.provenance.label
+    # outside any session: the file's own marks, else unknown (never assumed measured)
+    (tmp_path / "a.log").write_text("# SAMPLE by hand\n[2025-01-01 00:00:00] hello\n")
+    (tmp_path / "b.log").write_text("[2025-01-01 00:00:00] hello\n")
+    assert ks.provenance_of(tmp_path / "a.log").kind == "sample"
+    assert ks.provenance_of(tmp_path / "b.log").kind == "unknown"
+    assert ks.provenance_of(tmp_path / "missing.log").kind == "unknown"
+    line = "(APIServer pid=1) INFO 11-20 12:00:00 [api_server.py:1896] vLLM API server version 0.11.0\n"
+    assert kit.logs.read_lines([line]).provenance.kind == "unknown"
+
+
+def test_evidence_and_captions(tmp_path, monkeypatch):
+    s = ks.open(SAMPLE)
+    ev = s.evidence("logs/sglang_0.5.9_tp8_default.log", "step time")
+    assert ev.to_ledger() == {"artefact": "logs/sglang_0.5.9_tp8_default.log", "kind": "sample",
+                              "label": ev.label, "role": "step time"}
+    # a path built from the session's root, relative to the working directory, is the same artefact
+    monkeypatch.chdir(SAMPLE.parent)
+    rel = ks.open("sample")
+    assert rel.evidence(rel.path("logs", "sglang_0.5.9_tp8_default.log")).artefact == "logs/sglang_0.5.9_tp8_default.log"
+    cap = ks.caption([ev, s.evidence("traces/tp1_eager"), ev])
+    assert cap.startswith("Source: sample written to the") and cap.count("sample written") == 1
+    assert "measured on NVIDIA H200" in cap
+    assert ks.caption([]) == "Source: provenance not stated"
+
+
+def test_hand_run_notebooks_never_rewrite_a_posed_ledger(tmp_path, monkeypatch):
+    import shutil
+
+    from kit.ledger import LEDGER_ENV
+
+    monkeypatch.delenv(LEDGER_ENV, raising=False)
+    sess = tmp_path / "sample"
+    shutil.copytree(SAMPLE, sess, ignore=shutil.ignore_patterns(".kit"))
+    before = (sess / "ledger.json").read_bytes()
+    led = ks.open(sess).ledger()
+    assert led.path == sess / ".kit" / "ledger.json" and [h.id for h in led][:2] == ["H0", "H1"]
+    led.record("H0", verdict="confirmed", evidence="by hand")
+    assert (sess / "ledger.json").read_bytes() == before
+    assert ks.open(sess).ledger()["H0"].evidence == "by hand"  # the working copy persists
+    assert (sess / ".kit" / ".gitignore").read_text() == "*\n"
+    monkeypatch.setenv(LEDGER_ENV, str(tmp_path / "report-ledger.json"))
+    assert ks.open(sess).ledger().path == tmp_path / "report-ledger.json"
+    # a session whose ledger is not marked as posed records into it directly
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    monkeypatch.delenv(LEDGER_ENV)
+    assert ks.open(plain).ledger().path == plain / "ledger.json"

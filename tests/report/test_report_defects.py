@@ -1,0 +1,39 @@
+"""Defects found in use (issue 16), each pinned by a test that failed before its fix."""
+from __future__ import annotations
+
+import pytest
+
+
+def test_report_runs_the_projects_notebooks_not_those_beside_the_session(tmp_path, capsys):
+    from kit.cli import main
+    from kit.report._build import _resolve_notebooks
+    from tests.conftest import ROOT
+
+    (tmp_path / "stray.ipynb").write_text("{}")
+    session = tmp_path / "my-session"
+    session.mkdir()
+    found = _resolve_notebooks(None, session)
+    assert found and all(p.parent == ROOT / "notebooks" for p in found)
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    assert "ledger_path" not in capsys.readouterr().out
+
+
+def test_a_figure_returned_as_the_cells_value_is_drawn_once(tmp_path):
+    import nbformat
+
+    from kit import report
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('session = "sample"\nhost = "local"', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("%matplotlib inline\nimport pandas as pd\nimport kit.plots\n"
+                                          "t = pd.DataFrame({'config': ['a', 'b'], 'tok_s': [60.0, 70.0]})\n"
+                                          "kit.plots.ab_plot(t, baseline='a')"),
+                nbformat.v4.new_code_cell("from IPython.display import display\n"
+                                          "for b in ('a', 'b'):\n    display(kit.plots.ab_plot(t, baseline=b))")]
+    path = tmp_path / "figs.ipynb"
+    nbformat.write(nb, path)
+    out, run = report.execute_notebook(path, cwd=tmp_path, parameters={})
+    assert run.ok, run.error
+    images = [sum("image/png" in o.get("data", {}) for o in c.outputs) for c in out.cells if c.cell_type == "code"]
+    assert images[-2:] == [1, 2]  # before the fix: 2 and 4
