@@ -117,7 +117,7 @@ class DecodeFloor:
                f"memory {self.memory_us:,.1f} us at {self.gpu.mem_bw_gbps:,.0f} GB/s; compute {self.compute_us:,.1f} us; "
                f"all-reduce {self.allreduce_us:,.1f} us; floor {self.floor_us:,.1f} us/step ({self.bound}-bound)"]
         if self.measured_ms:
-            out.append(f"measured {self.measured_ms:.3f} ms/step: efficiency {self.efficiency:.1%} of the floor, "
+            out.append(f"step {self.measured_ms:.3f} ms (see its source below): efficiency {self.efficiency:.1%} of the floor, "
                        f"headroom {self.headroom_ms:.3f} ms")
         return out
 

@@ -226,7 +226,7 @@ class Comparison:
                f"step time (trace): {a} {self.step_us[0]:,.1f} us (spread {self.spread_us[0]:,.1f}), {b} "
                f"{self.step_us[1]:,.1f} us (spread {self.spread_us[1]:,.1f})"]
         if self.measured_ms:
-            out.append(f"step time (measured, {self.measured_source or 'given'}): {a} {self.measured_ms[0] * 1e3:,.1f} us, "
+            out.append(f"step time ({self.measured_source or 'given by the caller, source not stated'}): {a} {self.measured_ms[0] * 1e3:,.1f} us, "
                        f"{b} {self.measured_ms[1] * 1e3:,.1f} us")
         out.append(f"difference to explain: {self.delta_us:+,.1f} us per step (noise +-{self.noise_us:,.1f} us)")
         return out

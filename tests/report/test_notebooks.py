@@ -107,7 +107,8 @@ def test_measured_is_said_only_of_measured_numbers(sample_report):
     allowed = re.compile(
         r"\(not measured\)|: not measured|predicted, not measured|measured on NVIDIA H200|measured\.json|"
         r"<b>measured</b>|<em>measured</em>|mixed: measured|step times measured outside the profiler|"
-        r"no multi-rank trace measured|&quot;measured&quot; only for what was measured|"
+        r"no multi-rank trace measured|measured step from CUDA events|measured-on-NVIDIA-H200|<b>measured step</b>|"
+        r"&quot;measured&quot; only for what was measured|"
         r'"measured" only for what was measured')
     for name in EXPECTED:
         page = (sample_report.out / ("index.html" if name == "index" else f"{name}.html")).read_text()

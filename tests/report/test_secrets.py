@@ -126,7 +126,8 @@ def planted(tmp_path_factory):
     ]), nbs / "a_logs.ipynb")
     nbformat.write(_nb(["from kit.ledger import Ledger\nLedger.for_session(session)"]), nbs / "index.ipynb")
     out = root / "report"
-    proc = subprocess.run([sys.executable, "-m", "kit", "report", "--session", str(sess), "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "kit", "report", "--session", str(sess), "--notebooks", str(nbs),
+                           "--out", str(out)],
                           capture_output=True, text=True, timeout=600)
     return {"out": out, "proc": proc, "log": "\n".join(lines)}
 
