@@ -164,8 +164,10 @@ class Experts(nn.Module):
         flat = idx.reshape(-1)
         order = torch.sort(flat, stable=True).indices
         tok = order // K
-        counts = torch.bincount(flat, minlength=self.E)
-        offs = torch.cumsum(counts, 0).to(torch.int32)
+        # counts without a host sync (bincount reads the max back): the step stays graph-capturable
+        counts = torch.zeros(self.E, dtype=torch.int32, device=x.device).scatter_add_(
+            0, flat, torch.ones_like(flat, dtype=torch.int32))
+        offs = torch.cumsum(counts, 0, dtype=torch.int32)
         xs = x[tok]
         h = self._mm(xs, self.w1, offs)
         g, u = h.chunk(2, dim=-1)
@@ -342,6 +344,64 @@ def module_times(model, classes, step_fn, timer, dev, reps=3) -> dict:
                       "(nested classes each count their own span)" % reps}
 
 
+def module_graph_times(model, classes, step_fn, timer, reps=20) -> dict:
+    """GPU time per module class per step: each module call of one step is captured in a CUDA graph
+    with the inputs it had and replayed ``reps`` times between CUDA events (pure GPU time: no launch
+    gaps). Calls that cannot be captured (a host sync inside) are listed with the error."""
+    if not timer.cuda:
+        return {}
+    from torch.utils._pytree import tree_map
+
+    calls, handles = [], []
+
+    def snap(x):
+        return x.clone() if isinstance(x, torch.Tensor) else x
+
+    for m in model.modules():
+        cls = type(m).__name__
+        if cls in classes:
+            def pre(mod, args, kwargs, cls=cls):
+                calls.append((cls, mod, tree_map(snap, args), tree_map(snap, kwargs)))
+            handles.append(m.register_forward_pre_hook(pre, with_kwargs=True))
+    try:
+        step_fn()
+    finally:
+        for h in handles:
+            h.remove()
+    torch.cuda.synchronize()
+    per_class, per_class_calls, failed = {}, {}, {}
+    for cls, mod, args, kwargs in calls:
+        try:
+            s = torch.cuda.Stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s), torch.no_grad():
+                for _ in range(2):
+                    mod(*args, **kwargs)
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g), torch.no_grad():
+                mod(*args, **kwargs)
+            for _ in range(3):
+                g.replay()
+            a = torch.cuda.Event(enable_timing=True)
+            b = torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(reps):
+                g.replay()
+            b.record()
+            torch.cuda.synchronize()
+            per_class[cls] = per_class.get(cls, 0.0) + a.elapsed_time(b) * 1000.0 / reps
+            per_class_calls[cls] = per_class_calls.get(cls, 0) + 1
+            del g
+        except Exception as exc:  # noqa: BLE001 - record which could not be captured
+            torch.cuda.synchronize()
+            failed[cls] = f"{type(exc).__name__}: {exc}"[:200]
+    return {"modules_graph_us": per_class, "modules_graph_calls": per_class_calls, "modules_graph_failed": failed,
+            "modules_graph_method": "each module call of one decode step captured in a CUDA graph with its inputs "
+                                    "and replayed %d times between CUDA events; summed per class (nested classes "
+                                    "each count their own time)" % reps}
+
+
 def record(outdir, name, step_fn, timer, steps, *, with_stack=False, record_shapes=False, warm=3, extra=None,
            model=None, classes=()):
     d = os.path.join(outdir, name)
@@ -351,6 +411,34 @@ def record(outdir, name, step_fn, timer, steps, *, with_stack=False, record_shap
     timer.sync()
     un = timed_steps(step_fn, steps, timer)
     mod = module_times(model, set(classes), step_fn, timer, None) if model is not None and classes else {}
+    if model is not None and classes:
+        try:
+            mod.update(module_graph_times(model, set(classes), step_fn, timer))
+        except Exception as exc:  # noqa: BLE001
+            mod["modules_graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        # the whole step captured too: its pure GPU time is the denominator of the module shares
+        if timer.cuda:
+            try:
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    step_fn()
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    step_fn()
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                g.replay()
+                a.record()
+                for _ in range(20):
+                    g.replay()
+                b.record()
+                torch.cuda.synchronize()
+                mod["step_graph_us"] = a.elapsed_time(b) * 1000.0 / 20
+                del g
+            except Exception as exc:  # noqa: BLE001
+                torch.cuda.synchronize()
+                mod["step_graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if timer.cuda else [])
     path = os.path.join(d, "trace.json")
     with profile(activities=acts, record_shapes=record_shapes, with_stack=with_stack) as prof:
@@ -407,13 +495,16 @@ def sc_eager(dev, out, timer, steps, name, backend=None, moe=False, allreduce=Fa
         ctx = sdpa_kernel([getattr(SDPBackend, backend)])
         ctx.__enter__()
     try:
+        host_pos = [16]
+
         @torch.no_grad()
         def step():
-            p = int(pos.item())
-            if p >= 200:
+            # the position is tracked on the host too: no .item() sync inside a step
+            if host_pos[0] >= 200:
                 pos.fill_(16)
-                p = 16
-            m.step(tok, pos, pos_int=p)
+                host_pos[0] = 16
+            m.step(tok, pos, pos_int=host_pos[0])
+            host_pos[0] += 1
 
         extra = {"model": c.as_dict(), "sdpa_backend": backend, "moe": moe}
         if moe:
@@ -588,7 +679,8 @@ def main() -> int:
         pass
     jobs = [
         ("moe_decode", lambda: sc_eager(dev, args.out, timer, args.steps, "moe_decode", moe=True,
-                                        allreduce=_init_dist(dev))),
+                                        allreduce=_init_dist(dev),
+                                        backend="FLASH_ATTENTION" if dev.type == "cuda" else None)),
         ("sdpa_flash", lambda: sc_eager(dev, args.out, timer, args.steps, "sdpa_flash", backend="FLASH_ATTENTION")),
         ("sdpa_cudnn", lambda: sc_eager(dev, args.out, timer, args.steps, "sdpa_cudnn", backend="CUDNN_ATTENTION")),
         ("sdpa_efficient", lambda: sc_eager(dev, args.out, timer, args.steps, "sdpa_efficient",

@@ -17,7 +17,9 @@ kernel row records which (``decided_by``):
    CUDA graph take no frame evidence, since their frames enclose the replay, not the op;
 4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the list of
    fused ops (``[[fused]]`` rules: the op that decides, not the first word);
-5. ``kernel name``: the kernel-name rule table; else ``none`` (category ``other``).
+5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the kernel's launch
+   is not in the trace, e.g. work queued before the profiled window: no CPU evidence can exist);
+   else ``none`` (category ``other``).
 
 Modules: ``module`` is the class of the innermost enclosing ``nn.Module`` frame, ``block`` the class
 of the module directly inside the enclosing layer (``*DecoderLayer``, ``TransformerBlock`` ...), and
@@ -35,7 +37,7 @@ from kit.profile._categories import COMM, OTHER, PACKAGED, Rule
 
 SURE = set(COMM) | {"memcpy/memset"}
 EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range", "fused name",
-            "kernel name", "none")
+            "kernel name", "kernel name (no launch)", "none")
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
 _LAYER = re.compile(r"(?i)(layer|block)$")
 _NOT_LAYER = re.compile(r"(?i)norm|attention|mlp|moe|linear|embed")
@@ -92,6 +94,7 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
            "frame_name": np.full(n, None, dtype=object), "module": np.full(n, None, dtype=object),
            "block": np.full(n, None, dtype=object), "layer": np.full(n, -1, dtype=np.int64)}
     if not n or not len(launches):
+        out["launch"][:] = None   # no launch records at all (nsys stats, old traces): not "missing"
         return pd.DataFrame(out, index=k.index)
     la = launches.drop_duplicates("correlation")
     la = la[la["correlation"] >= 0]
@@ -207,6 +210,10 @@ def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules:
     kn = nc != OTHER
     cat[kn] = nc[kn]
     by[kn] = "kernel name"
+    # kernels whose launch is not in the trace (queued before the profiled window): no CPU evidence can exist
+    if "launch" in linked:
+        nol = kn & np.array([x == "" for x in linked["launch"].astype(object).to_numpy()], dtype=bool)
+        by[nol] = "kernel name (no launch)"
     ev[kn] = None
     # 4. fused names
     fc = np.array([fused[x] for x in nm], dtype=object)
