@@ -29,8 +29,15 @@ Files:
 from __future__ import annotations
 
 from kit.plots._logs import acceptance_over_time, acceptance_per_position, speedup_curves, throughput_over_time
-from kit.plots._profile import (CATEGORY_COLORS, ab_plot, category_shares, link_matrix_plot, module_time, step_timeline,
-                               top_kernels)
+from kit.plots._profile import (
+                               CATEGORY_COLORS,
+                               ab_plot,
+                               category_shares,
+                               link_matrix_plot,
+                               module_time,
+                               step_timeline,
+                               top_kernels,
+)
 from kit.util import publish
 
 __all__ = ['CATEGORY_COLORS', 'ab_plot', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels']
