@@ -177,6 +177,7 @@ _DROP_OPS = (r"aten::(?:empty|empty_strided|empty_like|view|_unsafe_view|as_stri
              r"split_with_sizes|chunk|unbind|resolve_conj|resolve_neg|lift_fresh|view_as|numpy_T|size|stride|"
              r"is_nonzero|result_type|contiguous|dropout|flatten|unflatten|_has_compatible_shallow_copy_type)")
 _DROP_OPS_RX = re.compile(_DROP_OPS + '$')
+_DROP_OP_NAMES = frozenset(b"aten::" + n.encode() for n in _DROP_OPS[len("aten::(?:"):-1].split("|"))
 # python_function frames kept: nn.Module calls, and the few functions whose name says what they
 # compute (rotary embedding, KV-cache updates). The byte test is a handful of substring checks (a
 # regex per python frame would cost more than parsing the whole trace); the exact test is _KEEP_PY.
@@ -193,18 +194,32 @@ def _prefiltered(chunk: bytes) -> tuple[list | None, int]:
     inside an event (a list of objects in its args) is harmless; a malformed result returns None and
     the caller parses the whole chunk instead."""
     pieces = _BOUNDARY.split(chunk[1:-1])
-    kept = [p for p in pieces if _keep_piece(p)]
+    # _keep_piece inlined (this runs once per event of the trace)
+    kept = [p for p in pieces
+            if ((b'nn.Module: ' in p or b'rotat' in p or b'cache_utils' in p or b'kv_cache' in p)
+                if b'"python_function"' in p else
+                _keep_op(p) if b'"cpu_op"' in p else
+                not (b'"ac2g"' in p or b'"cpu_instant_event"' in p or b'"fwdbwd"' in p or b'"async_gpu"' in p))]
     if not kept:
         return [], len(pieces)
     return _loads_array(b"{" + b"},{".join(kept) + b"}"), len(pieces)
 
 
 def _keep_piece(p: bytes) -> bool:
+    """Whether one event's text may hold a kept event (the test ``_prefiltered`` applies inline)."""
     if b'"python_function"' in p:
         return b'nn.Module: ' in p or b'rotat' in p or b'cache_utils' in p or b'kv_cache' in p
     if b'"cpu_op"' in p:
-        return _DROP_OP_PIECE.search(p) is None
+        return _keep_op(p)
     return not (b'"ac2g"' in p or b'"cpu_instant_event"' in p or b'"fwdbwd"' in p or b'"async_gpu"' in p)
+
+
+def _keep_op(p: bytes) -> bool:
+    i = p.find(b'"name": "')
+    if i < 0:
+        return _DROP_OP_PIECE.search(p) is None
+    j = p.find(b'"', i + 9)
+    return p[i + 9:j] not in _DROP_OP_NAMES
 
 
 def _loads_array(buf: bytes) -> list | None:
