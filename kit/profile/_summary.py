@@ -261,10 +261,13 @@ def summarise(p, phase: str, top: int) -> dict:
         for t in (ev, mods, layers):
             if len(t):
                 t[["time_us", "share_of_kernel"]] = np.nan
+    topk = top_kernels(k, top) if len(k) else top_kernels(pd.DataFrame(), top)
+    if unavailable and len(topk):
+        topk[["time_us", "share_of_category", "share_of_kernel"]] = np.nan
     nsteps = int(len(steps)) if len(steps) else 0
     return dict(phase=phase_used, files=p.files, ranks=p.ranks, steps=nsteps, kernel_time_us=kernel_time,
                 wall_time_us=wall, categories=cats, per_rank=per_rank, per_step=per_step, allreduce_spread=spread,
-                top=top_kernels(k, top) if len(k) else top_kernels(pd.DataFrame(), top), warnings=warnings,
+                top=topk, warnings=warnings,
                 rank_categories=rc, evidence=ev, modules=mods, layers=layers, collectives=coll,
                 categories_unavailable=unavailable)
 

@@ -165,7 +165,8 @@ def test_cuda_graph_with_zero_kernel_durations_takes_steps_from_gpu_annotations(
     assert s.categories_unavailable and "without duration" in s.categories_unavailable
     assert "gpu annotation" in s.categories_unavailable
     assert s.categories["time_us"].isna().all() and np.isnan(s.kernel_time_us)
-    assert (s.categories["time_us"] != 0).all()
+    assert (s.categories["time_us"] != 0).all() and (s.top["time_us"] != 0).all()
+    assert s.per_step[["kernel_us"]].isna().all().all() and np.isnan(s.per_rank["allreduce_us"]).all()
     d = s.to_dict()
     assert d["kernel_time_us"] is None and all(c["time_us"] is None for c in d["categories"])
     assert "categories unavailable" in repr(s) and "n/a" in repr(s)
