@@ -402,43 +402,44 @@ def module_graph_times(model, classes, step_fn, timer, reps=20) -> dict:
                                     "each count their own time)" % reps}
 
 
+def step_graph_time(step_fn, timer) -> dict:
+    """The whole decode step captured in a CUDA graph and replayed: its pure GPU time (the
+    denominator of the module shares)."""
+    if not timer.cuda:
+        return {}
+    try:
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            step_fn()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step_fn()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        g.replay()
+        a.record()
+        for _ in range(20):
+            g.replay()
+        b.record()
+        torch.cuda.synchronize()
+        del g
+        return {"step_graph_us": a.elapsed_time(b) * 1000.0 / 20}
+    except Exception as exc:  # noqa: BLE001
+        torch.cuda.synchronize()
+        return {"step_graph_error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
 def record(outdir, name, step_fn, timer, steps, *, with_stack=False, record_shapes=False, warm=3, extra=None,
-           model=None, classes=()):
+           model=None, classes=(), graph_truth=False):
+    """Warm up, time ``steps`` unprofiled steps, record the profiled ones (trace written first), then
+    measure the module truth (which may capture CUDA graphs) and write measured.json."""
     d = os.path.join(outdir, name)
     os.makedirs(d, exist_ok=True)
     for _ in range(warm):
         step_fn()
     timer.sync()
     un = timed_steps(step_fn, steps, timer)
-    mod = module_times(model, set(classes), step_fn, timer, None) if model is not None and classes else {}
-    if model is not None and classes:
-        try:
-            mod.update(module_graph_times(model, set(classes), step_fn, timer))
-        except Exception as exc:  # noqa: BLE001
-            mod["modules_graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
-        # the whole step captured too: its pure GPU time is the denominator of the module shares
-        if timer.cuda:
-            try:
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    step_fn()
-                torch.cuda.current_stream().wait_stream(s)
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    step_fn()
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                g.replay()
-                a.record()
-                for _ in range(20):
-                    g.replay()
-                b.record()
-                torch.cuda.synchronize()
-                mod["step_graph_us"] = a.elapsed_time(b) * 1000.0 / 20
-                del g
-            except Exception as exc:  # noqa: BLE001
-                torch.cuda.synchronize()
-                mod["step_graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if timer.cuda else [])
     path = os.path.join(d, "trace.json")
     with profile(activities=acts, record_shapes=record_shapes, with_stack=with_stack) as prof:
@@ -456,13 +457,30 @@ def record(outdir, name, step_fn, timer, steps, *, with_stack=False, record_shap
                           "(record_function('decode_step_N') inside them in the profiled run)",
            "torch": torch.__version__, "cuda": torch.version.cuda,
            "device": torch.cuda.get_device_name() if timer.cuda else "cpu"}
-    rec.update(mod)
     rec.update(extra or {})
-    with open(os.path.join(d, "measured.json"), "w") as f:
-        json.dump(rec, f, indent=1, sort_keys=True)
+
+    def write():
+        with open(os.path.join(d, "measured.json"), "w") as f:
+            json.dump(rec, f, indent=1, sort_keys=True)
+
+    write()
+    mod = module_times(model, set(classes), step_fn, timer, None) if model is not None and classes else {}
+    rec.update(mod)
+    write()
+    if graph_truth and model is not None and classes:
+        try:
+            # DecoderLayer is left out: it holds the process-group all-reduce in the MoE scenario
+            rec.update(module_graph_times(model, set(classes) - {"DecoderLayer"}, step_fn, timer))
+        except Exception as exc:  # noqa: BLE001
+            rec["modules_graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        write()
+        rec.update(step_graph_time(step_fn, timer))
+        write()
     print(f"[{name}] decode step unprofiled median {stats(un).get('median_ms', float('nan')):.3f} ms, profiled "
           f"{stats(pr).get('median_ms', float('nan')):.3f} ms, trace {os.path.getsize(path + '.gz'):,} B gz; "
-          f"{json.dumps(mod.get('modules_gpu_us', {}))}", flush=True)
+          f"graph module us {json.dumps(rec.get('modules_graph_us', {}))}, step graph us "
+          f"{rec.get('step_graph_us')} {rec.get('step_graph_error', '')} {rec.get('modules_graph_failed', '')}",
+          flush=True)
     return rec
 
 
@@ -509,7 +527,8 @@ def sc_eager(dev, out, timer, steps, name, backend=None, moe=False, allreduce=Fa
         extra = {"model": c.as_dict(), "sdpa_backend": backend, "moe": moe}
         if moe:
             extra["grouped_mm"] = True
-        rec = record(out, name, step, timer, steps, with_stack=True, extra=extra, model=m, classes=OWN_CLASSES)
+        rec = record(out, name, step, timer, steps, with_stack=True, extra=extra, model=m, classes=OWN_CLASSES,
+                     graph_truth=True)
         if moe:
             ex = [l.mlp.experts for l in m.layers]
             if not all(e.grouped for e in ex):
