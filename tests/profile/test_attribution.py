@@ -129,6 +129,18 @@ def test_moe_share_matches_separately_measured_expert_and_router_time():
     assert m.get("grouped_mm") is True   # the experts ran through torch._grouped_mm
 
 
+@pytest.mark.parametrize("scenario", ["sdpa_flash", "sdpa_efficient", "sdpa_math", "sdpa_cudnn", "moe_decode"])
+def test_norm_share_matches_separately_measured_norm_modules(scenario):
+    """A second category checked against its modules timed outside the profiler: RMSNorm (written as
+    pow/mean/rsqrt, eager) is decided by its module frames."""
+    m = _measured(scenario)
+    if "modules_graph_us" not in m or "RMSNorm" not in m["modules_graph_us"]:
+        pytest.skip("this recording has no graph-replay module times")
+    measured = m["modules_graph_us"]["RMSNorm"] / m["step_graph_us"]
+    s = profile.load(_own(scenario)).summary("decode")
+    assert abs(s.share("norm") - measured) / measured < 0.10, (s.share("norm"), measured)
+
+
 def test_cuda_graph_replay_step_time_matches_cuda_events():
     m = _measured("compiled_graph")
     s = profile.load(_own("compiled_graph")).summary("decode")
