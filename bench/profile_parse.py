@@ -15,10 +15,16 @@ process and its children, via getrusage(RUSAGE_CHILDREN) in a one-child wrapper)
 
 Traces: ``../shared/data/traces/tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz``
 (62 MB JSON, 239k events) and the 8-rank ``../shared/data/traces/param/dlrm_kineto`` set.
+
+Scaling (``BENCH_SCALE_MB``, default ``70,280,1000``): the xdit trace's events repeated, shifted in
+time and with fresh correlation ids, written as plain JSON of about that many MB; each is parsed
+cold in a fresh process (``load(cache=False) + summary()``, imports excluded from the time) and
+the time per MB and peak RSS are reported (target: time per MB flat within 25%).
 Prints one Markdown section to stdout; progress goes to stderr.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import statistics
@@ -125,6 +131,7 @@ ORJSON_SCRIPT = ("import gzip, sys, orjson\n"
                  "    orjson.loads(gzip.decompress(open(f, 'rb').read()))\n")
 REOPEN_SCRIPT = ("import sys, time\n"
                  "from kit import profile\n"
+                 "profile.load, profile.Profile  # the lazy imports (pandas) happen here, outside the timing\n"
                  "t = time.perf_counter(); p = profile.load(sys.argv[1:]); s = p.summary()\n"
                  "print(time.perf_counter() - t, all(m['cached'] for m in p.meta['ranks'].values()))\n")
 
@@ -170,6 +177,68 @@ def bench_set(label: str, files: list[Path], hta_py: Path | None) -> dict:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return res
+
+
+SCALE_SCRIPT = ("import sys, time\n"
+                "from kit import profile\n"
+                "profile.load, profile.Profile  # the lazy imports (pandas) happen here, outside the timing\n"
+                "t = time.perf_counter(); p = profile.load(sys.argv[1], cache=False); s = p.summary()\n"
+                "print(time.perf_counter() - t, len(p.kernels))\n")
+
+
+def make_scaled(src: Path, mb: int, out: Path) -> int:
+    """Write ``out``: ``src``'s events repeated (ts shifted, correlation ids renumbered) to ~``mb`` MB."""
+    import gzip
+
+    import orjson
+
+    doc = orjson.loads(gzip.decompress(src.read_bytes()))
+    evs = doc.pop("traceEvents")
+    ts = [e["ts"] for e in evs if isinstance(e.get("ts"), (int, float))]
+    span = (max(ts) - min(ts)) * 1.01 + 1000.0
+    one = len(orjson.dumps(evs))
+    reps = max(1, math.ceil(mb * 1e6 / one))
+    with open(out, "wb") as f:
+        f.write(orjson.dumps(doc)[:-1] + b', "traceEvents": [')
+        first = True
+        for r in range(reps):
+            for e in evs:
+                e2 = dict(e)
+                if isinstance(e2.get("ts"), (int, float)):
+                    e2["ts"] = e2["ts"] + r * span
+                a = e2.get("args")
+                if isinstance(a, dict) and isinstance(a.get("correlation"), int):
+                    e2["args"] = {**a, "correlation": a["correlation"] + r * 10_000_000}
+                if e2.get("ph") in ("s", "f") and isinstance(e2.get("id"), int):
+                    e2["id"] = e2["id"] + r * 10_000_000
+                f.write((b"" if first else b",\n") + orjson.dumps(e2))
+                first = False
+        f.write(b"]}")
+    return out.stat().st_size
+
+
+def bench_scaling() -> list[dict]:
+    sizes = [int(x) for x in os.environ.get("BENCH_SCALE_MB", "70,280,1000").split(",") if x]
+    rows = []
+    tmp = Path(tempfile.mkdtemp(prefix="kit-scale-"))
+    try:
+        for mb in sizes:
+            f = tmp / f"scaled_{mb}.json"
+            log(f"[scale] writing ~{mb} MB ...")
+            size = make_scaled(XDIT, mb, f)
+            log(f"[scale] parsing {size / 1e6:.0f} MB ...")
+            walls, rss, ins = [], [], []
+            for _ in range(1 if mb >= 500 else REPEATS):
+                w, r, _, out = measure([PY, "-c", SCALE_SCRIPT, str(f)], timeout=1200)
+                walls.append(w)
+                rss.append(r)
+                ins.append(float(out.split()[0]))
+            rows.append({"mb": size / 1e6, "in_s": statistics.median(ins), "wall": statistics.median(walls),
+                         "rss": statistics.median(rss), "runs": len(ins)})
+            f.unlink()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
 
 
 def main() -> int:
@@ -224,6 +293,19 @@ def main() -> int:
         lines += ["", "HTA 0.5.0 could not be installed here: the HTA comparisons were not run."]
     lines += ["", "Anchor from `../shared/reference/traces.md` §6 (median of 3, another run): HTA 0.5.0 4.63 s / 454 MiB "
               "and orjson 0.95 s / 477 MiB (decompressed input) on the xdit trace."]
+    if os.environ.get("BENCH_SCALE_MB", "70,280,1000"):
+        sc = bench_scaling()
+        lines += ["", "### Time per MB from 70 MB to 1 GB of JSON (xdit events repeated; plain JSON; in-process "
+                  "`load(cache=False)+summary()`, imports excluded; peak RSS of the process)", "",
+                  "| JSON size (MB) | runs | parse+summary (s) | s per 100 MB | peak RSS (MiB) | RSS / JSON size |",
+                  "|---:|---:|---:|---:|---:|---:|"]
+        for r in sc:
+            lines.append(f"| {r['mb']:.0f} | {r['runs']} | {r['in_s']:.2f} | {100 * r['in_s'] / r['mb']:.3f} | "
+                         f"{r['rss']:.0f} | {r['rss'] / r['mb']:.2f} |")
+        per = [r["in_s"] / r["mb"] for r in sc]
+        flat = max(per) / min(per) - 1 if per else float("nan")
+        lines += ["", f"Time per MB: max/min - 1 = {100 * flat:.0f}% across sizes (target: within 25%: "
+                  f"**{'met' if flat <= 0.25 else 'NOT met'}**)."]
     print("\n".join(lines))
     return 0
 

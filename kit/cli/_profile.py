@@ -1,6 +1,7 @@
 """``kit profile summary`` (registered by ``kit.cli``).
 
     kit profile summary TRACE... [--json] [--phase decode|prefill|all] [--rules FILE] [--top N] [--no-cache]
+                                 [--by category|module|layer]
 
     kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
                         [--step-ms A_MS B_MS] [--no-cache]
@@ -11,7 +12,10 @@ noise and lists kernel families found in one run only; ``--json`` prints ``Compa
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
-the ``idle`` row has ``share_of_kernel: null``).
+the ``idle`` row has ``share_of_kernel: null``), then ``decided_by`` (kernel time per kind of
+evidence that decided the categories), ``categories_unavailable`` and ``collectives`` where they
+apply; ``--by module`` / ``--by layer`` print (or add as ``modules`` / ``layers`` in JSON) the
+kernel time per module class / per layer index of traces recorded with module frames.
 """
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ def register(subparsers) -> None:
     s.add_argument("--rules", help="TOML file of extra category rules ([[rule]] category/pattern)")
     s.add_argument("--top", type=int, default=5, help="top kernels per category (text output)")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
+    s.add_argument("--by", choices=("category", "module", "layer"), default="category",
+                   help="module: kernel time per module class; layer: per layer index (traces with module frames)")
     s.set_defaults(func=_summary)
     c = psub.add_parser("compare", help="where the step-time difference of two runs goes (A... -- B...)")
     c.add_argument("traces", nargs=argparse.REMAINDER, metavar="A... -- B...",
@@ -57,10 +63,18 @@ def _summary(args) -> int:
         if ex is not None:
             ex.shutdown(wait=True, cancel_futures=True)
     s = p.summary(args.phase, top=args.top)
+    by = getattr(args, "by", "category")
     if args.json:
-        json.dump(s.to_dict(), sys.stdout, indent=1)
+        d = s.to_dict()
+        if by != "category":
+            t = s.modules if by == "module" else s.layers
+            d["modules" if by == "module" else "layers"] = [
+                {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in t.to_dict("records")]
+        json.dump(d, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
+    if by != "category":
+        return _print_modules(s, by)
     print(repr(s))
     if len(s.top):
         print("top kernels:")
@@ -123,4 +137,24 @@ def _compare(args) -> int:
         sys.stdout.write("\n")
     else:
         print(repr(cmp))
+    return 0
+
+
+def _print_modules(s, by: str) -> int:
+    t = s.modules if by == "module" else s.layers
+    print(s._head())
+    if t.empty or (by == "module" and set(t["block"]) <= {"(no module)"}):
+        print("no module frames in this trace: record it with torch.profiler.profile(with_stack=True) to see "
+              "kernel time per module")
+        return 0
+    if s.categories_unavailable:
+        print(f"module times unavailable: {s.categories_unavailable}")
+    key = ["block", "module"] if by == "module" else ["layer", "block"]
+    print(f"{'module' if by == 'module' else 'layer  module':<56}{'time_us':>14}{'%kernel':>9}{'calls':>8}")
+    for r in t.itertuples():
+        a, b = (getattr(r, key[0]), getattr(r, key[1]))
+        label = (a if a == b else f"{a} > {b}") if by == "module" else f"{a:<6} {b}"
+        tu = "n/a" if r.time_us != r.time_us else f"{r.time_us:,.1f}"
+        sh = "" if r.share_of_kernel != r.share_of_kernel else f"{100 * r.share_of_kernel:.1f}%"
+        print(f"{str(label)[:55]:<56}{tu:>14}{sh:>9}{r.calls:>8}")
     return 0

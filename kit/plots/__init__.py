@@ -6,6 +6,7 @@ Profile plots (from :class:`kit.profile.Summary`):
   or per configuration (a dict of labelled summaries), GPU idle as its own segment.
 - :func:`step_timeline` — per-step stacked category time with the step's wall time as a line.
 - :func:`top_kernels` — the top kernels of each category, horizontal bars.
+- :func:`module_time` — the module view: kernel time per module class and per layer index.
 
 Log and speculative-decoding plots (from :mod:`kit.logs` / :mod:`kit.models`):
 
@@ -29,7 +30,7 @@ Notebooks put the provenance of what a figure was drawn from in its title (``kit
 
 Files:
 
-- ``_profile.py``: profile figures: category shares, step timeline, top kernels; link matrix, A/B
+- ``_profile.py``: profile figures: category shares, step timeline, top kernels, module view; link matrix, A/B
 - ``_logs.py``: log figures: acceptance and throughput over time, speed-up curves
 - ``_compare.py``: run comparison figures: waterfall, kernel families side by side
 """
@@ -37,9 +38,17 @@ from __future__ import annotations
 
 from kit.plots._compare import compare_families, compare_waterfall
 from kit.plots._logs import acceptance_over_time, acceptance_per_position, speedup_curves, throughput_over_time
-from kit.plots._profile import CATEGORY_COLORS, ab_plot, category_shares, link_matrix_plot, step_timeline, top_kernels
+from kit.plots._profile import (
+                               CATEGORY_COLORS,
+                               ab_plot,
+                               category_shares,
+                               link_matrix_plot,
+                               module_time,
+                               step_timeline,
+                               top_kernels,
+)
 from kit.util import publish
 
-__all__ = ['CATEGORY_COLORS', 'ab_plot', 'compare_families', 'compare_waterfall', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels']
+__all__ = ['CATEGORY_COLORS', 'ab_plot', 'compare_families', 'compare_waterfall', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels']
 
 publish(globals(), __all__)

@@ -14,6 +14,7 @@ __all__ = [
     "ab_plot",
     "category_shares",
     "link_matrix_plot",
+    "module_time",
     "step_timeline",
     "top_kernels",
 ]
@@ -123,6 +124,49 @@ def top_kernels(summary, *, categories: list[str] | None = None, n: int = 5, tit
     ax.set_xlabel("kernel time (µs)")
     ax.set_title(title or f"Top kernels per category ({summary.phase})")
     return _detach(fig)
+
+
+def module_time(summary, *, n: int = 12, title: str | None = None) -> Figure:
+    """The module view: kernel time per module class (left: the module inside the layer › the innermost
+    module, top ``n``) and per layer index (right: stacked by the module inside the layer). Needs a
+    trace recorded with module frames (``with_stack=True``); raises ValueError otherwise."""
+    mods, layers = summary.modules, summary.layers
+    if mods.empty or set(mods["block"]) <= {"(no module)"}:
+        raise ValueError("this summary has no module frames (record the trace with with_stack=True)")
+    if mods["time_us"].isna().all():
+        raise ValueError("module times are unavailable: " + str(summary.categories_unavailable))
+    rows = mods.head(n).iloc[::-1]
+    blocks = list(dict.fromkeys(mods.sort_values("time_us", ascending=False)["block"]))
+    palette = plt.get_cmap("tab20").colors
+    colour = {b: palette[i % len(palette)] for i, b in enumerate(blocks)}
+    has_layers = len(layers) > 0
+    fig, axes = plt.subplots(1, 2 if has_layers else 1, figsize=(13.0 if has_layers else 8.0,
+                             max(3.0, 0.3 * len(rows) + 1.4)), constrained_layout=True, squeeze=False)
+    ax = axes[0][0]
+    labels = [b if b == m else f"{b} › {m}" for b, m in zip(rows["block"], rows["module"])]
+    ax.barh(range(len(rows)), rows["time_us"], color=[colour[b] for b in rows["block"]])
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels([_short(x, 48) for x in labels], fontsize=8)
+    for i, sh in enumerate(rows["share_of_kernel"]):
+        ax.annotate(f" {100 * sh:.1f}%", (rows["time_us"].iloc[i], i), va="center", fontsize=7)
+    ax.set_xlabel("kernel time (µs)")
+    ax.set_title("by module class")
+    if has_layers:
+        ax2 = axes[0][1]
+        piv = layers.pivot_table(index="layer", columns="block", values="time_us", aggfunc="sum", fill_value=0.0)
+        piv = piv[[b for b in blocks if b in piv.columns]]
+        bottom = pd.Series(0.0, index=piv.index)
+        for b in piv.columns:
+            ax2.bar(piv.index.astype(str), piv[b], bottom=bottom, label=b, color=colour[b])
+            bottom += piv[b]
+        ax2.set_xlabel("layer index")
+        ax2.set_ylabel("kernel time (µs)")
+        ax2.set_title("by layer")
+        ax2.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
+        if len(piv) > 16:
+            ax2.tick_params(axis="x", labelrotation=90, labelsize=6)
+    fig.suptitle(title or f"Kernel time per module ({summary.phase})")
+    return fig
 
 
 # Environment and A/B views

@@ -18,18 +18,26 @@ vLLM/SGLang ``cross_device_reduce``, PyTorch ``multimem_all_reduce`` and flashin
 
 Files:
 
+Each kernel is linked to its launch (correlation id) and to the CPU ops, ``record_function`` ranges
+and ``nn.Module`` frames enclosing the launch; its category is decided by the user's rules, then
+that CPU evidence, then inductor fused-op names, then kernel-name rules, and ``decided_by`` says
+which. ``Profile.modules()`` gives kernel time per module class and per layer (with_stack traces).
+
 - ``_profile.py``: load, Profile and Summary: the public façade
-- ``_load.py``: one file per rank: format detection, cache, parse, in parallel
-- ``_read.py``: reading one file into raw tables (Kineto or nsys)
-- ``_io.py``: bytes in: gzip, magic-byte sniffing
-- ``_kineto.py``: Kineto/torch-profiler chrome-trace JSON -> kernel and annotation tables
+- ``_load.py``: the loader: format detection per file, every cache decision, parsing in parallel
+  (and ``prefetch``, which starts parsing before pandas is imported)
+- ``_read.py``: one file -> raw column tables with the reader its format calls for (stdlib only)
+- ``_io.py``: bytes in: gzip, magic-byte sniffing, ``detect`` (the format decision)
+- ``_kineto.py``: Kineto/torch-profiler chrome-trace JSON -> kernel, annotation, launch and CPU-frame tables
 - ``_nsys.py``: nsys stats CSV and nsys SQLite -> kernel tables
 - ``_validate.py``: broken input repaired or dropped and counted (NaN, text numbers, missing ts,
   negative durations, duplicates, too-deep events), applied where raw tables become frames
-- ``_cache.py``: the parquet cache of parsed tables, keyed by file identity
-- ``_categories.py``: the category rule table (categories.toml) and kernel -> category
+- ``_cache.py``: the parquet cache of parsed tables, keyed by file identity (used by ``_load`` only)
+- ``_categories.py``: the rule tables (categories.toml: kernel names, CPU frames, fused names)
+- ``_attribution.py``: kernel -> launch -> enclosing frames -> category, ``decided_by``, modules
 - ``_windows.py``: decode/prefill steps and phases from annotations
-- ``_summary.py``: the summary arithmetic: per category, step, rank; AllReduce share and exposure
+- ``_summary.py``: the summary arithmetic: per category, step, rank, evidence, module; AllReduce share
+  and exposure; CPU-side collectives
 - ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables pulled back
 - ``_compare.py``: ``compare(a, b)``: where the step-time difference of two runs goes (categories,
   kernel families, ops/modules, GPU idle and launch gaps, noise)
@@ -47,7 +55,7 @@ __all__ = ["Comparison", "PHASES", "Profile", "Summary", "compare", "default_rul
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
-          "load": "_profile", "Rule": "_categories", "prefetch": "_read", "Comparison": "_compare",
+          "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Comparison": "_compare",
           "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline"}
 
 

@@ -15,8 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-PARSER_VERSION = "2"  # 2: rows checked by _validate.check_frames
-_TABLES = ("kernels", "annotations", "launches")
+PARSER_VERSION = "3"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables
+_TABLES = ("kernels", "annotations", "launches", "frames", "comms")
 
 
 def cache_dir() -> Path:
@@ -80,7 +80,7 @@ def category_map(names, rules, compute) -> dict:
     traces and reopenings; matching ~15 regexes against 5,000-character template names is the
     slowest part of a cached reopen)."""
     names = list(names)
-    ident = "\n".join(f"{r.category}\t{r.pattern}" for r in rules) + PARSER_VERSION
+    ident = "\n".join(f"{r.category}\t{r.pattern}" for r in rules if "kernel" in r.on) + PARSER_VERSION
     f = cache_dir() / f"categories-{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
     try:
         known = json.loads(f.read_text()) if f.is_file() else {}
@@ -105,14 +105,20 @@ def category_map(names, rules, compute) -> dict:
 def profile_key(paths, rules) -> str:
     """Key of an assembled profile: the identities of all its files, in order, and the rule table."""
     ident = "|".join(file_key(Path(p)) for p in paths) + "\n"
-    ident += "\n".join(f"{r.category}\t{r.pattern}" for r in rules)
+    ident += "\n".join(f"{r.category}\t{r.pattern}\t{','.join(r.on)}\t{int(r.container)}\t{','.join(r.kinds)}"
+                       for r in rules)
     return "set-" + hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
-_PROFILE_TABLES = ("kernels", "annotations", "steps")
+def has_profile(key: str) -> bool:
+    """Whether an assembled-profile entry exists (cheap: no pandas)."""
+    try:
+        return (cache_dir() / key / "info.json").is_file()
+    except OSError:
+        return False
 
 
-def load_profile(key: str) -> dict | None:
+def load_profile(key: str, tables: tuple[str, ...]) -> dict | None:
     """The cached assembled tables + info of a profile, or None (one entry for a whole set of ranks,
     so reopening 8 ranks reads 3 parquet files, not 24)."""
     try:
@@ -122,7 +128,7 @@ def load_profile(key: str) -> dict | None:
         if not (d / "info.json").is_file():
             return None
         info = json.loads((d / "info.json").read_text())
-        out = {name: pd.read_parquet(d / f"{name}.parquet") for name in _PROFILE_TABLES}
+        out = {name: pd.read_parquet(d / f"{name}.parquet") for name in tables}
     except Exception:  # noqa: BLE001 - a broken entry is rebuilt
         return None
     out.update(info)
@@ -135,8 +141,8 @@ def store_profile(key: str, tables: dict, info: dict) -> None:
         root = cache_dir()
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-        for name in _PROFILE_TABLES:
-            tables[name].to_parquet(tmp / f"{name}.parquet", index=False)
+        for name, table in tables.items():
+            table.to_parquet(tmp / f"{name}.parquet", index=False)
         (tmp / "info.json").write_text(json.dumps(info, default=str))
         try:
             os.replace(tmp, root / key)

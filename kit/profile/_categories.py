@@ -1,6 +1,9 @@
 """The kernel-category rule table: load the packaged ``categories.toml``, merge user rules, classify names.
 
-Rules are ordered and the first ``re.search`` match wins; a name no rule matches is ``other``.
+Three kinds of rule, each ordered, the first ``re.search`` match winning: kernel-name rules
+(``[[rule]]``, ``on = ("kernel",)``), rules on the CPU frames enclosing a launch (``[[frame]]``: ops,
+modules, python functions, ranges; see ``_attribution.py``) and rules on the op list of inductor's
+fused Triton kernels (``[[fused]]``, ``on = ("fused",)``). A name no rule matches is ``other``.
 User rules (a TOML file with ``[[rule]]`` tables, or Python ``(pattern, category)`` pairs / dicts)
 are tried before the packaged ones; a file with ``replace = true`` replaces the packaged table.
 Classification runs once per distinct kernel name, so it costs nothing on large traces.
@@ -23,6 +26,8 @@ else:  # pragma: no cover
 
 OTHER = "other"
 COMM = ("allreduce", "other-collectives")
+FRAME_KINDS = {"op", "module", "function", "range"}
+PACKAGED = "kit/profile/categories.toml"   # the source of the packaged rules (all others are the user's)
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,9 @@ class Rule:
     pattern: str
     note: str = ""
     source: str = "kit"
+    on: tuple = ("kernel",)
+    container: bool = False
+    kinds: tuple = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_rx", re.compile(self.pattern))
@@ -50,21 +58,29 @@ def _rules_from_toml(text: str, source: str) -> tuple[list[Rule], bool]:
     except tomllib.TOMLDecodeError as exc:
         raise ParseError(f"{source}: invalid TOML rule table ({exc})", path=source) from None
     rules = []
-    for i, r in enumerate(doc.get("rule", [])):
-        if not isinstance(r, dict) or "category" not in r or "pattern" not in r:
-            raise ParseError(f"{source}: rule #{i + 1} needs 'category' and 'pattern'", path=source)
-        try:
-            rules.append(Rule(str(r["category"]), str(r["pattern"]), str(r.get("note", "")), source))
-        except re.error as exc:
-            raise ParseError(f"{source}: rule #{i + 1} pattern {r['pattern']!r} is not a valid regex ({exc})",
-                             path=source) from None
+    for table, default_on in (("rule", ("kernel",)), ("frame", ("op", "module", "function", "range")),
+                              ("fused", ("fused",))):
+        for i, r in enumerate(doc.get(table, [])):
+            if not isinstance(r, dict) or "category" not in r or "pattern" not in r:
+                raise ParseError(f"{source}: {table} #{i + 1} needs 'category' and 'pattern'", path=source)
+            on = tuple(r.get("on", default_on)) if table == "frame" else default_on
+            bad = set(on) - FRAME_KINDS if table == "frame" else set()
+            if bad:
+                raise ParseError(f"{source}: frame #{i + 1}: 'on' must name {sorted(FRAME_KINDS)}, not {sorted(bad)}",
+                                 path=source)
+            try:
+                rules.append(Rule(str(r["category"]), str(r["pattern"]), str(r.get("note", "")), source, on,
+                                  bool(r.get("container", False)), tuple(r.get("kinds", ()))))
+            except re.error as exc:
+                raise ParseError(f"{source}: {table} #{i + 1} pattern {r['pattern']!r} is not a valid regex ({exc})",
+                                 path=source) from None
     return rules, bool(doc.get("replace", False))
 
 
 def default_rules() -> list[Rule]:
     """The packaged table (``kit/profile/categories.toml``), in order."""
     text = resources.files("kit.profile").joinpath("categories.toml").read_text(encoding="utf-8")
-    return _rules_from_toml(text, "kit/profile/categories.toml")[0]
+    return _rules_from_toml(text, PACKAGED)[0]
 
 
 def build_rules(rules: RulesArg = None) -> list[Rule]:
@@ -98,6 +114,7 @@ def build_rules(rules: RulesArg = None) -> list[Rule]:
 def categorise(names: Iterable[str], rules: Sequence[Rule]) -> dict[str, str]:
     """Map each distinct name to its category (first matching rule, else ``other``)."""
     out: dict[str, str] = {}
+    rules = [r for r in rules if "kernel" in r.on]
     for n in names:
         if n in out:
             continue
@@ -108,6 +125,12 @@ def categorise(names: Iterable[str], rules: Sequence[Rule]) -> dict[str, str]:
                 break
         out[n] = cat
     return out
+
+
+def rules_ident(rules: Sequence[Rule]) -> str:
+    """A text that changes whenever a rule that can change a category changes (cache keys)."""
+    return "\n".join(f"{r.category}\t{r.pattern}\t{','.join(r.on)}\t{int(r.container)}\t{','.join(r.kinds)}"
+                     for r in rules)
 
 
 def category_order(rules: Sequence[Rule]) -> list[str]:

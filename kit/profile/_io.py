@@ -1,8 +1,10 @@
-"""Reading trace files into bytes: gzip by magic bytes, truncated-gzip salvage, bad-input errors.
+"""Trace format detection and reading files into bytes: gzip by magic bytes, truncated-gzip salvage.
 
 Why: traces come as ``.json``, ``.json.gz`` or renamed files; HTA decides gzip by suffix only and
 dies with an opaque error on anything else. Here the first bytes decide, and every failure is one
-line naming the file and what is wrong.
+line naming the file and what is wrong. ``detect`` is THE format decision (the loader calls it once
+per file and hands the result to the reader); it is standard-library only, so the remote zipapp
+decides formats with the same code.
 """
 from __future__ import annotations
 
@@ -76,3 +78,26 @@ def read_bytes(path: Path, kind: str) -> tuple[bytes, list[str]]:
         warnings.append(f"{os.path.basename(path)}: gzip stream ends early (file cut at {len(raw):,} bytes); "
                         f"reading the {len(out):,} bytes that inflated")
     return out, warnings
+
+
+FORMATS = ("kineto", "nsys-csv", "nsys-sqlite")
+
+
+def detect(path: Path) -> str:
+    """The trace format of ``path``: 'kineto' (chrome-trace JSON, plain or gzip), 'nsys-csv' (``nsys
+    stats`` text, plain or gzip) or 'nsys-sqlite'; raises TraceError on unreadable or binary input."""
+    kind = sniff(path)
+    if kind == "sqlite":
+        return "nsys-sqlite"
+    if kind == "text":
+        return "nsys-csv"
+    if kind == "gzip":
+        # gzip may hold JSON or nsys CSV text: peek at the inflated start
+        with open(path, "rb") as f:
+            try:
+                head = zlib.decompressobj(wbits=31).decompress(f.read(4096))
+            except zlib.error as exc:
+                raise TraceError(f"{path}: corrupt gzip data ({exc})", path=str(path)) from None
+        if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+            return "nsys-csv"
+    return "kineto"

@@ -11,6 +11,16 @@ makes the parse ~3x faster than ``orjson.loads`` of the whole file on with_stack
 The same machinery salvages a truncated file: everything up to the last complete event is kept
 and the loss is reported.
 
+CPU frames for kernel attribution (``frames`` table): the CPU ops that may enclose a kernel launch
+(every ``cpu_op`` except view/metadata ops that never launch work, ``_DROP_OPS``), the
+``python_function`` frames of ``nn.Module`` calls and of functions whose names say what they do
+(rotary embedding, KV-cache updates: ``_KEEP_PY``), and the collective ops with their arguments
+(``record_param_comms``: collective name, group size, element counts, dtype). Everything else of
+``python_function`` (most of a with_stack trace) is still dropped as bytes.
+
+Standard library only (orjson when installed, else ``json``): this file, ``_io.py``, ``_nsys.py``
+and ``_read.py`` also run on remote hosts as a stdlib-only zipapp.
+
 Handles: object or bare-array traces, ``traceEvents`` anywhere among the top-level keys,
 integer or float timestamps, timestamps relative to ``baseTimeNanoseconds`` (newer Kineto) or
 absolute epoch microseconds (older), string pids/tids, missing metadata, old capitalised
@@ -23,7 +33,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-import orjson
+try:  # orjson is ~2x faster; the stdlib json is the fallback (remote hosts)
+    import orjson as _json
+
+    _JSONError: tuple = (_json.JSONDecodeError,)
+except ImportError:  # pragma: no cover - exercised by the zipapp tests of the remote side
+    import json as _json
+
+    _JSONError = (ValueError, UnicodeDecodeError)
 
 from kit.errors import TraceError
 from kit.profile import _validate
@@ -49,6 +66,9 @@ class _Collector:
         self.k = {c: [] for c in ("device", "stream", "name", "ts", "dur", "correlation", "kind", "collective")}
         self.a = {c: [] for c in ("name", "ts", "dur", "side", "device", "stream", "tid")}
         self.r = {c: [] for c in ("name", "ts", "dur", "correlation", "tid")}
+        self.f = {c: [] for c in ("name", "ts", "dur", "tid", "kind")}
+        self.comm = {c: [] for c in ("name", "ts", "tid", "collective", "group_size", "in_nelems", "out_nelems",
+                                     "dtype", "pg")}
         self.events = 0
         self.names: dict[str, str] = {}
 
@@ -95,6 +115,38 @@ class _Collector:
                 a["stream"].append(_int(args.get("stream", e.get("tid"))) if side == "gpu" else -1)
                 a["tid"].append(intern(e.get("tid", "")))
                 continue
+            if cat == "cpu_op" or cat == "python_function":
+                name = e.get("name", "")
+                if "ts" not in e or e.get("ph", "X") != "X" or type(name) is not str:
+                    continue
+                if cat == "cpu_op":
+                    if _DROP_OPS_RX.match(name):
+                        continue
+                    kind_f = "op"
+                    if name == "record_param_comms" or name.startswith("c10d::"):
+                        args = e.get("args") or {}
+                        c = self.comm
+                        c["name"].append(intern(name))
+                        c["ts"].append(float(e["ts"]))
+                        c["tid"].append(intern(e.get("tid", "")))
+                        c["collective"].append(intern(args.get("Collective name") or name.split("::")[-1].strip("_")))
+                        c["group_size"].append(_int(args.get("Group size")))
+                        c["in_nelems"].append(_int(args.get("In msg nelems")))
+                        c["out_nelems"].append(_int(args.get("Out msg nelems")))
+                        c["dtype"].append(intern(args.get("dtype") or ""))
+                        c["pg"].append(intern(args.get("Process Group Name") or ""))
+                        continue
+                else:
+                    if not _KEEP_PY_RX.search(name):
+                        continue
+                    kind_f = "module" if name.startswith("nn.Module: ") else "function"
+                f = self.f
+                f["name"].append(intern(name))
+                f["ts"].append(float(e["ts"]))
+                f["dur"].append(float(e.get("dur") or 0.0))
+                f["tid"].append(intern(e.get("tid", "")))
+                f["kind"].append(kind_f)
+                continue
             if cat in RUNTIME_CATS:
                 args = e.get("args") or {}
                 corr = args.get("correlation")
@@ -121,9 +173,20 @@ def _int(v: Any) -> int:
             return -1
 
 
-# categories that are never kept and make up most of a trace (with_stack python frames, CPU ops,
-# flow arrows): pieces holding one of these exact JSON strings are dropped before parsing
-_DROP = (b'"python_function"', b'"cpu_op"', b'"ac2g"', b'"cpu_instant_event"', b'"fwdbwd"', b'"async_gpu"')
+# CPU ops that only make views or query metadata: they never launch GPU work, and are most of the
+# cpu_op events of a trace
+_DROP_OPS = (r"aten::(?:empty|empty_strided|empty_like|view|_unsafe_view|as_strided|slice|select|t|transpose|"
+             r"reshape|_reshape_alias|unsqueeze|squeeze|permute|expand|expand_as|detach|alias|narrow|split|"
+             r"split_with_sizes|chunk|unbind|resolve_conj|resolve_neg|lift_fresh|view_as|numpy_T|size|stride|"
+             r"is_nonzero|result_type|contiguous|dropout|flatten|unflatten|_has_compatible_shallow_copy_type)")
+_DROP_OPS_RX = re.compile(_DROP_OPS + '$')
+_DROP_OP_NAMES = frozenset(b"aten::" + n.encode() for n in _DROP_OPS[len("aten::(?:"):-1].split("|"))
+# python_function frames kept: nn.Module calls, and the few functions whose name says what they
+# compute (rotary embedding, KV-cache updates). The byte test is a handful of substring checks (a
+# regex per python frame would cost more than parsing the whole trace); the exact test is _KEEP_PY.
+_KEEP_PY = r"^nn\.Module: |rotary|rotate_half|cache_utils\.py\(\d+\): update$|kv_cache"
+_KEEP_PY_RX = re.compile(_KEEP_PY)
+_DROP_OP_PIECE = re.compile(rb'"name": ?"' + _DROP_OPS.encode() + rb'"')
 
 
 def _prefiltered(chunk: bytes) -> tuple[list | None, int]:
@@ -134,17 +197,38 @@ def _prefiltered(chunk: bytes) -> tuple[list | None, int]:
     inside an event (a list of objects in its args) is harmless; a malformed result returns None and
     the caller parses the whole chunk instead."""
     pieces = _BOUNDARY.split(chunk[1:-1])
-    kept = [p for p in pieces if not (b'"python_function"' in p or b'"cpu_op"' in p or b'"ac2g"' in p
-                                      or b'"cpu_instant_event"' in p or b'"fwdbwd"' in p or b'"async_gpu"' in p)]
+    # _keep_piece inlined (this runs once per event of the trace)
+    kept = [p for p in pieces
+            if ((b'nn.Module: ' in p or b'rotat' in p or b'cache_utils' in p or b'kv_cache' in p)
+                if b'"python_function"' in p else
+                _keep_op(p) if b'"cpu_op"' in p else
+                not (b'"ac2g"' in p or b'"cpu_instant_event"' in p or b'"fwdbwd"' in p or b'"async_gpu"' in p))]
     if not kept:
         return [], len(pieces)
     return _loads_array(b"{" + b"},{".join(kept) + b"}"), len(pieces)
 
 
+def _keep_piece(p: bytes) -> bool:
+    """Whether one event's text may hold a kept event (the test ``_prefiltered`` applies inline)."""
+    if b'"python_function"' in p:
+        return b'nn.Module: ' in p or b'rotat' in p or b'cache_utils' in p or b'kv_cache' in p
+    if b'"cpu_op"' in p:
+        return _keep_op(p)
+    return not (b'"ac2g"' in p or b'"cpu_instant_event"' in p or b'"fwdbwd"' in p or b'"async_gpu"' in p)
+
+
+def _keep_op(p: bytes) -> bool:
+    i = p.find(b'"name": "')
+    if i < 0:
+        return _DROP_OP_PIECE.search(p) is None
+    j = p.find(b'"', i + 9)
+    return p[i + 9:j] not in _DROP_OP_NAMES
+
+
 def _loads_array(buf: bytes) -> list | None:
     try:
-        out = orjson.loads(b"[" + buf + b"]")
-    except orjson.JSONDecodeError:
+        out = _json.loads(b"[" + buf + b"]")
+    except _JSONError:
         return _validate.loads_lenient(buf)  # hook: NaN/Infinity literals, events nested too deep
     return out
 
@@ -173,8 +257,8 @@ def read_kineto(path: Path) -> dict:
         if idx < 0:
             # small object without traceEvents: say what it is
             try:
-                obj = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:
+                obj = _json.loads(data)
+            except _JSONError as exc:
                 raise TraceError(f"{path}: not valid JSON ({exc})", path=str(path)) from None
             keys = ", ".join(list(obj)[:5]) if isinstance(obj, dict) else type(obj).__name__
             raise TraceError(f"{path}: JSON without 'traceEvents' (keys: {keys}); not a Kineto/chrome trace",
@@ -241,19 +325,20 @@ def read_kineto(path: Path) -> dict:
     if header_prefix:
         head_doc = header_prefix + b"[]" + (trailer if truncated is None else b"}")
         try:
-            meta = orjson.loads(head_doc)
-        except orjson.JSONDecodeError:
+            meta = _json.loads(head_doc)
+        except _JSONError:
             # header of a truncated file, or odd layout: keep what parses
             try:
-                meta = orjson.loads(header_prefix + b"[]}")
-            except orjson.JSONDecodeError:
+                meta = _json.loads(header_prefix + b"[]}")
+            except _JSONError:
                 meta = {}
                 warnings.append(f"{base}: trace header unreadable; device/distributed metadata unavailable")
         meta.pop("traceEvents", None)
     if not isinstance(meta, dict):
         meta = {}
     warnings.extend(_validate.collector_warnings(col, base))  # hook: what clean_events repaired or dropped
-    return {"kernels": col.k, "annotations": col.a, "launches": col.r, "meta": meta, "warnings": warnings,
+    return {"kernels": col.k, "annotations": col.a, "launches": col.r, "frames": col.f, "comms": col.comm,
+            "meta": meta, "warnings": warnings,
             "events": col.events, "bytes": n, "truncated": truncated is not None}
 
 
@@ -264,9 +349,9 @@ def _valid_trailer(tail: bytes) -> bool:
     if not t.startswith(b","):
         return False
     try:
-        orjson.loads(b'{"_":0' + t)
+        _json.loads(b'{"_":0' + t)
         return True
-    except orjson.JSONDecodeError:
+    except _JSONError:
         return False
 
 

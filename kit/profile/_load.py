@@ -1,17 +1,29 @@
-"""From paths to per-file tables: format dispatch, cache, and ranks parsed in parallel processes."""
+"""The trace loader: format detection, every cache decision, and parsing one file per rank in parallel.
+
+From paths to tables, in one place:
+
+1. ``kit.profile._io.detect`` decides each file's format (bad input fails here, before any work);
+2. several ranks: one cache entry holds the whole assembled profile (keyed by every file's identity
+   and the rule table) — a hit returns it;
+3. otherwise each file is read from its own cache entry (single files: keyed by file identity only,
+   categories are recomputed), or parsed — by the worker processes ``prefetch`` started before
+   pandas was imported, by a process pool when the files are big, or in this process;
+4. the caller assembles the parsed files into a profile, and it is stored.
+
+pandas and numpy are imported inside the functions that build frames, so ``prefetch`` (the CLI
+calls it first) starts the workers before the ~0.5 s pandas import, and the two overlap.
+"""
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import re
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
+from typing import Callable
 
-import numpy as np
-import pandas as pd
-
-from kit.profile import _cache as _trace_cache
-from kit.profile._io import sniff
+from kit.profile import _cache
+from kit.profile._io import detect
 from kit.profile._read import read_raw
 from kit.profile._validate import check_frames
 
@@ -19,9 +31,75 @@ _RANK_RE = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)",
             re.compile(r"tp[-_]?rank[-_]?(\d+)", re.I))
 # files bigger than this together are worth a process pool (spawn costs ~0.2 s)
 PARALLEL_MIN_BYTES = 16 << 20
+# below this much uncached input, prefetch workers cost more than they save
+PREFETCH_MIN_BYTES = 8 << 20
 
 
-def _frames(raw: dict) -> dict:
+def prefetch(paths: list[str], cache: bool = True, rules=None) -> tuple[dict[str, Future], ProcessPoolExecutor | None]:
+    """Start parsing the uncached files in worker processes when they are big enough to be worth it.
+
+    Returns ``({path: Future}, executor)``; hand the dict to ``kit.profile.load(..., _prefetched=)``
+    and shut the executor down afterwards. Any problem (bad path, no cache dir) just means no
+    prefetch: ``load`` then parses and reports errors itself."""
+    try:
+        if cache and len(paths) > 1:
+            from kit.profile._categories import build_rules
+
+            if _cache.has_profile(_cache.profile_key(paths, build_rules(rules))):
+                return {}, None
+        todo = []
+        for p in paths:
+            pp = Path(p)
+            if not pp.is_file():
+                return {}, None
+            if cache and _cache.has(pp):
+                continue
+            todo.append(p)
+        if not todo or sum(_work_bytes(Path(p)) for p in todo) < PREFETCH_MIN_BYTES:
+            return {}, None
+        ex = ProcessPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1), mp_context=mp.get_context("spawn"))
+        return {p: ex.submit(read_raw, p, detect(Path(p))) for p in todo}, ex
+    except Exception:  # noqa: BLE001 - no prefetch; load() reports any problem itself
+        return {}, None
+
+
+def _work_bytes(path: Path) -> int:
+    """About how many bytes parsing ``path`` reads: a gzip trace inflates ~10x (JSON compresses well)."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        return size * 10 if f.read(2) == b"\x1f\x8b" else size
+
+
+def load(paths: list[Path], rules: list, cache: bool, prefetched: dict | None,
+         assemble: Callable[[list[Path], list[dict]], dict], tables: tuple[str, ...]) -> dict:
+    """The assembled profile of ``paths`` as ``{**tables, "meta", "warnings"}``: from the cache when it
+    holds it, else parsed (``prefetched`` futures used where given) and put together by
+    ``assemble(paths, parsed_files)`` — which returns that same dict — then cached."""
+    fmts = [detect(p) for p in paths]   # bad input says so even when a cache entry exists
+    key = _cache.profile_key(paths, rules) if cache and len(paths) > 1 else None
+    if key is not None:
+        hit = _cache.load_profile(key, tables)
+        if hit is not None:
+            hit["meta"]["ranks"] = {int(r): {**m, "cached": True} for r, m in hit["meta"]["ranks"].items()}
+            return hit
+    # several ranks are cached as one assembled entry (below), a single file as its own entry
+    parsed = load_files(paths, fmts, cache=cache, prefetched=prefetched, store=cache and len(paths) == 1)
+    prof = assemble(paths, parsed)
+    if key is not None:
+        _cache.store_profile(key, {t: prof[t] for t in tables}, {"meta": prof["meta"], "warnings": prof["warnings"]})
+    return prof
+
+
+def categorise_names(names, rules, compute, cache: bool) -> dict:
+    """``compute(names) -> {name: category}``, memoised on disk per rule table when ``cache``."""
+    return _cache.category_map(names, rules, compute) if cache else compute(list(names))
+
+
+def frames(raw: dict) -> dict:
+    """Raw column lists of one file -> DataFrames (kernels, annotations, launches, frames, comms)."""
+    import numpy as np
+    import pandas as pd
+
     k = raw["kernels"]
     if "count" not in k:
         k["count"] = [1] * len(k["name"])
@@ -47,25 +125,43 @@ def _frames(raw: dict) -> dict:
     launches = pd.DataFrame({
         "name": pd.Categorical(r["name"]), "ts": np.asarray(r["ts"], dtype=np.float64),
         "dur": np.asarray(r["dur"], dtype=np.float64), "correlation": np.asarray(r["correlation"], dtype=np.int64),
-        "tid": pd.Series(r["tid"], dtype=object),
+        "tid": pd.Series([str(t) for t in r["tid"]], dtype=object),
     })
-    return {"kernels": kernels, "annotations": annotations, "launches": launches, "meta": raw["meta"],
-            "warnings": raw["warnings"], "events": raw["events"], "bytes": raw["bytes"], "truncated": raw["truncated"]}
+    f = raw.get("frames") or {c: [] for c in ("name", "ts", "dur", "tid", "kind")}
+    cpu_frames = pd.DataFrame({
+        "name": pd.Categorical(f["name"]), "ts": np.asarray(f["ts"], dtype=np.float64),
+        "dur": np.asarray(f["dur"], dtype=np.float64), "tid": pd.Series([str(t) for t in f["tid"]], dtype=object),
+        "kind": pd.Categorical(f["kind"], categories=["op", "module", "function"]),
+    })
+    c = raw.get("comms") or {x: [] for x in ("name", "ts", "tid", "collective", "group_size", "in_nelems",
+                                             "out_nelems", "dtype", "pg")}
+    comms = pd.DataFrame({
+        "name": pd.Series(c["name"], dtype=object), "ts": np.asarray(c["ts"], dtype=np.float64),
+        "tid": pd.Series([str(t) for t in c["tid"]], dtype=object),
+        "collective": pd.Series(c["collective"], dtype=object),
+        "group_size": np.asarray(c["group_size"], dtype=np.int64),
+        "in_nelems": np.asarray(c["in_nelems"], dtype=np.int64),
+        "out_nelems": np.asarray(c["out_nelems"], dtype=np.int64),
+        "dtype": pd.Series(c["dtype"], dtype=object), "pg": pd.Series(c["pg"], dtype=object),
+    })
+    return {"kernels": kernels, "annotations": annotations, "launches": launches, "frames": cpu_frames,
+            "comms": comms, "meta": raw["meta"], "warnings": raw["warnings"], "events": raw["events"],
+            "bytes": raw["bytes"], "truncated": raw["truncated"]}
 
 
-def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = None,
+def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = True, parallel: bool | None = None,
                prefetched: dict | None = None, store: bool | None = None) -> list[dict]:
     """Per-file parsed tables (read from the cache when ``cache``; written there when ``store``,
     default ``cache``), in the order of ``paths``. ``prefetched``: ``{str(path): Future}`` from
-    :func:`kit.profile._read.prefetch` (parses already under way)."""
+    :func:`prefetch` (parses already under way)."""
     store = cache if store is None else store
+    fmts = fmts or [detect(p) for p in paths]
     results: list[dict | None] = [None] * len(paths)
     prefetched = prefetched or {}
     todo = []
     for i, p in enumerate(paths):
-        sniff(p)  # bad input fails fast, before any work
         if cache:
-            hit = _trace_cache.load(p)
+            hit = _cache.load(p)
             if hit is not None:
                 hit["cached"] = True
                 results[i] = hit
@@ -73,11 +169,7 @@ def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = No
         todo.append(i)
     early = {i: prefetched[str(paths[i])] for i in todo if str(paths[i]) in prefetched}
     for i, fut in early.items():
-        fr = check_frames(_frames(fut.result()), paths[i].name)  # hook: drop and count unusable rows
-        if store:
-            _trace_cache.store(paths[i], fr)
-        fr["cached"] = False
-        results[i] = fr
+        results[i] = _done(paths[i], fut.result(), store)
     todo = [i for i in todo if i not in early]
     if todo:
         total = sum(paths[i].stat().st_size for i in todo)
@@ -85,16 +177,25 @@ def load_files(paths: list[Path], cache: bool = True, parallel: bool | None = No
         if use_pool and len(todo) > 1:
             workers = min(len(todo), os.cpu_count() or 1)
             with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
-                raws = list(ex.map(read_raw, [str(paths[i]) for i in todo]))
+                raws = list(ex.map(read_raw, [str(paths[i]) for i in todo], [fmts[i] for i in todo]))
         else:
-            raws = [read_raw(str(paths[i])) for i in todo]
+            raws = [read_raw(str(paths[i]), fmts[i]) for i in todo]
         for i, raw in zip(todo, raws):
-            fr = check_frames(_frames(raw), paths[i].name)  # hook: drop and count unusable rows
-            if store:
-                _trace_cache.store(paths[i], fr)
-            fr["cached"] = False
-            results[i] = fr
+            results[i] = _done(paths[i], raw, store)
     return results  # type: ignore[return-value]
+
+
+def checked_frames(raw: dict, name: str) -> dict:
+    """:func:`frames`, then unusable rows dropped and counted (``_validate.check_frames``, every format)."""
+    return check_frames(frames(raw), name)
+
+
+def _done(path: Path, raw: dict, store: bool) -> dict:
+    fr = checked_frames(raw, path.name)
+    if store:
+        _cache.store(path, fr)
+    fr["cached"] = False
+    return fr
 
 
 def rank_of(path: Path, meta: dict, fallback: int) -> tuple[int, str]:

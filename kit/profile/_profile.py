@@ -11,11 +11,12 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError, UsageError
+from kit.profile import _attribution as A
+from kit.profile import _load
 from kit.profile import _summary as S
-from kit.profile._categories import OTHER, Rule, build_rules, categorise, category_order
-from kit.profile._io import sniff
+from kit.profile._categories import Rule, build_rules, categorise, category_order
 from kit.profile._kineto import absolute_offset_us
-from kit.profile._load import load_files, rank_of
+from kit.profile._load import rank_of
 from kit.profile._windows import assign_steps
 
 __all__ = ["load", "Profile", "Summary", "PHASES", "default_rules"]
@@ -29,6 +30,9 @@ def default_rules() -> list[Rule]:
     from kit.profile._categories import default_rules as _d
 
     return _d()
+
+
+_TABLES = ("kernels", "annotations", "steps", "comms")
 
 
 def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: str = "python3",
@@ -59,30 +63,13 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
     if not plist:
         raise TraceError("no trace files given")
     rule_list = build_rules(rules)
-    key = None
-    if cache and len(plist) > 1:
-        # several ranks: one cache entry for the assembled set (a single file reopens from its own entry)
-        from kit.profile import _cache as _trace_cache
-
-        for p in plist:
-            sniff(p)  # bad input says so even when a cache entry exists
-        key = _trace_cache.profile_key(plist, rule_list)
-        hit = _trace_cache.load_profile(key)
-        if hit is not None:
-            meta = hit["meta"]
-            meta["ranks"] = {int(r): {**m, "cached": True} for r, m in meta["ranks"].items()}
-            return Profile([str(p) for p in plist], hit["kernels"], hit["annotations"], hit["steps"], meta,
-                           list(hit["warnings"]), rule_list)
-    # several ranks are cached as one assembled entry (below), a single file as its own entry
-    parsed = load_files(plist, cache=cache, prefetched=_prefetched, store=cache and len(plist) == 1)
-    prof = _assemble(plist, parsed, rule_list, cache)
-    if key is not None:
-        _trace_cache.store_profile(key, {"kernels": prof.kernels, "annotations": prof.annotations,
-                                         "steps": prof.steps}, {"meta": prof.meta, "warnings": prof.warnings})
-    return prof
+    d = _load.load(plist, rule_list, cache, _prefetched, lambda ps, parsed: _assemble(ps, parsed, rule_list, cache),
+                   _TABLES)
+    return Profile([str(p) for p in plist], d["kernels"], d["annotations"], d["steps"], d["meta"],
+                   list(d["warnings"]), rule_list, d.get("comms", pd.DataFrame()))
 
 
-def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False) -> "Profile":
+def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False) -> dict:
     warnings: list[str] = []
     ranks, rank_src = [], []
     for i, (p, d) in enumerate(zip(paths, parsed)):
@@ -106,7 +93,7 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
         if first is not None:
             spans.append((off + first, off + float((k["ts"] + k["dur"]).max())))
     origin = min((s for s, _ in spans), default=0.0)
-    kern, ann, steps_all = [], [], []
+    kern, ann, steps_all, comms_all = [], [], [], []
     meta_ranks = {}
     for p, d, r, src, off in zip(paths, parsed, ranks, rank_src, offsets):
         warnings.extend(d.get("warnings", []))
@@ -114,10 +101,14 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
         a = d["annotations"].copy()
         la = d["launches"]
         shift = off - origin
+        fr = d.get("frames")
+        cm = d.get("comms")
         if not len(k):
-            warnings.append(f"{p.name}: no GPU kernels in this trace (CPU-only profile, or CUDA activity not "
-                            f"recorded)")
+            warnings.append(_no_kernel_warning(p.name, la, cm, a))
         step, phase, steps = assign_steps(k, a, la)
+        linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
+        for c in ("module", "block", "layer", "frame_category", "frame_kind", "frame_name", "graph", "launch"):
+            k[c] = linked[c].to_numpy()
         k["step"] = step
         k["phase"] = phase
         k["rank"] = r
@@ -125,6 +116,11 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
         k["start_us"] = k["ts"] + shift
         k = k.rename(columns={"dur": "dur_us"}).drop(columns=["ts"])
         kern.append(k)
+        if cm is not None and len(cm):
+            cm = cm.copy()
+            cm["rank"] = r
+            cm["start_us"] = cm["ts"] + shift
+            comms_all.append(cm.drop(columns=["ts"]))
         a["rank"] = r
         a["start_us"] = a["ts"] + shift
         ann.append(a.rename(columns={"dur": "dur_us"}).drop(columns=["ts"]))
@@ -149,26 +145,25 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
             "versions": {key: meta[key] for key in sorted(meta) if key.endswith("_version") or key == "schemaVersion"},
             "events": d.get("events"), "bytes": d.get("bytes"), "cached": d.get("cached", False),
             "truncated": d.get("truncated", False), "clock_offset_us": off,
+            "runtime_calls": int(len(la)), "module_frames": int((fr["kind"] == "module").sum()) if fr is not None
+            and len(fr) else 0, "cpu_frames": int(len(fr)) if fr is not None else 0,
         }
     kernels = pd.concat(kern, ignore_index=True) if kern else pd.DataFrame()
     if len(kernels):
         names = kernels["name"].astype("category")
         kernels["name"] = names
-        if cache:
-            from kit.profile._cache import category_map
-
-            cmap = category_map(names.cat.categories, rules, lambda ns: categorise(ns, rules))
-        else:
-            cmap = categorise(names.cat.categories, rules)
-        cat = names.map(cmap).astype(object)
-        coll = kernels["collective"].astype(object)
-        has = coll.notna().to_numpy()
-        if has.any():
-            is_ar = coll.str.replace("_", "").str.lower().str.contains("allreduce").fillna(False).to_numpy(bool)
-            cat = np.where(has & is_ar, "allreduce", np.where(has & (cat == OTHER), "other-collectives", cat))
+        cmap = _load.categorise_names(names.cat.categories, rules, lambda ns: categorise(ns, rules), cache)
+        linked = kernels[["frame_category", "frame_kind", "frame_name", "launch"]]
+        cat, by, ev = A.decide(names, kernels["collective"], linked, rules, cmap)
         kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
-        kernels = kernels[["rank", "device", "stream", "name", "category", "start_us", "dur_us", "correlation", "step",
-                           "phase", "kind", "count", "collective", "file"]]
+        kernels["decided_by"] = pd.Categorical(by, categories=list(A.EVIDENCE))
+        kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
+        for c in ("module", "block", "launch"):
+            kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")
+        kernels["layer"] = kernels["layer"].astype(np.int64)
+        kernels = kernels[["rank", "device", "stream", "name", "category", "decided_by", "evidence", "start_us",
+                           "dur_us", "correlation", "step", "phase", "kind", "count", "collective", "module", "block",
+                           "layer", "launch", "graph", "file"]]
     annotations = pd.concat(ann, ignore_index=True) if ann else pd.DataFrame()
     steps_df = pd.concat(steps_all, ignore_index=True) if steps_all else pd.DataFrame(
         columns=["rank", "step", "name", "phase", "start_us", "end_us", "wall_us", "gap_before_us", "kernels", "source"])
@@ -179,14 +174,36 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
         if latest_start > earliest_end:
             warnings.append(f"ranks' time ranges do not overlap (gap {latest_start - earliest_end:,.0f} us): different "
                             f"clock bases or different runs; cross-rank comparison is by step index only")
+    comms = pd.concat(comms_all, ignore_index=True) if comms_all else pd.DataFrame(
+        columns=["rank", "name", "start_us", "tid", "collective", "group_size", "in_nelems", "out_nelems", "dtype",
+                 "pg"])
     meta = {"ranks": meta_ranks, "origin_us": origin, "rules": len(rules)}
-    return Profile([str(p) for p in paths], kernels, annotations, steps_df, meta, warnings, rules)
+    return {"kernels": kernels, "annotations": annotations, "steps": steps_df, "comms": comms, "meta": meta,
+            "warnings": warnings}
+
+
+def _no_kernel_warning(name: str, launches: pd.DataFrame, comms, ann: pd.DataFrame) -> str:
+    """Why a trace has no GPU kernel, as precisely as the trace tells."""
+    n_rt = len(launches)
+    coll = ""
+    if comms is not None and len(comms):
+        gs = sorted({int(g) for g in comms["group_size"] if g >= 0})
+        coll = (f"; its {len(comms):,} collective call(s) (record_param_comms, group size "
+                f"{', '.join(map(str, gs)) or 'unknown'}) launched no kernel")
+        if gs == [1]:
+            coll += " because a process group of size 1 communicates nothing"
+    if n_rt:
+        return (f"{name}: no GPU kernels although {n_rt:,} CUDA runtime calls with correlation ids were recorded: "
+                f"the GPU activity (CUPTI) was not collected or not flushed for this window{coll}")
+    return f"{name}: no GPU kernels in this trace (CPU-only profile, or CUDA activity not recorded){coll}"
 
 
 @dataclass(eq=False)
 class Profile:
-    """Parsed profile: ``kernels`` (rank, device, stream, name, category, start_us, dur_us, correlation,
-    step, phase, ...), ``annotations``, ``steps`` (one row per rank and step), ``meta`` and ``warnings``."""
+    """Parsed profile: ``kernels`` (rank, device, stream, name, category, decided_by, evidence, start_us,
+    dur_us, correlation, step, phase, module, block, layer, graph, ...), ``annotations``, ``steps`` (one
+    row per rank and step), ``comms`` (CPU-side collective calls: ``record_param_comms`` with collective
+    name, group size, element counts, dtype), ``meta`` and ``warnings``."""
 
     files: list[str]
     kernels: pd.DataFrame
@@ -195,6 +212,7 @@ class Profile:
     meta: dict
     warnings: list[str]
     rules: list[Rule] = field(repr=False, default_factory=list)
+    comms: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
 
     @property
     def ranks(self) -> list[int]:
@@ -220,7 +238,15 @@ class Profile:
         """Category breakdown of ``phase`` ('all', 'decode' or 'prefill'); see :class:`Summary`."""
         if phase not in PHASES:
             raise UsageError(f"Profile.summary: phase must be one of {', '.join(PHASES)}, not {phase!r}")
-        return _summarise(self, phase, top)
+        return Summary(**S.summarise(self, phase, top))
+
+    def modules(self, by: str = "module") -> pd.DataFrame:
+        """Kernel time per module class (``by='module'``: layer child and innermost module; ``'block'``:
+        the module inside the layer) or per layer index (``by='layer'``); empty without module frames
+        (traces recorded without ``with_stack``)."""
+        if by not in ("module", "block", "layer"):
+            raise UsageError(f"Profile.modules: by must be 'module', 'block' or 'layer', not {by!r}")
+        return A.module_table(self.kernels, by)
 
     def __repr__(self) -> str:
         ph = self.steps["phase"].value_counts().sort_index() if len(self.steps) else pd.Series(dtype=int)
@@ -259,6 +285,11 @@ class Summary:
     top: pd.DataFrame
     warnings: list[str]
     rank_categories: pd.DataFrame = field(default_factory=pd.DataFrame)
+    evidence: pd.DataFrame = field(default_factory=pd.DataFrame)
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)
+    layers: pd.DataFrame = field(default_factory=pd.DataFrame)
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
+    categories_unavailable: str | None = None
 
     def to_dict(self, full: bool = False) -> dict:
         """The CLI's JSON: files, ranks, kernel_time_us, wall_time_us, steps, categories, warnings
@@ -271,12 +302,21 @@ class Summary:
         d = {"files": [os.path.basename(f) for f in self.files], "ranks": self.ranks,
              "kernel_time_us": num(self.kernel_time_us), "wall_time_us": num(self.wall_time_us), "steps": self.steps,
              "categories": cats, "warnings": list(self.warnings)}
+        if self.categories_unavailable:
+            d["categories_unavailable"] = self.categories_unavailable
+        d["decided_by"] = [{"decided_by": r.decided_by, "time_us": num(r.time_us),
+                            "share_of_kernel": num(r.share_of_kernel)} for r in self.evidence.itertuples()]
+        if len(self.collectives):
+            d["collectives"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
+                                for r in self.collectives.to_dict("records")]
         if full:
             d["phase"] = self.phase
             d["per_rank"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
                              for r in self.per_rank.to_dict("records")]
             d["allreduce_spread"] = {k: (num(v) if isinstance(v, float) else v) for k, v in self.allreduce_spread.items()}
             d["top"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.top.to_dict("records")]
+            d["modules"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
+                            for r in self.modules.to_dict("records")]
         return d
 
     def share(self, category: str, of: str = "kernel") -> float:
@@ -289,17 +329,32 @@ class Summary:
         for r in self.categories.itertuples():
             sk = "" if pd.isna(r.share_of_kernel) else f"{100 * r.share_of_kernel:.1f}%"
             sw = "" if pd.isna(r.share_of_wall) else f"{100 * r.share_of_wall:.1f}%"
-            rows.append((r.category, f"{r.time_us:,.1f}", sk, sw))
+            t = "n/a" if pd.isna(r.time_us) else f"{r.time_us:,.1f}"
+            rows.append((r.category, t, sk, sw))
         return rows
 
     def _head(self) -> str:
         wall = "n/a" if np.isnan(self.wall_time_us) else f"{self.wall_time_us:,.1f} us"
+        kern = "n/a" if np.isnan(self.kernel_time_us) else f"{self.kernel_time_us:,.1f} us"
         return (f"Summary(phase={self.phase}, ranks={self.ranks}, steps={self.steps}, "
-                f"kernel={self.kernel_time_us:,.1f} us, wall={wall})")
+                f"kernel={kern}, wall={wall})")
+
+    def _evidence_line(self) -> str:
+        ev = self.evidence
+        if not len(ev) or ev["share_of_kernel"].isna().all():
+            return ""
+        return "decided by: " + ", ".join(f"{r.decided_by} {100 * r.share_of_kernel:.1f}%" for r in ev.itertuples())
 
     def __repr__(self) -> str:
         lines = [self._head(), f"{'category':<20}{'time_us':>14}{'%kernel':>9}{'%wall':>8}"]
         lines += [f"{c:<20}{t:>14}{k:>9}{w:>8}" for c, t, k, w in self._table_rows()]
+        if self.categories_unavailable:
+            lines.append(f"categories unavailable: {self.categories_unavailable}")
+        if self._evidence_line():
+            lines.append(self._evidence_line())
+        for r in self.collectives.itertuples():
+            lines.append(f"collective {r.collective}: {r.calls} call(s) on the CPU, group size {r.group_size}, "
+                         f"{r.bytes:,} bytes, {r.kernels} kernel(s)")
         if len(self.per_rank) > 1 or (len(self.per_rank) and self.per_rank["comm_us"].fillna(0).sum() > 0):
             for r in self.per_rank.itertuples():
                 lines.append(f"rank {r.rank}: comm {r.comm_us:,.1f} us, exposed {r.exposed_comm_us:,.1f} us, "
@@ -321,114 +376,9 @@ class Summary:
         if sp.get("ranks", 0) > 1:
             spread = (f"<p>AllReduce across {sp['ranks']} ranks: min {sp['min_us']:,.1f} us, max "
                       f"{sp['max_us']:,.1f} us (rank {sp['max_rank']}), spread {sp['spread_us']:,.1f} us</p>")
+        extra = "".join(f"<p>{html.escape(x)}</p>" for x in (
+            f"categories unavailable: {self.categories_unavailable}" if self.categories_unavailable else "",
+            self._evidence_line()) if x)
         return (f"<div><b>{html.escape(self._head())}</b><table><thead><tr><th>category</th><th>time (us)</th>"
-                f"<th>% kernel</th><th>% wall</th></tr></thead><tbody>{body}</tbody></table>{spread}"
+                f"<th>% kernel</th><th>% wall</th></tr></thead><tbody>{body}</tbody></table>{extra}{spread}"
                 f"{'<p>Warnings:</p><ul>' + warn + '</ul>' if warn else ''}</div>")
-
-
-def _summarise(p: Profile, phase: str, top: int) -> Summary:
-    warnings = list(p.warnings)
-    k = p.kernels
-    steps = p.steps
-    order = category_order(p.rules)
-    if phase != "all" and len(k):
-        sel = k["phase"] == phase
-        if not sel.any():
-            have = sorted(set(k["phase"].astype(str)))
-            warnings.append(f"no kernel is in a {phase} step (phases found: {', '.join(have)}); the summary covers "
-                            f"all kernels")
-            phase_used = "all"
-        else:
-            k = k[sel]
-            steps = steps[steps["phase"] == phase]
-            phase_used = phase
-    else:
-        phase_used = "all"
-    per_rank_rows = []
-    for r in p.ranks:
-        kr = k[k["rank"] == r] if len(k) else k
-        sr = steps[steps["rank"] == r] if len(steps) else steps
-        fig = S.rank_figures(kr, sr) if len(kr) else {"kernel_us": 0.0, "wall_us": np.nan, "busy_us": np.nan,
-                                                      "idle_us": np.nan, "comm_us": np.nan, "exposed_comm_us": np.nan}
-        zero = float((kr["dur_us"] == 0).mean()) if len(kr) else 0.0
-        if zero >= 0.5:
-            # most kernels carry no duration (graph replay without per-kernel timing): their time would
-            # count as GPU idle, so idle/busy/communication overlap cannot be computed from them
-            fig.update(busy_us=np.nan, idle_us=np.nan, comm_us=np.nan, exposed_comm_us=np.nan)
-            warnings.append(f"rank {r}: {100 * zero:.0f}% of its {phase_used} kernels were recorded without duration: "
-                            f"GPU idle and exposed communication are not computed; wall time (the steps' GPU "
-                            f"spans, {fig['wall_us']:,.0f} us) is the graph-level time")
-        ar = kr[kr["category"] == "allreduce"] if len(kr) else kr
-        fig.update(rank=r, allreduce_us=float(ar["dur_us"].sum()) if len(ar) else 0.0,
-                   allreduce_calls=int(ar["count"].sum()) if len(ar) else 0)
-        fig["allreduce_share_of_kernel"] = fig["allreduce_us"] / fig["kernel_us"] if fig["kernel_us"] else 0.0
-        per_rank_rows.append(fig)
-    per_rank = pd.DataFrame(per_rank_rows, columns=["rank", "kernel_us", "wall_us", "busy_us", "idle_us", "comm_us",
-                                                    "exposed_comm_us", "allreduce_us", "allreduce_calls",
-                                                    "allreduce_share_of_kernel"])
-    kernel_time = float(k["dur_us"].sum()) if len(k) else 0.0
-    wall = float(per_rank["wall_us"].sum(min_count=1)) if len(per_rank) else np.nan
-    if len(k):
-        g = k.groupby("category", observed=False).agg(time_us=("dur_us", "sum"), calls=("count", "sum"))
-        g = g.reindex(order).fillna(0.0)
-        g = g[(g["time_us"] > 0) | (g["calls"] > 0)]
-        cats = g.reset_index()
-        cats["category"] = cats["category"].astype(str)
-        cats["calls"] = cats["calls"].astype(int)
-    else:
-        cats = pd.DataFrame({"category": [], "time_us": [], "calls": []})
-    cats["share_of_kernel"] = cats["time_us"] / kernel_time if kernel_time else np.nan
-    cats["share_of_wall"] = cats["time_us"] / wall if wall and not np.isnan(wall) else np.nan
-    idle = float(per_rank["idle_us"].sum(min_count=1)) if len(per_rank) else np.nan
-    if not np.isnan(idle):
-        cats = pd.concat([cats, pd.DataFrame([{"category": "idle", "time_us": idle, "calls": 0,
-                                               "share_of_kernel": np.nan, "share_of_wall": idle / wall if wall else np.nan}])],
-                         ignore_index=True)
-    # per step
-    if len(k) and len(steps):
-        ks = k[k["step"] >= 0]
-        piv = ks.pivot_table(index=["rank", "step"], columns="category", values="dur_us", aggfunc="sum",
-                             observed=True, fill_value=0.0)
-        piv.columns = [str(c) for c in piv.columns]
-        base = steps[["rank", "step", "name", "phase", "start_us", "wall_us", "kernels"]].set_index(["rank", "step"])
-        per_step = base.join(piv, how="left").fillna({c: 0.0 for c in piv.columns})
-        per_step.insert(4, "kernel_us", piv.sum(axis=1).reindex(per_step.index).fillna(0.0))
-        per_step = per_step.reset_index().sort_values(["rank", "step"]).reset_index(drop=True)
-    else:
-        per_step = pd.DataFrame(columns=["rank", "step", "name", "phase", "start_us", "wall_us", "kernels", "kernel_us"])
-    if len(k):
-        rc = k.pivot_table(index="rank", columns="category", values="dur_us", aggfunc="sum", observed=True,
-                           fill_value=0.0)
-        rc = rc[[c for c in order if c in rc.columns]]
-        rc.columns = [str(c) for c in rc.columns]
-        rc["idle"] = per_rank.set_index("rank")["idle_us"].reindex(rc.index)
-    else:
-        rc = pd.DataFrame()
-    spread = _spread(per_rank, per_step)
-    if len(p.ranks) > 1 and spread.get("ranks", 0) > 1 and spread["max_us"] > 0:
-        if spread["min_us"] > 0 and spread["max_us"] / spread["min_us"] > 1.5:
-            warnings.append(f"AllReduce time differs {spread['max_us'] / spread['min_us']:.1f}x across ranks "
-                            f"({spread['min_us']:,.0f}..{spread['max_us']:,.0f} us): the longer all-reduces likely "
-                            f"include waiting for a slower rank, not transfer time")
-    nsteps = int(len(steps)) if len(steps) else 0
-    return Summary(phase_used, p.files, p.ranks, nsteps, kernel_time, wall, cats, per_rank, per_step, spread,
-                   S.top_kernels(k, top) if len(k) else S.top_kernels(pd.DataFrame(), top), warnings, rc)
-
-
-def _spread(per_rank: pd.DataFrame, per_step: pd.DataFrame) -> dict:
-    if per_rank.empty or per_rank["allreduce_calls"].sum() == 0:
-        return {"ranks": 0}
-    pr = per_rank[["rank", "allreduce_us"]]
-    i_max = int(pr["allreduce_us"].idxmax())
-    i_min = int(pr["allreduce_us"].idxmin())
-    out = {"ranks": int(len(pr)), "min_us": float(pr["allreduce_us"].min()), "max_us": float(pr["allreduce_us"].max()),
-           "min_rank": int(pr.loc[i_min, "rank"]), "max_rank": int(pr.loc[i_max, "rank"]),
-           "mean_us": float(pr["allreduce_us"].mean())}
-    out["spread_us"] = out["max_us"] - out["min_us"]
-    out["max_over_min"] = out["max_us"] / out["min_us"] if out["min_us"] > 0 else float("inf")
-    if "allreduce" in per_step.columns and per_step["rank"].nunique() > 1:
-        st = per_step.pivot_table(index="step", columns="rank", values="allreduce", aggfunc="sum")
-        st = st.dropna()
-        if len(st):
-            out["per_step_spread_us_median"] = float((st.max(axis=1) - st.min(axis=1)).median())
-    return out

@@ -290,10 +290,12 @@ def read_on_host(host, paths: list[str], *, python: str = "python3", timeout: fl
 
 def load_remote(paths, *, host=None, rules=None, cache: bool = True, python: str = "python3"):
     """``kit.profile.load`` for traces on hosts (see the module docstring)."""
+    import pandas as pd
+
     import kit.remote
     from kit.profile._categories import build_rules
-    from kit.profile._load import _frames
-    from kit.profile._profile import _assemble
+    from kit.profile._load import checked_frames
+    from kit.profile._profile import Profile, _assemble
 
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
@@ -344,11 +346,13 @@ def load_remote(paths, *, host=None, rules=None, cache: bool = True, python: str
         stats[key] = st
     parsed = []
     for key, p in listed:
-        fr = _frames(raws[(key, p)])
+        fr = checked_frames(raws[(key, p)], f"{key}:{p}")
         fr["cached"] = False
         parsed.append(fr)
     plist = [Path(p) for _, p in listed]
-    prof = _assemble(plist, parsed, build_rules(rules), cache)
-    prof.files = [f"{key}:{p}" for key, p in listed]
+    rule_list = build_rules(rules)
+    d = _assemble(plist, parsed, rule_list, cache)
+    prof = Profile([f"{key}:{p}" for key, p in listed], d["kernels"], d["annotations"], d["steps"], d["meta"],
+                   list(d["warnings"]), rule_list, d.get("comms", pd.DataFrame()))
     prof.meta["remote"] = {key: {"files": len(dict.fromkeys(per_host[key])), **st} for key, st in stats.items()}
     return prof

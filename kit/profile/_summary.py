@@ -9,13 +9,19 @@ Definitions (all per rank, then summed over ranks so shares are of rank-time):
 - idle: wall time not covered by any kernel (interval union), its own row.
 - communication: union of ``allreduce`` + ``other-collectives`` kernels; exposed communication is
   the part of it not overlapped by any other kernel (on any stream) of the same rank.
+- kernels recorded without duration (CUDA-graph replay on some PyTorch/CUPTI versions) on >= 50% of
+  a rank's kernels: category times, idle and exposed communication are NaN with the reason
+  (``categories_unavailable``), never 0; the wall time is the steps' spans (GPU-side annotations).
+- collectives: CPU-side calls (``record_param_comms``, else ``c10d::`` ops) with their group size and
+  bytes, next to the communication kernels seen; calls without any kernel are a warning that says why.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from kit.profile._categories import COMM
+from kit.profile._attribution import evidence_table, module_table
+from kit.profile._categories import COMM, category_order
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -96,3 +102,191 @@ def top_kernels(k: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     g["category"] = g["category"].astype(str)
     g["name"] = g["name"].astype(str)
     return g.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- the whole summary
+
+_DTYPE_BYTES = {"float": 4, "float32": 4, "bfloat16": 2, "half": 2, "float16": 2, "double": 8, "float64": 8,
+                "int": 4, "int32": 4, "long": 8, "int64": 8, "byte": 1, "uint8": 1, "char": 1, "int8": 1, "bool": 1,
+                "float8_e4m3fn": 1, "float8_e5m2": 1, "short": 2, "int16": 2}
+
+
+def collectives(p, k: pd.DataFrame) -> pd.DataFrame:
+    """CPU-side collective calls per rank, collective and group size: calls, bytes (input elements x
+    dtype size, where the trace records them) and the communication kernels seen on that rank."""
+    cols = ["rank", "collective", "group_size", "calls", "bytes", "kernels", "source"]
+    c = p.comms
+    if c is None or not len(c):
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for r, cr in c.groupby("rank"):
+        # record_param_comms carries the arguments; c10d:: ops are counted only where it is absent
+        rp = cr[cr["name"] == "record_param_comms"]
+        src = "record_param_comms" if len(rp) else "c10d ops"
+        use = rp if len(rp) else cr
+        kr = k[k["rank"] == r] if len(k) else k
+        for (coll, gs), g in use.groupby(["collective", "group_size"], dropna=False):
+            size = g["dtype"].astype(str).str.lower().map(_DTYPE_BYTES)
+            nbytes = (g["in_nelems"].where(g["in_nelems"] >= 0) * size).sum(min_count=1)
+            is_ar = "allreduce" in str(coll).replace("_", "").lower()
+            if len(kr):
+                ck = kr[kr["category"] == "allreduce"] if is_ar else kr[kr["category"] == "other-collectives"]
+                nk = int(ck["count"].sum())
+            else:
+                nk = 0
+            rows.append({"rank": int(r), "collective": str(coll), "group_size": int(gs), "calls": int(len(g)),
+                         "bytes": int(nbytes) if pd.notna(nbytes) else -1, "kernels": nk, "source": src})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _collective_warnings(coll: pd.DataFrame) -> list[str]:
+    out = []
+    for r in coll.itertuples():
+        if r.calls and not r.kernels:
+            why = ("a process group of size 1 communicates nothing, so NCCL launches no kernel: the "
+                   f"{r.collective} share is 0 by construction" if r.group_size == 1 else
+                   "the collective kernels are not in this trace (captured in a CUDA graph, or their stream "
+                   "was not recorded)")
+            out.append(f"rank {r.rank}: {r.calls:,} {r.collective} call(s) on the CPU (group size {r.group_size}, "
+                       f"{max(r.bytes, 0):,} bytes) launched no GPU kernel: {why}")
+    return out
+
+
+def summarise(p, phase: str, top: int) -> dict:
+    """Every field of a :class:`kit.profile.Summary` for ``phase`` of profile ``p``."""
+    warnings = list(p.warnings)
+    k = p.kernels
+    steps = p.steps
+    order = category_order(p.rules)
+    if phase != "all" and len(k):
+        sel = k["phase"] == phase
+        if not sel.any():
+            have = sorted(set(k["phase"].astype(str)))
+            warnings.append(f"no kernel is in a {phase} step (phases found: {', '.join(have)}); the summary covers "
+                            f"all kernels")
+            phase_used = "all"
+        else:
+            k = k[sel]
+            steps = steps[steps["phase"] == phase]
+            phase_used = phase
+    else:
+        phase_used = "all"
+    per_rank_rows = []
+    unavailable = None
+    for r in p.ranks:
+        kr = k[k["rank"] == r] if len(k) else k
+        sr = steps[steps["rank"] == r] if len(steps) else steps
+        fig = rank_figures(kr, sr) if len(kr) else {"kernel_us": 0.0, "wall_us": np.nan, "busy_us": np.nan,
+                                                    "idle_us": np.nan, "comm_us": np.nan, "exposed_comm_us": np.nan}
+        zero = float((kr["dur_us"] == 0).mean()) if len(kr) else 0.0
+        if zero >= 0.5:
+            # most kernels carry no duration (graph replay without per-kernel timing): their time would
+            # count as GPU idle and their categories as 0 ms, so neither is given
+            src = ", ".join(sorted(set(sr["span_from"].astype(str)))) if "span_from" in sr and len(sr) else "kernels"
+            fig.update(kernel_us=np.nan, busy_us=np.nan, idle_us=np.nan, comm_us=np.nan, exposed_comm_us=np.nan)
+            unavailable = (f"{100 * zero:.0f}% of rank {r}'s {phase_used} kernels were recorded without duration "
+                           f"(CUDA-graph replay without per-kernel timing): category times, GPU idle and exposed "
+                           f"communication cannot be measured from this trace; step times come from {src}")
+            warnings.append(f"rank {r}: {unavailable}; wall time (the steps' GPU spans) is "
+                            f"{fig['wall_us']:,.0f} us")
+        ar = kr[kr["category"] == "allreduce"] if len(kr) else kr
+        fig.update(rank=r, allreduce_us=float(ar["dur_us"].sum()) if len(ar) else 0.0,
+                   allreduce_calls=int(ar["count"].sum()) if len(ar) else 0)
+        if unavailable and zero >= 0.5:
+            fig["allreduce_us"] = np.nan
+        fig["allreduce_share_of_kernel"] = (fig["allreduce_us"] / fig["kernel_us"]
+                                            if fig["kernel_us"] and not np.isnan(fig["kernel_us"]) else 0.0)
+        per_rank_rows.append(fig)
+    per_rank = pd.DataFrame(per_rank_rows, columns=["rank", "kernel_us", "wall_us", "busy_us", "idle_us", "comm_us",
+                                                    "exposed_comm_us", "allreduce_us", "allreduce_calls",
+                                                    "allreduce_share_of_kernel"])
+    kernel_time = float(k["dur_us"].sum()) if len(k) else 0.0
+    if unavailable:
+        kernel_time = np.nan
+    wall = float(per_rank["wall_us"].sum(min_count=1)) if len(per_rank) else np.nan
+    if len(k):
+        g = k.groupby("category", observed=False).agg(time_us=("dur_us", "sum"), calls=("count", "sum"))
+        g = g.reindex(order).fillna(0.0)
+        g = g[(g["time_us"] > 0) | (g["calls"] > 0)]
+        cats = g.reset_index()
+        cats["category"] = cats["category"].astype(str)
+        cats["calls"] = cats["calls"].astype(int)
+    else:
+        cats = pd.DataFrame({"category": [], "time_us": [], "calls": []})
+    if unavailable:
+        cats["time_us"] = np.nan
+    cats["share_of_kernel"] = cats["time_us"] / kernel_time if kernel_time else np.nan
+    cats["share_of_wall"] = cats["time_us"] / wall if wall and not np.isnan(wall) else np.nan
+    idle = float(per_rank["idle_us"].sum(min_count=1)) if len(per_rank) else np.nan
+    if not np.isnan(idle):
+        cats = pd.concat([cats, pd.DataFrame([{"category": "idle", "time_us": idle, "calls": 0,
+                                               "share_of_kernel": np.nan, "share_of_wall": idle / wall if wall else np.nan}])],
+                         ignore_index=True)
+    # per step
+    if len(k) and len(steps):
+        ks = k[k["step"] >= 0]
+        piv = ks.pivot_table(index=["rank", "step"], columns="category", values="dur_us", aggfunc="sum",
+                             observed=True, fill_value=0.0)
+        piv.columns = [str(c) for c in piv.columns]
+        base = steps[["rank", "step", "name", "phase", "start_us", "wall_us", "kernels"]].set_index(["rank", "step"])
+        per_step = base.join(piv, how="left").fillna({c: 0.0 for c in piv.columns})
+        per_step.insert(4, "kernel_us", piv.sum(axis=1).reindex(per_step.index).fillna(0.0))
+        if unavailable:
+            per_step[["kernel_us", *piv.columns]] = np.nan
+        per_step = per_step.reset_index().sort_values(["rank", "step"]).reset_index(drop=True)
+    else:
+        per_step = pd.DataFrame(columns=["rank", "step", "name", "phase", "start_us", "wall_us", "kernels", "kernel_us"])
+    if len(k):
+        rc = k.pivot_table(index="rank", columns="category", values="dur_us", aggfunc="sum", observed=True,
+                           fill_value=0.0)
+        rc = rc[[c for c in order if c in rc.columns]]
+        rc.columns = [str(c) for c in rc.columns]
+        rc["idle"] = per_rank.set_index("rank")["idle_us"].reindex(rc.index)
+        if unavailable:
+            rc[:] = np.nan
+    else:
+        rc = pd.DataFrame()
+    spread = allreduce_spread(per_rank, per_step)
+    if len(p.ranks) > 1 and spread.get("ranks", 0) > 1 and spread["max_us"] > 0:
+        if spread["min_us"] > 0 and spread["max_us"] / spread["min_us"] > 1.5:
+            warnings.append(f"AllReduce time differs {spread['max_us'] / spread['min_us']:.1f}x across ranks "
+                            f"({spread['min_us']:,.0f}..{spread['max_us']:,.0f} us): the longer all-reduces likely "
+                            f"include waiting for a slower rank, not transfer time")
+    coll = collectives(p, k)
+    warnings.extend(_collective_warnings(coll))
+    ev = evidence_table(k)
+    mods = module_table(k, "module")
+    layers = module_table(k, "layer")
+    if unavailable:
+        for t in (ev, mods, layers):
+            if len(t):
+                t[["time_us", "share_of_kernel"]] = np.nan
+    topk = top_kernels(k, top) if len(k) else top_kernels(pd.DataFrame(), top)
+    if unavailable and len(topk):
+        topk[["time_us", "share_of_category", "share_of_kernel"]] = np.nan
+    nsteps = int(len(steps)) if len(steps) else 0
+    return dict(phase=phase_used, files=p.files, ranks=p.ranks, steps=nsteps, kernel_time_us=kernel_time,
+                wall_time_us=wall, categories=cats, per_rank=per_rank, per_step=per_step, allreduce_spread=spread,
+                top=topk, warnings=warnings,
+                rank_categories=rc, evidence=ev, modules=mods, layers=layers, collectives=coll,
+                categories_unavailable=unavailable)
+
+
+def allreduce_spread(per_rank: pd.DataFrame, per_step: pd.DataFrame) -> dict:
+    """Per-rank AllReduce time: min, max, which ranks, spread, and the median per-step spread."""
+    if per_rank.empty or per_rank["allreduce_calls"].sum() == 0:
+        return {"ranks": 0}
+    pr = per_rank[["rank", "allreduce_us"]]
+    i_max = int(pr["allreduce_us"].idxmax())
+    i_min = int(pr["allreduce_us"].idxmin())
+    out = {"ranks": int(len(pr)), "min_us": float(pr["allreduce_us"].min()), "max_us": float(pr["allreduce_us"].max()),
+           "min_rank": int(pr.loc[i_min, "rank"]), "max_rank": int(pr.loc[i_max, "rank"]),
+           "mean_us": float(pr["allreduce_us"].mean())}
+    out["spread_us"] = out["max_us"] - out["min_us"]
+    out["max_over_min"] = out["max_us"] / out["min_us"] if out["min_us"] > 0 else float("inf")
+    if "allreduce" in per_step.columns and per_step["rank"].nunique() > 1:
+        st = per_step.pivot_table(index="step", columns="rank", values="allreduce", aggfunc="sum")
+        st = st.dropna()
+        if len(st):
+            out["per_step_spread_us_median"] = float((st.max(axis=1) - st.min(axis=1)).median())
+    return out

@@ -40,13 +40,16 @@ MIN_TIMED_SHARE = 0.5
 
 
 def _parse(buf: bytes) -> list | None:
-    import orjson
-
-    try:
-        return orjson.loads(buf)
-    except orjson.JSONDecodeError:
-        pass
-    if any(t in buf for t in _NONFINITE):
+    try:  # orjson when installed; the standard library on hosts without it (the shipped reader)
+        import orjson
+    except ImportError:
+        orjson = None
+    if orjson is not None:
+        try:
+            return orjson.loads(buf)
+        except orjson.JSONDecodeError:
+            pass
+    if orjson is None or any(t in buf for t in _NONFINITE):
         try:
             return json.loads(buf)
         except (ValueError, RecursionError):

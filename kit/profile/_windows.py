@@ -10,6 +10,10 @@ Order of evidence (first that exists on a rank wins):
 2. CUDA-graph launches (``cudaGraphLaunch`` / ``hipGraphLaunch``): one step per launch, its kernels
    found by correlation id; phase ``decode`` (serving frameworks graph only decode).
 3. Gaps: bursts of GPU work separated by idle gaps much longer than the typical gap.
+
+A step's GPU span is its first kernel's start to its last kernel's end; when most of its kernels
+were recorded without duration (CUDA-graph replay) it is the GPU-side annotation's span instead
+(``span_from`` says which).
 """
 from __future__ import annotations
 
@@ -154,8 +158,24 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
         empty = cnt == 0
         start[empty] = np.nan
         end[empty] = np.nan
+        span_from = np.full(m, "kernels", dtype=object)
+        # kernels recorded without duration (CUDA-graph replay on some PyTorch/CUPTI versions): the
+        # kernel span is not the step; GPU-side annotations are (they bracket the GPU work)
+        kd = k["dur"].to_numpy(dtype=float)
+        zero = np.bincount(idx, weights=(kd[sel] == 0).astype(float), minlength=m)
+        mostly_zero = (cnt > 0) & (zero >= 0.5 * np.maximum(cnt, 1))
+        if mostly_zero.any():
+            if source and source.endswith(":gpu"):
+                ms = steps["marker_start_us"].to_numpy(float)
+                me = steps["marker_end_us"].to_numpy(float)
+                start = np.where(mostly_zero, ms, start)
+                end = np.where(mostly_zero, me, end)
+                span_from[mostly_zero] = "gpu annotation"
+            else:
+                span_from[mostly_zero] = "kernel starts (zero durations)"
         steps["start_us"] = start
         steps["end_us"] = end
+        steps["span_from"] = span_from
         steps["kernels"] = cnt
         steps["wall_us"] = end - start
         # GPU idle between the previous step's last kernel and this step's first one (launch latency,
@@ -164,6 +184,6 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
         gap[1:] = start[1:] - end[:-1]
         steps["gap_before_us"] = np.clip(gap, 0, None)
     else:
-        steps = steps.assign(start_us=[], end_us=[], kernels=[], wall_us=[], gap_before_us=[])
+        steps = steps.assign(start_us=[], end_us=[], span_from=[], kernels=[], wall_us=[], gap_before_us=[])
     steps["source"] = source or "none"
     return step, phase.astype(object), steps

@@ -319,7 +319,9 @@ def test_summary_json_matches_issue_shape_and_repr_is_deterministic():
     f = _trace("tp1_eager")
     s = profile.load(f).summary("decode")
     d = s.to_dict()
-    assert list(d) == ["files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories", "warnings"]
+    # the issue's keys first, in order; then how the categories were decided and the CPU-side collectives
+    assert list(d)[:7] == ["files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories", "warnings"]
+    assert set(list(d)[7:]) <= {"categories_unavailable", "decided_by", "collectives"} and "decided_by" in d
     assert all(set(c) == {"category", "time_us", "share_of_kernel", "share_of_wall"} for c in d["categories"])
     assert d["categories"][-1]["category"] == "idle" and d["categories"][-1]["share_of_kernel"] is None
     json.dumps(s.to_dict(full=True))
@@ -345,11 +347,11 @@ def test_cli_json_equals_library_and_errors_are_one_line(tmp_path):
 @pytest.mark.gpu_fixture
 def test_prefetch_in_worker_processes_gives_the_same_profile(monkeypatch):
     """The CLI starts parsing in worker processes before importing pandas; the result must not change."""
-    from kit.profile import _read as _trace_read
+    from kit.profile import _load as _trace_load
 
-    monkeypatch.setattr(_trace_read, "PREFETCH_MIN_BYTES", 0)
+    monkeypatch.setattr(_trace_load, "PREFETCH_MIN_BYTES", 0)
     files = [str(f) for f in _trace("tp1_eager") + _trace("tp1_graph")]
-    pending, ex = _trace_read.prefetch(files, cache=True)
+    pending, ex = _trace_load.prefetch(files, cache=True)
     try:
         assert set(pending) == set(files)
         a = profile.load(files, _prefetched=pending)
@@ -358,7 +360,7 @@ def test_prefetch_in_worker_processes_gives_the_same_profile(monkeypatch):
     b = profile.load(files, cache=False)
     assert a.kernels.equals(b.kernels) and a.steps.equals(b.steps)
     # now cached: nothing left to prefetch
-    assert _trace_read.prefetch(files, cache=True)[0] == {}
+    assert _trace_load.prefetch(files, cache=True)[0] == {}
 
 
 @pytest.mark.shared_data

@@ -188,7 +188,10 @@ def test_zero_duration_graph_kernels_are_not_reported_as_gpu_idle(tmp_path):
     ref = profile.load(GRAPH).summary("decode")
     assert "idle" not in set(s.categories["category"])
     assert np.isnan(s.per_rank["idle_us"].iloc[0]) and np.isnan(s.per_rank["exposed_comm_us"].iloc[0])
-    assert any("idle and exposed communication are not computed" in w for w in s.warnings)
+    assert any("GPU idle and exposed communication cannot be measured" in w for w in s.warnings)
+    # category times are unavailable, never 0 ms
+    assert s.categories_unavailable and "without duration" in s.categories_unavailable
+    assert s.categories["time_us"].isna().all() and np.isnan(s.kernel_time_us)
     # the graph-level time stays: the steps' GPU spans
     assert s.wall_time_us == pytest.approx(ref.wall_time_us, rel=0.05)
 

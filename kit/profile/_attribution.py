@@ -1,0 +1,283 @@
+"""Kernel attribution: each GPU kernel -> its launch -> the CPU frames enclosing the launch -> a category.
+
+A kernel's ``correlation`` id names the runtime call that launched it (``cudaLaunchKernel``,
+``cuLaunchKernelEx``, ``cudaGraphLaunch`` ...); the launch's thread and time place it inside the CPU
+frames kept by the reader: ops (``cpu_op``), ``record_function`` ranges, and with ``with_stack`` the
+``nn.Module`` and python-function frames. Frames nest in time on a thread, so one sweep per thread
+gives every launch its stack.
+
+The category of each kernel is decided by the first evidence that exists, in this order, and the
+kernel row records which (``decided_by``):
+
+1. ``user rule``: the user's kernel-name rules;
+2. ``collective arg`` / ``kernel name``: a collective's ``Collective name`` argument, and kernel
+   names that cannot be anything else (NCCL and custom all-reduce kernels, memcpy/memset);
+3. ``op`` / ``module`` / ``function`` / ``range``: the innermost enclosing frame a ``[[frame]]`` rule
+   claims (an enclosing ``container`` frame, an MoE block, overrides it); kernels replayed from a
+   CUDA graph take no frame evidence, since their frames enclose the replay, not the op;
+4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the list of
+   fused ops (``[[fused]]`` rules: the op that decides, not the first word);
+5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the kernel's launch
+   is not in the trace, e.g. work queued before the profiled window: no CPU evidence can exist);
+   else ``none`` (category ``other``).
+
+Modules: ``module`` is the class of the innermost enclosing ``nn.Module`` frame, ``block`` the class
+of the module directly inside the enclosing layer (``*DecoderLayer``, ``TransformerBlock`` ...), and
+``layer`` that layer's index (the profiler numbers module instances per class in call order, so
+``LlamaDecoderLayer_3`` is the fourth layer called).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from kit.profile._categories import COMM, OTHER, PACKAGED, Rule
+
+SURE = set(COMM) | {"memcpy/memset"}
+EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range", "fused name",
+            "kernel name", "kernel name (no launch)", "none")
+_MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
+_LAYER = re.compile(r"(?i)(layer|block)$")
+_NOT_LAYER = re.compile(r"(?i)norm|attention|mlp|moe|linear|embed")
+_FUSED = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)*$")
+_GRAPH = re.compile(r"GraphLaunch")
+
+
+def fused_category(name: str, rules: list[Rule]) -> str | None:
+    """Category of an inductor fused Triton kernel from the ops in its name, or None (not such a name)."""
+    m = _FUSED.match(name)
+    if not m:
+        return None
+    kind, ops = m.group(1), m.group(2)
+    for r in rules:
+        if r.kinds and kind not in r.kinds:
+            continue
+        if r.matches(ops):
+            return r.category
+    return None
+
+
+class _FrameInfo:
+    __slots__ = ("cat", "container", "kind", "name", "module", "layer")
+
+    def __init__(self, name: str, kind: str, rules: list[Rule]) -> None:
+        self.name, self.kind = name, kind
+        self.cat, self.container, self.module, self.layer = None, False, None, -1
+        subject = name
+        if kind == "module":
+            m = _MODULE.match(name)
+            cls = m.group(1) if m else name[len("nn.Module: "):]
+            self.module = cls
+            subject = cls
+            if m and m.group(2) is not None and _LAYER.search(cls) and not _NOT_LAYER.search(cls):
+                self.layer = int(m.group(2))
+        if kind == "op" and name.startswith("triton_"):
+            return  # inductor's record_function of one Triton kernel: its fused name decides later
+        for r in rules:
+            if kind in r.on and r.matches(subject):
+                self.cat, self.container = r.category, r.container
+                break
+
+
+def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.DataFrame,
+         rules: list[Rule]) -> pd.DataFrame:
+    """Per kernel of one rank: launch, frame evidence and module placement.
+
+    Returns a frame aligned with ``k``: ``launch`` (runtime call name or ''), ``graph`` (launched by a
+    graph launch), ``frame_category``/``frame_kind``/``frame_name`` (the deciding frame, if any),
+    ``module``, ``block``, ``layer`` (-1: none)."""
+    n = len(k)
+    out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool),
+           "frame_category": np.full(n, None, dtype=object), "frame_kind": np.full(n, None, dtype=object),
+           "frame_name": np.full(n, None, dtype=object), "module": np.full(n, None, dtype=object),
+           "block": np.full(n, None, dtype=object), "layer": np.full(n, -1, dtype=np.int64)}
+    if not n or not len(launches):
+        out["launch"][:] = None   # no launch records at all (nsys stats, old traces): not "missing"
+        return pd.DataFrame(out, index=k.index)
+    la = launches.drop_duplicates("correlation")
+    la = la[la["correlation"] >= 0]
+    pos = pd.Index(la["correlation"].to_numpy()).get_indexer(k["correlation"].to_numpy())
+    has = pos >= 0
+    lname = la["name"].astype(str).to_numpy()
+    out["launch"][has] = lname[pos[has]]
+    is_graph = np.array([bool(_GRAPH.search(x)) for x in lname], dtype=bool)
+    out["graph"][has] = is_graph[pos[has]]
+    # frames: kept CPU frames + CPU-side annotations (record_function ranges)
+    fr_rules = [r for r in rules if set(r.on) - {"kernel", "fused"}]
+    parts = []
+    if len(frames):
+        parts.append(frames[["name", "ts", "dur", "tid", "kind"]].assign(name=frames["name"].astype(str),
+                                                                      kind=frames["kind"].astype(str)))
+    if len(ann):
+        cpu = ann[ann["side"] == "cpu"]
+        if len(cpu):
+            parts.append(pd.DataFrame({"name": cpu["name"].astype(str), "ts": cpu["ts"], "dur": cpu["dur"],
+                                       "tid": cpu["tid"].astype(str), "kind": "range"}))
+    if not parts:
+        return pd.DataFrame(out, index=k.index)
+    fr = pd.concat(parts, ignore_index=True)
+    infos: dict[tuple[str, str], _FrameInfo] = {}
+    # launches that need a stack: linked, not graph replays (graph kernels still get no frames)
+    need = np.unique(pos[has & ~out["graph"]])
+    if not len(need):
+        return pd.DataFrame(out, index=k.index)
+    lts = la["ts"].to_numpy(float)
+    ltid = la["tid"].astype(str).to_numpy()
+    res_cat = {}
+    fr_tid = fr["tid"].to_numpy()
+    for tid in np.unique(ltid[need]):
+        sel = fr[fr_tid == tid]
+        if not len(sel):
+            continue
+        fts = sel["ts"].to_numpy(float)
+        order = np.lexsort((-sel["dur"].to_numpy(float), fts))
+        fts = fts[order]
+        fend = fts + sel["dur"].to_numpy(float)[order]
+        names = sel["name"].to_numpy()[order]
+        kinds = sel["kind"].to_numpy()[order]
+        finfo = []
+        for nm, kd in zip(names, kinds):
+            key = (nm, kd)
+            inf = infos.get(key)
+            if inf is None:
+                inf = infos[key] = _FrameInfo(nm, kd, fr_rules)
+            finfo.append(inf)
+        li = need[ltid[need] == tid]
+        li = li[np.argsort(lts[li], kind="stable")]
+        stack: list[int] = []
+        j, nf = 0, len(fts)
+        for L in li:
+            t = lts[L]
+            while j < nf and fts[j] <= t:
+                while stack and fend[stack[-1]] < fts[j]:
+                    stack.pop()
+                stack.append(j)
+                j += 1
+            while stack and fend[stack[-1]] < t:
+                stack.pop()
+            dec = None
+            module = block = None
+            layer = -1
+            inner_mod = None
+            for f in reversed(stack):
+                if fend[f] < t:
+                    continue
+                inf = finfo[f]
+                if inf.cat is not None and (dec is None or (inf.container and inf.cat != dec.cat)):
+                    dec = inf
+                if inf.module is not None:
+                    if module is None:
+                        module = inf.module
+                    if layer < 0 and inf.layer >= 0:
+                        layer = inf.layer
+                        block = inner_mod
+                    inner_mod = inf.module
+            res_cat[L] = (dec.cat if dec else None, dec.kind if dec else None, dec.name if dec else None,
+                          module, block, layer)
+    if res_cat:
+        idx = np.flatnonzero(has & ~out["graph"])
+        for i in idx:
+            r = res_cat.get(pos[i])
+            if r is None:
+                continue
+            (out["frame_category"][i], out["frame_kind"][i], out["frame_name"][i], out["module"][i],
+             out["block"][i], out["layer"][i]) = r
+    return pd.DataFrame(out, index=k.index)
+
+
+def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules: list[Rule],
+           name_cats: dict[str, str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(category, decided_by, evidence) per kernel, in the order of the module docstring."""
+    n = len(names)
+    cat = np.full(n, OTHER, dtype=object)
+    by = np.full(n, "none", dtype=object)
+    ev = np.full(n, None, dtype=object)
+    user = [r for r in rules if "kernel" in r.on and r.source != PACKAGED]
+    fused_rules = [r for r in rules if "fused" in r.on]
+    nm = names.astype(str).to_numpy()
+    distinct = pd.unique(nm)
+    user_cat = {}
+    for x in distinct:
+        for r in user:
+            if r.matches(x):
+                user_cat[x] = r.category
+                break
+    fused = {x: fused_category(x, fused_rules) for x in distinct}
+    # 5. kernel name rules (lowest), then overwritten by stronger evidence below
+    nc = np.array([name_cats.get(x, OTHER) for x in nm], dtype=object)
+    kn = nc != OTHER
+    cat[kn] = nc[kn]
+    by[kn] = "kernel name"
+    # kernels whose launch is not in the trace (queued before the profiled window): no CPU evidence can exist
+    if "launch" in linked:
+        nol = kn & np.array([x == "" for x in linked["launch"].astype(object).to_numpy()], dtype=bool)
+        by[nol] = "kernel name (no launch)"
+    ev[kn] = None
+    # 4. fused names
+    fc = np.array([fused[x] for x in nm], dtype=object)
+    has_f = np.array([f is not None for f in fc], dtype=bool)
+    cat[has_f] = fc[has_f]
+    by[has_f] = "fused name"
+    # 3. frames
+    fcat = linked["frame_category"].to_numpy()
+    has_fr = pd.notna(linked["frame_category"]).to_numpy()
+    cat[has_fr] = fcat[has_fr]
+    by[has_fr] = linked["frame_kind"].to_numpy()[has_fr]
+    ev[has_fr] = linked["frame_name"].to_numpy()[has_fr]
+    # 2. names that cannot be anything else, and collective arguments
+    sure = np.array([c in SURE for c in nc], dtype=bool) & ~np.array([x in user_cat for x in nm], dtype=bool)
+    cat[sure] = nc[sure]
+    by[sure] = "kernel name (sure)"
+    ev[sure] = None
+    coll = collective.astype(object)
+    hc = coll.notna().to_numpy()
+    if hc.any():
+        is_ar = coll.astype(str).str.replace("_", "").str.lower().str.contains("allreduce").to_numpy(bool)
+        cc = np.where(is_ar, "allreduce", np.where(np.isin(cat, list(COMM)), cat, "other-collectives"))
+        cat[hc] = cc[hc]
+        by[hc] = "collective arg"
+        ev[hc] = coll.to_numpy()[hc]
+    # 1. user rules
+    uc = np.array([user_cat.get(x) for x in nm], dtype=object)
+    has_u = np.array([u is not None for u in uc], dtype=bool)
+    cat[has_u] = uc[has_u]
+    by[has_u] = "user rule"
+    ev[has_u] = None
+    return cat, by, ev
+
+
+def evidence_table(k: pd.DataFrame) -> pd.DataFrame:
+    """Kernel time and calls per kind of evidence that decided the category (``decided_by``)."""
+    cols = ["decided_by", "time_us", "calls", "share_of_kernel"]
+    if not len(k) or "decided_by" not in k:
+        return pd.DataFrame(columns=cols)
+    g = k.groupby("decided_by", observed=True).agg(time_us=("dur_us", "sum"), calls=("count", "sum"))
+    g = g.reindex([e for e in EVIDENCE if e in g.index]).reset_index()
+    tot = g["time_us"].sum()
+    g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
+    g["decided_by"] = g["decided_by"].astype(str)
+    g["calls"] = g["calls"].astype(int)
+    return g[cols]
+
+
+def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
+    """Kernel time per module class (``by='module'``: innermost module; ``'block'``: the module inside
+    the layer) or per layer index (``by='layer'``: rows layer x block)."""
+    if not len(k) or "module" not in k:
+        return pd.DataFrame(columns=[by, "time_us", "calls", "share_of_kernel"])
+    tot = float(k["dur_us"].sum())
+    km = k.assign(module=k["module"].astype(object).fillna("(no module)"),
+                  block=k["block"].astype(object).fillna(k["module"].astype(object)).fillna("(no module)"))
+    if by == "layer":
+        km = km[km["layer"] >= 0]
+        g = km.groupby(["layer", "block"], observed=True).agg(time_us=("dur_us", "sum"), calls=("count", "sum"))
+        g = g.reset_index().sort_values(["layer", "time_us"], ascending=[True, False])
+    else:
+        keys = ["block", "module"] if by == "module" else ["block"]
+        g = km.groupby(keys, observed=True).agg(time_us=("dur_us", "sum"), calls=("count", "sum")).reset_index()
+        g = g.sort_values("time_us", ascending=False)
+    g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
+    g["calls"] = g["calls"].astype(int)
+    return g.reset_index(drop=True)
