@@ -313,6 +313,16 @@ class Scheduler:
             os._exit(1)
 
     def _loop(self) -> None:
+        try:
+            self._run()
+        except BaseException:  # like an engine's scheduler: an exception kills the server, loudly
+            import traceback
+
+            logger.error("Scheduler hit an exception: " + traceback.format_exc().rstrip().replace("\n", "\n    "))
+            logging.shutdown()
+            os._exit(1)
+
+    def _run(self) -> None:
         while not self.stopped.is_set():
             self.profiler.begin_step()
             ran = self._admit()

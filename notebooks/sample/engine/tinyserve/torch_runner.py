@@ -133,7 +133,7 @@ class TorchRunner:
     # -- runner API -------------------------------------------------------------------------
     @torch.inference_mode()
     def prefill(self, slot: int, prompt_ids: list[int]) -> int:
-        ids = torch.tensor([prompt_ids[-(self.max_len // 2):]], device=self.device)
+        ids = torch.tensor([[t % self.vocab for t in prompt_ids[-(self.max_len // 2):]]], device=self.device)
         t = ids.shape[1]
         pos = self.positions[:t][None]
         causal = (self.positions[None, :] <= self.positions[:t, None])[None, None]  # [1, 1, t, L]
@@ -143,6 +143,7 @@ class TorchRunner:
     @torch.inference_mode()
     def decode(self, tokens: list[int], positions: list[int], slots: list[int]) -> list[int]:
         b = len(tokens)
+        tokens = [t % self.vocab for t in tokens]
         pos = [min(p, self.max_len - 1) for p in positions]
         gb = min((x for x in self.graphs if x >= b), default=None)
         if gb is None:
