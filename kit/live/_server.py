@@ -61,6 +61,17 @@ _LIVE: "weakref.WeakSet[Server]" = weakref.WeakSet()
 _ALIVE = "{{ if command -v ps >/dev/null 2>&1; then ps -o stat= -s {pid} | grep -qv '^Z'; else kill -0 -- -{pid} 2>/dev/null; fi; }}"
 
 
+_PY_POST = """import sys, urllib.request as r, urllib.error as e
+req = r.Request(sys.argv[1], data=sys.argv[2].encode() or None, method="POST", headers={"Content-Type": "application/json"})
+try:
+    resp = r.urlopen(req, timeout=600); print(resp.read().decode(errors="replace")); print(resp.status, end="")
+except e.HTTPError as x:
+    print(x.read().decode(errors="replace")); print(x.code, end="")
+except OSError as x:
+    print(x); print(0, end="")
+"""
+
+
 def _stop_all() -> None:  # atexit: never leave an engine behind
     for s in list(_LIVE):
         try:
@@ -312,10 +323,13 @@ class Server:
 
     # -- HTTP on the host -------------------------------------------------------------------------
     def _post(self, path: str, body: dict | None) -> tuple[int, str]:
+        """POST on the host itself (the engine may listen on its loopback only): curl, else python3."""
         data = json.dumps(body) if body is not None else ""
-        cmd = ("curl -s -X POST --max-time 600 -H 'Content-Type: application/json' "
+        url = _q(self.local_url + path)
+        cmd = ("if command -v curl >/dev/null 2>&1; then "
+               "curl -s -X POST --max-time 600 -H 'Content-Type: application/json' "
                + (f"-d {_q(data)} " if body is not None else "")
-               + f"-w '\\n%{{http_code}}' {_q(self.local_url + path)}")
+               + f"-w '\\n%{{http_code}}' {url}; else python3 -c {_q(_PY_POST)} {url} {_q(data)}; fi")
         res = self.host.run(cmd, timeout=630)
         out, _, code = res.stdout.rpartition("\n")
         return (int(code) if code.strip().isdigit() else 0), out
