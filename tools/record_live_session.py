@@ -82,13 +82,20 @@ def main() -> int:
                 raise
 
     def main_server():
+        d = session.path("experiments", "h200_live_server")
         cmd = f"{base} --attention-backend sdpa --cuda-graph-bs 1,2,4"
         with kit.server("local", cmd, env=env, port=args.port, engine="sglang", session=session,
-                        cwd=os.getcwd(), name="tinyserve_h200", progress=False, ready_timeout=300) as s:
-            s.bench(name="tinyserve_h200_single_stream", requests=8, warmup=3, repeats=args.repeats,
-                    concurrency=(1, 2, 4), max_tokens=args.max_tokens, prompt_tokens=32)
-            s.profile(steps=20, name="tinyserve_h200_live", parse=False, max_tokens=args.max_tokens)
+                        cwd=os.getcwd(), name="tinyserve_h200", progress=False, ready_timeout=300,
+                        log=d / "server.log") as s:
+            opts = dict(requests=8, warmup=3, repeats=args.repeats, concurrency=(1, 2, 4),
+                        max_tokens=args.max_tokens, prompt_tokens=32)
+            kit.bench.single_stream(s.url, save=d / "single_stream.json", **opts)
+            session.record(d / "single_stream.json", Provenance.measured(
+                host="local", how=f"kit.bench.single_stream {json.dumps(opts)}", note=f"server: {cmd}"))
+            s.profile(steps=20, name="h200_live_server", parse=False, max_tokens=args.max_tokens,
+                      into=d / "traces")
             status["main_server"] = s.describe()
+        (d / "server.json").write_text(json.dumps(s.describe(), indent=1) + "\n")
 
     def pack():
         with tarfile.open(out / "live_session.tar.gz.tmp", "w:gz") as tar:
