@@ -50,6 +50,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--python", default="python3", help="the Python (with torch) that runs tinyserve")
+    ap.add_argument("--tag", default="h200", help="prefix of the stored names (h200_live_server, ...)")
+    ap.add_argument("--token-ms", type=float, default=10.0, help="CPU runner only: base per-token time")
     ap.add_argument("--deadline", type=float, default=480.0, help="start no new variant after this many seconds")
     args = ap.parse_args()
 
@@ -64,8 +66,10 @@ def main() -> int:
     env = {"PYTHONPATH": args.engine_path, "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
            "NVSHMEM_DISABLE_NVLS": "1"}
     base = (f"{args.python} -m tinyserve.launch_server --device {args.device} --model-shape {args.shape} "
-            f"--context-length 1024 --max-running-requests 8")
-    label = gpu_label() if args.device == "cuda" else "CPU (script test)"
+            f"--context-length 1024 --max-running-requests 8"
+            + (f" --token-ms {args.token_ms:g}" if args.device == "cpu" else ""))
+    label = gpu_label() if args.device == "cuda" else \
+        "the development machine (tinyserve's CPU runner: sleeps for known per-token times, no model)"
     status: dict = {"gpu": label, "shape": args.shape, "steps": {}}
     t_all = time.time()
 
@@ -82,17 +86,17 @@ def main() -> int:
                 raise
 
     def main_server():
-        d = session.path("experiments", "h200_live_server")
+        d = session.path("experiments", f"{args.tag}_live_server")
         cmd = f"{base} --attention-backend sdpa --cuda-graph-bs 1,2,4"
         with kit.server("local", cmd, env=env, port=args.port, engine="sglang", session=session,
-                        cwd=os.getcwd(), name="tinyserve_h200", progress=False, ready_timeout=300,
+                        cwd=os.getcwd(), name=f"tinyserve_{args.tag}", progress=False, ready_timeout=300,
                         log=d / "server.log") as s:
             opts = dict(requests=8, warmup=3, repeats=args.repeats, concurrency=(1, 2, 4),
                         max_tokens=args.max_tokens, prompt_tokens=32)
             kit.bench.single_stream(s.url, save=d / "single_stream.json", **opts)
             session.record(d / "single_stream.json", Provenance.measured(
                 host="local", how=f"kit.bench.single_stream {json.dumps(opts)}", note=f"server: {cmd}"))
-            s.profile(steps=20, name="h200_live_server", parse=False, max_tokens=args.max_tokens,
+            s.profile(steps=20, name=f"{args.tag}_live_server", parse=False, max_tokens=args.max_tokens,
                       into=d / "traces")
             status["main_server"] = s.describe()
         (d / "server.json").write_text(json.dumps(s.describe(), indent=1) + "\n")
@@ -116,7 +120,7 @@ def main() -> int:
                                           "--attention-backend": ["sdpa", "torch_native"],
                                           "--enable-torch-compile": [False, True]},
                              env=env, port=args.port + 1, engine="sglang", session=session, cwd=os.getcwd(),
-                             name="h200_graph_backend_compile", repeats=args.repeats, profile=True,
+                             name=f"{args.tag}_graph_backend_compile", repeats=args.repeats, profile=True,
                              profile_steps=10, progress=False, ready_timeout=400,
                              bench={"requests": 6, "warmup": 3, "max_tokens": args.max_tokens, "prompt_tokens": 32},
                              on_variant=after_variant)
