@@ -261,11 +261,16 @@ def main(argv=None) -> int:
     logger.info(f"tinyserve {__version__} on {args.device}; pid {os.getpid()}")
 
     stop = threading.Event()
+    serving = threading.Event()
 
     def on_term(signum, frame):
         if os.environ.get("TINYSERVE_IGNORE_SIGTERM") == "1":
             logger.info("Received SIGTERM; ignored (TINYSERVE_IGNORE_SIGTERM=1)")
             return
+        if not serving.is_set():  # still loading: nothing to drain, leave now
+            logger.info(f"Received sig {signum} during start-up; exiting")
+            logging.shutdown()
+            os._exit(128 + signum)
         logger.info(f"Received sig {signum}; shutting down gracefully")
         stop.set()
 
@@ -286,6 +291,7 @@ def main(argv=None) -> int:
     threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
     logger.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
     logger.info("The server is fired up and ready to roll!")
+    serving.set()
     while not stop.wait(0.2):
         pass
     sched.stopped.set()
