@@ -12,6 +12,8 @@ Public surface (everything else is private):
 - ``kit.explorer``: ipywidgets profile explorer and its static views.
 - ``kit.session``: a session's layout and the provenance of each artefact.
 - ``kit.errors``: the exception tree.
+- ``kit.server(host, cmd)`` / ``kit.experiment(base_cmd, matrix=...)`` (``kit.live``): run, profile and
+  sweep a live serving engine.  ``kit.bench``: single-stream benchmark of a live server.
 
 Submodules load on first use so ``import kit`` stays fast.
 """
@@ -22,10 +24,11 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors", "explorer", "session")
+_SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors", "explorer", "session", "live", "bench")
 _FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
+_FROM_LIVE = ("server", "experiment")
 
-__all__ = sorted(_SUBMODULES + _FROM_REMOTE + ("__version__", "load_ipython_extension"))
+__all__ = sorted(_SUBMODULES + _FROM_REMOTE + _FROM_LIVE + ("__version__", "load_ipython_extension"))
 
 
 def __getattr__(name: str) -> Any:
@@ -33,6 +36,8 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module(f"kit.{name}")
     if name in _FROM_REMOTE:
         return getattr(importlib.import_module("kit.remote"), name)
+    if name in _FROM_LIVE:
+        return getattr(importlib.import_module("kit.live"), name)
     raise AttributeError(f"module 'kit' has no attribute {name!r}")
 
 

@@ -19,6 +19,9 @@ so a failing notebook cell says what to fix without a traceback dive.
     ├── UsageError                a kit call given an argument it does not take (also a ValueError)
     ├── LedgerError               hypothesis ledger file unreadable or an invalid verdict
     ├── SessionError              session directory or its provenance manifest missing or damaged
+    ├── ServerError               a live server did not start, died, or its profiler failed
+    ├── BenchError                a benchmark could not reach the server, or every request failed
+    ├── ExperimentError           an experiment's matrix or stored state is unusable
     └── ReportError               report generation failed
         └── NotebookFailed        a notebook raised; names the notebook and cell
 """
@@ -41,6 +44,9 @@ __all__ = [
     "UsageError",
     "LedgerError",
     "SessionError",
+    "ServerError",
+    "BenchError",
+    "ExperimentError",
     "ReportError",
     "NotebookFailed",
 ]
@@ -137,6 +143,23 @@ class LedgerError(KitError):
 
 class SessionError(KitError):
     """A session directory or its provenance manifest is missing or damaged."""
+
+
+class ServerError(KitError):
+    """A live server did not start, died (``tail`` holds its log's last lines), or its profiler failed."""
+
+    def __init__(self, message: str, *, host: str | None = None, tail: str = "") -> None:
+        super().__init__(message)
+        self.host = host
+        self.tail = tail
+
+
+class BenchError(KitError):
+    """A benchmark could not reach the server, or every request failed. The message names the URL."""
+
+
+class ExperimentError(KitError):
+    """An experiment's matrix is invalid, or its stored state cannot be resumed."""
 
 
 class ReportError(KitError):

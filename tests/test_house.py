@@ -15,7 +15,9 @@ KIT = ROOT / "kit"
 # The public surface. Adding a name is a decision: add it here in the same change.
 PUBLIC_API = {
     'kit.session': ['Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'caption', 'open', 'provenance_of'],
-    'kit': ['Host', 'Job', 'Result', '__version__', 'connect', 'env', 'errors', 'explorer', 'hosts', 'ledger', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'session', 'source'],
+    'kit': ['Host', 'Job', 'Result', '__version__', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'server', 'session', 'source'],
+    'kit.live': ['Experiment', 'PHASES', 'Server', 'experiment', 'plan', 'server'],
+    'kit.bench': ['BenchResult', 'DEFINITIONS', 'RequestTiming', 'list_models', 'mean_ci', 'single_stream', 'stream_request', 'welch'],
     'kit.remote': ['Fetched', 'FileStat', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
     'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'evaluate', 'find', 'grep', 'module_path', 'slice'],
     'kit.profile': ['Comparison', 'PHASES', 'Profile', 'Summary', 'compare', 'default_rules', 'load', 'roofline'],
@@ -25,7 +27,7 @@ PUBLIC_API = {
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'ab_plot', 'compare_families', 'compare_waterfall', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'],
     'kit.report': ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook'],
-    'kit.errors': ['AuthError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],
+    'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],
     'kit.magics': ['RemoteMagics', 'load_ipython_extension'],
     'kit.testing': ['SSHServer', 'TEST_USER', 'find_sshd', 'sshd'],

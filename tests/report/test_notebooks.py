@@ -16,8 +16,9 @@ from tests.conftest import ROOT, SAMPLE
 
 NOTEBOOKS = ROOT / "notebooks"
 EXPECTED = ["00_environment", "01_allreduce_share", "02_backend_defaults", "03_speculative_acceptance",
-            "04_single_stream_gap", "index"]
-WITH_PLOTS = ["00_environment", "01_allreduce_share", "03_speculative_acceptance", "04_single_stream_gap"]
+            "04_single_stream_gap", "05_live_experiment", "index"]
+WITH_PLOTS = ["00_environment", "01_allreduce_share", "03_speculative_acceptance", "04_single_stream_gap",
+              "05_live_experiment"]
 
 
 def test_committed_notebooks_are_clean_and_parameterised():
@@ -67,10 +68,10 @@ def test_every_notebook_runs_on_the_sample_session(sample_report):
 
 def test_every_hypothesis_gets_a_computed_verdict(sample_report):
     ledger = Ledger.open(sample_report.out / "ledger.json")
-    assert [h.id for h in ledger] == ["H0", "H1", "H2", "H3", "H4", "H5", "H6"]
+    assert [h.id for h in ledger] == ["H0", "H1", "H2", "H3", "H4", "H5", "H6", "H7"]
     for h in ledger:
         assert h.verdict in ("confirmed", "rejected") or (h.id == "H1" and h.verdict == "open"), h
-        assert h.source.startswith(("00_", "01_", "02_", "03_", "04_")) and h.evidence and h.numbers, h
+        assert h.source.startswith(("00_", "01_", "02_", "03_", "04_", "05_")) and h.evidence and h.numbers, h
         assert h.provenance, f"{h.id} says nothing about where its evidence came from"
         for p in h.provenance:  # every artefact of the sample session is accounted for
             assert p["kind"] != "unknown", (h.id, p)

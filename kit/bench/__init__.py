@@ -1,0 +1,24 @@
+"""Benchmarks against a live server: an OpenAI-compatible streaming client and its statistics.
+
+``kit.bench.single_stream(url)`` measures TTFT, inter-token latency and decode tok/s per request at
+batch 1 and over a small concurrency sweep, with warm-up and repeats; ``BenchResult.table`` gives
+means with 95 % Student-t intervals, ``.plot()`` the figure. Definitions follow vLLM's
+``vllm bench serve`` (SGLang's ``bench_serving`` uses the same): see ``DEFINITIONS``.
+``mean_ci`` and ``welch`` are the small-sample statistics experiments use (no scipy needed).
+
+Files:
+
+- ``_client.py``: one streamed request, timed per chunk (stdlib http.client)
+- ``_single.py``: single_stream and BenchResult: repeats, concurrency sweep, table, plot
+- ``_stats.py``: mean with a t interval, Welch's t-test, median, percentile
+"""
+from __future__ import annotations
+
+from kit.bench._client import RequestTiming, list_models, stream_request
+from kit.bench._single import DEFINITIONS, BenchResult, single_stream
+from kit.bench._stats import mean_ci, welch
+from kit.util import publish
+
+__all__ = ["DEFINITIONS", "BenchResult", "RequestTiming", "list_models", "mean_ci", "single_stream", "stream_request", "welch"]
+
+publish(globals(), __all__)

@@ -1,0 +1,159 @@
+"""One streamed request to an OpenAI-compatible server, timed per chunk (stdlib ``http.client`` only).
+
+Timing definitions follow vLLM's ``vllm bench serve`` request functions (and SGLang's
+``bench_serving``, which uses the same ones): the clock starts just before the request is sent;
+**TTFT** is the arrival of the first chunk that carries text; each later text chunk appends the gap
+since the previous one to **ITL**; **latency** is the last text chunk's arrival. The output token
+count is the server's ``usage.completion_tokens`` (asked for with ``stream_options.include_usage``),
+else the number of text chunks.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+import urllib.parse
+from dataclasses import asdict, dataclass, field
+
+from kit.errors import BenchError
+
+
+@dataclass
+class RequestTiming:
+    """What one request measured. Times in seconds; ``itl`` is the list of inter-chunk gaps."""
+
+    ok: bool
+    ttft: float = float("nan")
+    latency: float = float("nan")
+    itl: list[float] = field(default_factory=list)
+    output_tokens: int = 0
+    prompt_tokens: int | None = None
+    chunks: int = 0
+    error: str = ""
+    start: float = 0.0  # wall-clock epoch seconds at send
+
+    @property
+    def tpot(self) -> float:
+        """Time per output token after the first: ``(latency - ttft) / (output_tokens - 1)``."""
+        if self.output_tokens < 2:
+            return float("nan")
+        return (self.latency - self.ttft) / (self.output_tokens - 1)
+
+    @property
+    def decode_tok_s(self) -> float:
+        """Decode speed of this request: ``1 / tpot`` (tokens after the first per second)."""
+        t = self.tpot
+        return 1.0 / t if t and t > 0 else float("nan")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["tpot"] = self.tpot
+        d["decode_tok_s"] = self.decode_tok_s
+        return d
+
+
+def split_url(url: str) -> tuple[str, int, str, bool]:
+    u = urllib.parse.urlsplit(url)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise BenchError(f"{url}: not an http(s) URL")
+    return u.hostname, u.port or (443 if u.scheme == "https" else 80), u.path.rstrip("/"), u.scheme == "https"
+
+
+def _conn(url: str, timeout: float):
+    host, port, base, tls = split_url(url)
+    cls = http.client.HTTPSConnection if tls else http.client.HTTPConnection
+    return cls(host, port, timeout=timeout), base
+
+
+def get_json(url: str, path: str, timeout: float = 10.0) -> dict:
+    """GET ``url + path`` and decode JSON; BenchError naming the URL on any failure."""
+    conn, base = _conn(url, timeout)
+    try:
+        conn.request("GET", base + path)
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise BenchError(f"{url}{path}: HTTP {resp.status}: {body[:200]!r}")
+        return json.loads(body)
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        raise BenchError(f"{url}{path}: {type(exc).__name__}: {exc}") from None
+    finally:
+        conn.close()
+
+
+def list_models(url: str, timeout: float = 10.0) -> list[str]:
+    """The model ids the server lists at ``/v1/models``."""
+    data = get_json(url, "/v1/models", timeout)
+    try:
+        return [m["id"] for m in data["data"]]
+    except (KeyError, TypeError):
+        raise BenchError(f"{url}/v1/models: not an OpenAI model list ({str(data)[:120]})") from None
+
+
+def stream_request(url: str, *, model: str, prompt: str, max_tokens: int, chat: bool = False,
+                   timeout: float = 120.0, extra: dict | None = None) -> RequestTiming:
+    """Send one streaming completion and time its chunks. Failures come back as ``ok=False``."""
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    payload = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
+               "ignore_eos": True, "stream_options": {"include_usage": True}}
+    if chat:
+        payload["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        payload["prompt"] = prompt
+    payload.update(extra or {})
+    data = json.dumps(payload).encode()
+    conn, base = _conn(url, timeout)
+    wall = time.time()
+    t0 = time.perf_counter()
+    out = RequestTiming(ok=False, start=wall)
+    last = None
+    try:
+        conn.request("POST", base + path, body=data, headers={"Content-Type": "application/json",
+                                                             "Accept": "text/event-stream"})
+        resp = conn.getresponse()
+        if resp.status != 200:
+            out.error = f"HTTP {resp.status}: {resp.read(300)!r}"
+            return out
+        usage = None
+        while True:
+            line = resp.readline()
+            if not line:
+                break
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            body = line[5:].strip()
+            if body == b"[DONE]":
+                break
+            now = time.perf_counter()
+            try:
+                obj = json.loads(body)
+            except ValueError:
+                out.error = f"undecodable chunk {body[:80]!r}"
+                return out
+            if obj.get("usage"):
+                usage = obj["usage"]
+            text = ""
+            for ch in obj.get("choices") or []:
+                text += (ch.get("delta") or {}).get("content") or "" if chat else ch.get("text") or ""
+            if text:
+                if last is None:
+                    out.ttft = now - t0
+                else:
+                    out.itl.append(now - last)
+                last = now
+                out.chunks += 1
+        if last is None:
+            out.error = "no text chunk received"
+            return out
+        out.latency = last - t0
+        out.output_tokens = int(usage.get("completion_tokens", out.chunks)) if usage else out.chunks
+        out.prompt_tokens = usage.get("prompt_tokens") if usage else None
+        out.ok = True
+        return out
+    except (OSError, socket.timeout, http.client.HTTPException) as exc:
+        out.error = f"{type(exc).__name__}: {exc}"
+        return out
+    finally:
+        conn.close()

@@ -1,0 +1,520 @@
+"""Server: a serving engine started on a host, followed until ready, profiled over HTTP, always stopped.
+
+Built on :class:`kit.remote.Job` (``host.spawn``): the engine runs detached in its own session, so
+``stop()`` can TERM then KILL everything it started. While it loads, one short shell snippet per
+poll returns the new log bytes, whether the job is alive and the health endpoint's status; the log
+is appended to the session (``logs/<name>.log``), the phase (weights, KV cache, graph capture,
+ready) is read from it and shown in a tqdm bar. A process that dies raises ServerError with the
+log's last lines. ``stop()`` runs from the context manager, on any exception while starting, and at
+interpreter exit, so no engine is left behind.
+
+Profiler endpoints, as read from the engines' source:
+
+- **SGLang** (0.5.9 ``srt/entrypoints/http_server.py`` ``/start_profile`` GET|POST, body
+  ``ProfileReqInput`` in ``srt/managers/io_struct.py``): ``output_dir`` (default
+  ``$SGLANG_TORCH_PROFILER_DIR`` or ``/tmp``), ``start_step``, ``num_steps`` (stops by itself
+  after that many forward steps), ``activities`` (``CPU``, ``GPU``, ``MEM``, ``RPD``),
+  ``profile_by_stage``, ``with_stack``, ``record_shapes``, ``merge_profiles``, ``profile_prefix``,
+  ``profile_stages``; ``/stop_profile`` takes no body. Files
+  ``{output_dir}/{profile_id}-TP-{rank}[-DP-..][-PP-..][-EP-..].trace.json.gz`` where
+  ``profile_id`` is ``str(time.time())`` (``managers/scheduler_profiler_mixin.py``).
+- **vLLM** (``entrypoints/openai/api_server.py``, vllm-project/vllm at commit 048027f, and the later
+  ``entrypoints/serve/profile`` router): ``POST /start_profile`` and ``POST /stop_profile``, no
+  body; the routes exist only when ``VLLM_TORCH_PROFILER_DIR`` is set at start (newer releases:
+  ``--profiler-config``); traces ``*.pt.trace.json.gz`` land in that directory. There is no step
+  count, so ``profile(steps=...)`` is refused for vLLM: use ``seconds=``.
+"""
+from __future__ import annotations
+
+import atexit
+import datetime as _dt
+import json
+import re
+import threading
+import time
+import weakref
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+from kit.errors import CommandTimeout, RemoteError, ServerError
+from kit.util import clip
+from kit.util import quote as _q
+
+# (phase, regex that starts it), in load order; "ready" is also reached by the health check.
+PHASES: dict[str, list[tuple[str, str]]] = {
+    "sglang": [("loading weights", r"Load weight begin|Loading safetensors checkpoint shards|Loading weights"),
+               ("KV cache", r"KV Cache is allocated|Memory pool end"),
+               ("graph capture", r"Capture (?:cuda|cpu|npu) graph begin|Capture cuda graph bs"),
+               ("HTTP server", r"Uvicorn running on|Application startup complete"),
+               ("ready", r"fired up and ready to roll")],
+    "vllm": [("loading weights", r"Starting to load model|Loading weights took|Loading safetensors checkpoint shards"),
+             ("KV cache", r"# GPU blocks|GPU KV cache size|KV cache"),
+             ("graph capture", r"Capturing CUDA graph|Capturing cudagraphs|Graph capturing"),
+             ("HTTP server", r"Starting vLLM API server|Uvicorn running on"),
+             ("ready", r"Application startup complete")],
+}
+PHASES[""] = PHASES["sglang"]  # engines that log neither: SGLang's words are the most common
+DEFAULT_PORT = {"sglang": 30000, "vllm": 8000, "": 30000}
+_PCT = re.compile(r"(\d{1,3})%")
+_LIVE: "weakref.WeakSet[Server]" = weakref.WeakSet()
+_ALIVE = "{{ if command -v ps >/dev/null 2>&1; then ps -o stat= -s {pid} | grep -qv '^Z'; else kill -0 -- -{pid} 2>/dev/null; fi; }}"
+
+
+_PY_POST = """import sys, urllib.request as r, urllib.error as e
+req = r.Request(sys.argv[1], data=sys.argv[2].encode() or None, method="POST", headers={"Content-Type": "application/json"})
+try:
+    resp = r.urlopen(req, timeout=600); print(resp.read().decode(errors="replace")); print(resp.status, end="")
+except e.HTTPError as x:
+    print(x.read().decode(errors="replace")); print(x.code, end="")
+except OSError as x:
+    print(x); print(0, end="")
+"""
+
+
+def _stop_all() -> None:  # atexit: never leave an engine behind
+    for s in list(_LIVE):
+        try:
+            s.stop(grace=5)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+atexit.register(_stop_all)
+
+
+def _guess_engine(cmd: str) -> str:
+    c = cmd.lower()
+    if "vllm" in c:
+        return "vllm"
+    if "sglang" in c or "tinyserve" in c:
+        return "sglang"
+    return ""
+
+
+def _host_address(host) -> str:
+    params = getattr(host, "params", None)
+    name = getattr(params, "hostname", None) or (params.get("hostname") if isinstance(params, dict) else None)
+    if name:
+        return name
+    target = getattr(host, "target", "local")
+    if target in ("local", "localhost", ""):
+        return "127.0.0.1"
+    return target.rsplit("@", 1)[-1].split(":")[0]
+
+
+def _open_session(session):
+    from kit import session as _session
+
+    if session is None:
+        session = Path("live-session")
+    if isinstance(session, (str, Path)):
+        Path(session).mkdir(parents=True, exist_ok=True)
+        return _session.open(session)
+    return session
+
+
+def _stamp() -> str:
+    return _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+class Server:
+    """A serving engine on a host. Use :func:`server` to make one. ``url`` is where clients reach it;
+    ``phases`` maps each load phase to the seconds after start it began; ``ready_s`` the load time."""
+
+    def __init__(self, host, cmd: str, *, env: dict | None = None, port: int | None = None, engine: str | None = None,
+                 session=None, name: str | None = None, url: str | None = None, workdir: str = "/tmp/kit-live",
+                 cwd: str | None = None, ready_timeout: float = 900.0, poll: float = 0.25,
+                 progress: bool = True, grace: float = 15.0, log: str | Path | None = None) -> None:
+        from kit.remote import Host, connect
+
+        self.host = host if isinstance(host, Host) else connect(host)
+        self.engine = _guess_engine(cmd) if engine is None else engine
+        if self.engine not in PHASES:
+            raise ServerError(f"engine must be 'sglang', 'vllm' or None, not {engine!r}")
+        m = re.search(r"--port[= ](\d+)", cmd)
+        if port is None:
+            port = int(m.group(1)) if m else DEFAULT_PORT[self.engine]
+        elif not m:
+            cmd = f"{cmd} --port {int(port)}"
+        self.port = int(port)
+        self.cmd = cmd
+        self.env = {k: str(v) for k, v in (env or {}).items() if v is not None}
+        self.name = name or f"server-{_stamp()}"
+        self.session = _open_session(session)
+        self.workdir = workdir
+        self.cwd = cwd
+        self.url = url or f"http://{_host_address(self.host)}:{self.port}"
+        self.local_url = f"http://127.0.0.1:{self.port}"  # as seen from the host itself
+        self.ready_timeout = ready_timeout
+        self.poll = poll
+        self.progress = progress
+        self.grace = grace
+        self.job = None
+        self.phases: dict[str, float] = {}
+        self.ready_s: float | None = None
+        self.stopped: str | None = None
+        self.log_path = (Path(log) if log is not None else self.session.path("logs", f"{self.name}.log")).resolve()
+        self._pos = 0
+        self._tail: deque[str] = deque(maxlen=60)
+        self._pending = ""
+        self._t0 = 0.0
+        self._profile_dir = f"{workdir}/{self.name}-profiles"
+        if self.engine == "vllm" and "VLLM_TORCH_PROFILER_DIR" not in self.env:
+            self.env["VLLM_TORCH_PROFILER_DIR"] = self._profile_dir
+        if self.engine == "vllm":
+            self._profile_dir = self.env["VLLM_TORCH_PROFILER_DIR"]
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> "Server":
+        """Start the command and wait until it answers ``/health`` or ``/v1/models``."""
+        if self.job is not None:
+            return self
+        self.host.run(f"mkdir -p {_q(self.workdir)}", timeout=30, check=True)
+        remote_log = f"{self.workdir}/{self.name}.log"
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path.write_text("", encoding="utf-8")
+        wrapped = f"{self.cmd}\nrc=$?; echo \"[kit] server process exited with status $rc\"; exit $rc"
+        self._t0 = time.monotonic()
+        self.job = self.host.spawn(wrapped, log=remote_log, env=self.env or None, cwd=self.cwd)
+        self._pos = self.job.offset
+        _LIVE.add(self)
+        self._record_provenance()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __enter__(self) -> "Server":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def alive(self) -> bool:
+        return self.job is not None and self.stopped is None and self.job.alive
+
+    def stop(self, grace: float | None = None) -> str:
+        """SIGTERM the engine's process group and session, SIGKILL after ``grace`` s; pull the rest
+        of the log. Returns ``"terminated"``, ``"killed"``, ``"not running"`` (idempotent)."""
+        if self.job is None or self.stopped is not None:
+            return self.stopped or "not started"
+        try:
+            how = self.job.stop(grace=self.grace if grace is None else grace)
+        finally:
+            _LIVE.discard(self)
+        self.stopped = how
+        try:
+            self.sync_log()
+        except RemoteError:
+            pass
+        if self.job.alive:
+            raise ServerError(f"{self.host.name}: server {self.name} (pid {self.job.pid}) still running after kill",
+                              host=self.host.name)
+        return how
+
+    # -- log ------------------------------------------------------------------------------------
+    def sync_log(self, limit: int = 1 << 20) -> str:
+        """Append what the engine logged since the last call to the session's copy; returns it."""
+        if self.job is None:
+            return ""
+        _, _, _, text = self._poll(with_health=False, limit=limit)
+        return text
+
+    def tail(self, n: int = 20) -> str:
+        self.sync_log()
+        return "\n".join(list(self._tail)[-n:])
+
+    def _poll(self, *, with_health: bool, limit: int = 1 << 20) -> tuple[int, bool, bool, str]:
+        log = _q(self.job.log)
+        health = "c=0\n"
+        if with_health:
+            urls = " ".join(_q(f"{self.local_url}{p}") for p in ("/health", "/v1/models"))
+            health = ("c=0; for u in " + urls + "; do "
+                      "if command -v curl >/dev/null 2>&1; then "
+                      "k=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 \"$u\" 2>/dev/null); "
+                      "else k=$(python3 -c 'import sys,urllib.request as r\ntry: print(r.urlopen(sys.argv[1], timeout=2).status)\n"
+                      "except Exception: print(0)' \"$u\"); fi; "
+                      "if [ \"$k\" = 200 ]; then c=200; break; fi; done\n")
+        script = (f"s=$(stat -c %s -- {log} 2>/dev/null || echo 0)\n"
+                  f"if {_ALIVE.format(pid=self.job.pid)}; then a=1; else a=0; fi\n" + health
+                  + 'echo "$s $a $c"\n'
+                  f'if [ "$s" -gt {self._pos} ]; then tail -c +{self._pos + 1} -- {log} | head -c {int(limit)}; fi\n')
+        try:
+            res = self.host.run(script, timeout=30)
+        except CommandTimeout as exc:
+            raise ServerError(f"{self.host.name}: polling server {self.name} timed out", host=self.host.name) from exc
+        head, _, body = res.stdout.partition("\n")
+        try:
+            size, alive, code = head.split()
+            size = int(size)
+        except ValueError:
+            raise ServerError(f"{self.host.name}: cannot poll server {self.name} (log {self.job.log}): "
+                              f"{clip(res.stderr.strip() or head, 200)!r}", host=self.host.name) from None
+        new_pos = min(size, self._pos + int(limit))
+        if new_pos > self._pos:
+            self._pos = new_pos
+            with self.log_path.open("a", encoding="utf-8") as f:
+                f.write(body)
+            text = self._pending + body
+            lines = text.split("\n")
+            self._pending = lines.pop()
+            if len(self._pending) > 65536:
+                self._pending = self._pending[-65536:]
+            for line in lines:
+                if line.strip():
+                    self._tail.append(line.rstrip("\r"))
+            return size, alive == "1", code == "200", "\n".join(lines)
+        return size, alive == "1", code == "200", ""
+
+    # -- readiness ------------------------------------------------------------------------------
+    def _phase_of(self, lines: str) -> list[str]:
+        hits = []
+        for phase, rx in PHASES[self.engine]:
+            if phase not in self.phases and re.search(rx, lines):
+                hits.append(phase)
+        return hits
+
+    def _wait_ready(self) -> None:
+        phases = [p for p, _ in PHASES[self.engine]]
+        bar = _bar(self, len(phases)) if self.progress else None
+        shown = 0
+        try:
+            while True:
+                _, alive, healthy, text = self._poll(with_health=True)
+                now = time.monotonic() - self._t0
+                for ph in self._phase_of(text):
+                    self.phases[ph] = round(now, 3)
+                if healthy and "ready" not in self.phases:
+                    self.phases["ready"] = round(now, 3)
+                current = max((phases.index(p) for p in self.phases), default=-1)
+                if bar is not None:
+                    if current + 1 > shown:
+                        bar.update(current + 1 - shown)
+                        shown = current + 1
+                    bar.set_description_str(f"{self.name}: {phases[current] if current >= 0 else 'starting'}")
+                    last = self._tail[-1] if self._tail else ""
+                    pct = _PCT.search(last) if "shard" in last.lower() else None
+                    bar.set_postfix_str(f"{pct.group(1)}% of weights" if pct else clip(last, 70), refresh=True)
+                if healthy:
+                    self.ready_s = round(now, 3)
+                    return
+                if not alive:
+                    self.sync_log()
+                    tail = "\n".join(list(self._tail)[-15:])
+                    phase = phases[current] if current >= 0 else "start-up"
+                    raise ServerError(
+                        f"{self.host.name}: server {self.name} died during {phase} after {now:.1f} s "
+                        f"(log {self.log_path}); last lines: {clip(' | '.join(list(self._tail)[-3:]), 400)}",
+                        host=self.host.name, tail=tail)
+                if now > self.ready_timeout:
+                    raise ServerError(
+                        f"{self.host.name}: server {self.name} not ready after {self.ready_timeout:g} s "
+                        f"(phase {phases[current] if current >= 0 else 'start-up'}); stopped; last line: "
+                        f"{clip(self._tail[-1] if self._tail else '', 200)!r}", host=self.host.name,
+                        tail="\n".join(list(self._tail)[-15:]))
+                time.sleep(self.poll)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    # -- HTTP on the host -------------------------------------------------------------------------
+    def _post(self, path: str, body: dict | None) -> tuple[int, str]:
+        """POST on the host itself (the engine may listen on its loopback only): curl, else python3."""
+        data = json.dumps(body) if body is not None else ""
+        url = _q(self.local_url + path)
+        cmd = ("if command -v curl >/dev/null 2>&1; then "
+               "curl -s -X POST --max-time 600 -H 'Content-Type: application/json' "
+               + (f"-d {_q(data)} " if body is not None else "")
+               + f"-w '\\n%{{http_code}}' {url}; else python3 -c {_q(_PY_POST)} {url} {_q(data)}; fi")
+        res = self.host.run(cmd, timeout=630)
+        out, _, code = res.stdout.rpartition("\n")
+        return (int(code) if code.strip().isdigit() else 0), out
+
+    def _list_traces(self, d: str) -> dict[str, int]:
+        res = self.host.run(f"find {_q(d)} -maxdepth 1 -type f \\( -name '*.json' -o -name '*.json.gz' \\) "
+                            f"-printf '%s %p\\n' 2>/dev/null; true", timeout=30)
+        out = {}
+        for line in res.stdout.splitlines():
+            size, _, path = line.partition(" ")
+            if size.isdigit():
+                out[path] = int(size)
+        return out
+
+    def profile(self, steps: int | None = None, seconds: float | None = None, *, load: bool | Callable[[], Any] = True,
+                activities: tuple[str, ...] = ("CPU", "GPU"), name: str | None = None, timeout: float = 300.0,
+                parse: bool = True, max_tokens: int = 256, into: str | Path | None = None):
+        """Record the engine's own torch profile through its HTTP endpoints while it serves.
+
+        ``steps`` (SGLang: ``num_steps``, the engine stops itself) or ``seconds`` (then
+        ``/stop_profile``). ``load``: True sends streamed requests to ``url`` while recording; a
+        callable is run in a thread instead; False records whatever traffic there is. Waits until
+        the new trace files are complete (size stable, gzip intact), pulls them into the session
+        (``traces/<name>/rank<N>.trace.json.gz``) and returns ``kit.profile.load`` of them (or the
+        paths with ``parse=False``). ServerError (with the log tail) when nothing arrives in time.
+        """
+        if (steps is None) == (seconds is None):
+            raise ServerError("profile(): give exactly one of steps= or seconds=")
+        if self.engine == "vllm" and steps is not None:
+            raise ServerError("profile(): vLLM's /start_profile takes no step count; use seconds=")
+        if self.job is None or self.stopped is not None:
+            raise ServerError(f"profile(): server {self.name} is not running")
+        name = name or f"{self.name}-profile-{_stamp()}"
+        d = self._profile_dir if self.engine == "vllm" else f"{self._profile_dir}/{name}"
+        self.host.run(f"mkdir -p {_q(d)}", timeout=30, check=True)
+        before = self._list_traces(d)
+        body = None
+        if self.engine != "vllm":
+            body = {"output_dir": d, "activities": list(activities)}
+            if steps is not None:
+                body["num_steps"] = int(steps)
+        stop_load = threading.Event()
+        loader = None
+        if load:
+            loader = threading.Thread(target=self._drive if load is True else load,
+                                      args=(stop_load, max_tokens) if load is True else (), daemon=True)
+        code, text = self._post("/start_profile", body)
+        if code != 200:
+            raise ServerError(f"{self.host.name}: {self.local_url}/start_profile answered HTTP {code}: "
+                              f"{clip(text.strip(), 200)!r}", host=self.host.name, tail=self.tail(15))
+        if loader is not None:
+            loader.start()
+        try:
+            if seconds is not None:
+                time.sleep(float(seconds))
+                code, text = self._post("/stop_profile", None)
+                if code != 200:
+                    raise ServerError(f"{self.host.name}: {self.local_url}/stop_profile answered HTTP {code}: "
+                                      f"{clip(text.strip(), 200)!r}", host=self.host.name, tail=self.tail(15))
+            files = self._wait_traces(d, before, timeout)
+        finally:
+            stop_load.set()
+            if loader is not None:
+                loader.join(30)
+        out_dir = (Path(into) if into is not None else self.session.path("traces", name)).resolve()
+        local = self._pull(files, out_dir)
+        how = (f"kit.live Server.profile: POST {self.local_url}/start_profile "
+               f"{json.dumps(body) if body else '(no body)'}" + (" + /stop_profile" if seconds else ""))
+        self._record(str(out_dir), how)
+        if not parse:
+            return local
+        from kit import profile as _profile
+
+        return _profile.load(local)
+
+    def _drive(self, stop: threading.Event, max_tokens: int) -> None:
+        from kit.bench import stream_request
+
+        model = None
+        try:
+            from kit.bench import list_models
+
+            model = list_models(self.url)[0]
+        except Exception:  # noqa: BLE001 - the engine may not list models; send without a name
+            model = ""
+        while not stop.is_set():
+            stream_request(self.url, model=model, prompt="profile " * 16, max_tokens=max_tokens, timeout=60)
+
+    def _wait_traces(self, d: str, before: dict[str, int], timeout: float) -> list[str]:
+        t0 = time.monotonic()
+        last: dict[str, int] = {}
+        while True:
+            now = {p: s for p, s in self._list_traces(d).items() if p not in before}
+            if now and now == last and all(s > 0 for s in now.values()):
+                gz = [p for p in now if p.endswith(".gz")]
+                ok = self.host.run("gzip -t -- " + " ".join(_q(p) for p in gz), timeout=120).ok if gz else True
+                if ok:
+                    return sorted(now)
+            last = now
+            if not self.alive:
+                raise ServerError(f"{self.host.name}: server {self.name} died while profiling; log ends: "
+                                  f"{clip(' | '.join(list(self._tail)[-3:]), 300)}", host=self.host.name,
+                                  tail=self.tail(15))
+            if time.monotonic() - t0 > timeout:
+                raise ServerError(f"{self.host.name}: no complete trace in {d} after {timeout:g} s "
+                                  f"(server {self.name}); last log line: {clip(self.tail(1), 200)!r}",
+                                  host=self.host.name, tail=self.tail(15))
+            time.sleep(max(self.poll, 0.5))
+
+    def _pull(self, files: list[str], out_dir: Path) -> list[Path]:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        local = []
+        for i, remote in enumerate(files):
+            m = re.search(r"TP-(\d+)", remote)
+            rank = int(m.group(1)) if m else i
+            if not remote.endswith(".gz"):
+                self.host.run(f"gzip -f -- {_q(remote)}", timeout=300, check=True)
+                remote += ".gz"
+            dest = out_dir / f"rank{rank}.trace.json.gz"
+            self.host.get(remote, str(dest))
+            local.append(dest)
+        return sorted(local)
+
+    # -- bench ----------------------------------------------------------------------------------
+    def bench(self, *, name: str | None = None, **kwargs):
+        """``kit.bench.single_stream`` against this server, saved to ``bench/<name>.json`` with provenance."""
+        from kit.bench import single_stream
+
+        name = name or f"{self.name}-bench"
+        res = single_stream(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
+        self._record(f"bench/{name}.json", "kit.bench.single_stream " + json.dumps(
+            {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list, tuple))}))
+        return res
+
+    # -- provenance -----------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """The command, environment, host and timings, as stored beside every artefact."""
+        return {"host": self.host.name, "cmd": self.cmd, "env": dict(self.env), "engine": self.engine,
+                "port": self.port, "url": self.url, "phases": dict(self.phases), "ready_s": self.ready_s,
+                "stopped": self.stopped, "log": self.log_path.relative_to(self.session.root.resolve()).as_posix()
+                if self.log_path.is_relative_to(self.session.root.resolve()) else self.log_path.name}
+
+    def _record(self, rel: str, how: str) -> None:
+        from kit.session import Provenance
+
+        env = " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))
+        self.session.record(rel, Provenance.measured(host=self.host.name, how=how,
+                                                     note=f"server: {(env + ' ') if env else ''}{self.cmd}"))
+
+    def _record_provenance(self) -> None:
+        self._record(str(self.log_path), "kit.live server log (followed from the host)")
+
+    def __repr__(self) -> str:
+        state = self.stopped or ("ready" if self.ready_s is not None else "starting" if self.job else "not started")
+        return f"Server(host={self.host.name!r}, name={self.name!r}, url={self.url!r}, state={state!r})"
+
+    def _repr_html_(self) -> str:
+        import html
+
+        ph = ", ".join(f"{k} @ {v:.1f} s" for k, v in self.phases.items())
+        return (f"<div><b>server</b> <code>{html.escape(self.name)}</code> on <b>{html.escape(self.host.name)}</b> "
+                f"<code>{html.escape(self.url)}</code><br><code>{html.escape(clip(self.cmd, 200))}</code><br>"
+                f"phases: {html.escape(ph)}</div>")
+
+
+def _bar(s: Server, total: int):
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=f"{s.name}: starting", unit="phase", leave=False,
+                bar_format="{desc} {n_fmt}/{total_fmt} phases {elapsed} {postfix}")
+
+
+def server(host, cmd: str, *, env: dict | None = None, port: int | None = None, engine: str | None = None,
+           start: bool = True, **kwargs) -> Server:
+    """Start ``cmd`` (a serving engine) on ``host`` and wait until it serves; returns a :class:`Server`.
+
+    ``host``: a target for :func:`kit.connect` or a Host. ``env``: variables set for the engine
+    (None values are left unset). ``port``: appended as ``--port`` unless the command has one.
+    ``engine``: ``"sglang"``, ``"vllm"`` or None (guessed from the command) picks the log phases and
+    the profiler protocol. Other options: ``session`` (directory or Session; default
+    ``./live-session``), ``name``, ``url`` (where this machine reaches the server; default the
+    host's address and ``port``), ``workdir`` (on the host), ``cwd``, ``ready_timeout``, ``grace``,
+    ``progress``. Use as a context manager so the engine is stopped whatever happens.
+    """
+    s = Server(host, cmd, env=env, port=port, engine=engine, **kwargs)
+    return s.start() if start else s

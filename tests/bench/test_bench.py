@@ -1,0 +1,54 @@
+"""kit.bench: the statistics against known values, and single_stream against a real tinyserve server
+whose per-token time is known (5 ms at batch 1)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import kit
+from kit.bench import BenchResult, mean_ci, single_stream, stream_request, welch
+from kit.errors import BenchError
+from tests.live.conftest import free_port
+
+
+def test_statistics_match_tables():
+    m, lo, hi = mean_ci([10.0, 12.0, 14.0])
+    assert m == 12.0 and math.isclose(hi - m, 4.302653 * 2 / math.sqrt(3), rel_tol=1e-5)  # t(0.975, 2)
+    assert math.isnan(mean_ci([5.0])[1])
+    t, p = welch([1, 2, 3], [4, 5, 6.5])  # scipy.stats.ttest_ind(..., equal_var=False): t=3.4125, p=0.02915
+    assert math.isclose(t, 3.4125007, rel_tol=1e-6) and math.isclose(p, 0.0291453, rel_tol=1e-4)
+    assert math.isnan(welch([1], [2, 3])[1])
+
+
+def test_single_stream_measures_the_known_latency(tmp_path):
+    cmd = "python3 -m tinyserve.launch_server --device cpu --token-ms 5 --load-seconds 0.1"
+    from tests.live.conftest import ENGINE
+
+    with kit.server("local", cmd, env={"PYTHONPATH": str(ENGINE)}, port=free_port(), session=tmp_path,
+                    progress=False) as s:
+        res = single_stream(s.url, requests=3, warmup=1, repeats=2, concurrency=(1, 3), max_tokens=40,
+                            save=tmp_path / "b.json")
+        chat = stream_request(s.url, model="", prompt="hi there", max_tokens=6, chat=True)
+    rows = {r["concurrency"]: r for r in res.summary()}
+    one, three = rows[1], rows[3]
+    assert one["requests_ok"] == 6 and one["requests_failed"] == 0
+    assert 4.5 <= one["itl_ms"] <= 6.5 and 150 <= one["decode_tok_s"] <= 220  # 5 ms/token configured
+    assert three["itl_ms"] > one["itl_ms"]  # 3 running requests: +10 % per step by construction
+    assert three["output_tok_s"] > 1.8 * one["output_tok_s"]  # batching: more aggregate throughput
+    assert all(r["output_tokens"] == 40 and len(r["itl"]) == 39 for r in res.requests)
+    assert chat.ok and chat.output_tokens == 6 and chat.ttft > 0
+    back = BenchResult.load(tmp_path / "b.json")
+    assert back.summary() == res.summary() or all(
+        math.isclose(a["decode_tok_s"], b["decode_tok_s"]) for a, b in zip(back.summary(), res.summary()))
+    assert list(res.table["concurrency"]) == [1, 3]
+    assert res.plot().axes[0].get_ylabel() == "decode tok/s per request"
+    assert "decode tok/s" in res._repr_html_() and "TPOT" in res._repr_html_()
+
+
+def test_unreachable_server_is_one_clear_error():
+    url = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(BenchError, match=r"127\.0\.0\.1.*/v1/models"):
+        single_stream(url, requests=1, repeats=1)
+    r = stream_request(url, model="m", prompt="x", max_tokens=2, timeout=2)
+    assert not r.ok and "Connection" in r.error
