@@ -208,7 +208,8 @@ class Experiment:
         """Record hypothesis ``id`` ("``variant`` is ``expect`` than the baseline") in ``ledger``.
 
         Confirmed when the difference is significant in the expected direction; rejected when it
-        is not significant or goes the other way. Returns the verdict."""
+        is not significant or goes the other way. The hypothesis carries the provenance of the
+        experiment's folder in the session (measured by the kit, or a sample). Returns the verdict."""
         from kit.ledger import confirmed_if
 
         if expect not in ("faster", "slower"):
@@ -225,7 +226,10 @@ class Experiment:
                       evidence=f"{r['tok_s']:.1f} tok/s, x{r['speedup']:.3f} vs baseline, p={r['p_value']:.3g}",
                       verdict=verdict, source=source or f"experiment {self.name}",
                       numbers={"tok_s": r["tok_s"], "speedup": r["speedup"], "p_value": r["p_value"],
-                               "significant": r["significant"], "repeats": r["n"]})
+                               "significant": r["significant"], "repeats": r["n"]},
+                      provenance=[self.session.evidence(f"experiments/{self.name}",
+                                                        f"experiment {self.name}: variants, benchmarks, logs")
+                                  .to_ledger()])
         return verdict
 
     def __repr__(self) -> str:
