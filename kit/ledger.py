@@ -28,12 +28,12 @@ import html
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from kit.errors import LedgerError
+from kit.util import write_atomic
 
 __all__ = ["VERDICTS", "LEDGER_ENV", "Hypothesis", "Ledger", "confirmed_if"]
 
@@ -469,19 +469,4 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def _replace_with(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, text, prefix=_temp_prefix(path), fsync=True)

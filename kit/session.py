@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kit.errors import SessionError
+from kit.util import write_atomic
 
 __all__ = ["KINDS", "LAYOUT", "Evidence", "Provenance", "Session", "open", "provenance_of", "caption"]
 
@@ -290,16 +291,7 @@ class Session:
         entries = dict(self.manifest())
         entries[self._rel(path)] = provenance
         payload = {"format": 1, "artefacts": {k: v.to_dict() for k, v in sorted(entries.items())}}
-        target = self.root / MANIFEST
-        fd, tmp = tempfile.mkstemp(prefix=".provenance.", dir=self.root)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(payload, f, indent=1, sort_keys=True)
-                f.write("\n")
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(self.root / MANIFEST, json.dumps(payload, indent=1, sort_keys=True) + "\n", prefix=".provenance.")
         self._manifest = entries
 
     def __repr__(self) -> str:

@@ -6,8 +6,10 @@ import contextlib
 import gc
 import json
 import math
+import os
 import re
 import shlex
+import tempfile
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 if TYPE_CHECKING:
@@ -110,3 +112,26 @@ def html_fields(title: str, fields: Iterable[tuple[str, Any]]) -> str:
     rows = "".join(f"<tr><td style='text-align:left;color:#57606a'>{_html.escape(str(k))}</td>"
                    f"<td style='text-align:left'>{_html.escape(str(v))}</td></tr>" for k, v in fields)
     return (f"<div><b>{_html.escape(title)}</b><table style='font-size:90%'><tbody>{rows}</tbody></table></div>")
+
+
+def write_atomic(path: "os.PathLike[str] | str", text: str, *, prefix: str | None = None, fsync: bool = False) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``:
+    readers see the old file or the new one, never half of one, and a failed write leaves the old
+    file as it was and no temporary file behind. The file keeps its mode (0644 when new)."""
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -23,9 +23,7 @@ import html
 import itertools
 import json
 import math
-import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -34,6 +32,7 @@ from kit.bench import BenchResult, mean_ci, single_stream, welch
 from kit.errors import ExperimentError, KitError
 from kit.live._server import Server, _open_session
 from kit.util import quote as _q
+from kit.util import write_atomic
 
 
 def _flag_text(flag: str, value) -> str:
@@ -99,16 +98,7 @@ def plan(base_cmd: str, matrix: dict | None = None, flags: dict | None = None, *
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=1, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, json.dumps(obj, indent=1, default=str) + "\n")
 
 
 class Experiment:
