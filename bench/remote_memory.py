@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import kit
-from kit.testing import SSHServer
+from kit.testing import STREAM_PROBE, SSHServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,51 +27,7 @@ SIZES_MB = [int(x) for x in os.environ.get("KIT_BENCH_STREAM_MB", "100,500,1000,
 MB = 1_000_000
 STDIN_MB = int(os.environ.get("KIT_BENCH_STDIN_MB", "40"))
 
-_CHILD = r'''
-import json, logging, sys, time
-import kit
-
-opts, target, size = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-kex = [0]
-
-class Kex(logging.Handler):
-    def emit(self, record):
-        if "Switch to new keys" in record.getMessage():
-            kex[0] += 1
-
-lg = logging.getLogger("paramiko.transport")
-lg.setLevel(logging.DEBUG)
-lg.addHandler(Kex())
-lg.propagate = False
-
-def status(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-
-class Count:
-    n = 0
-    def write(self, s):
-        self.n += len(s)
-        return len(s)
-    def flush(self):
-        pass
-
-host = kit.connect(target, **opts)
-real, sys.stdout = sys.stdout, Count()
-host.run("head -c 4000000 /dev/zero", stream=True, timeout=60)
-sys.stdout = Count()
-with open("/proc/self/clear_refs", "w") as fh:
-    fh.write("5")
-before, k0 = status("VmRSS"), kex[0]
-t0 = time.perf_counter()
-res = host.run(f"head -c {size} /dev/zero", stream=True, timeout=1800)
-wall = time.perf_counter() - t0
-n, sys.stdout = sys.stdout.n, real
-print(json.dumps({"chars": n, "ok": res.ok, "wall": wall, "before": before, "peak": status("VmHWM"),
-                  "kex": kex[0] - k0}))
-'''
+_CHILD = STREAM_PROBE
 
 
 def _stream(server: SSHServer, size: int) -> dict:
@@ -81,7 +37,7 @@ def _stream(server: SSHServer, size: int) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"streamed run of {size} bytes failed: {proc.stderr[-2000:]}")
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    if got["chars"] != size or not got["ok"]:
+    if got["chars"] != size or got["exit"] != 0:
         raise SystemExit(f"streamed run of {size} bytes: got {got}")
     return got
 
@@ -135,7 +91,7 @@ def main() -> int:
         print(f"bench: stdin {stdin}, former sendall path {old:.1f} s", file=sys.stderr, flush=True)
 
     first, last = rows[0][1], rows[-1][1]
-    growth = [(g["peak"] - g["before"]) / 2**20 for _, g in rows]
+    growth = [(g["peak"] - g["rss_before"]) / 2**20 for _, g in rows]
     lines = [
         "## Remote streams and stdin: memory and speed (`bench/remote_memory.py`)",
         "",
@@ -149,7 +105,7 @@ def main() -> int:
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (mb, g), gr in zip(rows, growth):
-        lines.append(f"| {mb} MB | {g['wall']:.1f} | {mb / g['wall']:.0f} | {g['before'] / 2**20:.0f} | "
+        lines.append(f"| {mb} MB | {g['wall']:.1f} | {mb / g['wall']:.0f} | {g['rss_before'] / 2**20:.0f} | "
                      f"{g['peak'] / 2**20:.0f} | {gr:.1f} | {g['kex']} |")
     ssh_mbs = SIZES_MB[-1] / ssh_s
     kit_mbs = SIZES_MB[-1] / last["wall"]

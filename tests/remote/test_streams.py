@@ -16,67 +16,16 @@ import pytest
 
 import kit
 from kit.errors import ConnectError
-from kit.testing import SSHServer
+from kit.testing import STREAM_PROBE, SSHServer
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.ssh
 
-# A child process streams SIZE bytes with stream=True into a counting sys.stdout and reports the
-# byte count, its RSS before the stream and its peak RSS during it (peak reset after warm-up through
-# /proc/self/clear_refs), and how many key exchanges paramiko completed during the stream.
-STREAM_CHILD = r'''
-import json, logging, sys
-import kit
-
-opts, target, size = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-kex = [0]
-
-class Kex(logging.Handler):
-    def emit(self, record):
-        if "Switch to new keys" in record.getMessage():
-            kex[0] += 1
-
-lg = logging.getLogger("paramiko.transport")
-lg.setLevel(logging.DEBUG)
-lg.addHandler(Kex())
-lg.propagate = False
-
-def status(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-
-class Count:
-    n = 0
-    def write(self, s):
-        self.n += len(s)
-        return len(s)
-    def flush(self):
-        pass
-
-host = kit.connect(target, **opts)
-real, sys.stdout = sys.stdout, Count()
-host.run("head -c 4000000 /dev/zero", stream=True, timeout=60)  # warm-up: every code path once
-sys.stdout = Count()
-try:
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")  # reset the peak RSS (VmHWM) to the current RSS
-    reset = True
-except OSError:
-    reset = False
-before, kex_before = status("VmRSS"), kex[0]
-res = host.run(f"head -c {size} /dev/zero; echo end >&2", stream=True, timeout=600)
-counted, sys.stdout = sys.stdout.n, real
-print(json.dumps({"chars": counted, "exit": res.exit_code, "stderr": res.stderr, "stdout_bytes": res.stdout_bytes,
-                  "kept": len(res.stdout), "truncated": res.truncated, "rss_before": before,
-                  "peak": status("VmHWM"), "peak_reset": reset, "kex": kex[0] - kex_before}))
-'''
 
 
 def stream_in_child(server: SSHServer, size: int) -> dict:
     opts = server.connect_options()
-    proc = subprocess.run([sys.executable, "-c", STREAM_CHILD, json.dumps(opts), server.target, str(size)],
+    proc = subprocess.run([sys.executable, "-c", STREAM_PROBE, json.dumps(opts), server.target, str(size)],
                           capture_output=True, text=True, timeout=900, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-3000:]
