@@ -20,7 +20,7 @@ PUBLIC_API = {
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'RequestTiming', 'list_models', 'mean_ci', 'single_stream', 'stream_request', 'welch'],
     'kit.remote': ['Fetched', 'FileStat', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
     'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'evaluate', 'find', 'grep', 'module_path', 'slice'],
-    'kit.profile': ['Comparison', 'PHASES', 'Profile', 'Summary', 'compare', 'default_rules', 'load', 'roofline'],
+    'kit.profile': ['Comparison', 'PHASES', 'Prefetch', 'Profile', 'Summary', 'compare', 'default_rules', 'load', 'prefetch', 'roofline'],
     'kit.logs': ['LogData', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'spec_summary'],
     'kit.models': ['AllReduceCost', 'DecodeFloor', 'GPUSpec', 'LINKS', 'LinkModel', 'ModelShape', 'SpecEstimate', 'WEIGHT_FORMATS', 'decode_floor', 'gpu_spec', 'gpu_specs', 'model_shape', 'acceptance_for_length', 'allreduce_cost', 'allreduce_time_us', 'break_even', 'drafter_cost', 'expected_tokens', 'fit', 'link', 'spec_estimate', 'spec_from_summary', 'speedup', 'speedup_curves'],
     'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi'],
