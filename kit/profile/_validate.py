@@ -3,7 +3,8 @@
 Applied at three points (each a one-line hook in the reader, so the readers stay about reading):
 
 - ``loads_lenient`` (``_kineto._loads_array``, when orjson refuses a piece): a ``NaN`` or
-  ``Infinity`` literal (Python's json writes them) is parsed by the standard library instead of
+  ``Infinity`` literal (Python's json writes them) or an integer beyond 64 bits is parsed by the
+  standard library (and the value then dropped and counted below) instead of
   failing the whole piece (which used to drop every kernel under a "truncated" warning); an event
   nested deeper than any parser allows (100k ``[``) is replaced by a marker and counted.
 - ``clean_events`` (``_kineto._Collector.add_dicts``, on every piece parsed into dicts): ``ts``/``dur`` given as text
@@ -31,7 +32,6 @@ from typing import Any
 
 from kit.errors import TraceError
 
-_NONFINITE = (b"NaN", b"Infinity")
 _DEEP = re.compile(rb"[\[{](?:\s*[\[{]){500,}")
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 DROPPED = "__kit_dropped__"  # category of the marker event that stands for an unparseable one
@@ -57,12 +57,10 @@ def _parse(buf: bytes) -> list | None:
             return orjson.loads(buf)
         except orjson.JSONDecodeError:
             pass
-    if orjson is None or any(t in buf for t in _NONFINITE):
-        try:
-            return json.loads(buf)
-        except (ValueError, RecursionError):
-            return None
-    return None
+    try:  # NaN/Infinity literals, integers beyond 64 bits (10**400): the standard library reads them
+        return json.loads(buf)
+    except (ValueError, RecursionError):
+        return None
 
 
 def loads_lenient(buf: bytes) -> list | None:
