@@ -183,19 +183,33 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
 
 
 def _no_kernel_warning(name: str, launches: pd.DataFrame, comms, ann: pd.DataFrame) -> str:
-    """Why a trace has no GPU kernel, as precisely as the trace tells."""
-    n_rt = len(launches)
+    """Why a trace has no GPU kernel, as precisely as the trace tells.
+
+    Collective calls are counted once each (``record_param_comms``, else the ``c10d::`` ops: a call
+    records both), as the summary's collective table counts them; CUPTI is blamed only when the trace
+    holds kernel launches (``cudaLaunchKernel``, graph launches, memcpy/memset calls), not when its
+    runtime calls are queries and events that launch nothing (``cudaStreamIsCapturing``, ``cudaEventRecord``)."""
+    n_launch = int(launches["name"].astype(str).str.contains(_LAUNCH_CALL).sum()) if len(launches) else 0
     coll = ""
     if comms is not None and len(comms):
-        gs = sorted({int(g) for g in comms["group_size"] if g >= 0})
-        coll = (f"; its {len(comms):,} collective call(s) (record_param_comms, group size "
-                f"{', '.join(map(str, gs)) or 'unknown'}) launched no kernel")
+        rp = comms[comms["name"] == "record_param_comms"]
+        use = rp if len(rp) else comms
+        gs = sorted({int(g) for g in use["group_size"] if g >= 0})
+        coll = (f"; its {len(use):,} collective call(s) ({'record_param_comms' if len(rp) else 'c10d ops'}, "
+                f"group size {', '.join(map(str, gs)) or 'unknown'}) launched no kernel")
         if gs == [1]:
             coll += " because a process group of size 1 communicates nothing"
-    if n_rt:
-        return (f"{name}: no GPU kernels although {n_rt:,} CUDA runtime calls with correlation ids were recorded: "
-                f"the GPU activity (CUPTI) was not collected or not flushed for this window{coll}")
+    if n_launch:
+        return (f"{name}: no GPU kernels although {n_launch:,} kernel launch call(s) with correlation ids were "
+                f"recorded: the GPU activity (CUPTI) was not collected or not flushed for this window{coll}")
+    if len(launches):
+        return (f"{name}: no GPU kernels, and none was launched: the trace's {len(launches):,} CUDA runtime call(s) "
+                f"launch no work (queries, events){coll}")
     return f"{name}: no GPU kernels in this trace (CPU-only profile, or CUDA activity not recorded){coll}"
+
+
+# runtime/driver calls that put work on the GPU (kernels, graphs, copies, fills)
+_LAUNCH_CALL = r"(?i)launch|memcpy|memset"
 
 
 @dataclass(eq=False)
