@@ -107,7 +107,8 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
             warnings.append(_no_kernel_warning(p.name, la, cm, a))
         step, phase, steps = assign_steps(k, a, la)
         linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
-        for c in ("module", "block", "layer", "frame_category", "frame_kind", "frame_name", "graph", "launch"):
+        for c in ("module", "block", "layer", "layer_kind", "frame_category", "frame_kind", "frame_name", "graph",
+                  "launch"):
             k[c] = linked[c].to_numpy()
         k["step"] = step
         k["phase"] = phase
@@ -158,12 +159,12 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
         kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
         kernels["decided_by"] = pd.Categorical(by, categories=list(A.EVIDENCE))
         kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
-        for c in ("module", "block", "launch"):
+        for c in ("module", "block", "layer_kind", "launch"):
             kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")
         kernels["layer"] = kernels["layer"].astype(np.int64)
         kernels = kernels[["rank", "device", "stream", "name", "category", "decided_by", "evidence", "start_us",
                            "dur_us", "correlation", "step", "phase", "kind", "count", "collective", "module", "block",
-                           "layer", "launch", "graph", "file"]]
+                           "layer", "layer_kind", "launch", "graph", "file"]]
     annotations = pd.concat(ann, ignore_index=True) if ann else pd.DataFrame()
     steps_df = pd.concat(steps_all, ignore_index=True) if steps_all else pd.DataFrame(
         columns=["rank", "step", "name", "phase", "start_us", "end_us", "wall_us", "gap_before_us", "kernels", "source"])
