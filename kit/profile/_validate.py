@@ -15,9 +15,10 @@ Applied at three points (each a one-line hook in the reader, so the readers stay
 - ``check_frames`` (``_load.load_files``, where raw columns become frames, for every format):
   kernels with no usable timestamp (missing, NaN, text, negative, after 2100 or more than a day from
   the file's other events), an unreadable (NaN, infinite, text), negative or over-an-hour duration
-  (``dur: 1e18``), and exact duplicates (the same kernel, stream, start and duration twice) are
-  dropped, each kind counted in one warning naming the file; annotations, runtime calls, CPU frames
-  and collective calls outside the same ranges are dropped and counted too. When most kernels have no usable timestamp the file
+  (``dur: 1e18``), and exact duplicates (the same kernel, stream, start and duration twice; not
+  untimed graph-replay kernels with ``ts = dur = 0``, separate executions) are dropped, each kind
+  counted in one warning naming the file; annotations, runtime calls, CPU frames and collective calls
+  outside the same ranges are dropped and counted too. When most kernels have no usable timestamp the file
   gives a TraceError: a timeline built from the rest would be a wrong number with a footnote.
 
 The SQLite reader converts its values with :class:`Numbers` (text timestamps read or dropped, and
@@ -200,18 +201,21 @@ class Numbers:
         return [f"{base}: {_n(self.text, 'timestamp')} given as text repaired (read as numbers)"] if self.text else []
 
 
-def out_of_range(ts, dur):
+def out_of_range(ts, dur, untimed_ok: bool = False):
     """Masks (bad timestamp, bad duration) of the physical ranges above: a timestamp that is not a
     finite number, negative, after 2100 or more than a day from the table's median; a duration that is
-    not a finite number, negative or over an hour."""
+    not a finite number, negative or over an hour. ``untimed_ok``: ``ts = dur = 0`` (graph-replay
+    kernels recorded without timing) is not out of range; the steps are built from their order."""
     import numpy as np
 
     ts = np.asarray(ts, dtype=float)
     dur = np.asarray(dur, dtype=float)
     bad_ts = ~np.isfinite(ts) | (ts < 0) | (ts > MAX_TS_US)
-    if (~bad_ts).any():
-        mid = float(np.median(ts[~bad_ts]))
-        bad_ts |= np.abs(ts - mid) > MAX_SPAN_US
+    untimed = (ts == 0) & (dur == 0) if untimed_ok else np.zeros(len(ts), bool)
+    timed = ~bad_ts & ~untimed
+    if timed.any():
+        mid = float(np.median(ts[timed]))
+        bad_ts |= (np.abs(ts - mid) > MAX_SPAN_US) & ~untimed
     bad_dur = ~np.isfinite(dur) | (dur < 0) | (dur > MAX_DUR_US)
     return bad_ts, bad_dur & ~bad_ts
 
@@ -227,7 +231,7 @@ def check_frames(fr: dict, name: str) -> dict:
     if n0:
         ts = k["ts"].to_numpy(dtype=float)
         dur = k["dur"].to_numpy(dtype=float)
-        bad_ts, bad_dur = out_of_range(ts, dur)
+        bad_ts, bad_dur = out_of_range(ts, dur, untimed_ok=True)
         if not timeline:
             bad_ts = np.zeros(n0, bool)
             bad_dur = ~np.isfinite(dur) | (dur < 0) | (dur > MAX_DUR_US)
@@ -249,7 +253,12 @@ def check_frames(fr: dict, name: str) -> dict:
         if drop.any():
             k = k[~drop]
         if timeline and len(k) > 1:
+            # kernels with neither start nor duration (CUDA-graph replays recorded without per-kernel
+            # timing, every replay repeating the graph's correlation ids) are separate executions that
+            # cannot be told from a copy: they are kept, never counted as duplicates
+            untimed = (k["ts"].to_numpy(dtype=float) == 0) & (k["dur"].to_numpy(dtype=float) == 0)
             dup = k.duplicated(subset=["device", "stream", "ts", "dur", "name", "correlation", "kind"])
+            dup &= ~untimed
             if dup.any():
                 warnings.append(f"{name}: {_n(int(dup.sum()), 'duplicated kernel event')} dropped (the same kernel, "
                                 f"stream, start and duration twice: events written twice or files concatenated?)")
