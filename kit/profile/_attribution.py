@@ -321,7 +321,8 @@ def evidence_table(k: pd.DataFrame) -> pd.DataFrame:
 
 def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
     """Kernel time per module class (``by='module'``: innermost module; ``'block'``: the module inside
-    the layer) or per layer index (``by='layer'``: rows layer x block)."""
+    the layer) or per layer index (``by='layer'``: rows layer x block, with the layer's ``kind``:
+    the roles inside it, e.g. ``attention+mlp``, ``ssm``, ``attention+moe``)."""
     if not len(k) or "module" not in k:
         return pd.DataFrame(columns=[by, "time_us", "calls", "share_of_kernel"])
     tot = float(k["dur_us"].sum())
@@ -329,7 +330,12 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
                   block=k["block"].astype(object).fillna(k["module"].astype(object)).fillna("(no module)"))
     if by == "layer":
         km = km[km["layer"] >= 0]
-        g = km.groupby(["layer", "block"], observed=True).agg(time_us=("dur_us", "sum"), calls=("count", "sum"))
+        if "layer_kind" in km:
+            km = km.assign(kind=km["layer_kind"].astype(object).fillna("other"))
+        else:
+            km = km.assign(kind="other")
+        g = km.groupby(["layer", "kind", "block"], observed=True).agg(time_us=("dur_us", "sum"),
+                                                                      calls=("count", "sum"))
         g = g.reset_index().sort_values(["layer", "time_us"], ascending=[True, False])
     else:
         keys = ["block", "module"] if by == "module" else ["block"]
@@ -338,3 +344,36 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
     g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
     g["calls"] = g["calls"].astype(int)
     return g.reset_index(drop=True)
+
+
+# kernel time decided by a generic kernel name alone above this share is flagged
+UNDECIDED_WARN = 0.05
+
+
+def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
+    """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name
+    rules: elementwise) or nothing did (``other``), and that time per category."""
+    if not len(k) or "decided_by" not in k:
+        return 0.0, {}
+    generic = {r.category for r in rules if "kernel" in r.on and r.generic} | {OTHER}
+    by = k["decided_by"].astype(str)
+    sel = by.isin(["kernel name", "kernel name (no launch)", "none"]) & k["category"].astype(str).isin(generic)
+    tot = float(k["dur_us"].sum())
+    if not tot > 0:
+        return 0.0, {}
+    per = k[sel].groupby(k["category"].astype(str)[sel])["dur_us"].sum()
+    return float(k.loc[sel, "dur_us"].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0}
+
+
+def undecided_warning(k: pd.DataFrame, rules: list[Rule], module_frames: int) -> str | None:
+    """The warning for an undecided share of at least ``UNDECIDED_WARN``, naming what would decide it."""
+    share, per = undecided(k, rules)
+    if share < UNDECIDED_WARN:
+        return None
+    parts = ", ".join(f"{c} {100 * v:.1f}%" for c, v in sorted(per.items(), key=lambda x: -x[1]))
+    why = ("record the trace with torch.profiler.profile(with_stack=True) (module frames say what each "
+           "kernel computes)" if not module_frames else
+           "the trace has module frames but no [[role]] rule claims the enclosing classes: add one "
+           "(kit.profile.load(..., rules=FILE))")
+    return (f"{100 * share:.1f}% of kernel time ({parts}) is decided by a generic kernel name alone: no CPU op, "
+            f"op sequence or module says what those kernels compute, so their categories are undecided; {why}")
