@@ -470,7 +470,7 @@ def tar_group(out, names, tar_path):
     with tarfile.open(tar_path, "w") as t:
         for n in names:
             p = os.path.join(out, n)
-            if os.path.isdir(p):
+            if os.path.exists(p):
                 t.add(p, arcname=n)
 
 
