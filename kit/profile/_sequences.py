@@ -7,8 +7,9 @@ norm. None of these ops says what it is alone (``mul``, ``cat``, ``topk`` are ev
 run does. The ``[[sequence]]`` rules of ``categories.toml`` are regexes over the thread's outermost
 ops (ops no other op encloses; view ops are already dropped by the reader), written as their names
 without ``aten::``, each followed by one space. Rules are tried in order and each claims the ops of
-its matches that no earlier rule claimed; a named group ``x`` limits the claim to that group (the
-rest is context). A kernel launched under a claimed op takes the rule's category when its own frame
+its matches that no earlier rule claimed (ops an earlier rule claimed are written
+``<category>:<name>``, context a later rule may use); named groups ``x``, ``x2``, ... limit the claim
+to those groups (the rest is context). A kernel launched under a claimed op takes the rule's category when its own frame
 evidence is none or a generic op (``container = true``: also over a meaningful op).
 """
 from __future__ import annotations
@@ -24,26 +25,32 @@ def token(name: str) -> str:
 
 
 def claim(names: list[str], rules: list[Rule]) -> list[Rule | None]:
-    """The sequence rule claiming each op of ``names`` (a thread's outermost ops in time order), or None."""
+    """The sequence rule claiming each op of ``names`` (a thread's outermost ops in time order), or None.
+
+    Each rule sees the ops as text, the ones earlier rules claimed written ``<category>:<name>``
+    (spaces in a category as ``_``: ``rope:add kv-cache_write:cat``), so a rule can use what was
+    found before it as context and cannot claim it again."""
     n = len(names)
     out: list[Rule | None] = [None] * n
     if not n or not rules:
         return out
-    toks = [token(x).replace(" ", "_") + " " for x in names]
-    starts = np.cumsum([0] + [len(t) for t in toks[:-1]])
-    text = "".join(toks)
+    toks = [token(x).replace(" ", "_") for x in names]
     for r in rules:
         rx = r._rx  # type: ignore[attr-defined]
-        grp = "x" if "x" in rx.groupindex else 0
+        words = [t if out[i] is None else f"{out[i].category.replace(' ', '_')}:{t}" for i, t in enumerate(toks)]
+        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+        text = " ".join(words) + " "
+        groups = [g for g in rx.groupindex if g == "x" or (g.startswith("x") and g[1:].isdigit())] or [0]
         for m in rx.finditer(text):
-            a, b = m.span(grp)
-            if b <= a:
-                continue
-            i = int(np.searchsorted(starts, a, side="right")) - 1
-            j = int(np.searchsorted(starts, b, side="left"))
-            for t in range(max(i, 0), min(j, n)):
-                if out[t] is None:
-                    out[t] = r
+            for g in groups:
+                a, b = m.span(g)
+                if b <= a:
+                    continue
+                i = int(np.searchsorted(starts, a, side="right")) - 1
+                j = int(np.searchsorted(starts, b, side="left"))
+                for t in range(max(i, 0), min(j, n)):
+                    if out[t] is None:
+                        out[t] = r
     return out
 
 

@@ -73,6 +73,23 @@ def test_graph_replays_without_timing_are_executions_not_duplicates(tmp_path):
         assert a == b
 
 
+def test_hf_graph_replays_without_timing_keep_counts_and_step_times(tmp_path):
+    """The real transformers graph replay (one correlation id per replay, eager copies between) with
+    its graph kernels untimed: every step keeps its kernel count, step times from the GPU ranges
+    within 5% of the timed original's spans."""
+    from tests.conftest import TEST_DATA
+
+    timed = profile.load(TEST_DATA / "traces" / "hf_graph_replay" / "trace.json.gz", cache=False)
+    p = profile.load(D.hf_graph_without_timing(tmp_path / "u.json.gz"), cache=False)
+    assert not any("duplicated" in w for w in p.warnings)
+    st, st0 = p.steps, timed.steps
+    assert len(st) == len(st0) == 6
+    assert (st["kernels"].to_numpy() == st0["kernels"].to_numpy()).all()
+    assert (p.kernels["step"] >= 0).sum() == (timed.kernels["step"] >= 0).sum()
+    rel = abs(st["wall_us"].to_numpy() - st0["wall_us"].to_numpy()) / st0["wall_us"].to_numpy()
+    assert rel.max() < 0.05, (st["wall_us"], st0["wall_us"])
+
+
 def test_graph_replays_without_timing_and_without_annotations_step_per_launch(tmp_path):
     """The same untimed trace with its decode_step ranges removed: one step per cudaGraphLaunch, each
     holding one replay's kernels."""
