@@ -15,7 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-PARSER_VERSION = "4"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept
+PARSER_VERSION = "5"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept;
+# 5: op shapes, runtime calls kept, out-of-range values dropped
 _TABLES = ("kernels", "annotations", "launches", "frames", "comms")
 
 
