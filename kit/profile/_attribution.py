@@ -391,16 +391,20 @@ UNDECIDED_WARN = 0.05
 
 def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
     """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name
-    rules: elementwise) or nothing did (``other``), and that time per category."""
+    rules: elementwise), nothing gave (``other``) or a generic op sequence guessed (``generic = true``
+    sequence rules: readings the ops cannot tell apart), and that time per category."""
     if not len(k) or "decided_by" not in k:
         return 0.0, {}
     generic = {r.category for r in rules if "kernel" in r.on and r.generic} | {OTHER}
+    guesses = {r.role or r.pattern for r in rules if "sequence" in r.on and r.generic}
     by = k["decided_by"].astype(str)
-    sel = by.isin(["kernel name", "kernel name (no launch)", "none"]) & k["category"].astype(str).isin(generic)
+    cat = k["category"].astype(str)
+    sel = by.isin(["kernel name", "kernel name (no launch)", "none"]) & cat.isin(generic)
+    sel |= (by == "sequence") & k["evidence"].astype(object).isin(guesses)
     tot = float(k["dur_us"].sum())
     if not tot > 0:
         return 0.0, {}
-    per = k[sel].groupby(k["category"].astype(str)[sel])["dur_us"].sum()
+    per = k[sel].groupby(cat[sel])["dur_us"].sum()
     return float(k.loc[sel, "dur_us"].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0}
 
 
@@ -414,5 +418,6 @@ def undecided_warning(k: pd.DataFrame, rules: list[Rule], module_frames: int) ->
            "kernel computes)" if not module_frames else
            "the trace has module frames but no [[role]] rule claims the enclosing classes: add one "
            "(kit.profile.load(..., rules=FILE))")
-    return (f"{100 * share:.1f}% of kernel time ({parts}) is decided by a generic kernel name alone: no CPU op, "
-            f"op sequence or module says what those kernels compute, so their categories are undecided; {why}")
+    return (f"{100 * share:.1f}% of kernel time ({parts}) is decided by a generic kernel name alone or by an op "
+            f"sequence with more than one reading: no CPU op or module says what those kernels compute, so "
+            f"their categories are undecided; {why}")

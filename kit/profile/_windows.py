@@ -214,26 +214,33 @@ def _period(names: np.ndarray, want: list[int]) -> int:
 def _replay_steps(k: pd.DataFrame, untimed: np.ndarray, launches: pd.DataFrame, source: str, markers,
                   nsteps: int, rows: list) -> np.ndarray:
     """Step of each untimed kernel (``ts = dur = 0``: a CUDA-graph replay recorded without per-kernel
-    timing, every replay repeating the same correlation ids), from the order the replays were written.
+    timing), from the order the replays were written.
 
-    Per correlation id, the kernels in file order are the replays one after the other; the r-th
-    replay is the r-th graph launch (by CPU time), placed in the step whose CPU range holds it (the
-    r-th step when the steps are GPU ranges with CPU twins, or the launches themselves), else the
-    r-th step when there are as many replays as steps; -1 when neither holds."""
+    Per correlation id, the kernels in file order are one replay or several replays one after the
+    other (when every replay repeats the first one's ids). Several ids, each a graph launch: one
+    replay per id, placed by its launch. One id: the replays repeat its kernel names; replay r is the
+    r-th graph launch from the one with that id (by CPU time). A launch is placed in the step whose
+    CPU range holds it (the r-th step when the steps are GPU ranges with CPU twins, or the launches
+    themselves); without launches, the r-th step when there are as many replays as steps; else -1."""
     out = np.full(int(untimed.sum()), -1, dtype=np.int64)
     names = k["name"].astype(str).to_numpy()[untimed]
     corr = k["correlation"].to_numpy()[untimed]
     g = launches[launches["name"].astype(str).str.contains(_GRAPH)].sort_values("ts") if len(launches) else launches
     g_ts = g["ts"].to_numpy(float) if len(g) else np.empty(0)
-    for c in pd.unique(corr):
+    g_pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())} if len(g) else {}
+    ids = pd.unique(corr)
+    one_each = len(ids) > 1 and all(c in g_pos for c in ids)
+    for c in ids:
         sel = np.flatnonzero(corr == c)
-        per = _period(names[sel], [len(g_ts), nsteps])
+        i0 = g_pos.get(c)
+        left = len(g_ts) - i0 if i0 is not None else 0
+        per = len(sel) if one_each else _period(names[sel], [left, nsteps])
         rep = np.arange(len(sel)) // per
         nrep = int(rep.max()) + 1
-        if source == "cuda-graph" or (len(g_ts) != nrep and nrep == nsteps):
-            st = rep if nrep <= nsteps else np.full(len(sel), -1)
-        elif len(g_ts) == nrep:
-            st = _step_of_times(g_ts, source, markers, nsteps)[rep]
+        if i0 is not None and nrep <= left:
+            st = i0 + rep if source == "cuda-graph" else _step_of_times(g_ts, source, markers, nsteps)[i0 + rep]
+        elif nrep == nsteps:
+            st = rep
         else:
             st = np.full(len(sel), -1)
         out[sel] = st

@@ -8,11 +8,15 @@ with a documented, minimal change (nothing invented: every event kept is a real 
   range and the runtime calls inside: ``cudaStreamIsCapturing``, ``cudaEventRecord``), no GPU
   kernel: a window in which nothing was launched, so nothing can be missing.
 - :func:`graph_without_timing`: ``compiled_graph`` (a decode step captured in a CUDA graph and
-  replayed 8 times) as a profiler that does not time graph kernels writes it (the format named in
-  ../shared/reference/traces.md and issue 20): every kernel of a replay has ``ts = 0`` and
-  ``dur = 0`` and carries the correlation id of the first replay's ``cudaGraphLaunch``, so the
-  replays repeat the same correlation ids; kernels stay in the order the replays ran. The CPU side
-  and the GPU-side ``decode_step_N`` annotations are unchanged.
+  replayed 8 times) as a profiler that does not time graph kernels writes it (issue 20's trace):
+  every kernel of a replay has ``ts = 0`` and ``dur = 0`` and carries the correlation id of the
+  first replay's ``cudaGraphLaunch``, so the replays repeat the same correlation ids; kernels stay
+  in the order the replays ran. The CPU side and the GPU-side ``decode_step_N`` annotations are
+  unchanged.
+- :func:`hf_graph_without_timing`: ``hf_graph_replay`` (transformers Llama, StaticCache, one graph
+  replayed per step, each replay's kernels carrying its own launch's correlation id, plus a few
+  eager kernels per step) with the graph kernels' ``ts`` and ``dur`` set to 0 (eager ones keep
+  theirs).
 """
 from __future__ import annotations
 
@@ -67,3 +71,18 @@ def graph_without_timing(out: Path) -> tuple[Path, int]:
         e["args"]["correlation"] = first
     doc["traceEvents"] = rest + kern
     return _write(doc, out), per
+
+
+def hf_graph_without_timing(out: Path) -> Path:
+    """``hf_graph_replay`` with its graph-replayed kernels untimed (see module doc)."""
+    doc = _read("hf_graph_replay")
+    ev = doc["traceEvents"]
+    ids = {e["args"]["correlation"] for e in ev if e.get("name") == "cudaGraphLaunch"}
+    kern = sorted((e for e in ev if e.get("cat") in _KERNEL_CATS), key=lambda e: e["ts"])
+    rest = [e for e in ev if e.get("cat") not in _KERNEL_CATS and e.get("cat") != "ac2g"]
+    for e in kern:
+        if e["args"].get("correlation") in ids:
+            e["ts"] = 0
+            e["dur"] = 0
+    doc["traceEvents"] = rest + kern
+    return _write(doc, out)

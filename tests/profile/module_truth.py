@@ -121,3 +121,32 @@ def truth(path: str | Path, step_prefix: str = "decode_step_") -> dict:
 def shares(times: dict) -> dict:
     tot = sum(times.values())
     return {k: v / tot for k, v in times.items()}
+
+
+def launched_under(path: str | Path, op: str) -> set:
+    """Correlation ids of the runtime launches enclosed (same thread, in time) by a ``cpu_op`` named ``op``."""
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    ev = [e for e in orjson.loads(data)["traceEvents"] if e.get("ph") == "X"]
+    spans = defaultdict(list)
+    for e in ev:
+        if e.get("cat") == "cpu_op" and e.get("name") == op:
+            spans[e["tid"]].append((e["ts"], e["ts"] + e["dur"]))
+    out = set()
+    for e in ev:
+        if e.get("cat") in _RUNTIME and "correlation" in (e.get("args") or {}):
+            if any(s <= e["ts"] <= f for s, f in spans.get(e["tid"], ())):
+                out.add(e["args"]["correlation"])
+    return out
+
+
+def without_python_frames(path: str | Path, out: Path) -> Path:
+    """The trace with every ``python_function`` event removed (as if recorded without with_stack)."""
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    doc = orjson.loads(data)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "python_function"]
+    out.write_bytes(gzip.compress(orjson.dumps(doc)))
+    return out
