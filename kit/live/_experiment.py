@@ -68,9 +68,25 @@ def _setting_text(kind: str, key: str, value) -> str:
     return f"{key} {value}"
 
 
+def _as_dict(value, what: str) -> dict | None:
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ExperimentError(f"experiment: {what} is neither a dict nor JSON text ({exc}): {value[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise ExperimentError(f"experiment: {what} must map names to lists of values, not {type(value).__name__}")
+    return value
+
+
 def plan(base_cmd: str, matrix: dict | None = None, flags: dict | None = None, *, mode: str = "ofat",
          env: dict | None = None) -> list[dict]:
-    """The variants an experiment runs: label, slug, command, environment, settings (no side effects)."""
+    """The variants an experiment runs: label, slug, command, environment, settings (no side effects).
+
+    ``matrix`` and ``flags`` may also be given as JSON text (as a papermill ``-p`` parameter arrives)."""
+    matrix, flags = _as_dict(matrix, "matrix"), _as_dict(flags, "flags")
     factors = [("env", k, list(v)) for k, v in (matrix or {}).items()] + \
               [("flag", k, list(v)) for k, v in (flags or {}).items()]
     for kind, key, values in factors:
@@ -372,6 +388,7 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
     from kit.session import Provenance
 
     sess = _open_session(session)
+    matrix, flags, bench = _as_dict(matrix, "matrix"), _as_dict(flags, "flags"), _as_dict(bench, "bench")
     variants = plan(base_cmd, matrix, flags, mode=mode, env=env)
     h = host if isinstance(host, Host) else connect(host)
     d = sess.path("experiments", name)

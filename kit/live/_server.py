@@ -582,6 +582,17 @@ class Server:
             {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list, tuple))}))
         return res
 
+    def load(self, *, name: str | None = None, **kwargs):
+        """``kit.bench.sweep`` (request rates and/or concurrencies) against this server, every request
+        saved to ``bench/<name>.json`` with provenance; returns the :class:`kit.bench.LoadResult`."""
+        from kit.bench import sweep
+
+        name = name or f"{self.name}-load"
+        res = sweep(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
+        self._record(f"bench/{name}.json", "kit.bench.sweep " + json.dumps(
+            {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list, tuple, dict))}))
+        return res
+
     # -- provenance -----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """The command, environment, host and timings, as stored beside every artefact."""
