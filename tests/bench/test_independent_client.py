@@ -1,7 +1,7 @@
 """kit.bench beside an independent client from PyPI (guidellm), on the same server of known timing.
 
 guidellm is installed on first use into its own virtual environment (``$KIT_GUIDELLM_VENV``, default
-``~/.cache/decode-kit/guidellm-venv``), never into the project's; the test skips, saying why, when
+``.kit-cache/guidellm-venv``), never into the project's; the test skips, saying why, when
 the package registry cannot be reached. Both clients send the same prompts (one JSON-lines file),
 one request at a time, to ``tests/live/timed_server.py``; their figures are printed side by side
 with the truth the server wrote down.
@@ -21,13 +21,14 @@ from pathlib import Path
 import pytest
 
 from kit.bench import load_test
+from tests.conftest import ROOT
 from tests.live.conftest import truth_requests
 
 GUIDELLM = "guidellm==0.8.1"
 
 
 def _guidellm() -> Path:
-    venv = Path(os.environ.get("KIT_GUIDELLM_VENV", Path.home() / ".cache" / "decode-kit" / "guidellm-venv"))
+    venv = Path(os.environ.get("KIT_GUIDELLM_VENV", ROOT / ".kit-cache" / "guidellm-venv"))
     exe = venv / "bin" / "guidellm"
     if exe.is_file():
         return exe
