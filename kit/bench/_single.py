@@ -163,13 +163,18 @@ class BenchResult:
         return f"BenchResult({self.url!r}, model={self.data.get('model')!r}; " + "; ".join(parts) + ")"
 
     def _repr_html_(self) -> str:
+        rows = self.summary()
+        reasoning = any((r.get("reasoning_tokens") or 0) > 0 for r in rows)
         head = "".join(f"<th>{h}</th>" for h in ("concurrency", "decode tok/s (95% CI)", "TTFT ms",
-                                                   "ITL ms", "output tok/s", "requests ok/failed"))
+                                                   "ITL ms", "output tok/s", "requests ok/failed")
+                       + (("reasoning / answer tokens",) if reasoning else ()))
         body = ""
-        for r in self.summary():
+        for r in rows:
             body += (f"<tr><td>{r['concurrency']}</td><td>{_ci(r, 'decode_tok_s', 1)}</td>"
                      f"<td>{_ci(r, 'ttft_ms', 1)}</td><td>{_ci(r, 'itl_ms', 2)}</td>"
-                     f"<td>{_ci(r, 'output_tok_s', 1)}</td><td>{r['requests_ok']}/{r['requests_failed']}</td></tr>")
+                     f"<td>{_ci(r, 'output_tok_s', 1)}</td><td>{r['requests_ok']}/{r['requests_failed']}</td>"
+                     + (f"<td>{r['reasoning_tokens']:.0f} / {r['answer_tokens']:.0f}</td>" if reasoning else "")
+                     + "</tr>")
         return (f"<div><b>single_stream</b> <code>{html.escape(self.url)}</code> model "
                 f"<code>{html.escape(str(self.data.get('model')))}</code><table><tr>{head}</tr>{body}</table>"
                 f"<small>{html.escape(DEFINITIONS)}</small></div>")

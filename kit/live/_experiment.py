@@ -272,16 +272,20 @@ class Experiment:
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{h}</th>" for h in ("variant", "status", "decode tok/s (95% CI)", "TTFT ms", "ITL ms",
-                                                   "speed-up", "p", "significant"))
+                                                   "speed-up (95% CI by round)", "p", "significant"))
         body = ""
         for r in self.rows():
             ci = (f"{r['tok_s']:.1f} [{r['tok_s_lo']:.1f}, {r['tok_s_hi']:.1f}]" if r["n"] > 1 else
                   f"{r['tok_s']:.1f}" if r["n"] else "")
             body += (f"<tr><td>{html.escape(r['variant'])}</td><td>{html.escape(r['status'])}</td><td>{ci}</td>"
-                     f"<td>{r['ttft_ms']:.1f}</td><td>{r['itl_ms']:.2f}</td><td>{r['speedup']:.3f}</td>"
+                     f"<td>{r['ttft_ms']:.1f}</td><td>{r['itl_ms']:.2f}</td><td>{r['speedup']:.3f}"
+                     + (f" [{r['speedup_lo']:.3f}, {r['speedup_hi']:.3f}]" if not math.isnan(r.get("speedup_lo", math.nan))
+                        else "") + "</td>"
                      f"<td>{_p(r['p_value'])}</td>"
                      f"<td>{'yes' if r['significant'] else ''}</td></tr>")
-        return f"<div><b>experiment</b> <code>{html.escape(self.name)}</code><table><tr>{head}</tr>{body}</table></div>"
+        covers = (self.meta.get("statistics") or {}).get("covers", "")
+        return (f"<div><b>experiment</b> <code>{html.escape(self.name)}</code><table><tr>{head}</tr>{body}</table>"
+                + (f"<small>95 % intervals: {html.escape(covers)}</small>" if covers else "") + "</div>")
 
 
 def _p(p: float) -> str:

@@ -423,6 +423,13 @@ class Server:
                         f"(log {self.log_path}); last lines: {clip(' | '.join(list(self._tail)[-3:]), 400)}",
                         host=self.host.name, tail=tail)
                 if now > self.ready_timeout:
+                    if healthy and self.owner == "none":
+                        raise ServerError(
+                            f"{self.host.name}: server {self.name}: {self.local_url} answers but no process listens "
+                            f"on port {self.port} in the host's /proc/net/tcp (an engine in a container or another "
+                            f"network namespace?); stopped after {self.ready_timeout:g} s; if a proxy of this engine "
+                            f"holds the port, pass check_port=False", host=self.host.name,
+                            tail="\n".join(list(self._tail)[-15:]))
                     if healthy and self.owner == "other":
                         raise ServerError(
                             f"{self.host.name}: server {self.name}: port {self.port} answers but is held by "

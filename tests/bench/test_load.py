@@ -29,6 +29,7 @@ def test_reasoning_deltas_are_tokens(timed_server):
         assert math.isclose(row["decode_tok_s"], sum(_truth_decode(t)) / len(t), rel_tol=0.02)
         assert all(r["reasoning_tokens"] == 30 and r["answer_tokens"] == 34 for r in res.requests)
         assert row["reasoning_tokens"] == 30 and row["answer_tokens"] == 34
+        assert "<td>30 / 34</td>" in res._repr_html_()
         one = stream_request(url, model="timed-model", prompt="why", max_tokens=40, chat=True)
         # the answer starts after 30 reasoning tokens: 60 ms + 29 x 8 ms later than the first one
         assert math.isclose(one.ttft_answer * 1e3, 60 + 30 * 8, rel_tol=0.05) and one.ttft < one.ttft_answer

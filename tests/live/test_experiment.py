@@ -103,7 +103,7 @@ def test_experiment_finds_the_truth_and_resumes(tmp_path):
 
     again = kit.live.Experiment.open(tmp_path, "truth")
     assert [r["tok_s"] for r in again.rows()] == [r["tok_s"] for r in exp.rows()]
-    assert "NCCL_PROTO=LL" in repr(again) and "<table>" in again._repr_html_()
+    assert "NCCL_PROTO=LL" in repr(again) and "<table>" in again._repr_html_() and "drift" in again._repr_html_()
     fig = exp.plot()
     assert fig.axes[0].get_xlabel().startswith("decode tok/s")
     assert list(exp.table["variant"]) == ["baseline", "NCCL_PROTO=LL", "NCCL_ALGO=Ring", "--attention-backend triton"]
