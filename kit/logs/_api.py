@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import LogFormatError
-from kit.logs import _bench, _scan, _spec
+from kit.logs import _bench, _checks, _scan, _spec
 from kit.logs import _parallel as _par
 from kit.logs._nccl import NCCL_COLUMNS, nccl_summary
 from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS, parse_server_args
@@ -216,11 +216,15 @@ def parse_bench(source) -> pd.DataFrame:
 
     ``source``: a text file with result blocks (``sglang.bench_serving``, ``vllm bench serve``,
     ``bench_one_batch``, ``bench_one_batch_server``, ``vllm bench latency``), a JSON/JSONL result
-    file, or such text itself. LogFormatError when nothing in it is a benchmark result."""
+    file, or such text itself. LogFormatError when nothing in it is a benchmark result. What was
+    dropped on the way (an impossible value: negative, infinite, not a number) is said in
+    ``.attrs["warnings"]``."""
     data = _dispatch(source)
     if not len(data.bench):
         raise LogFormatError(f"{data.name}: no benchmark result found", path=data.name)
-    return data.bench
+    bench = data.bench
+    bench.attrs["warnings"] = list(data.warnings)
+    return bench
 
 
 def parse_nccl(source) -> pd.DataFrame:
@@ -321,13 +325,15 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     for t in (decode, prefill):  # the iteration number is only printed by some versions
         if "iter" in t.columns and len(t) and t["iter"].isna().all():
             del t["iter"]
+    decode = _checks.check_values(decode, "decode", warnings)  # out-of-range values dropped, counted
+    prefill = _checks.check_values(prefill, "prefill", warnings)
     if len(decode):
         decode["after_idle"] = _spec.flag_after_idle(decode["gen_throughput"])
-    throughput = st.throughput.frame(THROUGHPUT_COLUMNS)
+    throughput = _checks.check_values(st.throughput.frame(THROUGHPUT_COLUMNS), "throughput", warnings)
     if len(throughput):
         throughput["after_idle"] = _spec.flag_after_idle(throughput["generation_throughput"])
-    raw_spec = st.vllm_spec.frame()
-    bench = st.bench.frame(_bench.BENCH_COLUMNS)
+    raw_spec = _checks.check_vllm_spec(st.vllm_spec.frame(), warnings)
+    bench = _checks.check_values(st.bench.frame(_bench.BENCH_COLUMNS), "bench", warnings)
     bench = _bench.add_decode_tok_s(bench)
     inferred = False
     if guessed and engine != "unknown":
