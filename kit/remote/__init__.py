@@ -30,7 +30,10 @@ Files:
 - ``_job.py``: Job: a long-running command with its log on the host (spawn, wait_for, stop)
 - ``_group.py``: HostGroup: one command on many hosts in parallel, one result slot per host
 - ``_output.py``: output sinks: bounded tails and files for a command's stdout/stderr
-- ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many
+- ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many:
+  the policy (resume, skip, codec, many files, Ctrl-C)
+- ``_transfer_io.py``: transfer mechanics: the decompressing sink, a stream on the runner, SFTP reads and writes
+- ``_transfer_report.py``: Fetched, TransferReport: what a transfer returns
 """
 from __future__ import annotations
 
