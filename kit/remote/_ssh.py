@@ -55,7 +55,7 @@ _WRAPPER = ('read -r _ _ _ _ kit_pg _ 2>/dev/null < /proc/$$/stat; '
             'exec bash --norc --noprofile -c {inner}; fi; '
             'command -v setsid >/dev/null 2>&1 && exec setsid -w bash --norc --noprofile -c {inner}; '
             'exec bash --norc --noprofile -c {inner}')
-READ_BYTES = 256 * 1024
+READ_BYTES = 1 << 20  # per recv: the channel window (2 MiB) bounds what is buffered
 # paramiko starts a re-key itself every 512 MiB either way. If the server closes a channel (a command
 # ended) while that re-key is in flight, paramiko's transport thread blocks answering the close until
 # the re-key ends, which only that thread can finish: after 30 s every call fails with "Key-exchange
