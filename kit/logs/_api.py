@@ -156,11 +156,13 @@ def read(path: str | os.PathLike, *, host=None, engine: str | None = None, versi
     return _read_file(path, engine=engine, version=version, k=k, parallel=True)
 
 
-def _read_file(path, *, engine: str | None, version: str | None, k: int | None, parallel: bool) -> LogData:
+def _read_file(path, *, engine: str | None, version: str | None, k: int | None, parallel: bool,
+               name: str | None = None) -> LogData:
     """:func:`read` of a local file; ``parallel``: files of ``_par.PARALLEL_MIN`` bytes or more are
-    scanned by worker processes over byte ranges (see :mod:`kit.logs._parallel`)."""
+    scanned by worker processes over byte ranges (see :mod:`kit.logs._parallel`). ``name``: what
+    errors and the result call the file (``host:path`` for a copy fetched from a host)."""
     p = Path(path)
-    name = str(path)
+    name = name or str(path)
     if p.is_dir():
         raise LogFormatError(f"{name}: is a directory, not a log file", path=name)
     if not p.exists():
@@ -285,8 +287,7 @@ def _read_on_host(path, host, **kw) -> LogData:
     with tempfile.TemporaryDirectory(prefix="kit-log-") as tmp:
         local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "log")
         host.get(remote, local)
-        data = _read_file(local, parallel=False, **kw)
-    data.name = label
+        data = _read_file(local, parallel=False, name=label, **kw)  # errors name host:path, not the copy
     data.warnings = [w.replace(local, label) for w in data.warnings]
     return data
 
