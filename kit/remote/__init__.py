@@ -44,7 +44,8 @@ from kit.remote._job import Job
 from kit.remote._local import LocalHost
 from kit.remote._options import HOST_OPTIONS, add_host_options, connect_options
 from kit.remote._result import FileStat, Result
-from kit.remote._transfer import Fetched, Transfer, TransferReport
+from kit.remote._transfer import Transfer
+from kit.remote._transfer_report import Fetched, TransferReport
 from kit.util import publish
 
 __all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'FileStat', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'connect', 'hosts']
