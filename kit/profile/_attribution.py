@@ -226,6 +226,8 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
                         layer_name, block = names[f], inner_mod   # the outermost layer frame wins
                     inner_mod = inf.module
                     if inf.role and layer_name is None:
+                        if inf.container:
+                            roles = []   # what a container holds is the container's (an MoE's shared MLP)
                         roles.append(inf.role)
             if layer_name is not None:
                 first, rs = layer_ids.setdefault(layer_name, (float(fts[[f for f in live if names[f] == layer_name][0]]),
