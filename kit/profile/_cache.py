@@ -130,6 +130,12 @@ def load_profile(key: str, tables: tuple[str, ...]) -> dict | None:
             return None
         info = json.loads((d / "info.json").read_text())
         out = {name: pd.read_parquet(d / f"{name}.parquet") for name in tables}
+        # parquet gives back an all-missing categorical column as object: restore the dtype
+        for name, cols in info.pop("categorical", {}).items():
+            t = out[name]
+            for c in cols:
+                if c in t and not isinstance(t[c].dtype, pd.CategoricalDtype):
+                    t[c] = t[c].astype(object).astype("category")
     except Exception:  # noqa: BLE001 - a broken entry is rebuilt
         return None
     out.update(info)
@@ -144,7 +150,8 @@ def store_profile(key: str, tables: dict, info: dict) -> None:
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
         for name, table in tables.items():
             table.to_parquet(tmp / f"{name}.parquet", index=False)
-        (tmp / "info.json").write_text(json.dumps(info, default=str))
+        cats = {name: [c for c in t.columns if str(t[c].dtype) == "category"] for name, t in tables.items()}
+        (tmp / "info.json").write_text(json.dumps({**info, "categorical": cats}, default=str))
         try:
             os.replace(tmp, root / key)
         except OSError:

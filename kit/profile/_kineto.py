@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import os
 import re
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ from kit.profile._io import blocks, sniff
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
-CHUNK = 4 << 20
+CHUNK = 1 << 20
 
 KERNEL_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
                "gpu_memset": "memset", "Memset": "memset"}
@@ -162,16 +163,26 @@ def gpu_kind(ph: Any, name: Any, args: Any) -> str | None:
     return "memcpy" if n.startswith("Memcpy") else "memset" if n.startswith("Memset") else "kernel"
 
 
+def _columns(spec: str) -> dict:
+    """Empty columns: ``name:d`` / ``name:q`` are typed arrays (float64 / int64: 8 bytes a value, a third
+    of a list of Python numbers, and pickled to the loader as raw bytes), plain names lists of
+    (interned) strings."""
+    out = {}
+    for c in spec.split():
+        name, _, code = c.partition(":")
+        out[name] = array(code) if code else []
+    return out
+
+
 class _Collector:
-    """Columns of the kept events, filled piece by piece (lists of scalars: compact and fast)."""
+    """Columns of the kept events, filled piece by piece (typed arrays and lists of interned strings)."""
 
     def __init__(self) -> None:
-        self.k = {c: [] for c in ("device", "stream", "name", "ts", "dur", "correlation", "kind", "collective")}
-        self.a = {c: [] for c in ("name", "ts", "dur", "side", "device", "stream", "tid")}
-        self.r = {c: [] for c in ("name", "ts", "dur", "correlation", "tid")}
-        self.f = {c: [] for c in ("name", "ts", "dur", "tid", "kind", "dims", "types")}
-        self.comm = {c: [] for c in ("name", "ts", "tid", "collective", "group_size", "in_nelems", "out_nelems",
-                                     "dtype", "pg")}
+        self.k = _columns("device:q stream:q name ts:d dur:d correlation:q kind collective")
+        self.a = _columns("name ts:d dur:d side device:q stream:q tid")
+        self.r = _columns("name ts:d dur:d correlation:q tid")
+        self.f = _columns("name ts:d dur:d tid kind dims types")
+        self.comm = _columns("name ts:d tid collective group_size:q in_nelems:q out_nelems:q dtype pg")
         self.events = 0
         self.names: dict[str, str] = {}
         self.shapes: dict[Any, str | None] = {}
@@ -311,18 +322,23 @@ class _Collector:
         return self.names.setdefault(text, text)
 
 
+_I64 = 1 << 63
+
+
 def _int(v: Any) -> int:
+    """An id (device, stream, correlation, count) as an int64; -1 when absent or unreadable."""
     if v is None:
         return -1
     if type(v) is int:
-        return v
+        return v if -_I64 <= v < _I64 else -1
     try:
-        return int(v)
+        out = int(v)
     except (TypeError, ValueError, OverflowError):
         try:
-            return int(str(v).split()[-1])   # "stream 7 " style labels
+            out = int(str(v).split()[-1])   # "stream 7 " style labels
         except (ValueError, IndexError):
             return -1
+    return out if -_I64 <= out < _I64 else -1
 
 
 # CPU ops that only make views or query metadata: they never launch GPU work, and are most of the

@@ -67,7 +67,7 @@ def _encode(raw):
                     codes.append(index.setdefault(v, len(index)))
                 cols[col] = {"dict": list(index), "codes": codes}
             else:
-                cols[col] = values
+                cols[col] = values if type(values) is list else list(values)   # typed arrays -> JSON lists
         tables[name] = cols
     out = dict(raw)
     out.update(tables)
