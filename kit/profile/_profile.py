@@ -32,7 +32,7 @@ def default_rules() -> list[Rule]:
     return _d()
 
 
-_TABLES = ("kernels", "annotations", "steps", "comms")
+_TABLES = ("kernels", "annotations", "steps", "comms", "runtime", "cpu_frames")
 
 
 def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: str = "python3",
@@ -66,7 +66,8 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
     d = _load.load(plist, rule_list, cache, _prefetched, lambda ps, parsed: _assemble(ps, parsed, rule_list, cache),
                    _TABLES)
     return Profile([str(p) for p in plist], d["kernels"], d["annotations"], d["steps"], d["meta"],
-                   list(d["warnings"]), rule_list, d.get("comms", pd.DataFrame()))
+                   list(d["warnings"]), rule_list, d.get("comms", pd.DataFrame()),
+                   d.get("runtime", pd.DataFrame()), d.get("cpu_frames", pd.DataFrame()))
 
 
 def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False) -> dict:
@@ -93,7 +94,7 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
         if first is not None:
             spans.append((off + first, off + float((k["ts"] + k["dur"]).max())))
     origin = min((s for s, _ in spans), default=0.0)
-    kern, ann, steps_all, comms_all = [], [], [], []
+    kern, ann, steps_all, comms_all, runtime_all, frames_all = [], [], [], [], [], []
     meta_ranks = {}
     for p, d, r, src, off in zip(paths, parsed, ranks, rank_src, offsets):
         warnings.extend(d.get("warnings", []))
@@ -121,6 +122,10 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
             cm["rank"] = r
             cm["start_us"] = cm["ts"] + shift
             comms_all.append(cm.drop(columns=["ts"]))
+        # the CPU side (runtime/driver calls, CPU ops and module frames) on the common clock: _cpu.py
+        runtime_all.append(_cpu_table(la, r, shift))
+        if fr is not None:
+            frames_all.append(_cpu_table(fr, r, shift, "kind"))
         a["rank"] = r
         a["start_us"] = a["ts"] + shift
         ann.append(a.rename(columns={"dur": "dur_us"}).drop(columns=["ts"]))
@@ -178,8 +183,23 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
         columns=["rank", "name", "start_us", "tid", "collective", "group_size", "in_nelems", "out_nelems", "dtype",
                  "pg"])
     meta = {"ranks": meta_ranks, "origin_us": origin, "rules": len(rules)}
+    runtime = pd.concat(runtime_all, ignore_index=True) if runtime_all else _cpu_table(None, 0, 0.0)
+    cpu_frames = pd.concat(frames_all, ignore_index=True) if frames_all else _cpu_table(None, 0, 0.0, "kind")
     return {"kernels": kernels, "annotations": annotations, "steps": steps_df, "comms": comms, "meta": meta,
-            "warnings": warnings}
+            "warnings": warnings, "runtime": runtime, "cpu_frames": cpu_frames}
+
+
+def _cpu_table(t: pd.DataFrame | None, rank: int, shift: float, extra: str = "correlation") -> pd.DataFrame:
+    """One file's runtime calls (``extra='correlation'``) or CPU frames (``'kind'``) with rank and
+    ``start_us``/``dur_us`` on the profile's clock."""
+    cols = ["rank", "name", "start_us", "dur_us", "tid", extra]
+    if t is None or not len(t):
+        types = {"rank": np.int64, "correlation": np.int64, "start_us": float, "dur_us": float}
+        return pd.DataFrame({c: pd.Series(dtype=types.get(c, object)) for c in cols})
+    ex = t[extra].astype(str).to_numpy() if extra == "kind" else t[extra].to_numpy(np.int64)
+    return pd.DataFrame({"rank": rank, "name": t["name"].astype(str).to_numpy(),
+                         "start_us": t["ts"].to_numpy(float) + shift, "dur_us": t["dur"].to_numpy(float),
+                         "tid": t["tid"].astype(str).to_numpy(), extra: ex})
 
 
 def _no_kernel_warning(name: str, launches: pd.DataFrame, comms, ann: pd.DataFrame) -> str:
@@ -203,7 +223,9 @@ class Profile:
     """Parsed profile: ``kernels`` (rank, device, stream, name, category, decided_by, evidence, start_us,
     dur_us, correlation, step, phase, module, block, layer, graph, ...), ``annotations``, ``steps`` (one
     row per rank and step), ``comms`` (CPU-side collective calls: ``record_param_comms`` with collective
-    name, group size, element counts, dtype), ``meta`` and ``warnings``."""
+    name, group size, element counts, dtype), ``runtime`` (CUDA/HIP runtime and driver calls with a
+    correlation id: rank, name, start_us, dur_us, tid, correlation), ``cpu_frames`` (CPU ops and kept
+    Python frames: rank, name, start_us, dur_us, tid, kind), ``meta`` and ``warnings``."""
 
     files: list[str]
     kernels: pd.DataFrame
@@ -213,6 +235,8 @@ class Profile:
     warnings: list[str]
     rules: list[Rule] = field(repr=False, default_factory=list)
     comms: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    runtime: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    cpu_frames: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
 
     @property
     def ranks(self) -> list[int]:

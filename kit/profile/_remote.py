@@ -353,6 +353,7 @@ def load_remote(paths, *, host=None, rules=None, cache: bool = True, python: str
     rule_list = build_rules(rules)
     d = _assemble(plist, parsed, rule_list, cache)
     prof = Profile([f"{key}:{p}" for key, p in listed], d["kernels"], d["annotations"], d["steps"], d["meta"],
-                   list(d["warnings"]), rule_list, d.get("comms", pd.DataFrame()))
+                   list(d["warnings"]), rule_list, d.get("comms", pd.DataFrame()),
+                   d.get("runtime", pd.DataFrame()), d.get("cpu_frames", pd.DataFrame()))
     prof.meta["remote"] = {key: {"files": len(dict.fromkeys(per_host[key])), **st} for key, st in stats.items()}
     return prof

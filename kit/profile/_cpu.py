@@ -1,0 +1,329 @@
+"""The CPU side of a step: launches, syncs, host time, and why the GPU waited (GPU-, launch- or host-bound).
+
+From the profile's ``runtime`` table (CUDA/HIP runtime and driver calls) and ``cpu_frames`` (CPU ops,
+``nn.Module`` frames), per rank and step:
+
+- the step's **CPU window**: the CPU-side annotation of the step (the ``record_function`` range the
+  GPU-side copy of which delimits the step) holding the launch of its first kernel; without one,
+  from the first launch of the step to the first launch of the next (``cpu_window_from`` says which);
+- in that window: kernel launches (runtime and driver API; a driver launch nested in a runtime launch
+  on the same thread counts once), graph launches, memcpy and memset calls, synchronisations
+  (``cuda*Synchronize`` / ``cu*Synchronize`` calls and ``aten::_local_scalar_dense``, the op behind
+  ``.item()``), the time spent in launch calls and blocked in syncs;
+- on the GPU: busy time (union of the step's kernels) and every idle gap inside the step and before
+  it (the launch gap), each with a **cause** read from the launch of the kernel that ended it:
+  ``launch`` (that kernel was launched after the GPU ran dry: the GPU waited for the CPU),
+  ``sync`` (the same, and a synchronisation returned inside the gap: the CPU had waited for the GPU
+  to drain before issuing more work), ``queued`` (the kernel was already launched: dependencies,
+  launch latency; not the CPU's doing).
+
+The verdict of a phase (per rank; the slowest rank for the whole) from the per-step means:
+
+- ``GPU-bound``: idle the CPU caused (``launch`` + ``sync``) is under ``CPU_IDLE_BOUND`` (25%) of
+  the step time;
+- ``host-bound``: otherwise, when sync-caused idle is at least ``SYNC_SHARE`` (a third) of the idle
+  the CPU caused: the step is serialised by its synchronisations;
+- ``launch-bound``: otherwise: the CPU issues kernels slower than the GPU runs them;
+- ``undecided``: kernels without durations (graph replay without per-kernel timing) or no
+  launch records: the reason is given.
+
+Profiled eager runs are slower on the CPU than unprofiled ones (the profiler records every op and
+launch), so a verdict of ``launch-bound`` from a trace is an upper bound on how launch-bound the
+unprofiled run is: compare step times measured outside the profiler.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from kit.profile import _summary as S
+
+LAUNCH = re.compile(r"^(?:cuda|hip)(?:Ext)?LaunchKernel|^cuLaunchKernel|^(?:cuda|cu|hip)LaunchCooperativeKernel|"
+                    r"^hip(?:Ext)?ModuleLaunchKernel|^cudaLaunchKernelExC")
+GRAPH = re.compile(r"GraphLaunch")
+MEMCPY = re.compile(r"^(?:cuda|hip)Memcpy|^cuMemcpy")
+MEMSET = re.compile(r"^(?:cuda|hip)Memset|^cuMemset")
+SYNC = re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$|^cu(?:Ctx|Stream|Event)Synchronize$")
+ITEM_OPS = ("aten::_local_scalar_dense",)
+CPU_IDLE_BOUND = 0.25
+SYNC_SHARE = 1 / 3
+_TOL_US = 2.0   # clock jitter between a launch record and the GPU timeline
+
+STEP_COLUMNS = ["rank", "step", "name", "phase", "cpu_window_from", "cpu_us", "gpu_wall_us", "gap_before_us",
+                "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "launches",
+                "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us", "sync_wait_us"]
+GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "cpu_frame", "module", "next_kernel", "next_op"]
+
+
+def classify(names: pd.Series) -> pd.Series:
+    """Kind of each runtime/driver call: launch, graph, memcpy, memset, sync or other."""
+    u = pd.Series(pd.unique(names.astype(str)))
+    kind = {}
+    for n in u:
+        kind[n] = ("graph" if GRAPH.search(n) else "launch" if LAUNCH.search(n) else "memcpy" if MEMCPY.search(n)
+                   else "memset" if MEMSET.search(n) else "sync" if SYNC.search(n) else "other")
+    return names.astype(str).map(kind)
+
+
+def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Calls lying inside an earlier call on the same thread (a driver launch under a runtime launch)."""
+    out = np.zeros(len(start), bool)
+    order = np.lexsort((-end, start, tid))
+    last_tid, last_end = None, -np.inf
+    for i in order:
+        if tid[i] == last_tid and end[i] <= last_end + 1e-6:
+            out[i] = True
+            continue
+        if tid[i] != last_tid or end[i] > last_end:
+            last_tid, last_end = tid[i], end[i]
+    return out
+
+
+class _Frames:
+    """Innermost CPU frame (and module) enclosing given times on one thread."""
+
+    def __init__(self, fr: pd.DataFrame) -> None:
+        fr = fr.sort_values(["start_us", "dur_us"], ascending=[True, False])
+        self.s = fr["start_us"].to_numpy(float)
+        self.e = self.s + fr["dur_us"].to_numpy(float)
+        self.name = fr["name"].astype(str).to_numpy()
+        self.mod = fr["kind"].astype(str).to_numpy() == "module"
+
+    def at(self, times: np.ndarray) -> tuple[list, list]:
+        """(innermost frame name, innermost module name) at each time (sorted sweep)."""
+        frames, mods = [None] * len(times), [None] * len(times)
+        order = np.argsort(times, kind="stable")
+        stack: list[int] = []
+        j = 0
+        for q in order:
+            t = times[q]
+            while j < len(self.s) and self.s[j] <= t:
+                while stack and self.e[stack[-1]] < self.s[j]:
+                    stack.pop()
+                stack.append(j)
+                j += 1
+            live = [f for f in stack if self.e[f] >= t]
+            if live:
+                frames[q] = self.name[live[-1]]
+                m = [f for f in live if self.mod[f]]
+                mods[q] = self.name[m[-1]][len("nn.Module: "):] if m else None
+        return frames, mods
+
+
+def _cpu_windows(st: pd.DataFrame, k: pd.DataFrame, launch_ts: pd.Series, ann: pd.DataFrame) -> pd.DataFrame:
+    """Per step: the CPU window (start, end, from)."""
+    cpu_ann = ann[ann["side"] == "cpu"] if len(ann) else ann
+    first_launch = (k.assign(lt=k["correlation"].map(launch_ts)).groupby("step")["lt"].min()
+                    if len(k) else pd.Series(dtype=float))
+    rows = []
+    steps = st.sort_values("start_us")
+    fl = [first_launch.get(s, np.nan) for s in steps["step"]]
+    for i, (s, name) in enumerate(zip(steps["step"], steps["name"])):
+        t = fl[i]
+        w = None
+        if len(cpu_ann) and not np.isnan(t):
+            c = cpu_ann[(cpu_ann["name"] == name) & (cpu_ann["start_us"] <= t + _TOL_US)
+                        & (cpu_ann["start_us"] + cpu_ann["dur_us"] >= t - _TOL_US)]
+            if len(c):
+                c = c.iloc[-1]
+                w = (float(c["start_us"]), float(c["start_us"] + c["dur_us"]), "cpu annotation")
+        if w is None and not np.isnan(t):
+            nxt = next((x for x in fl[i + 1:] if not np.isnan(x)), np.nan)
+            w = (t, nxt, "launches") if not np.isnan(nxt) else (t, np.nan, "launches")
+        rows.append((s, *(w or (np.nan, np.nan, "none"))))
+    return pd.DataFrame(rows, columns=["step", "w0", "w1", "cpu_window_from"])
+
+
+def _gaps(k: pd.DataFrame, st: pd.DataFrame, launch_ts: pd.Series) -> pd.DataFrame:
+    """GPU idle gaps inside and before each step: start, length, the kernel that ended it and its launch."""
+    rows = []
+    for s, gap_before in zip(st["step"], st["gap_before_us"]):
+        ks = k[k["step"] == s].sort_values("start_us")
+        if not len(ks):
+            continue
+        b = ks["start_us"].to_numpy(float)
+        e = b + ks["dur_us"].to_numpy(float)
+        # gap i lies between the running end of kernels [0..i-1] and the start of kernel i; gap 0 is
+        # the launch gap before the step (from the steps table: the previous step's last kernel)
+        before = b[0] - gap_before if gap_before == gap_before else np.nan
+        g0 = np.concatenate([[before], np.maximum.accumulate(e)[:-1]])
+        ln = b - g0
+        for i in np.flatnonzero(ln > 0):
+            rows.append((s, g0[i], ln[i], ks.index[i], i == 0))
+    g = pd.DataFrame(rows, columns=["step", "start_us", "idle_us", "kernel", "before_step"])
+    g["launch_us"] = k.loc[g["kernel"], "correlation"].map(launch_ts).to_numpy(float) if len(g) else []
+    return g
+
+
+def _cause(g: pd.DataFrame, waits: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """launch / sync / queued per gap (see module docstring)."""
+    if not len(g):
+        return np.empty(0, dtype=object)
+    g0 = g["start_us"].to_numpy(float)
+    lt = g["launch_us"].to_numpy(float)
+    starved = ~np.isnan(lt) & (lt >= g0 - _TOL_US)
+    cause = np.where(starved, "launch", np.where(np.isnan(lt), "unknown", "queued")).astype(object)
+    ws, we = waits
+    if len(ws):
+        o = np.argsort(we)
+        we_sorted = we[o]
+        # a wait that returned between the GPU running dry and the next launch
+        lo = np.searchsorted(we_sorted, g0 - _TOL_US, side="left")
+        hi = np.searchsorted(we_sorted, np.where(np.isnan(lt), -np.inf, lt) + _TOL_US, side="right")
+        cause[starved & (hi > lo)] = "sync"
+    return cause
+
+
+def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``."""
+    rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
+    fr = p.cpu_frames if isinstance(getattr(p, "cpu_frames", None), pd.DataFrame) else pd.DataFrame()
+    rt = rt[rt["rank"] == rank] if len(rt) else rt
+    fr = fr[fr["rank"] == rank] if len(fr) else fr
+    ann = p.annotations[p.annotations["rank"] == rank] if len(p.annotations) else p.annotations
+    k = k[k["rank"] == rank]
+    if not len(rt) or not len(steps):
+        return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
+    rt = rt.assign(kind=classify(rt["name"]).to_numpy())
+    start = rt["start_us"].to_numpy(float)
+    end = start + rt["dur_us"].to_numpy(float)
+    is_l = (rt["kind"] == "launch").to_numpy()
+    nested = np.zeros(len(rt), bool)
+    nested[is_l] = _nested(start[is_l], end[is_l], rt["tid"].astype(str).to_numpy()[is_l])
+    rt = rt.assign(nested=nested, end_us=end)
+    launch_ts = rt.drop_duplicates("correlation").set_index("correlation")["start_us"]
+    win = _cpu_windows(steps, k, launch_ts, ann).set_index("step")
+    items = fr[fr["name"].isin(ITEM_OPS)] if len(fr) else fr
+    waits_s = np.concatenate([start[(rt["kind"] == "sync").to_numpy()], items["start_us"].to_numpy(float)
+                              if len(items) else []])
+    waits_e = np.concatenate([end[(rt["kind"] == "sync").to_numpy()],
+                              (items["start_us"] + items["dur_us"]).to_numpy(float) if len(items) else []])
+    gaps = _gaps(k, steps, launch_ts)
+    gaps["cause"] = _cause(gaps, (waits_s, waits_e))
+    zero = k.groupby("step")["dur_us"].apply(lambda d: float((d == 0).mean())) if len(k) else pd.Series(dtype=float)
+    rows = []
+    for r in steps.sort_values("start_us").itertuples():
+        w0, w1, src = win.loc[r.step, "w0"], win.loc[r.step, "w1"], win.loc[r.step, "cpu_window_from"]
+        inw = (rt["start_us"] >= w0) & (rt["start_us"] < w1) if w1 == w1 else rt["start_us"] >= w0
+        c = rt[inw.to_numpy()] if w0 == w0 else rt.iloc[:0]
+        it = items[(items["start_us"] >= w0) & (items["start_us"] < w1)] if len(items) and w0 == w0 else items.iloc[:0]
+        ks = k[k["step"] == r.step]
+        bs = ks["start_us"].to_numpy(float)
+        busy = S.length(S.union(bs, bs + ks["dur_us"].to_numpy(float))) if len(ks) else 0.0
+        gs = gaps[gaps["step"] == r.step]
+        if zero.get(r.step, 0.0) >= 0.5:
+            busy = np.nan
+        lw = c[(c["kind"] == "launch") & ~c["nested"]]
+        sw = c[c["kind"] == "sync"]
+        wait = S.length(S.union(np.concatenate([sw["start_us"].to_numpy(float), it["start_us"].to_numpy(float)]),
+                                np.concatenate([sw["end_us"].to_numpy(float),
+                                                (it["start_us"] + it["dur_us"]).to_numpy(float)])))
+        rows.append({"rank": rank, "step": int(r.step), "name": r.name, "phase": r.phase, "cpu_window_from": src,
+                     "cpu_us": float(w1 - w0) if w1 == w1 and w0 == w0 else np.nan,
+                     "gpu_wall_us": float(r.wall_us), "gap_before_us": _first_gap(gs, r.gap_before_us),
+                     "gpu_busy_us": busy, "gpu_idle_us": max(float(r.wall_us) - busy, 0.0) if busy == busy else np.nan,
+                     **{f"idle_{x}_us": float(gs.loc[gs["cause"] == x, "idle_us"].sum()) if busy == busy else np.nan
+                        for x in ("launch", "sync", "queued")},
+                     "launches": int(len(lw)), "graph_launches": int((c["kind"] == "graph").sum()),
+                     "memcpy": int((c["kind"] == "memcpy").sum()), "memset": int((c["kind"] == "memset").sum()),
+                     "syncs": int(len(sw) + len(it)), "item_calls": int(len(it)),
+                     "launch_api_us": float(lw["dur_us"].sum()), "sync_wait_us": wait})
+    table = pd.DataFrame(rows, columns=STEP_COLUMNS)
+    return table, _gap_table(gaps, k, fr, rt, rank)
+
+
+def _first_gap(gs: pd.DataFrame, gap_before: float) -> float:
+    return float(gap_before) if gap_before == gap_before and gs["before_step"].any() else np.nan
+
+
+def _gap_table(g: pd.DataFrame, k: pd.DataFrame, fr: pd.DataFrame, rt: pd.DataFrame, rank: int,
+               n: int = 10) -> pd.DataFrame:
+    """The ``n`` longest gaps the CPU caused, with the CPU frame and module at the gap's middle (the
+    launching thread) and the kernel (and its op) that ended it."""
+    g = g[g["cause"].isin(["launch", "sync"])].nlargest(n, "idle_us")
+    if not len(g):
+        return pd.DataFrame(columns=GAP_COLUMNS)
+    corr = k.loc[g["kernel"], "correlation"].to_numpy()
+    tid_of = rt.drop_duplicates("correlation").set_index("correlation")["tid"]
+    tids = [tid_of.get(c) for c in corr]
+    main = max(set(t for t in tids if t is not None), key=tids.count, default=None)
+    frame = mod = op = [None] * len(g)
+    if len(fr) and main is not None:
+        F = _Frames(fr[fr["tid"].astype(str) == str(main)])
+        mid = (g["start_us"] + g["idle_us"] / 2).to_numpy(float)
+        frame, mod = F.at(mid)
+        op, _ = F.at(g["launch_us"].to_numpy(float))
+    return pd.DataFrame({"rank": rank, "step": g["step"].to_numpy(), "start_us": g["start_us"].to_numpy(),
+                         "idle_us": g["idle_us"].to_numpy(), "cause": g["cause"].to_numpy(), "cpu_frame": frame,
+                         "module": mod, "next_kernel": k.loc[g["kernel"], "name"].astype(str).to_numpy(),
+                         "next_op": op}, columns=GAP_COLUMNS)
+
+
+def verdict(t: pd.DataFrame) -> dict:
+    """The verdict of one rank's per-step table (module docstring), with the figures that decide it
+    (per-step means)."""
+    out = {"verdict": "undecided", "reason": "", "steps": int(len(t))}
+    if not len(t):
+        out["reason"] = "no step with launch records (runtime events) in this trace"
+        return out
+    gap = t["gap_before_us"]
+    gap_fill = gap.fillna(gap.mean() if gap.notna().any() else 0.0)
+    step = float((t["gpu_wall_us"] + gap_fill).mean())
+    m = {c: float(t[c].mean()) for c in ("cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
+                                         "idle_queued_us", "launches", "graph_launches", "memcpy", "memset", "syncs",
+                                         "item_calls", "launch_api_us", "sync_wait_us")}
+    mode = ("graph" if m["graph_launches"] and not m["launches"] else "eager" if m["launches"] and not
+            m["graph_launches"] else "mixed" if m["launches"] else "none")
+    out.update(step_us=step, mode=mode, **m)
+    busy = m["gpu_busy_us"]
+    if busy != busy:
+        out["reason"] = ("most kernels were recorded without duration (CUDA-graph replay without per-kernel timing): "
+                         "GPU busy time and idle gaps cannot be measured from this trace")
+        return out
+    caused = m["idle_launch_us"] + m["idle_sync_us"]
+    out.update(gpu_busy_share=busy / step if step else np.nan, cpu_idle_share=caused / step if step else np.nan,
+               sync_share_of_cpu_idle=m["idle_sync_us"] / caused if caused else 0.0)
+    figs = (f"GPU busy {busy:,.0f} of {step:,.0f} us/step ({100 * busy / step:.0f}%), GPU idle the CPU caused "
+            f"{caused:,.0f} us ({100 * caused / step:.0f}%: launch {m['idle_launch_us']:,.0f}, sync "
+            f"{m['idle_sync_us']:,.0f}); {_launch_words(m, mode)}, CPU {m['cpu_us']:,.0f} us/step, "
+            f"{m['syncs']:g} sync(s)/step")
+    if caused < CPU_IDLE_BOUND * step:
+        out["verdict"] = "GPU-bound"
+    elif m["idle_sync_us"] >= SYNC_SHARE * caused and m["syncs"] > 0:
+        out["verdict"] = "host-bound"
+        figs += f" blocking {m['sync_wait_us']:,.0f} us"
+    else:
+        out["verdict"] = "launch-bound"
+    out["reason"] = figs
+    return out
+
+
+def _launch_words(m: dict, mode: str) -> str:
+    if mode == "graph":
+        return f"{m['graph_launches']:g} graph launch(es)/step"
+    if mode == "mixed":
+        return f"{m['launches']:g} kernel launches + {m['graph_launches']:g} graph launch(es)/step"
+    return f"{m['launches']:g} kernel launches/step (eager)"
+
+
+def cpu_side(p, phase: str = "all") -> dict:
+    """Per-step table, longest CPU-caused gaps and verdicts (per rank and headline) of ``phase``."""
+    k, st = p.kernels, p.steps
+    if phase != "all" and len(st):
+        st = st[st["phase"] == phase]
+    steps, gaps, per_rank = [], [], []
+    for r in p.ranks:
+        sr = st[st["rank"] == r].dropna(subset=["start_us"]) if len(st) else st
+        t, g = rank_cpu(p, r, sr.sort_values("start_us"), k) if len(k) else (pd.DataFrame(columns=STEP_COLUMNS),
+                                                                                pd.DataFrame(columns=GAP_COLUMNS))
+        steps.append(t)
+        gaps.append(g)
+        per_rank.append({"rank": r, **verdict(t)})
+    table = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=STEP_COLUMNS)
+    gap_t = pd.concat(gaps, ignore_index=True) if gaps else pd.DataFrame(columns=GAP_COLUMNS)
+    pr = pd.DataFrame(per_rank)
+    head = max(per_rank, key=lambda d: d.get("step_us", -1.0)) if per_rank else {"verdict": "undecided",
+                                                                                   "reason": "no rank"}
+    return {"steps": table, "gaps": gap_t, "per_rank": pr, "verdict": head}
