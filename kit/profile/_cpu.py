@@ -22,7 +22,8 @@ The verdict of a phase (per rank; the slowest rank for the whole) from the per-s
 - ``GPU-bound``: idle the CPU caused (``launch`` + ``sync``) is under ``CPU_IDLE_BOUND`` (25%) of
   the step time;
 - ``host-bound``: otherwise, when sync-caused idle is at least ``SYNC_SHARE`` (a third) of the idle
-  the CPU caused: the step is serialised by its synchronisations;
+  the CPU caused (the step is serialised by its synchronisations), or when one gap per step holds at
+  least ``ONE_GAP_SHARE`` (half) of it (host work in one place, named by the CPU frame it sat in);
 - ``launch-bound``: otherwise: the CPU issues kernels slower than the GPU runs them;
 - ``undecided``: kernels without durations (graph replay without per-kernel timing) or no
   launch records: the reason is given.
@@ -46,14 +47,16 @@ GRAPH = re.compile(r"GraphLaunch")
 MEMCPY = re.compile(r"^(?:cuda|hip)Memcpy|^cuMemcpy")
 MEMSET = re.compile(r"^(?:cuda|hip)Memset|^cuMemset")
 SYNC = re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$|^cu(?:Ctx|Stream|Event)Synchronize$")
-ITEM_OPS = ("aten::_local_scalar_dense",)
+ITEM_OPS = ("aten::_local_scalar_dense", "aten::item")
 CPU_IDLE_BOUND = 0.25
 SYNC_SHARE = 1 / 3
+ONE_GAP_SHARE = 0.5
 _TOL_US = 2.0   # clock jitter between a launch record and the GPU timeline
 
 STEP_COLUMNS = ["rank", "step", "name", "phase", "cpu_window_from", "cpu_us", "gpu_wall_us", "gap_before_us",
-                "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "launches",
-                "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us", "sync_wait_us"]
+                "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "max_gap_us",
+                "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us",
+                "sync_wait_us"]
 GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "cpu_frame", "module", "next_kernel", "next_op"]
 
 
@@ -186,16 +189,18 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     k = k[k["rank"] == rank]
     if not len(rt) or not len(steps):
         return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
-    rt = rt.assign(kind=classify(rt["name"]).to_numpy())
+    rt = rt.assign(kind=np.where(rt["kind"].astype(str) == "op", "op", classify(rt["name"]).to_numpy())
+                   if "kind" in rt else classify(rt["name"]).to_numpy())
     start = rt["start_us"].to_numpy(float)
     end = start + rt["dur_us"].to_numpy(float)
     is_l = (rt["kind"] == "launch").to_numpy()
     nested = np.zeros(len(rt), bool)
     nested[is_l] = _nested(start[is_l], end[is_l], rt["tid"].astype(str).to_numpy()[is_l])
     rt = rt.assign(nested=nested, end_us=end)
-    launch_ts = rt.drop_duplicates("correlation").set_index("correlation")["start_us"]
+    calls = rt[(rt["kind"] != "op") & (rt["correlation"] >= 0)].drop_duplicates("correlation")
+    launch_ts = calls.set_index("correlation")["start_us"]
     win = _cpu_windows(steps, k, launch_ts, ann).set_index("step")
-    items = fr[fr["name"].isin(ITEM_OPS)] if len(fr) else fr
+    items = _items(rt)
     waits_s = np.concatenate([start[(rt["kind"] == "sync").to_numpy()], items["start_us"].to_numpy(float)
                               if len(items) else []])
     waits_e = np.concatenate([end[(rt["kind"] == "sync").to_numpy()],
@@ -217,6 +222,9 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
             busy = np.nan
         lw = c[(c["kind"] == "launch") & ~c["nested"]]
         sw = c[c["kind"] == "sync"]
+        # a sync call inside an .item() is that item's own wait: counted once
+        own = _inside(sw["start_us"].to_numpy(float), it["start_us"].to_numpy(float),
+                      (it["start_us"] + it["dur_us"]).to_numpy(float))
         wait = S.length(S.union(np.concatenate([sw["start_us"].to_numpy(float), it["start_us"].to_numpy(float)]),
                                 np.concatenate([sw["end_us"].to_numpy(float),
                                                 (it["start_us"] + it["dur_us"]).to_numpy(float)])))
@@ -226,12 +234,31 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
                      "gpu_busy_us": busy, "gpu_idle_us": max(float(r.wall_us) - busy, 0.0) if busy == busy else np.nan,
                      **{f"idle_{x}_us": float(gs.loc[gs["cause"] == x, "idle_us"].sum()) if busy == busy else np.nan
                         for x in ("launch", "sync", "queued")},
+                     "max_gap_us": float(gs.loc[gs["cause"].isin(["launch", "sync"]), "idle_us"].max())
+                     if busy == busy and gs["cause"].isin(["launch", "sync"]).any() else 0.0,
                      "launches": int(len(lw)), "graph_launches": int((c["kind"] == "graph").sum()),
                      "memcpy": int((c["kind"] == "memcpy").sum()), "memset": int((c["kind"] == "memset").sum()),
-                     "syncs": int(len(sw) + len(it)), "item_calls": int(len(it)),
+                     "syncs": int((~own).sum() + len(it)), "item_calls": int(len(it)),
                      "launch_api_us": float(lw["dur_us"].sum()), "sync_wait_us": wait})
     table = pd.DataFrame(rows, columns=STEP_COLUMNS)
-    return table, _gap_table(gaps, k, fr, rt, rank)
+    return table, _gap_table(gaps, k, fr, calls, rank)
+
+
+def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Whether each time lies inside one of the intervals (s, e)."""
+    if not len(s) or not len(t):
+        return np.zeros(len(t), bool)
+    o = np.argsort(s)
+    s, e = s[o], np.maximum.accumulate(e[o])
+    i = np.searchsorted(s, t, side="right") - 1
+    return (i >= 0) & (t <= e[np.clip(i, 0, None)])
+
+
+def _items(rt: pd.DataFrame) -> pd.DataFrame:
+    """The GPU-waiting ops (``.item()``): ``_local_scalar_dense`` where recorded, else ``aten::item``."""
+    ops = rt[(rt["kind"] == "op") & rt["name"].astype(str).isin(ITEM_OPS)]
+    inner = ops[ops["name"].astype(str) == ITEM_OPS[0]]
+    return inner if len(inner) else ops
 
 
 def _first_gap(gs: pd.DataFrame, gap_before: float) -> float:
@@ -246,7 +273,7 @@ def _gap_table(g: pd.DataFrame, k: pd.DataFrame, fr: pd.DataFrame, rt: pd.DataFr
     if not len(g):
         return pd.DataFrame(columns=GAP_COLUMNS)
     corr = k.loc[g["kernel"], "correlation"].to_numpy()
-    tid_of = rt.drop_duplicates("correlation").set_index("correlation")["tid"]
+    tid_of = rt.set_index("correlation")["tid"]
     tids = [tid_of.get(c) for c in corr]
     main = max(set(t for t in tids if t is not None), key=tids.count, default=None)
     frame = mod = op = [None] * len(g)
@@ -255,13 +282,18 @@ def _gap_table(g: pd.DataFrame, k: pd.DataFrame, fr: pd.DataFrame, rt: pd.DataFr
         mid = (g["start_us"] + g["idle_us"] / 2).to_numpy(float)
         frame, mod = F.at(mid)
         op, _ = F.at(g["launch_us"].to_numpy(float))
+    else:   # no CPU frames kept: the op / module the kernel that ended the gap was attributed to
+        kk = k.loc[g["kernel"]]
+        col = "op" if "op" in kk else "frame_name" if "frame_name" in kk else None
+        op = list(kk[col].astype(object).where(kk[col].notna(), None)) if col else op
+        mod = list(kk["module"].astype(object).where(kk["module"].notna(), None)) if "module" in kk else mod
     return pd.DataFrame({"rank": rank, "step": g["step"].to_numpy(), "start_us": g["start_us"].to_numpy(),
                          "idle_us": g["idle_us"].to_numpy(), "cause": g["cause"].to_numpy(), "cpu_frame": frame,
                          "module": mod, "next_kernel": k.loc[g["kernel"], "name"].astype(str).to_numpy(),
                          "next_op": op}, columns=GAP_COLUMNS)
 
 
-def verdict(t: pd.DataFrame) -> dict:
+def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
     """The verdict of one rank's per-step table (module docstring), with the figures that decide it
     (per-step means)."""
     out = {"verdict": "undecided", "reason": "", "steps": int(len(t))}
@@ -271,8 +303,8 @@ def verdict(t: pd.DataFrame) -> dict:
     gap = t["gap_before_us"]
     gap_fill = gap.fillna(gap.mean() if gap.notna().any() else 0.0)
     step = float((t["gpu_wall_us"] + gap_fill).mean())
-    m = {c: float(t[c].mean()) for c in ("cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
-                                         "idle_queued_us", "launches", "graph_launches", "memcpy", "memset", "syncs",
+    m = {c: float(t[c].mean()) for c in ("max_gap_us", "cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
+                                         "idle_queued_us", "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs",
                                          "item_calls", "launch_api_us", "sync_wait_us")}
     mode = ("graph" if m["graph_launches"] and not m["launches"] else "eager" if m["launches"] and not
             m["graph_launches"] else "mixed" if m["launches"] else "none")
@@ -293,7 +325,12 @@ def verdict(t: pd.DataFrame) -> dict:
         out["verdict"] = "GPU-bound"
     elif m["idle_sync_us"] >= SYNC_SHARE * caused and m["syncs"] > 0:
         out["verdict"] = "host-bound"
-        figs += f" blocking {m['sync_wait_us']:,.0f} us"
+        figs += f" blocking {m['sync_wait_us']:,.0f} us: the syncs drain the GPU's queue"
+    elif m["max_gap_us"] >= ONE_GAP_SHARE * caused:
+        out["verdict"] = "host-bound"
+        where = f" while the CPU was in {top_frame}" if top_frame else ""
+        figs += (f"; one gap per step holds {m['max_gap_us']:,.0f} us ({100 * m['max_gap_us'] / caused:.0f}% of "
+                 f"that idle){where}: host work, not launch overhead")
     else:
         out["verdict"] = "launch-bound"
     out["reason"] = figs
@@ -320,10 +357,51 @@ def cpu_side(p, phase: str = "all") -> dict:
                                                                                 pd.DataFrame(columns=GAP_COLUMNS))
         steps.append(t)
         gaps.append(g)
-        per_rank.append({"rank": r, **verdict(t)})
+        top = g["cpu_frame"].iloc[0] if len(g) and isinstance(g["cpu_frame"].iloc[0], str) else None
+        per_rank.append({"rank": r, **verdict(t, top)})
     table = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=STEP_COLUMNS)
     gap_t = pd.concat(gaps, ignore_index=True) if gaps else pd.DataFrame(columns=GAP_COLUMNS)
     pr = pd.DataFrame(per_rank)
     head = max(per_rank, key=lambda d: d.get("step_us", -1.0)) if per_rank else {"verdict": "undecided",
                                                                                    "reason": "no rank"}
     return {"steps": table, "gaps": gap_t, "per_rank": pr, "verdict": head}
+
+
+def _clean(v):
+    if isinstance(v, (float, np.floating)):
+        return None if np.isnan(v) else round(float(v), 3)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def records(df: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-able dicts (NaN -> None, floats rounded to ns)."""
+    return [{k: _clean(v) for k, v in r.items()} for r in df.to_dict("records")] if len(df) else []
+
+
+def to_json(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, steps: pd.DataFrame | None = None) -> dict:
+    """The ``cpu`` object of the summary JSON (README: ``kit profile summary --json``)."""
+    d = {"verdict": {k: _clean(v) for k, v in verdict.items()}, "per_rank": records(per_rank),
+         "gaps": records(gaps)}
+    if steps is not None:
+        d["per_step"] = records(steps)
+    return d
+
+
+def lines(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, n: int = 3) -> list[str]:
+    """Text lines of the verdict, per-rank verdicts (several ranks) and the longest CPU-caused gaps."""
+    if not verdict:
+        return []
+    out = [f"verdict: {verdict.get('verdict')}" + (f" (rank {verdict['rank']})" if len(per_rank) > 1 else "")
+           + (f": {verdict['reason']}" if verdict.get("reason") else "")]
+    if len(per_rank) > 1:
+        out += [f"  rank {r.rank}: {r.verdict}" for r in per_rank.itertuples()]
+    for r in gaps.head(n).itertuples():
+        where = r.cpu_frame if isinstance(r.cpu_frame, str) else "no CPU frame recorded"
+        mod = f" in {r.module}" if isinstance(r.module, str) and r.module not in where else ""
+        out.append(f"  GPU idle {r.idle_us:,.0f} us (step {r.step}, {r.cause}) while the CPU was in {where}{mod}; "
+                   f"ended by {str(r.next_kernel)[:60]}")
+    return out

@@ -12,7 +12,7 @@ import pandas as pd
 
 from kit.errors import TraceError, UsageError
 from kit.profile import _attribution as A
-from kit.profile import _load
+from kit.profile import _cpu, _load
 from kit.profile import _summary as S
 from kit.profile._categories import Rule, build_rules, categorise, category_order
 from kit.profile._kineto import absolute_offset_us
@@ -123,7 +123,7 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
             cm["start_us"] = cm["ts"] + shift
             comms_all.append(cm.drop(columns=["ts"]))
         # the CPU side (runtime/driver calls, CPU ops and module frames) on the common clock: _cpu.py
-        runtime_all.append(_cpu_table(la, r, shift))
+        runtime_all.append(_runtime(la, fr, r, shift))
         if fr is not None:
             frames_all.append(_cpu_table(fr, r, shift, "kind"))
         a["rank"] = r
@@ -189,17 +189,37 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
             "warnings": warnings, "runtime": runtime, "cpu_frames": cpu_frames}
 
 
+# CPU ops that wait for the GPU, kept in ``Profile.runtime`` with the runtime/driver calls
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
+
+
 def _cpu_table(t: pd.DataFrame | None, rank: int, shift: float, extra: str = "correlation") -> pd.DataFrame:
-    """One file's runtime calls (``extra='correlation'``) or CPU frames (``'kind'``) with rank and
-    ``start_us``/``dur_us`` on the profile's clock."""
-    cols = ["rank", "name", "start_us", "dur_us", "tid", extra]
+    """One file's runtime calls (``extra='correlation'``; with the GPU-waiting ops of ``t.sync_ops``,
+    ``kind`` 'runtime' or 'op') or CPU frames (``'kind'``) with rank and ``start_us``/``dur_us`` on the
+    profile's clock."""
+    cols = ["rank", "name", "start_us", "dur_us", "tid", extra] + (["kind"] if extra == "correlation" else [])
+    types = {"rank": np.int64, "correlation": np.int64, "start_us": float, "dur_us": float}
     if t is None or not len(t):
-        types = {"rank": np.int64, "correlation": np.int64, "start_us": float, "dur_us": float}
         return pd.DataFrame({c: pd.Series(dtype=types.get(c, object)) for c in cols})
     ex = t[extra].astype(str).to_numpy() if extra == "kind" else t[extra].to_numpy(np.int64)
-    return pd.DataFrame({"rank": rank, "name": t["name"].astype(str).to_numpy(),
-                         "start_us": t["ts"].to_numpy(float) + shift, "dur_us": t["dur"].to_numpy(float),
-                         "tid": t["tid"].astype(str).to_numpy(), extra: ex})
+    out = pd.DataFrame({"rank": rank, "name": t["name"].astype(str).to_numpy(),
+                        "start_us": t["ts"].to_numpy(float) + shift, "dur_us": t["dur"].to_numpy(float),
+                        "tid": t["tid"].astype(str).to_numpy(), extra: ex})
+    if extra == "correlation":
+        out["kind"] = "runtime"
+    return out
+
+
+def _runtime(la: pd.DataFrame, fr: pd.DataFrame | None, rank: int, shift: float) -> pd.DataFrame:
+    """Runtime/driver calls and the CPU ops that wait for the GPU (``SYNC_OPS``, ``kind`` 'op')."""
+    rt = _cpu_table(la, rank, shift)
+    if fr is None or not len(fr):
+        return rt
+    ops = fr[fr["name"].astype(str).isin(SYNC_OPS)]
+    if not len(ops):
+        return rt
+    o = _cpu_table(ops.assign(correlation=-1), rank, shift).assign(kind="op")
+    return pd.concat([rt, o], ignore_index=True).sort_values("start_us", kind="stable").reset_index(drop=True)
 
 
 def _no_kernel_warning(name: str, launches: pd.DataFrame, comms, ann: pd.DataFrame) -> str:
@@ -224,7 +244,8 @@ class Profile:
     dur_us, correlation, step, phase, module, block, layer, graph, ...), ``annotations``, ``steps`` (one
     row per rank and step), ``comms`` (CPU-side collective calls: ``record_param_comms`` with collective
     name, group size, element counts, dtype), ``runtime`` (CUDA/HIP runtime and driver calls with a
-    correlation id: rank, name, start_us, dur_us, tid, correlation), ``cpu_frames`` (CPU ops and kept
+    correlation id, and the CPU ops that wait for the GPU: rank, name, start_us, dur_us, tid,
+    correlation, kind 'runtime' or 'op'), ``cpu_frames`` (CPU ops and kept
     Python frames: rank, name, start_us, dur_us, tid, kind), ``meta`` and ``warnings``."""
 
     files: list[str]
@@ -262,7 +283,9 @@ class Profile:
         """Category breakdown of ``phase`` ('all', 'decode' or 'prefill'); see :class:`Summary`."""
         if phase not in PHASES:
             raise UsageError(f"Profile.summary: phase must be one of {', '.join(PHASES)}, not {phase!r}")
-        return Summary(**S.summarise(self, phase, top))
+        d = S.summarise(self, phase, top)
+        cpu = _cpu.cpu_side(self, d["phase"])
+        return Summary(**d, verdict=cpu["verdict"], cpu=cpu["steps"], cpu_gaps=cpu["gaps"], cpu_ranks=cpu["per_rank"])
 
     def modules(self, by: str = "module") -> pd.DataFrame:
         """Kernel time per module class (``by='module'``: layer child and innermost module; ``'block'``:
@@ -314,6 +337,10 @@ class Summary:
     layers: pd.DataFrame = field(default_factory=pd.DataFrame)
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
     categories_unavailable: str | None = None
+    verdict: dict = field(default_factory=dict)
+    cpu: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cpu_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cpu_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_dict(self, full: bool = False) -> dict:
         """The CLI's JSON: files, ranks, kernel_time_us, wall_time_us, steps, categories, warnings
@@ -330,6 +357,7 @@ class Summary:
             d["categories_unavailable"] = self.categories_unavailable
         d["decided_by"] = [{"decided_by": r.decided_by, "time_us": num(r.time_us),
                             "share_of_kernel": num(r.share_of_kernel)} for r in self.evidence.itertuples()]
+        d["cpu"] = _cpu.to_json(self.verdict, self.cpu_ranks, self.cpu_gaps, self.cpu if full else None)
         if len(self.collectives):
             d["collectives"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
                                 for r in self.collectives.to_dict("records")]
@@ -376,6 +404,7 @@ class Summary:
             lines.append(f"categories unavailable: {self.categories_unavailable}")
         if self._evidence_line():
             lines.append(self._evidence_line())
+        lines += _cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)
         for r in self.collectives.itertuples():
             lines.append(f"collective {r.collective}: {r.calls} call(s) on the CPU, group size {r.group_size}, "
                          f"{r.bytes:,} bytes, {r.kernels} kernel(s)")
