@@ -21,6 +21,13 @@ kernel row records which (``decided_by``):
    is not in the trace, e.g. work queued before the profiled window: no CPU evidence can exist);
    else ``none`` (category ``other``).
 
+Ops (the same sweep): ``op`` is the innermost enclosing ``cpu_op`` of the launch, ``op_top`` the
+outermost, ``op_call`` the row of the innermost op that recorded ``Input Dims`` (the kernels of one op
+call, e.g. a split-K GEMM and its reduction, share it; -1: none) and ``input_dims``/``input_types``
+that op's shapes as JSON text (``record_shapes=True``). ``kit.profile.compare`` splits by ``op_top``
+and ``module``, ``kit.profile.roofline`` reads the shapes: both from the Profile, never the files.
+Graph-replayed kernels get none of these (their frames enclose the replay, not the op).
+
 Modules: ``module`` is the class of the innermost enclosing ``nn.Module`` frame, ``block`` the class
 of the module directly inside the enclosing layer (``*DecoderLayer``, ``TransformerBlock`` ...), and
 ``layer`` that layer's index (the profiler numbers module instances per class in call order, so
@@ -43,6 +50,9 @@ _LAYER = re.compile(r"(?i)(layer|block)$")
 _NOT_LAYER = re.compile(r"(?i)norm|attention|mlp|moe|linear|embed")
 _FUSED = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)*$")
 _GRAPH = re.compile(r"GraphLaunch")
+# the object columns of ``link``'s result (besides launch, graph, layer, op_call)
+LINKED_OBJECT = ("frame_category", "frame_kind", "frame_name", "module", "block", "op", "op_top", "input_dims",
+                 "input_types")
 
 
 def fused_category(name: str, rules: list[Rule]) -> str | None:
@@ -87,12 +97,14 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
 
     Returns a frame aligned with ``k``: ``launch`` (runtime call name or ''), ``graph`` (launched by a
     graph launch), ``frame_category``/``frame_kind``/``frame_name`` (the deciding frame, if any),
-    ``module``, ``block``, ``layer`` (-1: none)."""
+    ``module``, ``block``, ``layer`` (-1: none), ``op``, ``op_top``, ``op_call`` (-1: none),
+    ``input_dims``, ``input_types`` (see the module docstring)."""
     n = len(k)
-    out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool),
-           "frame_category": np.full(n, None, dtype=object), "frame_kind": np.full(n, None, dtype=object),
-           "frame_name": np.full(n, None, dtype=object), "module": np.full(n, None, dtype=object),
-           "block": np.full(n, None, dtype=object), "layer": np.full(n, -1, dtype=np.int64)}
+    out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool)}
+    for c in LINKED_OBJECT:
+        out[c] = np.full(n, None, dtype=object)
+    out["layer"] = np.full(n, -1, dtype=np.int64)
+    out["op_call"] = np.full(n, -1, dtype=np.int64)
     if not n or not len(launches):
         out["launch"][:] = None   # no launch records at all (nsys stats, old traces): not "missing"
         return pd.DataFrame(out, index=k.index)
@@ -108,13 +120,16 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     fr_rules = [r for r in rules if set(r.on) - {"kernel", "fused"}]
     parts = []
     if len(frames):
-        parts.append(frames[["name", "ts", "dur", "tid", "kind"]].assign(name=frames["name"].astype(str),
-                                                                      kind=frames["kind"].astype(str)))
+        f = frames.assign(name=frames["name"].astype(str), kind=frames["kind"].astype(str))
+        for c in ("dims", "types"):
+            f[c] = f[c].astype(object) if c in f else None
+        parts.append(f[["name", "ts", "dur", "tid", "kind", "dims", "types"]])
     if len(ann):
         cpu = ann[ann["side"] == "cpu"]
         if len(cpu):
             parts.append(pd.DataFrame({"name": cpu["name"].astype(str), "ts": cpu["ts"], "dur": cpu["dur"],
-                                       "tid": cpu["tid"].astype(str), "kind": "range"}))
+                                       "tid": cpu["tid"].astype(str), "kind": "range", "dims": None,
+                                       "types": None}))
     if not parts:
         return pd.DataFrame(out, index=k.index)
     fr = pd.concat(parts, ignore_index=True)
@@ -127,16 +142,20 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     ltid = la["tid"].astype(str).to_numpy()
     res_cat = {}
     fr_tid = fr["tid"].to_numpy()
+    fr_dims, fr_types = fr["dims"].to_numpy(), fr["types"].to_numpy()
     for tid in np.unique(ltid[need]):
-        sel = fr[fr_tid == tid]
-        if not len(sel):
+        rows = np.flatnonzero(fr_tid == tid)
+        if not len(rows):
             continue
+        sel = fr.iloc[rows]
         fts = sel["ts"].to_numpy(float)
         order = np.lexsort((-sel["dur"].to_numpy(float), fts))
         fts = fts[order]
+        rows = rows[order]
         fend = fts + sel["dur"].to_numpy(float)[order]
         names = sel["name"].to_numpy()[order]
         kinds = sel["kind"].to_numpy()[order]
+        dims = sel["dims"].to_numpy()[order]
         finfo = []
         for nm, kd in zip(names, kinds):
             key = (nm, kd)
@@ -161,10 +180,17 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
             module = block = None
             layer = -1
             inner_mod = None
+            op = op_top = None
+            shaped = -1
             for f in reversed(stack):
                 if fend[f] < t:
                     continue
                 inf = finfo[f]
+                if inf.kind == "op":
+                    op = op or inf.name
+                    op_top = inf.name
+                    if shaped < 0 and dims[f] is not None:
+                        shaped = f
                 if inf.cat is not None and (dec is None or (inf.container and inf.cat != dec.cat)):
                     dec = inf
                 if inf.module is not None:
@@ -174,16 +200,20 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
                         layer = inf.layer
                         block = inner_mod
                     inner_mod = inf.module
+            call = int(rows[shaped]) if shaped >= 0 else -1
             res_cat[L] = (dec.cat if dec else None, dec.kind if dec else None, dec.name if dec else None,
-                          module, block, layer)
+                          module, block, layer, op, op_top, call,
+                          fr_dims[call] if call >= 0 else None, fr_types[call] if call >= 0 else None)
     if res_cat:
         idx = np.flatnonzero(has & ~out["graph"])
+        cols = [out[c] for c in ("frame_category", "frame_kind", "frame_name", "module", "block", "layer", "op",
+                                 "op_top", "op_call", "input_dims", "input_types")]
         for i in idx:
             r = res_cat.get(pos[i])
             if r is None:
                 continue
-            (out["frame_category"][i], out["frame_kind"][i], out["frame_name"][i], out["module"][i],
-             out["block"][i], out["layer"][i]) = r
+            for col, v in zip(cols, r):
+                col[i] = v
     return pd.DataFrame(out, index=k.index)
 
 

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-PARSER_VERSION = "3"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables
+PARSER_VERSION = "4"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: op shapes, runtime
 _TABLES = ("kernels", "annotations", "launches", "frames", "comms")
 
 

@@ -1,7 +1,7 @@
 """The CPU side of a step: launches, syncs, host time, and why the GPU waited (GPU-, launch- or host-bound).
 
-From the profile's ``runtime`` table (CUDA/HIP runtime and driver calls) and ``cpu_frames`` (CPU ops,
-``nn.Module`` frames), per rank and step:
+From the profile's ``runtime`` table (CUDA/HIP runtime and driver calls, and the ops that wait for
+the GPU) and the kernels' launch links (``op``, ``op_top``, ``module``), per rank and step:
 
 - the step's **CPU window**: the CPU-side annotation of the step (the ``record_function`` range the
   GPU-side copy of which delimits the step) holding the launch of its first kernel; without one,
@@ -23,7 +23,10 @@ The verdict of a phase (per rank; the slowest rank for the whole) from the per-s
   the step time;
 - ``host-bound``: otherwise, when sync-caused idle is at least ``SYNC_SHARE`` (a third) of the idle
   the CPU caused (the step is serialised by its synchronisations), or when one gap per step holds at
-  least ``ONE_GAP_SHARE`` (half) of it (host work in one place, named by the CPU frame it sat in);
+  least ``ONE_GAP_SHARE`` (half) of it (host work in one place, named by the op whose launch ended it);
+
+The longest CPU-caused gaps (``gaps``) name where the CPU was: the sync that returned inside the gap,
+else the op (and ``nn.Module``) that launched the kernel ending it, i.e. the op the GPU waited for.
 - ``launch-bound``: otherwise: the CPU issues kernels slower than the GPU runs them;
 - ``undecided``: kernels without durations (graph replay without per-kernel timing) or no
   launch records: the reason is given.
@@ -82,37 +85,6 @@ def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
         if tid[i] != last_tid or end[i] > last_end:
             last_tid, last_end = tid[i], end[i]
     return out
-
-
-class _Frames:
-    """Innermost CPU frame (and module) enclosing given times on one thread."""
-
-    def __init__(self, fr: pd.DataFrame) -> None:
-        fr = fr.sort_values(["start_us", "dur_us"], ascending=[True, False])
-        self.s = fr["start_us"].to_numpy(float)
-        self.e = self.s + fr["dur_us"].to_numpy(float)
-        self.name = fr["name"].astype(str).to_numpy()
-        self.mod = fr["kind"].astype(str).to_numpy() == "module"
-
-    def at(self, times: np.ndarray) -> tuple[list, list]:
-        """(innermost frame name, innermost module name) at each time (sorted sweep)."""
-        frames, mods = [None] * len(times), [None] * len(times)
-        order = np.argsort(times, kind="stable")
-        stack: list[int] = []
-        j = 0
-        for q in order:
-            t = times[q]
-            while j < len(self.s) and self.s[j] <= t:
-                while stack and self.e[stack[-1]] < self.s[j]:
-                    stack.pop()
-                stack.append(j)
-                j += 1
-            live = [f for f in stack if self.e[f] >= t]
-            if live:
-                frames[q] = self.name[live[-1]]
-                m = [f for f in live if self.mod[f]]
-                mods[q] = self.name[m[-1]][len("nn.Module: "):] if m else None
-        return frames, mods
 
 
 def _cpu_windows(st: pd.DataFrame, k: pd.DataFrame, launch_ts: pd.Series, ann: pd.DataFrame) -> pd.DataFrame:
@@ -182,9 +154,7 @@ def _cause(g: pd.DataFrame, waits: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
 def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``."""
     rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
-    fr = p.cpu_frames if isinstance(getattr(p, "cpu_frames", None), pd.DataFrame) else pd.DataFrame()
     rt = rt[rt["rank"] == rank] if len(rt) else rt
-    fr = fr[fr["rank"] == rank] if len(fr) else fr
     ann = p.annotations[p.annotations["rank"] == rank] if len(p.annotations) else p.annotations
     k = k[k["rank"] == rank]
     if not len(rt) or not len(steps):
@@ -241,7 +211,7 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
                      "syncs": int((~own).sum() + len(it)), "item_calls": int(len(it)),
                      "launch_api_us": float(lw["dur_us"].sum()), "sync_wait_us": wait})
     table = pd.DataFrame(rows, columns=STEP_COLUMNS)
-    return table, _gap_table(gaps, k, fr, calls, rank)
+    return table, _gap_table(gaps, k, rt, rank)
 
 
 def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -265,32 +235,32 @@ def _first_gap(gs: pd.DataFrame, gap_before: float) -> float:
     return float(gap_before) if gap_before == gap_before and gs["before_step"].any() else np.nan
 
 
-def _gap_table(g: pd.DataFrame, k: pd.DataFrame, fr: pd.DataFrame, rt: pd.DataFrame, rank: int,
-               n: int = 10) -> pd.DataFrame:
-    """The ``n`` longest gaps the CPU caused, with the CPU frame and module at the gap's middle (the
-    launching thread) and the kernel (and its op) that ended it."""
+def _gap_table(g: pd.DataFrame, k: pd.DataFrame, rt: pd.DataFrame, rank: int, n: int = 10) -> pd.DataFrame:
+    """The ``n`` longest gaps the CPU caused: where the CPU was (the sync that returned inside the gap,
+    else the op and ``nn.Module`` the next kernel was launched from) and the kernel that ended it."""
     g = g[g["cause"].isin(["launch", "sync"])].nlargest(n, "idle_us")
     if not len(g):
         return pd.DataFrame(columns=GAP_COLUMNS)
-    corr = k.loc[g["kernel"], "correlation"].to_numpy()
-    tid_of = rt.set_index("correlation")["tid"]
-    tids = [tid_of.get(c) for c in corr]
-    main = max(set(t for t in tids if t is not None), key=tids.count, default=None)
-    frame = mod = op = [None] * len(g)
-    if len(fr) and main is not None:
-        F = _Frames(fr[fr["tid"].astype(str) == str(main)])
-        mid = (g["start_us"] + g["idle_us"] / 2).to_numpy(float)
-        frame, mod = F.at(mid)
-        op, _ = F.at(g["launch_us"].to_numpy(float))
-    else:   # no CPU frames kept: the op / module the kernel that ended the gap was attributed to
-        kk = k.loc[g["kernel"]]
-        col = "op" if "op" in kk else "frame_name" if "frame_name" in kk else None
-        op = list(kk[col].astype(object).where(kk[col].notna(), None)) if col else op
-        mod = list(kk["module"].astype(object).where(kk["module"].notna(), None)) if "module" in kk else mod
+    kk = k.loc[g["kernel"]]
+
+    def col(c):
+        return [x if isinstance(x, str) and x else None for x in kk[c].astype(object)] if c in kk else [None] * len(g)
+
+    op_top, op = col("op_top"), col("op")
+    next_op = [o or t for o, t in zip(op, op_top)]
+    frame = list(next_op)
+    waits = rt[(rt["kind"] == "sync") | ((rt["kind"] == "op") & rt["name"].astype(str).isin(ITEM_OPS))]
+    if len(waits):
+        we = (waits["start_us"] + waits["dur_us"]).to_numpy(float)
+        names = waits["name"].astype(str).to_numpy()
+        for i, (g0, lt, c) in enumerate(zip(g["start_us"], g["launch_us"], g["cause"])):
+            if c == "sync":
+                hit = np.flatnonzero((we >= g0 - _TOL_US) & (we <= lt + _TOL_US))
+                frame[i] = names[hit[-1]] if len(hit) else frame[i]
     return pd.DataFrame({"rank": rank, "step": g["step"].to_numpy(), "start_us": g["start_us"].to_numpy(),
                          "idle_us": g["idle_us"].to_numpy(), "cause": g["cause"].to_numpy(), "cpu_frame": frame,
-                         "module": mod, "next_kernel": k.loc[g["kernel"], "name"].astype(str).to_numpy(),
-                         "next_op": op}, columns=GAP_COLUMNS)
+                         "module": col("module"), "next_kernel": kk["name"].astype(str).to_numpy(),
+                         "next_op": next_op}, columns=GAP_COLUMNS)
 
 
 def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
@@ -405,3 +375,91 @@ def lines(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, n: int = 3)
         out.append(f"  GPU idle {r.idle_us:,.0f} us (step {r.step}, {r.cause}) while the CPU was in {where}{mod}; "
                    f"ended by {str(r.next_kernel)[:60]}")
     return out
+
+
+# ---------------------------------------------------------------- compare: the cause of GPU idle in both runs
+
+RUN_COLUMNS = ["run", "label", "rank", "verdict", "mode", "launches", "graph_launches", "memcpy", "syncs",
+               "sync_wait_us", "cpu_us", "gpu_busy_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "step_us",
+               "reason"]
+PROFILER_IDLE_SHARE = 0.5
+
+
+def run_table(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str]) -> pd.DataFrame:
+    """One row per run (A, B): the CPU side of the compared rank's ``phase`` steps and its verdict."""
+    rows = []
+    for run, p, r, lab in zip(("A", "B"), profiles, ranks, labels):
+        st = p.steps
+        st = st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
+        t, g = rank_cpu(p, r, st.sort_values("start_us"), p.kernels)
+        top = g["cpu_frame"].iloc[0] if len(g) and isinstance(g["cpu_frame"].iloc[0], str) else None
+        v = verdict(t, top)
+        rows.append({"run": run, "label": lab, "rank": r, **{c: v.get(c, np.nan) for c in RUN_COLUMNS[3:]}})
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def _run_words(r) -> str:
+    if r.verdict == "undecided" and r.mode != r.mode:
+        return f"{r.label}: {r.reason}"
+    launches = ("1 CUDA graph replayed" if r.mode == "graph" and r.graph_launches == 1 else
+                f"{r.graph_launches:g} graph launches" if r.mode == "graph" else
+                f"{r.launches:g} kernel launches (eager)" if r.mode == "eager" else
+                f"{r.launches:g} kernel launches + {r.graph_launches:g} graph launches" if r.mode == "mixed" else
+                "no launch recorded")
+    syncs = f"{r.syncs:g} sync(s) blocking {r.sync_wait_us:,.0f} us" if r.syncs else "no sync"
+    return f"{r.label}: {launches}, CPU {r.cpu_us:,.0f} us, {syncs} per step -> {r.verdict}"
+
+
+def cause(runs: pd.DataFrame) -> str:
+    """What differs on the CPU side between the two runs, in one sentence (empty when nothing does)."""
+    if len(runs) != 2:
+        return ""
+    a, b = (runs.iloc[0], runs.iloc[1])
+    said = []
+    if a["mode"] != b["mode"] and "graph" in (a["mode"], b["mode"]):
+        e, g = (a, b) if b["mode"] == "graph" else (b, a)
+        said.append(f"{e['label']} launches {e['launches']:g} kernels per step one by one, {g['label']} replays "
+                    f"{'a CUDA graph' if g['graph_launches'] == 1 else f'{g.graph_launches:g} CUDA graphs'}")
+    elif a["launches"] != b["launches"] and max(a["launches"], b["launches"]) > 0:
+        hi, lo = (a, b) if a["launches"] > b["launches"] else (b, a)
+        said.append(f"{hi['label']} launches {hi['launches']:g} kernels per step against {lo['launches']:g} in "
+                    f"{lo['label']}")
+    if a["syncs"] != b["syncs"]:
+        hi, lo = (a, b) if a["syncs"] > b["syncs"] else (b, a)
+        said.append(f"{hi['label']} synchronises {hi['syncs']:g} times per step (blocking {hi['sync_wait_us']:,.0f} "
+                    f"us) against {lo['syncs']:g} in {lo['label']}")
+    if not said:
+        return ""
+    return "; ".join(said) + f" (CPU {a['cpu_us']:,.0f} -> {b['cpu_us']:,.0f} us per step)"
+
+
+def cause_lines(runs: pd.DataFrame) -> list[str]:
+    """Text lines: the cause sentence, then each run's CPU side and verdict."""
+    if runs is None or not len(runs):
+        return []
+    out = ["the CPU side (cause of GPU idle and launch gaps):"]
+    c = cause(runs)
+    if c:
+        out.append(f"  {c}")
+    out += [f"  {_run_words(r)}" for r in runs.itertuples()]
+    return out
+
+
+def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) -> str | None:
+    """A warning when the trace-measured difference is mostly GPU idle of an eager run, which the
+    profiler inflates (it adds CPU time to every op and launch), and no outside step times were given."""
+    if measured or runs is None or not len(runs):
+        return None
+    tot = parts[parts["kind"] == "total"]
+    if not len(tot) or not tot["delta_us"].iloc[0]:
+        return None
+    delta = float(tot["delta_us"].iloc[0])
+    idle = float(parts.loc[parts["kind"].isin(["gpu-idle", "launch-gap"]), "delta_us"].sum())
+    eager = runs[runs["launches"].fillna(0) > 0]
+    if idle / delta < PROFILER_IDLE_SHARE or not len(eager):
+        return None
+    who = ", ".join(f"{r.label} launches {r.launches:g} kernels per step" for r in eager.itertuples())
+    return (f"{100 * idle / delta:.0f}% of the trace-measured difference ({delta:+,.1f} us) is GPU idle and launch "
+            f"gaps, and {who} under the profiler, which adds CPU time to every op and launch: part of that idle is "
+            f"the profiler's own, so the size (even the sign) of the difference may not hold without it. Give step "
+            f"times measured outside the profiler (CUDA events): --step-ms A_MS B_MS, or compare(step_ms=...)")

@@ -66,7 +66,7 @@ class _Collector:
         self.k = {c: [] for c in ("device", "stream", "name", "ts", "dur", "correlation", "kind", "collective")}
         self.a = {c: [] for c in ("name", "ts", "dur", "side", "device", "stream", "tid")}
         self.r = {c: [] for c in ("name", "ts", "dur", "correlation", "tid")}
-        self.f = {c: [] for c in ("name", "ts", "dur", "tid", "kind")}
+        self.f = {c: [] for c in ("name", "ts", "dur", "tid", "kind", "dims", "types")}
         self.comm = {c: [] for c in ("name", "ts", "tid", "collective", "group_size", "in_nelems", "out_nelems",
                                      "dtype", "pg")}
         self.events = 0
@@ -123,8 +123,9 @@ class _Collector:
                     if _DROP_OPS_RX.match(name):
                         continue
                     kind_f = "op"
+                    args = e.get("args") or {}
+                    dims, types = _shape_text(args.get("Input Dims"), intern), _shape_text(args.get("Input type"), intern)
                     if name == "record_param_comms" or name.startswith("c10d::"):
-                        args = e.get("args") or {}
                         c = self.comm
                         c["name"].append(intern(name))
                         c["ts"].append(float(e["ts"]))
@@ -140,12 +141,15 @@ class _Collector:
                     if not _KEEP_PY_RX.search(name):
                         continue
                     kind_f = "module" if name.startswith("nn.Module: ") else "function"
+                    dims = types = None
                 f = self.f
                 f["name"].append(intern(name))
                 f["ts"].append(float(e["ts"]))
                 f["dur"].append(float(e.get("dur") or 0.0))
                 f["tid"].append(intern(e.get("tid", "")))
                 f["kind"].append(kind_f)
+                f["dims"].append(dims)
+                f["types"].append(types)
                 continue
             if cat in RUNTIME_CATS:
                 args = e.get("args") or {}
@@ -157,6 +161,15 @@ class _Collector:
                 r["dur"].append(float(e.get("dur") or 0.0))
                 r["correlation"].append(_int(corr))
                 r["tid"].append(intern(e.get("tid", "")))
+
+
+def _shape_text(v: Any, intern) -> str | None:
+    """An op's ``Input Dims`` / ``Input type`` as compact JSON text (None when absent or empty):
+    a string column that parquet stores as a dictionary, parsed back only by the roofline."""
+    if not v or type(v) is not list:
+        return None
+    text = _json.dumps(v, separators=(",", ":")) if _json.__name__ == "json" else _json.dumps(v)
+    return intern(text.decode() if type(text) is bytes else text)
 
 
 def _int(v: Any) -> int:
@@ -174,11 +187,12 @@ def _int(v: Any) -> int:
 
 
 # CPU ops that only make views or query metadata: they never launch GPU work, and are most of the
-# cpu_op events of a trace
+# cpu_op events of a trace. Ops that may copy (reshape, contiguous, flatten, dropout) are kept: they
+# can be the outermost op of a kernel's launch (``op_top``).
 _DROP_OPS = (r"aten::(?:empty|empty_strided|empty_like|view|_unsafe_view|as_strided|slice|select|t|transpose|"
-             r"reshape|_reshape_alias|unsqueeze|squeeze|permute|expand|expand_as|detach|alias|narrow|split|"
+             r"_reshape_alias|unsqueeze|squeeze|permute|expand|expand_as|detach|alias|narrow|split|"
              r"split_with_sizes|chunk|unbind|resolve_conj|resolve_neg|lift_fresh|view_as|numpy_T|size|stride|"
-             r"is_nonzero|result_type|contiguous|dropout|flatten|unflatten|_has_compatible_shallow_copy_type)")
+             r"is_nonzero|result_type|_has_compatible_shallow_copy_type)")
 _DROP_OPS_RX = re.compile(_DROP_OPS + '$')
 _DROP_OP_NAMES = frozenset(b"aten::" + n.encode() for n in _DROP_OPS[len("aten::(?:"):-1].split("|"))
 # python_function frames kept: nn.Module calls, and the few functions whose name says what they
