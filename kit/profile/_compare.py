@@ -251,6 +251,10 @@ class Comparison:
             lines.append(f"{r.part:<24}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}{r.noise_us:>8.1f}"
                          f"{100 * r.share:>7.1f}%  {'beyond noise' if r.beyond_noise else 'within noise'}")
         lines += _cpu.cause_lines(self.cpu)
+        if self.by_module is not None and len(self.by_module):
+            lines.append("by nn.Module class (kernel time per step; by_module_instances: per layer):")
+            lines += [f"  {str(r.module)[:40]:<40}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}"
+                      for r in self.by_module.head(5).itertuples()]
         one = self.only_in_one
         if len(one):
             lines.append("kernel families in one run only:")

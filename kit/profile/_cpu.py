@@ -60,7 +60,7 @@ STEP_COLUMNS = ["rank", "step", "name", "phase", "cpu_window_from", "cpu_us", "g
                 "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "max_gap_us",
                 "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us",
                 "sync_wait_us"]
-GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "cpu_frame", "module", "next_kernel", "next_op"]
+GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "sync", "op", "module", "next_kernel"]
 
 
 def classify(names: pd.Series) -> pd.Series:
@@ -248,7 +248,7 @@ def _gap_table(g: pd.DataFrame, k: pd.DataFrame, rt: pd.DataFrame, rank: int, n:
 
     op_top, op = col("op_top"), col("op")
     next_op = [o or t for o, t in zip(op, op_top)]
-    frame = list(next_op)
+    frame = [None] * len(g)
     waits = rt[(rt["kind"] == "sync") | ((rt["kind"] == "op") & rt["name"].astype(str).isin(ITEM_OPS))]
     if len(waits):
         we = (waits["start_us"] + waits["dur_us"]).to_numpy(float)
@@ -256,11 +256,11 @@ def _gap_table(g: pd.DataFrame, k: pd.DataFrame, rt: pd.DataFrame, rank: int, n:
         for i, (g0, lt, c) in enumerate(zip(g["start_us"], g["launch_us"], g["cause"])):
             if c == "sync":
                 hit = np.flatnonzero((we >= g0 - _TOL_US) & (we <= lt + _TOL_US))
-                frame[i] = names[hit[-1]] if len(hit) else frame[i]
+                frame[i] = names[hit[-1]] if len(hit) else None
     return pd.DataFrame({"rank": rank, "step": g["step"].to_numpy(), "start_us": g["start_us"].to_numpy(),
-                         "idle_us": g["idle_us"].to_numpy(), "cause": g["cause"].to_numpy(), "cpu_frame": frame,
-                         "module": col("module"), "next_kernel": kk["name"].astype(str).to_numpy(),
-                         "next_op": next_op}, columns=GAP_COLUMNS)
+                         "idle_us": g["idle_us"].to_numpy(), "cause": g["cause"].to_numpy(), "sync": frame,
+                         "op": next_op, "module": col("module"), "next_kernel": kk["name"].astype(str).to_numpy()},
+                        columns=GAP_COLUMNS)
 
 
 def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
@@ -298,7 +298,7 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
         figs += f" blocking {m['sync_wait_us']:,.0f} us: the syncs drain the GPU's queue"
     elif m["max_gap_us"] >= ONE_GAP_SHARE * caused:
         out["verdict"] = "host-bound"
-        where = f" while the CPU was in {top_frame}" if top_frame else ""
+        where = f" ({top_frame})" if top_frame else ""
         figs += (f"; one gap per step holds {m['max_gap_us']:,.0f} us ({100 * m['max_gap_us'] / caused:.0f}% of "
                  f"that idle){where}: host work, not launch overhead")
     else:
@@ -327,7 +327,7 @@ def cpu_side(p, phase: str = "all") -> dict:
                                                                                 pd.DataFrame(columns=GAP_COLUMNS))
         steps.append(t)
         gaps.append(g)
-        top = g["cpu_frame"].iloc[0] if len(g) and isinstance(g["cpu_frame"].iloc[0], str) else None
+        top = _where(g.iloc[0]) if len(g) else None
         per_rank.append({"rank": r, **verdict(t, top)})
     table = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=STEP_COLUMNS)
     gap_t = pd.concat(gaps, ignore_index=True) if gaps else pd.DataFrame(columns=GAP_COLUMNS)
@@ -369,12 +369,20 @@ def lines(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, n: int = 3)
            + (f": {verdict['reason']}" if verdict.get("reason") else "")]
     if len(per_rank) > 1:
         out += [f"  rank {r.rank}: {r.verdict}" for r in per_rank.itertuples()]
-    for r in gaps.head(n).itertuples():
-        where = r.cpu_frame if isinstance(r.cpu_frame, str) else "no CPU frame recorded"
-        mod = f" in {r.module}" if isinstance(r.module, str) and r.module not in where else ""
-        out.append(f"  GPU idle {r.idle_us:,.0f} us (step {r.step}, {r.cause}) while the CPU was in {where}{mod}; "
-                   f"ended by {str(r.next_kernel)[:60]}")
+    for _, r in gaps.head(n).iterrows():
+        out.append(f"  GPU idle {r['idle_us']:,.0f} us (step {r['step']}): {_where(r)}")
     return out
+
+
+def _where(r) -> str:
+    """Where a CPU-caused gap sat, in words."""
+    op = r["op"] if isinstance(r["op"], str) and r["op"] != str(r["next_kernel"]) else None
+    mod = f" in {r['module']}" if isinstance(r["module"], str) else ""
+    launched = (f"until the CPU launched {str(r['next_kernel'])[:60]} from {op}{mod}" if op else
+                f"until the CPU launched {str(r['next_kernel'])[:60]}{mod} (no CPU op recorded around the launch)")
+    if r["cause"] == "sync" and isinstance(r["sync"], str):
+        return f"after {r['sync']} returned (the GPU had drained), {launched}"
+    return launched
 
 
 # ---------------------------------------------------------------- compare: the cause of GPU idle in both runs
@@ -392,7 +400,7 @@ def run_table(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple
         st = p.steps
         st = st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
         t, g = rank_cpu(p, r, st.sort_values("start_us"), p.kernels)
-        top = g["cpu_frame"].iloc[0] if len(g) and isinstance(g["cpu_frame"].iloc[0], str) else None
+        top = _where(g.iloc[0]) if len(g) else None
         v = verdict(t, top)
         rows.append({"run": run, "label": lab, "rank": r, **{c: v.get(c, np.nan) for c in RUN_COLUMNS[3:]}})
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
