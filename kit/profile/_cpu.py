@@ -127,7 +127,8 @@ def _gaps(k: pd.DataFrame, st: pd.DataFrame, launch_ts: pd.Series) -> pd.DataFra
         ln = b - g0
         for i in np.flatnonzero(ln > 0):
             rows.append((s, g0[i], ln[i], ks.index[i], i == 0))
-    g = pd.DataFrame(rows, columns=["step", "start_us", "idle_us", "kernel", "before_step"])
+    g = pd.DataFrame(rows, columns=["step", "start_us", "idle_us", "kernel", "before_step"]).astype(
+        {"start_us": float, "idle_us": float, "before_step": bool})
     g["launch_us"] = k.loc[g["kernel"], "correlation"].map(launch_ts).to_numpy(float) if len(g) else []
     return g
 
@@ -256,7 +257,8 @@ def _gap_table(g: pd.DataFrame, k: pd.DataFrame, rt: pd.DataFrame, rank: int, n:
         for i, (g0, lt, c) in enumerate(zip(g["start_us"], g["launch_us"], g["cause"])):
             if c == "sync":
                 hit = np.flatnonzero((we >= g0 - _TOL_US) & (we <= lt + _TOL_US))
-                frame[i] = names[hit[-1]] if len(hit) else None
+                # the outermost wait (an .item() op ends after the sync call inside it)
+                frame[i] = names[hit[np.argmax(we[hit])]] if len(hit) else None
     return pd.DataFrame({"rank": rank, "step": g["step"].to_numpy(), "start_us": g["start_us"].to_numpy(),
                          "idle_us": g["idle_us"].to_numpy(), "cause": g["cause"].to_numpy(), "sync": frame,
                          "op": next_op, "module": col("module"), "next_kernel": kk["name"].astype(str).to_numpy()},
