@@ -408,6 +408,7 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     w = _cpu.profiler_warning(parts, cpu, step_ms is not None)
     if w:
         warnings.append(w)
+    warnings += _cpu.outlier_warning((pa, pb), (ra.rank, rb.rank), phase, (la, lb))
     if abs(delta) < total["noise_us"]:
         warnings.append(f"the step-time difference ({delta:+,.1f} us) is within the step-to-step noise "
                         f"(+-{total['noise_us']:,.1f} us): no part of it is a finding")

@@ -21,8 +21,10 @@ The verdict of a phase (per rank; the slowest rank for the whole) from the per-s
 
 - ``GPU-bound``: idle the CPU caused (``launch`` + ``sync``) is under ``CPU_IDLE_BOUND`` (25%) of
   the step time;
-- ``host-bound``: otherwise, when sync-caused idle is at least ``SYNC_SHARE`` (a third) of the idle
-  the CPU caused (the step is serialised by its synchronisations), or when one gap per step holds at
+- ``host-bound``: otherwise, when the step synchronises and sync-caused idle is at least ``SYNC_SHARE``
+  (a third) of the idle the CPU caused or ``SYNC_STEP`` (5%) of the step (each sync drains the GPU's
+  queue, and a step that synchronises cannot be captured in a CUDA graph, the cure for launch-bound
+  steps), or when one gap per step holds at
   least ``ONE_GAP_SHARE`` (half) of it (host work in one place, named by the op whose launch ended it);
 
 The longest CPU-caused gaps (``gaps``) name where the CPU was: the sync that returned inside the gap,
@@ -53,6 +55,7 @@ SYNC = re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$|^cu(?:Ctx|S
 ITEM_OPS = ("aten::_local_scalar_dense", "aten::item")
 CPU_IDLE_BOUND = 0.25
 SYNC_SHARE = 1 / 3
+SYNC_STEP = 0.05
 ONE_GAP_SHARE = 0.5
 _TOL_US = 2.0   # clock jitter between a launch record and the GPU timeline
 
@@ -291,13 +294,16 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
                sync_share_of_cpu_idle=m["idle_sync_us"] / caused if caused else 0.0)
     figs = (f"GPU busy {busy:,.0f} of {step:,.0f} us/step ({100 * busy / step:.0f}%), GPU idle the CPU caused "
             f"{caused:,.0f} us ({100 * caused / step:.0f}%: launch {m['idle_launch_us']:,.0f}, sync "
-            f"{m['idle_sync_us']:,.0f}); {_launch_words(m, mode)}, CPU {m['cpu_us']:,.0f} us/step, "
+            f"{m['idle_sync_us']:,.0f}; idle with work queued {m['idle_queued_us']:,.0f}); {_launch_words(m, mode)}, "
+            f"CPU {m['cpu_us']:,.0f} us/step, "
             f"{m['syncs']:g} sync(s)/step")
     if caused < CPU_IDLE_BOUND * step:
         out["verdict"] = "GPU-bound"
-    elif m["idle_sync_us"] >= SYNC_SHARE * caused and m["syncs"] > 0:
+    elif m["syncs"] > 0 and (m["idle_sync_us"] >= SYNC_SHARE * caused or m["idle_sync_us"] >= SYNC_STEP * step):
         out["verdict"] = "host-bound"
-        figs += f" blocking {m['sync_wait_us']:,.0f} us: the syncs drain the GPU's queue"
+        figs += (f" blocking {m['sync_wait_us']:,.0f} us: each sync drains the GPU's queue ({m['idle_sync_us']:,.0f} us "
+                 f"of GPU idle per step follow one, {100 * m['idle_sync_us'] / step:.0f}% of the step), and a step that "
+                 f"synchronises cannot be captured in a CUDA graph")
     elif m["max_gap_us"] >= ONE_GAP_SHARE * caused:
         out["verdict"] = "host-bound"
         where = f" ({top_frame})" if top_frame else ""
@@ -473,3 +479,30 @@ def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) ->
             f"gaps, and {who} under the profiler, which adds CPU time to every op and launch: part of that idle is "
             f"the profiler's own, so the size (even the sign) of the difference may not hold without it. Give step "
             f"times measured outside the profiler (CUDA events): --step-ms A_MS B_MS, or compare(step_ms=...)")
+
+
+OUTLIER = 3.0
+
+
+def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str]) -> list[str]:
+    """Steps that took more than ``OUTLIER`` times the median step of their run (first-call warm-up, a
+    host hiccup): they move the means the comparison explains; named with their longest CPU-caused gap."""
+    out = []
+    for p, r, lab in zip(profiles, ranks, labels):
+        st = p.steps
+        st = st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
+        if len(st) < 3:
+            continue
+        t = st["wall_us"] + st["gap_before_us"].fillna(0.0)
+        med = float(t.median())
+        slow = st[t > OUTLIER * med]
+        if not len(slow):
+            continue
+        _, g = rank_cpu(p, r, st.sort_values("start_us"), p.kernels)
+        for s in slow.itertuples():
+            gs = g[g["step"] == s.step]
+            where = f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {_where(gs.iloc[0])}" if len(gs) else ""
+            out.append(f"{lab}: step {s.step} took {s.wall_us + (s.gap_before_us if s.gap_before_us == s.gap_before_us else 0):,.0f} us, "
+                       f"{(s.wall_us) / med:.1f}x the median step ({med:,.0f} us) (warm-up or a host hiccup){where}; "
+                       f"it moves the mean step time and the noise of this comparison")
+    return out
