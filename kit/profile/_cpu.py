@@ -90,49 +90,58 @@ def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return out
 
 
-def _cpu_windows(st: pd.DataFrame, k: pd.DataFrame, launch_ts: pd.Series, ann: pd.DataFrame) -> pd.DataFrame:
+def _cpu_windows(st: pd.DataFrame, first_launch: pd.Series, ann: pd.DataFrame) -> pd.DataFrame:
     """Per step: the CPU window (start, end, from)."""
     cpu_ann = ann[ann["side"] == "cpu"] if len(ann) else ann
-    first_launch = (k.assign(lt=k["correlation"].map(launch_ts)).groupby("step")["lt"].min()
-                    if len(k) else pd.Series(dtype=float))
+    by_name = {}
+    if len(cpu_ann):
+        a = cpu_ann.sort_values("start_us", kind="stable")
+        a0, a1 = a["start_us"].to_numpy(float), (a["start_us"] + a["dur_us"]).to_numpy(float)
+        for name, ix in pd.Series(a["name"].astype(str).to_numpy()).groupby(a["name"].astype(str).to_numpy()).indices.items():
+            by_name[name] = (a0[ix], a1[ix])
     rows = []
-    steps = st.sort_values("start_us")
-    fl = [first_launch.get(s, np.nan) for s in steps["step"]]
-    for i, (s, name) in enumerate(zip(steps["step"], steps["name"])):
+    fl = first_launch.reindex(st["step"]).to_numpy(float)
+    for i, (s, name) in enumerate(zip(st["step"], st["name"].astype(str))):
         t = fl[i]
         w = None
-        if len(cpu_ann) and not np.isnan(t):
-            c = cpu_ann[(cpu_ann["name"] == name) & (cpu_ann["start_us"] <= t + _TOL_US)
-                        & (cpu_ann["start_us"] + cpu_ann["dur_us"] >= t - _TOL_US)]
-            if len(c):
-                c = c.iloc[-1]
-                w = (float(c["start_us"]), float(c["start_us"] + c["dur_us"]), "cpu annotation")
+        if name in by_name and not np.isnan(t):
+            a0, a1 = by_name[name]
+            j = np.searchsorted(a0, t + _TOL_US, side="right") - 1   # the latest range starting before the launch
+            if j >= 0 and a1[j] >= t - _TOL_US:
+                w = (a0[j], a1[j], "cpu annotation")
         if w is None and not np.isnan(t):
-            nxt = next((x for x in fl[i + 1:] if not np.isnan(x)), np.nan)
-            w = (t, nxt, "launches") if not np.isnan(nxt) else (t, np.nan, "launches")
+            later = fl[i + 1:][~np.isnan(fl[i + 1:])]
+            w = (t, later[0] if len(later) else np.nan, "launches")
         rows.append((s, *(w or (np.nan, np.nan, "none"))))
     return pd.DataFrame(rows, columns=["step", "w0", "w1", "cpu_window_from"])
 
 
-def _gaps(k: pd.DataFrame, st: pd.DataFrame, launch_ts: pd.Series) -> pd.DataFrame:
+def _gaps(k: pd.DataFrame, st: pd.DataFrame, launch_ts: pd.Series, by_step: dict) -> pd.DataFrame:
     """GPU idle gaps inside and before each step: start, length, the kernel that ended it and its launch."""
-    rows = []
+    steps, g0s, lens, kern, first = [], [], [], [], []
+    start = k["start_us"].to_numpy(float)
+    end = start + k["dur_us"].to_numpy(float)
     for s, gap_before in zip(st["step"], st["gap_before_us"]):
-        ks = k[k["step"] == s].sort_values("start_us")
-        if not len(ks):
+        idx = by_step.get(s)
+        if idx is None or not len(idx):
             continue
-        b = ks["start_us"].to_numpy(float)
-        e = b + ks["dur_us"].to_numpy(float)
+        idx = idx[np.argsort(start[idx], kind="stable")]
+        b, e = start[idx], end[idx]
         # gap i lies between the running end of kernels [0..i-1] and the start of kernel i; gap 0 is
         # the launch gap before the step (from the steps table: the previous step's last kernel)
         before = b[0] - gap_before if gap_before == gap_before else np.nan
         g0 = np.concatenate([[before], np.maximum.accumulate(e)[:-1]])
         ln = b - g0
-        for i in np.flatnonzero(ln > 0):
-            rows.append((s, g0[i], ln[i], ks.index[i], i == 0))
-    g = pd.DataFrame(rows, columns=["step", "start_us", "idle_us", "kernel", "before_step"]).astype(
-        {"start_us": float, "idle_us": float, "before_step": bool})
-    g["launch_us"] = k.loc[g["kernel"], "correlation"].map(launch_ts).to_numpy(float) if len(g) else []
+        sel = np.flatnonzero(ln > 0)
+        steps.append(np.full(len(sel), s))
+        g0s.append(g0[sel])
+        lens.append(ln[sel])
+        kern.append(k.index.to_numpy()[idx[sel]])
+        first.append(sel == 0)
+    cat = (lambda xs, t: np.concatenate(xs) if xs else np.empty(0, t))
+    g = pd.DataFrame({"step": cat(steps, np.int64), "start_us": cat(g0s, float), "idle_us": cat(lens, float),
+                      "kernel": cat(kern, np.int64), "before_step": cat(first, bool)})
+    g["launch_us"] = k.loc[g["kernel"], "correlation"].map(launch_ts).to_numpy(float) if len(g) else np.empty(0)
     return g
 
 
@@ -165,6 +174,7 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
         return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
     rt = rt.assign(kind=np.where(rt["kind"].astype(str) == "op", "op", classify(rt["name"]).to_numpy())
                    if "kind" in rt else classify(rt["name"]).to_numpy())
+    rt = rt.sort_values("start_us", kind="stable").reset_index(drop=True)
     start = rt["start_us"].to_numpy(float)
     end = start + rt["dur_us"].to_numpy(float)
     is_l = (rt["kind"] == "launch").to_numpy()
@@ -173,47 +183,58 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     rt = rt.assign(nested=nested, end_us=end)
     calls = rt[(rt["kind"] != "op") & (rt["correlation"] >= 0)].drop_duplicates("correlation")
     launch_ts = calls.set_index("correlation")["start_us"]
-    win = _cpu_windows(steps, k, launch_ts, ann).set_index("step")
+    by_step = {st_: np.asarray(ix) for st_, ix in k.groupby("step").indices.items()} if len(k) else {}
+    kcorr = k["correlation"].map(launch_ts).to_numpy(float)
+    first_launch = pd.Series({st_: np.nanmin(kcorr[ix]) if np.isfinite(kcorr[ix]).any() else np.nan
+                              for st_, ix in by_step.items()}, dtype=float)
+    steps = steps.sort_values("start_us")
+    win = _cpu_windows(steps, first_launch, ann).set_index("step")
     items = _items(rt)
-    waits_s = np.concatenate([start[(rt["kind"] == "sync").to_numpy()], items["start_us"].to_numpy(float)
-                              if len(items) else []])
-    waits_e = np.concatenate([end[(rt["kind"] == "sync").to_numpy()],
-                              (items["start_us"] + items["dur_us"]).to_numpy(float) if len(items) else []])
-    gaps = _gaps(k, steps, launch_ts)
-    gaps["cause"] = _cause(gaps, (waits_s, waits_e))
-    zero = k.groupby("step")["dur_us"].apply(lambda d: float((d == 0).mean())) if len(k) else pd.Series(dtype=float)
+    is_sync = (rt["kind"] == "sync").to_numpy()
+    i_s = items["start_us"].to_numpy(float)
+    i_e = i_s + items["dur_us"].to_numpy(float)
+    waits = (np.concatenate([start[is_sync], i_s]), np.concatenate([end[is_sync], i_e]))
+    gaps = _gaps(k, steps, launch_ts, by_step)
+    gaps["cause"] = _cause(gaps, waits)
+    gap_by_step = gaps.groupby("step").indices if len(gaps) else {}
+    g_len, g_cause = gaps["idle_us"].to_numpy(float), gaps["cause"].to_numpy(object)
+    # runtime calls sorted by start: a step's calls are one slice
+    kind, nested_a, dur = rt["kind"].to_numpy(object), rt["nested"].to_numpy(bool), rt["dur_us"].to_numpy(float)
+    kstart, kdur = k["start_us"].to_numpy(float), k["dur_us"].to_numpy(float)
     rows = []
-    for r in steps.sort_values("start_us").itertuples():
-        w0, w1, src = win.loc[r.step, "w0"], win.loc[r.step, "w1"], win.loc[r.step, "cpu_window_from"]
-        inw = (rt["start_us"] >= w0) & (rt["start_us"] < w1) if w1 == w1 else rt["start_us"] >= w0
-        c = rt[inw.to_numpy()] if w0 == w0 else rt.iloc[:0]
-        it = items[(items["start_us"] >= w0) & (items["start_us"] < w1)] if len(items) and w0 == w0 else items.iloc[:0]
-        ks = k[k["step"] == r.step]
-        bs = ks["start_us"].to_numpy(float)
-        busy = S.length(S.union(bs, bs + ks["dur_us"].to_numpy(float))) if len(ks) else 0.0
-        gs = gaps[gaps["step"] == r.step]
-        if zero.get(r.step, 0.0) >= 0.5:
+    wins = {s_: (a, b, c) for s_, a, b, c in zip(win.index, win["w0"], win["w1"], win["cpu_window_from"])}
+    g_first = gaps["before_step"].to_numpy(bool)
+    for r in steps.itertuples():
+        w0, w1, src = wins[r.step]
+        lo = np.searchsorted(start, w0, side="left") if w0 == w0 else len(start)
+        hi = np.searchsorted(start, w1, side="left") if w1 == w1 else len(start)
+        ck, cn, cs, ce, cd = kind[lo:hi], nested_a[lo:hi], start[lo:hi], end[lo:hi], dur[lo:hi]
+        ilo, ihi = np.searchsorted(i_s, w0) if w0 == w0 else len(i_s), np.searchsorted(i_s, w1) if w1 == w1 else len(i_s)
+        it_s, it_e = i_s[ilo:ihi], i_e[ilo:ihi]
+        ix = by_step.get(r.step, np.empty(0, int))
+        busy = S.length(S.union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
+        if len(ix) and (kdur[ix] == 0).mean() >= 0.5:
             busy = np.nan
-        lw = c[(c["kind"] == "launch") & ~c["nested"]]
-        sw = c[c["kind"] == "sync"]
+        gi = gap_by_step.get(r.step, np.empty(0, int))
+        gl, gc = g_len[gi], g_cause[gi]
+        caused = (gc == "launch") | (gc == "sync")
+        lw = (ck == "launch") & ~cn
+        sw = ck == "sync"
         # a sync call inside an .item() is that item's own wait: counted once
-        own = _inside(sw["start_us"].to_numpy(float), it["start_us"].to_numpy(float),
-                      (it["start_us"] + it["dur_us"]).to_numpy(float))
-        wait = S.length(S.union(np.concatenate([sw["start_us"].to_numpy(float), it["start_us"].to_numpy(float)]),
-                                np.concatenate([sw["end_us"].to_numpy(float),
-                                                (it["start_us"] + it["dur_us"]).to_numpy(float)])))
+        own = _inside(cs[sw], it_s, it_e)
+        wait = S.length(S.union(np.concatenate([cs[sw], it_s]), np.concatenate([ce[sw], it_e])))
+        has_busy = busy == busy
         rows.append({"rank": rank, "step": int(r.step), "name": r.name, "phase": r.phase, "cpu_window_from": src,
                      "cpu_us": float(w1 - w0) if w1 == w1 and w0 == w0 else np.nan,
-                     "gpu_wall_us": float(r.wall_us), "gap_before_us": _first_gap(gs, r.gap_before_us),
-                     "gpu_busy_us": busy, "gpu_idle_us": max(float(r.wall_us) - busy, 0.0) if busy == busy else np.nan,
-                     **{f"idle_{x}_us": float(gs.loc[gs["cause"] == x, "idle_us"].sum()) if busy == busy else np.nan
+                     "gpu_wall_us": float(r.wall_us), "gap_before_us": float(r.gap_before_us) if g_first[gi].any() else np.nan,
+                     "gpu_busy_us": busy, "gpu_idle_us": max(float(r.wall_us) - busy, 0.0) if has_busy else np.nan,
+                     **{f"idle_{x}_us": float(gl[gc == x].sum()) if has_busy else np.nan
                         for x in ("launch", "sync", "queued")},
-                     "max_gap_us": float(gs.loc[gs["cause"].isin(["launch", "sync"]), "idle_us"].max())
-                     if busy == busy and gs["cause"].isin(["launch", "sync"]).any() else 0.0,
-                     "launches": int(len(lw)), "graph_launches": int((c["kind"] == "graph").sum()),
-                     "memcpy": int((c["kind"] == "memcpy").sum()), "memset": int((c["kind"] == "memset").sum()),
-                     "syncs": int((~own).sum() + len(it)), "item_calls": int(len(it)),
-                     "launch_api_us": float(lw["dur_us"].sum()), "sync_wait_us": wait})
+                     "max_gap_us": float(gl[caused].max()) if has_busy and caused.any() else 0.0,
+                     "launches": int(lw.sum()), "graph_launches": int((ck == "graph").sum()),
+                     "memcpy": int((ck == "memcpy").sum()), "memset": int((ck == "memset").sum()),
+                     "syncs": int((~own).sum() + len(it_s)), "item_calls": int(len(it_s)),
+                     "launch_api_us": float(cd[lw].sum()), "sync_wait_us": wait})
     table = pd.DataFrame(rows, columns=STEP_COLUMNS)
     return table, _gap_table(gaps, k, rt, rank)
 
@@ -233,10 +254,6 @@ def _items(rt: pd.DataFrame) -> pd.DataFrame:
     ops = rt[(rt["kind"] == "op") & rt["name"].astype(str).isin(ITEM_OPS)]
     inner = ops[ops["name"].astype(str) == ITEM_OPS[0]]
     return inner if len(inner) else ops
-
-
-def _first_gap(gs: pd.DataFrame, gap_before: float) -> float:
-    return float(gap_before) if gap_before == gap_before and gs["before_step"].any() else np.nan
 
 
 def _gap_table(g: pd.DataFrame, k: pd.DataFrame, rt: pd.DataFrame, rank: int, n: int = 10) -> pd.DataFrame:
