@@ -64,6 +64,10 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
                    d["comms"], d["runtime"])
 
 
+# runtime/driver calls that put work on the GPU (kernels, graphs, copies, fills)
+_LAUNCH_CALL = r"(?i)launch|memcpy|memset"
+
+
 @dataclass(eq=False)
 class Profile:
     """Parsed profile: ``kernels`` (rank, device, stream, name, category, decided_by, evidence, start_us,
