@@ -260,7 +260,7 @@ class Summary:
                       f"{sp['max_us']:,.1f} us (rank {sp['max_rank']}), spread {sp['spread_us']:,.1f} us</p>")
         extra = "".join(f"<p>{html.escape(x)}</p>" for x in (
             f"categories unavailable: {self.categories_unavailable}" if self.categories_unavailable else "",
-            self._evidence_line()) if x)
+            self._evidence_line(), *_cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)) if x)
         return (f"<div><b>{html.escape(self._head())}</b><table><thead><tr><th>category</th><th>time (us)</th>"
                 f"<th>% kernel</th><th>% wall</th></tr></thead><tbody>{body}</tbody></table>{extra}{spread}"
                 f"{'<p>Warnings:</p><ul>' + warn + '</ul>' if warn else ''}</div>")

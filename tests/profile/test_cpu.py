@@ -76,7 +76,7 @@ def test_graph_replay_is_gpu_bound_with_one_graph_launch_per_step():
     assert s.verdict["verdict"] == "GPU-bound", s.verdict
     assert s.verdict["mode"] == "graph"
     assert "1 graph launch(es)/step" in s.verdict["reason"]
-    assert "verdict: GPU-bound" in repr(s)
+    assert "verdict: GPU-bound" in repr(s) and "verdict: GPU-bound" in s._repr_html_()
 
 
 @pytest.mark.gpu_fixture
