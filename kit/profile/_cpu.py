@@ -57,6 +57,7 @@ CPU_IDLE_BOUND = 0.25
 SYNC_SHARE = 1 / 3
 SYNC_STEP = 0.05
 ONE_GAP_SHARE = 0.5
+CPU_SPAN = 3.0   # CPU range this many times the step's GPU time: said in the reason
 _TOL_US = 2.0   # clock jitter between a launch record and the GPU timeline
 
 STEP_COLUMNS = ["rank", "step", "name", "phase", "cpu_window_from", "cpu_us", "gpu_wall_us", "gap_before_us",
@@ -312,7 +313,7 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
     figs = (f"GPU busy {busy:,.0f} of {step:,.0f} us/step ({100 * busy / step:.0f}%), GPU idle the CPU caused "
             f"{caused:,.0f} us ({100 * caused / step:.0f}%: launch {m['idle_launch_us']:,.0f}, sync "
             f"{m['idle_sync_us']:,.0f}; idle with work queued {m['idle_queued_us']:,.0f}); {_launch_words(m, mode)}, "
-            f"CPU {m['cpu_us']:,.0f} us/step, "
+            f"CPU {_us(m['cpu_us'])} us/step, "
             f"{m['syncs']:g} sync(s)/step")
     if caused < CPU_IDLE_BOUND * step:
         out["verdict"] = "GPU-bound"
@@ -328,8 +329,15 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
                  f"that idle){where}: host work, not launch overhead")
     else:
         out["verdict"] = "launch-bound"
+    if m["cpu_us"] > CPU_SPAN * step:
+        figs += (f"; the steps' CPU ranges last {m['cpu_us'] / step:.0f}x their GPU time: host time outside the GPU "
+                 f"work (scheduling, the profiler starting or stopping) that the GPU did not wait for")
     out["reason"] = figs
     return out
+
+
+def _us(x: float) -> str:
+    return "n/a" if x != x else f"{x:,.0f}"
 
 
 def _launch_words(m: dict, mode: str) -> str:
@@ -440,7 +448,7 @@ def _run_words(r) -> str:
                 f"{r.launches:g} kernel launches + {r.graph_launches:g} graph launches" if r.mode == "mixed" else
                 "no launch recorded")
     syncs = f"{r.syncs:g} sync(s) blocking {r.sync_wait_us:,.0f} us" if r.syncs else "no sync"
-    return f"{r.label}: {launches}, CPU {r.cpu_us:,.0f} us, {syncs} per step -> {r.verdict}"
+    return f"{r.label}: {launches}, CPU {_us(r.cpu_us)} us, {syncs} per step -> {r.verdict}"
 
 
 def cause(runs: pd.DataFrame) -> str:
