@@ -389,3 +389,23 @@ def test_no_runtime_events_is_undecided_with_the_reason(tmp_path):
     f.write_text(json.dumps({"traceEvents": ev}))
     s = profile.load(f).summary()
     assert s.verdict["verdict"] == "undecided" and "launch records" in s.verdict["reason"]
+
+
+@pytest.mark.gpu_fixture
+def test_cli_compare_prints_the_cause_and_json_carries_it():
+    a, b = str(D / "cpu_sync_none" / "trace.json.gz"), str(D / "cpu_sync_item" / "trace.json.gz")
+    r = subprocess.run([sys.executable, "-m", "kit", "profile", "compare", a, "--", b, "--json", "--no-cache"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert [x["verdict"] for x in d["cpu"]] == ["launch-bound", "host-bound"]
+    assert d["cause"].startswith("B synchronises") and "against 0 in A" in d["cause"]
+    idle = [p for p in d["parts"] if p["kind"] == "gpu-idle"][0]
+    assert "host-bound" in idle["cause"]
+    assert any("--step-ms" in w for w in d["warnings"])
+    unprofiled = [str(_measured(D / n)["unprofiled"]["decode"]["mean_ms"]) for n in ("cpu_sync_none", "cpu_sync_item")]
+    r = subprocess.run([sys.executable, "-m", "kit", "profile", "compare", a, "--", b, "--no-cache", "--step-ms",
+                        *unprofiled], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "the CPU side (cause of GPU idle and launch gaps):" in r.stdout and "-> host-bound" in r.stdout
+    assert "adds CPU time to every op" not in r.stdout
