@@ -15,7 +15,8 @@ the GPU) and the kernels' launch links (``op``, ``op_top``, ``module``), per ran
   ``launch`` (that kernel was launched after the GPU ran dry: the GPU waited for the CPU),
   ``sync`` (the same, and a synchronisation returned inside the gap: the CPU had waited for the GPU
   to drain before issuing more work), ``queued`` (the kernel was already launched: dependencies,
-  launch latency; not the CPU's doing).
+  launch latency; not the CPU's doing), ``unknown`` (its launch is not in the trace). A kernel's launch
+  is the latest runtime call with its correlation id before it (graph replays may repeat ids).
 
 The verdict of a phase (per rank; the slowest rank for the whole) from the per-step means:
 
@@ -61,8 +62,8 @@ CPU_SPAN = 3.0   # CPU range this many times the step's GPU time: said in the re
 _TOL_US = 2.0   # clock jitter between a launch record and the GPU timeline
 
 STEP_COLUMNS = ["rank", "step", "name", "phase", "cpu_window_from", "cpu_us", "gpu_wall_us", "gap_before_us",
-                "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "max_gap_us",
-                "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us",
+                "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "idle_unknown_us",
+                "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us",
                 "sync_wait_us"]
 GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "sync", "op", "module", "next_kernel"]
 
@@ -117,9 +118,30 @@ def _cpu_windows(st: pd.DataFrame, first_launch: pd.Series, ann: pd.DataFrame) -
     return pd.DataFrame(rows, columns=["step", "w0", "w1", "cpu_window_from"])
 
 
-def _gaps(k: pd.DataFrame, st: pd.DataFrame, launch_ts: pd.Series, by_step: dict) -> pd.DataFrame:
+def _launch_times(k: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
+    """Per kernel (positional): start of the runtime call that launched it, the latest one with its
+    correlation id at or before the kernel's start (graph replays on some PyTorch versions repeat the
+    same ids every replay); NaN where the trace has none."""
+    out = np.full(len(k), np.nan)
+    if not len(k) or not len(calls):
+        return out
+    kk = pd.DataFrame({"pos": np.arange(len(k)), "correlation": k["correlation"].to_numpy(np.int64),
+                       "t": k["start_us"].to_numpy(float)}).sort_values("t", kind="stable")
+    cc = pd.DataFrame({"correlation": calls["correlation"].to_numpy(np.int64), "t": calls["start_us"].to_numpy(float),
+                       "launch_us": calls["start_us"].to_numpy(float)}).sort_values("t", kind="stable")
+    m = pd.merge_asof(kk, cc, on="t", by="correlation", direction="backward")
+    out[m["pos"].to_numpy()] = m["launch_us"].to_numpy(float)
+    # a launch recorded after its kernel's start (clock skew): the nearest call with that id
+    miss = np.isnan(out)
+    if miss.any():
+        first = cc.drop_duplicates("correlation").set_index("correlation")["launch_us"]
+        out[miss] = k["correlation"].iloc[np.flatnonzero(miss)].map(first).to_numpy(float)
+    return out
+
+
+def _gaps(k: pd.DataFrame, st: pd.DataFrame, klaunch: np.ndarray, by_step: dict) -> pd.DataFrame:
     """GPU idle gaps inside and before each step: start, length, the kernel that ended it and its launch."""
-    steps, g0s, lens, kern, first = [], [], [], [], []
+    steps, g0s, lens, kern, first, lts = [], [], [], [], [], []
     start = k["start_us"].to_numpy(float)
     end = start + k["dur_us"].to_numpy(float)
     for s, gap_before in zip(st["step"], st["gap_before_us"]):
@@ -139,10 +161,11 @@ def _gaps(k: pd.DataFrame, st: pd.DataFrame, launch_ts: pd.Series, by_step: dict
         lens.append(ln[sel])
         kern.append(k.index.to_numpy()[idx[sel]])
         first.append(sel == 0)
+        lts.append(klaunch[idx[sel]])
     cat = (lambda xs, t: np.concatenate(xs) if xs else np.empty(0, t))
     g = pd.DataFrame({"step": cat(steps, np.int64), "start_us": cat(g0s, float), "idle_us": cat(lens, float),
-                      "kernel": cat(kern, np.int64), "before_step": cat(first, bool)})
-    g["launch_us"] = k.loc[g["kernel"], "correlation"].map(launch_ts).to_numpy(float) if len(g) else np.empty(0)
+                      "kernel": cat(kern, np.int64), "before_step": cat(first, bool),
+                      "launch_us": cat(lts, float)})
     return g
 
 
@@ -182,10 +205,9 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     nested = np.zeros(len(rt), bool)
     nested[is_l] = _nested(start[is_l], end[is_l], rt["tid"].astype(str).to_numpy()[is_l])
     rt = rt.assign(nested=nested, end_us=end)
-    calls = rt[(rt["kind"] != "op") & (rt["correlation"] >= 0)].drop_duplicates("correlation")
-    launch_ts = calls.set_index("correlation")["start_us"]
+    calls = rt[(rt["kind"] != "op") & (rt["correlation"] >= 0)]
     by_step = {st_: np.asarray(ix) for st_, ix in k.groupby("step").indices.items()} if len(k) else {}
-    kcorr = k["correlation"].map(launch_ts).to_numpy(float)
+    kcorr = _launch_times(k, calls)
     first_launch = pd.Series({st_: np.nanmin(kcorr[ix]) if np.isfinite(kcorr[ix]).any() else np.nan
                               for st_, ix in by_step.items()}, dtype=float)
     steps = steps.sort_values("start_us")
@@ -195,7 +217,7 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     i_s = items["start_us"].to_numpy(float)
     i_e = i_s + items["dur_us"].to_numpy(float)
     waits = (np.concatenate([start[is_sync], i_s]), np.concatenate([end[is_sync], i_e]))
-    gaps = _gaps(k, steps, launch_ts, by_step)
+    gaps = _gaps(k, steps, kcorr, by_step)
     gaps["cause"] = _cause(gaps, waits)
     gap_by_step = gaps.groupby("step").indices if len(gaps) else {}
     g_len, g_cause = gaps["idle_us"].to_numpy(float), gaps["cause"].to_numpy(object)
@@ -230,7 +252,7 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
                      "gpu_wall_us": float(r.wall_us), "gap_before_us": float(r.gap_before_us) if g_first[gi].any() else np.nan,
                      "gpu_busy_us": busy, "gpu_idle_us": max(float(r.wall_us) - busy, 0.0) if has_busy else np.nan,
                      **{f"idle_{x}_us": float(gl[gc == x].sum()) if has_busy else np.nan
-                        for x in ("launch", "sync", "queued")},
+                        for x in ("launch", "sync", "queued", "unknown")},
                      "max_gap_us": float(gl[caused].max()) if has_busy and caused.any() else 0.0,
                      "launches": int(lw.sum()), "graph_launches": int((ck == "graph").sum()),
                      "memcpy": int((ck == "memcpy").sum()), "memset": int((ck == "memset").sum()),

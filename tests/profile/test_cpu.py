@@ -60,7 +60,7 @@ def test_eager_launches_counted_from_the_runtime_match_the_kernels_of_each_step(
     ann = p.annotations[(p.annotations["side"] == "cpu")].set_index("name")["dur_us"]
     assert np.allclose(t["cpu_us"].to_numpy(), ann.reindex(t["name"]).to_numpy())
     # every GPU-idle microsecond inside a step and before it has exactly one cause
-    causes = t[["idle_launch_us", "idle_sync_us", "idle_queued_us"]].sum(axis=1)
+    causes = t[["idle_launch_us", "idle_sync_us", "idle_queued_us", "idle_unknown_us"]].sum(axis=1)
     assert np.allclose(causes.to_numpy(), (t["gpu_idle_us"] + t["gap_before_us"].fillna(0.0)).to_numpy(), atol=1e-3)
     v = s.verdict
     assert v["verdict"] == "launch-bound", v
