@@ -20,9 +20,10 @@ Kernels are matched across runs by **family**: the kernel name without ``void``,
 arguments and argument list, so the same kernel with other template parameters matches and kernels
 of another backend do not; families found in one run only are listed as such. Where both profiles
 link kernels to CPU ops (eager traces: the ``op_top`` and ``module`` columns the reader keeps for
-every kernel) the difference is also split by top-level aten op and by ``nn.Module`` class. Only
-the Profiles are read, never the trace files: profiles from the cache or parsed on a host compare
-by op too. Multi-rank runs are compared rank by rank; the headline is the
+every kernel) the difference is also split by top-level aten op and by ``nn.Module`` class. For
+the GPU-idle and launch-gap parts the CPU side of both runs says why (``_cpu.py``: kernel launches
+per step, graph or eager, CPU time, syncs, verdict). Only the Profiles are read, never the trace
+files: profiles from the cache or parsed on a host compare by op too. Multi-rank runs are compared rank by rank; the headline is the
 slowest rank of each run (largest mean step time).
 """
 from __future__ import annotations
@@ -167,12 +168,16 @@ class Comparison:
     """Run A against run B: per-step times, the difference split into parts that add up to it.
 
     ``parts``: part, kind (category / overlap / gpu-idle / launch-gap / unattributed), a_us, b_us
-    (per step), delta_us (B - A), noise_us, beyond_noise, share (of the difference).
+    (per step), delta_us (B - A), noise_us, beyond_noise, share (of the difference), cause (the CPU
+    side of both runs, on the gpu-idle and launch-gap rows).
     ``families``: family, category, presence (both / only A / only B), a_us, b_us, delta_us, calls
     per step in each, noise_us, beyond_noise. ``only_in_one``: the families of one run only.
     ``by_op`` / ``by_module``: per-step time by top-level aten op / nn.Module (None unless both
-    traces link kernels to CPU ops). ``per_rank``: one row per rank. ``warnings``: what the numbers
-    cannot show.
+    traces link kernels to CPU ops; modules by class) and ``by_module_instances`` (per class and layer).
+    ``cpu``: one row per run (``_cpu.run_table``: launches per step, graph or eager, CPU time, syncs,
+    GPU idle by cause, verdict); ``cause``: what differs there, in one sentence. ``per_rank``: one row
+    per rank. ``warnings``: what the numbers cannot show (a trace-only difference made of GPU idle that
+    the profiler inflates, steps far slower than the median).
     """
 
     labels: tuple[str, str]
