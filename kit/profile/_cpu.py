@@ -63,8 +63,8 @@ _TOL_US = 2.0   # clock jitter between a launch record and the GPU timeline
 
 STEP_COLUMNS = ["rank", "step", "name", "phase", "cpu_window_from", "cpu_us", "gpu_wall_us", "gap_before_us",
                 "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "idle_unknown_us",
-                "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us",
-                "sync_wait_us"]
+                "max_gap_us", "launches", "driver_launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls",
+                "launch_api_us", "sync_wait_us"]
 GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "sync", "op", "module", "next_kernel"]
 
 
@@ -223,6 +223,8 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     g_len, g_cause = gaps["idle_us"].to_numpy(float), gaps["cause"].to_numpy(object)
     # runtime calls sorted by start: a step's calls are one slice
     kind, nested_a, dur = rt["kind"].to_numpy(object), rt["nested"].to_numpy(bool), rt["dur_us"].to_numpy(float)
+    names = rt["name"].astype(str)
+    is_drv = (names.str.startswith("cu") & ~names.str.startswith("cuda")).to_numpy(bool)
     kstart, kdur = k["start_us"].to_numpy(float), k["dur_us"].to_numpy(float)
     rows = []
     wins = {s_: (a, b, c) for s_, a, b, c in zip(win.index, win["w0"], win["w1"], win["cpu_window_from"])}
@@ -254,7 +256,8 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
                      **{f"idle_{x}_us": float(gl[gc == x].sum()) if has_busy else np.nan
                         for x in ("launch", "sync", "queued", "unknown")},
                      "max_gap_us": float(gl[caused].max()) if has_busy and caused.any() else 0.0,
-                     "launches": int(lw.sum()), "graph_launches": int((ck == "graph").sum()),
+                     "launches": int(lw.sum()), "driver_launches": int((lw & is_drv[lo:hi]).sum()),
+                     "graph_launches": int((ck == "graph").sum()),
                      "memcpy": int((ck == "memcpy").sum()), "memset": int((ck == "memset").sum()),
                      "syncs": int((~own).sum() + len(it_s)), "item_calls": int(len(it_s)),
                      "launch_api_us": float(cd[lw].sum()), "sync_wait_us": wait})
@@ -318,7 +321,7 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
     gap = t["gap_before_us"]
     gap_fill = gap.fillna(gap.mean() if gap.notna().any() else 0.0)
     step = float((t["gpu_wall_us"] + gap_fill).mean())
-    m = {c: float(t[c].mean()) for c in ("max_gap_us", "cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
+    m = {c: float(t[c].mean()) for c in ("max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
                                          "idle_queued_us", "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs",
                                          "item_calls", "launch_api_us", "sync_wait_us")}
     mode = ("graph" if m["graph_launches"] and not m["launches"] else "eager" if m["launches"] and not

@@ -55,6 +55,10 @@ def test_eager_launches_counted_from_the_runtime_match_the_kernels_of_each_step(
     t = s.cpu.set_index("step")
     assert (t["launches"] == per_step.reindex(t.index)).all(), t["launches"]
     assert (t["graph_launches"] == 0).all() and (t["syncs"] == 0).all()
+    # inductor's Triton kernels go through the driver API: the kernels' own launch links say which
+    launch = k["launch"].astype(str)
+    drv = k[launch.str.startswith("cu") & ~launch.str.startswith("cuda")].groupby("step").size()
+    assert (t["driver_launches"] == drv.reindex(t.index).fillna(0)).all() and 0 < drv.sum() < len(k)
     assert t["cpu_window_from"].eq("cpu annotation").all()
     # the CPU window is the step's record_function range on the CPU
     ann = p.annotations[(p.annotations["side"] == "cpu")].set_index("name")["dur_us"]
