@@ -407,13 +407,8 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     if ops and (by_op is None):
         warnings.append("no by-op split: at least one trace does not link its kernels to CPU ops (CUDA-graph replay, "
                         "or recorded without CPU activity)")
-    cpu = _cpu.run_table((pa, pb), (ra.rank, rb.rank), phase, (la, lb))
-    parts["cause"] = np.where(parts["kind"].isin(["gpu-idle", "launch-gap"]), "; ".join(
-        _cpu.cause_lines(cpu)[1:]).strip(), "")
-    w = _cpu.profiler_warning(parts, cpu, step_ms is not None)
-    if w:
-        warnings.append(w)
-    warnings += _cpu.outlier_warning((pa, pb), (ra.rank, rb.rank), phase, (la, lb))
+    cpu, cpu_warnings = _cpu.compare_side((pa, pb), (ra.rank, rb.rank), phase, (la, lb), parts, step_ms is not None)
+    warnings += cpu_warnings
     if abs(delta) < total["noise_us"]:
         warnings.append(f"the step-time difference ({delta:+,.1f} us) is within the step-to-step noise "
                         f"(+-{total['noise_us']:,.1f} us): no part of it is a finding")

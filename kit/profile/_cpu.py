@@ -188,6 +188,62 @@ def _cause(g: pd.DataFrame, waits: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     return cause
 
 
+class _Calls:
+    """One rank's runtime/driver calls and GPU-waiting ops, sorted by start: a step's calls are a slice."""
+
+    def __init__(self, rt: pd.DataFrame) -> None:
+        kind = (np.where(rt["kind"].astype(str) == "op", "op", classify(rt["name"]).to_numpy())
+                if "kind" in rt else classify(rt["name"]).to_numpy())
+        rt = rt.assign(kind=kind).sort_values("start_us", kind="stable").reset_index(drop=True)
+        self.rt = rt
+        self.start = rt["start_us"].to_numpy(float)
+        self.end = self.start + rt["dur_us"].to_numpy(float)
+        self.dur = rt["dur_us"].to_numpy(float)
+        self.kind = rt["kind"].to_numpy(object)
+        is_l = self.kind == "launch"
+        self.nested = np.zeros(len(rt), bool)
+        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], rt["tid"].astype(str).to_numpy()[is_l])
+        names = rt["name"].astype(str)
+        self.driver = (names.str.startswith("cu") & ~names.str.startswith("cuda")).to_numpy(bool)
+        self.launchers = rt[(self.kind != "op") & (rt["correlation"] >= 0)]
+        items = _items(rt)
+        self.i_s = items["start_us"].to_numpy(float)
+        self.i_e = self.i_s + items["dur_us"].to_numpy(float)
+        sync = self.kind == "sync"
+        self.waits = (np.concatenate([self.start[sync], self.i_s]), np.concatenate([self.end[sync], self.i_e]))
+
+    def counts(self, w0: float, w1: float) -> dict:
+        """Launches, graph launches, memcpy/memset, syncs and their time in the CPU window [w0, w1)."""
+        def cut(x):
+            lo = np.searchsorted(x, w0, side="left") if w0 == w0 else len(x)
+            hi = np.searchsorted(x, w1, side="left") if w1 == w1 else len(x)
+            return slice(lo, hi)
+        c, i = cut(self.start), cut(self.i_s)
+        ck, cs, ce = self.kind[c], self.start[c], self.end[c]
+        it_s, it_e = self.i_s[i], self.i_e[i]
+        lw = (ck == "launch") & ~self.nested[c]
+        sw = ck == "sync"
+        own = _inside(cs[sw], it_s, it_e)    # a sync call inside an .item() is that item's own wait: counted once
+        wait = S.length(S.union(np.concatenate([cs[sw], it_s]), np.concatenate([ce[sw], it_e])))
+        return {"launches": int(lw.sum()), "driver_launches": int((lw & self.driver[c]).sum()),
+                "graph_launches": int((ck == "graph").sum()), "memcpy": int((ck == "memcpy").sum()),
+                "memset": int((ck == "memset").sum()), "syncs": int((~own).sum() + len(it_s)),
+                "item_calls": int(len(it_s)), "launch_api_us": float(self.dur[c][lw].sum()), "sync_wait_us": wait}
+
+
+def _gpu_figures(ix: np.ndarray, kstart: np.ndarray, kdur: np.ndarray, gl: np.ndarray, gc: np.ndarray,
+                 wall: float) -> dict:
+    """Busy time of a step's kernels (``ix``) and its idle gaps (lengths ``gl``, causes ``gc``) by cause."""
+    busy = S.length(S.union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
+    if len(ix) and (kdur[ix] == 0).mean() >= 0.5:   # graph replay without per-kernel timing
+        nan = {f"idle_{x}_us": np.nan for x in ("launch", "sync", "queued", "unknown")}
+        return {"gpu_busy_us": np.nan, "gpu_idle_us": np.nan, **nan, "max_gap_us": 0.0}
+    caused = (gc == "launch") | (gc == "sync")
+    return {"gpu_busy_us": busy, "gpu_idle_us": max(wall - busy, 0.0),
+            **{f"idle_{x}_us": float(gl[gc == x].sum()) for x in ("launch", "sync", "queued", "unknown")},
+            "max_gap_us": float(gl[caused].max()) if caused.any() else 0.0}
+
+
 def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``."""
     rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
@@ -196,73 +252,31 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     k = k[k["rank"] == rank]
     if not len(rt) or not len(steps):
         return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
-    rt = rt.assign(kind=np.where(rt["kind"].astype(str) == "op", "op", classify(rt["name"]).to_numpy())
-                   if "kind" in rt else classify(rt["name"]).to_numpy())
-    rt = rt.sort_values("start_us", kind="stable").reset_index(drop=True)
-    start = rt["start_us"].to_numpy(float)
-    end = start + rt["dur_us"].to_numpy(float)
-    is_l = (rt["kind"] == "launch").to_numpy()
-    nested = np.zeros(len(rt), bool)
-    nested[is_l] = _nested(start[is_l], end[is_l], rt["tid"].astype(str).to_numpy()[is_l])
-    rt = rt.assign(nested=nested, end_us=end)
-    calls = rt[(rt["kind"] != "op") & (rt["correlation"] >= 0)]
+    calls = _Calls(rt)
     by_step = {st_: np.asarray(ix) for st_, ix in k.groupby("step").indices.items()} if len(k) else {}
-    kcorr = _launch_times(k, calls)
-    first_launch = pd.Series({st_: np.nanmin(kcorr[ix]) if np.isfinite(kcorr[ix]).any() else np.nan
+    klaunch = _launch_times(k, calls.launchers)
+    first_launch = pd.Series({st_: np.nanmin(klaunch[ix]) if np.isfinite(klaunch[ix]).any() else np.nan
                               for st_, ix in by_step.items()}, dtype=float)
     steps = steps.sort_values("start_us")
-    win = _cpu_windows(steps, first_launch, ann).set_index("step")
-    items = _items(rt)
-    is_sync = (rt["kind"] == "sync").to_numpy()
-    i_s = items["start_us"].to_numpy(float)
-    i_e = i_s + items["dur_us"].to_numpy(float)
-    waits = (np.concatenate([start[is_sync], i_s]), np.concatenate([end[is_sync], i_e]))
-    gaps = _gaps(k, steps, kcorr, by_step)
-    gaps["cause"] = _cause(gaps, waits)
+    win = _cpu_windows(steps, first_launch, ann)
+    wins = {s_: (a, b, c) for s_, a, b, c in zip(win["step"], win["w0"], win["w1"], win["cpu_window_from"])}
+    gaps = _gaps(k, steps, klaunch, by_step)
+    gaps["cause"] = _cause(gaps, calls.waits)
     gap_by_step = gaps.groupby("step").indices if len(gaps) else {}
-    g_len, g_cause = gaps["idle_us"].to_numpy(float), gaps["cause"].to_numpy(object)
-    # runtime calls sorted by start: a step's calls are one slice
-    kind, nested_a, dur = rt["kind"].to_numpy(object), rt["nested"].to_numpy(bool), rt["dur_us"].to_numpy(float)
-    names = rt["name"].astype(str)
-    is_drv = (names.str.startswith("cu") & ~names.str.startswith("cuda")).to_numpy(bool)
+    g_len, g_cause, g_first = (gaps["idle_us"].to_numpy(float), gaps["cause"].to_numpy(object),
+                               gaps["before_step"].to_numpy(bool))
     kstart, kdur = k["start_us"].to_numpy(float), k["dur_us"].to_numpy(float)
     rows = []
-    wins = {s_: (a, b, c) for s_, a, b, c in zip(win.index, win["w0"], win["w1"], win["cpu_window_from"])}
-    g_first = gaps["before_step"].to_numpy(bool)
     for r in steps.itertuples():
         w0, w1, src = wins[r.step]
-        lo = np.searchsorted(start, w0, side="left") if w0 == w0 else len(start)
-        hi = np.searchsorted(start, w1, side="left") if w1 == w1 else len(start)
-        ck, cn, cs, ce, cd = kind[lo:hi], nested_a[lo:hi], start[lo:hi], end[lo:hi], dur[lo:hi]
-        ilo, ihi = np.searchsorted(i_s, w0) if w0 == w0 else len(i_s), np.searchsorted(i_s, w1) if w1 == w1 else len(i_s)
-        it_s, it_e = i_s[ilo:ihi], i_e[ilo:ihi]
-        ix = by_step.get(r.step, np.empty(0, int))
-        busy = S.length(S.union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
-        if len(ix) and (kdur[ix] == 0).mean() >= 0.5:
-            busy = np.nan
         gi = gap_by_step.get(r.step, np.empty(0, int))
-        gl, gc = g_len[gi], g_cause[gi]
-        caused = (gc == "launch") | (gc == "sync")
-        lw = (ck == "launch") & ~cn
-        sw = ck == "sync"
-        # a sync call inside an .item() is that item's own wait: counted once
-        own = _inside(cs[sw], it_s, it_e)
-        wait = S.length(S.union(np.concatenate([cs[sw], it_s]), np.concatenate([ce[sw], it_e])))
-        has_busy = busy == busy
         rows.append({"rank": rank, "step": int(r.step), "name": r.name, "phase": r.phase, "cpu_window_from": src,
-                     "cpu_us": float(w1 - w0) if w1 == w1 and w0 == w0 else np.nan,
-                     "gpu_wall_us": float(r.wall_us), "gap_before_us": float(r.gap_before_us) if g_first[gi].any() else np.nan,
-                     "gpu_busy_us": busy, "gpu_idle_us": max(float(r.wall_us) - busy, 0.0) if has_busy else np.nan,
-                     **{f"idle_{x}_us": float(gl[gc == x].sum()) if has_busy else np.nan
-                        for x in ("launch", "sync", "queued", "unknown")},
-                     "max_gap_us": float(gl[caused].max()) if has_busy and caused.any() else 0.0,
-                     "launches": int(lw.sum()), "driver_launches": int((lw & is_drv[lo:hi]).sum()),
-                     "graph_launches": int((ck == "graph").sum()),
-                     "memcpy": int((ck == "memcpy").sum()), "memset": int((ck == "memset").sum()),
-                     "syncs": int((~own).sum() + len(it_s)), "item_calls": int(len(it_s)),
-                     "launch_api_us": float(cd[lw].sum()), "sync_wait_us": wait})
-    table = pd.DataFrame(rows, columns=STEP_COLUMNS)
-    return table, _gap_table(gaps, k, rt, rank)
+                     "cpu_us": float(w1 - w0) if w1 == w1 and w0 == w0 else np.nan, "gpu_wall_us": float(r.wall_us),
+                     "gap_before_us": float(r.gap_before_us) if g_first[gi].any() else np.nan,
+                     **_gpu_figures(by_step.get(r.step, np.empty(0, int)), kstart, kdur, g_len[gi], g_cause[gi],
+                                    float(r.wall_us)),
+                     **calls.counts(w0, w1)})
+    return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, calls.rt, rank)
 
 
 def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -509,6 +523,17 @@ def cause_lines(runs: pd.DataFrame) -> list[str]:
         out.append(f"  {c}")
     out += [f"  {_run_words(r)}" for r in runs.itertuples()]
     return out
+
+
+def compare_side(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str], parts: pd.DataFrame,
+                 measured: bool) -> tuple[pd.DataFrame, list[str]]:
+    """For ``compare``: the runs' CPU side (:func:`run_table`), written as the ``cause`` of the GPU-idle
+    and launch-gap rows of ``parts`` (in place), and the warnings about profiler idle and outlier steps."""
+    runs = run_table(profiles, ranks, phase, labels)
+    parts["cause"] = np.where(parts["kind"].isin(["gpu-idle", "launch-gap"]), "; ".join(cause_lines(runs)[1:]).strip(),
+                              "")
+    w = profiler_warning(parts, runs, measured)
+    return runs, ([w] if w else []) + outlier_warning(profiles, ranks, phase, labels)
 
 
 def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) -> str | None:
