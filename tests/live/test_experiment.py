@@ -199,3 +199,27 @@ def test_killed_driver_resume_measures_each_variant_on_its_own_engine(tmp_path, 
     assert len({r["engine"]["pid"] for r in runs}) == 4 and orphan["pid"] not in {r["engine"]["pid"] for r in runs}
     row = exp.row("NCCL_PROTO=LL")
     assert math.isclose(row["speedup"], 1 / 0.70, rel_tol=0.10) and row["significant"], row
+
+
+def test_interleaving_keeps_drift_out_of_the_speedup(tmp_path):
+    """A machine that slows down 3 % a second (tinyserve TINYSERVE_DRIFT, the same for every engine):
+    run back to back, the later variant pays for the drift; interleaved, the truth comes out."""
+    import time
+
+    from tests.live.conftest import ENGINE
+
+    marker = "kit-exp-drift"
+    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 8 --load-seconds 0.1"
+    truth = 1 / 0.70
+    got = {}
+    for interleave in (False, True):
+        env = {"PYTHONPATH": str(ENGINE), "TINYSERVE_DRIFT": f"{time.time():.3f}:0.03"}
+        exp = kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env=env, port=free_port(), session=tmp_path,
+                             name=f"drift-{interleave}", repeats=3, progress=False, interleave=interleave,
+                             bench={"requests": 3, "warmup": 1, "max_tokens": 24, "prompt_tokens": 8})
+        got[interleave] = exp.row("NCCL_PROTO=LL")
+    assert not engine_procs(marker)
+    blocks, inter = got[False]["speedup"], got[True]["speedup"]
+    assert blocks < truth * 0.92, f"back to back the drift should show: x{blocks:.3f} vs truth x{truth:.3f}"
+    assert math.isclose(inter, truth, rel_tol=0.06), f"interleaved x{inter:.3f} vs truth x{truth:.3f}"
+    assert got[True]["speedup_lo"] <= truth <= got[True]["speedup_hi"] * 1.02
