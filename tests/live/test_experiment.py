@@ -223,3 +223,30 @@ def test_interleaving_keeps_drift_out_of_the_speedup(tmp_path):
     assert blocks < truth * 0.92, f"back to back the drift should show: x{blocks:.3f} vs truth x{truth:.3f}"
     assert math.isclose(inter, truth, rel_tol=0.06), f"interleaved x{inter:.3f} vs truth x{truth:.3f}"
     assert got[True]["speedup_lo"] <= truth <= got[True]["speedup_hi"] * 1.02
+
+
+def test_a_rerun_while_the_first_driver_still_runs_is_refused(tmp_path):
+    """Leftovers are stopped only when their driver is gone: a second run of the same experiment while
+    the first one is alive gets a clear error naming the engines and the driver, and stops nothing."""
+    import signal
+
+    from kit.errors import ExperimentError
+    from tests.live.conftest import ENGINE
+
+    marker = "kit-exp-refused"
+    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.2"
+    port = free_port()
+    p = _start_driver(tmp_path, cmd, port, {"PYTHONPATH": str(ENGINE)})
+    d = tmp_path / "s" / "experiments" / "killed"
+    try:
+        _wait_engine_serving(d, p, n_done=0)
+        with pytest.raises(ExperimentError, match=r"still in progress \(driver pid \d+") as err:
+            kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env={"PYTHONPATH": str(ENGINE)}, port=port,
+                           session=tmp_path / "s", name="killed", repeats=2, progress=False,
+                           bench={"requests": 3, "warmup": 1, "max_tokens": 24, "prompt_tokens": 8})
+        assert str(p.pid) in str(err.value) and "\n" not in str(err.value)
+        assert engine_procs(marker), "nothing of the running experiment was stopped"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+    assert not engine_procs(marker)
