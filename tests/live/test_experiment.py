@@ -250,3 +250,23 @@ def test_a_rerun_while_the_first_driver_still_runs_is_refused(tmp_path):
         p.send_signal(signal.SIGTERM)
         p.wait(60)
     assert not engine_procs(marker)
+
+
+def test_experiment_on_a_reasoning_engine_in_chat_mode(tmp_path):
+    """tinyserve streaming 20 reasoning tokens before the answer: decode tok/s is the engine's (10 ms a
+    token: 100 tok/s; x1/0.7 with NCCL_PROTO=LL), TTFT the first token of any kind, not the answer's."""
+    from tests.live.conftest import ENGINE
+
+    marker = "kit-exp-reasoning"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 "
+           f"--load-seconds 0.1 --reasoning-tokens 20")
+    exp = kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env={"PYTHONPATH": str(ENGINE)}, port="free",
+                         session=tmp_path, name="reasoning", repeats=2, progress=False,
+                         bench={"requests": 3, "warmup": 1, "max_tokens": 32, "prompt_tokens": 8, "chat": True})
+    assert not engine_procs(marker)
+    rows = {r["variant"]: r for r in exp.rows()}
+    assert math.isclose(rows["baseline"]["tok_s"], 100, rel_tol=0.05), rows["baseline"]
+    assert math.isclose(rows["NCCL_PROTO=LL"]["tok_s"], 100 / 0.7, rel_tol=0.05), rows["NCCL_PROTO=LL"]
+    assert rows["baseline"]["ttft_ms"] < 10  # the first reasoning token, not the answer 20 tokens later
+    run = json.loads((tmp_path / "experiments" / "reasoning" / "v00-baseline" / "rep0" / "run.json").read_text())
+    assert run["bench"]["reasoning_tokens"] == 20 and run["bench"]["answer_tokens"] == 12
