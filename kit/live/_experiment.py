@@ -373,7 +373,7 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
                session=None, name: str = "experiment", env: dict | None = None, port: int | str | None = None,
                engine: str | None = None, bench: dict | None = None, ready_timeout: float = 900.0,
                progress: bool = True, alpha: float = 0.05, min_effect: float = 0.02, url: str | None = None,
-               cwd: str | None = None, workdir: str = "/tmp/kit-live",
+               cwd: str | None = None, workdir: str | None = None,
                on_variant: Callable[[dict, dict], None] | None = None, interleave: bool = True) -> Experiment:
     """Run every variant of ``base_cmd`` (see the module doc) and return the :class:`Experiment`.
 
@@ -471,7 +471,8 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
                            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     srv = Server(h, v["cmd"], env=v["env"], port=port, engine=engine, session=sess,
                  name=f"{name}-{v['slug']}-r{r}", ready_timeout=ready_timeout, progress=progress, url=url,
-                 cwd=cwd, workdir=workdir, log=rdir / "server.log", record=rdir / "engine.json", group=group)
+                 cwd=cwd, log=rdir / "server.log", record=rdir / "engine.json", group=group,
+                 **({"workdir": workdir} if workdir else {}))  # None: the Server's default
     try:
         with srv:
             res: BenchResult = single_stream(srv.url, save=rdir / "bench.json", **bench_kw)

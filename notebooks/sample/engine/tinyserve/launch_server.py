@@ -18,7 +18,9 @@ real model shape (``--model-shape``) with torch (``torch_runner.py``).
 
 Test modes: ``--load-seconds`` (slow start phase), ``TINYSERVE_CRASH=load`` (die while loading
 weights) or ``TINYSERVE_CRASH=after:N`` (die after N requests), ``TINYSERVE_IGNORE_SIGTERM=1``
-(a server that must be killed).
+(a server that must be killed), ``TINYSERVE_DRIFT=T0:SLOPE`` (a machine that slows down over time),
+``--reasoning-tokens N`` (chat answers start with N ``delta.reasoning_content`` tokens, as SGLang and
+vLLM stream a reasoning model's thinking; ``--reasoning-field reasoning`` for vLLM's newer name).
 
 Original code written for decode-kit; nothing here is copied from any engine.
 """
@@ -56,6 +58,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--max-running-requests", type=int, default=8)
     p.add_argument("--context-length", type=int, default=1024)
     p.add_argument("--decode-log-interval", type=int, default=40)
+    p.add_argument("--reasoning-tokens", type=int, default=0,
+                   help="chat: stream the first N tokens as reasoning (as a reasoning parser does)")
+    p.add_argument("--reasoning-field", default="reasoning_content", choices=["reasoning_content", "reasoning"])
     p.add_argument("--token-ms", type=float, default=float(os.environ.get("TINYSERVE_TOKEN_MS", "4")))
     p.add_argument("--prefill-ms-per-token", type=float, default=0.05)
     p.add_argument("--load-seconds", type=float, default=float(os.environ.get("TINYSERVE_LOAD_SECONDS", "0.5")))
@@ -113,7 +118,8 @@ def _load(args, flags: dict):
     return runner
 
 
-def make_handler(sched: Scheduler, profiler: Profiler, model_name: str):
+def make_handler(sched: Scheduler, profiler: Profiler, model_name: str, reasoning_tokens: int = 0,
+                 reasoning_field: str = "reasoning_content"):
     counter = {"rid": 0}
     lock = threading.Lock()
 
@@ -219,7 +225,8 @@ def make_handler(sched: Scheduler, profiler: Profiler, model_name: str):
             try:
                 while (t := req.out.get()) is not None:
                     n += 1
-                    delta = {"content": f" t{t}"} if chat else None
+                    reasoning = chat and n <= reasoning_tokens  # a reasoning model thinks first
+                    delta = ({reasoning_field: f" r{t}"} if reasoning else {"content": f" t{t}"}) if chat else None
                     choice = ({"index": 0, "delta": delta, "finish_reason": None} if chat
                               else {"index": 0, "text": f" t{t}", "finish_reason": None})
                     self._sse({"id": oid, "object": obj, "created": created, "model": model_name, "choices": [choice]})
@@ -227,9 +234,11 @@ def make_handler(sched: Scheduler, profiler: Profiler, model_name: str):
                         else {"index": 0, "text": "", "finish_reason": "length"})
                 self._sse({"id": oid, "object": obj, "created": created, "model": model_name, "choices": [last]})
                 if (body.get("stream_options") or {}).get("include_usage"):
+                    usage = {"prompt_tokens": len(ids), "completion_tokens": n, "total_tokens": len(ids) + n}
+                    if chat and reasoning_tokens:
+                        usage["completion_tokens_details"] = {"reasoning_tokens": min(n, reasoning_tokens)}
                     self._sse({"id": oid, "object": obj, "created": created, "model": model_name, "choices": [],
-                               "usage": {"prompt_tokens": len(ids), "completion_tokens": n,
-                                         "total_tokens": len(ids) + n}})
+                               "usage": usage})
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
@@ -286,7 +295,7 @@ def main(argv=None) -> int:
     logger.info(f"max_total_num_tokens={args.max_running_requests * args.context_length}, "
                 f"max_running_requests={args.max_running_requests}, context_len={args.context_length}")
     sched.start()
-    httpd = ThreadingHTTPServer((args.host, args.port), make_handler(sched, profiler, model_name))
+    httpd = ThreadingHTTPServer((args.host, args.port), make_handler(sched, profiler, model_name, args.reasoning_tokens, args.reasoning_field))
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
     logger.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
