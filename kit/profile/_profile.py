@@ -240,6 +240,14 @@ class Profile:
             raise UsageError(f"Profile.summary: phase must be one of {', '.join(PHASES)}, not {phase!r}")
         return Summary(**S.summarise(self, phase, top))
 
+    def health(self):
+        """Can this trace's numbers be trusted? Capture mode, linked shares, launch APIs, communication
+        kernels, dropped events, mixed phases, profiler overhead, and per metric usable / degraded /
+        unreliable with the reason and the capture that fixes it (``_health.py``)."""
+        from kit.profile._health import health
+
+        return health(self)
+
     def modules(self, by: str = "module") -> pd.DataFrame:
         """Kernel time per module class (``by='module'``: layer child and innermost module; ``'block'``:
         the module inside the layer) or per layer index (``by='layer'``); empty without module frames
