@@ -85,7 +85,7 @@ def effect(baseline, variant, setting: str, *, name: str = "variant") -> Effect:
     if key is None:
         return Effect(name, setting, None, "unknown", f"unknown: the kit has no engine report to read for {setting}",
                       evidence=())
-    eb, ev = baseline.get(key), variant.get(key)
+    eb, ev = _best(baseline, key), _best(variant, key)
     if key.startswith("env:") and (eb is None or ev is None):
         # an environment variable: the engine's own echo or the process environment is the report
         if ev is not None and eb is None:
@@ -103,6 +103,16 @@ def effect(baseline, variant, setting: str, *, name: str = "variant") -> Effect:
                       eb.value, ev.value, (str(eb), str(ev)))
     return Effect(name, setting, key, "took effect", f"took effect: {key} {eb.value!r} -> {ev.value!r}",
                   eb.value, ev.value, (str(eb), str(ev)))
+
+
+def _best(s, key: str):
+    """The deciding evidence of ``key``: its effective value, shown by the engine's own message where
+    one says it (an argument dump only says what was asked)."""
+    last = s.get(key)
+    if last is None:
+        return None
+    lines = [e for e in s.all(key) if e.value == last.value and not _DUMP.search(e.text)]
+    return lines[-1] if lines else last
 
 
 def message_of(line: str) -> str:
@@ -165,7 +175,7 @@ class Effects:
     def __repr__(self) -> str:
         lines = [f"Effects({self.name}: {len(self.effects)} changed setting(s))"]
         for e in self.effects:
-            lines.append(f"  {e.variant}: {e.verdict}" + (f" [decided by {e.decider}]" if e.decider else ""))
+            lines.append(f"  {e.variant}: {e.verdict}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -215,7 +225,8 @@ def experiment_effects(directory: str | Path, *, host=None, source: str | None =
                         continue  # an argument dump says what was asked, not who decided
                     e.decider = decider(host, source, line)
                     if e.decider:
-                        e.verdict += f"; decided by {e.decider.function} ({e.decider.condition})"
+                        e.verdict += (f"; decided by {e.decider.function} ({e.decider.path}:{e.decider.line}, "
+                                      f"under `{e.decider.condition}`)")
                         break
             out.append(e)
     return Effects(plan.get("name", d.name), out, notes)

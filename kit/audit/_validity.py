@@ -18,8 +18,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CLOCK_QUERY = ("timestamp,index,clocks.sm,clocks.max.sm,clocks_event_reasons.active,utilization.gpu,"
-               "temperature.gpu,power.draw")
+CLOCK_QUERY = ("timestamp,index,name,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,clocks_throttle_reasons.active,"
+               "power.draw,power.limit,temperature.gpu,utilization.gpu")
 # clocks_event_reasons (formerly clocks_throttle_reasons) bits that mean the GPU slowed itself down
 THROTTLE_BITS = {0x4: "SW power cap", 0x8: "HW slowdown", 0x20: "SW thermal slowdown",
                  0x40: "HW thermal slowdown", 0x80: "HW power brake"}
@@ -47,8 +47,7 @@ def parse_clocks(text: str, source: str = "<text>") -> list[dict]:
     if any("clocks" in c or "index" in c for c in rows[0]):
         names = [c.strip().split(" [")[0] for c in rows[0]]
         rows = rows[1:]
-    alias = {"clocks.current.sm": "clocks.sm", "clocks_throttle_reasons.active": "clocks_event_reasons.active",
-             "clocks.max.sm": "clocks.max.sm"}
+    alias = {"clocks.current.sm": "clocks.sm", "clocks_throttle_reasons.active": "clocks_event_reasons.active"}
     names = [alias.get(n, n) for n in names]
     out = []
     for r in rows:

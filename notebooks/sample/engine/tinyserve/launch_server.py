@@ -53,6 +53,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--disable-cuda-graph", action="store_true")
     p.add_argument("--enable-torch-compile", action="store_true")
     p.add_argument("--cuda-graph-bs", default="1,2,4,8")
+    p.add_argument("--tp-size", type=int, default=1)
+    p.add_argument("--disable-custom-all-reduce", action="store_true")
     p.add_argument("--max-running-requests", type=int, default=8)
     p.add_argument("--context-length", type=int, default=1024)
     p.add_argument("--decode-log-interval", type=int, default=40)
@@ -60,6 +62,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--prefill-ms-per-token", type=float, default=0.05)
     p.add_argument("--load-seconds", type=float, default=float(os.environ.get("TINYSERVE_LOAD_SECONDS", "0.5")))
     return p.parse_args(argv)
+
+
+def resolve_flags(args) -> None:
+    """The engine's own decisions over the user's flags, made on what it finds on the host (as a real
+    engine's argument handling does): custom all-reduce is turned off on more than two PCIe-only GPUs
+    (``TINYSERVE_PCIE_ONLY=1`` says the GPUs have no NVLink), so ``--disable-custom-all-reduce``
+    changes nothing there. The server_args line is logged after this, with the effective values."""
+    if args.tp_size > 2 and not args.disable_custom_all_reduce and os.environ.get("TINYSERVE_PCIE_ONLY") == "1":
+        logger.warning(f"Custom allreduce is disabled because tinyserve does not run it on more than two "
+                       f"PCIe-only GPUs (tp_size={args.tp_size}); all-reduce goes through NCCL")
+        args.disable_custom_all_reduce = True
 
 
 def _setup_logging() -> None:
@@ -108,6 +121,7 @@ def _load(args, flags: dict):
         if hasattr(runner, "capture"):
             runner.capture()
         else:
+            logger.info(f"Capture cpu graph bs {sorted(runner.graph_bs)}")
             time.sleep(args.load_seconds / (shards + 1))
         logger.info(f"Capture cuda graph end. Time elapsed: {time.perf_counter() - t0:.2f} s.")
     return runner
@@ -253,8 +267,10 @@ def main(argv=None) -> int:
             args.device = "cuda" if torch.cuda.is_available() else "cpu"
         except ImportError:
             args.device = "cpu"
+    resolve_flags(args)
     flags = {"attention_backend": args.attention_backend, "disable_cuda_graph": args.disable_cuda_graph,
-             "enable_torch_compile": args.enable_torch_compile}
+             "enable_torch_compile": args.enable_torch_compile, "cuda_graph_bs": args.cuda_graph_bs,
+             "disable_custom_all_reduce": args.disable_custom_all_reduce and args.tp_size > 1}
     model_name = args.served_model_name or args.model_path
     server_args = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(args).items()))
     logger.info(f"server_args=ServerArgs({server_args})")
