@@ -243,7 +243,7 @@ def _read_one(path: Path, st: Settings) -> None:
         except Exception:  # noqa: BLE001 - not a topology after all: read it as a log
             topo = None
         if topo is not None and topo.gpus:
-            row = next((i for i, ln in enumerate(lines, 1) if ln.lstrip().startswith("GPU0")), None)
+            row = next((i for i, ln in enumerate(lines, 1) if re.match(r"GPU0\s+X\b", strip_ansi(ln).strip())), None)
             st.evidence.append(Evidence("topology", topo.kind, name, row, f"nvidia-smi topo -m: {topo.summary}"))
             st.evidence.append(Evidence("gpus", len(topo.gpus), name, row, f"nvidia-smi topo -m: {topo.summary}"))
             st.sources[name] = f"GPU topology ({topo.summary})"

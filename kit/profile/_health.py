@@ -168,7 +168,8 @@ def capture_facts(p) -> dict:
             idle = max(0.0, 1.0 - float(dur[in_step].sum()) / wall)
     world = max([int((r.get("distributed") or {}).get("world_size", 1) or 1) for r in p.meta.get("ranks", {}).values()]
                 or [1])
-    return {"mode": mode, "kernels": n, "gpu_time_us": total, "graph_kernels": n_graph,
+    from_gpu = bool(len(steps)) and "span_from" in steps and set(steps["span_from"].astype(str)) == {"gpu annotation"}
+    return {"mode": mode, "kernels": n, "steps_from_gpu_annotations": from_gpu, "gpu_time_us": total, "graph_kernels": n_graph,
             "zero_duration_kernels": zero_all, "graph_block_share": block_share,
             "op_linked_share": op_linked, "module_linked_share": module_linked,
             "launch_apis": [f"{a} ({c})" for a, c in apis.items()],
@@ -229,6 +230,8 @@ def health(p) -> Health:
     if not c["steps"]:
         metrics["step_time"] = _m(UNRELIABLE, "no step markers or step spans in the trace",
                                   "annotate steps (record_function('decode_step_N'), the engine's profiler ranges)")
+    elif no_timing and c["steps_from_gpu_annotations"]:
+        metrics["step_time"] = _m(USABLE, "kernel durations are missing but every step spans a GPU-side annotation")
     elif no_timing:
         metrics["step_time"] = _m(DEGRADED, "step spans are built from kernels whose durations are missing",
                                   "measure step time with CUDA events outside the profiler")
