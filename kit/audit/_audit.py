@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -35,7 +36,7 @@ def _kind(path: Path) -> str:
         return "settings"
     if name.endswith(".csv"):
         head = path.read_text(encoding="utf-8", errors="replace")[:512]
-        return "clocks" if "clocks" in head else "skip"
+        return "clocks" if "clocks" in head or re.search(r"\d MHz,.*0x[0-9A-Fa-f]+", head) else "skip"
     if name.endswith((".md", ".py", ".ipynb", ".png", ".html", ".toml", ".whl", ".parquet")):
         return "skip"
     return "settings"
@@ -169,10 +170,17 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
             except (KitError, OSError, ValueError) as exc:
                 notes.append(f"{f}: trace not read ({exc})")
                 continue
-            for m, v in h.metrics.items():
-                if v["status"] == "unreliable" and m in ("category_shares", "step_time", "allreduce_share"):
-                    findings.append(Finding("trace-metric", "medium", f"{m} of this trace is unreliable: {v['reason']}",
-                                            str(f), (f"{f}: capture mode {h.capture['mode']}",), v["fix"]))
+            if h.capture["mode"] == "no GPU kernels":
+                findings.append(Finding("trace-metric", "info", "the trace has no GPU kernels (a CPU-only profile): "
+                                        "no GPU metric can be read from it", str(f), (f"{f}: {h.capture['kernels']} kernels",),
+                                        "profile with CUDA activities on"))
+                continue
+            bad = [m for m, v in h.metrics.items()
+                   if v["status"] == "unreliable" and m in ("category_shares", "step_time", "allreduce_share")]
+            if bad:
+                v = h.metrics[bad[0]]
+                findings.append(Finding("trace-metric", "medium", f"{', '.join(bad)} of this trace unreliable: "
+                                        f"{v['reason']}", str(f), (f"{f}: capture mode {h.capture['mode']}",), v["fix"]))
     elif by_kind.get("trace"):
         notes.append(f"{len(by_kind['trace'])} trace file(s) not checked (traces=False)")
     return Audit(order(findings), runs, inputs, notes)

@@ -85,7 +85,7 @@ def effect(baseline, variant, setting: str, *, name: str = "variant") -> Effect:
     if key is None:
         return Effect(name, setting, None, "unknown", f"unknown: the kit has no engine report to read for {setting}",
                       evidence=())
-    eb, ev = _best(baseline, key), _best(variant, key)
+    eb, ev = baseline.reported(key), variant.reported(key)
     if key.startswith("env:") and (eb is None or ev is None):
         # an environment variable: the engine's own echo or the process environment is the report
         if ev is not None and eb is None:
@@ -103,16 +103,6 @@ def effect(baseline, variant, setting: str, *, name: str = "variant") -> Effect:
                       eb.value, ev.value, (str(eb), str(ev)))
     return Effect(name, setting, key, "took effect", f"took effect: {key} {eb.value!r} -> {ev.value!r}",
                   eb.value, ev.value, (str(eb), str(ev)))
-
-
-def _best(s, key: str):
-    """The deciding evidence of ``key``: its effective value, shown by the engine's own message where
-    one says it (an argument dump only says what was asked)."""
-    last = s.get(key)
-    if last is None:
-        return None
-    lines = [e for e in s.all(key) if e.value == last.value and not _DUMP.search(e.text)]
-    return lines[-1] if lines else last
 
 
 def message_of(line: str) -> str:

@@ -58,15 +58,15 @@ def run_findings(run: str, s) -> list[Finding]:
                            "speculative or LoRA paths)"))
     if eff.get("cuda_graph") is False:
         out.append(Finding("eager-decode", "medium", "CUDA graphs are off: every decode step is launched "
-                           "kernel by kernel", run, _ev(s.get("cuda_graph")),
+                           "kernel by kernel", run, _ev(s.reported("cuda_graph")),
                            "remove --disable-cuda-graph / enforce_eager unless the comparison is about them"))
     # custom all-reduce and P2P
     tp = eff.get("tp_size")
     if eff.get("custom_all_reduce") is False and (tp is None or tp > 1):
         out.append(Finding("custom-all-reduce-off", "medium",
                            "custom all-reduce is off: every tensor-parallel all-reduce goes through NCCL"
-                           + (" (the engine disabled it itself)" if "disabled" in (s.get("custom_all_reduce").text or "")
-                              else ""), run, _ev(s.get("custom_all_reduce")),
+                           + (" (the engine disabled it itself)" if "disabled" in s.reported("custom_all_reduce").text.lower()
+                              else ""), run, _ev(s.reported("custom_all_reduce")),
                            "expected on more than two PCIe-only GPUs; on NVLink check P2P and the engine's flags"))
     elif (eff.get("topology") == "PCIe-only" and tp is not None and tp > 2
           and eff.get("custom_all_reduce") is not False):
@@ -77,13 +77,13 @@ def run_findings(run: str, s) -> list[Finding]:
                            "look for 'Custom allreduce is disabled' in the engine log; tune NCCL instead"))
     if eff.get("p2p") is False:
         out.append(Finding("p2p-off", "medium", "GPU peer-to-peer is off: NCCL copies between GPUs through host "
-                           "memory or the network", run, _ev(s.get("p2p")),
+                           "memory or the network", run, _ev(s.reported("p2p")),
                            "check NCCL_P2P_DISABLE, ACS/IOMMU settings and nvidia-smi topo -p2p r"))
     backend = eff.get("attention_backend")
     if backend in SLOW_BACKENDS:
         out.append(Finding("attention-backend", "medium",
                            f"attention runs on {backend} ({SLOW_BACKENDS[backend]}), a fallback, not a fast kernel",
-                           run, _ev(s.get("attention_backend")),
+                           run, _ev(s.reported("attention_backend")),
                            "set the engine's fast backend for this GPU (flashinfer, fa3, trtllm ...)"))
     for name, value in sorted(s.env.items()):
         rule = DEBUG_VARIABLES.get(name)
@@ -92,7 +92,7 @@ def run_findings(run: str, s) -> list[Finding]:
                                f"{rule[2]}", run, _ev(s.get(f"env:{name}")), f"unset {name} for measurements"))
     if eff.get("overlap_schedule") is False:
         out.append(Finding("overlap-off", "medium", "the overlap (async) scheduler is off: CPU scheduling is not "
-                           "hidden behind GPU work", run, _ev(s.get("overlap_schedule")),
+                           "hidden behind GPU work", run, _ev(s.reported("overlap_schedule")),
                            "find which argument or model adjustment turned it off (server_args)"))
     if eff.get("tokenizer_mode") == "slow":
         out.append(Finding("slow-tokenizer", "medium", "the slow (Python) tokenizer is used", run,

@@ -31,6 +31,8 @@ from kit.util import strip_ansi
 __all__ = ["Evidence", "Settings", "settings", "NORMALISED"]
 
 _CLIP = 240
+_DUMP_NOTE = re.compile(r"\((?:server_args dump|vLLM engine config|get_server_info JSON|launch note|NCCL echo|"
+                        r"environment capture|/proc/PID/environ)\)$")
 
 # Normalised keys (what an experiment compares) and where each comes from.
 NORMALISED = {
@@ -141,6 +143,15 @@ class Settings:
             if e.key == key:
                 hit = e
         return hit
+
+    def reported(self, key: str) -> Evidence | None:
+        """The evidence of ``key``'s effective value, preferring a line the engine printed about it over an
+        argument dump (which says what was asked, not what was decided)."""
+        last = self.get(key)
+        if last is None:
+            return None
+        said = [e for e in self.all(key) if e.value == last.value and not _DUMP_NOTE.search(e.text)]
+        return said[-1] if said else last
 
     def all(self, key: str) -> list[Evidence]:
         return [e for e in self.evidence if e.key == key]

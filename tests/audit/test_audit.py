@@ -1,0 +1,216 @@
+"""kit.audit on the cases of issue 26's "Done when", each flagged with its evidence, and a clean default run
+that flags nothing: an experiment variant whose flag the engine ignored (the sample session's
+``--disable-custom-all-reduce`` case, measured by kit.experiment on tinyserve, and a fresh live run), a
+decode batch above the largest captured graph (a live tinyserve), custom all-reduce off on a PCIe
+server (sample logs, the real 8x RTX 4090 PCIe topology), a debug variable in a real engine process's
+environment, and a throttled run (a real H200 nvidia-smi capture under load)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import kit
+from tests.conftest import ROOT, TEST_DATA
+from tests.live.conftest import ENGINE, engine_procs, free_port
+
+SAMPLE = ROOT / "notebooks" / "sample"
+STORED = SAMPLE / "experiments" / "cpu_pcie_custom_allreduce"
+TINY = ("python3 -m tinyserve.launch_server --device cpu --served-model-name {m} --token-ms 5 --load-seconds 0.2 "
+        "--tp-size 8")
+
+
+def _codes(a) -> set[str]:
+    return {f.code for f in a.flagged}
+
+
+def test_sample_experiment_ignored_flag_is_found_with_its_deciding_function():
+    """The sample session's --disable-custom-all-reduce variant: found from the stored experiment alone
+    (plan.json and each variant's server.log), not from any notebook code."""
+    eff = kit.audit.experiment_effects(STORED, source=str(ENGINE / "tinyserve"))
+    by = {e.setting: e for e in eff.effects}
+    ar = by["--disable-custom-all-reduce"]
+    assert ar.status == "ignored" and ar.verdict.startswith("no effect: the engine ignored --disable-custom-all-reduce")
+    assert ar.baseline is False and ar.variant_value is False
+    assert "v00-baseline/server.log:1:" in ar.evidence[0] and "Custom allreduce is disabled" in ar.evidence[0]
+    assert ar.decider.function == "resolve_flags" and ar.decider.path.endswith("tinyserve/launch_server.py")
+    assert "TINYSERVE_PCIE_ONLY" in ar.decider.condition and "tp_size > 2" in ar.decider.condition
+    g = by["--disable-cuda-graph"]
+    assert g.status == "took effect" and (g.baseline, g.variant_value) == (True, False)
+    # the measurement agrees: the ignored flag changed nothing, the graph flag did
+    rows = {r["label"]: r for r in (json.loads((STORED / v / "result.json").read_text())
+                                    for v in ("v00-baseline", "v01-disable_custom_all_reduce", "v02-disable_cuda_graph"))}
+    tok = {k: sum(x["decode_tok_s"] for x in r["repeats"]) / len(r["repeats"]) for k, r in rows.items()}
+    assert abs(tok["--disable-custom-all-reduce"] / tok["baseline"] - 1) < 0.03
+    assert tok["--disable-cuda-graph"] / tok["baseline"] < 0.8
+    a = kit.audit.audit([STORED], source=str(ENGINE / "tinyserve"))
+    hits = [f for f in a.findings if f.code == "ignored-setting" and f.severity == "high"]
+    assert len(hits) == 1 and "resolve_flags" in hits[0].verdict and hits[0].evidence
+
+
+def test_cli_audit_json_and_fail_on(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "kit", "audit", str(STORED), "--json", "--source",
+                          str(ENGINE / "tinyserve"), "--fail-on", "high"], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT)
+    assert out.returncode == 3, out.stderr
+    d = json.loads(out.stdout)
+    assert d["clean"] is False and d["counts"]["high"] == 1
+    f = d["findings"][0]
+    assert set(f) == {"code", "severity", "verdict", "run", "evidence", "fix"}
+    assert set(d) == {"clean", "counts", "findings", "runs", "inputs", "notes"}
+    run = next(iter(d["runs"].values()))
+    assert set(run) == {"engine", "effective", "args", "env", "evidence", "sources"}
+    clean = subprocess.run([sys.executable, "-m", "kit", "audit", str(SAMPLE / "experiments" / "h200_live_server"),
+                            "--fail-on", "low"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert clean.returncode == 0 and "nothing flagged" in clean.stdout, clean.stdout + clean.stderr
+
+
+def test_live_experiment_ignored_on_pcie_and_taking_effect_on_nvlink(tmp_path):
+    """A fresh kit.experiment on tinyserve: on 'PCIe-only' GPUs the engine turns custom all-reduce off
+    itself, so the flag is ignored; without that predicate the same flag takes effect."""
+    base = {"flags": {"--disable-custom-all-reduce": [False, True]}, "session": tmp_path, "repeats": 1,
+            "progress": False, "bench": {"requests": 2, "warmup": 1, "max_tokens": 8, "prompt_tokens": 4}}
+    for pcie, want in (("1", "ignored"), (None, "took effect")):
+        name = f"ar_pcie_{pcie}"
+        marker = f"kit-audit-{name}"
+        env = {"PYTHONPATH": str(ENGINE), "TINYSERVE_PCIE_ONLY": pcie}
+        kit.experiment(TINY.format(m=marker), env=env, port=free_port(), name=name, **base)
+        assert not engine_procs(marker)
+        eff = kit.audit.experiment_effects(tmp_path / "experiments" / name)
+        (e,) = eff.effects
+        assert e.status == want, e.verdict
+
+
+def test_decode_batch_above_the_largest_captured_graph(tmp_path):
+    """A live tinyserve with graphs captured for batch 1 only, driven at concurrency 4: the engine's
+    decode lines say 'cuda graph: False' at batch 4; the audit flags both, with the lines."""
+    marker = "kit-audit-graph-coverage"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 3 "
+           "--load-seconds 0.2 --cuda-graph-bs 1 --decode-log-interval 4")
+    with kit.server("local", cmd, env={"PYTHONPATH": str(ENGINE)}, port=free_port(), session=tmp_path, name="srv",
+                    progress=False) as s:
+        kit.bench.single_stream(s.url, requests=4, warmup=0, repeats=1, concurrency=(4,), max_tokens=24,
+                                prompt_tokens=4)
+    assert not engine_procs(marker)
+    log = tmp_path / "logs" / "srv.log"
+    a = kit.audit.audit([log])
+    f = {x.code: x for x in a.findings}
+    assert f["graph-coverage"].severity == "high"
+    assert "largest captured CUDA graph is 1" in f["graph-coverage"].verdict
+    assert any("Capture cpu graph bs [1]" in e for e in f["graph-coverage"].evidence)
+    assert any("#running-req: 4" in e or "#running-req: 3" in e for e in f["graph-coverage"].evidence)
+    assert f["eager-decode"].severity == "high" and "cuda graph: False" in f["eager-decode"].evidence[0]
+
+
+def test_custom_all_reduce_off_on_pcie(shared_data, tmp_path):
+    """The sample SGLang and vLLM logs of the 8-GPU PCIe server say the engine disabled it (line given);
+    a run on the real 8x RTX 4090 PCIe topology with tp 8 is flagged before any log says so."""
+    a = kit.audit.audit([SAMPLE / "logs" / "sglang_0.5.9_tp8_default.log", SAMPLE / "logs" / "vllm_0.11.0_tp8_default.log"])
+    hits = [f for f in a.findings if f.code == "custom-all-reduce-off"]
+    assert len(hits) == 2 and all("engine disabled it itself" in f.verdict for f in hits)
+    assert any(e.endswith(".log:5: (Worker_TP0 pid=355) INFO 11-20 12:00:00 [custom_all_reduce.py:271] Custom "
+                          "allreduce is disabled because it's not supported on more than two PCIe-only GPUs. To silence "
+                          "this warning, specify disable_custom_all_reduce=True explicitly.") for f in hits
+               for e in f.evidence)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "server.log").write_text("[2026-11-20 09:00:00] server_args=ServerArgs(tp_size=8, "
+                                    "disable_custom_all_reduce=False, attention_backend='flashinfer')\n")
+    topo = shared_data / "logs" / "nvidia_smi_topo_8x_RTX4090_pcie_nccl-tests307.log"
+    b = kit.audit.audit([run, topo])
+    (f,) = [x for x in b.findings if x.code == "custom-all-reduce-off"]
+    assert "tp_size 8 on PCIe-only GPUs" in f.verdict
+    assert any(e.startswith(f"{topo}:3:") for e in f.evidence)
+    # the real 2x 2080Ti NCCL log: the two GPUs talk through host shared memory
+    c = kit.audit.audit([shared_data / "logs" / "nccl_info_2x2080Ti_shm_socket_issue1190.log"])
+    (p2p,) = [x for x in c.findings if x.code == "p2p-off"]
+    assert p2p.evidence[0].endswith(":8: NCCL INFO Channel 00 : 1[89000] -> 0[3d000] via direct shared memory "
+                                    "(NCCL connects GPUs through host memory)")
+
+
+def test_debug_variable_in_a_real_engine_environment(tmp_path):
+    """VLLM_TRACE_FUNCTION=1 left in a live engine's environment, read from its /proc/PID/environ."""
+    if not Path("/proc/self/environ").exists():
+        pytest.skip("no /proc on this system")
+    marker = "kit-audit-debugvar"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 3 "
+           "--load-seconds 0.2")
+    env = {"PYTHONPATH": str(ENGINE), "VLLM_TRACE_FUNCTION": "1"}
+    with kit.server("local", cmd, env=env, port=free_port(), session=tmp_path, name="srv", progress=False):
+        procs = [ln for ln in engine_procs(marker) if "tinyserve.launch_server" in ln and "python" in ln.split()[2]]
+        pid = procs[0].split()[0]
+        (tmp_path / "logs" / "environ").write_bytes(Path(f"/proc/{pid}/environ").read_bytes())
+    a = kit.audit.audit([tmp_path / "logs"])
+    (f,) = [x for x in a.findings if x.code == "debug-variable"]
+    assert f.severity == "high" and "VLLM_TRACE_FUNCTION=1" in f.verdict
+    assert f.evidence[0].startswith(str(tmp_path / "logs" / "environ")) and "/proc/PID/environ" in f.evidence[0]
+
+
+def test_throttled_run_from_a_real_h200_capture(tmp_path):
+    """The H200 capture under load (SW power cap, 1500-1530 of 1980 MHz) next to a benchmark record:
+    the run is flagged; the same record with the idle capture only is not (clocks unknown, not failed)."""
+    bench = SAMPLE / "experiments" / "cpu_pcie_custom_allreduce" / "v00-baseline" / "bench.json"
+    v = kit.audit.check_run(bench, TEST_DATA / "env" / "h200" / "smi_clocks_load.csv")
+    assert not v.valid and v.flags[0].startswith("GPU clocks: throttled: SM clock down to 1500 of 1980 MHz")
+    assert "SW power cap (4 samples)" in v.flags[0]
+    idle = kit.audit.check_run(bench, TEST_DATA / "env" / "h200" / "smi_clocks_idle.csv")
+    assert idle.valid and next(c for c in idle.checks if c["check"] == "GPU clocks")["ok"] is None
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "bench.json").write_bytes(bench.read_bytes())
+    (run / "clocks.csv").write_bytes((TEST_DATA / "env" / "h200" / "smi_clocks_load.csv").read_bytes())
+    a = kit.audit.audit([run])
+    (f,) = [x for x in a.findings if x.code == "throttled"]
+    assert f.severity == "high" and "1500 of 1980 MHz" in f.verdict
+
+
+def test_failed_and_short_requests_flag_the_record(tmp_path):
+    rec = json.loads((STORED / "v00-baseline" / "bench.json").read_text())
+    rec["requests"][0]["ok"] = False
+    rec["requests"][1]["output_tokens"] = 3
+    rec["warmup"] = 0
+    v = kit.audit.check_run(rec)
+    checks = {c["check"]: c for c in v.checks}
+    assert checks["failed requests"]["ok"] is False and checks["output length"]["ok"] is False
+    assert checks["warm-up"]["ok"] is False and checks["prompts seeded"]["ok"] is True
+    assert len(v.flags) == 3
+
+
+def test_clean_default_runs_flag_nothing():
+    """The sample's live tinyserve server (H200, default settings: log, benchmark, trace) and the
+    baselines of the stored experiments: nothing flagged."""
+    a = kit.audit.audit([SAMPLE / "experiments" / "h200_live_server", SAMPLE / "experiments" / "cpu_live_server"])
+    assert a.clean, repr(a)
+    assert any(k == "trace" for k in a.inputs.values()) and any(k == "bench" for k in a.inputs.values())
+    for exp in ("h200_graph_backend_compile", "cpu_graph_backend_compile"):
+        b = kit.audit.audit([SAMPLE / "experiments" / exp / "v00-baseline"], traces=False)
+        assert b.clean, repr(b)
+    # the PCIe experiment's baseline is not clean: the engine turned custom all-reduce off, and says so
+    c = kit.audit.audit([SAMPLE / "experiments" / "cpu_pcie_custom_allreduce" / "v00-baseline"], traces=False)
+    (f,) = c.flagged
+    assert f.code == "custom-all-reduce-off" and "engine disabled it itself" in f.verdict
+    assert f.evidence[0].endswith("server.log:1: [2026-12-03 18:29:16] Custom allreduce is disabled because tinyserve "
+                                  "does not run it on more than two PCIe-only GPUs (tp_size=8); all-reduce goes through NCCL")
+
+
+def test_mismatch_between_the_two_sides_of_a_comparison():
+    d = SAMPLE / "experiments" / "cpu_graph_backend_compile"
+    a = kit.audit.audit([d / "v00-baseline" / "server.log", d / "v01-disable_cuda_graph" / "server.log"], compare=True)
+    mm = [f for f in a.findings if f.code == "mismatch"]
+    assert len(mm) == 1 and mm[0].verdict.startswith("cuda_graph differs between the sides")
+    same = kit.audit.audit([d / "v00-baseline" / "server.log", SAMPLE / "experiments" / "h200_graph_backend_compile"
+                            / "v00-baseline" / "server.log"], compare=True)
+    assert not [f for f in same.findings if f.code == "mismatch"]
+
+
+def test_session_audit_and_bad_paths(tmp_path):
+    sess = kit.session.open(SAMPLE)
+    a = sess.audit(source="engine/tinyserve")
+    codes = _codes(a)
+    assert {"ignored-setting", "custom-all-reduce-off"} <= codes
+    assert "graph-coverage" not in codes and "throttled" not in codes
+    with pytest.raises(kit.errors.UsageError, match="no such file"):
+        kit.audit.audit([tmp_path / "missing"])
