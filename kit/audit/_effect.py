@@ -174,7 +174,13 @@ class Effects:
 
 
 def _variant_files(d: Path) -> list[Path]:
-    return [p for p in (d / "server.log", d / "server_info.json", d / "environ") if p.is_file()]
+    """A variant's engine reports: its ``server.log`` (one engine per variant) or, with one fresh engine
+    per run, the first run's (``rep0/server.log``), plus ``server_info.json`` / ``environ`` captures."""
+    for where in [d] + sorted(p for p in d.glob("rep*") if p.is_dir()):
+        found = [p for p in (where / "server.log", where / "server_info.json", where / "environ") if p.is_file()]
+        if found:
+            return found
+    return []
 
 
 def experiment_effects(directory: str | Path, *, host=None, source: str | None = None) -> Effects:

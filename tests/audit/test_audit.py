@@ -35,7 +35,7 @@ def test_sample_experiment_ignored_flag_is_found_with_its_deciding_function():
     ar = by["--disable-custom-all-reduce"]
     assert ar.status == "ignored" and ar.verdict.startswith("no effect: the engine ignored --disable-custom-all-reduce")
     assert ar.baseline is False and ar.variant_value is False
-    assert "v00-baseline/server.log:1:" in ar.evidence[0] and "Custom allreduce is disabled" in ar.evidence[0]
+    assert "v00-baseline/rep0/server.log:1:" in ar.evidence[0] and "Custom allreduce is disabled" in ar.evidence[0]
     assert ar.decider.function == "resolve_flags" and ar.decider.path.endswith("tinyserve/launch_server.py")
     assert "TINYSERVE_PCIE_ONLY" in ar.decider.condition and "tp_size > 2" in ar.decider.condition
     g = by["--disable-cuda-graph"]
@@ -152,7 +152,7 @@ def test_debug_variable_in_a_real_engine_environment(tmp_path):
 def test_throttled_run_from_a_real_h200_capture(tmp_path):
     """The H200 capture under load (SW power cap, 1500-1530 of 1980 MHz) next to a benchmark record:
     the run is flagged; the same record with the idle capture only is not (clocks unknown, not failed)."""
-    bench = SAMPLE / "experiments" / "cpu_pcie_custom_allreduce" / "v00-baseline" / "bench.json"
+    bench = SAMPLE / "experiments" / "cpu_pcie_custom_allreduce" / "v00-baseline" / "rep0" / "bench.json"
     v = kit.audit.check_run(bench, TEST_DATA / "env" / "h200" / "smi_clocks_load.csv")
     assert not v.valid and v.flags[0].startswith("GPU clocks: throttled: SM clock down to 1500 of 1980 MHz")
     assert "SW power cap (4 samples)" in v.flags[0]
@@ -168,7 +168,7 @@ def test_throttled_run_from_a_real_h200_capture(tmp_path):
 
 
 def test_failed_and_short_requests_flag_the_record(tmp_path):
-    rec = json.loads((STORED / "v00-baseline" / "bench.json").read_text())
+    rec = json.loads((STORED / "v00-baseline" / "rep0" / "bench.json").read_text())
     rec["requests"][0]["ok"] = False
     rec["requests"][1]["output_tokens"] = 3
     rec["warmup"] = 0
@@ -190,9 +190,10 @@ def test_clean_default_runs_flag_nothing():
         assert b.clean, repr(b)
     # the PCIe experiment's baseline is not clean: the engine turned custom all-reduce off, and says so
     c = kit.audit.audit([SAMPLE / "experiments" / "cpu_pcie_custom_allreduce" / "v00-baseline"], traces=False)
-    (f,) = c.flagged
+    assert len(c.flagged) == 2  # one per run (rep0, rep1): a fresh engine each time
+    f = c.flagged[0]
     assert f.code == "custom-all-reduce-off" and "engine disabled it itself" in f.verdict
-    assert f.evidence[0].endswith("server.log:1: [2026-12-03 18:29:16] Custom allreduce is disabled because tinyserve "
+    assert f.evidence[0].endswith("rep0/server.log:1: [2026-12-03 18:35:03] Custom allreduce is disabled because tinyserve "
                                   "does not run it on more than two PCIe-only GPUs (tp_size=8); all-reduce goes through NCCL")
 
 
@@ -214,3 +215,16 @@ def test_session_audit_and_bad_paths(tmp_path):
     assert "graph-coverage" not in codes and "throttled" not in codes
     with pytest.raises(kit.errors.UsageError, match="no such file"):
         kit.audit.audit([tmp_path / "missing"])
+
+
+def test_decider_in_real_sglang_source():
+    """The sample log's 'Custom allreduce is disabled ...' line, found in SGLang 0.5.9's published
+    source (downloaded like the other real-engine tests): the function and the predicate that decide."""
+    from tests.source.test_source_real_engines import engine
+
+    tree = engine("sglang", "0.5.9")
+    line = (SAMPLE / "logs" / "sglang_0.5.9_tp8_default.log").read_text().splitlines()[4]
+    d = kit.audit.decider(kit.connect("local"), str(tree / "sglang"), line)
+    assert d is not None and d.function == "CustomAllreduce.__init__"
+    assert d.path.endswith("sglang/srt/distributed/device_communicators/custom_all_reduce.py")
+    assert d.condition == "if world_size > 2 and not full_nvlink:"
