@@ -15,6 +15,7 @@ import json
 import shutil
 import subprocess
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -83,23 +84,31 @@ def throttle(samples: list[dict]) -> dict:
 
 class ClockSampler:
     """Samples GPU clocks and throttle reasons with ``nvidia-smi`` while a run goes on (a context
-    manager). Where there is no ``nvidia-smi`` it records why in ``missing`` and samples nothing."""
+    manager), on this machine or, with ``host=`` (a ``kit.remote`` Host), on the host where the engine
+    runs. Where there is no ``nvidia-smi`` it records why in ``missing`` and samples nothing."""
 
-    def __init__(self, interval_ms: int = 500, nvidia_smi: str = "nvidia-smi") -> None:
+    def __init__(self, host=None, interval_ms: int = 500, nvidia_smi: str = "nvidia-smi") -> None:
+        self.host = host
         self.interval_ms = int(interval_ms)
-        self.exe = shutil.which(nvidia_smi)
+        self.nvidia_smi = nvidia_smi
+        self.exe = shutil.which(nvidia_smi) if host is None else nvidia_smi
         self.missing = None if self.exe else f"{nvidia_smi} not found on this machine: clocks not sampled"
         self.samples: list[dict] = []
         self._proc = None
+        self._job = None
+        self._log = None
         self._out: list[str] = []
         self._thread = None
 
+    def _args(self) -> list[str]:
+        return [self.exe, f"--query-gpu={CLOCK_QUERY}", "--format=csv,noheader,nounits", f"-lms={self.interval_ms}"]
+
     def __enter__(self) -> "ClockSampler":
+        if self.host is not None:
+            return self._start_on_host()
         if self.exe:
             try:
-                self._proc = subprocess.Popen([self.exe, f"--query-gpu={CLOCK_QUERY}", "--format=csv,noheader,nounits",
-                                               f"-lms={self.interval_ms}"], stdout=subprocess.PIPE,
-                                              stderr=subprocess.DEVNULL, text=True)
+                self._proc = subprocess.Popen(self._args(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             except OSError as exc:
                 self.missing = f"{self.exe}: {exc}"
                 return self
@@ -107,11 +116,39 @@ class ClockSampler:
             self._thread.start()
         return self
 
+    def _start_on_host(self) -> "ClockSampler":
+        from kit.errors import KitError
+        from kit.util import quote
+
+        name = getattr(self.host, "name", "host")
+        try:
+            found = self.host.run(f"command -v {quote(self.nvidia_smi)}", timeout=30)
+            if not found.ok or not found.stdout.strip():
+                self.missing = f"{name}: {self.nvidia_smi} not found: clocks not sampled"
+                return self
+            self._log = f"/tmp/kit-clocks-{uuid.uuid4().hex[:12]}.csv"
+            self._job = self.host.spawn(" ".join(quote(a) for a in self._args()), log=self._log)
+        except KitError as exc:
+            self.missing = f"{name}: clock sampler not started ({exc})"
+        return self
+
     def _read(self) -> None:
         for line in self._proc.stdout:
             self._out.append(line)
 
     def __exit__(self, *exc) -> None:
+        if self._job is not None:
+            from kit.errors import KitError
+            from kit.util import quote
+
+            try:
+                self._job.stop(grace=5)
+                text = self.host.read_bytes(self._log).decode("utf-8", "replace")
+                self.host.run(f"rm -f -- {quote(self._log)}", timeout=30)
+            except KitError as exc:
+                text = ""
+                self.missing = f"{getattr(self.host, 'name', 'host')}: clock samples not read ({exc})"
+            self.samples = parse_clocks(text, "nvidia-smi")
         if self._proc is not None:
             self._proc.terminate()
             try:
@@ -122,8 +159,8 @@ class ClockSampler:
             if self._thread is not None:
                 self._thread.join(timeout=5)
             self.samples = parse_clocks("".join(self._out), "nvidia-smi")
-            if not self.samples and self.missing is None:
-                self.missing = "nvidia-smi printed no samples (no GPU visible?)"
+        if (self._proc is not None or self._job is not None) and not self.samples and self.missing is None:
+            self.missing = "nvidia-smi printed no samples (no GPU visible?)"
 
     def summary(self) -> dict:
         d = throttle(self.samples)
@@ -209,8 +246,15 @@ def check_run(record: dict | str | Path, clocks: list[dict] | dict | str | Path 
     else:
         _add(v, "warm-up", int(warm) > 0, f"{warm} warm-up request(s) before measuring")
     # prompts seeded
-    if "prompt_words" in record or "prompt_tokens" in (record.get("bench") or {}):
-        _add(v, "prompts seeded", True, "kit.bench sends one fixed prompt text")
+    kind = record.get("prompts")
+    if kind == "same" or (kind is None and "prompt_words" in record):
+        _add(v, "prompts seeded", True, "one fixed prompt text for every request")
+    elif kind in ("random", "random-ids") and "seed" not in record:
+        _add(v, "prompts seeded", None, "random prompts; the record does not say their seed")
+    elif kind in ("random", "random-ids"):
+        _add(v, "prompts seeded", record["seed"] is not None, f"random prompts, seed {record['seed']}")
+    elif kind is not None:
+        _add(v, "prompts seeded", True, f"a fixed prompt set ({kind})")
     elif "seed" in record:
         _add(v, "prompts seeded", record["seed"] is not None, f"seed {record['seed']}")
     else:

@@ -172,11 +172,32 @@ def test_failed_and_short_requests_flag_the_record(tmp_path):
     rec["requests"][0]["ok"] = False
     rec["requests"][1]["output_tokens"] = 3
     rec["warmup"] = 0
+    rec["seed"] = None  # random prompts drawn without a seed
     v = kit.audit.check_run(rec)
     checks = {c["check"]: c for c in v.checks}
     assert checks["failed requests"]["ok"] is False and checks["output length"]["ok"] is False
-    assert checks["warm-up"]["ok"] is False and checks["prompts seeded"]["ok"] is True
-    assert len(v.flags) == 3
+    assert checks["warm-up"]["ok"] is False and checks["prompts seeded"]["ok"] is False
+    assert len(v.flags) == 4
+    rec["seed"] = 0
+    assert next(c for c in kit.audit.check_run(rec).checks if c["check"] == "prompts seeded")["ok"] is True
+
+
+def test_live_bench_record_carries_its_validity(tmp_path):
+    """kit.bench.single_stream on a live tinyserve: the record says it is valid (no GPU here: clocks
+    unknown with the reason), and a run asked for more tokens than the context allows is flagged short."""
+    marker = "kit-audit-validity"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 2 "
+           "--load-seconds 0.2 --context-length 64")
+    with kit.server("local", cmd, env={"PYTHONPATH": str(ENGINE)}, port=free_port(), session=tmp_path, name="srv",
+                    progress=False) as s:
+        ok = kit.bench.single_stream(s.url, requests=2, warmup=1, repeats=1, concurrency=(1,), max_tokens=8,
+                                     prompt_tokens=4, clocks="local")
+    assert not engine_procs(marker)
+    v = ok.data["validity"]
+    assert v["valid"] is True, v
+    clocks = next(c for c in v["checks"] if c["check"] == "GPU clocks")
+    assert clocks["ok"] is None and clocks["detail"]  # unknown, and why
+    assert "NOT VALID" not in repr(ok)
 
 
 def test_clean_default_runs_flag_nothing():
