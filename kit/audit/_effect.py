@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from kit.logs import Settings
 from kit.logs import settings as read_settings
-from kit.logs._settings import ENV_KEYS, FLAG_KEYS
 
 _PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*|\([^)]*\)\s*|(?:DEBUG|INFO|WARNING|ERROR)\s+\d{2}-\d{2} [\d:]+\s*"
                      r"(?:\[[^\]]*\]\s*)?)+")
@@ -69,19 +69,10 @@ def _plain(v):
     return sorted(v) if isinstance(v, set) else v
 
 
-def _key_for(setting: str) -> str | None:
-    if setting.startswith("-"):
-        dest = setting.lstrip("-").replace("-", "_")
-        return FLAG_KEYS.get(dest, (None,))[0]
-    if setting in ENV_KEYS:
-        return ENV_KEYS[setting]
-    return f"env:{setting}"
-
-
 def effect(baseline, variant, setting: str, *, name: str = "variant") -> Effect:
     """The verdict for one changed ``setting`` (``--flag`` or ``ENV_NAME``) between two runs'
     :class:`kit.logs.Settings` (see the module docstring)."""
-    key = _key_for(setting)
+    key = Settings.key_for(setting)
     if key is None:
         return Effect(name, setting, None, "unknown", f"unknown: the kit has no engine report to read for {setting}",
                       evidence=())

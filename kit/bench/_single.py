@@ -9,7 +9,6 @@ level, the mean of the repeats with a 95 % Student-t interval, so run-to-run noi
 from __future__ import annotations
 
 import contextlib
-
 import html
 import json
 import math

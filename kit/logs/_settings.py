@@ -144,6 +144,14 @@ class Settings:
                 hit = e
         return hit
 
+    @staticmethod
+    def key_for(setting: str) -> str | None:
+        """The normalised key a changed ``--flag`` or environment variable shows up as (``env:NAME`` for
+        other variables), or None when no engine report covers that flag."""
+        if setting.startswith("-"):
+            return FLAG_KEYS.get(setting.lstrip("-").replace("-", "_"), (None,))[0]
+        return ENV_KEYS.get(setting, f"env:{setting}")
+
     def reported(self, key: str) -> Evidence | None:
         """The evidence of ``key``'s effective value, preferring a line the engine printed about it over an
         argument dump (which says what was asked, not what was decided)."""
