@@ -43,6 +43,7 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
   kernel families, ops/modules, GPU idle and launch gaps, noise)
 - ``_oplink.py``: kernel -> launching aten op / nn.Module and its input shapes (a separate pass)
 - ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
+- ``_health.py``: ``Profile.health()``: capture mode and per-metric trust (usable / degraded / unreliable)
 """
 from __future__ import annotations
 

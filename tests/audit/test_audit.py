@@ -249,3 +249,19 @@ def test_decider_in_real_sglang_source():
     assert d is not None and d.function == "CustomAllreduce.__init__"
     assert d.path.endswith("sglang/srt/distributed/device_communicators/custom_all_reduce.py")
     assert d.condition == "if world_size > 2 and not full_nvlink:"
+
+
+def test_notebook_00_shows_the_audit(tmp_path):
+    """Notebook 00 on the sample session: the audit table names the ignored --disable-custom-all-reduce
+    variant with its deciding function, and the custom all-reduce the engines turned off themselves."""
+    from kit import report
+    from kit.ledger import LEDGER_ENV
+
+    nb, run = report.execute_notebook(ROOT / "notebooks" / "00_environment.ipynb", cwd=ROOT / "notebooks",
+                                      parameters={"session": "sample"},
+                                      env={LEDGER_ENV: str(tmp_path / "ledger.json")})
+    assert run.ok, run.error
+    text = "".join(str(o.get("text", "")) + str((o.get("data") or {}).get("text/plain", ""))
+                   for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "no effect: the engine ignored --disable-custom-all-reduce" in text
+    assert "decided by resolve_flags" in text and "custom-all-reduce-off" in text
