@@ -57,14 +57,10 @@ def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
     from kit.profile import prefetch
 
-    pending, ex = prefetch(args.traces, cache=not args.no_cache, rules=args.rules)
-    try:
+    with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile
 
-        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, _prefetched=pending)
-    finally:
-        if ex is not None:
-            ex.shutdown(wait=True, cancel_futures=True)
+        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending)
     s = p.summary(args.phase, top=args.top)
     by = getattr(args, "by", "category")
     if args.json:

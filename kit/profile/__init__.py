@@ -18,14 +18,17 @@ vLLM/SGLang ``cross_device_reduce``, PyTorch ``multimem_all_reduce`` and flashin
 
 Files:
 
-Each kernel is linked to its launch (correlation id) and to the CPU ops, ``record_function`` ranges
-and ``nn.Module`` frames enclosing the launch; its category is decided by the user's rules, then
+Each kernel is linked to its launch (correlation id) and to the CPU ops (innermost and outermost,
+with the input shapes of the op call), ``record_function`` ranges and ``nn.Module`` frames enclosing
+the launch, once, by the one reader; its category is decided by the user's rules, then
 that CPU evidence, then inductor fused-op names, then kernel-name rules, and ``decided_by`` says
 which. ``Profile.modules()`` gives kernel time per module class and per layer (with_stack traces).
 
 - ``_profile.py``: load, Profile and Summary: the public façade
 - ``_load.py``: the loader: format detection per file, every cache decision, parsing in parallel
-  (and ``prefetch``, which starts parsing before pandas is imported)
+  (and ``prefetch``, which starts parsing before pandas is imported), then ``_assemble``
+- ``_assemble.py``: parsed files -> the profile's tables: ranks, clocks, steps, attribution,
+  categories, runtime calls (called directly by the loader, and by ``load`` for host-parsed tables)
 - ``_read.py``: one file -> raw column tables with the reader its format calls for (stdlib only)
 - ``_io.py``: bytes in: gzip, magic-byte sniffing, ``detect`` (the format decision)
 - ``_kineto.py``: Kineto/torch-profiler chrome-trace JSON -> kernel, annotation, launch and CPU-frame tables
@@ -38,11 +41,12 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
 - ``_windows.py``: decode/prefill steps and phases from annotations
 - ``_summary.py``: the summary arithmetic: per category, step, rank, evidence, module; AllReduce share
   and exposure; CPU-side collectives
-- ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables pulled back
+- ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables
+  pulled back (never imports the façade)
 - ``_compare.py``: ``compare(a, b)``: where the step-time difference of two runs goes (categories,
-  kernel families, ops/modules, GPU idle and launch gaps, noise)
-- ``_oplink.py``: kernel -> launching aten op / nn.Module and its input shapes (a separate pass)
+  kernel families, ops/modules from the Profile, GPU idle and launch gaps, noise)
 - ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
+  (the ``input_dims`` the reader kept for each kernel's launching op)
 - ``_health.py``: ``Profile.health()``: capture mode and per-metric trust (usable / degraded / unreliable)
 """
 from __future__ import annotations
@@ -51,12 +55,13 @@ import importlib
 
 from kit.util import publish
 
-__all__ = ["Comparison", "PHASES", "Profile", "Summary", "compare", "default_rules", "load", "roofline"]
+__all__ = ["Comparison", "PHASES", "Prefetch", "Profile", "Summary", "compare", "default_rules", "load", "prefetch",
+           "roofline"]
 
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
-          "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Comparison": "_compare",
+          "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Prefetch": "_load", "Comparison": "_compare",
           "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline"}
 
 

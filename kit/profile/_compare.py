@@ -18,9 +18,11 @@ step time) is "within noise".
 
 Kernels are matched across runs by **family**: the kernel name without ``void``, template
 arguments and argument list, so the same kernel with other template parameters matches and kernels
-of another backend do not; families found in one run only are listed as such. Where both traces
-link kernels to CPU ops (eager traces; ``_oplink.py``) the difference is also split by top-level
-aten op and by ``nn.Module`` frame. Multi-rank runs are compared rank by rank; the headline is the
+of another backend do not; families found in one run only are listed as such. Where both profiles
+link kernels to CPU ops (eager traces: the ``op_top`` and ``module`` columns the reader keeps for
+every kernel) the difference is also split by top-level aten op and by ``nn.Module`` class. Only
+the Profiles are read, never the trace files: profiles from the cache or parsed on a host compare
+by op too. Multi-rank runs are compared rank by rank; the headline is the
 slowest rank of each run (largest mean step time).
 """
 from __future__ import annotations
@@ -87,7 +89,7 @@ def _mean(s: pd.Series) -> float:
     return float(s.mean()) if len(s) else 0.0
 
 
-def _rank_run(prof, rank: int, phase: str, links: dict | None) -> _Run:
+def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
     st = prof.steps
     st = st[(st["rank"] == rank)].sort_values("start_us")
     if phase != "all":
@@ -128,13 +130,12 @@ def _rank_run(prof, rank: int, phase: str, links: dict | None) -> _Run:
     ksum = cat.sum(axis=1)
     wall = pd.Series(steps["wall_us"].to_numpy(), index=steps_idx)
     run = _Run(rank, steps, cat, fam, calls, fam_cat, (wall - busy_s).clip(lower=0.0), (ksum - busy_s).clip(lower=0.0))
-    if links is not None:
+    if ops:
         for key, col in (("by_op", "op_top"), ("by_module", "module")):
-            lk = links.get(col)
-            if lk is None:
+            if col not in k:
                 continue
-            lab = k["correlation"].map(lk)
-            if lab.notna().mean() < 0.5:
+            lab = k[col].astype(object)
+            if not len(lab) or lab.notna().mean() < 0.5:
                 continue
             g = k.assign(label=lab.fillna("(no CPU op)")).groupby("label")["dur_us"].sum() / max(len(steps), 1)
             setattr(run, key, g)
@@ -278,27 +279,6 @@ def _as_profile(x):
     return load(x)
 
 
-def _links(prof) -> dict | None:
-    from kit.profile._oplink import op_links
-
-    out: dict[str, dict] = {}
-    frames = []
-    for f in prof.files:
-        try:
-            frames.append(op_links(f))
-        except (TraceError, OSError):
-            return None
-    if not frames:
-        return None
-    lk = pd.concat(frames, ignore_index=True)
-    if lk.empty:
-        return None
-    for col in ("op_top", "module"):
-        s = lk.dropna(subset=[col])
-        out[col] = dict(zip(s["correlation"], s[col])) if len(s) else None
-    return out
-
-
 def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = None,
             step_ms: tuple[float, float] | None = None, measured_source: str | None = None,
             ops: bool = True) -> Comparison:
@@ -306,18 +286,16 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
 
     ``step_ms``: per-step times of A and B measured outside the profiler (ms); the difference to
     explain is then theirs and the trace's shortfall is the ``unattributed`` row. ``ops``: also
-    split by aten op / nn.Module where both traces link kernels to CPU ops (a second read of each
-    trace file).
+    split by aten op / nn.Module where both profiles link kernels to CPU ops (from the Profiles'
+    kernel tables; the trace files are not read again).
     """
     pa, pb = _as_profile(a), _as_profile(b)
     la, lb = labels or ("A", "B")
     warnings = [f"{la}: {w}" for w in pa.warnings] + [f"{lb}: {w}" for w in pb.warnings]
     if not pa.ranks or not pb.ranks:
         raise TraceError("compare: a run without ranks/kernels")
-    link_a = _links(pa) if ops else None
-    link_b = _links(pb) if ops else None
-    runs_a = {r: _rank_run(pa, r, phase, link_a) for r in pa.ranks}
-    runs_b = {r: _rank_run(pb, r, phase, link_b) for r in pb.ranks}
+    runs_a = {r: _rank_run(pa, r, phase, ops) for r in pa.ranks}
+    runs_b = {r: _rank_run(pb, r, phase, ops) for r in pb.ranks}
     if sorted(runs_a) != sorted(runs_b):
         warnings.append(f"ranks differ ({sorted(runs_a)} vs {sorted(runs_b)}): rank by rank only where both have it")
     per_rank = pd.DataFrame([{"rank": r, "a_us": runs_a[r].step_us, "b_us": runs_b[r].step_us,

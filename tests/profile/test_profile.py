@@ -351,16 +351,13 @@ def test_prefetch_in_worker_processes_gives_the_same_profile(monkeypatch):
 
     monkeypatch.setattr(_trace_load, "PREFETCH_MIN_BYTES", 0)
     files = [str(f) for f in _trace("tp1_eager") + _trace("tp1_graph")]
-    pending, ex = _trace_load.prefetch(files, cache=True)
-    try:
-        assert set(pending) == set(files)
-        a = profile.load(files, _prefetched=pending)
-    finally:
-        ex.shutdown()
+    with profile.prefetch(files, cache=True) as pending:
+        assert set(pending.futures) == set(files)
+        a = profile.load(files, prefetched=pending)
     b = profile.load(files, cache=False)
-    assert a.kernels.equals(b.kernels) and a.steps.equals(b.steps)
+    assert a.kernels.equals(b.kernels) and a.steps.equals(b.steps) and a.runtime.equals(b.runtime)
     # now cached: nothing left to prefetch
-    assert _trace_load.prefetch(files, cache=True)[0] == {}
+    assert profile.prefetch(files, cache=True).futures == {}
 
 
 @pytest.mark.shared_data
