@@ -39,9 +39,11 @@ class Decider:
     path: str
     line: int
     condition: str
+    predicates: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return f"{self.function} ({self.path}:{self.line}: {self.condition})"
+        pred = f"; {', '.join(self.predicates)}" if self.predicates else ""
+        return f"{self.function} ({self.path}:{self.line}: {self.condition}{pred})"
 
 
 @dataclass
@@ -129,8 +131,26 @@ def decider(host, source: str, evidence_text: str) -> Decider | None:
                 if re.match(r"\s*(?:el)?if\b", text):
                     cond = text.strip()
                     break
-            return Decider(scope.qualname if scope else "<module>", m.path, m.line, cond)
+            return Decider(scope.qualname if scope else "<module>", m.path, m.line, cond,
+                           _predicates(host, m.path, cond))
     return None
+
+
+def _predicates(host, path: str, condition: str) -> tuple[str, ...]:
+    """The functions the condition calls, each with where ``kit.source.definition`` finds it."""
+    import kit.source
+
+    out = []
+    for name in dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)\(", condition)):
+        if name in {"int", "str", "len", "bool", "float", "getattr", "isinstance", "get", "any", "all"}:
+            continue
+        try:
+            d = kit.source.definition(host, name, near=path)
+        except Exception:  # noqa: BLE001 - a builtin or a name the source cannot resolve: named without a place
+            out.append(f"{name}()")
+            continue
+        out.append(f"{name}() defined at {d.path}:{d.line}")
+    return tuple(out)
 
 
 class Effects:
@@ -213,7 +233,8 @@ def experiment_effects(directory: str | Path, *, host=None, source: str | None =
                     e.decider = decider(host, source, line)
                     if e.decider:
                         e.verdict += (f"; decided by {e.decider.function} ({e.decider.path}:{e.decider.line}, "
-                                      f"under `{e.decider.condition}`)")
+                                      f"under `{e.decider.condition}`"
+                                      + (f", {'; '.join(e.decider.predicates)}" if e.decider.predicates else "") + ")")
                         break
             out.append(e)
     return Effects(plan.get("name", d.name), out, notes)

@@ -201,7 +201,8 @@ _NCCL_CONN = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w
 _NCCL_SHM = re.compile(r"NCCL INFO Channel \d+ : \d+\[\w+\] -> \d+\[\w+\] via direct shared memory")
 _NCCL_TUNE = re.compile(r"NCCL INFO .*?\b(?:algo|Algo|algorithm)\s*[:=]?\s*(Ring|Tree|NVLS|NVLSTree|CollnetDirect|"
                         r"CollnetChain|PAT)\b.*?\b(?:proto|Proto|protocol)\s*[:=]?\s*(LL128|LL|Simple)\b")
-_SG_DEFAULT_BACKEND = re.compile(r"Attention backend not (?:set|specified)\. Use (\w+) backend by default")
+_SG_DEFAULT_BACKEND = re.compile(r"Attention backend not (?:set|specified)\. Use (\w+) backend by default|"
+                                 r"[Uu]sing (\w+) (?:attention )?backend instead")
 _VL_BACKEND = re.compile(r"Using (?:AttentionBackendEnum\.)?([\w ]+?) backend(?: on V1 engine| out of potential)?\.?")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|CUDA|cpu|npu) graph bs \[([\d,\s]*)\]")
 _VL_CAPTURE_SIZES = re.compile(r"['\"]?cudagraph_capture_sizes['\"]?\s*[:=]\s*\[([\d,\s]*)\]")
@@ -439,7 +440,7 @@ def _scan_log(lines: list[str], name: str, st: Settings, found: list[str]) -> No
         if "backend" in line:
             m = _SG_DEFAULT_BACKEND.search(line)
             if m:
-                st.evidence.append(Evidence("attention_backend", _norm_backend(m.group(1)), name, i, clip))
+                st.evidence.append(Evidence("attention_backend", _norm_backend(m.group(1) or m.group(2)), name, i, clip))
                 found.append("attention backend line")
                 continue
             if "ttention" in line or "Using " in line:

@@ -37,7 +37,9 @@ def test_sample_experiment_ignored_flag_is_found_with_its_deciding_function():
     assert ar.baseline is False and ar.variant_value is False
     assert "v00-baseline/rep0/server.log:1:" in ar.evidence[0] and "Custom allreduce is disabled" in ar.evidence[0]
     assert ar.decider.function == "resolve_flags" and ar.decider.path.endswith("tinyserve/launch_server.py")
-    assert "TINYSERVE_PCIE_ONLY" in ar.decider.condition and "tp_size > 2" in ar.decider.condition
+    assert "is_pcie_only()" in ar.decider.condition and "tp_size > 2" in ar.decider.condition
+    (pred,) = ar.decider.predicates  # the GPU predicate that overrides the flag, followed to its definition
+    assert pred.startswith("is_pcie_only() defined at ") and "tinyserve/srt/utils/common.py:" in pred
     g = by["--disable-cuda-graph"]
     assert g.status == "took effect" and (g.baseline, g.variant_value) == (True, False)
     # the measurement agrees: the ignored flag changed nothing, the graph flag did
@@ -82,6 +84,28 @@ def test_live_experiment_ignored_on_pcie_and_taking_effect_on_nvlink(tmp_path):
         eff = kit.audit.experiment_effects(tmp_path / "experiments" / name)
         (e,) = eff.effects
         assert e.status == want, e.verdict
+
+
+def test_live_attention_backend_overridden_by_the_gpu_predicate(tmp_path):
+    """--attention-backend fa3 on a GPU that is not Hopper (compute capability 12.0, told to tinyserve as
+    with no GPU present): the engine falls back to flashinfer, so the variant is ignored; on 9.0 it
+    takes effect. The deciding function and its predicate come from tinyserve's source."""
+    for cap, want in (("12.0", "ignored"), ("9.0", "took effect")):
+        name = f"fa3_on_{cap.replace('.', '')}"
+        marker = f"kit-audit-{name}"
+        kit.experiment(TINY.format(m=marker), flags={"--attention-backend": ["flashinfer", "fa3"]},
+                       env={"PYTHONPATH": str(ENGINE), "TINYSERVE_DEVICE_CAPABILITY": cap}, port=free_port(),
+                       name=name, session=tmp_path, repeats=1, progress=False,
+                       bench={"requests": 2, "warmup": 1, "max_tokens": 8, "prompt_tokens": 4})
+        assert not engine_procs(marker)
+        (e,) = kit.audit.experiment_effects(tmp_path / "experiments" / name, source=str(ENGINE / "tinyserve")).effects
+        assert e.status == want, e.verdict
+        if want == "ignored":
+            assert "Attention backend fa3 needs compute capability 9.x" in e.evidence[-1]
+            assert e.decider.function == "resolve_flags" and "is_sm90_supported()" in e.decider.condition
+            assert any(p.startswith("is_sm90_supported() defined at") for p in e.decider.predicates)
+        else:
+            assert (e.baseline, e.variant_value) == ("flashinfer", "fa3")
 
 
 def test_decode_batch_above_the_largest_captured_graph(tmp_path):

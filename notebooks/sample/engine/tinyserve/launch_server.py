@@ -65,14 +65,23 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def resolve_flags(args) -> None:
-    """The engine's own decisions over the user's flags, made on what it finds on the host (as a real
-    engine's argument handling does): custom all-reduce is turned off on more than two PCIe-only GPUs
-    (``TINYSERVE_PCIE_ONLY=1`` says the GPUs have no NVLink), so ``--disable-custom-all-reduce``
-    changes nothing there. The server_args line is logged after this, with the effective values."""
-    if args.tp_size > 2 and not args.disable_custom_all_reduce and os.environ.get("TINYSERVE_PCIE_ONLY") == "1":
+    """The engine's own decisions over the user's flags, made on the GPUs it finds (as a real engine's
+    argument handling does), logged, and applied before the server_args line is written:
+
+    - custom all-reduce is turned off on more than two GPUs that are not all NVLink-connected
+      (:func:`tinyserve.srt.utils.is_pcie_only`), so ``--disable-custom-all-reduce`` changes nothing there;
+    - the ``fa3`` attention backend runs only on Hopper (:func:`tinyserve.srt.utils.is_sm90_supported`);
+      elsewhere the engine falls back to ``flashinfer``.
+    """
+    from tinyserve.srt.utils import is_pcie_only, is_sm90_supported
+
+    if args.tp_size > 2 and not args.disable_custom_all_reduce and is_pcie_only():
         logger.warning(f"Custom allreduce is disabled because tinyserve does not run it on more than two "
                        f"PCIe-only GPUs (tp_size={args.tp_size}); all-reduce goes through NCCL")
         args.disable_custom_all_reduce = True
+    if args.attention_backend == "fa3" and not is_sm90_supported():
+        logger.warning("Attention backend fa3 needs compute capability 9.x (Hopper); using flashinfer backend instead")
+        args.attention_backend = "flashinfer"
 
 
 def _setup_logging() -> None:
