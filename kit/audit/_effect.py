@@ -71,10 +71,53 @@ def _plain(v):
     return sorted(v) if isinstance(v, set) else v
 
 
-def effect(baseline, variant, setting: str, *, name: str = "variant") -> Effect:
+# normalised key -> the kernel evidence of a trace that shows the same decision
+KERNEL_KEYS = {"attention_backend": "attention", "custom_all_reduce": "allreduce", "cuda_graph": "graph"}
+
+
+def kernel_evidence(traces: list) -> dict:
+    """Which attention and all-reduce kernel families ran, and whether kernels were replayed from CUDA
+    graphs, in one run's trace files (``{"attention": set, "allreduce": set, "graph": bool, "where": str}``)."""
+    import kit.profile
+
+    k = kit.profile.load(traces).kernels
+    cat = k["category"].astype(str)
+    names = k["name"].astype(str)
+    return {"attention": {_family(n) for n in names[cat == "attention"]},
+            "allreduce": {_family(n) for n in names[cat == "allreduce"]},
+            "graph": bool(k["graph"].astype(bool).any()), "where": str(traces[0])}
+
+
+def _family(name: str) -> str:
+    n = name.replace("(anonymous namespace)::", "")
+    n = re.sub(r"^void ", "", n)
+    return re.split(r"[<(]", n, maxsplit=1)[0].strip()[:80] or name[:80]
+
+
+def _by_kernels(name: str, setting: str, key: str, kb: dict, kv: dict) -> Effect:
+    what = KERNEL_KEYS[key]
+    a, b = kb[what], kv[what]
+    show = (lambda x: "graph replay" if x else "no graph replay") if what == "graph" else \
+        (lambda x: ", ".join(sorted(x)[:3]) + (" ..." if len(x) > 3 else "") if x else "none")
+    ev = (f"{kb['where']}: {what} kernels: {show(a)}", f"{kv['where']}: {what} kernels: {show(b)}")
+    if a == b:
+        return Effect(name, setting, key, "ignored", f"no effect: the engine ignored {setting} (the same {what} "
+                      f"kernels ran in both runs: {show(a)})", a, b, ev)
+    return Effect(name, setting, key, "took effect", f"took effect: {what} kernels {show(a)} -> {show(b)}", a, b, ev)
+
+
+def effect(baseline, variant, setting: str, *, name: str = "variant", kernels: tuple | None = None) -> Effect:
     """The verdict for one changed ``setting`` (``--flag`` or ``ENV_NAME``) between two runs'
-    :class:`kit.logs.Settings` (see the module docstring)."""
+    :class:`kit.logs.Settings` (see the module docstring). ``kernels``: the two runs'
+    :func:`kernel_evidence`, which decides where the logs do not report the setting."""
     key = Settings.key_for(setting)
+    e = _effect(baseline, variant, setting, name, key)
+    if e.status == "unknown" and key in KERNEL_KEYS and kernels and all(kernels):
+        return _by_kernels(name, setting, key, *kernels)
+    return e
+
+
+def _effect(baseline, variant, setting: str, name: str, key: str | None) -> Effect:
     if key is None:
         return Effect(name, setting, None, "unknown", f"unknown: the kit has no engine report to read for {setting}",
                       evidence=())
@@ -194,6 +237,17 @@ def _variant_files(d: Path) -> list[Path]:
     return []
 
 
+def _kernels(vdir: Path, notes: list) -> dict | None:
+    traces = sorted(vdir.glob("traces/*.json.gz")) or sorted(vdir.glob("rep*/traces/*.json.gz"))[:1]
+    if not traces:
+        return None
+    try:
+        return kernel_evidence(traces[:1])
+    except Exception as exc:  # noqa: BLE001 - a trace that cannot be read decides nothing; said in notes
+        notes.append(f"{traces[0]}: trace not read ({exc})")
+        return None
+
+
 def experiment_effects(directory: str | Path, *, host=None, source: str | None = None) -> Effects:
     """Effect verdicts for every variant of an experiment stored under ``directory`` (``plan.json`` and
     one folder per variant with its ``server.log``). ``source``: the engine's source tree on ``host``
@@ -207,8 +261,9 @@ def experiment_effects(directory: str | Path, *, host=None, source: str | None =
         return Effects(plan.get("name", d.name), [], ["no baseline variant in plan.json"])
     files = _variant_files(d / base["slug"])
     if not files:
-        return Effects(plan.get("name", d.name), [], [f"{base['slug']}: no server.log stored"])
-    sb = read_settings(files)
+        notes.append(f"{base['slug']}: no server.log stored: only traces can decide")
+    sb = read_settings(files) if files else Settings()
+    kb = _kernels(d / base["slug"], notes)
     out = []
     if source is not None and host is None:
         import kit
@@ -220,11 +275,11 @@ def experiment_effects(directory: str | Path, *, host=None, source: str | None =
         vf = _variant_files(d / v["slug"])
         if not vf:
             notes.append(f"{v['slug']}: no server.log stored")
-            continue
-        sv = read_settings(vf)
+        sv = read_settings(vf) if vf else Settings()
         changed = [k for k, val in v.get("settings", {}).items() if val != base.get("settings", {}).get(k)]
+        kv = _kernels(d / v["slug"], notes) if kb else None
         for setting in changed:
-            e = effect(sb, sv, setting, name=v["label"])
+            e = effect(sb, sv, setting, name=v["label"], kernels=(kb, kv) if kb and kv else None)
             if e.status == "ignored" and source is not None:
                 for text in e.evidence:
                     line = text.split(": ", 1)[1] if ": " in text else text

@@ -289,3 +289,24 @@ def test_notebook_00_shows_the_audit(tmp_path):
                    for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "no effect: the engine ignored --disable-custom-all-reduce" in text
     assert "decided by resolve_flags" in text and "custom-all-reduce-off" in text
+
+
+def test_kernels_decide_where_the_logs_are_silent(tmp_path):
+    """The H200 experiment's traces without its server logs: which attention kernels ran and whether
+    kernels were replayed from graphs decide the effect. With the baseline's trace in the attention
+    variant's place (an engine that ignored the flag runs the same kernels), the verdict is 'ignored'."""
+    import shutil
+
+    src = SAMPLE / "experiments" / "h200_graph_backend_compile"
+    d = tmp_path / "exp"
+    shutil.copytree(src, d, ignore=shutil.ignore_patterns("server.log"))
+    by = {e.setting: e for e in kit.audit.experiment_effects(d).effects}
+    assert by["--disable-cuda-graph"].status == "took effect"
+    assert by["--disable-cuda-graph"].verdict == "took effect: graph kernels graph replay -> no graph replay"
+    att = by["--attention-backend"]
+    assert att.status == "took effect" and "softmax_warp_forward" in att.verdict and "sdpa" in att.verdict
+    assert by["--enable-torch-compile"].status == "unknown"  # no kernel evidence maps to it
+    shutil.copy(d / "v00-baseline" / "traces" / "rank0.trace.json.gz",
+                d / "v02-attention_backend_torch_native" / "traces" / "rank0.trace.json.gz")
+    att = {e.setting: e for e in kit.audit.experiment_effects(d).effects}["--attention-backend"]
+    assert att.status == "ignored" and att.verdict.startswith("no effect: the engine ignored --attention-backend")
