@@ -134,3 +134,24 @@ def test_unrecognised_communication_kernel_degrades_shares(tmp_path):
     assert h.capture["comm_kernels"] + h.capture["comm_unrecognised"] >= 1
     if h.capture["comm_unrecognised"]:
         assert h.status("category_shares") == "degraded" and h.status("allreduce_share") == "degraded"
+
+
+@pytest.mark.shared_data
+def test_real_third_party_traces(shared_data):
+    """Real traces of other projects: graph replay recognised in vLLM's and SGLang's decode traces,
+    a CPU-only trace says it has no GPU kernels, one rank of the 8-rank DLRM run leaves the AllReduce
+    share degraded (exposure and spread need every rank) and all eight make it usable."""
+    t = shared_data / "traces"
+    for f in ("tracelens/inference/vllm_decode_full/graph_execution.json.gz",
+              "tracelens/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"):
+        h = profile.load(t / f).health()
+        assert h.capture["mode"] == "graph replay with per-kernel timing", f
+        assert h.status("op_view") == "unreliable" and h.status("category_shares") == "usable"
+    cpu = profile.load(t / "hta" / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz").health()
+    assert cpu.capture["mode"] == "no GPU kernels" and set(v["status"] for v in cpu.metrics.values()) == {"unreliable"}
+    ranks = sorted((t / "param" / "dlrm_kineto").glob("worker*.json.gz"))
+    one = profile.load(ranks[0]).health()
+    assert one.status("allreduce_share") == "degraded" and "1 of 8 ranks" in one.metrics["allreduce_share"]["reason"]
+    every = profile.load(ranks).health()
+    assert every.capture["ranks"] == 8 and every.capture["comm_kernels"] >= 8
+    assert every.status("allreduce_share") == "usable"
