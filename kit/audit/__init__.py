@@ -20,11 +20,13 @@ Files:
 - ``_rules.py``: the rules over one run's settings and over runs compared
 - ``_audit.py``: audit(paths): artefacts found, grouped into runs, checked
 - ``_effect.py``: effect / experiment_effects / decider: did each variant take effect
+- ``_capture.py``: capture_settings: a live engine's ``/get_server_info`` and ``/proc/PID/environ`` saved for the audit
 - ``_validity.py``: ClockSampler (nvidia-smi during a run), parse_clocks, check_run -> Validity
 """
 from __future__ import annotations
 
 from kit.audit._audit import audit
+from kit.audit._capture import capture_settings
 from kit.audit._effect import Decider, Effect, Effects, decider, effect, experiment_effects
 from kit.audit._findings import SEVERITIES, Audit, Finding
 from kit.audit._rules import DEBUG_VARIABLES
@@ -32,7 +34,7 @@ from kit.audit._validity import CLOCK_QUERY, ClockSampler, Validity, check_run, 
 from kit.util import publish
 
 __all__ = ["Audit", "CLOCK_QUERY", "ClockSampler", "DEBUG_VARIABLES", "Decider", "Effect", "Effects", "Finding",
-           "SEVERITIES", "Validity", "audit", "check_run", "decider", "effect", "experiment_effects",
+           "SEVERITIES", "Validity", "audit", "capture_settings", "check_run", "decider", "effect", "experiment_effects",
            "parse_clocks", "throttle"]
 
 publish(globals(), __all__)

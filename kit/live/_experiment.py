@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kit.audit import capture_settings
 from kit.bench import BenchResult, mean_ci, single_stream, welch
 from kit.errors import ExperimentError, KitError
 from kit.live import _engine
@@ -461,6 +462,8 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
                  cwd=cwd, workdir=workdir, log=rdir / "server.log", record=rdir / "engine.json", group=group)
     try:
         with srv:
+            # what the engine reports about itself (get_server_info, /proc/PID/environ), for kit.audit
+            run["settings"] = capture_settings(srv.url, rdir, host=h, pid=srv.job.pid if srv.job else None)
             res: BenchResult = single_stream(srv.url, save=rdir / "bench.json", clocks=h, **bench_kw)
             run["validity"] = res.data.get("validity")  # kit.audit.check_run: failed, short, warm-up, seeded, clocks
             rep = res.repeats[0]

@@ -163,10 +163,11 @@ def test_debug_variable_in_a_real_engine_environment(tmp_path):
     cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 3 "
            "--load-seconds 0.2")
     env = {"PYTHONPATH": str(ENGINE), "VLLM_TRACE_FUNCTION": "1"}
-    with kit.server("local", cmd, env=env, port=free_port(), session=tmp_path, name="srv", progress=False):
-        procs = [ln for ln in engine_procs(marker) if "tinyserve.launch_server" in ln and "python" in ln.split()[2]]
-        pid = procs[0].split()[0]
-        (tmp_path / "logs" / "environ").write_bytes(Path(f"/proc/{pid}/environ").read_bytes())
+    with kit.server("local", cmd, env=env, port=free_port(), session=tmp_path, name="srv", progress=False) as s:
+        got = kit.audit.capture_settings(s.url, tmp_path / "logs", host=kit.connect("local"), pid=s.job.pid)
+    assert got["environ"] == str(tmp_path / "logs" / "environ"), got
+    info = json.loads((tmp_path / "logs" / "server_info.json").read_text())
+    assert info["tp_size"] == 1 and info["attention_backend"] == "flashinfer"  # the engine's own report
     a = kit.audit.audit([tmp_path / "logs"])
     (f,) = [x for x in a.findings if x.code == "debug-variable"]
     assert f.severity == "high" and "VLLM_TRACE_FUNCTION=1" in f.verdict

@@ -2,7 +2,7 @@
 
 Endpoints (stdlib ``http.server``, one thread per connection, one scheduler thread):
 
-- ``GET /health``, ``GET /v1/models``
+- ``GET /health``, ``GET /v1/models``, ``GET /get_server_info`` (the effective arguments, as SGLang's)
 - ``POST /v1/completions``, ``POST /v1/chat/completions``: OpenAI-compatible, streaming (SSE) or not;
   ``stream_options.include_usage`` adds a final usage chunk; ``ignore_eos`` accepted (there is no EOS)
 - ``POST /start_profile`` (SGLang's body: ``output_dir``, ``num_steps``, ``activities``,
@@ -136,7 +136,7 @@ def _load(args, flags: dict):
     return runner
 
 
-def make_handler(sched: Scheduler, profiler: Profiler, model_name: str):
+def make_handler(sched: Scheduler, profiler: Profiler, model_name: str, info: dict | None = None):
     counter = {"rid": 0}
     lock = threading.Lock()
 
@@ -172,6 +172,8 @@ def make_handler(sched: Scheduler, profiler: Profiler, model_name: str):
             elif self.path == "/v1/models":
                 self._send(200, {"object": "list", "data": [{"id": model_name, "object": "model",
                                                              "owned_by": "tinyserve", "root": model_name}]})
+            elif self.path == "/get_server_info":  # the arguments after the engine's own decisions
+                self._send(200, dict(info or {}))
             elif self.path in ("/start_profile", "/stop_profile"):
                 self.do_POST()
             else:
@@ -311,7 +313,8 @@ def main(argv=None) -> int:
     logger.info(f"max_total_num_tokens={args.max_running_requests * args.context_length}, "
                 f"max_running_requests={args.max_running_requests}, context_len={args.context_length}")
     sched.start()
-    httpd = ThreadingHTTPServer((args.host, args.port), make_handler(sched, profiler, model_name))
+    httpd = ThreadingHTTPServer((args.host, args.port), make_handler(sched, profiler, model_name,
+                                                                    dict(vars(args), version=__version__)))
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
     logger.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
