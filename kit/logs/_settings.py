@@ -49,7 +49,7 @@ NORMALISED = {
     "speculative": "speculative algorithm / method, None when off",
     "torch_compile": "enable_torch_compile / compilation level",
     "tp_size": "tensor-parallel size",
-    "nccl_proto": "NCCL_PROTO from the engine's environment or NCCL's echo",
+    "nccl_proto": "NCCL_PROTO from the engine's environment or NCCL's echo (plain INFO prints no per-call choice)",
     "nccl_algo": "NCCL_ALGO from the engine's environment or NCCL's echo",
     "nccl_transports": "transport families NCCL connected ranks with (P2P, SHM, NET ...)",
     "topology": "GPU interconnect from nvidia-smi topo -m: NVLink, PCIe-only, mixed",
@@ -199,8 +199,6 @@ _LAUNCHED = re.compile(r"^#\s*launched with ([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _NCCL_ENV = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S+?)\.?\s*$")
 _NCCL_CONN = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[(?:send|receive)\])? via (\w+)")
 _NCCL_SHM = re.compile(r"NCCL INFO Channel \d+ : \d+\[\w+\] -> \d+\[\w+\] via direct shared memory")
-_NCCL_TUNE = re.compile(r"NCCL INFO .*?\b(?:algo|Algo|algorithm)\s*[:=]?\s*(Ring|Tree|NVLS|NVLSTree|CollnetDirect|"
-                        r"CollnetChain|PAT)\b.*?\b(?:proto|Proto|protocol)\s*[:=]?\s*(LL128|LL|Simple)\b")
 _SG_DEFAULT_BACKEND = re.compile(r"Attention backend not (?:set|specified)\. Use (\w+) backend by default|"
                                  r"[Uu]sing (\w+) (?:attention )?backend instead")
 _VL_BACKEND = re.compile(r"Using (?:AttentionBackendEnum\.)?([\w ]+?) backend(?: on V1 engine| out of potential)?\.?")
@@ -394,12 +392,6 @@ def _scan_log(lines: list[str], name: str, st: Settings, found: list[str]) -> No
             m = _NCCL_CONN.search(line)
             if m:
                 transports.setdefault(m.group(1), (i, clip))
-                continue
-            m = _NCCL_TUNE.search(line)
-            if m:
-                st.evidence.append(Evidence("nccl_algo", m.group(1), name, i, clip))
-                st.evidence.append(Evidence("nccl_proto", m.group(2), name, i, clip))
-                found.append("NCCL algorithm/protocol")
                 continue
         m = _CUSTOM_AR_OFF.search(line)
         if m:
