@@ -81,7 +81,7 @@ def _truthy(v) -> bool:
 def _norm_backend(v) -> str | None:
     if v is None:
         return None
-    s = str(v).strip().lower().replace("attentionbackendenum.", "").replace(" ", "_")
+    s = re.sub(r"(?i)\s+attention$", "", str(v).strip()).lower().replace("attentionbackendenum.", "").replace(" ", "_")
     return {"flash_attention": "flash_attn", "flash_attn": "flash_attn", "flashattention": "flash_attn",
             "flash_attn_v1": "flash_attn"}.get(s, s)
 
@@ -200,7 +200,7 @@ _NCCL_ENV = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S+?)\.?\s*
 _NCCL_CONN = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[(?:send|receive)\])? via (\w+)")
 _NCCL_SHM = re.compile(r"NCCL INFO Channel \d+ : \d+\[\w+\] -> \d+\[\w+\] via direct shared memory")
 _SG_DEFAULT_BACKEND = re.compile(r"Attention backend not (?:set|specified)\. Use (\w+) backend by default|"
-                                 r"[Uu]sing (\w+) (?:attention )?backend instead")
+                                 r"[Uu]sing (\w+) (?:attention )?backend instead|Use (\w+) as attention backend")
 _VL_BACKEND = re.compile(r"Using (?:AttentionBackendEnum\.)?([\w ]+?) backend(?: on V1 engine| out of potential)?\.?")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|CUDA|cpu|npu) graph bs \[([\d,\s]*)\]")
 _VL_CAPTURE_SIZES = re.compile(r"['\"]?cudagraph_capture_sizes['\"]?\s*[:=]\s*\[([\d,\s]*)\]")
@@ -432,12 +432,12 @@ def _scan_log(lines: list[str], name: str, st: Settings, found: list[str]) -> No
         if "backend" in line:
             m = _SG_DEFAULT_BACKEND.search(line)
             if m:
-                st.evidence.append(Evidence("attention_backend", _norm_backend(m.group(1) or m.group(2)), name, i, clip))
+                st.evidence.append(Evidence("attention_backend", _norm_backend(m.group(1) or m.group(2) or m.group(3)), name, i, clip))
                 found.append("attention backend line")
                 continue
             if "ttention" in line or "Using " in line:
                 m = _VL_BACKEND.search(line)
-                if m and ("ttention" in m.group(1) or "ttention" in line or "Flash" in m.group(1)):
+                if m and ("ttention" in line or "on V1 engine" in line or "Flash" in m.group(1) or "MLA" in m.group(1)):
                     b = m.group(1).replace("Flash Attention", "flash_attn").replace("FlashInfer", "flashinfer")
                     if "MoE" not in line and "sampling" not in line.lower() and "runner" not in line:
                         st.evidence.append(Evidence("attention_backend", _norm_backend(b), name, i, clip))

@@ -111,3 +111,21 @@ def test_real_third_party_settings(shared_data):
 def test_unreadable_file_is_one_line_error(tmp_path):
     with pytest.raises(kit.errors.LogFormatError, match="cannot read"):
         kit.logs.settings(tmp_path / "missing.log")
+
+
+@pytest.mark.parametrize("line,backend", [
+    ("[2026-01-01 00:00:00] Attention backend not specified. Use fa3 backend by default.", "fa3"),
+    ("[2026-01-01 00:00:00] Use trtllm_mha as attention backend on sm100 for Qwen3ForCausalLM", "trtllm_mha"),
+    ("(EngineCore_DP0 pid=7) INFO 01-01 00:00:00 [cuda.py:343] Using FLASHINFER attention backend out of "
+     "potential backends: ['FLASHINFER', 'FLASH_ATTN'].", "flashinfer"),
+    ("(Worker pid=7) INFO 01-01 00:00:00 [cuda.py:240] Using FlashInfer backend with HND KV cache layout on V1 "
+     "engine by default for Blackwell (SM 10.0) GPUs.", "flashinfer"),
+    ("(Worker pid=7) INFO 01-01 00:00:00 [cuda.py:230] Using Cutlass MLA backend on V1 engine.", "cutlass_mla"),
+    ("(Worker pid=7) INFO 01-01 00:00:00 [cuda.py:403] Using Flash Attention backend on V1 engine.", "flash_attn"),
+])
+def test_attention_backend_lines_of_both_engines(tmp_path, line, backend):
+    """The documented backend-choice lines (../shared/reference/serving-formats.md), one per form."""
+    f = tmp_path / "a.log"
+    f.write_text(line + "\n")
+    s = kit.logs.settings(f)
+    assert s.effective["attention_backend"] == backend and s.get("attention_backend").line == 1
