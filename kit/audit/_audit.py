@@ -97,7 +97,7 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
     parsed = {f: read_settings(f) for fs in folders.values() for f in fs}
     topos = [f for f, s in parsed.items() if s.get("topology") is not None]
     shared = topos if len(topos) == 1 else []
-    for _folder, fs in sorted(folders.items()):
+    for _folder, fs in folders.items():  # in the order given: the first run is the reference
         engine = [f for f in fs if parsed[f].args or parsed[f].get("decode_batch_max") is not None
                   or parsed[f].get("attention_backend") is not None]
         context = [f for f in fs if f not in engine and f not in shared]

@@ -311,3 +311,16 @@ def test_kernels_decide_where_the_logs_are_silent(tmp_path):
                 d / "v02-attention_backend_torch_native" / "traces" / "rank0.trace.json.gz")
     att = {e.setting: e for e in kit.audit.experiment_effects(d).effects}["--attention-backend"]
     assert att.status == "ignored" and att.verdict.startswith("no effect: the engine ignored --attention-backend")
+
+
+def test_enforce_eager_on_one_side_of_an_engine_comparison(tmp_path):
+    """vLLM run with enforce_eager (graphs off) against the sample SGLang run with CUDA graphs: the
+    comparison is flagged before any tok/s is compared."""
+    v = tmp_path / "vllm.log"
+    v.write_text("(APIServer pid=1) INFO 11-20 12:00:00 [utils.py:233] non-default args: {'model': "
+                 "'/models/nemotron-h-sample-fp4', 'tensor_parallel_size': 8, 'enforce_eager': True}\n")
+    a = kit.audit.audit([SAMPLE / "logs" / "sglang_0.5.9_tp8_default.log", v], compare=True)
+    (mm,) = [f for f in a.findings if f.code == "mismatch"]
+    assert mm.verdict.startswith("cuda_graph differs between the sides: True in") and mm.severity == "high"
+    assert any("enforce_eager=True" in e for e in mm.evidence)
+    assert any(f.code == "eager-decode" and f.run == str(v) for f in a.findings)
