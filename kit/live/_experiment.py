@@ -186,6 +186,14 @@ class Experiment:
             rows.append(row)
         return rows
 
+    def effects(self, source: str | None = None):
+        """Did each variant take effect? ``kit.audit.experiment_effects`` on this experiment: took effect /
+        ignored ("no effect: the engine ignored X") / unknown, from what each run's engine reported
+        (``source``: the engine's source tree, to name the function that overrode a flag)."""
+        from kit.audit import experiment_effects
+
+        return experiment_effects(self.dir, source=source)
+
     @property
     def table(self):
         import pandas as pd

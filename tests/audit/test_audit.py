@@ -324,3 +324,10 @@ def test_enforce_eager_on_one_side_of_an_engine_comparison(tmp_path):
     assert mm.verdict.startswith("cuda_graph differs between the sides: True in") and mm.severity == "high"
     assert any("enforce_eager=True" in e for e in mm.evidence)
     assert any(f.code == "eager-decode" and f.run == str(v) for f in a.findings)
+
+
+def test_experiment_effects_method():
+    exp = kit.live.Experiment(SAMPLE, "cpu_pcie_custom_allreduce")
+    t = exp.effects(source=str(ENGINE / "tinyserve")).table()
+    assert list(t["status"]) == ["ignored", "took effect"]
+    assert t.loc[0, "decided by"].startswith("resolve_flags (")
