@@ -331,3 +331,43 @@ def test_experiment_effects_method():
     t = exp.effects(source=str(ENGINE / "tinyserve")).table()
     assert list(t["status"]) == ["ignored", "took effect"]
     assert t.loc[0, "decided by"].startswith("resolve_flags (")
+
+
+@pytest.fixture
+def recorded_smi(tmp_path, monkeypatch):
+    """An ``nvidia-smi`` on PATH that replays the real H200 capture under load (the recorded query,
+    where this machine has no GPU) and then keeps running, as ``-lms`` does."""
+    if any((Path(p) / "nvidia-smi").exists() for p in __import__("os").environ.get("PATH", "").split(":") if p):
+        pytest.skip("a real nvidia-smi is on PATH: the real one is sampled instead (see test_live_bench_...)")
+    d = tmp_path / "bin"
+    d.mkdir()
+    rec = TEST_DATA / "env" / "h200" / "smi_clocks_load.csv"
+    exe = d / "nvidia-smi"
+    exe.write_text(f"#!/bin/sh\ncat {rec}\nexec sleep 60\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{d}:{__import__('os').environ['PATH']}")
+    return exe
+
+
+def test_throttled_clocks_flag_the_record_the_row_and_the_repr(tmp_path, recorded_smi):
+    """The sampler on a host (kit.experiment's path) and locally (kit.bench's), fed the recorded H200
+    throttling: the bench record, the experiment's table row and its repr say the run is not valid."""
+    host = kit.connect("local")
+    with kit.audit.ClockSampler(host=host, interval_ms=200) as c:
+        import time as _t
+
+        _t.sleep(1.0)
+    s = c.summary()
+    assert s["throttled"] is True and s["reasons"] == {"SW power cap": 4} and s["min_sm_mhz"] == 1500
+    marker = "kit-audit-throttle"
+    exp = kit.experiment(TINY.format(m=marker).replace("--tp-size 8", ""), flags={"--disable-cuda-graph": [False, True]},
+                         env={"PYTHONPATH": str(ENGINE)}, port=free_port(), name="thr", session=tmp_path, repeats=1,
+                         progress=False, bench={"requests": 2, "warmup": 1, "max_tokens": 8, "prompt_tokens": 4})
+    assert not engine_procs(marker)
+    rows = {r["variant"]: r for r in exp.rows()}
+    assert rows["baseline"]["valid"] is False and "GPU clocks: throttled" in rows["baseline"]["validity"]
+    assert "NOT VALID" in repr(exp)
+    run = json.loads((tmp_path / "experiments" / "thr" / "v00-baseline" / "rep0" / "run.json").read_text())
+    assert run["validity"]["valid"] is False
+    a = kit.audit.audit([tmp_path / "experiments" / "thr"], traces=False)
+    assert any(f.code == "throttled" for f in a.findings)
