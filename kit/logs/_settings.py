@@ -225,14 +225,20 @@ def settings(paths: str | os.PathLike | Iterable, *, engine: str | None = None) 
     return st
 
 
+_HEAD = 1 << 16          # bytes read first to recognise the kind of file
+_SMALL = 16 << 20        # environment captures and JSON reports are read whole up to this size
+
+
 def _read_one(path: Path, st: Settings) -> None:
     name = str(path)
     try:
-        data = path.read_bytes()
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(_HEAD)
     except OSError as exc:
         raise LogFormatError(f"{name}: cannot read ({exc.strerror or exc})") from None
-    found: list[str] = []
-    if b"\0" in data[:65536] and b"=" in data[:65536]:
+    if b"\0" in head and b"=" in head:
+        data = head if size <= _HEAD else path.read_bytes()[:_SMALL]
         env = {}
         for item in data.split(b"\0"):
             k, sep, v = item.decode("utf-8", "replace").partition("=")
@@ -241,23 +247,22 @@ def _read_one(path: Path, st: Settings) -> None:
         _add_env(st, env, name, None, "/proc/PID/environ")
         st.sources[name] = f"process environment ({len(env)} variables)"
         return
-    text = data.decode("utf-8", "replace")
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
+    text_head = head.decode("utf-8", "replace")
+    if text_head.lstrip().startswith("{") and size <= _SMALL:
         try:
-            obj = json.loads(stripped)
+            obj = json.loads(path.read_text(encoding="utf-8", errors="replace"))
         except ValueError:
             obj = None
         if isinstance(obj, dict) and len(_SERVER_INFO_KEYS & set(obj)) >= 2:
             _add_args(st, obj, name, None, "get_server_info JSON", "sglang")
             st.sources[name] = "get_server_info JSON"
             return
-    lines = text.splitlines()
-    if "GPU0" in text and ("Legend" in text or "\tGPU1" in text or " X " in text):
+    if size <= _HEAD and "GPU0" in text_head and ("Legend" in text_head or "\tGPU1" in text_head or " X " in text_head):
         from kit.env import parse_topology
 
+        lines = text_head.splitlines()
         try:
-            topo = parse_topology(text, source=name)
+            topo = parse_topology(text_head, source=name)
         except Exception:  # noqa: BLE001 - not a topology after all: read it as a log
             topo = None
         if topo is not None and topo.gpus:
@@ -266,13 +271,16 @@ def _read_one(path: Path, st: Settings) -> None:
             st.evidence.append(Evidence("gpus", len(topo.gpus), name, row, f"nvidia-smi topo -m: {topo.summary}"))
             st.sources[name] = f"GPU topology ({topo.summary})"
             return
-    env_like = [ln for ln in lines if ln.strip() and not ln.startswith("#")]
-    if env_like and all(_ENV_LINE.match(ln.strip()) for ln in env_like):
-        env = {m.group(1): m.group(2).strip().strip("'\"") for m in (_ENV_LINE.match(ln.strip()) for ln in env_like)}
-        _add_env(st, env, name, None, "environment capture")
-        st.sources[name] = f"environment capture ({len(env)} variables)"
-        return
-    _scan_log(lines, name, st, found)
+    if size <= _HEAD:
+        env_like = [ln for ln in text_head.splitlines() if ln.strip() and not ln.startswith("#")]
+        if env_like and all(_ENV_LINE.match(ln.strip()) for ln in env_like):
+            env = {m.group(1): m.group(2).strip().strip("'\"") for m in (_ENV_LINE.match(ln.strip()) for ln in env_like)}
+            _add_env(st, env, name, None, "environment capture")
+            st.sources[name] = f"environment capture ({len(env)} variables)"
+            return
+    found: list[str] = []
+    with path.open("r", encoding="utf-8", errors="replace") as f:  # streamed: memory holds one line
+        _scan_log(f, name, st, found)
     st.sources[name] = ", ".join(dict.fromkeys(found)) or "nothing about settings"
 
 
@@ -342,7 +350,7 @@ def _vllm_args(line: str) -> dict | None:
     return None
 
 
-def _scan_log(lines: list[str], name: str, st: Settings, found: list[str]) -> None:
+def _scan_log(lines: Iterable[str], name: str, st: Settings, found: list[str]) -> None:
     from kit.logs._sglang import parse_server_args
 
     decode_max: tuple[int, int, str] | None = None
@@ -350,6 +358,7 @@ def _scan_log(lines: list[str], name: str, st: Settings, found: list[str]) -> No
     transports: dict[str, tuple[int, str]] = {}
     shm_direct: tuple[int, str] | None = None
     for i, raw in enumerate(lines, 1):
+        raw = raw.rstrip("\r\n")
         line = strip_ansi(raw) if "\x1b" in raw else raw
         clip = line.strip()[:_CLIP]
         m = _LAUNCHED.match(line)
