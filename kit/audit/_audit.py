@@ -85,9 +85,18 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
     notes: list[str] = []
     runs: dict = {}
     exp_dirs = [f.parent for f in by_kind.get("experiment", [])]
+    baselines = []
+    for d in exp_dirs:
+        try:
+            plan = json.loads((d / "plan.json").read_text(encoding="utf-8"))
+            baselines += [d / v["slug"] for v in plan.get("variants", []) if v.get("baseline")]
+        except (OSError, ValueError, KeyError, TypeError):
+            notes.append(f"{d}/plan.json: unreadable; its runs are not audited one by one")
 
     def in_experiment(f: Path) -> bool:
-        return any(d in f.parents for d in exp_dirs)
+        """A run of an experiment's variant: its differences from the baseline are the experiment's
+        subject (reported as effects); the baseline's own runs are audited like any run."""
+        return any(d in f.parents for d in exp_dirs) and not any(b in f.parents for b in baselines)
 
     # settings: engine logs are runs; a folder's other files are their context when the folder holds one
     # engine log (else a run of their own); a single topology capture describes every run's host

@@ -371,3 +371,19 @@ def test_throttled_clocks_flag_the_record_the_row_and_the_repr(tmp_path, recorde
     assert run["validity"]["valid"] is False
     a = kit.audit.audit([tmp_path / "experiments" / "thr"], traces=False)
     assert any(f.code == "throttled" for f in a.findings)
+
+
+def test_debug_variable_in_every_variant_of_an_experiment(tmp_path):
+    """A debug variable left in the environment of every variant: the baseline's runs are audited like
+    any run, from the environment the kit captured from the engine process."""
+    marker = "kit-audit-exp-debugvar"
+    kit.experiment(TINY.format(m=marker).replace("--tp-size 8", ""), flags={"--disable-cuda-graph": [False, True]},
+                   env={"PYTHONPATH": str(ENGINE), "CUDA_LAUNCH_BLOCKING": "1"}, port=free_port(), name="dbg",
+                   session=tmp_path, repeats=1, progress=False,
+                   bench={"requests": 2, "warmup": 1, "max_tokens": 8, "prompt_tokens": 4})
+    assert not engine_procs(marker)
+    a = kit.audit.audit([tmp_path / "experiments" / "dbg"], traces=False)
+    dbg = [f for f in a.findings if f.code == "debug-variable"]
+    assert len(dbg) == 1 and "CUDA_LAUNCH_BLOCKING=1" in dbg[0].verdict and "v00-baseline" in dbg[0].run
+    assert "rep0/environ" in dbg[0].evidence[0]
+    assert not [f for f in a.findings if f.code == "eager-decode"]  # the variant's own change is its effect
