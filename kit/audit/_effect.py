@@ -75,12 +75,14 @@ def _plain(v):
 KERNEL_KEYS = {"attention_backend": "attention", "custom_all_reduce": "allreduce", "cuda_graph": "graph"}
 
 
-def kernel_evidence(traces: list) -> dict:
+def kernel_evidence(traces: list) -> dict | None:
     """Which attention and all-reduce kernel families ran, and whether kernels were replayed from CUDA
     graphs, in one run's trace files (``{"attention": set, "allreduce": set, "graph": bool, "where": str}``)."""
     import kit.profile
 
     k = kit.profile.load(traces).kernels
+    if not len(k) or "category" not in k:
+        return None  # a CPU-only profile: no kernel evidence
     cat = k["category"].astype(str)
     names = k["name"].astype(str)
     return {"attention": {_family(n) for n in names[cat == "attention"]},
