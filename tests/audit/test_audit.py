@@ -318,12 +318,17 @@ def test_enforce_eager_on_one_side_of_an_engine_comparison(tmp_path):
     comparison is flagged before any tok/s is compared."""
     v = tmp_path / "vllm.log"
     v.write_text("(APIServer pid=1) INFO 11-20 12:00:00 [utils.py:233] non-default args: {'model': "
-                 "'/models/nemotron-h-sample-fp4', 'tensor_parallel_size': 8, 'enforce_eager': True}\n")
+                 "'/models/nemotron-h-sample-fp4', 'tensor_parallel_size': 8, 'enforce_eager': True, "
+                 "'tokenizer_mode': 'slow'}\n")
     a = kit.audit.audit([SAMPLE / "logs" / "sglang_0.5.9_tp8_default.log", v], compare=True)
-    (mm,) = [f for f in a.findings if f.code == "mismatch"]
+    mms = {f.verdict.split(" ")[0]: f for f in a.findings if f.code == "mismatch"}
+    assert set(mms) == {"cuda_graph", "tokenizer_mode"}
+    mm = mms["cuda_graph"]
     assert mm.verdict.startswith("cuda_graph differs between the sides: True in") and mm.severity == "high"
     assert any("enforce_eager=True" in e for e in mm.evidence)
     assert any(f.code == "eager-decode" and f.run == str(v) for f in a.findings)
+    (slow,) = [f for f in a.findings if f.code == "slow-tokenizer"]
+    assert slow.run == str(v) and slow.evidence[0].startswith(f"{v}:1: tokenizer_mode='slow'")
 
 
 def test_experiment_effects_method():
