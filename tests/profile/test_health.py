@@ -155,3 +155,16 @@ def test_real_third_party_traces(shared_data):
     every = profile.load(ranks).health()
     assert every.capture["ranks"] == 8 and every.capture["comm_kernels"] >= 8
     assert every.status("allreduce_share") == "usable"
+
+
+def test_dropped_and_repaired_events_are_counted(tmp_path):
+    """Synthetic edge case on a real trace: a negative duration and a text timestamp are dropped, a
+    duration given as text is repaired; the health counts them and degrades the shares."""
+    doc = orjson.loads(gzip.decompress((TRACES / "compiled_graph" / "trace.json.gz").read_bytes()))
+    ks = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    ks[0]["dur"], ks[1]["ts"], ks[2]["dur"] = -5, "abc", "12.5"
+    f = tmp_path / "bad.json"
+    f.write_bytes(orjson.dumps(doc))
+    h = profile.load(f, cache=False).health()
+    assert (h.capture["events_dropped"], h.capture["events_repaired"]) == (2, 1)
+    assert h.status("category_shares") == "degraded" and "2 events dropped" in h.metrics["category_shares"]["reason"]
