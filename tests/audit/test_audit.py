@@ -7,6 +7,8 @@ environment, and a throttled run (a real H200 nvidia-smi capture under load)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -296,8 +298,6 @@ def test_kernels_decide_where_the_logs_are_silent(tmp_path):
     """The H200 experiment's traces without its server logs: which attention kernels ran and whether
     kernels were replayed from graphs decide the effect. With the baseline's trace in the attention
     variant's place (an engine that ignored the flag runs the same kernels), the verdict is 'ignored'."""
-    import shutil
-
     src = SAMPLE / "experiments" / "h200_graph_backend_compile"
     d = tmp_path / "exp"
     shutil.copytree(src, d, ignore=shutil.ignore_patterns("server.log"))
@@ -342,15 +342,15 @@ def test_experiment_effects_method():
 def recorded_smi(tmp_path, monkeypatch):
     """An ``nvidia-smi`` on PATH that replays the real H200 capture under load (the recorded query,
     where this machine has no GPU) and then keeps running, as ``-lms`` does."""
-    if any((Path(p) / "nvidia-smi").exists() for p in __import__("os").environ.get("PATH", "").split(":") if p):
-        pytest.skip("a real nvidia-smi is on PATH: the real one is sampled instead (see test_live_bench_...)")
+    if shutil.which("nvidia-smi"):
+        pytest.skip("a real nvidia-smi is on PATH: this test replays the recorded query only where there is none")
     d = tmp_path / "bin"
     d.mkdir()
     rec = TEST_DATA / "env" / "h200" / "smi_clocks_load.csv"
     exe = d / "nvidia-smi"
     exe.write_text(f"#!/bin/sh\ncat {rec}\nexec sleep 60\n")
     exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{d}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{d}:{os.environ['PATH']}")
     return exe
 
 
