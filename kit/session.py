@@ -310,6 +310,20 @@ class Session:
         write_atomic(self.root / MANIFEST, json.dumps(payload, indent=1, sort_keys=True) + "\n", prefix=".provenance.")
         self._manifest = entries
 
+    def audit(self, *parts: str, traces: bool = False, compare: bool = False, source: str | None = None):
+        """``kit.audit.audit`` over this session's artefacts (``parts``: sub-folders or files; default every
+        folder but ``engine``, ``model`` and ``traces``; ``traces=True`` adds the trace health checks).
+        ``source`` (relative to the session) names the function that overrode an ignored setting."""
+        from kit.audit import audit
+
+        if parts:
+            paths = [self.path(p) for p in parts]
+        else:
+            skip = {"engine", "model"} | ({"traces"} if not traces else set())
+            paths = sorted(p for p in self.root.iterdir() if p.is_dir() and p.name not in skip
+                           and not p.name.startswith("."))
+        return audit(paths, compare=compare, traces=traces, source=str(self.path(source)) if source else None)
+
     def __repr__(self) -> str:
         return f"Session({self.root.as_posix()!r})"
 
