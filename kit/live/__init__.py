@@ -14,6 +14,7 @@ Files:
 
 - ``_server.py``: Server and server(): start, follow, health wait, stop, profile endpoints, bench
 - ``_experiment.py``: plan (the variants), experiment() and Experiment: run, resume, statistics, plot
+- ``_reach.py``: where this machine reaches the engine: its URL, or a forward over the host's SSH connection
 """
 from __future__ import annotations
 

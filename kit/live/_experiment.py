@@ -254,7 +254,7 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
                session=None, name: str = "experiment", env: dict | None = None, port: int | None = None,
                engine: str | None = None, bench: dict | None = None, ready_timeout: float = 900.0,
                progress: bool = True, alpha: float = 0.05, min_effect: float = 0.02, url: str | None = None,
-               cwd: str | None = None, workdir: str = "/tmp/kit-live",
+               cwd: str | None = None, workdir: str | None = None,
                on_variant: Callable[[dict, dict], None] | None = None) -> Experiment:
     """Run every variant of ``base_cmd`` (see the module doc) and return the :class:`Experiment`.
 

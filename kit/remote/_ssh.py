@@ -30,6 +30,7 @@ import paramiko
 
 from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
 from kit.remote._base import Host
+from kit.remote._forward import Forward
 from kit.remote._result import FileStat, Result
 from kit.remote._runner import Process, Runner, env_exports, kill_group_script
 from kit.remote._ssh_config import (
@@ -65,6 +66,17 @@ READ_BYTES = 256 * 1024
 NO_CLIENT_REKEY = 1 << 62
 # Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
 SFTP_TIMEOUT_S = 120.0
+
+
+class _QuietOpenFailures(logging.Filter):
+    """paramiko logs a refused channel open as an ERROR line of its own; the kit raises it as one
+    ConnectError naming host and address (``_open_failure``), so that line is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "open FAILED" not in str(record.msg)
+
+
+logging.getLogger("paramiko.transport").addFilter(_QuietOpenFailures())
 
 
 class SSHHost(Host):
@@ -231,6 +243,34 @@ class SSHHost(Host):
                 chan.close()
                 raise
         return chan
+
+    # --- port forwarding --------------------------------------------------------------------
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
+                check: bool = True) -> Forward:
+        """``remote_host:remote_port`` as the host sees it, reached from here through this SSH connection
+        (``ssh -L``); see :class:`kit.remote.Forward`. ConnectError naming host and address if the
+        server refuses forwarding or (``check``) nothing listens there."""
+        return Forward(self, remote_port, remote_host, local_port, check=check)
+
+    def _direct_tcpip(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
+        """A ``direct-tcpip`` channel to ``dest`` (reconnecting first if the connection died)."""
+        what = f"{self.name}: forward to {dest[0]}:{dest[1]}"
+        with self._lock:
+            try:
+                if self._client is None:
+                    self._connect()
+                elif not self._active():
+                    self._reconnect("transport closed")
+            except ConnectError as exc:
+                raise ConnectError(f"{what}: {exc}", host=self.name) from exc
+            transport = self._client.get_transport()
+        try:
+            return transport.open_channel("direct-tcpip", dest, src, timeout=timeout)
+        except paramiko.ChannelException as exc:
+            raise ConnectError(f"{what}: {_open_failure(exc.code, exc.text)}", host=self.name) from exc
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(f"{what}: the SSH connection could not open a channel "
+                               f"({exc or type(exc).__name__})", host=self.name) from exc
 
     def _transport_active(self) -> bool:
         with self._lock:
@@ -452,6 +492,16 @@ def _aead_first(*args, **kwargs) -> paramiko.Transport:
     first = tuple(c for c in ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") if c in opts.ciphers)
     opts.ciphers = first + tuple(c for c in opts.ciphers if c not in first)
     return t
+
+
+def _open_failure(code: int, text: str) -> str:
+    """Why the SSH server refused a ``direct-tcpip`` channel (RFC 4254 5.1 reason codes)."""
+    if code == 1:  # SSH_OPEN_ADMINISTRATIVELY_PROHIBITED
+        return (f"port forwarding refused by the SSH server ({text or 'administratively prohibited'}: "
+                "AllowTcpForwarding is off in its sshd_config, or the key's authorized_keys options forbid it)")
+    if code == 2:  # SSH_OPEN_CONNECT_FAILED
+        return f"nothing accepts connections there on the host ({text or 'connect failed'})"
+    return f"the SSH server refused the channel ({text or 'no reason given'}, code {code})"
 
 
 def _has_identity(alias: str, ssh_config) -> bool:

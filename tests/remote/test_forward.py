@@ -1,0 +1,386 @@
+"""Host.forward and private directories against the real OpenSSH sshd fixture.
+
+The engine (the timed test server of known timing, or tinyserve) runs on the SSH host. For the
+cases that matter, that host is an sshd in a network namespace of its own (``SSHServer(netns=True)``,
+root and iproute2): the engine binds the namespace's 127.0.0.1, which this test process cannot reach
+at all, as a notebook cannot reach an engine on a GPU host's loopback. Forwarding refused is a second
+sshd with ``AllowTcpForwarding no``. Two users of one host are two throwaway login users (root).
+Every test checks that nothing is left listening here afterwards."""
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import shutil
+import socket
+import threading
+import time
+import uuid
+
+import pytest
+
+import kit
+from kit.errors import ConnectError, ServerError
+from kit.testing import SSHServer
+from tests.conftest import ROOT
+from tests.live.conftest import ENGINE, engine_procs, free_port
+
+pytestmark = pytest.mark.ssh
+
+TIMED = ROOT / "tests" / "live" / "timed_server.py"
+AS_ROOT = os.geteuid() == 0
+NETNS_WHY = "needs root and `ip` (iproute2) for a network namespace the engine can hide in"
+
+
+def _listening() -> set[int]:
+    """TCP ports this process listens on now (from /proc/net/tcp*, matched to our open sockets)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[3] == "0A" and f[9] in inodes:
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _forward_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("kit-forward-")]
+
+
+def _refused(addr: tuple[str, int]) -> bool:
+    try:
+        socket.create_connection(addr, timeout=2).close()
+    except OSError:
+        return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def hidden():
+    """An sshd in its own network namespace: what its sessions bind to 127.0.0.1 is unreachable here."""
+    if not AS_ROOT or not shutil.which("ip"):
+        pytest.skip(NETNS_WHY)
+    server = SSHServer(netns=True)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+def _timed_server(srv: SSHServer, host, port: int, itl_ms: float = 20.0, ttft_ms: float = 30.0):
+    """The timed test server started on ``host`` at its 127.0.0.1:``port``; a Job."""
+    script = srv.stage(TIMED)
+    job = host.spawn(f"exec python3 {script} --port {port} --itl-ms {itl_ms:g} --ttft-ms {ttft_ms:g}",
+                     log=f"{host.private_dir('test')}/timed-{port}.log")
+    job.wait_for(pattern="listening on", timeout=30, progress=False)
+    deadline = time.monotonic() + 10
+    while host.run(f"python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 1)'").exit_code:
+        assert time.monotonic() < deadline, "timed server never listened"
+        time.sleep(0.1)
+    return job
+
+
+def _stream(url: str, n: int = 10):
+    return kit.bench.stream_request(url, model="timed-model", prompt="hello there", max_tokens=n, timeout=60)
+
+
+# --- this machine ------------------------------------------------------------------------------------
+def test_local_forward_is_the_direct_address():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        host = kit.connect("local")
+        before = _listening()
+        with host.forward(port) as fwd:
+            assert fwd.direct and fwd.url == f"http://127.0.0.1:{port}" and fwd.local_port == port
+            assert _listening() == before  # nothing of its own is opened
+        assert fwd.closed
+    with pytest.raises(ConnectError) as err:
+        host.forward(port)
+    assert str(err.value).startswith(f"local: nothing accepts connections at 127.0.0.1:{port}")
+
+
+# --- over SSH ------------------------------------------------------------------------------------------
+def test_engine_on_the_hosts_loopback_is_reached_only_through_the_forward(hidden):
+    port = 18000 + int(uuid.uuid4().hex[:3], 16)
+    with hidden.connect() as host:
+        job = _timed_server(hidden, host, port)
+        try:
+            assert _refused((hidden.host, port)) and _refused(("127.0.0.1", port))  # not reachable from here
+            before = _listening()
+            with host.forward(port) as fwd:
+                assert not fwd.direct and fwd.local_port != port and fwd.local_port in _listening()
+                r = _stream(fwd.url, 12)
+                assert r.ok and r.output_tokens == 12, r.error
+                assert 15 <= 1e3 * sorted(r.itl)[len(r.itl) // 2] <= 35  # 20 ms per token, as served
+                assert "127.0.0.1:" in repr(fwd) and fwd.target == f"127.0.0.1:{port}"
+            assert fwd.local_port not in _listening() and _listening() <= before
+            assert _refused(("127.0.0.1", fwd.local_port))
+            assert not _forward_threads()
+        finally:
+            job.stop(grace=2)
+
+
+def test_64_concurrent_streams_do_not_serialise(hidden):
+    port = 19000 + int(uuid.uuid4().hex[:3], 16)
+    n_tok, itl = 20, 20.0  # one stream takes ~0.03 + 19 x 0.02 = 0.41 s; 64 one after another ~26 s
+    with hidden.connect() as host:
+        job = _timed_server(hidden, host, port, itl_ms=itl)
+        try:
+            with host.forward(port) as fwd:
+                results, spans = [None] * 64, [None] * 64
+
+                def one(i):
+                    t0 = time.monotonic()
+                    results[i] = _stream(fwd.url, n_tok)
+                    spans[i] = (t0, time.monotonic())
+
+                threads = [threading.Thread(target=one, args=(i,)) for i in range(64)]
+                t0 = time.monotonic()
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(120)
+                wall = time.monotonic() - t0
+                assert all(r is not None and r.ok and r.output_tokens == n_tok for r in results), \
+                    [r.error for r in results if r is not None and not r.ok][:3]
+                # at one moment, (nearly) all 64 streams were open at once
+                peak = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+                assert peak >= 56, peak
+                assert wall < 8.0, wall
+                assert fwd.connections >= 64 and fwd.failed == 0
+            assert not _forward_threads() and fwd.local_port not in _listening()
+        finally:
+            job.stop(grace=2)
+
+
+def test_nothing_listening_on_the_host_is_one_line_naming_host_and_port(sshd):
+    port = free_port()
+    before = _listening()
+    with sshd.connect() as host:
+        with pytest.raises(ConnectError) as err:
+            host.forward(port)
+        msg = str(err.value)
+        assert "\n" not in msg and msg.startswith(f"{host.name}: forward to 127.0.0.1:{port}: ")
+        assert "nothing accepts connections" in msg
+        assert _listening() == before and not _forward_threads()
+        # unchecked: the forward opens; each connection that cannot be carried is closed and said
+        with host.forward(port, check=False) as fwd:
+            r = _stream(fwd.url, 2)
+            assert not r.ok
+            deadline = time.monotonic() + 5
+            while fwd.failed < 1 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert fwd.failed == 1 and f"127.0.0.1:{port}" in fwd.last_error
+    assert _listening() == before and not _forward_threads()
+
+
+def test_forwarding_refused_by_sshd_config_is_one_line(caplog):
+    before = _listening()
+    with SSHServer(allow_tcp_forwarding=False) as srv, srv.connect() as host:
+        assert host.run("echo ok").stdout == "ok\n"  # the connection itself works
+        with caplog.at_level(logging.DEBUG, logger="paramiko.transport"):
+            with pytest.raises(ConnectError) as err:
+                host.forward(srv.port)  # sshd itself listens there: only the refusal can fail this
+        msg = str(err.value)
+        assert "\n" not in msg and msg.startswith(f"{host.name}: forward to 127.0.0.1:{srv.port}: ")
+        assert "port forwarding refused by the SSH server" in msg and "AllowTcpForwarding" in msg
+        assert not [r for r in caplog.records if "open FAILED" in r.getMessage()]  # said once, by the kit
+    assert _listening() == before and not _forward_threads()
+
+
+def test_busy_local_port_is_named(sshd):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        taken = s.getsockname()[1]
+        with sshd.connect() as host:
+            with pytest.raises(ConnectError, match=rf"cannot listen on 127\.0\.0\.1:{taken} here"):
+                host.forward(sshd.port, local_port=taken)
+
+
+# --- kit.server through the forward -------------------------------------------------------------------
+def test_server_benchmarks_and_profiles_an_engine_on_the_hosts_loopback(hidden, tmp_path):
+    marker = f"kit-fwd-{uuid.uuid4().hex[:10]}"
+    engine = hidden.stage(ENGINE)
+    cmd = f"python3 -m tinyserve.launch_server --served-model-name {marker} --token-ms 5 --load-seconds 0.2"
+    before = _listening()
+    with hidden.connect() as host:
+        with kit.server(host, cmd, env={"PYTHONPATH": engine}, port=free_port(), session=tmp_path,
+                        name="fwd", progress=False) as s:
+            assert s._forward is not None and not s._forward.direct  # chosen because the URL did not answer
+            assert s.url == s._forward.url and _refused((hidden.host, s.port))
+            assert kit.bench.list_models(s.url) == [marker]
+            res = s.bench(requests=3, warmup=1, repeats=1, concurrency=(1, 4), max_tokens=16)
+            rows = {r["concurrency"]: r for r in res.summary()}
+            assert rows[1]["requests_ok"] == 3 and rows[4]["requests_ok"] == 3
+            assert 4.0 <= rows[1]["itl_ms"] <= 8.0  # tinyserve's 5 ms per token, through the forward
+            prof = s.profile(steps=4, name="fwd-prof")  # /start_profile and the load: both forwarded
+            assert prof.ranks == [0]
+            assert "forward" in (s.describe()["forward"] or "").lower()
+            assert s.workdir.startswith("/tmp/kit-") and s.workdir.endswith("/live")
+            local_port = s._forward.local_port
+        assert s.stopped == "terminated"
+        assert local_port not in _listening() and _listening() <= before and not _forward_threads()
+        assert host.run(f"ps -ww -eo args | grep -F {marker} | grep -v grep").stdout == ""
+    assert not engine_procs(marker)
+
+
+def test_server_forward_option_on_a_reachable_engine(sshd, tmp_path):
+    """On the plain loopback sshd the engine answers directly: no forward unless asked; forward=True
+    carries it anyway; forward=False never does."""
+    engine = sshd.stage(ENGINE)
+    cmd = "python3 -m tinyserve.launch_server --token-ms 5 --load-seconds 0.1"
+    with sshd.connect() as host:
+        with kit.server(host, cmd, env={"PYTHONPATH": engine}, port=free_port(), session=tmp_path,
+                        progress=False) as s:
+            assert s._forward is None and s.url == f"http://127.0.0.1:{s.port}"
+        with kit.server(host, cmd, env={"PYTHONPATH": engine}, port=free_port(), session=tmp_path,
+                        progress=False, forward=True) as s:
+            assert s._forward is not None and s.url != f"http://127.0.0.1:{s.port}"
+            assert s.bench(requests=2, warmup=0, repeats=1, concurrency=(1,), max_tokens=8).summary()[0][
+                "requests_ok"] == 2
+            port = s._forward.local_port
+        assert port not in _listening() and not _forward_threads()
+
+
+def test_local_server_runs_the_same_code(tmp_path):
+    cmd = "python3 -m tinyserve.launch_server --token-ms 5 --load-seconds 0.1"
+    with kit.server("local", cmd, env={"PYTHONPATH": str(ENGINE)}, port=free_port(), session=tmp_path,
+                    progress=False, forward=True) as s:
+        assert s._forward.direct and s.url == f"http://127.0.0.1:{s.port}"
+        assert kit.bench.list_models(s.url)
+
+
+def test_experiment_matrix_goes_through_the_forward(hidden, tmp_path):
+    engine = hidden.stage(ENGINE)
+    with hidden.connect() as host:
+        exp = kit.experiment("python3 -m tinyserve.launch_server --load-seconds 0.1",
+                             matrix={"--token-ms": [4, 8]}, host=host, env={"PYTHONPATH": engine},
+                             port=free_port(), session=tmp_path, name="fwd", repeats=1, progress=False,
+                             bench={"requests": 2, "warmup": 0, "max_tokens": 12})
+        rows = exp.rows()
+    assert [r["status"] for r in rows] == ["ok", "ok"], rows
+    import json
+
+    for d in sorted((tmp_path / "experiments" / "fwd").glob("v*/result.json")):
+        srv = json.loads(d.read_text())["server"]
+        assert "via SSH" in (srv["forward"] or ""), srv
+    fast, slow = sorted(r["itl_ms"] for r in rows)
+    assert 1.6 <= slow / fast <= 2.4  # 8 ms vs 4 ms per token, measured through the forward
+    assert not _forward_threads()
+
+
+# --- private directories ---------------------------------------------------------------------------
+def test_private_dir_is_0700_and_per_user(sshd):
+    with sshd.connect() as host:
+        d = host.private_dir("live")
+        uid = int(host.run("id -u").stdout)
+        assert d == f"/tmp/kit-{uid}/live"
+        modes = host.run(f"stat -c '%u %a %F' /tmp/kit-{uid} {d}").stdout.split("\n")
+        assert modes[:2] == [f"{uid} 700 directory", f"{uid} 700 directory"]
+        assert host.private_dir("live") == d  # cached, same answer
+        with pytest.raises(kit.errors.RemoteError, match="not a plain relative name"):
+            host.private_dir("../etc")
+    local = kit.connect("local").private_dir("x")
+    assert local == f"/tmp/kit-{os.getuid()}/x" and oct(os.stat(local).st_mode & 0o777) == "0o700"
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="planting another user's symlink and directory needs root (a second user)")
+@pytest.mark.parametrize("plant", ["symlink", "their-dir", "open-dir"])
+def test_private_dir_never_uses_a_planted_name(sshd, plant, caplog):
+    user = sshd.add_user()
+    uid = pwd.getpwnam(user).pw_uid
+    name, bait = f"/tmp/kit-{uid}", f"/tmp/kit-bait-{uuid.uuid4().hex[:8]}"
+    os.mkdir(bait)
+    os.chmod(bait, 0o777)
+    try:
+        if plant == "symlink":  # another user points the predictable name at a directory of theirs
+            os.symlink(bait, name)
+        elif plant == "their-dir":  # ... or makes the directory itself, open to all
+            os.mkdir(name)
+            os.chmod(name, 0o777)
+        else:  # the user's own name, but writable by others: someone may have put things in it
+            os.mkdir(name)
+            os.chown(name, uid, -1)
+            os.chmod(name, 0o777)
+        with caplog.at_level(logging.WARNING, logger="kit.remote"), sshd.connect(user=user) as host:
+            d = host.private_dir("live")
+            assert not d.startswith(name + "/") and d.startswith(f"/tmp/kit-{uid}.")
+            host.spawn("echo hi", log=f"{d}/x.log")
+            st = os.lstat(os.path.dirname(d))
+            assert st.st_uid == uid and (st.st_mode & 0o777) == 0o700
+        assert os.listdir(bait) == []  # nothing written through the planted name
+        msg = " ".join(r.getMessage() for r in caplog.records)
+        assert f"{name} is not this user's private directory" in msg
+    finally:
+        for p in (name,):
+            if os.path.islink(p):
+                os.unlink(p)
+            else:
+                shutil.rmtree(p, ignore_errors=True)
+        shutil.rmtree(bait, ignore_errors=True)
+
+
+@pytest.mark.skipif(not AS_ROOT, reason="two users of one host need root to create the second user")
+def test_two_users_run_engines_side_by_side(hidden, tmp_path):
+    second = hidden.add_user()
+    engine = hidden.stage(ENGINE)
+    cmd = "python3 -m tinyserve.launch_server --token-ms 5 --load-seconds 0.1"
+    with hidden.connect() as a, hidden.connect(user=second) as b:
+        sa = kit.server(a, cmd, env={"PYTHONPATH": engine}, port=free_port(), session=tmp_path / "a",
+                        name="same-name", progress=False)
+        try:
+            sb = kit.server(b, cmd, env={"PYTHONPATH": engine}, port=free_port(), session=tmp_path / "b",
+                            name="same-name", progress=False)
+            try:
+                assert sa.workdir != sb.workdir  # each user's own private directory
+                assert b.run(f"ls {sa.workdir}").exit_code != 0  # and the other cannot look inside
+                out = {}
+
+                def bench(s, key):
+                    out[key] = s.bench(requests=2, warmup=0, repeats=1, concurrency=(1,), max_tokens=8)
+
+                ts = [threading.Thread(target=bench, args=(s, k)) for s, k in ((sa, "a"), (sb, "b"))]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join(120)
+                assert out["a"].summary()[0]["requests_ok"] == 2 and out["b"].summary()[0]["requests_ok"] == 2
+            finally:
+                sb.stop()
+        finally:
+            sa.stop()
+    assert not _forward_threads()
+
+
+def test_refused_forward_stops_the_engine(tmp_path):
+    """An engine not reachable from here on a host that refuses forwarding: stopped, one-line error."""
+    if not AS_ROOT or not shutil.which("ip"):
+        pytest.skip(NETNS_WHY)
+    with SSHServer(allow_tcp_forwarding=False, netns=True) as srv:
+        engine = srv.stage(ENGINE)
+        marker = f"kit-nofwd-{uuid.uuid4().hex[:8]}"
+        with srv.connect() as host:
+            with pytest.raises(ServerError) as err:
+                kit.server(host, f"python3 -m tinyserve.launch_server --served-model-name {marker} --token-ms 5 "
+                           "--load-seconds 0.1", env={"PYTHONPATH": engine}, port=free_port(), session=tmp_path,
+                           progress=False)
+            msg = str(err.value)
+            assert "\n" not in msg and "AllowTcpForwarding" in msg and "127.0.0.1:" in msg
+            assert host.run(f"ps -ww -eo args | grep -F {marker} | grep -v grep").stdout == ""
+
