@@ -59,7 +59,7 @@ class Forward:
         self.closed = False
         self._lock = threading.Lock()
         self._live: dict[int, tuple[socket.socket, object]] = {}
-        self._threads: set[threading.Thread] = set()
+        self._threads: list[threading.Thread] = []  # carriers, pruned of finished ones as new ones start
         self._listener: socket.socket | None = None
         self._acceptor: threading.Thread | None = None
         if not 0 < self.remote_port < 65536:
@@ -182,7 +182,8 @@ class Forward:
             t = threading.Thread(target=self._carry, args=(conn, peer), daemon=True,
                                  name=f"kit-forward-{self.local_port}-{peer[1]}")
             with self._lock:
-                self._threads.add(t)
+                self._threads = [x for x in self._threads if x.is_alive()]
+                self._threads.append(t)
             t.start()
 
     def _carry(self, conn: socket.socket, peer) -> None:
@@ -207,7 +208,6 @@ class Forward:
         finally:
             with self._lock:
                 self._live.pop(id(conn), None)
-                self._threads.discard(me)
             if chan is not None:
                 _close_chan(chan)
             _shut(conn)
