@@ -9,6 +9,8 @@ Measured pitfalls this module answers (see the project's ecosystem notes):
   So every command runs as the leader of its own process group (the login shell sshd starts is a
   session leader; otherwise ``setsid``) and reports its pgid first; on timeout or interrupt a second
   channel TERMs, then KILLs, that group.
+- sshd turns Nagle off on its side only once a command ran on the connection: forwards run a no-op
+  first (measured: +22 ms TTFT without it).
 - One connection per host, reused; if it died between calls it is reopened once and that is logged.
 - paramiko's own volume-triggered re-key is off (it can deadlock its transport thread when a channel
   closes mid-exchange; see ``NO_CLIENT_REKEY``); the server's re-keys go on, so streams of any length
@@ -64,6 +66,10 @@ READ_BYTES = 256 * 1024
 # no such window (the server sends nothing else until it ends), so the kit leaves re-keying to the
 # server: OpenSSH re-keys by its RekeyLimit (by default every 1 to 4 GiB, depending on the cipher).
 NO_CLIENT_REKEY = 1 << 62
+# OpenSSH's sshd sets TCP_NODELAY on its side of a connection only when the first session starts a
+# command (ssh_packet_set_interactive). On a connection that carries only forwarded channels, each
+# small chunk the engine streams after the first waits for the client's delayed ACK (measured: TTFT
+# +22 ms, tokens arriving in pairs), so forward() runs one no-op command on the connection first.
 # Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
 SFTP_TIMEOUT_S = 120.0
 
@@ -242,6 +248,7 @@ class SSHHost(Host):
             except BaseException:
                 chan.close()
                 raise
+            transport._kit_exec_done = True  # sshd has now set TCP_NODELAY on its side
         return chan
 
     # --- port forwarding --------------------------------------------------------------------
@@ -264,6 +271,12 @@ class SSHHost(Host):
             except ConnectError as exc:
                 raise ConnectError(f"{what}: {exc}", host=self.name) from exc
             transport = self._client.get_transport()
+        if not getattr(transport, "_kit_exec_done", False):
+            try:  # one no-op command first, so sshd turns Nagle off on its side (see above)
+                self.run(":", timeout=30)
+            except RemoteError as exc:
+                log.debug("%s: no-op command before forwarding failed (%s)", self.name, exc)
+            transport._kit_exec_done = True
         try:
             return transport.open_channel("direct-tcpip", dest, src, timeout=timeout)
         except paramiko.ChannelException as exc:
