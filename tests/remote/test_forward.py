@@ -80,7 +80,7 @@ def hidden():
         server.stop()
 
 
-def _timed_server(srv: SSHServer, host, port: int, itl_ms: float = 20.0, ttft_ms: float = 30.0):
+def _timed_server(srv: SSHServer, host, port: int, itl_ms: float = 20.0, ttft_ms: float = 20.0):
     """The timed test server started on ``host`` at its 127.0.0.1:``port``; a Job."""
     script = srv.stage(TIMED)
     job = host.spawn(f"exec python3 {script} --port {port} --itl-ms {itl_ms:g} --ttft-ms {ttft_ms:g}",
@@ -122,11 +122,14 @@ def test_engine_on_the_hosts_loopback_is_reached_only_through_the_forward(hidden
         try:
             assert _refused((hidden.host, port)) and _refused(("127.0.0.1", port))  # not reachable from here
             before = _listening()
-            with host.forward(port) as fwd:
+            # a fresh connection that ran no command: sshd has not turned Nagle off on it yet
+            with hidden.connect() as fresh, fresh.forward(port) as fwd:
                 assert not fwd.direct and fwd.local_port != port and fwd.local_port in _listening()
                 r = _stream(fwd.url, 12)
                 assert r.ok and r.output_tokens == 12, r.error
                 assert 15 <= 1e3 * sorted(r.itl)[len(r.itl) // 2] <= 35  # 20 ms per token, as served
+                # served after 20 ms, one chunk at a time (with Nagle on sshd's side: ~45 ms, in pairs)
+                assert r.ttft < 0.032 and sum(x < 0.005 for x in r.itl) <= 2, (r.ttft, r.itl)
                 assert "127.0.0.1:" in repr(fwd) and fwd.target == f"127.0.0.1:{port}"
             assert fwd.local_port not in _listening() and _listening() <= before
             assert _refused(("127.0.0.1", fwd.local_port))
