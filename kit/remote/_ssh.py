@@ -260,30 +260,39 @@ class SSHHost(Host):
         return Forward(self, remote_port, remote_host, local_port, check=check)
 
     def _direct_tcpip(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
-        """A ``direct-tcpip`` channel to ``dest`` (reconnecting first if the connection died)."""
+        """A ``direct-tcpip`` channel to ``dest``. If the connection died since the last call, reconnect
+        once (logged, as for commands) and retry; a refusal by the server is never retried."""
         what = f"{self.name}: forward to {dest[0]}:{dest[1]}"
-        with self._lock:
+        transport, why = None, ""
+        for attempt in (0, 1):
+            with self._lock:
+                try:
+                    if self._client is None:
+                        self._connect()
+                    elif not self._active():
+                        self._reconnect("transport closed")
+                    elif attempt and self._client.get_transport() is transport:
+                        self._reconnect(why)
+                except ConnectError as exc:
+                    raise ConnectError(f"{what}: {exc}", host=self.name) from exc
+                transport = self._client.get_transport()
+                nagle = not getattr(transport, "_kit_exec_done", False)
+                transport._kit_exec_done = True  # one no-op per connection, whatever the number of threads
+            if nagle:
+                try:  # one no-op command first, so sshd turns Nagle off on its side (see above)
+                    self.run(":", timeout=30)
+                except RemoteError as exc:
+                    log.debug("%s: no-op command before forwarding failed (%s)", self.name, exc)
             try:
-                if self._client is None:
-                    self._connect()
-                elif not self._active():
-                    self._reconnect("transport closed")
-            except ConnectError as exc:
-                raise ConnectError(f"{what}: {exc}", host=self.name) from exc
-            transport = self._client.get_transport()
-        if not getattr(transport, "_kit_exec_done", False):
-            try:  # one no-op command first, so sshd turns Nagle off on its side (see above)
-                self.run(":", timeout=30)
-            except RemoteError as exc:
-                log.debug("%s: no-op command before forwarding failed (%s)", self.name, exc)
-            transport._kit_exec_done = True
-        try:
-            return transport.open_channel("direct-tcpip", dest, src, timeout=timeout)
-        except paramiko.ChannelException as exc:
-            raise ConnectError(f"{what}: {_open_failure(exc.code, exc.text)}", host=self.name) from exc
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            raise ConnectError(f"{what}: the SSH connection could not open a channel "
-                               f"({exc or type(exc).__name__})", host=self.name) from exc
+                return transport.open_channel("direct-tcpip", dest, src, timeout=timeout)
+            except paramiko.ChannelException as exc:
+                raise ConnectError(f"{what}: {_open_failure(exc.code, exc.text)}", host=self.name) from exc
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                why = str(exc) or type(exc).__name__
+                if attempt:
+                    raise ConnectError(f"{what}: the SSH connection could not open a channel after "
+                                       f"reconnecting ({why})", host=self.name) from exc
+        raise AssertionError("unreachable")
 
     def _transport_active(self) -> bool:
         with self._lock:
