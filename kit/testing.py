@@ -79,7 +79,21 @@ def _create_user(name: str) -> pwd.struct_passwd:
 
 
 def _remove_user(name: str) -> None:
-    """``userdel -r`` the throwaway user this server created (its processes are gone by then)."""
+    """``userdel -r`` the throwaway user this server created (its processes are gone by then), and the
+    kit's private directories it left in /tmp (``kit-<uid>``, ``kit-<uid>.*``): a later user given the
+    same uid must not find them."""
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        uid = None
+    if uid is not None:
+        tmp = Path(tempfile.gettempdir())
+        for p in [tmp / f"kit-{uid}", *tmp.glob(f"kit-{uid}.*")]:
+            try:
+                if not p.is_symlink() and p.is_dir() and p.lstat().st_uid == uid:
+                    shutil.rmtree(p, ignore_errors=True)
+            except OSError:
+                pass
     for _ in range(3):
         done = subprocess.run(["userdel", "-r", name], capture_output=True, text=True, timeout=30)
         if done.returncode in (0, 6):  # 6: no such user

@@ -338,6 +338,8 @@ def test_private_dir_never_uses_a_planted_name(sshd, plant, caplog):
     user = sshd.add_user()
     uid = pwd.getpwnam(user).pw_uid
     name, bait = f"/tmp/kit-{uid}", f"/tmp/kit-bait-{uuid.uuid4().hex[:8]}"
+    if os.path.lexists(name):  # left by a removed user who had the same uid: the new user starts clean
+        shutil.rmtree(name) if not os.path.islink(name) else os.unlink(name)
     os.mkdir(bait)
     os.chmod(bait, 0o777)
     try:
