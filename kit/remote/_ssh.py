@@ -9,8 +9,8 @@ Measured pitfalls this module answers (see the project's ecosystem notes):
   So every command runs as the leader of its own process group (the login shell sshd starts is a
   session leader; otherwise ``setsid``) and reports its pgid first; on timeout or interrupt a second
   channel TERMs, then KILLs, that group.
-- sshd turns Nagle off on its side only once a command ran on the connection: forwards run a no-op
-  first (measured: +22 ms TTFT without it).
+- sshd turns Nagle off on its side only once a command started on the connection: forwards, and the
+  connection to a ProxyJump bastion, start a no-op first (measured: +22 ms TTFT without it).
 - One connection per host, reused; if it died between calls it is reopened once and that is logged.
 - paramiko's own volume-triggered re-key is off (it can deadlock its transport thread when a channel
   closes mid-exchange; see ``NO_CLIENT_REKEY``); the server's re-keys go on, so streams of any length
@@ -69,7 +69,8 @@ NO_CLIENT_REKEY = 1 << 62
 # OpenSSH's sshd sets TCP_NODELAY on its side of a connection only when the first session starts a
 # command (ssh_packet_set_interactive). On a connection that carries only forwarded channels, each
 # small chunk the engine streams after the first waits for the client's delayed ACK (measured: TTFT
-# +22 ms, tokens arriving in pairs), so forward() runs one no-op command on the connection first.
+# +22 ms, tokens arriving in pairs), so forward() starts one no-op command on the connection first,
+# and so does the connection to a ProxyJump bastion, which carries everything (``_server_nodelay``).
 # Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
 SFTP_TIMEOUT_S = 120.0
 
@@ -178,6 +179,10 @@ class SSHHost(Host):
                                  connect_timeout=self._timeout, look_for_keys=self._look_for_keys,
                                  allow_agent=self._allow_agent, proxy_jump=",".join(hops[:-1]) or None)
             self._jump.open()
+            jump = self._jump._client.get_transport()
+            if not getattr(jump, "_kit_exec_done", False):  # our traffic crosses the bastion's sshd
+                jump._kit_exec_done = True
+                _server_nodelay(jump, hops[-1])
             try:
                 return self._jump._client.get_transport().open_channel(
                     "direct-tcpip", (p.hostname, p.port), ("127.0.0.1", 0), timeout=self._timeout)
@@ -279,10 +284,7 @@ class SSHHost(Host):
                 nagle = not getattr(transport, "_kit_exec_done", False)
                 transport._kit_exec_done = True  # one no-op per connection, whatever the number of threads
             if nagle:
-                try:  # one no-op command first, so sshd turns Nagle off on its side (see above)
-                    self.run(":", timeout=30)
-                except RemoteError as exc:
-                    log.debug("%s: no-op command before forwarding failed (%s)", self.name, exc)
+                _server_nodelay(transport, self.name)
             try:
                 return transport.open_channel("direct-tcpip", dest, src, timeout=timeout)
             except paramiko.ChannelException as exc:
@@ -514,6 +516,22 @@ def _aead_first(*args, **kwargs) -> paramiko.Transport:
     first = tuple(c for c in ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com") if c in opts.ciphers)
     opts.ciphers = first + tuple(c for c in opts.ciphers if c not in first)
     return t
+
+
+def _server_nodelay(transport: paramiko.Transport, name: str) -> None:
+    """Make sshd turn Nagle off on its side of this connection (see the note above SFTP_TIMEOUT_S):
+    start ``:`` on a session and close it. sshd sets TCP_NODELAY when it starts the command, before
+    it answers the exec request, so nothing is waited for beyond that answer. Best effort: a server
+    that refuses sessions (a bastion with ``MaxSessions 0``) only keeps its Nagle."""
+    try:
+        chan = transport.open_session(timeout=10)
+        try:
+            chan.settimeout(10)
+            chan.exec_command(":")
+        finally:
+            chan.close()
+    except (paramiko.SSHException, OSError, EOFError) as exc:
+        log.debug("%s: no session to turn sshd's Nagle off (%s)", name, exc)
 
 
 def _open_failure(code: int, text: str) -> str:

@@ -235,6 +235,32 @@ def test_forward_survives_a_dropped_connection(sshd):
     assert not _forward_threads()
 
 
+def test_forward_through_a_proxyjump_bastion(sshd, hidden, tmp_path):
+    """The GPU host is reached through a bastion (ProxyJump): the forward rides the GPU host's own
+    connection (itself a channel of the bastion's), and chunks still arrive one at a time."""
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        f"Host gpu-box\n  HostName {hidden.host}\n  Port {hidden.port}\n  User {hidden.user}\n"
+        f"  IdentityFile {hidden.key_path}\n  ProxyJump bastion\n\n"
+        f"Host bastion\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n  IdentityFile {sshd.key_path}\n")
+    port = 17000 + int(uuid.uuid4().hex[:3], 16)
+    with hidden.connect() as direct:
+        job = _timed_server(hidden, direct, port)
+    try:
+        with kit.connect("gpu-box", ssh_config=str(cfg), known_hosts=[sshd.known_hosts, hidden.known_hosts],
+                         look_for_keys=False, allow_agent=False, kit_known_hosts=str(tmp_path / "kh")) as host:
+            with host.forward(port) as fwd:
+                assert _stream(fwd.url, 2).ok  # warm-up
+                r = _stream(fwd.url, 12)
+                assert r.ok and r.output_tokens == 12, r.error
+                assert r.ttft < 0.039 and sum(x < 0.005 for x in r.itl) <= 2, (r.ttft, r.itl)
+    finally:
+        with hidden.connect() as direct:
+            job.host = direct
+            job.stop(grace=2)
+    assert not _forward_threads()
+
+
 def test_busy_local_port_is_named(sshd):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
