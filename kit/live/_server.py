@@ -429,6 +429,13 @@ class Server:
                         f"(log {self.log_path}); last lines: {clip(' | '.join(list(self._tail)[-3:]), 400)}",
                         host=self.host.name, tail=tail)
                 if now > self.ready_timeout:
+                    if healthy and self.owner == "none":
+                        raise ServerError(
+                            f"{self.host.name}: server {self.name}: {self.local_url} answers but no process listens "
+                            f"on port {self.port} in the host's /proc/net/tcp (an engine in a container or another "
+                            f"network namespace?); stopped after {self.ready_timeout:g} s; if a proxy of this engine "
+                            f"holds the port, pass check_port=False", host=self.host.name,
+                            tail="\n".join(list(self._tail)[-15:]))
                     if healthy and self.owner == "other":
                         raise ServerError(
                             f"{self.host.name}: server {self.name}: port {self.port} answers but is held by "
@@ -589,6 +596,17 @@ class Server:
         res = single_stream(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
         self._record(f"bench/{name}.json", "kit.bench.single_stream " + json.dumps(
             {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list, tuple))}))
+        return res
+
+    def load(self, *, name: str | None = None, **kwargs):
+        """``kit.bench.sweep`` (request rates and/or concurrencies) against this server, every request
+        saved to ``bench/<name>.json`` with provenance; returns the :class:`kit.bench.LoadResult`."""
+        from kit.bench import sweep
+
+        name = name or f"{self.name}-load"
+        res = sweep(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
+        self._record(f"bench/{name}.json", "kit.bench.sweep " + json.dumps(
+            {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list, tuple, dict))}))
         return res
 
     # -- provenance -----------------------------------------------------------------------------

@@ -287,6 +287,8 @@ def test_server_benchmarks_and_profiles_an_engine_on_the_hosts_loopback(hidden, 
             rows = {r["concurrency"]: r for r in res.summary()}
             assert rows[1]["requests_ok"] == 3 and rows[4]["requests_ok"] == 3
             assert 4.0 <= rows[1]["itl_ms"] <= 8.0  # tinyserve's 5 ms per token, through the forward
+            load = s.load(concurrencies=[4], requests=8, max_tokens=8, prompt_tokens=16, warmup=0)  # load generator
+            assert load.summary()[0]["requests_ok"] == 8
             prof = s.profile(steps=4, name="fwd-prof")  # /start_profile and the load: both forwarded
             assert prof.ranks == [0]
             assert "forward" in (s.describe()["forward"] or "").lower()

@@ -18,7 +18,7 @@ real model shape (``--model-shape``) with torch (``torch_runner.py``).
 
 Test modes: ``--load-seconds`` (slow start phase), ``TINYSERVE_CRASH=load`` (die while loading
 weights) or ``TINYSERVE_CRASH=after:N`` (die after N requests), ``TINYSERVE_IGNORE_SIGTERM=1``
-(a server that must be killed).
+(a server that must be killed), ``TINYSERVE_DRIFT=T0:SLOPE`` (a machine that slows down over time).
 
 Original code written for decode-kit; nothing here is copied from any engine.
 """

@@ -50,9 +50,21 @@ def factor(flags: dict, env: dict) -> float:
     return f
 
 
+def drift(env: dict, now: float | None = None) -> float:
+    """Machine drift, for tests of how experiments cope with it: ``TINYSERVE_DRIFT="T0:SLOPE"`` makes
+    every step ``1 + SLOPE * (now - T0)`` times longer (``now``, ``T0``: epoch seconds), the same for
+    every engine started with it, as a machine that slowly heats up. 1.0 when unset."""
+    spec = str(env.get("TINYSERVE_DRIFT", "") or "")
+    if ":" not in spec:
+        return 1.0
+    t0, slope = (float(x) for x in spec.split(":", 1))
+    return max(0.05, 1.0 + slope * ((time.time() if now is None else now) - t0))
+
+
 def step_seconds(token_ms: float, flags: dict, env: dict, batch: int) -> float:
-    """Decode step time of the CPU runner: ``token_ms * factor * (1 + BATCH_COST * (batch - 1))``."""
-    return token_ms / 1000.0 * factor(flags, env) * (1.0 + BATCH_COST * max(0, batch - 1))
+    """Decode step time of the CPU runner: ``token_ms * factor * (1 + BATCH_COST * (batch - 1))``
+    (times :func:`drift` when ``TINYSERVE_DRIFT`` is set)."""
+    return token_ms / 1000.0 * factor(flags, env) * (1.0 + BATCH_COST * max(0, batch - 1)) * drift(env)
 
 
 class CpuRunner:
