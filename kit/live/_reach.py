@@ -3,7 +3,8 @@
 An engine on a GPU host usually listens on the host's loopback (or behind a firewall), so the URL
 ``http://<host>:<port>`` does not answer from the notebook's machine. After the engine is ready,
 :func:`reach` tries that URL (a plain HTTP GET of ``/health`` or ``/v1/models``, 2 s); when it does
-not answer, or with ``forward=True``, it opens ``host.forward(port)`` (:class:`kit.remote.Forward`,
+not answer (or answers on this machine's loopback while the host's loopback is another one: a
+container or VM reached through a local port), or with ``forward=True``, it opens ``host.forward(port)`` (:class:`kit.remote.Forward`,
 a ``direct-tcpip`` channel per connection) and checks the engine answers through it. Every client of
 the server (bench, the profiler's load, ``/start_profile``, the experiment) then uses that URL. On a
 ``LocalHost`` the forward is the direct address, so the same code runs on both.
@@ -11,7 +12,9 @@ the server (bench, the profiler's load, ``/start_profile``, the experiment) then
 from __future__ import annotations
 
 import http.client
+import ipaddress
 import json
+import os
 import urllib.parse
 
 from kit.errors import RemoteError, ServerError
@@ -41,13 +44,43 @@ def answers(url: str, timeout: float = 2.0) -> bool:
     return False
 
 
+def _loopback(url: str) -> bool:
+    name = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        return name == "localhost" or ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _net_id() -> str:
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    return f"{boot} {os.readlink('/proc/self/ns/net')}"
+
+
+def shares_loopback(host) -> bool:
+    """Whether ``host``'s 127.0.0.1 is this machine's: same kernel (boot id) and same network
+    namespace. An SSH host reached at localhost (a container or VM behind a local port) usually is not,
+    and a server answering on this machine's loopback is then some other server."""
+    if host.is_local:
+        return True
+    try:
+        mine = _net_id()
+    except OSError:
+        return False
+    res = host.run("cat /proc/sys/kernel/random/boot_id && readlink /proc/self/ns/net", timeout=30)
+    return res.ok and " ".join(res.stdout.split()) == mine
+
+
 def reach(host, port: int, url: str, forward: bool | None, name: str):
     """``(url to use here, Forward or None)`` for an engine ready on ``host`` at its ``127.0.0.1:port``.
 
     ``forward``: None forwards only when ``url`` does not answer from here, True always, False never.
     ServerError naming host and port when the forward cannot be opened or the engine does not
     answer through it."""
-    if forward is False or (forward is None and answers(url)):
+    if forward is False:
+        return url, None
+    if forward is None and answers(url) and (not _loopback(url) or shares_loopback(host)):
         return url, None
     try:
         fwd = host.forward(port)

@@ -318,6 +318,70 @@ def test_server_forward_option_on_a_reachable_engine(sshd, tmp_path):
         assert port not in _listening() and not _forward_threads()
 
 
+def _relay(target: tuple[str, int]) -> tuple[int, socket.socket]:
+    """A TCP relay on this machine's 127.0.0.1 to ``target``: an SSH host reached through a local port
+    (a container's or VM's published port)."""
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+
+    def pipe(a, b):
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (a, b):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def serve():
+        while True:
+            try:
+                c, _ = lsock.accept()
+            except OSError:
+                return
+            u = socket.create_connection(target)
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return lsock.getsockname()[1], lsock
+
+
+def test_host_behind_a_local_port_never_measures_this_machines_server(hidden, tmp_path):
+    """The SSH host is reached at 127.0.0.1:<port> (a container behind a published port) and this
+    machine runs a server of its own on the engine's port number: the direct URL answers, but from the
+    wrong server. The kit sees the host's loopback is not this one and goes through the forward."""
+    decoy_port = free_port()
+    import subprocess
+    import sys
+
+    decoy = subprocess.Popen([sys.executable, str(TIMED), "--port", str(decoy_port), "--model", "decoy"],
+                             stdout=subprocess.PIPE, text=True)
+    relay_port, lsock = _relay((hidden.host, hidden.port))
+    kh = tmp_path / "known_hosts"
+    kh.write_text(f"[127.0.0.1]:{relay_port} {hidden.host_key_pub}\n")
+    marker = f"kit-behind-{uuid.uuid4().hex[:8]}"
+    engine = hidden.stage(ENGINE)
+    try:
+        assert "listening" in decoy.stdout.readline()
+        with kit.connect(f"{hidden.user}@127.0.0.1:{relay_port}", **hidden.connect_options(known_hosts=str(kh))) as host:
+            cmd = f"python3 -m tinyserve.launch_server --served-model-name {marker} --token-ms 5 --load-seconds 0.1"
+            with kit.server(host, cmd, env={"PYTHONPATH": engine}, port=decoy_port, session=tmp_path,
+                            progress=False) as s:
+                assert kit.bench.list_models(f"http://127.0.0.1:{decoy_port}") == ["decoy"]  # the trap
+                assert s._forward is not None and kit.bench.list_models(s.url) == [marker]
+    finally:
+        decoy.terminate()
+        decoy.wait(10)
+        lsock.close()
+    assert not _forward_threads()
+
+
 def test_local_server_runs_the_same_code(tmp_path):
     cmd = "python3 -m tinyserve.launch_server --token-ms 5 --load-seconds 0.1"
     with kit.server("local", cmd, env={"PYTHONPATH": str(ENGINE)}, port=free_port(), session=tmp_path,
