@@ -615,8 +615,8 @@ class Server:
         return {"host": self.host.name, "cmd": self.cmd, "env": dict(self.env), "engine": self.engine,
                 "port": self.port, "url": self.url, "phases": dict(self.phases), "ready_s": self.ready_s,
                 "stopped": self.stopped, "pid": self.job.pid if self.job else None, "tag": self.tag,
-                "port_owner": self.owner,
-                "forward": repr(self._forward) if self._forward is not None else None, "log": self.log_path.relative_to(self.session.root.resolve()).as_posix()
+                "port_owner": self.owner, "forward": repr(self._forward) if self._forward is not None else None,
+                "log": self.log_path.relative_to(self.session.root.resolve()).as_posix()
                 if self.log_path.is_relative_to(self.session.root.resolve()) else self.log_path.name}
 
     def _record(self, rel: str, how: str) -> None:
