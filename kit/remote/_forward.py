@@ -141,9 +141,6 @@ class Forward:
                                        ("closed", self.closed)])
 
     # --- internals -----------------------------------------------------------------------------
-    def _what(self) -> str:
-        return f"{self.host.name}: forward 127.0.0.1:{getattr(self, 'local_port', '?')} -> {self.target}"
-
     def _listen(self, port: int) -> socket.socket:
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
