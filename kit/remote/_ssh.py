@@ -260,10 +260,10 @@ class SSHHost(Host):
         return Forward(self, remote_port, remote_host, local_port, check=check)
 
     def _direct_tcpip(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
-        """A ``direct-tcpip`` channel to ``dest``. If the connection died since the last call, reconnect
-        once (logged, as for commands) and retry; a refusal by the server is never retried."""
+        """A ``direct-tcpip`` channel to ``dest``. If the connection died (before or during the open),
+        reconnect once (logged, as for commands) and retry. On a live connection a refusal or a
+        timeout is not retried: reconnecting would cut every other forwarded connection."""
         what = f"{self.name}: forward to {dest[0]}:{dest[1]}"
-        transport, why = None, ""
         for attempt in (0, 1):
             with self._lock:
                 try:
@@ -271,8 +271,6 @@ class SSHHost(Host):
                         self._connect()
                     elif not self._active():
                         self._reconnect("transport closed")
-                    elif attempt and self._client.get_transport() is transport:
-                        self._reconnect(why)
                 except ConnectError as exc:
                     raise ConnectError(f"{what}: {exc}", host=self.name) from exc
                 transport = self._client.get_transport()
@@ -286,6 +284,11 @@ class SSHHost(Host):
                 raise ConnectError(f"{what}: {_open_failure(exc.code, exc.text)}", host=self.name) from exc
             except (paramiko.SSHException, OSError, EOFError) as exc:
                 why = str(exc) or type(exc).__name__
+                if transport.is_active():
+                    if "Timeout" in why:
+                        why = (f"the SSH server did not answer within {timeout:g} s (it may still be "
+                               f"trying to connect: is {dest[0]}:{dest[1]} reachable from the host?)")
+                    raise ConnectError(f"{what}: cannot open a channel: {why}", host=self.name) from exc
                 if attempt:
                     raise ConnectError(f"{what}: the SSH connection could not open a channel after "
                                        f"reconnecting ({why})", host=self.name) from exc

@@ -261,6 +261,40 @@ def test_forward_through_a_proxyjump_bastion(sshd, hidden, tmp_path):
     assert not _forward_threads()
 
 
+def test_a_target_that_never_answers_never_cuts_the_other_forwards(hidden, monkeypatch):
+    """A target whose SYNs go nowhere (in the host's namespace: a route to a neighbour that does not
+    exist) is a one-line error naming it after the open timeout; the SSH connection is not reset, so
+    a forward in use goes on."""
+    import subprocess
+
+    import kit.remote._forward as fwd_mod
+
+    monkeypatch.setattr(fwd_mod, "OPEN_TIMEOUT_S", 1.0)
+    links = subprocess.run(["ip", "netns", "exec", hidden.netns, "ip", "-o", "link"], capture_output=True,
+                           text=True, check=True).stdout
+    dev = next(w.split("@")[0] for w in links.split() if w.startswith("kv"))
+    for args in (["route", "replace", "203.0.113.0/24", "dev", dev],
+                 ["neigh", "replace", "203.0.113.7", "lladdr", "02:00:00:00:00:07", "dev", dev, "nud", "permanent"]):
+        subprocess.run(["ip", "netns", "exec", hidden.netns, "ip", *args], check=True, capture_output=True)
+    port = 16000 + int(uuid.uuid4().hex[:3], 16)
+    with hidden.connect() as host:
+        job = _timed_server(hidden, host, port)
+        try:
+            with host.forward(port) as good:
+                assert _stream(good.url, 4).ok
+                t0 = time.monotonic()
+                with pytest.raises(ConnectError) as err:
+                    host.forward(80, remote_host="203.0.113.7")
+                assert time.monotonic() - t0 < 10
+                msg = str(err.value)
+                assert "\n" not in msg and msg.startswith(f"{host.name}: forward to 203.0.113.7:80: ")
+                assert "did not answer within 1 s" in msg
+                r = _stream(good.url, 4)
+                assert r.ok and r.output_tokens == 4 and host.reconnects == 0
+        finally:
+            job.stop(grace=2)
+
+
 def test_busy_local_port_is_named(sshd):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
