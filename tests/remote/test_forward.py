@@ -8,6 +8,7 @@ sshd with ``AllowTcpForwarding no``. Two users of one host are two throwaway log
 Every test checks that nothing is left listening here afterwards."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pwd
@@ -72,12 +73,12 @@ def _refused(addr: tuple[str, int]) -> bool:
     return False
 
 
-@pytest.fixture(scope="module")
-def hidden():
-    """An sshd in its own network namespace: what its sessions bind to 127.0.0.1 is unreachable here."""
+@contextlib.contextmanager
+def _netns_sshd(**options):
+    """An sshd in its own network namespace (skips, saying why, where one cannot be made)."""
     if not AS_ROOT or not shutil.which("ip"):
         pytest.skip(NETNS_WHY)
-    server = SSHServer(netns=True)
+    server = SSHServer(netns=True, **options)
     try:
         try:
             server.start()
@@ -88,6 +89,13 @@ def hidden():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def hidden():
+    """An sshd in its own network namespace: what its sessions bind to 127.0.0.1 is unreachable here."""
+    with _netns_sshd() as server:
+        yield server
 
 
 def _timed_server(srv: SSHServer, host, port: int, itl_ms: float = 20.0, ttft_ms: float = 20.0):
@@ -535,9 +543,7 @@ def test_two_users_run_engines_side_by_side(hidden, tmp_path):
 
 def test_refused_forward_stops_the_engine(tmp_path):
     """An engine not reachable from here on a host that refuses forwarding: stopped, one-line error."""
-    if not AS_ROOT or not shutil.which("ip"):
-        pytest.skip(NETNS_WHY)
-    with SSHServer(allow_tcp_forwarding=False, netns=True) as srv:
+    with _netns_sshd(allow_tcp_forwarding=False) as srv:
         engine = srv.stage(ENGINE)
         marker = f"kit-nofwd-{uuid.uuid4().hex[:8]}"
         with srv.connect() as host:
