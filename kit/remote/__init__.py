@@ -35,7 +35,10 @@ Files:
 - ``_output.py``: output sinks: bounded tails and files for a command's stdout/stderr
 - ``_forward.py``: Forward: a local port carried to a host's port over its SSH connection (``ssh -L``)
 - ``_private.py``: the user's private directory on a host (0700, never a planted symlink)
-- ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many
+- ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many:
+  the policy (resume, skip, codec, many files, Ctrl-C)
+- ``_transfer_io.py``: transfer mechanics: the decompressing sink, a stream on the runner, SFTP reads and writes
+- ``_transfer_report.py``: Fetched, TransferReport: what a transfer returns
 """
 from __future__ import annotations
 
@@ -47,7 +50,8 @@ from kit.remote._job import Job
 from kit.remote._local import LocalHost
 from kit.remote._options import HOST_OPTIONS, add_host_options, connect_options
 from kit.remote._result import FileStat, Result
-from kit.remote._transfer import Fetched, Transfer, TransferReport
+from kit.remote._transfer import Transfer
+from kit.remote._transfer_report import Fetched, TransferReport
 from kit.util import publish
 
 __all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'FileStat', 'Forward', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'connect', 'hosts']
