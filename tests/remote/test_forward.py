@@ -349,7 +349,7 @@ def test_server_benchmarks_and_profiles_an_engine_on_the_hosts_loopback(hidden, 
 
 def test_server_forward_option_on_a_reachable_engine(sshd, tmp_path):
     """On the plain loopback sshd the engine answers directly: no forward unless asked; forward=True
-    carries it anyway; forward=False never does."""
+    carries it anyway."""
     engine = sshd.stage(ENGINE)
     cmd = "python3 -m tinyserve.launch_server --token-ms 5 --load-seconds 0.1"
     with sshd.connect() as host:
