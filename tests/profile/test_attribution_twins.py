@@ -120,3 +120,12 @@ def test_router_topk_is_moe_and_the_steps_argmax_is_sampling(model, twin):
     assert topk and argmax
     assert set(k[k["correlation"].isin(topk)]["category"].astype(str)) == {"moe"}
     assert set(k[k["correlation"].isin(argmax)]["category"].astype(str)) == {"sampling"}
+
+
+@pytest.mark.parametrize("model", DENSE_MOE + HYBRIDS)
+def test_check_attribution_on_each_stack_twin(model):
+    """The self-check a user runs on a with_stack trace: kernel time agreeing with and without frames
+    is at least 95%, less what the attribution without frames states as undecided."""
+    c = profile.check_attribution(TRACES / f"hf_{model}_stack" / "trace.json.gz", phase="decode", cache=False)
+    assert c.module_frames > 0
+    assert c.agreement >= 0.95 - c.undecided_without, (c.agreement, c.undecided_without, c.moves.head(3))
