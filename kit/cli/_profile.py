@@ -19,7 +19,8 @@ kernel time per module class / per layer index (with each layer's kind: attentio
 traces recorded with module frames. ``--check-attribution`` attributes the traces again from their CPU
 ops alone (module and function frames left out) and prints how much kernel time gets the same
 category and each category's share both ways (JSON: ``check_attribution`` with ``agreement``,
-``categories`` [{"category", "with_frames", "without_frames", "difference"}], ``moves``, ``warnings``).
+``categories`` [{"category", "with_frames", "without_frames", "difference"}], ``moves``,
+``undecided_without``, ``warnings``).
 """
 from __future__ import annotations
 

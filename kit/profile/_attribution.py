@@ -12,9 +12,16 @@ kernel row records which (``decided_by``):
 1. ``user rule``: the user's kernel-name rules;
 2. ``collective arg`` / ``kernel name``: a collective's ``Collective name`` argument, and kernel
    names that cannot be anything else (NCCL and custom all-reduce kernels, memcpy/memset);
-3. ``op`` / ``module`` / ``function`` / ``range``: the innermost enclosing frame a ``[[frame]]`` rule
-   claims (an enclosing ``container`` frame, an MoE block, overrides it); kernels replayed from a
+3. ``op`` / ``module`` / ``function`` / ``range``: the frames enclosing the launch, from the
+   innermost out (``_decide_stack``): the innermost frame a ``[[role]]`` (module classes, by what a
+   class is: its name's suffix) or ``[[frame]]`` rule claims; a ``generic`` one (``mm``, ``topk``)
+   gives way to the first enclosing frame with a meaning (the SDPA op around math attention's
+   ``bmm``); an enclosing ``container`` (an MoE block, an SSM mixer) overrides what it encloses
+   except the categories it ``keep``s (a mixer's projections stay GEMM). Kernels replayed from a
    CUDA graph take no frame evidence, since their frames enclose the replay, not the op;
+   ``sequence``: where no frame decided (or only a generic op did), the ``[[sequence]]`` rule that
+   claims the outermost op around the launch in the thread's run of ops (``_sequences.py``:
+   RMSNorm, rotate_half, a router and its experts, a Mamba mixer, without module frames);
 4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the list of
    fused ops (``[[fused]]`` rules: the op that decides, not the first word);
 5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the kernel's launch
@@ -29,9 +36,12 @@ and ``module``, ``kit.profile.roofline`` reads the shapes: both from the Profile
 Graph-replayed kernels get none of these (their frames enclose the replay, not the op).
 
 Modules: ``module`` is the class of the innermost enclosing ``nn.Module`` frame, ``block`` the class
-of the module directly inside the enclosing layer (``*DecoderLayer``, ``TransformerBlock`` ...), and
-``layer`` that layer's index (the profiler numbers module instances per class in call order, so
-``LlamaDecoderLayer_3`` is the fourth layer called).
+of the module directly inside the outermost enclosing layer (a class with no role whose name ends
+in ``Layer``/``Block``: ``*DecoderLayer``, ``NemotronHBlock``, Zamba2's hybrid layer), ``layer`` that
+layer's index, numbered by first call (the profiler numbers instances per class, so a hybrid's
+attention and Mamba layers would each start at 0) and ``layer_kind`` what the layer holds: the roles
+inside it among ssm, attention, moe, mlp (``attention+mlp``, ``ssm``, ``attention+moe``; what an MoE
+block or mixer holds is the container's).
 """
 from __future__ import annotations
 
@@ -237,6 +247,8 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
                         layer_name, block = names[f], inner_mod   # the outermost layer frame wins
                     inner_mod = inf.module
                     if inf.role and layer_name is None:
+                        if inf.container:
+                            roles = []   # what a container holds is the container's (an MoE's shared MLP)
                         roles.append(inf.role)
             if layer_name is not None:
                 first, rs = layer_ids.setdefault(layer_name, (float(fts[[f for f in live if names[f] == layer_name][0]]),
