@@ -50,6 +50,8 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
 - ``_check.py``: ``check_attribution(paths)``: the same trace attributed with and without its Python
   frames, and how much kernel time agrees (``kit profile summary --check-attribution``)
 - ``_windows.py``: decode/prefill steps and phases from annotations
+- ``_cpu.py``: the CPU side of each step (launches, graph launches, memcpy/memset, syncs, CPU time vs
+  GPU busy, GPU-idle gaps with their cause) and the GPU-/launch-/host-bound verdict; compare's cause
 - ``_summary.py``: the summary arithmetic: per category, step, rank, evidence, module; AllReduce share
   and exposure; CPU-side collectives
 - ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables
