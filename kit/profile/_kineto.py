@@ -185,7 +185,6 @@ class _Collector:
         self.comm = _columns("name ts:d tid collective group_size:q in_nelems:q out_nelems:q dtype pg")
         self.events = 0
         self.names: dict[str, str] = {}
-        self.shapes: dict[Any, str | None] = {}
         self._kit_issues: dict[str, int] = {}
 
     def _intern(self, s: Any) -> str:
