@@ -59,6 +59,9 @@ def register(subparsers) -> None:
                    help="step times measured outside the profiler (ms): the difference to explain")
     c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
     c.set_defaults(func=_compare)
+    from kit.cli._audit import register_check
+
+    register_check(psub)  # kit profile check
     prof.set_defaults(func=lambda a: (prof.print_help(), 2)[1])
 
 

@@ -60,6 +60,7 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
   kernel families, ops/modules from the Profile, GPU idle and launch gaps, noise)
 - ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
   (the ``input_dims`` the reader kept for each kernel's launching op)
+- ``_health.py``: ``Profile.health()``: capture mode and per-metric trust (usable / degraded / unreliable)
 """
 from __future__ import annotations
 

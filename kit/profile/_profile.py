@@ -117,6 +117,14 @@ class Profile:
         cpu = _cpu.cpu_side(self, d["phase"])
         return Summary(**d, verdict=cpu["verdict"], cpu=cpu["steps"], cpu_gaps=cpu["gaps"], cpu_ranks=cpu["per_rank"])
 
+    def health(self):
+        """Can this trace's numbers be trusted? Capture mode, linked shares, launch APIs, communication
+        kernels, dropped events, mixed phases, profiler overhead, and per metric usable / degraded /
+        unreliable with the reason and the capture that fixes it (``_health.py``)."""
+        from kit.profile._health import health
+
+        return health(self)
+
     def modules(self, by: str = "module") -> pd.DataFrame:
         """Kernel time per module class (``by='module'``: layer child and innermost module; ``'block'``:
         the module inside the layer) or per layer index (``by='layer'``); empty without module frames
