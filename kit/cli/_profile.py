@@ -24,7 +24,7 @@ attention, ssm, moe, mlp) of traces recorded with module frames. ``--check-attri
 the traces again from their CPU ops alone (module and function frames left out) and prints how much
 kernel time gets the same category and each category's share both ways (JSON: ``check_attribution``
 with ``agreement``, ``categories`` [{"category", "with_frames", "without_frames", "difference"}],
-``moves``, ``warnings``).
+``moves``, ``undecided_without``, ``warnings``).
 """
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ OTHER = "other"
 COMM = ("allreduce", "other-collectives")
 FRAME_KINDS = {"op", "module", "function", "range"}
 # changes whenever the attribution code decides differently for the same rules (cache keys)
-ATTRIBUTION_VERSION = "2"
+ATTRIBUTION_VERSION = "3"  # 2: roles, generic ops, containers, sequences; 3: ssm rules, layer kinds
 PACKAGED = "kit/profile/categories.toml"   # the source of the packaged rules (all others are the user's)
 
 

@@ -29,7 +29,10 @@ class AttributionCheck:
     ``agreement``: share of kernel time whose category is the same both ways (NaN without module
     frames: nothing to check against). ``categories``: category, ``with_frames`` and
     ``without_frames`` shares of kernel time and their ``difference`` (points). ``moves``: kernel time
-    share per (with frames -> without frames) category pair that differs, largest first."""
+    share per (with frames -> without frames) category pair that differs, largest first.
+    ``undecided_without``: the share of kernel time the attribution without frames states as
+    undecided (a generic kernel name alone, or an op sequence with two readings): where the two
+    disagree, that is how much of it the summary of a trace without frames already flags."""
 
     files: list[str]
     phase: str
@@ -38,6 +41,7 @@ class AttributionCheck:
     agreement: float
     categories: pd.DataFrame
     moves: pd.DataFrame
+    undecided_without: float = np.nan
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
@@ -46,7 +50,7 @@ class AttributionCheck:
 
         return {"files": [os.path.basename(f) for f in self.files], "phase": self.phase,
                 "module_frames": self.module_frames, "kernel_time_us": num(self.kernel_time_us),
-                "agreement": num(self.agreement),
+                "agreement": num(self.agreement), "undecided_without": num(self.undecided_without),
                 "categories": [{"category": r.category, "with_frames": num(r.with_frames),
                                 "without_frames": num(r.without_frames), "difference": num(r.difference)}
                                for r in self.categories.itertuples()],
@@ -56,8 +60,10 @@ class AttributionCheck:
 
     def __repr__(self) -> str:
         ag = "n/a" if np.isnan(self.agreement) else f"{100 * self.agreement:.1f}%"
+        und = "" if np.isnan(self.undecided_without) else (f"; without frames "
+                                                             f"{100 * self.undecided_without:.1f}% is stated undecided")
         lines = [f"AttributionCheck(phase={self.phase}, module frames={self.module_frames:,}, kernel time "
-                 f"agreeing with and without frames: {ag})",
+                 f"agreeing with and without frames: {ag}{und})",
                  f"{'category':<20}{'with frames':>13}{'without':>10}{'diff (pts)':>12}"]
         for r in self.categories.itertuples():
             lines.append(f"{r.category:<20}{100 * r.with_frames:>12.1f}%{100 * r.without_frames:>9.1f}%"
@@ -124,4 +130,7 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
              .groupby(["with_frames", "without_frames"]).agg(share=("t", "sum")).reset_index())
     moves["share"] = moves["share"] / tot if tot > 0 else np.nan
     moves = moves.sort_values("share", ascending=False).reset_index(drop=True)
-    return AttributionCheck([str(p) for p in plist], phase, nmod, tot, agree, table, moves, warnings)
+    from kit.profile._attribution import undecided
+
+    und = undecided(kb, rule_list)[0] if len(kb) else np.nan
+    return AttributionCheck([str(p) for p in plist], phase, nmod, tot, agree, table, moves, und, warnings)

@@ -251,3 +251,19 @@ def test_compare_flash_vs_math_puts_the_kernel_gap_in_attention():
     parts = profile.compare(a, b, phase="decode").parts
     cats = parts[parts["kind"] == "category"].set_index("part")["delta_us"]
     assert cats["attention"] > 0 and cats["attention"] / cats[cats > 0].sum() >= 0.9, cats
+
+
+def test_roles_are_configurable_in_a_user_rule_file(tmp_path):
+    """A user [[role]] is tried before the packaged ones: here NemotronH's mixer counted as attention."""
+    from tests.conftest import TEST_DATA
+
+    f = tmp_path / "rules.toml"
+    f.write_text('[[role]]\nrole = "attention"\ncategory = "attention"\ncontainer = true\nkeep = ["gemm"]\n'
+                 'pattern = \'Mamba2Mixer$\'\n')
+    src = TEST_DATA / "traces" / "hf_nemotronh_stack" / "trace.json.gz"
+    base = profile.load(src, cache=False).summary("decode")
+    user = profile.load(src, cache=False, rules=f).summary("decode")
+    assert base.share("ssm") > 0.1 and user.share("ssm") == 0.0
+    # the mixer's projections (Linear roles inside it) stay GEMM: only the mixer's own time moved
+    assert user.share("attention") == pytest.approx(base.share("attention") + base.share("ssm"), abs=1e-9)
+    assert user.share("gemm") == pytest.approx(base.share("gemm"), abs=1e-9)

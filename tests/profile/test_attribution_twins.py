@@ -107,3 +107,25 @@ def test_per_layer_view_says_each_layers_kind(model):
             assert have == w, (i, kinds[i], w)
         # a layer has attention or SSM mixing exactly where the config says
         assert ("ssm" in have) == ("ssm" in w) and ("attention" in have) == ("attention" in w), (i, kinds[i], w)
+
+
+@pytest.mark.parametrize("model", ["mixtral", "qwen2moe", "deepseekv3", "nemotronh", "qwen3next"])
+@pytest.mark.parametrize("twin", ["plain", "stack"])
+def test_router_topk_is_moe_and_the_steps_argmax_is_sampling(model, twin):
+    from tests.profile.module_truth import launched_under
+
+    path = TRACES / f"hf_{model}_{twin}" / "trace.json.gz"
+    k = profile.load(path, cache=False).kernels
+    topk, argmax = launched_under(path, "aten::topk"), launched_under(path, "aten::argmax")
+    assert topk and argmax
+    assert set(k[k["correlation"].isin(topk)]["category"].astype(str)) == {"moe"}
+    assert set(k[k["correlation"].isin(argmax)]["category"].astype(str)) == {"sampling"}
+
+
+@pytest.mark.parametrize("model", DENSE_MOE + HYBRIDS)
+def test_check_attribution_on_each_stack_twin(model):
+    """The self-check a user runs on a with_stack trace: kernel time agreeing with and without frames
+    is at least 95%, less what the attribution without frames states as undecided."""
+    c = profile.check_attribution(TRACES / f"hf_{model}_stack" / "trace.json.gz", phase="decode", cache=False)
+    assert c.module_frames > 0
+    assert c.agreement >= 0.95 - c.undecided_without, (c.agreement, c.undecided_without, c.moves.head(3))
