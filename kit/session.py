@@ -185,24 +185,30 @@ class Session:
 
     # -- paths ------------------------------------------------------------------------------
     def path(self, *parts: str | os.PathLike[str]) -> Path:
-        """A path inside the session (``s.path("logs", "x.log")``). A name that leads outside it
-        (``../``, an absolute path elsewhere) is refused with a SessionError: names come from
-        users and configurations, and nothing the kit writes may land outside the session."""
-        return self._inside(self.root.joinpath(*parts), parts)
+        """A path inside the session (``s.path("logs", "x.log")``). An absolute *first* part is a file
+        the user named explicitly (a parameter pointing at a log elsewhere) and is kept as given.
+        Any other name that leads outside the session (``../``, an absolute name after a folder:
+        ``s.path("experiments", name)``) is refused with a SessionError: names come from users and
+        configurations, and nothing the kit writes under a session folder may land outside it."""
+        if parts and os.path.isabs(os.fspath(parts[0])):
+            base = Path(parts[0])
+            return self._inside(base.joinpath(*parts[1:]), parts[1:], base)
+        return self._inside(self.root.joinpath(*parts), parts, self.root)
 
     def __truediv__(self, other: str | os.PathLike[str]) -> Path:
-        return self._inside(self.root / other, (other,))
+        return self.path(other)
 
-    def _inside(self, p: Path, parts: tuple) -> Path:
-        """``p`` if it lies in the session: by its normalised path (a folder symlinked from elsewhere,
-        ``traces -> /data/traces``, stays in), or by the real paths of both (a root given through a
-        symlink); else SessionError."""
-        root = os.path.normpath(os.path.abspath(self.root))
+    def _inside(self, p: Path, parts: tuple, base: Path) -> Path:
+        """``p`` if it lies under ``base`` (the session root, or an absolute path the caller named):
+        by its normalised path (a folder symlinked from elsewhere, ``traces -> /data/traces``,
+        stays in), or by the real paths of both (a root given through a symlink); else SessionError."""
+        root = os.path.normpath(os.path.abspath(base))
         full = os.path.normpath(os.path.abspath(p))
         if _under(full, root) or _under(os.path.realpath(full), os.path.realpath(root)):
             return p
         name = "/".join(str(x) for x in parts)
-        raise SessionError(f"{self.root}: {name!r} resolves outside the session ({full}); "
+        where = "the session" if base == self.root else str(base)
+        raise SessionError(f"{self.root}: {name!r} resolves outside {where} ({full}); "
                            f"session names must stay inside it")
 
     def scenarios(self, pattern: str = "rank*.trace.json.gz") -> dict[str, list[Path]]:
@@ -303,12 +309,28 @@ class Session:
     def record(self, path: str | os.PathLike[str], provenance: Provenance) -> None:
         """Say where ``path`` (a file or a folder prefix) came from, in ``provenance.json``."""
         rel = self._rel(path)
-        self.path(rel)  # a path outside the session has no place in its manifest
+        if os.path.isabs(rel):  # _rel keeps a path outside the session absolute: no place in its manifest
+            raise SessionError(f"{self.root}: {rel!r} is outside the session; its manifest names only what is inside")
+        self.path(rel)
         entries = dict(self.manifest())
         entries[rel] = provenance
         payload = {"format": 1, "artefacts": {k: v.to_dict() for k, v in sorted(entries.items())}}
         write_atomic(self.root / MANIFEST, json.dumps(payload, indent=1, sort_keys=True) + "\n", prefix=".provenance.")
         self._manifest = entries
+
+    def audit(self, *parts: str, traces: bool = False, compare: bool = False, source: str | None = None):
+        """``kit.audit.audit`` over this session's artefacts (``parts``: sub-folders or files; default every
+        folder but ``engine``, ``model`` and ``traces``; ``traces=True`` adds the trace health checks).
+        ``source`` (relative to the session) names the function that overrode an ignored setting."""
+        from kit.audit import audit
+
+        if parts:
+            paths = [self.path(p) for p in parts]
+        else:
+            skip = {"engine", "model"} | ({"traces"} if not traces else set())
+            paths = sorted(p for p in self.root.iterdir() if p.is_dir() and p.name not in skip
+                           and not p.name.startswith("."))
+        return audit(paths, compare=compare, traces=traces, source=str(self.path(source)) if source else None)
 
     def __repr__(self) -> str:
         return f"Session({self.root.as_posix()!r})"

@@ -11,9 +11,9 @@ met every SLO given, as vLLM's ``--goodput``). Every request is kept (``requests
 ``sweep`` runs several levels and gives the throughput-latency curve (``kit.plots.throughput_latency``,
 ``kit.plots.latency_cdf``).
 
-What a level's figures cover: one run of ``requests`` requests; percentiles are over requests
-(TTFT, TPOT, E2E) or over all token gaps (ITL), as in vLLM. Repeat-to-repeat noise needs repeats
-(``single_stream`` or ``kit.experiment``).
+What a level's figures cover: ``repeats`` runs of ``requests`` requests (default one); percentiles
+are over requests (TTFT, TPOT, E2E) or over all token gaps (ITL), as in vLLM; with repeats the
+headline figures also get a 95 % interval over the runs (``LoadResult.data["covers"]`` says so).
 """
 from __future__ import annotations
 
@@ -27,11 +27,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kit.bench._client import RequestTiming, get_json, stream_request
-from kit.bench._stats import percentile
+from kit.bench._stats import mean_ci, percentile
 from kit.errors import BenchError
 
 STATS = ("mean", "p50", "p90", "p99")
 LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+# figures that get an interval over repeats
+CI_KEYS = ("request_throughput", "output_tok_s", "goodput", "ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99",
+           "itl_ms_p50", "itl_ms_p99", "tpot_ms_mean", "e2e_ms_p50", "e2e_ms_p99")
 _WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
           "quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber basil cedar dune ember fjord "
           "garnet harbor iris jade kelp lotus maple nectar opal pine quartz reef sage thyme umber violet willow").split()
@@ -291,22 +294,25 @@ def load_test(url: str, *, rate: float | None = None, concurrency: int | None = 
               requests: int = 100, model: str | None = None, chat: bool = False, prompts="random",
               prompt_tokens: int = 128, max_tokens: int = 128, warmup: int = 2, slo: dict | None = None,
               seed: int = 0, timeout: float = 300.0, max_inflight: int = 512,
-              save: str | Path | None = None) -> LoadResult:
+              save: str | Path | None = None, repeats: int = 1) -> LoadResult:
     """One load level against ``url``: ``rate`` req/s (open loop) or ``concurrency`` workers."""
     return sweep(url, rates=[rate] if rate is not None else None,
                  concurrencies=[concurrency] if concurrency is not None else None, arrival=arrival,
                  requests=requests, model=model, chat=chat, prompts=prompts, prompt_tokens=prompt_tokens,
                  max_tokens=max_tokens, warmup=warmup, slo=slo, seed=seed, timeout=timeout,
-                 max_inflight=max_inflight, save=save)
+                 max_inflight=max_inflight, save=save, repeats=repeats)
 
 
 def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequence[int] | None = None,
           arrival: str = "poisson", requests: int = 100, model: str | None = None, chat: bool = False,
           prompts="random", prompt_tokens: int = 128, max_tokens: int = 128, warmup: int = 2,
           slo: dict | None = None, seed: int = 0, timeout: float = 300.0, max_inflight: int = 512,
-          save: str | Path | None = None) -> LoadResult:
+          save: str | Path | None = None, repeats: int = 1) -> LoadResult:
     """Several load levels (``rates`` in req/s, open loop, and/or ``concurrencies``), each with its
-    own fresh prompts; the result's ``plot()`` is the throughput-latency curve."""
+    own fresh prompts; the result's ``plot()`` is the throughput-latency curve. With ``repeats`` > 1
+    every level runs that many times, in rounds (each round every level once), and the headline
+    figures get 95 % Student-t intervals over the repeats (``<figure>_lo``/``_hi``); percentiles in
+    the summary are over the requests of all repeats."""
     if arrival not in ("poisson", "constant"):
         raise BenchError(f"arrival must be 'poisson' or 'constant', not {arrival!r}")
     if not rates and not concurrencies:
@@ -320,7 +326,7 @@ def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequ
         except (KeyError, IndexError, TypeError):
             raise BenchError(f"{url}/v1/models: no model listed ({str(data)[:120]})") from None
     levels = [("rate", float(r)) for r in (rates or [])] + [("concurrency", int(c)) for c in (concurrencies or [])]
-    all_prompts = make_prompts(requests * len(levels) + max(0, warmup), source=prompts,
+    all_prompts = make_prompts(requests * len(levels) * max(1, repeats) + max(0, warmup), source=prompts,
                                prompt_tokens=prompt_tokens, seed=seed)
     for p in all_prompts[:max(0, warmup)]:
         stream_request(url, model=model, prompt=p, max_tokens=max_tokens, chat=chat, timeout=timeout)
@@ -328,23 +334,41 @@ def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequ
                            "arrival": arrival, "prompts": prompts if isinstance(prompts, str) else "given list",
                            "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "requests_per_level": requests,
                            "warmup": warmup, "slo": slo or {}, "seed": seed, "started": time.time(),
-                           "covers": "one run per level: percentiles over requests (TTFT, TPOT, E2E) or over all "
-                                     "token gaps (ITL); no repeat-to-repeat interval", "levels": []}
+                           "repeats": max(1, repeats),
+                           "covers": ("percentiles over requests (TTFT, TPOT, E2E) or over all token gaps (ITL) "
+                                      + ("of one run per level; no repeat-to-repeat interval" if repeats <= 1 else
+                                         f"of {repeats} runs per level, run in rounds; *_lo/*_hi: 95 % interval of "
+                                         "the figure over those runs (run-to-run noise and drift during the sweep)")),
+                           "levels": []}
     base = max(0, warmup)
+    runs: dict[int, list[tuple[list[dict], float, int]]] = {k: [] for k in range(len(levels))}
+    nxt = base
+    for rep in range(max(1, repeats)):  # rounds: every level once per round, so drift falls on all alike
+        for k, (mode, target) in enumerate(levels):
+            first = nxt  # prompt_id: the prompt's index in the sweep's prompt set (distinct prompts count)
+            ps = all_prompts[nxt: nxt + requests]
+            nxt += requests
+            late = 0
+            if mode == "rate":
+                timings, wall, late = _run_open(url, model, ps, target, arrival, seed + k + 1000 * rep, max_tokens,
+                                                chat, timeout, max_inflight)
+            else:
+                timings, wall = _run_closed(url, model, ps, target, max_tokens, chat, timeout)
+            runs[k].append(([dict(t.to_dict(), repeat=rep, prompt_id=first + (t.prompt_id or 0)) for t in timings],
+                            wall, late))
     for k, (mode, target) in enumerate(levels):
-        ps = all_prompts[base + k * requests: base + (k + 1) * requests]
-        late = 0
-        if mode == "rate":
-            timings, wall, late = _run_open(url, model, ps, target, arrival, seed + k, max_tokens, chat, timeout,
-                                            max_inflight)
-            label = f"{target:g} req/s"
-        else:
-            timings, wall = _run_closed(url, model, ps, target, max_tokens, chat, timeout)
-            label = f"c={target}"
-        reqs = [t.to_dict() for t in timings]
-        summ = summarize(reqs, wall, slo)
-        summ["late_sends"] = late
-        out["levels"].append({"mode": mode, "target": target, "label": label, "summary": summ, "requests": reqs})
+        reqs = [r for rr, _, _ in runs[k] for r in rr]
+        summ = summarize(reqs, sum(w for _, w, _ in runs[k]), slo)
+        summ["late_sends"] = sum(x for _, _, x in runs[k])
+        summ["repeats"] = len(runs[k])
+        per = [dict(summarize(rr, w, slo), late_sends=x) for rr, w, x in runs[k]]
+        if len(per) > 1:
+            for key in CI_KEYS:
+                if key in summ:
+                    _, summ[f"{key}_lo"], summ[f"{key}_hi"] = mean_ci([x[key] for x in per])
+        label = f"{target:g} req/s" if mode == "rate" else f"c={target}"
+        out["levels"].append({"mode": mode, "target": target, "label": label, "summary": summ,
+                              "per_repeat": per, "requests": reqs})
     if not any(lv["summary"]["requests_ok"] for lv in out["levels"]):
         errors = {r["error"] for lv in out["levels"] for r in lv["requests"] if r["error"]}
         raise BenchError(f"{url}: every request failed ({'; '.join(sorted(errors))[:300]})")

@@ -52,6 +52,8 @@ Files:
 - ``_vllm.py``: vLLM server log lines
 - ``_bench.py``: benchmark result blocks and JSON/JSONL results
 - ``_nccl.py``: NCCL_DEBUG=INFO lines
+- ``_settings.py``: effective settings of an engine run (``settings(paths)`` -> :class:`Settings`): server-args
+  dumps, ``/get_server_info``, vLLM config lines, environment captures, log evidence, each with file:line
 - ``_spec.py``: speculative acceptance normalised across engines and versions; SpecSummary
 """
 from __future__ import annotations
@@ -74,8 +76,9 @@ from kit.logs._api import (  # noqa: F401  # noqa: F401  (public, not in __all__
     read_lines,
     spec_summary,
 )
+from kit.logs._settings import Evidence, Settings, settings  # noqa: F401
 from kit.util import publish
 
-__all__ = ['LogData', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'spec_summary']
+__all__ = ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary']
 
 publish(globals(), __all__)

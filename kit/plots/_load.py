@@ -62,6 +62,10 @@ def throughput_latency(result, *, metric: str = "e2e_ms", stat: str = "p50", thr
     xs = [r[f"{metric}_{stat}"] for r in rows]
     ys = [r[throughput] for r in rows]
     ax.plot(xs, ys, marker="o")
+    if rows and f"{throughput}_lo" in rows[0]:  # repeats: 95 % intervals over the runs
+        ax.errorbar(xs, ys, yerr=[[max(0.0, y - r[f"{throughput}_lo"]) for y, r in zip(ys, rows)],
+                                  [max(0.0, r[f"{throughput}_hi"] - y) for y, r in zip(ys, rows)]],
+                    fmt="none", ecolor="black", capsize=3, lw=1)
     for x, y, r in zip(xs, ys, rows):
         ax.annotate(r["level"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     if "goodput" in (rows[0] if rows else {}) and throughput == "request_throughput":

@@ -1,10 +1,13 @@
-"""Parquet cache of parsed trace files, keyed by file identity, so reopening a trace is instant.
+"""Parquet cache of assembled profiles (and of parsed files), so reopening a trace reads tables only.
 
-Key: absolute path, size, mtime (ns), inode and the parser version — any change to the file (or to
-the parser) misses the cache. Location: ``$KIT_CACHE_DIR`` or ``~/.cache/decode-kit`` (``profile/``
+``load`` keeps one entry per profile, whatever its number of ranks (``profile_key``: every file's
+identity and the rule table; reopening reads the parquet tables, no parse or assembly);
+``_load.load_files(cache=True)`` (``check_attribution``) keeps one entry per parsed file. File
+identity: absolute path, size, mtime (ns), inode and the parser version — any change to the file (or
+to the parser) misses the cache. Location: ``$KIT_CACHE_DIR`` or ``~/.cache/decode-kit`` (``profile/``
 below it). Entries are written to a temporary folder and renamed into place, so a crash never leaves
-a half entry; an unreadable entry is ignored and rebuilt. Categories are not cached (they are
-recomputed from the rule table in milliseconds), so changing rules never needs a cache flush.
+a half entry; an unreadable entry is ignored and rebuilt. Kernel-name categories are memoised per rule
+table (``category_map``), so changing rules never needs a cache flush.
 """
 from __future__ import annotations
 

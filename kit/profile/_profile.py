@@ -12,7 +12,7 @@ import pandas as pd
 
 from kit.errors import TraceError, UsageError
 from kit.profile import _attribution as A
-from kit.profile import _load
+from kit.profile import _cpu, _load
 from kit.profile import _summary as S
 from kit.profile._assemble import assemble
 from kit.profile._categories import Rule, build_rules
@@ -112,7 +112,17 @@ class Profile:
         """Category breakdown of ``phase`` ('all', 'decode' or 'prefill'); see :class:`Summary`."""
         if phase not in PHASES:
             raise UsageError(f"Profile.summary: phase must be one of {', '.join(PHASES)}, not {phase!r}")
-        return Summary(**S.summarise(self, phase, top))
+        d = S.summarise(self, phase, top)
+        cpu = _cpu.cpu_side(self, d["phase"])
+        return Summary(**d, verdict=cpu["verdict"], cpu=cpu["steps"], cpu_gaps=cpu["gaps"], cpu_ranks=cpu["per_rank"])
+
+    def health(self):
+        """Can this trace's numbers be trusted? Capture mode, linked shares, launch APIs, communication
+        kernels, dropped events, mixed phases, profiler overhead, and per metric usable / degraded /
+        unreliable with the reason and the capture that fixes it (``_health.py``)."""
+        from kit.profile._health import health
+
+        return health(self)
 
     def modules(self, by: str = "module") -> pd.DataFrame:
         """Kernel time per module class (``by='module'``: layer child and innermost module; ``'block'``:
@@ -164,6 +174,10 @@ class Summary:
     layers: pd.DataFrame = field(default_factory=pd.DataFrame)
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
     categories_unavailable: str | None = None
+    verdict: dict = field(default_factory=dict)
+    cpu: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cpu_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cpu_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_dict(self, full: bool = False) -> dict:
         """The CLI's JSON: files, ranks, kernel_time_us, wall_time_us, steps, categories, warnings
@@ -180,6 +194,7 @@ class Summary:
             d["categories_unavailable"] = self.categories_unavailable
         d["decided_by"] = [{"decided_by": r.decided_by, "time_us": num(r.time_us),
                             "share_of_kernel": num(r.share_of_kernel)} for r in self.evidence.itertuples()]
+        d["cpu"] = _cpu.to_json(self.verdict, self.cpu_ranks, self.cpu_gaps, self.cpu if full else None)
         if len(self.collectives):
             d["collectives"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
                                 for r in self.collectives.to_dict("records")]
@@ -226,6 +241,7 @@ class Summary:
             lines.append(f"categories unavailable: {self.categories_unavailable}")
         if self._evidence_line():
             lines.append(self._evidence_line())
+        lines += _cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)
         for r in self.collectives.itertuples():
             lines.append(f"collective {r.collective}: {r.calls} call(s) on the CPU, group size {r.group_size}, "
                          f"{r.bytes:,} bytes, {r.kernels} kernel(s)")
@@ -252,7 +268,7 @@ class Summary:
                       f"{sp['max_us']:,.1f} us (rank {sp['max_rank']}), spread {sp['spread_us']:,.1f} us</p>")
         extra = "".join(f"<p>{html.escape(x)}</p>" for x in (
             f"categories unavailable: {self.categories_unavailable}" if self.categories_unavailable else "",
-            self._evidence_line()) if x)
+            self._evidence_line(), *_cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)) if x)
         return (f"<div><b>{html.escape(self._head())}</b><table><thead><tr><th>category</th><th>time (us)</th>"
                 f"<th>% kernel</th><th>% wall</th></tr></thead><tbody>{body}</tbody></table>{extra}{spread}"
                 f"{'<p>Warnings:</p><ul>' + warn + '</ul>' if warn else ''}</div>")

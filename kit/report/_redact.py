@@ -37,6 +37,7 @@ from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
 from kit.report._redact_cmdline import CMDLINE_RULES
+from kit.report._redact_cmdline import HINTS as CMDLINE_HINTS
 
 MASK = "***REDACTED***"
 
@@ -247,7 +248,13 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
     """Every secret span in ``text``: (start, end, is_code). Code spans (``password=pw``) are masked
     in place but never hunted as literals elsewhere."""
     spans: list[tuple[int, int, bool]] = []
+    low = None
     for pattern in _PATTERNS:
+        hints = CMDLINE_HINTS.get(pattern)
+        if hints is not None:
+            low = text.lower() if low is None else low
+            if not any(h in low for h in hints):
+                continue
         for m in pattern.finditer(text):
             value = m.group("s")
             if not value.strip() or value.strip().startswith(MASK):

@@ -95,3 +95,18 @@ def test_open_loop_sweep_goodput_and_plots(timed_server, tmp_path):
     good = tmp_path / "d.jsonl"
     good.write_text('{"prompt": "a b"}\n{"conversations": [{"value": "c d"}]}\n')
     assert make_prompts(3, source=str(good)) == ["a b", "c d", "a b"]
+
+
+def test_repeats_in_rounds_give_intervals(timed_server):
+    url, truth = timed_server(ttft_ms=20, itl_ms=3, jitter=0.2)
+    res = sweep(url, concurrencies=[1, 3], requests=6, max_tokens=12, warmup=0, repeats=3)
+    one, three = res.summary()
+    for row in (one, three):
+        assert row["repeats"] == 3 and row["requests_ok"] == 18 and row["distinct_prompts"] == 18
+        assert row["output_tok_s_lo"] < row["output_tok_s"] < row["output_tok_s_hi"]
+        assert row["itl_ms_p99_lo"] <= row["itl_ms_p99_hi"]
+    assert three["output_tok_s"] > 2.4 * one["output_tok_s"]  # 3 streams, no batching cost on this server
+    assert sorted({r["repeat"] for r in res.requests}) == [0, 1, 2] and len(res.levels[0]["per_repeat"]) == 3
+    assert len({r["prompt"] for r in truth_requests(truth)}) == 36  # every request its own prompt
+    assert "3 runs per level" in res.data["covers"]
+    assert len(res.plot().axes[0].collections) >= 1  # the error bars

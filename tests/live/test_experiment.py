@@ -199,3 +199,74 @@ def test_killed_driver_resume_measures_each_variant_on_its_own_engine(tmp_path, 
     assert len({r["engine"]["pid"] for r in runs}) == 4 and orphan["pid"] not in {r["engine"]["pid"] for r in runs}
     row = exp.row("NCCL_PROTO=LL")
     assert math.isclose(row["speedup"], 1 / 0.70, rel_tol=0.10) and row["significant"], row
+
+
+def test_interleaving_keeps_drift_out_of_the_speedup(tmp_path):
+    """A machine that slows down 3 % a second (tinyserve TINYSERVE_DRIFT, the same for every engine):
+    run back to back, the later variant pays for the drift; interleaved, the truth comes out."""
+    import time
+
+    from tests.live.conftest import ENGINE
+
+    marker = "kit-exp-drift"
+    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 8 --load-seconds 0.1"
+    truth = 1 / 0.70
+    got = {}
+    for interleave in (False, True):
+        env = {"PYTHONPATH": str(ENGINE), "TINYSERVE_DRIFT": f"{time.time():.3f}:0.03"}
+        exp = kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env=env, port=free_port(), session=tmp_path,
+                             name=f"drift-{interleave}", repeats=3, progress=False, interleave=interleave,
+                             bench={"requests": 3, "warmup": 1, "max_tokens": 24, "prompt_tokens": 8})
+        got[interleave] = exp.row("NCCL_PROTO=LL")
+    assert not engine_procs(marker)
+    blocks, inter = got[False]["speedup"], got[True]["speedup"]
+    assert blocks < truth * 0.92, f"back to back the drift should show: x{blocks:.3f} vs truth x{truth:.3f}"
+    assert math.isclose(inter, truth, rel_tol=0.06), f"interleaved x{inter:.3f} vs truth x{truth:.3f}"
+    assert got[True]["speedup_lo"] <= truth <= got[True]["speedup_hi"] * 1.02
+
+
+def test_a_rerun_while_the_first_driver_still_runs_is_refused(tmp_path):
+    """Leftovers are stopped only when their driver is gone: a second run of the same experiment while
+    the first one is alive gets a clear error naming the engines and the driver, and stops nothing."""
+    import signal
+
+    from kit.errors import ExperimentError
+    from tests.live.conftest import ENGINE
+
+    marker = "kit-exp-refused"
+    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.2"
+    port = free_port()
+    p = _start_driver(tmp_path, cmd, port, {"PYTHONPATH": str(ENGINE)})
+    d = tmp_path / "s" / "experiments" / "killed"
+    try:
+        _wait_engine_serving(d, p, n_done=0)
+        with pytest.raises(ExperimentError, match=r"still in progress \(driver pid \d+") as err:
+            kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env={"PYTHONPATH": str(ENGINE)}, port=port,
+                           session=tmp_path / "s", name="killed", repeats=2, progress=False,
+                           bench={"requests": 3, "warmup": 1, "max_tokens": 24, "prompt_tokens": 8})
+        assert str(p.pid) in str(err.value) and "\n" not in str(err.value)
+        assert engine_procs(marker), "nothing of the running experiment was stopped"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(60)
+    assert not engine_procs(marker)
+
+
+def test_experiment_on_a_reasoning_engine_in_chat_mode(tmp_path):
+    """tinyserve streaming 20 reasoning tokens before the answer: decode tok/s is the engine's (10 ms a
+    token: 100 tok/s; x1/0.7 with NCCL_PROTO=LL), TTFT the first token of any kind, not the answer's."""
+    from tests.live.conftest import ENGINE
+
+    marker = "kit-exp-reasoning"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 "
+           f"--load-seconds 0.1 --reasoning-tokens 20")
+    exp = kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env={"PYTHONPATH": str(ENGINE)}, port="free",
+                         session=tmp_path, name="reasoning", repeats=2, progress=False,
+                         bench={"requests": 3, "warmup": 1, "max_tokens": 32, "prompt_tokens": 8, "chat": True})
+    assert not engine_procs(marker)
+    rows = {r["variant"]: r for r in exp.rows()}
+    assert math.isclose(rows["baseline"]["tok_s"], 100, rel_tol=0.05), rows["baseline"]
+    assert math.isclose(rows["NCCL_PROTO=LL"]["tok_s"], 100 / 0.7, rel_tol=0.05), rows["NCCL_PROTO=LL"]
+    assert rows["baseline"]["ttft_ms"] < 10  # the first reasoning token, not the answer 20 tokens later
+    run = json.loads((tmp_path / "experiments" / "reasoning" / "v00-baseline" / "rep0" / "run.json").read_text())
+    assert run["bench"]["reasoning_tokens"] == 20 and run["bench"]["answer_tokens"] == 12

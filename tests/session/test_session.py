@@ -134,7 +134,7 @@ def test_names_that_lead_outside_the_session_are_refused(tmp_path):
     (root / "linked").symlink_to(elsewhere, target_is_directory=True)  # a folder kept on another disk
     s = ks.open(root)
     for parts in [("logs", "../../evil.log"), ("experiments", "../../../x"), ("traces", "a/../../../b"),
-                  (str(tmp_path / "outside.json"),), ("..",)]:
+                  ("experiments", str(tmp_path / "stolen")), ("..",), ("../outside.json",)]:
         with pytest.raises(SessionError, match=r"resolves outside the session") as err:
             s.path(*parts)
         assert str(root) in str(err.value) and "\n" not in str(err.value)
@@ -145,6 +145,10 @@ def test_names_that_lead_outside_the_session_are_refused(tmp_path):
     with pytest.raises(SessionError, match="outside"):
         s.record("../x.json", ks.Provenance.sample(source="nothing"))
     with pytest.raises(SessionError, match="outside"):
+        s.record(tmp_path / "data" / "tp2", ks.Provenance.sample(source="nothing"))
+    with pytest.raises(SessionError, match="outside"):
+        s.path(str(elsewhere), "..", "..", "etc")  # a file named explicitly, then a name escaping it
+    with pytest.raises(SessionError, match="outside"):
         Experiment(root, "../../stolen")
     assert not (tmp_path / "stolen").exists() and not (tmp_path / "x").exists()
     # what stays inside is fine: nested names, absolute paths into it, a symlinked folder, the root
@@ -153,3 +157,5 @@ def test_names_that_lead_outside_the_session_are_refused(tmp_path):
     assert s.path("linked", "tp2") == root / "linked" / "tp2"
     assert s.path("logs", "a", "..", "b.log") == root / "logs" / "a" / ".." / "b.log"
     assert s.path() == root
+    # a file the user names explicitly (an absolute path: a notebook parameter) is read where it is
+    assert s.path(str(elsewhere / "tp2")) == elsewhere / "tp2"

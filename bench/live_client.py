@@ -1,0 +1,143 @@
+"""Benchmark: how right ``kit.bench`` is against a server of known timing, beside guidellm.
+
+The server is ``tests/live/timed_server.py`` in its own process: first token 40 ms after the request
+arrived, then one token every 10 ms times a log-normal jitter (sigma 0.35), plus 40 ms on every 25th
+token; it writes down when it flushed each token. Figures per load level, each from one run:
+
+* TTFT overhead: the client's mean TTFT - the server's (arrival to first flush): what the client's
+  own send path adds;
+* decode tok/s error: the client's 1 / mean TPOT against the server's, in %;
+* p99 ITL error: the client's p99 of all token gaps against the server's, in %;
+* late sends (open loop): arrivals sent more than 10 ms after their schedule (the client falling behind).
+
+guidellm 0.8.1 (from ``.kit-cache/guidellm-venv``, installed by the tests) runs the same prompts at
+batch 1 on the same server when present; its row is left out, saying why, when it is not.
+
+Usage: ``.venv/bin/python bench/live_client.py``. Prints one Markdown section.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kit.bench import load_test  # noqa: E402
+from kit.bench._stats import percentile  # noqa: E402
+
+TARGETS = {"tok_s": 2.0, "p99": 10.0}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(truth: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    p = subprocess.Popen([sys.executable, "-m", "tests.live.timed_server", "--port", str(port), "--truth", str(truth),
+                          "--ttft-ms", "40", "--itl-ms", "10", "--jitter", "0.35", "--stall-every", "25",
+                          "--stall-ms", "40", "--seed", "11"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1).read()
+            return p, url
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("timed server did not start")
+
+
+def _truth(path: Path) -> dict:
+    reqs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    path.unlink()
+    tpot = sum((r["sent"][-1] - r["sent"][0]) / (len(r["sent"]) - 1) for r in reqs) / len(reqs)
+    gaps = [b - a for r in reqs for a, b in zip(r["sent"], r["sent"][1:])]
+    return {"ttft_ms": sum(r["sent"][0] for r in reqs) / len(reqs) * 1e3, "tok_s": 1 / tpot,
+            "itl_p99_ms": percentile(gaps, 99) * 1e3, "n": len(reqs)}
+
+
+def _row(label: str, ours: dict, true: dict, late="") -> str:
+    e_tok = (ours["tok_s"] / true["tok_s"] - 1) * 100
+    e_p99 = (ours["itl_p99_ms"] / true["itl_p99_ms"] - 1) * 100
+    met = abs(e_tok) <= TARGETS["tok_s"] and abs(e_p99) <= TARGETS["p99"]
+    return (f"| {label} | {true['n']} | {ours['ttft_ms'] - true['ttft_ms']:+.2f} | {true['tok_s']:.2f} | "
+            f"{ours['tok_s']:.2f} | {e_tok:+.2f} | {true['itl_p99_ms']:.2f} | {ours['itl_p99_ms']:.2f} | {e_p99:+.2f} | "
+            f"{late} | {'met' if met else 'not met'} |")
+
+
+def _guidellm(url: str, tmp: Path, n: int, out_tokens: int) -> dict | str:
+    exe = ROOT / ".kit-cache" / "guidellm-venv" / "bin" / "guidellm"
+    if not exe.is_file():
+        return "guidellm is not installed in .kit-cache/guidellm-venv (run tests/bench/test_independent_client.py)"
+    data = tmp / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"g{i} alpha bravo", "output_tokens_count": out_tokens}) + "\n"
+                            for i in range(n)))
+    res = subprocess.run([str(exe), "run", "--backend", f"kind=openai_http,target={url},model=timed-model,"
+                          "request_format=/v1/completions", "--profile", "kind=synchronous", "--constraint",
+                          f"kind=max_requests,count={n}", "--data", f"kind=json_file,path={data}", "--output",
+                          f"kind=json,path={tmp / 'g.json'}", "--disable-console"], capture_output=True, text=True,
+                         timeout=900, cwd=tmp)
+    if res.returncode:
+        return f"guidellm failed: {(res.stderr or res.stdout).strip().splitlines()[-1][:200]}"
+    m = json.loads((tmp / "g.json").read_text())["benchmarks"][0]["metrics"]
+    return {"ttft_ms": m["time_to_first_token_ms"]["successful"]["mean"],
+            "tok_s": 1e3 / m["inter_token_latency_ms"]["successful"]["mean"],  # guidellm's ITL is vLLM's TPOT
+            "itl_p99_ms": float("nan")}
+
+
+def main() -> int:
+    tmp = Path(tempfile.mkdtemp(prefix="kit-bench-live-"))
+    truth = tmp / "truth.jsonl"
+    server, url = _serve(truth)
+    rows = []
+    try:
+        for label, kw in (("batch 1 (c=1)", {"concurrency": 1, "requests": 24}),
+                          ("c=16", {"concurrency": 16, "requests": 96}),
+                          ("open loop, Poisson 20 req/s", {"rate": 20, "requests": 120}),
+                          ("open loop, constant 80 req/s", {"rate": 80, "arrival": "constant", "requests": 240})):
+            print(f"bench: {label}", file=sys.stderr, flush=True)
+            s = load_test(url, max_tokens=100, prompt_tokens=64, warmup=0, **kw).summary()[0]
+            ours = {"ttft_ms": s["ttft_ms_mean"], "tok_s": 1e3 / s["tpot_ms_mean"], "itl_p99_ms": s["itl_ms_p99"]}
+            rows.append(_row(label, ours, _truth(truth), late=str(s["late_sends"]) if "rate" in kw else ""))
+        print("bench: guidellm", file=sys.stderr, flush=True)
+        g = _guidellm(url, tmp, 24, 100)
+        if isinstance(g, dict):
+            t = _truth(truth)
+            rows.append(f"| guidellm 0.8.1, synchronous | {t['n']} | {g['ttft_ms'] - t['ttft_ms']:+.2f} | {t['tok_s']:.2f} | "
+                        f"{g['tok_s']:.2f} | {(g['tok_s'] / t['tok_s'] - 1) * 100:+.2f} | {t['itl_p99_ms']:.2f} | "
+                        "(no per-gap p99) | | | |")
+            g_note = ""
+        else:
+            g_note = f"\n\nguidellm row left out: {g}."
+    finally:
+        server.terminate()
+        server.wait(10)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print("## Live client accuracy: `kit.bench` against a server of known timing, beside guidellm "
+          "(`bench/live_client.py`)\n")
+    print("`tests/live/timed_server.py` in its own process: first token 40 ms after arrival, then 10 ms x a "
+          "log-normal jitter (sigma 0.35) per token, +40 ms on every 25th token, 100 tokens per request, a distinct "
+          "prompt per request; the truth is the server's own flush time of each token. TTFT overhead = client mean "
+          "TTFT - server mean (arrival to first flush). tok/s = 1 / mean TPOT. Targets: tok/s within "
+          f"{TARGETS['tok_s']:g} %, p99 ITL within {TARGETS['p99']:g} % of the truth. Load average at the end: "
+          f"{load:.1f}.\n")
+    print("| load | requests | TTFT overhead (ms) | true tok/s | measured tok/s | error (%) | true p99 ITL (ms) | "
+          "measured p99 ITL (ms) | error (%) | late sends | target |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows) + g_note)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
