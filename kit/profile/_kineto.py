@@ -185,7 +185,6 @@ class _Collector:
         self.comm = _columns("name ts:d tid collective group_size:q in_nelems:q out_nelems:q dtype pg")
         self.events = 0
         self.names: dict[str, str] = {}
-        self.shapes: dict[Any, str | None] = {}
         self._kit_issues: dict[str, int] = {}
 
     def _intern(self, s: Any) -> str:
@@ -206,9 +205,14 @@ class _Collector:
         self.collect(evs)
 
     def collect(self, evs) -> None:
-        k, a, r, f = self.k, self.a, self.r, self.f
+        """Keep what a profile needs from parsed events (``_Event`` or ``_DictEvent``: the same fields).
+        Ordered by how often each category occurs (python frames, runtime calls, ops, kernels)."""
+        k, a, f = self.k, self.a, self.f
         intern = self._intern
+        known = self.names.get
         nan = float("nan")
+        r_name, r_ts, r_dur = self.r["name"].append, self.r["ts"].append, self.r["dur"].append
+        r_corr, r_tid = self.r["correlation"].append, self.r["tid"].append
         for e in evs:
             cat = e.cat
             if cat == "python_function":
@@ -219,12 +223,26 @@ class _Collector:
                 if e.ph != "X" or not _KEEP_PY_RX.search(name):
                     continue
                 f["name"].append(intern(name))
-                f["ts"].append(nan if e.ts is None else float(e.ts))
-                f["dur"].append(float(e.dur or 0.0))
+                f["ts"].append(nan if e.ts is None else e.ts)
+                f["dur"].append(e.dur or 0.0)
                 f["tid"].append(intern(e.tid))
                 f["kind"].append("module" if name.startswith("nn.Module: ") else "function")
                 f["dims"].append(None)
                 f["types"].append(None)
+                continue
+            if cat in RUNTIME_CATS:
+                if e.ph != "X":
+                    continue
+                args = e.args
+                nm = e.name
+                r_name((known(nm) if type(nm) is str else None) or intern("" if nm is None else nm))
+                r_ts(nan if e.ts is None else e.ts)
+                r_dur(e.dur or 0.0)
+                r_corr(-1 if args is None else _int(args.correlation))
+                r_tid(intern(e.tid))
+                continue
+            if cat == "cpu_op":
+                self._op(e)
                 continue
             if cat is None:
                 kind = gpu_kind(e.ph, e.name, e.args)
@@ -251,36 +269,23 @@ class _Collector:
                     coll = args.collective
                     k["collective"].append(intern(coll) if coll else None)
                 k["name"].append(intern(e.name if e.name is not None else ""))
-                k["ts"].append(nan if e.ts is None else float(e.ts))
-                k["dur"].append(float(e.dur or 0.0))
+                k["ts"].append(nan if e.ts is None else e.ts)
+                k["dur"].append(e.dur or 0.0)
                 k["kind"].append(kind)
-                continue
-            if cat == "cpu_op":
-                self._op(e)
                 continue
             side = ANNOT_CATS.get(cat)
             if side is not None:
                 if e.ph != "X":
                     continue
                 a["name"].append(intern(e.name if e.name is not None else ""))
-                a["ts"].append(nan if e.ts is None else float(e.ts))
-                a["dur"].append(float(e.dur or 0.0))
+                a["ts"].append(nan if e.ts is None else e.ts)
+                a["dur"].append(e.dur or 0.0)
                 a["side"].append(side)
                 args = e.args
                 gpu = side == "gpu"
                 a["device"].append(_int(e.pid if args is None or args.device is None else args.device) if gpu else -1)
                 a["stream"].append(_int(e.tid if args is None or args.stream is None else args.stream) if gpu else -1)
                 a["tid"].append(intern(e.tid))
-                continue
-            if cat in RUNTIME_CATS:
-                if e.ph != "X":
-                    continue
-                args = e.args
-                r["name"].append(intern(e.name if e.name is not None else ""))
-                r["ts"].append(nan if e.ts is None else float(e.ts))
-                r["dur"].append(float(e.dur or 0.0))
-                r["correlation"].append(_int(None if args is None else args.correlation))
-                r["tid"].append(intern(e.tid))
 
     def _op(self, e) -> None:
         """One ``cpu_op``: a frame (with its input shapes), or a collective call."""

@@ -52,7 +52,8 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
     rule_list = build_rules(rules)
     if is_remote(paths, host):
         files, names, parsed, stats = read_remote(paths, host=host, python=python)
-        d = assemble(names, parsed, rule_list, cache)
+        with _load.system_arrow_pool():
+            d = assemble(names, parsed, rule_list, cache)
         d["meta"]["remote"] = stats
     else:
         plist = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
