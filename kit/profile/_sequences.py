@@ -37,6 +37,7 @@ KERNEL_TOKENS = tuple((re.compile(rx), tok) for rx, tok in (
     (r"ArgMaxOps", "argmax"), (r"(?i)softmax", "softmax"), (r"(?i)topk|sbtopk|gatherTopK", "topk"),
     (r"copy_kernel", "to"),
     (r"MulFunctor", "mul"), (r"CUDAFunctor(?:OnSelf)?_add|AddFunctor", "add"), (r"DivFunctor|div_true", "div"),
+    (r"CUDAFunctor(?:OnSelf)?_sub|SubFunctor|\bsub_kernel", "sub"),
     (r"FillFunctor", "fill_"),
     (r"exp_kernel", "exp"),
     (r"(?i)conv_depthwise|convolution|conv[12]d|winograd|implicit_gemm|cudnn::.*conv", "conv1d"),
