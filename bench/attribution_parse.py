@@ -73,6 +73,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--trace", type=Path, default=TRACE)
     a = ap.parse_args()
+    a.trace = a.trace.resolve()   # the children run in another directory
     if not a.trace.is_file():
         print(f"trace absent: {a.trace}", file=sys.stderr)
         return 1

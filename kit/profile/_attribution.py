@@ -22,6 +22,10 @@ kernel row records which (``decided_by``):
    ``sequence``: where no frame decided (or only a generic op did), the ``[[sequence]]`` rule that
    claims the outermost op around the launch in the thread's run of ops (``_sequences.py``:
    RMSNorm, rotate_half, a router and its experts, a Mamba mixer, without module frames);
+   ``kernel sequence``: kernels with no CPU op around their launch (CUDA-graph replays, traces of
+   CUDA activities only) read as the ops their names stand for (``_sequences.kernel_token``:
+   ``rsqrt_kernel_cuda`` is ``rsqrt``, a cuBLAS GEMM ``linear``), one replay or stream at a time,
+   through the same sequence rules;
 4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the list of
    fused ops (``[[fused]]`` rules: the op that decides, not the first word);
 5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the kernel's launch
@@ -51,11 +55,11 @@ import numpy as np
 import pandas as pd
 
 from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule
-from kit.profile._sequences import claim, outermost
+from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
 EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range", "sequence",
-            "fused name", "kernel name", "kernel name (no launch)", "none")
+            "kernel sequence", "fused name", "kernel name", "kernel name (no launch)", "none")
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
 _LAYER = re.compile(r"(?:Layer|Block|layer|block)$")   # a class with no role whose name says layer
 _FUSED = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)*$")
@@ -175,12 +179,14 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
                                        "tid": cpu["tid"].astype(str), "kind": "range", "dims": None,
                                        "types": None}))
     if not parts:
+        _kernel_sequences(k, pos, out, seq_rules)
         return pd.DataFrame(out, index=k.index)
     fr = pd.concat(parts, ignore_index=True)
     infos: dict[tuple[str, str], _FrameInfo] = {}
     # launches that need a stack: linked, not graph replays (graph kernels still get no frames)
     need = np.unique(pos[has & ~out["graph"]])
     if not len(need):
+        _kernel_sequences(k, pos, out, seq_rules)
         return pd.DataFrame(out, index=k.index)
     lts = la["ts"].to_numpy(float)
     ltid = strings(la["tid"])
@@ -283,7 +289,38 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
             if r[5] is not None:
                 out["layer"][i] = lindex[r[5]]
                 out["layer_kind"][i] = lkind[r[5]]
+    _kernel_sequences(k, pos, out, seq_rules)
     return pd.DataFrame(out, index=k.index)
+
+
+def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: list[Rule]) -> None:
+    """Kernels with no CPU op around their launch, read as the ops their names stand for, through the
+    sequence rules (``_sequences``): one CUDA-graph replay (graph launch) at a time, and the other
+    op-less kernels whose launch is in the trace (traces recorded without CPU ops) per stream, in
+    the order they ran. Kernels queued before the window (no launch) keep their name's category."""
+    if not seq_rules or not len(k):
+        return
+    graph = out["graph"]
+    bare = ~graph & (pos >= 0) & np.array([o is None for o in out["op"]], dtype=bool) & \
+        np.array([c is None for c in out["frame_category"]], dtype=bool)
+    names = k["name"].astype(str).to_numpy()
+    ts = k["ts"].to_numpy(float)
+    memo: dict[tuple, list] = {}
+    g = np.flatnonzero(graph)
+    b = np.flatnonzero(bare)
+    groups = [g[ix] for ix in pd.Series(g).groupby(pos[g]).indices.values()] if len(g) else []
+    if len(b):
+        groups += [b[ix] for ix in pd.Series(b).groupby(k["stream"].to_numpy()[b]).indices.values()]
+    for rows in groups:
+        rows = rows[np.argsort(ts[rows], kind="stable")]   # untimed replays (ts 0) keep their file order
+        key = tuple(names[rows])
+        got = memo.get(key)
+        if got is None:
+            got = memo[key] = claim([kernel_token(x) for x in key], seq_rules)
+        for i, r in zip(rows, got):
+            if r is not None and out["frame_category"][i] is None:
+                out["frame_category"][i], out["frame_kind"][i] = r.category, "kernel sequence"
+                out["frame_name"][i] = r.role or r.pattern
 
 
 # what a layer is, from the module roles inside it (first that is present, joined)
@@ -412,7 +449,7 @@ def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
     by = k["decided_by"].astype(str)
     cat = k["category"].astype(str)
     sel = by.isin(["kernel name", "kernel name (no launch)", "none"]) & cat.isin(generic)
-    sel |= (by == "sequence") & k["evidence"].astype(object).isin(guesses)
+    sel |= by.isin(["sequence", "kernel sequence"]) & k["evidence"].astype(object).isin(guesses)
     tot = float(k["dur_us"].sum())
     if not tot > 0:
         return 0.0, {}

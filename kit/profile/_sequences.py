@@ -11,12 +11,50 @@ its matches that no earlier rule claimed (ops an earlier rule claimed are writte
 ``<category>:<name>``, context a later rule may use); named groups ``x``, ``x2``, ... limit the claim
 to those groups (the rest is context). A kernel launched under a claimed op takes the rule's category when its own frame
 evidence is none or a generic op (``container = true``: also over a meaningful op).
+
+Kernels replayed from a CUDA graph have no CPU ops around them (their frames enclose the replay),
+but eager PyTorch kernels say which op launched them (``rsqrt_kernel_cuda``, ``MeanOps``,
+``CatArrayBatchedCopy``, a cuBLAS GEMM): ``kernel_token`` reads each replayed kernel as the op it
+stands for and the same rules run over one replay's kernels in order (``decided_by`` ``kernel
+sequence``). Kernels no entry of ``KERNEL_TOKENS`` reads stay opaque (``?``): no rule spans them.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
 from kit.profile._categories import Rule
+
+# kernel name -> the op it stands for (first match); eager ATen kernels and the GEMM / attention
+# libraries. Order matters: a copy kernel's template may name a functor of another op.
+KERNEL_TOKENS = tuple((re.compile(rx), tok) for rx, tok in (
+    (r"CatArrayBatchedCopy|\bcat_", "cat"),
+    (r"index_copy", "index_copy_"),
+    (r"MeanOps", "mean"), (r"rsqrt_kernel", "rsqrt"), (r"pow_tensor_(?:scalar|tensor)|pow_kernel", "pow"),
+    (r"neg_kernel", "neg"), (r"\bcos_kernel", "cos"), (r"\bsin_kernel", "sin"), (r"silu_kernel", "silu"),
+    (r"gelu_kernel", "gelu"), (r"sigmoid_kernel", "sigmoid"), (r"softplus_kernel", "softplus"),
+    (r"ArgMaxOps", "argmax"), (r"(?i)softmax", "softmax"), (r"(?i)topk|sbtopk|gatherTopK", "topk"),
+    (r"copy_kernel", "to"),
+    (r"MulFunctor", "mul"), (r"CUDAFunctor(?:OnSelf)?_add|AddFunctor", "add"), (r"DivFunctor|div_true", "div"),
+    (r"CUDAFunctor(?:OnSelf)?_sub|SubFunctor|\bsub_kernel", "sub"),
+    (r"FillFunctor", "fill_"),
+    (r"exp_kernel", "exp"),
+    (r"(?i)conv_depthwise|convolution|conv[12]d|winograd|implicit_gemm|cudnn::.*conv", "conv1d"),
+    (r"(?i)flash|fmha|sdpa|attention|attn", "scaled_dot_product_attention"),
+    (r"(?i)nvjet|gemm|gemv|cutlass|cublas|xmma", "linear"),
+))
+
+
+def kernel_token(name: str) -> str:
+    """The op a kernel of eager PyTorch stands for (see ``KERNEL_TOKENS``), or ``?`` (also for
+    inductor's fused Triton kernels: their fused name decides, not one of the ops in it)."""
+    if name.startswith("triton_"):
+        return "?"
+    for rx, tok in KERNEL_TOKENS:
+        if rx.search(name):
+            return tok
+    return "?"
 
 
 def token(name: str) -> str:
@@ -30,6 +68,18 @@ TRANSPARENT = frozenset(("reshape", "view", "_unsafe_view", "contiguous", "flatt
                          "permute", "expand", "expand_as", "unsqueeze", "squeeze", "slice", "select", "t",
                          "detach", "alias", "_reshape_alias", "chunk", "split", "split_with_sizes", "narrow",
                          "as_strided", "view_as", "unbind", "lift_fresh", "resolve_conj", "resolve_neg"))
+
+
+_ANCHORED: dict[str, re.Pattern] = {}
+
+
+def _anchored(r: Rule) -> re.Pattern:
+    """The rule's regex, allowed to start only where an op starts (``copy_`` must not match the end
+    of ``index_copy_``)."""
+    rx = _ANCHORED.get(r.pattern)
+    if rx is None:
+        rx = _ANCHORED[r.pattern] = re.compile(r"(?<![^ ])(?:" + r.pattern + ")")
+    return rx
 
 
 def claim(names: list[str], rules: list[Rule]) -> list[Rule | None]:
@@ -50,7 +100,7 @@ def claim(names: list[str], rules: list[Rule]) -> list[Rule | None]:
     m_ = len(vis)
     got: list[Rule | None] = [None] * m_
     for r in rules:
-        rx = r._rx  # type: ignore[attr-defined]
+        rx = _anchored(r)
         words = [t if got[i] is None else f"{got[i].category.replace(' ', '_')}:{t}" for i, t in enumerate(toks)]
         if not words:
             break

@@ -150,3 +150,15 @@ def without_python_frames(path: str | Path, out: Path) -> Path:
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "python_function"]
     out.write_bytes(gzip.compress(orjson.dumps(doc)))
     return out
+
+
+def without_cpu_ops(path: str | Path, out: Path) -> Path:
+    """The trace with every ``cpu_op`` and ``python_function`` event removed (as if recorded with CUDA
+    activities only: kernels, their launches and the step ranges remain)."""
+    data = Path(path).read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    doc = orjson.loads(data)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in ("cpu_op", "python_function")]
+    out.write_bytes(gzip.compress(orjson.dumps(doc)))
+    return out

@@ -129,3 +129,38 @@ def test_check_attribution_on_each_stack_twin(model):
     c = profile.check_attribution(TRACES / f"hf_{model}_stack" / "trace.json.gz", phase="decode", cache=False)
     assert c.module_frames > 0
     assert c.agreement >= 0.95 - c.undecided_without, (c.agreement, c.undecided_without, c.moves.head(3))
+
+
+@pytest.mark.parametrize("model", DENSE_MOE + HYBRIDS)
+def test_without_cpu_ops_kernel_names_in_order_within_5_points_or_stated(model, tmp_path):
+    """The same _stack trace with every CPU op and Python frame removed (CUDA activities only): the
+    kernels, read in launch order as the ops their names stand for, through the same sequence rules,
+    come within 5 points of the module truth, plus the undecided share the warning states."""
+    from tests.profile.module_truth import without_cpu_ops
+
+    path = without_cpu_ops(TRACES / f"hf_{model}_stack" / "trace.json.gz", tmp_path / "k.json.gz")
+    p = profile.load(path, cache=False)
+    assert p.meta["ranks"][0]["cpu_frames"] == 0
+    s = p.summary("decode")
+    got = {r.category: r.share_of_kernel for r in s.categories.itertuples() if r.category != "idle"}
+    w = [x for x in s.warnings if "generic kernel name alone" in x]
+    stated = float(w[0].split("%")[0]) / 100 if w else 0.0
+    err = _errors(_truth(model), got)
+    assert max(abs(e) for e in err.values()) <= TOL + stated, {c: round(100 * e, 1) for c, e in err.items()}
+
+
+def test_graph_replay_kernels_read_in_order_match_the_eager_twin():
+    """hf_graph_replay is hf_llama's model (same config) with a StaticCache, one CUDA graph per step:
+    its replayed kernels have no CPU ops, so norm, rope and GEMM come from the kernels read in replay
+    order. Per step they match the eager twin's module truth (the same kernels on the same shapes):
+    GEMM within 5%, norm and rope within 15% (graph replays run the same kernels back to back)."""
+    t = truth(TRACES / "hf_llama_stack" / "trace.json.gz")
+    n = json.loads((TRACES / "hf_llama_stack" / "measured.json").read_text())["decode_steps"]
+    cfg = [json.loads((TRACES / x / "measured.json").read_text())["config"] for x in ("hf_llama_stack", "hf_graph_replay")]
+    assert cfg[0] == cfg[1]
+    s = profile.load(TRACES / "hf_graph_replay" / "trace.json.gz", cache=False).summary("decode")
+    per = {r.category: r.time_us / s.steps for r in s.categories.itertuples() if r.category != "idle"}
+    assert abs(per["gemm"] / (t["gemm"] / n) - 1) < 0.05, per
+    for c in ("norm", "rope"):
+        assert abs(per[c] / (t[c] / n) - 1) < 0.15, (c, per, t)
+    assert s.evidence.set_index("decided_by")["share_of_kernel"].get("kernel sequence", 0) > 0.3

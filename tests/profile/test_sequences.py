@@ -41,3 +41,21 @@ def test_sampling_softmax_is_not_attention_and_argmax_alone_is_left_to_its_op():
 def test_nothing_claimed_without_a_match():
     assert _cats("add mul cat") == [None, None, None]
     assert claim([], RULES) == []
+
+
+def test_rules_match_whole_ops_only():
+    """``copy_`` of the attention-input rule must not match the end of ``index_copy_`` (a static cache
+    write right before SDPA)."""
+    assert _cats("index_copy_ index_copy_ scaled_dot_product_attention") == [None, None, None]
+    assert _cats("copy_ scaled_dot_product_attention")[0] == "attention"
+
+
+def test_graph_kernels_read_as_the_ops_they_stand_for():
+    from kit.profile._sequences import kernel_token
+
+    assert kernel_token("void at::native::vectorized_elementwise_kernel<4, at::native::rsqrt_kernel_cuda(...)") == "rsqrt"
+    assert kernel_token("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<"
+                        "float, float, float, float>, unsigned int, float, 4, 4> >") == "mean"
+    assert kernel_token("nvjet_sm90_tst_8x64_64x16_4x1_v_bz_TNN") == "linear"
+    assert kernel_token("triton_poi_fused_index_copy_transpose_unbind_view_2") == "?"
+    assert kernel_token("some_custom_kernel") == "?"
