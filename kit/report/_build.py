@@ -263,12 +263,16 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         nb_dir = paths[0].parent
         base_params = {"session": _rel_for_kernel(session, nb_dir), "host": host}
         base_params.update(dict(parameters or {}))
+        # This machine's directories, shown relative on the pages: the session by its name, the checkout as '.'.
+        local_roots = {str(session.resolve()): session.name, str(nb_dir.resolve().parent): "."}
 
         executed: list[tuple[Path, Any, NotebookRun, set[str]]] = []
         for i, path in enumerate(paths, 1):
             say(f"kit report: [{i}/{len(paths)}] {path.stem} ...")
             nb, run = execute_notebook(path, parameters=base_params, cwd=path.parent, cell_timeout=cell_timeout,
                                        env={LEDGER_ENV: str(ledger_file.resolve())})
+            _one_parameters_cell(nb)
+            _relative_paths(nb, local_roots)
             run.redactions, secrets = redact_notebook(nb)
             run.error = redact_text(run.error, secrets)[0]
             run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
@@ -279,8 +283,9 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         runs = [r for _, _, r, _ in executed]
         all_secrets: set[str] = set().union(*(sec for *_, sec in executed))
         if ledger_file.is_file():  # verdict evidence is notebook output too
-            text, n = redact_json_text(ledger_file.read_bytes().decode("utf-8", "replace"), all_secrets)
-            if n:
+            raw = ledger_file.read_bytes().decode("utf-8", "replace")
+            text, n = redact_json_text(_replace_roots(raw, local_roots, json_escaped=True), all_secrets)
+            if n or text != raw:
                 ledger_file.write_text(text, encoding="utf-8")
         pages = [(("index" if r.page == "index.html" else r.name), r.page, r.ok) for r in runs]
         if not any(r.page == "index.html" for r in runs):
@@ -296,7 +301,8 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         for path, nb, run, secrets in executed:
             top = export.nav_html(pages, run.page)
             if run.page == "index.html":
-                top += _index_block(runs, ledger, session, host, time.perf_counter() - t_start)
+                # the index notebook shows the ledger itself: the block above it only lists the pages
+                top += _index_block(runs, None, session, host, time.perf_counter() - t_start)
             page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=secrets)
             run.redactions += extra
             (tmp / run.page).write_text(page, encoding="utf-8")
@@ -341,6 +347,58 @@ def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:
     return [p for p in paths if p.stem != "index"] + [p for p in paths if p.stem == "index"]
 
 
+def _one_parameters_cell(nb: Any) -> None:
+    """Show the parameters once: papermill adds an ``injected-parameters`` cell after the notebook's own
+    ``parameters`` cell. The values given are written into the notebook's cell, each in place of its
+    default, keeping the comments that explain it; the injected cell is dropped. Where the notebook's
+    cell cannot be rewritten (a value spread over lines it cannot parse), its defaults are dropped instead."""
+    import ast
+
+    tagged = {t: i for i, c in enumerate(nb.cells) for t in c.get("metadata", {}).get("tags", [])
+              if t in ("parameters", "injected-parameters")}
+    if "injected-parameters" not in tagged or "parameters" not in tagged:
+        return
+    own, injected = nb.cells[tagged["parameters"]], nb.cells[tagged["injected-parameters"]]
+    try:
+        given = {n.targets[0].id: ast.get_source_segment(injected.source, n.value)
+                 for n in ast.parse(injected.source).body
+                 if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
+        lines = own.source.splitlines()
+        for node in reversed(ast.parse(own.source).body):
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id in given:
+                name, first, last = node.targets[0].id, node.lineno - 1, node.end_lineno - 1
+                tail = lines[last][node.end_col_offset:]
+                lines[first:last + 1] = [f"{name} = {given.pop(name)}{tail}"]
+        lines += [f"{name} = {value}  # given by kit report" for name, value in given.items()]
+    except (SyntaxError, AttributeError, IndexError):
+        nb.cells.pop(tagged["parameters"])
+        return
+    own.source = "\n".join(lines)
+    own.outputs = injected.get("outputs", [])
+    own.execution_count = injected.get("execution_count")
+    nb.cells.pop(tagged["injected-parameters"])
+
+
+def _replace_roots(text: str, roots: Mapping[str, str], *, json_escaped: bool = False) -> str:
+    for root, short in sorted(roots.items(), key=lambda kv: -len(kv[0])):
+        if json_escaped:
+            root, short = json.dumps(root)[1:-1], json.dumps(short)[1:-1]
+        text = text.replace(root + "/", short + "/").replace(root, short)
+    return text
+
+
+def _relative_paths(nb: Any, roots: Mapping[str, str]) -> None:
+    """Outputs name this machine's session and checkout directories by their short names (a report is
+    read elsewhere: the absolute paths of the machine that made it say nothing there)."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            if "text" in out:
+                out["text"] = _replace_roots(out["text"], roots)
+            for mime, value in out.get("data", {}).items():
+                if isinstance(value, str) and mime.startswith("text/"):
+                    out["data"][mime] = _replace_roots(value, roots)
+
+
 def _summary(report: Report, session: Path, host: str) -> dict[str, Any]:
     from kit import __version__
 
@@ -368,7 +426,9 @@ def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str,
         rows.append(f"<tr><td><a href='{_html.escape(r.page, quote=True)}'>{_html.escape(r.name)}</a></td>"
                     f"<td>{status}</td><td style='text-align:right'>{r.seconds:.1f} s</td></tr>")
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    if isinstance(ledger, Exception):
+    if ledger is None:
+        ledger_html = ""
+    elif isinstance(ledger, Exception):
         ledger_html = f"<p class='kit-bad'>The ledger could not be read: {_html.escape(str(ledger))}</p>"
     else:
         ledger_html = ledger.to_html() if len(ledger) else "<p>The ledger is empty.</p>"
