@@ -23,7 +23,7 @@ PUBLIC_API = {
     'kit.profile': ['Comparison', 'PHASES', 'Profile', 'Summary', 'compare', 'default_rules', 'load', 'roofline'],
     'kit.logs': ['LogData', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'spec_summary'],
     'kit.models': ['AllReduceCost', 'DecodeFloor', 'GPUSpec', 'LINKS', 'LinkModel', 'ModelShape', 'SpecEstimate', 'WEIGHT_FORMATS', 'decode_floor', 'gpu_spec', 'gpu_specs', 'model_shape', 'acceptance_for_length', 'allreduce_cost', 'allreduce_time_us', 'break_even', 'drafter_cost', 'expected_tokens', 'fit', 'link', 'spec_estimate', 'spec_from_summary', 'speedup', 'speedup_curves'],
-    'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi'],
+    'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi', 'with_units'],
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'],
     'kit.report': ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook'],

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import IO, Any, Iterable, Iterator
 
-from kit.errors import ConnectError, KitError, RemoteError, RemoteFileError
+from kit.errors import ConnectError, KitError, RemoteError, RemoteFileError, UsageError
 from kit.remote._result import FileStat
 from kit.remote._runner import env_exports
 from kit.util import clip
@@ -530,7 +530,8 @@ class Transfer:
         component), sorted. Matched by listing directories over SFTP (locally: the file system), so
         nothing is ever expanded by a shell."""
         if not pattern.startswith("/"):
-            raise ValueError(f"glob pattern must be an absolute path: {pattern!r}")
+            raise UsageError(f"{getattr(self.host, 'name', self.host)}: glob pattern {pattern!r} is relative; give an "
+                             "absolute path on the host (a relative pattern has no directory to start from there)")
         parts = [p for p in pattern.split("/") if p]
         found = ["/"]
         for i, part in enumerate(parts):
