@@ -169,3 +169,33 @@ def test_every_package_init_is_thin_and_documented():
         assert len(doc) > 100, f"{init.parent.name}: the docstring says what the area does"
         defs = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
         assert set(defs) <= {"__getattr__", "__dir__"}, f"{init.parent.name}/__init__.py holds work: {defs}"
+
+
+def _kit_areas() -> list[str]:
+    """Every package (``kit/<name>/``) and one-concern module (``kit/<name>.py``) of the library."""
+    found = [p.name for p in KIT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()]
+    found += [p.stem for p in KIT.glob("*.py") if not p.stem.startswith("_")]
+    return sorted(found)
+
+
+def test_readme_layout_names_every_package_and_module():
+    readme = (ROOT / "README.md").read_text()
+    layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
+    missing = [name for name in _kit_areas() if f"`{name}`" not in layout]
+    assert not missing, f"README's layout paragraph does not name: {missing}"
+    packages = layout.split("one sub-package per area", 1)[1].split("plus", 1)[0]
+    modules = layout.split("one-concern modules", 1)[1].split(";", 1)[0]
+    for name in _kit_areas():
+        is_package = (KIT / name).is_dir()
+        assert f"`{name}`" in (packages if is_package else modules), \
+            f"README calls {name} a {'module' if is_package else 'package'}"
+
+
+def test_contributing_map_names_every_package_and_module():
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    house = text.split("## Map of the house", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in house.splitlines() if line.startswith("| `kit/")]
+    named = " ".join(r.split("|")[1] for r in rows)
+    missing = [name for name in _kit_areas()
+               if f"`kit/{name}/`" not in named and f"`kit/{name}.py`" not in named]
+    assert not missing, f"CONTRIBUTING.md's map of the house lacks: {missing}"
