@@ -81,7 +81,8 @@ def _spec(args) -> int:
         al_s = f"{al:.2f}" if al is not None else "?"
         rate_s = f"{rate:.1%}" if rate is not None else "?"
         idle = "  (after idle, excluded)" if rec["after_idle"] else ""
-        print(f"  line {rec['line']:>7}  {rec['time'] or '-':<19}  length {al_s:>5}  draft acceptance {rate_s:>6}{idle}")
+        print(f"  line {rec['line']:>7}  {rec['time'] or '-':<19}  length {al_s:>5}  "
+              f"draft acceptance {rate_s:>6}{idle}")
     for w in summary.warnings:
         print(f"  warning: {w}")
     return 0

@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     p = sub.add_parser("find", help="every definition/assignment of SYMBOL in PATH (functions, fields, keywords...)")
     p.add_argument("path", help="file or directory on the host")
     p.add_argument("symbol", help="name to look for (a function, field, keyword argument...)")
-    p.add_argument("--json", action="store_true", help="print a JSON list of {path, line, kind, name, value, enclosing}")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON list of {path, line, kind, name, value, enclosing}")
     _host_arg(p)
     p.set_defaults(func=_find)
 

@@ -57,6 +57,10 @@ from kit.plots._profile import (
 )
 from kit.util import publish
 
-__all__ = ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels']
+__all__ = [
+    'CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families',
+    'compare_waterfall', 'acceptance_over_time', 'acceptance_per_position', 'category_shares',
+    'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'
+]
 
 publish(globals(), __all__)

@@ -81,7 +81,8 @@ def compare_families(cmp, *, n: int = 10, title: str | None = None) -> Figure:
     ax.barh(y + 0.2, f["a_us"], height=0.38, color=cols, edgecolor="#333333", linewidth=0.5, label=cmp.labels[0])
     ax.barh(y - 0.2, f["b_us"], height=0.38, color=cols, edgecolor="#333333", linewidth=0.5, hatch="..",
             label=cmp.labels[1])
-    names = [("* " if p != "both" else "") + clip(str(nm), 48, ellipsis="…") for nm, p in zip(f["family"], f["presence"])]
+    names = [("* " if p != "both" else "") + clip(str(nm), 48, ellipsis="…")
+             for nm, p in zip(f["family"], f["presence"])]
     ax.set_yticks(y)
     ax.set_yticklabels(names, fontsize=8)
     ax.set_xlabel("us per decode step")

@@ -1,4 +1,5 @@
-"""Profile figures: category shares, step timeline, top kernels; link matrix, A/B (documented in the package docstring)."""
+"""Profile figures: category shares, step timeline, top kernels; link matrix, A/B (documented in the package
+docstring), and the sizes every kit figure keeps to."""
 from __future__ import annotations
 
 import textwrap
@@ -252,7 +253,8 @@ def ab_plot(table: pd.DataFrame, *, value: str = "tok_s", label: str = "config",
         fig, ax = plt.subplots(figsize=(8, 0.45 * max(len(t), 3) + 1.2))
     else:
         fig = ax.figure
-    base = float(t.loc[t[label] == baseline, value].iloc[0]) if baseline is not None and (t[label] == baseline).any() else None
+    has_base = baseline is not None and (t[label] == baseline).any()
+    base = float(t.loc[t[label] == baseline, value].iloc[0]) if has_base else None
     colours = ["#8c959f" if lab == baseline else "#4c72b0" for lab in t[label]]
     ax.barh(list(t[label])[::-1], list(t[value])[::-1], color=colours[::-1])
     for y, v in enumerate(list(t[value])[::-1]):

@@ -235,10 +235,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     :class:`~kit.errors.NotebookFailed`). Raises :class:`~kit.errors.ReportError` when nothing can be
     written (missing session, assets or notebooks, or an ``out`` that is not a kit report).
     """
-    from kit.ledger import Ledger
     from kit.report import _assets as assets
-    from kit.report import _export as export
-    from kit.report._redact import redact_json_text, redact_notebook, redact_text
 
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
@@ -265,54 +262,10 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         base_params.update(dict(parameters or {}))
         # This machine's directories, shown relative on the pages: the session by its name, the checkout as '.'.
         local_roots = {str(session.resolve()): session.name, str(nb_dir.resolve().parent): "."}
-
-        executed: list[tuple[Path, Any, NotebookRun, set[str]]] = []
-        for i, path in enumerate(paths, 1):
-            say(f"kit report: [{i}/{len(paths)}] {path.stem} ...")
-            nb, run = execute_notebook(path, parameters=base_params, cwd=path.parent, cell_timeout=cell_timeout,
-                                       env={LEDGER_ENV: str(ledger_file.resolve())})
-            _one_parameters_cell(nb)
-            _relative_paths(nb, local_roots)
-            run.redactions, secrets = redact_notebook(nb)
-            run.error = redact_text(run.error, secrets)[0]
-            run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
-            status = "ok" if run.ok else f"FAILED at cell In[{run.failed_cell}]: {run.error}"
-            say(f"kit report: [{i}/{len(paths)}] {path.stem} {status} ({run.seconds:.1f} s)")
-            executed.append((path, nb, run, secrets))
-
+        executed = _execute_all(paths, base_params, ledger_file, local_roots, cell_timeout, say)
         runs = [r for _, _, r, _ in executed]
-        all_secrets: set[str] = set().union(*(sec for *_, sec in executed))
-        if ledger_file.is_file():  # verdict evidence is notebook output too
-            raw = ledger_file.read_bytes().decode("utf-8", "replace")
-            text, n = redact_json_text(_replace_roots(raw, local_roots, json_escaped=True), all_secrets)
-            if n or text != raw:
-                ledger_file.write_text(text, encoding="utf-8")
-        pages = [(("index" if r.page == "index.html" else r.name), r.page, r.ok) for r in runs]
-        if not any(r.page == "index.html" for r in runs):
-            pages.insert(0, ("index", "index.html", True))
-        try:
-            ledger: Any = Ledger.open(ledger_file)
-        except LedgerError as exc:  # a notebook left it unreadable: say so on the index, keep the pages
-            ledger = exc
-        exporter = export.make_exporter(no_input=no_input)
-        (tmp / "ipynb").mkdir()
-        import nbformat
-
-        for path, nb, run, secrets in executed:
-            top = export.nav_html(pages, run.page)
-            if run.page == "index.html":
-                # the index notebook shows the ledger itself: the block above it only lists the pages
-                top += _index_block(runs, None, session, host, time.perf_counter() - t_start)
-            page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=secrets)
-            run.redactions += extra
-            (tmp / run.page).write_text(page, encoding="utf-8")
-            nbformat.write(nb, tmp / "ipynb" / path.name)
-        if not any(r.page == "index.html" for r in runs):
-            block = export.nav_html(pages, "index.html") + _index_block(
-                runs, ledger, session, host, time.perf_counter() - t_start)
-            page, _ = export.redact_html(export.standalone_page("decode-kit report", block), all_secrets)
-            (tmp / "index.html").write_text(page, encoding="utf-8")
-
+        _export_all(tmp, executed, ledger_file, local_roots, no_input=no_input,
+                    index=lambda ledger: _index_block(runs, ledger, session, host, time.perf_counter() - t_start))
         report = Report(out=out, runs=runs, seconds=time.perf_counter() - t_start)
         (tmp / MARKER).write_text(json.dumps(_summary(report, session, host), indent=2) + "\n")
         _swap_in(tmp, out)
@@ -323,6 +276,67 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     say(f"kit report: wrote {out}/index.html ({len(runs)} notebooks, {len(report.failed)} failed, "
         f"{report.seconds:.1f} s)")
     return report
+
+
+def _execute_all(paths: list[Path], params: dict[str, Any], ledger_file: Path, local_roots: Mapping[str, str],
+                 cell_timeout: float, say: Callable[[str], None]) -> list[tuple[Path, Any, NotebookRun, set[str]]]:
+    """Run every notebook in turn; tidy (one parameters cell, relative paths) and redact what it shows."""
+    from kit.report._redact import redact_notebook, redact_text
+
+    executed = []
+    for i, path in enumerate(paths, 1):
+        say(f"kit report: [{i}/{len(paths)}] {path.stem} ...")
+        nb, run = execute_notebook(path, parameters=params, cwd=path.parent, cell_timeout=cell_timeout,
+                                   env={LEDGER_ENV: str(ledger_file.resolve())})
+        _one_parameters_cell(nb)
+        _relative_paths(nb, local_roots)
+        run.redactions, secrets = redact_notebook(nb)
+        run.error = redact_text(run.error, secrets)[0]
+        run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
+        status = "ok" if run.ok else f"FAILED at cell In[{run.failed_cell}]: {run.error}"
+        say(f"kit report: [{i}/{len(paths)}] {path.stem} {status} ({run.seconds:.1f} s)")
+        executed.append((path, nb, run, secrets))
+    return executed
+
+
+def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]]], ledger_file: Path,
+                local_roots: Mapping[str, str], *, no_input: bool, index: Callable[[Any], str]) -> None:
+    """Write every page, the redacted ledger copy and the ipynb copies into ``tmp``; ``index(ledger)``
+    gives the index block (``None``: without the ledger, which the index notebook shows itself)."""
+    import nbformat
+
+    from kit.ledger import Ledger
+    from kit.report import _export as export
+    from kit.report._redact import redact_json_text
+
+    runs = [r for _, _, r, _ in executed]
+    all_secrets: set[str] = set().union(*(sec for *_, sec in executed))
+    if ledger_file.is_file():  # verdict evidence is notebook output too
+        raw = ledger_file.read_bytes().decode("utf-8", "replace")
+        text, n = redact_json_text(_replace_roots(raw, local_roots, json_escaped=True), all_secrets)
+        if n or text != raw:
+            ledger_file.write_text(text, encoding="utf-8")
+    pages = [(("index" if r.page == "index.html" else r.name), r.page, r.ok) for r in runs]
+    if not any(r.page == "index.html" for r in runs):
+        pages.insert(0, ("index", "index.html", True))
+    try:
+        ledger: Any = Ledger.open(ledger_file)
+    except LedgerError as exc:  # a notebook left it unreadable: say so on the index, keep the pages
+        ledger = exc
+    exporter = export.make_exporter(no_input=no_input)
+    (tmp / "ipynb").mkdir()
+    for path, nb, run, secrets in executed:
+        top = export.nav_html(pages, run.page)
+        if run.page == "index.html":  # the index notebook shows the ledger itself
+            top += index(ledger if isinstance(ledger, Exception) else None)
+        page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=secrets)
+        run.redactions += extra
+        (tmp / run.page).write_text(page, encoding="utf-8")
+        nbformat.write(nb, tmp / "ipynb" / path.name)
+    if not any(r.page == "index.html" for r in runs):
+        block = export.nav_html(pages, "index.html") + index(ledger)
+        page, _ = export.redact_html(export.standalone_page("decode-kit report", block), all_secrets)
+        (tmp / "index.html").write_text(page, encoding="utf-8")
 
 
 def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:

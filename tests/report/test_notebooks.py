@@ -86,7 +86,8 @@ def test_every_hypothesis_gets_a_computed_verdict(sample_report):
     assert any("not from the serving host" in c for c in h2.caveats)
     # H4: like with like: acceptance length vs break-even length, i.i.d. acceptance vs i.i.d. break-even.
     h4 = ledger["H4"].numbers
-    assert (h4["mean_acceptance_length"] > h4["break_even_length"]) == (h4["iid_acceptance"] > h4["break_even_acceptance"])
+    assert ((h4["mean_acceptance_length"] > h4["break_even_length"])
+            == (h4["iid_acceptance"] > h4["break_even_acceptance"]))
     assert h4["mean_acceptance_length"] < h4["break_even_length"] and ledger["H4"].verdict == "rejected"
     # Sample evidence is never called measured.
     for hid in ("H0", "H3", "H4", "H5", "H6"):
@@ -98,7 +99,8 @@ def test_every_hypothesis_gets_a_computed_verdict(sample_report):
     assert "does not apply on compute capability 12.0" in ledger["H3"].evidence
     assert abs(ledger["H4"].numbers["draft_acceptance"] - (1.68 - 1) / 3) < 0.01  # 42% printed = AL 1.68 of 4
     assert ledger["H4"].numbers["printed_accept_rate"] == pytest.approx(0.42, abs=0.01)
-    assert ledger["H5"].numbers["tok_s_before"] == pytest.approx(63.6) and ledger["H5"].numbers["tok_s_after"] == pytest.approx(71.4)
+    h5 = ledger["H5"].numbers
+    assert h5["tok_s_before"] == pytest.approx(63.6) and h5["tok_s_after"] == pytest.approx(71.4)
 
 
 def test_measured_is_said_only_of_measured_numbers(sample_report):
