@@ -44,3 +44,37 @@ def stage_readable(*rel_paths: str) -> Path:
         for f in files:
             os.chmod(os.path.join(root, f), 0o644)
     return base
+
+
+# The slowest tests, marked ``slow`` here in one list (``make test-fast`` runs ``-m "not slow"``): each
+# runs the notebooks or a report in real kernels, starts engines, or reads the large third-party traces.
+# Measured with ``pytest --durations`` on the 2-core development machine; a test file or a test
+# (``file::name``, parameters included or not) that takes seconds belongs here.
+SLOW = (
+    "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
+    "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
+    "tests/live/",                                  # engines started, benchmarked, profiled, swept
+    "tests/report/test_secrets.py::test_report_run",  # a report with planted secrets
+    # reports built in real kernels (the `tiny` report, timeouts, dead kernels, the CLI)
+    "tests/report/test_report.py::test_runs_every_notebook", "tests/report/test_report.py::test_parameters_and",
+    "tests/report/test_report.py::test_plots_are_embedded", "tests/report/test_report.py::test_planted_secrets",
+    "tests/report/test_report.py::test_exported_pages", "tests/report/test_report.py::test_netlog_check",
+    "tests/report/test_report.py::test_existing_report", "tests/report/test_report.py::test_failure_before_swap",
+    "tests/report/test_report.py::test_cell_timeout", "tests/report/test_report.py::test_dead_kernel",
+    "tests/report/test_report.py::test_cli_exits_nonzero", "tests/report/test_report.py::test_cli_rejects",
+    "tests/report/test_report_defects.py::test_a_figure_returned",
+    # seconds each: 2 GiB streamed, process groups waiting out grace periods, pip, SSH round trips
+    "tests/remote/test_streams.py::test_2gib", "tests/remote/test_runner.py::test_a_command_that_ignores_sigterm",
+    "tests/remote/test_remote.py::test_wait_for_reports", "tests/remote/test_remote_ssh.py::test_cli_run_and_env",
+    "tests/remote/test_magics.py", "tests/source/test_source.py::test_module_path_falls_back_to_pip_show",
+    "tests/bench/test_bench.py::test_single_stream_measures",
+    # multi-rank and module-frame traces, the malformed corpus through every entry point
+    "tests/profile/test_compare.py::test_multi_rank", "tests/profile/test_compare.py::test_roofline",
+    "tests/profile/test_attribution.py::test_module_plot_and_cli", "tests/test_malformed.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)

@@ -14,7 +14,10 @@ KIT = ROOT / "kit"
 
 # The public surface. Adding a name is a decision: add it here in the same change.
 PUBLIC_API = {
-    'kit.session': ['Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'caption', 'open', 'provenance_of'],
+    'kit.session': [
+        'Captures', 'Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'StepTimes', 'caption', 'open',
+        'provenance_of'
+    ],
     'kit': [
         'Host', 'Job', 'Result', '__version__', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer',
         'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote',
@@ -261,3 +264,25 @@ def test_size_rule_exemptions_only_shrink():
     stale = {f: sorted(set(rules) - found.get(f, set())) for f, rules in ignores.items()}
     stale = {f: r for f, r in stale.items() if r}
     assert not stale, f"remove these from [tool.ruff.lint.per-file-ignores] in pyproject.toml: {stale}"
+
+
+# A cell that records or revises a verdict may be long: the statement, the test, the evidence and
+# the numbers of a hypothesis are read there, side by side, on purpose.
+_VERDICT_CALLS = ("ledger.record(", "ledger.revise(", ".decide(ledger")
+MAX_CELL_LINES = 15
+
+
+def test_notebooks_narrate_and_call():
+    """Notebooks call the library and say what it found: no code cell over 15 lines except ledger
+    verdicts (what a longer cell computes belongs in kit, where it is tested)."""
+    import nbformat
+
+    long = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            if cell.cell_type != "code":
+                continue
+            lines = cell.source.splitlines()
+            if len(lines) > MAX_CELL_LINES and not any(c in cell.source for c in _VERDICT_CALLS):
+                long.append(f"{path.name} cell {i}: {len(lines)} lines")
+    assert not long, f"code cells over {MAX_CELL_LINES} lines (move the computation into kit): {long}"
