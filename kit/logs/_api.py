@@ -14,6 +14,7 @@ import pandas as pd
 from kit.errors import LogFormatError
 from kit.logs import _bench, _scan, _spec
 from kit.logs import _parallel as _par
+from kit.logs._caches import cache_usage
 from kit.logs._nccl import NCCL_COLUMNS, nccl_summary
 from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS, parse_server_args
 from kit.logs._spec import SpecSummary
@@ -106,6 +107,12 @@ class LogData:
     def provenance(self, value) -> None:
         self._provenance = value
 
+    @property
+    def caches(self) -> pd.DataFrame:
+        """Cache usage the engine printed, one row per cache: KV and, for hybrids, SWA and the Mamba
+        state cache next to it (usage mean / max / last as fractions; see ``_caches.py``)."""
+        return cache_usage(self.tables)
+
     def spec_summary(self, include_after_idle: bool = False) -> SpecSummary:
         """Pooled acceptance over this log (see :func:`spec_summary`)."""
         return spec_summary(self, include_after_idle=include_after_idle)
@@ -116,7 +123,8 @@ class LogData:
                                "engine": self.engine, "version": self.version,
                                "lines": self.lines, "counts": self.counts, "unknown_lines": self.unknown_lines,
                                "torn_lines": self.torn_lines, "warnings": list(self.warnings),
-                               "server_args": jsonable(self.server_args)}
+                               "server_args": jsonable(self.server_args),
+                               "caches": frame_records(self.caches)}
         if tables:
             out["tables"] = {k: frame_records(v) for k, v in self.tables.items() if len(v)}
         return out

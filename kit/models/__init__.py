@@ -12,7 +12,9 @@ Files:
 
 - ``_core.py``: AllReduce cost model, link presets and fit; speculative decoding expected tokens,
   speed-up, break-even
-- ``_shapes.py``: model shapes (dense, MoE, MLA) from a config.json dict, file or host path
+- ``_shapes.py``: model shapes (dense, MoE, MLA, hybrids) from a config.json dict, file or host path
+- ``_hybrid.py``: hybrid layouts (which layer is attention, Mamba, gated DeltaNet, MLP, MoE) and the
+  state-space mixer's weights and per-sequence state
 - ``_gpus.py``: the GPU spec table (``gpus.toml``) and lookup by name / host fingerprint
 - ``_floor.py``: bytes per decode step, the memory-bandwidth and all-reduce floor, efficiency
 """
@@ -38,10 +40,12 @@ from kit.models._core import (
 )
 from kit.models._floor import WEIGHT_FORMATS, DecodeFloor, decode_floor
 from kit.models._gpus import GPUSpec, gpu_spec, gpu_specs
+from kit.models._hybrid import HYBRID_TYPES, Mixer
 from kit.models._shapes import ModelShape, model_shape
 from kit.util import publish
 
-__all__ = ["AllReduceCost", "DecodeFloor", "GPUSpec", "LINKS", "LinkModel", "ModelShape", "SpecEstimate",
+__all__ = ["AllReduceCost", "DecodeFloor", "GPUSpec", "HYBRID_TYPES", "LINKS", "LinkModel", "Mixer", "ModelShape",
+           "SpecEstimate",
            "WEIGHT_FORMATS", "acceptance_for_length", "allreduce_cost", "allreduce_time_us", "break_even",
            "decode_floor", "drafter_cost", "expected_tokens", "fit", "gpu_spec", "gpu_specs", "link", "model_shape",
            "spec_estimate", "spec_from_summary", "speedup", "speedup_curves"]

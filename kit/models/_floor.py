@@ -6,7 +6,11 @@ cannot beat those bytes over the GPU's memory bandwidth. Per step::
 
     bytes = attention weights + dense MLP weights + routed experts actually hit + shared experts
             + routers + LM head (+ the embedding rows)      [each in its weight format]
-          + batch x context x KV bytes per token            [MLA: the compressed latent]
+          + batch x context x KV bytes per token            [MLA: the compressed latent; hybrids:
+                                                             attention layers only]
+          + batch x SSM state read and written             [hybrids: recurrent + conv state of every
+                                                             Mamba / gated-DeltaNet layer, constant in
+                                                             context]
     memory floor  = bytes per GPU / memory bandwidth        (weights split over TP ranks; GQA KV
                                                              split over KV heads, MLA KV replicated)
     compute floor = 2 x active weights x batch / peak FLOP/s (+ attention), for the weight format
@@ -149,8 +153,9 @@ def routed_experts_hit(experts: int, k: int, batch: int) -> float:
 
 def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: int = 1, context: int = 4096,
                  weight_format: str | None = None, kv_dtype: str = "bf16", link: str | LinkModel | None = None,
-                 algorithm: str = "ring", allreduces_per_layer: int = 2, measured_step_ms: float | None = None,
-                 measured_source: str | None = None, gpus_file=None) -> DecodeFloor:
+                 algorithm: str = "ring", allreduces_per_layer: int | None = None,
+                 measured_step_ms: float | None = None, measured_source: str | None = None, gpus_file=None,
+                 ssm_state_dtype: str | None = None) -> DecodeFloor:
     """The minimum time of one decode step of ``model`` on ``gpu`` (see the module docstring).
 
     ``model``: a :class:`ModelShape`, a config dict or a ``config.json`` path (read on ``host`` when
@@ -158,7 +163,10 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
     (``kit.env.fingerprint``). ``weight_format``: None takes the config's (quantization_config /
     torch_dtype). ``link``: all-reduce link for ``tp > 1`` (default: the GPU row's preset).
     ``measured_step_ms``: a measured step time to set against the floor (say where it came from in
-    ``measured_source``).
+    ``measured_source``). ``allreduces_per_layer``: None counts the model's row-parallel outputs (2 per
+    layer for dense and MoE; one per mixer and per FFN for hybrids). ``ssm_state_dtype``: the Mamba /
+    DeltaNet state cache type (None: the config's ``mamba_ssm_cache_dtype``, else bf16 as engines
+    default to the model dtype).
     """
     shape = model_shape(model, host=host) if not isinstance(model, ModelShape) else model
     if gpu is None:
@@ -181,8 +189,15 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
     else:
         per_rank_heads = -(-s.kv_heads // tp)
         kv_split, kv_note = s.kv_heads / per_rank_heads, f"{per_rank_heads} of {s.kv_heads} KV heads per rank"
+    st_dtype = ssm_state_dtype or s.ssm_state_dtype or "bf16"
+    if st_dtype not in KV_BYTES:
+        raise ModelError(f"unknown SSM state dtype {st_dtype!r}; one of {', '.join(KV_BYTES)}")
+    mx = s.mixer
     rows = [
-        ("attention weights", s.layers * s.attention_params(), wb, tp, f"{s.layers} layers, {s.attention.upper()}"),
+        ("attention weights", s.attention_layers * s.attention_params(), wb, tp,
+         f"{s.attention_layers} of {s.layers} layers, {s.attention.upper()}"),
+        ("SSM mixer weights", s.ssm_layers * s.mixer_params(), wb, tp,
+         f"{s.ssm_layers} layers, {mx.describe()}" if mx else "none"),
         ("dense MLP weights", s.dense_layers * s.mlp_params(), wb, tp, f"{s.dense_layers} dense layers x 3 x "
                                                                        f"{s.hidden} x {s.intermediate}"),
         ("routed experts", s.moe_layers * hit * s.expert_params(), wb, tp,
@@ -193,6 +208,9 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
         ("embedding rows", batch * s.hidden, 2.0, 1, "one row per token"),
         ("KV cache", batch * context * s.kv_elements_per_token(), kvb, kv_split,
          f"{batch} x {context:,} tokens x {s.kv_elements_per_token():,} elements ({kv_note})"),
+        ("SSM state (read+write)", 2 * batch * s.state_elements_per_sequence(), KV_BYTES[st_dtype], tp,
+         f"{batch} x {s.state_elements_per_sequence():,} elements ({s.ssm_layers} layers x (state "
+         f"{mx.state_elements():,} + conv {mx.conv_elements():,})), read and written, {st_dtype}" if mx else "none"),
     ]
     recs = []
     for part, n, bpp, split, note in rows:
@@ -205,12 +223,12 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
     total = float(parts["bytes"].sum())
     per_gpu = float(parts["bytes_per_gpu"].sum())
     memory_us = per_gpu / (spec.mem_bw_gbps * 1e3)
-    weights = parts[parts["part"] != "KV cache"]["params"].sum()
+    weights = parts[~parts["part"].isin(("KV cache", "SSM state (read+write)"))]["params"].sum()
     attn_flops = 0.0
     if s.attention == "mla":
-        attn_flops = 2.0 * batch * context * s.layers * s.heads * (s.kv_lora_rank * 2 + s.qk_rope_head_dim)
+        attn_flops = 2.0 * batch * context * s.attention_layers * s.heads * (s.kv_lora_rank * 2 + s.qk_rope_head_dim)
     else:
-        attn_flops = 2.0 * batch * context * s.layers * s.heads * s.head_dim * 2
+        attn_flops = 2.0 * batch * context * s.attention_layers * s.heads * s.head_dim * 2
     flops = 2.0 * weights * batch + attn_flops
     compute_us = flops / tp / (spec.peak_tflops(fmt) * 1e6)
     ar = None
@@ -223,14 +241,26 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
         inputs["gpu"] += f" [GPU from the fingerprint of {getattr(gpu, 'host', getattr(gpu, 'name', gpu))}]"
     inputs["weight format"] = (f"{fmt} ({WEIGHT_FORMATS[fmt][1]}), "
                                + ("given" if weight_format else "from the config"))
+    if mx:
+        inputs["SSM state dtype"] = st_dtype + (" (given)" if ssm_state_dtype else " (mamba_ssm_cache_dtype of the config)"
+                                                if s.ssm_state_dtype else " (default: the model dtype, as engines use)")
+    if s.assumed:
+        inputs["defaults assumed"] = "; ".join(f"{k}={v}" for k, v in s.assumed) + \
+            " (the config leaves them out; the transformers config class's defaults)"
     if tp > 1:
         lk = link if link is not None else (spec.link or None)
         if lk is None:
             raise ModelError(f"decode_floor: TP={tp} on {spec.key}, which has no all-reduce link preset; give link= "
                              f"(a kit.models.LINKS name or a kit.models.fit of a measured sweep)")
         lm = _link(lk)
-        ar = allreduce_cost(tp=tp, hidden_size=s.hidden, layers=s.layers, tokens_per_step=batch,
-                            allreduces_per_layer=allreduces_per_layer, link=lm, algorithm=algorithm)
+        if allreduces_per_layer is None:
+            n_ar, per = s.blocks_with_output(), 1
+            inputs["all-reduces"] = (f"{n_ar} per step: one per mixer and per FFN output of the "
+                                     f"{'hybrid ' if s.layer_kinds else ''}layers")
+        else:
+            n_ar, per = s.layers, allreduces_per_layer
+        ar = allreduce_cost(tp=tp, hidden_size=s.hidden, layers=n_ar, tokens_per_step=batch,
+                            allreduces_per_layer=per, link=lm, algorithm=algorithm)
         inputs["link"] = f"{lm!r}: {lm.source}"
     floor = max(memory_us, compute_us) + (ar.per_step_us if ar else 0.0)
     if measured_step_ms is not None:

@@ -11,10 +11,17 @@ Parameter counts (biases, norms and rotary tables ignored: < 0.1% of the weights
 - MLA attention per layer: ``q_a = h x q_lora`` and ``q_b = q_lora x H*(d_nope+d_rope)`` (or
   ``q = h x H*(d_nope+d_rope)`` without q_lora), ``kv_a = h x (kv_lora+d_rope)``,
   ``kv_b = kv_lora x H*(d_nope+d_v)``, ``o = H*d_v x h``.
-- Gated MLP (SwiGLU): ``3 x h x I`` (gate, up, down); an expert the same with its own ``I``.
+- Gated MLP (SwiGLU): ``3 x h x I`` (gate, up, down); an expert the same with its own ``I``; Nemotron-H
+  MLPs and experts are not gated (squared ReLU): ``2 x h x I``.
 - Router: ``h x E``; embeddings and LM head ``V x h`` each (one when tied).
 - KV cache per token and layer: GQA ``2 x Hkv x d`` elements; MLA the compressed latent
   ``kv_lora + d_rope`` (what an absorbed-MLA decode kernel reads).
+
+Hybrids (Nemotron-H, Granite-4 hybrid, Bamba, Falcon-H1, Jamba, Qwen3-Next): each layer has a kind
+(``layer_kinds``, ``"<mixer>+<ffn>"``), attention weights and the KV cache count on attention layers
+only, and the state-space / linear-attention mixer (``mixer``) has its own weights and a per-sequence
+state that does not grow with context (``_hybrid.py`` has the formulas). A state-space config the kit
+does not model raises a :class:`ModelError` naming its architecture.
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import ModelError
+from kit.models._hybrid import Mixer, hybrid_layout, is_hybrid
 
 __all__ = ["ModelShape", "model_shape"]
 
@@ -57,10 +65,44 @@ class ModelShape:
     moe_layers: int = 0
     weight_format: str = "bf16"        # from quantization_config / torch_dtype
     source: str = ""
+    layer_kinds: tuple[str, ...] = ()  # hybrids: "<mixer>+<ffn>" per layer; empty: every layer attention
+    mixer: Mixer | None = None         # hybrids: the state-space / linear-attention mixer
+    attention_gate: bool = False       # gated attention (Qwen3-Next): q_proj also makes the output gate
+    ssm_state_dtype: str = ""          # the config's mamba_ssm_cache_dtype, when it sets one
+    mlp_matrices: int = 3              # 3: gated (SwiGLU: gate, up, down); 2: plain up/down (Nemotron-H relu^2)
+    assumed: tuple[tuple[str, str], ...] = ()  # (config key, default the kit assumed) for fields left out
+
+    def _count(self, part: int, names: tuple[str, ...]) -> int:
+        return sum(1 for k in self.layer_kinds if any(n in k.split("+")[part].split(",") for n in names))
 
     @property
     def dense_layers(self) -> int:
-        return self.layers - self.moe_layers
+        """Layers with a dense MLP."""
+        return self._count(1, ("mlp",)) if self.layer_kinds else self.layers - self.moe_layers
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers with (full) attention: the ones that hold a KV cache."""
+        return self._count(0, ("attention",)) if self.layer_kinds else self.layers
+
+    @property
+    def ssm_layers(self) -> int:
+        """Layers with a state-space or linear-attention mixer."""
+        return self._count(0, ("mamba1", "mamba2", "gdn")) if self.layer_kinds else 0
+
+    def blocks_with_output(self) -> int:
+        """Row-parallel outputs per step (mixers + FFNs): the all-reduces of tensor-parallel decode."""
+        if not self.layer_kinds:
+            return 2 * self.layers
+        return sum((k.split("+")[0] != "none") + (k.split("+")[1] != "none") for k in self.layer_kinds)
+
+    def layers_table(self):
+        """One row per layer: its kind, mixer and FFN (hybrids show which layers are attention, SSM, MoE)."""
+        import pandas as pd
+        kinds = self.layer_kinds or tuple(("attention+" + ("moe" if i >= self.layers - self.moe_layers else "mlp"))
+                                          for i in range(self.layers))
+        return pd.DataFrame([{"layer": i, "kind": k, "mixer": k.split("+")[0], "ffn": k.split("+")[1]}
+                             for i, k in enumerate(kinds)])
 
     def attention_params(self) -> int:
         """Attention weights of one layer."""
@@ -72,19 +114,20 @@ class ModelShape:
                 self.qk_nope_head_dim + self.v_head_dim)
             return q + kv + H * self.v_head_dim * h
         d = self.head_dim
-        return h * H * d + 2 * h * self.kv_heads * d + H * d * h
+        q = h * H * d * (2 if self.attention_gate else 1)
+        return q + 2 * h * self.kv_heads * d + H * d * h
 
     def mlp_params(self) -> int:
         """Dense (gated) MLP weights of one dense layer."""
-        return 3 * self.hidden * self.intermediate
+        return self.mlp_matrices * self.hidden * self.intermediate
 
     def expert_params(self) -> int:
         """Weights of one routed expert."""
-        return 3 * self.hidden * self.expert_intermediate
+        return self.mlp_matrices * self.hidden * self.expert_intermediate
 
     def shared_params(self) -> int:
         """Shared-expert weights of one MoE layer."""
-        return 3 * self.hidden * self.shared_intermediate
+        return self.mlp_matrices * self.hidden * self.shared_intermediate
 
     def router_params(self) -> int:
         return self.hidden * self.experts if self.experts else 0
@@ -96,12 +139,23 @@ class ModelShape:
         """KV-cache elements one token of context holds, summed over layers."""
         per_layer = (self.kv_lora_rank + self.qk_rope_head_dim) if self.attention == "mla" else \
             2 * self.kv_heads * self.head_dim
-        return per_layer * self.layers
+        return per_layer * self.attention_layers
+
+    def mixer_params(self) -> int:
+        """State-space / linear-attention mixer weights of one such layer (0 without a mixer)."""
+        return self.mixer.params(self.hidden) if self.mixer else 0
+
+    def state_elements_per_sequence(self) -> int:
+        """Recurrent + conv state one sequence holds, summed over mixer layers (constant in context)."""
+        if not self.mixer:
+            return 0
+        return self.ssm_layers * (self.mixer.state_elements() + self.mixer.conv_elements())
 
     def total_params(self) -> int:
         moe = self.moe_layers * (self.experts * self.expert_params() + self.shared_params() + self.router_params())
         emb = self.embedding_params() * (1 if self.tied_embeddings else 2)
-        return self.layers * self.attention_params() + self.dense_layers * self.mlp_params() + moe + emb
+        return (self.attention_layers * self.attention_params() + self.ssm_layers * self.mixer_params()
+                + self.dense_layers * self.mlp_params() + moe + emb)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -112,6 +166,9 @@ class ModelShape:
                if self.experts else "")
         att = (f"MLA kv_lora {self.kv_lora_rank}+rope {self.qk_rope_head_dim}" if self.attention == "mla" else
                f"GQA {self.heads}/{self.kv_heads} heads x {self.head_dim}")
+        if self.mixer:
+            att = (f"{self.attention_layers} attention layers ({att}), {self.ssm_layers} {self.mixer.describe()} "
+                   f"layers")
         return (f"ModelShape({self.name}: {self.family}, hidden {self.hidden}, {self.layers} layers, {att}, "
                 f"MLP {self.intermediate}{moe}, vocab {self.vocab}, {self.total_params() / 1e9:.2f}B params, "
                 f"weights {self.weight_format})")
@@ -166,8 +223,13 @@ def _from_dict(cfg: dict, src: str, name: str | None) -> ModelShape:
     arch = " ".join(cfg.get("architectures") or [])
     name = name or cfg.get("_name_or_path") or mt or "model"
     hidden = _req(cfg, src, "hidden_size", "n_embd", "d_model")
+    if mt == "nemotron_h" and cfg.get("num_hidden_layers") is None:   # transformers 5 keeps only the pattern
+        cfg = {**cfg, "num_hidden_layers": len(cfg.get("hybrid_override_pattern") or cfg.get("layers_block_type") or [])
+               or None}
     layers = _req(cfg, src, "num_hidden_layers", "num_layers", "n_layer")
     heads = _req(cfg, src, "num_attention_heads", "n_head")
+    if is_hybrid(cfg):
+        return _hybrid_shape(cfg, src, name, hidden, layers, heads)
     if mt == "chatglm" or "ChatGLM" in arch:
         kv = int(cfg.get("multi_query_group_num") or heads) if cfg.get("multi_query_attention") else heads
         hd = int(cfg.get("kv_channels") or hidden // heads)
@@ -216,6 +278,50 @@ def _from_dict(cfg: dict, src: str, name: str | None) -> ModelShape:
         raise ModelError(f"{src}: config has no intermediate_size for its dense MLP layers")
     return ModelShape(name, family, hidden, layers, heads, kv_heads, head_dim, vocab, inter, tied,
                       weight_format=fmt, source=src, **kw)
+
+
+def _hybrid_moe(mt: str, cfg: dict, src: str, inter: int) -> tuple[int, int, int, int, int]:
+    """(experts, top-k, expert width, shared width, dense MLP width) of a hybrid family."""
+    g = cfg.get
+    if mt == "nemotron_h":
+        e = int(g("n_routed_experts") or 0)
+        ei = int(g("moe_intermediate_size") or 0)
+        sh = int(g("n_shared_experts") or 0) * int(g("moe_shared_expert_intermediate_size") or ei)
+        return e, int(g("num_experts_per_tok") or 0), ei, sh, inter
+    if mt == "granitemoehybrid":      # a shared MLP in every layer, plus routed experts when configured
+        e, sh = int(g("num_local_experts") or 0), int(g("shared_intermediate_size") or inter)
+        return e, int(g("num_experts_per_tok") or 0), inter, sh if e else 0, sh
+    if mt == "jamba":
+        return int(g("num_experts") or 0), int(g("num_experts_per_tok") or 0), inter, 0, inter
+    if mt == "qwen3_next":
+        return (int(g("num_experts") or 0), int(g("num_experts_per_tok") or 0), int(g("moe_intermediate_size") or 0),
+                int(g("shared_expert_intermediate_size") or 0), inter)
+    return 0, 0, 0, 0, inter
+
+
+def _hybrid_shape(cfg: dict, src: str, name: str, hidden: int, layers: int, heads: int) -> ModelShape:
+    mt = str(cfg.get("model_type", "")).lower()
+    inter = int(cfg.get("intermediate_size") or 0)
+    experts, topk, e_inter, shared, dense_inter = _hybrid_moe(mt, cfg, src, inter)
+    kinds, mixer, assumed = hybrid_layout(cfg, src, layers, hidden, moe=experts > 0)
+    moe_layers = sum(1 for k in kinds if k.endswith("+moe"))
+    if experts and not moe_layers:
+        assumed["note"] = f"{experts} routed experts configured but no layer of the pattern is MoE: not counted"
+    if experts and moe_layers and not (topk and e_inter):
+        raise ModelError(f"{src}: {mt} MoE layers need num_experts_per_tok and the expert width")
+    if any(k.endswith("+mlp") for k in kinds) and not dense_inter:
+        raise ModelError(f"{src}: {mt} config has no intermediate_size for its MLP layers")
+    st = str(cfg.get("mamba_ssm_cache_dtype") or "")
+    st = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(st, st if st in ("fp32", "bf16", "fp16") else "")
+    return ModelShape(name, mt, hidden, layers, heads, int(cfg.get("num_key_value_heads") or heads),
+                      int(cfg.get("head_dim") or hidden // heads), _req(cfg, src, "vocab_size"), dense_inter,
+                      bool(cfg.get("tie_word_embeddings", False)), experts=experts if moe_layers else 0,
+                      experts_per_token=topk if moe_layers else 0, expert_intermediate=e_inter if moe_layers else 0,
+                      shared_intermediate=shared if moe_layers else 0, moe_layers=moe_layers,
+                      weight_format=_weight_format(cfg), source=src, layer_kinds=tuple(kinds), mixer=mixer,
+                      attention_gate=mt == "qwen3_next", ssm_state_dtype=st,
+                      mlp_matrices=2 if mt == "nemotron_h" else 3,
+                      assumed=tuple((k, str(v)) for k, v in assumed.items()))
 
 
 def model_shape(config: Any, *, host=None, name: str | None = None, source: str | None = None) -> ModelShape:

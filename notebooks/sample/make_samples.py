@@ -228,9 +228,13 @@ def model_config(d: Path) -> None:
     cfg = {"_comment": "SAMPLE: a model config.json shaped like a hybrid Mamba/MoE checkpoint (no weights)",
            "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "hidden_size": 4096,
            "num_hidden_layers": 52, "num_attention_heads": 32, "num_key_value_heads": 8,
-           "intermediate_size": 1536, "n_routed_experts": 128, "num_experts_per_tok": 6, "vocab_size": 131072,
-           "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
-           "torch_dtype": "bfloat16",
+           "head_dim": 128, "intermediate_size": 1536, "n_routed_experts": 128, "num_experts_per_tok": 6,
+           "moe_intermediate_size": 1536, "n_shared_experts": 1, "moe_shared_expert_intermediate_size": 3072,
+           "vocab_size": 131072,
+           # 52 layers (one block each, transformers' NemotronHConfig letters): M Mamba-2, E MoE, * attention
+           "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+           "mamba_num_heads": 128, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+           "mamba_ssm_cache_dtype": "float32", "torch_dtype": "bfloat16",
            "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}
     (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 
