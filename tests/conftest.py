@@ -26,6 +26,24 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="module", params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])
+def host(request):
+    """Each test twice: on this machine and over SSH to the real sshd fixture (one connection per module)."""
+    import kit
+
+    h = kit.connect("local") if request.param == "local" else request.getfixturevalue("sshd").connect()
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def kit_cache_dir(tmp_path, monkeypatch) -> Path:
+    """A fresh, empty ``KIT_CACHE_DIR`` for one test: nothing parsed by another test is reused."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KIT_CACHE_DIR", str(cache))
+    return cache
+
+
 def stage_readable(*rel_paths: str) -> Path:
     """Copies of checkout paths (relative to ROOT) in a fresh world-readable temporary tree, same
     layout, removed at exit. For tests whose SSH login user (not root) must read project files: the
@@ -71,6 +89,13 @@ SLOW = (
     # multi-rank and module-frame traces, the malformed corpus through every entry point
     "tests/profile/test_compare.py::test_multi_rank", "tests/profile/test_compare.py::test_roofline",
     "tests/profile/test_attribution.py::test_module_plot_and_cli", "tests/test_malformed.py",
+    "tests/profile/test_compare.py::test_identical_runs", "tests/profile/test_compare.py::test_repr_html_json",
+    "tests/profile/test_compare.py::test_cli_compare_json",
+    "tests/profile/test_remote_load.py::test_remote_load_equals",
+    "tests/profile/test_profile.py::test_cli_json_equals", "tests/profile/test_profile.py::test_dlrm_8_ranks",
+    "tests/profile/test_profile.py::test_parallel_and_sequential",
+    "tests/profile/test_profile.py::test_prefetch_in_worker",
+    "tests/source/test_source_defects.py::test_definition_in_a_lone_file",
 )
 
 
