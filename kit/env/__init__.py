@@ -11,6 +11,7 @@ Files:
 
 - ``_fingerprint.py``: fingerprint(host) -> Fingerprint: one probe command, then the parsers
 - ``_parsers.py``: nvidia-smi, topology, os-release, nvcc, NCCL version and environment parsers
+- ``_host/versions_probe.py``: the program fingerprint() runs with the host's Python (package data)
 """
 from __future__ import annotations
 
