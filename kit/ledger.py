@@ -77,7 +77,8 @@ class Hypothesis:
     source: str = ""  # the notebook (or person) that set the verdict
     # where the evidence came from: [{"artefact": path, "kind": one of kit.session.KINDS, "label": ..., "role": ...}]
     provenance: list[dict[str, str]] = field(default_factory=list)
-    caveats: list[str] = field(default_factory=list)  # what weighs on the verdict (model vs measurement, other machine ...)
+    # what weighs on the verdict (model vs measurement, other machine ...)
+    caveats: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -386,7 +387,8 @@ class Ledger:
         try:
             return self._items[id]
         except KeyError:
-            raise LedgerError(f"ledger {self.path}: no hypothesis {id!r} (have {', '.join(self._items) or 'none'})") from None
+            have = ", ".join(self._items) or "none"
+            raise LedgerError(f"ledger {self.path}: no hypothesis {id!r} (have {have})") from None
 
     def get(self, id: str) -> Hypothesis | None:
         return self._items.get(id)
@@ -449,7 +451,8 @@ class Ledger:
         """An HTML table with a coloured verdict badge per row (report index and notebooks)."""
         c = self.counts()
         summary = ", ".join(f"{n} {v}" for v, n in c.items())
-        return f"<div class='kit-ledger-wrap'><p><b>Hypothesis ledger</b> ({summary})</p>{_html_table(list(self._items.values()))}</div>"
+        table = _html_table(list(self._items.values()))
+        return f"<div class='kit-ledger-wrap'><p><b>Hypothesis ledger</b> ({summary})</p>{table}</div>"
 
     def _repr_html_(self) -> str:
         return self.to_html()
@@ -513,7 +516,8 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         _replace_with(path, text)
     except OSError as exc:
-        raise LedgerError(f"ledger {path}: cannot write ({exc.strerror or exc}); the previous file is unchanged") from exc
+        raise LedgerError(f"ledger {path}: cannot write ({exc.strerror or exc}); "
+                          "the previous file is unchanged") from exc
 
 
 def _replace_with(path: Path, text: str) -> None:

@@ -91,7 +91,8 @@ class Fingerprint:
             ("flashinfer", show(self.flashinfer)), ("tensorrt_llm", show(self.tensorrt_llm)),
         ]
         if self.pid is not None or self.nccl_env is not None:
-            env = "—" if self.nccl_env is None else (" ".join(f"{k}={v}" for k, v in self.nccl_env.items()) or "(none set)")
+            env = ("—" if self.nccl_env is None
+                   else (" ".join(f"{k}={v}" for k, v in self.nccl_env.items()) or "(none set)"))
             rows.append((f"NCCL_* of pid {self.pid}", env))
         return rows
 
@@ -152,7 +153,8 @@ else
   echo '@@no_nvidia_smi'
 fi
 echo '@@nvcc'; (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null
-echo '@@nccl_so'; (ldconfig -p 2>/dev/null | grep -o 'libnccl\.so[.0-9]*' ; ls /usr/lib/*/libnccl.so.* /usr/local/cuda/lib64/libnccl.so.* 2>/dev/null) | sort -u | tail -n 3
+echo '@@nccl_so'; (ldconfig -p 2>/dev/null | grep -o 'libnccl\.so[.0-9]*' ;
+  ls /usr/lib/*/libnccl.so.* /usr/local/cuda/lib64/libnccl.so.* 2>/dev/null) | sort -u | tail -n 3
 PID_SECTION
 echo '@@end'
 """
@@ -174,7 +176,8 @@ def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeou
     script = script.replace("FIELDS", ",".join(GPU_FIELDS)).replace("PROBE_S", f"{NVIDIA_SMI_TIMEOUT_S:g}")
     pid_section = ""
     if pid is not None:
-        pid_section = (f"echo '@@environ'; if [ -r /proc/{int(pid)}/environ ]; then tr '\\0' '\\n' < /proc/{int(pid)}/environ; "
+        proc = f"/proc/{int(pid)}"
+        pid_section = (f"echo '@@environ'; if [ -r {proc}/environ ]; then tr '\\0' '\\n' < {proc}/environ; "
                        f"elif [ -e /proc/{int(pid)} ]; then echo '@@environ_denied'; else echo '@@environ_nopid'; fi")
     script = script.replace("PID_SECTION", pid_section)
     res = host.run(script, timeout=timeout)

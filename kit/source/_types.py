@@ -55,7 +55,8 @@ class Slice:
 
     def __repr__(self) -> str:
         note = f", note={self.note!r}" if self.note else ""
-        return f"Slice(host={self.host!r}, path={self.path!r}, start={self.start}, end={self.end}, lines={len(self.lines)}{note})"
+        return (f"Slice(host={self.host!r}, path={self.path!r}, start={self.start}, end={self.end}, "
+                f"lines={len(self.lines)}{note})")
 
     def _repr_html_(self) -> str:
         return _html.code_block(self.path, self.lines, self.start, highlight_lines=self.highlight,
