@@ -186,11 +186,25 @@ class Session:
 
     # -- paths ------------------------------------------------------------------------------
     def path(self, *parts: str | os.PathLike[str]) -> Path:
-        """A path inside the session (``s.path("logs", "x.log")``); absolute parts are kept as given."""
-        return self.root.joinpath(*parts)
+        """A path inside the session (``s.path("logs", "x.log")``). A name that leads outside it
+        (``../``, an absolute path elsewhere) is refused with a SessionError: names come from
+        users and configurations, and nothing the kit writes may land outside the session."""
+        return self._inside(self.root.joinpath(*parts), parts)
 
     def __truediv__(self, other: str | os.PathLike[str]) -> Path:
-        return self.root / other
+        return self._inside(self.root / other, (other,))
+
+    def _inside(self, p: Path, parts: tuple) -> Path:
+        """``p`` if it lies in the session: by its normalised path (a folder symlinked from elsewhere,
+        ``traces -> /data/traces``, stays in), or by the real paths of both (a root given through a
+        symlink); else SessionError."""
+        root = os.path.normpath(os.path.abspath(self.root))
+        full = os.path.normpath(os.path.abspath(p))
+        if _under(full, root) or _under(os.path.realpath(full), os.path.realpath(root)):
+            return p
+        name = "/".join(str(x) for x in parts)
+        raise SessionError(f"{self.root}: {name!r} resolves outside the session ({full}); "
+                           f"session names must stay inside it")
 
     def scenarios(self, pattern: str = "rank*.trace.json.gz") -> dict[str, list[Path]]:
         """Trace files per scenario folder under ``traces/`` (sorted), folders without a match left out."""
@@ -204,7 +218,7 @@ class Session:
 
     def measured(self, scenario: str) -> dict[str, Any] | None:
         """``traces/<scenario>/measured.json`` (the truth recorded outside the profiler), or None."""
-        p = self.root / LAYOUT["traces"] / scenario / "measured.json"
+        p = self.path(LAYOUT["traces"], scenario, "measured.json")
         if not p.is_file():
             return None
         try:
@@ -307,8 +321,10 @@ class Session:
 
     def record(self, path: str | os.PathLike[str], provenance: Provenance) -> None:
         """Say where ``path`` (a file or a folder prefix) came from, in ``provenance.json``."""
+        rel = self._rel(path)
+        self.path(rel)  # a path outside the session has no place in its manifest
         entries = dict(self.manifest())
-        entries[self._rel(path)] = provenance
+        entries[rel] = provenance
         payload = {"format": 1, "artefacts": {k: v.to_dict() for k, v in sorted(entries.items())}}
         write_atomic(self.root / MANIFEST, json.dumps(payload, indent=1, sort_keys=True) + "\n", prefix=".provenance.")
         self._manifest = entries
@@ -414,6 +430,10 @@ class Captures:
     def __repr__(self) -> str:
         n = 0 if self.gpus is None else len(self.gpus)
         return f"Captures({self.folder!r}: {n} GPU(s), {len(self.evidence or [])} file(s))"
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def provenance_of(path: str | os.PathLike[str]) -> Provenance:

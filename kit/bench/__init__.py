@@ -5,20 +5,27 @@ batch 1 and over a small concurrency sweep, with warm-up and repeats; ``BenchRes
 means with 95 % Student-t intervals, ``.plot()`` the figure. Definitions follow vLLM's
 ``vllm bench serve`` (SGLang's ``bench_serving`` uses the same): see ``DEFINITIONS``.
 ``mean_ci`` and ``welch`` are the small-sample statistics experiments use (no scipy needed).
+``kit.bench.load_test`` / ``sweep`` measure serving load as ``vllm bench serve``, SGLang's
+``bench_serving``, aiperf and guidellm do: open-loop request rates (Poisson or constant) or
+concurrency levels, a distinct prompt per request, mean/p50/p90/p99 of TTFT, ITL, TPOT and E2E,
+goodput against SLOs, every request kept; ``LoadResult.plot()`` the throughput-latency curve.
 
 Files:
 
 - ``_client.py``: one streamed request, timed per chunk (stdlib http.client)
 - ``_single.py``: single_stream and BenchResult: repeats, concurrency sweep, table, plot
+- ``_load.py``: load_test, sweep and LoadResult: open/closed-loop levels, percentiles, goodput, prompts
 - ``_stats.py``: mean with a t interval, Welch's t-test, median, percentile
 """
 from __future__ import annotations
 
 from kit.bench._client import RequestTiming, list_models, stream_request
+from kit.bench._load import LoadResult, load_test, make_prompts, sweep
 from kit.bench._single import DEFINITIONS, BenchResult, single_stream
 from kit.bench._stats import mean_ci, welch
 from kit.util import publish
 
-__all__ = ["DEFINITIONS", "BenchResult", "RequestTiming", "list_models", "mean_ci", "single_stream", "stream_request", "welch"]
+__all__ = ["DEFINITIONS", "BenchResult", "LoadResult", "RequestTiming", "list_models", "load_test", "make_prompts",
+           "mean_ci", "single_stream", "stream_request", "sweep", "welch"]
 
 publish(globals(), __all__)

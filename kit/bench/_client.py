@@ -2,15 +2,21 @@
 
 Timing definitions follow vLLM's ``vllm bench serve`` request functions (and SGLang's
 ``bench_serving``, which uses the same ones): the clock starts just before the request is sent;
-**TTFT** is the arrival of the first chunk that carries text; each later text chunk appends the gap
-since the previous one to **ITL**; **latency** is the last text chunk's arrival. The output token
-count is the server's ``usage.completion_tokens`` (asked for with ``stream_options.include_usage``),
-else the number of text chunks.
+**TTFT** is the arrival of the first chunk that carries a generated token of any kind: answer text
+(``text``, ``delta.content``) or reasoning (``delta.reasoning_content``, SGLang and older vLLM;
+``delta.reasoning``, newer vLLM) - a reasoning model's thinking tokens are generated tokens, decoded
+at the same speed; each later token chunk appends the gap since the previous one to **ITL**;
+**latency** (E2E) is the last token chunk's arrival. The output token count is the server's
+``usage.completion_tokens`` (asked for with ``stream_options.include_usage``), else the number of
+token chunks; reasoning and answer tokens are counted apart (``usage.completion_tokens_details.
+reasoning_tokens`` where given, else the reasoning chunks), and ``ttft_answer`` is the first answer
+chunk's arrival (what a user of a reasoning model waits for before reading the answer).
 """
 from __future__ import annotations
 
 import http.client
 import json
+import math
 import socket
 import time
 import urllib.parse
@@ -32,6 +38,15 @@ class RequestTiming:
     chunks: int = 0
     error: str = ""
     start: float = 0.0  # wall-clock epoch seconds at send
+    reasoning_tokens: int = 0
+    answer_tokens: int = 0
+    ttft_answer: float = float("nan")
+    prompt_id: int | None = None  # which prompt of the benchmark's prompt set was sent
+
+    @property
+    def e2e(self) -> float:
+        """End-to-end latency: send to the last token (the same as ``latency``)."""
+        return self.latency
 
     @property
     def tpot(self) -> float:
@@ -91,9 +106,24 @@ def list_models(url: str, timeout: float = 10.0) -> list[str]:
         raise BenchError(f"{url}/v1/models: not an OpenAI model list ({str(data)[:120]})") from None
 
 
-def stream_request(url: str, *, model: str, prompt: str, max_tokens: int, chat: bool = False,
+def _chunk_tokens(obj: dict, chat: bool) -> tuple[str, str]:
+    """(reasoning text, answer text) of one streamed chunk."""
+    reason = answer = ""
+    for ch in obj.get("choices") or []:
+        if chat:
+            d = ch.get("delta") or {}
+            answer += d.get("content") or ""
+            reason += d.get("reasoning_content") or d.get("reasoning") or ""
+        else:
+            answer += ch.get("text") or ""
+    return reason, answer
+
+
+def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool = False,
                    timeout: float = 120.0, extra: dict | None = None) -> RequestTiming:
-    """Send one streaming completion and time its chunks. Failures come back as ``ok=False``."""
+    """Send one streaming completion and time its chunks. Failures come back as ``ok=False``.
+
+    ``prompt``: text, or (completions only) a list of token ids."""
     path = "/v1/chat/completions" if chat else "/v1/completions"
     payload = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
                "ignore_eos": True, "stream_options": {"include_usage": True}}
@@ -108,6 +138,7 @@ def stream_request(url: str, *, model: str, prompt: str, max_tokens: int, chat: 
     t0 = time.perf_counter()
     out = RequestTiming(ok=False, start=wall)
     last = None
+    reason_chunks = answer_chunks = 0
     try:
         conn.request("POST", base + path, body=data, headers={"Content-Type": "application/json",
                                                              "Accept": "text/event-stream"})
@@ -134,22 +165,32 @@ def stream_request(url: str, *, model: str, prompt: str, max_tokens: int, chat: 
                 return out
             if obj.get("usage"):
                 usage = obj["usage"]
-            text = ""
-            for ch in obj.get("choices") or []:
-                text += (ch.get("delta") or {}).get("content") or "" if chat else ch.get("text") or ""
-            if text:
+            reason, answer = _chunk_tokens(obj, chat)
+            if reason or answer:
                 if last is None:
                     out.ttft = now - t0
                 else:
                     out.itl.append(now - last)
                 last = now
                 out.chunks += 1
+                if answer:
+                    answer_chunks += 1
+                    if math.isnan(out.ttft_answer):
+                        out.ttft_answer = now - t0
+                elif reason:
+                    reason_chunks += 1
         if last is None:
-            out.error = "no text chunk received"
+            out.error = "no token chunk received (neither text nor reasoning)"
             return out
         out.latency = last - t0
         out.output_tokens = int(usage.get("completion_tokens", out.chunks)) if usage else out.chunks
         out.prompt_tokens = usage.get("prompt_tokens") if usage else None
+        details = (usage or {}).get("completion_tokens_details") or {}
+        if details.get("reasoning_tokens") is not None:
+            out.reasoning_tokens = int(details["reasoning_tokens"])
+        elif reason_chunks:  # one chunk per token unless the server batches: scale to the usage count
+            out.reasoning_tokens = round(out.output_tokens * reason_chunks / max(1, out.chunks))
+        out.answer_tokens = out.output_tokens - out.reasoning_tokens
         out.ok = True
         return out
     except (OSError, socket.timeout, http.client.HTTPException) as exc:

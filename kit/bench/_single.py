@@ -21,7 +21,7 @@ from kit.bench._stats import mean_ci, median
 from kit.errors import BenchError
 
 DEFINITIONS = ("TTFT, ITL, TPOT as vLLM's `vllm bench serve` (and SGLang's bench_serving) define them: "
-               "TTFT = first text chunk - send; ITL = gaps between text chunks; "
+               "TTFT = first token chunk (answer text or reasoning) - send; ITL = gaps between token chunks; "
                "TPOT = (latency - TTFT) / (output tokens - 1); decode tok/s = 1 / TPOT per request; "
                "output tok/s = output tokens / wall time of all requests at that concurrency")
 METRICS = ("decode_tok_s", "ttft_ms", "itl_ms", "tpot_ms", "output_tok_s")
@@ -39,21 +39,25 @@ def _repeat_row(timings: list[RequestTiming], wall: float) -> dict[str, float]:
             "itl_ms": median([x * 1e3 for x in itls]),
             "tpot_ms": median([t.tpot * 1e3 for t in ok]),
             "output_tok_s": sum(t.output_tokens for t in ok) / wall if wall > 0 else math.nan,
+            "reasoning_tokens": median([t.reasoning_tokens for t in ok]),
+            "answer_tokens": median([t.answer_tokens for t in ok]),
             "ok": len(ok), "failed": len(timings) - len(ok)}
 
 
-def _run_level(url: str, model: str, conc: int, n: int, prompt: str, max_tokens: int, chat: bool,
+def _run_level(url: str, model: str, conc: int, n: int, prompts, max_tokens: int, chat: bool,
                timeout: float) -> tuple[list[RequestTiming], float]:
+    """``n`` requests by ``conc`` workers; ``prompts``: one prompt, or a list taken in order."""
     results: list[RequestTiming] = []
     lock = threading.Lock()
-    todo = list(range(n))
+    todo = list(range(n))[::-1]
 
     def worker():
         while True:
             with lock:
                 if not todo:
                     return
-                todo.pop()
+                i = todo.pop()
+            prompt = prompts[i] if isinstance(prompts, list) else prompts
             r = stream_request(url, model=model, prompt=prompt, max_tokens=max_tokens, chat=chat, timeout=timeout)
             with lock:
                 results.append(r)
@@ -63,7 +67,7 @@ def _run_level(url: str, model: str, conc: int, n: int, prompt: str, max_tokens:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout + 5)
+        t.join(timeout * n + 5)
     return results, time.perf_counter() - t0
 
 
@@ -94,6 +98,8 @@ class BenchResult:
             row: dict[str, Any] = {"concurrency": c, "repeats": len(reps),
                                    "requests_ok": sum(r["ok"] for r in reps),
                                    "requests_failed": sum(r["failed"] for r in reps)}
+            for k in ("reasoning_tokens", "answer_tokens"):
+                row[k] = median([r.get(k, math.nan) for r in reps])
             for m in METRICS:
                 mean, lo, hi = mean_ci([r[m] for r in reps])
                 row[m], row[f"{m}_lo"], row[f"{m}_hi"] = mean, lo, hi
@@ -157,13 +163,18 @@ class BenchResult:
         return f"BenchResult({self.url!r}, model={self.data.get('model')!r}; " + "; ".join(parts) + ")"
 
     def _repr_html_(self) -> str:
+        rows = self.summary()
+        reasoning = any((r.get("reasoning_tokens") or 0) > 0 for r in rows)
         head = "".join(f"<th>{h}</th>" for h in ("concurrency", "decode tok/s (95% CI)", "TTFT ms",
-                                                   "ITL ms", "output tok/s", "requests ok/failed"))
+                                                   "ITL ms", "output tok/s", "requests ok/failed")
+                       + (("reasoning / answer tokens",) if reasoning else ()))
         body = ""
-        for r in self.summary():
+        for r in rows:
             body += (f"<tr><td>{r['concurrency']}</td><td>{_ci(r, 'decode_tok_s', 1)}</td>"
                      f"<td>{_ci(r, 'ttft_ms', 1)}</td><td>{_ci(r, 'itl_ms', 2)}</td>"
-                     f"<td>{_ci(r, 'output_tok_s', 1)}</td><td>{r['requests_ok']}/{r['requests_failed']}</td></tr>")
+                     f"<td>{_ci(r, 'output_tok_s', 1)}</td><td>{r['requests_ok']}/{r['requests_failed']}</td>"
+                     + (f"<td>{r['reasoning_tokens']:.0f} / {r['answer_tokens']:.0f}</td>" if reasoning else "")
+                     + "</tr>")
         return (f"<div><b>single_stream</b> <code>{html.escape(self.url)}</code> model "
                 f"<code>{html.escape(str(self.data.get('model')))}</code><table><tr>{head}</tr>{body}</table>"
                 f"<small>{html.escape(DEFINITIONS)}</small></div>")
@@ -185,12 +196,16 @@ def _json_default(o):
 def single_stream(url: str, *, model: str | None = None, chat: bool = False, prompt_tokens: int = 32,
                   max_tokens: int = 64, requests: int = 8, warmup: int = 2, repeats: int = 3,
                   concurrency: Sequence[int] = (1, 2, 4), timeout: float = 120.0,
-                  save: str | Path | None = None) -> BenchResult:
+                  save: str | Path | None = None, prompts="random", seed: int = 0) -> BenchResult:
     """Measure TTFT, ITL and decode tok/s of a live OpenAI-compatible server at ``url``.
 
     ``chat`` selects ``/v1/chat/completions`` instead of ``/v1/completions``. ``prompt_tokens``
     words are sent as the prompt (the server's tokeniser decides the real count, recorded from
     ``usage``); ``max_tokens`` are generated with ``ignore_eos``. Batch 1 is ``concurrency`` 1.
+    ``prompts``: ``"random"`` (default: every request its own prompt, so a prefix cache cannot
+    flatter TTFT; the same set for the same ``seed``, so variants see the same prompts),
+    ``"same"`` (one prompt for all, the old behaviour), or any source of
+    :func:`kit.bench.make_prompts` (``"random-ids"``, a dataset file, a list).
     Raises BenchError naming the URL if the server does not answer or every request fails.
     """
     if model is None:
@@ -199,17 +214,24 @@ def single_stream(url: str, *, model: str | None = None, chat: bool = False, pro
             model = models["data"][0]["id"]
         except (KeyError, IndexError, TypeError):
             raise BenchError(f"{url}/v1/models: no model listed ({str(models)[:120]})") from None
-    prompt = _prompt(prompt_tokens)
+    from kit.bench._load import make_prompts
+
     levels = [int(c) for c in concurrency]
-    for _ in range(max(0, warmup)):
-        stream_request(url, model=model, prompt=prompt, max_tokens=max_tokens, chat=chat, timeout=timeout)
+    total = max(0, warmup) + len(levels) * repeats * requests
+    pool = ([_prompt(prompt_tokens)] * total if prompts == "same" else
+            make_prompts(total, source=prompts, prompt_tokens=prompt_tokens, seed=seed))
+    for p in pool[:max(0, warmup)]:
+        stream_request(url, model=model, prompt=p, max_tokens=max_tokens, chat=chat, timeout=timeout)
+    nxt = max(0, warmup)
     data: dict[str, Any] = {"url": url, "model": model, "endpoint": "chat" if chat else "completions",
-                            "prompt_words": prompt_tokens, "max_tokens": max_tokens, "requests_per_repeat": requests,
+                            "prompt_words": prompt_tokens, "prompts": prompts if isinstance(prompts, str) else "list",
+                            "max_tokens": max_tokens, "requests_per_repeat": requests,
                             "warmup": warmup, "definitions": DEFINITIONS, "started": time.time(),
                             "repeats": [], "requests": []}
     for c in levels:
         for rep in range(repeats):
-            timings, wall = _run_level(url, model, c, requests, prompt, max_tokens, chat, timeout)
+            timings, wall = _run_level(url, model, c, requests, pool[nxt:nxt + requests], max_tokens, chat, timeout)
+            nxt += requests
             row = _repeat_row(timings, wall)
             row.update(concurrency=c, repeat=rep, wall_s=wall)
             data["repeats"].append(row)

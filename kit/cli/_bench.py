@@ -25,6 +25,10 @@ def _bench(args) -> int:
     from kit.util import frame_records
 
     df = logs.parse_bench(args.file)
+    for w in df.attrs.get("warnings", []):  # what was dropped on the way; the engine guess is said per row below
+        if "inferred from the line format" in w:
+            continue
+        print(f"kit: warning: {args.file}: {w}", file=sys.stderr)
     stated = df["backend"].notna() if "backend" in df.columns else df["engine"].isna()
     df["engine_inferred"] = df["engine"].notna() & ~stated & df["tool"].isin(("sglang.bench_serving",
                                                                              "vllm bench serve", "bench serve"))

@@ -1,7 +1,7 @@
 """``kit profile summary`` (registered by ``kit.cli``).
 
     kit profile summary TRACE... [--json] [--phase decode|prefill|all] [--rules FILE] [--top N] [--no-cache]
-                                 [--by category|module|layer]
+                                 [--by category|module|layer] [--check-attribution]
 
     kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
                         [--step-ms A_MS B_MS] [--no-cache]
@@ -15,7 +15,11 @@ noise and lists kernel families found in one run only; ``--json`` prints ``Compa
 the ``idle`` row has ``share_of_kernel: null``), then ``decided_by`` (kernel time per kind of
 evidence that decided the categories), ``categories_unavailable`` and ``collectives`` where they
 apply; ``--by module`` / ``--by layer`` print (or add as ``modules`` / ``layers`` in JSON) the
-kernel time per module class / per layer index of traces recorded with module frames.
+kernel time per module class / per layer index (with each layer's kind: attention, ssm, moe, mlp) of
+traces recorded with module frames. ``--check-attribution`` attributes the traces again from their CPU
+ops alone (module and function frames left out) and prints how much kernel time gets the same
+category and each category's share both ways (JSON: ``check_attribution`` with ``agreement``,
+``categories`` [{"category", "with_frames", "without_frames", "difference"}], ``moves``, ``warnings``).
 """
 from __future__ import annotations
 
@@ -37,6 +41,9 @@ def register(subparsers) -> None:
     s.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
     s.add_argument("--by", choices=("category", "module", "layer"), default="category",
                    help="module: kernel time per module class; layer: per layer index (traces with module frames)")
+    s.add_argument("--check-attribution", action="store_true",
+                   help="also attribute without the Python frames and report how much kernel time agrees "
+                        "(traces recorded with with_stack=True)")
     s.set_defaults(func=_summary)
     c = psub.add_parser("compare", help="where the step-time difference of two runs goes (A... -- B...)")
     c.add_argument("traces", nargs=argparse.REMAINDER, metavar="A... -- B...",
@@ -66,8 +73,13 @@ def _summary(args) -> int:
             ex.shutdown(wait=True, cancel_futures=True)
     s = p.summary(args.phase, top=args.top)
     by = getattr(args, "by", "category")
+    check = None
+    if getattr(args, "check_attribution", False):
+        check = profile.check_attribution(args.traces, rules=args.rules, phase=args.phase, cache=not args.no_cache)
     if args.json:
         d = s.to_dict()
+        if check is not None:
+            d["check_attribution"] = check.to_dict()
         if by != "category":
             t = s.modules if by == "module" else s.layers
             d["modules" if by == "module" else "layers"] = [
@@ -76,12 +88,17 @@ def _summary(args) -> int:
         sys.stdout.write("\n")
         return 0
     if by != "category":
-        return _print_modules(s, by)
+        rc = _print_modules(s, by)
+        if check is not None:
+            print(repr(check))
+        return rc
     print(repr(s))
     if len(s.top):
         print("top kernels:")
         for r in s.top.itertuples():
             print(f"  {r.category:<18} {r.time_us:>12,.1f} us x{r.calls:<6} {r.name[:100]}")
+    if check is not None:
+        print(repr(check))
     return 0
 
 
@@ -152,10 +169,10 @@ def _print_modules(s, by: str) -> int:
     if s.categories_unavailable:
         print(f"module times unavailable: {s.categories_unavailable}")
     key = ["block", "module"] if by == "module" else ["layer", "block"]
-    print(f"{'module' if by == 'module' else 'layer  module':<56}{'time_us':>14}{'%kernel':>9}{'calls':>8}")
+    print(f"{'module' if by == 'module' else 'layer  kind            module':<56}{'time_us':>14}{'%kernel':>9}{'calls':>8}")
     for r in t.itertuples():
         a, b = (getattr(r, key[0]), getattr(r, key[1]))
-        label = (a if a == b else f"{a} > {b}") if by == "module" else f"{a:<6} {b}"
+        label = (a if a == b else f"{a} > {b}") if by == "module" else f"{a:<6} {getattr(r, 'kind', ''):<15} {b}"
         tu = "n/a" if r.time_us != r.time_us else f"{r.time_us:,.1f}"
         sh = "" if r.share_of_kernel != r.share_of_kernel else f"{100 * r.share_of_kernel:.1f}%"
         print(f"{str(label)[:55]:<56}{tu:>14}{sh:>9}{r.calls:>8}")

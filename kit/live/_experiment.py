@@ -6,30 +6,45 @@ runs the baseline and every other value of one factor with the rest at baseline;
 runs every combination. A value of None (or False for a flag) means "not set"; True means a bare
 flag (``--disable-cuda-graph``).
 
-Everything lands in the session under ``experiments/<name>/``: ``plan.json`` (the variants),
-one folder per variant with ``variant.json`` (exact command and environment), ``server.log``,
-``bench.json`` (every request), ``traces/`` (with ``profile=True``) and ``result.json``, written
-last and atomically. A variant whose ``result.json`` exists with the same command and environment
-is not run again, so an interrupted experiment resumes where it stopped.
+Each repeat is one **run**: the engine started fresh, one batch-1 ``single_stream`` repeat, the
+engine stopped. Runs are **interleaved** across variants, round by round in alternating direction
+(A B C, C B A, ...; :func:`run_order`), so drift of the machine does not masquerade as a speed-up;
+the order is in ``plan.json``.
 
-Statistics: each repeat is one batch-1 ``single_stream`` repeat (median decode tok/s of its
-requests); a variant's tok/s is the mean of its repeats with a 95 % Student-t interval; it differs
-**significantly** from the baseline when Welch's t-test gives p < ``alpha`` *and* the speed-up is at
-least ``min_effect`` away from 1 (a difference too small to matter is not reported as a finding).
+Everything lands in the session under ``experiments/<name>/``: ``plan.json`` (the variants, the run
+order, the driver, leftovers stopped), one folder per variant with ``variant.json`` (exact command
+and environment), ``result.json`` (its runs so far) and one ``rep<N>/`` per run: ``server.log``
+(the engine's log byte for byte), ``engine.json`` (pid, process group, session, tag, port owner),
+``bench.json`` (every request) and ``run.json``, written last and atomically; ``traces/`` with
+``profile=True``. A run whose ``run.json`` exists with the same command and environment is not run
+again, so an interrupted experiment resumes where it stopped; engines of the same experiment that a
+killed driver left running are found by their ``KIT_ENGINE_GROUP`` and stopped first.
+
+Statistics: a run's figure is the median decode tok/s of its requests; a variant's tok/s is the mean
+of its runs with a 95 % Student-t interval (``plan.json`` ``statistics.covers`` says what it covers);
+it differs **significantly** from the baseline when Welch's t-test gives p < ``alpha`` *and* the
+speed-up is at least ``min_effect`` away from 1 (a difference too small to matter is not reported as
+a finding). ``speedup_lo``/``speedup_hi``: the interval of the per-round ratios to the baseline.
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import itertools
 import json
 import math
+import os
+import platform
 import re
+import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from kit.bench import BenchResult, mean_ci, single_stream, welch
 from kit.errors import ExperimentError, KitError
+from kit.live import _engine
 from kit.live._server import Server, _open_session
 from kit.util import quote as _q
 from kit.util import write_atomic
@@ -53,9 +68,25 @@ def _setting_text(kind: str, key: str, value) -> str:
     return f"{key} {value}"
 
 
+def _as_dict(value, what: str) -> dict | None:
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ExperimentError(f"experiment: {what} is neither a dict nor JSON text ({exc}): {value[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise ExperimentError(f"experiment: {what} must map names to lists of values, not {type(value).__name__}")
+    return value
+
+
 def plan(base_cmd: str, matrix: dict | None = None, flags: dict | None = None, *, mode: str = "ofat",
          env: dict | None = None) -> list[dict]:
-    """The variants an experiment runs: label, slug, command, environment, settings (no side effects)."""
+    """The variants an experiment runs: label, slug, command, environment, settings (no side effects).
+
+    ``matrix`` and ``flags`` may also be given as JSON text (as a papermill ``-p`` parameter arrives)."""
+    matrix, flags = _as_dict(matrix, "matrix"), _as_dict(flags, "flags")
     factors = [("env", k, list(v)) for k, v in (matrix or {}).items()] + \
               [("flag", k, list(v)) for k, v in (flags or {}).items()]
     for kind, key, values in factors:
@@ -95,6 +126,9 @@ def plan(base_cmd: str, matrix: dict | None = None, flags: dict | None = None, *
         out.append({"index": i, "label": label, "slug": slug, "cmd": cmd, "env": e, "settings": settings,
                     "baseline": not changed})
     return out
+
+
+_USABLE = ("ok", "partial")
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -137,18 +171,23 @@ class Experiment:
         """One dict per variant: tok/s (mean, 95 % CI), TTFT, ITL, speed-up, p-value, significant."""
         results = [self.result(v) for v in self.variants]
         base = next((r for v, r in zip(self.variants, results) if v["baseline"]), None)
-        base_vals = [x["decode_tok_s"] for x in base["repeats"]] if base and base.get("status") == "ok" else []
+        base_vals = [x["decode_tok_s"] for x in base["repeats"]] if base and base.get("status") in _USABLE else []
+        base_by_rep = {x.get("repeat"): x["decode_tok_s"] for x in base["repeats"]} if base_vals else {}
         base_mean = mean_ci(base_vals)[0] if base_vals else math.nan
         rows = []
         for v, r in zip(self.variants, results):
             row = {"variant": v["label"], "slug": v["slug"], "status": r["status"] if r else "not run"}
-            vals = [x["decode_tok_s"] for x in r["repeats"]] if r and r.get("status") == "ok" else []
+            vals = [x["decode_tok_s"] for x in r["repeats"]] if r and r.get("status") in _USABLE else []
             m, lo, hi = mean_ci(vals)
             row.update(tok_s=m, tok_s_lo=lo, tok_s_hi=hi, n=len(vals),
                        ttft_ms=mean_ci([x["ttft_ms"] for x in r["repeats"]])[0] if vals else math.nan,
                        itl_ms=mean_ci([x["itl_ms"] for x in r["repeats"]])[0] if vals else math.nan,
                        ready_s=(r or {}).get("server", {}).get("ready_s"))
             row["speedup"] = m / base_mean if vals and base_mean and not math.isnan(base_mean) else math.nan
+            # paired by round (interleaved runs): the ratio to the baseline of the same round, with its CI
+            pairs = [x["decode_tok_s"] / base_by_rep[x.get("repeat")] for x in (r or {}).get("repeats", [])
+                     if vals and x.get("repeat") is not None and base_by_rep.get(x.get("repeat"))]
+            _, row["speedup_lo"], row["speedup_hi"] = mean_ci(pairs) if len(pairs) > 1 else (0, math.nan, math.nan)
             if v["baseline"] or not vals or not base_vals:
                 row["p_value"], row["significant"] = math.nan, False
             else:
@@ -233,92 +272,222 @@ class Experiment:
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{h}</th>" for h in ("variant", "status", "decode tok/s (95% CI)", "TTFT ms", "ITL ms",
-                                                   "speed-up", "p", "significant"))
+                                                   "speed-up (95% CI by round)", "p", "significant"))
         body = ""
         for r in self.rows():
             ci = (f"{r['tok_s']:.1f} [{r['tok_s_lo']:.1f}, {r['tok_s_hi']:.1f}]" if r["n"] > 1 else
                   f"{r['tok_s']:.1f}" if r["n"] else "")
             body += (f"<tr><td>{html.escape(r['variant'])}</td><td>{html.escape(r['status'])}</td><td>{ci}</td>"
-                     f"<td>{r['ttft_ms']:.1f}</td><td>{r['itl_ms']:.2f}</td><td>{r['speedup']:.3f}</td>"
+                     f"<td>{r['ttft_ms']:.1f}</td><td>{r['itl_ms']:.2f}</td><td>{r['speedup']:.3f}"
+                     + (f" [{r['speedup_lo']:.3f}, {r['speedup_hi']:.3f}]" if not math.isnan(r.get("speedup_lo", math.nan))
+                        else "") + "</td>"
                      f"<td>{_p(r['p_value'])}</td>"
                      f"<td>{'yes' if r['significant'] else ''}</td></tr>")
-        return f"<div><b>experiment</b> <code>{html.escape(self.name)}</code><table><tr>{head}</tr>{body}</table></div>"
+        covers = (self.meta.get("statistics") or {}).get("covers", "")
+        return (f"<div><b>experiment</b> <code>{html.escape(self.name)}</code><table><tr>{head}</tr>{body}</table>"
+                + (f"<small>95 % intervals: {html.escape(covers)}</small>" if covers else "") + "</div>")
 
 
 def _p(p: float) -> str:
     return "" if math.isnan(p) else f"{p:.3g}"
 
 
+def _group_id(sess, name: str) -> str:
+    """The experiment's identity on the host (``KIT_ENGINE_GROUP``): the same on every re-run of
+    this experiment in this session, so a re-run finds the engines an earlier, killed driver left."""
+    key = f"{sess.root.resolve()}::{name}"
+    return f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)[:40]}-{hashlib.sha1(key.encode()).hexdigest()[:12]}"
+
+
+def _driver_alive(rec: dict) -> bool:
+    drv = rec.get("driver") or {}
+    if drv.get("host") != socket.gethostname() or not drv.get("pid") or drv["pid"] == os.getpid():
+        return False
+    try:
+        os.kill(int(drv["pid"]), 0)
+    except (OSError, ValueError):
+        return False
+    try:  # a reused pid is not a driver: it must still be a Python
+        return "python" in Path(f"/proc/{int(drv['pid'])}/cmdline").read_bytes().decode(errors="replace").lower()
+    except OSError:
+        return True
+
+
+def _clean_leftovers(h, group: str, d: Path) -> list[dict]:
+    """Engines of this experiment still running on the host (a driver killed by ``kill -9``, a closed
+    laptop): stop them, or raise naming them when their driver is still alive on this machine."""
+    pids = _engine.tagged_pids(h, _engine.GROUP_VAR, group)
+    if not pids:
+        return []
+    recs = []
+    for f in sorted(d.glob("*/*/engine.json")):
+        try:
+            rec = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if rec.get("group") == group and not rec.get("stopped"):
+            recs.append(dict(rec, file=str(f.relative_to(d))))
+    busy = [r for r in recs if _driver_alive(r)]
+    if busy:
+        raise ExperimentError(
+            f"experiment {d.name}: engines {pids} on {h.name} belong to a run still in progress (driver pid "
+            f"{busy[0]['driver']['pid']}, {busy[0]['file']}); stop that run first, or wait for it")
+    found, how = _engine.kill_tagged(h, _engine.GROUP_VAR, group, grace=10)
+    return [{"pids": found, "stopped": how, "records": [r["file"] for r in recs],
+             "at": time.strftime("%Y-%m-%d %H:%M:%S")}]
+
+
+def run_order(variants: list[dict], repeats: int, interleave: bool = True) -> list[tuple[int, int]]:
+    """(variant index, repeat) in the order they run. Interleaved: round r runs every variant, in
+    plan order on even rounds and reversed on odd ones (A B C, C B A, ...), so a slow drift of the
+    machine falls on every variant alike instead of on whichever ran last; blocks: A A A B B B."""
+    n = len(variants)
+    if not interleave:
+        return [(i, r) for i in range(n) for r in range(repeats)]
+    return [(i, r) for r in range(repeats) for i in (range(n) if r % 2 == 0 else range(n - 1, -1, -1))]
+
+
+def _aggregate(v: dict, runs: list[dict | None], h_name: str) -> dict:
+    done = [r for r in runs if r is not None]
+    ok = [r for r in done if r["status"] == "ok"]
+    failed = [r for r in done if r["status"] != "ok"]
+    status = ("not run" if not done else "failed" if not ok else "ok" if len(done) == len(runs) else "partial")
+    out: dict[str, Any] = {"label": v["label"], "cmd": v["cmd"], "env": v["env"], "host": h_name, "status": status,
+                           "repeats": [dict(r["bench"], repeat=r["repeat"], order=r["order"], engine_pid=r["engine"]["pid"],
+                                            port_owner=r["engine"]["port_owner"]) for r in ok],
+                           "failed_runs": len(failed),
+                           "runs": [{"repeat": r["repeat"], "order": r["order"], "status": r["status"],
+                                     "dir": r["dir"]} for r in done],
+                           "started": min((r["started"] for r in done), default=None),
+                           "finished": max((r["finished"] for r in done), default=None)}
+    if failed:
+        out["error"] = failed[-1].get("error", "")
+        out["log_tail"] = failed[-1].get("log_tail", "")
+    if done:
+        out["server"] = done[-1]["server"]
+    return out
+
+
 def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None = None, host="local",
                mode: str = "ofat", repeats: int = 3, profile: bool = False, profile_steps: int = 20,
-               session=None, name: str = "experiment", env: dict | None = None, port: int | None = None,
+               session=None, name: str = "experiment", env: dict | None = None, port: int | str | None = None,
                engine: str | None = None, bench: dict | None = None, ready_timeout: float = 900.0,
                progress: bool = True, alpha: float = 0.05, min_effect: float = 0.02, url: str | None = None,
                cwd: str | None = None, workdir: str = "/tmp/kit-live",
-               on_variant: Callable[[dict, dict], None] | None = None) -> Experiment:
+               on_variant: Callable[[dict, dict], None] | None = None, interleave: bool = True) -> Experiment:
     """Run every variant of ``base_cmd`` (see the module doc) and return the :class:`Experiment`.
 
-    Per variant: start the server (:func:`kit.live.server`), ``repeats`` batch-1 repeats of
-    ``kit.bench.single_stream`` (options in ``bench``), a profile of ``profile_steps`` steps if
-    ``profile``, stop. A variant that fails to start or to bench is stored as failed with its
-    error and log tail; the others still run. ``on_variant(variant, result)`` is called after each
-    stored variant (e.g. to report progress). Finished variants are skipped on a re-run.
+    Each repeat of each variant is one run on a freshly started engine (:func:`kit.live.server`):
+    start, one batch-1 ``kit.bench.single_stream`` repeat (options in ``bench``), a profile of
+    ``profile_steps`` steps if ``profile`` (first repeat), stop. With ``interleave`` (default) the
+    runs go round by round, alternating direction (:func:`run_order`), and the order is recorded.
+    A run that fails to start or to bench is stored as failed with its error and log tail; the
+    others still run. ``on_variant(variant, result)`` is called after each stored run with the
+    variant's results so far. Finished runs are skipped on a re-run; engines of this experiment
+    that an earlier driver left running are stopped first (``plan.json`` ``leftovers``).
+    ``port``: a number, None (the command's or the engine's default) or ``"free"`` (a free port
+    for each engine).
     """
     from kit.remote import Host, connect
     from kit.session import Provenance
 
     sess = _open_session(session)
+    matrix, flags, bench = _as_dict(matrix, "matrix"), _as_dict(flags, "flags"), _as_dict(bench, "bench")
     variants = plan(base_cmd, matrix, flags, mode=mode, env=env)
     h = host if isinstance(host, Host) else connect(host)
     d = sess.path("experiments", name)
     d.mkdir(parents=True, exist_ok=True)
+    group = _group_id(sess, name)
+    order = run_order(variants, repeats, interleave)
+    covers = ("each repeat is a fresh engine start; " + (
+        "repeats interleaved across variants (rounds alternate direction), so the 95 % interval covers "
+        "engine restarts, run-to-run noise and slow drift of the machine during the experiment"
+        if interleave else "repeats of a variant run back to back, so the 95 % interval covers engine "
+        "restarts and run-to-run noise but not drift between variants (a drift shows as a difference)")
+        + "; not other machines, days or software versions")
     meta = {"name": name, "base_cmd": base_cmd, "matrix": matrix or {}, "flags": flags or {}, "mode": mode,
             "repeats": repeats, "host": h.name, "bench": bench or {}, "profile": profile, "variants": variants,
+            "interleave": interleave, "group": group,
+            "order": [{"variant": variants[i]["slug"], "repeat": r} for i, r in order],
+            "driver": {"host": socket.gethostname(), "pid": os.getpid(),
+                       "python": sys.version.split()[0], "platform": platform.platform()},
             "statistics": {"alpha": alpha, "min_effect": min_effect, "test": "Welch t-test on per-repeat "
-                           "median decode tok/s; CI: Student t 95 %"}}
+                           "median decode tok/s; CI: Student t 95 %", "covers": covers}}
     old = d / "plan.json"
+    leftovers: list = []
     if old.is_file():
         prev = json.loads(old.read_text(encoding="utf-8"))
         if [v["cmd"] for v in prev.get("variants", [])] != [v["cmd"] for v in variants] or \
                 [v["env"] for v in prev.get("variants", [])] != [v["env"] for v in variants]:
             raise ExperimentError(f"{old}: a different experiment is stored under the name {name!r}; "
                                   f"choose another name or remove that folder")
+        leftovers = list(prev.get("leftovers", []))
+    leftovers += _clean_leftovers(h, group, d)
+    meta["leftovers"] = leftovers
     _write_json(old, meta)
     sess.record(f"experiments/{name}", Provenance.measured(
-        host=h.name, how=f"kit.experiment ({mode}, {repeats} repeats): {base_cmd}",
-        note="per-variant command and environment in variant.json"))
+        host=h.name, how=f"kit.experiment ({mode}, {repeats} repeats{', interleaved' if interleave else ''}): "
+                         f"{base_cmd}", note="per-variant command and environment in variant.json"))
     bench_kw = {"requests": 6, "warmup": 2, "max_tokens": 64, "prompt_tokens": 32}
     bench_kw.update(bench or {})
     bench_kw["concurrency"] = (1,)
-    bench_kw["repeats"] = repeats
+    bench_kw["repeats"] = 1
     exp = Experiment(sess, name, alpha=alpha, min_effect=min_effect)
-    for v in variants:
+    runs: dict[int, list[dict | None]] = {i: [None] * repeats for i in range(len(variants))}
+    for i, v in enumerate(variants):
         vdir = d / v["slug"]
-        done = exp.result(v)
-        if done is not None and done.get("cmd") == v["cmd"] and done.get("env") == v["env"]:
-            continue
         vdir.mkdir(parents=True, exist_ok=True)
         _write_json(vdir / "variant.json", {k: v[k] for k in ("label", "cmd", "env", "settings")})
-        result: dict[str, Any] = {"label": v["label"], "cmd": v["cmd"], "env": v["env"], "host": h.name,
-                                  "started": time.strftime("%Y-%m-%d %H:%M:%S"), "status": "failed", "repeats": []}
-        srv = Server(h, v["cmd"], env=v["env"], port=port, engine=engine, session=sess,
-                     name=f"{name}-{v['slug']}", ready_timeout=ready_timeout, progress=progress, url=url,
-                     cwd=cwd, workdir=workdir, log=vdir / "server.log")
-        try:
-            with srv:
-                res: BenchResult = single_stream(srv.url, save=vdir / "bench.json", **bench_kw)
-                result["repeats"] = [{k: r[k] for k in ("decode_tok_s", "ttft_ms", "itl_ms", "tpot_ms", "output_tok_s",
-                                                        "ok", "failed")} for r in res.repeats]
-                if profile:
-                    srv.profile(steps=profile_steps, name=f"{name}-{v['slug']}", parse=False,
-                                into=vdir / "traces")
-                result["status"] = "ok"
-        except KitError as exc:
-            result["error"] = str(exc)
-            result["log_tail"] = getattr(exc, "tail", "") or srv.tail(15) if srv.job else ""
-        result["server"] = srv.describe()
-        result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-        _write_json(vdir / "result.json", result)
+        for r in range(repeats):
+            f = vdir / f"rep{r}" / "run.json"
+            if f.is_file():
+                try:
+                    rec = json.loads(f.read_text(encoding="utf-8"))
+                except (OSError, ValueError):
+                    continue
+                if rec.get("cmd") == v["cmd"] and rec.get("env") == v["env"]:
+                    runs[i][r] = rec
+    for k, (i, r) in enumerate(order):
+        v = variants[i]
+        if runs[i][r] is not None:
+            continue
+        runs[i][r] = _one_run(h, sess, d, v, r, k, name=name, group=group, port=port, engine=engine,
+                              ready_timeout=ready_timeout, progress=progress, url=url, cwd=cwd, workdir=workdir,
+                              bench_kw=bench_kw, profile=profile and r == 0, profile_steps=profile_steps)
+        result = _aggregate(v, runs[i], h.name)
+        _write_json(d / v["slug"] / "result.json", result)
         if on_variant is not None:
-            on_variant(v, result)
+            on_variant(v, dict(result, repeat=r))
     return exp
+
+
+def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, engine, ready_timeout, progress,
+             url, cwd, workdir, bench_kw, profile, profile_steps) -> dict:
+    """One engine start, one bench repeat (and a profile), stop; ``rep<r>/run.json`` written last."""
+    rdir = d / v["slug"] / f"rep{r}"
+    rdir.mkdir(parents=True, exist_ok=True)
+    run: dict[str, Any] = {"label": v["label"], "cmd": v["cmd"], "env": v["env"], "host": h.name, "repeat": r,
+                           "order": k, "dir": f"{v['slug']}/rep{r}", "status": "failed",
+                           "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    srv = Server(h, v["cmd"], env=v["env"], port=port, engine=engine, session=sess,
+                 name=f"{name}-{v['slug']}-r{r}", ready_timeout=ready_timeout, progress=progress, url=url,
+                 cwd=cwd, workdir=workdir, log=rdir / "server.log", record=rdir / "engine.json", group=group)
+    try:
+        with srv:
+            res: BenchResult = single_stream(srv.url, save=rdir / "bench.json", **bench_kw)
+            rep = res.repeats[0]
+            run["bench"] = {k2: rep.get(k2) for k2 in ("decode_tok_s", "ttft_ms", "itl_ms", "tpot_ms", "output_tok_s",
+                                                       "reasoning_tokens", "answer_tokens", "ok", "failed")}
+            if profile:
+                srv.profile(steps=profile_steps, name=f"{name}-{v['slug']}", parse=False, into=d / v["slug"] / "traces")
+            run["status"] = "ok"
+    except KitError as exc:
+        run["error"] = str(exc)
+        run["log_tail"] = (getattr(exc, "tail", "") or (srv.tail(15) if srv.job else "")) if srv.job else \
+            getattr(exc, "tail", "")
+    run["server"] = srv.describe()
+    run["engine"] = {"pid": srv.job.pid if srv.job else None, "tag": srv.tag, "port": srv.port,
+                     "port_owner": srv.owner, "stopped": srv.stopped}
+    run["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    _write_json(rdir / "run.json", run)
+    return run

@@ -27,18 +27,23 @@ Profiler endpoints, as read from the engines' source:
 from __future__ import annotations
 
 import atexit
+import base64
+import binascii
 import datetime as _dt
 import json
+import os
 import re
+import socket
 import threading
 import time
-import weakref
+import uuid
 from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
 from kit.errors import CommandTimeout, RemoteError, ServerError
-from kit.util import clip
+from kit.live import _engine
+from kit.util import clip, write_atomic
 from kit.util import quote as _q
 
 # (phase, regex that starts it), in load order; "ready" is also reached by the health check.
@@ -57,7 +62,9 @@ PHASES: dict[str, list[tuple[str, str]]] = {
 PHASES[""] = PHASES["sglang"]  # engines that log neither: SGLang's words are the most common
 DEFAULT_PORT = {"sglang": 30000, "vllm": 8000, "": 30000}
 _PCT = re.compile(r"(\d{1,3})%")
-_LIVE: "weakref.WeakSet[Server]" = weakref.WeakSet()
+# Every started, not yet stopped Server, held strongly: one the caller did not keep in a variable is
+# still stopped at exit (atexit), on SIGTERM/SIGHUP (kit.live._engine.guard_signals) and on Ctrl-C.
+_LIVE: dict[int, "Server"] = {}
 _ALIVE = "{{ if command -v ps >/dev/null 2>&1; then ps -o stat= -s {pid} | grep -qv '^Z'; else kill -0 -- -{pid} 2>/dev/null; fi; }}"
 
 
@@ -72,12 +79,17 @@ except OSError as x:
 """
 
 
-def _stop_all() -> None:  # atexit: never leave an engine behind
-    for s in list(_LIVE):
+def _stop_all() -> None:  # atexit and SIGTERM: never leave an engine behind
+    for s in list(_LIVE.values()):
         try:
             s.stop(grace=5)
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
+
+
+def live_servers() -> list["Server"]:
+    """The servers this Python started and has not stopped yet."""
+    return list(_LIVE.values())
 
 
 atexit.register(_stop_all)
@@ -125,7 +137,8 @@ class Server:
     def __init__(self, host, cmd: str, *, env: dict | None = None, port: int | None = None, engine: str | None = None,
                  session=None, name: str | None = None, url: str | None = None, workdir: str = "/tmp/kit-live",
                  cwd: str | None = None, ready_timeout: float = 900.0, poll: float = 0.25,
-                 progress: bool = True, grace: float = 15.0, log: str | Path | None = None) -> None:
+                 progress: bool = True, grace: float = 15.0, log: str | Path | None = None,
+                 group: str | None = None, record: str | Path | None = None, check_port: bool = True) -> None:
         from kit.remote import Host, connect
 
         self.host = host if isinstance(host, Host) else connect(host)
@@ -133,12 +146,21 @@ class Server:
         if self.engine not in PHASES:
             raise ServerError(f"engine must be 'sglang', 'vllm' or None, not {engine!r}")
         m = re.search(r"--port[= ](\d+)", cmd)
+        self._free_port = port == "free"
+        if self._free_port:
+            if m:
+                raise ServerError(f"port='free' but the command already has {m.group(0)!r}")
+            port = self._pick_free_port()
         if port is None:
             port = int(m.group(1)) if m else DEFAULT_PORT[self.engine]
         elif not m:
             cmd = f"{cmd} --port {int(port)}"
         self.port = int(port)
         self.cmd = cmd
+        self.tag = f"kit-{uuid.uuid4().hex[:16]}"
+        self.group = group
+        self.check_port = check_port
+        self.owner = "not checked"
         self.env = {k: str(v) for k, v in (env or {}).items() if v is not None}
         self.name = name or f"server-{_stamp()}"
         self.session = _open_session(session)
@@ -155,9 +177,11 @@ class Server:
         self.ready_s: float | None = None
         self.stopped: str | None = None
         self.log_path = (Path(log) if log is not None else self.session.path("logs", f"{self.name}.log")).resolve()
+        self.record_path = (Path(record) if record is not None else
+                            self.log_path.with_name(f"{self.log_path.stem}.engine.json")).resolve()
         self._pos = 0
         self._tail: deque[str] = deque(maxlen=60)
-        self._pending = ""
+        self._pending = b""
         self._t0 = 0.0
         self._profile_dir = f"{workdir}/{self.name}-profiles"
         if self.engine == "vllm" and "VLLM_TORCH_PROFILER_DIR" not in self.env:
@@ -166,26 +190,79 @@ class Server:
             self._profile_dir = self.env["VLLM_TORCH_PROFILER_DIR"]
 
     # -- lifecycle ------------------------------------------------------------------------------
+    def _pick_free_port(self) -> int:
+        res = self.host.run(_engine.free_port_script(), timeout=30)
+        out = res.stdout.strip().splitlines()
+        if not res.ok or not out or not out[-1].isdigit():
+            raise ServerError(f"{self.host.name}: cannot find a free port ({clip(res.stderr.strip(), 200)!r})",
+                              host=self.host.name)
+        return int(out[-1])
+
+    def _refuse_busy_port(self) -> None:
+        """A clear error, before anything starts, when another process already listens on the port."""
+        if not self.check_port:
+            return
+        holders = _engine.port_holder(self.host, self.port)
+        if holders:
+            raise ServerError(
+                f"{self.host.name}: port {self.port} is already in use by {_engine.describe_holders(holders)}; "
+                f"server {self.name} not started (stop that process, or use another port, e.g. port='free')",
+                host=self.host.name)
+
     def start(self) -> "Server":
-        """Start the command and wait until it answers ``/health`` or ``/v1/models``."""
+        """Start the command and wait until its own process listens on the port and answers
+        ``/health`` or ``/v1/models``. ServerError (nothing started) when the port is taken."""
         if self.job is not None:
             return self
+        self._refuse_busy_port()
         self.host.run(f"mkdir -p {_q(self.workdir)}", timeout=30, check=True)
-        remote_log = f"{self.workdir}/{self.name}.log"
+        remote_log = f"{self.workdir}/{self.name}-{self.tag[4:12]}.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path.write_text("", encoding="utf-8")
+        self.log_path.write_bytes(b"")
         wrapped = f"{self.cmd}\nrc=$?; echo \"[kit] server process exited with status $rc\"; exit $rc"
+        env = dict(self.env)
+        env[_engine.TAG_VAR] = self.tag
+        if self.group:
+            env[_engine.GROUP_VAR] = self.group
+        _engine.guard_signals(_stop_all)
         self._t0 = time.monotonic()
-        self.job = self.host.spawn(wrapped, log=remote_log, env=self.env or None, cwd=self.cwd)
+        self.job = self.host.spawn(wrapped, log=remote_log, env=env, cwd=self.cwd)
+        _LIVE[id(self)] = self
         self._pos = self.job.offset
-        _LIVE.add(self)
-        self._record_provenance()
         try:
+            self._write_record()
+            self._record_provenance()
             self._wait_ready()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _write_record(self) -> None:
+        """``<log>.engine.json`` (or ``record=``): the engine's pid, process group, session, tag and the
+        driver that started it, so a later run can find it if this Python dies without stopping it."""
+        res = self.host.run(f"ps -o pgid=,sid= -p {self.job.pid} 2>/dev/null || true", timeout=30)
+        ids = res.stdout.split()
+        rec = {"host": self.host.name, "pid": self.job.pid,
+               "pgid": int(ids[0]) if len(ids) == 2 and ids[0].isdigit() else self.job.pid,
+               "sid": int(ids[1]) if len(ids) == 2 and ids[1].isdigit() else self.job.pid,
+               "tag": self.tag, "group": self.group, "tag_var": _engine.TAG_VAR, "group_var": _engine.GROUP_VAR,
+               "port": self.port, "cmd": self.cmd, "remote_log": self.job.log,
+               "started": _dt.datetime.now().isoformat(timespec="seconds"),
+               "driver": {"host": socket.gethostname(), "pid": os.getpid()}, "stopped": None}
+        self.record_path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(self.record_path, json.dumps(rec, indent=1) + "\n")
+        self.record = rec
+
+    def _update_record(self, **fields) -> None:
+        rec = getattr(self, "record", None)
+        if rec is None:
+            return
+        rec.update(fields)
+        try:
+            write_atomic(self.record_path, json.dumps(rec, indent=1) + "\n")
+        except OSError:
+            pass
 
     def __enter__(self) -> "Server":
         return self.start()
@@ -197,23 +274,38 @@ class Server:
     def alive(self) -> bool:
         return self.job is not None and self.stopped is None and self.job.alive
 
+    def pids(self) -> list[int]:
+        """The engine's processes on the host now: its session and every process carrying its tag
+        (a descendant that called ``setsid`` included)."""
+        if self.job is None:
+            return []
+        res = self.host.run(_engine.members_script(self.tag, self.job.pid), timeout=30)
+        return [int(x) for x in res.stdout.split() if x.isdigit()]
+
     def stop(self, grace: float | None = None) -> str:
-        """SIGTERM the engine's process group and session, SIGKILL after ``grace`` s; pull the rest
-        of the log. Returns ``"terminated"``, ``"killed"``, ``"not running"`` (idempotent)."""
+        """SIGTERM the engine's process group and session, SIGKILL after ``grace`` s; then the same for
+        any process still carrying the engine's tag (setsid descendants); pull the rest of the log.
+        Returns ``"terminated"``, ``"killed"``, ``"not running"`` (idempotent)."""
         if self.job is None or self.stopped is not None:
             return self.stopped or "not started"
+        g = self.grace if grace is None else grace
         try:
-            how = self.job.stop(grace=self.grace if grace is None else grace)
+            how = self.job.stop(grace=g)
+            _, how_tagged = _engine.kill_tagged(self.host, _engine.TAG_VAR, self.tag, grace=g)
+            if how_tagged == "killed" or (how_tagged == "terminated" and how == "not running"):
+                how = how_tagged if how != "killed" else how
         finally:
-            _LIVE.discard(self)
+            _LIVE.pop(id(self), None)
         self.stopped = how
         try:
             self.sync_log()
         except RemoteError:
             pass
-        if self.job.alive:
-            raise ServerError(f"{self.host.name}: server {self.name} (pid {self.job.pid}) still running after kill",
-                              host=self.host.name)
+        left = self.pids()
+        self._update_record(stopped=how, left=left)
+        if left:
+            raise ServerError(f"{self.host.name}: server {self.name} (pid {self.job.pid}) still running after kill: "
+                              f"pids {left}", host=self.host.name)
         return how
 
     # -- log ------------------------------------------------------------------------------------
@@ -229,9 +321,15 @@ class Server:
         return "\n".join(list(self._tail)[-n:])
 
     def _poll(self, *, with_health: bool, limit: int = 1 << 20) -> tuple[int, bool, bool, str]:
+        """One round trip: log size, alive, healthy (and, when healthy, who owns the port, in
+        ``self.owner``), and the new log bytes. The bytes come base64-encoded, exactly ``size - pos``
+        of them at most, so the session's copy is the host's log byte for byte."""
         log = _q(self.job.log)
         health = "c=0\n"
+        owner = "o=-\n"
         if with_health:
+            owner = (f'if [ "$c" = 200 ]; then\n{_engine.owner_script(self.port, self.tag, self.job.pid)}else o=-; fi\n'
+                     if self.check_port else "o=unchecked\n")
             urls = " ".join(_q(f"{self.local_url}{p}") for p in ("/health", "/v1/models"))
             health = ("c=0; for u in " + urls + "; do "
                       "if command -v curl >/dev/null 2>&1; then "
@@ -239,31 +337,36 @@ class Server:
                       "else k=$(python3 -c 'import sys,urllib.request as r\ntry: print(r.urlopen(sys.argv[1], timeout=2).status)\n"
                       "except Exception: print(0)' \"$u\"); fi; "
                       "if [ \"$k\" = 200 ]; then c=200; break; fi; done\n")
-        script = (f"s=$(stat -c %s -- {log} 2>/dev/null || echo 0)\n"
-                  f"if {_ALIVE.format(pid=self.job.pid)}; then a=1; else a=0; fi\n" + health
-                  + 'echo "$s $a $c"\n'
-                  f'if [ "$s" -gt {self._pos} ]; then tail -c +{self._pos + 1} -- {log} | head -c {int(limit)}; fi\n')
+        pos = int(self._pos)
+        script = (f"if {_ALIVE.format(pid=self.job.pid)}; then a=1; else a=0; fi\n" + health + owner
+                  + f"s=$(stat -c %s -- {log} 2>/dev/null || echo 0)\n"
+                  + 'echo "$s $a $c $o"\n'
+                  f'n=$((s - {pos})); [ $n -gt {int(limit)} ] && n={int(limit)}\n'
+                  f'if [ $n -gt 0 ]; then tail -c +{pos + 1} -- {log} | head -c $n | base64 | tr -d "\\n"; fi\n')
         try:
             res = self.host.run(script, timeout=30)
         except CommandTimeout as exc:
             raise ServerError(f"{self.host.name}: polling server {self.name} timed out", host=self.host.name) from exc
         head, _, body = res.stdout.partition("\n")
         try:
-            size, alive, code = head.split()
+            size, alive, code, owner = head.split()
             size = int(size)
-        except ValueError:
+            data = base64.b64decode(body.strip(), validate=True) if body.strip() else b""
+        except (ValueError, binascii.Error):
             raise ServerError(f"{self.host.name}: cannot poll server {self.name} (log {self.job.log}): "
                               f"{clip(res.stderr.strip() or head, 200)!r}", host=self.host.name) from None
-        new_pos = min(size, self._pos + int(limit))
-        if new_pos > self._pos:
-            self._pos = new_pos
-            with self.log_path.open("a", encoding="utf-8") as f:
-                f.write(body)
-            text = self._pending + body
-            lines = text.split("\n")
-            self._pending = lines.pop()
+        if owner != "-":
+            self.owner = owner
+        if data:
+            self._pos = pos + len(data)
+            with self.log_path.open("ab") as f:
+                f.write(data)
+            chunk = self._pending + data
+            raw_lines = chunk.split(b"\n")
+            self._pending = raw_lines.pop()
             if len(self._pending) > 65536:
                 self._pending = self._pending[-65536:]
+            lines = [x.decode("utf-8", errors="replace") for x in raw_lines]
             for line in lines:
                 if line.strip():
                     self._tail.append(line.rstrip("\r"))
@@ -288,7 +391,8 @@ class Server:
                 now = time.monotonic() - self._t0
                 for ph in self._phase_of(text):
                     self.phases[ph] = round(now, 3)
-                if healthy and "ready" not in self.phases:
+                ready = healthy and alive and self.owner in ("own", "unknown", "unchecked")
+                if ready and "ready" not in self.phases:
                     self.phases["ready"] = round(now, 3)
                 current = max((phases.index(p) for p in self.phases), default=-1)
                 if bar is not None:
@@ -299,18 +403,39 @@ class Server:
                     last = self._tail[-1] if self._tail else ""
                     pct = _PCT.search(last) if "shard" in last.lower() else None
                     bar.set_postfix_str(f"{pct.group(1)}% of weights" if pct else clip(last, 70), refresh=True)
-                if healthy:
+                if ready:
                     self.ready_s = round(now, 3)
+                    self._update_record(ready_s=self.ready_s, port_owner=self.owner)
                     return
                 if not alive:
                     self.sync_log()
                     tail = "\n".join(list(self._tail)[-15:])
                     phase = phases[current] if current >= 0 else "start-up"
+                    holders = _engine.port_holder(self.host, self.port) if self.check_port else []
+                    if holders:
+                        raise ServerError(
+                            f"{self.host.name}: server {self.name} died after {now:.1f} s and port {self.port} is "
+                            f"held by {_engine.describe_holders(holders)}, not by this engine; nothing was measured "
+                            f"(log {self.log_path}); last lines: {clip(' | '.join(list(self._tail)[-3:]), 300)}",
+                            host=self.host.name, tail=tail)
                     raise ServerError(
                         f"{self.host.name}: server {self.name} died during {phase} after {now:.1f} s "
                         f"(log {self.log_path}); last lines: {clip(' | '.join(list(self._tail)[-3:]), 400)}",
                         host=self.host.name, tail=tail)
                 if now > self.ready_timeout:
+                    if healthy and self.owner == "none":
+                        raise ServerError(
+                            f"{self.host.name}: server {self.name}: {self.local_url} answers but no process listens "
+                            f"on port {self.port} in the host's /proc/net/tcp (an engine in a container or another "
+                            f"network namespace?); stopped after {self.ready_timeout:g} s; if a proxy of this engine "
+                            f"holds the port, pass check_port=False", host=self.host.name,
+                            tail="\n".join(list(self._tail)[-15:]))
+                    if healthy and self.owner == "other":
+                        raise ServerError(
+                            f"{self.host.name}: server {self.name}: port {self.port} answers but is held by "
+                            f"{_engine.describe_holders(_engine.port_holder(self.host, self.port))}, not by this engine "
+                            f"(after {self.ready_timeout:g} s); stopped, nothing measured", host=self.host.name,
+                            tail="\n".join(list(self._tail)[-15:]))
                     raise ServerError(
                         f"{self.host.name}: server {self.name} not ready after {self.ready_timeout:g} s "
                         f"(phase {phases[current] if current >= 0 else 'start-up'}); stopped; last line: "
@@ -464,12 +589,24 @@ class Server:
             {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list, tuple))}))
         return res
 
+    def load(self, *, name: str | None = None, **kwargs):
+        """``kit.bench.sweep`` (request rates and/or concurrencies) against this server, every request
+        saved to ``bench/<name>.json`` with provenance; returns the :class:`kit.bench.LoadResult`."""
+        from kit.bench import sweep
+
+        name = name or f"{self.name}-load"
+        res = sweep(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
+        self._record(f"bench/{name}.json", "kit.bench.sweep " + json.dumps(
+            {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list, tuple, dict))}))
+        return res
+
     # -- provenance -----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """The command, environment, host and timings, as stored beside every artefact."""
         return {"host": self.host.name, "cmd": self.cmd, "env": dict(self.env), "engine": self.engine,
                 "port": self.port, "url": self.url, "phases": dict(self.phases), "ready_s": self.ready_s,
-                "stopped": self.stopped, "log": self.log_path.relative_to(self.session.root.resolve()).as_posix()
+                "stopped": self.stopped, "pid": self.job.pid if self.job else None, "tag": self.tag,
+                "port_owner": self.owner, "log": self.log_path.relative_to(self.session.root.resolve()).as_posix()
                 if self.log_path.is_relative_to(self.session.root.resolve()) else self.log_path.name}
 
     def _record(self, rel: str, how: str) -> None:

@@ -18,6 +18,11 @@ Run comparison plots (from :class:`kit.profile.Comparison`, defined in ``kit.plo
 - :func:`compare_waterfall` — from run A's step time to run B's, one bar per part of the difference.
 - :func:`compare_families` — the top kernel families of both runs side by side.
 
+Load plots (from :class:`kit.bench.LoadResult`, defined in ``kit.plots._load``):
+
+- :func:`latency_cdf` — the CDF of TTFT, ITL, TPOT or E2E per load level, p50/p90/p99 marked.
+- :func:`throughput_latency` — throughput (or goodput) against a latency percentile over a sweep.
+
 Environment and comparison plots:
 
 - :func:`link_matrix_plot` — the ``nvidia-smi topo -m`` GPU link matrix as a coloured grid.
@@ -38,10 +43,12 @@ Files:
 - ``_profile.py``: profile figures: category shares, step timeline, top kernels, module view; link matrix, A/B
 - ``_logs.py``: log figures: acceptance and throughput over time, speed-up curves
 - ``_compare.py``: run comparison figures: waterfall, kernel families side by side
+- ``_load.py``: load figures: latency CDF, throughput against latency
 """
 from __future__ import annotations
 
 from kit.plots._compare import compare_families, compare_waterfall
+from kit.plots._load import latency_cdf, throughput_latency
 from kit.plots._logs import acceptance_over_time, acceptance_per_position, speedup_curves, throughput_over_time
 from kit.plots._profile import (
                                CATEGORY_COLORS,
@@ -59,8 +66,9 @@ from kit.util import publish
 
 __all__ = [
     'CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families',
-    'compare_waterfall', 'acceptance_over_time', 'acceptance_per_position', 'category_shares',
-    'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'
+    'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position',
+    'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time',
+    'top_kernels'
 ]
 
 publish(globals(), __all__)

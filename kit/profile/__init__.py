@@ -35,6 +35,10 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
 - ``_cache.py``: the parquet cache of parsed tables, keyed by file identity (used by ``_load`` only)
 - ``_categories.py``: the rule tables (categories.toml: kernel names, CPU frames, fused names)
 - ``_attribution.py``: kernel -> launch -> enclosing frames -> category, ``decided_by``, modules
+- ``_sequences.py``: unfused op sequences (RMSNorm, rotate_half, cache cat, MoE router + experts) from
+  the CPU op tree, for traces without module frames
+- ``_check.py``: ``check_attribution(paths)``: the same trace attributed with and without its Python
+  frames, and how much kernel time agrees (``kit profile summary --check-attribution``)
 - ``_windows.py``: decode/prefill steps and phases from annotations
 - ``_summary.py``: the summary arithmetic: per category, step, rank, evidence, module; AllReduce share
   and exposure; CPU-side collectives
@@ -50,13 +54,15 @@ import importlib
 
 from kit.util import publish
 
-__all__ = ["Comparison", "PHASES", "Profile", "Summary", "compare", "default_rules", "load", "roofline"]
+__all__ = ["AttributionCheck", "Comparison", "PHASES", "Profile", "Summary", "check_attribution", "compare",
+           "default_rules", "load", "roofline"]
 
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
           "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Comparison": "_compare",
-          "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline"}
+          "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline",
+          "AttributionCheck": "_check", "check_attribution": "_check"}
 
 
 def __getattr__(name: str):

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-PARSER_VERSION = "3"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables
+PARSER_VERSION = "4"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept
 _TABLES = ("kernels", "annotations", "launches", "frames", "comms")
 
 
@@ -104,9 +104,9 @@ def category_map(names, rules, compute) -> dict:
 
 def profile_key(paths, rules) -> str:
     """Key of an assembled profile: the identities of all its files, in order, and the rule table."""
-    ident = "|".join(file_key(Path(p)) for p in paths) + "\n"
-    ident += "\n".join(f"{r.category}\t{r.pattern}\t{','.join(r.on)}\t{int(r.container)}\t{','.join(r.kinds)}"
-                       for r in rules)
+    from kit.profile._categories import rules_ident
+
+    ident = "|".join(file_key(Path(p)) for p in paths) + "\n" + rules_ident(rules)
     return "set-" + hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 

@@ -186,6 +186,10 @@ _DROP_OP_NAMES = frozenset(b"aten::" + n.encode() for n in _DROP_OPS[len("aten::
 # regex per python frame would cost more than parsing the whole trace); the exact test is _KEEP_PY.
 _KEEP_PY = r"^nn\.Module: |rotary|rotate_half|cache_utils\.py\(\d+\): update$|kv_cache"
 _KEEP_PY_RX = re.compile(_KEEP_PY)
+# the byte test: every name _KEEP_PY can match contains one of these (``rotar``: apply_rotary_pos_emb,
+# ``rotat``: rotate_half); tests/profile/test_prefilter.py checks the prefiltered parse against the
+# unfiltered one on real traces
+_KEEP_PY_BYTES = (b'nn.Module: ', b'rotar', b'rotat', b'cache_utils', b'kv_cache')
 _DROP_OP_PIECE = re.compile(rb'"name": ?"' + _DROP_OPS.encode() + rb'"')
 
 
@@ -199,7 +203,7 @@ def _prefiltered(chunk: bytes) -> tuple[list | None, int]:
     pieces = _BOUNDARY.split(chunk[1:-1])
     # _keep_piece inlined (this runs once per event of the trace)
     kept = [p for p in pieces
-            if ((b'nn.Module: ' in p or b'rotat' in p or b'cache_utils' in p or b'kv_cache' in p)
+            if ((b'nn.Module: ' in p or b'rotar' in p or b'rotat' in p or b'cache_utils' in p or b'kv_cache' in p)
                 if b'"python_function"' in p else
                 _keep_op(p) if b'"cpu_op"' in p else
                 not (b'"ac2g"' in p or b'"cpu_instant_event"' in p or b'"fwdbwd"' in p or b'"async_gpu"' in p))]
@@ -211,7 +215,7 @@ def _prefiltered(chunk: bytes) -> tuple[list | None, int]:
 def _keep_piece(p: bytes) -> bool:
     """Whether one event's text may hold a kept event (the test ``_prefiltered`` applies inline)."""
     if b'"python_function"' in p:
-        return b'nn.Module: ' in p or b'rotat' in p or b'cache_utils' in p or b'kv_cache' in p
+        return any(b in p for b in _KEEP_PY_BYTES)
     if b'"cpu_op"' in p:
         return _keep_op(p)
     return not (b'"ac2g"' in p or b'"cpu_instant_event"' in p or b'"fwdbwd"' in p or b'"async_gpu"' in p)

@@ -107,7 +107,8 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
             warnings.append(_no_kernel_warning(p.name, la, cm, a))
         step, phase, steps = assign_steps(k, a, la)
         linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
-        for c in ("module", "block", "layer", "frame_category", "frame_kind", "frame_name", "graph", "launch"):
+        for c in ("module", "block", "layer", "layer_kind", "frame_category", "frame_kind", "frame_name", "graph",
+                  "launch"):
             k[c] = linked[c].to_numpy()
         k["step"] = step
         k["phase"] = phase
@@ -158,12 +159,12 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
         kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
         kernels["decided_by"] = pd.Categorical(by, categories=list(A.EVIDENCE))
         kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
-        for c in ("module", "block", "launch"):
+        for c in ("module", "block", "layer_kind", "launch"):
             kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")
         kernels["layer"] = kernels["layer"].astype(np.int64)
         kernels = kernels[["rank", "device", "stream", "name", "category", "decided_by", "evidence", "start_us",
                            "dur_us", "correlation", "step", "phase", "kind", "count", "collective", "module", "block",
-                           "layer", "launch", "graph", "file"]]
+                           "layer", "layer_kind", "launch", "graph", "file"]]
     annotations = pd.concat(ann, ignore_index=True) if ann else pd.DataFrame()
     steps_df = pd.concat(steps_all, ignore_index=True) if steps_all else pd.DataFrame(
         columns=["rank", "step", "name", "phase", "start_us", "end_us", "wall_us", "gap_before_us", "kernels", "source"])
@@ -183,19 +184,33 @@ def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: b
 
 
 def _no_kernel_warning(name: str, launches: pd.DataFrame, comms, ann: pd.DataFrame) -> str:
-    """Why a trace has no GPU kernel, as precisely as the trace tells."""
-    n_rt = len(launches)
+    """Why a trace has no GPU kernel, as precisely as the trace tells.
+
+    Collective calls are counted once each (``record_param_comms``, else the ``c10d::`` ops: a call
+    records both), as the summary's collective table counts them; CUPTI is blamed only when the trace
+    holds kernel launches (``cudaLaunchKernel``, graph launches, memcpy/memset calls), not when its
+    runtime calls are queries and events that launch nothing (``cudaStreamIsCapturing``, ``cudaEventRecord``)."""
+    n_launch = int(launches["name"].astype(str).str.contains(_LAUNCH_CALL).sum()) if len(launches) else 0
     coll = ""
     if comms is not None and len(comms):
-        gs = sorted({int(g) for g in comms["group_size"] if g >= 0})
-        coll = (f"; its {len(comms):,} collective call(s) (record_param_comms, group size "
-                f"{', '.join(map(str, gs)) or 'unknown'}) launched no kernel")
+        rp = comms[comms["name"] == "record_param_comms"]
+        use = rp if len(rp) else comms
+        gs = sorted({int(g) for g in use["group_size"] if g >= 0})
+        coll = (f"; its {len(use):,} collective call(s) ({'record_param_comms' if len(rp) else 'c10d ops'}, "
+                f"group size {', '.join(map(str, gs)) or 'unknown'}) launched no kernel")
         if gs == [1]:
             coll += " because a process group of size 1 communicates nothing"
-    if n_rt:
-        return (f"{name}: no GPU kernels although {n_rt:,} CUDA runtime calls with correlation ids were recorded: "
-                f"the GPU activity (CUPTI) was not collected or not flushed for this window{coll}")
+    if n_launch:
+        return (f"{name}: no GPU kernels although {n_launch:,} kernel launch call(s) with correlation ids were "
+                f"recorded: the GPU activity (CUPTI) was not collected or not flushed for this window{coll}")
+    if len(launches):
+        return (f"{name}: no GPU kernels, and none was launched: the trace's {len(launches):,} CUDA runtime call(s) "
+                f"launch no work (queries, events){coll}")
     return f"{name}: no GPU kernels in this trace (CPU-only profile, or CUDA activity not recorded){coll}"
+
+
+# runtime/driver calls that put work on the GPU (kernels, graphs, copies, fills)
+_LAUNCH_CALL = r"(?i)launch|memcpy|memset"
 
 
 @dataclass(eq=False)

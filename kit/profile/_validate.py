@@ -13,7 +13,8 @@ Applied at three points (each a one-line hook in the reader, so the readers stay
   and counted.
 - ``check_frames`` (``_load.load_files``, where raw columns become frames, for every format):
   kernels with no usable timestamp, an unreadable (NaN, infinite, text) or negative duration, and
-  exact duplicates (the same kernel, stream, start and duration twice) are dropped, each kind
+  exact duplicates (the same kernel, stream, start and duration twice; not untimed graph-replay
+  kernels with ``ts = dur = 0``, separate executions) are dropped, each kind
   counted in one warning naming the file. When most kernels have no usable timestamp the file
   gives a TraceError: a timeline built from the rest would be a wrong number with a footnote.
 
@@ -207,7 +208,12 @@ def check_frames(fr: dict, name: str) -> dict:
         if drop.any():
             k = k[~drop]
         if timeline and len(k) > 1:
+            # kernels with neither start nor duration (CUDA-graph replays recorded without per-kernel
+            # timing, every replay repeating the graph's correlation ids) are separate executions that
+            # cannot be told from a copy: they are kept, never counted as duplicates
+            untimed = (k["ts"].to_numpy(dtype=float) == 0) & (k["dur"].to_numpy(dtype=float) == 0)
             dup = k.duplicated(subset=["device", "stream", "ts", "dur", "name", "correlation", "kind"])
+            dup &= ~untimed
             if dup.any():
                 warnings.append(f"{name}: {_n(int(dup.sum()), 'duplicated kernel event')} dropped (the same kernel, "
                                 f"stream, start and duration twice: events written twice or files concatenated?)")

@@ -280,8 +280,9 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
 
 def _execute_all(paths: list[Path], params: dict[str, Any], ledger_file: Path, local_roots: Mapping[str, str],
                  cell_timeout: float, say: Callable[[str], None]) -> list[tuple[Path, Any, NotebookRun, set[str]]]:
-    """Run every notebook in turn; tidy (one parameters cell, relative paths) and redact what it shows."""
-    from kit.report._redact import redact_notebook, redact_text
+    """Run every notebook in turn; tidy what it shows (one parameters cell, relative paths) and find
+    the secrets in it (each notebook's own set; they are masked everywhere in :func:`_export_all`)."""
+    from kit.report._redact import notebook_secrets, redact_text
 
     executed = []
     for i, path in enumerate(paths, 1):
@@ -290,7 +291,7 @@ def _execute_all(paths: list[Path], params: dict[str, Any], ledger_file: Path, l
                                    env={LEDGER_ENV: str(ledger_file.resolve())})
         _one_parameters_cell(nb)
         _relative_paths(nb, local_roots)
-        run.redactions, secrets = redact_notebook(nb)
+        secrets = notebook_secrets(nb)
         run.error = redact_text(run.error, secrets)[0]
         run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
         status = "ok" if run.ok else f"FAILED at cell In[{run.failed_cell}]: {run.error}"
@@ -307,10 +308,15 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
 
     from kit.ledger import Ledger
     from kit.report import _export as export
-    from kit.report._redact import redact_json_text
+    from kit.report._redact import redact_json_text, redact_notebook, redact_text
 
     runs = [r for _, _, r, _ in executed]
+    # A value recognised in one notebook (quoted, after a flag) is masked in all of them, where
+    # another prints it bare: every page, ipynb copy and the ledger get the same set.
     all_secrets: set[str] = set().union(*(sec for *_, sec in executed))
+    for _, nb, run, _ in executed:
+        run.redactions, _ = redact_notebook(nb, all_secrets, scan=False)
+        run.error = redact_text(run.error, all_secrets)[0]
     if ledger_file.is_file():  # verdict evidence is notebook output too
         raw = ledger_file.read_bytes().decode("utf-8", "replace")
         text, n = redact_json_text(_replace_roots(raw, local_roots, json_escaped=True), all_secrets)
@@ -325,12 +331,15 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
         ledger = exc
     exporter = export.make_exporter(no_input=no_input)
     (tmp / "ipynb").mkdir()
-    for path, nb, run, secrets in executed:
+    for path, nb, run, _ in executed:
         top = export.nav_html(pages, run.page)
         if run.page == "index.html":  # the index notebook shows the ledger itself
             top += index(ledger if isinstance(ledger, Exception) else None)
-        page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=secrets)
+        on_page: set[str] = set()
+        page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=all_secrets, found=on_page)
         run.redactions += extra
+        if on_page:  # seen only once rendered: the notebook copy must not keep it either
+            redact_notebook(nb, all_secrets | on_page, scan=False)
         (tmp / run.page).write_text(page, encoding="utf-8")
         nbformat.write(nb, tmp / "ipynb" / path.name)
     if not any(r.page == "index.html" for r in runs):

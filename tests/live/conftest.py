@@ -33,3 +33,57 @@ def tiny():
     yield cmd, {"PYTHONPATH": str(ENGINE)}, marker
     left = engine_procs(marker)
     assert not left, f"processes left behind: {left}"
+
+
+def wait_http(url: str, timeout: float = 20.0) -> None:
+    import time
+    import urllib.request
+
+    t0 = time.monotonic()
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2):
+                return
+        except OSError:
+            if time.monotonic() - t0 > timeout:
+                raise
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def timed_server(tmp_path):
+    """Factory: start ``tests.live.timed_server`` (a real HTTP server of known timing) in its own
+    process with the given options; returns (url, truth_path). Every one is stopped afterwards."""
+    import os
+    import sys
+
+    procs = []
+
+    def start(**opts):
+        port = free_port()
+        truth = tmp_path / f"truth-{port}.jsonl"
+        args = [sys.executable, "-m", "tests.live.timed_server", "--port", str(port), "--truth", str(truth)]
+        for k, v in opts.items():
+            flag = "--" + k.replace("_", "-")
+            args += [flag] if v is True else [flag, str(v)]
+        env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=str(ROOT))
+        procs.append(p)
+        url = f"http://127.0.0.1:{port}"
+        wait_http(url)
+        return url, truth
+
+    yield start
+    for p in procs:
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+def truth_requests(path) -> list[dict]:
+    import json
+
+    return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]

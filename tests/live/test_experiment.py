@@ -54,14 +54,29 @@ def test_experiment_finds_the_truth_and_resumes(tmp_path):
         kit.experiment(cmd, on_variant=interrupt_after_two, **kw)
     assert not engine_procs(marker)
     d = tmp_path / "experiments" / "truth"
-    done = {p.parent.name: p.stat().st_mtime_ns for p in d.glob("*/result.json")}
-    assert sorted(done) == ["v00-baseline", "v01-NCCL_PROTO_LL"]
+    done = {str(p.parent.relative_to(d)): p.stat().st_mtime_ns for p in d.glob("*/rep*/run.json")}
+    assert sorted(done) == ["v00-baseline/rep0", "v01-NCCL_PROTO_LL/rep0"]
 
     rerun = []
-    exp = kit.experiment(cmd, on_variant=lambda v, r: rerun.append(v["label"]), **kw)
-    assert rerun == ["NCCL_ALGO=Ring", "--attention-backend triton"]  # finished variants not re-run
-    assert {p.parent.name: p.stat().st_mtime_ns for p in d.glob("*/result.json") if p.parent.name in done} == done
+    exp = kit.experiment(cmd, on_variant=lambda v, r: rerun.append((v["label"], r["repeat"])), **kw)
+    # finished runs not re-run; the rest interleaved, rounds alternating direction
+    assert rerun == [("NCCL_ALGO=Ring", 0), ("--attention-backend triton", 0),
+                     ("--attention-backend triton", 1), ("NCCL_ALGO=Ring", 1), ("NCCL_PROTO=LL", 1), ("baseline", 1),
+                     ("baseline", 2), ("NCCL_PROTO=LL", 2), ("NCCL_ALGO=Ring", 2), ("--attention-backend triton", 2)]
+    assert {k: (d / k / "run.json").stat().st_mtime_ns for k in done} == done
     assert not engine_procs(marker)
+    meta = json.loads((d / "plan.json").read_text())
+    assert meta["interleave"] and len(meta["order"]) == 12 and "drift" in meta["statistics"]["covers"]
+    assert meta["order"][:5] == [{"variant": "v00-baseline", "repeat": 0}, {"variant": "v01-NCCL_PROTO_LL", "repeat": 0},
+                                 {"variant": "v02-NCCL_ALGO_Ring", "repeat": 0},
+                                 {"variant": "v03-attention_backend_triton", "repeat": 0},
+                                 {"variant": "v03-attention_backend_triton", "repeat": 1}]
+    pids = set()
+    for run in d.glob("*/rep*/run.json"):  # every run measured on its own engine, which held the port
+        r = json.loads(run.read_text())
+        assert r["engine"]["port_owner"] == "own" and r["engine"]["stopped"] == "terminated"
+        pids.add(r["engine"]["pid"])
+    assert len(pids) == 12
 
     rows = {r["variant"]: r for r in exp.rows()}
     assert all(r["status"] == "ok" and r["n"] == 3 for r in rows.values())
@@ -69,14 +84,15 @@ def test_experiment_finds_the_truth_and_resumes(tmp_path):
         r = rows[label]
         assert r["significant"] == (ratio != 1.0), (label, r)
         assert math.isclose(r["speedup"], ratio, rel_tol=0.10), (label, r["speedup"], ratio)
+        assert r["speedup_lo"] <= ratio * 1.05 and r["speedup_hi"] >= ratio * 0.95, (label, r)
     # every artefact is in the session with its command, environment and provenance
     v = json.loads((d / "v01-NCCL_PROTO_LL" / "variant.json").read_text())
     assert v["env"]["NCCL_PROTO"] == "LL" and v["cmd"].startswith("python3 -m tinyserve")
-    assert "fired up" in (d / "v03-attention_backend_triton" / "server.log").read_text()
-    assert len(json.loads((d / "v00-baseline" / "bench.json").read_text())["requests"]) == 9
+    assert "fired up" in (d / "v03-attention_backend_triton" / "rep2" / "server.log").read_text()
+    assert len(json.loads((d / "v00-baseline" / "rep1" / "bench.json").read_text())["requests"]) == 3
     sess = kit.session.open(tmp_path)
-    assert sess.provenance("experiments/truth/v02-NCCL_ALGO_Ring/bench.json").is_measured
-    assert "NCCL_ALGO=Ring" in sess.provenance("experiments/truth/v02-NCCL_ALGO_Ring/server.log").note
+    assert sess.provenance("experiments/truth/v02-NCCL_ALGO_Ring/rep0/bench.json").is_measured
+    assert "NCCL_ALGO=Ring" in sess.provenance("experiments/truth/v02-NCCL_ALGO_Ring/rep1/server.log").note
 
     ledger = Ledger.open(tmp_path / "ledger.json")
     assert exp.decide(ledger, "HX1", "NCCL_PROTO=LL", statement="LL speeds decode") == "confirmed"
@@ -87,7 +103,7 @@ def test_experiment_finds_the_truth_and_resumes(tmp_path):
 
     again = kit.live.Experiment.open(tmp_path, "truth")
     assert [r["tok_s"] for r in again.rows()] == [r["tok_s"] for r in exp.rows()]
-    assert "NCCL_PROTO=LL" in repr(again) and "<table>" in again._repr_html_()
+    assert "NCCL_PROTO=LL" in repr(again) and "<table>" in again._repr_html_() and "drift" in again._repr_html_()
     fig = exp.plot()
     assert fig.axes[0].get_xlabel().startswith("decode tok/s")
     assert list(exp.table["variant"]) == ["baseline", "NCCL_PROTO=LL", "NCCL_ALGO=Ring", "--attention-backend triton"]
@@ -109,3 +125,77 @@ def test_a_variant_that_crashes_is_stored_as_failed(tmp_path):
     assert bad["status"] == "failed" and "died during loading weights" in bad["error"]
     assert math.isnan(bad["tok_s"]) and not bad["significant"]
     assert not engine_procs(marker)
+
+
+def _start_driver(tmp_path, cmd, port, marker_env):
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.conftest import ROOT
+
+    script = tmp_path / "drive.py"
+    script.write_text(textwrap.dedent(f"""
+        import kit
+        kit.experiment({cmd!r}, matrix={{"NCCL_PROTO": [None, "LL"]}}, env={marker_env!r}, port={port},
+                       session="s", name="killed", repeats=2, progress=False,
+                       bench={{"requests": 3, "warmup": 1, "max_tokens": 24, "prompt_tokens": 8}})
+    """))
+    return subprocess.Popen([sys.executable, str(script)], cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_engine_serving(d, p, n_done: int, timeout: float = 60):
+    """Until an engine is ready in a run folder without run.json, after ``n_done`` finished runs."""
+    import time
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        done = list(d.glob("*/rep*/run.json"))
+        live = [e for e in d.glob("*/rep*/engine.json")
+                if not (e.parent / "run.json").exists() and json.loads(e.read_text()).get("ready_s")]
+        if len(done) >= n_done and live:
+            return live[0]
+        assert p.poll() is None, p.stderr.read()[-2000:]
+        time.sleep(0.05)
+    raise AssertionError("the driver never got an engine serving")
+
+
+@pytest.mark.parametrize("how", ["kill -9", "SIGTERM"])
+def test_killed_driver_resume_measures_each_variant_on_its_own_engine(tmp_path, how):
+    import signal
+
+    from tests.live.conftest import ENGINE
+
+    marker = f"kit-exp-killed-{how[-1]}"
+    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.2"
+    port = free_port()  # one fixed port for every engine: an orphan on it would answer the next one's benchmark
+    p = _start_driver(tmp_path, cmd, port, {"PYTHONPATH": str(ENGINE)})
+    d = tmp_path / "s" / "experiments" / "killed"
+    try:
+        live = _wait_engine_serving(d, p, n_done=1)
+        p.send_signal(signal.SIGKILL if how == "kill -9" else signal.SIGTERM)
+        assert p.wait(60) == (-signal.SIGKILL if how == "kill -9" else -signal.SIGTERM)
+        orphan = json.loads(live.read_text())
+        if how == "SIGTERM":
+            assert not engine_procs(marker), "SIGTERM of the driver must stop its engine"
+        else:
+            assert engine_procs(marker), "kill -9 leaves the engine running (nothing can run in the driver)"
+        exp = kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env={"PYTHONPATH": str(ENGINE)}, port=port,
+                             session=tmp_path / "s", name="killed", repeats=2, progress=False,
+                             bench={"requests": 3, "warmup": 1, "max_tokens": 24, "prompt_tokens": 8})
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert not engine_procs(marker), "no engine left afterwards"
+    meta = json.loads((d / "plan.json").read_text())
+    if how == "kill -9":
+        assert meta["leftovers"] and orphan["pid"] in meta["leftovers"][0]["pids"]
+    else:
+        assert meta["leftovers"] == []
+    runs = [json.loads(f.read_text()) for f in sorted(d.glob("*/rep*/run.json"))]
+    assert len(runs) == 4 and all(r["status"] == "ok" and r["engine"]["port_owner"] == "own" for r in runs)
+    assert len({r["engine"]["pid"] for r in runs}) == 4 and orphan["pid"] not in {r["engine"]["pid"] for r in runs}
+    row = exp.row("NCCL_PROTO=LL")
+    assert math.isclose(row["speedup"], 1 / 0.70, rel_tol=0.10) and row["significant"], row

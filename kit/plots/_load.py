@@ -1,0 +1,75 @@
+"""Load figures (from :class:`kit.bench.LoadResult`): the latency CDF per level, and throughput
+against latency over a sweep of request rates or concurrencies."""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+__all__ = ["latency_cdf", "throughput_latency"]
+
+_NAMES = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
+
+
+def _values(level: dict, metric: str) -> np.ndarray:
+    ok = [r for r in level["requests"] if r.get("ok")]
+    if metric == "ttft_ms":
+        xs = [r["ttft"] for r in ok]
+    elif metric == "itl_ms":
+        xs = [x for r in ok for x in r["itl"]]
+    elif metric == "tpot_ms":
+        xs = [r["tpot"] for r in ok if r.get("tpot") is not None]
+    elif metric == "e2e_ms":
+        xs = [r["latency"] for r in ok]
+    else:
+        raise ValueError(f"metric must be one of {', '.join(_NAMES)}, not {metric!r}")
+    a = np.asarray([x for x in xs if x is not None and math.isfinite(x)], dtype=float) * 1e3
+    return np.sort(a)
+
+
+def latency_cdf(result, *, metric: str = "ttft_ms", title: str | None = None, ax=None) -> Figure:
+    """Empirical CDF of ``metric`` (``ttft_ms``, ``itl_ms``, ``tpot_ms``, ``e2e_ms``), one line per
+    level, with p50/p90/p99 marked: the tail that a mean hides."""
+    fig, ax = (plt.subplots(figsize=(6.4, 3.6), constrained_layout=True) if ax is None else (ax.figure, ax))
+    for lv in result.levels:
+        xs = _values(lv, metric)
+        if not len(xs):
+            continue
+        ys = np.arange(1, len(xs) + 1) / len(xs)
+        line, = ax.step(xs, ys, where="post", label=f"{lv['label']} (n={len(xs)})")
+        for q in (50, 90, 99):
+            v = float(np.percentile(xs, q))
+            ax.plot([v], [q / 100], marker="o", ms=3, color=line.get_color())
+    ax.set_xlabel(f"{_NAMES[metric]} (ms)")
+    ax.set_ylabel("share of " + ("token gaps" if metric == "itl_ms" else "requests"))
+    ax.set_ylim(0, 1.01)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title or f"{_NAMES[metric]} CDF; dots: p50, p90, p99", fontsize=10)
+    plt.close(fig)
+    return fig
+
+
+def throughput_latency(result, *, metric: str = "e2e_ms", stat: str = "p50", throughput: str = "output_tok_s",
+                       title: str | None = None, ax=None) -> Figure:
+    """Throughput (``output_tok_s`` or ``request_throughput``; ``goodput`` where SLOs were given)
+    against the ``stat`` (mean, p50, p90, p99) of a latency, one point per level, in sweep order:
+    the curve where more load stops buying throughput and only adds latency."""
+    rows = result.summary()
+    fig, ax = (plt.subplots(figsize=(6.4, 3.6), constrained_layout=True) if ax is None else (ax.figure, ax))
+    xs = [r[f"{metric}_{stat}"] for r in rows]
+    ys = [r[throughput] for r in rows]
+    ax.plot(xs, ys, marker="o")
+    for x, y, r in zip(xs, ys, rows):
+        ax.annotate(r["level"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if "goodput" in (rows[0] if rows else {}) and throughput == "request_throughput":
+        ax.plot(xs, [r["goodput"] for r in rows], marker="s", ls="--", label="goodput (met every SLO)")
+        ax.legend(fontsize=8)
+    ax.set_xlabel(f"{_NAMES[metric]} {stat} (ms)")
+    ax.set_ylabel({"output_tok_s": "output tok/s", "request_throughput": "requests/s"}.get(throughput, throughput))
+    ax.grid(alpha=0.3)
+    ax.set_title(title or f"Throughput vs {_NAMES[metric]} {stat}", fontsize=10)
+    plt.close(fig)
+    return fig
