@@ -192,14 +192,18 @@ def test_pages_do_not_name_this_machines_directories(sample_report):
 
 
 def test_verdict_follows_the_evidence(tmp_path):
-    """02 on a B200-class capture (compute capability 10.0): the sm100 default now applies."""
-    capture = tmp_path / "b200.csv"
-    capture.write_text("index, name, memory.total [MiB], compute_cap, driver_version\n"
-                       "0, NVIDIA B200, 183359 MiB, 10.0, 580.126.20\n")
+    """02 on a B200-class capture (compute capability 10.0) in a copy of the session: the sm100
+    default now applies. (A session reads its own artefacts: a capture lives inside it.)"""
+    import shutil
+
+    session = tmp_path / "b200-session"
+    shutil.copytree(SAMPLE, session, ignore=shutil.ignore_patterns(".kit", "__pycache__"))
+    (session / "server" / "b200.csv").write_text("index, name, memory.total [MiB], compute_cap, driver_version\n"
+                                                 "0, NVIDIA B200, 183359 MiB, 10.0, 580.126.20\n")
     ledger_path = tmp_path / "ledger.json"
     nb, run = report.execute_notebook(
         NOTEBOOKS / "02_backend_defaults.ipynb", cwd=NOTEBOOKS,
-        parameters={"session": "sample", "host": "local", "gpu_capture": str(capture)},
+        parameters={"session": str(session), "host": "local", "gpu_capture": "server/b200.csv"},
         env={LEDGER_ENV: str(ledger_path)})
     assert run.ok, run.error
     h3 = Ledger.open(ledger_path)["H3"]
