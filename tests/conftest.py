@@ -96,6 +96,12 @@ SLOW = (
     "tests/profile/test_profile.py::test_parallel_and_sequential",
     "tests/profile/test_profile.py::test_prefetch_in_worker",
     "tests/source/test_source_defects.py::test_definition_in_a_lone_file",
+    # load tests against real servers, and guidellm beside the kit (its venv is built on first use)
+    "tests/bench/test_independent_client.py", "tests/bench/test_load.py",
+    "tests/report/test_cmdline_secrets.py::test_report_pages",
+    "tests/report/test_cmdline_secrets.py::test_a_bare_token",
+    "tests/profile/test_attribution_cases.py::test_check_attribution_with_and_without",
+    "tests/profile/test_attribution_cases.py::test_cli_check_attribution",
 )
 
 
