@@ -8,7 +8,8 @@ machine falls on both alike; each process times, in-process (imports excluded):
 
 - ``load``: ``kit.profile.load(TRACE, cache=False)`` (parse, steps, attribution, categories);
 - ``link``: the time inside ``kit.profile._attribution.link`` (launch -> enclosing frames -> evidence;
-  with this change also the op sequences), ``decide`` the time inside ``_attribution.decide``;
+  after issue 20 also the op sequences, ``claim``, and the op links the reader rewrite moved into the
+  same sweep), ``decide`` the time inside ``_attribution.decide``;
 - ``summary``: ``Profile.summary()`` afterwards.
 
 Trace: ``../shared/data/traces/tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz``
@@ -34,7 +35,7 @@ _CHILD = r"""
 import json, sys, time
 import kit.profile as kp
 from kit.profile import _attribution as A
-acc = {"link": 0.0, "decide": 0.0}
+acc = {"link": 0.0, "decide": 0.0, "claim": 0.0}
 def timed(name, f):
     def g(*a, **k):
         t = time.perf_counter()
@@ -45,6 +46,8 @@ def timed(name, f):
     return g
 A.link = timed("link", A.link)
 A.decide = timed("decide", A.decide)
+if hasattr(A, "claim"):   # the op-sequence matching (absent before issue 20)
+    A.claim = timed("claim", A.claim)
 t0 = time.perf_counter()
 p = kp.load(sys.argv[1], cache=False)
 t1 = time.perf_counter()
@@ -74,14 +77,19 @@ def main() -> int:
         print(f"trace absent: {a.trace}", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory(prefix="kit-bench-before-") as tmp:
-        arch = subprocess.run(["git", "archive", a.before, "kit"], cwd=ROOT, capture_output=True, check=True).stdout
+        got = subprocess.run(["git", "archive", a.before, "kit"], cwd=ROOT, capture_output=True)
+        if got.returncode:
+            print(f"git archive {a.before}: {got.stderr.decode(errors='replace').strip()} (a shallow clone? "
+                  f"fetch that commit or pass --before REF)", file=sys.stderr)
+            return 1
+        arch = got.stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=arch, check=True)
         runs: dict[str, list] = {"before": [], "after": []}
         for i in range(a.repeats):
             for side, tree in (("before", Path(tmp)), ("after", ROOT)):
                 runs[side].append(_run(tree, a.trace))
                 print(f"{side} {i + 1}/{a.repeats}: {runs[side][-1]['load']:.2f} s", file=sys.stderr)
-    med = {s: {k: statistics.median(r[k] for r in rs) for k in ("load", "link", "decide", "summary")}
+    med = {s: {k: statistics.median(r[k] for r in rs) for k in ("load", "link", "claim", "decide", "summary")}
            for s, rs in runs.items()}
     load1 = os.getloadavg()[0]
     mb = a.trace.stat().st_size / 1e6
@@ -93,7 +101,9 @@ def main() -> int:
     print("| figure | before (s) | after (s) | after / before |")
     print("|---|---:|---:|---:|")
     for k, label in (("load", "`load(cache=False)` (parse + steps + attribution + categories)"),
-                     ("link", "inside `_attribution.link`"), ("decide", "inside `_attribution.decide`"),
+                     ("link", "inside `_attribution.link`"),
+                     ("claim", "of which op sequences (`_sequences.claim`)"),
+                     ("decide", "inside `_attribution.decide`"),
                      ("summary", "`Profile.summary()`")):
         b, f = med["before"][k], med["after"][k]
         print(f"| {label} | {b:.3f} | {f:.3f} | {f / b:.2f}x |" if b > 0 else f"| {label} | {b:.3f} | {f:.3f} | - |")

@@ -8,18 +8,23 @@
 
 ``compare`` splits the per-step time difference of run B against run A into parts that add up to it
 (categories, GPU idle, launch gaps, unattributed), marks each within or beyond the step-to-step
-noise and lists kernel families found in one run only; ``--json`` prints ``Comparison.to_dict()``.
+noise and lists kernel families found in one run only, then the CPU side of both runs (launches per
+step, graph or eager, CPU time, syncs, verdict: the cause of the GPU-idle and launch-gap parts) and
+the kernel time per ``nn.Module`` class; ``--json`` prints ``Comparison.to_dict()`` (README).
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
 the ``idle`` row has ``share_of_kernel: null``), then ``decided_by`` (kernel time per kind of
-evidence that decided the categories), ``categories_unavailable`` and ``collectives`` where they
-apply; ``--by module`` / ``--by layer`` print (or add as ``modules`` / ``layers`` in JSON) the
-kernel time per module class / per layer index (with each layer's kind: attention, ssm, moe, mlp) of
-traces recorded with module frames. ``--check-attribution`` attributes the traces again from their CPU
-ops alone (module and function frames left out) and prints how much kernel time gets the same
-category and each category's share both ways (JSON: ``check_attribution`` with ``agreement``,
-``categories`` [{"category", "with_frames", "without_frames", "difference"}], ``moves``, ``warnings``).
+evidence that decided the categories), ``cpu`` (the CPU side of the phase: ``verdict`` GPU-bound /
+launch-bound / host-bound / undecided with its figures, ``per_rank``, the longest CPU-caused
+``gaps``), ``categories_unavailable`` and ``collectives`` where they apply; the text output ends
+with the verdict line and those gaps. ``--by module`` / ``--by layer`` print (or add as ``modules`` /
+``layers`` in JSON) the kernel time per module class / per layer index (with each layer's kind:
+attention, ssm, moe, mlp) of traces recorded with module frames. ``--check-attribution`` attributes
+the traces again from their CPU ops alone (module and function frames left out) and prints how much
+kernel time gets the same category and each category's share both ways (JSON: ``check_attribution``
+with ``agreement``, ``categories`` [{"category", "with_frames", "without_frames", "difference"}],
+``moves``, ``warnings``).
 """
 from __future__ import annotations
 
@@ -63,14 +68,10 @@ def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
     from kit.profile import prefetch
 
-    pending, ex = prefetch(args.traces, cache=not args.no_cache, rules=args.rules)
-    try:
+    with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile
 
-        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, _prefetched=pending)
-    finally:
-        if ex is not None:
-            ex.shutdown(wait=True, cancel_futures=True)
+        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending)
     s = p.summary(args.phase, top=args.top)
     by = getattr(args, "by", "category")
     check = None

@@ -5,7 +5,7 @@ trace attributed from its CPU ops alone (module and function frames left out, as
 without ``with_stack``) shows how far the op rules, op sequences and kernel names would carry on
 traces of this model without frames: the share of kernel time whose category agrees, and each
 category's share both ways. Both runs go through the one loader and the one attribution
-(``_load.load_files`` and ``_profile._assemble``), so nothing is attributed twice differently.
+(``_load.load_files`` and ``_assemble.assemble``), so nothing is attributed twice differently.
 """
 from __future__ import annotations
 
@@ -74,8 +74,9 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
     """Attribute ``paths`` (one trace per rank) with all CPU frames and with CPU ops only; compare
     the categories kernel by kernel (``phase``: 'all', 'decode' or 'prefill')."""
     from kit.profile import _load
+    from kit.profile._assemble import assemble
     from kit.profile._categories import build_rules
-    from kit.profile._profile import PHASES, _assemble
+    from kit.profile._profile import PHASES
 
     if phase not in PHASES:
         raise UsageError(f"check_attribution: phase must be one of {', '.join(PHASES)}, not {phase!r}")
@@ -84,7 +85,7 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
         raise TraceError("no trace files given")
     rule_list = build_rules(rules)
     parsed = _load.load_files(plist, cache=cache)
-    with_f = _assemble(plist, parsed, rule_list)
+    with_f = assemble(plist, parsed, rule_list)
     ops_only = []
     for d in parsed:
         d = dict(d)
@@ -92,7 +93,7 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
         if fr is not None and len(fr):
             d["frames"] = fr[fr["kind"].astype(str) == "op"].reset_index(drop=True)
         ops_only.append(d)
-    without = _assemble(plist, ops_only, rule_list)
+    without = assemble(plist, ops_only, rule_list)
     ka, kb = with_f["kernels"], without["kernels"]
     nmod = sum(int(m.get("module_frames") or 0) for m in with_f["meta"]["ranks"].values())
     warnings = []

@@ -373,11 +373,11 @@ def test_no_kernels_but_runtime_calls_names_the_real_cause(tmp_path):
 def test_reader_without_orjson_gives_the_same_tables():
     """transfer ships _read/_io/_kineto/_nsys as a stdlib-only zipapp: with orjson unavailable the
     reader falls back to json and must produce identical raw tables."""
-    code = ("import sys, json; sys.modules['orjson'] = None\n"
+    code = ("import sys, json; sys.modules['orjson'] = None; sys.modules['msgspec'] = None\n"
             "from kit.profile._read import read_raw\n"
             "r = read_raw(sys.argv[1])\n"
             "assert 'pandas' not in sys.modules and 'numpy' not in sys.modules\n"
-            "print(json.dumps({k: r[k] for k in ('kernels', 'frames', 'comms', 'launches', 'events')}))\n")
+            "print(json.dumps({k: r[k] for k in ('kernels', 'frames', 'comms', 'launches', 'events')}, default=list))\n")
     out = subprocess.run([sys.executable, "-c", code, str(_own("moe_decode"))], capture_output=True, text=True,
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -387,4 +387,4 @@ def test_reader_without_orjson_gives_the_same_tables():
     got = json.loads(out.stdout)
     assert got["events"] == ref["events"]
     for t in ("kernels", "frames", "comms", "launches"):
-        assert got[t] == json.loads(json.dumps(ref[t])), t
+        assert got[t] == json.loads(json.dumps(ref[t], default=list)), t

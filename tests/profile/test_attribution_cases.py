@@ -239,3 +239,15 @@ def test_roles_come_from_what_a_class_is():
         assert f.cat == cat, cls
     assert _FrameInfo("nn.Module: NemotronHBlock_3", "module", rules).layer_like
     assert not _FrameInfo("nn.Module: GraniteMoeHybridMambaLayer_0", "module", rules).layer_like
+
+
+def test_compare_flash_vs_math_puts_the_kernel_gap_in_attention():
+    """The issue: with math SDPA's bmm/gemv counted as GEMM, compare put 74% of the flash-vs-math kernel
+    gap in attention. Every kernel under the SDPA op is attention now: >= 90% of it."""
+    from tests.conftest import TEST_DATA
+
+    a = profile.load(TEST_DATA / "traces" / "sdpa_flash" / "trace.json.gz", cache=False)
+    b = profile.load(TEST_DATA / "traces" / "sdpa_math" / "trace.json.gz", cache=False)
+    parts = profile.compare(a, b, phase="decode").parts
+    cats = parts[parts["kind"] == "category"].set_index("part")["delta_us"]
+    assert cats["attention"] > 0 and cats["attention"] / cats[cats > 0].sum() >= 0.9, cats

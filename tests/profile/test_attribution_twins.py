@@ -103,5 +103,7 @@ def test_per_layer_view_says_each_layers_kind(model):
     for i, w in enumerate(want):
         have = set(kinds[i].split("+"))
         assert w <= have, (i, kinds[i], w)
+        if model == "nemotronh":   # one mixer or FFN per block: exactly that kind
+            assert have == w, (i, kinds[i], w)
         # a layer has attention or SSM mixing exactly where the config says
         assert ("ssm" in have) == ("ssm" in w) and ("attention" in have) == ("attention" in w), (i, kinds[i], w)
