@@ -102,6 +102,8 @@ SLOW = (
     "tests/report/test_cmdline_secrets.py::test_a_bare_token",
     "tests/profile/test_attribution_cases.py::test_check_attribution_with_and_without",
     "tests/profile/test_attribution_cases.py::test_cli_check_attribution",
+    # the attribution matrices: every recorded model twin, every trace with and without the prefilter
+    "tests/profile/test_attribution_twins.py", "tests/profile/test_prefilter.py",
 )
 
 
