@@ -7,12 +7,14 @@ SESSION ?= notebooks/sample
 OUT ?= report
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps report-deps assets lint test report bench clean
+.PHONY: install system-deps report-deps assets engines lint test test-fast report bench clean
 
-# The venv is (re)built when missing or when pyproject.toml changes.
+# The venv is (re)built when missing or when pyproject.toml changes. pip prints what it collects and
+# a progress bar per download (the first install fetches pandas, pyarrow, matplotlib, jupyter...).
 $(VENV)/.installed: pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[test]'
+	@test -x $(PY) || { echo "make: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "make: pip installs decode-kit and its dependencies into $(VENV) (about a minute the first time)"
+	$(PY) -m pip install --disable-pip-version-check --progress-bar on -e '.[test]'
 	@touch $@
 
 install: $(VENV)/.installed
@@ -33,8 +35,17 @@ assets: install report-deps
 lint: install
 	$(VENV)/bin/ruff check .
 
-test: install system-deps assets lint
+# The published SGLang and vLLM wheels whose source the tests read (about 874 MB, once per
+# checkout, into .kit-cache/engines/): said before it starts, with pip's progress per wheel.
+engines: install
+	@$(PY) tools/fetch_engines.py
+
+test: install system-deps assets lint engines
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Everything but the tests marked slow (tests/conftest.py lists them): under 2 minutes on 2 cores.
+test-fast: install assets lint
+	$(PY) -m pytest -m "not slow" -q $(PYTEST_ARGS)
 
 report: install assets
 	$(VENV)/bin/kit report --session $(SESSION) --out $(OUT)

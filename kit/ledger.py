@@ -30,7 +30,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from kit.errors import LedgerError
 from kit.util import write_atomic
@@ -77,7 +77,8 @@ class Hypothesis:
     source: str = ""  # the notebook (or person) that set the verdict
     # where the evidence came from: [{"artefact": path, "kind": one of kit.session.KINDS, "label": ..., "role": ...}]
     provenance: list[dict[str, str]] = field(default_factory=list)
-    caveats: list[str] = field(default_factory=list)  # what weighs on the verdict (model vs measurement, other machine ...)
+    # what weighs on the verdict (model vs measurement, other machine ...)
+    caveats: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id.strip():
@@ -118,6 +119,14 @@ class Hypothesis:
         if not kinds:
             return "not stated"
         return kinds[0] if len(kinds) == 1 else "mixed: " + ", ".join(kinds)
+
+    @property
+    def provenance_label(self) -> str:
+        """Where the evidence came from, in words: for measured evidence the label of each artefact
+        (host, when, how), else its kind (``sample``, ``mixed: measured, sample`` ...)."""
+        if self.evidence_kind != "measured":
+            return self.evidence_kind
+        return "; ".join(dict.fromkeys(p.get("label") or "measured" for p in self.provenance))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, where: str = "ledger") -> "Hypothesis":
@@ -344,6 +353,31 @@ class Ledger:
             self._base = {i: h.to_dict() for i, h in self._items.items()}
         return hyp
 
+    def revise(self, id: str, *, check: str, finding: str, verdict: str | None = None,
+               numbers: Mapping[str, Any] | None = None, source: str | None = None,
+               provenance: Any = None, caveats: list[str] | None = None) -> Hypothesis:
+        """Revise hypothesis ``id`` after a later ``check`` (another notebook's measurement, say).
+
+        The recorded evidence stays and gains one sentence, ``"Checked against {check}: {finding}"``;
+        running the check again replaces that sentence, never stacks a second one. ``provenance`` is
+        added to the entry's own (duplicates dropped), ``source`` is appended as ``"checked by ..."``,
+        ``numbers`` are merged and ``caveats`` replace the old list, as in :meth:`record`.
+        """
+        old = self.reload()[id]
+        marker = f" Checked against {check}: "
+        kept = old.evidence.split(marker, 1)[0].rstrip()
+        evidence = (kept.rstrip(".") + "." if kept else "") + marker + finding
+        merged = None
+        if provenance is not None:
+            merged = list(old.provenance)
+            for p in _clean_provenance(id, provenance):
+                if p not in merged:
+                    merged.append(p)
+        by = f"checked by {source}" if source else None
+        new_source = old.source if not by or by in old.source else ", ".join(x for x in (old.source, by) if x)
+        return self.record(id, evidence=evidence.strip(), verdict=verdict, numbers=numbers, source=new_source,
+                           provenance=merged, caveats=caveats)
+
     def add(self, hypothesis: Hypothesis) -> Hypothesis:
         """Insert or replace a whole hypothesis and save."""
         return self.record(hypothesis.id, **{k: getattr(hypothesis, k) for k in _FIELDS if k != "id"})
@@ -353,7 +387,8 @@ class Ledger:
         try:
             return self._items[id]
         except KeyError:
-            raise LedgerError(f"ledger {self.path}: no hypothesis {id!r} (have {', '.join(self._items) or 'none'})") from None
+            have = ", ".join(self._items) or "none"
+            raise LedgerError(f"ledger {self.path}: no hypothesis {id!r} (have {have})") from None
 
     def get(self, id: str) -> Hypothesis | None:
         return self._items.get(id)
@@ -370,6 +405,21 @@ class Ledger:
     def counts(self) -> dict[str, int]:
         """Number of hypotheses per verdict, in VERDICTS order."""
         return {v: sum(1 for h in self._items.values() if h.verdict == v) for v in VERDICTS}
+
+    def headlines(self, rows: Iterable[tuple[str, str, str, str]]):
+        """A table of headline numbers read from the ledger: each row of ``rows`` is (headline,
+        hypothesis id, key in its numbers, format). The value is formatted, or "not recorded"; the
+        provenance column says where it came from (:attr:`Hypothesis.provenance_label`), the last
+        which notebook set it (the hypothesis's ``source``)."""
+        import pandas as pd
+
+        out = []
+        for label, hid, key, fmt in rows:
+            h = self._items.get(hid)
+            value = h.numbers.get(key) if h else None
+            out.append((label, fmt.format(value) if value is not None else "not recorded",
+                        h.provenance_label if h else "not recorded", h.source if h else ""))
+        return pd.DataFrame(out, columns=["headline", "value", "provenance", "notebook"])
 
     def to_frame(self):
         """The ledger as a pandas DataFrame (one row per hypothesis, numbers as a dict column)."""
@@ -401,7 +451,8 @@ class Ledger:
         """An HTML table with a coloured verdict badge per row (report index and notebooks)."""
         c = self.counts()
         summary = ", ".join(f"{n} {v}" for v, n in c.items())
-        return f"<div class='kit-ledger-wrap'><p><b>Hypothesis ledger</b> ({summary})</p>{_html_table(list(self._items.values()))}</div>"
+        table = _html_table(list(self._items.values()))
+        return f"<div class='kit-ledger-wrap'><p><b>Hypothesis ledger</b> ({summary})</p>{table}</div>"
 
     def _repr_html_(self) -> str:
         return self.to_html()
@@ -465,7 +516,8 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         _replace_with(path, text)
     except OSError as exc:
-        raise LedgerError(f"ledger {path}: cannot write ({exc.strerror or exc}); the previous file is unchanged") from exc
+        raise LedgerError(f"ledger {path}: cannot write ({exc.strerror or exc}); "
+                          "the previous file is unchanged") from exc
 
 
 def _replace_with(path: Path, text: str) -> None:

@@ -49,7 +49,8 @@ from typing import Any, Iterable
 from kit.errors import SessionError
 from kit.util import write_atomic
 
-__all__ = ["KINDS", "LAYOUT", "Evidence", "Provenance", "Session", "open", "provenance_of", "caption"]
+__all__ = ["KINDS", "LAYOUT", "Captures", "Evidence", "Provenance", "Session", "StepTimes", "open", "provenance_of",
+           "caption"]
 
 KINDS = ("measured", "third-party", "sample", "project-written", "unknown")
 LAYOUT = {"traces": "traces", "logs": "logs", "bench": "bench", "env": "env", "server": "server",
@@ -231,6 +232,24 @@ class Session:
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             raise SessionError(f"{p}: unreadable measured.json ({exc})") from None
 
+    def step_times(self, scenario: str) -> "StepTimes | None":
+        """The measured record of ``traces/<scenario>/`` (``measured.json``, rank 0) as a
+        :class:`StepTimes`, with its provenance; None where the scenario has none."""
+        m = self.measured(scenario)
+        if not m:
+            return None
+        try:
+            return StepTimes.from_record(scenario, m["ranks"][0], self.evidence(
+                f"{LAYOUT['traces']}/{scenario}/measured.json", "step times (CUDA events)"))
+        except (KeyError, IndexError, TypeError) as exc:
+            raise SessionError(f"{self.path(LAYOUT['traces'], scenario, 'measured.json')}: "
+                               f"no decode step times in rank 0 ({type(exc).__name__}: {exc})") from None
+
+    def captures(self, folder: str = "server") -> "Captures":
+        """What was captured of one machine (``server/`` the serving host, ``env/`` the trace
+        machine): its GPUs, link matrix and driver, each read with its provenance (:class:`Captures`)."""
+        return Captures.read(self, folder)
+
     def ledger(self):
         """The ledger notebooks record into: ``$KIT_LEDGER`` when set; else ``<session>/ledger.json``,
         unless the manifest marks that file ``project-written`` (the hypotheses as posed): then a
@@ -340,6 +359,99 @@ class Session:
                        for k, v in sorted(self.manifest().items()))
         return (f"<div><b>session</b> <code>{html.escape(self.root.as_posix())}</code>"
                 f"<table><tr><th>artefact</th><th>provenance</th></tr>{rows}</table></div>")
+
+
+@dataclass
+class StepTimes:
+    """A scenario's step times measured outside the profiler (CUDA events, ``measured.json``), the
+    decoder configuration it ran, and where the record came from (``evidence``)."""
+
+    scenario: str
+    variant: str | None
+    world_size: int
+    batch: int
+    context: int | None
+    unprofiled_ms: float     # median decode step without the profiler
+    profiled_ms: float       # median decode step while profiling
+    profiled_mean_ms: float
+    record: dict[str, Any]   # rank 0's record as written, for fields this class does not name
+    evidence: Evidence
+
+    @classmethod
+    def from_record(cls, scenario: str, r0: dict[str, Any], evidence: Evidence) -> "StepTimes":
+        return cls(scenario=scenario, variant=r0.get("variant"), world_size=int(r0.get("world_size", 1)),
+                   batch=int(r0.get("batch", 1)), context=r0.get("max_len"),
+                   unprofiled_ms=float(r0["unprofiled"]["decode"]["median_ms"]),
+                   profiled_ms=float(r0["profiled"]["decode"]["median_ms"]),
+                   profiled_mean_ms=float(r0["profiled"]["decode"]["mean_ms"]), record=r0, evidence=evidence)
+
+    @property
+    def known(self) -> dict[str, Any]:
+        """What the recorder changed on purpose between two runs (e.g. ``per_step_us`` of an extra GEMM)."""
+        return dict(self.record.get("known", {}))
+
+    def model_config(self) -> dict[str, Any] | None:
+        """The decoder's shape as a Hugging Face ``config.json`` dict (for :func:`kit.models.model_shape`),
+        or None where the record has no shape or ran weights the config cannot describe (an extra GEMM)."""
+        r = self.record
+        if "hidden" not in r or r.get("extra_gemm"):
+            return None
+        return {"model_type": "llama", "hidden_size": r["hidden"], "num_hidden_layers": r["layers"],
+                "num_attention_heads": r["heads"], "num_key_value_heads": r["kv_heads"],
+                "intermediate_size": r["intermediate"], "vocab_size": r.get("vocab", 32000),
+                "torch_dtype": r.get("dtype", "bfloat16")}
+
+    def row(self) -> dict[str, Any]:
+        """One table row: variant, world size, unprofiled and profiled step, source."""
+        return {"variant": self.variant, "world_size": self.world_size, "unprofiled step (ms)": self.unprofiled_ms,
+                "profiled step (ms)": self.profiled_ms, "source": self.evidence.label}
+
+
+@dataclass
+class Captures:
+    """The captures of one machine in a session folder: ``gpus`` (``nvidia-smi --query-gpu`` table),
+    ``topology`` (``nvidia-smi topo -m``), ``header`` (driver and CUDA of ``nvidia-smi``), each None
+    where not captured, and the :class:`Evidence` of each file read."""
+
+    folder: str
+    gpus: Any = None
+    topology: Any = None
+    header: dict[str, Any] | None = None
+    evidence: list[Evidence] | None = None
+
+    FILES = {"gpus": "nvidia-smi-query-gpu.csv", "topology": "nvidia-smi-topo.txt", "header": "nvidia-smi.txt"}
+
+    @classmethod
+    def read(cls, session: "Session", folder: str) -> "Captures":
+        from kit import env
+
+        out = cls(folder=folder, evidence=[])
+        parsers = {"gpus": env.parse_gpu_query, "topology": env.parse_topology,
+                   "header": env.parse_nvidia_smi_header}
+        roles = {"gpus": "GPUs", "topology": "link matrix", "header": "driver and CUDA"}
+        for name, file in cls.FILES.items():
+            path = session.path(folder, file)
+            if not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            setattr(out, name, parsers[name](text, source=str(path)))
+            out.evidence.append(session.evidence(f"{folder}/{file}", f"{roles[name]} ({folder}/)"))
+        return out
+
+    @property
+    def found(self) -> bool:
+        return bool(self.evidence)
+
+    def fingerprint(self, host: str | None = None):
+        """A :class:`kit.env.Fingerprint` of these captures (for :func:`kit.models.gpu_spec`)."""
+        from kit.env import Fingerprint
+
+        return Fingerprint(host=host or self.folder, gpus=self.gpus, topology=self.topology,
+                           driver=(self.header or {}).get("driver"), cuda_driver=(self.header or {}).get("cuda"))
+
+    def __repr__(self) -> str:
+        n = 0 if self.gpus is None else len(self.gpus)
+        return f"Captures({self.folder!r}: {n} GPU(s), {len(self.evidence or [])} file(s))"
 
 
 def _under(path: str, root: str) -> bool:

@@ -135,3 +135,12 @@ def write_atomic(path: "os.PathLike[str] | str", text: str, *, prefix: str | Non
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def host_program(package: str, name: str, call: str) -> str:
+    """The source of a program the kit ships to hosts, ``<package>/_host/<name>``, a real ``.py`` file
+    (linted and read like any other), followed by the line ``call`` whose value ``Host.python`` returns."""
+    from importlib import resources
+
+    text = resources.files(package).joinpath("_host", name).read_text(encoding="utf-8")
+    return text.rstrip("\n") + "\n\n" + call + "\n"

@@ -26,6 +26,24 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture(scope="module", params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])
+def host(request):
+    """Each test twice: on this machine and over SSH to the real sshd fixture (one connection per module)."""
+    import kit
+
+    h = kit.connect("local") if request.param == "local" else request.getfixturevalue("sshd").connect()
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def kit_cache_dir(tmp_path, monkeypatch) -> Path:
+    """A fresh, empty ``KIT_CACHE_DIR`` for one test: nothing parsed by another test is reused."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KIT_CACHE_DIR", str(cache))
+    return cache
+
+
 def stage_readable(*rel_paths: str) -> Path:
     """Copies of checkout paths (relative to ROOT) in a fresh world-readable temporary tree, same
     layout, removed at exit. For tests whose SSH login user (not root) must read project files: the
@@ -44,3 +62,52 @@ def stage_readable(*rel_paths: str) -> Path:
         for f in files:
             os.chmod(os.path.join(root, f), 0o644)
     return base
+
+
+# The slowest tests, marked ``slow`` here in one list (``make test-fast`` runs ``-m "not slow"``): each
+# runs the notebooks or a report in real kernels, starts engines, or reads the large third-party traces.
+# Measured with ``pytest --durations`` on the 2-core development machine; a test file or a test
+# (``file::name``, parameters included or not) that takes seconds belongs here.
+SLOW = (
+    "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
+    "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
+    "tests/live/",                                  # engines started, benchmarked, profiled, swept
+    "tests/report/test_secrets.py::test_report_run",  # a report with planted secrets
+    # reports built in real kernels (the `tiny` report, timeouts, dead kernels, the CLI)
+    "tests/report/test_report.py::test_runs_every_notebook", "tests/report/test_report.py::test_parameters_and",
+    "tests/report/test_report.py::test_plots_are_embedded", "tests/report/test_report.py::test_planted_secrets",
+    "tests/report/test_report.py::test_exported_pages", "tests/report/test_report.py::test_netlog_check",
+    "tests/report/test_report.py::test_existing_report", "tests/report/test_report.py::test_failure_before_swap",
+    "tests/report/test_report.py::test_cell_timeout", "tests/report/test_report.py::test_dead_kernel",
+    "tests/report/test_report.py::test_cli_exits_nonzero", "tests/report/test_report.py::test_cli_rejects",
+    "tests/report/test_report_defects.py::test_a_figure_returned",
+    # seconds each: 2 GiB streamed, process groups waiting out grace periods, pip, SSH round trips
+    "tests/remote/test_streams.py::test_2gib", "tests/remote/test_runner.py::test_a_command_that_ignores_sigterm",
+    "tests/remote/test_remote.py::test_wait_for_reports", "tests/remote/test_remote_ssh.py::test_cli_run_and_env",
+    "tests/remote/test_magics.py", "tests/source/test_source.py::test_module_path_falls_back_to_pip_show",
+    "tests/bench/test_bench.py::test_single_stream_measures",
+    # multi-rank and module-frame traces, the malformed corpus through every entry point
+    "tests/profile/test_compare.py::test_multi_rank", "tests/profile/test_compare.py::test_roofline",
+    "tests/profile/test_attribution.py::test_module_plot_and_cli", "tests/test_malformed.py",
+    "tests/profile/test_compare.py::test_identical_runs", "tests/profile/test_compare.py::test_repr_html_json",
+    "tests/profile/test_compare.py::test_cli_compare_json",
+    "tests/profile/test_remote_load.py::test_remote_load_equals",
+    "tests/profile/test_profile.py::test_cli_json_equals", "tests/profile/test_profile.py::test_dlrm_8_ranks",
+    "tests/profile/test_profile.py::test_parallel_and_sequential",
+    "tests/profile/test_profile.py::test_prefetch_in_worker",
+    "tests/source/test_source_defects.py::test_definition_in_a_lone_file",
+    # load tests against real servers, and guidellm beside the kit (its venv is built on first use)
+    "tests/bench/test_independent_client.py", "tests/bench/test_load.py",
+    "tests/report/test_cmdline_secrets.py::test_report_pages",
+    "tests/report/test_cmdline_secrets.py::test_a_bare_token",
+    "tests/profile/test_attribution_cases.py::test_check_attribution_with_and_without",
+    "tests/profile/test_attribution_cases.py::test_cli_check_attribution",
+    # the attribution matrices: every recorded model twin, every trace with and without the prefilter
+    "tests/profile/test_attribution_twins.py", "tests/profile/test_prefilter.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)

@@ -65,7 +65,8 @@ class CmpDecoder(TPDecoder):
         g = torch.Generator(device=device).manual_seed(7)
         for L in self.layers:
             if extra_out:
-                L["w_extra"] = (torch.randn(extra_out, cfg.hidden, generator=g, device=device) * 0.02).to(torch.bfloat16)
+                w = torch.randn(extra_out, cfg.hidden, generator=g, device=device) * 0.02
+                L["w_extra"] = w.to(torch.bfloat16)
 
     def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
         """As TPDecoder.prefill, with ``enable_gqa`` only when the heads differ (some SDPA backends
@@ -168,7 +169,8 @@ def run_variant(model: CmpDecoder, tag: str, *, graph_mode: bool, steps: int, pr
         torch.cuda.synchronize()
 
         def timed_loop(annotate: bool, prof=None):
-            ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(steps + 1)]
+            ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(steps + 1)]
             for i in range(steps + 1):
                 name = "prefill" if i == 0 else f"decode_step_{i - 1}"
                 ev[i][0].record()
@@ -271,7 +273,8 @@ def gemm_pair(args, dev) -> None:
     out = os.path.join(args.out, tag)
     rec = run_variant(model, tag, graph_mode=False, steps=6, prompt_len=args.prompt_len, outdir=out, record_shapes=True)
     write(out, rec)
-    print(f"[gemm pair] extra GEMM {extra_us:.2f} us/call x {cfg.layers} = {extra_us * cfg.layers:.1f} us/step", flush=True)
+    print(f"[gemm pair] extra GEMM {extra_us:.2f} us/call x {cfg.layers} = {extra_us * cfg.layers:.1f} us/step",
+          flush=True)
     model.layers.clear()
     torch.cuda.empty_cache()
 
@@ -304,7 +307,8 @@ def sdpa_pair(args, dev) -> None:
         with sdpa_kernel([be]):
             times[name] = time_calls(lambda i: model.attention(q, model.layers[i], mask), cfg.layers)
     (na, ba), (nb, bb) = pick
-    known = {"change": f"SDPA backend {na} -> {nb} (decode, q 1 token, 32 heads, KV cache {cfg.max_len} positions, mask)",
+    known = {"change": f"SDPA backend {na} -> {nb} (decode, q 1 token, 32 heads, KV cache {cfg.max_len} positions, "
+                       "mask)",
              "category": "attention", "per_call_us": {na: times[na], nb: times[nb]}, "calls_per_step": cfg.layers,
              "per_step_us": (times[nb] - times[na]) * cfg.layers, "usable_backends": [n for n, _ in usable],
              "method": "CUDA events around F.scaled_dot_product_attention on the model's own caches, launched back "

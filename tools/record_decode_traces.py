@@ -301,7 +301,8 @@ def allreduce_sweep(rank: int, world: int, out_csv: str) -> None:
         us = statistics.median(per)
         algbw = size / (us * 1e-6) / 1e9
         busbw = algbw * 2 * (world - 1) / world
-        rows.append((size, n, world, os.environ.get("NCCL_PROTO", "default"), iters * 5, us, min(per), max(per), algbw, busbw))
+        rows.append((size, n, world, os.environ.get("NCCL_PROTO", "default"), iters * 5, us, min(per), max(per),
+                     algbw, busbw))
         size *= 2
     if rank == 0:
         with open(out_csv, "w") as f:
@@ -340,7 +341,8 @@ def worker(rank: int, args, port: int) -> None:
                     json.dump({"ranks": gathered}, f, indent=1, sort_keys=True)
                 d = rec["profiled"]["decode"]
                 print(f"[{tag}] decode step profiled median {d['median_ms']:.3f} ms, unprofiled median "
-                      f"{rec['unprofiled']['decode']['median_ms']:.3f} ms; prefill {rec['profiled']['prefill_ms']:.3f} ms",
+                      f"{rec['unprofiled']['decode']['median_ms']:.3f} ms; "
+                      f"prefill {rec['profiled']['prefill_ms']:.3f} ms",
                       flush=True)
         except Exception:
             print(f"[{tag}] rank {rank} FAILED:\n{traceback.format_exc()}", file=sys.stderr, flush=True)

@@ -37,7 +37,7 @@ def gpu_label() -> str:
                               text=True, timeout=30).stdout.strip().splitlines()[0]
     except (OSError, IndexError, subprocess.SubprocessError):
         name = "unknown GPU"
-    return f"{name} (the project's lent GPU machine)"
+    return f"{name} (a cloud GPU machine)"
 
 
 def main() -> int:

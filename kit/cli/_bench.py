@@ -1,4 +1,8 @@
-"""``kit bench parse FILE [--json]``: benchmark text blocks or JSON/JSONL results, one row per run."""
+"""``kit bench parse FILE [--json]``: benchmark text blocks or JSON/JSONL results, one row per run.
+
+A text block without a ``Backend:`` line says nothing about its engine; the engine is then guessed
+from the block's labels. Such rows carry ``"engine_inferred": true`` in ``--json`` output and get a
+warning on stderr naming their line, so a guess is never shown as a fact."""
 from __future__ import annotations
 
 import sys
@@ -10,8 +14,8 @@ def register(subparsers) -> None:
     bench = subparsers.add_parser("bench", help="parse benchmark output")
     bsub = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
     b = bsub.add_parser("parse", help="benchmark text blocks or JSON/JSONL results -> one row per run")
-    b.add_argument("file")
-    b.add_argument("--json", action="store_true")
+    b.add_argument("file", help="benchmark output: text blocks, a JSON result or JSONL results")
+    b.add_argument("--json", action="store_true", help="print every row as JSON")
     b.set_defaults(func=_bench)
     bench.set_defaults(func=lambda a: (bench.print_help(), 2)[1])
 
@@ -21,11 +25,20 @@ def _bench(args) -> int:
     from kit.util import frame_records
 
     df = logs.parse_bench(args.file)
-    for w in df.attrs.get("warnings", []):
+    for w in df.attrs.get("warnings", []):  # what was dropped on the way; the engine guess is said per row below
+        if "inferred from the line format" in w:
+            continue
         print(f"kit: warning: {args.file}: {w}", file=sys.stderr)
+    stated = df["backend"].notna() if "backend" in df.columns else df["engine"].isna()
+    df["engine_inferred"] = df["engine"].notna() & ~stated & df["tool"].isin(("sglang.bench_serving",
+                                                                             "vllm bench serve", "bench serve"))
+    for row in df[df["engine_inferred"]].itertuples():
+        print(f"kit: warning: {args.file}: line {row.line}: engine {row.engine!r} guessed from the block's labels "
+              "(no Backend line)", file=sys.stderr)
     if args.json:
         dump(frame_records(df))
         return 0
+    df.loc[df["engine_inferred"], "engine"] = df.loc[df["engine_inferred"], "engine"] + "?"
     cols = [c for c in ("tool", "engine", "completed", "output_throughput", "median_tpot_ms", "median_ttft_ms",
                         "median_itl_ms", "accept_length") if c in df.columns and df[c].notna().any()]
     print(df[cols].to_string(index=False))

@@ -20,17 +20,17 @@ def register(subparsers) -> None:
     logs = subparsers.add_parser("logs", help="parse serving logs (SGLang, vLLM, NCCL_DEBUG)")
     lsub = logs.add_subparsers(dest="logs_command", metavar="SUBCOMMAND")
     p = lsub.add_parser("parse", help="parse a log: record kinds, counts, engine, version, warnings")
-    p.add_argument("log")
-    p.add_argument("--engine", choices=("sglang", "vllm"))
-    p.add_argument("--version", dest="engine_version")
+    p.add_argument("log", help="a serving log (.log, .gz or .zst)")
+    p.add_argument("--engine", choices=("sglang", "vllm"), help="the engine, if the log does not say")
+    p.add_argument("--version", dest="engine_version", help="the engine version, if the log does not say")
     p.add_argument("--json", action="store_true", help="print everything, tables included, as JSON")
     p.set_defaults(func=_parse)
     s = lsub.add_parser("spec", help="speculative acceptance, normalised across engines and versions")
-    s.add_argument("log")
-    s.add_argument("--engine", choices=("sglang", "vllm"))
-    s.add_argument("--version", dest="engine_version")
+    s.add_argument("log", help="a serving log with speculative-decoding lines")
+    s.add_argument("--engine", choices=("sglang", "vllm"), help="the engine, if the log does not say")
+    s.add_argument("--version", dest="engine_version", help="the engine version, if the log does not say")
     s.add_argument("--k", type=int, help="draft tokens per verify step, if the log does not say")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the records and the summary as JSON")
     s.set_defaults(func=_spec)
     logs.set_defaults(func=lambda a: (logs.print_help(), 2)[1])
 
@@ -57,6 +57,11 @@ def _spec(args) -> int:
     from kit.util import frame_records
 
     data = logs.read(args.log, engine=args.engine, version=args.engine_version, k=args.k)
+    if not len(data.spec):  # nothing to summarise: say so and fail, never print NaN as an answer
+        print(f"kit: error: {args.log}: no speculative-decoding lines (engine {data.engine or 'unknown'}, "
+              f"version {data.version or 'unknown'}); 'kit logs parse {args.log}' lists what it holds",
+              file=sys.stderr)
+        return 1
     summary = logs.spec_summary(data)
     if args.json:
         cols = ["line", "time", "mean_acceptance_length", "draft_acceptance_rate", "per_position", "after_idle"]
@@ -71,14 +76,13 @@ def _spec(args) -> int:
                            "definition": summary.definition, "comparable": summary.comparable}})
         return 0
     print(repr(summary))
-    if not len(data.spec):
-        print("  no speculative-decoding records in this log")
     for rec in frame_records(data.spec):
         al, rate = rec["mean_acceptance_length"], rec["draft_acceptance_rate"]
         al_s = f"{al:.2f}" if al is not None else "?"
         rate_s = f"{rate:.1%}" if rate is not None else "?"
         idle = "  (after idle, excluded)" if rec["after_idle"] else ""
-        print(f"  line {rec['line']:>7}  {rec['time'] or '-':<19}  length {al_s:>5}  draft acceptance {rate_s:>6}{idle}")
+        print(f"  line {rec['line']:>7}  {rec['time'] or '-':<19}  length {al_s:>5}  "
+              f"draft acceptance {rate_s:>6}{idle}")
     for w in summary.warnings:
         print(f"  warning: {w}")
     return 0

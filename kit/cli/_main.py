@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from kit.errors import KitError
@@ -48,7 +49,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
+        return code
+    except BrokenPipeError:
+        # The reader of our output has gone (``kit ... | head``): stop quietly like other tools.
+        # Python's exit flush would fail again on the broken pipe, so stdout goes to /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by the broken pipe
     except KitError as exc:
         print(f"kit: error: {exc}", file=sys.stderr)
         return 1

@@ -39,7 +39,8 @@ def register(subparsers) -> None:
     s = psub.add_parser("summary", help="kernel-category shares, idle, comm and AllReduce spread of traces")
     s.add_argument("traces", nargs="+", metavar="TRACE", help="one trace file per rank (.json, .json.gz, nsys csv/sqlite)")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
-    s.add_argument("--phase", choices=("decode", "prefill", "all"), default="all")
+    s.add_argument("--phase", choices=("decode", "prefill", "all"), default="all",
+                   help="which steps: decode, prefill or all (default all)")
     s.add_argument("--rules", help="TOML file of extra category rules ([[rule]] category/pattern)")
     s.add_argument("--top", type=int, default=5, help="top kernels per category (text output)")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
@@ -53,7 +54,8 @@ def register(subparsers) -> None:
     c.add_argument("traces", nargs=argparse.REMAINDER, metavar="A... -- B...",
                    help="run A's trace files (one per rank), then --, then run B's")
     c.add_argument("--json", action="store_true", help="print the comparison as JSON")
-    c.add_argument("--phase", choices=("decode", "prefill", "all"), default="decode")
+    c.add_argument("--phase", choices=("decode", "prefill", "all"), default="decode",
+                   help="which steps to compare: decode, prefill or all (default decode)")
     c.add_argument("--labels", nargs=2, metavar=("A", "B"), help="names of the two runs")
     c.add_argument("--step-ms", nargs=2, type=float, metavar=("A_MS", "B_MS"),
                    help="step times measured outside the profiler (ms): the difference to explain")

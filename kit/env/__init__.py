@@ -11,6 +11,7 @@ Files:
 
 - ``_fingerprint.py``: fingerprint(host) -> Fingerprint: one probe command, then the parsers
 - ``_parsers.py``: nvidia-smi, topology, os-release, nvcc, NCCL version and environment parsers
+- ``_host/versions_probe.py``: the program fingerprint() runs with the host's Python (package data)
 """
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ from kit.env._fingerprint import (  # noqa: F401
     parse_topology,
     strip_ansi,
 )
+from kit.env._parsers import with_units
 from kit.util import publish
 
-__all__ = ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi']
+__all__ = ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi', 'with_units']
 
 publish(globals(), __all__)

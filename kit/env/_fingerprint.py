@@ -23,6 +23,7 @@ from kit.env._parsers import (
     strip_ansi,
 )
 from kit.errors import KitError, ParseError
+from kit.util import host_program
 
 __all__ = ["Fingerprint", "Topology", "fingerprint", "parse_gpu_query", "parse_topology", "parse_nccl_version",
            "parse_nvidia_smi_header", "parse_nvcc_version", "parse_environ", "parse_os_release", "parse_cpu_model",
@@ -90,7 +91,8 @@ class Fingerprint:
             ("flashinfer", show(self.flashinfer)), ("tensorrt_llm", show(self.tensorrt_llm)),
         ]
         if self.pid is not None or self.nccl_env is not None:
-            env = "—" if self.nccl_env is None else (" ".join(f"{k}={v}" for k, v in self.nccl_env.items()) or "(none set)")
+            env = ("—" if self.nccl_env is None
+                   else (" ".join(f"{k}={v}" for k, v in self.nccl_env.items()) or "(none set)"))
             rows.append((f"NCCL_* of pid {self.pid}", env))
         return rows
 
@@ -151,7 +153,8 @@ else
   echo '@@no_nvidia_smi'
 fi
 echo '@@nvcc'; (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null
-echo '@@nccl_so'; (ldconfig -p 2>/dev/null | grep -o 'libnccl\.so[.0-9]*' ; ls /usr/lib/*/libnccl.so.* /usr/local/cuda/lib64/libnccl.so.* 2>/dev/null) | sort -u | tail -n 3
+echo '@@nccl_so'; (ldconfig -p 2>/dev/null | grep -o 'libnccl\.so[.0-9]*' ;
+  ls /usr/lib/*/libnccl.so.* /usr/local/cuda/lib64/libnccl.so.* 2>/dev/null) | sort -u | tail -n 3
 PID_SECTION
 echo '@@end'
 """
@@ -159,32 +162,6 @@ echo '@@end'
 # Each nvidia-smi call is cut off after this long (a GPU fallen off the bus can hang it for minutes).
 NVIDIA_SMI_TIMEOUT_S = 20
 
-_PY_PROBE = r"""
-import importlib.metadata as md, platform, sys
-out = {"python": platform.python_version()}
-for key, dists in (("torch", ["torch"]), ("sglang", ["sglang"]), ("vllm", ["vllm"]),
-                   ("flashinfer", ["flashinfer-python", "flashinfer"]), ("tensorrt_llm", ["tensorrt_llm", "tensorrt-llm"]),
-                   ("nccl_wheel", ["nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nccl-cu11"])):
-    out[key] = None
-    for d in dists:
-        try:
-            out[key] = md.version(d)
-            break
-        except Exception:
-            pass
-if out["torch"]:
-    try:
-        import torch
-        out["torch_cuda"] = torch.version.cuda
-        try:
-            v = torch.cuda.nccl.version()
-            out["torch_nccl"] = list(v) if isinstance(v, tuple) else v
-        except Exception as exc:
-            out["torch_nccl_error"] = str(exc)[:200]
-    except Exception as exc:
-        out["torch_error"] = (type(exc).__name__ + ": " + str(exc))[:200]
-out
-"""
 
 
 def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeout: float = 120) -> Fingerprint:
@@ -199,7 +176,8 @@ def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeou
     script = script.replace("FIELDS", ",".join(GPU_FIELDS)).replace("PROBE_S", f"{NVIDIA_SMI_TIMEOUT_S:g}")
     pid_section = ""
     if pid is not None:
-        pid_section = (f"echo '@@environ'; if [ -r /proc/{int(pid)}/environ ]; then tr '\\0' '\\n' < /proc/{int(pid)}/environ; "
+        proc = f"/proc/{int(pid)}"
+        pid_section = (f"echo '@@environ'; if [ -r {proc}/environ ]; then tr '\\0' '\\n' < {proc}/environ; "
                        f"elif [ -e /proc/{int(pid)} ]; then echo '@@environ_denied'; else echo '@@environ_nopid'; fi")
     script = script.replace("PID_SECTION", pid_section)
     res = host.run(script, timeout=timeout)
@@ -296,7 +274,8 @@ def _fill_versions(fp: Fingerprint, s: dict[str, str], host, python: str, timeou
         fp.missing["cuda_toolkit"] = "nvcc not found"
     nccl_so = parse_nccl_version(s.get("nccl_so", ""))
     try:
-        info = host.python(_PY_PROBE, python=python, timeout=timeout)
+        probe = host_program("kit.env", "versions_probe.py", "probe()")
+        info = host.python(probe, python=python, timeout=timeout)
     except KitError as exc:
         info = None
         for key in ("python",) + _VERSION_FIELDS:

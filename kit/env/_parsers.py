@@ -27,6 +27,19 @@ _LINK_ORDER = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SOC": 5, "SYS": 5}
 
 
 
+def with_units(gpus: pd.DataFrame) -> pd.DataFrame:
+    """A copy of a :func:`parse_gpu_query` table for display, each column that has a unit named with
+    it (``memory.total [MiB]``): the numbers alone do not say whether they are MiB or GB. Where the
+    query printed no units (``--format=csv,nounits``), nvidia-smi's own units are named."""
+    units = {**_NOUNITS, **gpus.attrs.get("units", {})}
+    return gpus.rename(columns={c: f"{c} [{units[c]}]" for c in gpus.columns if c in units})
+
+
+# nvidia-smi's units for the fields the kit queries, used where a query was made with ``nounits``
+_NOUNITS = {"memory.total": "MiB", "memory.used": "MiB", "memory.free": "MiB", "power.limit": "W",
+            "power.draw": "W", "clocks.max.sm": "MHz", "clocks.sm": "MHz", "temperature.gpu": "C"}
+
+
 def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<text>") -> pd.DataFrame:
     """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` -> one row per GPU.
 

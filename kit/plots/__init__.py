@@ -28,9 +28,14 @@ Environment and comparison plots:
 - :func:`link_matrix_plot` — the ``nvidia-smi topo -m`` GPU link matrix as a coloured grid.
 - :func:`ab_plot` — single-stream tok/s of compared configurations against a baseline.
 
-Every function returns the ``Figure``, already closed in pyplot (nothing is shown or saved here): a
+Sizes: no figure is wider than :data:`MAX_WIDTH_IN` inches (it fits a report page's output column at
+the inline backend's 100 dpi) and no text is smaller than :data:`MIN_FONT_PT` points;
+:func:`fit_text` wraps titles and axis labels (long provenance captions) to the figure's width.
+
+Profile and log figures are returned already closed in pyplot (nothing is shown or saved here): a
 notebook draws it once, as the cell's value or through ``display(fig)`` inside a loop, never a second
 time when the inline backend flushes. Colours are fixed per category so figures side by side compare.
+The run comparison figures are returned open (the inline backend draws them when the cell ends).
 Notebooks put the provenance of what a figure was drawn from in its title (``kit.session.caption``).
 
 Files:
@@ -47,8 +52,11 @@ from kit.plots._load import latency_cdf, throughput_latency
 from kit.plots._logs import acceptance_over_time, acceptance_per_position, speedup_curves, throughput_over_time
 from kit.plots._profile import (
                                CATEGORY_COLORS,
+                               MAX_WIDTH_IN,
+                               MIN_FONT_PT,
                                ab_plot,
                                category_shares,
+                               fit_text,
                                link_matrix_plot,
                                module_time,
                                step_timeline,
@@ -56,6 +64,11 @@ from kit.plots._profile import (
 )
 from kit.util import publish
 
-__all__ = ['CATEGORY_COLORS', 'ab_plot', 'compare_families', 'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels']
+__all__ = [
+    'CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families',
+    'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position',
+    'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time',
+    'top_kernels'
+]
 
 publish(globals(), __all__)

@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from kit.plots._profile import CATEGORY_COLORS
+from kit.plots._profile import CATEGORY_COLORS, MAX_WIDTH_IN, fit_text
 from kit.util import clip
 
 __all__ = ["compare_waterfall", "compare_families"]
@@ -46,7 +46,7 @@ def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
     heights.append(end)
     colors.append("#dd8452")
     hatches.append("")
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.85 * len(labels) + 2), 4.6))
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, max(7.0, 0.85 * len(labels) + 2)), 4.6))
     x = np.arange(len(labels))
     bars = ax.bar(x, heights, bottom=bottoms, color=colors, edgecolor="#333333", linewidth=0.6)
     for bar, h in zip(bars, hatches):
@@ -66,8 +66,7 @@ def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
     ax.legend(handles=[Patch(facecolor="white", edgecolor="#333333", hatch="//", label="within noise")],
               loc="upper left", fontsize=8, frameon=False)
     ax.grid(axis="y", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return fit_text(fig)  # wrapped to the figure's width; left open (notebooks draw it on flush)
 
 
 def compare_families(cmp, *, n: int = 10, title: str | None = None) -> Figure:
@@ -82,7 +81,8 @@ def compare_families(cmp, *, n: int = 10, title: str | None = None) -> Figure:
     ax.barh(y + 0.2, f["a_us"], height=0.38, color=cols, edgecolor="#333333", linewidth=0.5, label=cmp.labels[0])
     ax.barh(y - 0.2, f["b_us"], height=0.38, color=cols, edgecolor="#333333", linewidth=0.5, hatch="..",
             label=cmp.labels[1])
-    names = [("* " if p != "both" else "") + clip(str(nm), 48, ellipsis="…") for nm, p in zip(f["family"], f["presence"])]
+    names = [("* " if p != "both" else "") + clip(str(nm), 48, ellipsis="…")
+             for nm, p in zip(f["family"], f["presence"])]
     ax.set_yticks(y)
     ax.set_yticklabels(names, fontsize=8)
     ax.set_xlabel("us per decode step")
@@ -90,5 +90,4 @@ def compare_families(cmp, *, n: int = 10, title: str | None = None) -> Figure:
     ax.set_title(title or f"Top kernel families: {cmp.labels[0]} (plain) vs {cmp.labels[1]} (dotted); "
                           "* = in one run only", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    return fig
+    return fit_text(fig)  # wrapped to the figure's width; left open (notebooks draw it on flush)

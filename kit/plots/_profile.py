@@ -1,6 +1,8 @@
-"""Profile figures: category shares, step timeline, top kernels; link matrix, A/B (documented in the package docstring)."""
+"""Profile figures: category shares, step timeline, top kernels; link matrix, A/B (documented in the package
+docstring), and the sizes every kit figure keeps to."""
 from __future__ import annotations
 
+import textwrap
 from typing import Any, Mapping
 
 import matplotlib.pyplot as plt
@@ -11,8 +13,11 @@ from kit.util import clip
 
 __all__ = [
     "CATEGORY_COLORS",
+    "MAX_WIDTH_IN",
+    "MIN_FONT_PT",
     "ab_plot",
     "category_shares",
+    "fit_text",
     "link_matrix_plot",
     "module_time",
     "step_timeline",
@@ -28,10 +33,41 @@ CATEGORY_COLORS = {
 }
 
 
+# The widest figure drawn here, in inches: at the inline backend's 100 dpi it stays inside the output
+# column of a report page (kit.report.PAGE_WIDTH_PX), legend included, so the page never shrinks it.
+MAX_WIDTH_IN = 10.0
+# The smallest text drawn here, in points (~9.7 px at 100 dpi): tick labels of crowded axes.
+MIN_FONT_PT = 7
+
+
 def _detach(fig: Figure) -> Figure:
-    """Close ``fig`` in pyplot before handing it back: a notebook then draws it once, as the cell's
-    value or through ``display(fig)``, not a second time when the inline backend flushes open figures."""
+    """Finish ``fig`` (:func:`fit_text`) and close it in pyplot before handing it back: a notebook then
+    draws it once, as the cell's value or through ``display(fig)``, not a second time when the inline
+    backend flushes open figures."""
+    fit_text(fig)
     plt.close(fig)
+    return fig
+
+
+def fit_text(fig: Figure) -> Figure:
+    """Wrap every title, suptitle and axis label of ``fig`` to the figure's width, line by line, and
+    lay the figure out again. A long provenance caption in a title would otherwise widen the saved
+    image (the inline backend crops to the content, ``bbox_inches="tight"``) until the plot is a
+    sliver of a picture that the page then shrinks, legend and all, below readable size."""
+    across = fig.get_figwidth() * 72.0  # text sizes are in points: measure the figure in points too
+    texts = [(fig._suptitle, across)] if getattr(fig, "_suptitle", None) is not None else []
+    for ax in fig.axes:
+        texts += [(ax.title, across), (ax._left_title, across), (ax._right_title, across),
+                  (ax.xaxis.label, across), (ax.yaxis.label, fig.get_figheight() * 72.0)]
+    for t, room in texts:
+        if not t.get_text():
+            continue
+        limit = max(20, int(room / (0.65 * t.get_fontsize())))  # DejaVu Sans: ~0.6 em per character
+        lines = [w for line in t.get_text().split("\n")
+                 for w in (textwrap.wrap(line, limit, break_on_hyphens=False) or [""])]
+        t.set_text("\n".join(lines))
+    if not fig.get_layout_engine():
+        fig.tight_layout()
     return fig
 
 
@@ -71,7 +107,7 @@ def category_shares(summaries, *, of: str = "wall", title: str | None = None) ->
     denom = table.sum(axis=1) if of == "kernel" else wall.where(wall > 0, table.sum(axis=1))
     shares = table.div(denom.where(denom > 0, 1.0), axis=0) * 100.0
     cols = [c for c in shares.columns if shares[c].sum() > 0]
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(shares) + 3.5), 4.2), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, max(5.0, 0.9 * len(shares) + 3.5)), 4.2), constrained_layout=True)
     bottom = pd.Series(0.0, index=shares.index)
     for c in cols:
         ax.bar(shares.index, shares[c], bottom=bottom, label=c, color=_color(c), edgecolor="white", linewidth=0.5)
@@ -95,15 +131,16 @@ def step_timeline(summary, *, rank: int | None = None, title: str | None = None)
     ps = ps[ps["rank"] == r].sort_values("step")
     fixed = {"rank", "step", "name", "phase", "start_us", "wall_us", "kernels", "kernel_us"}
     cats = [c for c in ps.columns if c not in fixed and ps[c].sum() > 0]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.35 * len(ps) + 3.5), 4.2), constrained_layout=True)
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, max(6.0, 0.35 * len(ps) + 3.5)), 4.2), constrained_layout=True)
     x = range(len(ps))
     bottom = pd.Series(0.0, index=ps.index)
     for c in cats:
         ax.bar(x, ps[c], bottom=bottom, label=c, color=_color(c), width=0.8)
         bottom += ps[c]
     ax.plot(list(x), ps["wall_us"], color="black", marker=".", label="step wall (GPU span)")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels([str(n)[:18] for n in ps["name"]], rotation=60, ha="right", fontsize=7)
+    every = max(1, -(-len(ps) // 24))  # at most ~24 step labels across the figure
+    ax.set_xticks(list(x)[::every])
+    ax.set_xticklabels([str(n)[:18] for n in ps["name"]][::every], rotation=60, ha="right", fontsize=7)
     ax.set_ylabel("time per step (µs)")
     ax.set_title(title or f"Per-step kernel time by category, rank {r} ({summary.phase})")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
@@ -141,7 +178,7 @@ def module_time(summary, *, n: int = 12, title: str | None = None) -> Figure:
     palette = plt.get_cmap("tab20").colors
     colour = {b: palette[i % len(palette)] for i, b in enumerate(blocks)}
     has_layers = len(layers) > 0
-    fig, axes = plt.subplots(1, 2 if has_layers else 1, figsize=(13.0 if has_layers else 8.0,
+    fig, axes = plt.subplots(1, 2 if has_layers else 1, figsize=(MAX_WIDTH_IN if has_layers else 8.0,
                              max(3.0, 0.3 * len(rows) + 1.4)), constrained_layout=True, squeeze=False)
     ax = axes[0][0]
     labels = [b if b == m else f"{b} › {m}" for b, m in zip(rows["block"], rows["module"])]
@@ -168,9 +205,9 @@ def module_time(summary, *, n: int = 12, title: str | None = None) -> Figure:
         ax2.set_title("by layer")
         ax2.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
         if len(piv) > 16:
-            ax2.tick_params(axis="x", labelrotation=90, labelsize=6)
+            ax2.tick_params(axis="x", labelrotation=90, labelsize=MIN_FONT_PT)
     fig.suptitle(title or f"Kernel time per module ({summary.phase})")
-    return fig
+    return _detach(fig)
 
 
 # Environment and A/B views
@@ -185,7 +222,8 @@ def link_matrix_plot(topology: Any, *, title: str | None = None, ax: Any = None)
 
     m = topology.gpu_links
     n = len(m)
-    if ax is None:
+    own = ax is None  # a figure made here is closed before it is returned; a caller's axes are not
+    if own:
         fig, ax = plt.subplots(figsize=(1.0 + 0.6 * max(n, 2), 0.8 + 0.5 * max(n, 2)))
     else:
         fig = ax.figure
@@ -207,19 +245,20 @@ def link_matrix_plot(topology: Any, *, title: str | None = None, ax: Any = None)
     handles = [Patch(facecolor=c, edgecolor="#57606a", label=k) for k, c in seen.items() if k != "X"]
     if handles:
         ax.legend(handles=handles, bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8, frameon=False)
-    fig.tight_layout()
-    return _detach(fig) if ax is None else fig
+    return _detach(fig) if own else fit_text(fig)
 
 
 def ab_plot(table: pd.DataFrame, *, value: str = "tok_s", label: str = "config", baseline: str | None = None,
             title: str = "Single-stream decode", unit: str = "tok/s", ax: Any = None) -> Any:
     """Bars of ``value`` per configuration, annotated with the ratio to ``baseline`` (a label)."""
     t = table[[label, value]].dropna()
-    if ax is None:
+    own = ax is None
+    if own:
         fig, ax = plt.subplots(figsize=(8, 0.45 * max(len(t), 3) + 1.2))
     else:
         fig = ax.figure
-    base = float(t.loc[t[label] == baseline, value].iloc[0]) if baseline is not None and (t[label] == baseline).any() else None
+    has_base = baseline is not None and (t[label] == baseline).any()
+    base = float(t.loc[t[label] == baseline, value].iloc[0]) if has_base else None
     colours = ["#8c959f" if lab == baseline else "#4c72b0" for lab in t[label]]
     ax.barh(list(t[label])[::-1], list(t[value])[::-1], color=colours[::-1])
     for y, v in enumerate(list(t[value])[::-1]):
@@ -228,6 +267,5 @@ def ab_plot(table: pd.DataFrame, *, value: str = "tok_s", label: str = "config",
     ax.set_xlabel(unit)
     ax.set_title(title + (f" (baseline: {baseline})" if baseline else ""))
     ax.set_xlim(0, float(t[value].max()) * 1.25)
-    fig.tight_layout()
-    return _detach(fig)
+    return _detach(fig) if own else fit_text(fig)
 

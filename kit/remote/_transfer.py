@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from fnmatch import fnmatchcase
 from typing import Any, Iterable
 
-from kit.errors import KitError, RemoteError, RemoteFileError
+from kit.errors import KitError, RemoteError, RemoteFileError, UsageError
 from kit.remote import _transfer_io as io_
 from kit.remote._result import FileStat
 from kit.remote._transfer_io import CHUNK, Sink, file_error, local_error
@@ -318,7 +318,8 @@ class Transfer:
         component), sorted. Matched by listing directories over SFTP (locally: the file system), so
         nothing is ever expanded by a shell."""
         if not pattern.startswith("/"):
-            raise ValueError(f"glob pattern must be an absolute path: {pattern!r}")
+            raise UsageError(f"{getattr(self.host, 'name', self.host)}: glob pattern {pattern!r} is relative; give an "
+                             "absolute path on the host (a relative pattern has no directory to start from there)")
         parts = [p for p in pattern.split("/") if p]
         found = ["/"]
         for i, part in enumerate(parts):

@@ -235,10 +235,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     :class:`~kit.errors.NotebookFailed`). Raises :class:`~kit.errors.ReportError` when nothing can be
     written (missing session, assets or notebooks, or an ``out`` that is not a kit report).
     """
-    from kit.ledger import Ledger
     from kit.report import _assets as assets
-    from kit.report import _export as export
-    from kit.report._redact import notebook_secrets, redact_json_text, redact_notebook, redact_text
 
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
@@ -263,59 +260,12 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         nb_dir = paths[0].parent
         base_params = {"session": _rel_for_kernel(session, nb_dir), "host": host}
         base_params.update(dict(parameters or {}))
-
-        executed: list[tuple[Path, Any, NotebookRun, set[str]]] = []
-        for i, path in enumerate(paths, 1):
-            say(f"kit report: [{i}/{len(paths)}] {path.stem} ...")
-            nb, run = execute_notebook(path, parameters=base_params, cwd=path.parent, cell_timeout=cell_timeout,
-                                       env={LEDGER_ENV: str(ledger_file.resolve())})
-            secrets = notebook_secrets(nb)
-            run.error = redact_text(run.error, secrets)[0]
-            run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
-            status = "ok" if run.ok else f"FAILED at cell In[{run.failed_cell}]: {run.error}"
-            say(f"kit report: [{i}/{len(paths)}] {path.stem} {status} ({run.seconds:.1f} s)")
-            executed.append((path, nb, run, secrets))
-
+        # This machine's directories, shown relative on the pages: the session by its name, the checkout as '.'.
+        local_roots = {str(session.resolve()): session.name, str(nb_dir.resolve().parent): "."}
+        executed = _execute_all(paths, base_params, ledger_file, local_roots, cell_timeout, say)
         runs = [r for _, _, r, _ in executed]
-        # A value recognised in one notebook (quoted, after a flag) is masked in all of them, where
-        # another prints it bare: every page, ipynb copy and the ledger get the same set.
-        all_secrets: set[str] = set().union(*(sec for *_, sec in executed))
-        for _, nb, run, _ in executed:
-            run.redactions, _ = redact_notebook(nb, all_secrets, scan=False)
-            run.error = redact_text(run.error, all_secrets)[0]
-        if ledger_file.is_file():  # verdict evidence is notebook output too
-            text, n = redact_json_text(ledger_file.read_bytes().decode("utf-8", "replace"), all_secrets)
-            if n:
-                ledger_file.write_text(text, encoding="utf-8")
-        pages = [(("index" if r.page == "index.html" else r.name), r.page, r.ok) for r in runs]
-        if not any(r.page == "index.html" for r in runs):
-            pages.insert(0, ("index", "index.html", True))
-        try:
-            ledger: Any = Ledger.open(ledger_file)
-        except LedgerError as exc:  # a notebook left it unreadable: say so on the index, keep the pages
-            ledger = exc
-        exporter = export.make_exporter(no_input=no_input)
-        (tmp / "ipynb").mkdir()
-        import nbformat
-
-        for path, nb, run, _ in executed:
-            top = export.nav_html(pages, run.page)
-            if run.page == "index.html":
-                top += _index_block(runs, ledger, session, host, time.perf_counter() - t_start)
-            on_page: set[str] = set()
-            page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=all_secrets,
-                                        found=on_page)
-            run.redactions += extra
-            if on_page:  # seen only once rendered: the notebook copy must not keep it either
-                redact_notebook(nb, all_secrets | on_page, scan=False)
-            (tmp / run.page).write_text(page, encoding="utf-8")
-            nbformat.write(nb, tmp / "ipynb" / path.name)
-        if not any(r.page == "index.html" for r in runs):
-            block = export.nav_html(pages, "index.html") + _index_block(
-                runs, ledger, session, host, time.perf_counter() - t_start)
-            page, _ = export.redact_html(export.standalone_page("decode-kit report", block), all_secrets)
-            (tmp / "index.html").write_text(page, encoding="utf-8")
-
+        _export_all(tmp, executed, ledger_file, local_roots, no_input=no_input,
+                    index=lambda ledger: _index_block(runs, ledger, session, host, time.perf_counter() - t_start))
         report = Report(out=out, runs=runs, seconds=time.perf_counter() - t_start)
         (tmp / MARKER).write_text(json.dumps(_summary(report, session, host), indent=2) + "\n")
         _swap_in(tmp, out)
@@ -326,6 +276,76 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     say(f"kit report: wrote {out}/index.html ({len(runs)} notebooks, {len(report.failed)} failed, "
         f"{report.seconds:.1f} s)")
     return report
+
+
+def _execute_all(paths: list[Path], params: dict[str, Any], ledger_file: Path, local_roots: Mapping[str, str],
+                 cell_timeout: float, say: Callable[[str], None]) -> list[tuple[Path, Any, NotebookRun, set[str]]]:
+    """Run every notebook in turn; tidy what it shows (one parameters cell, relative paths) and find
+    the secrets in it (each notebook's own set; they are masked everywhere in :func:`_export_all`)."""
+    from kit.report._redact import notebook_secrets, redact_text
+
+    executed = []
+    for i, path in enumerate(paths, 1):
+        say(f"kit report: [{i}/{len(paths)}] {path.stem} ...")
+        nb, run = execute_notebook(path, parameters=params, cwd=path.parent, cell_timeout=cell_timeout,
+                                   env={LEDGER_ENV: str(ledger_file.resolve())})
+        _one_parameters_cell(nb)
+        _relative_paths(nb, local_roots)
+        secrets = notebook_secrets(nb)
+        run.error = redact_text(run.error, secrets)[0]
+        run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
+        status = "ok" if run.ok else f"FAILED at cell In[{run.failed_cell}]: {run.error}"
+        say(f"kit report: [{i}/{len(paths)}] {path.stem} {status} ({run.seconds:.1f} s)")
+        executed.append((path, nb, run, secrets))
+    return executed
+
+
+def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]]], ledger_file: Path,
+                local_roots: Mapping[str, str], *, no_input: bool, index: Callable[[Any], str]) -> None:
+    """Write every page, the redacted ledger copy and the ipynb copies into ``tmp``; ``index(ledger)``
+    gives the index block (``None``: without the ledger, which the index notebook shows itself)."""
+    import nbformat
+
+    from kit.ledger import Ledger
+    from kit.report import _export as export
+    from kit.report._redact import redact_json_text, redact_notebook, redact_text
+
+    runs = [r for _, _, r, _ in executed]
+    # A value recognised in one notebook (quoted, after a flag) is masked in all of them, where
+    # another prints it bare: every page, ipynb copy and the ledger get the same set.
+    all_secrets: set[str] = set().union(*(sec for *_, sec in executed))
+    for _, nb, run, _ in executed:
+        run.redactions, _ = redact_notebook(nb, all_secrets, scan=False)
+        run.error = redact_text(run.error, all_secrets)[0]
+    if ledger_file.is_file():  # verdict evidence is notebook output too
+        raw = ledger_file.read_bytes().decode("utf-8", "replace")
+        text, n = redact_json_text(_replace_roots(raw, local_roots, json_escaped=True), all_secrets)
+        if n or text != raw:
+            ledger_file.write_text(text, encoding="utf-8")
+    pages = [(("index" if r.page == "index.html" else r.name), r.page, r.ok) for r in runs]
+    if not any(r.page == "index.html" for r in runs):
+        pages.insert(0, ("index", "index.html", True))
+    try:
+        ledger: Any = Ledger.open(ledger_file)
+    except LedgerError as exc:  # a notebook left it unreadable: say so on the index, keep the pages
+        ledger = exc
+    exporter = export.make_exporter(no_input=no_input)
+    (tmp / "ipynb").mkdir()
+    for path, nb, run, _ in executed:
+        top = export.nav_html(pages, run.page)
+        if run.page == "index.html":  # the index notebook shows the ledger itself
+            top += index(ledger if isinstance(ledger, Exception) else None)
+        on_page: set[str] = set()
+        page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=all_secrets, found=on_page)
+        run.redactions += extra
+        if on_page:  # seen only once rendered: the notebook copy must not keep it either
+            redact_notebook(nb, all_secrets | on_page, scan=False)
+        (tmp / run.page).write_text(page, encoding="utf-8")
+        nbformat.write(nb, tmp / "ipynb" / path.name)
+    if not any(r.page == "index.html" for r in runs):
+        block = export.nav_html(pages, "index.html") + index(ledger)
+        page, _ = export.redact_html(export.standalone_page("decode-kit report", block), all_secrets)
+        (tmp / "index.html").write_text(page, encoding="utf-8")
 
 
 def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:
@@ -348,6 +368,58 @@ def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:
     if not paths:
         raise ReportError("no notebooks given")
     return [p for p in paths if p.stem != "index"] + [p for p in paths if p.stem == "index"]
+
+
+def _one_parameters_cell(nb: Any) -> None:
+    """Show the parameters once: papermill adds an ``injected-parameters`` cell after the notebook's own
+    ``parameters`` cell. The values given are written into the notebook's cell, each in place of its
+    default, keeping the comments that explain it; the injected cell is dropped. Where the notebook's
+    cell cannot be rewritten (a value spread over lines it cannot parse), its defaults are dropped instead."""
+    import ast
+
+    tagged = {t: i for i, c in enumerate(nb.cells) for t in c.get("metadata", {}).get("tags", [])
+              if t in ("parameters", "injected-parameters")}
+    if "injected-parameters" not in tagged or "parameters" not in tagged:
+        return
+    own, injected = nb.cells[tagged["parameters"]], nb.cells[tagged["injected-parameters"]]
+    try:
+        given = {n.targets[0].id: ast.get_source_segment(injected.source, n.value)
+                 for n in ast.parse(injected.source).body
+                 if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
+        lines = own.source.splitlines()
+        for node in reversed(ast.parse(own.source).body):
+            if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and node.targets[0].id in given:
+                name, first, last = node.targets[0].id, node.lineno - 1, node.end_lineno - 1
+                tail = lines[last][node.end_col_offset:]
+                lines[first:last + 1] = [f"{name} = {given.pop(name)}{tail}"]
+        lines += [f"{name} = {value}  # given by kit report" for name, value in given.items()]
+    except (SyntaxError, AttributeError, IndexError):
+        nb.cells.pop(tagged["parameters"])
+        return
+    own.source = "\n".join(lines)
+    own.outputs = injected.get("outputs", [])
+    own.execution_count = injected.get("execution_count")
+    nb.cells.pop(tagged["injected-parameters"])
+
+
+def _replace_roots(text: str, roots: Mapping[str, str], *, json_escaped: bool = False) -> str:
+    for root, short in sorted(roots.items(), key=lambda kv: -len(kv[0])):
+        if json_escaped:
+            root, short = json.dumps(root)[1:-1], json.dumps(short)[1:-1]
+        text = text.replace(root + "/", short + "/").replace(root, short)
+    return text
+
+
+def _relative_paths(nb: Any, roots: Mapping[str, str]) -> None:
+    """Outputs name this machine's session and checkout directories by their short names (a report is
+    read elsewhere: the absolute paths of the machine that made it say nothing there)."""
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            if "text" in out:
+                out["text"] = _replace_roots(out["text"], roots)
+            for mime, value in out.get("data", {}).items():
+                if isinstance(value, str) and mime.startswith("text/"):
+                    out["data"][mime] = _replace_roots(value, roots)
 
 
 def _summary(report: Report, session: Path, host: str) -> dict[str, Any]:
@@ -377,7 +449,9 @@ def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str,
         rows.append(f"<tr><td><a href='{_html.escape(r.page, quote=True)}'>{_html.escape(r.name)}</a></td>"
                     f"<td>{status}</td><td style='text-align:right'>{r.seconds:.1f} s</td></tr>")
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    if isinstance(ledger, Exception):
+    if ledger is None:
+        ledger_html = ""
+    elif isinstance(ledger, Exception):
         ledger_html = f"<p class='kit-bad'>The ledger could not be read: {_html.escape(str(ledger))}</p>"
     else:
         ledger_html = ledger.to_html() if len(ledger) else "<p>The ledger is empty.</p>"

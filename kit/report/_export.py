@@ -12,8 +12,14 @@ from typing import Any, Sequence
 from kit.report import _assets as assets
 from kit.report._redact import redact_html
 
+# Pages are laid out at most PAGE_MAX_PX wide (centred); the output column beside the prompts is then
+# PAGE_WIDTH_PX: a figure at most that wide is shown at its own size, never shrunk below readable.
+PAGE_MAX_PX = 1200
+PAGE_WIDTH_PX = 1100
+
 _NAV_CSS = """
 <style>
+main{max-width:%(page)spx;margin:0 auto}
 .kit-nav{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;font-size:14px;padding:8px 12px;
  margin:0 0 12px 0;border-bottom:1px solid #d0d7de;background:#f6f8fa}
 .kit-nav a{margin-right:14px;text-decoration:none;color:#0969da}
@@ -25,7 +31,7 @@ _NAV_CSS = """
 .kit-head th{background:#f6f8fa}
 .kit-ok{color:#1a7f37;font-weight:600}.kit-bad{color:#cf222e;font-weight:600}
 </style>
-"""
+""" % {"page": PAGE_MAX_PX}
 
 
 def make_exporter(no_input: bool = False) -> Any:

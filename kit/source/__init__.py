@@ -21,6 +21,7 @@ Files:
 - ``_grep.py``: the grep/rg command line and its parsed output
 - ``_types.py``: Slice, Scope, Symbol(s), Match(es), Definition, SourceDiff: results with text and HTML views
 - ``_html.py``: HTML rendering of source lines
+- ``_host/evaluate.py``: the program evaluate() runs with the host's Python (package data)
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from kit.source._grep import EXIT_MISSING, EXIT_UNREADABLE, build_command, error
 from kit.source._index import Binding, ScopeInfo, index_of, syntax_note, text_enclosing, text_find
 from kit.source._resolve import follow_import, locate_module
 from kit.source._types import Definition, Match, Matches, Scope, Slice, SourceDiff, Symbol, Symbols, label
+from kit.util import host_program
 
 if TYPE_CHECKING:  # the Host base class; kit.remote is not imported at run time for this
     from kit.remote import Host
@@ -240,25 +241,6 @@ def _definition(host, source: SourceFile, b: Binding, name: str, via: list[str])
 
 
 
-_EVALUATE = """
-import importlib, os, sys
-_path, _attr, _call, _args = {path!r}, {attr!r}, {call!r}, {args!r}
-_dir, _base = os.path.split(_path)
-_parts = [] if _base == "__init__.py" else [os.path.splitext(_base)[0]]
-while os.path.isfile(os.path.join(_dir, "__init__.py")):
-    _parts.insert(0, os.path.basename(_dir))
-    _dir = os.path.dirname(_dir)
-if _dir not in sys.path:
-    sys.path.insert(0, _dir)
-_module = importlib.import_module(".".join(_parts))
-if os.path.realpath(getattr(_module, "__file__", "") or "") != os.path.realpath(_path):
-    raise ImportError(f"{{'.'.join(_parts)}} imports from {{_module.__file__}}, not {{_path}}")
-_obj = _module
-for _a in _attr.split("."):
-    _obj = getattr(_obj, _a)
-_value = _obj(*_args) if _call else _obj
-_value if isinstance(_value, (bool, int, float, str, type(None), list, tuple, dict)) else repr(_value)
-"""
 
 
 def evaluate(host: Host, where: Definition, *, attribute: str | None = None, args: tuple = (), call: bool = True,
@@ -284,7 +266,8 @@ def evaluate(host: Host, where: Definition, *, attribute: str | None = None, arg
     if not all(a is None or isinstance(a, (bool, int, float, str)) for a in args):
         raise SourceError(f"evaluate: args must be JSON-able literals (None, bool, int, float, str), got {args!r}")
     attr = where.qualname + (f".{attribute}" if attribute else "")
-    code = _EVALUATE.format(path=where.path, attr=attr, call=bool(call), args=tuple(args))
+    call_line = f"evaluate({where.path!r}, {attr!r}, {bool(call)!r}, {tuple(args)!r})"
+    code = host_program("kit.source", "evaluate.py", call_line)
     return host.python(code, python=default_python(host, python), env=env, timeout=timeout)
 
 

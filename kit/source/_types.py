@@ -55,7 +55,8 @@ class Slice:
 
     def __repr__(self) -> str:
         note = f", note={self.note!r}" if self.note else ""
-        return f"Slice(host={self.host!r}, path={self.path!r}, start={self.start}, end={self.end}, lines={len(self.lines)}{note})"
+        return (f"Slice(host={self.host!r}, path={self.path!r}, start={self.start}, end={self.end}, "
+                f"lines={len(self.lines)}{note})")
 
     def _repr_html_(self) -> str:
         return _html.code_block(self.path, self.lines, self.start, highlight_lines=self.highlight,
@@ -102,16 +103,18 @@ class Matches(list):
         return f"grep {self.pattern!r} in {self.host}:{self.path}: {len(self)} match(es) via {self.tool or '?'}"
 
     def __str__(self) -> str:
-        sep = "\n--\n" if any(m.before or m.after for m in self) else "\n"
-        body = sep.join(str(m) for m in self)
-        return body + (f"\n({self.note})" if self.note else "")
+        ctx = any(m.before or m.after for m in self)
+        out = []
+        for path, n, text, hit, new_group in _merged(self):
+            if new_group and out and ctx:
+                out.append("--")
+            out.append(f"{path}{':' if hit else '-'}{n}{':' if hit else '-'}{text}")
+        return "\n".join(out) + (f"\n({self.note})" if self.note else "")
 
     def __repr__(self) -> str:
         lines = [self._title()]
-        for m in self[:50]:  # context lines (grep -C) shown as grep shows them: path-line-text
-            lines += [f"  {m.path}-{m.line - len(m.before) + i}- {t.rstrip()}" for i, t in enumerate(m.before)]
-            lines.append(f"  {m.path}:{m.line}: {m.text.strip()}")
-            lines += [f"  {m.path}-{m.line + 1 + i}- {t.rstrip()}" for i, t in enumerate(m.after)]
+        for path, n, text, hit, _ in _merged(self[:50]):  # context lines as grep shows them: path-line-text
+            lines.append(f"  {path}:{n}: {text.strip()}" if hit else f"  {path}-{n}- {text.rstrip()}")
         if len(self) > 50:
             lines.append(f"  ... {len(self) - 50} more")
         if self.note:
@@ -120,15 +123,29 @@ class Matches(list):
 
     def _repr_html_(self) -> str:
         rows = []
-        for m in self:  # context lines in grey, the match line in bold numbers
-            for i, t in enumerate(m.before):
-                rows.append((html.escape(m.path), f"<span style='color:#6e7781'>{m.line - len(m.before) + i}</span>",
-                             _html.inline_code(m.path, t)))
-            rows.append((html.escape(m.path), f"<b>{m.line}</b>", _html.inline_code(m.path, m.text)))
-            for i, t in enumerate(m.after):
-                rows.append((html.escape(m.path), f"<span style='color:#6e7781'>{m.line + 1 + i}</span>",
-                             _html.inline_code(m.path, t)))
+        for path, n, text, hit, _ in _merged(self):  # context lines in grey, the match line in bold numbers
+            num = f"<b>{n}</b>" if hit else f"<span style='color:#6e7781'>{n}</span>"
+            rows.append((html.escape(path), num, _html.inline_code(path, text)))
         return _html.table(["path", "line", "text"], rows, title=self._title(), note=self.note)
+
+
+def _merged(matches) -> list[tuple[str, int, str, bool, bool]]:
+    """Every line of ``matches`` once, in (path, line) order, as grep -C prints them: overlapping
+    contexts merged, a match line marked as a match even where it is another match's context.
+    Tuples (path, line, text, is_match, starts_a_new_group)."""
+    lines: dict[tuple[str, int], tuple[str, bool]] = {}
+    for m in matches:
+        first = m.line - len(m.before)
+        for i, t in enumerate(m.before):
+            lines.setdefault((m.path, first + i), (t, False))
+        lines[(m.path, m.line)] = (m.text, True)
+        for i, t in enumerate(m.after):
+            lines.setdefault((m.path, m.line + 1 + i), (t, False))
+    out, prev = [], None
+    for (path, n), (text, hit) in sorted(lines.items()):
+        out.append((path, n, text, hit, prev is None or prev != (path, n - 1)))
+        prev = (path, n)
+    return out
 
 
 @dataclass(frozen=True)

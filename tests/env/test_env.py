@@ -113,13 +113,6 @@ def test_version_parsers():
                                                                                   "NCCL_PROTO": "LL"}
 
 
-@pytest.fixture(scope="module", params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])
-def host(request, sshd):
-    h = kit.connect("local") if request.param == "local" else sshd.connect()
-    yield h
-    h.close()
-
-
 def test_fingerprint_on_a_gpu_less_host_with_a_running_process(host, sshd):
     log = host.run(f"mktemp -p {shlex.quote(sshd.tmp)} fp.XXXXXX.log", check=True).stdout.strip()
     job = host.spawn("sleep 60", log=log, env={"NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "8", "OTHER": "x"})

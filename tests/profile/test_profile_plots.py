@@ -7,10 +7,7 @@ from matplotlib.figure import Figure
 from kit import plots, profile
 from tests.conftest import SAMPLE
 
-
-@pytest.fixture(autouse=True)
-def _cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("kit_cache_dir")  # tests/conftest.py: a fresh cache per test
 
 
 def _summary(scenario):

@@ -15,16 +15,6 @@ from kit.errors import CommandFailed, CommandTimeout, RemoteError, RemoteFileErr
 HOSTILE = "a b;$(touch PWNED)'\"`touch PWNED2`"
 
 
-@pytest.fixture(scope="module", params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])
-def host(request, sshd):
-    if request.param == "local":
-        h = kit.connect("local")
-    else:
-        h = sshd.connect()
-    yield h
-    h.close()
-
-
 @pytest.fixture
 def scratch(host, sshd):
     """A fresh directory the host's login user owns (inside the sshd fixture's world-readable tmp)."""

@@ -62,13 +62,6 @@ def test_2gib_streamed_over_ssh_in_flat_memory_through_rekeys(rekeying_sshd):
     assert growth < 64 * 1024 ** 2, f"peak RSS grew {growth / 2**20:.0f} MiB while streaming 2 GiB"
 
 
-@pytest.fixture(scope="module", params=["local", "ssh"])
-def host(request, sshd):
-    h = kit.connect("local") if request.param == "local" else sshd.connect()
-    yield h
-    h.close()
-
-
 def test_streamed_result_keeps_a_bounded_tail_and_says_so(host, capfd):
     res = host.run("head -c 3000000 /dev/zero | tr '\\0' a; echo END; echo warn >&2", stream=True, timeout=60)
     shown = capfd.readouterr()

@@ -86,7 +86,8 @@ def test_every_hypothesis_gets_a_computed_verdict(sample_report):
     assert any("not from the serving host" in c for c in h2.caveats)
     # H4: like with like: acceptance length vs break-even length, i.i.d. acceptance vs i.i.d. break-even.
     h4 = ledger["H4"].numbers
-    assert (h4["mean_acceptance_length"] > h4["break_even_length"]) == (h4["iid_acceptance"] > h4["break_even_acceptance"])
+    assert ((h4["mean_acceptance_length"] > h4["break_even_length"])
+            == (h4["iid_acceptance"] > h4["break_even_acceptance"]))
     assert h4["mean_acceptance_length"] < h4["break_even_length"] and ledger["H4"].verdict == "rejected"
     # Sample evidence is never called measured.
     for hid in ("H0", "H3", "H4", "H5", "H6"):
@@ -98,7 +99,8 @@ def test_every_hypothesis_gets_a_computed_verdict(sample_report):
     assert "does not apply on compute capability 12.0" in ledger["H3"].evidence
     assert abs(ledger["H4"].numbers["draft_acceptance"] - (1.68 - 1) / 3) < 0.01  # 42% printed = AL 1.68 of 4
     assert ledger["H4"].numbers["printed_accept_rate"] == pytest.approx(0.42, abs=0.01)
-    assert ledger["H5"].numbers["tok_s_before"] == pytest.approx(63.6) and ledger["H5"].numbers["tok_s_after"] == pytest.approx(71.4)
+    h5 = ledger["H5"].numbers
+    assert h5["tok_s_before"] == pytest.approx(63.6) and h5["tok_s_after"] == pytest.approx(71.4)
 
 
 def test_measured_is_said_only_of_measured_numbers(sample_report):
@@ -119,7 +121,7 @@ def test_measured_is_said_only_of_measured_numbers(sample_report):
         bad = [left[max(0, m.start() - 60): m.end() + 40] for m in re.finditer("measured", left)]
         assert not bad, f"{name}: 'measured' said of something not shown to be measured: {bad[:3]}"
     index = (sample_report.out / "index.html").read_text()
-    assert "<th style='text-align:left'>provenance</th>" in index and "sample written to the" in index
+    assert re.search(r"<th style=[\"']text-align:left[\"']>provenance</th>", index) and "sample written to the" in index
 
 
 def test_plots_are_embedded(sample_report):
@@ -130,15 +132,78 @@ def test_plots_are_embedded(sample_report):
     assert "kit-ledger" in index and "H6" in index
 
 
+# Figures each page of the sample report must show: a figure lost (a closed figure whose display was
+# suppressed) or drawn twice (a figure left open in pyplot and also displayed) changes the count.
+IMAGES_PER_PAGE = {"00_environment": 1, "01_allreduce_share": 2, "02_backend_defaults": 0,
+                   "03_speculative_acceptance": 5, "04_single_stream_gap": 3, "05_live_experiment": 2, "index": 0}
+
+
+def _page_images(page: str) -> list[tuple[int, int]]:
+    """(width, height) in pixels of every <img> embedded in a page, read from the PNG header."""
+    import base64
+    import struct
+
+    sizes = []
+    for m in re.finditer(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/]{32})', page):
+        head = base64.b64decode(m.group(1))
+        sizes.append(struct.unpack(">II", head[16:24]))
+    return sizes
+
+
+def test_every_figure_is_on_its_page_once_and_fits_the_page_width(sample_report):
+    """Images per page as the notebooks draw them, each no wider than the page's output column, so the
+    page shows it at its own size and the smallest font of a kit figure stays readable there."""
+    from kit.plots import MIN_FONT_PT
+    from kit.report._export import PAGE_WIDTH_PX
+
+    counts, too_wide = {}, []
+    for name in EXPECTED:
+        page = (sample_report.out / ("index.html" if name == "index" else f"{name}.html")).read_text()
+        sizes = _page_images(page)
+        counts[name] = len(sizes)
+        too_wide += [(name, w) for w, _h in sizes if w > PAGE_WIDTH_PX]
+    assert counts == IMAGES_PER_PAGE
+    assert not too_wide, f"figures wider than the page's {PAGE_WIDTH_PX} px output column: {too_wide}"
+    # At the inline backend's 100 dpi and no shrinking, the smallest text of a kit figure is this tall:
+    assert MIN_FONT_PT * 100 / 72 >= 9.0
+
+
+def test_parameters_and_the_ledger_are_shown_once(sample_report):
+    for name in EXPECTED:
+        nb = nbformat.read(sample_report.out / "ipynb" / f"{name}.ipynb", as_version=4)
+        tags = [t for c in nb.cells for t in c.metadata.get("tags", [])]
+        assert tags.count("parameters") == 1 and "injected-parameters" not in tags, name
+        params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+        assert re.search(r'^session = "sample"', params.source, re.M), name  # the value given by kit report
+        committed = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+        own = next(c for c in committed.cells if "parameters" in c.metadata.get("tags", []))
+        comments = [line.split("#", 1)[1] for line in own.source.splitlines() if "#" in line]
+        assert all(c in params.source for c in comments), f"{name}: the parameters' comments were lost"
+    index = (sample_report.out / "index.html").read_text()
+    assert len(re.findall(r"<table class=[\"']kit-ledger[\"']", index)) == 1, "the index shows the ledger twice"
+
+
+def test_pages_do_not_name_this_machines_directories(sample_report):
+    checkout = str(ROOT.resolve())
+    for page in [*sample_report.out.glob("*.html"), sample_report.out / "ledger.json"]:
+        assert checkout not in page.read_text(), f"{page.name} names {checkout}"
+    page02 = (sample_report.out / "02_backend_defaults.html").read_text()
+    assert "sample/engine/tinyserve/srt/server_args.py" in page02
+
+
 def test_verdict_follows_the_evidence(tmp_path):
-    """02 on a B200-class capture (compute capability 10.0): the sm100 default now applies."""
-    capture = tmp_path / "b200.csv"
-    capture.write_text("index, name, memory.total [MiB], compute_cap, driver_version\n"
-                       "0, NVIDIA B200, 183359 MiB, 10.0, 580.126.20\n")
+    """02 on a B200-class capture (compute capability 10.0) in a copy of the session: the sm100
+    default now applies. (A session reads its own artefacts: a capture lives inside it.)"""
+    import shutil
+
+    session = tmp_path / "b200-session"
+    shutil.copytree(SAMPLE, session, ignore=shutil.ignore_patterns(".kit", "__pycache__"))
+    (session / "server" / "b200.csv").write_text("index, name, memory.total [MiB], compute_cap, driver_version\n"
+                                                 "0, NVIDIA B200, 183359 MiB, 10.0, 580.126.20\n")
     ledger_path = tmp_path / "ledger.json"
     nb, run = report.execute_notebook(
         NOTEBOOKS / "02_backend_defaults.ipynb", cwd=NOTEBOOKS,
-        parameters={"session": "sample", "host": "local", "gpu_capture": str(capture)},
+        parameters={"session": str(session), "host": "local", "gpu_capture": "server/b200.csv"},
         env={LEDGER_ENV: str(ledger_path)})
     assert run.ok, run.error
     h3 = Ledger.open(ledger_path)["H3"]

@@ -65,7 +65,8 @@ def tiny(tmp_path_factory):
         "from IPython.display import HTML\nHTML('<pre>' + {'HF_TOKEN': token}.__repr__() + '</pre>')",
         # A pygments-highlighted slice splits `api_key = "..."` across spans; its text/plain does not.
         "import kit\nkit.source.slice(kit.connect('local'), 'sess/settings.py', 1, 3)",
-        "from kit.ledger import Ledger\nLedger.for_session(session).record('H9', statement='x', evidence='api_key=mango-tango-5512')",
+        "from kit.ledger import Ledger\n"
+        "Ledger.for_session(session).record('H9', statement='x', evidence='api_key=mango-tango-5512')",
     ], params='session = "default"\nhost = "local"'), nbs / "b_secrets.ipynb")
     (nbs / "sess" / "settings.py").write_text('HOST = "gpu-box"\napi_key = "mango-tango-5512"\nPORT = 30000\n')
     nbformat.write(_nb([
@@ -294,7 +295,8 @@ def test_a_variable_passed_as_password_is_not_hunted_through_the_notebook():
 def test_code_reading_a_secret_is_not_hunted_as_a_literal():
     from kit.report._redact import find_secrets
 
-    code = 'hf_token = os.environ["HF_TOKEN"]\nhome = os.environ["HOME"]\ntok = get_token(user)\napi_key = vault.read("k")'
+    code = ('hf_token = os.environ["HF_TOKEN"]\nhome = os.environ["HOME"]\ntok = get_token(user)\n'
+            'api_key = vault.read("k")')
     assert find_secrets(code) == set()
     red, _ = redact_text(code, find_secrets(code))
     assert 'home = os.environ["HOME"]' in red and "tok = get_token(user)" in red

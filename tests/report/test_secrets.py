@@ -140,7 +140,8 @@ def test_report_run_leaks_nothing(planted):
     out = planted["out"]
     assert (out / "index.html").is_file(), planted["proc"].stderr[-2000:]
     names = {p.relative_to(out).as_posix() for p in _artefacts(out)}
-    assert {"index.html", "a_logs.html", "ledger.json", "ipynb/a_logs.ipynb", "ipynb/index.ipynb", "report.json"} <= names
+    assert {"index.html", "a_logs.html", "ledger.json", "ipynb/a_logs.ipynb", "ipynb/index.ipynb",
+            "report.json"} <= names
     leaks = {p.relative_to(out).as_posix(): _leaks(p.read_text(errors="replace")) for p in _artefacts(out)}
     assert {k: v for k, v in leaks.items() if v} == {}
     ledger = json.loads((out / "ledger.json").read_text())

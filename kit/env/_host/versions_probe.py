@@ -1,0 +1,42 @@
+"""Shipped to a host by kit.env.fingerprint and run by ``Host.python`` (with the host's Python, stdlib
+only): the versions of Python, torch, the engines and NCCL installed there. The kit appends the call
+``probe()``, whose JSON-able value comes back."""
+import importlib.metadata as md
+import platform
+
+DISTRIBUTIONS = (("torch", ["torch"]), ("sglang", ["sglang"]), ("vllm", ["vllm"]),
+                 ("flashinfer", ["flashinfer-python", "flashinfer"]),
+                 ("tensorrt_llm", ["tensorrt_llm", "tensorrt-llm"]),
+                 ("nccl_wheel", ["nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nccl-cu11"]))
+
+
+def installed(dists):
+    for d in dists:
+        try:
+            return md.version(d)
+        except Exception:  # not installed, or a broken distribution: try the next name
+            pass
+    return None
+
+
+def torch_versions(out):
+    try:
+        import torch
+    except Exception as exc:
+        out["torch_error"] = (type(exc).__name__ + ": " + str(exc))[:200]
+        return
+    out["torch_cuda"] = torch.version.cuda
+    try:
+        v = torch.cuda.nccl.version()
+        out["torch_nccl"] = list(v) if isinstance(v, tuple) else v
+    except Exception as exc:
+        out["torch_nccl_error"] = str(exc)[:200]
+
+
+def probe():
+    out = {"python": platform.python_version()}
+    for key, dists in DISTRIBUTIONS:
+        out[key] = installed(dists)
+    if out["torch"]:
+        torch_versions(out)
+    return out
