@@ -270,3 +270,20 @@ def test_experiment_on_a_reasoning_engine_in_chat_mode(tmp_path):
     assert rows["baseline"]["ttft_ms"] < 10  # the first reasoning token, not the answer 20 tokens later
     run = json.loads((tmp_path / "experiments" / "reasoning" / "v00-baseline" / "rep0" / "run.json").read_text())
     assert run["bench"]["reasoning_tokens"] == 20 and run["bench"]["answer_tokens"] == 12
+
+
+def test_busy_port_fails_every_run_clearly_and_measures_nothing(tmp_path, timed_server):
+    from tests.live.conftest import ENGINE
+
+    other, _ = timed_server(itl_ms=8)  # another server already answers on the port
+    port = int(other.rsplit(":", 1)[1])
+    marker = "kit-exp-busy"
+    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.1"
+    exp = kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env={"PYTHONPATH": str(ENGINE)}, port=port,
+                         session=tmp_path, name="busy", repeats=1, progress=False,
+                         bench={"requests": 2, "warmup": 0, "max_tokens": 8})
+    for r in exp.rows():
+        assert r["status"] == "failed" and f"port {port} is already in use by pid" in r["error"], r
+        assert math.isnan(r["tok_s"]) and not r["significant"]
+    d = tmp_path / "experiments" / "busy"
+    assert not list(d.glob("*/rep*/bench.json")) and not engine_procs(marker)
