@@ -3,7 +3,7 @@
 Prints one Markdown section (see bench/run_all.py). In one process per measurement (medians of 3,
 empty parse cache each time): *anchor* = ``kit.profile.load`` + ``summary("decode")`` of both runs;
 *compare* = the same loads + ``compare(a, b, ops=False)``; *compare with ops* = loads + ``compare``
-with the by-op pass (a second full parse of each file, ``_oplink.py``). Pairs: the recorded
+with the by-op / by-module split (read from the Profiles' kernel tables; no second parse). Pairs: the recorded
 comparison pairs of the sample session (CUDA-graph replay, no op links) and the eager
 ``cmp_shapes_a`` run against itself (op links present).
 """

@@ -11,6 +11,7 @@ Public surface (everything else is private):
 - ``kit.ledger``: the hypothesis ledger.  ``kit.plots``: the plots.  ``kit.report``: HTML report.
 - ``kit.explorer``: ipywidgets profile explorer and its static views.
 - ``kit.session``: a session's layout and the provenance of each artefact.
+- ``kit.audit``: effective settings, silent slow paths, ignored experiment variants, run validity.
 - ``kit.errors``: the exception tree.
 - ``kit.server(host, cmd)`` / ``kit.experiment(base_cmd, matrix=...)`` (``kit.live``): run, profile and
   sweep a live serving engine.  ``kit.bench``: single-stream benchmark of a live server.
@@ -24,7 +25,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors", "explorer", "session", "live", "bench")
+_SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors", "explorer", "session", "live", "bench", "audit")
 _FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
 _FROM_LIVE = ("server", "experiment")
 

@@ -185,11 +185,31 @@ class Session:
 
     # -- paths ------------------------------------------------------------------------------
     def path(self, *parts: str | os.PathLike[str]) -> Path:
-        """A path inside the session (``s.path("logs", "x.log")``); absolute parts are kept as given."""
-        return self.root.joinpath(*parts)
+        """A path inside the session (``s.path("logs", "x.log")``). An absolute *first* part is a file
+        the user named explicitly (a parameter pointing at a log elsewhere) and is kept as given.
+        Any other name that leads outside the session (``../``, an absolute name after a folder:
+        ``s.path("experiments", name)``) is refused with a SessionError: names come from users and
+        configurations, and nothing the kit writes under a session folder may land outside it."""
+        if parts and os.path.isabs(os.fspath(parts[0])):
+            base = Path(parts[0])
+            return self._inside(base.joinpath(*parts[1:]), parts[1:], base)
+        return self._inside(self.root.joinpath(*parts), parts, self.root)
 
     def __truediv__(self, other: str | os.PathLike[str]) -> Path:
-        return self.root / other
+        return self.path(other)
+
+    def _inside(self, p: Path, parts: tuple, base: Path) -> Path:
+        """``p`` if it lies under ``base`` (the session root, or an absolute path the caller named):
+        by its normalised path (a folder symlinked from elsewhere, ``traces -> /data/traces``,
+        stays in), or by the real paths of both (a root given through a symlink); else SessionError."""
+        root = os.path.normpath(os.path.abspath(base))
+        full = os.path.normpath(os.path.abspath(p))
+        if _under(full, root) or _under(os.path.realpath(full), os.path.realpath(root)):
+            return p
+        name = "/".join(str(x) for x in parts)
+        where = "the session" if base == self.root else str(base)
+        raise SessionError(f"{self.root}: {name!r} resolves outside {where} ({full}); "
+                           f"session names must stay inside it")
 
     def scenarios(self, pattern: str = "rank*.trace.json.gz") -> dict[str, list[Path]]:
         """Trace files per scenario folder under ``traces/`` (sorted), folders without a match left out."""
@@ -203,7 +223,7 @@ class Session:
 
     def measured(self, scenario: str) -> dict[str, Any] | None:
         """``traces/<scenario>/measured.json`` (the truth recorded outside the profiler), or None."""
-        p = self.root / LAYOUT["traces"] / scenario / "measured.json"
+        p = self.path(LAYOUT["traces"], scenario, "measured.json")
         if not p.is_file():
             return None
         try:
@@ -288,11 +308,29 @@ class Session:
 
     def record(self, path: str | os.PathLike[str], provenance: Provenance) -> None:
         """Say where ``path`` (a file or a folder prefix) came from, in ``provenance.json``."""
+        rel = self._rel(path)
+        if os.path.isabs(rel):  # _rel keeps a path outside the session absolute: no place in its manifest
+            raise SessionError(f"{self.root}: {rel!r} is outside the session; its manifest names only what is inside")
+        self.path(rel)
         entries = dict(self.manifest())
-        entries[self._rel(path)] = provenance
+        entries[rel] = provenance
         payload = {"format": 1, "artefacts": {k: v.to_dict() for k, v in sorted(entries.items())}}
         write_atomic(self.root / MANIFEST, json.dumps(payload, indent=1, sort_keys=True) + "\n", prefix=".provenance.")
         self._manifest = entries
+
+    def audit(self, *parts: str, traces: bool = False, compare: bool = False, source: str | None = None):
+        """``kit.audit.audit`` over this session's artefacts (``parts``: sub-folders or files; default every
+        folder but ``engine``, ``model`` and ``traces``; ``traces=True`` adds the trace health checks).
+        ``source`` (relative to the session) names the function that overrode an ignored setting."""
+        from kit.audit import audit
+
+        if parts:
+            paths = [self.path(p) for p in parts]
+        else:
+            skip = {"engine", "model"} | ({"traces"} if not traces else set())
+            paths = sorted(p for p in self.root.iterdir() if p.is_dir() and p.name not in skip
+                           and not p.name.startswith("."))
+        return audit(paths, compare=compare, traces=traces, source=str(self.path(source)) if source else None)
 
     def __repr__(self) -> str:
         return f"Session({self.root.as_posix()!r})"
@@ -302,6 +340,10 @@ class Session:
                        for k, v in sorted(self.manifest().items()))
         return (f"<div><b>session</b> <code>{html.escape(self.root.as_posix())}</code>"
                 f"<table><tr><th>artefact</th><th>provenance</th></tr>{rows}</table></div>")
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def provenance_of(path: str | os.PathLike[str]) -> Provenance:

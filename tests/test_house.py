@@ -15,13 +15,15 @@ KIT = ROOT / "kit"
 # The public surface. Adding a name is a decision: add it here in the same change.
 PUBLIC_API = {
     'kit.session': ['Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'caption', 'open', 'provenance_of'],
-    'kit': ['Host', 'Job', 'Result', '__version__', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'server', 'session', 'source'],
+    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'server', 'session', 'source'],
     'kit.live': ['Experiment', 'PHASES', 'Server', 'experiment', 'plan', 'server'],
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'LoadResult', 'RequestTiming', 'list_models', 'load_test', 'make_prompts', 'mean_ci', 'single_stream', 'stream_request', 'sweep', 'welch'],
     'kit.remote': ['Fetched', 'FileStat', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
     'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'evaluate', 'find', 'grep', 'module_path', 'slice'],
-    'kit.profile': ['Comparison', 'PHASES', 'Profile', 'Summary', 'compare', 'default_rules', 'load', 'roofline'],
-    'kit.logs': ['LogData', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'spec_summary'],
+    'kit.profile': ['AttributionCheck', 'Comparison', 'PHASES', 'Prefetch', 'Profile', 'Summary', 'check_attribution',
+                    'compare', 'default_rules', 'load', 'prefetch', 'roofline'],
+    'kit.audit': ['Audit', 'CLOCK_QUERY', 'ClockSampler', 'DEBUG_VARIABLES', 'Decider', 'Effect', 'Effects', 'Finding', 'SEVERITIES', 'Validity', 'audit', 'capture_settings', 'check_run', 'decider', 'effect', 'experiment_effects', 'parse_clocks', 'throttle'],
+    'kit.logs': ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary'],
     'kit.models': ['AllReduceCost', 'DecodeFloor', 'GPUSpec', 'HYBRID_TYPES', 'LINKS', 'LinkModel', 'Mixer', 'ModelShape', 'SpecEstimate', 'WEIGHT_FORMATS', 'decode_floor', 'gpu_spec', 'gpu_specs', 'model_shape', 'acceptance_for_length', 'allreduce_cost', 'allreduce_time_us', 'break_even', 'drafter_cost', 'expected_tokens', 'fit', 'link', 'spec_estimate', 'spec_from_summary', 'speedup', 'speedup_curves'],
     'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi'],
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
@@ -65,9 +67,10 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _top_level_imports(path: Path, name: str, is_pkg: bool) -> list[tuple[str, list[str]]]:
+def _top_level_imports(path: Path, name: str, is_pkg: bool, inside_functions: bool = False) -> list[tuple[str, list[str]]]:
     """(module, names) imported when ``path`` is imported: module-level statements only, skipping
-    ``if TYPE_CHECKING:`` blocks (imports inside functions run later and cannot form a load cycle)."""
+    ``if TYPE_CHECKING:`` blocks; with ``inside_functions`` also the imports in function and class
+    bodies (they run later, but two modules that call into each other that way are still a knot)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     out = []
 
@@ -75,12 +78,7 @@ def _top_level_imports(path: Path, name: str, is_pkg: bool) -> list[tuple[str, l
         for node in stmts:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
-            if isinstance(node, (ast.If, ast.Try)):
-                visit(node.body)
-                visit(getattr(node, "orelse", []))
-                for h in getattr(node, "handlers", []):
-                    visit(h.body)
-            elif isinstance(node, ast.Import):
+            if isinstance(node, ast.Import):
                 out.extend((a.name, []) for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 mod = node.module or ""
@@ -89,6 +87,13 @@ def _top_level_imports(path: Path, name: str, is_pkg: bool) -> list[tuple[str, l
                     base = base[: len(base) - (node.level - 1)]
                     mod = ".".join(base + ([mod] if mod else []))
                 out.append((mod, [a.name for a in node.names]))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                if inside_functions:
+                    visit(node.body)
+            else:
+                for field in ("body", "orelse", "finalbody", "handlers"):
+                    for child in getattr(node, field, []) or []:
+                        visit([child] if not isinstance(child, ast.ExceptHandler) else child.body)
     visit(tree.body)
     return out
 
@@ -100,11 +105,10 @@ def _package_of(module: str, modules: dict[str, Path]) -> str:
     return module
 
 
-def test_no_import_cycle_inside_kit():
-    modules = _modules()
+def _import_graph(modules: dict[str, Path], inside_functions: bool = False) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for m, path in modules.items():
-        for target, names in _top_level_imports(path, m, path.name == "__init__.py"):
+        for target, names in _top_level_imports(path, m, path.name == "__init__.py", inside_functions):
             if not target.startswith("kit"):
                 continue
             subs = {f"{target}.{n}" for n in names if f"{target}.{n}" in modules}
@@ -114,6 +118,11 @@ def test_no_import_cycle_inside_kit():
             if _package_of(target, modules) != _package_of(m, modules):
                 deps.add(_package_of(target, modules))
             graph[m] |= {d for d in deps if d in modules and d != m}
+    return graph
+
+
+def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (module -> modules it imports), or None."""
     state: dict[str, int] = {}
     stack: list[str] = []
 
@@ -122,15 +131,62 @@ def test_no_import_cycle_inside_kit():
         stack.append(u)
         for v in sorted(graph[u]):
             if state.get(v) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(v):] + [v]))
+                return stack[stack.index(v):] + [v]
             if v not in state:
-                dfs(v)
+                found = dfs(v)
+                if found:
+                    return found
         stack.pop()
         state[u] = 2
+        return None
 
     for m in sorted(graph):
         if m not in state:
-            dfs(m)
+            found = dfs(m)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycle_inside_kit():
+    cycle = _find_cycle(_import_graph(_modules()))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def _private_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Imports anywhere in a module (functions included) between the private modules of one package."""
+    graph = _import_graph(modules, inside_functions=True)
+    return {m: {d for d in deps if _package_of(d, modules) == _package_of(m, modules) and d.rsplit(".", 1)[-1].startswith("_")
+                and not d.endswith("__init__") and d != _package_of(m, modules)}
+            for m, deps in graph.items() if m.rsplit(".", 1)[-1].startswith("_")}
+
+
+def test_no_import_cycle_between_private_modules_even_inside_functions():
+    """A package's private files form a tree of calls: no two of them import each other, not even
+    inside functions (``_profile`` -> ``_remote`` -> ``_profile`` was such a knot)."""
+    cycle = _find_cycle(_private_graph(_modules()))
+    assert cycle is None, "import cycle through in-function imports: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
+    """The check above must fail on a cycle made only of in-function imports."""
+    pkg = tmp_path / "kit" / "pkg"
+    pkg.mkdir(parents=True)
+    (tmp_path / "kit" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_a.py").write_text("def f():\n    from kit.pkg._b import g\n    return g\n")
+    (pkg / "_b.py").write_text("def g():\n    from kit.pkg import _a\n    return _a\n")
+    (pkg / "_c.py").write_text("import os\n")
+    modules = {"kit": tmp_path / "kit" / "__init__.py", "kit.pkg": pkg / "__init__.py",
+               **{f"kit.pkg.{n}": pkg / f"{n}.py" for n in ("_a", "_b", "_c")}}
+    global KIT
+    saved, KIT = KIT, tmp_path / "kit"
+    try:
+        assert _find_cycle(_import_graph(modules)) is None           # load time: no cycle
+        cycle = _find_cycle(_private_graph(modules))
+    finally:
+        KIT = saved
+    assert cycle is not None and set(cycle) == {"kit.pkg._a", "kit.pkg._b"}
 
 
 def test_no_private_name_used_across_packages():

@@ -41,13 +41,27 @@ def _log(path: Path) -> tuple[dict, list[str]]:
     fig = {"decode": len(d.decode)}
     if len(d.decode):
         fig["gen_throughput_mean"] = round(float(d.decode["gen_throughput"].mean()), 6)
+        if "accept_len" in d.decode and d.decode["accept_len"].notna().any():
+            fig["accept_len_mean"] = round(float(d.decode["accept_len"].mean()), 6)
+    if len(d.spec):
+        fig["spec"] = len(d.spec)
+        if d.engine == "vllm":
+            fig["spec_len_mean"] = round(float(d.spec["printed_accept_len"].mean()), 6)
     return fig, list(d.warnings)
+
+
+_BENCH_FIGURES = ("output_throughput", "total_throughput", "median_tpot_ms")
 
 
 def _bench(path: Path) -> tuple[dict, list[str]]:
     from kit import logs
 
-    return {"rows": len(logs.parse_bench(str(path)))}, []
+    df = logs.parse_bench(str(path))
+    fig = {"rows": len(df)}
+    for c in _BENCH_FIGURES:
+        if c in df and df[c].notna().any():
+            fig[c] = round(float(df[c].astype(float).mean()), 6)
+    return fig, list(df.attrs.get("warnings", []))
 
 
 def _env_gpu(path: Path) -> tuple[dict, list[str]]:

@@ -8,6 +8,7 @@ level, the mean of the repeats with a 95 % Student-t interval, so run-to-run noi
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import math
@@ -160,7 +161,9 @@ class BenchResult:
         rows = self.summary()
         parts = [f"c={r['concurrency']}: {r['decode_tok_s']:.1f} tok/s, TTFT {r['ttft_ms']:.1f} ms, "
                  f"ITL {r['itl_ms']:.2f} ms" for r in rows]
-        return f"BenchResult({self.url!r}, model={self.data.get('model')!r}; " + "; ".join(parts) + ")"
+        flags = (self.data.get("validity") or {}).get("flags") or []
+        tail = f"; NOT VALID: {'; '.join(flags)}" if flags else ""
+        return f"BenchResult({self.url!r}, model={self.data.get('model')!r}; " + "; ".join(parts) + tail + ")"
 
     def _repr_html_(self) -> str:
         rows = self.summary()
@@ -196,7 +199,7 @@ def _json_default(o):
 def single_stream(url: str, *, model: str | None = None, chat: bool = False, prompt_tokens: int = 32,
                   max_tokens: int = 64, requests: int = 8, warmup: int = 2, repeats: int = 3,
                   concurrency: Sequence[int] = (1, 2, 4), timeout: float = 120.0,
-                  save: str | Path | None = None, prompts="random", seed: int = 0) -> BenchResult:
+                  save: str | Path | None = None, prompts="random", seed: int = 0, clocks=None) -> BenchResult:
     """Measure TTFT, ITL and decode tok/s of a live OpenAI-compatible server at ``url``.
 
     ``chat`` selects ``/v1/chat/completions`` instead of ``/v1/completions``. ``prompt_tokens``
@@ -206,8 +209,13 @@ def single_stream(url: str, *, model: str | None = None, chat: bool = False, pro
     flatter TTFT; the same set for the same ``seed``, so variants see the same prompts),
     ``"same"`` (one prompt for all, the old behaviour), or any source of
     :func:`kit.bench.make_prompts` (``"random-ids"``, a dataset file, a list).
+    ``clocks``: ``"local"`` or a Host to sample GPU clocks and throttle reasons on (``nvidia-smi``)
+    during the measured requests. The record's ``validity`` says whether the run can be trusted
+    (``kit.audit.check_run``: failed requests, short outputs, warm-up, seeded prompts, clocks).
     Raises BenchError naming the URL if the server does not answer or every request fails.
     """
+    from kit.audit import ClockSampler, check_run
+
     if model is None:
         models = get_json(url, "/v1/models")
         try:
@@ -227,18 +235,24 @@ def single_stream(url: str, *, model: str | None = None, chat: bool = False, pro
                             "prompt_words": prompt_tokens, "prompts": prompts if isinstance(prompts, str) else "list",
                             "max_tokens": max_tokens, "requests_per_repeat": requests,
                             "warmup": warmup, "definitions": DEFINITIONS, "started": time.time(),
-                            "repeats": [], "requests": []}
-    for c in levels:
-        for rep in range(repeats):
-            timings, wall = _run_level(url, model, c, requests, pool[nxt:nxt + requests], max_tokens, chat, timeout)
-            nxt += requests
-            row = _repeat_row(timings, wall)
-            row.update(concurrency=c, repeat=rep, wall_s=wall)
-            data["repeats"].append(row)
-            data["requests"].extend(dict(t.to_dict(), concurrency=c, repeat=rep) for t in timings)
+                            "seed": seed if prompts != "same" else None, "repeats": [], "requests": []}
+    sampler = ClockSampler(host=None if clocks == "local" else clocks) if clocks is not None else None
+    with sampler if sampler is not None else contextlib.nullcontext():
+        for c in levels:
+            for rep in range(repeats):
+                timings, wall = _run_level(url, model, c, requests, pool[nxt:nxt + requests], max_tokens, chat,
+                                           timeout)
+                nxt += requests
+                row = _repeat_row(timings, wall)
+                row.update(concurrency=c, repeat=rep, wall_s=wall)
+                data["repeats"].append(row)
+                data["requests"].extend(dict(t.to_dict(), concurrency=c, repeat=rep) for t in timings)
+    if sampler is not None:
+        data["clocks"] = sampler.summary()
     if not any(r["ok"] for r in data["repeats"]):
         errors = {r["error"] for r in data["requests"] if r["error"]}
         raise BenchError(f"{url}: every request failed ({'; '.join(sorted(errors))[:300]})")
+    data["validity"] = check_run(data, run=url).to_dict()
     result = BenchResult(data)
     if save is not None:
         result.save(save)

@@ -9,6 +9,7 @@ Files:
 - ``_logs.py``: ``kit logs parse|spec``
 - ``_bench.py``: ``kit bench parse``
 - ``_report.py``: ``kit report``
+- ``_audit.py``: ``kit audit`` and ``kit profile check``
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """``kit bench parse FILE [--json]``: benchmark text blocks or JSON/JSONL results, one row per run."""
 from __future__ import annotations
 
+import sys
+
 from kit.cli._logs import dump
 
 
@@ -19,6 +21,8 @@ def _bench(args) -> int:
     from kit.util import frame_records
 
     df = logs.parse_bench(args.file)
+    for w in df.attrs.get("warnings", []):
+        print(f"kit: warning: {args.file}: {w}", file=sys.stderr)
     if args.json:
         dump(frame_records(df))
         return 0

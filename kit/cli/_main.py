@@ -16,6 +16,7 @@ _COMMAND_MODULES = (
     "kit.cli._logs",     # kit logs parse|spec
     "kit.cli._bench",    # kit bench parse
     "kit.cli._report",   # kit report
+    "kit.cli._audit",    # kit audit (and kit profile check, registered by _profile)
 )
 
 

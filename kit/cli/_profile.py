@@ -1,21 +1,30 @@
 """``kit profile summary`` (registered by ``kit.cli``).
 
     kit profile summary TRACE... [--json] [--phase decode|prefill|all] [--rules FILE] [--top N] [--no-cache]
-                                 [--by category|module|layer]
+                                 [--by category|module|layer] [--check-attribution]
 
     kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
                         [--step-ms A_MS B_MS] [--no-cache]
 
 ``compare`` splits the per-step time difference of run B against run A into parts that add up to it
 (categories, GPU idle, launch gaps, unattributed), marks each within or beyond the step-to-step
-noise and lists kernel families found in one run only; ``--json`` prints ``Comparison.to_dict()``.
+noise and lists kernel families found in one run only, then the CPU side of both runs (launches per
+step, graph or eager, CPU time, syncs, verdict: the cause of the GPU-idle and launch-gap parts) and
+the kernel time per ``nn.Module`` class; ``--json`` prints ``Comparison.to_dict()`` (README).
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
 the ``idle`` row has ``share_of_kernel: null``), then ``decided_by`` (kernel time per kind of
-evidence that decided the categories), ``categories_unavailable`` and ``collectives`` where they
-apply; ``--by module`` / ``--by layer`` print (or add as ``modules`` / ``layers`` in JSON) the
-kernel time per module class / per layer index of traces recorded with module frames.
+evidence that decided the categories), ``cpu`` (the CPU side of the phase: ``verdict`` GPU-bound /
+launch-bound / host-bound / undecided with its figures, ``per_rank``, the longest CPU-caused
+``gaps``), ``categories_unavailable`` and ``collectives`` where they apply; the text output ends
+with the verdict line and those gaps. ``--by module`` / ``--by layer`` print (or add as ``modules`` /
+``layers`` in JSON) the kernel time per module class / per layer index (with each layer's kind:
+attention, ssm, moe, mlp) of traces recorded with module frames. ``--check-attribution`` attributes
+the traces again from their CPU ops alone (module and function frames left out) and prints how much
+kernel time gets the same category and each category's share both ways (JSON: ``check_attribution``
+with ``agreement``, ``categories`` [{"category", "with_frames", "without_frames", "difference"}],
+``moves``, ``warnings``).
 """
 from __future__ import annotations
 
@@ -36,6 +45,9 @@ def register(subparsers) -> None:
     s.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
     s.add_argument("--by", choices=("category", "module", "layer"), default="category",
                    help="module: kernel time per module class; layer: per layer index (traces with module frames)")
+    s.add_argument("--check-attribution", action="store_true",
+                   help="also attribute without the Python frames and report how much kernel time agrees "
+                        "(traces recorded with with_stack=True)")
     s.set_defaults(func=_summary)
     c = psub.add_parser("compare", help="where the step-time difference of two runs goes (A... -- B...)")
     c.add_argument("traces", nargs=argparse.REMAINDER, metavar="A... -- B...",
@@ -47,6 +59,9 @@ def register(subparsers) -> None:
                    help="step times measured outside the profiler (ms): the difference to explain")
     c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
     c.set_defaults(func=_compare)
+    from kit.cli._audit import register_check
+
+    register_check(psub)  # kit profile check
     prof.set_defaults(func=lambda a: (prof.print_help(), 2)[1])
 
 
@@ -54,18 +69,19 @@ def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
     from kit.profile import prefetch
 
-    pending, ex = prefetch(args.traces, cache=not args.no_cache, rules=args.rules)
-    try:
+    with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile
 
-        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, _prefetched=pending)
-    finally:
-        if ex is not None:
-            ex.shutdown(wait=True, cancel_futures=True)
+        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending)
     s = p.summary(args.phase, top=args.top)
     by = getattr(args, "by", "category")
+    check = None
+    if getattr(args, "check_attribution", False):
+        check = profile.check_attribution(args.traces, rules=args.rules, phase=args.phase, cache=not args.no_cache)
     if args.json:
         d = s.to_dict()
+        if check is not None:
+            d["check_attribution"] = check.to_dict()
         if by != "category":
             t = s.modules if by == "module" else s.layers
             d["modules" if by == "module" else "layers"] = [
@@ -74,12 +90,17 @@ def _summary(args) -> int:
         sys.stdout.write("\n")
         return 0
     if by != "category":
-        return _print_modules(s, by)
+        rc = _print_modules(s, by)
+        if check is not None:
+            print(repr(check))
+        return rc
     print(repr(s))
     if len(s.top):
         print("top kernels:")
         for r in s.top.itertuples():
             print(f"  {r.category:<18} {r.time_us:>12,.1f} us x{r.calls:<6} {r.name[:100]}")
+    if check is not None:
+        print(repr(check))
     return 0
 
 
@@ -150,10 +171,10 @@ def _print_modules(s, by: str) -> int:
     if s.categories_unavailable:
         print(f"module times unavailable: {s.categories_unavailable}")
     key = ["block", "module"] if by == "module" else ["layer", "block"]
-    print(f"{'module' if by == 'module' else 'layer  module':<56}{'time_us':>14}{'%kernel':>9}{'calls':>8}")
+    print(f"{'module' if by == 'module' else 'layer  kind            module':<56}{'time_us':>14}{'%kernel':>9}{'calls':>8}")
     for r in t.itertuples():
         a, b = (getattr(r, key[0]), getattr(r, key[1]))
-        label = (a if a == b else f"{a} > {b}") if by == "module" else f"{a:<6} {b}"
+        label = (a if a == b else f"{a} > {b}") if by == "module" else f"{a:<6} {getattr(r, 'kind', ''):<15} {b}"
         tu = "n/a" if r.time_us != r.time_us else f"{r.time_us:,.1f}"
         sh = "" if r.share_of_kernel != r.share_of_kernel else f"{100 * r.share_of_kernel:.1f}%"
         print(f"{str(label)[:55]:<56}{tu:>14}{sh:>9}{r.calls:>8}")

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kit.audit import capture_settings
 from kit.bench import BenchResult, mean_ci, single_stream, welch
 from kit.errors import ExperimentError, KitError
 from kit.live import _engine
@@ -195,8 +196,19 @@ class Experiment:
                 row["p_value"] = p
                 row["significant"] = bool(p < self.alpha and abs(row["speedup"] - 1.0) >= self.min_effect)
             row["error"] = (r or {}).get("error", "")
+            bad = (r or {}).get("invalid_runs") or []
+            row["valid"] = not bad if r else None  # run validity (kit.audit.check_run) of every run
+            row["validity"] = "; ".join(f"run {b['repeat']}: {', '.join(b['flags'])}" for b in bad)
             rows.append(row)
         return rows
+
+    def effects(self, source: str | None = None):
+        """Did each variant take effect? ``kit.audit.experiment_effects`` on this experiment: took effect /
+        ignored ("no effect: the engine ignored X") / unknown, from what each run's engine reported
+        (``source``: the engine's source tree, to name the function that overrode a flag)."""
+        from kit.audit import experiment_effects
+
+        return experiment_effects(self.dir, source=source)
 
     @property
     def table(self):
@@ -267,12 +279,14 @@ class Experiment:
             s = f"{r['variant']}: {r['status']}"
             if r["n"]:
                 s += f" {r['tok_s']:.1f} tok/s x{r['speedup']:.3f}" + (" *" if r["significant"] else "")
+            if r.get("valid") is False:
+                s += f" (NOT VALID: {r['validity']})"
             parts.append(s)
         return f"Experiment({self.name!r}; " + "; ".join(parts) + ")"
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{h}</th>" for h in ("variant", "status", "decode tok/s (95% CI)", "TTFT ms", "ITL ms",
-                                                   "speed-up (95% CI by round)", "p", "significant"))
+                                                   "speed-up (95% CI by round)", "p", "significant", "not valid"))
         body = ""
         for r in self.rows():
             ci = (f"{r['tok_s']:.1f} [{r['tok_s_lo']:.1f}, {r['tok_s_hi']:.1f}]" if r["n"] > 1 else
@@ -282,7 +296,8 @@ class Experiment:
                      + (f" [{r['speedup_lo']:.3f}, {r['speedup_hi']:.3f}]" if not math.isnan(r.get("speedup_lo", math.nan))
                         else "") + "</td>"
                      f"<td>{_p(r['p_value'])}</td>"
-                     f"<td>{'yes' if r['significant'] else ''}</td></tr>")
+                     f"<td>{'yes' if r['significant'] else ''}</td>"
+                     f"<td>{html.escape(r['validity']) if r.get('valid') is False else ''}</td></tr>")
         covers = (self.meta.get("statistics") or {}).get("covers", "")
         return (f"<div><b>experiment</b> <code>{html.escape(self.name)}</code><table><tr>{head}</tr>{body}</table>"
                 + (f"<small>95 % intervals: {html.escape(covers)}</small>" if covers else "") + "</div>")
@@ -356,6 +371,8 @@ def _aggregate(v: dict, runs: list[dict | None], h_name: str) -> dict:
                            "repeats": [dict(r["bench"], repeat=r["repeat"], order=r["order"], engine_pid=r["engine"]["pid"],
                                             port_owner=r["engine"]["port_owner"]) for r in ok],
                            "failed_runs": len(failed),
+                           "invalid_runs": [{"repeat": r["repeat"], "flags": r["validity"]["flags"]} for r in ok
+                                            if r.get("validity") and not r["validity"]["valid"]],
                            "runs": [{"repeat": r["repeat"], "order": r["order"], "status": r["status"],
                                      "dir": r["dir"]} for r in done],
                            "started": min((r["started"] for r in done), default=None),
@@ -476,7 +493,10 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
                      cwd=cwd, log=rdir / "server.log", record=rdir / "engine.json", group=group,
                      **({"workdir": workdir} if workdir else {}))  # None: the Server's default
         with srv:
-            res: BenchResult = single_stream(srv.url, save=rdir / "bench.json", **bench_kw)
+            # what the engine reports about itself (get_server_info, /proc/PID/environ), for kit.audit
+            run["settings"] = capture_settings(srv.url, rdir, host=h, pid=srv.job.pid if srv.job else None)
+            res: BenchResult = single_stream(srv.url, save=rdir / "bench.json", clocks=h, **bench_kw)
+            run["validity"] = res.data.get("validity")  # kit.audit.check_run: failed, short, warm-up, seeded, clocks
             rep = res.repeats[0]
             run["bench"] = {k2: rep.get(k2) for k2 in ("decode_tok_s", "ttft_ms", "itl_ms", "tpot_ms", "output_tok_s",
                                                        "reasoning_tokens", "answer_tokens", "ok", "failed")}

@@ -36,7 +36,9 @@ so memory holds the tables plus one chunk, never the raw lines. A local file of 
 cut at line boundaries into pieces scanned by one worker process per core (``KIT_LOG_WORKERS=N``
 sets the number, 1 = none); the result is the same as a scan in one process, row for row.
 Unknown lines are counted, torn lines (two writers interleaved on one line) are skipped and
-counted. A file that is empty, binary, a directory, not a log at all, or a JSON that is not a
+counted. A printed value that cannot be what it measures (a negative length or throughput, an infinite
+or 400-digit count, text in a numeric field) is dropped and counted in a warning naming its first line
+(``parse_bench`` puts them in ``.attrs["warnings"]``). A file that is empty, binary, a directory, not a log at all, or a JSON that is not a
 benchmark result raises :class:`kit.errors.LogFormatError` with one line naming the file.
 
 Files:
@@ -45,10 +47,13 @@ Files:
 - ``_scan.py``: the line scanner: dispatch by cheap substring checks
 - ``_parallel.py``: large local files cut at line boundaries and scanned by worker processes
 - ``_table.py``: column lists -> typed pandas tables
+- ``_checks.py``: physical-range checks: impossible values (negative, infinite, not numbers) dropped and counted
 - ``_sglang.py``: SGLang server log lines
 - ``_vllm.py``: vLLM server log lines
 - ``_bench.py``: benchmark result blocks and JSON/JSONL results
 - ``_nccl.py``: NCCL_DEBUG=INFO lines
+- ``_settings.py``: effective settings of an engine run (``settings(paths)`` -> :class:`Settings`): server-args
+  dumps, ``/get_server_info``, vLLM config lines, environment captures, log evidence, each with file:line
 - ``_spec.py``: speculative acceptance normalised across engines and versions; SpecSummary
 """
 from __future__ import annotations
@@ -71,8 +76,9 @@ from kit.logs._api import (  # noqa: F401  # noqa: F401  (public, not in __all__
     read_lines,
     spec_summary,
 )
+from kit.logs._settings import Evidence, Settings, settings  # noqa: F401
 from kit.util import publish
 
-__all__ = ['LogData', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'spec_summary']
+__all__ = ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary']
 
 publish(globals(), __all__)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import LogFormatError
-from kit.logs import _bench, _scan, _spec
+from kit.logs import _bench, _checks, _scan, _spec
 from kit.logs import _parallel as _par
 from kit.logs._caches import cache_usage
 from kit.logs._nccl import NCCL_COLUMNS, nccl_summary
@@ -164,11 +164,13 @@ def read(path: str | os.PathLike, *, host=None, engine: str | None = None, versi
     return _read_file(path, engine=engine, version=version, k=k, parallel=True)
 
 
-def _read_file(path, *, engine: str | None, version: str | None, k: int | None, parallel: bool) -> LogData:
+def _read_file(path, *, engine: str | None, version: str | None, k: int | None, parallel: bool,
+               name: str | None = None) -> LogData:
     """:func:`read` of a local file; ``parallel``: files of ``_par.PARALLEL_MIN`` bytes or more are
-    scanned by worker processes over byte ranges (see :mod:`kit.logs._parallel`)."""
+    scanned by worker processes over byte ranges (see :mod:`kit.logs._parallel`). ``name``: what
+    errors and the result call the file (``host:path`` for a copy fetched from a host)."""
     p = Path(path)
-    name = str(path)
+    name = name or str(path)
     if p.is_dir():
         raise LogFormatError(f"{name}: is a directory, not a log file", path=name)
     if not p.exists():
@@ -224,11 +226,15 @@ def parse_bench(source) -> pd.DataFrame:
 
     ``source``: a text file with result blocks (``sglang.bench_serving``, ``vllm bench serve``,
     ``bench_one_batch``, ``bench_one_batch_server``, ``vllm bench latency``), a JSON/JSONL result
-    file, or such text itself. LogFormatError when nothing in it is a benchmark result."""
+    file, or such text itself. LogFormatError when nothing in it is a benchmark result. What was
+    dropped on the way (an impossible value: negative, infinite, not a number) is said in
+    ``.attrs["warnings"]``."""
     data = _dispatch(source)
     if not len(data.bench):
         raise LogFormatError(f"{data.name}: no benchmark result found", path=data.name)
-    return data.bench
+    bench = data.bench
+    bench.attrs["warnings"] = list(data.warnings)
+    return bench
 
 
 def parse_nccl(source) -> pd.DataFrame:
@@ -289,8 +295,7 @@ def _read_on_host(path, host, **kw) -> LogData:
     with tempfile.TemporaryDirectory(prefix="kit-log-") as tmp:
         local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "log")
         host.get(remote, local)
-        data = _read_file(local, parallel=False, **kw)
-    data.name = label
+        data = _read_file(local, parallel=False, name=label, **kw)  # errors name host:path, not the copy
     data.warnings = [w.replace(local, label) for w in data.warnings]
     return data
 
@@ -329,13 +334,15 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     for t in (decode, prefill):  # the iteration number is only printed by some versions
         if "iter" in t.columns and len(t) and t["iter"].isna().all():
             del t["iter"]
+    decode = _checks.check_values(decode, "decode", warnings)  # out-of-range values dropped, counted
+    prefill = _checks.check_values(prefill, "prefill", warnings)
     if len(decode):
         decode["after_idle"] = _spec.flag_after_idle(decode["gen_throughput"])
-    throughput = st.throughput.frame(THROUGHPUT_COLUMNS)
+    throughput = _checks.check_values(st.throughput.frame(THROUGHPUT_COLUMNS), "throughput", warnings)
     if len(throughput):
         throughput["after_idle"] = _spec.flag_after_idle(throughput["generation_throughput"])
-    raw_spec = st.vllm_spec.frame()
-    bench = st.bench.frame(_bench.BENCH_COLUMNS)
+    raw_spec = _checks.check_vllm_spec(st.vllm_spec.frame(), warnings)
+    bench = _checks.check_values(st.bench.frame(_bench.BENCH_COLUMNS), "bench", warnings)
     bench = _bench.add_decode_tok_s(bench)
     inferred = False
     if guessed and engine != "unknown":

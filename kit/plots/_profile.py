@@ -23,6 +23,7 @@ CATEGORY_COLORS = {
     "allreduce": "#d62728", "other-collectives": "#ff9896", "attention": "#1f77b4", "moe": "#9467bd",
     "gemm": "#2ca02c", "norm": "#bcbd22", "activation": "#17becf", "rope": "#e377c2", "quantization": "#8c564b",
     "kv-cache write": "#aec7e8", "convolution": "#393b79", "sampling": "#ffbb78", "memcpy/memset": "#c49c94",
+    "ssm": "#ff7f0e",
     "elementwise": "#98df8a", "other": "#7f7f7f", "idle": "#e0e0e0",
 }
 
@@ -156,10 +157,13 @@ def module_time(summary, *, n: int = 12, title: str | None = None) -> Figure:
         piv = layers.pivot_table(index="layer", columns="block", values="time_us", aggfunc="sum", fill_value=0.0)
         piv = piv[[b for b in blocks if b in piv.columns]]
         bottom = pd.Series(0.0, index=piv.index)
+        # each layer's kind (attention+mlp, ssm, attention+moe ...) under its index: hybrids at a glance
+        kind = layers.drop_duplicates("layer").set_index("layer")["kind"] if "kind" in layers else None
+        ticks = [f"{i}\n{kind.get(i, '')}" if kind is not None else str(i) for i in piv.index]
         for b in piv.columns:
-            ax2.bar(piv.index.astype(str), piv[b], bottom=bottom, label=b, color=colour[b])
+            ax2.bar(ticks, piv[b], bottom=bottom.to_numpy(), label=b, color=colour[b])
             bottom += piv[b]
-        ax2.set_xlabel("layer index")
+        ax2.set_xlabel("layer index and kind")
         ax2.set_ylabel("kernel time (µs)")
         ax2.set_title("by layer")
         ax2.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)

@@ -9,7 +9,11 @@ against the GPU's peak where the trace recorded shapes.
 gives the category breakdown with GPU idle as its own row, per step, per rank, exposed versus total
 communication, the spread of AllReduce time across ranks and the top kernels per category, plus
 warnings for everything the trace cannot show (zero-duration graph kernels, truncation, missing GPU
-events, ranks on different clock bases).
+events, ranks on different clock bases, values dropped as outside any physical range).
+``Profile.runtime`` keeps the CUDA runtime/driver calls (launches, graph launches, copies,
+synchronisation) and the CPU ops that wait for the GPU, with thread, time and correlation id.
+``prefetch(paths)`` starts parsing in worker processes before pandas is imported (hand the
+:class:`Prefetch` to ``load(paths, prefetched=...)``; ``kit profile summary`` does).
 
 Categories come from an ordered regex table shipped as ``kit/profile/categories.toml`` (extend or override
 with ``rules=``). Unlike HTA, whose communication class is ``^nccl.*Kernel``, the table catches
@@ -18,31 +22,45 @@ vLLM/SGLang ``cross_device_reduce``, PyTorch ``multimem_all_reduce`` and flashin
 
 Files:
 
-Each kernel is linked to its launch (correlation id) and to the CPU ops, ``record_function`` ranges
-and ``nn.Module`` frames enclosing the launch; its category is decided by the user's rules, then
+Each kernel is linked to its launch (correlation id) and to the CPU ops (innermost and outermost,
+with the input shapes of the op call), ``record_function`` ranges and ``nn.Module`` frames enclosing
+the launch, once, by the one reader; its category is decided by the user's rules, then
 that CPU evidence, then inductor fused-op names, then kernel-name rules, and ``decided_by`` says
 which. ``Profile.modules()`` gives kernel time per module class and per layer (with_stack traces).
 
 - ``_profile.py``: load, Profile and Summary: the public façade
 - ``_load.py``: the loader: format detection per file, every cache decision, parsing in parallel
-  (and ``prefetch``, which starts parsing before pandas is imported)
+  (and ``prefetch``, which starts parsing before pandas is imported), then ``_assemble``
+- ``_assemble.py``: parsed files -> the profile's tables: ranks, clocks, steps, attribution,
+  categories, runtime calls (called directly by the loader, and by ``load`` for host-parsed tables)
 - ``_read.py``: one file -> raw column tables with the reader its format calls for (stdlib only)
 - ``_io.py``: bytes in: gzip, magic-byte sniffing, ``detect`` (the format decision)
-- ``_kineto.py``: Kineto/torch-profiler chrome-trace JSON -> kernel, annotation, launch and CPU-frame tables
+- ``_kineto.py``: Kineto/torch-profiler chrome-trace JSON -> kernel, annotation, runtime-call and CPU-frame
+  tables, streamed a few MB at a time; typed decoding of the used fields (msgspec), orjson/json fallback
 - ``_nsys.py``: nsys stats CSV and nsys SQLite -> kernel tables
 - ``_validate.py``: broken input repaired or dropped and counted (NaN, text numbers, missing ts,
-  negative durations, duplicates, too-deep events), applied where raw tables become frames
-- ``_cache.py``: the parquet cache of parsed tables, keyed by file identity (used by ``_load`` only)
+  negative or out-of-range times and durations, kernels without ``cat``, duplicates, too-deep events),
+  applied where raw tables become frames
+- ``_cache.py``: the parquet cache of assembled profiles, keyed by the files' identities and the rules
+  (used by ``_load`` only)
 - ``_categories.py``: the rule tables (categories.toml: kernel names, CPU frames, fused names)
 - ``_attribution.py``: kernel -> launch -> enclosing frames -> category, ``decided_by``, modules
+- ``_sequences.py``: unfused op sequences (RMSNorm, rotate_half, cache cat, MoE router + experts) from
+  the CPU op tree, for traces without module frames
+- ``_check.py``: ``check_attribution(paths)``: the same trace attributed with and without its Python
+  frames, and how much kernel time agrees (``kit profile summary --check-attribution``)
 - ``_windows.py``: decode/prefill steps and phases from annotations
+- ``_cpu.py``: the CPU side of each step (launches, graph launches, memcpy/memset, syncs, CPU time vs
+  GPU busy, GPU-idle gaps with their cause) and the GPU-/launch-/host-bound verdict; compare's cause
 - ``_summary.py``: the summary arithmetic: per category, step, rank, evidence, module; AllReduce share
   and exposure; CPU-side collectives
-- ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables pulled back
+- ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables
+  pulled back (never imports the façade)
 - ``_compare.py``: ``compare(a, b)``: where the step-time difference of two runs goes (categories,
-  kernel families, ops/modules, GPU idle and launch gaps, noise)
-- ``_oplink.py``: kernel -> launching aten op / nn.Module and its input shapes (a separate pass)
+  kernel families, ops/modules from the Profile, GPU idle and launch gaps, noise)
 - ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
+  (the ``input_dims`` the reader kept for each kernel's launching op)
+- ``_health.py``: ``Profile.health()``: capture mode and per-metric trust (usable / degraded / unreliable)
 """
 from __future__ import annotations
 
@@ -50,13 +68,15 @@ import importlib
 
 from kit.util import publish
 
-__all__ = ["Comparison", "PHASES", "Profile", "Summary", "compare", "default_rules", "load", "roofline"]
+__all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "Summary", "check_attribution", "compare",
+           "default_rules", "load", "prefetch", "roofline"]
 
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
-          "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Comparison": "_compare",
-          "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline"}
+          "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Prefetch": "_load", "Comparison": "_compare",
+          "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline",
+          "AttributionCheck": "_check", "check_attribution": "_check"}
 
 
 def __getattr__(name: str):

@@ -12,19 +12,36 @@ kernel row records which (``decided_by``):
 1. ``user rule``: the user's kernel-name rules;
 2. ``collective arg`` / ``kernel name``: a collective's ``Collective name`` argument, and kernel
    names that cannot be anything else (NCCL and custom all-reduce kernels, memcpy/memset);
-3. ``op`` / ``module`` / ``function`` / ``range``: the innermost enclosing frame a ``[[frame]]`` rule
-   claims (an enclosing ``container`` frame, an MoE block, overrides it); kernels replayed from a
+3. ``op`` / ``module`` / ``function`` / ``range``: the frames enclosing the launch, from the
+   innermost out (``_decide_stack``): the innermost frame a ``[[role]]`` (module classes, by what a
+   class is: its name's suffix) or ``[[frame]]`` rule claims; a ``generic`` one (``mm``, ``topk``)
+   gives way to the first enclosing frame with a meaning (the SDPA op around math attention's
+   ``bmm``); an enclosing ``container`` (an MoE block, an SSM mixer) overrides what it encloses
+   except the categories it ``keep``s (a mixer's projections stay GEMM). Kernels replayed from a
    CUDA graph take no frame evidence, since their frames enclose the replay, not the op;
+   ``sequence``: where no frame decided (or only a generic op did), the ``[[sequence]]`` rule that
+   claims the outermost op around the launch in the thread's run of ops (``_sequences.py``:
+   RMSNorm, rotate_half, a router and its experts, a Mamba mixer, without module frames);
 4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the list of
    fused ops (``[[fused]]`` rules: the op that decides, not the first word);
 5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the kernel's launch
    is not in the trace, e.g. work queued before the profiled window: no CPU evidence can exist);
    else ``none`` (category ``other``).
 
+Ops (the same sweep): ``op`` is the innermost enclosing ``cpu_op`` of the launch, ``op_top`` the
+outermost, ``op_call`` the row of the innermost op that recorded ``Input Dims`` (the kernels of one op
+call, e.g. a split-K GEMM and its reduction, share it; -1: none) and ``input_dims``/``input_types``
+that op's shapes as JSON text (``record_shapes=True``). ``kit.profile.compare`` splits by ``op_top``
+and ``module``, ``kit.profile.roofline`` reads the shapes: both from the Profile, never the files.
+Graph-replayed kernels get none of these (their frames enclose the replay, not the op).
+
 Modules: ``module`` is the class of the innermost enclosing ``nn.Module`` frame, ``block`` the class
-of the module directly inside the enclosing layer (``*DecoderLayer``, ``TransformerBlock`` ...), and
-``layer`` that layer's index (the profiler numbers module instances per class in call order, so
-``LlamaDecoderLayer_3`` is the fourth layer called).
+of the module directly inside the outermost enclosing layer (a class with no role whose name ends
+in ``Layer``/``Block``: ``*DecoderLayer``, ``NemotronHBlock``, Zamba2's hybrid layer), ``layer`` that
+layer's index, numbered by first call (the profiler numbers instances per class, so a hybrid's
+attention and Mamba layers would each start at 0) and ``layer_kind`` what the layer holds: the roles
+inside it among ssm, attention, moe, mlp (``attention+mlp``, ``ssm``, ``attention+moe``; what an MoE
+block or mixer holds is the container's).
 """
 from __future__ import annotations
 
@@ -33,16 +50,29 @@ import re
 import numpy as np
 import pandas as pd
 
-from kit.profile._categories import COMM, OTHER, PACKAGED, Rule
+from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule
+from kit.profile._sequences import claim, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
-EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range", "fused name",
-            "kernel name", "kernel name (no launch)", "none")
+EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range", "sequence",
+            "fused name", "kernel name", "kernel name (no launch)", "none")
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
-_LAYER = re.compile(r"(?i)(layer|block)$")
-_NOT_LAYER = re.compile(r"(?i)norm|attention|mlp|moe|linear|embed")
+_LAYER = re.compile(r"(?:Layer|Block|layer|block)$")   # a class with no role whose name says layer
 _FUSED = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)*$")
 _GRAPH = re.compile(r"GraphLaunch")
+# the object columns of ``link``'s result (besides launch, graph, layer, op_call)
+LINKED_OBJECT = ("frame_category", "frame_kind", "frame_name", "module", "block", "layer_kind", "op", "op_top",
+                 "input_dims", "input_types")
+
+
+def strings(s: pd.Series) -> np.ndarray:
+    """A column as an object array of ``str``, one shared object per distinct value (``astype(str)``
+    under pandas 3 makes a new object per row: ~40 MiB more on a 228 MB trace)."""
+    c = s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
+    cats = np.empty(len(c.cat.categories) + 1, dtype=object)
+    cats[:-1] = [str(x) for x in c.cat.categories]
+    cats[-1] = "nan"   # what astype(str) gives a missing value
+    return cats[c.cat.codes.to_numpy()]
 
 
 def fused_category(name: str, rules: list[Rule]) -> str | None:
@@ -60,25 +90,47 @@ def fused_category(name: str, rules: list[Rule]) -> str | None:
 
 
 class _FrameInfo:
-    __slots__ = ("cat", "container", "kind", "name", "module", "layer")
+    __slots__ = ("cat", "container", "generic", "keep", "kind", "name", "module", "role", "layer_like")
 
     def __init__(self, name: str, kind: str, rules: list[Rule]) -> None:
         self.name, self.kind = name, kind
-        self.cat, self.container, self.module, self.layer = None, False, None, -1
+        self.cat, self.container, self.generic, self.keep = None, False, False, ()
+        self.module = self.role = None
+        self.layer_like = False
         subject = name
         if kind == "module":
             m = _MODULE.match(name)
             cls = m.group(1) if m else name[len("nn.Module: "):]
-            self.module = cls
-            subject = cls
-            if m and m.group(2) is not None and _LAYER.search(cls) and not _NOT_LAYER.search(cls):
-                self.layer = int(m.group(2))
+            self.module = subject = cls
+        elif kind == "function":
+            subject = name.rsplit("): ", 1)[-1]   # the function's name, not its file (modeling_qwen2_moe.py)
         if kind == "op" and name.startswith("triton_"):
             return  # inductor's record_function of one Triton kernel: its fused name decides later
         for r in rules:
             if kind in r.on and r.matches(subject):
-                self.cat, self.container = r.category, r.container
+                self.cat, self.container, self.generic, self.keep = r.category, r.container, r.generic, r.keep
+                self.role = r.role or None
                 break
+        if kind == "module" and self.role is None and _LAYER.search(subject):
+            self.layer_like = True
+
+
+def _decide_stack(stack: list[_FrameInfo]) -> _FrameInfo | None:
+    """The frame that decides, from the innermost out: the innermost frame a rule claims; a generic one
+    (an ``mm`` or ``topk`` op) gives way to the first enclosing frame with a meaning (the SDPA op of
+    math attention, a module role); an enclosing container (an MoE block, an SSM mixer) overrides
+    what it encloses, except the categories it keeps."""
+    dec = None
+    for inf in stack:
+        if inf.cat is None:
+            continue
+        if dec is None:
+            dec = inf
+        elif dec.generic and not inf.generic:
+            dec = inf
+        elif inf.container and inf.cat != dec.cat and dec.cat not in inf.keep:
+            dec = inf
+    return dec
 
 
 def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.DataFrame,
@@ -86,13 +138,15 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     """Per kernel of one rank: launch, frame evidence and module placement.
 
     Returns a frame aligned with ``k``: ``launch`` (runtime call name or ''), ``graph`` (launched by a
-    graph launch), ``frame_category``/``frame_kind``/``frame_name`` (the deciding frame, if any),
-    ``module``, ``block``, ``layer`` (-1: none)."""
+    graph launch), ``frame_category``/``frame_kind``/``frame_name`` (the deciding frame, if any; kind
+    ``sequence`` for an op sequence), ``module``, ``block``, ``layer`` (-1: none), ``layer_kind``,
+    ``op``, ``op_top``, ``op_call`` (-1: none), ``input_dims``, ``input_types`` (see the module docstring)."""
     n = len(k)
-    out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool),
-           "frame_category": np.full(n, None, dtype=object), "frame_kind": np.full(n, None, dtype=object),
-           "frame_name": np.full(n, None, dtype=object), "module": np.full(n, None, dtype=object),
-           "block": np.full(n, None, dtype=object), "layer": np.full(n, -1, dtype=np.int64)}
+    out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool)}
+    for c in LINKED_OBJECT:
+        out[c] = np.full(n, None, dtype=object)
+    out["layer"] = np.full(n, -1, dtype=np.int64)
+    out["op_call"] = np.full(n, -1, dtype=np.int64)
     if not n or not len(launches):
         out["launch"][:] = None   # no launch records at all (nsys stats, old traces): not "missing"
         return pd.DataFrame(out, index=k.index)
@@ -100,21 +154,26 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     la = la[la["correlation"] >= 0]
     pos = pd.Index(la["correlation"].to_numpy()).get_indexer(k["correlation"].to_numpy())
     has = pos >= 0
-    lname = la["name"].astype(str).to_numpy()
+    lname = strings(la["name"])
     out["launch"][has] = lname[pos[has]]
-    is_graph = np.array([bool(_GRAPH.search(x)) for x in lname], dtype=bool)
+    graph_name = {x: bool(_GRAPH.search(x)) for x in set(lname)}
+    is_graph = np.array([graph_name[x] for x in lname], dtype=bool)
     out["graph"][has] = is_graph[pos[has]]
     # frames: kept CPU frames + CPU-side annotations (record_function ranges)
-    fr_rules = [r for r in rules if set(r.on) - {"kernel", "fused"}]
+    fr_rules = [r for r in rules if set(r.on) & FRAME_KINDS]
+    seq_rules = [r for r in rules if "sequence" in r.on]
     parts = []
     if len(frames):
-        parts.append(frames[["name", "ts", "dur", "tid", "kind"]].assign(name=frames["name"].astype(str),
-                                                                      kind=frames["kind"].astype(str)))
+        f = frames.assign(name=strings(frames["name"]), kind=strings(frames["kind"]))
+        for c in ("dims", "types"):
+            f[c] = f[c].astype(object) if c in f else None
+        parts.append(f[["name", "ts", "dur", "tid", "kind", "dims", "types"]])
     if len(ann):
         cpu = ann[ann["side"] == "cpu"]
         if len(cpu):
             parts.append(pd.DataFrame({"name": cpu["name"].astype(str), "ts": cpu["ts"], "dur": cpu["dur"],
-                                       "tid": cpu["tid"].astype(str), "kind": "range"}))
+                                       "tid": cpu["tid"].astype(str), "kind": "range", "dims": None,
+                                       "types": None}))
     if not parts:
         return pd.DataFrame(out, index=k.index)
     fr = pd.concat(parts, ignore_index=True)
@@ -124,16 +183,21 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     if not len(need):
         return pd.DataFrame(out, index=k.index)
     lts = la["ts"].to_numpy(float)
-    ltid = la["tid"].astype(str).to_numpy()
+    ltid = strings(la["tid"])
     res_cat = {}
     fr_tid = fr["tid"].to_numpy()
+    fr_dims, fr_types = fr["dims"].to_numpy(), fr["types"].to_numpy()
+    layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
     for tid in np.unique(ltid[need]):
-        sel = fr[fr_tid == tid]
-        if not len(sel):
+        rows = np.flatnonzero(fr_tid == tid)
+        if not len(rows):
             continue
+        sel = fr.iloc[rows]
         fts = sel["ts"].to_numpy(float)
         order = np.lexsort((-sel["dur"].to_numpy(float), fts))
         fts = fts[order]
+        rows = rows[order]
+        dims = sel["dims"].to_numpy()[order]
         fend = fts + sel["dur"].to_numpy(float)[order]
         names = sel["name"].to_numpy()[order]
         kinds = sel["kind"].to_numpy()[order]
@@ -144,6 +208,10 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
             if inf is None:
                 inf = infos[key] = _FrameInfo(nm, kd, fr_rules)
             finfo.append(inf)
+        # unfused op sequences over the outermost ops of this thread
+        top = outermost(fts, fend, kinds == "op")
+        seq_of = claim([names[i] for i in top], seq_rules) if len(top) and seq_rules else []
+        top_ts = fts[top] if len(top) else np.empty(0)
         li = need[ltid[need] == tid]
         li = li[np.argsort(lts[li], kind="stable")]
         stack: list[int] = []
@@ -157,25 +225,52 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
                 j += 1
             while stack and fend[stack[-1]] < t:
                 stack.pop()
-            dec = None
+            live = [f for f in reversed(stack) if fend[f] >= t]   # innermost first
+            dec = _decide_stack([finfo[f] for f in live])
             module = block = None
-            layer = -1
+            layer_name = None
             inner_mod = None
-            for f in reversed(stack):
-                if fend[f] < t:
-                    continue
+            roles = []
+            op = op_top = None
+            shaped = -1
+            for f in live:
                 inf = finfo[f]
-                if inf.cat is not None and (dec is None or (inf.container and inf.cat != dec.cat)):
-                    dec = inf
+                if inf.kind == "op":
+                    op = op or inf.name
+                    op_top = inf.name
+                    if shaped < 0 and dims[f] is not None:
+                        shaped = f
                 if inf.module is not None:
                     if module is None:
                         module = inf.module
-                    if layer < 0 and inf.layer >= 0:
-                        layer = inf.layer
-                        block = inner_mod
+                    if inf.layer_like:
+                        layer_name, block = names[f], inner_mod   # the outermost layer frame wins
                     inner_mod = inf.module
-            res_cat[L] = (dec.cat if dec else None, dec.kind if dec else None, dec.name if dec else None,
-                          module, block, layer)
+                    if inf.role and layer_name is None:
+                        if inf.container:
+                            roles = []   # what a container holds is the container's (an MoE's shared MLP)
+                        roles.append(inf.role)
+            if layer_name is not None:
+                first, rs = layer_ids.setdefault(layer_name, (float(fts[[f for f in live if names[f] == layer_name][0]]),
+                                                              set()))
+                rs.update(roles)
+            dcat = dec.cat if dec else None
+            dkind = dec.kind if dec else None
+            dname = dec.name if dec else None
+            if len(seq_of):
+                q = int(np.searchsorted(top_ts, t, side="right")) - 1
+                r = seq_of[q] if q >= 0 and fend[top[q]] >= t else None
+                if r is not None and (dec is None or (dec.kind == "op" and dec.cat != r.category
+                                                      and (dec.generic or r.container))):
+                    dcat, dkind, dname = r.category, "sequence", r.role or r.pattern
+            call = int(rows[shaped]) if shaped >= 0 else -1
+            res_cat[L] = (dcat, dkind, dname, module, block, layer_name, op, op_top, call,
+                          fr_dims[call] if call >= 0 else None, fr_types[call] if call >= 0 else None)
+    # layers: numbered by their first call (the profiler numbers instances per class, so a hybrid's
+    # attention and Mamba layers would both start at 0), kind from the roles found inside
+    order_l = sorted(layer_ids, key=lambda x: layer_ids[x][0])
+    lindex = {nm: i for i, nm in enumerate(order_l)}
+    lkind = {nm: _layer_kind(layer_ids[nm][1]) for nm in order_l}
     if res_cat:
         idx = np.flatnonzero(has & ~out["graph"])
         for i in idx:
@@ -183,8 +278,21 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
             if r is None:
                 continue
             (out["frame_category"][i], out["frame_kind"][i], out["frame_name"][i], out["module"][i],
-             out["block"][i], out["layer"][i]) = r
+             out["block"][i]) = r[:5]
+            (out["op"][i], out["op_top"][i], out["op_call"][i], out["input_dims"][i], out["input_types"][i]) = r[6:]
+            if r[5] is not None:
+                out["layer"][i] = lindex[r[5]]
+                out["layer_kind"][i] = lkind[r[5]]
     return pd.DataFrame(out, index=k.index)
+
+
+# what a layer is, from the module roles inside it (first that is present, joined)
+_KIND_ORDER = ("ssm", "attention", "moe", "mlp")
+
+
+def _layer_kind(roles: set) -> str:
+    got = [r for r in _KIND_ORDER if r in roles]
+    return "+".join(got) if got else "other"
 
 
 def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules: list[Rule],
@@ -196,7 +304,7 @@ def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules:
     ev = np.full(n, None, dtype=object)
     user = [r for r in rules if "kernel" in r.on and r.source != PACKAGED]
     fused_rules = [r for r in rules if "fused" in r.on]
-    nm = names.astype(str).to_numpy()
+    nm = strings(names)
     distinct = pd.unique(nm)
     user_cat = {}
     for x in distinct:
@@ -264,7 +372,8 @@ def evidence_table(k: pd.DataFrame) -> pd.DataFrame:
 
 def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
     """Kernel time per module class (``by='module'``: innermost module; ``'block'``: the module inside
-    the layer) or per layer index (``by='layer'``: rows layer x block)."""
+    the layer) or per layer index (``by='layer'``: rows layer x block, with the layer's ``kind``:
+    the roles inside it, e.g. ``attention+mlp``, ``ssm``, ``attention+moe``)."""
     if not len(k) or "module" not in k:
         return pd.DataFrame(columns=[by, "time_us", "calls", "share_of_kernel"])
     tot = float(k["dur_us"].sum())
@@ -272,7 +381,12 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
                   block=k["block"].astype(object).fillna(k["module"].astype(object)).fillna("(no module)"))
     if by == "layer":
         km = km[km["layer"] >= 0]
-        g = km.groupby(["layer", "block"], observed=True).agg(time_us=("dur_us", "sum"), calls=("count", "sum"))
+        if "layer_kind" in km:
+            km = km.assign(kind=km["layer_kind"].astype(object).fillna("other"))
+        else:
+            km = km.assign(kind="other")
+        g = km.groupby(["layer", "kind", "block"], observed=True).agg(time_us=("dur_us", "sum"),
+                                                                      calls=("count", "sum"))
         g = g.reset_index().sort_values(["layer", "time_us"], ascending=[True, False])
     else:
         keys = ["block", "module"] if by == "module" else ["block"]
@@ -281,3 +395,41 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
     g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
     g["calls"] = g["calls"].astype(int)
     return g.reset_index(drop=True)
+
+
+# kernel time decided by a generic kernel name alone above this share is flagged
+UNDECIDED_WARN = 0.05
+
+
+def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
+    """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name
+    rules: elementwise), nothing gave (``other``) or a generic op sequence guessed (``generic = true``
+    sequence rules: readings the ops cannot tell apart), and that time per category."""
+    if not len(k) or "decided_by" not in k:
+        return 0.0, {}
+    generic = {r.category for r in rules if "kernel" in r.on and r.generic} | {OTHER}
+    guesses = {r.role or r.pattern for r in rules if "sequence" in r.on and r.generic}
+    by = k["decided_by"].astype(str)
+    cat = k["category"].astype(str)
+    sel = by.isin(["kernel name", "kernel name (no launch)", "none"]) & cat.isin(generic)
+    sel |= (by == "sequence") & k["evidence"].astype(object).isin(guesses)
+    tot = float(k["dur_us"].sum())
+    if not tot > 0:
+        return 0.0, {}
+    per = k[sel].groupby(cat[sel])["dur_us"].sum()
+    return float(k.loc[sel, "dur_us"].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0}
+
+
+def undecided_warning(k: pd.DataFrame, rules: list[Rule], module_frames: int) -> str | None:
+    """The warning for an undecided share of at least ``UNDECIDED_WARN``, naming what would decide it."""
+    share, per = undecided(k, rules)
+    if share < UNDECIDED_WARN:
+        return None
+    parts = ", ".join(f"{c} {100 * v:.1f}%" for c, v in sorted(per.items(), key=lambda x: -x[1]))
+    why = ("record the trace with torch.profiler.profile(with_stack=True) (module frames say what each "
+           "kernel computes)" if not module_frames else
+           "the trace has module frames but no [[role]] rule claims the enclosing classes: add one "
+           "(kit.profile.load(..., rules=FILE))")
+    return (f"{100 * share:.1f}% of kernel time ({parts}) is decided by a generic kernel name alone or by an op "
+            f"sequence with more than one reading: no CPU op or module says what those kernels compute, so "
+            f"their categories are undecided; {why}")

@@ -1,10 +1,13 @@
-"""Parquet cache of parsed trace files, keyed by file identity, so reopening a trace is instant.
+"""Parquet cache of assembled profiles (and of parsed files), so reopening a trace reads tables only.
 
-Key: absolute path, size, mtime (ns), inode and the parser version — any change to the file (or to
-the parser) misses the cache. Location: ``$KIT_CACHE_DIR`` or ``~/.cache/decode-kit`` (``profile/``
+``load`` keeps one entry per profile, whatever its number of ranks (``profile_key``: every file's
+identity and the rule table; reopening reads the parquet tables, no parse or assembly);
+``_load.load_files(cache=True)`` (``check_attribution``) keeps one entry per parsed file. File
+identity: absolute path, size, mtime (ns), inode and the parser version — any change to the file (or
+to the parser) misses the cache. Location: ``$KIT_CACHE_DIR`` or ``~/.cache/decode-kit`` (``profile/``
 below it). Entries are written to a temporary folder and renamed into place, so a crash never leaves
-a half entry; an unreadable entry is ignored and rebuilt. Categories are not cached (they are
-recomputed from the rule table in milliseconds), so changing rules never needs a cache flush.
+a half entry; an unreadable entry is ignored and rebuilt. Kernel-name categories are memoised per rule
+table (``category_map``), so changing rules never needs a cache flush.
 """
 from __future__ import annotations
 
@@ -15,7 +18,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-PARSER_VERSION = "3"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables
+PARSER_VERSION = "5"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept;
+# 5: op shapes, runtime calls kept, out-of-range values dropped
 _TABLES = ("kernels", "annotations", "launches", "frames", "comms")
 
 
@@ -104,9 +108,9 @@ def category_map(names, rules, compute) -> dict:
 
 def profile_key(paths, rules) -> str:
     """Key of an assembled profile: the identities of all its files, in order, and the rule table."""
-    ident = "|".join(file_key(Path(p)) for p in paths) + "\n"
-    ident += "\n".join(f"{r.category}\t{r.pattern}\t{','.join(r.on)}\t{int(r.container)}\t{','.join(r.kinds)}"
-                       for r in rules)
+    from kit.profile._categories import rules_ident
+
+    ident = "|".join(file_key(Path(p)) for p in paths) + "\n" + rules_ident(rules)
     return "set-" + hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
@@ -129,6 +133,12 @@ def load_profile(key: str, tables: tuple[str, ...]) -> dict | None:
             return None
         info = json.loads((d / "info.json").read_text())
         out = {name: pd.read_parquet(d / f"{name}.parquet") for name in tables}
+        # parquet gives back an all-missing categorical column as object: restore the dtype
+        for name, cols in info.pop("categorical", {}).items():
+            t = out[name]
+            for c in cols:
+                if c in t and not isinstance(t[c].dtype, pd.CategoricalDtype):
+                    t[c] = t[c].astype(object).astype("category")
     except Exception:  # noqa: BLE001 - a broken entry is rebuilt
         return None
     out.update(info)
@@ -143,7 +153,8 @@ def store_profile(key: str, tables: dict, info: dict) -> None:
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
         for name, table in tables.items():
             table.to_parquet(tmp / f"{name}.parquet", index=False)
-        (tmp / "info.json").write_text(json.dumps(info, default=str))
+        cats = {name: [c for c in t.columns if str(t[c].dtype) == "category"] for name, t in tables.items()}
+        (tmp / "info.json").write_text(json.dumps({**info, "categorical": cats}, default=str))
         try:
             os.replace(tmp, root / key)
         except OSError:

@@ -1,9 +1,15 @@
 """The kernel-category rule table: load the packaged ``categories.toml``, merge user rules, classify names.
 
-Three kinds of rule, each ordered, the first ``re.search`` match winning: kernel-name rules
-(``[[rule]]``, ``on = ("kernel",)``), rules on the CPU frames enclosing a launch (``[[frame]]``: ops,
-modules, python functions, ranges; see ``_attribution.py``) and rules on the op list of inductor's
-fused Triton kernels (``[[fused]]``, ``on = ("fused",)``). A name no rule matches is ``other``.
+Five kinds of rule, each ordered, the first ``re.search`` match winning: kernel-name rules
+(``[[rule]]``, ``on = ("kernel",)``), module roles (``[[role]]``: what an ``nn.Module`` class is, from
+its name's suffix; ``on = ("module",)``), rules on the other CPU frames enclosing a launch
+(``[[frame]]``: ops, python functions, ranges; see ``_attribution.py``), unfused op sequences
+(``[[sequence]]``, ``on = ("sequence",)``: regexes over the names of a thread's outermost ops, see
+``_sequences.py``) and rules on the op list of inductor's fused Triton kernels (``[[fused]]``,
+``on = ("fused",)``). A name no rule matches is ``other``. ``generic = true`` marks a frame rule whose
+op says little (``mm``, ``topk``): an enclosing frame with a meaning (an SDPA op, a module role)
+beats it; ``container = true`` makes a frame override what it encloses, except the categories in
+its ``keep`` list (an SSM mixer keeps its projections as GEMMs).
 User rules (a TOML file with ``[[rule]]`` tables, or Python ``(pattern, category)`` pairs / dicts)
 are tried before the packaged ones; a file with ``replace = true`` replaces the packaged table.
 Classification runs once per distinct kernel name, so it costs nothing on large traces.
@@ -27,6 +33,8 @@ else:  # pragma: no cover
 OTHER = "other"
 COMM = ("allreduce", "other-collectives")
 FRAME_KINDS = {"op", "module", "function", "range"}
+# changes whenever the attribution code decides differently for the same rules (cache keys)
+ATTRIBUTION_VERSION = "2"
 PACKAGED = "kit/profile/categories.toml"   # the source of the packaged rules (all others are the user's)
 
 
@@ -41,6 +49,9 @@ class Rule:
     on: tuple = ("kernel",)
     container: bool = False
     kinds: tuple = ()
+    generic: bool = False
+    keep: tuple = ()
+    role: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_rx", re.compile(self.pattern))
@@ -58,7 +69,8 @@ def _rules_from_toml(text: str, source: str) -> tuple[list[Rule], bool]:
     except tomllib.TOMLDecodeError as exc:
         raise ParseError(f"{source}: invalid TOML rule table ({exc})", path=source) from None
     rules = []
-    for table, default_on in (("rule", ("kernel",)), ("frame", ("op", "module", "function", "range")),
+    for table, default_on in (("rule", ("kernel",)), ("role", ("module",)),
+                              ("frame", ("op", "module", "function", "range")), ("sequence", ("sequence",)),
                               ("fused", ("fused",))):
         for i, r in enumerate(doc.get(table, [])):
             if not isinstance(r, dict) or "category" not in r or "pattern" not in r:
@@ -70,7 +82,9 @@ def _rules_from_toml(text: str, source: str) -> tuple[list[Rule], bool]:
                                  path=source)
             try:
                 rules.append(Rule(str(r["category"]), str(r["pattern"]), str(r.get("note", "")), source, on,
-                                  bool(r.get("container", False)), tuple(r.get("kinds", ()))))
+                                  bool(r.get("container", False)), tuple(r.get("kinds", ())),
+                                  bool(r.get("generic", False)), tuple(r.get("keep", ())),
+                                  str(r.get("role", r["category"] if table == "role" else ""))))
             except re.error as exc:
                 raise ParseError(f"{source}: {table} #{i + 1} pattern {r['pattern']!r} is not a valid regex ({exc})",
                                  path=source) from None
@@ -129,8 +143,9 @@ def categorise(names: Iterable[str], rules: Sequence[Rule]) -> dict[str, str]:
 
 def rules_ident(rules: Sequence[Rule]) -> str:
     """A text that changes whenever a rule that can change a category changes (cache keys)."""
-    return "\n".join(f"{r.category}\t{r.pattern}\t{','.join(r.on)}\t{int(r.container)}\t{','.join(r.kinds)}"
-                     for r in rules)
+    return ATTRIBUTION_VERSION + "\n" + "\n".join(
+        f"{r.category}\t{r.pattern}\t{','.join(r.on)}\t{int(r.container)}\t{','.join(r.kinds)}\t{int(r.generic)}"
+        f"\t{','.join(r.keep)}\t{r.role}" for r in rules)
 
 
 def category_order(rules: Sequence[Rule]) -> list[str]:

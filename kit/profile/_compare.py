@@ -18,9 +18,12 @@ step time) is "within noise".
 
 Kernels are matched across runs by **family**: the kernel name without ``void``, template
 arguments and argument list, so the same kernel with other template parameters matches and kernels
-of another backend do not; families found in one run only are listed as such. Where both traces
-link kernels to CPU ops (eager traces; ``_oplink.py``) the difference is also split by top-level
-aten op and by ``nn.Module`` frame. Multi-rank runs are compared rank by rank; the headline is the
+of another backend do not; families found in one run only are listed as such. Where both profiles
+link kernels to CPU ops (eager traces: the ``op_top`` and ``module`` columns the reader keeps for
+every kernel) the difference is also split by top-level aten op and by ``nn.Module`` class. For
+the GPU-idle and launch-gap parts the CPU side of both runs says why (``_cpu.py``: kernel launches
+per step, graph or eager, CPU time, syncs, verdict). Only the Profiles are read, never the trace
+files: profiles from the cache or parsed on a host compare by op too. Multi-rank runs are compared rank by rank; the headline is the
 slowest rank of each run (largest mean step time).
 """
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError
+from kit.profile import _cpu
 from kit.profile import _summary as S
 
 __all__ = ["Comparison", "compare", "kernel_family"]
@@ -87,7 +91,7 @@ def _mean(s: pd.Series) -> float:
     return float(s.mean()) if len(s) else 0.0
 
 
-def _rank_run(prof, rank: int, phase: str, links: dict | None) -> _Run:
+def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
     st = prof.steps
     st = st[(st["rank"] == rank)].sort_values("start_us")
     if phase != "all":
@@ -128,13 +132,12 @@ def _rank_run(prof, rank: int, phase: str, links: dict | None) -> _Run:
     ksum = cat.sum(axis=1)
     wall = pd.Series(steps["wall_us"].to_numpy(), index=steps_idx)
     run = _Run(rank, steps, cat, fam, calls, fam_cat, (wall - busy_s).clip(lower=0.0), (ksum - busy_s).clip(lower=0.0))
-    if links is not None:
+    if ops:
         for key, col in (("by_op", "op_top"), ("by_module", "module")):
-            lk = links.get(col)
-            if lk is None:
+            if col not in k:
                 continue
-            lab = k["correlation"].map(lk)
-            if lab.notna().mean() < 0.5:
+            lab = k[col].astype(object)
+            if not len(lab) or lab.notna().mean() < 0.5:
                 continue
             g = k.assign(label=lab.fillna("(no CPU op)")).groupby("label")["dur_us"].sum() / max(len(steps), 1)
             setattr(run, key, g)
@@ -165,12 +168,16 @@ class Comparison:
     """Run A against run B: per-step times, the difference split into parts that add up to it.
 
     ``parts``: part, kind (category / overlap / gpu-idle / launch-gap / unattributed), a_us, b_us
-    (per step), delta_us (B - A), noise_us, beyond_noise, share (of the difference).
+    (per step), delta_us (B - A), noise_us, beyond_noise, share (of the difference), cause (the CPU
+    side of both runs, on the gpu-idle and launch-gap rows).
     ``families``: family, category, presence (both / only A / only B), a_us, b_us, delta_us, calls
     per step in each, noise_us, beyond_noise. ``only_in_one``: the families of one run only.
     ``by_op`` / ``by_module``: per-step time by top-level aten op / nn.Module (None unless both
-    traces link kernels to CPU ops). ``per_rank``: one row per rank. ``warnings``: what the numbers
-    cannot show.
+    traces link kernels to CPU ops; modules by class) and ``by_module_instances`` (per class and layer).
+    ``cpu``: one row per run (``_cpu.run_table``: launches per step, graph or eager, CPU time, syncs,
+    GPU idle by cause, verdict); ``cause``: what differs there, in one sentence. ``per_rank``: one row
+    per rank. ``warnings``: what the numbers cannot show (a trace-only difference made of GPU idle that
+    the profiler inflates, steps far slower than the median).
     """
 
     labels: tuple[str, str]
@@ -189,6 +196,13 @@ class Comparison:
     by_op: pd.DataFrame | None = None
     by_module: pd.DataFrame | None = None
     warnings: list[str] = field(default_factory=list)
+    cpu: pd.DataFrame | None = None                  # one row per run: the CPU side and its verdict (_cpu.py)
+    by_module_instances: pd.DataFrame | None = None  # by_module's drill-down: per class and layer index
+
+    @property
+    def cause(self) -> str:
+        """What differs on the CPU side (launches, graph or eager, syncs), in one sentence."""
+        return _cpu.cause(self.cpu) if self.cpu is not None else ""
 
     @property
     def only_in_one(self) -> pd.DataFrame:
@@ -217,7 +231,9 @@ class Comparison:
                 "measured_ms": list(self.measured_ms) if self.measured_ms else None,
                 "measured_source": self.measured_source, "delta_us": round(self.delta_us, 6),
                 "parts": clean(self.parts), "families": clean(self.families), "per_rank": clean(self.per_rank),
-                "by_op": clean(self.by_op), "by_module": clean(self.by_module), "warnings": list(self.warnings)}
+                "by_op": clean(self.by_op), "by_module": clean(self.by_module),
+                "by_module_instances": clean(self.by_module_instances), "cpu": clean(self.cpu), "cause": self.cause,
+                "warnings": list(self.warnings)}
 
     def _head(self) -> list[str]:
         a, b = self.labels
@@ -239,6 +255,11 @@ class Comparison:
                 continue
             lines.append(f"{r.part:<24}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}{r.noise_us:>8.1f}"
                          f"{100 * r.share:>7.1f}%  {'beyond noise' if r.beyond_noise else 'within noise'}")
+        lines += _cpu.cause_lines(self.cpu)
+        if self.by_module is not None and len(self.by_module):
+            lines.append("by nn.Module class (kernel time per step; by_module_instances: per layer):")
+            lines += [f"  {str(r.module)[:40]:<40}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}"
+                      for r in self.by_module.head(5).itertuples()]
         one = self.only_in_one
         if len(one):
             lines.append("kernel families in one run only:")
@@ -267,6 +288,7 @@ class Comparison:
                 + f"</thead><tbody>{rows}</tbody></table>"
                 + (f"<p>Kernel families in one run only:</p><table>{tr(['run', 'category', 'us/step', 'family'], 'th')}"
                    f"{only}</table>" if len(one) else "")
+                + "".join(f"<p>{html.escape(x)}</p>" for x in _cpu.cause_lines(self.cpu))
                 + (f"<p>Warnings:</p><ul>{warn}</ul>" if warn else "") + "</div>")
 
 
@@ -278,25 +300,25 @@ def _as_profile(x):
     return load(x)
 
 
-def _links(prof) -> dict | None:
-    from kit.profile._oplink import op_links
-
-    out: dict[str, dict] = {}
-    frames = []
-    for f in prof.files:
-        try:
-            frames.append(op_links(f))
-        except (TraceError, OSError):
-            return None
-    if not frames:
+def _module_layers(prof_a, prof_b, ra: _Run, rb: _Run, classes: pd.DataFrame | None) -> pd.DataFrame | None:
+    """``by_module``'s drill-down: per module class and layer index (-1: outside the decoder layers),
+    per-step kernel time in each run, in the order of the class rows."""
+    if classes is None:
         return None
-    lk = pd.concat(frames, ignore_index=True)
-    if lk.empty:
-        return None
-    for col in ("op_top", "module"):
-        s = lk.dropna(subset=[col])
-        out[col] = dict(zip(s["correlation"], s[col])) if len(s) else None
-    return out
+    side = []
+    for prof, run in ((prof_a, ra), (prof_b, rb)):
+        k = prof.kernels
+        k = k[(k["rank"] == run.rank) & k["step"].isin(run.steps["step"])]
+        g = (k.assign(module=k["module"].astype(object).fillna("(no CPU op)"))
+             .groupby(["module", "layer"])["dur_us"].sum() / max(len(run.steps), 1))
+        side.append(g)
+    t = pd.DataFrame({"a_us": side[0], "b_us": side[1]}).fillna(0.0)
+    t["delta_us"] = t["b_us"] - t["a_us"]
+    t = t.reset_index()
+    order = {m: i for i, m in enumerate(classes["module"])}
+    t["_k"] = t["module"].map(order).fillna(len(order))
+    t = t.sort_values(["_k", "layer"], kind="stable").drop(columns="_k")
+    return t.reset_index(drop=True)
 
 
 def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = None,
@@ -306,18 +328,16 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
 
     ``step_ms``: per-step times of A and B measured outside the profiler (ms); the difference to
     explain is then theirs and the trace's shortfall is the ``unattributed`` row. ``ops``: also
-    split by aten op / nn.Module where both traces link kernels to CPU ops (a second read of each
-    trace file).
+    split by aten op / nn.Module where both profiles link kernels to CPU ops (from the Profiles'
+    kernel tables; the trace files are not read again).
     """
     pa, pb = _as_profile(a), _as_profile(b)
     la, lb = labels or ("A", "B")
     warnings = [f"{la}: {w}" for w in pa.warnings] + [f"{lb}: {w}" for w in pb.warnings]
     if not pa.ranks or not pb.ranks:
         raise TraceError("compare: a run without ranks/kernels")
-    link_a = _links(pa) if ops else None
-    link_b = _links(pb) if ops else None
-    runs_a = {r: _rank_run(pa, r, phase, link_a) for r in pa.ranks}
-    runs_b = {r: _rank_run(pb, r, phase, link_b) for r in pb.ranks}
+    runs_a = {r: _rank_run(pa, r, phase, ops) for r in pa.ranks}
+    runs_b = {r: _rank_run(pb, r, phase, ops) for r in pb.ranks}
     if sorted(runs_a) != sorted(runs_b):
         warnings.append(f"ranks differ ({sorted(runs_a)} vs {sorted(runs_b)}): rank by rank only where both have it")
     per_rank = pd.DataFrame([{"rank": r, "a_us": runs_a[r].step_us, "b_us": runs_b[r].step_us,
@@ -383,9 +403,12 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
                 by_op = t
             else:
                 by_module = t
+    by_module_instances = _module_layers(pa, pb, ra, rb, by_module)
     if ops and (by_op is None):
         warnings.append("no by-op split: at least one trace does not link its kernels to CPU ops (CUDA-graph replay, "
                         "or recorded without CPU activity)")
+    cpu, cpu_warnings = _cpu.compare_side((pa, pb), (ra.rank, rb.rank), phase, (la, lb), parts, step_ms is not None)
+    warnings += cpu_warnings
     if abs(delta) < total["noise_us"]:
         warnings.append(f"the step-time difference ({delta:+,.1f} us) is within the step-to-step noise "
                         f"(+-{total['noise_us']:,.1f} us): no part of it is a finding")
@@ -395,4 +418,4 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     return Comparison((la, lb), phase, (list(pa.files), list(pb.files)), (ra.rank, rb.rank),
                       (len(ra.steps), len(rb.steps)), (ra.step_us, rb.step_us), (ra.spread_us, rb.spread_us),
                       (ma, mb) if step_ms is not None else None, measured_source, delta, parts, families, per_rank,
-                      by_op, by_module, warnings)
+                      by_op, by_module, warnings, cpu, by_module_instances)

@@ -80,6 +80,48 @@ def read_bytes(path: Path, kind: str) -> tuple[bytes, list[str]]:
     return out, warnings
 
 
+BLOCK = 4 << 20
+
+
+def blocks(path: Path, kind: str, warnings: list[str], size: int = BLOCK):
+    """The (decompressed) bytes of ``path`` in blocks of about ``size``, so a reader holds a few MB of
+    the file at a time, not all of it; a cut or corrupt gzip stream yields what inflated and appends
+    the same warnings as :func:`read_bytes`."""
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})", path=str(path)) from None
+    with f:
+        if kind != "gzip":
+            while True:
+                b = f.read(size)
+                if not b:
+                    return
+                yield b
+        d = zlib.decompressobj(wbits=31)
+        got = 0
+        raw_len = 0
+        while not d.eof:
+            raw = d.unconsumed_tail or f.read(1 << 20)
+            if not raw:
+                warnings.append(f"{os.path.basename(path)}: gzip stream ends early (file cut at {raw_len:,} bytes); "
+                                f"reading the {got:,} bytes that inflated")
+                return
+            if not d.unconsumed_tail:
+                raw_len += len(raw)
+            try:
+                out = d.decompress(raw, size)
+            except zlib.error as exc:
+                if not got:
+                    raise TraceError(f"{path}: corrupt gzip data ({exc})", path=str(path)) from None
+                warnings.append(f"{os.path.basename(path)}: gzip stream corrupt after {got:,} decompressed bytes "
+                                f"({exc}); reading what came before")
+                return
+            if out:
+                got += len(out)
+                yield out
+
+
 FORMATS = ("kineto", "nsys-csv", "nsys-sqlite")
 
 

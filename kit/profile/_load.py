@@ -3,12 +3,11 @@
 From paths to tables, in one place:
 
 1. ``kit.profile._io.detect`` decides each file's format (bad input fails here, before any work);
-2. several ranks: one cache entry holds the whole assembled profile (keyed by every file's identity
-   and the rule table) — a hit returns it;
-3. otherwise each file is read from its own cache entry (single files: keyed by file identity only,
-   categories are recomputed), or parsed — by the worker processes ``prefetch`` started before
+2. one cache entry holds the whole assembled profile (keyed by every file's identity and the rule
+   table) — a hit returns it (reopening costs reading the parquet tables, no assembly);
+3. otherwise each file is parsed — by the worker processes ``prefetch`` started before
    pandas was imported, by a process pool when the files are big, or in this process;
-4. the caller assembles the parsed files into a profile, and it is stored.
+4. ``_assemble.assemble`` puts the parsed files together into a profile, and it is stored.
 
 pandas and numpy are imported inside the functions that build frames, so ``prefetch`` (the CLI
 calls it first) starts the workers before the ~0.5 s pandas import, and the two overlap.
@@ -17,50 +16,95 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import re
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 from kit.profile import _cache
 from kit.profile._io import detect
 from kit.profile._read import read_raw
 from kit.profile._validate import check_frames
 
-_RANK_RE = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I), re.compile(r"TP-(\d+)"),
-            re.compile(r"tp[-_]?rank[-_]?(\d+)", re.I))
 # files bigger than this together are worth a process pool (spawn costs ~0.2 s)
 PARALLEL_MIN_BYTES = 16 << 20
 # below this much uncached input, prefetch workers cost more than they save
 PREFETCH_MIN_BYTES = 8 << 20
 
 
-def prefetch(paths: list[str], cache: bool = True, rules=None) -> tuple[dict[str, Future], ProcessPoolExecutor | None]:
-    """Start parsing the uncached files in worker processes when they are big enough to be worth it.
+@contextmanager
+def system_arrow_pool():
+    """Build the tables with pyarrow's system allocator (pandas 3 keeps strings in arrow arrays).
 
-    Returns ``({path: Future}, executor)``; hand the dict to ``kit.profile.load(..., _prefetched=)``
-    and shut the executor down afterwards. Any problem (bad path, no cache dir) just means no
-    prefetch: ``load`` then parses and reports errors itself."""
+    Why: arrow's default pool (mimalloc/jemalloc) keeps freed memory for reuse, so the short-lived
+    string columns of parsing and attribution pile up in the peak RSS (+40 MiB on a 229 MB trace);
+    the system allocator returns them. Only the pool for new buffers changes, and only while
+    loading: the previous pool is restored and buffers already made keep theirs."""
     try:
-        if cache and len(paths) > 1:
+        import pyarrow as pa
+    except ImportError:  # pragma: no cover - pyarrow is a dependency
+        yield
+        return
+    old = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(old)
+
+
+class Prefetch:
+    """Parses started in worker processes before pandas is imported (see :func:`prefetch`); hand it
+    to ``kit.profile.load(paths, prefetched=...)``, then ``close()`` it (or use ``with``)."""
+
+    def __init__(self, futures: dict[str, Future] | None = None, executor: ProcessPoolExecutor | None = None) -> None:
+        self.futures = futures or {}
+        self._executor = executor
+
+    def take(self, path: str) -> Future | None:
+        """The parse under way for ``path``, or None."""
+        return self.futures.get(path)
+
+    def close(self) -> None:
+        """Stop the workers (parses not yet collected are cancelled)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+    def __enter__(self) -> "Prefetch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Prefetch(files={len(self.futures)})"
+
+
+def prefetch(paths: list[str], cache: bool = True, rules=None) -> Prefetch:
+    """Start parsing the uncached trace files in worker processes, when they are big enough to be
+    worth it, so parsing overlaps the ~0.5 s pandas import (what ``kit profile summary`` does first).
+
+    Returns a :class:`Prefetch` (empty when nothing is worth starting); pass it to
+    ``kit.profile.load(paths, prefetched=...)`` with the same arguments. Any problem (bad path, no
+    cache dir) just means no prefetch: ``load`` then parses and reports errors itself."""
+    try:
+        if cache:
             from kit.profile._categories import build_rules
 
             if _cache.has_profile(_cache.profile_key(paths, build_rules(rules))):
-                return {}, None
+                return Prefetch()
         todo = []
         for p in paths:
             pp = Path(p)
             if not pp.is_file():
-                return {}, None
-            if cache and _cache.has(pp):
-                continue
-            todo.append(p)
+                return Prefetch()
+            todo.append(str(p))
         if not todo or sum(_work_bytes(Path(p)) for p in todo) < PREFETCH_MIN_BYTES:
-            return {}, None
+            return Prefetch()
         ex = ProcessPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1), mp_context=mp.get_context("spawn"))
-        return {p: ex.submit(read_raw, p, detect(Path(p))) for p in todo}, ex
+        return Prefetch({p: ex.submit(read_raw, p, detect(Path(p))) for p in todo}, ex)
     except Exception:  # noqa: BLE001 - no prefetch; load() reports any problem itself
-        return {}, None
+        return Prefetch()
 
 
 def _work_bytes(path: Path) -> int:
@@ -70,29 +114,26 @@ def _work_bytes(path: Path) -> int:
         return size * 10 if f.read(2) == b"\x1f\x8b" else size
 
 
-def load(paths: list[Path], rules: list, cache: bool, prefetched: dict | None,
-         assemble: Callable[[list[Path], list[dict]], dict], tables: tuple[str, ...]) -> dict:
+def load(paths: list[Path], rules: list, cache: bool, prefetched: Prefetch | None = None) -> dict:
     """The assembled profile of ``paths`` as ``{**tables, "meta", "warnings"}``: from the cache when it
-    holds it, else parsed (``prefetched`` futures used where given) and put together by
-    ``assemble(paths, parsed_files)`` — which returns that same dict — then cached."""
+    holds it, else parsed (``prefetched`` parses used where given), assembled (``_assemble``) and cached."""
+    from kit.profile._assemble import TABLES, assemble
+
     fmts = [detect(p) for p in paths]   # bad input says so even when a cache entry exists
-    key = _cache.profile_key(paths, rules) if cache and len(paths) > 1 else None
+    key = _cache.profile_key(paths, rules) if cache else None
     if key is not None:
-        hit = _cache.load_profile(key, tables)
+        hit = _cache.load_profile(key, TABLES)
         if hit is not None:
             hit["meta"]["ranks"] = {int(r): {**m, "cached": True} for r, m in hit["meta"]["ranks"].items()}
             return hit
-    # several ranks are cached as one assembled entry (below), a single file as its own entry
-    parsed = load_files(paths, fmts, cache=cache, prefetched=prefetched, store=cache and len(paths) == 1)
-    prof = assemble(paths, parsed)
-    if key is not None:
-        _cache.store_profile(key, {t: prof[t] for t in tables}, {"meta": prof["meta"], "warnings": prof["warnings"]})
+    # one cache entry per profile (below), whatever the number of ranks: reopening reads its tables only
+    with system_arrow_pool():
+        parsed = load_files(paths, fmts, cache=False, prefetched=prefetched)
+        prof = assemble(paths, parsed, rules, cache)
+        if key is not None:
+            _cache.store_profile(key, {t: prof[t] for t in TABLES}, {"meta": prof["meta"],
+                                                                     "warnings": prof["warnings"]})
     return prof
-
-
-def categorise_names(names, rules, compute, cache: bool) -> dict:
-    """``compute(names) -> {name: category}``, memoised on disk per rule table when ``cache``."""
-    return _cache.category_map(names, rules, compute) if cache else compute(list(names))
 
 
 def frames(raw: dict) -> dict:
@@ -128,10 +169,12 @@ def frames(raw: dict) -> dict:
         "tid": pd.Series([str(t) for t in r["tid"]], dtype=object),
     })
     f = raw.get("frames") or {c: [] for c in ("name", "ts", "dur", "tid", "kind")}
+    none = [None] * len(f["name"])
     cpu_frames = pd.DataFrame({
         "name": pd.Categorical(f["name"]), "ts": np.asarray(f["ts"], dtype=np.float64),
         "dur": np.asarray(f["dur"], dtype=np.float64), "tid": pd.Series([str(t) for t in f["tid"]], dtype=object),
         "kind": pd.Categorical(f["kind"], categories=["op", "module", "function"]),
+        "dims": pd.Categorical(f.get("dims") or none), "types": pd.Categorical(f.get("types") or none),
     })
     c = raw.get("comms") or {x: [] for x in ("name", "ts", "tid", "collective", "group_size", "in_nelems",
                                              "out_nelems", "dtype", "pg")}
@@ -150,14 +193,14 @@ def frames(raw: dict) -> dict:
 
 
 def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = True, parallel: bool | None = None,
-               prefetched: dict | None = None, store: bool | None = None) -> list[dict]:
+               prefetched: Prefetch | None = None, store: bool | None = None) -> list[dict]:
     """Per-file parsed tables (read from the cache when ``cache``; written there when ``store``,
-    default ``cache``), in the order of ``paths``. ``prefetched``: ``{str(path): Future}`` from
-    :func:`prefetch` (parses already under way)."""
+    default ``cache``), in the order of ``paths``. ``prefetched``: the parses :func:`prefetch`
+    started."""
     store = cache if store is None else store
     fmts = fmts or [detect(p) for p in paths]
     results: list[dict | None] = [None] * len(paths)
-    prefetched = prefetched or {}
+    prefetched = prefetched or Prefetch()
     todo = []
     for i, p in enumerate(paths):
         if cache:
@@ -167,7 +210,7 @@ def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = T
                 results[i] = hit
                 continue
         todo.append(i)
-    early = {i: prefetched[str(paths[i])] for i in todo if str(paths[i]) in prefetched}
+    early = {i: prefetched.take(str(paths[i])) for i in todo if prefetched.take(str(paths[i])) is not None}
     for i, fut in early.items():
         results[i] = _done(paths[i], fut.result(), store)
     todo = [i for i in todo if i not in early]
@@ -196,15 +239,3 @@ def _done(path: Path, raw: dict, store: bool) -> dict:
         _cache.store(path, fr)
     fr["cached"] = False
     return fr
-
-
-def rank_of(path: Path, meta: dict, fallback: int) -> tuple[int, str]:
-    """Rank from distributedInfo, else from the file name, else the file's position; and how it was found."""
-    di = meta.get("distributedInfo") if isinstance(meta, dict) else None
-    if isinstance(di, dict) and isinstance(di.get("rank"), int):
-        return di["rank"], "distributedInfo"
-    for rx in _RANK_RE:
-        m = rx.search(path.name)
-        if m:
-            return int(m.group(1)), "file name"
-    return fallback, "file order"

@@ -12,12 +12,12 @@ import pandas as pd
 
 from kit.errors import TraceError, UsageError
 from kit.profile import _attribution as A
-from kit.profile import _load
+from kit.profile import _cpu, _load
 from kit.profile import _summary as S
-from kit.profile._categories import Rule, build_rules, categorise, category_order
-from kit.profile._kineto import absolute_offset_us
-from kit.profile._load import rank_of
-from kit.profile._windows import assign_steps
+from kit.profile._assemble import assemble
+from kit.profile._categories import Rule, build_rules
+from kit.profile._load import Prefetch
+from kit.profile._remote import is_remote, read_remote
 
 __all__ = ["load", "Profile", "Summary", "PHASES", "default_rules"]
 
@@ -32,11 +32,8 @@ def default_rules() -> list[Rule]:
     return _d()
 
 
-_TABLES = ("kernels", "annotations", "steps", "comms")
-
-
 def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: str = "python3",
-         _prefetched: dict | None = None) -> "Profile":
+         prefetched: Prefetch | None = None) -> "Profile":
     """Read trace files (one per rank) into a :class:`Profile`.
 
     ``paths``: a file or a list of files (Kineto JSON/gzip — detected by magic bytes — nsys stats
@@ -46,156 +43,29 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
     ``~/.cache/decode-kit``), keyed by file identity.
     Traces on a host are read where they lie: ``"HOST:/path/rank*.json.gz"`` specs, or paths (globs
     allowed) with ``host=`` (a :class:`kit.remote.Host`): the kit's reader runs there with the host's
-    ``python`` and only the kernel tables come back (``_remote.py``); the Profile is the same.
+    ``python`` and only the raw tables come back (``_remote.py``); the Profile is the same.
+    ``prefetched``: the parses :func:`kit.profile.prefetch` started for these paths (the CLI starts
+    them before pandas is imported).
     """
-    from kit.profile._remote import is_remote
-
     if not isinstance(paths, (str, os.PathLike)):
         paths = list(paths)
-    if is_remote(paths, host):
-        from kit.profile._remote import load_remote
-
-        return load_remote(paths, host=host, rules=rules, cache=cache, python=python)
-    if isinstance(paths, (str, os.PathLike)):
-        plist = [Path(paths)]
-    else:
-        plist = [Path(p) for p in paths]
-    if not plist:
-        raise TraceError("no trace files given")
     rule_list = build_rules(rules)
-    d = _load.load(plist, rule_list, cache, _prefetched, lambda ps, parsed: _assemble(ps, parsed, rule_list, cache),
-                   _TABLES)
-    return Profile([str(p) for p in plist], d["kernels"], d["annotations"], d["steps"], d["meta"],
-                   list(d["warnings"]), rule_list, d.get("comms", pd.DataFrame()))
+    if is_remote(paths, host):
+        files, names, parsed, stats = read_remote(paths, host=host, python=python)
+        d = assemble(names, parsed, rule_list, cache)
+        d["meta"]["remote"] = stats
+    else:
+        plist = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
+        if not plist:
+            raise TraceError("no trace files given")
+        files = [str(p) for p in plist]
+        d = _load.load(plist, rule_list, cache, prefetched)
+    return Profile(files, d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rule_list,
+                   d["comms"], d["runtime"])
 
 
-def _assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False) -> dict:
-    warnings: list[str] = []
-    ranks, rank_src = [], []
-    for i, (p, d) in enumerate(zip(paths, parsed)):
-        r, src = rank_of(p, d["meta"], i)
-        ranks.append(r)
-        rank_src.append(src)
-    if len(set(ranks)) != len(ranks):
-        dup = sorted({r for r in ranks if ranks.count(r) > 1})
-        warnings.append(f"rank(s) {dup} appear in several files; ranks renumbered by file order 0..{len(ranks) - 1}")
-        ranks = list(range(len(paths)))
-        rank_src = ["file order"] * len(paths)
-    # clock: each file's ts -> absolute microseconds
-    offsets, spans = [], []
-    for p, d in zip(paths, parsed):
-        k = d["kernels"]
-        first = float(k["ts"].min()) if len(k) and k["ts"].notna().any() else None
-        off, w = absolute_offset_us(d["meta"], first)
-        if w:
-            warnings.append(f"{p.name}: {w}")
-        offsets.append(off)
-        if first is not None:
-            spans.append((off + first, off + float((k["ts"] + k["dur"]).max())))
-    origin = min((s for s, _ in spans), default=0.0)
-    kern, ann, steps_all, comms_all = [], [], [], []
-    meta_ranks = {}
-    for p, d, r, src, off in zip(paths, parsed, ranks, rank_src, offsets):
-        warnings.extend(d.get("warnings", []))
-        k = d["kernels"].copy()
-        a = d["annotations"].copy()
-        la = d["launches"]
-        shift = off - origin
-        fr = d.get("frames")
-        cm = d.get("comms")
-        if not len(k):
-            warnings.append(_no_kernel_warning(p.name, la, cm, a))
-        step, phase, steps = assign_steps(k, a, la)
-        linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
-        for c in ("module", "block", "layer", "frame_category", "frame_kind", "frame_name", "graph", "launch"):
-            k[c] = linked[c].to_numpy()
-        k["step"] = step
-        k["phase"] = phase
-        k["rank"] = r
-        k["file"] = p.name
-        k["start_us"] = k["ts"] + shift
-        k = k.rename(columns={"dur": "dur_us"}).drop(columns=["ts"])
-        kern.append(k)
-        if cm is not None and len(cm):
-            cm = cm.copy()
-            cm["rank"] = r
-            cm["start_us"] = cm["ts"] + shift
-            comms_all.append(cm.drop(columns=["ts"]))
-        a["rank"] = r
-        a["start_us"] = a["ts"] + shift
-        ann.append(a.rename(columns={"dur": "dur_us"}).drop(columns=["ts"]))
-        if len(steps):
-            steps = steps.copy()
-            for c in ("start_us", "end_us", "marker_start_us", "marker_end_us"):
-                steps[c] = steps[c] + shift
-            steps.insert(0, "rank", r)
-            steps_all.append(steps)
-        zero = int((k["dur_us"] == 0).sum()) if len(k) else 0
-        if zero:
-            frac = zero / len(k)
-            msg = (f"{p.name} (rank {r}): {zero:,} of {len(k):,} kernels ({100 * frac:.1f}%) have zero duration "
-                   f"(CUDA-graph replay recorded without per-kernel timing by this PyTorch/CUPTI?)")
-            if frac >= 0.5:
-                msg += "; the per-kernel breakdown is unavailable, use the graph-level step times (Profile.steps)"
-            warnings.append(msg)
-        meta = d["meta"] or {}
-        meta_ranks[r] = {
-            "file": p.name, "rank_from": src, "format": meta.get("source", "kineto"),
-            "device_properties": meta.get("deviceProperties", []), "distributed": meta.get("distributedInfo", {}),
-            "versions": {key: meta[key] for key in sorted(meta) if key.endswith("_version") or key == "schemaVersion"},
-            "events": d.get("events"), "bytes": d.get("bytes"), "cached": d.get("cached", False),
-            "truncated": d.get("truncated", False), "clock_offset_us": off,
-            "runtime_calls": int(len(la)), "module_frames": int((fr["kind"] == "module").sum()) if fr is not None
-            and len(fr) else 0, "cpu_frames": int(len(fr)) if fr is not None else 0,
-        }
-    kernels = pd.concat(kern, ignore_index=True) if kern else pd.DataFrame()
-    if len(kernels):
-        names = kernels["name"].astype("category")
-        kernels["name"] = names
-        cmap = _load.categorise_names(names.cat.categories, rules, lambda ns: categorise(ns, rules), cache)
-        linked = kernels[["frame_category", "frame_kind", "frame_name", "launch"]]
-        cat, by, ev = A.decide(names, kernels["collective"], linked, rules, cmap)
-        kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
-        kernels["decided_by"] = pd.Categorical(by, categories=list(A.EVIDENCE))
-        kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
-        for c in ("module", "block", "launch"):
-            kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")
-        kernels["layer"] = kernels["layer"].astype(np.int64)
-        kernels = kernels[["rank", "device", "stream", "name", "category", "decided_by", "evidence", "start_us",
-                           "dur_us", "correlation", "step", "phase", "kind", "count", "collective", "module", "block",
-                           "layer", "launch", "graph", "file"]]
-    annotations = pd.concat(ann, ignore_index=True) if ann else pd.DataFrame()
-    steps_df = pd.concat(steps_all, ignore_index=True) if steps_all else pd.DataFrame(
-        columns=["rank", "step", "name", "phase", "start_us", "end_us", "wall_us", "gap_before_us", "kernels", "source"])
-    # clock bases: ranks whose time ranges do not overlap were not recorded on one clock (or not together)
-    if len(spans) > 1:
-        latest_start = max(s for s, _ in spans)
-        earliest_end = min(e for _, e in spans)
-        if latest_start > earliest_end:
-            warnings.append(f"ranks' time ranges do not overlap (gap {latest_start - earliest_end:,.0f} us): different "
-                            f"clock bases or different runs; cross-rank comparison is by step index only")
-    comms = pd.concat(comms_all, ignore_index=True) if comms_all else pd.DataFrame(
-        columns=["rank", "name", "start_us", "tid", "collective", "group_size", "in_nelems", "out_nelems", "dtype",
-                 "pg"])
-    meta = {"ranks": meta_ranks, "origin_us": origin, "rules": len(rules)}
-    return {"kernels": kernels, "annotations": annotations, "steps": steps_df, "comms": comms, "meta": meta,
-            "warnings": warnings}
-
-
-def _no_kernel_warning(name: str, launches: pd.DataFrame, comms, ann: pd.DataFrame) -> str:
-    """Why a trace has no GPU kernel, as precisely as the trace tells."""
-    n_rt = len(launches)
-    coll = ""
-    if comms is not None and len(comms):
-        gs = sorted({int(g) for g in comms["group_size"] if g >= 0})
-        coll = (f"; its {len(comms):,} collective call(s) (record_param_comms, group size "
-                f"{', '.join(map(str, gs)) or 'unknown'}) launched no kernel")
-        if gs == [1]:
-            coll += " because a process group of size 1 communicates nothing"
-    if n_rt:
-        return (f"{name}: no GPU kernels although {n_rt:,} CUDA runtime calls with correlation ids were recorded: "
-                f"the GPU activity (CUPTI) was not collected or not flushed for this window{coll}")
-    return f"{name}: no GPU kernels in this trace (CPU-only profile, or CUDA activity not recorded){coll}"
+# runtime/driver calls that put work on the GPU (kernels, graphs, copies, fills)
+_LAUNCH_CALL = r"(?i)launch|memcpy|memset"
 
 
 @dataclass(eq=False)
@@ -203,7 +73,10 @@ class Profile:
     """Parsed profile: ``kernels`` (rank, device, stream, name, category, decided_by, evidence, start_us,
     dur_us, correlation, step, phase, module, block, layer, graph, ...), ``annotations``, ``steps`` (one
     row per rank and step), ``comms`` (CPU-side collective calls: ``record_param_comms`` with collective
-    name, group size, element counts, dtype), ``meta`` and ``warnings``."""
+    name, group size, element counts, dtype), ``runtime`` (CUDA/HIP runtime and driver calls and the CPU
+    ops that wait for the GPU: rank, name, start_us, dur_us, tid, correlation, kind), ``meta`` and
+    ``warnings``. Each kernel row also carries its launch's ops (``op``, ``op_top``, ``op_call``,
+    ``input_dims``, ``input_types``) so comparisons and rooflines never re-read the files."""
 
     files: list[str]
     kernels: pd.DataFrame
@@ -213,6 +86,7 @@ class Profile:
     warnings: list[str]
     rules: list[Rule] = field(repr=False, default_factory=list)
     comms: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    runtime: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
 
     @property
     def ranks(self) -> list[int]:
@@ -238,7 +112,17 @@ class Profile:
         """Category breakdown of ``phase`` ('all', 'decode' or 'prefill'); see :class:`Summary`."""
         if phase not in PHASES:
             raise UsageError(f"Profile.summary: phase must be one of {', '.join(PHASES)}, not {phase!r}")
-        return Summary(**S.summarise(self, phase, top))
+        d = S.summarise(self, phase, top)
+        cpu = _cpu.cpu_side(self, d["phase"])
+        return Summary(**d, verdict=cpu["verdict"], cpu=cpu["steps"], cpu_gaps=cpu["gaps"], cpu_ranks=cpu["per_rank"])
+
+    def health(self):
+        """Can this trace's numbers be trusted? Capture mode, linked shares, launch APIs, communication
+        kernels, dropped events, mixed phases, profiler overhead, and per metric usable / degraded /
+        unreliable with the reason and the capture that fixes it (``_health.py``)."""
+        from kit.profile._health import health
+
+        return health(self)
 
     def modules(self, by: str = "module") -> pd.DataFrame:
         """Kernel time per module class (``by='module'``: layer child and innermost module; ``'block'``:
@@ -290,6 +174,10 @@ class Summary:
     layers: pd.DataFrame = field(default_factory=pd.DataFrame)
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
     categories_unavailable: str | None = None
+    verdict: dict = field(default_factory=dict)
+    cpu: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cpu_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
+    cpu_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     def to_dict(self, full: bool = False) -> dict:
         """The CLI's JSON: files, ranks, kernel_time_us, wall_time_us, steps, categories, warnings
@@ -306,6 +194,7 @@ class Summary:
             d["categories_unavailable"] = self.categories_unavailable
         d["decided_by"] = [{"decided_by": r.decided_by, "time_us": num(r.time_us),
                             "share_of_kernel": num(r.share_of_kernel)} for r in self.evidence.itertuples()]
+        d["cpu"] = _cpu.to_json(self.verdict, self.cpu_ranks, self.cpu_gaps, self.cpu if full else None)
         if len(self.collectives):
             d["collectives"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
                                 for r in self.collectives.to_dict("records")]
@@ -352,6 +241,7 @@ class Summary:
             lines.append(f"categories unavailable: {self.categories_unavailable}")
         if self._evidence_line():
             lines.append(self._evidence_line())
+        lines += _cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)
         for r in self.collectives.itertuples():
             lines.append(f"collective {r.collective}: {r.calls} call(s) on the CPU, group size {r.group_size}, "
                          f"{r.bytes:,} bytes, {r.kernels} kernel(s)")
@@ -378,7 +268,7 @@ class Summary:
                       f"{sp['max_us']:,.1f} us (rank {sp['max_rank']}), spread {sp['spread_us']:,.1f} us</p>")
         extra = "".join(f"<p>{html.escape(x)}</p>" for x in (
             f"categories unavailable: {self.categories_unavailable}" if self.categories_unavailable else "",
-            self._evidence_line()) if x)
+            self._evidence_line(), *_cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)) if x)
         return (f"<div><b>{html.escape(self._head())}</b><table><thead><tr><th>category</th><th>time (us)</th>"
                 f"<th>% kernel</th><th>% wall</th></tr></thead><tbody>{body}</tbody></table>{extra}{spread}"
                 f"{'<p>Warnings:</p><ul>' + warn + '</ul>' if warn else ''}</div>")

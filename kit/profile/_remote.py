@@ -9,7 +9,8 @@ when the host has it; otherwise a ``json`` stand-in with orjson's interface). It
 parallel on the host's cores and writes each file's raw tables (string columns dictionary-encoded,
 zlib-compressed JSON) to stdout; hosts are served in parallel. What crosses the network is the
 tables, ~1-2% of the trace bytes, not the traces. Back here they go through the same assembly as a
-local load, so the :class:`~kit.profile.Profile` is the same.
+local load (``_profile.load`` hands them to ``_assemble``), so the :class:`~kit.profile.Profile` is the
+same. This module never imports the façade.
 
 Only the public ``kit.remote`` API is used (``connect``, ``Host.run/put``, ``Host.transfer.glob``): the
 host side is a parser shipped there, not SSH code inside the parsers.
@@ -55,7 +56,9 @@ def _orjson():
 
 def _encode(raw):
     tables = {}
-    for name in ("kernels", "annotations", "launches"):
+    for name in ("kernels", "annotations", "launches", "frames", "comms"):
+        if not raw.get(name):
+            continue
         cols = {}
         for col, values in raw[name].items():
             if values and all(v is None or type(v) is str for v in values):
@@ -64,7 +67,7 @@ def _encode(raw):
                     codes.append(index.setdefault(v, len(index)))
                 cols[col] = {"dict": list(index), "codes": codes}
             else:
-                cols[col] = values
+                cols[col] = values if type(values) is list else list(values)   # typed arrays -> JSON lists
         tables[name] = cols
     out = dict(raw)
     out.update(tables)
@@ -243,8 +246,8 @@ def ensure_reader(host) -> tuple[str, int]:
 def decode_raw(payload: bytes) -> dict:
     """Inverse of the runner's encoding: raw tables as ``read_raw`` returned them."""
     raw = json.loads(zlib.decompress(payload))
-    for name in ("kernels", "annotations", "launches"):
-        cols = raw[name]
+    for name in ("kernels", "annotations", "launches", "frames", "comms"):
+        cols = raw.get(name) or {}
         for col, v in list(cols.items()):
             if isinstance(v, dict) and "codes" in v:
                 d = v["dict"]
@@ -288,14 +291,11 @@ def read_on_host(host, paths: list[str], *, python: str = "python3", timeout: fl
     return results, stats
 
 
-def load_remote(paths, *, host=None, rules=None, cache: bool = True, python: str = "python3"):
-    """``kit.profile.load`` for traces on hosts (see the module docstring)."""
-    import pandas as pd
-
+def read_remote(paths, *, host=None, python: str = "python3") -> tuple[list[str], list[Path], list[dict], dict]:
+    """Traces on hosts parsed there (see the module docstring): ``(labels "host:path", paths, checked
+    frames per file, stats per host)``, ready for ``_assemble.assemble``."""
     import kit.remote
-    from kit.profile._categories import build_rules
     from kit.profile._load import checked_frames
-    from kit.profile._profile import Profile, _assemble
 
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:
@@ -350,9 +350,5 @@ def load_remote(paths, *, host=None, rules=None, cache: bool = True, python: str
         fr["cached"] = False
         parsed.append(fr)
     plist = [Path(p) for _, p in listed]
-    rule_list = build_rules(rules)
-    d = _assemble(plist, parsed, rule_list, cache)
-    prof = Profile([f"{key}:{p}" for key, p in listed], d["kernels"], d["annotations"], d["steps"], d["meta"],
-                   list(d["warnings"]), rule_list, d.get("comms", pd.DataFrame()))
-    prof.meta["remote"] = {key: {"files": len(dict.fromkeys(per_host[key])), **st} for key, st in stats.items()}
-    return prof
+    stats = {key: {"files": len(dict.fromkeys(per_host[key])), **st} for key, st in stats.items()}
+    return [f"{key}:{p}" for key, p in listed], plist, parsed, stats

@@ -1,7 +1,7 @@
 """Per-kernel achieved bandwidth and FLOP/s of GEMMs whose trace recorded shapes (``record_shapes=True``).
 
-Each GEMM kernel is linked (correlation id, ``_oplink.py``) to the innermost aten op with
-``Input Dims`` that launched it: ``aten::mm`` ``[[M, K], [K, N]]``, ``aten::addmm``
+Each GEMM kernel carries (from the reader, through ``_attribution.py``) the innermost aten op with
+``Input Dims`` that launched it (``op_call``, ``input_dims``, ``input_types`` of ``Profile.kernels``): ``aten::mm`` ``[[M, K], [K, N]]``, ``aten::addmm``
 ``[[bias], [M, K], [K, N]]``, ``aten::bmm`` ``[[B, M, K], [B, K, N]]``, ``aten::linear``
 ``[[..., K], [N, K], ...]``. Then ``FLOPs = 2 B M N K`` and the bytes that must move are
 ``B (M K + K N + M N) x element size``; dividing by the kernel's duration gives the achieved
@@ -12,6 +12,7 @@ time of all of them: rows are grouped per launching op call (the kernels under o
 """
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -53,6 +54,16 @@ def _mnk(op: str, dims: list, types: list) -> tuple[int, int, int, int, int] | N
     return None
 
 
+def _json(text):
+    """The JSON text of an op's input dims/types (as the reader keeps them) -> list, or None."""
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return None
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
 def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
     """One row per GEMM op call with recorded shapes: op, B/M/N/K, kernels, dur_us, GFLOP, MB,
     achieved TB/s and TFLOP/s, their shares of the GPU's peaks, arithmetic intensity, bound.
@@ -62,7 +73,6 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
     trace has no shapes (warns through the ``attrs['warnings']`` of the result).
     """
     from kit.models import gpu_spec
-    from kit.profile._oplink import op_links
     from kit.profile._profile import Profile, load
 
     p = profile if isinstance(profile, Profile) else load(profile)
@@ -81,19 +91,17 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
             "tb_s", "tflop_s", "bw_share", "flop_share", "intensity", "bound"]
     warnings = []
     rows = []
-    for f, kf in k.groupby("file"):
-        path = next((x for x in p.files if x.endswith(str(f))), None)
-        links = op_links(path) if path else pd.DataFrame()
-        if links.empty or links["input_dims"].isna().all():
+    if "op_call" not in k:
+        k = k.assign(op_call=-1, input_dims=None, input_types=None)
+    for f, kf in k.groupby("file", observed=True):
+        kf = kf[kf["op_call"] >= 0]
+        if not len(kf) or kf["input_dims"].isna().all():
             warnings.append(f"{f}: no recorded shapes (record_shapes=False, or CUDA-graph replay)")
             continue
-        lk = links.dropna(subset=["call"]).set_index("correlation")
-        kf = kf[kf["correlation"].isin(lk.index)]
-        kf = kf.assign(call=kf["correlation"].map(lk["call"]))
-        first = lk.drop_duplicates("call").set_index("call")
-        for call, g in kf.groupby("call"):
-            op = first.at[call, "op"]
-            dims, types = first.at[call, "input_dims"], first.at[call, "input_types"]
+        for _, g in kf.groupby(["rank", "op_call"]):
+            first = g.iloc[0]
+            op = first["op"]
+            dims, types = _json(first["input_dims"]), _json(first["input_types"])
             shape = _mnk(str(op), dims, types) if dims is not None else None
             if shape is None:
                 continue

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kit.profile._attribution import evidence_table, module_table
+from kit.profile._attribution import evidence_table, module_table, undecided_warning
 from kit.profile._categories import COMM, category_order
 
 
@@ -255,6 +255,10 @@ def summarise(p, phase: str, top: int) -> dict:
     coll = collectives(p, k)
     warnings.extend(_collective_warnings(coll))
     ev = evidence_table(k)
+    frames = sum(int(m.get("module_frames") or 0) for m in p.meta.get("ranks", {}).values())
+    w = undecided_warning(k, p.rules, frames) if not unavailable else None
+    if w:
+        warnings.append(w)
     mods = module_table(k, "module")
     layers = module_table(k, "layer")
     if unavailable:

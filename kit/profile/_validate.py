@@ -3,18 +3,22 @@
 Applied at three points (each a one-line hook in the reader, so the readers stay about reading):
 
 - ``loads_lenient`` (``_kineto._loads_array``, when orjson refuses a piece): a ``NaN`` or
-  ``Infinity`` literal (Python's json writes them) is parsed by the standard library instead of
+  ``Infinity`` literal (Python's json writes them) or an integer beyond 64 bits is parsed by the
+  standard library (and the value then dropped and counted below) instead of
   failing the whole piece (which used to drop every kernel under a "truncated" warning); an event
   nested deeper than any parser allows (100k ``[``) is replaced by a marker and counted.
-- ``clean_events`` (``_kineto._Collector.add``, on every parsed piece): ``ts``/``dur`` given as text
+- ``clean_events`` (``_kineto._Collector.add_dicts``, on every piece parsed into dicts): ``ts``/``dur`` given as text
   are read as numbers (``"12.5"``, ``"12.5us"``, ``"0.0125 ms"``) and counted as repaired; text that
   is no number, a missing ``ts``, or a non-object ``args`` are made visible to the frame check
   below instead of being skipped or raising; events whose category is not a string are dropped
   and counted.
 - ``check_frames`` (``_load.load_files``, where raw columns become frames, for every format):
-  kernels with no usable timestamp, an unreadable (NaN, infinite, text) or negative duration, and
-  exact duplicates (the same kernel, stream, start and duration twice) are dropped, each kind
-  counted in one warning naming the file. When most kernels have no usable timestamp the file
+  kernels with no usable timestamp (missing, NaN, text, negative, after 2100 or more than a day from
+  the file's other events), an unreadable (NaN, infinite, text), negative or over-an-hour duration
+  (``dur: 1e18``), and exact duplicates (the same kernel, stream, start and duration twice; not
+  untimed graph-replay kernels with ``ts = dur = 0``, separate executions) are dropped, each kind
+  counted in one warning naming the file; annotations, runtime calls, CPU frames and collective calls
+  outside the same ranges are dropped and counted too. When most kernels have no usable timestamp the file
   gives a TraceError: a timeline built from the rest would be a wrong number with a footnote.
 
 The SQLite reader converts its values with :class:`Numbers` (text timestamps read or dropped, and
@@ -29,7 +33,6 @@ from typing import Any
 
 from kit.errors import TraceError
 
-_NONFINITE = (b"NaN", b"Infinity")
 _DEEP = re.compile(rb"[\[{](?:\s*[\[{]){500,}")
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 DROPPED = "__kit_dropped__"  # category of the marker event that stands for an unparseable one
@@ -37,6 +40,12 @@ _UNIT = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "μs": 1.0, "ms": 1e3, "s": 1e6, "":
 _NUM_UNIT = re.compile(r"\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(ns|us|µs|μs|ms|s)?\s*")
 # a timeline built from fewer than this share of a file's kernels is refused, not footnoted
 MIN_TIMED_SHARE = 0.5
+# physical ranges (microseconds): no profiled GPU kernel or CPU event lasts an hour (a hung NCCL call
+# is killed by its watchdog within minutes), no timestamp is after the year 2100, and a profile window
+# spans less than a day: a value outside is a corrupt or hand-edited event, not a measurement
+MAX_DUR_US = 3600e6
+MAX_TS_US = 4.1e15
+MAX_SPAN_US = 86400e6
 
 
 def _parse(buf: bytes) -> list | None:
@@ -49,12 +58,10 @@ def _parse(buf: bytes) -> list | None:
             return orjson.loads(buf)
         except orjson.JSONDecodeError:
             pass
-    if orjson is None or any(t in buf for t in _NONFINITE):
-        try:
-            return json.loads(buf)
-        except (ValueError, RecursionError):
-            return None
-    return None
+    try:  # NaN/Infinity literals, integers beyond 64 bits (10**400): the standard library reads them
+        return json.loads(buf)
+    except (ValueError, RecursionError):
+        return None
 
 
 def loads_lenient(buf: bytes) -> list | None:
@@ -83,8 +90,13 @@ def loads_lenient(buf: bytes) -> list | None:
 def _number(v: Any) -> tuple[float, bool]:
     """(value, repaired): numbers as they are; text read as a number (with a time unit: -> us)."""
     t = type(v)
-    if t is float or t is int:
-        return float(v), False
+    if t is float:
+        return v, False
+    if t is int:
+        try:
+            return float(v), False
+        except OverflowError:   # 10**400: not a time
+            return math.nan, False
     if t is str:
         m = _NUM_UNIT.fullmatch(v)
         if m:
@@ -102,8 +114,10 @@ def clean_events(evs: list, col: Any, kept_cats: Any) -> list:
             continue
         cat = e.get("cat")
         if cat is None:
-            continue
-        if type(cat) is not str:
+            if e.get("ph", "X") != "X":
+                continue
+            cat = ""   # maybe a GPU event without its category (identified by its fields): cleaned too
+        elif type(cat) is not str:
             if out is evs:
                 out = list(evs)
             out[i] = None
@@ -112,16 +126,16 @@ def clean_events(evs: list, col: Any, kept_cats: Any) -> list:
         if cat == DROPPED:
             issues[e.get("why", "unparseable")] = issues.get(e.get("why", "unparseable"), 0) + 1
             continue
-        if cat not in kept_cats or e.get("ph", "X") != "X":
+        if (cat and cat not in kept_cats) or e.get("ph", "X") != "X":
             continue
         ts = e.get("ts")
-        if type(ts) is not float and type(ts) is not int:
+        if type(ts) is not float:
             val, fixed = _number(ts)
             e["ts"] = val
             if fixed:
                 issues["text"] = issues.get("text", 0) + 1
         dur = e.get("dur")
-        if dur is not None and type(dur) is not float and type(dur) is not int:
+        if dur is not None and type(dur) is not float:
             val, fixed = _number(dur)
             e["dur"] = val
             if fixed:
@@ -146,8 +160,15 @@ def collector_warnings(col: Any, base: str) -> list[str]:
         out.append(f"{base}: {_n(issues['args'], 'event')} whose 'args' is not an object repaired (args ignored)")
     if issues.get("cat"):
         out.append(f"{base}: {_n(issues['cat'], 'event')} with a category that is not a string dropped")
+    if issues.get("nocat_kernel"):
+        out.append(f"{base}: {_n(issues['nocat_kernel'], 'GPU event')} without a 'cat' field identified by the "
+                   f"fields a GPU activity carries (ph X, args.stream, args.correlation or args.device) and kept")
+    if issues.get("nocat_dropped"):
+        out.append(f"{base}: {_n(issues['nocat_dropped'], 'complete event')} without a 'cat' field dropped: "
+                   f"missing args.stream and args.correlation/args.device, so neither a GPU kernel nor a known "
+                   f"CPU event")
     for why, n in issues.items():
-        if why not in ("text", "args", "cat"):
+        if why not in ("text", "args", "cat", "nocat_kernel", "nocat_dropped"):
             out.append(f"{base}: {_n(n, 'event')} {why} dropped")
     return out
 
@@ -180,8 +201,27 @@ class Numbers:
         return [f"{base}: {_n(self.text, 'timestamp')} given as text repaired (read as numbers)"] if self.text else []
 
 
+def out_of_range(ts, dur, untimed_ok: bool = False):
+    """Masks (bad timestamp, bad duration) of the physical ranges above: a timestamp that is not a
+    finite number, negative, after 2100 or more than a day from the table's median; a duration that is
+    not a finite number, negative or over an hour. ``untimed_ok``: ``ts = dur = 0`` (graph-replay
+    kernels recorded without timing) is not out of range; the steps are built from their order."""
+    import numpy as np
+
+    ts = np.asarray(ts, dtype=float)
+    dur = np.asarray(dur, dtype=float)
+    bad_ts = ~np.isfinite(ts) | (ts < 0) | (ts > MAX_TS_US)
+    untimed = (ts == 0) & (dur == 0) if untimed_ok else np.zeros(len(ts), bool)
+    timed = ~bad_ts & ~untimed
+    if timed.any():
+        mid = float(np.median(ts[timed]))
+        bad_ts |= (np.abs(ts - mid) > MAX_SPAN_US) & ~untimed
+    bad_dur = ~np.isfinite(dur) | (dur < 0) | (dur > MAX_DUR_US)
+    return bad_ts, bad_dur & ~bad_ts
+
+
 def check_frames(fr: dict, name: str) -> dict:
-    """Drop and count kernels/annotations/launches the figures cannot use (see module doc)."""
+    """Drop and count kernels/annotations/launches/frames the figures cannot use (see module doc)."""
     import numpy as np
 
     k = fr["kernels"]
@@ -191,23 +231,34 @@ def check_frames(fr: dict, name: str) -> dict:
     if n0:
         ts = k["ts"].to_numpy(dtype=float)
         dur = k["dur"].to_numpy(dtype=float)
-        bad_ts = ~np.isfinite(ts) if timeline else np.zeros(n0, bool)
-        bad_dur = ~np.isfinite(dur) & ~bad_ts
-        neg = np.isfinite(dur) & (dur < 0) & ~bad_ts
+        bad_ts, bad_dur = out_of_range(ts, dur, untimed_ok=True)
+        if not timeline:
+            bad_ts = np.zeros(n0, bool)
+            bad_dur = ~np.isfinite(dur) | (dur < 0) | (dur > MAX_DUR_US)
+        huge = bad_dur & np.isfinite(dur) & (dur > MAX_DUR_US)
+        neg = bad_dur & np.isfinite(dur) & (dur < 0)
+        unreadable = bad_dur & ~huge & ~neg
         if timeline and bad_ts.sum() > (1 - MIN_TIMED_SHARE) * n0:
             raise TraceError(f"{name}: {int(bad_ts.sum()):,} of {n0:,} kernel events have no usable timestamp "
-                             f"(missing, NaN or not a number): no GPU timeline can be built from this file",
-                             path=name)
-        for mask, why in ((bad_ts, "with no usable timestamp (missing, NaN or not a number)"),
-                          (bad_dur, "with an unreadable duration (NaN, infinite or not a number)"),
-                          (neg, "with a negative duration (end before start)")):
+                             f"(missing, not a finite number, negative or outside any recording window): no GPU "
+                             f"timeline can be built from this file", path=name)
+        for mask, why in ((bad_ts, "with no usable timestamp (missing, NaN, not a number, negative, after 2100 "
+                                   "or more than a day away from the others)"),
+                          (unreadable, "with an unreadable duration (NaN, infinite or not a number)"),
+                          (neg, "with a negative duration (end before start)"),
+                          (huge, "with a duration over an hour (outside any physical range)")):
             if mask.any():
                 warnings.append(f"{name}: {_n(int(mask.sum()), 'kernel event')} {why} dropped")
-        drop = bad_ts | bad_dur | neg
+        drop = bad_ts | bad_dur
         if drop.any():
             k = k[~drop]
         if timeline and len(k) > 1:
+            # kernels with neither start nor duration (CUDA-graph replays recorded without per-kernel
+            # timing, every replay repeating the graph's correlation ids) are separate executions that
+            # cannot be told from a copy: they are kept, never counted as duplicates
+            untimed = (k["ts"].to_numpy(dtype=float) == 0) & (k["dur"].to_numpy(dtype=float) == 0)
             dup = k.duplicated(subset=["device", "stream", "ts", "dur", "name", "correlation", "kind"])
+            dup &= ~untimed
             if dup.any():
                 warnings.append(f"{name}: {_n(int(dup.sum()), 'duplicated kernel event')} dropped (the same kernel, "
                                 f"stream, start and duration twice: events written twice or files concatenated?)")
@@ -215,15 +266,18 @@ def check_frames(fr: dict, name: str) -> dict:
         if len(k) != n0:
             k = k.reset_index(drop=True)
     fr["kernels"] = k
-    for table, label in (("annotations", "annotation"), ("launches", "runtime launch event")):
-        t = fr[table]
-        if not len(t):
+    for table, label in (("annotations", "annotation"), ("launches", "runtime call event"),
+                         ("frames", "CPU op or module frame"), ("comms", "collective call")):
+        t = fr.get(table)
+        if t is None or not len(t):
             continue
         ts = t["ts"].to_numpy(dtype=float)
-        dur = t["dur"].to_numpy(dtype=float)
-        bad = ~np.isfinite(ts) | ~np.isfinite(dur) | (dur < 0)
+        dur = t["dur"].to_numpy(dtype=float) if "dur" in t else np.zeros(len(t))
+        bad_ts, bad_dur = out_of_range(ts, dur)
+        bad = bad_ts | bad_dur
         if bad.any():
-            warnings.append(f"{name}: {_n(int(bad.sum()), label)} with no usable timestamp or duration dropped")
+            warnings.append(f"{name}: {_n(int(bad.sum()), label)} with no usable timestamp or duration (missing, "
+                            f"not a finite number, negative or outside any physical range) dropped")
             fr[table] = t[~bad].reset_index(drop=True)
     fr["warnings"] = warnings
     return fr

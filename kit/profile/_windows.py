@@ -133,6 +133,15 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
                 source = "cuda-graph"
                 for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"])):
                     rows.append((i, f"{nm} #{i}", "decode", float(ts), float(ts + dur)))
+    untimed = (kt == 0) & (kend == 0) if n else np.zeros(0, bool)
+    if source is not None and untimed.any():
+        r_step = _replay_steps(k, untimed, launches, source, markers, len(rows), rows)
+        step[untimed] = r_step
+        if source.startswith("annotation"):
+            ph = np.array([r[2] for r in rows], dtype=object)
+            phase[untimed] = np.where(r_step >= 0, ph[np.clip(r_step, 0, None)], "unknown")
+        else:
+            phase[untimed] = np.where(r_step >= 0, "decode", "unknown")
     if source is None and n:
         order = np.argsort(kt, kind="stable")
         s, e = kt[order], np.maximum.accumulate(kend[order])
@@ -187,3 +196,68 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
         steps = steps.assign(start_us=[], end_us=[], span_from=[], kernels=[], wall_us=[], gap_before_us=[])
     steps["source"] = source or "none"
     return step, phase.astype(object), steps
+
+
+def _period(names: np.ndarray, want: list[int]) -> int:
+    """Length of one replay in a repeated kernel-name sequence: the first of ``want`` (replay counts the
+    trace names: graph launches, steps) that the names repeat with, else their smallest period."""
+    n = len(names)
+    for r in want:
+        if r > 0 and n % r == 0 and (r == 1 or (names[: n - n // r] == names[n // r:]).all()):
+            return n // r
+    for p in range(1, n + 1):
+        if n % p == 0 and (names[: n - p] == names[p:]).all():
+            return p
+    return n
+
+
+def _replay_steps(k: pd.DataFrame, untimed: np.ndarray, launches: pd.DataFrame, source: str, markers,
+                  nsteps: int, rows: list) -> np.ndarray:
+    """Step of each untimed kernel (``ts = dur = 0``: a CUDA-graph replay recorded without per-kernel
+    timing), from the order the replays were written.
+
+    Per correlation id, the kernels in file order are one replay or several replays one after the
+    other (when every replay repeats the first one's ids). Several ids, each a graph launch: one
+    replay per id, placed by its launch. One id: the replays repeat its kernel names; replay r is the
+    r-th graph launch from the one with that id (by CPU time). A launch is placed in the step whose
+    CPU range holds it (the r-th step when the steps are GPU ranges with CPU twins, or the launches
+    themselves); without launches, the r-th step when there are as many replays as steps; else -1."""
+    out = np.full(int(untimed.sum()), -1, dtype=np.int64)
+    names = k["name"].astype(str).to_numpy()[untimed]
+    corr = k["correlation"].to_numpy()[untimed]
+    g = launches[launches["name"].astype(str).str.contains(_GRAPH)].sort_values("ts") if len(launches) else launches
+    g_ts = g["ts"].to_numpy(float) if len(g) else np.empty(0)
+    g_pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())} if len(g) else {}
+    ids = pd.unique(corr)
+    one_each = len(ids) > 1 and all(c in g_pos for c in ids)
+    for c in ids:
+        sel = np.flatnonzero(corr == c)
+        i0 = g_pos.get(c)
+        left = len(g_ts) - i0 if i0 is not None else 0
+        per = len(sel) if one_each else _period(names[sel], [left, nsteps])
+        rep = np.arange(len(sel)) // per
+        nrep = int(rep.max()) + 1
+        if i0 is not None and nrep <= left:
+            st = i0 + rep if source == "cuda-graph" else _step_of_times(g_ts, source, markers, nsteps)[i0 + rep]
+        elif nrep == nsteps:
+            st = rep
+        else:
+            st = np.full(len(sel), -1)
+        out[sel] = st
+    return out
+
+
+def _step_of_times(t: np.ndarray, source: str, markers, nsteps: int) -> np.ndarray:
+    """Step index of CPU times ``t`` (graph launches) from the CPU-side markers of the step family."""
+    _, sel = markers
+    cpu = sel[sel["side"] == "cpu"].sort_values("ts").drop_duplicates(["name", "ts"])
+    keep, last_end = [], -np.inf
+    for ts, dur in zip(cpu["ts"].to_numpy(), cpu["dur"].to_numpy()):
+        keep.append(ts >= last_end)
+        if ts >= last_end:
+            last_end = ts + dur
+    cpu = cpu[np.array(keep, dtype=bool)]
+    if source.endswith(":gpu") and len(cpu) != nsteps:
+        return np.full(len(t), -1)   # GPU ranges without matching CPU twins: no way to pair them
+    starts = cpu["ts"].to_numpy(float)
+    return _assign_by_time(t, starts, starts + cpu["dur"].to_numpy(float))

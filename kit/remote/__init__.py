@@ -30,7 +30,10 @@ Files:
 - ``_job.py``: Job: a long-running command with its log on the host (spawn, wait_for, stop)
 - ``_group.py``: HostGroup: one command on many hosts in parallel, one result slot per host
 - ``_output.py``: output sinks: bounded tails and files for a command's stdout/stderr
-- ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many
+- ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many:
+  the policy (resume, skip, codec, many files, Ctrl-C)
+- ``_transfer_io.py``: transfer mechanics: the decompressing sink, a stream on the runner, SFTP reads and writes
+- ``_transfer_report.py``: Fetched, TransferReport: what a transfer returns
 """
 from __future__ import annotations
 
@@ -41,7 +44,8 @@ from kit.remote._job import Job
 from kit.remote._local import LocalHost
 from kit.remote._options import HOST_OPTIONS, add_host_options, connect_options
 from kit.remote._result import FileStat, Result
-from kit.remote._transfer import Fetched, Transfer, TransferReport
+from kit.remote._transfer import Transfer
+from kit.remote._transfer_report import Fetched, TransferReport
 from kit.util import publish
 
 __all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'FileStat', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'connect', 'hosts']

@@ -53,7 +53,8 @@ class Host:
     # --- transport, implemented by subclasses -------------------------------------------------
     def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
             check: bool = False, stream: bool = False, input: str | bytes | None = None,
-            stdout_file: str | None = None, stderr_file: str | None = None) -> Result:
+            stdout_file: str | None = None, stderr_file: str | None = None, on_stdout=None,
+            idle_timeout: float | None = None, cancel=None) -> Result:
         """Run ``cmd`` with bash on the host and wait for it.
 
         ``timeout`` (s): on expiry the command's whole process group is killed on the host and
@@ -68,6 +69,11 @@ class Host:
         ``stream=True`` to both see and keep a long output. stdout and stderr are always drained
         together, so large output never deadlocks. Output is decoded as UTF-8 with replacement.
         A connection lost mid-command is a ConnectError naming host and command.
+
+        For streams (what file transfers are built on): ``on_stdout`` receives stdout as raw byte
+        chunks as they arrive, nothing of it kept in the Result; ``idle_timeout`` (s) kills the
+        command when no output came for that long (CommandTimeout); ``cancel`` (a
+        ``threading.Event``) set from another thread kills it and raises KeyboardInterrupt there.
         """
         raise NotImplementedError
 

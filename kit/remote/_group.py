@@ -8,7 +8,7 @@ from typing import Iterator
 from kit.errors import KitError
 from kit.remote._base import Host
 from kit.remote._result import Result
-from kit.remote._transfer import Fetched, TransferReport
+from kit.remote._transfer_report import Fetched, TransferReport
 
 
 class GroupResult:

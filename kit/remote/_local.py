@@ -105,7 +105,8 @@ class LocalHost(Host):
 
     def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
             check: bool = False, stream: bool = False, input: str | bytes | None = None,
-            stdout_file: str | None = None, stderr_file: str | None = None) -> Result:
+            stdout_file: str | None = None, stderr_file: str | None = None, on_stdout=None,
+            idle_timeout: float | None = None, cancel=None) -> Result:
         """Run ``cmd`` with bash; see :meth:`kit.remote.Host.run`."""
         env_exports(env, self.name)  # validates names
         full_env = dict(os.environ)
@@ -124,7 +125,8 @@ class LocalHost(Host):
             return _LocalProcess(popen)
 
         return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
-                      stdout_file=stdout_file, stderr_file=stderr_file).run(start)
+                      stdout_file=stdout_file, stderr_file=stderr_file, on_stdout=on_stdout,
+                      idle_timeout=idle_timeout, cancel=cancel).run(start)
 
     # --- files ------------------------------------------------------------------------------
     def stat(self, path: str) -> FileStat:

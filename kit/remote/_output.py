@@ -115,6 +115,23 @@ class OutputSink:
         return data.decode("utf-8", "replace")
 
 
+class CallbackSink(OutputSink):
+    """A stream handed to a callable chunk by chunk, nothing kept (a file transfer's payload: the
+    callable decompresses and writes it). A failure of the callable fails the command."""
+
+    def __init__(self, fn) -> None:
+        super().__init__(keep=0)
+        self._fn = fn
+
+    def feed(self, data: bytes) -> None:
+        if data:
+            self.nbytes += len(data)
+            self._fn(data)
+
+    def text(self) -> str:
+        return ""
+
+
 def open_sinks(stdout_file: str | None, stderr_file: str | None, stream: bool) -> tuple[OutputSink, OutputSink]:
     """The stdout and stderr sinks of one command, opened before it starts: a bad local output path
     is a RemoteFileError naming it, and the command is then never run.

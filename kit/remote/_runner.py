@@ -13,7 +13,11 @@ the host. Everything else is decided here, once, for both:
 - stdin: fed from a thread in bounded chunks while the output is read, so a command that writes
   before it reads (or never reads) cannot block, and the timeout holds;
 - exit status: the shell's convention (128+N for signal N), -1 when an SSH server reported none;
-- a transport failure (a dropped connection mid-command) becomes a ConnectError naming host and command.
+- a transport failure (a dropped connection mid-command) becomes a ConnectError naming host and command;
+- streams (file transfers): stdout handed to a callable as it arrives (``on_stdout``), an idle
+  timeout (no output for N s: killed, CommandTimeout), and a ``cancel`` event, set from another
+  thread, that kills the command and raises :class:`Interrupted` (how ``get_many`` relays Ctrl-C
+  to its worker threads).
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ import time
 from typing import Callable
 
 from kit.errors import CommandFailed, CommandTimeout, ConnectError, RemoteError
-from kit.remote._output import OutputSink, open_sinks, tail_lines
+from kit.remote._output import TAIL_BYTES, CallbackSink, OutputSink, open_sinks, tail_lines
 from kit.remote._result import Result
 from kit.util import clip
 
@@ -37,6 +41,12 @@ STDIN_CHUNK = 64 * 1024
 KILL_GRACE_S = 1.0
 # Longest wait for the command to report its process group after a timeout (SSH only).
 PG_WAIT_S = 5.0
+# Longest wait between two looks at a ``cancel`` event.
+CANCEL_POLL_S = 0.1
+
+
+class Interrupted(KeyboardInterrupt):
+    """The caller was interrupted (Ctrl-C) while this command ran in a worker thread: it was killed."""
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -122,7 +132,8 @@ class Runner:
 
     def __init__(self, host: str, cmd: str, *, timeout: float | None = None, check: bool = False,
                  stream: bool = False, input: str | bytes | None = None, stdout_file: str | None = None,
-                 stderr_file: str | None = None) -> None:
+                 stderr_file: str | None = None, on_stdout: Callable[[bytes], None] | None = None,
+                 idle_timeout: float | None = None, cancel: threading.Event | None = None) -> None:
         self.host = host
         self.cmd = cmd
         self.timeout = timeout
@@ -131,9 +142,16 @@ class Runner:
         self.input = input
         self.stdout_file = stdout_file
         self.stderr_file = stderr_file
+        self.on_stdout = on_stdout
+        self.idle_timeout = idle_timeout
+        self.cancel = cancel
+        self._idle = False
 
     def run(self, start: Callable[[], Process]) -> Result:
-        out, err = open_sinks(self.stdout_file, self.stderr_file, self.stream)
+        if self.on_stdout is not None:
+            out, err = CallbackSink(self.on_stdout), OutputSink(keep=TAIL_BYTES)
+        else:
+            out, err = open_sinks(self.stdout_file, self.stderr_file, self.stream)
         t0 = time.perf_counter()
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         try:
@@ -188,16 +206,30 @@ class Runner:
         return res
 
     # --- the loop -----------------------------------------------------------------------------
-    @staticmethod
-    def _drain(proc: Process, out: OutputSink, err: OutputSink, deadline: float | None) -> bool:
-        """Read stdout and stderr together until both close. False if the deadline passed first.
-        Waits are at most 1 s, and the transport reads with timeouts, so nothing here can starve
-        the transport (SSH keeps re-keying and answering while a stream of any length runs)."""
+    def _drain(self, proc: Process, out: OutputSink, err: OutputSink, deadline: float | None) -> bool:
+        """Read stdout and stderr together until both close. False if the deadline passed first, or
+        no output came for ``idle_timeout`` s. Waits are at most 1 s (``CANCEL_POLL_S`` with a
+        ``cancel`` event), and the transport reads with timeouts, so nothing here can starve the
+        transport (SSH keeps re-keying and answering while a stream of any length runs)."""
+        idle, cancel = self.idle_timeout, self.cancel
+        longest = 1.0 if cancel is None else CANCEL_POLL_S
+        last = time.monotonic()
         while not proc.eof:
-            wait = 1.0 if deadline is None else deadline - time.monotonic()
+            now = time.monotonic()
+            wait = longest if deadline is None else deadline - now
+            if idle is not None:
+                if now - last >= idle:
+                    self._idle = True
+                    return False
+                wait = min(wait, idle - (now - last))
             if wait <= 0:
                 return False
-            for fd, data in proc.read(min(wait, 1.0)):
+            if cancel is not None and cancel.is_set():
+                raise Interrupted(f"{self.host}: {clip(self.cmd)!r} interrupted")
+            chunks = proc.read(min(wait, longest))
+            if chunks:
+                last = time.monotonic()
+            for fd, data in chunks:
                 (out if fd == 1 else err).feed(data)
         return True
 
@@ -251,8 +283,11 @@ class Runner:
                   "the host never reported its process group, so it may still be running there")
         out.close()
         err.close()
-        raise CommandTimeout(f"{self.host}: command {clip(self.cmd)!r} timed out after {self.timeout:g} s; {killed}",
-                             host=self.host, cmd=self.cmd, stdout=out.text(), stderr=err.text(), timeout=self.timeout)
+        why = (f"sent no output for {self.idle_timeout:g} s" if self._idle
+               else f"timed out after {self.timeout:g} s")
+        raise CommandTimeout(f"{self.host}: command {clip(self.cmd)!r} {why}; {killed}",
+                             host=self.host, cmd=self.cmd, stdout=out.text(), stderr=err.text(),
+                             timeout=self.idle_timeout if self._idle else self.timeout)
 
 
 def _feed(proc: Process, data: str | bytes) -> None:

@@ -31,7 +31,7 @@ import paramiko
 from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
 from kit.remote._base import Host
 from kit.remote._result import FileStat, Result
-from kit.remote._runner import Process, Runner, env_exports, kill_group_script
+from kit.remote._runner import Process, Runner, env_exports
 from kit.remote._ssh_config import (
     TrustPolicy,
     changed_key_error,
@@ -55,7 +55,7 @@ _WRAPPER = ('read -r _ _ _ _ kit_pg _ 2>/dev/null < /proc/$$/stat; '
             'exec bash --norc --noprofile -c {inner}; fi; '
             'command -v setsid >/dev/null 2>&1 && exec setsid -w bash --norc --noprofile -c {inner}; '
             'exec bash --norc --noprofile -c {inner}')
-READ_BYTES = 256 * 1024
+READ_BYTES = 1 << 20  # per recv: the channel window (2 MiB) bounds what is buffered
 # paramiko starts a re-key itself every 512 MiB either way. If the server closes a channel (a command
 # ended) while that re-key is in flight, paramiko's transport thread blocks answering the close until
 # the re-key ends, which only that thread can finish: after 30 s every call fails with "Key-exchange
@@ -244,7 +244,8 @@ class SSHHost(Host):
     # --- commands ---------------------------------------------------------------------------
     def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
             check: bool = False, stream: bool = False, input: str | bytes | None = None,
-            stdout_file: str | None = None, stderr_file: str | None = None) -> Result:
+            stdout_file: str | None = None, stderr_file: str | None = None, on_stdout=None,
+            idle_timeout: float | None = None, cancel=None) -> Result:
         """Run ``cmd`` with bash on the host; see :meth:`kit.remote.Host.run`."""
         inner = ("printf '\\036KITPG %s\\n' \"$$\"\n" + env_exports(env, self.name)
                  + (f"cd -- {_q(cwd)} || exit 1\n" if cwd else "") + cmd)
@@ -257,7 +258,8 @@ class SSHHost(Host):
                 raise ConnectError(f"{exc} (starting {clip(cmd)!r})", host=self.name) from exc
 
         return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
-                      stdout_file=stdout_file, stderr_file=stderr_file).run(start)
+                      stdout_file=stdout_file, stderr_file=stderr_file, on_stdout=on_stdout,
+                      idle_timeout=idle_timeout, cancel=cancel).run(start)
 
     # --- files (SFTP) -----------------------------------------------------------------------
     def _sftp_client(self) -> paramiko.SFTPClient:
@@ -294,22 +296,10 @@ class SSHHost(Host):
         """Longest wait for any one reply while moving a file (the module's ``SFTP_TIMEOUT_S``)."""
         return SFTP_TIMEOUT_S
 
-    def _wrapped_session(self, inner: str) -> paramiko.Channel:
-        """A channel running ``inner`` as its own process group (the same wrapper as commands)."""
-        return self._session(_WRAPPER.format(inner=_q(inner)))
-
-    def _kill_group(self, pg: int | None) -> None:
-        """Kill the host's process group ``pg`` with the runner's one killer (used by streamed transfers)."""
-        if not pg:
-            return
-        ch = self._session(kill_group_script(pg))
-        try:
-            ch.shutdown_write()
-            ch.status_event.wait(30)
-        finally:
-            ch.close()
-
-    def _file_call(self, path: str, fn):
+    def sftp_call(self, path: str, fn):
+        """``fn(sftp)`` with this host's SFTP session (one reply timeout, reconnect once); failures
+        become RemoteFileError naming ``host: path`` (missing, permission, no reply) or ConnectError.
+        What transfers (``_transfer_io.py``) build SFTP reads, writes and listings on."""
         try:
             return fn(self._sftp_client())
         except socket.timeout as exc:
@@ -330,7 +320,7 @@ class SSHHost(Host):
 
     def stat(self, path: str) -> FileStat:
         """Size, mtime, directory flag and mode of ``path`` (SFTP stat, follows symlinks)."""
-        st = self._file_call(path, lambda s: s.stat(path))
+        st = self.sftp_call(path, lambda s: s.stat(path))
         return FileStat(path=path, size=int(st.st_size or 0), mtime=float(st.st_mtime or 0),
                         is_dir=stat_mod.S_ISDIR(st.st_mode or 0), mode=int(st.st_mode or 0))
 

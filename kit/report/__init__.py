@@ -4,7 +4,8 @@
 with papermill parameters injected after its ``parameters`` cell (``session``, ``host``), a
 per-cell timeout, and its own working directory. Sources and outputs are redacted (detect-secrets'
 provider, keyword and entropy detectors plus rules for what serving hosts print: environment dumps,
-NCCL/HF variables, AWS credentials, URLs with credentials, Authorization headers, private keys)
+NCCL/HF variables, AWS credentials, URLs with credentials, Authorization headers, private keys,
+passwords and tokens typed on command lines)
 before nbconvert exports them with the vendored
 assets referenced by relative ``assets/`` URLs, so the pages make no network request. A notebook that
 fails still gets a page with a banner linking to the failing cell, and the run reports it.
@@ -22,6 +23,7 @@ Files:
 - ``_export.py``: notebook -> offline HTML page
 - ``_assets.py``: the vendored JavaScript every report carries
 - ``_redact.py``: secrets masked in every exported artefact
+- ``_redact_cmdline.py``: the rules for credentials typed on command lines (sshpass -p, mysql -p, logins, --token)
 - ``_browser.py``: headless Chromium: load an exported page and read what it shows
 """
 from __future__ import annotations

@@ -238,7 +238,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     from kit.ledger import Ledger
     from kit.report import _assets as assets
     from kit.report import _export as export
-    from kit.report._redact import redact_json_text, redact_notebook, redact_text
+    from kit.report._redact import notebook_secrets, redact_json_text, redact_notebook, redact_text
 
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
@@ -269,7 +269,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
             say(f"kit report: [{i}/{len(paths)}] {path.stem} ...")
             nb, run = execute_notebook(path, parameters=base_params, cwd=path.parent, cell_timeout=cell_timeout,
                                        env={LEDGER_ENV: str(ledger_file.resolve())})
-            run.redactions, secrets = redact_notebook(nb)
+            secrets = notebook_secrets(nb)
             run.error = redact_text(run.error, secrets)[0]
             run.page = "index.html" if path.stem == "index" else f"{path.stem}.html"
             status = "ok" if run.ok else f"FAILED at cell In[{run.failed_cell}]: {run.error}"
@@ -277,7 +277,12 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
             executed.append((path, nb, run, secrets))
 
         runs = [r for _, _, r, _ in executed]
+        # A value recognised in one notebook (quoted, after a flag) is masked in all of them, where
+        # another prints it bare: every page, ipynb copy and the ledger get the same set.
         all_secrets: set[str] = set().union(*(sec for *_, sec in executed))
+        for _, nb, run, _ in executed:
+            run.redactions, _ = redact_notebook(nb, all_secrets, scan=False)
+            run.error = redact_text(run.error, all_secrets)[0]
         if ledger_file.is_file():  # verdict evidence is notebook output too
             text, n = redact_json_text(ledger_file.read_bytes().decode("utf-8", "replace"), all_secrets)
             if n:
@@ -293,12 +298,16 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         (tmp / "ipynb").mkdir()
         import nbformat
 
-        for path, nb, run, secrets in executed:
+        for path, nb, run, _ in executed:
             top = export.nav_html(pages, run.page)
             if run.page == "index.html":
                 top += _index_block(runs, ledger, session, host, time.perf_counter() - t_start)
-            page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=secrets)
+            on_page: set[str] = set()
+            page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=all_secrets,
+                                        found=on_page)
             run.redactions += extra
+            if on_page:  # seen only once rendered: the notebook copy must not keep it either
+                redact_notebook(nb, all_secrets | on_page, scan=False)
             (tmp / run.page).write_text(page, encoding="utf-8")
             nbformat.write(nb, tmp / "ipynb" / path.name)
         if not any(r.page == "index.html" for r in runs):

@@ -69,16 +69,17 @@ def inject(page: str, block: str) -> str:
     return block + page
 
 
-def export(exporter: Any, nb: Any, title: str, top_block: str = "", secrets: Any = ()) -> tuple[str, int]:
+def export(exporter: Any, nb: Any, title: str, top_block: str = "", secrets: Any = (),
+           found: set[str] | None = None) -> tuple[str, int]:
     """Export one executed (already redacted) notebook to HTML; return (page, extra redactions).
 
     ``secrets`` are the values :func:`kit.report._redact.redact_notebook` found; the page is checked
-    for them once more after rendering."""
+    for them once more after rendering. ``found`` receives values seen only on the page."""
     nb.metadata["title"] = title
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
     if top_block:
         body = inject(body, top_block)
-    return redact_html(body, secrets)
+    return redact_html(body, secrets, found)
 
 
 def standalone_page(title: str, block: str) -> str:

@@ -36,6 +36,9 @@ import re
 from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
+from kit.report._redact_cmdline import CMDLINE_RULES
+from kit.report._redact_cmdline import HINTS as CMDLINE_HINTS
+
 MASK = "***REDACTED***"
 
 # Names whose values are secrets. Upper-case environment style: the name ends in a secret word
@@ -73,7 +76,7 @@ _PATTERNS: list[re.Pattern[str]] = [
     # .netrc: machine HOST login USER password VALUE
     re.compile(r"\blogin\s+\S+\s+password\s+(?P<s>\S+)"),
     re.compile(r"\b(?P<s>eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),  # JWT
-    re.compile(r"(?<![\w-])--(?:[a-z0-9]+-)*(?:token|password|passwd|secret|api-key|secret-key|access-key)(?:=|\s+)"
+    re.compile(r"(?<![\w-])--(?:[a-z0-9]+-)*(?:token|password|passwd|secret|api-key|secret-key|access-key)(?:=|[ \t]+)"
                r"(?P<s>[^\s\"'<>&\x1b-][^\s\"'<>&\x1b]*)", re.I),
     # curl -u user:pass / --user user:pass (wget --password is a flag above)
     re.compile(r"(?:^|\s)(?:-u|--user|--proxy-user)(?:\s+|=)['\"]?[^\s:'\"]*:(?P<s>[^\s'\"<>&]+)"),
@@ -103,6 +106,7 @@ _PATTERNS: list[re.Pattern[str]] = [
                r"X-Amz-Security-Token|client_secret|password)=(?P<s>[^&\s\"'<>#]+)", re.I),
 ]
 _BARE_AWS = (_PATTERNS[-4], _PATTERNS[-3])
+_PATTERNS.extend(CMDLINE_RULES)  # passwords, tokens and keys typed on command lines (_redact_cmdline.py)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAG = re.compile(r"<[^>]*>")
 _MIN_LITERAL = 6  # secrets shorter than this are only masked where a pattern matches them
@@ -112,6 +116,7 @@ _SECRET_WORD = re.compile(r"(?i)passw|passphrase|secret|token|api_?key|apikey|au
 # a secret word right before a quoted value makes it a key: whole words only (not tokenizer, tokens)
 _KEYED = re.compile(r"(?i)(?:passw(?:or)?d|passphrase|secrets?|token|api_?key|apikey|auth|credentials?|private_?key|"
                     r"access_?key|pwd)(?![a-z])")
+_RELPATH = re.compile(r"(?:\.{1,2}|~)/")
 _PATHLIKE = re.compile(r"^(?:/|\.{1,2}/|~/)|/$|\.[A-Za-z]{1,5}$")
 
 
@@ -243,7 +248,13 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
     """Every secret span in ``text``: (start, end, is_code). Code spans (``password=pw``) are masked
     in place but never hunted as literals elsewhere."""
     spans: list[tuple[int, int, bool]] = []
+    low = None
     for pattern in _PATTERNS:
+        hints = CMDLINE_HINTS.get(pattern)
+        if hints is not None:
+            low = text.lower() if low is None else low
+            if not any(h in low for h in hints):
+                continue
         for m in pattern.finditer(text):
             value = m.group("s")
             if not value.strip() or value.strip().startswith(MASK):
@@ -253,6 +264,8 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
             if pattern is _NAME_RULE and _COUNT.fullmatch(value) and m.group(0)[:m.start("s") - m.start()].lower(
                     ).rstrip("\"' :=]\x1b").endswith("token"):
                 continue  # "#full token: 350592", "token: 108": a count of tokens, not a token
+            if pattern is _NAME_RULE and _RELPATH.match(value):
+                continue  # password=./pw.txt, --from-file=password=~/pw: a file that holds it
             quoted = m.start("s") > 0 and text[m.start("s") - 1] in "\"'"
             code = pattern is _NAME_RULE and not quoted and _CODE.fullmatch(value.strip()) is not None
             spans.append((*m.span("s"), code))
@@ -432,16 +445,25 @@ def _texts(nb: Any) -> Iterator[str]:
     yield from _strings(json.loads(json.dumps(nb.metadata.get("papermill", {}).get("parameters", {}))))
 
 
-def redact_notebook(nb: Any) -> tuple[int, set[str]]:
+def notebook_secrets(nb: Any) -> set[str]:
+    """Every secret value the detectors find anywhere in an nbformat notebook (any representation)."""
+    secrets: set[str] = set()
+    for text in _texts(nb):
+        secrets |= find_secrets(text)
+    return secrets
+
+
+def redact_notebook(nb: Any, extra: Iterable[str] = (), *, scan: bool = True) -> tuple[int, set[str]]:
     """Redact sources, outputs, widget state and parameters of an nbformat notebook in place.
 
     Two passes: first every secret value the patterns find anywhere in the notebook (in any
     representation) is collected, then every text is redacted by pattern and by those literal
-    values. Returns (spans masked, the secret values) so the exported page can be checked too.
+    values and ``extra`` (values found in the report's other notebooks or on its pages, so that a
+    token printed bare in one notebook is masked wherever it was recognised). Returns (spans
+    masked, the secret values) so the exported page can be checked too. ``scan=False``: ``extra``
+    already holds this notebook's values (:func:`notebook_secrets`), so they are not looked for again.
     """
-    secrets: set[str] = set()
-    for text in _texts(nb):
-        secrets |= find_secrets(text)
+    secrets = (notebook_secrets(nb) if scan else set()) | set(extra)
     total = 0
     for cell in nb.cells:
         src = cell.get("source", "")
@@ -486,12 +508,13 @@ def redact_notebook(nb: Any) -> tuple[int, set[str]]:
 _OPAQUE = re.compile(r"data:[a-z]+/[a-z0-9.+-]+;base64,[A-Za-z0-9+/=\s]+|<style[^>]*>.*?</style>", re.I | re.S)
 
 
-def redact_html(page: str, extra: Iterable[str] = ()) -> tuple[str, int]:
+def redact_html(page: str, extra: Iterable[str] = (), found: set[str] | None = None) -> tuple[str, int]:
     """Safety net on the exported page: the patterns over everything but base64 ``data:`` URIs
     (images) and ``<style>`` blocks, then the literal values (``extra`` and those found) everywhere.
     What markup splits (a pygments-highlighted ``key = "value"``) was found in the notebook, whose
     sources and outputs are plain text there, and comes in ``extra``; where the page itself holds a
-    secret, its values are also looked for through the markup."""
+    secret, its values are also looked for through the markup. ``found``, when given, receives the
+    values seen on the page itself that ``extra`` lacked (the caller masks them in the notebook copy)."""
     parts: list[str] = []
     total = 0
     pos = 0
@@ -506,5 +529,7 @@ def redact_html(page: str, extra: Iterable[str] = ()) -> tuple[str, int]:
     chunk, n = redact_text(page[pos:], markup=False)
     literals |= find_secrets(page[pos:]) if n else set()
     parts.append(chunk)
+    if found is not None:
+        found |= literals - set(extra)
     page, n2 = _mask_literals("".join(parts), literals)
     return page, total + n + n2

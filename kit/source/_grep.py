@@ -64,16 +64,30 @@ class RawMatch:
 _LINE = re.compile(r"^(\d+)([:-])(.*)$", re.S)
 
 
+def _records(stdout: str):
+    """(path, 'LINE:TEXT' or 'LINE-TEXT') records. A record is ``PATH\\0LINE[:-]TEXT\\n``: the NUL
+    ends the path, the first newline after it ends the text (a line holds none). So a path is taken
+    whole, newlines included, instead of splitting the output into lines (a file named ``a\\n.py``
+    must not come back as ``.py``). grep's ``--`` context separators stand before a path."""
+    pieces = stdout.split("\0")
+    path = pieces[0]
+    for piece in pieces[1:]:
+        rest, nl, after = piece.partition("\n")
+        yield path, rest
+        if not nl:
+            break
+        while after.startswith("--\n"):
+            after = after[3:]
+        path = after
+
+
 def parse_output(stdout: str, context: int) -> list[RawMatch]:
     """Matches with their context lines, sorted by (path, line): rg walks directories in parallel
     and grep in readdir order, so the tool's own order is not reproducible."""
     per_file: dict[str, dict[int, tuple[bool, str]]] = {}
-    for raw in stdout.split("\n"):
-        if "\0" not in raw:
-            continue  # "--" group separators, blank trailing line
-        path, rest = raw.split("\0", 1)
+    for path, rest in _records(stdout):
         m = _LINE.match(rest)
-        if not m:
+        if not m or not path:
             continue
         per_file.setdefault(path, {})
         n = int(m.group(1))

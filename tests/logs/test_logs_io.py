@@ -231,3 +231,27 @@ def test_block_extraction_matches_line_by_line(tmp_path, monkeypatch):
     assert bulk.torn_lines == 6 * 3 + 300  # 6 x 3 injected + the vLLM sample's own torn line per repeat
     assert bulk.warnings == plain.warnings
     assert len(bulk.decode) == 300 * (4 + 2 + 2 + 2 + 1)
+
+
+@pytest.mark.ssh
+def test_errors_of_a_log_read_on_a_host_name_host_and_path(sshd, tmp_path):
+    """Issue 24: errors named the deleted local temp copy; they name ``host:path`` (as do warnings)."""
+    bad = {"empty.log": b"", "binary.log": b"\x00\x01binary\x00" * 20, "prose.log": b"hello\nworld\n",
+           "bench.json": b'{"a": 1}\n', "deep.json": b"[" * 50_000 + b"]" * 50_000}
+    with sshd.connect() as host:
+        for name, data in bad.items():
+            remote = f"{sshd.tmp}/{name}"
+            (tmp_path / name).write_bytes(data)
+            host.put(str(tmp_path / name), remote)
+            with pytest.raises(LogFormatError) as err:
+                L.read(remote, host=host)
+            msg = str(err.value)
+            assert msg.startswith(f"{host.name}:{remote}: ") and "kit-log-" not in msg and "\n" not in msg, msg
+            assert err.value.path == f"{host.name}:{remote}"
+        torn = DATA / "sglang_0.5.9_eagle.log"
+        remote = f"{sshd.tmp}/torn.log"
+        text = torn.read_text().replace("Decode batch", "Decode baXtch [2025-01-01 00:00:00] Decode batch", 1)
+        (tmp_path / "torn.log").write_text(text)
+        host.put(str(tmp_path / "torn.log"), remote)
+        d = L.read(remote, host=host)
+    assert d.name == f"{host.name}:{remote}" and all("kit-log-" not in w for w in d.warnings)

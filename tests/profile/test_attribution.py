@@ -41,6 +41,28 @@ HAS = {
     "sdpa_efficient": {"norm", "rope", "attention", "kv-cache write"},
     "sdpa_flash": {"norm", "rope", "attention", "kv-cache write"},
     "sdpa_math": {"norm", "rope", "attention", "kv-cache write"},
+    "cpu_eager": {"norm", "attention", "kv-cache write"},
+    "cpu_graph": {"norm", "attention", "kv-cache write"},
+    "cpu_norm_fused": {"norm", "attention", "kv-cache write"},
+    "cpu_norm_manual": {"norm", "attention", "kv-cache write"},
+    "cpu_sync_item": {"norm", "attention", "kv-cache write"},
+    "cpu_sync_none": {"norm", "attention", "kv-cache write"},
+    "hf_graph_replay": {"attention", "kv-cache write"},   # graph kernels: names only (see below)
+    "mixed_window": {"norm", "rope", "attention", "kv-cache write"},
+    **{f"hf_{m}_{t}": has for m, has in {
+        "llama": {"norm", "rope", "attention", "kv-cache write"},
+        "qwen3": {"norm", "rope", "attention", "kv-cache write"},
+        "mixtral": {"norm", "rope", "attention", "kv-cache write", "moe"},
+        "qwen2moe": {"norm", "rope", "attention", "kv-cache write", "moe"},
+        "deepseekv3": {"norm", "rope", "attention", "kv-cache write", "moe"},
+        "nemotronh": {"norm", "attention", "kv-cache write", "moe", "ssm"},
+        "granitehybrid": {"norm", "attention", "kv-cache write", "moe", "ssm"},
+        "bamba": {"norm", "rope", "attention", "kv-cache write", "ssm"},
+        "zamba2": {"norm", "attention", "kv-cache write", "ssm"},
+        "falconh1": {"norm", "rope", "attention", "kv-cache write", "ssm"},
+        "jamba": {"norm", "attention", "kv-cache write", "moe", "ssm"},
+        "qwen3next": {"norm", "rope", "attention", "kv-cache write", "moe", "ssm"},
+    }.items() for t in ("plain", "stack")},
     "tracelens/b200/eager_trace.json.gz": {"norm", "rope", "attention", "kv-cache write", "moe"},
     "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz": {"norm", "rope", "attention"},  # no KV cache: one forward
     "tracelens/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz": {"norm", "rope", "attention", "kv-cache write"},
@@ -90,9 +112,14 @@ def test_own_traces_other_and_elementwise_small_and_model_parts_nonzero(scenario
     assert sh.get("other", 0.0) < 0.03, sh
     for cat in HAS[scenario]:
         assert sh.get(cat, 0.0) > 0, (cat, sh)
-    if scenario == "hf_generate_static":
-        pytest.xfail("generate()'s eager per-token bookkeeping (fill/arange/any/where on ids and masks, "
-                     f"{100 * sh['elementwise']:.0f}% of kernel time) has no CPU evidence without with_stack")
+    if scenario in ("hf_generate_static", "hf_graph_replay"):
+        # generate()'s eager per-token bookkeeping (fill/arange/any/where on ids and masks) and kernels
+        # replayed from a CUDA graph have no CPU evidence without with_stack: flagged, with the share
+        w = [x for x in p.summary().warnings if "generic kernel name alone" in x]
+        assert len(w) == 1, (w, sh)
+        stated = float(w[0].split("%")[0]) / 100
+        assert sh["elementwise"] - stated < 0.15, (w, sh)
+        return
     assert sh.get("elementwise", 0.0) < 0.15, sh
 
 
@@ -337,7 +364,7 @@ def test_no_kernels_but_runtime_calls_names_the_real_cause(tmp_path):
     f.write_bytes(orjson.dumps(doc))
     s = profile.load(f).summary()
     w = [x for x in s.warnings if "no GPU kernels" in x]
-    assert len(w) == 1 and "CUDA runtime calls" in w[0] and "group size 1" in w[0]
+    assert len(w) == 1 and "kernel launch call(s)" in w[0] and "CUPTI" in w[0] and "group size 1" in w[0]
     assert "CPU-only" not in w[0]
 
 
@@ -346,11 +373,11 @@ def test_no_kernels_but_runtime_calls_names_the_real_cause(tmp_path):
 def test_reader_without_orjson_gives_the_same_tables():
     """transfer ships _read/_io/_kineto/_nsys as a stdlib-only zipapp: with orjson unavailable the
     reader falls back to json and must produce identical raw tables."""
-    code = ("import sys, json; sys.modules['orjson'] = None\n"
+    code = ("import sys, json; sys.modules['orjson'] = None; sys.modules['msgspec'] = None\n"
             "from kit.profile._read import read_raw\n"
             "r = read_raw(sys.argv[1])\n"
             "assert 'pandas' not in sys.modules and 'numpy' not in sys.modules\n"
-            "print(json.dumps({k: r[k] for k in ('kernels', 'frames', 'comms', 'launches', 'events')}))\n")
+            "print(json.dumps({k: r[k] for k in ('kernels', 'frames', 'comms', 'launches', 'events')}, default=list))\n")
     out = subprocess.run([sys.executable, "-c", code, str(_own("moe_decode"))], capture_output=True, text=True,
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -360,4 +387,4 @@ def test_reader_without_orjson_gives_the_same_tables():
     got = json.loads(out.stdout)
     assert got["events"] == ref["events"]
     for t in ("kernels", "frames", "comms", "launches"):
-        assert got[t] == json.loads(json.dumps(ref[t])), t
+        assert got[t] == json.loads(json.dumps(ref[t], default=list)), t

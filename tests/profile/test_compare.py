@@ -159,3 +159,25 @@ def test_multi_rank_compares_rank_by_rank_and_on_the_slowest_rank():
     assert c.ranks[1] == 1                       # B's slowest rank is the one with the extra GEMMs
     assert c.share("gemm") >= 0.8
     assert "rank 1:" in repr(c)
+
+
+def test_compare_by_op_reads_the_profiles_only_cache_and_deleted_files_alike(tmp_path):
+    """Issue 21: compare() reads the Profiles, never the trace files. Two loaded profiles compare by op
+    with identical results after their files are deleted, and profiles reopened from the cache compare
+    by op too."""
+    import shutil
+
+    a, b = tmp_path / "a.json.gz", tmp_path / "b.json.gz"
+    shutil.copy(T / "cmp_shapes_a" / "rank0.trace.json.gz", a)
+    shutil.copy(T / "tp1_eager" / "rank0.trace.json.gz", b)
+    pa, pb = profile.load(a), profile.load(b)                     # parsed, written to the cache
+    ca, cb = profile.load(a), profile.load(b)                     # reopened from the cache
+    assert all(m["cached"] for p in (ca, cb) for m in p.meta["ranks"].values())
+    before = profile.compare(pa, pb).to_dict()
+    assert before["by_op"], "the eager trace pair must split by op"
+    assert profile.compare(ca, cb).to_dict() == before
+    a.unlink()
+    b.unlink()
+    assert profile.compare(pa, pb).to_dict() == before
+    assert profile.roofline(pa, phase="decode").equals(profile.roofline(ca, phase="decode"))
+    assert len(profile.roofline(pa, phase="decode"))

@@ -321,7 +321,7 @@ def test_summary_json_matches_issue_shape_and_repr_is_deterministic():
     d = s.to_dict()
     # the issue's keys first, in order; then how the categories were decided and the CPU-side collectives
     assert list(d)[:7] == ["files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories", "warnings"]
-    assert set(list(d)[7:]) <= {"categories_unavailable", "decided_by", "collectives"} and "decided_by" in d
+    assert set(list(d)[7:]) <= {"categories_unavailable", "decided_by", "collectives", "cpu"} and "decided_by" in d
     assert all(set(c) == {"category", "time_us", "share_of_kernel", "share_of_wall"} for c in d["categories"])
     assert d["categories"][-1]["category"] == "idle" and d["categories"][-1]["share_of_kernel"] is None
     json.dumps(s.to_dict(full=True))
@@ -351,16 +351,13 @@ def test_prefetch_in_worker_processes_gives_the_same_profile(monkeypatch):
 
     monkeypatch.setattr(_trace_load, "PREFETCH_MIN_BYTES", 0)
     files = [str(f) for f in _trace("tp1_eager") + _trace("tp1_graph")]
-    pending, ex = _trace_load.prefetch(files, cache=True)
-    try:
-        assert set(pending) == set(files)
-        a = profile.load(files, _prefetched=pending)
-    finally:
-        ex.shutdown()
+    with profile.prefetch(files, cache=True) as pending:
+        assert set(pending.futures) == set(files)
+        a = profile.load(files, prefetched=pending)
     b = profile.load(files, cache=False)
-    assert a.kernels.equals(b.kernels) and a.steps.equals(b.steps)
+    assert a.kernels.equals(b.kernels) and a.steps.equals(b.steps) and a.runtime.equals(b.runtime)
     # now cached: nothing left to prefetch
-    assert _trace_load.prefetch(files, cache=True)[0] == {}
+    assert profile.prefetch(files, cache=True).futures == {}
 
 
 @pytest.mark.shared_data

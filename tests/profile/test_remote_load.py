@@ -49,6 +49,7 @@ def _assert_same(remote: kit.profile.Profile, local: kit.profile.Profile) -> Non
     pdt.assert_frame_equal(remote.kernels[cols], local.kernels[cols])
     pdt.assert_frame_equal(remote.annotations, local.annotations)
     pdt.assert_frame_equal(remote.steps, local.steps)
+    pdt.assert_frame_equal(remote.runtime, local.runtime)
     assert remote.ranks == local.ranks and remote.warnings == local.warnings
     for phase in ("all", "decode"):
         a, b = remote.summary(phase), local.summary(phase)
@@ -74,6 +75,27 @@ def test_remote_load_equals_local_load_and_moves_only_tables(shared_data, host, 
     again = kit.profile.load([f"{remote_dir}/{f.name}" for f in files], host=host)
     assert again.meta["remote"][host.name]["pushed"] == 0  # the reader is cached on the host by content hash
     _assert_same(again, local)
+
+
+@pytest.mark.gpu_fixture
+def test_remote_parsed_profiles_compare_by_op_like_local_ones(host, remote_dir):
+    """The op links travel with the tables: a profile parsed on a host compares by op and gives the
+    roofline's shapes exactly as a local load does (issue 21)."""
+    from tests.conftest import SAMPLE
+
+    files = [SAMPLE / "traces" / s / "rank0.trace.json.gz" for s in ("cmp_shapes_a", "tp1_eager")]
+    remote = []
+    for f in files:
+        d = os.path.join(remote_dir, f.parent.name)
+        os.makedirs(d, exist_ok=True)
+        remote.append(_copy_to_host([f], d)[0])
+    ra, rb = (kit.profile.load(p, host=host) for p in remote)
+    la, lb = (kit.profile.load(f, cache=False) for f in files)
+    _assert_same(ra, la)
+    got, want = kit.profile.compare(ra, rb).to_dict(), kit.profile.compare(la, lb).to_dict()
+    assert got["by_op"] and got["by_op"] == want["by_op"] and got["parts"] == want["parts"]
+    cols = ["M", "N", "K", "kernels", "dur_us"]
+    assert kit.profile.roofline(ra, phase="decode")[cols].equals(kit.profile.roofline(la, phase="decode")[cols])
 
 
 @pytest.mark.shared_data

@@ -252,3 +252,63 @@ def test_get_into_a_directory_and_on_local_host(sshd, host, scratch, tmp_path):
     rep = local.get_many([f"{scratch}/r.json", f"{scratch}/nope"], str(tmp_path / "loc"))
     assert [r.ok for r in rep] == [True, False] and rep[0].method == "copy"
     assert (tmp_path / "loc" / "r.json").read_bytes() == b'{"a": 1}'
+
+
+def test_ctrl_c_stops_get_many_within_a_second_and_the_next_call_resumes(sshd, host, scratch, tmp_path, monkeypatch):
+    """Ctrl-C while 3 of 6 files stream: get_many raises KeyboardInterrupt within a second (before, it
+    waited for every file), the streaming commands are gone from the host, the partial files stay,
+    and the next get_many continues them from where they stopped."""
+    import signal
+
+    import kit.remote._transfer as xfer
+
+    real_out = xfer._Sink._out
+
+    def slow_out(self, data):  # ~16 MB/s per file: each 24 MB file would take 1.5 s
+        time.sleep(len(data) / 16e6)
+        real_out(self, data)
+
+    monkeypatch.setattr(xfer._Sink, "_out", slow_out)
+    data = {f"{scratch}/shard{i}.bin": os.urandom(24 << 20) for i in range(6)}
+    for path, blob in data.items():
+        _write_remote(sshd, path, blob)
+    out = tmp_path / "out"
+    box: dict = {}
+
+    def press_ctrl_c() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            parts = [p for p in out.glob(".*.part")] if out.is_dir() else []
+            if len(parts) == 3 and all(p.stat().st_size > (2 << 20) for p in parts):
+                break
+            time.sleep(0.005)
+        box["pressed"] = time.monotonic()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # Ctrl-C in the terminal
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        host.get_many(list(data), str(out), progress=False, workers=3, compress=False)
+    stopped = time.monotonic() - box["pressed"]
+    print(f"get_many stopped {stopped:.3f} s after Ctrl-C")
+    assert stopped < 1.0, f"get_many took {stopped:.2f} s to stop after Ctrl-C"
+    parts = {p.name: p.stat().st_size for p in out.glob(".*.part")}
+    assert len(parts) == 3 and all(0 < n < (24 << 20) for n in parts.values())
+    assert not [p for p in out.iterdir() if not p.name.endswith(".part")]  # nothing half-written in place
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and _streaming(scratch):
+        time.sleep(0.05)
+    assert _streaming(scratch) == []  # the host-side readers were killed
+    monkeypatch.setattr(xfer._Sink, "_out", real_out)
+    rep = host.get_many(list(data), str(out), progress=False, workers=3, compress=False)
+    assert rep.ok, rep.errors
+    assert sorted(r.resumed_from for r in rep if r.resumed_from) == sorted(parts.values())
+    for r in rep:
+        assert (out / os.path.basename(r.remote)).read_bytes() == data[r.remote]
+    assert not list(out.glob(".*.part"))
+
+
+def _streaming(scratch: str) -> list[str]:
+    import subprocess
+
+    ps = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True, timeout=30).stdout
+    return [ln for ln in ps.splitlines() if scratch in ln and not ln.startswith("Z") and "ps -eo" not in ln]

@@ -120,3 +120,42 @@ def test_hand_run_notebooks_never_rewrite_a_posed_ledger(tmp_path, monkeypatch):
     plain.mkdir()
     monkeypatch.delenv(LEDGER_ENV)
     assert ks.open(plain).ledger().path == plain / "ledger.json"
+
+
+def test_names_that_lead_outside_the_session_are_refused(tmp_path):
+    """A scenario, experiment, log or trace name holding ``../`` (or an absolute path elsewhere) must
+    not make the kit write outside the session: one SessionError naming the session and the name."""
+    from kit.live import Experiment
+
+    root = tmp_path / "sess"
+    (root / "traces" / "tp1").mkdir(parents=True)
+    elsewhere = tmp_path / "data"
+    (elsewhere / "tp2").mkdir(parents=True)
+    (root / "linked").symlink_to(elsewhere, target_is_directory=True)  # a folder kept on another disk
+    s = ks.open(root)
+    for parts in [("logs", "../../evil.log"), ("experiments", "../../../x"), ("traces", "a/../../../b"),
+                  ("experiments", str(tmp_path / "stolen")), ("..",), ("../outside.json",)]:
+        with pytest.raises(SessionError, match=r"resolves outside the session") as err:
+            s.path(*parts)
+        assert str(root) in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(SessionError, match="outside"):
+        s / "../escape"
+    with pytest.raises(SessionError, match="outside"):
+        s.measured("../../..")
+    with pytest.raises(SessionError, match="outside"):
+        s.record("../x.json", ks.Provenance.sample(source="nothing"))
+    with pytest.raises(SessionError, match="outside"):
+        s.record(tmp_path / "data" / "tp2", ks.Provenance.sample(source="nothing"))
+    with pytest.raises(SessionError, match="outside"):
+        s.path(str(elsewhere), "..", "..", "etc")  # a file named explicitly, then a name escaping it
+    with pytest.raises(SessionError, match="outside"):
+        Experiment(root, "../../stolen")
+    assert not (tmp_path / "stolen").exists() and not (tmp_path / "x").exists()
+    # what stays inside is fine: nested names, absolute paths into it, a symlinked folder, the root
+    assert s.path("traces", "tp1", "rank0.trace.json.gz") == root / "traces" / "tp1" / "rank0.trace.json.gz"
+    assert s.path(str(root / "logs" / "x.log")) == root / "logs" / "x.log"
+    assert s.path("linked", "tp2") == root / "linked" / "tp2"
+    assert s.path("logs", "a", "..", "b.log") == root / "logs" / "a" / ".." / "b.log"
+    assert s.path() == root
+    # a file the user names explicitly (an absolute path: a notebook parameter) is read where it is
+    assert s.path(str(elsewhere / "tp2")) == elsewhere / "tp2"

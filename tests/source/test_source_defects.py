@@ -76,3 +76,26 @@ def test_cli_grep_takes_path_then_pattern_like_the_api(tmp_path, capsys):
     assert main(["source", "grep", str(f), "NEEDLE"]) == 0
     assert f"{f}:1:NEEDLE = 1" in capsys.readouterr().out
 
+
+
+@pytest.mark.parametrize("tool", ["grep", "rg"])
+def test_grep_paths_with_newlines_come_back_whole(local, tmp_path, tool):
+    """Issue 24: a file named ``x\\n.py`` made grep return the path ``.py``. Records are cut at the
+    NUL after each path, never at newlines, for matches and context lines of both tools."""
+    if tool == "rg" and not local.run("command -v rg", timeout=10).ok:
+        pytest.skip("ripgrep is not installed here; the grep path is tested")
+    odd = tmp_path / "x\n.py"
+    odd.write_text("a = 1\nNEEDLE = 2\nb = 3\n")
+    twin = tmp_path / "--\n.py"  # grep's group separator, then a newline, inside a name
+    twin.write_text("NEEDLE = 4\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text("x = 0\nNEEDLE = 5\n")
+    for context in (0, 1):
+        hits = source.grep(local, str(tmp_path), "NEEDLE", context=context, tool=tool)
+        got = sorted((m.path, m.line, m.text) for m in hits)
+        assert got == sorted([(str(odd), 2, "NEEDLE = 2"), (str(twin), 1, "NEEDLE = 4"),
+                              (str(plain), 2, "NEEDLE = 5")]), got
+        if context:
+            byp = {m.path: m for m in hits}
+            assert byp[str(odd)].before == ("a = 1",) and byp[str(odd)].after == ("b = 3",)
+            assert byp[str(plain)].before == ("x = 0",)

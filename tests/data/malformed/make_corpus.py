@@ -231,6 +231,79 @@ def _log_cases(d: Path) -> list[Case]:
     return cases
 
 
+_SPEC_DECODE = ("[2025-06-01 10:00:{s:02d}] Decode batch. #running-req: 1, #token: {t}, token usage: 0.00, "
+                "accept len: {a}, gen throughput (token/s): {g:.2f}, #queue-req: 0\n")
+_ACCEPT = [1.5, 1.7, 1.8, 1.6, 1.75, 1.65, 1.7, 1.72, 1.68, 1.7]  # mean 1.68
+_VLLM_SPEC = ("(APIServer pid=7) INFO 09-09 11:51:{s:02d} [metrics.py:96] SpecDecoding metrics: Draft acceptance "
+              "rate: 60.0%, Mean acceptance length: {a}, Accepted throughput: 4.37 tokens/s, Drafted throughput: "
+              "4.92 tokens/s, Accepted: 240 tokens, Drafted: 400 tokens, Per-position acceptance rate: 0.800, "
+              "0.700, 0.500, 0.400\n")
+
+
+def _value_cases(d: Path) -> list[Case]:
+    """Values that parse as numbers but cannot be one: negative lengths and throughputs, 10**400, text."""
+    cases = []
+    ok = "".join(_SPEC_DECODE.format(s=i, t=100 + i, a=f"{a:.2f}", g=60.0 + i) for i, a in enumerate(_ACCEPT))
+    (d / "l_sglang_accept_ok.log").write_text(ok)
+    cases.append(Case("l_sglang_accept_ok.log", "log", "ok",
+                      {"decode": 10, "gen_throughput_mean": 64.5, "accept_len_mean": 1.68, "spec": 10}))
+    neg = "".join(_SPEC_DECODE.format(s=i, t=100 + i, a="-1.00" if i == 3 else f"{a:.2f}", g=60.0 + i)
+                  for i, a in enumerate(_ACCEPT))
+    (d / "l_sglang_negative_accept.log").write_text(neg)
+    cases.append(Case("l_sglang_negative_accept.log", "log", "warn",
+                      {"decode": 10, "gen_throughput_mean": 64.5, "accept_len_mean": (16.8 - 1.6) / 9, "spec": 9},
+                      warn=r"1 decode value.* accept_len dropped: negative \(first at line 4"))
+    neg_g = "".join(_SPEC_DECODE.format(s=i, t=100 + i, a=f"{a:.2f}", g=-62.0 if i == 9 else 60.0 + i)
+                    for i, a in enumerate(_ACCEPT))
+    (d / "l_sglang_negative_throughput.log").write_text(neg_g)
+    cases.append(Case("l_sglang_negative_throughput.log", "log", "warn",
+                      {"decode": 10, "gen_throughput_mean": 64.0, "accept_len_mean": 1.68, "spec": 10},
+                      warn=r"1 decode value.* gen_throughput dropped: negative"))
+    big = "".join(_SPEC_DECODE.format(s=i, t=("1" + "0" * 400) if i == 0 else 100 + i, a=f"{a:.2f}", g=60.0 + i)
+                  for i, a in enumerate(_ACCEPT))
+    (d / "l_sglang_huge_count.log").write_text(big)
+    cases.append(Case("l_sglang_huge_count.log", "log", "warn",
+                      {"decode": 10, "gen_throughput_mean": 64.5, "accept_len_mean": 1.68, "spec": 10},
+                      warn=r"1 decode value.* token dropped: (not finite|beyond any physical range)"))
+    vl = [_VLLM_SPEC.format(s=i, a="-2.50" if i == 2 else "2.50") for i in range(4)]
+    (d / "l_vllm_negative_accept_len.log").write_text("".join(vl))
+    cases.append(Case("l_vllm_negative_accept_len.log", "log", "warn", {"decode": 0, "spec": 3, "spec_len_mean": 2.5},
+                      warn=r"1 vLLM acceptance record.* printed_accept_len dropped: negative"))
+    vl = [_VLLM_SPEC.format(s=i, a="2.50").replace("rate: 60.0%", "rate: 160.0%" if i == 1 else "rate: 60.0%")
+          for i in range(4)]
+    (d / "l_vllm_rate_above_1.log").write_text("".join(vl))
+    cases.append(Case("l_vllm_rate_above_1.log", "log", "warn", {"decode": 0, "spec": 3, "spec_len_mean": 2.5},
+                      warn=r"1 vLLM acceptance record.* printed_accept_rate dropped: above 1"))
+    block = ("============ Serving Benchmark Result ============\n"
+             "Backend:                                 sglang-oai\n"
+             "Successful requests:                     5\n"
+             "Benchmark duration (s):                  44.20\n"
+             "Output token throughput (tok/s):         {out}\n"
+             "Total token throughput (tok/s):          {tot}\n"
+             "---------------Time per Output Token (excl. 1st token)------------\n"
+             "Median TPOT (ms):                        {tpot}\n"
+             "==================================================\n")
+    runs = {"b_negative_tok_s.txt": ("-62", "226.24", "8.50", r"1 bench value.* output_throughput dropped: negative"),
+            "b_huge_value.txt": ("113.12", "1" + "0" * 400, "8.50",
+                                 r"1 bench value.* total_throughput dropped: beyond any physical range"),
+            "b_text_value.txt": ("113.12", "226.24", "ab", r"1 bench value.* median_tpot_ms dropped: not a number")}
+    good = block.format(out="113.12", tot="226.24", tpot="8.50")
+    for name, (out, tot, tpot, warn) in runs.items():
+        (d / name).write_text(good + block.format(out=out, tot=tot, tpot=tpot))
+        cases.append(Case(name, "bench", "warn", {"rows": 2, "output_throughput": 113.12, "total_throughput": 226.24,
+                                                  "median_tpot_ms": 8.5}, warn=warn))
+    row = {"completed": 5, "duration": 44.2, "output_throughput": 113.12, "total_token_throughput": 226.24,
+           "median_tpot_ms": 8.5, "model_id": "m"}
+    (d / "b_json_bad_values.jsonl").write_text(
+        json.dumps(row) + "\n" + json.dumps({**row, "output_throughput": -62.0}) + "\n"
+        + json.dumps({**row, "median_tpot_ms": "ab"}) + "\n"
+        + json.dumps(row).replace("226.24", "1" + "0" * 400) + "\n")
+    cases.append(Case("b_json_bad_values.jsonl", "bench", "warn", {"rows": 4, "output_throughput": 113.12,
+                                                                   "total_throughput": 226.24, "median_tpot_ms": 8.5},
+                      warn=r"1 bench value.* output_throughput dropped: negative"))
+    return cases
+
+
 def _bench_cases(d: Path) -> list[Case]:
     row = {"run_name": "r", "batch_size": 1, "input_len": 1024, "output_len": 256, "prefill_latency": 0.01,
            "median_decode_latency": 0.005, "median_decode_throughput": 200.0, "total_latency": 0.06,
@@ -242,10 +315,10 @@ def _bench_cases(d: Path) -> list[Case]:
                                    + "\n")
     (d / "b_list_of_numbers.json").write_text("[1, 2, 3]")
     return [
-        Case("b_ok.jsonl", "bench", "ok", {"rows": 2}),
+        Case("b_ok.jsonl", "bench", "ok", {"rows": 2, "output_throughput": 200.0}),
         Case("b_deep.jsonl", "bench", "error", error=r"nested|deep"),
         Case("b_deep.json", "bench", "error", error=r"nested|deep"),
-        Case("b_nan.jsonl", "bench", "ok", {"rows": 2}),
+        Case("b_nan.jsonl", "bench", "ok", {"rows": 2, "output_throughput": 200.0}),
         Case("b_list_of_numbers.json", "bench", "error", error=r"not a serving log"),
     ]
 
@@ -265,7 +338,8 @@ def build(directory: str | Path) -> list[Case]:
     """Write every corpus file into ``directory``; return the cases (file name, family, expectation)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    return _trace_cases(d) + _nsys_cases(d) + _sqlite_cases(d) + _log_cases(d) + _bench_cases(d) + _env_cases(d)
+    return (_trace_cases(d) + _nsys_cases(d) + _sqlite_cases(d) + _log_cases(d) + _value_cases(d) + _bench_cases(d)
+            + _env_cases(d))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Endpoints (stdlib ``http.server``, one thread per connection, one scheduler thread):
 
-- ``GET /health``, ``GET /v1/models``
+- ``GET /health``, ``GET /v1/models``, ``GET /get_server_info`` (the effective arguments, as SGLang's)
 - ``POST /v1/completions``, ``POST /v1/chat/completions``: OpenAI-compatible, streaming (SSE) or not;
   ``stream_options.include_usage`` adds a final usage chunk; ``ignore_eos`` accepted (there is no EOS)
 - ``POST /start_profile`` (SGLang's body: ``output_dir``, ``num_steps``, ``activities``,
@@ -55,6 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--disable-cuda-graph", action="store_true")
     p.add_argument("--enable-torch-compile", action="store_true")
     p.add_argument("--cuda-graph-bs", default="1,2,4,8")
+    p.add_argument("--tp-size", type=int, default=1)
+    p.add_argument("--disable-custom-all-reduce", action="store_true")
     p.add_argument("--max-running-requests", type=int, default=8)
     p.add_argument("--context-length", type=int, default=1024)
     p.add_argument("--decode-log-interval", type=int, default=40)
@@ -65,6 +67,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--prefill-ms-per-token", type=float, default=0.05)
     p.add_argument("--load-seconds", type=float, default=float(os.environ.get("TINYSERVE_LOAD_SECONDS", "0.5")))
     return p.parse_args(argv)
+
+
+def resolve_flags(args) -> None:
+    """The engine's own decisions over the user's flags, made on the GPUs it finds (as a real engine's
+    argument handling does), logged, and applied before the server_args line is written:
+
+    - custom all-reduce is turned off on more than two GPUs that are not all NVLink-connected
+      (:func:`tinyserve.srt.utils.is_pcie_only`), so ``--disable-custom-all-reduce`` changes nothing there;
+    - the ``fa3`` attention backend runs only on Hopper (:func:`tinyserve.srt.utils.is_sm90_supported`);
+      elsewhere the engine falls back to ``flashinfer``.
+    """
+    from tinyserve.srt.utils import is_pcie_only, is_sm90_supported
+
+    if args.tp_size > 2 and not args.disable_custom_all_reduce and is_pcie_only():
+        logger.warning(f"Custom allreduce is disabled because tinyserve does not run it on more than two "
+                       f"PCIe-only GPUs (tp_size={args.tp_size}); all-reduce goes through NCCL")
+        args.disable_custom_all_reduce = True
+    if args.attention_backend == "fa3" and not is_sm90_supported():
+        logger.warning("Attention backend fa3 needs compute capability 9.x (Hopper); using flashinfer backend instead")
+        args.attention_backend = "flashinfer"
 
 
 def _setup_logging() -> None:
@@ -113,13 +135,14 @@ def _load(args, flags: dict):
         if hasattr(runner, "capture"):
             runner.capture()
         else:
+            logger.info(f"Capture cpu graph bs {sorted(runner.graph_bs)}")
             time.sleep(args.load_seconds / (shards + 1))
         logger.info(f"Capture cuda graph end. Time elapsed: {time.perf_counter() - t0:.2f} s.")
     return runner
 
 
 def make_handler(sched: Scheduler, profiler: Profiler, model_name: str, reasoning_tokens: int = 0,
-                 reasoning_field: str = "reasoning_content"):
+                 reasoning_field: str = "reasoning_content", info: dict | None = None):
     counter = {"rid": 0}
     lock = threading.Lock()
 
@@ -155,6 +178,8 @@ def make_handler(sched: Scheduler, profiler: Profiler, model_name: str, reasonin
             elif self.path == "/v1/models":
                 self._send(200, {"object": "list", "data": [{"id": model_name, "object": "model",
                                                              "owned_by": "tinyserve", "root": model_name}]})
+            elif self.path == "/get_server_info":  # the arguments after the engine's own decisions
+                self._send(200, dict(info or {}))
             elif self.path in ("/start_profile", "/stop_profile"):
                 self.do_POST()
             else:
@@ -262,8 +287,10 @@ def main(argv=None) -> int:
             args.device = "cuda" if torch.cuda.is_available() else "cpu"
         except ImportError:
             args.device = "cpu"
+    resolve_flags(args)
     flags = {"attention_backend": args.attention_backend, "disable_cuda_graph": args.disable_cuda_graph,
-             "enable_torch_compile": args.enable_torch_compile}
+             "enable_torch_compile": args.enable_torch_compile, "cuda_graph_bs": args.cuda_graph_bs,
+             "disable_custom_all_reduce": args.disable_custom_all_reduce and args.tp_size > 1}
     model_name = args.served_model_name or args.model_path
     server_args = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(args).items()))
     logger.info(f"server_args=ServerArgs({server_args})")
@@ -295,7 +322,9 @@ def main(argv=None) -> int:
     logger.info(f"max_total_num_tokens={args.max_running_requests * args.context_length}, "
                 f"max_running_requests={args.max_running_requests}, context_len={args.context_length}")
     sched.start()
-    httpd = ThreadingHTTPServer((args.host, args.port), make_handler(sched, profiler, model_name, args.reasoning_tokens, args.reasoning_field))
+    httpd = ThreadingHTTPServer((args.host, args.port), make_handler(sched, profiler, model_name, args.reasoning_tokens,
+                                                                     args.reasoning_field,
+                                                                     dict(vars(args), version=__version__)))
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, name="http", daemon=True).start()
     logger.info(f"Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")

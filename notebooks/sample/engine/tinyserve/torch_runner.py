@@ -158,6 +158,10 @@ class TorchRunner:
         graph.replay()
         return out_buf[:b].tolist()
 
+    def uses_graph(self, batch: int) -> bool:
+        """A decode batch replays a graph only up to the largest captured batch size; above it, eager."""
+        return self.cuda_graph and bool(self.graphs) and batch <= max(self.graphs)
+
     @torch.inference_mode()
     def capture(self) -> None:
         """Capture one CUDA graph of a decode step per batch size (and compile first, if asked)."""

@@ -157,3 +157,22 @@ def is_blackwell_supported() -> bool:
     """Any Blackwell: compute capability major 10, 11 or 12."""
     cap = get_device_capability()
     return cap is not None and cap[0] in (10, 11, 12)
+
+
+PCIE_ONLY_ENV = "TINYSERVE_PCIE_ONLY"
+
+
+def is_pcie_only() -> bool:
+    """True when the GPUs of this node are not all connected by NVLink: read from ``nvidia-smi topo -m``
+    (any GPU-GPU link that is not ``NV#``), else from ``$TINYSERVE_PCIE_ONLY`` (``1``) on a machine
+    without one. With one GPU or no topology at all: False."""
+    out = _nvidia_smi("topo", "-m")
+    if out is not None:
+        links = []
+        rows = [ln.split() for ln in out.splitlines() if ln.startswith("GPU")]
+        for i, row in enumerate(rows):
+            cells = row[1:1 + len(rows)]
+            links += [c for j, c in enumerate(cells) if j != i]
+        if links:
+            return not all(c.startswith("NV") for c in links)
+    return os.environ.get(PCIE_ONLY_ENV) == "1"

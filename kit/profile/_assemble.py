@@ -1,0 +1,220 @@
+"""Assembly: the parsed files of one profile -> its tables (ranks, clocks, steps, attribution, categories).
+
+Called directly with each file's checked frames: by the loader (``_load.load``) for local files,
+and by ``_profile.load`` for the tables ``_remote.read_remote`` brought back from a host. Returns
+plain tables (``TABLES``), meta and warnings, which the loader caches and ``_profile.load`` wraps in a
+:class:`~kit.profile.Profile`. Besides kernels, annotations, steps and collective calls it keeps
+``runtime``: every CUDA/HIP runtime and driver call the trace recorded (``cudaLaunchKernel``,
+``cudaGraphLaunch``, ``cudaMemcpyAsync``, ``cudaDeviceSynchronize`` ...) and the CPU ops that wait
+for the GPU (``SYNC_OPS``), with start, duration, thread and correlation id.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kit.profile import _attribution as A
+from kit.profile import _cache
+from kit.profile._categories import Rule, categorise, category_order
+from kit.profile._kineto import absolute_offset_us
+from kit.profile._windows import assign_steps
+
+_RANK_RE = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I), re.compile(r"TP-(\d+)"),
+            re.compile(r"tp[-_]?rank[-_]?(\d+)", re.I))
+TABLES = ("kernels", "annotations", "steps", "comms", "runtime")
+KERNEL_COLUMNS = ["rank", "device", "stream", "name", "category", "decided_by", "evidence", "start_us", "dur_us",
+                  "correlation", "step", "phase", "kind", "count", "collective", "module", "block", "layer", "layer_kind", "launch",
+                  "graph", "op", "op_top", "op_call", "input_dims", "input_types", "file"]
+RUNTIME_COLUMNS = ["rank", "name", "start_us", "dur_us", "tid", "correlation", "kind"]
+# CPU ops that wait for the GPU, kept in ``Profile.runtime`` with the runtime/driver calls
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
+# runtime/driver calls that put work on the GPU (kernels, graphs, copies, fills)
+_LAUNCH_CALL = r"(?i)launch|memcpy|memset"
+
+
+def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False) -> dict:
+    """The parsed files of one profile (in rank-file order) -> ``{**TABLES, "meta", "warnings"}``."""
+    warnings: list[str] = []
+    ranks, rank_src = [], []
+    for i, (p, d) in enumerate(zip(paths, parsed)):
+        r, src = rank_of(p, d["meta"], i)
+        ranks.append(r)
+        rank_src.append(src)
+    if len(set(ranks)) != len(ranks):
+        dup = sorted({r for r in ranks if ranks.count(r) > 1})
+        warnings.append(f"rank(s) {dup} appear in several files; ranks renumbered by file order 0..{len(ranks) - 1}")
+        ranks = list(range(len(paths)))
+        rank_src = ["file order"] * len(paths)
+    # clock: each file's ts -> absolute microseconds
+    offsets, spans = [], []
+    for p, d in zip(paths, parsed):
+        k = d["kernels"]
+        first = float(k["ts"].min()) if len(k) and k["ts"].notna().any() else None
+        off, w = absolute_offset_us(d["meta"], first)
+        if w:
+            warnings.append(f"{p.name}: {w}")
+        offsets.append(off)
+        if first is not None:
+            spans.append((off + first, off + float((k["ts"] + k["dur"]).max())))
+    origin = min((s for s, _ in spans), default=0.0)
+    kern, ann, steps_all, comms_all, runtime_all = [], [], [], [], []
+    meta_ranks = {}
+    for p, d, r, src, off in zip(paths, parsed, ranks, rank_src, offsets):
+        warnings.extend(d.get("warnings", []))
+        k = d["kernels"].copy()
+        a = d["annotations"].copy()
+        la = d["launches"]
+        shift = off - origin
+        fr = d.get("frames")
+        cm = d.get("comms")
+        if not len(k):
+            warnings.append(_no_kernel_warning(p.name, la, cm, a))
+        step, phase, steps = assign_steps(k, a, la)
+        linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
+        for c in linked.columns:
+            k[c] = linked[c].to_numpy()
+        k["step"] = step
+        k["phase"] = phase
+        k["rank"] = r
+        k["file"] = p.name
+        k["start_us"] = k["ts"] + shift
+        k = k.rename(columns={"dur": "dur_us"}).drop(columns=["ts"])
+        kern.append(k)
+        if cm is not None and len(cm):
+            cm = cm.copy()
+            cm["rank"] = r
+            cm["start_us"] = cm["ts"] + shift
+            comms_all.append(cm.drop(columns=["ts"]))
+        runtime_all.append(_runtime(la, fr, r, shift))
+        a["rank"] = r
+        a["start_us"] = a["ts"] + shift
+        ann.append(a.rename(columns={"dur": "dur_us"}).drop(columns=["ts"]))
+        if len(steps):
+            steps = steps.copy()
+            for c in ("start_us", "end_us", "marker_start_us", "marker_end_us"):
+                steps[c] = steps[c] + shift
+            steps.insert(0, "rank", r)
+            steps_all.append(steps)
+        zero = int((k["dur_us"] == 0).sum()) if len(k) else 0
+        if zero:
+            frac = zero / len(k)
+            msg = (f"{p.name} (rank {r}): {zero:,} of {len(k):,} kernels ({100 * frac:.1f}%) have zero duration "
+                   f"(CUDA-graph replay recorded without per-kernel timing by this PyTorch/CUPTI?)")
+            if frac >= 0.5:
+                msg += "; the per-kernel breakdown is unavailable, use the graph-level step times (Profile.steps)"
+            warnings.append(msg)
+        meta = d["meta"] or {}
+        meta_ranks[r] = {
+            "file": p.name, "rank_from": src, "format": meta.get("source", "kineto"),
+            "device_properties": meta.get("deviceProperties", []), "distributed": meta.get("distributedInfo", {}),
+            "versions": {key: meta[key] for key in sorted(meta) if key.endswith("_version") or key == "schemaVersion"},
+            "events": d.get("events"), "bytes": d.get("bytes"), "cached": d.get("cached", False),
+            "truncated": d.get("truncated", False), "clock_offset_us": off,
+            "runtime_calls": int(len(la)), "module_frames": int((fr["kind"] == "module").sum()) if fr is not None
+            and len(fr) else 0, "cpu_frames": int(len(fr)) if fr is not None else 0,
+        }
+    kernels = pd.concat(kern, ignore_index=True) if kern else pd.DataFrame()
+    if len(kernels):
+        names = kernels["name"].astype("category")
+        kernels["name"] = names
+        cmap = categorise_names(names.cat.categories, rules, cache)
+        linked = kernels[["frame_category", "frame_kind", "frame_name", "launch"]]
+        cat, by, ev = A.decide(names, kernels["collective"], linked, rules, cmap)
+        kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
+        kernels["decided_by"] = pd.Categorical(by, categories=list(A.EVIDENCE))
+        kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
+        for c in ("module", "block", "layer_kind", "launch", "op", "op_top", "input_dims", "input_types"):
+            kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")
+        for c in ("layer", "op_call"):
+            kernels[c] = kernels[c].astype(np.int64)
+        kernels = kernels[KERNEL_COLUMNS]
+    annotations = pd.concat(ann, ignore_index=True) if ann else pd.DataFrame()
+    steps_df = pd.concat(steps_all, ignore_index=True) if steps_all else pd.DataFrame(
+        columns=["rank", "step", "name", "phase", "start_us", "end_us", "wall_us", "gap_before_us", "kernels", "source"])
+    # clock bases: ranks whose time ranges do not overlap were not recorded on one clock (or not together)
+    if len(spans) > 1:
+        latest_start = max(s for s, _ in spans)
+        earliest_end = min(e for _, e in spans)
+        if latest_start > earliest_end:
+            warnings.append(f"ranks' time ranges do not overlap (gap {latest_start - earliest_end:,.0f} us): different "
+                            f"clock bases or different runs; cross-rank comparison is by step index only")
+    comms = pd.concat(comms_all, ignore_index=True) if comms_all else pd.DataFrame(
+        columns=["rank", "name", "start_us", "tid", "collective", "group_size", "in_nelems", "out_nelems", "dtype",
+                 "pg"])
+    runtime = pd.concat(runtime_all, ignore_index=True) if runtime_all else _runtime(None, None, 0, 0.0)
+    for c in ("name", "tid", "kind"):
+        runtime[c] = runtime[c].astype(object).astype("category")
+    meta = {"ranks": meta_ranks, "origin_us": origin, "rules": len(rules)}
+    return {"kernels": kernels, "annotations": annotations, "steps": steps_df, "comms": comms, "runtime": runtime,
+            "meta": meta, "warnings": warnings}
+
+
+def _runtime(launches: pd.DataFrame | None, frames: pd.DataFrame | None, rank: int, shift: float) -> pd.DataFrame:
+    """One rank's runtime/driver calls and GPU-waiting CPU ops (``SYNC_OPS``) on the profile's clock."""
+    parts = []
+    if launches is not None and len(launches):
+        parts.append(pd.DataFrame({"name": launches["name"].astype(str), "ts": launches["ts"], "dur": launches["dur"],
+                                   "tid": launches["tid"].astype(str), "correlation": launches["correlation"],
+                                   "kind": "runtime"}))
+    if frames is not None and len(frames):
+        ops = frames[frames["name"].astype(str).isin(SYNC_OPS)]
+        if len(ops):
+            parts.append(pd.DataFrame({"name": ops["name"].astype(str), "ts": ops["ts"], "dur": ops["dur"],
+                                       "tid": ops["tid"].astype(str), "correlation": -1, "kind": "op"}))
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(
+            RUNTIME_COLUMNS, (np.int64, object, np.float64, np.float64, object, np.int64, object))})
+    t = pd.concat(parts, ignore_index=True).sort_values("ts", kind="stable")
+    out = pd.DataFrame({"rank": np.int64(rank), "name": t["name"].astype("category"),
+                        "start_us": t["ts"].to_numpy(float) + shift, "dur_us": t["dur"].to_numpy(float),
+                        "tid": t["tid"].astype("category"), "correlation": t["correlation"].to_numpy(np.int64),
+                        "kind": t["kind"].astype("category")})
+    return out.reset_index(drop=True)
+
+
+def _no_kernel_warning(name: str, launches: pd.DataFrame, comms, ann: pd.DataFrame) -> str:
+    """Why a trace has no GPU kernel, as precisely as the trace tells.
+
+    Collective calls are counted once each (``record_param_comms``, else the ``c10d::`` ops: a call
+    records both), as the summary's collective table counts them; CUPTI is blamed only when the trace
+    holds kernel launches (``cudaLaunchKernel``, graph launches, memcpy/memset calls), not when its
+    runtime calls are queries and events that launch nothing (``cudaStreamIsCapturing``, ``cudaEventRecord``)."""
+    n_launch = int(launches["name"].astype(str).str.contains(_LAUNCH_CALL).sum()) if len(launches) else 0
+    coll = ""
+    if comms is not None and len(comms):
+        rp = comms[comms["name"] == "record_param_comms"]
+        use = rp if len(rp) else comms
+        gs = sorted({int(g) for g in use["group_size"] if g >= 0})
+        coll = (f"; its {len(use):,} collective call(s) ({'record_param_comms' if len(rp) else 'c10d ops'}, "
+                f"group size {', '.join(map(str, gs)) or 'unknown'}) launched no kernel")
+        if gs == [1]:
+            coll += " because a process group of size 1 communicates nothing"
+    if n_launch:
+        return (f"{name}: no GPU kernels although {n_launch:,} kernel launch call(s) with correlation ids were "
+                f"recorded: the GPU activity (CUPTI) was not collected or not flushed for this window{coll}")
+    if len(launches):
+        return (f"{name}: no GPU kernels, and none was launched: the trace's {len(launches):,} CUDA runtime call(s) "
+                f"launch no work (queries, events){coll}")
+    return f"{name}: no GPU kernels in this trace (CPU-only profile, or CUDA activity not recorded){coll}"
+
+
+def rank_of(path: Path, meta: dict, fallback: int) -> tuple[int, str]:
+    """Rank from distributedInfo, else from the file name, else the file's position; and how it was found."""
+    di = meta.get("distributedInfo") if isinstance(meta, dict) else None
+    if isinstance(di, dict) and isinstance(di.get("rank"), int):
+        return di["rank"], "distributedInfo"
+    for rx in _RANK_RE:
+        m = rx.search(path.name)
+        if m:
+            return int(m.group(1)), "file name"
+    return fallback, "file order"
+
+
+def categorise_names(names, rules: list[Rule], cache: bool) -> dict:
+    """Kernel name -> category by the kernel-name rules, memoised on disk per rule table when ``cache``."""
+    def compute(ns):
+        return categorise(ns, rules)
+    return _cache.category_map(names, rules, compute) if cache else compute(list(names))

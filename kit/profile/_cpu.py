@@ -1,0 +1,583 @@
+"""The CPU side of a step: launches, syncs, host time, and why the GPU waited (GPU-, launch- or host-bound).
+
+From the profile's ``runtime`` table (CUDA/HIP runtime and driver calls, and the ops that wait for
+the GPU) and the kernels' launch links (``op``, ``op_top``, ``module``), per rank and step:
+
+- the step's **CPU window**: the CPU-side annotation of the step (the ``record_function`` range the
+  GPU-side copy of which delimits the step) holding the launch of its first kernel; without one,
+  from the first launch of the step to the first launch of the next (``cpu_window_from`` says which);
+- in that window: kernel launches (runtime and driver API; a driver launch nested in a runtime launch
+  on the same thread counts once), graph launches, memcpy and memset calls, synchronisations
+  (``cuda*Synchronize`` / ``cu*Synchronize`` calls and ``aten::_local_scalar_dense``, the op behind
+  ``.item()``), the time spent in launch calls and blocked in syncs;
+- on the GPU: busy time (union of the step's kernels) and every idle gap inside the step and before
+  it (the launch gap), each with a **cause** read from the launch of the kernel that ended it:
+  ``launch`` (that kernel was launched after the GPU ran dry: the GPU waited for the CPU),
+  ``sync`` (the same, and a synchronisation returned inside the gap: the CPU had waited for the GPU
+  to drain before issuing more work), ``queued`` (the kernel was already launched: dependencies,
+  launch latency; not the CPU's doing), ``unknown`` (its launch is not in the trace). A kernel's launch
+  is the latest runtime call with its correlation id before it (graph replays may repeat ids).
+
+The verdict of a phase (per rank; the slowest rank for the whole) from the per-step means:
+
+- ``GPU-bound``: idle the CPU caused (``launch`` + ``sync``) is under ``CPU_IDLE_BOUND`` (25%) of
+  the step time;
+- ``host-bound``: otherwise, when the step synchronises and sync-caused idle is at least ``SYNC_SHARE``
+  (a third) of the idle the CPU caused or ``SYNC_STEP`` (5%) of the step (each sync drains the GPU's
+  queue, and a step that synchronises cannot be captured in a CUDA graph, the cure for launch-bound
+  steps), or when one gap per step holds at
+  least ``ONE_GAP_SHARE`` (half) of it (host work in one place, named by the op whose launch ended it);
+
+The longest CPU-caused gaps (``gaps``) name where the CPU was: the sync that returned inside the gap,
+else the op (and ``nn.Module``) that launched the kernel ending it, i.e. the op the GPU waited for.
+- ``launch-bound``: otherwise: the CPU issues kernels slower than the GPU runs them;
+- ``undecided``: kernels without durations (graph replay without per-kernel timing) or no
+  launch records: the reason is given.
+
+Profiled eager runs are slower on the CPU than unprofiled ones (the profiler records every op and
+launch), so a verdict of ``launch-bound`` from a trace is an upper bound on how launch-bound the
+unprofiled run is: compare step times measured outside the profiler.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from kit.profile import _summary as S
+
+LAUNCH = re.compile(r"^(?:cuda|hip)(?:Ext)?LaunchKernel|^cuLaunchKernel|^(?:cuda|cu|hip)LaunchCooperativeKernel|"
+                    r"^hip(?:Ext)?ModuleLaunchKernel|^cudaLaunchKernelExC")
+GRAPH = re.compile(r"GraphLaunch")
+MEMCPY = re.compile(r"^(?:cuda|hip)Memcpy|^cuMemcpy")
+MEMSET = re.compile(r"^(?:cuda|hip)Memset|^cuMemset")
+SYNC = re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$|^cu(?:Ctx|Stream|Event)Synchronize$")
+ITEM_OPS = ("aten::_local_scalar_dense", "aten::item")
+CPU_IDLE_BOUND = 0.25
+SYNC_SHARE = 1 / 3
+SYNC_STEP = 0.05
+ONE_GAP_SHARE = 0.5
+CPU_SPAN = 3.0   # CPU range this many times the step's GPU time: said in the reason
+_TOL_US = 2.0   # clock jitter between a launch record and the GPU timeline
+
+STEP_COLUMNS = ["rank", "step", "name", "phase", "cpu_window_from", "cpu_us", "gpu_wall_us", "gap_before_us",
+                "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "idle_unknown_us",
+                "max_gap_us", "launches", "driver_launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls",
+                "launch_api_us", "sync_wait_us"]
+GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "sync", "op", "module", "next_kernel"]
+
+
+def classify(names: pd.Series) -> pd.Series:
+    """Kind of each runtime/driver call: launch, graph, memcpy, memset, sync or other."""
+    u = pd.Series(pd.unique(names.astype(str)))
+    kind = {}
+    for n in u:
+        kind[n] = ("graph" if GRAPH.search(n) else "launch" if LAUNCH.search(n) else "memcpy" if MEMCPY.search(n)
+                   else "memset" if MEMSET.search(n) else "sync" if SYNC.search(n) else "other")
+    return names.astype(str).map(kind)
+
+
+def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """Calls lying inside an earlier call on the same thread (a driver launch under a runtime launch)."""
+    out = np.zeros(len(start), bool)
+    order = np.lexsort((-end, start, tid))
+    last_tid, last_end = None, -np.inf
+    for i in order:
+        if tid[i] == last_tid and end[i] <= last_end + 1e-6:
+            out[i] = True
+            continue
+        if tid[i] != last_tid or end[i] > last_end:
+            last_tid, last_end = tid[i], end[i]
+    return out
+
+
+def _cpu_windows(st: pd.DataFrame, first_launch: pd.Series, ann: pd.DataFrame) -> pd.DataFrame:
+    """Per step: the CPU window (start, end, from)."""
+    cpu_ann = ann[ann["side"] == "cpu"] if len(ann) else ann
+    by_name = {}
+    if len(cpu_ann):
+        a = cpu_ann.sort_values("start_us", kind="stable")
+        a0, a1 = a["start_us"].to_numpy(float), (a["start_us"] + a["dur_us"]).to_numpy(float)
+        for name, ix in pd.Series(a["name"].astype(str).to_numpy()).groupby(a["name"].astype(str).to_numpy()).indices.items():
+            by_name[name] = (a0[ix], a1[ix])
+    rows = []
+    fl = first_launch.reindex(st["step"]).to_numpy(float)
+    for i, (s, name) in enumerate(zip(st["step"], st["name"].astype(str))):
+        t = fl[i]
+        w = None
+        if name in by_name and not np.isnan(t):
+            a0, a1 = by_name[name]
+            j = np.searchsorted(a0, t + _TOL_US, side="right") - 1   # the latest range starting before the launch
+            if j >= 0 and a1[j] >= t - _TOL_US:
+                w = (a0[j], a1[j], "cpu annotation")
+        if w is None and not np.isnan(t):
+            later = fl[i + 1:][~np.isnan(fl[i + 1:])]
+            w = (t, later[0] if len(later) else np.nan, "launches")
+        rows.append((s, *(w or (np.nan, np.nan, "none"))))
+    return pd.DataFrame(rows, columns=["step", "w0", "w1", "cpu_window_from"])
+
+
+def _launch_times(k: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
+    """Per kernel (positional): start of the runtime call that launched it, the latest one with its
+    correlation id at or before the kernel's start (graph replays on some PyTorch versions repeat the
+    same ids every replay); NaN where the trace has none."""
+    out = np.full(len(k), np.nan)
+    if not len(k) or not len(calls):
+        return out
+    kk = pd.DataFrame({"pos": np.arange(len(k)), "correlation": k["correlation"].to_numpy(np.int64),
+                       "t": k["start_us"].to_numpy(float)}).sort_values("t", kind="stable")
+    cc = pd.DataFrame({"correlation": calls["correlation"].to_numpy(np.int64), "t": calls["start_us"].to_numpy(float),
+                       "launch_us": calls["start_us"].to_numpy(float)}).sort_values("t", kind="stable")
+    m = pd.merge_asof(kk, cc, on="t", by="correlation", direction="backward")
+    out[m["pos"].to_numpy()] = m["launch_us"].to_numpy(float)
+    # a launch recorded after its kernel's start (clock skew): the nearest call with that id
+    miss = np.isnan(out)
+    if miss.any():
+        first = cc.drop_duplicates("correlation").set_index("correlation")["launch_us"]
+        out[miss] = k["correlation"].iloc[np.flatnonzero(miss)].map(first).to_numpy(float)
+    return out
+
+
+def _gaps(k: pd.DataFrame, st: pd.DataFrame, klaunch: np.ndarray, by_step: dict) -> pd.DataFrame:
+    """GPU idle gaps inside and before each step: start, length, the kernel that ended it and its launch."""
+    steps, g0s, lens, kern, first, lts = [], [], [], [], [], []
+    start = k["start_us"].to_numpy(float)
+    end = start + k["dur_us"].to_numpy(float)
+    for s, gap_before in zip(st["step"], st["gap_before_us"]):
+        idx = by_step.get(s)
+        if idx is None or not len(idx):
+            continue
+        idx = idx[np.argsort(start[idx], kind="stable")]
+        b, e = start[idx], end[idx]
+        # gap i lies between the running end of kernels [0..i-1] and the start of kernel i; gap 0 is
+        # the launch gap before the step (from the steps table: the previous step's last kernel)
+        before = b[0] - gap_before if gap_before == gap_before else np.nan
+        g0 = np.concatenate([[before], np.maximum.accumulate(e)[:-1]])
+        ln = b - g0
+        sel = np.flatnonzero(ln > 0)
+        steps.append(np.full(len(sel), s))
+        g0s.append(g0[sel])
+        lens.append(ln[sel])
+        kern.append(k.index.to_numpy()[idx[sel]])
+        first.append(sel == 0)
+        lts.append(klaunch[idx[sel]])
+    cat = (lambda xs, t: np.concatenate(xs) if xs else np.empty(0, t))
+    g = pd.DataFrame({"step": cat(steps, np.int64), "start_us": cat(g0s, float), "idle_us": cat(lens, float),
+                      "kernel": cat(kern, np.int64), "before_step": cat(first, bool),
+                      "launch_us": cat(lts, float)})
+    return g
+
+
+def _cause(g: pd.DataFrame, waits: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """launch / sync / queued per gap (see module docstring)."""
+    if not len(g):
+        return np.empty(0, dtype=object)
+    g0 = g["start_us"].to_numpy(float)
+    lt = g["launch_us"].to_numpy(float)
+    starved = ~np.isnan(lt) & (lt >= g0 - _TOL_US)
+    cause = np.where(starved, "launch", np.where(np.isnan(lt), "unknown", "queued")).astype(object)
+    ws, we = waits
+    if len(ws):
+        o = np.argsort(we)
+        we_sorted = we[o]
+        # a wait that returned between the GPU running dry and the next launch
+        lo = np.searchsorted(we_sorted, g0 - _TOL_US, side="left")
+        hi = np.searchsorted(we_sorted, np.where(np.isnan(lt), -np.inf, lt) + _TOL_US, side="right")
+        cause[starved & (hi > lo)] = "sync"
+    return cause
+
+
+class _Calls:
+    """One rank's runtime/driver calls and GPU-waiting ops, sorted by start: a step's calls are a slice."""
+
+    def __init__(self, rt: pd.DataFrame) -> None:
+        kind = (np.where(rt["kind"].astype(str) == "op", "op", classify(rt["name"]).to_numpy())
+                if "kind" in rt else classify(rt["name"]).to_numpy())
+        rt = rt.assign(kind=kind).sort_values("start_us", kind="stable").reset_index(drop=True)
+        self.rt = rt
+        self.start = rt["start_us"].to_numpy(float)
+        self.end = self.start + rt["dur_us"].to_numpy(float)
+        self.dur = rt["dur_us"].to_numpy(float)
+        self.kind = rt["kind"].to_numpy(object)
+        is_l = self.kind == "launch"
+        self.nested = np.zeros(len(rt), bool)
+        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], rt["tid"].astype(str).to_numpy()[is_l])
+        names = rt["name"].astype(str)
+        self.driver = (names.str.startswith("cu") & ~names.str.startswith("cuda")).to_numpy(bool)
+        self.launchers = rt[(self.kind != "op") & (rt["correlation"] >= 0)]
+        items = _items(rt)
+        self.i_s = items["start_us"].to_numpy(float)
+        self.i_e = self.i_s + items["dur_us"].to_numpy(float)
+        sync = self.kind == "sync"
+        self.waits = (np.concatenate([self.start[sync], self.i_s]), np.concatenate([self.end[sync], self.i_e]))
+
+    def counts(self, w0: float, w1: float) -> dict:
+        """Launches, graph launches, memcpy/memset, syncs and their time in the CPU window [w0, w1)."""
+        def cut(x):
+            lo = np.searchsorted(x, w0, side="left") if w0 == w0 else len(x)
+            hi = np.searchsorted(x, w1, side="left") if w1 == w1 else len(x)
+            return slice(lo, hi)
+        c, i = cut(self.start), cut(self.i_s)
+        ck, cs, ce = self.kind[c], self.start[c], self.end[c]
+        it_s, it_e = self.i_s[i], self.i_e[i]
+        lw = (ck == "launch") & ~self.nested[c]
+        sw = ck == "sync"
+        own = _inside(cs[sw], it_s, it_e)    # a sync call inside an .item() is that item's own wait: counted once
+        wait = S.length(S.union(np.concatenate([cs[sw], it_s]), np.concatenate([ce[sw], it_e])))
+        return {"launches": int(lw.sum()), "driver_launches": int((lw & self.driver[c]).sum()),
+                "graph_launches": int((ck == "graph").sum()), "memcpy": int((ck == "memcpy").sum()),
+                "memset": int((ck == "memset").sum()), "syncs": int((~own).sum() + len(it_s)),
+                "item_calls": int(len(it_s)), "launch_api_us": float(self.dur[c][lw].sum()), "sync_wait_us": wait}
+
+
+def _gpu_figures(ix: np.ndarray, kstart: np.ndarray, kdur: np.ndarray, gl: np.ndarray, gc: np.ndarray,
+                 wall: float) -> dict:
+    """Busy time of a step's kernels (``ix``) and its idle gaps (lengths ``gl``, causes ``gc``) by cause."""
+    busy = S.length(S.union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
+    if len(ix) and (kdur[ix] == 0).mean() >= 0.5:   # graph replay without per-kernel timing
+        nan = {f"idle_{x}_us": np.nan for x in ("launch", "sync", "queued", "unknown")}
+        return {"gpu_busy_us": np.nan, "gpu_idle_us": np.nan, **nan, "max_gap_us": 0.0}
+    caused = (gc == "launch") | (gc == "sync")
+    return {"gpu_busy_us": busy, "gpu_idle_us": max(wall - busy, 0.0),
+            **{f"idle_{x}_us": float(gl[gc == x].sum()) for x in ("launch", "sync", "queued", "unknown")},
+            "max_gap_us": float(gl[caused].max()) if caused.any() else 0.0}
+
+
+def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``."""
+    rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
+    rt = rt[rt["rank"] == rank] if len(rt) else rt
+    ann = p.annotations[p.annotations["rank"] == rank] if len(p.annotations) else p.annotations
+    k = k[k["rank"] == rank]
+    if not len(rt) or not len(steps):
+        return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
+    calls = _Calls(rt)
+    by_step = {st_: np.asarray(ix) for st_, ix in k.groupby("step").indices.items()} if len(k) else {}
+    klaunch = _launch_times(k, calls.launchers)
+    first_launch = pd.Series({st_: np.nanmin(klaunch[ix]) if np.isfinite(klaunch[ix]).any() else np.nan
+                              for st_, ix in by_step.items()}, dtype=float)
+    steps = steps.sort_values("start_us")
+    win = _cpu_windows(steps, first_launch, ann)
+    wins = {s_: (a, b, c) for s_, a, b, c in zip(win["step"], win["w0"], win["w1"], win["cpu_window_from"])}
+    gaps = _gaps(k, steps, klaunch, by_step)
+    gaps["cause"] = _cause(gaps, calls.waits)
+    gap_by_step = gaps.groupby("step").indices if len(gaps) else {}
+    g_len, g_cause, g_first = (gaps["idle_us"].to_numpy(float), gaps["cause"].to_numpy(object),
+                               gaps["before_step"].to_numpy(bool))
+    kstart, kdur = k["start_us"].to_numpy(float), k["dur_us"].to_numpy(float)
+    rows = []
+    for r in steps.itertuples():
+        w0, w1, src = wins[r.step]
+        gi = gap_by_step.get(r.step, np.empty(0, int))
+        rows.append({"rank": rank, "step": int(r.step), "name": r.name, "phase": r.phase, "cpu_window_from": src,
+                     "cpu_us": float(w1 - w0) if w1 == w1 and w0 == w0 else np.nan, "gpu_wall_us": float(r.wall_us),
+                     "gap_before_us": float(r.gap_before_us) if g_first[gi].any() else np.nan,
+                     **_gpu_figures(by_step.get(r.step, np.empty(0, int)), kstart, kdur, g_len[gi], g_cause[gi],
+                                    float(r.wall_us)),
+                     **calls.counts(w0, w1)})
+    return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, calls.rt, rank)
+
+
+def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Whether each time lies inside one of the intervals (s, e)."""
+    if not len(s) or not len(t):
+        return np.zeros(len(t), bool)
+    o = np.argsort(s)
+    s, e = s[o], np.maximum.accumulate(e[o])
+    i = np.searchsorted(s, t, side="right") - 1
+    return (i >= 0) & (t <= e[np.clip(i, 0, None)])
+
+
+def _items(rt: pd.DataFrame) -> pd.DataFrame:
+    """The GPU-waiting ops (``.item()``): ``_local_scalar_dense`` where recorded, else ``aten::item``."""
+    ops = rt[(rt["kind"] == "op") & rt["name"].astype(str).isin(ITEM_OPS)]
+    inner = ops[ops["name"].astype(str) == ITEM_OPS[0]]
+    return inner if len(inner) else ops
+
+
+def _gap_table(g: pd.DataFrame, k: pd.DataFrame, rt: pd.DataFrame, rank: int, n: int = 10) -> pd.DataFrame:
+    """The ``n`` longest gaps the CPU caused: where the CPU was (the sync that returned inside the gap,
+    else the op and ``nn.Module`` the next kernel was launched from) and the kernel that ended it."""
+    g = g[g["cause"].isin(["launch", "sync"])].nlargest(n, "idle_us")
+    if not len(g):
+        return pd.DataFrame(columns=GAP_COLUMNS)
+    kk = k.loc[g["kernel"]]
+
+    def col(c):
+        return [x if isinstance(x, str) and x else None for x in kk[c].astype(object)] if c in kk else [None] * len(g)
+
+    op_top, op = col("op_top"), col("op")
+    next_op = [o or t for o, t in zip(op, op_top)]
+    frame = [None] * len(g)
+    waits = rt[(rt["kind"] == "sync") | ((rt["kind"] == "op") & rt["name"].astype(str).isin(ITEM_OPS))]
+    if len(waits):
+        we = (waits["start_us"] + waits["dur_us"]).to_numpy(float)
+        names = waits["name"].astype(str).to_numpy()
+        for i, (g0, lt, c) in enumerate(zip(g["start_us"], g["launch_us"], g["cause"])):
+            if c == "sync":
+                hit = np.flatnonzero((we >= g0 - _TOL_US) & (we <= lt + _TOL_US))
+                # the outermost wait (an .item() op ends after the sync call inside it)
+                frame[i] = names[hit[np.argmax(we[hit])]] if len(hit) else None
+    return pd.DataFrame({"rank": rank, "step": g["step"].to_numpy(), "start_us": g["start_us"].to_numpy(),
+                         "idle_us": g["idle_us"].to_numpy(), "cause": g["cause"].to_numpy(), "sync": frame,
+                         "op": next_op, "module": col("module"), "next_kernel": kk["name"].astype(str).to_numpy()},
+                        columns=GAP_COLUMNS)
+
+
+def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
+    """The verdict of one rank's per-step table (module docstring), with the figures that decide it
+    (per-step means)."""
+    out = {"verdict": "undecided", "reason": "", "steps": int(len(t))}
+    if not len(t):
+        out["reason"] = "no step with launch records (runtime events) in this trace"
+        return out
+    gap = t["gap_before_us"]
+    gap_fill = gap.fillna(gap.mean() if gap.notna().any() else 0.0)
+    step = float((t["gpu_wall_us"] + gap_fill).mean())
+    m = {c: float(t[c].mean()) for c in ("max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
+                                         "idle_queued_us", "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs",
+                                         "item_calls", "launch_api_us", "sync_wait_us")}
+    mode = ("graph" if m["graph_launches"] and not m["launches"] else "eager" if m["launches"] and not
+            m["graph_launches"] else "mixed" if m["launches"] else "none")
+    out.update(step_us=step, mode=mode, **m)
+    busy = m["gpu_busy_us"]
+    if busy != busy:
+        out["reason"] = ("most kernels were recorded without duration (CUDA-graph replay without per-kernel timing): "
+                         "GPU busy time and idle gaps cannot be measured from this trace")
+        return out
+    caused = m["idle_launch_us"] + m["idle_sync_us"]
+    out.update(gpu_busy_share=busy / step if step else np.nan, cpu_idle_share=caused / step if step else np.nan,
+               sync_share_of_cpu_idle=m["idle_sync_us"] / caused if caused else 0.0)
+    figs = (f"GPU busy {busy:,.0f} of {step:,.0f} us/step ({100 * busy / step:.0f}%), GPU idle the CPU caused "
+            f"{caused:,.0f} us ({100 * caused / step:.0f}%: launch {m['idle_launch_us']:,.0f}, sync "
+            f"{m['idle_sync_us']:,.0f}; idle with work queued {m['idle_queued_us']:,.0f}); {_launch_words(m, mode)}, "
+            f"CPU {_us(m['cpu_us'])} us/step, "
+            f"{m['syncs']:g} sync(s)/step")
+    if caused < CPU_IDLE_BOUND * step:
+        out["verdict"] = "GPU-bound"
+    elif m["syncs"] > 0 and (m["idle_sync_us"] >= SYNC_SHARE * caused or m["idle_sync_us"] >= SYNC_STEP * step):
+        out["verdict"] = "host-bound"
+        figs += (f" blocking {m['sync_wait_us']:,.0f} us: each sync drains the GPU's queue ({m['idle_sync_us']:,.0f} us "
+                 f"of GPU idle per step follow one, {100 * m['idle_sync_us'] / step:.0f}% of the step), and a step that "
+                 f"synchronises cannot be captured in a CUDA graph")
+    elif m["max_gap_us"] >= ONE_GAP_SHARE * caused:
+        out["verdict"] = "host-bound"
+        where = f" ({top_frame})" if top_frame else ""
+        figs += (f"; one gap per step holds {m['max_gap_us']:,.0f} us ({100 * m['max_gap_us'] / caused:.0f}% of "
+                 f"that idle){where}: host work, not launch overhead")
+    else:
+        out["verdict"] = "launch-bound"
+    if m["cpu_us"] > CPU_SPAN * step:
+        figs += (f"; the steps' CPU ranges last {m['cpu_us'] / step:.0f}x their GPU time: host time outside the GPU "
+                 f"work (scheduling, the profiler starting or stopping) that the GPU did not wait for")
+    out["reason"] = figs
+    return out
+
+
+def _us(x: float) -> str:
+    return "n/a" if x != x else f"{x:,.0f}"
+
+
+def _launch_words(m: dict, mode: str) -> str:
+    if mode == "graph":
+        return f"{m['graph_launches']:g} graph launch(es)/step"
+    if mode == "mixed":
+        return f"{m['launches']:g} kernel launches + {m['graph_launches']:g} graph launch(es)/step"
+    return f"{m['launches']:g} kernel launches/step (eager)"
+
+
+def cpu_side(p, phase: str = "all") -> dict:
+    """Per-step table, longest CPU-caused gaps and verdicts (per rank and headline) of ``phase``."""
+    k, st = p.kernels, p.steps
+    if phase != "all" and len(st):
+        st = st[st["phase"] == phase]
+    steps, gaps, per_rank = [], [], []
+    for r in p.ranks:
+        sr = st[st["rank"] == r].dropna(subset=["start_us"]) if len(st) else st
+        t, g = rank_cpu(p, r, sr.sort_values("start_us"), k) if len(k) else (pd.DataFrame(columns=STEP_COLUMNS),
+                                                                                pd.DataFrame(columns=GAP_COLUMNS))
+        steps.append(t)
+        gaps.append(g)
+        top = _where(g.iloc[0]) if len(g) else None
+        per_rank.append({"rank": r, **verdict(t, top)})
+    table = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=STEP_COLUMNS)
+    gap_t = pd.concat(gaps, ignore_index=True) if gaps else pd.DataFrame(columns=GAP_COLUMNS)
+    pr = pd.DataFrame(per_rank)
+    head = max(per_rank, key=lambda d: d.get("step_us", -1.0)) if per_rank else {"verdict": "undecided",
+                                                                                   "reason": "no rank"}
+    return {"steps": table, "gaps": gap_t, "per_rank": pr, "verdict": head}
+
+
+def _clean(v):
+    if isinstance(v, (float, np.floating)):
+        return None if np.isnan(v) else round(float(v), 3)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def records(df: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-able dicts (NaN -> None, floats rounded to ns)."""
+    return [{k: _clean(v) for k, v in r.items()} for r in df.to_dict("records")] if len(df) else []
+
+
+def to_json(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, steps: pd.DataFrame | None = None) -> dict:
+    """The ``cpu`` object of the summary JSON (README: ``kit profile summary --json``)."""
+    d = {"verdict": {k: _clean(v) for k, v in verdict.items()}, "per_rank": records(per_rank),
+         "gaps": records(gaps)}
+    if steps is not None:
+        d["per_step"] = records(steps)
+    return d
+
+
+def lines(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, n: int = 3) -> list[str]:
+    """Text lines of the verdict, per-rank verdicts (several ranks) and the longest CPU-caused gaps."""
+    if not verdict:
+        return []
+    out = [f"verdict: {verdict.get('verdict')}" + (f" (rank {verdict['rank']})" if len(per_rank) > 1 else "")
+           + (f": {verdict['reason']}" if verdict.get("reason") else "")]
+    if len(per_rank) > 1:
+        out += [f"  rank {r.rank}: {r.verdict}" for r in per_rank.itertuples()]
+    for _, r in gaps.head(n).iterrows():
+        out.append(f"  GPU idle {r['idle_us']:,.0f} us (step {r['step']}): {_where(r)}")
+    return out
+
+
+def _where(r) -> str:
+    """Where a CPU-caused gap sat, in words."""
+    op = r["op"] if isinstance(r["op"], str) and r["op"] != str(r["next_kernel"]) else None
+    mod = f" in {r['module']}" if isinstance(r["module"], str) else ""
+    launched = (f"until the CPU launched {str(r['next_kernel'])[:60]} from {op}{mod}" if op else
+                f"until the CPU launched {str(r['next_kernel'])[:60]}{mod} (no CPU op recorded around the launch)")
+    if r["cause"] == "sync" and isinstance(r["sync"], str):
+        return f"after {r['sync']} returned (the GPU had drained), {launched}"
+    return launched
+
+
+# ---------------------------------------------------------------- compare: the cause of GPU idle in both runs
+
+RUN_COLUMNS = ["run", "label", "rank", "verdict", "mode", "launches", "graph_launches", "memcpy", "syncs",
+               "sync_wait_us", "cpu_us", "gpu_busy_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "step_us",
+               "reason"]
+PROFILER_IDLE_SHARE = 0.5
+
+
+def run_table(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str]) -> pd.DataFrame:
+    """One row per run (A, B): the CPU side of the compared rank's ``phase`` steps and its verdict."""
+    rows = []
+    for run, p, r, lab in zip(("A", "B"), profiles, ranks, labels):
+        st = p.steps
+        st = st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
+        t, g = rank_cpu(p, r, st.sort_values("start_us"), p.kernels)
+        top = _where(g.iloc[0]) if len(g) else None
+        v = verdict(t, top)
+        rows.append({"run": run, "label": lab, "rank": r, **{c: v.get(c, np.nan) for c in RUN_COLUMNS[3:]}})
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+
+def _run_words(r) -> str:
+    if r.verdict == "undecided" and r.mode != r.mode:
+        return f"{r.label}: {r.reason}"
+    launches = ("1 CUDA graph replayed" if r.mode == "graph" and r.graph_launches == 1 else
+                f"{r.graph_launches:g} graph launches" if r.mode == "graph" else
+                f"{r.launches:g} kernel launches (eager)" if r.mode == "eager" else
+                f"{r.launches:g} kernel launches + {r.graph_launches:g} graph launches" if r.mode == "mixed" else
+                "no launch recorded")
+    syncs = f"{r.syncs:g} sync(s) blocking {r.sync_wait_us:,.0f} us" if r.syncs else "no sync"
+    return f"{r.label}: {launches}, CPU {_us(r.cpu_us)} us, {syncs} per step -> {r.verdict}"
+
+
+def cause(runs: pd.DataFrame) -> str:
+    """What differs on the CPU side between the two runs, in one sentence (empty when nothing does)."""
+    if len(runs) != 2:
+        return ""
+    a, b = (runs.iloc[0], runs.iloc[1])
+    said = []
+    if a["mode"] != b["mode"] and "graph" in (a["mode"], b["mode"]):
+        e, g = (a, b) if b["mode"] == "graph" else (b, a)
+        said.append(f"{e['label']} launches {e['launches']:g} kernels per step one by one, {g['label']} replays "
+                    f"{'a CUDA graph' if g['graph_launches'] == 1 else f'{g.graph_launches:g} CUDA graphs'}")
+    elif a["launches"] != b["launches"] and max(a["launches"], b["launches"]) > 0:
+        hi, lo = (a, b) if a["launches"] > b["launches"] else (b, a)
+        said.append(f"{hi['label']} launches {hi['launches']:g} kernels per step against {lo['launches']:g} in "
+                    f"{lo['label']}")
+    if a["syncs"] != b["syncs"]:
+        hi, lo = (a, b) if a["syncs"] > b["syncs"] else (b, a)
+        said.append(f"{hi['label']} synchronises {hi['syncs']:g} times per step (blocking {hi['sync_wait_us']:,.0f} "
+                    f"us) against {lo['syncs']:g} in {lo['label']}")
+    if not said:
+        return ""
+    return "; ".join(said) + f" (CPU {a['cpu_us']:,.0f} -> {b['cpu_us']:,.0f} us per step)"
+
+
+def cause_lines(runs: pd.DataFrame) -> list[str]:
+    """Text lines: the cause sentence, then each run's CPU side and verdict."""
+    if runs is None or not len(runs):
+        return []
+    out = ["the CPU side (cause of GPU idle and launch gaps):"]
+    c = cause(runs)
+    if c:
+        out.append(f"  {c}")
+    out += [f"  {_run_words(r)}" for r in runs.itertuples()]
+    return out
+
+
+def compare_side(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str], parts: pd.DataFrame,
+                 measured: bool) -> tuple[pd.DataFrame, list[str]]:
+    """For ``compare``: the runs' CPU side (:func:`run_table`), written as the ``cause`` of the GPU-idle
+    and launch-gap rows of ``parts`` (in place), and the warnings about profiler idle and outlier steps."""
+    runs = run_table(profiles, ranks, phase, labels)
+    parts["cause"] = np.where(parts["kind"].isin(["gpu-idle", "launch-gap"]), "; ".join(cause_lines(runs)[1:]).strip(),
+                              "")
+    w = profiler_warning(parts, runs, measured)
+    return runs, ([w] if w else []) + outlier_warning(profiles, ranks, phase, labels)
+
+
+def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) -> str | None:
+    """A warning when the trace-measured difference is mostly GPU idle of an eager run, which the
+    profiler inflates (it adds CPU time to every op and launch), and no outside step times were given."""
+    if measured or runs is None or not len(runs):
+        return None
+    tot = parts[parts["kind"] == "total"]
+    if not len(tot) or not tot["delta_us"].iloc[0]:
+        return None
+    delta = float(tot["delta_us"].iloc[0])
+    idle = float(parts.loc[parts["kind"].isin(["gpu-idle", "launch-gap"]), "delta_us"].sum())
+    eager = runs[runs["launches"].fillna(0) > 0]
+    if idle / delta < PROFILER_IDLE_SHARE or not len(eager):
+        return None
+    who = ", ".join(f"{r.label} launches {r.launches:g} kernels per step" for r in eager.itertuples())
+    return (f"{100 * idle / delta:.0f}% of the trace-measured difference ({delta:+,.1f} us) is GPU idle and launch "
+            f"gaps, and {who} under the profiler, which adds CPU time to every op and launch: part of that idle is "
+            f"the profiler's own, so the size (even the sign) of the difference may not hold without it. Give step "
+            f"times measured outside the profiler (CUDA events): --step-ms A_MS B_MS, or compare(step_ms=...)")
+
+
+OUTLIER = 3.0
+
+
+def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str]) -> list[str]:
+    """Steps that took more than ``OUTLIER`` times the median step of their run (first-call warm-up, a
+    host hiccup): they move the means the comparison explains; named with their longest CPU-caused gap."""
+    out = []
+    for p, r, lab in zip(profiles, ranks, labels):
+        st = p.steps
+        st = st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
+        if len(st) < 3:
+            continue
+        t = st["wall_us"] + st["gap_before_us"].fillna(0.0)
+        med = float(t.median())
+        slow = st[t > OUTLIER * med]
+        if not len(slow):
+            continue
+        _, g = rank_cpu(p, r, st.sort_values("start_us"), p.kernels)
+        for s in slow.itertuples():
+            gs = g[g["step"] == s.step]
+            where = f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {_where(gs.iloc[0])}" if len(gs) else ""
+            out.append(f"{lab}: step {s.step} took {s.wall_us + (s.gap_before_us if s.gap_before_us == s.gap_before_us else 0):,.0f} us, "
+                       f"{(s.wall_us) / med:.1f}x the median step ({med:,.0f} us) (warm-up or a host hiccup){where}; "
+                       f"it moves the mean step time and the noise of this comparison")
+    return out

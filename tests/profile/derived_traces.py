@@ -1,0 +1,88 @@
+"""Traces derived from the real fixtures for situations the GPU run did not produce directly.
+
+Each function reads a recorded trace of ``tests/data/traces`` and writes a new gzipped Kineto file
+with a documented, minimal change (nothing invented: every event kept is a real one):
+
+- :func:`collectives_only`: the CPU side of the first ``n`` world-size-1 all-reduce calls of
+  ``moe_decode`` (``c10d::allreduce_`` with its ``record_param_comms`` child, the ``nccl:all_reduce``
+  range and the runtime calls inside: ``cudaStreamIsCapturing``, ``cudaEventRecord``), no GPU
+  kernel: a window in which nothing was launched, so nothing can be missing.
+- :func:`graph_without_timing`: ``compiled_graph`` (a decode step captured in a CUDA graph and
+  replayed 8 times) as a profiler that does not time graph kernels writes it (issue 20's trace):
+  every kernel of a replay has ``ts = 0`` and ``dur = 0`` and carries the correlation id of the
+  first replay's ``cudaGraphLaunch``, so the replays repeat the same correlation ids; kernels stay
+  in the order the replays ran. The CPU side and the GPU-side ``decode_step_N`` annotations are
+  unchanged.
+- :func:`hf_graph_without_timing`: ``hf_graph_replay`` (transformers Llama, StaticCache, one graph
+  replayed per step, each replay's kernels carrying its own launch's correlation id, plus a few
+  eager kernels per step) with the graph kernels' ``ts`` and ``dur`` set to 0 (eager ones keep
+  theirs).
+"""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import orjson
+
+from tests.conftest import TEST_DATA
+
+OWN = TEST_DATA / "traces"
+_KERNEL_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _read(scenario: str) -> dict:
+    return orjson.loads(gzip.decompress((OWN / scenario / "trace.json.gz").read_bytes()))
+
+
+def _write(doc: dict, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(gzip.compress(orjson.dumps(doc)))
+    return out
+
+
+def collectives_only(out: Path, n: int = 16) -> Path:
+    """The first ``n`` all-reduce calls of ``moe_decode`` and the CPU events inside them (see module doc)."""
+    doc = _read("moe_decode")
+    ev = doc["traceEvents"]
+    calls = sorted((e for e in ev if e.get("name") == "c10d::allreduce_"), key=lambda e: e["ts"])[:n]
+    spans = [(c["tid"], c["ts"], c["ts"] + c["dur"]) for c in calls]
+    keep = [e for e in ev if e.get("ph") == "M" or (e.get("ph") == "X" and e.get("cat") not in _KERNEL_CATS and any(
+        e.get("tid") == t and s <= e["ts"] <= f for t, s, f in spans))]
+    doc["traceEvents"] = keep
+    return _write(doc, out)
+
+
+def graph_without_timing(out: Path) -> tuple[Path, int]:
+    """``compiled_graph`` with its graph kernels untimed (see module doc); (path, kernels per replay)."""
+    doc = _read("compiled_graph")
+    ev = doc["traceEvents"]
+    launches = sorted((e for e in ev if e.get("name") == "cudaGraphLaunch"), key=lambda e: e["ts"])
+    first = launches[0]["args"]["correlation"]
+    ids = {e["args"]["correlation"] for e in launches}
+    kern = [e for e in ev if e.get("cat") in _KERNEL_CATS]
+    kern.sort(key=lambda e: e["ts"])
+    per = sum(1 for e in kern if e["args"].get("correlation") == first)
+    rest = [e for e in ev if e.get("cat") not in _KERNEL_CATS and e.get("cat") != "ac2g"]
+    for e in kern:
+        assert e["args"].get("correlation") in ids
+        e["ts"] = 0
+        e["dur"] = 0
+        e["args"]["correlation"] = first
+    doc["traceEvents"] = rest + kern
+    return _write(doc, out), per
+
+
+def hf_graph_without_timing(out: Path) -> Path:
+    """``hf_graph_replay`` with its graph-replayed kernels untimed (see module doc)."""
+    doc = _read("hf_graph_replay")
+    ev = doc["traceEvents"]
+    ids = {e["args"]["correlation"] for e in ev if e.get("name") == "cudaGraphLaunch"}
+    kern = sorted((e for e in ev if e.get("cat") in _KERNEL_CATS), key=lambda e: e["ts"])
+    rest = [e for e in ev if e.get("cat") not in _KERNEL_CATS and e.get("cat") != "ac2g"]
+    for e in kern:
+        if e["args"].get("correlation") in ids:
+            e["ts"] = 0
+            e["dur"] = 0
+    doc["traceEvents"] = rest + kern
+    return _write(doc, out)
