@@ -19,6 +19,13 @@ fixture::
             assert host.run("echo hi").stdout == "hi\\n"
 
 If no ``sshd`` binary is installed the fixture errors (never skips) and says how to install it.
+
+Options for forwarding tests: ``allow_tcp_forwarding=False`` writes ``AllowTcpForwarding no`` into the
+server's sshd_config; ``netns=True`` (root and ``ip`` from iproute2) runs the server in a network
+namespace of its own, reached through a veth pair at ``host`` (a 10.x address): what its sessions
+start and bind to 127.0.0.1 is that namespace's loopback, unreachable from the test process, as an
+engine on a remote GPU host's loopback is. :meth:`SSHServer.add_user` (root) makes another throwaway
+login user of the same server, for two users of one host side by side.
 """
 from __future__ import annotations
 
@@ -72,7 +79,21 @@ def _create_user(name: str) -> pwd.struct_passwd:
 
 
 def _remove_user(name: str) -> None:
-    """``userdel -r`` the throwaway user this server created (its processes are gone by then)."""
+    """``userdel -r`` the throwaway user this server created (its processes are gone by then), and the
+    kit's private directories it left in /tmp (``kit-<uid>``, ``kit-<uid>.*``): a later user given the
+    same uid must not find them."""
+    try:
+        uid = pwd.getpwnam(name).pw_uid
+    except KeyError:
+        uid = None
+    if uid is not None:
+        tmp = Path(tempfile.gettempdir())
+        for p in [tmp / f"kit-{uid}", *tmp.glob(f"kit-{uid}.*")]:
+            try:
+                if not p.is_symlink() and p.is_dir() and p.lstat().st_uid == uid:
+                    shutil.rmtree(p, ignore_errors=True)
+            except OSError:
+                pass
     for _ in range(3):
         done = subprocess.run(["userdel", "-r", name], capture_output=True, text=True, timeout=30)
         if done.returncode in (0, 6):  # 6: no such user
@@ -85,10 +106,16 @@ class SSHServer:
     ``known_hosts``, ``host_key_pub`` (the server's public key line), ``tmp`` (a directory the login
     user can write, for file tests), ``pid``."""
 
-    def __init__(self, user: str | None = None, workdir: str | None = None) -> None:
+    def __init__(self, user: str | None = None, workdir: str | None = None, *, allow_tcp_forwarding: bool = True,
+                 netns: bool = False) -> None:
         self.sshd_path = find_sshd()
         self.host = "127.0.0.1"
         self.port = 0
+        self.allow_tcp_forwarding = allow_tcp_forwarding
+        self.netns: str | None = None  # the namespace's name once started with netns=True
+        self._want_netns = netns
+        self._extra_users: list[str] = []
+        self._veth = ""
         self._as_root = os.geteuid() == 0
         self._id = uuid.uuid4().hex[:12]
         self._made_user = user is None and self._as_root
@@ -178,15 +205,19 @@ class SSHServer:
             pw = pwd.getpwnam(self.user)
             os.chown(tmp, pw.pw_uid, pw.pw_gid)
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
+        if self._want_netns and self.netns is None:
+            self._make_netns()
+        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
         last_err = ""
         for _ in range(3):  # sshd cannot bind port 0: pick one, retry if someone took it meanwhile
             self.port = _free_port()
             config = wd / "sshd_config"
-            config.write_text(_SSHD_CONFIG.format(port=self.port, host_key=keys / "host_ed25519",
+            config.write_text(_SSHD_CONFIG.format(port=self.port, listen=self.host, host_key=keys / "host_ed25519",
+                                                  forwarding="yes" if self.allow_tcp_forwarding else "no",
                                                   pid=wd / "sshd.pid", auth=auth / "authorized_keys", id=self._id,
                                                   root="prohibit-password" if self.user == "root" else "no"))
             log = open(wd / "sshd.log", "ab")  # noqa: SIM115 - handed to the child
-            self._proc = subprocess.Popen([self.sshd_path, "-D", "-e", "-f", str(config)], stdout=log,
+            self._proc = subprocess.Popen([*prefix, self.sshd_path, "-D", "-e", "-f", str(config)], stdout=log,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             log.close()
             if self._wait_ready(timeout):
@@ -194,7 +225,56 @@ class SSHServer:
                 return self
             last_err = (wd / "sshd.log").read_text(errors="replace").strip()[-500:]
             self._terminate()
-        raise RuntimeError(f"sshd on 127.0.0.1 did not start (config {wd / 'sshd_config'}): {last_err}")
+        raise RuntimeError(f"sshd on {self.host} did not start (config {wd / 'sshd_config'}): {last_err}")
+
+    def _make_netns(self) -> None:
+        """A network namespace with its own loopback and a veth pair to this one (/30, 10.x)."""
+        if not self._as_root or not shutil.which("ip"):
+            raise RuntimeError("SSHServer(netns=True) needs root and `ip` (iproute2)")
+        name, out_if, in_if = f"kit-{self._id}", f"kv{self._id[:8]}a", f"kv{self._id[:8]}b"
+
+        def ip(*args: str) -> None:
+            done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+            if done.returncode != 0:
+                raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+
+        ip("netns", "add", name)
+        self.netns = name
+        ip("link", "add", out_if, "type", "veth", "peer", "name", in_if)
+        self._veth = out_if
+        ip("link", "set", in_if, "netns", name)
+        for attempt in range(8):
+            h = uuid.uuid4().bytes
+            net = f"10.{64 + h[0] % 128}.{h[1]}"
+            outer, inner = f"{net}.{4 * (h[2] % 63) + 1}", f"{net}.{4 * (h[2] % 63) + 2}"
+            try:
+                ip("addr", "add", f"{outer}/30", "dev", out_if)
+                break
+            except RuntimeError:
+                if attempt == 7:
+                    raise
+        ip("link", "set", out_if, "up")
+        ip("netns", "exec", name, "ip", "addr", "add", f"{inner}/30", "dev", in_if)
+        ip("netns", "exec", name, "ip", "link", "set", in_if, "up")
+        ip("netns", "exec", name, "ip", "link", "set", "lo", "up")
+        self.host = inner
+
+    def _drop_netns(self) -> None:
+        if self.netns is None:
+            return
+        for args in ([["link", "del", self._veth]] if self._veth else []) + [["netns", "del", self.netns]]:
+            subprocess.run(["ip", *args], capture_output=True, timeout=30)
+        self.netns = None
+
+    def add_user(self) -> str:
+        """Another throwaway login user of this server (root only; same key), removed by ``stop()``.
+        Connect as it with ``connect(user=name)``."""
+        if not self._as_root:
+            raise RuntimeError("SSHServer.add_user needs root (useradd)")
+        name = f"{TEST_USER}-{uuid.uuid4().hex[:8]}"
+        _create_user(name)
+        self._extra_users.append(name)
+        return name
 
     def _wait_ready(self, timeout: float) -> bool:
         end = time.monotonic() + timeout
@@ -297,6 +377,9 @@ class SSHServer:
         if self._user_created:
             _remove_user(self.user)
             self._user_created = False
+        while self._extra_users:
+            _remove_user(self._extra_users.pop())
+        self._drop_netns()
         shutil.rmtree(self._workdir, ignore_errors=True)
 
     def __enter__(self) -> "SSHServer":
@@ -313,11 +396,13 @@ class SSHServer:
         base.update(opts)
         return base
 
-    def connect(self, **opts):
-        """An open :class:`kit.remote.SSHHost` to this server, strict host-key checking."""
+    def connect(self, user: str | None = None, **opts):
+        """An open :class:`kit.remote.SSHHost` to this server, strict host-key checking (as ``user``,
+        default the server's login user)."""
         from kit.remote import connect
 
-        return connect(self.target, **self.connect_options(**opts))
+        target = self.target if user is None else f"{user}@{self.host}:{self.port}"
+        return connect(target, **self.connect_options(**opts))
 
     @property
     def ssh_dest(self) -> str:
@@ -337,7 +422,8 @@ class SSHServer:
 
 _SSHD_CONFIG = """\
 Port {port}
-ListenAddress 127.0.0.1
+ListenAddress {listen}
+AllowTcpForwarding {forwarding}
 HostKey {host_key}
 PidFile {pid}
 AuthorizedKeysFile {auth}

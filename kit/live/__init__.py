@@ -21,6 +21,7 @@ Files:
 - ``_server.py``: Server and server(): start, follow, readiness, stop, profile endpoints, bench, load
 - ``_engine.py``: the engine's identity on the host: tags, port holders, leftovers, the SIGTERM guard
 - ``_experiment.py``: plan (the variants), run order, experiment() and Experiment: run, resume, statistics, plot
+- ``_reach.py``: where this machine reaches the engine: its URL, or a forward over the host's SSH connection
 """
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kit.errors import CommandTimeout, RemoteError, ServerError
-from kit.live import _engine
+from kit.live import _engine, _reach
 from kit.util import clip, write_atomic
 from kit.util import quote as _q
 
@@ -135,10 +135,11 @@ class Server:
     ``phases`` maps each load phase to the seconds after start it began; ``ready_s`` the load time."""
 
     def __init__(self, host, cmd: str, *, env: dict | None = None, port: int | None = None, engine: str | None = None,
-                 session=None, name: str | None = None, url: str | None = None, workdir: str = "/tmp/kit-live",
+                 session=None, name: str | None = None, url: str | None = None, workdir: str | None = None,
                  cwd: str | None = None, ready_timeout: float = 900.0, poll: float = 0.25,
                  progress: bool = True, grace: float = 15.0, log: str | Path | None = None,
-                 group: str | None = None, record: str | Path | None = None, check_port: bool = True) -> None:
+                 group: str | None = None, record: str | Path | None = None, check_port: bool = True,
+                 forward: bool | None = None) -> None:
         from kit.remote import Host, connect
 
         self.host = host if isinstance(host, Host) else connect(host)
@@ -164,7 +165,8 @@ class Server:
         self.env = {k: str(v) for k, v in (env or {}).items() if v is not None}
         self.name = name or f"server-{_stamp()}"
         self.session = _open_session(session)
-        self.workdir = workdir
+        self.workdir = workdir or self.host.private_dir("live")  # per-user, 0700: shared hosts
+        self.forward, self._forward, self._url_given = forward, None, url is not None
         self.cwd = cwd
         self.url = url or f"http://{_host_address(self.host)}:{self.port}"
         self.local_url = f"http://127.0.0.1:{self.port}"  # as seen from the host itself
@@ -183,7 +185,7 @@ class Server:
         self._tail: deque[str] = deque(maxlen=60)
         self._pending = b""
         self._t0 = 0.0
-        self._profile_dir = f"{workdir}/{self.name}-profiles"
+        self._profile_dir = f"{self.workdir}/{self.name}-profiles"
         if self.engine == "vllm" and "VLLM_TORCH_PROFILER_DIR" not in self.env:
             self.env["VLLM_TORCH_PROFILER_DIR"] = self._profile_dir
         if self.engine == "vllm":
@@ -233,6 +235,8 @@ class Server:
             self._write_record()
             self._record_provenance()
             self._wait_ready()
+            if not self._url_given:  # reached from here directly, or through a forward (kit/live/_reach.py)
+                self.url, self._forward = _reach.reach(self.host, self.port, self.url, self.forward, self.name)
         except BaseException:
             self.stop()
             raise
@@ -296,6 +300,8 @@ class Server:
                 how = how_tagged if how != "killed" else how
         finally:
             _LIVE.pop(id(self), None)
+            if self._forward is not None:
+                self._forward.close()
         self.stopped = how
         try:
             self.sync_log()
@@ -448,7 +454,10 @@ class Server:
 
     # -- HTTP on the host -------------------------------------------------------------------------
     def _post(self, path: str, body: dict | None) -> tuple[int, str]:
-        """POST on the host itself (the engine may listen on its loopback only): curl, else python3."""
+        """POST on the host itself (the engine may listen on its loopback only): curl, else python3;
+        through the forward when there is one."""
+        if self._forward is not None:
+            return _reach.post(self.url, path, body)
         data = json.dumps(body) if body is not None else ""
         url = _q(self.local_url + path)
         cmd = ("if command -v curl >/dev/null 2>&1; then "
@@ -606,7 +615,8 @@ class Server:
         return {"host": self.host.name, "cmd": self.cmd, "env": dict(self.env), "engine": self.engine,
                 "port": self.port, "url": self.url, "phases": dict(self.phases), "ready_s": self.ready_s,
                 "stopped": self.stopped, "pid": self.job.pid if self.job else None, "tag": self.tag,
-                "port_owner": self.owner, "log": self.log_path.relative_to(self.session.root.resolve()).as_posix()
+                "port_owner": self.owner, "forward": repr(self._forward) if self._forward is not None else None,
+                "log": self.log_path.relative_to(self.session.root.resolve()).as_posix()
                 if self.log_path.is_relative_to(self.session.root.resolve()) else self.log_path.name}
 
     def _record(self, rel: str, how: str) -> None:
@@ -650,7 +660,9 @@ def server(host, cmd: str, *, env: dict | None = None, port: int | None = None, 
     ``engine``: ``"sglang"``, ``"vllm"`` or None (guessed from the command) picks the log phases and
     the profiler protocol. Other options: ``session`` (directory or Session; default
     ``./live-session``), ``name``, ``url`` (where this machine reaches the server; default the
-    host's address and ``port``), ``workdir`` (on the host), ``cwd``, ``ready_timeout``, ``grace``,
+    host's address and ``port``), ``forward`` (None: through ``host.forward`` when ``url`` does not
+    answer from here; True: always; False: never), ``workdir`` (on the host; default the user's
+    private ``host.private_dir("live")``), ``cwd``, ``ready_timeout``, ``grace``,
     ``progress``. Use as a context manager so the engine is stopped whatever happens.
     """
     s = Server(host, cmd, env=env, port=port, engine=engine, **kwargs)

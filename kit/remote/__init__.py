@@ -11,6 +11,9 @@ One API for both::
     kit.hosts(["a", "b"]).run("nvidia-smi topo -m")    # in parallel, one slot per host
     host.get_many("/traces/rank*.json", "local/dir")   # overlapped, compressed, resumable; a TransferReport
     kit.hosts(["a", "b"]).get(["/tmp/trace.json"], "local/dir")  # hosts in parallel, one dir per host
+    with host.forward(30000) as fwd:                   # the host's 127.0.0.1:30000, reached from here
+        kit.bench.single_stream(fwd.url)               # (LocalHost: the direct address)
+    host.private_dir("live")                           # ${TMPDIR:-/tmp}/kit-<uid>/live, mode 0700
 
 Every command runs in its own process group so a timeout kills it entirely on the host. One runner
 (``_runner.py``) decides timeout, kill, output, stdin and exit status for both host kinds.
@@ -30,6 +33,8 @@ Files:
 - ``_job.py``: Job: a long-running command with its log on the host (spawn, wait_for, stop)
 - ``_group.py``: HostGroup: one command on many hosts in parallel, one result slot per host
 - ``_output.py``: output sinks: bounded tails and files for a command's stdout/stderr
+- ``_forward.py``: Forward: a local port carried to a host's port over its SSH connection (``ssh -L``)
+- ``_private.py``: the user's private directory on a host (0700, never a planted symlink)
 - ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many:
   the policy (resume, skip, codec, many files, Ctrl-C)
 - ``_transfer_io.py``: transfer mechanics: the decompressing sink, a stream on the runner, SFTP reads and writes
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 from kit.remote._base import Host
 from kit.remote._connect import connect, hosts
+from kit.remote._forward import Forward
 from kit.remote._group import GroupResult, HostGroup
 from kit.remote._job import Job
 from kit.remote._local import LocalHost
@@ -48,7 +54,7 @@ from kit.remote._transfer import Transfer
 from kit.remote._transfer_report import Fetched, TransferReport
 from kit.util import publish
 
-__all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'FileStat', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'connect', 'hosts']
+__all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'FileStat', 'Forward', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'connect', 'hosts']
 
 
 def __getattr__(name: str):

@@ -11,8 +11,10 @@ import shlex
 from typing import Any
 
 from kit.errors import CommandFailed, RemoteFileError
+from kit.remote._forward import Forward
 from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
+from kit.remote._private import private_dir
 from kit.remote._result import FileStat, Result
 from kit.remote._transfer import transfer_of
 
@@ -106,6 +108,18 @@ class Host:
 
     def close(self) -> None:
         """Release connections; the host can be used again afterwards (it reconnects)."""
+
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
+                check: bool = True) -> Forward:
+        """Reach ``remote_host:remote_port`` as seen from the host (default its loopback) from this
+        machine: a :class:`~kit.remote.Forward` (also a context manager) whose ``url`` to use here.
+        An SSH host carries each local connection over its SSH connection; this machine needs none."""
+        raise NotImplementedError
+
+    def private_dir(self, sub: str = "") -> str:
+        """This user's private directory on the host (mode 0700, ``${TMPDIR:-/tmp}/kit-<uid>``, never
+        a planted symlink or another user's directory), with ``sub`` made inside it; see ``_private.py``."""
+        return private_dir(self, sub)
 
     # --- built on run ------------------------------------------------------------------------
     def read_text(self, path: str, errors: str = "replace") -> str:

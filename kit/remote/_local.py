@@ -14,6 +14,7 @@ import subprocess
 
 from kit.errors import RemoteError
 from kit.remote._base import Host
+from kit.remote._forward import Forward
 from kit.remote._result import FileStat, Result
 from kit.remote._runner import Process, Runner, env_exports
 from kit.util import quote as _q
@@ -127,6 +128,13 @@ class LocalHost(Host):
         return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
                       stdout_file=stdout_file, stderr_file=stderr_file, on_stdout=on_stdout,
                       idle_timeout=idle_timeout, cancel=cancel).run(start)
+
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
+                check: bool = True) -> Forward:
+        """Nothing to carry on this machine: the direct address as a :class:`~kit.remote.Forward`
+        (``direct=True``, ``local_port`` ignored), so code written for SSH hosts runs unchanged.
+        ``check``: ConnectError if nothing accepts connections there."""
+        return Forward(self, remote_port, remote_host, local_port, check=check, direct=True)
 
     # --- files ------------------------------------------------------------------------------
     def stat(self, path: str) -> FileStat:

@@ -302,7 +302,7 @@ def test_public_surface():
     assert sorted(remote.__all__) == sorted(["connect", "hosts", "Host", "LocalHost", "SSHHost", "Result",
                                              "FileStat", "Job", "HostGroup", "GroupResult",
                                              "HOST_OPTIONS", "add_host_options", "connect_options",
-                                             "Transfer", "TransferReport", "Fetched"])
+                                             "Transfer", "TransferReport", "Fetched", "Forward"])
     for name in remote.__all__:
         assert getattr(remote, name) is not None
     assert kit.connect is remote.connect and kit.Result is remote.Result and kit.Job is remote.Job

@@ -1,0 +1,79 @@
+"""Per-user private directories on a host, for everything the kit writes there (engine logs, pids, profiles).
+
+GPU hosts are shared. A fixed name in a world-writable directory (``/tmp/kit-live``) fails for the
+second user (the first one owns it) and is predictable, so another user can plant a symlink there and
+have the kit write, or read, through it. The kit's directory is ``${TMPDIR:-/tmp}/kit-<uid>``:
+created with ``mkdir -m 700`` (atomic: it either makes the directory or fails), then checked with
+``lstat`` semantics: a directory, not a symlink, owned by this user, mode 0700. A directory of this
+user that is merely too open (never writable by others) is tightened to 0700. Anything else (a
+symlink, another user's directory, a directory others could write into) is never used: the kit
+warns, naming the path and its owner, and uses a fresh ``mktemp -d`` directory instead, so a planted
+name can neither redirect nor block it. Sub-directories are made inside with mode 0700 and checked
+the same way. In the sticky ``/tmp``, nobody but the owner (and root) can rename or replace the
+directory once checked.
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+from kit.errors import RemoteError
+from kit.util import quote as _q
+
+log = logging.getLogger("kit.remote")
+
+_NAME = re.compile(r"^[A-Za-z0-9._-]+$")
+
+# Prints the directory on the last line of stdout; "KITPLANTED <path> <owner> <mode> <type>" before it
+# when the usual name was refused.
+_SCRIPT = r'''
+u=$(id -u) || exit 1
+ok() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(stat -c %u -- "$1")" = "$u" ] && [ "$(stat -c %a -- "$1")" = 700 ]; }
+b=${TMPDIR:-/tmp}; b=${b%/}; [ -n "$b" ] || b=/tmp
+d="$b/kit-$u"
+mkdir -m 700 -- "$d" 2>/dev/null
+if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = "$u" ] && [ $(( 0$(stat -c %a -- "$d") & 022 )) = 0 ]; then
+  chmod 700 -- "$d"
+fi
+if ! ok "$d"; then
+  echo "KITPLANTED $d $(stat -c '%U %a %F' -- "$d" 2>/dev/null || echo '? ? missing')"
+  d=$(mktemp -d "$b/kit-$u.XXXXXXXX") || exit 1
+  ok "$d" || { echo "kit: mktemp made $d but it is not private" >&2; exit 1; }
+fi
+for s in SUBS; do
+  d="$d/$s"
+  mkdir -m 700 -- "$d" 2>/dev/null
+  ok "$d" || { echo "kit: $d is not a private directory of uid $u: $(stat -c '%U %a %F' -- "$d" 2>&1)" >&2; exit 1; }
+done
+printf '%s\n' "$d"
+'''
+
+
+def private_dir(host, sub: str = "") -> str:
+    """The absolute path of this user's private directory on ``host`` (``sub``: a sub-directory, made
+    inside it; ``/`` separates levels). Cached per host object. RemoteError naming the host if it
+    cannot be made safely."""
+    parts = [p for p in sub.split("/") if p]
+    bad = [p for p in parts if not _NAME.match(p) or p in (".", "..")]
+    if bad:
+        raise RemoteError(f"{host.name}: private_dir: {sub!r} is not a plain relative name "
+                          f"(letters, digits, '.', '_', '-')", host=host.name)
+    cache = host.__dict__.setdefault("_private_dirs", {})
+    key = "/".join(parts)
+    if key in cache:
+        return cache[key]
+    script = _SCRIPT.replace("SUBS", " ".join(_q(p) for p in parts))
+    res = host.run(script, timeout=30)
+    lines = [x for x in res.stdout.splitlines() if x.strip()]
+    if not res.ok or not lines or not lines[-1].startswith("/"):
+        raise RemoteError(f"{host.name}: cannot make a private directory for the kit "
+                          f"({(res.stderr.strip() or res.stdout.strip() or f'exit {res.exit_code}')[:300]})",
+                          host=host.name)
+    for line in lines[:-1]:
+        if line.startswith("KITPLANTED "):
+            _, path, owner, mode, *kind = line.split()
+            log.warning("%s: %s is not this user's private directory (owner %s, mode %s, %s): not used; "
+                        "the kit writes under %s instead", host.name, path, owner, mode, " ".join(kind),
+                        lines[-1].rsplit("/", len(parts))[0] if parts else lines[-1])
+    cache[key] = lines[-1]
+    return lines[-1]
