@@ -10,7 +10,7 @@ token; it writes down when it flushed each token. Figures per load level, each f
 * p99 ITL error: the client's p99 of all token gaps against the server's, in %;
 * late sends (open loop): arrivals sent more than 10 ms after their schedule (the client falling behind).
 
-guidellm 0.8.1 (from ``.kit-cache/guidellm-venv``, installed by the tests) runs the same prompts at
+guidellm 0.3.1 (from ``.kit-cache/guidellm-0.3.1``, installed by the tests) runs the same prompts at
 batch 1 on the same server when present; its row is left out, saying why, when it is not.
 
 Usage: ``.venv/bin/python bench/live_client.py``. Prints one Markdown section.
@@ -58,8 +58,9 @@ def _serve(truth: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("timed server did not start")
 
 
-def _truth(path: Path) -> dict:
+def _truth(path: Path, tokens: int = 100) -> dict:
     reqs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    reqs = [r for r in reqs if len(r["sent"]) == tokens]  # not guidellm's short backend checks
     path.unlink()
     tpot = sum((r["sent"][-1] - r["sent"][0]) / (len(r["sent"]) - 1) for r in reqs) / len(reqs)
     gaps = [b - a for r in reqs for a, b in zip(r["sent"], r["sent"][1:])]
@@ -77,17 +78,17 @@ def _row(label: str, ours: dict, true: dict, late="") -> str:
 
 
 def _guidellm(url: str, tmp: Path, n: int, out_tokens: int) -> dict | str:
-    exe = ROOT / ".kit-cache" / "guidellm-venv" / "bin" / "guidellm"
+    exe = ROOT / ".kit-cache" / "guidellm-0.3.1" / "bin" / "guidellm"
     if not exe.is_file():
-        return "guidellm is not installed in .kit-cache/guidellm-venv (run tests/bench/test_independent_client.py)"
+        return "guidellm is not installed in .kit-cache/guidellm-0.3.1 (run tests/bench/test_independent_client.py)"
     data = tmp / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"g{i} alpha bravo", "output_tokens_count": out_tokens}) + "\n"
                             for i in range(n)))
-    res = subprocess.run([str(exe), "run", "--backend", f"kind=openai_http,target={url},model=timed-model,"
-                          "request_format=/v1/completions", "--profile", "kind=synchronous", "--constraint",
-                          f"kind=max_requests,count={n}", "--data", f"kind=json_file,path={data}", "--output",
-                          f"kind=json,path={tmp / 'g.json'}", "--disable-console"], capture_output=True, text=True,
-                         timeout=900, cwd=tmp)
+    res = subprocess.run([str(exe), "benchmark", "run", "--target", url, "--model", "timed-model", "--rate-type",
+                          "synchronous", "--max-requests", str(n), "--data", str(data), "--data-args",
+                          '{"prompt_column": "prompt", "output_tokens_count_column": "output_tokens_count"}',
+                          "--output-path", str(tmp / "g.json"), "--disable-progress", "--disable-console-outputs"],
+                         capture_output=True, text=True, timeout=900, cwd=tmp)
     if res.returncode:
         return f"guidellm failed: {(res.stderr or res.stdout).strip().splitlines()[-1][:200]}"
     m = json.loads((tmp / "g.json").read_text())["benchmarks"][0]["metrics"]
@@ -114,7 +115,7 @@ def main() -> int:
         g = _guidellm(url, tmp, 24, 100)
         if isinstance(g, dict):
             t = _truth(truth)
-            rows.append(f"| guidellm 0.8.1, synchronous | {t['n']} | {g['ttft_ms'] - t['ttft_ms']:+.2f} | {t['tok_s']:.2f} | "
+            rows.append(f"| guidellm 0.3.1, synchronous | {t['n']} | {g['ttft_ms'] - t['ttft_ms']:+.2f} | {t['tok_s']:.2f} | "
                         f"{g['tok_s']:.2f} | {(g['tok_s'] / t['tok_s'] - 1) * 100:+.2f} | {t['itl_p99_ms']:.2f} | "
                         "(no per-gap p99) | | | |")
             g_note = ""

@@ -486,11 +486,12 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
     run: dict[str, Any] = {"label": v["label"], "cmd": v["cmd"], "env": v["env"], "host": h.name, "repeat": r,
                            "order": k, "dir": f"{v['slug']}/rep{r}", "status": "failed",
                            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    srv = Server(h, v["cmd"], env=v["env"], port=port, engine=engine, session=sess,
-                 name=f"{name}-{v['slug']}-r{r}", ready_timeout=ready_timeout, progress=progress, url=url,
-                 cwd=cwd, log=rdir / "server.log", record=rdir / "engine.json", group=group,
-                 **({"workdir": workdir} if workdir else {}))  # None: the Server's default
+    srv = None
     try:
+        srv = Server(h, v["cmd"], env=v["env"], port=port, engine=engine, session=sess,
+                     name=f"{name}-{v['slug']}-r{r}", ready_timeout=ready_timeout, progress=progress, url=url,
+                     cwd=cwd, log=rdir / "server.log", record=rdir / "engine.json", group=group,
+                     **({"workdir": workdir} if workdir else {}))  # None: the Server's default
         with srv:
             # what the engine reports about itself (get_server_info, /proc/PID/environ), for kit.audit
             run["settings"] = capture_settings(srv.url, rdir, host=h, pid=srv.job.pid if srv.job else None)
@@ -504,11 +505,14 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
             run["status"] = "ok"
     except KitError as exc:
         run["error"] = str(exc)
-        run["log_tail"] = (getattr(exc, "tail", "") or (srv.tail(15) if srv.job else "")) if srv.job else \
-            getattr(exc, "tail", "")
-    run["server"] = srv.describe()
-    run["engine"] = {"pid": srv.job.pid if srv.job else None, "tag": srv.tag, "port": srv.port,
-                     "port_owner": srv.owner, "stopped": srv.stopped}
+        try:
+            run["log_tail"] = getattr(exc, "tail", "") or (srv.tail(15) if srv is not None and srv.job else "")
+        except KitError:  # the host went away too: the error says what happened
+            run["log_tail"] = ""
+    run["server"] = srv.describe() if srv is not None else {}
+    run["engine"] = ({"pid": srv.job.pid if srv.job else None, "tag": srv.tag, "port": srv.port,
+                      "port_owner": srv.owner, "stopped": srv.stopped} if srv is not None else
+                     {"pid": None, "tag": None, "port": port, "port_owner": "not started", "stopped": None})
     run["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     _write_json(rdir / "run.json", run)
     return run

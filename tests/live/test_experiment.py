@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 
 import pytest
 
@@ -35,7 +36,7 @@ def test_plan_modes():
 
 
 def test_experiment_finds_the_truth_and_resumes(tmp_path):
-    marker = "kit-exp-truth"
+    marker = f"kit-exp-truth-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
     cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.2"
     from tests.live.conftest import ENGINE
 
@@ -114,7 +115,7 @@ def test_experiment_finds_the_truth_and_resumes(tmp_path):
 def test_a_variant_that_crashes_is_stored_as_failed(tmp_path):
     from tests.live.conftest import ENGINE
 
-    marker = "kit-exp-crash"
+    marker = f"kit-exp-crash-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
     cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 2 --load-seconds 0.2"
     exp = kit.experiment(cmd, matrix={"TINYSERVE_CRASH": [None, "load"]}, env={"PYTHONPATH": str(ENGINE)},
                          port=free_port(), session=tmp_path, name="crash", repeats=2, progress=False,
@@ -168,7 +169,7 @@ def test_killed_driver_resume_measures_each_variant_on_its_own_engine(tmp_path, 
 
     from tests.live.conftest import ENGINE
 
-    marker = f"kit-exp-killed-{how[-1]}"
+    marker = f"kit-exp-killed-{how[-1]}-{uuid.uuid4().hex[:8]}"
     cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.2"
     port = free_port()  # one fixed port for every engine: an orphan on it would answer the next one's benchmark
     p = _start_driver(tmp_path, cmd, port, {"PYTHONPATH": str(ENGINE)})
@@ -208,7 +209,7 @@ def test_interleaving_keeps_drift_out_of_the_speedup(tmp_path):
 
     from tests.live.conftest import ENGINE
 
-    marker = "kit-exp-drift"
+    marker = f"kit-exp-drift-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
     cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 8 --load-seconds 0.1"
     truth = 1 / 0.70
     got = {}
@@ -233,7 +234,7 @@ def test_a_rerun_while_the_first_driver_still_runs_is_refused(tmp_path):
     from kit.errors import ExperimentError
     from tests.live.conftest import ENGINE
 
-    marker = "kit-exp-refused"
+    marker = f"kit-exp-refused-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
     cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.2"
     port = free_port()
     p = _start_driver(tmp_path, cmd, port, {"PYTHONPATH": str(ENGINE)})
@@ -257,7 +258,7 @@ def test_experiment_on_a_reasoning_engine_in_chat_mode(tmp_path):
     token: 100 tok/s; x1/0.7 with NCCL_PROTO=LL), TTFT the first token of any kind, not the answer's."""
     from tests.live.conftest import ENGINE
 
-    marker = "kit-exp-reasoning"
+    marker = f"kit-exp-reasoning-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
     cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 "
            f"--load-seconds 0.1 --reasoning-tokens 20")
     exp = kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env={"PYTHONPATH": str(ENGINE)}, port="free",
@@ -270,3 +271,20 @@ def test_experiment_on_a_reasoning_engine_in_chat_mode(tmp_path):
     assert rows["baseline"]["ttft_ms"] < 10  # the first reasoning token, not the answer 20 tokens later
     run = json.loads((tmp_path / "experiments" / "reasoning" / "v00-baseline" / "rep0" / "run.json").read_text())
     assert run["bench"]["reasoning_tokens"] == 20 and run["bench"]["answer_tokens"] == 12
+
+
+def test_busy_port_fails_every_run_clearly_and_measures_nothing(tmp_path, timed_server):
+    from tests.live.conftest import ENGINE
+
+    other, _ = timed_server(itl_ms=8)  # another server already answers on the port
+    port = int(other.rsplit(":", 1)[1])
+    marker = f"kit-exp-busy-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
+    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.1"
+    exp = kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env={"PYTHONPATH": str(ENGINE)}, port=port,
+                         session=tmp_path, name="busy", repeats=1, progress=False,
+                         bench={"requests": 2, "warmup": 0, "max_tokens": 8})
+    for r in exp.rows():
+        assert r["status"] == "failed" and f"port {port} is already in use by pid" in r["error"], r
+        assert math.isnan(r["tok_s"]) and not r["significant"]
+    d = tmp_path / "experiments" / "busy"
+    assert not list(d.glob("*/rep*/bench.json")) and not engine_procs(marker)
