@@ -99,8 +99,9 @@ if msgspec is not None:
         device: Any = None
         stream: Any = None
         collective: Any = msgspec.field(default=None, name="Collective name")
-        dims: Any = msgspec.field(default=None, name="Input Dims")
-        types: Any = msgspec.field(default=None, name="Input type")
+        # kept as their JSON text (``Raw``: no lists built); ``_Collector._shape`` memoises the text
+        dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")
+        types: msgspec.Raw = msgspec.field(default=None, name="Input type")
         group_size: Any = msgspec.field(default=None, name="Group size")
         in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
         out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
@@ -122,8 +123,11 @@ if msgspec is not None:
 
     _TYPED = msgspec.json.Decoder(list[_Event])
     _TypedError: tuple = (msgspec.DecodeError, RecursionError)
+    _RAW = msgspec.Raw
+    _UNTYPED = msgspec.json.Decoder()
 else:  # pragma: no cover
     _TYPED = None
+    _RAW = _UNTYPED = None
     _TypedError = ()
 
 _ARG_KEYS = (("correlation", "correlation"), ("device", "device"), ("stream", "stream"),
@@ -185,6 +189,7 @@ class _Collector:
         self.comm = _columns("name ts:d tid collective group_size:q in_nelems:q out_nelems:q dtype pg")
         self.events = 0
         self.names: dict[str, str] = {}
+        self._raw_shapes: dict[bytes, str | None] = {}
         self._kit_issues: dict[str, int] = {}
 
     def _intern(self, s: Any) -> str:
@@ -319,7 +324,17 @@ class _Collector:
 
     def _shape(self, v: Any) -> str | None:
         """An op's ``Input Dims`` / ``Input type`` as compact JSON text (None when absent or empty): a
-        string column that parquet stores as a dictionary, parsed back only by the roofline."""
+        string column that parquet stores as a dictionary, parsed back only by the roofline.
+
+        The typed decoder hands the value over as its JSON text (``msgspec.Raw``): the same few
+        shapes recur on every layer and step, so each distinct text is decoded and re-dumped once
+        (the result depends on the text only, so it is the same as decoding every value)."""
+        if type(v) is _RAW:
+            b = bytes(v)
+            text = self._raw_shapes.get(b, _MISSING)
+            if text is _MISSING:
+                text = self._raw_shapes[b] = self._shape(_UNTYPED.decode(b))
+            return text
         if not v or type(v) is not list:
             return None
         text = _json.dumps(v, separators=(",", ":")) if _json.__name__ == "json" else _json.dumps(v)
@@ -328,6 +343,7 @@ class _Collector:
 
 
 _I64 = 1 << 63
+_MISSING = object()
 
 
 def _int(v: Any) -> int:
