@@ -190,11 +190,22 @@ class _Collector:
         self.events = 0
         self.names: dict[str, str] = {}
         self._raw_shapes: dict[bytes, str | None] = {}
+        self._tids: dict[int, str] = {}   # int thread id -> its interned text (every runtime call and op has one)
         self._kit_issues: dict[str, int] = {}
 
     def _intern(self, s: Any) -> str:
         s = str(s)
         return self.names.setdefault(s, s)
+
+    def _tid(self, v: Any) -> str:
+        """``_intern(v)`` of a thread id, memoised for int ids (only ints go in: 1.0 and True must not
+        find the text of 1)."""
+        if type(v) is not int:
+            return self._intern(v)
+        s = self._tids.get(v)
+        if s is None:
+            s = self._tids[v] = self._intern(v)
+        return s
 
     def _count(self, why: str, n: int = 1) -> None:
         self._kit_issues[why] = self._kit_issues.get(why, 0) + n
@@ -215,6 +226,7 @@ class _Collector:
         k, a, f = self.k, self.a, self.f
         intern = self._intern
         known = self.names.get
+        tids = self._tids
         nan = float("nan")
         r_name, r_ts, r_dur = self.r["name"].append, self.r["ts"].append, self.r["dur"].append
         r_corr, r_tid = self.r["correlation"].append, self.r["tid"].append
@@ -244,7 +256,8 @@ class _Collector:
                 r_ts(nan if e.ts is None else e.ts)
                 r_dur(e.dur or 0.0)
                 r_corr(-1 if args is None else _int(args.correlation))
-                r_tid(intern(e.tid))
+                tid = e.tid
+                r_tid((tids.get(tid) if type(tid) is int else None) or self._tid(tid))
                 continue
             if cat == "cpu_op":
                 self._op(e)
@@ -317,7 +330,7 @@ class _Collector:
         f["name"].append(intern(name))
         f["ts"].append(ts)
         f["dur"].append(float(e.dur or 0.0))
-        f["tid"].append(intern(e.tid))
+        f["tid"].append(self._tid(e.tid))
         f["kind"].append("op")
         f["dims"].append(None if args is None else self._shape(args.dims))
         f["types"].append(None if args is None else self._shape(args.types))
