@@ -99,8 +99,9 @@ if msgspec is not None:
         device: Any = None
         stream: Any = None
         collective: Any = msgspec.field(default=None, name="Collective name")
-        dims: Any = msgspec.field(default=None, name="Input Dims")
-        types: Any = msgspec.field(default=None, name="Input type")
+        # kept as their JSON text (``Raw``: no lists built); ``_Collector._shape`` memoises the text
+        dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")
+        types: msgspec.Raw = msgspec.field(default=None, name="Input type")
         group_size: Any = msgspec.field(default=None, name="Group size")
         in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
         out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
@@ -122,8 +123,11 @@ if msgspec is not None:
 
     _TYPED = msgspec.json.Decoder(list[_Event])
     _TypedError: tuple = (msgspec.DecodeError, RecursionError)
+    _RAW = msgspec.Raw
+    _UNTYPED = msgspec.json.Decoder()
 else:  # pragma: no cover
     _TYPED = None
+    _RAW = _UNTYPED = None
     _TypedError = ()
 
 _ARG_KEYS = (("correlation", "correlation"), ("device", "device"), ("stream", "stream"),
@@ -185,11 +189,23 @@ class _Collector:
         self.comm = _columns("name ts:d tid collective group_size:q in_nelems:q out_nelems:q dtype pg")
         self.events = 0
         self.names: dict[str, str] = {}
+        self._raw_shapes: dict[bytes, str | None] = {}
+        self._tids: dict[int, str] = {}   # int thread id -> its interned text (every runtime call and op has one)
         self._kit_issues: dict[str, int] = {}
 
     def _intern(self, s: Any) -> str:
         s = str(s)
         return self.names.setdefault(s, s)
+
+    def _tid(self, v: Any) -> str:
+        """``_intern(v)`` of a thread id, memoised for int ids (only ints go in: 1.0 and True must not
+        find the text of 1)."""
+        if type(v) is not int:
+            return self._intern(v)
+        s = self._tids.get(v)
+        if s is None:
+            s = self._tids[v] = self._intern(v)
+        return s
 
     def _count(self, why: str, n: int = 1) -> None:
         self._kit_issues[why] = self._kit_issues.get(why, 0) + n
@@ -210,6 +226,7 @@ class _Collector:
         k, a, f = self.k, self.a, self.f
         intern = self._intern
         known = self.names.get
+        tids = self._tids
         nan = float("nan")
         r_name, r_ts, r_dur = self.r["name"].append, self.r["ts"].append, self.r["dur"].append
         r_corr, r_tid = self.r["correlation"].append, self.r["tid"].append
@@ -239,7 +256,8 @@ class _Collector:
                 r_ts(nan if e.ts is None else e.ts)
                 r_dur(e.dur or 0.0)
                 r_corr(-1 if args is None else _int(args.correlation))
-                r_tid(intern(e.tid))
+                tid = e.tid
+                r_tid((tids.get(tid) if type(tid) is int else None) or self._tid(tid))
                 continue
             if cat == "cpu_op":
                 self._op(e)
@@ -312,14 +330,24 @@ class _Collector:
         f["name"].append(intern(name))
         f["ts"].append(ts)
         f["dur"].append(float(e.dur or 0.0))
-        f["tid"].append(intern(e.tid))
+        f["tid"].append(self._tid(e.tid))
         f["kind"].append("op")
         f["dims"].append(None if args is None else self._shape(args.dims))
         f["types"].append(None if args is None else self._shape(args.types))
 
     def _shape(self, v: Any) -> str | None:
         """An op's ``Input Dims`` / ``Input type`` as compact JSON text (None when absent or empty): a
-        string column that parquet stores as a dictionary, parsed back only by the roofline."""
+        string column that parquet stores as a dictionary, parsed back only by the roofline.
+
+        The typed decoder hands the value over as its JSON text (``msgspec.Raw``): the same few
+        shapes recur on every layer and step, so each distinct text is decoded and re-dumped once
+        (the result depends on the text only, so it is the same as decoding every value)."""
+        if type(v) is _RAW:
+            b = bytes(v)
+            text = self._raw_shapes.get(b, _MISSING)
+            if text is _MISSING:
+                text = self._raw_shapes[b] = self._shape(_UNTYPED.decode(b))
+            return text
         if not v or type(v) is not list:
             return None
         text = _json.dumps(v, separators=(",", ":")) if _json.__name__ == "json" else _json.dumps(v)
@@ -328,6 +356,7 @@ class _Collector:
 
 
 _I64 = 1 << 63
+_MISSING = object()
 
 
 def _int(v: Any) -> int:
