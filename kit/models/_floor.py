@@ -118,10 +118,12 @@ class DecodeFloor:
         out = [f"DecodeFloor({self.model.name} on {self.gpu.key} x TP{self.tp}, batch {self.batch}, context "
                f"{self.context:,}, weights {self.weight_format}, KV {self.kv_dtype})",
                f"bytes per step {self.bytes_per_step / 1e9:.3f} GB ({self.bytes_per_gpu / 1e9:.3f} GB per GPU) -> "
-               f"memory {self.memory_us:,.1f} us at {self.gpu.mem_bw_gbps:,.0f} GB/s; compute {self.compute_us:,.1f} us; "
+               f"memory {self.memory_us:,.1f} us at {self.gpu.mem_bw_gbps:,.0f} GB/s; "
+               f"compute {self.compute_us:,.1f} us; "
                f"all-reduce {self.allreduce_us:,.1f} us; floor {self.floor_us:,.1f} us/step ({self.bound}-bound)"]
         if self.measured_ms:
-            out.append(f"step {self.measured_ms:.3f} ms (see its source below): efficiency {self.efficiency:.1%} of the floor, "
+            out.append(f"step {self.measured_ms:.3f} ms (see its source below): "
+                       f"efficiency {self.efficiency:.1%} of the floor, "
                        f"headroom {self.headroom_ms:.3f} ms")
         return out
 
@@ -219,7 +221,8 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
         b = n * bpp
         recs.append({"part": part, "params": float(n), "bytes_per_param": bpp, "bytes": b, "bytes_per_gpu": b / split,
                      "time_us": b / split / (spec.mem_bw_gbps * 1e3), "note": note})
-    parts = pd.DataFrame(recs, columns=["part", "params", "bytes_per_param", "bytes", "bytes_per_gpu", "time_us", "note"])
+    parts = pd.DataFrame(recs, columns=["part", "params", "bytes_per_param", "bytes", "bytes_per_gpu", "time_us",
+                                        "note"])
     total = float(parts["bytes"].sum())
     per_gpu = float(parts["bytes_per_gpu"].sum())
     memory_us = per_gpu / (spec.mem_bw_gbps * 1e3)
@@ -242,8 +245,9 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
     inputs["weight format"] = (f"{fmt} ({WEIGHT_FORMATS[fmt][1]}), "
                                + ("given" if weight_format else "from the config"))
     if mx:
-        inputs["SSM state dtype"] = st_dtype + (" (given)" if ssm_state_dtype else " (mamba_ssm_cache_dtype of the config)"
-                                                if s.ssm_state_dtype else " (default: the model dtype, as engines use)")
+        inputs["SSM state dtype"] = st_dtype + (" (given)" if ssm_state_dtype
+                                                else " (mamba_ssm_cache_dtype of the config)" if s.ssm_state_dtype
+                                                else " (default: the model dtype, as engines use)")
     if s.assumed:
         inputs["defaults assumed"] = "; ".join(f"{k}={v}" for k, v in s.assumed) + \
             " (the config leaves them out; the transformers config class's defaults)"
