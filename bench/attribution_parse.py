@@ -28,7 +28,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TRACE = (ROOT / ".." / "shared" / "data" / "traces" / "tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz").resolve()
+TRACE = (ROOT / ".." / "shared" / "data" / "traces"
+         / "tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz").resolve()
 BEFORE = "72c3c8c"   # main before the issue-20 attribution work
 
 _CHILD = r"""

@@ -71,41 +71,52 @@ def _block(rng: random.Random) -> tuple[str, dict[str, int]]:
         t = f"2026-03-14 10:{m:02d}:{s:02d}"
         n = rng.randrange(1, 64)
         for _ in range(4):
-            lines.append(f'[{t}] INFO:     127.0.0.1:{rng.randrange(20000, 60000)} - "POST /v1/chat/completions HTTP/1.1" 200 OK\n')
+            lines.append(f'[{t}] INFO:     127.0.0.1:{rng.randrange(20000, 60000)} - '
+                         '"POST /v1/chat/completions HTTP/1.1" 200 OK\n')
             lines.append(f"[{t} TP0] Prefill batch, #new-seq: 1, #new-token: {rng.randrange(1, 9000)}, #cached-token: "
                          f"{rng.randrange(0, 70000)}, token usage: 0.{rng.randrange(10, 99)}, #running-req: {n}, "
-                         f"#queue-req: 0, input throughput (token/s): {rng.uniform(10, 20000):.2f}, cuda graph: False\n")
+                         f"#queue-req: 0, input throughput (token/s): {rng.uniform(10, 20000):.2f}, "
+                         "cuda graph: False\n")
             counts["prefill"] += 1
         for i in range(24):
             if i % 3 == 0:  # EAGLE3 server, sglang >= 0.5.11 format and accept-rate definition, N = 4
                 al = rng.uniform(1.0, 4.0)
-                lines.append(f"[{t} TP0] Decode batch, #running-req: {n}, #token: {rng.randrange(100, 400000)}, token usage: "
-                             f"0.{rng.randrange(10, 99)}, accept len: {al:.2f}, accept rate: {(al - 1) / 3:.2f}, cuda graph: True, "
+                lines.append(f"[{t} TP0] Decode batch, #running-req: {n}, #token: {rng.randrange(100, 400000)}, "
+                             f"token usage: 0.{rng.randrange(10, 99)}, accept len: {al:.2f}, "
+                             f"accept rate: {(al - 1) / 3:.2f}, cuda graph: True, "
                              f"gen throughput (token/s): {rng.uniform(50, 900):.2f}, #queue-req: 0\n")
                 counts["spec"] += 1
             elif i % 3 == 1:  # sglang <= 0.5.3 format with DP/TP rank tags
-                lines.append(f"[{t} DP1 TP3] Decode batch. #running-req: {n}, #token: {rng.randrange(100, 400000)}, token usage: "
-                             f"0.{rng.randrange(10, 99)}, gen throughput (token/s): {rng.uniform(50, 900):.2f}, #queue-req: 0, \n")
+                lines.append(f"[{t} DP1 TP3] Decode batch. #running-req: {n}, #token: {rng.randrange(100, 400000)}, "
+                             f"token usage: 0.{rng.randrange(10, 99)}, "
+                             f"gen throughput (token/s): {rng.uniform(50, 900):.2f}, #queue-req: 0, \n")
             else:  # hybrid Mamba model, iteration numbers printed
                 lines.append(f"[{t} TP0] Decode batch [{rng.randrange(10**6)}], #running-req: {n}, #full token: "
-                             f"{rng.randrange(100, 400000)}, full token usage: 0.74, mamba num: {4 * n}, mamba usage: 0.80, "
-                             f"cuda graph: True, gen throughput (token/s): {rng.uniform(50, 900):.2f}, #queue-req: 0, \n")
+                             f"{rng.randrange(100, 400000)}, full token usage: 0.74, mamba num: {4 * n}, "
+                             "mamba usage: 0.80, "
+                             f"cuda graph: True, gen throughput (token/s): {rng.uniform(50, 900):.2f}, "
+                             "#queue-req: 0, \n")
             counts["decode"] += 1
         lines.append(f"[{t} TP0] Cache flushed successfully!\n")
         lines.append(f"\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO 03-14 10:{m:02d}:{s:02d} [loggers.py:271] Engine 000: "
-                     f"Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: {rng.uniform(10, 90):.1f} tokens/s, "
-                     f"Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.{rng.randrange(10)}%, Prefix cache hit rate: 0.0%\n")
+                     f"Avg prompt throughput: 0.0 tokens/s, "
+                     f"Avg generation throughput: {rng.uniform(10, 90):.1f} tokens/s, "
+                     f"Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.{rng.randrange(10)}%, "
+                     "Prefix cache hit rate: 0.0%\n")
         lines.append(f"(APIServer pid=1) INFO 03-14 10:{m:02d}:{s:02d} [metrics.py:101] SpecDecoding metrics: Mean "
                      f"acceptance length: 2.62, Accepted throughput: 1.55 tokens/s, Drafted throughput: 2.86 tokens/s, "
                      f"Accepted: 39 tokens, Drafted: 72 tokens, Per-position acceptance rate: 0.708, 0.583, 0.333, "
                      f"Avg Draft acceptance rate: 54.2%\n")
         counts["throughput"] += 1
         counts["spec"] += 1
-        lines.append(f"(Worker_TP0 pid=82429) INFO 03-14 10:{m:02d}:{s:02d} [gpu_model_runner.py:2007] Model loading took 42.1 GiB\n")
-        lines.append(f"node-1:5016:6000 [1] NCCL INFO Channel 0{rng.randrange(8)}/0 : 1[1] -> 2[2] via P2P/CUMEM/read\n")
+        lines.append(f"(Worker_TP0 pid=82429) INFO 03-14 10:{m:02d}:{s:02d} [gpu_model_runner.py:2007] "
+                     "Model loading took 42.1 GiB\n")
+        lines.append(f"node-1:5016:6000 [1] NCCL INFO Channel 0{rng.randrange(8)}/0 : 1[1] -> 2[2] "
+                     "via P2P/CUMEM/read\n")
         counts["nccl"] += 1
         if rng.random() < 0.05:
-            lines.append("node-1:5016:6000 [1] NCCL ININFO 03-14 10:00:00 [custom_all_reduce.py:37] Skipping P2P check.\n")
+            lines.append("node-1:5016:6000 [1] NCCL ININFO 03-14 10:00:00 [custom_all_reduce.py:37] "
+                         "Skipping P2P check.\n")
             counts["torn"] += 1
         if rng.random() < 0.02:
             lines.append("\n============ Serving Benchmark Result ============\n"
@@ -166,7 +177,8 @@ def measure(path: Path, expected: dict[str, int], workers: int | None = None) ->
     mb = size / 1e6
     work_mb = (r["peak_kb"] * 1024 - r["base_kb"] * 1024 - r["table_bytes"]) / 1e6
     cpu = r["cpu_seconds"] + r["workers_cpu_seconds"]
-    return {"mb": mb, "grep_s": grep_s, "grep_mbps": mb / grep_s, "read_s": r["seconds"], "read_mbps": mb / r["seconds"],
+    return {"mb": mb, "grep_s": grep_s, "grep_mbps": mb / grep_s, "read_s": r["seconds"],
+            "read_mbps": mb / r["seconds"],
             "cpu_ms_per_mb": cpu * 1000 / mb, "main_cpu_ms_per_mb": r["cpu_seconds"] * 1000 / mb,
             "parallel": r["workers_cpu_seconds"] > 0, "load": os.getloadavg()[0],
             "peak_mb": r["peak_kb"] / 1024, "base_mb": r["base_kb"] / 1024, "table_mb": r["table_bytes"] / 1e6,
@@ -236,7 +248,8 @@ def main() -> int:
           f"The returned tables themselves grow with the number of records ({small['table_mb']:.0f} MB -> "
           f"{big['table_mb']:.0f} MB for {big['records']:,} records), and so does the calling process's peak RSS "
           f"({small['peak_mb']:.0f} MB -> {big['peak_mb']:.0f} MB).")
-    print(f"- Record counts equal to those generated: {'yes' if all(r['counts_ok'] for r in results + [single]) else 'NO'}.")
+    counts_ok = all(r["counts_ok"] for r in results + [single])
+    print(f"- Record counts equal to those generated: {'yes' if counts_ok else 'NO'}.")
     print("- The machine is shared (2 cores, other jobs may run); `load avg` is the 1-minute load when each read "
           "finished. CPU per MB is less sensitive to other processes than wall time, but not immune (cores are "
           "shared).")

@@ -51,7 +51,8 @@ def main() -> int:
             print(f"{a} vs {b}: {kind} {med[kind]:.3f} s", file=sys.stderr)
         mb = (pa.stat().st_size + pb.stat().st_size) / 1e6
         rows.append((f"{a} vs {b}", mb, med["anchor"], med["compare"], med["compare+ops"]))
-    print("## Run comparison: `kit.profile.compare` vs loading and summarising the two runs (`bench/profile_compare.py`)\n")
+    print("## Run comparison: `kit.profile.compare` vs loading and summarising the two runs "
+          "(`bench/profile_compare.py`)\n")
     print(__doc__.split("\n\n", 1)[1].strip() + "\n")
     print("| pair | gz MB (both) | anchor: load + summary (s) | load + compare (s) | load + compare with ops (s) "
           "| compare / anchor | with ops / anchor |")

@@ -97,8 +97,9 @@ def main() -> int:
                     for how in order:
                         row = _round(urls[conc][how], conc, p)
                         rows.setdefault((conc, how), []).append(row)
-                        print(f"bench: round {r} c={conc} {how}: ttft {row['ttft_ms']:.2f} ms, itl {row['itl_ms']:.3f} ms, "
-                              f"{row['output_tok_s']:.0f} tok/s", file=sys.stderr, flush=True)
+                        print(f"bench: round {r} c={conc} {how}: ttft {row['ttft_ms']:.2f} ms, "
+                              f"itl {row['itl_ms']:.3f} ms, {row['output_tok_s']:.0f} tok/s",
+                              file=sys.stderr, flush=True)
             carried = fwd1.connections + fwd64.connections
             opens = []
             for _ in range(50):  # what opening one channel costs (sshd connects to the server first)
@@ -170,17 +171,21 @@ def main() -> int:
         "",
         "| target | measured | result |",
         "|---|---|---|",
-        f"| ITL overhead at concurrency 1 < 0.2 ms/token (larger of median and mean delta) | {itl_over:+.3f} ms | {'met' if itl_over < 0.2 else '**not met**'} |",
+        f"| ITL overhead at concurrency 1 < 0.2 ms/token (larger of median and mean delta) | {itl_over:+.3f} ms | "
+        f"{'met' if itl_over < 0.2 else '**not met**'} |",
         f"| throughput at concurrency 64 within 10 % of direct | {ratio:.3f}x | "
         f"{'met' if ratio >= 0.9 else '**not met**'} |",
         "",
         f"Where the forward's cost goes: opening a connection's channel takes {open_ms:.2f} ms (median of 50, "
         f"sshd connecting to the server included); the concurrency-1 TTFT delta ({statistics.mean(ttft_delta):.2f} ms) "
-        "is that plus starting the connection's threads and the request's and the first chunk's trips through sshd and the pump threads. The transit is the same for every "
+        "is that plus starting the connection's threads and the request's and the first chunk's trips through sshd "
+        "and the pump threads. The transit is the same for every "
         "chunk, so it shifts token arrival times rather than the gaps between them: the ITL delta is what the forward "
-        "adds per token. " + p99_note + " At concurrency 64 the 64 channels open at once through one sshd process, which shows in "
+        "adds per token. " + p99_note + " At concurrency 64 the 64 channels open at once through one sshd process, "
+        "which shows in "
         "TTFT (medians above), not in throughput. Client CPU per token is this Python process only (the forward's "
-        "threads and paramiko's decryption on top of the benchmark's own); sshd's is not counted. Load average at the end: "
+        "threads and paramiko's decryption on top of the benchmark's own); sshd's is not counted. "
+        "Load average at the end: "
         f"{os.getloadavg()[0]:.2f} (2 cores shared with other jobs).",
     ]
     print("\n".join(out))

@@ -139,7 +139,8 @@ def main() -> int:
             group.close()
             host.close()
         wan = _emulated_network(sshd, cm_dir)
-    a, b, c, loc = (seq[k] for k in ("(a) kit SSHHost", "(b) ssh ControlMaster", "(c) new ssh per command", "LocalHost"))
+    a, b, c, loc = (seq[k] for k in ("(a) kit SSHHost", "(b) ssh ControlMaster", "(c) new ssh per command",
+                                     "LocalHost"))
     d, single = par["(d) 8-host fan-out"], par["single command"]
     ratio_ab, ratio_ca, ratio_d = a / b, c / a, d / single
     cores = os.cpu_count() or 1

@@ -101,7 +101,8 @@ def main() -> int:
         f"peak − RSS just before the stream. All figures from this one run; 1-minute load average "
         f"{os.getloadavg()[0]:.1f} at the end (2 shared cores: compare ratios, not absolute times).",
         "",
-        "| streamed bytes | wall (s) | MB/s | RSS before (MiB) | peak RSS (MiB) | growth (MiB) | key exchanges during the stream |",
+        "| streamed bytes | wall (s) | MB/s | RSS before (MiB) | peak RSS (MiB) | growth (MiB) "
+        "| key exchanges during the stream |",
         "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for (mb, g), gr in zip(rows, growth):

@@ -379,13 +379,15 @@ def report(rows: dict, mem: dict, tsize: int) -> None:
               f"{tr['scp']:.0f} | {tr['kit get'] / tr['scp']:.2f}x | sent as {method}: {wire / MB:.1f} MB on the "
               f"wire ({100 * wire / tsize:.1f}%) |")
     print()
-    print("| path | 8 files x 32 MB, 4 on each of 2 hosts | one at a time (s) | `kit.hosts([a, b]).get` (s) | speed-up |")
+    print("| path | 8 files x 32 MB, 4 on each of 2 hosts | one at a time (s) | `kit.hosts([a, b]).get` (s) "
+          "| speed-up |")
     print("|---|---|---:|---:|---:|")
     for where in ("loopback", "relay"):
         seq, par = rows[(where, "fan")]
         print(f"| {where} | random data, `compress=False` | {seq:.2f} | {par:.2f} | {seq / par:.2f}x |")
     print()
-    print("| file (sparse, zeros; raw transfer), fresh process, loopback | wall (s) | RSS before the get (MiB) | peak RSS during it (MiB) | growth (MiB) |")
+    print("| file (sparse, zeros; raw transfer), fresh process, loopback | wall (s) | RSS before the get (MiB) "
+          "| peak RSS during it (MiB) | growth (MiB) |")
     print("|---|---:|---:|---:|---:|")
     for size, m in mem.items():
         print(f"| {size / MB:.0f} MB | {m['wall']:.1f} | {m['base_kib'] / 1024:.0f} | {m['peak_kib'] / 1024:.0f} | "

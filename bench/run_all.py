@@ -40,7 +40,8 @@ def main() -> int:
         "Written by `make bench` (`bench/run_all.py`), which runs every script in `bench/` once; each\n"
         "figure below comes from that one run, and ratios compare figures measured in the same run.\n\n"
         f"- Date: {_dt.date.today().isoformat()}\n"
-        f"- Machine: {cpu}, {_cores()} cores, Python {platform.python_version()}, {platform.system()} {platform.release()}\n"
+        f"- Machine: {cpu}, {_cores()} cores, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()}\n"
     )
     (ROOT / "BENCHMARKS.md").write_text(header + "\n" + "\n".join(sections))
     if failed:

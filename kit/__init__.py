@@ -25,7 +25,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors", "explorer", "session", "live", "bench", "audit")
+_SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors",
+               "explorer", "session", "live", "bench", "audit")
 _FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
 _FROM_LIVE = ("server", "experiment")
 

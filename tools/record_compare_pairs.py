@@ -128,6 +128,13 @@ def _backend_ctx(backend):
     return sdpa_kernel([backend])
 
 
+def _gzip_away(path: str) -> None:
+    """``path`` -> ``path.gz`` (level 9); the plain file is removed."""
+    with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
+        shutil.copyfileobj(f, g)
+    os.remove(path)
+
+
 def run_variant(model: CmpDecoder, tag: str, *, graph_mode: bool, steps: int, prompt_len: int, outdir: str,
                 backend=None, record_shapes: bool = False) -> dict:
     """Profile prefill + ``steps`` decode steps and time an identical unprofiled run (CUDA events)."""
@@ -203,9 +210,7 @@ def run_variant(model: CmpDecoder, tag: str, *, graph_mode: bool, steps: int, pr
                 prof.step()
             pre_pr, dec_pr = timed_loop(annotate=True, prof=prof)
         torch.cuda.synchronize()
-    with open(trace_tmp, "rb") as f, gzip.open(trace_tmp + ".gz", "wb", compresslevel=9) as g:
-        shutil.copyfileobj(f, g)
-    os.remove(trace_tmp)
+    _gzip_away(trace_tmp)
     c = model.cfg
     return {
         "variant": "graph" if graph_mode else "eager", "scenario": tag, "rank": 0, "world_size": 1,

@@ -176,6 +176,13 @@ def _stats(xs):
             "min_ms": min(xs), "max_ms": max(xs), "n": len(xs)}
 
 
+def _gzip_away(path: str) -> None:
+    """``path`` -> ``path.gz`` (level 9); the plain file is removed."""
+    with open(path, "rb") as f, gzip.open(path + ".gz", "wb", compresslevel=9) as g:
+        shutil.copyfileobj(f, g)
+    os.remove(path)
+
+
 def run_variant(model: TPDecoder, variant: str, steps: int, prompt_len: int, outdir: str, rank: int,
                 tag: str) -> dict:
     """Profile prefill + `steps` decode steps; also time an identical unprofiled run."""
@@ -257,9 +264,7 @@ def run_variant(model: TPDecoder, variant: str, steps: int, prompt_len: int, out
             prof.step()
         pre_pr, dec_pr = timed_loop(annotate=True, prof=prof)
     torch.cuda.synchronize()
-    with open(trace_tmp, "rb") as f, gzip.open(trace_tmp + ".gz", "wb", compresslevel=9) as g:
-        shutil.copyfileobj(f, g)
-    os.remove(trace_tmp)
+    _gzip_away(trace_tmp)
     return {
         "variant": variant,
         "scenario": tag,

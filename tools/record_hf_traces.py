@@ -443,7 +443,8 @@ def sc_cpu(dev, out, timer, steps):
     for name, kw, graph, stack in (("cpu_eager", {}, False, False), ("cpu_graph", {}, True, False),
                                    ("cpu_norm_fused", {}, False, True),
                                    ("cpu_norm_manual", {"norm": ManualRMSNorm}, False, True),
-                                   ("cpu_sync_none", {}, False, False), ("cpu_sync_item", {"sync": True}, False, False)):
+                                   ("cpu_sync_none", {}, False, False),
+                                   ("cpu_sync_item", {"sync": True}, False, False)):
         m, tok, pos = small(dev, **kw)
         step = eager_step(m, tok, pos)
         if graph and timer.cuda:
@@ -509,7 +510,8 @@ def main() -> int:
             print(f"== {key}: {status[key]}", flush=True)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "versions.json"), "w") as f:
-        json.dump({**versions(dev), "status": status, "recorded_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        json.dump({**versions(dev), "status": status,
+                   "recorded_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                    "python": sys.version.split()[0]}, f, indent=1, sort_keys=True)
     if args.tar_dir:
         os.makedirs(args.tar_dir, exist_ok=True)

@@ -79,8 +79,8 @@ def main() -> int:
             fn()
             status["steps"][name] = {"ok": True, "s": round(time.time() - t0, 1)}
         except BaseException as exc:  # keep going: a later step may still produce data
-            status["steps"][name] = {"ok": False, "s": round(time.time() - t0, 1), "error": f"{type(exc).__name__}: {exc}",
-                                     "trace": traceback.format_exc()[-3000:]}
+            status["steps"][name] = {"ok": False, "s": round(time.time() - t0, 1),
+                                     "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-3000:]}
             print(f"[record] {name} failed: {exc}", flush=True)
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -148,12 +148,14 @@ def main() -> int:
     status["total_s"] = round(time.time() - t_all, 1)
 
     # The servers ran on "local" (this machine): name the machine in the provenance.
-    manifest = json.loads((sess_dir / "provenance.json").read_text()) if (sess_dir / "provenance.json").is_file() else {}
+    prov = sess_dir / "provenance.json"
+    manifest = json.loads(prov.read_text()) if prov.is_file() else {}
     for key, p in (manifest.get("artefacts") or {}).items():
         if p.get("kind") == "measured" and p.get("host") == "local":
             session.record(key, Provenance.measured(host=label, how=f"tools/record_live_session.py: {p.get('how')}",
                                                     when=p.get("when"), note=p.get("note")))
-    session.record("env/live_recording.json", Provenance.measured(host=label, how="tools/record_live_session.py (torch)"))
+    session.record("env/live_recording.json",
+                   Provenance.measured(host=label, how="tools/record_live_session.py (torch)"))
     (out / "status.json").write_text(json.dumps(status, indent=1, default=str) + "\n")
     pack()
     print(json.dumps({k: v for k, v in status.items() if k != "main_server"}, indent=1, default=str)[:6000])

@@ -34,7 +34,7 @@ from kit.audit._validity import CLOCK_QUERY, ClockSampler, Validity, check_run, 
 from kit.util import publish
 
 __all__ = ["Audit", "CLOCK_QUERY", "ClockSampler", "DEBUG_VARIABLES", "Decider", "Effect", "Effects", "Finding",
-           "SEVERITIES", "Validity", "audit", "capture_settings", "check_run", "decider", "effect", "experiment_effects",
-           "parse_clocks", "throttle"]
+           "SEVERITIES", "Validity", "audit", "capture_settings", "check_run", "decider", "effect",
+           "experiment_effects", "parse_clocks", "throttle"]
 
 publish(globals(), __all__)

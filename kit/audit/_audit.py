@@ -59,19 +59,8 @@ def _expand(paths: Iterable) -> list[Path]:
     return out
 
 
-def audit(paths, *, compare: bool = False, traces: bool = True, host=None, source: str | None = None) -> Audit:
-    """Audit the artefacts of one or more engine runs: logs, server-args dumps, ``/get_server_info``
-    JSON, environment captures, ``nvidia-smi topo -m``, benchmark results with clock captures,
-    stored experiments and traces. Each engine log is a run; files of the same folder that are not
-    engine logs (environment, topology, NCCL logs) are read with every run of that folder.
-    ``compare=True`` also flags settings that differ between the runs (the first is the reference);
-    ``traces=False`` skips trace files (their health check parses them); ``source``: the engine's source
-    tree (on ``host``) to name the function that decided an ignored experiment setting."""
-    from kit.logs import settings as read_settings
-
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    files = _expand(paths)
+def _classify(files: list[Path]) -> tuple[dict[str, list[Path]], dict[str, str]]:
+    """Each file's kind (:func:`_kind`), grouped by kind, and the inputs table that names them."""
     by_kind: dict[str, list[Path]] = {}
     inputs: dict[str, str] = {}
     for f in files:
@@ -81,10 +70,11 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
             raise UsageError(f"kit audit: {f}: unreadable ({exc.strerror or exc})") from None
         by_kind.setdefault(k, []).append(f)
         inputs[str(f)] = k
-    findings: list[Finding] = []
-    notes: list[str] = []
-    runs: dict = {}
-    exp_dirs = [f.parent for f in by_kind.get("experiment", [])]
+    return by_kind, inputs
+
+
+def _baselines(exp_dirs: list[Path], notes: list[str]) -> list[Path]:
+    """The folders of the experiments' baseline variants (a note for each unreadable plan)."""
     baselines = []
     for d in exp_dirs:
         try:
@@ -92,16 +82,25 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
             baselines += [d / v["slug"] for v in plan.get("variants", []) if v.get("baseline")]
         except (OSError, ValueError, KeyError, TypeError):
             notes.append(f"{d}/plan.json: unreadable; its runs are not audited one by one")
+    return baselines
 
-    def in_experiment(f: Path) -> bool:
-        """A run of an experiment's variant: its differences from the baseline are the experiment's
-        subject (reported as effects); the baseline's own runs are audited like any run."""
-        return any(d in f.parents for d in exp_dirs) and not any(b in f.parents for b in baselines)
 
-    # settings: engine logs are runs; a folder's other files are their context when the folder holds one
-    # engine log (else a run of their own); a single topology capture describes every run's host
+def _in_experiment(f: Path, exp_dirs: list[Path], baselines: list[Path]) -> bool:
+    """A run of an experiment's variant: its differences from the baseline are the experiment's
+    subject (reported as effects); the baseline's own runs are audited like any run."""
+    return any(d in f.parents for d in exp_dirs) and not any(b in f.parents for b in baselines)
+
+
+def _settings_runs(settings_files: list[Path], inputs: dict[str, str], exp_dirs: list[Path],
+                   baselines: list[Path]) -> tuple[dict, list[Finding]]:
+    """Engine logs are runs; a folder's other files are their context when the folder holds one
+    engine log (else a run of their own); a single topology capture describes every run's host."""
+    from kit.logs import settings as read_settings
+
+    runs: dict = {}
+    findings: list[Finding] = []
     folders: dict[Path, list[Path]] = {}
-    for f in by_kind.get("settings", []):
+    for f in settings_files:
         folders.setdefault(f.parent, []).append(f)
     parsed = {f: read_settings(f) for fs in folders.values() for f in fs}
     topos = [f for f, s in parsed.items() if s.get("topology") is not None]
@@ -111,7 +110,8 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
                   or parsed[f].get("attention_backend") is not None]
         context = [f for f in fs if f not in engine and f not in shared]
         for f in fs:
-            inputs[str(f)] = ("engine log" if f in engine else "context") + ": " + next(iter(parsed[f].sources.values()))
+            role = "engine log" if f in engine else "context"
+            inputs[str(f)] = role + ": " + next(iter(parsed[f].sources.values()))
         if len(engine) == 1:
             groups = [engine + context]
         else:
@@ -120,11 +120,14 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
             name = str(g[0])
             s = read_settings(g + [t for t in shared if t not in g])
             runs[name] = s
-            if not in_experiment(g[0]):
+            if not _in_experiment(g[0], exp_dirs, baselines):
                 findings += _rules.run_findings(name, s)
-    if compare:
-        findings += _rules.comparison_findings({k: v for k, v in runs.items()})
-    # experiments: did each variant take effect?
+    return runs, findings
+
+
+def _experiment_findings(exp_dirs: list[Path], host, source: str | None, notes: list[str]) -> list[Finding]:
+    """Experiments: did each variant take effect?"""
+    findings: list[Finding] = []
     for d in exp_dirs:
         try:
             eff = experiment_effects(d, host=host, source=source)
@@ -139,7 +142,16 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
             elif e.status == "unknown":
                 findings.append(Finding("ignored-setting", "info", e.verdict, f"{d}: {e.variant}", e.evidence, ""))
         notes += eff.notes
-    # benchmark validity
+    return findings
+
+
+_VALIDITY_CODES = {"failed requests": "failed-requests", "output length": "short-outputs",
+                   "warm-up": "no-warmup", "prompts seeded": "unseeded-prompts", "GPU clocks": "throttled"}
+
+
+def _bench_findings(by_kind: dict[str, list[Path]], notes: list[str]) -> list[Finding]:
+    """Benchmark validity: each record's failed checks."""
+    findings: list[Finding] = []
     clocks_by_dir = {f.parent: f for f in by_kind.get("clocks", [])}
     for f in by_kind.get("bench", []):
         if f.name == "result.json" and (f.parent / "bench.json").is_file():
@@ -152,12 +164,17 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
                 continue
             for c in v.checks:
                 if c["ok"] is False:
-                    code = {"failed requests": "failed-requests", "output length": "short-outputs",
-                            "warm-up": "no-warmup", "prompts seeded": "unseeded-prompts",
-                            "GPU clocks": "throttled"}[c["check"]]
+                    code = _VALIDITY_CODES[c["check"]]
                     sev = "medium" if code in ("no-warmup", "unseeded-prompts") else "high"
-                    findings.append(Finding(code, sev, f"{c['check']}: {c['detail']}", label, (f"{label}: {c['detail']}",),
+                    findings.append(Finding(code, sev, f"{c['check']}: {c['detail']}", label,
+                                            (f"{label}: {c['detail']}",),
                                             "re-run the benchmark; its figures do not measure what was asked"))
+    return findings
+
+
+def _clock_findings(by_kind: dict[str, list[Path]]) -> list[Finding]:
+    """Clock captures without a benchmark beside them: throttled or not."""
+    findings: list[Finding] = []
     for f in by_kind.get("clocks", []):
         if not any(b.parent == f.parent for b in by_kind.get("bench", [])):
             from kit.audit._validity import throttle
@@ -169,27 +186,58 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
                                         f"reasons {t['reasons'] or 'clock below 90% of max'}", str(f),
                                         (f"{f}: {t['slow_samples']} slow of {t['busy_samples']} busy samples",),
                                         "cool/unpower-cap the GPU, lock clocks, and re-run"))
-    # traces: metrics that cannot be trusted
-    if traces:
-        import kit.profile
+    return findings
 
-        for f in by_kind.get("trace", []):
-            try:
-                h = kit.profile.load([f]).health()
-            except (KitError, OSError, ValueError) as exc:
-                notes.append(f"{f}: trace not read ({exc})")
-                continue
-            if h.capture["mode"] == "no GPU kernels":
-                findings.append(Finding("trace-metric", "info", "the trace has no GPU kernels (a CPU-only profile): "
-                                        "no GPU metric can be read from it", str(f), (f"{f}: {h.capture['kernels']} kernels",),
-                                        "profile with CUDA activities on"))
-                continue
-            bad = [m for m, v in h.metrics.items()
-                   if v["status"] == "unreliable" and m in ("category_shares", "step_time", "allreduce_share")]
-            if bad:
-                v = h.metrics[bad[0]]
-                findings.append(Finding("trace-metric", "medium", f"{', '.join(bad)} of this trace unreliable: "
-                                        f"{v['reason']}", str(f), (f"{f}: capture mode {h.capture['mode']}",), v["fix"]))
+
+def _trace_findings(trace_files: list[Path], notes: list[str]) -> list[Finding]:
+    """Traces: metrics that cannot be trusted."""
+    import kit.profile
+
+    findings: list[Finding] = []
+    for f in trace_files:
+        try:
+            h = kit.profile.load([f]).health()
+        except (KitError, OSError, ValueError) as exc:
+            notes.append(f"{f}: trace not read ({exc})")
+            continue
+        if h.capture["mode"] == "no GPU kernels":
+            findings.append(Finding("trace-metric", "info", "the trace has no GPU kernels (a CPU-only profile): "
+                                    "no GPU metric can be read from it", str(f),
+                                    (f"{f}: {h.capture['kernels']} kernels",),
+                                    "profile with CUDA activities on"))
+            continue
+        bad = [m for m, v in h.metrics.items()
+               if v["status"] == "unreliable" and m in ("category_shares", "step_time", "allreduce_share")]
+        if bad:
+            v = h.metrics[bad[0]]
+            findings.append(Finding("trace-metric", "medium", f"{', '.join(bad)} of this trace unreliable: "
+                                    f"{v['reason']}", str(f), (f"{f}: capture mode {h.capture['mode']}",),
+                                    v["fix"]))
+    return findings
+
+
+def audit(paths, *, compare: bool = False, traces: bool = True, host=None, source: str | None = None) -> Audit:
+    """Audit the artefacts of one or more engine runs: logs, server-args dumps, ``/get_server_info``
+    JSON, environment captures, ``nvidia-smi topo -m``, benchmark results with clock captures,
+    stored experiments and traces. Each engine log is a run; files of the same folder that are not
+    engine logs (environment, topology, NCCL logs) are read with every run of that folder.
+    ``compare=True`` also flags settings that differ between the runs (the first is the reference);
+    ``traces=False`` skips trace files (their health check parses them); ``source``: the engine's source
+    tree (on ``host``) to name the function that decided an ignored experiment setting."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    by_kind, inputs = _classify(_expand(paths))
+    notes: list[str] = []
+    exp_dirs = [f.parent for f in by_kind.get("experiment", [])]
+    baselines = _baselines(exp_dirs, notes)
+    runs, findings = _settings_runs(by_kind.get("settings", []), inputs, exp_dirs, baselines)
+    if compare:
+        findings += _rules.comparison_findings({k: v for k, v in runs.items()})
+    findings += _experiment_findings(exp_dirs, host, source, notes)
+    findings += _bench_findings(by_kind, notes)
+    findings += _clock_findings(by_kind)
+    if traces:
+        findings += _trace_findings(by_kind.get("trace", []), notes)
     elif by_kind.get("trace"):
         notes.append(f"{len(by_kind['trace'])} trace file(s) not checked (traces=False)")
     return Audit(order(findings), runs, inputs, notes)

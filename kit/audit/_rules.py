@@ -63,10 +63,11 @@ def run_findings(run: str, s) -> list[Finding]:
     # custom all-reduce and P2P
     tp = eff.get("tp_size")
     if eff.get("custom_all_reduce") is False and (tp is None or tp > 1):
+        itself = "disabled" in s.reported("custom_all_reduce").text.lower()
         out.append(Finding("custom-all-reduce-off", "medium",
                            "custom all-reduce is off: every tensor-parallel all-reduce goes through NCCL"
-                           + (" (the engine disabled it itself)" if "disabled" in s.reported("custom_all_reduce").text.lower()
-                              else ""), run, _ev(s.reported("custom_all_reduce")),
+                           + (" (the engine disabled it itself)" if itself else ""),
+                           run, _ev(s.reported("custom_all_reduce")),
                            "expected on more than two PCIe-only GPUs; on NVLink check P2P and the engine's flags"))
     elif (eff.get("topology") == "PCIe-only" and tp is not None and tp > 2
           and eff.get("custom_all_reduce") is not False):

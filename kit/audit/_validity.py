@@ -108,7 +108,8 @@ class ClockSampler:
             return self._start_on_host()
         if self.exe:
             try:
-                self._proc = subprocess.Popen(self._args(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                self._proc = subprocess.Popen(self._args(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                              text=True)
             except OSError as exc:
                 self.missing = f"{self.exe}: {exc}"
                 return self
@@ -196,6 +197,96 @@ def _add(v: Validity, check: str, ok, detail: str) -> None:
     v.checks.append({"check": check, "ok": ok, "detail": detail})
 
 
+def _check_failed(v: Validity, record: dict, reqs: list | None) -> None:
+    """Failed requests: from the per-request list, the totals, or the repeats."""
+    if reqs is not None:
+        failed = sum(1 for r in reqs if not r.get("ok", True))
+        _add(v, "failed requests", failed == 0, f"{failed} of {len(reqs)} requests failed")
+    elif "failed" in record or ("completed" in record and "num_prompts" in record):
+        failed = (int(record.get("failed") or 0)
+                  or max(0, int(record.get("num_prompts", 0)) - int(record.get("completed", 0))))
+        _add(v, "failed requests", failed == 0, f"{failed} failed ({record.get('completed')} completed)")
+    elif "repeats" in record and record["repeats"] and "failed" in record["repeats"][0]:
+        failed = sum(int(r.get("failed") or 0) for r in record["repeats"])
+        _add(v, "failed requests", failed == 0, f"{failed} failed over {len(record['repeats'])} repeats")
+    else:
+        _add(v, "failed requests", None, "the record does not say how many requests failed")
+
+
+def _check_outputs(v: Validity, record: dict, reqs: list | None) -> None:
+    """Outputs shorter than asked."""
+    asked = (record.get("max_tokens") or record.get("random_output_len")
+             or (record.get("bench") or {}).get("max_tokens"))
+    if reqs is not None and asked:
+        short = [r for r in reqs if r.get("ok", True) and (r.get("output_tokens") or 0) < asked]
+        _add(v, "output length", not short, f"{len(short)} of {len(reqs)} requests produced fewer than the "
+             f"{asked} tokens asked (min {min((r.get('output_tokens') or 0) for r in short)})" if short
+             else f"every request produced the {asked} tokens asked")
+    elif asked and record.get("output_lens"):
+        short = [n for n in record["output_lens"] if n < asked]
+        _add(v, "output length", not short,
+             f"{len(short)} of {len(record['output_lens'])} outputs shorter than {asked}")
+    elif asked and record.get("completed") and record.get("total_output_tokens") is not None:
+        want = asked * int(record["completed"])
+        got = int(record["total_output_tokens"])
+        _add(v, "output length", got >= want, f"{got} output tokens for {record['completed']} requests of {asked}")
+    else:
+        _add(v, "output length", None, "the record does not say how many tokens were asked or produced")
+
+
+def _check_warmup(v: Validity, record: dict) -> None:
+    warm = record.get("warmup", (record.get("bench") or {}).get("warmup", record.get("num_warmups")))
+    if warm is None:
+        _add(v, "warm-up", None, "the record does not say whether warm-up requests were sent")
+    else:
+        _add(v, "warm-up", int(warm) > 0, f"{warm} warm-up request(s) before measuring")
+
+
+def _check_seeded(v: Validity, record: dict) -> None:
+    """Prompts seeded: a fixed prompt, or random prompts with a recorded seed."""
+    kind = record.get("prompts")
+    if kind == "same" or (kind is None and "prompt_words" in record):
+        _add(v, "prompts seeded", True, "one fixed prompt text for every request")
+    elif kind in ("random", "random-ids") and "seed" not in record:
+        _add(v, "prompts seeded", None, "random prompts; the record does not say their seed")
+    elif kind in ("random", "random-ids"):
+        _add(v, "prompts seeded", record["seed"] is not None, f"random prompts, seed {record['seed']}")
+    elif kind is not None:
+        _add(v, "prompts seeded", True, f"a fixed prompt set ({kind})")
+    elif "seed" in record:
+        _add(v, "prompts seeded", record["seed"] is not None, f"seed {record['seed']}")
+    else:
+        _add(v, "prompts seeded", None, "the record does not say how prompts were drawn")
+
+
+def _clock_summary(record: dict, clocks) -> dict | None:
+    """The ``throttle`` summary from ``clocks`` (a file, samples or a summary), else the record's own."""
+    if isinstance(clocks, (str, Path)):
+        summary = throttle(parse_clocks(Path(clocks).read_text(encoding="utf-8", errors="replace"), str(clocks)))
+        summary["source"] = f"recorded query {clocks}"
+        return summary
+    if isinstance(clocks, list):
+        return throttle(clocks)
+    if isinstance(clocks, dict):
+        return clocks
+    if isinstance(record.get("clocks"), dict):
+        return record["clocks"]
+    return None
+
+
+def _check_clocks(v: Validity, summary: dict | None) -> None:
+    if summary is None or summary.get("throttled") is None:
+        why = (summary or {}).get("missing") or "no GPU clock samples for this run"
+        _add(v, "GPU clocks", None, why)
+    elif summary["throttled"]:
+        reasons = ", ".join(f"{k} ({n} samples)" for k, n in summary.get("reasons", {}).items())
+        _add(v, "GPU clocks", False, f"throttled: SM clock down to {summary.get('min_sm_mhz'):.0f} of "
+             f"{summary.get('max_sm_mhz') or float('nan'):.0f} MHz" + (f"; {reasons}" if reasons else ""))
+    else:
+        _add(v, "GPU clocks", True, f"no throttling in {summary['busy_samples']} busy samples "
+             f"(SM clock median {summary.get('median_sm_mhz'):.0f} MHz)")
+
+
 def check_run(record: dict | str | Path, clocks: list[dict] | dict | str | Path | None = None, *,
               run: str | None = None) -> Validity:
     """Validity of one benchmark record: ``kit.bench`` results (``bench.json`` / an experiment's
@@ -211,75 +302,11 @@ def check_run(record: dict | str | Path, clocks: list[dict] | dict | str | Path 
             record = json.loads(text.splitlines()[-1])
     v = Validity(name)
     reqs = record.get("requests") if isinstance(record.get("requests"), list) else None
-    # failed requests
-    if reqs is not None:
-        failed = sum(1 for r in reqs if not r.get("ok", True))
-        _add(v, "failed requests", failed == 0, f"{failed} of {len(reqs)} requests failed")
-    elif "failed" in record or ("completed" in record and "num_prompts" in record):
-        failed = int(record.get("failed") or 0) or max(0, int(record.get("num_prompts", 0)) - int(record.get("completed", 0)))
-        _add(v, "failed requests", failed == 0, f"{failed} failed ({record.get('completed')} completed)")
-    elif "repeats" in record and record["repeats"] and "failed" in record["repeats"][0]:
-        failed = sum(int(r.get("failed") or 0) for r in record["repeats"])
-        _add(v, "failed requests", failed == 0, f"{failed} failed over {len(record['repeats'])} repeats")
-    else:
-        _add(v, "failed requests", None, "the record does not say how many requests failed")
-    # outputs shorter than asked
-    asked = record.get("max_tokens") or record.get("random_output_len") or (record.get("bench") or {}).get("max_tokens")
-    if reqs is not None and asked:
-        short = [r for r in reqs if r.get("ok", True) and (r.get("output_tokens") or 0) < asked]
-        _add(v, "output length", not short, f"{len(short)} of {len(reqs)} requests produced fewer than the "
-             f"{asked} tokens asked (min {min((r.get('output_tokens') or 0) for r in short)})" if short
-             else f"every request produced the {asked} tokens asked")
-    elif asked and record.get("output_lens"):
-        short = [n for n in record["output_lens"] if n < asked]
-        _add(v, "output length", not short, f"{len(short)} of {len(record['output_lens'])} outputs shorter than {asked}")
-    elif asked and record.get("completed") and record.get("total_output_tokens") is not None:
-        want = asked * int(record["completed"])
-        got = int(record["total_output_tokens"])
-        _add(v, "output length", got >= want, f"{got} output tokens for {record['completed']} requests of {asked}")
-    else:
-        _add(v, "output length", None, "the record does not say how many tokens were asked or produced")
-    # warm-up
-    warm = record.get("warmup", (record.get("bench") or {}).get("warmup", record.get("num_warmups")))
-    if warm is None:
-        _add(v, "warm-up", None, "the record does not say whether warm-up requests were sent")
-    else:
-        _add(v, "warm-up", int(warm) > 0, f"{warm} warm-up request(s) before measuring")
-    # prompts seeded
-    kind = record.get("prompts")
-    if kind == "same" or (kind is None and "prompt_words" in record):
-        _add(v, "prompts seeded", True, "one fixed prompt text for every request")
-    elif kind in ("random", "random-ids") and "seed" not in record:
-        _add(v, "prompts seeded", None, "random prompts; the record does not say their seed")
-    elif kind in ("random", "random-ids"):
-        _add(v, "prompts seeded", record["seed"] is not None, f"random prompts, seed {record['seed']}")
-    elif kind is not None:
-        _add(v, "prompts seeded", True, f"a fixed prompt set ({kind})")
-    elif "seed" in record:
-        _add(v, "prompts seeded", record["seed"] is not None, f"seed {record['seed']}")
-    else:
-        _add(v, "prompts seeded", None, "the record does not say how prompts were drawn")
-    # clocks
-    summary = None
-    if isinstance(clocks, (str, Path)):
-        summary = throttle(parse_clocks(Path(clocks).read_text(encoding="utf-8", errors="replace"), str(clocks)))
-        summary["source"] = f"recorded query {clocks}"
-    elif isinstance(clocks, list):
-        summary = throttle(clocks)
-    elif isinstance(clocks, dict):
-        summary = clocks
-    elif isinstance(record.get("clocks"), dict):
-        summary = record["clocks"]
-    if summary is None or summary.get("throttled") is None:
-        why = (summary or {}).get("missing") or "no GPU clock samples for this run"
-        _add(v, "GPU clocks", None, why)
-    elif summary["throttled"]:
-        reasons = ", ".join(f"{k} ({n} samples)" for k, n in summary.get("reasons", {}).items())
-        _add(v, "GPU clocks", False, f"throttled: SM clock down to {summary.get('min_sm_mhz'):.0f} of "
-             f"{summary.get('max_sm_mhz') or float('nan'):.0f} MHz" + (f"; {reasons}" if reasons else ""))
-    else:
-        _add(v, "GPU clocks", True, f"no throttling in {summary['busy_samples']} busy samples "
-             f"(SM clock median {summary.get('median_sm_mhz'):.0f} MHz)")
+    _check_failed(v, record, reqs)
+    _check_outputs(v, record, reqs)
+    _check_warmup(v, record)
+    _check_seeded(v, record)
+    _check_clocks(v, _clock_summary(record, clocks))
     return v
 
 

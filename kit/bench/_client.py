@@ -119,12 +119,23 @@ def _chunk_tokens(obj: dict, chat: bool) -> tuple[str, str]:
     return reason, answer
 
 
-def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool = False,
-                   timeout: float = 120.0, extra: dict | None = None) -> RequestTiming:
-    """Send one streaming completion and time its chunks. Failures come back as ``ok=False``.
+def _sse_data(resp):
+    """The ``data:`` payloads of a server-sent event stream, up to ``[DONE]`` or the end."""
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        body = line[5:].strip()
+        if body == b"[DONE]":
+            return
+        yield body
 
-    ``prompt``: text, or (completions only) a list of token ids."""
-    path = "/v1/chat/completions" if chat else "/v1/completions"
+
+def _payload(model: str, prompt, max_tokens: int, chat: bool, extra: dict | None) -> bytes:
+    """The JSON body of one streaming request (usage asked for in the last chunk)."""
     payload = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
                "ignore_eos": True, "stream_options": {"include_usage": True}}
     if chat:
@@ -132,7 +143,29 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
     else:
         payload["prompt"] = prompt
     payload.update(extra or {})
-    data = json.dumps(payload).encode()
+    return json.dumps(payload).encode()
+
+
+def _count_tokens(out: RequestTiming, usage: dict | None, reason_chunks: int) -> None:
+    """Output, prompt, reasoning and answer token counts: the server's usage where it gave one, else
+    the chunks counted."""
+    out.output_tokens = int(usage.get("completion_tokens", out.chunks)) if usage else out.chunks
+    out.prompt_tokens = usage.get("prompt_tokens") if usage else None
+    details = (usage or {}).get("completion_tokens_details") or {}
+    if details.get("reasoning_tokens") is not None:
+        out.reasoning_tokens = int(details["reasoning_tokens"])
+    elif reason_chunks:  # one chunk per token unless the server batches: scale to the usage count
+        out.reasoning_tokens = round(out.output_tokens * reason_chunks / max(1, out.chunks))
+    out.answer_tokens = out.output_tokens - out.reasoning_tokens
+
+
+def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool = False,
+                   timeout: float = 120.0, extra: dict | None = None) -> RequestTiming:
+    """Send one streaming completion and time its chunks. Failures come back as ``ok=False``.
+
+    ``prompt``: text, or (completions only) a list of token ids."""
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    data = _payload(model, prompt, max_tokens, chat, extra)
     conn, base = _conn(url, timeout)
     wall = time.time()
     t0 = time.perf_counter()
@@ -147,16 +180,7 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
             out.error = f"HTTP {resp.status}: {resp.read(300)!r}"
             return out
         usage = None
-        while True:
-            line = resp.readline()
-            if not line:
-                break
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            body = line[5:].strip()
-            if body == b"[DONE]":
-                break
+        for body in _sse_data(resp):
             now = time.perf_counter()
             try:
                 obj = json.loads(body)
@@ -183,14 +207,7 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
             out.error = "no token chunk received (neither text nor reasoning)"
             return out
         out.latency = last - t0
-        out.output_tokens = int(usage.get("completion_tokens", out.chunks)) if usage else out.chunks
-        out.prompt_tokens = usage.get("prompt_tokens") if usage else None
-        details = (usage or {}).get("completion_tokens_details") or {}
-        if details.get("reasoning_tokens") is not None:
-            out.reasoning_tokens = int(details["reasoning_tokens"])
-        elif reason_chunks:  # one chunk per token unless the server batches: scale to the usage count
-            out.reasoning_tokens = round(out.output_tokens * reason_chunks / max(1, out.chunks))
-        out.answer_tokens = out.output_tokens - out.reasoning_tokens
+        _count_tokens(out, usage, reason_chunks)
         out.ok = True
         return out
     except (OSError, socket.timeout, http.client.HTTPException) as exc:

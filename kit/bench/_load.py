@@ -37,7 +37,8 @@ CI_KEYS = ("request_throughput", "output_tok_s", "goodput", "ttft_ms_mean", "ttf
            "itl_ms_p50", "itl_ms_p99", "tpot_ms_mean", "e2e_ms_p50", "e2e_ms_p99")
 _WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
           "quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber basil cedar dune ember fjord "
-          "garnet harbor iris jade kelp lotus maple nectar opal pine quartz reef sage thyme umber violet willow").split()
+          "garnet harbor iris jade kelp lotus maple nectar opal pine quartz reef sage thyme umber violet "
+          "willow").split()
 
 
 def make_prompts(n: int, *, source: str | Sequence = "random", prompt_tokens: int = 128, seed: int = 0) -> list:
@@ -54,7 +55,8 @@ def make_prompts(n: int, *, source: str | Sequence = "random", prompt_tokens: in
         return [" ".join([f"q{seed}x{i}"] + [rng.choice(_WORDS) for _ in range(max(0, prompt_tokens - 1))])
                 for i in range(n)]
     elif source == "random-ids":
-        return [[1000 + (i * 7919 + seed) % 30000] + [rng.randrange(1000, 31000) for _ in range(max(0, prompt_tokens - 1))]
+        return [[1000 + (i * 7919 + seed) % 30000]
+                + [rng.randrange(1000, 31000) for _ in range(max(0, prompt_tokens - 1))]
                 for i in range(n)]
     else:
         items = _read_dataset(Path(source))
@@ -173,7 +175,8 @@ def meets(r: dict, slo: dict) -> bool:
     (``ttft_ms``, ``tpot_ms``, ``e2e_ms``, ``itl_ms`` = its worst gap)."""
     if not r.get("ok"):
         return False
-    got = {"ttft_ms": r["ttft"] * 1e3, "tpot_ms": (r["tpot"] or math.nan) * 1e3 if r.get("tpot") is not None else math.nan,
+    got = {"ttft_ms": r["ttft"] * 1e3,
+           "tpot_ms": (r["tpot"] or math.nan) * 1e3 if r.get("tpot") is not None else math.nan,
            "e2e_ms": r["latency"] * 1e3, "itl_ms": max(r["itl"]) * 1e3 if r["itl"] else 0.0}
     for k, limit in slo.items():
         v = got.get(k)
@@ -303,6 +306,31 @@ def load_test(url: str, *, rate: float | None = None, concurrency: int | None = 
                  max_inflight=max_inflight, save=save, repeats=repeats)
 
 
+def _served_model(url: str) -> str:
+    """The first model the server lists at ``/v1/models``."""
+    data = get_json(url, "/v1/models")
+    try:
+        return data["data"][0]["id"]
+    except (KeyError, IndexError, TypeError):
+        raise BenchError(f"{url}/v1/models: no model listed ({str(data)[:120]})") from None
+
+
+def _level(mode: str, target, runs: list[tuple[list[dict], float, int]], slo: dict | None) -> dict:
+    """One load level's entry: its summary over every repeat's requests (with 95 % intervals of the
+    headline figures over the repeats when there are several), each repeat's summary, the requests."""
+    reqs = [r for rr, _, _ in runs for r in rr]
+    summ = summarize(reqs, sum(w for _, w, _ in runs), slo)
+    summ["late_sends"] = sum(x for _, _, x in runs)
+    summ["repeats"] = len(runs)
+    per = [dict(summarize(rr, w, slo), late_sends=x) for rr, w, x in runs]
+    if len(per) > 1:
+        for key in CI_KEYS:
+            if key in summ:
+                _, summ[f"{key}_lo"], summ[f"{key}_hi"] = mean_ci([x[key] for x in per])
+    label = f"{target:g} req/s" if mode == "rate" else f"c={target}"
+    return {"mode": mode, "target": target, "label": label, "summary": summ, "per_repeat": per, "requests": reqs}
+
+
 def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequence[int] | None = None,
           arrival: str = "poisson", requests: int = 100, model: str | None = None, chat: bool = False,
           prompts="random", prompt_tokens: int = 128, max_tokens: int = 128, warmup: int = 2,
@@ -320,11 +348,7 @@ def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequ
     if slo:
         meets({"ok": True, "ttft": 0, "tpot": 0, "latency": 0, "itl": []}, slo)  # unknown names fail now
     if model is None:
-        data = get_json(url, "/v1/models")
-        try:
-            model = data["data"][0]["id"]
-        except (KeyError, IndexError, TypeError):
-            raise BenchError(f"{url}/v1/models: no model listed ({str(data)[:120]})") from None
+        model = _served_model(url)
     levels = [("rate", float(r)) for r in (rates or [])] + [("concurrency", int(c)) for c in (concurrencies or [])]
     all_prompts = make_prompts(requests * len(levels) * max(1, repeats) + max(0, warmup), source=prompts,
                                prompt_tokens=prompt_tokens, seed=seed)
@@ -357,18 +381,7 @@ def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequ
             runs[k].append(([dict(t.to_dict(), repeat=rep, prompt_id=first + (t.prompt_id or 0)) for t in timings],
                             wall, late))
     for k, (mode, target) in enumerate(levels):
-        reqs = [r for rr, _, _ in runs[k] for r in rr]
-        summ = summarize(reqs, sum(w for _, w, _ in runs[k]), slo)
-        summ["late_sends"] = sum(x for _, _, x in runs[k])
-        summ["repeats"] = len(runs[k])
-        per = [dict(summarize(rr, w, slo), late_sends=x) for rr, w, x in runs[k]]
-        if len(per) > 1:
-            for key in CI_KEYS:
-                if key in summ:
-                    _, summ[f"{key}_lo"], summ[f"{key}_hi"] = mean_ci([x[key] for x in per])
-        label = f"{target:g} req/s" if mode == "rate" else f"c={target}"
-        out["levels"].append({"mode": mode, "target": target, "label": label, "summary": summ,
-                              "per_repeat": per, "requests": reqs})
+        out["levels"].append(_level(mode, target, runs[k], slo))
     if not any(lv["summary"]["requests_ok"] for lv in out["levels"]):
         errors = {r["error"] for lv in out["levels"] for r in lv["requests"] if r["error"]}
         raise BenchError(f"{url}: every request failed ({'; '.join(sorted(errors))[:300]})")

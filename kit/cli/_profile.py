@@ -37,7 +37,8 @@ def register(subparsers) -> None:
     prof = subparsers.add_parser("profile", help="decode profiles (Kineto / nsys traces)")
     psub = prof.add_subparsers(dest="profile_command", metavar="SUBCOMMAND")
     s = psub.add_parser("summary", help="kernel-category shares, idle, comm and AllReduce spread of traces")
-    s.add_argument("traces", nargs="+", metavar="TRACE", help="one trace file per rank (.json, .json.gz, nsys csv/sqlite)")
+    s.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="one trace file per rank (.json, .json.gz, nsys csv/sqlite)")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
     s.add_argument("--phase", choices=("decode", "prefill", "all"), default="all",
                    help="which steps: decode, prefill or all (default all)")
@@ -87,7 +88,8 @@ def _summary(args) -> int:
         if by != "category":
             t = s.modules if by == "module" else s.layers
             d["modules" if by == "module" else "layers"] = [
-                {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in t.to_dict("records")]
+                {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                for r in t.to_dict("records")]
         json.dump(d, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
@@ -173,7 +175,8 @@ def _print_modules(s, by: str) -> int:
     if s.categories_unavailable:
         print(f"module times unavailable: {s.categories_unavailable}")
     key = ["block", "module"] if by == "module" else ["layer", "block"]
-    print(f"{'module' if by == 'module' else 'layer  kind            module':<56}{'time_us':>14}{'%kernel':>9}{'calls':>8}")
+    head = "module" if by == "module" else "layer  kind            module"
+    print(f"{head:<56}{'time_us':>14}{'%kernel':>9}{'calls':>8}")
     for r in t.itertuples():
         a, b = (getattr(r, key[0]), getattr(r, key[1]))
         label = (a if a == b else f"{a} > {b}") if by == "module" else f"{a:<6} {getattr(r, 'kind', ''):<15} {b}"

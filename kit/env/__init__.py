@@ -34,6 +34,8 @@ from kit.env._fingerprint import (  # noqa: F401
 from kit.env._parsers import with_units
 from kit.util import publish
 
-__all__ = ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi', 'with_units']
+__all__ = ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ',
+           'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header',
+           'parse_os_release', 'parse_topology', 'strip_ansi', 'with_units']
 
 publish(globals(), __all__)

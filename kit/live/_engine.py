@@ -36,7 +36,8 @@ def _env_pids(var: str, value: str) -> str:
 
 def members_script(tag: str, sid: int | None) -> str:
     """Shell: pids of the engine (its session and every process carrying its tag), non-zombie, sorted."""
-    sess = (f"if command -v ps >/dev/null 2>&1; then ps -o pid=,stat= -s {int(sid)} | awk '$2 !~ /^Z/ {{print $1}}'; fi; "
+    sess = (f"if command -v ps >/dev/null 2>&1; then ps -o pid=,stat= -s {int(sid)} | "
+            "awk '$2 !~ /^Z/ {print $1}'; fi; "
             if sid else "")
     return f"{{ {sess}{_env_pids(TAG_VAR, tag)}; }} | sort -un"
 

@@ -76,7 +76,8 @@ def _as_dict(value, what: str) -> dict | None:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise ExperimentError(f"experiment: {what} is neither a dict nor JSON text ({exc}): {value[:80]!r}") from None
+            raise ExperimentError(f"experiment: {what} is neither a dict nor JSON text ({exc}): "
+                                  f"{value[:80]!r}") from None
     if not isinstance(value, dict):
         raise ExperimentError(f"experiment: {what} must map names to lists of values, not {type(value).__name__}")
     return value
@@ -99,7 +100,8 @@ def plan(base_cmd: str, matrix: dict | None = None, flags: dict | None = None, *
             raise ExperimentError(f"experiment: flag {key!r} must start with '-'")
     base = tuple(v[0] for _, _, v in factors)
     if mode == "ofat":
-        combos = [base] + [base[:i] + (val,) + base[i + 1:] for i, (_, _, vals) in enumerate(factors) for val in vals[1:]]
+        combos = [base] + [base[:i] + (val,) + base[i + 1:]
+                           for i, (_, _, vals) in enumerate(factors) for val in vals[1:]]
     elif mode == "grid":
         combos = list(itertools.product(*[vals for _, _, vals in factors])) if factors else [()]
     else:
@@ -293,8 +295,8 @@ class Experiment:
                   f"{r['tok_s']:.1f}" if r["n"] else "")
             body += (f"<tr><td>{html.escape(r['variant'])}</td><td>{html.escape(r['status'])}</td><td>{ci}</td>"
                      f"<td>{r['ttft_ms']:.1f}</td><td>{r['itl_ms']:.2f}</td><td>{r['speedup']:.3f}"
-                     + (f" [{r['speedup_lo']:.3f}, {r['speedup_hi']:.3f}]" if not math.isnan(r.get("speedup_lo", math.nan))
-                        else "") + "</td>"
+                     + (f" [{r['speedup_lo']:.3f}, {r['speedup_hi']:.3f}]"
+                        if not math.isnan(r.get("speedup_lo", math.nan)) else "") + "</td>"
                      f"<td>{_p(r['p_value'])}</td>"
                      f"<td>{'yes' if r['significant'] else ''}</td>"
                      f"<td>{html.escape(r['validity']) if r.get('valid') is False else ''}</td></tr>")
@@ -368,8 +370,9 @@ def _aggregate(v: dict, runs: list[dict | None], h_name: str) -> dict:
     failed = [r for r in done if r["status"] != "ok"]
     status = ("not run" if not done else "failed" if not ok else "ok" if len(done) == len(runs) else "partial")
     out: dict[str, Any] = {"label": v["label"], "cmd": v["cmd"], "env": v["env"], "host": h_name, "status": status,
-                           "repeats": [dict(r["bench"], repeat=r["repeat"], order=r["order"], engine_pid=r["engine"]["pid"],
-                                            port_owner=r["engine"]["port_owner"]) for r in ok],
+                           "repeats": [dict(r["bench"], repeat=r["repeat"], order=r["order"],
+                                            engine_pid=r["engine"]["pid"], port_owner=r["engine"]["port_owner"])
+                                       for r in ok],
                            "failed_runs": len(failed),
                            "invalid_runs": [{"repeat": r["repeat"], "flags": r["validity"]["flags"]} for r in ok
                                             if r.get("validity") and not r["validity"]["valid"]],

@@ -4,10 +4,10 @@ An engine on a GPU host usually listens on the host's loopback (or behind a fire
 ``http://<host>:<port>`` does not answer from the notebook's machine. After the engine is ready,
 :func:`reach` tries that URL (a plain HTTP GET of ``/health`` or ``/v1/models``, 2 s); when it does
 not answer (or answers on this machine's loopback while the host's loopback is another one: a
-container or VM reached through a local port), or with ``forward=True``, it opens ``host.forward(port)`` (:class:`kit.remote.Forward`,
-a ``direct-tcpip`` channel per connection) and checks the engine answers through it. Every client of
-the server (bench, the profiler's load, ``/start_profile``, the experiment) then uses that URL. On a
-``LocalHost`` the forward is the direct address, so the same code runs on both.
+container or VM reached through a local port), or with ``forward=True``, it opens ``host.forward(port)``
+(:class:`kit.remote.Forward`, a ``direct-tcpip`` channel per connection) and checks the engine answers
+through it. Every client of the server (bench, the profiler's load, ``/start_profile``, the experiment)
+then uses that URL. On a ``LocalHost`` the forward is the direct address, so the same code runs on both.
 """
 from __future__ import annotations
 

@@ -65,11 +65,13 @@ _PCT = re.compile(r"(\d{1,3})%")
 # Every started, not yet stopped Server, held strongly: one the caller did not keep in a variable is
 # still stopped at exit (atexit), on SIGTERM/SIGHUP (kit.live._engine.guard_signals) and on Ctrl-C.
 _LIVE: dict[int, "Server"] = {}
-_ALIVE = "{{ if command -v ps >/dev/null 2>&1; then ps -o stat= -s {pid} | grep -qv '^Z'; else kill -0 -- -{pid} 2>/dev/null; fi; }}"
+_ALIVE = ("{{ if command -v ps >/dev/null 2>&1; then ps -o stat= -s {pid} | grep -qv '^Z'; "
+          "else kill -0 -- -{pid} 2>/dev/null; fi; }}")
 
 
 _PY_POST = """import sys, urllib.request as r, urllib.error as e
-req = r.Request(sys.argv[1], data=sys.argv[2].encode() or None, method="POST", headers={"Content-Type": "application/json"})
+req = r.Request(sys.argv[1], data=sys.argv[2].encode() or None, method="POST",
+                headers={"Content-Type": "application/json"})
 try:
     resp = r.urlopen(req, timeout=600); print(resp.read().decode(errors="replace")); print(resp.status, end="")
 except e.HTTPError as x:
@@ -340,7 +342,8 @@ class Server:
             health = ("c=0; for u in " + urls + "; do "
                       "if command -v curl >/dev/null 2>&1; then "
                       "k=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 \"$u\" 2>/dev/null); "
-                      "else k=$(python3 -c 'import sys,urllib.request as r\ntry: print(r.urlopen(sys.argv[1], timeout=2).status)\n"
+                      "else k=$(python3 -c 'import sys,urllib.request as r\n"
+                      "try: print(r.urlopen(sys.argv[1], timeout=2).status)\n"
                       "except Exception: print(0)' \"$u\"); fi; "
                       "if [ \"$k\" = 200 ]; then c=200; break; fi; done\n")
         pos = int(self._pos)
@@ -439,7 +442,8 @@ class Server:
                     if healthy and self.owner == "other":
                         raise ServerError(
                             f"{self.host.name}: server {self.name}: port {self.port} answers but is held by "
-                            f"{_engine.describe_holders(_engine.port_holder(self.host, self.port))}, not by this engine "
+                            f"{_engine.describe_holders(_engine.port_holder(self.host, self.port))}, "
+                            "not by this engine "
                             f"(after {self.ready_timeout:g} s); stopped, nothing measured", host=self.host.name,
                             tail="\n".join(list(self._tail)[-15:]))
                     raise ServerError(

@@ -38,8 +38,9 @@ sets the number, 1 = none); the result is the same as a scan in one process, row
 Unknown lines are counted, torn lines (two writers interleaved on one line) are skipped and
 counted. A printed value that cannot be what it measures (a negative length or throughput, an infinite
 or 400-digit count, text in a numeric field) is dropped and counted in a warning naming its first line
-(``parse_bench`` puts them in ``.attrs["warnings"]``). A file that is empty, binary, a directory, not a log at all, or a JSON that is not a
-benchmark result raises :class:`kit.errors.LogFormatError` with one line naming the file.
+(``parse_bench`` puts them in ``.attrs["warnings"]``). A file that is empty, binary, a directory, not a log
+at all, or a JSON that is not a benchmark result raises :class:`kit.errors.LogFormatError` with one line
+naming the file.
 
 Files:
 
@@ -79,6 +80,7 @@ from kit.logs._api import (  # noqa: F401  # noqa: F401  (public, not in __all__
 from kit.logs._settings import Evidence, Settings, settings  # noqa: F401
 from kit.util import publish
 
-__all__ = ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary']
+__all__ = ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl',
+           'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary']
 
 publish(globals(), __all__)

@@ -309,6 +309,63 @@ def _from_bench_rows(rows: list[dict], name: str, engine: str | None, version: s
     return _build(st, name, engine, version, None)
 
 
+def _engine_version(st: _scan.State, engine: str | None, version: str | None,
+                    warnings: list[str]) -> tuple[str, str]:
+    """The engine (given, else the one with more lines in the log) and its version (the log's banner
+    wins over a given one, with a warning when they differ)."""
+    ev = st.evidence
+    if engine is None:
+        engine = "sglang" if ev["sglang"] > ev["vllm"] else "vllm" if ev["vllm"] else "unknown"
+    logged = [v for e, v, _ in st.versions if e == engine]
+    if logged:
+        if version and version != logged[0]:
+            warnings.append(f"version {version!r} given but the log says {logged[0]!r}: using the log's")
+        version = logged[0]
+    return engine, version or "unknown"
+
+
+def _spec_table(st: _scan.State, decode: pd.DataFrame, raw_spec: pd.DataFrame, engine: str, version: str,
+                k: int | None, warnings: list[str]) -> pd.DataFrame:
+    """Normalised acceptance records of both engines' speculative-decoding lines."""
+    parts = []
+    sg = _spec.sglang_spec(decode, version=version if engine == "sglang" else "unknown", k=k,
+                           server_args=st.server_args, variants={}, warnings=warnings)
+    if len(sg):
+        parts.append(sg)
+    cfg_k = (st.server_args or {}).get("num_speculative_tokens") if engine == "vllm" else None
+    vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k or cfg_k,
+                         warnings=warnings)
+    if len(vl):
+        parts.append(vl)
+    if len(parts) > 1:  # both engines in one file: join column by column, freeing as we go
+        vl_time = to_datetime(parts[1]["time"], "%m-%d %H:%M:%S") if "time" in parts[1].columns else None
+        chunks = []
+        for part in parts:
+            chunk = {c: part[c].array if isinstance(part[c].dtype, pd.CategoricalDtype) else part[c].to_numpy()
+                     for c in part.columns}
+            if part is parts[1] and vl_time is not None:
+                chunk["time"] = vl_time.to_numpy()
+            chunks.append(chunk)
+        del parts, sg, vl
+        return assemble(chunks, _spec.SPEC_COLUMNS)
+    return parts[0] if parts else pd.DataFrame({c: pd.Series(dtype="object") for c in _spec.SPEC_COLUMNS})
+
+
+def _torn_and_truncated(st: _scan.State, warnings: list[str]) -> None:
+    """Torn lines (the fast path's rows that failed to convert counted in) and a truncated
+    server_args dump, said in the warnings."""
+    for fast in (st.decode_fast, st.prefill_fast):
+        if fast.bad_lines:
+            st.torn += len(fast.bad_lines)
+            st.torn_examples = sorted(st.torn_examples + fast.bad_lines)[:5]
+    if st.torn:
+        warnings.append(f"{st.torn} torn line(s) skipped (two writers on one line), first at line "
+                        f"{st.torn_examples[0]}")
+    if st.server_args and st.server_args.get("__truncated__"):
+        warnings.append(f"server_args dump at line {st.server_args_line} is truncated: "
+                        f"{len(st.server_args) - 1} keys read")
+
+
 def _build(st: _scan.State, name: str, engine: str | None, version: str | None, k: int | None) -> LogData:
     warnings = st.warnings
     n_records = sum(len(c) for c in (st.decode, st.prefill, st.decode_fast, st.prefill_fast, st.throughput,
@@ -318,16 +375,8 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     if not n_records and not any(st.evidence.values()) and st.server_args is None:
         raise LogFormatError(f"{name}: not a serving log: none of its {st.lines} lines is an SGLang, vLLM, "
                              f"NCCL or benchmark line", path=name)
-    ev = st.evidence
     guessed = engine is None
-    if engine is None:
-        engine = "sglang" if ev["sglang"] > ev["vllm"] else "vllm" if ev["vllm"] else "unknown"
-    logged = [v for e, v, _ in st.versions if e == engine]
-    if logged:
-        if version and version != logged[0]:
-            warnings.append(f"version {version!r} given but the log says {logged[0]!r}: using the log's")
-        version = logged[0]
-    version = version or "unknown"
+    engine, version = _engine_version(st, engine, version, warnings)
 
     decode = merge_frames(st.decode_fast.frame(DECODE_COLUMNS), st.decode.frame(), DECODE_COLUMNS)
     prefill = merge_frames(st.prefill_fast.frame(PREFILL_COLUMNS), st.prefill.frame(), PREFILL_COLUMNS)
@@ -354,30 +403,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
                             "server_args, engine config or Backend line): pass engine= if that is wrong")
     nccl = st.nccl.frame(NCCL_COLUMNS)
 
-    parts = []
-    sg = _spec.sglang_spec(decode, version=version if engine == "sglang" else "unknown", k=k,
-                           server_args=st.server_args, variants={}, warnings=warnings)
-    if len(sg):
-        parts.append(sg)
-    cfg_k = (st.server_args or {}).get("num_speculative_tokens") if engine == "vllm" else None
-    vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k or cfg_k,
-                         warnings=warnings)
-    if len(vl):
-        parts.append(vl)
-    if len(parts) > 1:  # both engines in one file: join column by column, freeing as we go
-        vl_time = to_datetime(parts[1]["time"], "%m-%d %H:%M:%S") if "time" in parts[1].columns else None
-        chunks = []
-        for part in parts:
-            chunk = {c: part[c].array if isinstance(part[c].dtype, pd.CategoricalDtype) else part[c].to_numpy()
-                     for c in part.columns}
-            if part is parts[1] and vl_time is not None:
-                chunk["time"] = vl_time.to_numpy()
-            chunks.append(chunk)
-        del parts, sg, vl
-        spec = assemble(chunks, _spec.SPEC_COLUMNS)
-    else:
-        spec = parts[0] if parts else pd.DataFrame({c: pd.Series(dtype="object") for c in _spec.SPEC_COLUMNS})
-        del parts, sg, vl
+    spec = _spec_table(st, decode, raw_spec, engine, version, k, warnings)
     if len(spec):
         if version == "unknown":
             warnings.insert(0, f"{engine} version unknown (not in the log, not given): acceptance "
@@ -389,16 +415,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     for t in tables.values():
         if len(t) and "time" in t.columns and pd.api.types.is_datetime64_any_dtype(t["time"]):
             t["elapsed_s"] = pd.Series(_elapsed_s(t["time"]), index=t.index, copy=False)  # no second copy
-    for fast in (st.decode_fast, st.prefill_fast):
-        if fast.bad_lines:
-            st.torn += len(fast.bad_lines)
-            st.torn_examples = sorted(st.torn_examples + fast.bad_lines)[:5]
-    if st.torn:
-        warnings.append(f"{st.torn} torn line(s) skipped (two writers on one line), first at line "
-                        f"{st.torn_examples[0]}")
-    if st.server_args and st.server_args.get("__truncated__"):
-        warnings.append(f"server_args dump at line {st.server_args_line} is truncated: "
-                        f"{len(st.server_args) - 1} keys read")
+    _torn_and_truncated(st, warnings)
     formats = _value_counts(decode["format"]) if len(decode) and "format" in decode.columns else {}
     ks = pd.to_numeric(spec["k"], errors="coerce").dropna() if len(spec) else []
     k_used = int(ks.mode().iloc[0]) if len(ks) else k

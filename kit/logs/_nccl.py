@@ -28,7 +28,8 @@ _PREFIX = re.compile(r"(?:(?P<host>\S+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)
 _ENV = re.compile(r"(NCCL_\w+) set by environment to (\S+?)\.?$")
 _VERSION = re.compile(r"NCCL version (\S+)")
 _RING = re.compile(r"Channel (\d+)/(\d+) :\s+((?:\d+\s*)+)$")
-_CONN = re.compile(r"Channel (\d+)(?:/\d+)? : (\d+)\[\w+\] -> (\d+)\[\w+\](?: \[(?:send|receive)\])? via (\S+(?: \S+)*)$")
+_CONN = re.compile(r"Channel (\d+)(?:/\d+)? : (\d+)\[\w+\] -> (\d+)\[\w+\]"
+                   r"(?: \[(?:send|receive)\])? via (\S+(?: \S+)*)$")
 _CHANNELS = re.compile(r"(\d+) (coll|collnet|nvls|p2p) channels(?!( per peer))")
 _NETWORK = re.compile(r"Using network (.+)$")
 _INIT = re.compile(r"rank (\d+) nranks (\d+) .*Init COMPLETE")
@@ -60,27 +61,20 @@ def parse_nccl_line(line: str, lineno: int, pos: int, st) -> int:
         row["value"] = msg
         st.nccl.add(row)
         return OK
+    if _info_row(msg, row):
+        st.nccl.add(row)
+    return OK
+
+
+def _info_row(msg: str, row: dict[str, Any]) -> bool:
+    """Fill ``row`` from an INFO message the table keeps; False for one it does not keep."""
     if "set by environment to" in msg:
         m = _ENV.search(msg)
         if m is None:
-            return OK
+            return False
         row["kind"], row["name"], row["value"] = "env", m.group(1), m.group(2)
     elif msg.startswith("Channel "):
-        m = _RING.match(msg)
-        if m is not None:
-            row["kind"] = "ring"
-            row["channel"], row["nchannels"] = int(m.group(1)), int(m.group(2))
-            row["ring"] = " ".join(m.group(3).split())
-        else:
-            m = _CONN.match(msg)
-            if m is None:
-                return OK
-            transport = m.group(4)
-            row["kind"] = "connection"
-            row["channel"] = int(m.group(1))
-            row["src"], row["dst"] = int(m.group(2)), int(m.group(3))
-            row["transport"] = transport
-            row["transport_family"] = _family(transport)
+        return _channel_row(msg, row)
     elif "NCCL version" in msg:
         m = _VERSION.search(msg)
         row["kind"], row["value"] = "version", m.group(1)
@@ -93,13 +87,32 @@ def parse_nccl_line(line: str, lineno: int, pos: int, st) -> int:
     elif "Init COMPLETE" in msg:
         m = _INIT.search(msg)
         if m is None:
-            return OK
+            return False
         row["kind"] = "init"
         row["rank"], row["nranks"] = int(m.group(1)), int(m.group(2))
     else:
-        return OK
-    st.nccl.add(row)
-    return OK
+        return False
+    return True
+
+
+def _channel_row(msg: str, row: dict[str, Any]) -> bool:
+    """A ``Channel ...`` message: a ring order or a connection between two ranks (False: neither)."""
+    m = _RING.match(msg)
+    if m is not None:
+        row["kind"] = "ring"
+        row["channel"], row["nchannels"] = int(m.group(1)), int(m.group(2))
+        row["ring"] = " ".join(m.group(3).split())
+        return True
+    m = _CONN.match(msg)
+    if m is None:
+        return False
+    transport = m.group(4)
+    row["kind"] = "connection"
+    row["channel"] = int(m.group(1))
+    row["src"], row["dst"] = int(m.group(2)), int(m.group(3))
+    row["transport"] = transport
+    row["transport_family"] = _family(transport)
+    return True
 
 
 def _family(transport: str) -> str:

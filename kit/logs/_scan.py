@@ -71,15 +71,9 @@ def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING)
         lineno += 1
         if lineno in skip:
             continue  # a line already taken by the block extractor (extract_block)
-        if "\x1b" in line:
-            line = strip_ansi(line)
-        blk = st.block
-        if blk is not None:
-            if blk.feed(line):
-                if blk.closed:
-                    _close_block(st, truncated=False)
-                continue
-            _close_block(st, truncated=isinstance(blk, B.ServingBlock))
+        line = strip_ansi(line) if "\x1b" in line else line
+        if st.block is not None and _fed_block(st, line):
+            continue
         if line.startswith("#"):
             st.unknown += 1  # comment/header lines (nccl-tests tables, annotated excerpts): never a record
             continue
@@ -94,51 +88,85 @@ def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING)
                     r = batch_line(line, lineno, "Prefill", p, st)
             if r:
                 st.evidence["sglang"] += 1
-        elif "metrics: " in line:
-            p = line.find("SpecDecoding metrics")
-            if p < 0:
-                p = line.find("Speculative metrics")
-            if p >= 0:
-                r = V.parse_spec(line, lineno, p, st)
-                if r:
-                    st.evidence["vllm"] += 1
-        elif "throughput: " in line:
-            p = line.find("Avg prompt throughput")
-            if p >= 0:
-                r = V.parse_throughput(line, lineno, p, st)
-                if r:
-                    st.evidence["vllm"] += 1
+        elif "metrics: " in line or "throughput: " in line:
+            r = _vllm_line(line, lineno, st)
         if not r and "NCCL" in line:
-            p = line.find("NCCL I")
-            if p < 0:
-                p = line.find("NCCL W")
-            if p >= 0:
-                r = N.parse_nccl_line(line, lineno, p, st)
-                if r:
-                    st.evidence["nccl"] += 1
+            r = _nccl_line(line, lineno, st)
         if not r:
             r = _other(line, lineno, st)
         if r == 1:
             continue
         if r == 2:
-            st.torn += 1
-            if len(st.torn_examples) < 5:
-                st.torn_examples.append(lineno)
+            _torn(st, lineno)
             continue
         st.unknown += 1
         if st.unknown < st.evidence_limit:
-            if line.startswith("[") and S.HEADER.match(line):
-                hit = "sglang"
-            elif _VLLM_LINE.match(line):
-                hit = "vllm"
-            else:
-                continue
-            if st.unknown_hits is None:
-                st.evidence[hit] += 1
-            else:
-                st.unknown_hits.append((st.unknown, hit))
+            _unknown_evidence(line, st)
     st.lines = lineno
     return st
+
+
+def _fed_block(st: State, line: str) -> bool:
+    """Feed ``line`` to the open benchmark block: True when the block took it (closed at its end);
+    else the block is closed (truncated, for a serving block) and the line is read as any other."""
+    blk = st.block
+    if blk.feed(line):
+        if blk.closed:
+            _close_block(st, truncated=False)
+        return True
+    _close_block(st, truncated=isinstance(blk, B.ServingBlock))
+    return False
+
+
+def _torn(st: State, lineno: int) -> None:
+    st.torn += 1
+    if len(st.torn_examples) < 5:
+        st.torn_examples.append(lineno)
+
+
+def _vllm_line(line: str, lineno: int, st: State) -> int:
+    """A vLLM SpecDecoding / Speculative metrics line or a throughput line; 0 when it is neither."""
+    r = 0
+    if "metrics: " in line:
+        p = line.find("SpecDecoding metrics")
+        if p < 0:
+            p = line.find("Speculative metrics")
+        if p >= 0:
+            r = V.parse_spec(line, lineno, p, st)
+    else:
+        p = line.find("Avg prompt throughput")
+        if p >= 0:
+            r = V.parse_throughput(line, lineno, p, st)
+    if r:
+        st.evidence["vllm"] += 1
+    return r
+
+
+def _nccl_line(line: str, lineno: int, st: State) -> int:
+    """An NCCL INFO / WARN debug line; 0 when it is not one."""
+    p = line.find("NCCL I")
+    if p < 0:
+        p = line.find("NCCL W")
+    if p < 0:
+        return 0
+    r = N.parse_nccl_line(line, lineno, p, st)
+    if r:
+        st.evidence["nccl"] += 1
+    return r
+
+
+def _unknown_evidence(line: str, st: State) -> None:
+    """An unparsed line whose prefix still says which engine wrote it counts as evidence of that engine."""
+    if line.startswith("[") and S.HEADER.match(line):
+        hit = "sglang"
+    elif _VLLM_LINE.match(line):
+        hit = "vllm"
+    else:
+        return
+    if st.unknown_hits is None:
+        st.evidence[hit] += 1
+    else:
+        st.unknown_hits.append((st.unknown, hit))
 
 
 BLOCK_CHARS = 1 << 20

@@ -197,7 +197,8 @@ def _jsonable(d: dict) -> dict:
 _ENV_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _LAUNCHED = re.compile(r"^#\s*launched with ([A-Za-z_][A-Za-z0-9_]*)=(\S*)")
 _NCCL_ENV = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S+?)\.?\s*$")
-_NCCL_CONN = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[(?:send|receive)\])? via (\w+)")
+_NCCL_CONN = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\]"
+                        r"(?: \[(?:send|receive)\])? via (\w+)")
 _NCCL_SHM = re.compile(r"NCCL INFO Channel \d+ : \d+\[\w+\] -> \d+\[\w+\] via direct shared memory")
 _SG_DEFAULT_BACKEND = re.compile(r"Attention backend not (?:set|specified)\. Use (\w+) backend by default|"
                                  r"[Uu]sing (\w+) (?:attention )?backend instead|Use (\w+) as attention backend")
@@ -274,7 +275,8 @@ def _read_one(path: Path, st: Settings) -> None:
     if size <= _HEAD:
         env_like = [ln for ln in text_head.splitlines() if ln.strip() and not ln.startswith("#")]
         if env_like and all(_ENV_LINE.match(ln.strip()) for ln in env_like):
-            env = {m.group(1): m.group(2).strip().strip("'\"") for m in (_ENV_LINE.match(ln.strip()) for ln in env_like)}
+            env = {m.group(1): m.group(2).strip().strip("'\"")
+                   for m in (_ENV_LINE.match(ln.strip()) for ln in env_like)}
             _add_env(st, env, name, None, "environment capture")
             st.sources[name] = f"environment capture ({len(env)} variables)"
             return
@@ -350,127 +352,185 @@ def _vllm_args(line: str) -> dict | None:
     return None
 
 
-def _scan_log(lines: Iterable[str], name: str, st: Settings, found: list[str]) -> None:
-    from kit.logs._sglang import parse_server_args
-
+@dataclass
+class _Scan:
+    """What :func:`_scan_log` collects across lines before it becomes evidence."""
+    st: Settings
+    name: str
+    found: list[str]
     decode_max: tuple[int, int, str] | None = None
-    eager: list[tuple[int, str]] = []
-    transports: dict[str, tuple[int, str]] = {}
+    eager: list[tuple[int, str]] = field(default_factory=list)
+    transports: dict[str, tuple[int, str]] = field(default_factory=dict)
     shm_direct: tuple[int, str] | None = None
+
+    def add(self, key: str, value, i: int, clip: str) -> None:
+        self.st.evidence.append(Evidence(key, value, self.name, i, clip))
+
+    def batch(self, n: int, i: int, clip: str) -> None:
+        """A running batch of ``n`` requests: keep the largest."""
+        if self.decode_max is None or n > self.decode_max[0]:
+            self.decode_max = (n, i, clip)
+
+
+def _args_line(sc: _Scan, i: int, line: str, clip: str) -> bool:
+    """A launch note, an SGLang ``server_args`` dump or a vLLM engine config; True when the line was one."""
+    m = _LAUNCHED.match(line)
+    if m:
+        _add_env(sc.st, {m.group(1): m.group(2)}, sc.name, i, "launch note")
+        sc.found.append("launch environment")
+        return True
+    if "server_args=" in line:
+        from kit.logs._sglang import parse_server_args
+
+        try:
+            args = parse_server_args(line)
+        except LogFormatError:
+            args = None
+        if args:
+            _add_args(sc.st, args, sc.name, i, "server_args dump", "sglang")
+            sc.found.append("server_args dump")
+        return True
+    if "non-default args:" in line or "with config:" in line:
+        args = _vllm_args(line)
+        if args:
+            if "tensor_parallel_size" in args:
+                args.setdefault("tp_size", args["tensor_parallel_size"])
+            _add_args(sc.st, args, sc.name, i, "vLLM engine config", "vllm")
+            sc.found.append("vLLM engine config")
+            mm = _VL_CAPTURE_SIZES.search(line)
+            if mm and mm.group(1).strip():
+                bs = sorted(int(x) for x in mm.group(1).split(",") if x.strip())
+                sc.add("cuda_graph_bs", bs, i, clip)
+                sc.add("cuda_graph_max_bs", max(bs), i, clip)
+        return True
+    return False
+
+
+def _nccl_line(sc: _Scan, i: int, line: str, clip: str) -> bool:
+    """An NCCL environment echo or channel connection; True when the line was one."""
+    m = _NCCL_ENV.search(line)
+    if m:
+        _add_env(sc.st, {m.group(1): m.group(2)}, sc.name, i, "NCCL echo")
+        sc.found.append("NCCL environment echo")
+        return True
+    if _NCCL_SHM.search(line):
+        sc.transports.setdefault("SHM", (i, clip))
+        sc.shm_direct = sc.shm_direct or (i, clip)
+        return True
+    m = _NCCL_CONN.search(line)
+    if m:
+        sc.transports.setdefault(m.group(1), (i, clip))
+        return True
+    return False
+
+
+def _graph_line(sc: _Scan, i: int, line: str, clip: str) -> bool:
+    """Custom all-reduce off, P2P off, or the CUDA graph batch sizes captured; True when the line was one."""
+    if _CUSTOM_AR_OFF.search(line):
+        sc.add("custom_all_reduce", False, i, clip)
+        sc.found.append("custom all-reduce line")
+        if _P2P_OFF.search(line):
+            sc.add("p2p", False, i, clip)
+        return True
+    if _P2P_OFF.search(line):
+        sc.add("p2p", False, i, clip)
+        sc.found.append("P2P line")
+        return True
+    m = _CAPTURE_BS.search(line)
+    if m:
+        bs = sorted(int(x) for x in m.group(1).split(",") if x.strip())
+        if bs:
+            sc.add("cuda_graph", True, i, clip)
+            sc.add("cuda_graph_bs", bs, i, clip)
+            sc.add("cuda_graph_max_bs", max(bs), i, clip)
+            sc.found.append("captured graph sizes")
+        return True
+    return False
+
+
+def _batch_line(sc: _Scan, i: int, line: str, clip: str) -> bool:
+    """An SGLang decode batch or a vLLM running count; True when the line was one."""
+    if "Decode batch" in line:
+        m = _DECODE.search(line)
+        if m:
+            sc.batch(int(m.group(1)), i, clip)
+            if m.group(2) == "False":
+                sc.eager.append((i, clip))
+        return True
+    if "Running:" in line and "reqs" in line:
+        m = _VL_RUNNING.search(line)
+        if m:
+            sc.batch(int(m.group(1)), i, clip)
+        return True
+    return False
+
+
+def _backend_line(sc: _Scan, i: int, line: str, clip: str) -> bool:
+    """The attention backend chosen; True when the line said it."""
+    m = _SG_DEFAULT_BACKEND.search(line)
+    if m:
+        sc.add("attention_backend", _norm_backend(m.group(1) or m.group(2) or m.group(3)), i, clip)
+        sc.found.append("attention backend line")
+        return True
+    if "ttention" in line or "Using " in line:
+        m = _VL_BACKEND.search(line)
+        if m and ("ttention" in line or "on V1 engine" in line or "Flash" in m.group(1) or "MLA" in m.group(1)):
+            b = m.group(1).replace("Flash Attention", "flash_attn").replace("FlashInfer", "flashinfer")
+            if "MoE" not in line and "sampling" not in line.lower() and "runner" not in line:
+                sc.add("attention_backend", _norm_backend(b), i, clip)
+                sc.found.append("attention backend line")
+                return True
+    return False
+
+
+def _scan_log(lines: Iterable[str], name: str, st: Settings, found: list[str]) -> None:
+    sc = _Scan(st, name, found)
     for i, raw in enumerate(lines, 1):
         raw = raw.rstrip("\r\n")
         line = strip_ansi(raw) if "\x1b" in raw else raw
         clip = line.strip()[:_CLIP]
-        m = _LAUNCHED.match(line)
-        if m:
-            _add_env(st, {m.group(1): m.group(2)}, name, i, "launch note")
-            found.append("launch environment")
+        if _args_line(sc, i, line, clip):
             continue
-        if "server_args=" in line:
-            try:
-                args = parse_server_args(line)
-            except LogFormatError:
-                args = None
-            if args:
-                _add_args(st, args, name, i, "server_args dump", "sglang")
-                found.append("server_args dump")
+        if "NCCL" in line and _nccl_line(sc, i, line, clip):
             continue
-        if "non-default args:" in line or "with config:" in line:
-            args = _vllm_args(line)
-            if args:
-                if "tensor_parallel_size" in args:
-                    args.setdefault("tp_size", args["tensor_parallel_size"])
-                _add_args(st, args, name, i, "vLLM engine config", "vllm")
-                found.append("vLLM engine config")
-                mm = _VL_CAPTURE_SIZES.search(line)
-                if mm and mm.group(1).strip():
-                    bs = sorted(int(x) for x in mm.group(1).split(",") if x.strip())
-                    st.evidence.append(Evidence("cuda_graph_bs", bs, name, i, clip))
-                    st.evidence.append(Evidence("cuda_graph_max_bs", max(bs), name, i, clip))
+        if _graph_line(sc, i, line, clip) or _batch_line(sc, i, line, clip):
             continue
-        if "NCCL" in line:
-            m = _NCCL_ENV.search(line)
-            if m:
-                _add_env(st, {m.group(1): m.group(2)}, name, i, "NCCL echo")
-                found.append("NCCL environment echo")
-                continue
-            if _NCCL_SHM.search(line):
-                transports.setdefault("SHM", (i, clip))
-                shm_direct = shm_direct or (i, clip)
-                continue
-            m = _NCCL_CONN.search(line)
-            if m:
-                transports.setdefault(m.group(1), (i, clip))
-                continue
-        m = _CUSTOM_AR_OFF.search(line)
-        if m:
-            st.evidence.append(Evidence("custom_all_reduce", False, name, i, clip))
-            found.append("custom all-reduce line")
-            if _P2P_OFF.search(line):
-                st.evidence.append(Evidence("p2p", False, name, i, clip))
+        if "backend" in line and _backend_line(sc, i, line, clip):
             continue
-        if _P2P_OFF.search(line):
-            st.evidence.append(Evidence("p2p", False, name, i, clip))
-            found.append("P2P line")
-            continue
-        m = _CAPTURE_BS.search(line)
-        if m:
-            bs = sorted(int(x) for x in m.group(1).split(",") if x.strip())
-            if bs:
-                st.evidence.append(Evidence("cuda_graph", True, name, i, clip))
-                st.evidence.append(Evidence("cuda_graph_bs", bs, name, i, clip))
-                st.evidence.append(Evidence("cuda_graph_max_bs", max(bs), name, i, clip))
-                found.append("captured graph sizes")
-            continue
-        if "Decode batch" in line:
-            m = _DECODE.search(line)
-            if m:
-                n = int(m.group(1))
-                if decode_max is None or n > decode_max[0]:
-                    decode_max = (n, i, clip)
-                if m.group(2) == "False":
-                    eager.append((i, clip))
-            continue
-        if "Running:" in line and "reqs" in line:
-            m = _VL_RUNNING.search(line)
-            if m:
-                n = int(m.group(1))
-                if decode_max is None or n > decode_max[0]:
-                    decode_max = (n, i, clip)
-            continue
-        if "backend" in line:
-            m = _SG_DEFAULT_BACKEND.search(line)
-            if m:
-                st.evidence.append(Evidence("attention_backend", _norm_backend(m.group(1) or m.group(2) or m.group(3)), name, i, clip))
-                found.append("attention backend line")
-                continue
-            if "ttention" in line or "Using " in line:
-                m = _VL_BACKEND.search(line)
-                if m and ("ttention" in line or "on V1 engine" in line or "Flash" in m.group(1) or "MLA" in m.group(1)):
-                    b = m.group(1).replace("Flash Attention", "flash_attn").replace("FlashInfer", "flashinfer")
-                    if "MoE" not in line and "sampling" not in line.lower() and "runner" not in line:
-                        st.evidence.append(Evidence("attention_backend", _norm_backend(b), name, i, clip))
-                        found.append("attention backend line")
-                        continue
         if _SLOW_TOKENIZER.search(line):
-            st.evidence.append(Evidence("tokenizer_mode", "slow", name, i, clip))
+            sc.add("tokenizer_mode", "slow", i, clip)
             found.append("slow tokenizer line")
-    if decode_max is not None:
-        st.evidence.append(Evidence("decode_batch_max", decode_max[0], name, decode_max[1], decode_max[2]))
-        found.append("decode batches")
-        st.evidence.append(Evidence("eager_decode_lines", len(eager), name, eager[0][0] if eager else None,
-                                    eager[0][1] if eager else "every decode line ran a CUDA graph"))
-    if transports:
-        fams = set(transports)
-        first = min(transports.values())
-        st.evidence.append(Evidence("nccl_transports", fams, name, first[0],
-                                    "; ".join(f"{k} (line {v[0]})" for k, v in sorted(transports.items()))))
-        found.append("NCCL transports")
-        if "P2P" in fams:
-            st.evidence.append(Evidence("p2p", True, name, transports["P2P"][0], transports["P2P"][1]))
-        elif shm_direct or "SHM" in fams:
-            ln, text = transports.get("SHM", shm_direct)
-            st.evidence.append(Evidence("p2p", False, name, ln, text + " (NCCL connects GPUs through host memory)"))
+    _decode_evidence(sc)
+    _transport_evidence(sc)
+
+
+def _decode_evidence(sc: _Scan) -> None:
+    """The largest decode batch seen and how many decode lines ran without a CUDA graph."""
+    if sc.decode_max is None:
+        return
+    n, i, clip = sc.decode_max
+    sc.add("decode_batch_max", n, i, clip)
+    sc.found.append("decode batches")
+    eager = sc.eager
+    sc.st.evidence.append(Evidence("eager_decode_lines", len(eager), sc.name, eager[0][0] if eager else None,
+                                   eager[0][1] if eager else "every decode line ran a CUDA graph"))
+
+
+def _transport_evidence(sc: _Scan) -> None:
+    """NCCL's transports between GPUs, and what they say about P2P."""
+    transports = sc.transports
+    if not transports:
+        return
+    fams = set(transports)
+    first = min(transports.values())
+    sc.add("nccl_transports", fams, first[0],
+           "; ".join(f"{k} (line {v[0]})" for k, v in sorted(transports.items())))
+    sc.found.append("NCCL transports")
+    if "P2P" in fams:
+        sc.add("p2p", True, transports["P2P"][0], transports["P2P"][1])
+    elif sc.shm_direct or "SHM" in fams:
+        ln, text = transports.get("SHM", sc.shm_direct)
+        sc.add("p2p", False, ln, text + " (NCCL connects GPUs through host memory)")
 
 
 def _finish(st: Settings) -> None:

@@ -88,34 +88,47 @@ def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
     fast = st.decode_fast if kind == "Decode" else st.prefill_fast
     group = fast.groups.get(tmpl)
     if group is None:
-        vb = _variant_body(msg, kind)
-        if vb is None:
-            return TORN
-        variant, body = vb
-        row = _parse_body(body, kind)
-        if row is None:
-            return TORN
-        if tmpl not in fast.slow:
-            names = tuple(k for k in row if k != "graph_kind")
-            if len(names) == len(parts) // 2 and len(set(names)) == len(names):
-                consts = {"graph_kind": row["graph_kind"]} if "graph_kind" in row else {}
-                consts["format"] = variant
-                group = fast.add_group(tmpl, names, consts, bracket=it is not None)
-                if pos:
-                    st.bulk_templates.append((template_regex(parts[0::2], it is not None), fast, tmpl,
-                                              it is not None))
-            else:
-                fast.slow.add(tmpl)
-        if group is None:
-            row = {"line": lineno, "time": ts, "ranks": ranks, "iter": it, **row, "format": variant}
-            (st.decode if kind == "Decode" else st.prefill).add(row)
-            return OK
+        group = _new_template(st, fast, kind, msg, tmpl, parts, pos, (lineno, ts, ranks, it))
+        if isinstance(group, int):
+            return group
     group += (lineno, ts, ranks, it)
     group += parts[1::2]
     fast.n += 1
     if fast.n >= CHUNK:
         fast.flush()
     return OK
+
+
+def _new_template(st, fast, kind: str, msg: str, tmpl: str, parts: list[str], pos: int, head: tuple):
+    """A template not seen before, checked by the careful parser (:func:`_parse_body`): when its keys
+    line up with the split values it becomes a fast-path group, returned for the caller to fill;
+    else the line's row is added as it is (OK returned), or the line is TORN.
+    ``head``: the line's (line number, time, ranks, iteration)."""
+    lineno, ts, ranks, it = head
+    vb = _variant_body(msg, kind)
+    if vb is None:
+        return TORN
+    variant, body = vb
+    row = _parse_body(body, kind)
+    if row is None:
+        return TORN
+    group = None
+    if tmpl not in fast.slow:
+        names = tuple(k for k in row if k != "graph_kind")
+        if len(names) == len(parts) // 2 and len(set(names)) == len(names):
+            consts = {"graph_kind": row["graph_kind"]} if "graph_kind" in row else {}
+            consts["format"] = variant
+            group = fast.add_group(tmpl, names, consts, bracket=it is not None)
+            if pos:
+                st.bulk_templates.append((template_regex(parts[0::2], it is not None), fast, tmpl,
+                                          it is not None))
+        else:
+            fast.slow.add(tmpl)
+    if group is None:
+        row = {"line": lineno, "time": ts, "ranks": ranks, "iter": it, **row, "format": variant}
+        (st.decode if kind == "Decode" else st.prefill).add(row)
+        return OK
+    return group
 
 
 def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:

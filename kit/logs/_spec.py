@@ -90,6 +90,35 @@ def _fit_n(L: np.ndarray, r: np.ndarray, old: bool) -> int | None:
     return None
 
 
+def _from_pairs(Lu: np.ndarray, ru: np.ndarray, definition: str | None, n: int | None, n_source: str | None,
+                warnings: list[str]) -> tuple[str | None, int | None, str | None]:
+    """The accept-rate definition and N that the distinct printed (accept len, accept rate) pairs
+    fit, where the version or k did not say them; a warning for each inference and each mismatch."""
+    fits = {d_: _fit_n(Lu, ru, d_ == SGLANG_OLD) for d_ in (SGLANG_OLD, SGLANG_NEW)}
+    if definition is None:
+        if n is not None:
+            ok = [d_ for d_ in fits if _consistent(Lu, ru, n, d_ == SGLANG_OLD)]
+        else:
+            ok = [d_ for d_, fit in fits.items() if fit is not None]
+        if len(ok) == 1:
+            definition = ok[0]
+            warnings.append(f"sglang version unknown: accept-rate definition inferred from the printed "
+                            f"accept len/accept rate pairs ({definition})")
+        else:
+            warnings.append("sglang version unknown and the accept len/accept rate pairs fit both "
+                            "accept-rate definitions: pass version= or k=")
+    if n is None and definition is not None:
+        n = fits[definition]
+        if n is not None:
+            n_source = "inferred"
+            warnings.append(f"k not given: inferred k={n - 1} (N={n} draft tokens per verify) from the "
+                            f"printed accept len/accept rate pairs ({definition})")
+    elif n is not None and definition is not None and not _consistent(Lu, ru, n, definition == SGLANG_OLD):
+        warnings.append(f"accept rate printed by sglang is not consistent with N={n} ({n_source}) "
+                        f"under '{definition}'")
+    return definition, n, n_source
+
+
 def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_args: dict | None,
                 variants: dict[str, int], warnings: list[str]) -> pd.DataFrame:
     """Normalised acceptance records from SGLang ``Decode batch`` rows that print ``accept len``."""
@@ -128,28 +157,7 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
         n = _n_from_server_args(server_args)
         n_source = "server_args" if n else None
     if has_rate:
-        fits = {d_: _fit_n(Lu, ru, d_ == SGLANG_OLD) for d_ in (SGLANG_OLD, SGLANG_NEW)}
-        if definition is None:
-            if n is not None:
-                ok = [d_ for d_ in fits if _consistent(Lu, ru, n, d_ == SGLANG_OLD)]
-            else:
-                ok = [d_ for d_, fit in fits.items() if fit is not None]
-            if len(ok) == 1:
-                definition = ok[0]
-                warnings.append(f"sglang version unknown: accept-rate definition inferred from the printed "
-                                f"accept len/accept rate pairs ({definition})")
-            else:
-                warnings.append("sglang version unknown and the accept len/accept rate pairs fit both "
-                                "accept-rate definitions: pass version= or k=")
-        if n is None and definition is not None:
-            n = fits[definition]
-            if n is not None:
-                n_source = "inferred"
-                warnings.append(f"k not given: inferred k={n - 1} (N={n} draft tokens per verify) from the "
-                                f"printed accept len/accept rate pairs ({definition})")
-        elif n is not None and definition is not None and not _consistent(Lu, ru, n, definition == SGLANG_OLD):
-            warnings.append(f"accept rate printed by sglang is not consistent with N={n} ({n_source}) "
-                            f"under '{definition}'")
+        definition, n, n_source = _from_pairs(Lu, ru, definition, n, n_source, warnings)
     kk = n - 1 if n else None
     if kk is None:
         warnings.append("k unknown for the sglang acceptance records: draft acceptance rate not computed; "

@@ -240,41 +240,41 @@ class TemplateTable:
         data: dict[str, Any] = {}
         bad = None
         for name, parts in zip(self.head, heads):
-            col = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            if name == "line":
-                data[name] = col.astype(np.int64)
-            elif name == "time":
-                codes, uniq = pd.factorize(col)  # a missing time (line without header) -> code -1
-                if len(uniq):
-                    times = self._times(uniq)
-                    # -1 takes the NaT appended at the end (not the last time stamp)
-                    data[name] = np.append(times, times.dtype.type("NaT")).take(codes)
-                else:
-                    data[name] = np.full(n, np.datetime64("NaT", "us"))
-            elif name == "iter":
-                if any(v is not None for v in col):
-                    data[name] = np.array(col, dtype=np.float64)  # None -> NaN
-            elif name in _CATEGORICAL:  # rank tags: a handful of values, kept as codes
-                data[name] = to_categorical(col)
-            else:
-                data[name] = col.astype(object)
+            col = self._head_column(name, parts[0] if len(parts) == 1 else np.concatenate(parts), n)
+            if col is not None:
+                data[name] = col
         for j, name in enumerate(columns):
             data[name], b = convert_column(values[:, j])
             if b is not None:
                 bad = b if bad is None else bad | b
         del values
         for k, v in consts.items():
-            if k in _CATEGORICAL and isinstance(v, str):
-                data[k] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=_categories((v,)))
-            else:
-                a = np.empty(n, dtype=object)
-                a.fill(v)  # one shared string object (np.full would convert a copy per row)
-                data[k] = a
+            data[k] = _const_column(k, v, n)
         if bad is not None and bad.any():
             self.bad_lines.extend(int(x) for x in data["line"][bad])
             keep = ~bad
             data = {k: v[keep] for k, v in data.items()}
         return data
+
+    def _head_column(self, name: str, col: np.ndarray, n: int):
+        """A header column (line, time, rank tags, iteration) typed; None for an iteration column
+        that no line has."""
+        if name == "line":
+            return col.astype(np.int64)
+        if name == "time":
+            codes, uniq = pd.factorize(col)  # a missing time (line without header) -> code -1
+            if len(uniq):
+                times = self._times(uniq)
+                # -1 takes the NaT appended at the end (not the last time stamp)
+                return np.append(times, times.dtype.type("NaT")).take(codes)
+            return np.full(n, np.datetime64("NaT", "us"))
+        if name == "iter":
+            if any(v is not None for v in col):
+                return np.array(col, dtype=np.float64)  # None -> NaN
+            return None
+        if name in _CATEGORICAL:  # rank tags: a handful of values, kept as codes
+            return to_categorical(col)
+        return col.astype(object)
 
     def frame(self, columns: tuple[str, ...] = ()) -> pd.DataFrame | None:
         """All rows (every template) as one DataFrame in line order, ``columns`` first; None when empty."""
@@ -284,6 +284,15 @@ class TemplateTable:
         out = assemble(self.frames, columns)
         self.frames = []
         return out
+
+
+def _const_column(k: str, v, n: int):
+    """A column of ``n`` copies of one template constant (a categorical for rank-like strings)."""
+    if k in _CATEGORICAL and isinstance(v, str):
+        return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=_categories((v,)))
+    a = np.empty(n, dtype=object)
+    a.fill(v)  # one shared string object (np.full would convert a copy per row)
+    return a
 
 
 def assemble(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...] = ()) -> pd.DataFrame:

@@ -342,7 +342,8 @@ class SpecEstimate:
     def __repr__(self) -> str:
         acc = f"{self.acceptance:.0%}" if self.acceptance is not None else "?"
         be = f"{self.break_even:.1%}" if self.break_even is not None else "none (c >= 1)"
-        return (f"SpecEstimate({acc} at k={self.k}, c={self.c:g} ({'inferred from tok/s' if self.c_measured else 'assumed'}) "
+        c_from = "inferred from tok/s" if self.c_measured else "assumed"
+        return (f"SpecEstimate({acc} at k={self.k}, c={self.c:g} ({c_from}) "
                 f"-> {self.expected_tokens:.2f} tokens/verify, expected x{self.speedup:.2f} ({self.verdict}); "
                 f"break-even acceptance {be}; basis: {self.basis})")
 
@@ -370,7 +371,8 @@ def spec_estimate(a: float | None = None, *, k: int, c: float, per_position: Seq
     e = expected_tokens(a, k, per_position=per_position)
     acc = a if per_position is None else (sum(per_position) / len(per_position) if per_position else 0.0)
     return SpecEstimate(k, float(c), c_measured, acc, e, speedup(mean_acceptance_length=e, k=k, c=c),
-                        break_even(k, c), "per-position acceptance" if per_position is not None else "i.i.d. acceptance")
+                        break_even(k, c),
+                        "per-position acceptance" if per_position is not None else "i.i.d. acceptance")
 
 
 def spec_from_summary(summary, c: float, *, c_measured: bool = False) -> SpecEstimate:

@@ -118,10 +118,12 @@ class DecodeFloor:
         out = [f"DecodeFloor({self.model.name} on {self.gpu.key} x TP{self.tp}, batch {self.batch}, context "
                f"{self.context:,}, weights {self.weight_format}, KV {self.kv_dtype})",
                f"bytes per step {self.bytes_per_step / 1e9:.3f} GB ({self.bytes_per_gpu / 1e9:.3f} GB per GPU) -> "
-               f"memory {self.memory_us:,.1f} us at {self.gpu.mem_bw_gbps:,.0f} GB/s; compute {self.compute_us:,.1f} us; "
+               f"memory {self.memory_us:,.1f} us at {self.gpu.mem_bw_gbps:,.0f} GB/s; "
+               f"compute {self.compute_us:,.1f} us; "
                f"all-reduce {self.allreduce_us:,.1f} us; floor {self.floor_us:,.1f} us/step ({self.bound}-bound)"]
         if self.measured_ms:
-            out.append(f"step {self.measured_ms:.3f} ms (see its source below): efficiency {self.efficiency:.1%} of the floor, "
+            out.append(f"step {self.measured_ms:.3f} ms (see its source below): "
+                       f"efficiency {self.efficiency:.1%} of the floor, "
                        f"headroom {self.headroom_ms:.3f} ms")
         return out
 
@@ -149,6 +151,49 @@ def routed_experts_hit(experts: int, k: int, batch: int) -> float:
     if not experts:
         return 0.0
     return experts * (1.0 - (1.0 - k / experts) ** batch)
+
+
+def _gpu_input(spec, fmt: str, gpu) -> str:
+    """The GPU row used, its figures and where they and the GPU came from."""
+    out = (f"{spec.name}: {spec.mem_bw_gbps:,.0f} GB/s, {spec.peak_tflops(fmt):g} TFLOP/s dense "
+           f"({fmt}); {spec.source}" + (f"; {spec.note}" if spec.note else ""))
+    if isinstance(gpu, str) or isinstance(gpu, GPUSpec):
+        return out + " [GPU given by name]"
+    return out + f" [GPU from the fingerprint of {getattr(gpu, 'host', getattr(gpu, 'name', gpu))}]"
+
+
+def _parts_table(rows: list[tuple], spec) -> pd.DataFrame:
+    """The bytes each part of the model moves per step, and the time at the GPU's bandwidth (parts of
+    size 0 left out)."""
+    recs = []
+    for part, n, bpp, split, note in rows:
+        if n == 0:
+            continue
+        b = n * bpp
+        recs.append({"part": part, "params": float(n), "bytes_per_param": bpp, "bytes": b, "bytes_per_gpu": b / split,
+                     "time_us": b / split / (spec.mem_bw_gbps * 1e3), "note": note})
+    return pd.DataFrame(recs, columns=["part", "params", "bytes_per_param", "bytes", "bytes_per_gpu", "time_us",
+                                       "note"])
+
+
+def _step_allreduce(s: ModelShape, spec, tp: int, batch: int, link, algorithm: str,
+                    allreduces_per_layer: int | None, inputs: dict):
+    """The all-reduces of one decode step over TP ``tp`` (their link and count said in ``inputs``)."""
+    lk = link if link is not None else (spec.link or None)
+    if lk is None:
+        raise ModelError(f"decode_floor: TP={tp} on {spec.key}, which has no all-reduce link preset; give link= "
+                         f"(a kit.models.LINKS name or a kit.models.fit of a measured sweep)")
+    lm = _link(lk)
+    if allreduces_per_layer is None:
+        n_ar, per = s.blocks_with_output(), 1
+        inputs["all-reduces"] = (f"{n_ar} per step: one per mixer and per FFN output of the "
+                                 f"{'hybrid ' if s.layer_kinds else ''}layers")
+    else:
+        n_ar, per = s.layers, allreduces_per_layer
+    ar = allreduce_cost(tp=tp, hidden_size=s.hidden, layers=n_ar, tokens_per_step=batch,
+                        allreduces_per_layer=per, link=lm, algorithm=algorithm)
+    inputs["link"] = f"{lm!r}: {lm.source}"
+    return ar
 
 
 def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: int = 1, context: int = 4096,
@@ -212,14 +257,7 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
          f"{batch} x {s.state_elements_per_sequence():,} elements ({s.ssm_layers} layers x (state "
          f"{mx.state_elements():,} + conv {mx.conv_elements():,})), read and written, {st_dtype}" if mx else "none"),
     ]
-    recs = []
-    for part, n, bpp, split, note in rows:
-        if n == 0:
-            continue
-        b = n * bpp
-        recs.append({"part": part, "params": float(n), "bytes_per_param": bpp, "bytes": b, "bytes_per_gpu": b / split,
-                     "time_us": b / split / (spec.mem_bw_gbps * 1e3), "note": note})
-    parts = pd.DataFrame(recs, columns=["part", "params", "bytes_per_param", "bytes", "bytes_per_gpu", "time_us", "note"])
+    parts = _parts_table(rows, spec)
     total = float(parts["bytes"].sum())
     per_gpu = float(parts["bytes_per_gpu"].sum())
     memory_us = per_gpu / (spec.mem_bw_gbps * 1e3)
@@ -232,36 +270,18 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
     flops = 2.0 * weights * batch + attn_flops
     compute_us = flops / tp / (spec.peak_tflops(fmt) * 1e6)
     ar = None
-    inputs = {"model": f"{s.name} from {s.source or 'given shape'}",
-              "gpu": f"{spec.name}: {spec.mem_bw_gbps:,.0f} GB/s, {spec.peak_tflops(fmt):g} TFLOP/s dense "
-                     f"({fmt}); {spec.source}" + (f"; {spec.note}" if spec.note else "")}
-    if isinstance(gpu, str) or isinstance(gpu, GPUSpec):
-        inputs["gpu"] += " [GPU given by name]"
-    else:
-        inputs["gpu"] += f" [GPU from the fingerprint of {getattr(gpu, 'host', getattr(gpu, 'name', gpu))}]"
+    inputs = {"model": f"{s.name} from {s.source or 'given shape'}", "gpu": _gpu_input(spec, fmt, gpu)}
     inputs["weight format"] = (f"{fmt} ({WEIGHT_FORMATS[fmt][1]}), "
                                + ("given" if weight_format else "from the config"))
     if mx:
-        inputs["SSM state dtype"] = st_dtype + (" (given)" if ssm_state_dtype else " (mamba_ssm_cache_dtype of the config)"
-                                                if s.ssm_state_dtype else " (default: the model dtype, as engines use)")
+        inputs["SSM state dtype"] = st_dtype + (" (given)" if ssm_state_dtype
+                                                else " (mamba_ssm_cache_dtype of the config)" if s.ssm_state_dtype
+                                                else " (default: the model dtype, as engines use)")
     if s.assumed:
         inputs["defaults assumed"] = "; ".join(f"{k}={v}" for k, v in s.assumed) + \
             " (the config leaves them out; the transformers config class's defaults)"
     if tp > 1:
-        lk = link if link is not None else (spec.link or None)
-        if lk is None:
-            raise ModelError(f"decode_floor: TP={tp} on {spec.key}, which has no all-reduce link preset; give link= "
-                             f"(a kit.models.LINKS name or a kit.models.fit of a measured sweep)")
-        lm = _link(lk)
-        if allreduces_per_layer is None:
-            n_ar, per = s.blocks_with_output(), 1
-            inputs["all-reduces"] = (f"{n_ar} per step: one per mixer and per FFN output of the "
-                                     f"{'hybrid ' if s.layer_kinds else ''}layers")
-        else:
-            n_ar, per = s.layers, allreduces_per_layer
-        ar = allreduce_cost(tp=tp, hidden_size=s.hidden, layers=n_ar, tokens_per_step=batch,
-                            allreduces_per_layer=per, link=lm, algorithm=algorithm)
-        inputs["link"] = f"{lm!r}: {lm.source}"
+        ar = _step_allreduce(s, spec, tp, batch, link, algorithm, allreduces_per_layer, inputs)
     floor = max(memory_us, compute_us) + (ar.per_step_us if ar else 0.0)
     if measured_step_ms is not None:
         if measured_step_ms <= 0:

@@ -162,7 +162,8 @@ class ModelShape:
 
     def __repr__(self) -> str:
         moe = (f", MoE {self.experts} experts top-{self.experts_per_token} x{self.expert_intermediate} in "
-               f"{self.moe_layers} layers" + (f" + shared {self.shared_intermediate}" if self.shared_intermediate else "")
+               f"{self.moe_layers} layers"
+               + (f" + shared {self.shared_intermediate}" if self.shared_intermediate else "")
                if self.experts else "")
         att = (f"MLA kv_lora {self.kv_lora_rank}+rope {self.qk_rope_head_dim}" if self.attention == "mla" else
                f"GQA {self.heads}/{self.kv_heads} heads x {self.head_dim}")
@@ -312,7 +313,8 @@ def _hybrid_shape(cfg: dict, src: str, name: str, hidden: int, layers: int, head
     if any(k.endswith("+mlp") for k in kinds) and not dense_inter:
         raise ModelError(f"{src}: {mt} config has no intermediate_size for its MLP layers")
     st = str(cfg.get("mamba_ssm_cache_dtype") or "")
-    st = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(st, st if st in ("fp32", "bf16", "fp16") else "")
+    st = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(
+        st, st if st in ("fp32", "bf16", "fp16") else "")
     return ModelShape(name, mt, hidden, layers, heads, int(cfg.get("num_key_value_heads") or heads),
                       int(cfg.get("head_dim") or hidden // heads), _req(cfg, src, "vocab_size"), dense_inter,
                       bool(cfg.get("tie_word_embeddings", False)), experts=experts if moe_layers else 0,

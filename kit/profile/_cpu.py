@@ -63,8 +63,8 @@ _TOL_US = 2.0   # clock jitter between a launch record and the GPU timeline
 
 STEP_COLUMNS = ["rank", "step", "name", "phase", "cpu_window_from", "cpu_us", "gpu_wall_us", "gap_before_us",
                 "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "idle_unknown_us",
-                "max_gap_us", "launches", "driver_launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls",
-                "launch_api_us", "sync_wait_us"]
+                "max_gap_us", "launches", "driver_launches", "graph_launches", "memcpy", "memset", "syncs",
+                "item_calls", "launch_api_us", "sync_wait_us"]
 GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "sync", "op", "module", "next_kernel"]
 
 
@@ -99,7 +99,8 @@ def _cpu_windows(st: pd.DataFrame, first_launch: pd.Series, ann: pd.DataFrame) -
     if len(cpu_ann):
         a = cpu_ann.sort_values("start_us", kind="stable")
         a0, a1 = a["start_us"].to_numpy(float), (a["start_us"] + a["dur_us"]).to_numpy(float)
-        for name, ix in pd.Series(a["name"].astype(str).to_numpy()).groupby(a["name"].astype(str).to_numpy()).indices.items():
+        names = a["name"].astype(str).to_numpy()
+        for name, ix in pd.Series(names).groupby(names).indices.items():
             by_name[name] = (a0[ix], a1[ix])
     rows = []
     fl = first_launch.reindex(st["step"]).to_numpy(float)
@@ -335,9 +336,10 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
     gap = t["gap_before_us"]
     gap_fill = gap.fillna(gap.mean() if gap.notna().any() else 0.0)
     step = float((t["gpu_wall_us"] + gap_fill).mean())
-    m = {c: float(t[c].mean()) for c in ("max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
-                                         "idle_queued_us", "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs",
-                                         "item_calls", "launch_api_us", "sync_wait_us")}
+    m = {c: float(t[c].mean()) for c in ("max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us",
+                                         "idle_launch_us", "idle_sync_us", "idle_queued_us", "max_gap_us", "launches",
+                                         "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us",
+                                         "sync_wait_us")}
     mode = ("graph" if m["graph_launches"] and not m["launches"] else "eager" if m["launches"] and not
             m["graph_launches"] else "mixed" if m["launches"] else "none")
     out.update(step_us=step, mode=mode, **m)
@@ -358,8 +360,9 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
         out["verdict"] = "GPU-bound"
     elif m["syncs"] > 0 and (m["idle_sync_us"] >= SYNC_SHARE * caused or m["idle_sync_us"] >= SYNC_STEP * step):
         out["verdict"] = "host-bound"
-        figs += (f" blocking {m['sync_wait_us']:,.0f} us: each sync drains the GPU's queue ({m['idle_sync_us']:,.0f} us "
-                 f"of GPU idle per step follow one, {100 * m['idle_sync_us'] / step:.0f}% of the step), and a step that "
+        figs += (f" blocking {m['sync_wait_us']:,.0f} us: each sync drains the GPU's queue "
+                 f"({m['idle_sync_us']:,.0f} us of GPU idle per step follow one, "
+                 f"{100 * m['idle_sync_us'] / step:.0f}% of the step), and a step that "
                  f"synchronises cannot be captured in a CUDA graph")
     elif m["max_gap_us"] >= ONE_GAP_SHARE * caused:
         out["verdict"] = "host-bound"
@@ -576,8 +579,10 @@ def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels:
         _, g = rank_cpu(p, r, st.sort_values("start_us"), p.kernels)
         for s in slow.itertuples():
             gs = g[g["step"] == s.step]
-            where = f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {_where(gs.iloc[0])}" if len(gs) else ""
-            out.append(f"{lab}: step {s.step} took {s.wall_us + (s.gap_before_us if s.gap_before_us == s.gap_before_us else 0):,.0f} us, "
+            where = (f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {_where(gs.iloc[0])}"
+                     if len(gs) else "")
+            took = s.wall_us + (s.gap_before_us if s.gap_before_us == s.gap_before_us else 0)
+            out.append(f"{lab}: step {s.step} took {took:,.0f} us, "
                        f"{(s.wall_us) / med:.1f}x the median step ({med:,.0f} us) (warm-up or a host hiccup){where}; "
                        f"it moves the mean step time and the noise of this comparison")
     return out

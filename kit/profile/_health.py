@@ -166,10 +166,12 @@ def capture_facts(p) -> dict:
         wall = float(steps["wall_us"].sum())
         if wall > 0:
             idle = max(0.0, 1.0 - float(dur[in_step].sum()) / wall)
-    world = max([int((r.get("distributed") or {}).get("world_size", 1) or 1) for r in p.meta.get("ranks", {}).values()]
-                or [1])
-    from_gpu = bool(len(steps)) and "span_from" in steps and set(steps["span_from"].astype(str)) == {"gpu annotation"}
-    return {"mode": mode, "kernels": n, "steps_from_gpu_annotations": from_gpu, "gpu_time_us": total, "graph_kernels": n_graph,
+    world = max([int((r.get("distributed") or {}).get("world_size", 1) or 1)
+                 for r in p.meta.get("ranks", {}).values()] or [1])
+    from_gpu = (bool(len(steps)) and "span_from" in steps
+                and set(steps["span_from"].astype(str)) == {"gpu annotation"})
+    return {"mode": mode, "kernels": n, "steps_from_gpu_annotations": from_gpu, "gpu_time_us": total,
+            "graph_kernels": n_graph,
             "zero_duration_kernels": zero_all, "graph_block_share": block_share,
             "op_linked_share": op_linked, "module_linked_share": module_linked,
             "launch_apis": [f"{a} ({c})" for a, c in apis.items()],
@@ -182,32 +184,30 @@ def capture_facts(p) -> dict:
             "ranks": len(p.ranks), "world_size": world}
 
 
-def health(p) -> Health:
-    """The trust verdict of a :class:`Profile` (see the module docstring)."""
-    c = capture_facts(p)
-    mode = c["mode"]
-    notes: list[str] = []
-    no_timing = mode == "graph replay without per-kernel timing"
-    block = mode == "graph replay as one block"
-    fix_timing = ("capture graph replay with per-kernel timing (a PyTorch/CUPTI that records graph kernels, or "
-                  "nsys --cuda-graph-trace=node), or profile an eager run for shares")
-    metrics: dict[str, dict] = {}
-    if mode == "no GPU kernels":
-        for m in METRICS:
-            metrics[m] = _m(UNRELIABLE, "the trace has no GPU kernels", "profile with CUDA activities on")
-        return Health(list(p.files), c, metrics, notes)
-    # category shares
-    if no_timing:
-        metrics["category_shares"] = _m(UNRELIABLE, f"{c['zero_duration_kernels']:,} of {c['kernels']:,} kernels "
-                                        "have zero duration (graph replay recorded without per-kernel timing)",
-                                        fix_timing)
-    elif block:
-        metrics["category_shares"] = _m(UNRELIABLE, f"{_pct(c['graph_block_share'])} of GPU time is whole CUDA-graph "
-                                        "replays shown as one block", fix_timing)
-    elif c["other_share"] >= OTHER_UNRELIABLE:
-        metrics["category_shares"] = _m(UNRELIABLE, f"{_pct(c['other_share'])} of kernel time matches no category",
-                                        "add rules (kit.profile.load(rules=...)) for the kernel names in 'other'")
-    elif c["other_share"] >= OTHER_DEGRADED or c["comm_unrecognised"] or c["events_dropped"] or c["truncated"]:
+_FIX_TIMING = ("capture graph replay with per-kernel timing (a PyTorch/CUPTI that records graph kernels, or "
+               "nsys --cuda-graph-trace=node), or profile an eager run for shares")
+
+
+def _no_timing(c: dict) -> bool:
+    return c["mode"] == "graph replay without per-kernel timing"
+
+
+def _block(c: dict) -> bool:
+    return c["mode"] == "graph replay as one block"
+
+
+def _category_shares(c: dict) -> dict:
+    """Whether the category shares can be read: kernel durations recorded and kernels categorised."""
+    if _no_timing(c):
+        return _m(UNRELIABLE, f"{c['zero_duration_kernels']:,} of {c['kernels']:,} kernels "
+                  "have zero duration (graph replay recorded without per-kernel timing)", _FIX_TIMING)
+    if _block(c):
+        return _m(UNRELIABLE, f"{_pct(c['graph_block_share'])} of GPU time is whole CUDA-graph "
+                  "replays shown as one block", _FIX_TIMING)
+    if c["other_share"] >= OTHER_UNRELIABLE:
+        return _m(UNRELIABLE, f"{_pct(c['other_share'])} of kernel time matches no category",
+                  "add rules (kit.profile.load(rules=...)) for the kernel names in 'other'")
+    if c["other_share"] >= OTHER_DEGRADED or c["comm_unrecognised"] or c["events_dropped"] or c["truncated"]:
         why = []
         if c["other_share"] >= OTHER_DEGRADED:
             why.append(f"{_pct(c['other_share'])} of kernel time uncategorised")
@@ -218,67 +218,94 @@ def health(p) -> Health:
             why.append(f"{c['events_dropped']:,} events dropped by the reader")
         if c["truncated"]:
             why.append("the trace file is truncated")
-        metrics["category_shares"] = _m(DEGRADED, "; ".join(why), "add category rules; re-export a complete trace")
-    else:
-        metrics["category_shares"] = _m(USABLE, f"per-kernel durations recorded ({mode}); "
-                                        f"{_pct(1 - c['other_share'])} of kernel time categorised")
+        return _m(DEGRADED, "; ".join(why), "add category rules; re-export a complete trace")
+    return _m(USABLE, f"per-kernel durations recorded ({c['mode']}); "
+              f"{_pct(1 - c['other_share'])} of kernel time categorised")
+
+
+def _launch_bound(c: dict) -> bool:
+    """Steps launched kernel by kernel with the GPU idle inside them: the profiler inflates them."""
+    idle = c["idle_in_steps"]
+    return c["op_linked_share"] > 0.3 and idle == idle and idle > IDLE_LAUNCH_BOUND
+
+
+def _step_time(c: dict) -> dict:
+    """Whether step times can be read: steps marked, durations recorded, not inflated by the profiler."""
+    no_timing = _no_timing(c)
+    idle = c["idle_in_steps"]
+    if not c["steps"]:
+        return _m(UNRELIABLE, "no step markers or step spans in the trace",
+                  "annotate steps (record_function('decode_step_N'), the engine's profiler ranges)")
+    if no_timing and c["steps_from_gpu_annotations"]:
+        return _m(USABLE, "kernel durations are missing but every step spans a GPU-side annotation")
+    if no_timing:
+        return _m(DEGRADED, "step spans are built from kernels whose durations are missing",
+                  "measure step time with CUDA events outside the profiler")
+    if _launch_bound(c):
+        return _m(DEGRADED, f"steps launched kernel by kernel are launch-bound (GPU idle {_pct(idle)} inside "
+                  "steps): the profiler's CPU overhead lengthens every step, so step time and idle are inflated",
+                  "measure step time with CUDA events without the profiler, or profile graph replay")
+    unknown = c["unknown_phase_share"]
+    if c["mixed_phases"] and unknown == unknown and unknown > 0.5:
+        return _m(DEGRADED, "prefill and decode in one window and most kernels in no step",
+                  "profile a decode-only window")
+    return _m(USABLE, f"{c['steps']} step(s); GPU idle inside steps {_pct(idle)}"
+              + (" (graph replay: not inflated by the profiler's CPU work)" if "graph" in c["mode"] else ""))
+
+
+def _allreduce_share(c: dict) -> dict:
+    """Whether the AllReduce share can be read: communication kernels timed, recognised, every rank there."""
+    if _no_timing(c) or _block(c):
+        return _m(UNRELIABLE, "communication kernels inside graph replays have no durations of their own",
+                  _FIX_TIMING)
+    if c["cpu_collectives_multi_rank"] and not c["comm_kernels"]:
+        return _m(UNRELIABLE, f"{c['cpu_collectives_multi_rank']} collective call(s) across "
+                  "ranks launched no recognised GPU kernel", "add a rule for the engine's "
+                  "communication kernels; check the trace has GPU activity")
+    if c["comm_unrecognised"]:
+        return _m(DEGRADED, f"{c['comm_unrecognised']} communication-like kernels are not "
+                  "counted as communication", "add a category rule for them")
+    if c["world_size"] > c["ranks"]:
+        return _m(DEGRADED, f"{c['ranks']} of {c['world_size']} ranks in the trace: exposure "
+                  "and the spread across ranks are unknown", "load every rank's trace")
+    return _m(USABLE, f"{c['comm_kernels']} communication kernels recognised, "
+              "none unrecognised" if c["comm_kernels"] else
+              "no communication kernel or collective call in the trace")
+
+
+def _linked_view(c: dict, key: str, what: str, fix: str) -> dict:
+    """Whether a view by op or by module can be read: the share of GPU time linked to one."""
+    s = c[key]
+    why = f"{_pct(s)} of GPU time linked to {what}"
+    if _no_timing(c) or _block(c):
+        return _m(UNRELIABLE, why + "; kernel durations missing", fix)
+    if s >= LINKED_USABLE:
+        return _m(USABLE, why)
+    if s >= LINKED_DEGRADED:
+        return _m(DEGRADED, why + "; the rest is in no row of this view", fix)
+    return _m(UNRELIABLE, why, fix)
+
+
+def health(p) -> Health:
+    """The trust verdict of a :class:`Profile` (see the module docstring)."""
+    c = capture_facts(p)
+    notes: list[str] = []
+    metrics: dict[str, dict] = {}
+    if c["mode"] == "no GPU kernels":
+        for m in METRICS:
+            metrics[m] = _m(UNRELIABLE, "the trace has no GPU kernels", "profile with CUDA activities on")
+        return Health(list(p.files), c, metrics, notes)
+    metrics["category_shares"] = _category_shares(c)
     if c["mixed_phases"] and metrics["category_shares"]["status"] == USABLE:
         notes.append("prefill and decode steps share this window: use summary(phase='decode') or 'prefill'; the "
                      "'all' view mixes them")
-    # step time
-    idle = c["idle_in_steps"]
-    if not c["steps"]:
-        metrics["step_time"] = _m(UNRELIABLE, "no step markers or step spans in the trace",
-                                  "annotate steps (record_function('decode_step_N'), the engine's profiler ranges)")
-    elif no_timing and c["steps_from_gpu_annotations"]:
-        metrics["step_time"] = _m(USABLE, "kernel durations are missing but every step spans a GPU-side annotation")
-    elif no_timing:
-        metrics["step_time"] = _m(DEGRADED, "step spans are built from kernels whose durations are missing",
-                                  "measure step time with CUDA events outside the profiler")
-    elif c["op_linked_share"] > 0.3 and idle == idle and idle > IDLE_LAUNCH_BOUND:
-        metrics["step_time"] = _m(DEGRADED, f"steps launched kernel by kernel are launch-bound (GPU idle {_pct(idle)} inside steps): the "
-                                  "profiler's CPU overhead lengthens every step, so step time and idle are inflated",
-                                  "measure step time with CUDA events without the profiler, or profile graph replay")
-    elif c["mixed_phases"] and c["unknown_phase_share"] == c["unknown_phase_share"] and c["unknown_phase_share"] > 0.5:
-        metrics["step_time"] = _m(DEGRADED, "prefill and decode in one window and most kernels in no step",
-                                  "profile a decode-only window")
-    else:
-        metrics["step_time"] = _m(USABLE, f"{c['steps']} step(s); GPU idle inside steps {_pct(idle)}"
-                                  + (" (graph replay: not inflated by the profiler's CPU work)" if "graph" in mode else ""))
-    # allreduce share
-    if no_timing or block:
-        metrics["allreduce_share"] = _m(UNRELIABLE, "communication kernels inside graph replays have no durations "
-                                        "of their own", fix_timing)
-    elif c["cpu_collectives_multi_rank"] and not c["comm_kernels"]:
-        metrics["allreduce_share"] = _m(UNRELIABLE, f"{c['cpu_collectives_multi_rank']} collective call(s) across "
-                                        "ranks launched no recognised GPU kernel", "add a rule for the engine's "
-                                        "communication kernels; check the trace has GPU activity")
-    elif c["comm_unrecognised"]:
-        metrics["allreduce_share"] = _m(DEGRADED, f"{c['comm_unrecognised']} communication-like kernels are not "
-                                        "counted as communication", "add a category rule for them")
-    elif c["world_size"] > c["ranks"]:
-        metrics["allreduce_share"] = _m(DEGRADED, f"{c['ranks']} of {c['world_size']} ranks in the trace: exposure "
-                                        "and the spread across ranks are unknown", "load every rank's trace")
-    else:
-        metrics["allreduce_share"] = _m(USABLE, f"{c['comm_kernels']} communication kernels recognised, "
-                                        "none unrecognised" if c["comm_kernels"] else
-                                        "no communication kernel or collective call in the trace")
-    # op and module views
-    for metric, key, what, fix in (
-            ("op_view", "op_linked_share", "a CPU op", "profile eager (graph replays carry no op), CPU activity on"),
-            ("module_view", "module_linked_share", "an nn.Module",
-             "profile eager with with_stack=True (nn.Module frames)")):
-        s = c[key]
-        why = f"{_pct(s)} of GPU time linked to {what}"
-        if no_timing or block:
-            metrics[metric] = _m(UNRELIABLE, why + "; kernel durations missing", fix)
-        elif s >= LINKED_USABLE:
-            metrics[metric] = _m(USABLE, why)
-        elif s >= LINKED_DEGRADED:
-            metrics[metric] = _m(DEGRADED, why + "; the rest is in no row of this view", fix)
-        else:
-            metrics[metric] = _m(UNRELIABLE, why, fix)
-    if idle == idle and c["op_linked_share"] > 0.3 and idle > IDLE_LAUNCH_BOUND:
-        notes.append(f"profiler overhead: launch-bound steps (GPU idle {_pct(idle)}); kernel durations are "
-                     "unaffected, step wall time is not")
+    metrics["step_time"] = _step_time(c)
+    metrics["allreduce_share"] = _allreduce_share(c)
+    metrics["op_view"] = _linked_view(c, "op_linked_share", "a CPU op",
+                                      "profile eager (graph replays carry no op), CPU activity on")
+    metrics["module_view"] = _linked_view(c, "module_linked_share", "an nn.Module",
+                                          "profile eager with with_stack=True (nn.Module frames)")
+    if _launch_bound(c):
+        notes.append(f"profiler overhead: launch-bound steps (GPU idle {_pct(c['idle_in_steps'])}); kernel "
+                     "durations are unaffected, step wall time is not")
     return Health(list(p.files), c, metrics, notes)

@@ -203,8 +203,10 @@ class Summary:
             d["phase"] = self.phase
             d["per_rank"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
                              for r in self.per_rank.to_dict("records")]
-            d["allreduce_spread"] = {k: (num(v) if isinstance(v, float) else v) for k, v in self.allreduce_spread.items()}
-            d["top"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()} for r in self.top.to_dict("records")]
+            d["allreduce_spread"] = {k: (num(v) if isinstance(v, float) else v)
+                                     for k, v in self.allreduce_spread.items()}
+            d["top"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
+                        for r in self.top.to_dict("records")]
             d["modules"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
                             for r in self.modules.to_dict("records")]
         return d

@@ -1,12 +1,13 @@
 """Per-kernel achieved bandwidth and FLOP/s of GEMMs whose trace recorded shapes (``record_shapes=True``).
 
 Each GEMM kernel carries (from the reader, through ``_attribution.py``) the innermost aten op with
-``Input Dims`` that launched it (``op_call``, ``input_dims``, ``input_types`` of ``Profile.kernels``): ``aten::mm`` ``[[M, K], [K, N]]``, ``aten::addmm``
-``[[bias], [M, K], [K, N]]``, ``aten::bmm`` ``[[B, M, K], [B, K, N]]``, ``aten::linear``
-``[[..., K], [N, K], ...]``. Then ``FLOPs = 2 B M N K`` and the bytes that must move are
-``B (M K + K N + M N) x element size``; dividing by the kernel's duration gives the achieved
-TB/s and TFLOP/s, set against the GPU's peaks (``kit.models.gpu_spec``). A decode GEMM (M = batch)
-is memory-bound: its bandwidth share is the figure that says how far it runs from the roofline.
+``Input Dims`` that launched it (``op_call``, ``input_dims``, ``input_types`` of ``Profile.kernels``):
+``aten::mm`` ``[[M, K], [K, N]]``, ``aten::addmm`` ``[[bias], [M, K], [K, N]]``, ``aten::bmm``
+``[[B, M, K], [B, K, N]]``, ``aten::linear`` ``[[..., K], [N, K], ...]``. Then ``FLOPs = 2 B M N K``
+and the bytes that must move are ``B (M K + K N + M N) x element size``; dividing by the kernel's
+duration gives the achieved TB/s and TFLOP/s, set against the GPU's peaks (``kit.models.gpu_spec``).
+A decode GEMM (M = batch) is memory-bound: its bandwidth share is the figure that says how far it runs
+from the roofline.
 A GEMM split into several kernels (split-K reduce) has its bytes and FLOPs on the first and the
 time of all of them: rows are grouped per launching op call (the kernels under one op call).
 """

@@ -54,7 +54,9 @@ from kit.remote._transfer import Transfer
 from kit.remote._transfer_report import Fetched, TransferReport
 from kit.util import publish
 
-__all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'FileStat', 'Forward', 'GroupResult', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'connect', 'hosts']
+__all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'FileStat', 'Forward', 'GroupResult',
+           'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'connect',
+           'hosts']
 
 
 def __getattr__(name: str):

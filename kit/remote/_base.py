@@ -38,7 +38,8 @@ sys.stdout = real_out
 try:
     s = json.dumps(val)
 except (TypeError, ValueError) as exc:
-    sys.stderr.write("kit.python: the last expression's value is not JSON-serialisable (%s): %s\n" % (type(val).__name__, exc))
+    sys.stderr.write("kit.python: the last expression's value is not JSON-serialisable (%s): %s\n"
+                     % (type(val).__name__, exc))
     sys.exit(3)
 sys.stdout.write("\x1eKITJSON " + s + "\n")
 '''

@@ -32,7 +32,8 @@ ok() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(stat -c %u -- "$1")" = "$u" ] && [ "
 b=${TMPDIR:-/tmp}; b=${b%/}; [ -n "$b" ] || b=/tmp
 d="$b/kit-$u"
 mkdir -m 700 -- "$d" 2>/dev/null
-if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = "$u" ] && [ $(( 0$(stat -c %a -- "$d") & 022 )) = 0 ]; then
+if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = "$u" ] &&
+   [ $(( 0$(stat -c %a -- "$d") & 022 )) = 0 ]; then
   chmod 700 -- "$d"
 fi
 if ! ok "$d"; then

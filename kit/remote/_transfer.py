@@ -358,7 +358,8 @@ class Transfer:
             return self.host.stat(path)
 
     def get_many(self, remote_paths: Iterable[str] | str, dest: str, *, progress: bool | None = None,
-                 resume: bool = True, compress: str | bool | None = "auto", workers: int | None = None) -> TransferReport:
+                 resume: bool = True, compress: str | bool | None = "auto",
+                 workers: int | None = None) -> TransferReport:
         """Download several files into the directory ``dest``, ``workers`` at a time (each on its own
         channel of the one connection). A string is a glob pattern (see :meth:`glob`). Files keep their
         names; files of the same name from different directories keep their shortest distinct path.

@@ -47,8 +47,8 @@ MASK = "***REDACTED***"
 # token words not, since eos_token/pad_token are tokenizer settings) and never after ``#``
 # (SGLang's ``#token: 108`` is a count, not a secret). ``os.environ["HF_TOKEN"] = ...`` is seen
 # through the closing bracket.
-_ENV_NAME = (r"\b(?=[A-Z])(?:(?:[A-Z0-9]+_)+(?:PASS|PWD)|[A-Z0-9_]*(?:TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|PASSPHRASE|"
-             r"API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?|AUTH_KEY|SIGNING_KEY|ENCRYPTION_KEY|MASTER_KEY|"
+_ENV_NAME = (r"\b(?=[A-Z])(?:(?:[A-Z0-9]+_)+(?:PASS|PWD)|[A-Z0-9_]*(?:TOKEN|SECRET|SECRET_KEY|PASSWORD|PASSWD|"
+             r"PASSPHRASE|API_?KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIALS?|AUTH_KEY|SIGNING_KEY|ENCRYPTION_KEY|MASTER_KEY|"
              r"CLIENT_SECRET|CONNECTION_STRING|WEBHOOK_URL|SAS_TOKEN))\b")
 _KEY_NAME = (r"(?<![#\w/.-])(?i:(?:[a-z0-9]+_)*(?:password|passwd|passphrase|secret|api_?key|"
              r"secret(?:_access)?_key|private_key(?:_id)?|client_secret|session_token|security_token)|token|"
@@ -136,7 +136,8 @@ def _ds() -> tuple[list[re.Pattern[str]], list[tuple[re.Pattern[str], int]], Any
     for cls in get_mapping_from_secret_type_to_class().values():
         if issubclass(cls, RegexBasedDetector) and cls.__name__ not in ("IPPublicDetector", "PrivateKeyDetector"):
             regexes.extend(cls().denylist)
-    kw = list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items()) + list(keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items())
+    kw = (list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items())
+          + list(keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items()))
     return regexes, kw, Base64HighEntropyString(), HexHighEntropyString()
 
 

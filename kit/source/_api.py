@@ -1,4 +1,5 @@
-"""The public calls: slice, enclosing, find, grep, definition, module_path, diff (documented in the package docstring)."""
+"""The public calls: slice, enclosing, find, grep, definition, module_path, diff (documented in the package
+docstring)."""
 from __future__ import annotations
 
 import difflib
@@ -61,7 +62,8 @@ def _make_slice(source: SourceFile, start: int, end: int | None, highlight: tupl
 # ---------------------------------------------------------------------------------------------
 # Public functions
 # ---------------------------------------------------------------------------------------------
-def slice(host: Host, path: str, start: int, end: int | None = None, *, highlight: int | list[int] | None = None) -> Slice:
+def slice(host: Host, path: str, start: int, end: int | None = None, *,
+          highlight: int | list[int] | None = None) -> Slice:
     """Lines ``start..end`` of ``path`` on ``host`` (``end=None``: to the end of the file).
 
     One ``host.stat``; the file is transferred only if not cached at this size and mtime. A range
@@ -203,7 +205,8 @@ def definition(host: Host, name: str, *, near: str, python: str | None = None, e
         if is_module:
             if not rest:
                 target = CACHE.get(host, path)
-                sl = (_make_slice(target, 1, min(len(target.lines), 40)) if target.lines else  # e.g. an empty __init__.py
+                # an empty file (e.g. an empty __init__.py) gets an empty slice
+                sl = (_make_slice(target, 1, min(len(target.lines), 40)) if target.lines else
                       Slice(target.host, target.path, 1, 0, (), 0, (), "empty file"))
                 return Definition(hname, name, path, 1, len(target.lines), "module", _module_label(path), None, sl,
                                   tuple(via))

@@ -203,50 +203,61 @@ class _Walker:
 
     def _walk(self, body: list[ast.stmt], stack: list[ScopeInfo], context: str) -> None:
         for stmt in body:
-            self._stmt(stmt, stack, context)
+            if not self._stmt(stmt, stack, context):
+                self._compound(stmt, stack, context)  # from here, so nesting costs no extra frame
 
-    def _stmt(self, node: ast.stmt, stack: list[ScopeInfo], context: str) -> None:
+    def _stmt(self, node: ast.stmt, stack: list[ScopeInfo], context: str) -> bool:
+        """A simple statement or a definition; False for a compound statement (for :meth:`_compound`)."""
         first = min([d.lineno for d in getattr(node, "decorator_list", ())] + [node.lineno])
         if not self._overlaps(first, node.end_lineno or node.lineno):
-            return
+            return True
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            is_class = isinstance(node, ast.ClassDef)
-            scope = _scope_of(node, stack, context)
-            kind = scope.kind
-            if node.name == self._name:
-                self.bindings.append(Binding(node.lineno, scope.end, node.col_offset, kind, node.name, None, None,
-                                             stack[-1].qualname if stack else None))
-            for deco in node.decorator_list:
-                self._expr(deco, stack)
-            inner = stack + [scope]
-            if is_class:
-                for base in node.bases + [k.value for k in node.keywords]:
-                    self._expr(base, stack)
-                self._walk(node.body, inner, "class")
-            else:
-                self._arguments(node.args, stack, inner)
-                if node.returns is not None:
-                    self._expr(node.returns, stack)
-                self._walk(node.body, inner, "function")
-            return
+            self._def(node, stack, context)
+            return True
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 self._target(target, node.value, node, stack, context)
             self._expr(node.value, stack)
-            return
+            return True
         if isinstance(node, ast.AnnAssign):
             self._target(node.target, _field_default(node.value), node, stack, context)
             if node.value is not None:
                 self._expr(node.value, stack)
-            return
+            return True
         if isinstance(node, ast.AugAssign):
             self._target(node.target, None, node, stack, context, expr=node.value)
             self._expr(node.value, stack)
-            return
+            return True
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             self._import(node, stack)
-            return
-        # Compound statements: same scope, recurse into bodies and expressions.
+            return True
+        return False
+
+    def _def(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef, stack: list[ScopeInfo],
+             context: str) -> None:
+        """A function or class: its name binds here; decorators, bases, arguments and annotations are
+        read in the enclosing scope, the body in its own."""
+        is_class = isinstance(node, ast.ClassDef)
+        scope = _scope_of(node, stack, context)
+        kind = scope.kind
+        if node.name == self._name:
+            self.bindings.append(Binding(node.lineno, scope.end, node.col_offset, kind, node.name, None, None,
+                                         stack[-1].qualname if stack else None))
+        for deco in node.decorator_list:
+            self._expr(deco, stack)
+        inner = stack + [scope]
+        if is_class:
+            for base in node.bases + [k.value for k in node.keywords]:
+                self._expr(base, stack)
+            self._walk(node.body, inner, "class")
+        else:
+            self._arguments(node.args, stack, inner)
+            if node.returns is not None:
+                self._expr(node.returns, stack)
+            self._walk(node.body, inner, "function")
+
+    def _compound(self, node: ast.stmt, stack: list[ScopeInfo], context: str) -> None:
+        """Compound statements: same scope, recurse into bodies and expressions."""
         for _name, value in ast.iter_fields(node):
             if isinstance(value, list):
                 stmts = [v for v in value if isinstance(v, ast.stmt)]

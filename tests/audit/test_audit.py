@@ -46,7 +46,8 @@ def test_sample_experiment_ignored_flag_is_found_with_its_deciding_function():
     assert g.status == "took effect" and (g.baseline, g.variant_value) == (True, False)
     # the measurement agrees: the ignored flag changed nothing, the graph flag did
     rows = {r["label"]: r for r in (json.loads((STORED / v / "result.json").read_text())
-                                    for v in ("v00-baseline", "v01-disable_custom_all_reduce", "v02-disable_cuda_graph"))}
+                                    for v in ("v00-baseline", "v01-disable_custom_all_reduce",
+                                              "v02-disable_cuda_graph"))}
     tok = {k: sum(x["decode_tok_s"] for x in r["repeats"]) / len(r["repeats"]) for k, r in rows.items()}
     assert abs(tok["--disable-custom-all-reduce"] / tok["baseline"] - 1) < 0.03
     assert tok["--disable-cuda-graph"] / tok["baseline"] < 0.8
@@ -134,12 +135,13 @@ def test_decode_batch_above_the_largest_captured_graph(tmp_path):
 def test_custom_all_reduce_off_on_pcie(shared_data, tmp_path):
     """The sample SGLang and vLLM logs of the 8-GPU PCIe server say the engine disabled it (line given);
     a run on the real 8x RTX 4090 PCIe topology with tp 8 is flagged before any log says so."""
-    a = kit.audit.audit([SAMPLE / "logs" / "sglang_0.5.9_tp8_default.log", SAMPLE / "logs" / "vllm_0.11.0_tp8_default.log"])
+    a = kit.audit.audit([SAMPLE / "logs" / "sglang_0.5.9_tp8_default.log",
+                         SAMPLE / "logs" / "vllm_0.11.0_tp8_default.log"])
     hits = [f for f in a.findings if f.code == "custom-all-reduce-off"]
     assert len(hits) == 2 and all("engine disabled it itself" in f.verdict for f in hits)
     assert any(e.endswith(".log:5: (Worker_TP0 pid=355) INFO 11-20 12:00:00 [custom_all_reduce.py:271] Custom "
-                          "allreduce is disabled because it's not supported on more than two PCIe-only GPUs. To silence "
-                          "this warning, specify disable_custom_all_reduce=True explicitly.") for f in hits
+                          "allreduce is disabled because it's not supported on more than two PCIe-only GPUs. "
+                          "To silence this warning, specify disable_custom_all_reduce=True explicitly.") for f in hits
                for e in f.evidence)
     run = tmp_path / "run"
     run.mkdir()
@@ -241,8 +243,9 @@ def test_clean_default_runs_flag_nothing():
     assert len(c.flagged) == 2  # one per run (rep0, rep1): a fresh engine each time
     f = c.flagged[0]
     assert f.code == "custom-all-reduce-off" and "engine disabled it itself" in f.verdict
-    assert f.evidence[0].endswith("rep0/server.log:1: [2026-12-03 18:35:03] Custom allreduce is disabled because tinyserve "
-                                  "does not run it on more than two PCIe-only GPUs (tp_size=8); all-reduce goes through NCCL")
+    assert f.evidence[0].endswith("rep0/server.log:1: [2026-12-03 18:35:03] Custom allreduce is disabled because "
+                                  "tinyserve does not run it on more than two PCIe-only GPUs (tp_size=8); "
+                                  "all-reduce goes through NCCL")
 
 
 def test_mismatch_between_the_two_sides_of_a_comparison():
@@ -365,7 +368,8 @@ def test_throttled_clocks_flag_the_record_the_row_and_the_repr(tmp_path, recorde
     s = c.summary()
     assert s["throttled"] is True and s["reasons"] == {"SW power cap": 4} and s["min_sm_mhz"] == 1500
     marker = "kit-audit-throttle"
-    exp = kit.experiment(TINY.format(m=marker).replace("--tp-size 8", ""), flags={"--disable-cuda-graph": [False, True]},
+    exp = kit.experiment(TINY.format(m=marker).replace("--tp-size 8", ""),
+                         flags={"--disable-cuda-graph": [False, True]},
                          env={"PYTHONPATH": str(ENGINE)}, port=free_port(), name="thr", session=tmp_path, repeats=1,
                          progress=False, bench={"requests": 2, "warmup": 1, "max_tokens": 8, "prompt_tokens": 4})
     assert not engine_procs(marker)

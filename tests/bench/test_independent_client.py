@@ -3,9 +3,9 @@
 guidellm 0.3.1 is installed on first use into its own virtual environment (``$KIT_GUIDELLM_VENV``,
 default ``.kit-cache/guidellm-0.3.1``), never into the project's; the test skips, saying why, when
 the package registry cannot be reached. 0.3.1 because later releases require torch (a 5 GB install
-with its CUDA libraries) and this one does not (0.6 GB); its request timing is the same code path. Both clients send the same prompts (one JSON-lines file),
-one request at a time, to ``tests/live/timed_server.py``; their figures are printed side by side
-with the truth the server wrote down.
+with its CUDA libraries) and this one does not (0.6 GB); its request timing is the same code path.
+Both clients send the same prompts (one JSON-lines file), one request at a time, to
+``tests/live/timed_server.py``; their figures are printed side by side with the truth the server wrote down.
 
 Definitions differ by name, not by substance: guidellm's "ITL" is vLLM's TPOT
 ((latency - TTFT) / (tokens - 1), per request), its "TPOT" is latency / tokens.

@@ -31,7 +31,8 @@ def test_topology_h100_space_aligned(shared_data):
     assert topo.summary == "8 GPUs, NVLink (worst link NV18)"
     assert topo.links.at["GPU3", "GPU3"] == "X" and topo.links.at["GPU0", "GPU7"] == "NV18"
     assert list(topo.affinity.columns) == ["CPU Affinity", "NUMA Affinity"]
-    assert topo.affinity.at["GPU5", "CPU Affinity"] == "52-103,156-207" and topo.affinity.at["GPU5", "NUMA Affinity"] == "1"
+    assert topo.affinity.at["GPU5", "CPU Affinity"] == "52-103,156-207"
+    assert topo.affinity.at["GPU5", "NUMA Affinity"] == "1"
     assert repr(topo) == "Topology(8 GPUs, NVLink (worst link NV18))"
 
 
@@ -76,7 +77,8 @@ def test_topology_errors_name_the_source():
 
 
 def test_gpu_query_csv_with_header_units_and_na():
-    text = ("index, name, memory.total [MiB], memory.used [MiB], utilization.gpu [%], power.draw [W], compute_cap, pci.bus_id\n"
+    text = ("index, name, memory.total [MiB], memory.used [MiB], utilization.gpu [%], power.draw [W], "
+            "compute_cap, pci.bus_id\n"
             "0, NVIDIA H100 80GB HBM3, 81559 MiB, 412 MiB, 0 %, 68.21 W, 9.0, 00000000:1B:00.0\n"
             "1, NVIDIA H100 80GB HBM3, 81559 MiB, 412 MiB, 0 %, [N/A], 9.0, 00000000:43:00.0\n")
     df = parse_gpu_query(text)

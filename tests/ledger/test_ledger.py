@@ -216,7 +216,10 @@ def test_damaged_ledgers_are_one_clear_error_and_stay_as_they_were(tmp_path):
             Ledger.open(path)
         assert "\n" not in str(info.value), name
         with pytest.raises(LedgerError):
-            Ledger.open(path).record("H2", statement="x") if name == "deep" else Ledger(path).record("H2", statement="x")
+            if name == "deep":
+                Ledger.open(path).record("H2", statement="x")
+            else:
+                Ledger(path).record("H2", statement="x")
         assert path.read_bytes() == raw, f"{name}: the damaged file was changed"
     with pytest.raises(LedgerError, match="not UTF-8 text"):
         path.write_bytes(cases["latin-1"])
@@ -248,7 +251,8 @@ def test_old_ledger_files_load_and_provenance_round_trips(tmp_path):
     assert h.provenance == [] and h.caveats == [] and h.evidence_kind == "not stated"
     led = Ledger.open(path)
     led.record("H1", verdict="rejected", caveats=["the measurement contradicts the model"],
-               provenance=[{"artefact": "logs/a.log", "kind": "sample", "label": "sample (not measured)", "role": "step time"},
+               provenance=[{"artefact": "logs/a.log", "kind": "sample", "label": "sample (not measured)",
+                            "role": "step time"},
                            {"artefact": "traces/x", "kind": "measured", "label": "measured on h200"}])
     again = Ledger.open(path)["H1"]
     assert again.evidence_kind == "mixed: measured, sample"

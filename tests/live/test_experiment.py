@@ -37,7 +37,8 @@ def test_plan_modes():
 
 def test_experiment_finds_the_truth_and_resumes(tmp_path):
     marker = f"kit-exp-truth-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
-    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.2"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} "
+           "--token-ms 10 --load-seconds 0.2")
     from tests.live.conftest import ENGINE
 
     kw = dict(matrix={"NCCL_PROTO": [None, "LL"], "NCCL_ALGO": [None, "Ring"]},
@@ -68,7 +69,8 @@ def test_experiment_finds_the_truth_and_resumes(tmp_path):
     assert not engine_procs(marker)
     meta = json.loads((d / "plan.json").read_text())
     assert meta["interleave"] and len(meta["order"]) == 12 and "drift" in meta["statistics"]["covers"]
-    assert meta["order"][:5] == [{"variant": "v00-baseline", "repeat": 0}, {"variant": "v01-NCCL_PROTO_LL", "repeat": 0},
+    assert meta["order"][:5] == [{"variant": "v00-baseline", "repeat": 0},
+                                 {"variant": "v01-NCCL_PROTO_LL", "repeat": 0},
                                  {"variant": "v02-NCCL_ALGO_Ring", "repeat": 0},
                                  {"variant": "v03-attention_backend_triton", "repeat": 0},
                                  {"variant": "v03-attention_backend_triton", "repeat": 1}]
@@ -116,7 +118,8 @@ def test_a_variant_that_crashes_is_stored_as_failed(tmp_path):
     from tests.live.conftest import ENGINE
 
     marker = f"kit-exp-crash-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
-    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 2 --load-seconds 0.2"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} "
+           "--token-ms 2 --load-seconds 0.2")
     exp = kit.experiment(cmd, matrix={"TINYSERVE_CRASH": [None, "load"]}, env={"PYTHONPATH": str(ENGINE)},
                          port=free_port(), session=tmp_path, name="crash", repeats=2, progress=False,
                          bench={"requests": 2, "warmup": 0, "max_tokens": 8})
@@ -143,8 +146,9 @@ def _start_driver(tmp_path, cmd, port, marker_env):
                        session="s", name="killed", repeats=2, progress=False,
                        bench={{"requests": 3, "warmup": 1, "max_tokens": 24, "prompt_tokens": 8}})
     """))
-    return subprocess.Popen([sys.executable, str(script)], cwd=str(tmp_path), env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, str(script)], cwd=str(tmp_path),
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def _wait_engine_serving(d, p, n_done: int, timeout: float = 60):
@@ -170,7 +174,8 @@ def test_killed_driver_resume_measures_each_variant_on_its_own_engine(tmp_path, 
     from tests.live.conftest import ENGINE
 
     marker = f"kit-exp-killed-{how[-1]}-{uuid.uuid4().hex[:8]}"
-    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.2"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} "
+           "--token-ms 10 --load-seconds 0.2")
     port = free_port()  # one fixed port for every engine: an orphan on it would answer the next one's benchmark
     p = _start_driver(tmp_path, cmd, port, {"PYTHONPATH": str(ENGINE)})
     d = tmp_path / "s" / "experiments" / "killed"
@@ -210,7 +215,8 @@ def test_interleaving_keeps_drift_out_of_the_speedup(tmp_path):
     from tests.live.conftest import ENGINE
 
     marker = f"kit-exp-drift-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
-    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 8 --load-seconds 0.1"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} "
+           "--token-ms 8 --load-seconds 0.1")
     truth = 1 / 0.70
     got = {}
     for interleave in (False, True):
@@ -235,7 +241,8 @@ def test_a_rerun_while_the_first_driver_still_runs_is_refused(tmp_path):
     from tests.live.conftest import ENGINE
 
     marker = f"kit-exp-refused-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
-    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.2"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} "
+           "--token-ms 10 --load-seconds 0.2")
     port = free_port()
     p = _start_driver(tmp_path, cmd, port, {"PYTHONPATH": str(ENGINE)})
     d = tmp_path / "s" / "experiments" / "killed"
@@ -279,7 +286,8 @@ def test_busy_port_fails_every_run_clearly_and_measures_nothing(tmp_path, timed_
     other, _ = timed_server(itl_ms=8)  # another server already answers on the port
     port = int(other.rsplit(":", 1)[1])
     marker = f"kit-exp-busy-{uuid.uuid4().hex[:8]}"  # unique: other checkouts may run the same test now
-    cmd = f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} --token-ms 10 --load-seconds 0.1"
+    cmd = (f"python3 -m tinyserve.launch_server --device cpu --served-model-name {marker} "
+           "--token-ms 10 --load-seconds 0.1")
     exp = kit.experiment(cmd, matrix={"NCCL_PROTO": [None, "LL"]}, env={"PYTHONPATH": str(ENGINE)}, port=port,
                          session=tmp_path, name="busy", repeats=1, progress=False,
                          bench={"requests": 2, "warmup": 0, "max_tokens": 8})

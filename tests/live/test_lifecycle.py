@@ -161,7 +161,8 @@ def test_log_copy_is_byte_faithful(tiny, tmp_path):
     with kit.server("local", noisy, env=env, port=free_port(), session=tmp_path, name="noisy", progress=False,
                     poll=0.01) as s:
         t0 = time.monotonic()
-        while [x for x in engine_procs(str(writer)) if "bash" not in x] and time.monotonic() - t0 < 30:  # polled while the writer writes
+        # polled while the writer writes
+        while [x for x in engine_procs(str(writer)) if "bash" not in x] and time.monotonic() - t0 < 30:
             stream_request(s.url, model=marker, prompt="a b", max_tokens=4)
             s.sync_log()
         remote, offset = s.job.log, s.job.offset

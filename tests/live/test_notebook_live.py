@@ -40,7 +40,8 @@ def test_notebook_05_runs_live_with_its_defaults(tmp_path):
     # dict parameters as papermill passes them: a dict (Python API, -y) and JSON text (-p on the command line)
     pm.execute_notebook(str(NB), str(out), cwd=str(NB.parent), progress_bar=False, kernel_name="python3",
                         parameters={"run_live": True, "live_session": str(live),
-                                    "flags": {"--disable-cuda-graph": [False, True], "--attention-backend": [None, "triton"]},
+                                    "flags": {"--disable-cuda-graph": [False, True],
+                                              "--attention-backend": [None, "triton"]},
                                     "matrix": '{"NCCL_PROTO": [null, "LL"]}'})
     assert _digest(SAMPLE) == before, "live mode must not write into the bundled sample session"
     nb = json.loads(out.read_text())

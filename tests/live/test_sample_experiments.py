@@ -16,7 +16,8 @@ def test_h200_recording_is_measured_and_complete():
     assert all(r["status"] == "ok" and r["n"] == 3 for r in exp.rows())
     for v in exp.variants:
         assert sess.provenance(f"experiments/h200_graph_backend_compile/{v['slug']}/server.log").is_measured
-        assert (SAMPLE / "experiments" / "h200_graph_backend_compile" / v["slug"] / "traces" / "rank0.trace.json.gz").is_file()
+        assert (SAMPLE / "experiments" / "h200_graph_backend_compile" / v["slug"] / "traces"
+                / "rank0.trace.json.gz").is_file()
     assert sess.provenance("experiments/h200_live_server/single_stream.json").is_measured
 
 

@@ -142,5 +142,6 @@ def test_server_over_ssh(sshd, tmp_path):
         # nothing of the engine's session is left but zombies (this container's PID 1 does not reap)
         assert not [p for p in procs if p.split()[0] == str(pid) and not p.split()[1].startswith("Z")]
     assert "fired up" in (tmp_path / "logs" / "ssh.log").read_text()
-    assert _trace_steps(tmp_path / "traces" / "ssh-prof" / "rank0.trace.json.gz") == [f"ProfilerStep#{i}" for i in range(4)]
+    steps = _trace_steps(tmp_path / "traces" / "ssh-prof" / "rank0.trace.json.gz")
+    assert steps == [f"ProfilerStep#{i}" for i in range(4)]
     assert not engine_procs(marker)

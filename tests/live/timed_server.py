@@ -59,6 +59,16 @@ def schedule(args, n: int, rng: random.Random, ttft_s: float) -> list[float]:
     return out
 
 
+def _choice(args, chat: bool, i: int, n_reason: int) -> dict:
+    """Token ``i``'s streamed choice: a chat delta (reasoning first, then content) or a completion text."""
+    if chat:
+        delta = {args.reasoning_field: f" r{i}"} if i < n_reason else {"content": f" a{i}"}
+        if i == 0:
+            delta["role"] = "assistant"
+        return {"index": 0, "delta": delta, "finish_reason": None}
+    return {"index": 0, "text": f" t{i}", "finish_reason": None}
+
+
 def make_handler(args):
     lock = threading.Lock()
     state = {"rid": 0, "seen": set(), "rng": random.Random(args.seed)}
@@ -116,13 +126,7 @@ def make_handler(args):
                     left = arrival + t - time.perf_counter()
                     if left > 0:
                         time.sleep(left)
-                    if chat:
-                        delta = {args.reasoning_field: f" r{i}"} if i < n_reason else {"content": f" a{i}"}
-                        if i == 0:
-                            delta["role"] = "assistant"
-                        choice = {"index": 0, "delta": delta, "finish_reason": None}
-                    else:
-                        choice = {"index": 0, "text": f" t{i}", "finish_reason": None}
+                    choice = _choice(args, chat, i, n_reason)
                     self._sse({"id": oid, "object": "chunk", "model": args.model, "choices": [choice]})
                     sent.append(time.perf_counter() - arrival)
                 if (body.get("stream_options") or {}).get("include_usage"):

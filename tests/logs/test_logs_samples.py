@@ -205,7 +205,8 @@ def test_bench_json_results():
     assert v["spec_acceptance_rate"] == pytest.approx(0.542)
     assert v["spec_per_position"] == pytest.approx((0.708, 0.583, 0.333))
     b = L.parse_bench(DATA / "bench_one_batch.jsonl").iloc[0]
-    assert (b["tool"], b["output_throughput"], b["median_decode_latency_s"]) == ("sglang.bench_one_batch", 174.85, 0.00572)
+    assert ((b["tool"], b["output_throughput"], b["median_decode_latency_s"])
+            == ("sglang.bench_one_batch", 174.85, 0.00572))
     lat = L.parse_bench(DATA / "vllm_bench_latency.json").iloc[0]
     assert (lat["tool"], lat["avg_latency_s"], lat["p90_latency_s"]) == ("vllm bench latency", 2.5, 2.6)
 

@@ -156,7 +156,8 @@ def test_graph_replay_kernels_read_in_order_match_the_eager_twin():
     GEMM within 5%, norm and rope within 15% (graph replays run the same kernels back to back)."""
     t = truth(TRACES / "hf_llama_stack" / "trace.json.gz")
     n = json.loads((TRACES / "hf_llama_stack" / "measured.json").read_text())["decode_steps"]
-    cfg = [json.loads((TRACES / x / "measured.json").read_text())["config"] for x in ("hf_llama_stack", "hf_graph_replay")]
+    cfg = [json.loads((TRACES / x / "measured.json").read_text())["config"]
+           for x in ("hf_llama_stack", "hf_graph_replay")]
     assert cfg[0] == cfg[1]
     s = profile.load(TRACES / "hf_graph_replay" / "trace.json.gz", cache=False).summary("decode")
     per = {r.category: r.time_us / s.steps for r in s.categories.itertuples() if r.category != "idle"}

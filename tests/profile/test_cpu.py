@@ -235,7 +235,8 @@ def test_cpu_pairs_compare_names_launches_of_both_runs_and_puts_the_gap_in_idle(
         assert f"{r.label}: " in text and f"-> {r.verdict}" in text
     na, nb = int(round(cpu.loc["A", "launches"])), int(round(cpu.loc["B", "launches"]))
     if b == "cpu_graph":
-        assert c.cause.startswith(f"cpu_eager launches {na} kernels per step one by one, cpu_graph replays a CUDA graph")
+        assert c.cause.startswith(f"cpu_eager launches {na} kernels per step one by one, "
+                                  "cpu_graph replays a CUDA graph")
     elif b == "cpu_norm_manual":
         assert c.cause.startswith(f"cpu_norm_manual launches {nb} kernels per step against {na} in cpu_norm_fused")
         assert nb > na

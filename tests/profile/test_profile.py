@@ -144,14 +144,16 @@ def test_vllm_symmetric_memory_allreduce_is_seen_where_hta_rule_is_blind(shared_
     assert len(multimem) == s.per_rank["allreduce_calls"].iloc[0] > 0
     assert s.share("allreduce") == pytest.approx(multimem["dur_us"].sum() / k["dur_us"].sum())
     assert s.share("allreduce") > 0.10 > 0.01 > hta_comm
-    assert set(k.loc[k["name"].astype(str).str.startswith("ncclDevKernel_AllGather"), "category"]) == {"other-collectives"}
+    allgather = k["name"].astype(str).str.startswith("ncclDevKernel_AllGather")
+    assert set(k.loc[allgather, "category"]) == {"other-collectives"}
 
 
 @pytest.mark.parametrize("name,category", [
     # 'flash' appears in every flashinfer namespace and in vLLM's cache write: not attention by itself
     ("void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>"
      "(__nv_bfloat16 const*)", "kv-cache write"),
-    ("void vllm::reshape_and_cache_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>", "kv-cache write"),
+    ("void vllm::reshape_and_cache_kernel<__nv_bfloat16, __nv_bfloat16, (vllm::Fp8KVCacheDataType)0>",
+     "kv-cache write"),
     ("void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)2, "
      "__nv_bfloat16, 32, true>(int, __nv_bfloat16 const*, flashinfer::QuantizationSFLayout)", "quantization"),
     ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", "norm"),
@@ -196,12 +198,16 @@ def test_user_rules_take_precedence_and_toml_can_replace(tmp_path):
 
 @pytest.mark.shared_data
 @pytest.mark.parametrize("rel,name,phase,source,in_step", [
-    ("tracelens/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz", "step[DECODE bs=32]", "decode", "annotation:sglang:cpu", 0.9),
-    ("tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz", "step[EXTEND bs=15 toks=15360]", "prefill", "annotation:sglang:cpu", 0.9),
+    ("tracelens/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz", "step[DECODE bs=32]", "decode",
+     "annotation:sglang:cpu", 0.9),
+    ("tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz", "step[EXTEND bs=15 toks=15360]",
+     "prefill", "annotation:sglang:cpu", 0.9),
     ("tracelens/inference/vllm_decode_full/graph_execution.json.gz", None, "decode", "annotation:vllm:cpu", 0.9),
-    ("tracelens/b200/eager_trace.json.gz", "execute_context_1(888_788544)_generation_0(0)", "prefill", "annotation:vllm:gpu", 0.9),
+    ("tracelens/b200/eager_trace.json.gz", "execute_context_1(888_788544)_generation_0(0)", "prefill",
+     "annotation:vllm:gpu", 0.9),
     # HF generate() trace: a third of its kernel time runs outside the one ProfilerStep
-    ("tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "ProfilerStep#6", "unknown", "annotation:profiler-step:gpu", 0.6),
+    ("tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz", "ProfilerStep#6", "unknown",
+     "annotation:profiler-step:gpu", 0.6),
 ])
 def test_steps_and_phases_from_serving_annotations(shared_data, rel, name, phase, source, in_step):
     p = profile.load(shared_data / "traces" / rel)
@@ -217,7 +223,8 @@ def test_steps_and_phases_from_serving_annotations(shared_data, rel, name, phase
 
 @pytest.mark.shared_data
 def test_phase_filter_warns_when_phase_absent(shared_data):
-    p = profile.load(shared_data / "traces/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz")
+    p = profile.load(shared_data
+                     / "traces/tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz")
     s = p.summary("decode")
     assert s.phase == "all"
     assert any("no kernel is in a decode step" in w for w in s.warnings)
@@ -327,7 +334,8 @@ def test_summary_json_matches_issue_shape_and_repr_is_deterministic():
     json.dumps(s.to_dict(full=True))
     assert repr(s) == repr(profile.load(f).summary("decode"))
     assert "<table>" in s._repr_html_() and "idle" in s._repr_html_()
-    assert re.match(r"Profile\(files=1, ranks=\[0\], kernels=[\d,]+, steps=17 \(decode 16, prefill 1\)", repr(profile.load(f)))
+    assert re.match(r"Profile\(files=1, ranks=\[0\], kernels=[\d,]+, steps=17 \(decode 16, prefill 1\)",
+                    repr(profile.load(f)))
 
 
 @pytest.mark.gpu_fixture

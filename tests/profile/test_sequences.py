@@ -28,7 +28,8 @@ def test_shape_ops_inside_a_claim_join_it_and_are_invisible_to_the_rules():
 
 
 def test_router_claims_experts_up_to_the_residual_add():
-    ops = "linear softmax topk sum div_ to _grouped_mm silu mul _grouped_mm index_add_ add to pow mean add rsqrt mul to mul"
+    ops = ("linear softmax topk sum div_ to _grouped_mm silu mul _grouped_mm index_add_ add to pow mean add rsqrt "
+           "mul to mul")
     c = _cats(ops)
     assert c[:11] == ["moe"] * 11 and c[11] is None and c[12:] == ["norm"] * 8
 
@@ -53,7 +54,8 @@ def test_rules_match_whole_ops_only():
 def test_graph_kernels_read_as_the_ops_they_stand_for():
     from kit.profile._sequences import kernel_token
 
-    assert kernel_token("void at::native::vectorized_elementwise_kernel<4, at::native::rsqrt_kernel_cuda(...)") == "rsqrt"
+    token = kernel_token("void at::native::vectorized_elementwise_kernel<4, at::native::rsqrt_kernel_cuda(...)")
+    assert token == "rsqrt"
     assert kernel_token("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<"
                         "float, float, float, float>, unsigned int, float, 4, 4> >") == "mean"
     assert kernel_token("nvjet_sm90_tst_8x64_64x16_4x1_v_bz_TNN") == "linear"

@@ -20,7 +20,8 @@ from tests.source.test_source_real_engines import engine
 
 SOURCES = {
     ("sglang", "0.5.9"): ["sglang/srt/layers/attention/mamba", "sglang/srt/layers/attention/fla",
-                          "sglang/srt/layers/attention/linear", "sglang/srt/layers/attention/hybrid_linear_attn_backend.py"],
+                          "sglang/srt/layers/attention/linear",
+                          "sglang/srt/layers/attention/hybrid_linear_attn_backend.py"],
     ("vllm", "0.11.0"): ["vllm/model_executor/layers/mamba", "vllm/model_executor/layers/fla",
                          "vllm/model_executor/layers/lightning_attn.py", "vllm/model_executor/models/qwen3_next.py"],
 }

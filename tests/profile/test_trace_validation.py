@@ -66,7 +66,8 @@ def test_events_without_cat_or_gpu_fields_are_dropped_and_the_warning_names_what
     w = [x for x in raw["warnings"] if "without a 'cat' field dropped" in x]
     assert len(w) == 1 and w[0].startswith("t.json: 3 complete events") and "args.stream" in w[0]
     # metadata and instant events without cat are normal Kineto output: no warning for them
-    meta = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}}, {"ph": "i", "name": "x", "ts": T0}]
+    meta = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}},
+            {"ph": "i", "name": "x", "ts": T0}]
     assert not any("'cat'" in x for x in _read(_write(tmp_path, evs + meta, "m.json"), decoder)["warnings"])
 
 

@@ -101,7 +101,8 @@ def hidden():
 def _timed_server(srv: SSHServer, host, port: int, itl_ms: float = 20.0, ttft_ms: float = 20.0):
     """The timed test server started on ``host`` at its 127.0.0.1:``port``; a Job."""
     script = srv.stage(TIMED)
-    job = host.spawn(f"exec python3 -c {shlex.quote(BOOT)} {script} --port {port} --itl-ms {itl_ms:g} --ttft-ms {ttft_ms:g}",
+    job = host.spawn(f"exec python3 -c {shlex.quote(BOOT)} {script} --port {port} "
+                     f"--itl-ms {itl_ms:g} --ttft-ms {ttft_ms:g}",
                      log=f"{host.private_dir('test')}/timed-{port}.log")
     job.wait_for(pattern="listening on", timeout=30, progress=False)
     deadline = time.monotonic() + 10
@@ -416,7 +417,8 @@ def test_host_behind_a_local_port_never_measures_this_machines_server(hidden, tm
     engine = hidden.stage(ENGINE)
     try:
         assert "listening" in decoy.stdout.readline()
-        with kit.connect(f"{hidden.user}@127.0.0.1:{relay_port}", **hidden.connect_options(known_hosts=str(kh))) as host:
+        opts = hidden.connect_options(known_hosts=str(kh))
+        with kit.connect(f"{hidden.user}@127.0.0.1:{relay_port}", **opts) as host:
             cmd = f"python3 -m tinyserve.launch_server --served-model-name {marker} --token-ms 5 --load-seconds 0.1"
             with kit.server(host, cmd, env={"PYTHONPATH": engine}, port=decoy_port, session=tmp_path,
                             progress=False) as s:

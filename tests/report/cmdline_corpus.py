@@ -129,7 +129,8 @@ _SPECS: list[tuple[str, str]] = [
     ("--db-password", "python migrate.py --db-password={p}"),
     ("--secret-access-key", "rclone copy s3:traces ./t --s3-access-key-id AK1 --s3-secret-access-key {p}"),
     ("--token-secret", "modal token set --token-id ak-12345 --token-secret {p}"),
-    ("--docker-password", "kubectl create secret docker-registry regcred --docker-username=bench --docker-password={p}"),
+    ("--docker-password", "kubectl create secret docker-registry regcred --docker-username=bench "
+                          "--docker-password={p}"),
     ("--authkey", "tailscale up --authkey {p} --hostname gpu-node-3"),
     ("tailscale tskey", "tailscale up --auth-key=tskey-auth-{p}"),
     ("--hf-token newline-safe", "huggingface-cli download meta-llama/Llama-3.1-8B --hf-token {p}"),
@@ -209,7 +210,8 @@ CMDLINE_DECOYS: list[str] = [
     "docker run -p 8000:8000 -e HF_HOME=/data/hf vllm/vllm-openai:latest",
     "docker login registry.example.com",
     "docker login -u bench ghcr.io",
-    "aws ecr get-login-password --region us-east-1 | docker login --username AWS --password-stdin 1234.dkr.ecr.us-east-1.amazonaws.com",
+    "aws ecr get-login-password --region us-east-1 | docker login --username AWS --password-stdin "
+    "1234.dkr.ecr.us-east-1.amazonaws.com",
     "echo \"$CR_PAT\" | docker login ghcr.io -u bench --password-stdin",
     "docker login -u oauth2accesstoken -p \"$(gcloud auth print-access-token)\" https://gcr.io",
     "sshpass -f /run/secrets/ssh_pw ssh bench@gpu-node",

@@ -27,7 +27,8 @@ def test_longest_prefix_wins_and_record_is_atomic(tmp_path):
     assert s.provenance("logs/a.log").kind == "unknown"
     s.record("logs", ks.Provenance.sample(source="SGLang 0.5.9 log"))
     s.record("logs/a.log", ks.Provenance.measured(host="gpu-box", how="kit.server", when="2026-12-03 07:00 UTC"))
-    assert ks.open(tmp_path).provenance("logs/a.log").label == "measured on gpu-box, 2026-12-03 07:00 UTC, by kit.server"
+    label = ks.open(tmp_path).provenance("logs/a.log").label
+    assert label == "measured on gpu-box, 2026-12-03 07:00 UTC, by kit.server"
     assert ks.open(tmp_path).provenance("logs/b.log").kind == "sample"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
@@ -91,7 +92,8 @@ def test_evidence_and_captions(tmp_path, monkeypatch):
     # a path built from the session's root, relative to the working directory, is the same artefact
     monkeypatch.chdir(SAMPLE.parent)
     rel = ks.open("sample")
-    assert rel.evidence(rel.path("logs", "sglang_0.5.9_tp8_default.log")).artefact == "logs/sglang_0.5.9_tp8_default.log"
+    artefact = rel.evidence(rel.path("logs", "sglang_0.5.9_tp8_default.log")).artefact
+    assert artefact == "logs/sglang_0.5.9_tp8_default.log"
     cap = ks.caption([ev, s.evidence("traces/tp1_eager"), ev])
     assert cap.startswith("Source: sample written to the") and cap.count("sample written") == 1
     assert "measured on NVIDIA H200" in cap

@@ -120,7 +120,8 @@ def _trace_cases(d: Path) -> list[Case]:
         warn=r"1 event .*nested .*deep.* dropped"))
     full = _dump(_trace(base))
     put("k_truncated.json", full[: len(full) - 300], Case("k_truncated.json", "trace", "warn", warn=r"truncated trace"))
-    put("k_not_json.json", b"{this is not json at all", Case("k_not_json.json", "trace", "error", error=r"not valid JSON"))
+    put("k_not_json.json", b"{this is not json at all",
+        Case("k_not_json.json", "trace", "error", error=r"not valid JSON"))
     put("k_empty.json", b"", Case("k_empty.json", "trace", "error", error=r"empty file"))
     put("k_events_not_array.json", b'{"traceEvents": 5}', Case("k_events_not_array.json", "trace", "error",
         error=r"not an array"))
@@ -311,8 +312,8 @@ def _bench_cases(d: Path) -> list[Case]:
     (d / "b_ok.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({**row, "run_name": "s"}) + "\n")
     (d / "b_deep.jsonl").write_bytes(json.dumps(row).encode() + b"\n" + b"[" * 100_000 + b"]" * 100_000 + b"\n")
     (d / "b_deep.json").write_bytes(b'{"a":' * 100_000 + b"1" + b"}" * 100_000)
-    (d / "b_nan.jsonl").write_text(json.dumps(row) + "\n" + json.dumps({**row, "median_decode_throughput": float("nan")})
-                                   + "\n")
+    (d / "b_nan.jsonl").write_text(json.dumps(row) + "\n"
+                                   + json.dumps({**row, "median_decode_throughput": float("nan")}) + "\n")
     (d / "b_list_of_numbers.json").write_text("[1, 2, 3]")
     return [
         Case("b_ok.jsonl", "bench", "ok", {"rows": 2, "output_throughput": 200.0}),

@@ -14,9 +14,9 @@ import types
 
 _CAP = tuple(int(x) for x in os.environ.get("KIT_STANDIN_CAPABILITY", "9.0").split("."))
 # The engines' hard dependencies that this machine may lack, and (KIT_STANDIN_MODULES, comma-separated
-# dotted names) an engine's own compiled modules, which a test unpacking only .py files leaves out. Packages an engine only probes for
-# (``find_spec("torch_npu")``, flashinfer ...) are NOT stood in for: they stay absent, as on a plain
-# CUDA host.
+# dotted names) an engine's own compiled modules, which a test unpacking only .py files leaves out. Packages
+# an engine only probes for (``find_spec("torch_npu")``, flashinfer ...) are NOT stood in for: they stay
+# absent, as on a plain CUDA host.
 _STAND_IN = set(os.environ.get("KIT_STANDIN_MODULES", "").split(",")) | {
     "torch", "triton", "zmq", "orjson", "psutil", "pybase64", "PIL", "starlette", "fastapi", "uvicorn", "uvloop",
     "transformers", "sgl_kernel", "safetensors", "huggingface_hub", "einops", "msgspec", "cloudpickle",
