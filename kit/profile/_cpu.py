@@ -68,14 +68,42 @@ STEP_COLUMNS = ["rank", "step", "name", "phase", "cpu_window_from", "cpu_us", "g
 GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "sync", "op", "module", "next_kernel"]
 
 
+def _kind_of(n: str) -> str:
+    return ("graph" if GRAPH.search(n) else "launch" if LAUNCH.search(n) else "memcpy" if MEMCPY.search(n)
+            else "memset" if MEMSET.search(n) else "sync" if SYNC.search(n) else "other")
+
+
+def _codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """(code of each row, its distinct values as ``str``) of a column without missing values, so that a
+    test on the text runs once per distinct value (a categorical's categories, else factorized); None
+    where a value is missing (the caller then converts the whole column, as before)."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes, uniq = s.cat.codes.to_numpy(), s.cat.categories
+    else:
+        codes, uniq = pd.factorize(s)
+    if (codes < 0).any():
+        return None
+    return codes, np.array([str(x) for x in uniq], dtype=object)
+
+
+def _str_values(s: pd.Series) -> np.ndarray:
+    """``s.astype(str).to_numpy()``, converting each distinct value once."""
+    cu = _codes(s)
+    return s.astype(str).to_numpy() if cu is None else cu[1][cu[0]]
+
+
 def classify(names: pd.Series) -> pd.Series:
     """Kind of each runtime/driver call: launch, graph, memcpy, memset, sync or other."""
-    u = pd.Series(pd.unique(names.astype(str)))
-    kind = {}
-    for n in u:
-        kind[n] = ("graph" if GRAPH.search(n) else "launch" if LAUNCH.search(n) else "memcpy" if MEMCPY.search(n)
-                   else "memset" if MEMSET.search(n) else "sync" if SYNC.search(n) else "other")
-    return names.astype(str).map(kind)
+    cu = _codes(names)
+    if cu is None:
+        u = pd.Series(pd.unique(names.astype(str)))
+        return names.astype(str).map({n: _kind_of(n) for n in u})
+    return pd.Series(_kinds(*cu), index=names.index, name=names.name, dtype=str)
+
+
+def _kinds(codes: np.ndarray, uniq: np.ndarray) -> np.ndarray:
+    """:func:`classify` of coded names, as an object array."""
+    return np.array([_kind_of(n) for n in uniq], dtype=object)[codes]
 
 
 def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -193,8 +221,9 @@ class _Calls:
     """One rank's runtime/driver calls and GPU-waiting ops, sorted by start: a step's calls are a slice."""
 
     def __init__(self, rt: pd.DataFrame) -> None:
-        kind = (np.where(rt["kind"].astype(str) == "op", "op", classify(rt["name"]).to_numpy())
-                if "kind" in rt else classify(rt["name"]).to_numpy())
+        cu = _codes(rt["name"])
+        base = _kinds(*cu) if cu is not None else classify(rt["name"]).to_numpy()
+        kind = np.where(_str_values(rt["kind"]) == "op", "op", base) if "kind" in rt else base
         rt = rt.assign(kind=kind).sort_values("start_us", kind="stable").reset_index(drop=True)
         self.rt = rt
         self.start = rt["start_us"].to_numpy(float)
@@ -203,11 +232,18 @@ class _Calls:
         self.kind = rt["kind"].to_numpy(object)
         is_l = self.kind == "launch"
         self.nested = np.zeros(len(rt), bool)
-        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], rt["tid"].astype(str).to_numpy()[is_l])
-        names = rt["name"].astype(str)
-        self.driver = (names.str.startswith("cu") & ~names.str.startswith("cuda")).to_numpy(bool)
+        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], _str_values(rt["tid"])[is_l])
+        cu = _codes(rt["name"])
+        if cu is None:
+            names = rt["name"].astype(str)
+            self.driver = (names.str.startswith("cu") & ~names.str.startswith("cuda")).to_numpy(bool)
+            self.item_name = names.isin(ITEM_OPS).to_numpy(bool)
+        else:
+            codes, uniq = cu
+            self.driver = np.array([n.startswith("cu") and not n.startswith("cuda") for n in uniq], bool)[codes]
+            self.item_name = np.isin(uniq, ITEM_OPS)[codes]
         self.launchers = rt[(self.kind != "op") & (rt["correlation"] >= 0)]
-        items = _items(rt)
+        items = _items(rt, self.item_name)
         self.i_s = items["start_us"].to_numpy(float)
         self.i_e = self.i_s + items["dur_us"].to_numpy(float)
         sync = self.kind == "sync"
@@ -277,7 +313,7 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
                      **_gpu_figures(by_step.get(r.step, np.empty(0, int)), kstart, kdur, g_len[gi], g_cause[gi],
                                     float(r.wall_us)),
                      **calls.counts(w0, w1)})
-    return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, calls.rt, rank)
+    return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, calls, rank)
 
 
 def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -290,14 +326,15 @@ def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return (i >= 0) & (t <= e[np.clip(i, 0, None)])
 
 
-def _items(rt: pd.DataFrame) -> pd.DataFrame:
-    """The GPU-waiting ops (``.item()``): ``_local_scalar_dense`` where recorded, else ``aten::item``."""
-    ops = rt[(rt["kind"] == "op") & rt["name"].astype(str).isin(ITEM_OPS)]
+def _items(rt: pd.DataFrame, item_name: np.ndarray) -> pd.DataFrame:
+    """The GPU-waiting ops (``.item()``): ``_local_scalar_dense`` where recorded, else ``aten::item``
+    (``item_name``: whether each row's name is one of ``ITEM_OPS``)."""
+    ops = rt[(rt["kind"] == "op").to_numpy(bool) & item_name]
     inner = ops[ops["name"].astype(str) == ITEM_OPS[0]]
     return inner if len(inner) else ops
 
 
-def _gap_table(g: pd.DataFrame, k: pd.DataFrame, rt: pd.DataFrame, rank: int, n: int = 10) -> pd.DataFrame:
+def _gap_table(g: pd.DataFrame, k: pd.DataFrame, calls: _Calls, rank: int, n: int = 10) -> pd.DataFrame:
     """The ``n`` longest gaps the CPU caused: where the CPU was (the sync that returned inside the gap,
     else the op and ``nn.Module`` the next kernel was launched from) and the kernel that ended it."""
     g = g[g["cause"].isin(["launch", "sync"])].nlargest(n, "idle_us")
@@ -311,7 +348,8 @@ def _gap_table(g: pd.DataFrame, k: pd.DataFrame, rt: pd.DataFrame, rank: int, n:
     op_top, op = col("op_top"), col("op")
     next_op = [o or t for o, t in zip(op, op_top)]
     frame = [None] * len(g)
-    waits = rt[(rt["kind"] == "sync") | ((rt["kind"] == "op") & rt["name"].astype(str).isin(ITEM_OPS))]
+    rt = calls.rt
+    waits = rt[(calls.kind == "sync") | ((calls.kind == "op") & calls.item_name)]
     if len(waits):
         we = (waits["start_us"] + waits["dur_us"]).to_numpy(float)
         names = waits["name"].astype(str).to_numpy()
