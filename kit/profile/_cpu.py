@@ -111,12 +111,13 @@ def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
     out = np.zeros(len(start), bool)
     order = np.lexsort((-end, start, tid))
     last_tid, last_end = None, -np.inf
-    for i in order:
-        if tid[i] == last_tid and end[i] <= last_end + 1e-6:
+    # plain Python lists: a loop over numpy scalars is several times slower
+    for i, t, e in zip(order.tolist(), tid[order].tolist(), end[order].tolist()):
+        if t == last_tid and e <= last_end + 1e-6:
             out[i] = True
             continue
-        if tid[i] != last_tid or end[i] > last_end:
-            last_tid, last_end = tid[i], end[i]
+        if t != last_tid or e > last_end:
+            last_tid, last_end = t, e
     return out
 
 
@@ -284,9 +285,8 @@ def _gpu_figures(ix: np.ndarray, kstart: np.ndarray, kdur: np.ndarray, gl: np.nd
 def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``."""
     rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
-    rt = rt[rt["rank"] == rank] if len(rt) else rt
-    ann = p.annotations[p.annotations["rank"] == rank] if len(p.annotations) else p.annotations
-    k = k[k["rank"] == rank]
+    rt, k = _of_rank(rt, rank), _of_rank(k, rank)
+    ann = _of_rank(p.annotations, rank)
     if not len(rt) or not len(steps):
         return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
     calls = _Calls(rt)
@@ -314,6 +314,14 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
                                     float(r.wall_us)),
                      **calls.counts(w0, w1)})
     return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, calls, rank)
+
+
+def _of_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """The rows of ``rank`` (the table itself, not a copy, where all rows are: a one-rank trace)."""
+    if not len(df):
+        return df
+    m = (df["rank"] == rank).to_numpy(bool)
+    return df if m.all() else df[m]
 
 
 def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
@@ -506,13 +514,30 @@ RUN_COLUMNS = ["run", "label", "rank", "verdict", "mode", "launches", "graph_lau
 PROFILER_IDLE_SHARE = 0.5
 
 
-def run_table(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str]) -> pd.DataFrame:
+def _phase_steps(p, r: int, phase: str) -> pd.DataFrame:
+    """Rank ``r``'s steps of ``phase`` (all phases for ``"all"``) with a start."""
+    st = p.steps
+    return st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
+
+
+def _run_cpu(p, r: int, phase: str, memo: dict | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`rank_cpu` of rank ``r``'s ``phase`` steps, computed once per ``memo`` (one compare call, which
+    holds the profiles: keyed by the profile object, rank and phase)."""
+    key = (id(p), r, phase)
+    if memo is not None and key in memo:
+        return memo[key]
+    out = rank_cpu(p, r, _phase_steps(p, r, phase).sort_values("start_us"), p.kernels)
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
+def run_table(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str],
+              memo: dict | None = None) -> pd.DataFrame:
     """One row per run (A, B): the CPU side of the compared rank's ``phase`` steps and its verdict."""
     rows = []
     for run, p, r, lab in zip(("A", "B"), profiles, ranks, labels):
-        st = p.steps
-        st = st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
-        t, g = rank_cpu(p, r, st.sort_values("start_us"), p.kernels)
+        t, g = _run_cpu(p, r, phase, memo)
         top = _where(g.iloc[0]) if len(g) else None
         v = verdict(t, top)
         rows.append({"run": run, "label": lab, "rank": r, **{c: v.get(c, np.nan) for c in RUN_COLUMNS[3:]}})
@@ -570,11 +595,12 @@ def compare_side(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tu
                  measured: bool) -> tuple[pd.DataFrame, list[str]]:
     """For ``compare``: the runs' CPU side (:func:`run_table`), written as the ``cause`` of the GPU-idle
     and launch-gap rows of ``parts`` (in place), and the warnings about profiler idle and outlier steps."""
-    runs = run_table(profiles, ranks, phase, labels)
+    memo: dict = {}
+    runs = run_table(profiles, ranks, phase, labels, memo)
     parts["cause"] = np.where(parts["kind"].isin(["gpu-idle", "launch-gap"]), "; ".join(cause_lines(runs)[1:]).strip(),
                               "")
     w = profiler_warning(parts, runs, measured)
-    return runs, ([w] if w else []) + outlier_warning(profiles, ranks, phase, labels)
+    return runs, ([w] if w else []) + outlier_warning(profiles, ranks, phase, labels, memo)
 
 
 def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) -> str | None:
@@ -600,13 +626,13 @@ def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) ->
 OUTLIER = 3.0
 
 
-def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str]) -> list[str]:
+def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str],
+                    memo: dict | None = None) -> list[str]:
     """Steps that took more than ``OUTLIER`` times the median step of their run (first-call warm-up, a
     host hiccup): they move the means the comparison explains; named with their longest CPU-caused gap."""
     out = []
     for p, r, lab in zip(profiles, ranks, labels):
-        st = p.steps
-        st = st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
+        st = _phase_steps(p, r, phase)
         if len(st) < 3:
             continue
         t = st["wall_us"] + st["gap_before_us"].fillna(0.0)
@@ -614,7 +640,7 @@ def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels:
         slow = st[t > OUTLIER * med]
         if not len(slow):
             continue
-        _, g = rank_cpu(p, r, st.sort_values("start_us"), p.kernels)
+        _, g = _run_cpu(p, r, phase, memo)
         for s in slow.itertuples():
             gs = g[g["step"] == s.step]
             where = (f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {_where(gs.iloc[0])}"
