@@ -356,11 +356,10 @@ def _gap_table(g: pd.DataFrame, k: pd.DataFrame, calls: _Calls, rank: int, n: in
     op_top, op = col("op_top"), col("op")
     next_op = [o or t for o, t in zip(op, op_top)]
     frame = [None] * len(g)
-    rt = calls.rt
-    waits = rt[(calls.kind == "sync") | ((calls.kind == "op") & calls.item_name)]
-    if len(waits):
-        we = (waits["start_us"] + waits["dur_us"]).to_numpy(float)
-        names = waits["name"].astype(str).to_numpy()
+    wm = (calls.kind == "sync") | ((calls.kind == "op") & calls.item_name)
+    if wm.any():
+        we = calls.end[wm]
+        names = _str_values(calls.rt["name"][wm])
         for i, (g0, lt, c) in enumerate(zip(g["start_us"], g["launch_us"], g["cause"])):
             if c == "sync":
                 hit = np.flatnonzero((we >= g0 - _TOL_US) & (we <= lt + _TOL_US))
