@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from kit.bench._client import RequestTiming, get_json, stream_request
+from kit.bench._client import RequestTiming, closed_loop, get_json, stream_request
 from kit.bench._stats import mean_ci, percentile
 from kit.errors import BenchError
 
@@ -139,28 +139,8 @@ def _run_open(url, model, prompts, rate, arrival, seed, max_tokens, chat, timeou
 
 
 def _run_closed(url, model, prompts, conc, max_tokens, chat, timeout):
-    results: list[RequestTiming] = []
-    lock = threading.Lock()
-    todo = list(range(len(prompts)))[::-1]
-
-    def worker():
-        while True:
-            with lock:
-                if not todo:
-                    return
-                i = todo.pop()
-            r = stream_request(url, model=model, prompt=prompts[i], max_tokens=max_tokens, chat=chat, timeout=timeout)
-            r.prompt_id = i
-            with lock:
-                results.append(r)
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, conc))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout * len(prompts) + 5)
-    return results, time.perf_counter() - t0
+    """One closed-loop level: ``len(prompts)`` requests by ``conc`` workers (``single_stream``'s pool)."""
+    return closed_loop(url, model, conc, len(prompts), list(prompts), max_tokens, chat, timeout)
 
 
 def _dist(values: list[float]) -> dict[str, float]:

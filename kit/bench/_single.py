@@ -12,12 +12,11 @@ import contextlib
 import html
 import json
 import math
-import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from kit.bench._client import RequestTiming, get_json, stream_request
+from kit.bench._client import RequestTiming, closed_loop, get_json, stream_request
 from kit.bench._stats import mean_ci, median
 from kit.errors import BenchError
 
@@ -43,33 +42,6 @@ def _repeat_row(timings: list[RequestTiming], wall: float) -> dict[str, float]:
             "reasoning_tokens": median([t.reasoning_tokens for t in ok]),
             "answer_tokens": median([t.answer_tokens for t in ok]),
             "ok": len(ok), "failed": len(timings) - len(ok)}
-
-
-def _run_level(url: str, model: str, conc: int, n: int, prompts, max_tokens: int, chat: bool,
-               timeout: float) -> tuple[list[RequestTiming], float]:
-    """``n`` requests by ``conc`` workers; ``prompts``: one prompt, or a list taken in order."""
-    results: list[RequestTiming] = []
-    lock = threading.Lock()
-    todo = list(range(n))[::-1]
-
-    def worker():
-        while True:
-            with lock:
-                if not todo:
-                    return
-                i = todo.pop()
-            prompt = prompts[i] if isinstance(prompts, list) else prompts
-            r = stream_request(url, model=model, prompt=prompt, max_tokens=max_tokens, chat=chat, timeout=timeout)
-            with lock:
-                results.append(r)
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, conc))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout * n + 5)
-    return results, time.perf_counter() - t0
 
 
 class BenchResult:
@@ -240,7 +212,7 @@ def single_stream(url: str, *, model: str | None = None, chat: bool = False, pro
     with sampler if sampler is not None else contextlib.nullcontext():
         for c in levels:
             for rep in range(repeats):
-                timings, wall = _run_level(url, model, c, requests, pool[nxt:nxt + requests], max_tokens, chat,
+                timings, wall = closed_loop(url, model, c, requests, pool[nxt:nxt + requests], max_tokens, chat,
                                            timeout)
                 nxt += requests
                 row = _repeat_row(timings, wall)
