@@ -104,3 +104,25 @@ def test_gpu_memory_is_shown_with_its_unit():
     nounits = kit.env.parse_gpu_query("0, NVIDIA H200, 143771, 9.0, 580.1\n",
                                       fields=["index", "name", "memory.total", "compute_cap", "driver_version"])
     assert "memory.total [MiB]" in kit.env.with_units(nounits).columns
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_a_command_line_imports_only_the_module_of_its_command():
+    """``kit profile summary`` builds the parser of ``profile`` alone (no SSH layer imported); the table
+    that says which module registers what must match what the modules register."""
+    from kit.cli._main import COMMANDS
+
+    full = _commands(build_parser())
+    assert set(full) == set(COMMANDS)
+    for name in COMMANDS:
+        only = _commands(build_parser([name, "--help"]))
+        assert set(only) == {c for c, m in COMMANDS.items() if m == COMMANDS[name]}
+        assert only[name].format_help() == full[name].format_help()
+    code = "import sys; from kit.cli import main\ntry:\n    main(['profile', 'summary', '--help'])\nexcept SystemExit:\n    pass\n"
+    code += "print('kit.remote' in sys.modules, 'pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.stdout.strip().endswith("False False"), out.stdout + out.stderr

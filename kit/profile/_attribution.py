@@ -54,7 +54,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule
+from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule, fold
 from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
@@ -110,8 +110,9 @@ class _FrameInfo:
             subject = name.rsplit("): ", 1)[-1]   # the function's name, not its file (modeling_qwen2_moe.py)
         if kind == "op" and name.startswith("triton_"):
             return  # inductor's record_function of one Triton kernel: its fused name decides later
+        low = fold(subject)
         for r in rules:
-            if kind in r.on and r.matches(subject):
+            if kind in r.on and r.matches(subject, low):
                 self.cat, self.container, self.generic, self.keep = r.category, r.container, r.generic, r.keep
                 self.role = r.role or None
                 break
