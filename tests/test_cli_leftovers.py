@@ -122,7 +122,8 @@ def test_a_command_line_imports_only_the_module_of_its_command():
         only = _commands(build_parser([name, "--help"]))
         assert set(only) == {c for c, m in COMMANDS.items() if m == COMMANDS[name]}
         assert only[name].format_help() == full[name].format_help()
-    code = "import sys; from kit.cli import main\ntry:\n    main(['profile', 'summary', '--help'])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys; from kit.cli import main\n"
+            "try:\n    main(['profile', 'summary', '--help'])\nexcept SystemExit:\n    pass\n")
     code += "print('kit.remote' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.strip().endswith("False False"), out.stdout + out.stderr
