@@ -19,6 +19,7 @@ import pandas as pd
 from kit.profile import _attribution as A
 from kit.profile import _cache
 from kit.profile._categories import Rule, categorise, category_order
+from kit.profile._columns import among, strings
 from kit.profile._kineto import absolute_offset_us
 from kit.profile._windows import assign_steps
 
@@ -156,11 +157,11 @@ def _runtime(launches: pd.DataFrame | None, frames: pd.DataFrame | None, rank: i
     """One rank's runtime/driver calls and GPU-waiting CPU ops (``SYNC_OPS``) on the profile's clock."""
     parts = []
     if launches is not None and len(launches):
-        parts.append(pd.DataFrame({"name": launches["name"].astype(str), "ts": launches["ts"], "dur": launches["dur"],
-                                   "tid": launches["tid"].astype(str), "correlation": launches["correlation"],
-                                   "kind": "runtime"}))
+        parts.append(pd.DataFrame({"name": strings(launches["name"]), "ts": launches["ts"], "dur": launches["dur"],
+                                   "tid": strings(launches["tid"]), "correlation": launches["correlation"],
+                                   "kind": "runtime"}, index=launches.index))
     if frames is not None and len(frames):
-        ops = frames[frames["name"].astype(str).isin(SYNC_OPS)]
+        ops = frames[among(frames["name"], SYNC_OPS)]
         if len(ops):
             parts.append(pd.DataFrame({"name": ops["name"].astype(str), "ts": ops["ts"], "dur": ops["dur"],
                                        "tid": ops["tid"].astype(str), "correlation": -1, "kind": "op"}))

@@ -56,6 +56,7 @@ import numpy as np
 import pandas as pd
 
 from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule, fold
+from kit.profile._columns import strings
 from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
@@ -68,16 +69,6 @@ _GRAPH = re.compile(r"GraphLaunch")
 # the object columns of ``link``'s result (besides launch, graph, layer, op_call)
 LINKED_OBJECT = ("frame_category", "frame_kind", "frame_name", "module", "block", "layer_kind", "op", "op_top",
                  "input_dims", "input_types")
-
-
-def strings(s: pd.Series) -> np.ndarray:
-    """A column as an object array of ``str``, one shared object per distinct value (``astype(str)``
-    under pandas 3 makes a new object per row: ~40 MiB more on a 228 MB trace)."""
-    c = s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
-    cats = np.empty(len(c.cat.categories) + 1, dtype=object)
-    cats[:-1] = [str(x) for x in c.cat.categories]
-    cats[-1] = "nan"   # what astype(str) gives a missing value
-    return cats[c.cat.codes.to_numpy()]
 
 
 def fused_category(name: str, rules: list[Rule]) -> str | None:
@@ -334,7 +325,7 @@ def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: li
     graph = out["graph"]
     bare = ~graph & (pos >= 0) & np.array([o is None for o in out["op"]], dtype=bool) & \
         np.array([c is None for c in out["frame_category"]], dtype=bool)
-    names = k["name"].astype(str).to_numpy()
+    names = strings(k["name"])
     ts = k["ts"].to_numpy(float)
     memo: dict[tuple, list] = {}
     g = np.flatnonzero(graph)

@@ -4,7 +4,7 @@ From paths to tables, in one place:
 
 1. ``kit.profile._io.detect`` decides each file's format (bad input fails here, before any work);
 2. one cache entry holds the whole assembled profile (keyed by every file's identity and the rule
-   table) — a hit returns it (reopening costs reading the parquet tables, no assembly);
+   table) — a hit returns it (reopening costs reading the cached tables, no assembly);
 3. otherwise each file is parsed — by the worker processes ``prefetch`` started before
    pandas was imported, by a process pool when the files are big, or in this process;
 4. ``_assemble.assemble`` puts the parsed files together into a profile, and it is stored.
