@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule, fold
-from kit.profile._columns import strings
+from kit.profile._columns import among, strings
 from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
@@ -468,14 +468,14 @@ def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
         return 0.0, {}
     generic = {r.category for r in rules if "kernel" in r.on and r.generic} | {OTHER}
     guesses = {r.role or r.pattern for r in rules if "sequence" in r.on and r.generic}
-    by = k["decided_by"].astype(str)
-    cat = k["category"].astype(str)
-    sel = by.isin(["kernel name", "kernel name (no launch)", "none"]) & cat.isin(generic)
-    sel |= by.isin(["sequence", "kernel sequence"]) & k["evidence"].astype(object).isin(guesses)
+    by, cat = k["decided_by"], k["category"]
+    sel = among(by, ["kernel name", "kernel name (no launch)", "none"]) & among(cat, generic)
+    sel |= among(by, ["sequence", "kernel sequence"]) & among(k["evidence"], guesses, missing=False)
+    dur = k["dur_us"].to_numpy(float)
     tot = float(k["dur_us"].sum())
     if not tot > 0:
         return 0.0, {}
-    per = k[sel].groupby(cat[sel])["dur_us"].sum()
+    per = pd.Series(dur[sel]).groupby(strings(cat)[sel]).sum()
     return float(k.loc[sel, "dur_us"].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0}
 
 

@@ -31,9 +31,11 @@ def matching(s: pd.Series, rx: re.Pattern) -> np.ndarray:
     return hit[c.cat.codes.to_numpy()]
 
 
-def among(s: pd.Series, values) -> np.ndarray:
-    """Rows whose text is one of ``values`` (``astype(str).isin(values)``), tested once per distinct value."""
+def among(s: pd.Series, values, missing: bool | None = None) -> np.ndarray:
+    """Rows whose text is one of ``values`` (``astype(str).isin(values)``: a missing value reads as
+    ``"nan"``; ``missing`` overrides that), tested once per distinct value."""
     c = _categorical(s)
     want = set(values)
-    hit = np.array([str(x) in want for x in c.cat.categories] + ["nan" in want], dtype=bool)
+    hit = np.array([str(x) in want for x in c.cat.categories] + ["nan" in want if missing is None else missing],
+                   dtype=bool)
     return hit[c.cat.codes.to_numpy()]

@@ -86,21 +86,24 @@ class ForkedParse:
                 os._exit(code)
         os.close(wfd)
         self.path, self.fmt, self._pid, self._fd = path, fmt, pid, rfd
-        self._done: tuple | None = None
 
     def result(self) -> dict:
-        """The parsed file (what ``read_raw`` returns); the child's error is raised here. A child that died
-        without answering (killed, out of memory) costs a parse in this process, not the answer."""
-        if self._done is None:
-            chunks = []
-            with os.fdopen(self._fd, "rb") as f:
-                while chunk := f.read(1 << 20):
-                    chunks.append(chunk)
-            self._fd = -1
-            _reap(self._pid)
-            data = b"".join(chunks)
-            self._done = pickle.loads(data) if data else (True, read_raw(self.path, self.fmt))
-        ok, value = self._done
+        """The parsed file (what ``read_raw`` returns), handed over once: this object keeps no reference,
+        so its lists are freed as soon as the caller has built its tables. The child's error is raised
+        here. A child that died without answering (killed, out of memory) costs a parse in this
+        process, not the answer."""
+        if self._fd < 0:
+            raise RuntimeError(f"the parse of {self.path} was already taken or cancelled")
+        chunks = []
+        with os.fdopen(self._fd, "rb") as f:
+            while chunk := f.read(1 << 20):
+                chunks.append(chunk)
+        self._fd = -1
+        _reap(self._pid)
+        data = b"".join(chunks)
+        del chunks
+        ok, value = pickle.loads(data) if data else (True, read_raw(self.path, self.fmt))
+        del data
         if not ok:
             raise value
         return value
@@ -148,14 +151,18 @@ class Prefetch:
     def __init__(self, futures: dict | None = None, executor: "ProcessPoolExecutor | None" = None) -> None:
         self.futures = futures or {}
         self._executor = executor
+        self._taken: list[ForkedParse] = []
 
     def take(self, path: str) -> "ForkedParse | Future | None":
-        """The parse under way for ``path``, or None."""
-        return self.futures.get(path)
+        """The parse under way for ``path`` (handed over: this object no longer holds it), or None."""
+        fut = self.futures.pop(path, None)
+        if isinstance(fut, ForkedParse):
+            self._taken.append(fut)   # still stopped by close() if its result is never read
+        return fut
 
     def close(self) -> None:
         """Stop the workers (parses not yet collected are cancelled)."""
-        for fut in self.futures.values():
+        for fut in [*self.futures.values(), *self._taken]:
             if isinstance(fut, ForkedParse):
                 fut.cancel()
         if self._executor is not None:
@@ -312,9 +319,9 @@ def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = T
                 results[i] = hit
                 continue
         todo.append(i)
-    early = {i: prefetched.take(str(paths[i])) for i in todo if prefetched.take(str(paths[i])) is not None}
-    for i, fut in early.items():
-        results[i] = _done(paths[i], fut.result(), store)
+    early = [i for i in todo if str(paths[i]) in prefetched.futures]
+    for i in early:   # each parse taken once: the lists are freed once its tables are built
+        results[i] = _done(paths[i], prefetched.take(str(paths[i])).result(), store)
     todo = [i for i in todo if i not in early]
     if todo:
         total = sum(paths[i].stat().st_size for i in todo)
