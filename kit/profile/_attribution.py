@@ -436,8 +436,9 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
     if not len(k) or "module" not in k:
         return pd.DataFrame(columns=[by, "time_us", "calls", "share_of_kernel"])
     tot = float(k["dur_us"].sum())
-    km = k.assign(module=k["module"].astype(object).fillna("(no module)"),
-                  block=k["block"].astype(object).fillna(k["module"].astype(object)).fillna("(no module)"))
+    use = [c for c in ("module", "block", "layer", "layer_kind", "dur_us", "count") if c in k]
+    km = k[use].assign(module=k["module"].astype(object).fillna("(no module)"),
+                       block=k["block"].astype(object).fillna(k["module"].astype(object)).fillna("(no module)"))
     if by == "layer":
         km = km[km["layer"] >= 0]
         if "layer_kind" in km:
