@@ -73,17 +73,24 @@ def _kind_of(n: str) -> str:
             else "memset" if MEMSET.search(n) else "sync" if SYNC.search(n) else "other")
 
 
-def _codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
-    """(code of each row, its distinct values as ``str``) of a column without missing values, so that a
-    test on the text runs once per distinct value (a categorical's categories, else factorized); None
-    where a value is missing (the caller then converts the whole column, as before)."""
+def coded(s: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """(code of each row as int64, -1 where the value is missing; the distinct values as ``str``): a
+    categorical's codes and categories, else factorized, so that work on a text column runs once per
+    distinct value instead of converting every row to a string."""
     if isinstance(s.dtype, pd.CategoricalDtype):
         codes, uniq = s.cat.codes.to_numpy(), s.cat.categories
     else:
         codes, uniq = pd.factorize(s)
+    return codes.astype(np.int64, copy=False), [str(x) for x in uniq]
+
+
+def _codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`coded` of a column without missing values, the distinct values as an object array; None
+    where a value is missing (the caller then converts the whole column, as before)."""
+    codes, uniq = coded(s)
     if (codes < 0).any():
         return None
-    return codes, np.array([str(x) for x in uniq], dtype=object)
+    return codes, np.array(uniq, dtype=object)
 
 
 def _str_values(s: pd.Series) -> np.ndarray:
