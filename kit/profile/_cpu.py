@@ -117,7 +117,26 @@ def _text(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """Calls lying inside an earlier call on the same thread (a driver launch under a runtime launch)."""
+    """Calls lying inside an earlier call on the same thread (a driver launch under a runtime launch): ending
+    by the latest end of the earlier calls on that thread (+1 ns), in order of start, longest first."""
+    order = np.lexsort((-end, start, tid))
+    t, e = tid[order], end[order]
+    prev = np.full(len(e), -np.inf)                  # the latest end of the earlier calls on the thread
+    cut = np.flatnonzero(t[1:] != t[:-1]) + 1
+    for lo, hi in zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [len(e)]]).tolist()):
+        prev[lo + 1:hi] = np.maximum.accumulate(e[lo:hi])[:-1]
+    inside = e <= prev + 1e-6
+    if np.isnan(e).any() or (e[inside] > prev[inside]).any():
+        # an end unknown, or within the tolerance past an earlier one: which calls count as containers
+        # then depends on the order, so walk them one by one
+        return _nested_walk(start, end, tid)
+    out = np.zeros(len(start), bool)
+    out[order[inside]] = True
+    return out
+
+
+def _nested_walk(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """:func:`_nested` call by call: a call is nested when it ends by the end of the last call that was not."""
     out = np.zeros(len(start), bool)
     order = np.lexsort((-end, start, tid))
     last_tid, last_end = None, -np.inf

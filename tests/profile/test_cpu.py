@@ -379,6 +379,26 @@ def test_nested_driver_launch_counts_once():
     assert list(_cpu._nested(start, end, np.array(["1", "2", "1"]))) == [False, False, False]
 
 
+def test_nested_by_arrays_agrees_with_the_call_by_call_walk():
+    """The array form of _nested gives the walk's answer: random calls on three threads, with ties, ends
+    within the 1 ns tolerance of another and unknown ends (where it walks), and calls that are not nested."""
+    rng = np.random.default_rng(3)
+    nested = 0
+    for trial in range(600):
+        n = int(rng.integers(0, 60))
+        start = np.round(rng.uniform(0, 100, n), int(rng.integers(0, 3)))
+        end = start + np.round(rng.exponential(10, n), int(rng.integers(0, 3)))
+        if trial % 3 == 0 and n:
+            end[rng.integers(0, n, 3)] += 1e-7 * rng.integers(0, 12, 3)
+        if trial % 7 == 0 and n:
+            end[rng.integers(0, n)] = np.nan
+        tid = rng.integers(0, 3, n)
+        got = _cpu._nested(start, end, tid)
+        assert (got == _cpu._nested_walk(start, end, tid)).all(), trial
+        nested += int(got.sum())
+    assert nested > 1000
+
+
 def test_classify_runtime_names():
     names = pd.Series(["cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC", "cudaGraphLaunch",
                        "cudaMemcpyAsync", "cudaMemsetAsync", "cudaStreamSynchronize", "cudaDeviceSynchronize",
