@@ -105,26 +105,35 @@ class _Run:
 
     @property
     def step_us(self) -> float:
-        return float(_mean(self.wall, np.nan) + _mean(self.gap))
+        return float(_nanmean(self.wall) + _mean(self.gap))
 
     @property
     def spread_us(self) -> float:
         t = self.times()
-        return _std(t) if len(t) > 1 else float("nan")
+        return _nanstd(t) if len(t) > 1 else float("nan")
 
 
-def _mean(x: np.ndarray, empty: float = 0.0) -> float:
-    """Mean of the known values (``empty`` where there is none), as pandas' ``Series.mean`` sums them."""
+def _mean(x: np.ndarray) -> float:
+    """Mean of the known values, 0 where there is none."""
     x = x[~np.isnan(x)]
-    return float(x.sum() / len(x)) if len(x) else empty
+    return float(x.sum() / len(x)) if len(x) else 0.0
 
 
-def _std(x: np.ndarray) -> float:
-    """Standard deviation (ddof 1) of the known values, as pandas' ``Series.std`` computes it (two passes)."""
-    x = x[~np.isnan(x)]
-    if len(x) < 2:
+def _nanmean(x: np.ndarray) -> float:
+    """pandas' ``Series.mean``, to the bit: unknown values summed as 0 in place, divided by the known count."""
+    known = ~np.isnan(x)
+    n = int(known.sum())
+    return float(np.where(known, x, 0.0).sum() / n) if n else float("nan")
+
+
+def _nanstd(x: np.ndarray) -> float:
+    """pandas' ``Series.std`` (ddof 1), to the bit: two passes, unknown values as 0 in place."""
+    known = ~np.isnan(x)
+    n = int(known.sum())
+    if n < 2:
         return float("nan")
-    return float(np.sqrt(((x.sum() / len(x) - x) ** 2).sum() / (len(x) - 1)))
+    v = np.where(known, x, 0.0)
+    return float(np.sqrt(np.where(known, (v.sum() / n - v) ** 2, 0.0).sum() / (n - 1)))
 
 
 def _stats(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -165,10 +174,15 @@ def _steps(prof, rank: int, phase: str) -> tuple[np.ndarray, np.ndarray, np.ndar
     return st["step"].to_numpy()[keep], st["wall_us"].to_numpy(float)[keep], gap[keep]
 
 
+def _seen(codes: np.ndarray, n: int) -> list[int]:
+    """The codes in [0, n) that occur in ``codes``, ascending."""
+    return np.flatnonzero(np.bincount(codes[codes >= 0], minlength=n)).tolist()
+
+
 def _relabel(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
     """``codes`` (indices into ``names``, -1: missing) renumbered over the names they use, sorted (as the
     columns of a pivot table): (the new code of each row, -1 kept; the sorted names)."""
-    seen = np.unique(codes[codes >= 0]).tolist()
+    seen = _seen(codes, len(names))
     order = sorted(seen, key=lambda i: names[i])
     lut = np.full(len(names) + 1, -1, dtype=np.int64)     # the last slot maps -1 to itself
     lut[order] = np.arange(len(order))
@@ -180,7 +194,7 @@ def _families(name: pd.Series, pos: np.ndarray) -> tuple[np.ndarray, list[str]]:
     distinct name."""
     codes, uniq = _cpu.coded(name)
     codes = codes[pos]
-    seen = np.unique(codes[codes >= 0]).tolist()
+    seen = _seen(codes, len(uniq))
     fam = {i: kernel_family(uniq[i]) for i in seen}
     names = sorted(set(fam.values()))
     at = {f: j for j, f in enumerate(names)}

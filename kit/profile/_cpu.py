@@ -244,22 +244,25 @@ def _gaps(start: np.ndarray, end: np.ndarray, st: pd.DataFrame, klaunch: np.ndar
             "kernel": cat(kern, np.int64), "before_step": cat(first, bool), "launch_us": cat(lts, float)}
 
 
+# a gap's cause as its index in CAUSES: the per-step sums compare small integers, not strings
+CAUSES = ("launch", "sync", "queued", "unknown")
+_C_LAUNCH, _C_SYNC, _C_QUEUED, _C_UNKNOWN = range(4)
+
+
 def _cause(g: dict, waits: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """launch / sync / queued per gap (see module docstring)."""
-    if not len(g["start_us"]):
-        return np.empty(0, dtype=object)
+    """launch / sync / queued / unknown per gap (see module docstring), as indices into ``CAUSES``."""
     g0 = g["start_us"]
     lt = g["launch_us"]
     starved = ~np.isnan(lt) & (lt >= g0 - _TOL_US)
-    cause = np.where(starved, "launch", np.where(np.isnan(lt), "unknown", "queued")).astype(object)
+    cause = np.where(starved, _C_LAUNCH, np.where(np.isnan(lt), _C_UNKNOWN, _C_QUEUED)).astype(np.int8)
     ws, we = waits
-    if len(ws):
+    if len(ws) and len(g0):
         o = np.argsort(we)
         we_sorted = we[o]
         # a wait that returned between the GPU running dry and the next launch
         lo = np.searchsorted(we_sorted, g0 - _TOL_US, side="left")
         hi = np.searchsorted(we_sorted, np.where(np.isnan(lt), -np.inf, lt) + _TOL_US, side="right")
-        cause[starved & (hi > lo)] = "sync"
+        cause[starved & (hi > lo)] = _C_SYNC
     return cause
 
 
@@ -334,11 +337,11 @@ def _gpu_figures(ix: np.ndarray, kstart: np.ndarray, kdur: np.ndarray, gl: np.nd
     """Busy time of a step's kernels (``ix``) and its idle gaps (lengths ``gl``, causes ``gc``) by cause."""
     busy = S.length(S.union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
     if len(ix) and (kdur[ix] == 0).mean() >= 0.5:   # graph replay without per-kernel timing
-        nan = {f"idle_{x}_us": np.nan for x in ("launch", "sync", "queued", "unknown")}
+        nan = {f"idle_{x}_us": np.nan for x in CAUSES}
         return {"gpu_busy_us": np.nan, "gpu_idle_us": np.nan, **nan, "max_gap_us": 0.0}
-    caused = (gc == "launch") | (gc == "sync")
+    caused = gc <= _C_SYNC
     return {"gpu_busy_us": busy, "gpu_idle_us": max(wall - busy, 0.0),
-            **{f"idle_{x}_us": float(gl[gc == x].sum()) for x in ("launch", "sync", "queued", "unknown")},
+            **{f"idle_{x}_us": float(gl[gc == i].sum()) for i, x in enumerate(CAUSES)},
             "max_gap_us": float(gl[caused].max()) if caused.any() else 0.0}
 
 
@@ -405,18 +408,26 @@ def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return (i >= 0) & (t <= e[np.clip(i, 0, None)])
 
 
+def _values_at(s: pd.Series, rows: np.ndarray) -> list:
+    """The values of ``s`` at positions ``rows`` as Python objects (None where missing), read through a
+    categorical's codes where it is one."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cats = s.cat.categories.to_numpy(object)
+        return [cats[c] if c >= 0 else None for c in s.cat.codes.to_numpy()[rows].tolist()]
+    return [None if x is None or x != x else x for x in s.iloc[rows].astype(object)]
+
+
 def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: int, n: int = 10) -> pd.DataFrame:
     """The ``n`` longest gaps the CPU caused: where the CPU was (the sync that returned inside the gap,
     else the op and ``nn.Module`` the next kernel was launched from) and the kernel that ended it."""
-    cand = np.flatnonzero((g["cause"] == "launch") | (g["cause"] == "sync"))
+    cand = np.flatnonzero(g["cause"] <= _C_SYNC)
     top = cand[pd.Series(g["idle_us"][cand]).nlargest(n).index.to_numpy()]
     if not len(top):
         return pd.DataFrame(columns=GAP_COLUMNS)
     at = kpos[g["kernel"][top]]                  # the kernels that ended the gaps, as rows of ``k``
 
     def col(c):
-        return ([x if isinstance(x, str) and x else None for x in k[c].iloc[at].astype(object)] if c in k
-                else [None] * len(top))
+        return [x if isinstance(x, str) and x else None for x in _values_at(k[c], at)] if c in k else [None] * len(top)
 
     op_top, op = col("op_top"), col("op")
     next_op = [o or t for o, t in zip(op, op_top)]
@@ -424,13 +435,14 @@ def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: 
     we, names = calls.wait_names()
     if len(we):
         for i, (g0, lt, c) in enumerate(zip(g["start_us"][top], g["launch_us"][top], g["cause"][top])):
-            if c == "sync":
+            if c == _C_SYNC:
                 hit = np.flatnonzero((we >= g0 - _TOL_US) & (we <= lt + _TOL_US))
                 # the outermost wait (an .item() op ends after the sync call inside it)
                 frame[i] = names[hit[np.argmax(we[hit])]] if len(hit) else None
+    kernel = [x if x is None else str(x) for x in _values_at(k["name"], at)]
     return pd.DataFrame({"rank": rank, "step": g["step"][top], "start_us": g["start_us"][top],
-                         "idle_us": g["idle_us"][top], "cause": g["cause"][top], "sync": frame, "op": next_op,
-                         "module": col("module"), "next_kernel": k["name"].iloc[at].astype(str).to_numpy()},
+                         "idle_us": g["idle_us"][top], "cause": np.array(CAUSES, dtype=object)[g["cause"][top]],
+                         "sync": frame, "op": next_op, "module": col("module"), "next_kernel": kernel},
                         columns=GAP_COLUMNS)
 
 
