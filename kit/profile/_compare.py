@@ -215,7 +215,7 @@ def _table(row: np.ndarray, dur: np.ndarray, codes: np.ndarray, names: list[str]
 def _busy(row: np.ndarray, start: np.ndarray, dur: np.ndarray, n_steps: int) -> np.ndarray:
     """Per step: the GPU's busy time, the union of its kernels' intervals (0 without kernels)."""
     busy = np.zeros(n_steps)
-    o = np.argsort(row, kind="stable")
+    o = _cpu.stable_order(row)
     for ix in np.split(o, np.flatnonzero(np.diff(row[o])) + 1):
         if len(ix):
             busy[row[ix[0]]] = S.length(S.union(start[ix], start[ix] + dur[ix]))
@@ -278,7 +278,7 @@ def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
     k = prof.kernels
     ks = k["step"].to_numpy()
     pos = np.flatnonzero((k["rank"].to_numpy() == rank) & np.isin(ks, step))
-    o = np.argsort(step, kind="stable")
+    o = _cpu.stable_order(step)
     row = o[np.searchsorted(step[o], ks[pos])]            # each kernel's step, as an index into ``step``
     dur = k["dur_us"].to_numpy(float)[pos]
     n = len(step)
@@ -319,6 +319,32 @@ def _split_table(ga: dict, gb: dict, key: str) -> pd.DataFrame:
     d = b - a
     o = np.argsort(-np.abs(d), kind="stable")
     return pd.DataFrame({key: [names[i] for i in o], "a_us": a[o], "b_us": b[o], "delta_us": d[o]})
+
+
+def _clean(v):
+    """A cell as JSON wants it: a Python scalar, NaN as None, floats rounded to 6 decimals."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float):
+        return None if math.isnan(v) else round(v, 6)
+    return v
+
+
+def _records(df: pd.DataFrame | None) -> list[dict] | None:
+    """``df``'s rows as dicts of :func:`_clean` cells (``to_dict("records")``), built column by column:
+    pandas boxes every cell of a records dict one by one."""
+    if df is None:
+        return None
+    cols = {}
+    for c in df.columns:
+        v = df[c]
+        if v.dtype.kind == "f":
+            cols[c] = [None if x != x else round(x, 6) for x in v.tolist()]
+        elif v.dtype.kind in "iub":
+            cols[c] = v.tolist()
+        else:
+            cols[c] = [_clean(x) for x in v.tolist()]
+    return [dict(zip(cols, row)) for row in zip(*cols.values())]
 
 
 @dataclass(eq=False)
@@ -378,19 +404,14 @@ class Comparison:
         return float(row["delta_us"].iloc[0]) / self.delta_us if len(row) and self.delta_us else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        def clean(df):
-            if df is None:
-                return None
-            return [{k: (None if isinstance(v, float) and math.isnan(v) else
-                         round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in df.to_dict("records")]
         return {"labels": list(self.labels), "phase": self.phase, "files": [list(map(os.path.basename, f)) for f in self.files],
                 "ranks": list(self.ranks), "steps": list(self.steps), "step_us": [round(x, 6) for x in self.step_us],
                 "spread_us": [round(x, 6) for x in self.spread_us],
                 "measured_ms": list(self.measured_ms) if self.measured_ms else None,
                 "measured_source": self.measured_source, "delta_us": round(self.delta_us, 6),
-                "parts": clean(self.parts), "families": clean(self.families), "per_rank": clean(self.per_rank),
-                "by_op": clean(self.by_op), "by_module": clean(self.by_module),
-                "by_module_instances": clean(self.by_module_instances), "cpu": clean(self.cpu), "cause": self.cause,
+                "parts": _records(self.parts), "families": _records(self.families), "per_rank": _records(self.per_rank),
+                "by_op": _records(self.by_op), "by_module": _records(self.by_module),
+                "by_module_instances": _records(self.by_module_instances), "cpu": _records(self.cpu), "cause": self.cause,
                 "warnings": list(self.warnings)}
 
     def _head(self) -> list[str]:

@@ -84,6 +84,14 @@ def coded(s: pd.Series) -> tuple[np.ndarray, list[str]]:
     return codes.astype(np.int64, copy=False), [str(x) for x in uniq]
 
 
+def stable_order(x: np.ndarray) -> np.ndarray:
+    """``np.argsort(x, kind="stable")``, without the sort where ``x`` is already in order (the usual case:
+    a trace's tables come sorted by time, its correlation ids grow with time)."""
+    if len(x) < 2 or (x[1:] >= x[:-1]).all():
+        return np.arange(len(x))
+    return np.argsort(x, kind="stable")
+
+
 def _codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`coded` of a column without missing values, the distinct values as an object array; None
     where a value is missing (the caller then converts the whole column, as before)."""
@@ -183,7 +191,7 @@ def _cpu_windows(st: pd.DataFrame, first_launch: dict, ann: pd.DataFrame) -> dic
 
 def _groups(values: np.ndarray) -> dict:
     """value -> the positions holding it, ascending (``groupby(...).indices`` of an array)."""
-    o = np.argsort(values, kind="stable")
+    o = stable_order(values)
     v = values[o]
     cut = np.flatnonzero(v[1:] != v[:-1]) + 1
     keys = v[np.concatenate([[0], cut])] if len(v) else v
@@ -194,10 +202,27 @@ def _launch_times(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, csta
     """Per kernel: start of the runtime call that launched it, the latest one with its correlation id at or
     before the kernel's start (graph replays on some PyTorch versions repeat the same ids every replay), else
     the first call with that id (a launch recorded after its kernel's start: clock skew); NaN where the trace
-    has none. Kernels and calls sorted together by (id, time), a call before a kernel at the same time."""
+    has none. The calls (``ccorr``, ``cstart``) come sorted by start."""
     out = np.full(len(kcorr), np.nan)
     if not len(kcorr) or not len(ccorr):
         return out
+    o = stable_order(ccorr)                       # by id; one id's calls stay in order of start
+    ids, t = ccorr[o], cstart[o]
+    lo, hi = np.searchsorted(ids, kcorr, side="left"), np.searchsorted(ids, kcorr, side="right")
+    has = hi > lo
+    out[has] = t[lo[has]]                         # the first call with the id: the only one, mostly
+    rep = np.flatnonzero(hi - lo > 1)
+    if len(rep):
+        m = np.isin(ids, kcorr[rep])
+        out[rep] = _latest_call(kcorr[rep], kstart[rep], ids[m], t[m], out[rep])
+    return out
+
+
+def _latest_call(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, cstart: np.ndarray,
+                 default: np.ndarray) -> np.ndarray:
+    """Per kernel: start of the latest call with its id at or before the kernel's start, ``default`` where
+    none is. Kernels and calls sorted together by (id, time), a call before a kernel at the same time."""
+    out = default.copy()
     corr, t = np.concatenate([ccorr, kcorr]), np.concatenate([cstart, kstart])
     is_k = np.concatenate([np.zeros(len(ccorr), bool), np.ones(len(kcorr), bool)])
     o = np.lexsort((is_k, t, corr))
@@ -206,14 +231,6 @@ def _launch_times(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, csta
     j = last_call[kp]
     hit = (j >= 0) & (corr[o][np.maximum(j, 0)] == corr[o][kp])
     out[o[kp[hit]] - len(ccorr)] = t[o][j[hit]]
-    miss = np.flatnonzero(np.isnan(out))
-    if len(miss):
-        first = np.lexsort((cstart, ccorr))
-        ids = ccorr[first]
-        head = np.concatenate([[True], ids[1:] != ids[:-1]])
-        ids, t0 = ids[head], cstart[first][head]
-        i = np.clip(np.searchsorted(ids, kcorr[miss]), 0, len(ids) - 1)
-        out[miss] = np.where(ids[i] == kcorr[miss], t0[i], np.nan)
     return out
 
 
@@ -278,7 +295,7 @@ class _Calls:
     def __init__(self, rt: pd.DataFrame, rows) -> None:
         """``rows``: the positions (or slice) of the rank's calls in ``rt``."""
         start = rt["start_us"].to_numpy(float)[rows]
-        o = np.argsort(start, kind="stable")
+        o = stable_order(start)
         self.start = start[o]
         self.dur = rt["dur_us"].to_numpy(float)[rows][o]
         self.end = self.start + self.dur

@@ -399,6 +399,26 @@ def test_nested_by_arrays_agrees_with_the_call_by_call_walk():
     assert nested > 1000
 
 
+def test_launch_time_is_the_latest_call_with_the_id_before_the_kernel():
+    """_launch_times against its rule read kernel by kernel: the latest call with the kernel's correlation id
+    at or before its start, else the first call with that id, else NaN. Ids repeated (graph replays on some
+    PyTorch versions), calls at the kernel's start or after it (clock skew), ids without a call."""
+    rng = np.random.default_rng(7)
+    repeated = 0
+    for _ in range(200):
+        nc, nk = int(rng.integers(0, 80)), int(rng.integers(0, 80))
+        ccorr, cstart = rng.integers(0, 30, nc), np.sort(np.round(rng.uniform(0, 100, nc), 1))
+        kcorr, kstart = rng.integers(0, 35, nk), np.round(rng.uniform(0, 100, nk), 1)
+        got = _cpu._launch_times(kcorr, kstart, ccorr, cstart)
+        for i in range(nk):
+            same = cstart[ccorr == kcorr[i]]
+            before = same[same <= kstart[i]]
+            want = before.max() if len(before) else same.min() if len(same) else np.nan
+            assert got[i] == want or (np.isnan(want) and np.isnan(got[i])), (i, kcorr[i], kstart[i], same)
+            repeated += len(before) > 1
+    assert repeated > 1000
+
+
 def test_classify_runtime_names():
     names = pd.Series(["cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC", "cudaGraphLaunch",
                        "cudaMemcpyAsync", "cudaMemsetAsync", "cudaStreamSynchronize", "cudaDeviceSynchronize",
