@@ -105,7 +105,7 @@ class _Run:
 
     @property
     def step_us(self) -> float:
-        return float(_nanmean(self.wall) + _mean(self.gap))
+        return float(_cpu.nanmean(self.wall) + _mean(self.gap))
 
     @property
     def spread_us(self) -> float:
@@ -117,13 +117,6 @@ def _mean(x: np.ndarray) -> float:
     """Mean of the known values, 0 where there is none."""
     x = x[~np.isnan(x)]
     return float(x.sum() / len(x)) if len(x) else 0.0
-
-
-def _nanmean(x: np.ndarray) -> float:
-    """pandas' ``Series.mean``, to the bit: unknown values summed as 0 in place, divided by the known count."""
-    known = ~np.isnan(x)
-    n = int(known.sum())
-    return float(np.where(known, x, 0.0).sum() / n) if n else float("nan")
 
 
 def _nanstd(x: np.ndarray) -> float:

@@ -84,6 +84,19 @@ def coded(s: pd.Series) -> tuple[np.ndarray, list[str]]:
     return codes.astype(np.int64, copy=False), [str(x) for x in uniq]
 
 
+def nanmean(x: np.ndarray) -> float:
+    """pandas' ``Series.mean`` of a float array, to the bit: unknown values summed as 0 in place (pairwise
+    sums), divided by the known count; NaN where none is known."""
+    known = ~np.isnan(x)
+    n = int(known.sum())
+    return float(np.where(known, x, 0.0).sum() / n) if n else float("nan")
+
+
+def _nansum(x: np.ndarray) -> float:
+    """pandas' ``Series.sum`` of a float array: unknown values summed as 0 in place."""
+    return float(np.where(np.isnan(x), 0.0, x).sum())
+
+
 def stable_order(x: np.ndarray) -> np.ndarray:
     """``np.argsort(x, kind="stable")``, without the sort where ``x`` is already in order (the usual case:
     a trace's tables come sorted by time, its correlation ids grow with time)."""
@@ -127,7 +140,11 @@ def _text(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
     """Calls lying inside an earlier call on the same thread (a driver launch under a runtime launch): ending
     by the latest end of the earlier calls on that thread (+1 ns), in order of start, longest first."""
-    order = np.lexsort((-end, start, tid))
+    t_next, t_same = tid[1:] > tid[:-1], tid[1:] == tid[:-1]
+    if (t_next | (t_same & (start[1:] > start[:-1]))).all():
+        order = np.arange(len(start))                # already by thread and start, no tie (one thread, mostly)
+    else:
+        order = np.lexsort((-end, start, tid))
     t, e = tid[order], end[order]
     prev = np.full(len(e), -np.inf)                  # the latest end of the earlier calls on the thread
     cut = np.flatnonzero(t[1:] != t[:-1]) + 1
@@ -470,13 +487,13 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
     if not len(t):
         out["reason"] = "no step with launch records (runtime events) in this trace"
         return out
-    gap = t["gap_before_us"]
-    gap_fill = gap.fillna(gap.mean() if gap.notna().any() else 0.0)
-    step = float((t["gpu_wall_us"] + gap_fill).mean())
-    m = {c: float(t[c].mean()) for c in ("max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us",
-                                         "idle_launch_us", "idle_sync_us", "idle_queued_us", "max_gap_us", "launches",
-                                         "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us",
-                                         "sync_wait_us")}
+    gap = t["gap_before_us"].to_numpy(float)
+    gap_fill = np.where(np.isnan(gap), nanmean(gap) if (~np.isnan(gap)).any() else 0.0, gap)
+    step = nanmean(t["gpu_wall_us"].to_numpy(float) + gap_fill)
+    m = {c: nanmean(t[c].to_numpy(float)) for c in (
+        "max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
+        "idle_queued_us", "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls",
+        "launch_api_us", "sync_wait_us")}
     mode = ("graph" if m["graph_launches"] and not m["launches"] else "eager" if m["launches"] and not
             m["graph_launches"] else "mixed" if m["launches"] else "none")
     out.update(step_us=step, mode=mode, **m)
@@ -608,7 +625,10 @@ PROFILER_IDLE_SHARE = 0.5
 def _phase_steps(p, r: int, phase: str) -> pd.DataFrame:
     """Rank ``r``'s steps of ``phase`` (all phases for ``"all"``) with a start."""
     st = p.steps
-    return st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
+    m = (st["rank"].to_numpy() == r) & st["start_us"].notna().to_numpy(bool)
+    if phase != "all":
+        m = m & (st["phase"] == phase).to_numpy(bool)
+    return st[m]
 
 
 def _run_cpu(p, r: int, phase: str, memo: dict | None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -699,11 +719,12 @@ def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) ->
     profiler inflates (it adds CPU time to every op and launch), and no outside step times were given."""
     if measured or runs is None or not len(runs):
         return None
-    tot = parts[parts["kind"] == "total"]
-    if not len(tot) or not tot["delta_us"].iloc[0]:
+    kind, d = parts["kind"].to_numpy(object), parts["delta_us"].to_numpy(float)
+    tot = np.flatnonzero(kind == "total")
+    if not len(tot) or not d[tot[0]]:
         return None
-    delta = float(tot["delta_us"].iloc[0])
-    idle = float(parts.loc[parts["kind"].isin(["gpu-idle", "launch-gap"]), "delta_us"].sum())
+    delta = float(d[tot[0]])
+    idle = float(_nansum(d[np.isin(kind, ["gpu-idle", "launch-gap"])]))
     eager = runs[runs["launches"].fillna(0) > 0]
     if idle / delta < PROFILER_IDLE_SHARE or not len(eager):
         return None
