@@ -549,6 +549,10 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     warnings = [f"{la}: {w}" for w in pa.warnings] + [f"{lb}: {w}" for w in pb.warnings]
     if not pa.ranks or not pb.ranks:
         raise TraceError("compare: a run without ranks/kernels")
+    for p in (pa, pb):
+        if not len(p.kernels):
+            raise TraceError(f"compare: {', '.join(os.path.basename(f) for f in p.files)}: no GPU kernel in the "
+                             f"trace (recorded without CUDA activity?): nothing to compare")
     runs_a = {r: _rank_run(pa, r, phase, ops) for r in pa.ranks}
     runs_b = {r: _rank_run(pb, r, phase, ops) for r in pb.ranks}
     if sorted(runs_a) != sorted(runs_b):

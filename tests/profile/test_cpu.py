@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from kit import profile
+from kit.errors import TraceError
 from kit.profile import _cpu
 from tests.conftest import ROOT, SAMPLE
 
@@ -437,6 +438,16 @@ def test_no_runtime_events_is_undecided_with_the_reason(tmp_path):
     f.write_text(json.dumps({"traceEvents": ev}))
     s = profile.load(f).summary()
     assert s.verdict["verdict"] == "undecided" and "launch records" in s.verdict["reason"]
+
+
+def test_compare_of_a_trace_without_kernels_says_so(shared_data):
+    """HTA's CPU-only trace (ops, no CUDA activity) summarises, and compare names the file that has nothing
+    to compare instead of failing on the empty kernel table."""
+    p = profile.load(next((shared_data / "traces" / "hta" / "cpu_only").glob("*.json.gz")), cache=False)
+    assert p.ranks and not len(p.kernels)
+    p.summary()
+    with pytest.raises(TraceError, match=r"rank-34\..*no GPU kernel in the trace"):
+        profile.compare(p, p, phase="all")
 
 
 @pytest.mark.gpu_fixture
