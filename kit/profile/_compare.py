@@ -85,6 +85,8 @@ class _Table:
 
 @dataclass
 class _Run:
+    """One rank of one run, over the selected steps: what the parts, families and splits are read from."""
+
     rank: int
     step: np.ndarray              # the selected steps' ids, by start
     wall: np.ndarray              # each step's GPU span (us)

@@ -421,6 +421,7 @@ def _rows_of(df: pd.DataFrame, rank: int):
 
 
 def _count(rows, df: pd.DataFrame) -> int:
+    """How many rows :func:`_rows_of` selected."""
     return len(df) if isinstance(rows, slice) else len(rows)
 
 
