@@ -12,7 +12,7 @@ in a one-child wrapper; and of the whole process tree, /proc sampled every 10 ms
 - *bare orjson*: a process that only reads the file and ``orjson.loads`` it (the floor for any reader
   that parses the whole JSON);
 - *kit cold*: ``python -m kit profile summary FILE --json`` with an empty ``KIT_CACHE_DIR`` (parse,
-  attribution, summary, writing the parquet cache); *kit cached*: the same command again;
+  attribution, summary, writing the cache); *kit cached*: the same command again;
 - *reopen*: in-process ``load()+summary()`` on a cache hit, imports excluded;
 - *HTA 0.5.0*: ``TraceAnalysis(trace_dir)`` + ``get_gpu_kernel_breakdown(visualize=False)``, in its
   own venv (``$BENCH_HTA_VENV``, default ``hta-0.5.0-venv`` under the temp dir; created with pip from

@@ -1,4 +1,4 @@
 """``python -m kit`` is the ``kit`` command."""
-from kit.cli import main
+from kit.cli import run
 
-raise SystemExit(main())
+run()

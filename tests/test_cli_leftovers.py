@@ -104,3 +104,50 @@ def test_gpu_memory_is_shown_with_its_unit():
     nounits = kit.env.parse_gpu_query("0, NVIDIA H200, 143771, 9.0, 580.1\n",
                                       fields=["index", "name", "memory.total", "compute_cap", "driver_version"])
     assert "memory.total [MiB]" in kit.env.with_units(nounits).columns
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_a_command_line_imports_only_the_module_of_its_command():
+    """``kit profile summary`` builds the parser of ``profile`` alone (no SSH layer imported); the table
+    that says which module registers what must match what the modules register."""
+    from kit.cli._main import COMMANDS
+
+    full = _commands(build_parser())
+    assert set(full) == set(COMMANDS)
+    for name in COMMANDS:
+        only = _commands(build_parser([name, "--help"]))
+        assert set(only) == {c for c, m in COMMANDS.items() if m == COMMANDS[name]}
+        assert only[name].format_help() == full[name].format_help()
+    code = ("import sys; from kit.cli import main\n"
+            "try:\n    main(['profile', 'summary', '--help'])\nexcept SystemExit:\n    pass\n")
+    code += "print('kit.remote' in sys.modules, 'pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.stdout.strip().endswith("False False"), out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("args, code", [(["logs", "parse", "LOG", "--json"], 0), (["logs", "spec", "MISSING"], 1)])
+def test_the_program_exit_flushes_output_runs_atexit_and_keeps_the_code(tmp_path, args, code):
+    """``run()`` ends the process without the interpreter's teardown: what was printed must all be
+    there, ``atexit`` handlers must have run and the exit code must be the command's."""
+    log = str(SAMPLE / "logs" / "sglang_0.5.9_tp8_eagle3.log")
+    argv = [log if a == "LOG" else str(tmp_path / "missing.log") if a == "MISSING" else a for a in args]
+    marker = tmp_path / "atexit-ran"
+    prog = ("import atexit, sys\n"
+            f"atexit.register(lambda: open({str(marker)!r}, 'w').write('ran'))\n"
+            f"sys.argv = ['kit', *{argv!r}]\n"
+            "from kit.cli import run\nrun()\n")
+    out = tmp_path / "out.json"
+    with open(out, "wb") as f:
+        p = subprocess.run([sys.executable, "-c", prog], stdout=f, stderr=subprocess.PIPE, cwd=ROOT, timeout=120)
+    assert p.returncode == code, p.stderr
+    assert marker.read_text() == "ran"
+    if code == 0:
+        import json
+
+        assert json.loads(out.read_text())   # complete JSON: the buffered tail was flushed
+    else:
+        assert p.stderr.decode().count("\n") == 1 and "missing.log" in p.stderr.decode()

@@ -2,7 +2,8 @@
 
 Files:
 
-- ``_main.py``: the parser and ``main()``: wires the groups, turns kit errors into one line and exit 1
+- ``_main.py``: the parser, ``main()`` (wires the groups, turns kit errors into one line and exit 1) and
+  ``run()``, the program: ``main()`` and an exit without the interpreter's teardown
 - ``_remote.py``: ``kit run`` and ``kit env``, and the ``--host`` options every group shares
 - ``_source.py``: ``kit source slice|grep|find``
 - ``_profile.py``: ``kit profile summary``
@@ -13,6 +14,6 @@ Files:
 """
 from __future__ import annotations
 
-from kit.cli._main import build_parser, main
+from kit.cli._main import build_parser, main, run
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "run"]

@@ -30,7 +30,8 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
 
 - ``_profile.py``: load, Profile and Summary: the public façade
 - ``_load.py``: the loader: format detection per file, every cache decision, parsing in parallel
-  (and ``prefetch``, which starts parsing before pandas is imported), then ``_assemble``
+  (and ``prefetch``, which starts parsing before pandas is imported: forked workers in a fresh
+  process, spawned ones otherwise), then ``_assemble``
 - ``_assemble.py``: parsed files -> the profile's tables: ranks, clocks, steps, attribution,
   categories, runtime calls (called directly by the loader, and by ``load`` for host-parsed tables)
 - ``_read.py``: one file -> raw column tables with the reader its format calls for (stdlib only)
@@ -41,10 +42,11 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
 - ``_validate.py``: broken input repaired or dropped and counted (NaN, text numbers, missing ts,
   negative or out-of-range times and durations, kernels without ``cat``, duplicates, too-deep events),
   applied where raw tables become frames
-- ``_cache.py``: the parquet cache of assembled profiles, keyed by the files' identities and the rules
+- ``_cache.py``: the cache (Arrow IPC files) of assembled profiles, keyed by the files' identities and the rules
   (used by ``_load`` only)
 - ``_categories.py``: the rule tables (categories.toml: kernel names, CPU frames, fused names)
 - ``_attribution.py``: kernel -> launch -> enclosing frames -> category, ``decided_by``, modules
+- ``_columns.py``: text columns (categoricals) read once per distinct value, not ``astype(str)`` per row
 - ``_sequences.py``: unfused op sequences (RMSNorm, rotate_half, cache cat, MoE router + experts) from
   the CPU op tree, for traces without module frames
 - ``_check.py``: ``check_attribution(paths)``: the same trace attributed with and without its Python

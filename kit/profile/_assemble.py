@@ -19,6 +19,7 @@ import pandas as pd
 from kit.profile import _attribution as A
 from kit.profile import _cache
 from kit.profile._categories import Rule, categorise, category_order
+from kit.profile._columns import among, strings
 from kit.profile._kineto import absolute_offset_us
 from kit.profile._windows import assign_steps
 
@@ -153,26 +154,31 @@ def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bo
 
 
 def _runtime(launches: pd.DataFrame | None, frames: pd.DataFrame | None, rank: int, shift: float) -> pd.DataFrame:
-    """One rank's runtime/driver calls and GPU-waiting CPU ops (``SYNC_OPS``) on the profile's clock."""
-    parts = []
+    """One rank's runtime/driver calls and GPU-waiting CPU ops (``SYNC_OPS``) on the profile's clock,
+    in time order. Built from numpy columns: a 229 MB trace has ~120k runtime calls, and a DataFrame of
+    their names as text would copy every name into arrow strings before categorising them again."""
+    cols: dict[str, list] = {c: [] for c in ("name", "ts", "dur", "tid", "correlation", "kind")}
+
+    def add(t: pd.DataFrame, correlation, kind: str) -> None:
+        for c, v in (("name", strings(t["name"])), ("ts", t["ts"].to_numpy(float)), ("dur", t["dur"].to_numpy(float)),
+                     ("tid", strings(t["tid"])), ("correlation", correlation), ("kind", np.full(len(t), kind, object))):
+            cols[c].append(v)
+
     if launches is not None and len(launches):
-        parts.append(pd.DataFrame({"name": launches["name"].astype(str), "ts": launches["ts"], "dur": launches["dur"],
-                                   "tid": launches["tid"].astype(str), "correlation": launches["correlation"],
-                                   "kind": "runtime"}))
+        add(launches, launches["correlation"].to_numpy(np.int64), "runtime")
     if frames is not None and len(frames):
-        ops = frames[frames["name"].astype(str).isin(SYNC_OPS)]
+        ops = frames[among(frames["name"], SYNC_OPS)]
         if len(ops):
-            parts.append(pd.DataFrame({"name": ops["name"].astype(str), "ts": ops["ts"], "dur": ops["dur"],
-                                       "tid": ops["tid"].astype(str), "correlation": -1, "kind": "op"}))
-    if not parts:
+            add(ops, np.full(len(ops), -1, np.int64), "op")
+    if not cols["ts"]:
         return pd.DataFrame({c: pd.Series(dtype=t) for c, t in zip(
             RUNTIME_COLUMNS, (np.int64, object, np.float64, np.float64, object, np.int64, object))})
-    t = pd.concat(parts, ignore_index=True).sort_values("ts", kind="stable")
-    out = pd.DataFrame({"rank": np.int64(rank), "name": t["name"].astype("category"),
-                        "start_us": t["ts"].to_numpy(float) + shift, "dur_us": t["dur"].to_numpy(float),
-                        "tid": t["tid"].astype("category"), "correlation": t["correlation"].to_numpy(np.int64),
-                        "kind": t["kind"].astype("category")})
-    return out.reset_index(drop=True)
+    col = {c: np.concatenate(v) for c, v in cols.items()}
+    order = np.argsort(col["ts"], kind="stable")
+    return pd.DataFrame({"rank": np.full(len(order), rank, np.int64), "name": pd.Categorical(col["name"][order]),
+                         "start_us": col["ts"][order] + shift, "dur_us": col["dur"][order],
+                         "tid": pd.Categorical(col["tid"][order]), "correlation": col["correlation"][order],
+                         "kind": pd.Categorical(col["kind"][order])})
 
 
 def _no_kernel_warning(name: str, launches: pd.DataFrame, comms, ann: pd.DataFrame) -> str:

@@ -50,11 +50,13 @@ block or mixer holds is the container's).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 import numpy as np
 import pandas as pd
 
-from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule
+from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule, fold
+from kit.profile._columns import among, strings
 from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
@@ -67,16 +69,6 @@ _GRAPH = re.compile(r"GraphLaunch")
 # the object columns of ``link``'s result (besides launch, graph, layer, op_call)
 LINKED_OBJECT = ("frame_category", "frame_kind", "frame_name", "module", "block", "layer_kind", "op", "op_top",
                  "input_dims", "input_types")
-
-
-def strings(s: pd.Series) -> np.ndarray:
-    """A column as an object array of ``str``, one shared object per distinct value (``astype(str)``
-    under pandas 3 makes a new object per row: ~40 MiB more on a 228 MB trace)."""
-    c = s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
-    cats = np.empty(len(c.cat.categories) + 1, dtype=object)
-    cats[:-1] = [str(x) for x in c.cat.categories]
-    cats[-1] = "nan"   # what astype(str) gives a missing value
-    return cats[c.cat.codes.to_numpy()]
 
 
 def fused_category(name: str, rules: list[Rule]) -> str | None:
@@ -110,8 +102,9 @@ class _FrameInfo:
             subject = name.rsplit("): ", 1)[-1]   # the function's name, not its file (modeling_qwen2_moe.py)
         if kind == "op" and name.startswith("triton_"):
             return  # inductor's record_function of one Triton kernel: its fused name decides later
+        low = fold(subject)
         for r in rules:
-            if kind in r.on and r.matches(subject):
+            if kind in r.on and r.matches(subject, low):
                 self.cat, self.container, self.generic, self.keep = r.category, r.container, r.generic, r.keep
                 self.role = r.role or None
                 break
@@ -135,6 +128,106 @@ def _decide_stack(stack: list[_FrameInfo]) -> _FrameInfo | None:
         elif inf.container and inf.cat != dec.cat and dec.cat not in inf.keep:
             dec = inf
     return dec
+
+
+# what the sweep finds per launch (``_Found``): copied to the kernels that launch linked
+_FOUND = ("frame_category", "frame_kind", "frame_name", "module", "block", "op", "op_top")
+
+
+class _Found:
+    """Per launch (a position in the launch table): the deciding frame, module, block, layer frame, ops
+    and the shaped op call found by :func:`_sweep_thread`; None / -1 where a launch has none."""
+
+    __slots__ = (*_FOUND, "layer_name", "op_call")
+
+    def __init__(self, n: int) -> None:
+        for c in (*_FOUND, "layer_name"):
+            setattr(self, c, [None] * n)
+        self.op_call = [-1] * n
+
+
+def _sweep_thread(fr: pd.DataFrame, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, infos: dict,
+                  fr_rules: list[Rule], seq_rules: list[Rule], res: _Found, layer_ids: dict) -> None:
+    """One thread's launches ``li`` (sorted by time) against its CPU frames ``rows`` of ``fr``: the stack
+    of frames open at each launch decides (``_decide_stack``), unfused op sequences over the thread's
+    outermost ops may override a generic op, and module/layer/op placement is recorded in ``res``."""
+    sel = fr.iloc[rows]
+    fts = sel["ts"].to_numpy(float)
+    order = np.lexsort((-sel["dur"].to_numpy(float), fts))
+    fts = fts[order]
+    rows = rows[order]
+    fend = fts + sel["dur"].to_numpy(float)[order]
+    names = sel["name"].to_numpy()[order]
+    kinds = sel["kind"].to_numpy()[order]
+    has_dims = (sel["dims"].to_numpy()[order] != None).tolist()  # noqa: E711 - elementwise on objects
+    finfo = []
+    for nm, kd in zip(names.tolist(), kinds.tolist()):
+        inf = infos.get((nm, kd))
+        if inf is None:
+            inf = infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules)
+        finfo.append(inf)
+    top = outermost(fts, fend, kinds == "op")   # unfused op sequences over the outermost ops
+    seq_of = claim([names[i] for i in top], seq_rules) if len(top) and seq_rules else []
+    top_ts = fts[top].tolist() if len(top) else []
+    top_end = fend[top].tolist() if len(top) else []
+    # the sweep reads single elements: Python lists (same float64 values) index ~5x faster than arrays
+    fts_l, fend_l, names_l, rows_l = fts.tolist(), fend.tolist(), names.tolist(), rows.tolist()
+    stack: list[int] = []
+    j, nf = 0, len(fts_l)
+    for L, t in zip(li.tolist(), lts[li].tolist()):
+        while j < nf and fts_l[j] <= t:
+            while stack and fend_l[stack[-1]] < fts_l[j]:
+                stack.pop()
+            stack.append(j)
+            j += 1
+        while stack and fend_l[stack[-1]] < t:
+            stack.pop()
+        live = [f for f in reversed(stack) if fend_l[f] >= t]   # innermost first
+        stack_info = [finfo[f] for f in live]
+        dec = _decide_stack(stack_info)
+        _place(stack_info, live, names_l, has_dims, rows_l, res, L, fts_l, layer_ids)
+        dcat = dec.cat if dec else None
+        dkind = dec.kind if dec else None
+        dname = dec.name if dec else None
+        if seq_of:
+            q = bisect_right(top_ts, t) - 1
+            r = seq_of[q] if q >= 0 and top_end[q] >= t else None
+            if r is not None and (dec is None or (dec.kind == "op" and dec.cat != r.category
+                                                  and (dec.generic or r.container))):
+                dcat, dkind, dname = r.category, "sequence", r.role or r.pattern
+        res.frame_category[L], res.frame_kind[L], res.frame_name[L] = dcat, dkind, dname
+
+
+def _place(stack_info: list, live: list[int], names_l: list, has_dims: list, rows_l: list, res: _Found, L: int,
+           fts_l: list, layer_ids: dict) -> None:
+    """Module, block, layer frame, innermost and outermost op and the innermost op with input shapes of
+    one launch, from its open frames (innermost first), into ``res`` at ``L``."""
+    module = block = layer_name = inner_mod = op = op_top = None
+    roles: list = []
+    shaped = -1
+    for inf, f in zip(stack_info, live):
+        if inf.kind == "op":
+            op = op or inf.name
+            op_top = inf.name
+            if shaped < 0 and has_dims[f]:
+                shaped = f
+        if inf.module is not None:
+            if module is None:
+                module = inf.module
+            if inf.layer_like:
+                layer_name, block = names_l[f], inner_mod   # the outermost layer frame wins
+            inner_mod = inf.module
+            if inf.role and layer_name is None:
+                if inf.container:
+                    roles = []   # what a container holds is the container's (an MoE's shared MLP)
+                roles.append(inf.role)
+    if layer_name is not None:
+        if layer_name not in layer_ids:   # its start: the innermost open frame of that name
+            layer_ids[layer_name] = (fts_l[next(f for f in live if names_l[f] == layer_name)], set())
+        layer_ids[layer_name][1].update(roles)
+    res.module[L], res.block[L], res.layer_name[L], res.op[L], res.op_top[L] = module, block, layer_name, op, op_top
+    if shaped >= 0:
+        res.op_call[L] = rows_l[shaped]
 
 
 def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.DataFrame,
@@ -190,106 +283,34 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
         return pd.DataFrame(out, index=k.index)
     lts = la["ts"].to_numpy(float)
     ltid = strings(la["tid"])
-    res_cat = {}
+    res = _Found(len(la))
     fr_tid = fr["tid"].to_numpy()
-    fr_dims, fr_types = fr["dims"].to_numpy(), fr["types"].to_numpy()
     layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
     for tid in np.unique(ltid[need]):
         rows = np.flatnonzero(fr_tid == tid)
         if not len(rows):
             continue
-        sel = fr.iloc[rows]
-        fts = sel["ts"].to_numpy(float)
-        order = np.lexsort((-sel["dur"].to_numpy(float), fts))
-        fts = fts[order]
-        rows = rows[order]
-        dims = sel["dims"].to_numpy()[order]
-        fend = fts + sel["dur"].to_numpy(float)[order]
-        names = sel["name"].to_numpy()[order]
-        kinds = sel["kind"].to_numpy()[order]
-        finfo = []
-        for nm, kd in zip(names, kinds):
-            key = (nm, kd)
-            inf = infos.get(key)
-            if inf is None:
-                inf = infos[key] = _FrameInfo(nm, kd, fr_rules)
-            finfo.append(inf)
-        # unfused op sequences over the outermost ops of this thread
-        top = outermost(fts, fend, kinds == "op")
-        seq_of = claim([names[i] for i in top], seq_rules) if len(top) and seq_rules else []
-        top_ts = fts[top] if len(top) else np.empty(0)
         li = need[ltid[need] == tid]
         li = li[np.argsort(lts[li], kind="stable")]
-        # the sweep reads single elements: Python lists (same float64 values) index ~5x faster than arrays
-        fts_l, fend_l, dims_l, names_l = fts.tolist(), fend.tolist(), dims.tolist(), names.tolist()
-        stack: list[int] = []
-        j, nf = 0, len(fts_l)
-        for L, t in zip(li, lts[li].tolist()):
-            while j < nf and fts_l[j] <= t:
-                while stack and fend_l[stack[-1]] < fts_l[j]:
-                    stack.pop()
-                stack.append(j)
-                j += 1
-            while stack and fend_l[stack[-1]] < t:
-                stack.pop()
-            live = [f for f in reversed(stack) if fend_l[f] >= t]   # innermost first
-            dec = _decide_stack([finfo[f] for f in live])
-            module = block = None
-            layer_name = None
-            inner_mod = None
-            roles = []
-            op = op_top = None
-            shaped = -1
-            for f in live:
-                inf = finfo[f]
-                if inf.kind == "op":
-                    op = op or inf.name
-                    op_top = inf.name
-                    if shaped < 0 and dims_l[f] is not None:
-                        shaped = f
-                if inf.module is not None:
-                    if module is None:
-                        module = inf.module
-                    if inf.layer_like:
-                        layer_name, block = names_l[f], inner_mod   # the outermost layer frame wins
-                    inner_mod = inf.module
-                    if inf.role and layer_name is None:
-                        if inf.container:
-                            roles = []   # what a container holds is the container's (an MoE's shared MLP)
-                        roles.append(inf.role)
-            if layer_name is not None:
-                first, rs = layer_ids.setdefault(layer_name, (float(fts[[f for f in live if names[f] == layer_name][0]]),
-                                                              set()))
-                rs.update(roles)
-            dcat = dec.cat if dec else None
-            dkind = dec.kind if dec else None
-            dname = dec.name if dec else None
-            if len(seq_of):
-                q = int(np.searchsorted(top_ts, t, side="right")) - 1
-                r = seq_of[q] if q >= 0 and fend_l[top[q]] >= t else None
-                if r is not None and (dec is None or (dec.kind == "op" and dec.cat != r.category
-                                                      and (dec.generic or r.container))):
-                    dcat, dkind, dname = r.category, "sequence", r.role or r.pattern
-            call = int(rows[shaped]) if shaped >= 0 else -1
-            res_cat[L] = (dcat, dkind, dname, module, block, layer_name, op, op_top, call,
-                          fr_dims[call] if call >= 0 else None, fr_types[call] if call >= 0 else None)
+        _sweep_thread(fr, rows, li, lts, infos, fr_rules, seq_rules, res, layer_ids)
     # layers: numbered by their first call (the profiler numbers instances per class, so a hybrid's
     # attention and Mamba layers would both start at 0), kind from the roles found inside
     order_l = sorted(layer_ids, key=lambda x: layer_ids[x][0])
     lindex = {nm: i for i, nm in enumerate(order_l)}
     lkind = {nm: _layer_kind(layer_ids[nm][1]) for nm in order_l}
-    if res_cat:
-        idx = np.flatnonzero(has & ~out["graph"])
-        for i in idx:
-            r = res_cat.get(pos[i])
-            if r is None:
-                continue
-            (out["frame_category"][i], out["frame_kind"][i], out["frame_name"][i], out["module"][i],
-             out["block"][i]) = r[:5]
-            (out["op"][i], out["op_top"][i], out["op_call"][i], out["input_dims"][i], out["input_types"][i]) = r[6:]
-            if r[5] is not None:
-                out["layer"][i] = lindex[r[5]]
-                out["layer_kind"][i] = lkind[r[5]]
+    idx = np.flatnonzero(has & ~out["graph"])
+    at = pos[idx]
+    for c in _FOUND:
+        out[c][idx] = np.asarray(getattr(res, c), dtype=object)[at]
+    calls = np.asarray(res.op_call, dtype=np.int64)
+    out["op_call"][idx] = calls[at]
+    have = calls[at] >= 0
+    out["input_dims"][idx[have]] = fr["dims"].to_numpy()[calls[at][have]]
+    out["input_types"][idx[have]] = fr["types"].to_numpy()[calls[at][have]]
+    layer = np.asarray([lindex.get(x, -1) if x is not None else -1 for x in res.layer_name], dtype=np.int64)
+    kinds = np.asarray([lkind.get(x) if x is not None else None for x in res.layer_name], dtype=object)
+    out["layer"][idx] = layer[at]
+    out["layer_kind"][idx] = kinds[at]
     _kernel_sequences(k, pos, out, seq_rules)
     return pd.DataFrame(out, index=k.index)
 
@@ -304,7 +325,7 @@ def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: li
     graph = out["graph"]
     bare = ~graph & (pos >= 0) & np.array([o is None for o in out["op"]], dtype=bool) & \
         np.array([c is None for c in out["frame_category"]], dtype=bool)
-    names = k["name"].astype(str).to_numpy()
+    names = strings(k["name"])
     ts = k["ts"].to_numpy(float)
     memo: dict[tuple, list] = {}
     g = np.flatnonzero(graph)
@@ -447,14 +468,14 @@ def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
         return 0.0, {}
     generic = {r.category for r in rules if "kernel" in r.on and r.generic} | {OTHER}
     guesses = {r.role or r.pattern for r in rules if "sequence" in r.on and r.generic}
-    by = k["decided_by"].astype(str)
-    cat = k["category"].astype(str)
-    sel = by.isin(["kernel name", "kernel name (no launch)", "none"]) & cat.isin(generic)
-    sel |= by.isin(["sequence", "kernel sequence"]) & k["evidence"].astype(object).isin(guesses)
+    by, cat = k["decided_by"], k["category"]
+    sel = among(by, ["kernel name", "kernel name (no launch)", "none"]) & among(cat, generic)
+    sel |= among(by, ["sequence", "kernel sequence"]) & among(k["evidence"], guesses, missing=False)
+    dur = k["dur_us"].to_numpy(float)
     tot = float(k["dur_us"].sum())
     if not tot > 0:
         return 0.0, {}
-    per = k[sel].groupby(cat[sel])["dur_us"].sum()
+    per = pd.Series(dur[sel]).groupby(strings(cat)[sel]).sum()
     return float(k.loc[sel, "dur_us"].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0}
 
 

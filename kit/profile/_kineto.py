@@ -337,7 +337,7 @@ class _Collector:
 
     def _shape(self, v: Any) -> str | None:
         """An op's ``Input Dims`` / ``Input type`` as compact JSON text (None when absent or empty): a
-        string column that parquet stores as a dictionary, parsed back only by the roofline.
+        string column that the cache stores as a dictionary, parsed back only by the roofline.
 
         The typed decoder hands the value over as its JSON text (``msgspec.Raw``): the same few
         shapes recur on every layer and step, so each distinct text is decoded and re-dumped once

@@ -4,7 +4,7 @@ From paths to tables, in one place:
 
 1. ``kit.profile._io.detect`` decides each file's format (bad input fails here, before any work);
 2. one cache entry holds the whole assembled profile (keyed by every file's identity and the rule
-   table) — a hit returns it (reopening costs reading the parquet tables, no assembly);
+   table) — a hit returns it (reopening costs reading the cached tables, no assembly);
 3. otherwise each file is parsed — by the worker processes ``prefetch`` started before
    pandas was imported, by a process pool when the files are big, or in this process;
 4. ``_assemble.assemble`` puts the parsed files together into a profile, and it is stored.
@@ -14,16 +14,22 @@ calls it first) starts the workers before the ~0.5 s pandas import, and the two 
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
-from concurrent.futures import Future, ProcessPoolExecutor
+import pickle
+import signal
+import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kit.profile import _cache
 from kit.profile._io import detect
 from kit.profile._read import read_raw
 from kit.profile._validate import check_frames
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 # files bigger than this together are worth a process pool (spawn costs ~0.2 s)
 PARALLEL_MIN_BYTES = 16 << 20
@@ -52,20 +58,113 @@ def system_arrow_pool():
         pa.set_memory_pool(old)
 
 
+class ForkedParse:
+    """One file parsed by a child forked from this process; its result comes back pickled through a pipe.
+
+    Why not the process pool: a spawned worker starts a new interpreter and imports the reader (~50
+    ms on this path, then it competes with the pandas import for the CPUs); a forked child starts
+    parsing at once. Only used while forking is safe: Linux, one thread, no numpy/pandas/pyarrow
+    loaded (their thread pools) — what ``kit profile summary`` is when it calls :func:`prefetch`."""
+
+    def __init__(self, path: str, fmt: str) -> None:
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:   # the child: parse, send (ok, result or exception), and leave without any cleanup
+            code = 0
+            try:
+                os.close(rfd)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)   # Ctrl-C ends it with the parent's group
+                try:
+                    out = pickle.dumps((True, read_raw(path, fmt)), protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
+                    out = _pickled_error(exc)
+                with os.fdopen(wfd, "wb") as f:
+                    f.write(out)
+            except BaseException:  # noqa: BLE001 - the parent sees an empty pipe and parses itself
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(wfd)
+        self.path, self.fmt, self._pid, self._fd = path, fmt, pid, rfd
+
+    def result(self) -> dict:
+        """The parsed file (what ``read_raw`` returns), handed over once: this object keeps no reference,
+        so its lists are freed as soon as the caller has built its tables. The child's error is raised
+        here. A child that died without answering (killed, out of memory) costs a parse in this
+        process, not the answer."""
+        if self._fd < 0:
+            raise RuntimeError(f"the parse of {self.path} was already taken or cancelled")
+        chunks = []
+        with os.fdopen(self._fd, "rb") as f:
+            while chunk := f.read(1 << 20):
+                chunks.append(chunk)
+        self._fd = -1
+        _reap(self._pid)
+        data = b"".join(chunks)
+        del chunks
+        ok, value = pickle.loads(data) if data else (True, read_raw(self.path, self.fmt))
+        del data
+        if not ok:
+            raise value
+        return value
+
+    def cancel(self) -> None:
+        """Stop the child if its result was not taken."""
+        if self._fd >= 0:
+            try:
+                os.kill(self._pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            os.close(self._fd)
+            self._fd = -1
+            _reap(self._pid)
+
+
+def _pickled_error(exc: Exception) -> bytes:
+    try:
+        return pickle.dumps((False, exc))
+    except Exception:  # noqa: BLE001 - an exception that does not pickle goes back as its text
+        return pickle.dumps((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+
+
+def _fork_is_safe() -> bool:
+    """Linux, this thread alone, and no library loaded that runs its own threads (a fork copies only
+    the calling thread: a lock held by another would stay locked in the child)."""
+    return (sys.platform == "linux" and threading.active_count() == 1
+            and not any(m in sys.modules for m in ("numpy", "pandas", "pyarrow", "torch")))
+
+
 class Prefetch:
     """Parses started in worker processes before pandas is imported (see :func:`prefetch`); hand it
-    to ``kit.profile.load(paths, prefetched=...)``, then ``close()`` it (or use ``with``)."""
+    to ``kit.profile.load(paths, prefetched=...)``, then ``close()`` it (or use ``with``).
 
-    def __init__(self, futures: dict[str, Future] | None = None, executor: ProcessPoolExecutor | None = None) -> None:
+    ``futures``: path -> its parse under way (an object with ``result()``: a :class:`ForkedParse` or a
+    process pool's ``Future``)."""
+
+    def __init__(self, futures: dict | None = None, executor: "ProcessPoolExecutor | None" = None) -> None:
         self.futures = futures or {}
         self._executor = executor
+        self._taken: list[ForkedParse] = []
 
-    def take(self, path: str) -> Future | None:
-        """The parse under way for ``path``, or None."""
-        return self.futures.get(path)
+    def take(self, path: str) -> "ForkedParse | Future | None":
+        """The parse under way for ``path`` (handed over: this object no longer holds it), or None."""
+        fut = self.futures.pop(path, None)
+        if isinstance(fut, ForkedParse):
+            self._taken.append(fut)   # still stopped by close() if its result is never read
+        return fut
 
     def close(self) -> None:
         """Stop the workers (parses not yet collected are cancelled)."""
+        for fut in [*self.futures.values(), *self._taken]:
+            if isinstance(fut, ForkedParse):
+                fut.cancel()
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
             self._executor = None
@@ -101,10 +200,20 @@ def prefetch(paths: list[str], cache: bool = True, rules=None) -> Prefetch:
             todo.append(str(p))
         if not todo or sum(_work_bytes(Path(p)) for p in todo) < PREFETCH_MIN_BYTES:
             return Prefetch()
-        ex = ProcessPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1), mp_context=mp.get_context("spawn"))
+        if len(todo) <= (os.cpu_count() or 1) and _fork_is_safe():
+            return Prefetch({p: ForkedParse(p, detect(Path(p))) for p in todo})
+        ex = _pool(min(len(todo), os.cpu_count() or 1))
         return Prefetch({p: ex.submit(read_raw, p, detect(Path(p))) for p in todo}, ex)
     except Exception:  # noqa: BLE001 - no prefetch; load() reports any problem itself
         return Prefetch()
+
+
+def _pool(workers: int) -> "ProcessPoolExecutor":
+    """A pool of spawned workers (safe whatever threads this process runs)."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
 
 
 def _work_bytes(path: Path) -> int:
@@ -210,16 +319,15 @@ def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = T
                 results[i] = hit
                 continue
         todo.append(i)
-    early = {i: prefetched.take(str(paths[i])) for i in todo if prefetched.take(str(paths[i])) is not None}
-    for i, fut in early.items():
-        results[i] = _done(paths[i], fut.result(), store)
+    early = [i for i in todo if str(paths[i]) in prefetched.futures]
+    for i in early:   # each parse taken once: the lists are freed once its tables are built
+        results[i] = _done(paths[i], prefetched.take(str(paths[i])).result(), store)
     todo = [i for i in todo if i not in early]
     if todo:
         total = sum(paths[i].stat().st_size for i in todo)
         use_pool = parallel if parallel is not None else (len(todo) > 1 and total >= PARALLEL_MIN_BYTES)
         if use_pool and len(todo) > 1:
-            workers = min(len(todo), os.cpu_count() or 1)
-            with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as ex:
+            with _pool(min(len(todo), os.cpu_count() or 1)) as ex:
                 raws = list(ex.map(read_raw, [str(paths[i]) for i in todo], [fmts[i] for i in todo]))
         else:
             raws = [read_raw(str(paths[i]), fmts[i]) for i in todo]

@@ -22,6 +22,8 @@ import re
 import numpy as np
 import pandas as pd
 
+from kit.profile._columns import matching, strings
+
 _SGLANG = re.compile(r"^step\[(\w+)")
 _VLLM = re.compile(r"^execute_(?:\d+_)?context_(\d+)\(.*?\)_generation_(\d+)")
 _USER = re.compile(r"(?i)^(prefill|decode|extend|generate)(?:$|[_\s\-:\[(#0-9])")
@@ -122,7 +124,7 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
         for i in range(len(use)):
             rows.append((i, str(names[i]), str(phases[i]), starts[i], ends[i]))
     elif n and len(launches):
-        g = launches[launches["name"].astype(str).str.contains(_GRAPH)]
+        g = launches[matching(launches["name"], _GRAPH)]
         if len(g):
             g = g.sort_values("ts")
             pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
@@ -223,9 +225,9 @@ def _replay_steps(k: pd.DataFrame, untimed: np.ndarray, launches: pd.DataFrame, 
     CPU range holds it (the r-th step when the steps are GPU ranges with CPU twins, or the launches
     themselves); without launches, the r-th step when there are as many replays as steps; else -1."""
     out = np.full(int(untimed.sum()), -1, dtype=np.int64)
-    names = k["name"].astype(str).to_numpy()[untimed]
+    names = strings(k["name"])[untimed]
     corr = k["correlation"].to_numpy()[untimed]
-    g = launches[launches["name"].astype(str).str.contains(_GRAPH)].sort_values("ts") if len(launches) else launches
+    g = launches[matching(launches["name"], _GRAPH)].sort_values("ts") if len(launches) else launches
     g_ts = g["ts"].to_numpy(float) if len(g) else np.empty(0)
     g_pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())} if len(g) else {}
     ids = pd.unique(corr)
