@@ -63,104 +63,283 @@ def kernel_family(name: str) -> str:
     return s.strip() or str(name)
 
 
+_NO_OP = "(no CPU op)"
+
+
+@dataclass
+class _Table:
+    """Kernel time per label (category or family) and step: ``names`` sorted (a pivot table's columns), ``us``
+    one row per name and one column per step, so that a name's per-step series is one contiguous row."""
+
+    names: list[str]
+    us: np.ndarray
+
+    def rows(self, names: list[str]) -> np.ndarray:
+        """The rows of ``names``, zeros for a name this run does not have."""
+        at = {n: i for i, n in enumerate(self.names)}
+        ix = np.array([at.get(n, -1) for n in names], dtype=np.int64)
+        out = self.us[np.clip(ix, 0, None)] if len(self.names) else np.zeros((len(names), self.us.shape[1]))
+        out[ix < 0] = 0.0
+        return out
+
+
 @dataclass
 class _Run:
+    """One rank of one run, over the selected steps: what the parts, families and splits are read from."""
+
     rank: int
-    steps: pd.DataFrame           # step, wall_us, gap_us
-    cat: pd.DataFrame             # step x category kernel time
-    fam: pd.DataFrame             # step x family kernel time
-    fam_calls: pd.Series          # family -> calls per step
+    step: np.ndarray              # the selected steps' ids, by start
+    wall: np.ndarray              # each step's GPU span (us)
+    gap: np.ndarray               # the launch gap before each step (NaN after a step of another phase)
+    cat: _Table                   # category x step kernel time
+    fam: _Table                   # family x step kernel time
+    fam_calls: dict               # family -> calls per step
     fam_cat: dict                 # family -> category
-    idle: pd.Series               # step -> idle inside
-    overlap: pd.Series            # step -> overlap (>= 0)
-    by_op: pd.DataFrame | None = None
-    by_module: pd.DataFrame | None = None
+    idle: np.ndarray              # per step: GPU idle inside
+    overlap: np.ndarray           # per step: kernel time beyond the GPU's busy time (multi-stream overlap, >= 0)
+    by_op: dict | None = None     # top-level op -> kernel time per step
+    by_module: dict | None = None  # module class -> kernel time per step
+    layers: dict | None = None    # (module class, layer) -> kernel time per step
+
+    def times(self) -> np.ndarray:
+        """Each step's time: its GPU span plus the launch gap before it (the mean gap where unknown)."""
+        return self.wall + np.where(np.isnan(self.gap), _mean(self.gap), self.gap)
 
     @property
     def step_us(self) -> float:
-        return float(self.steps["wall_us"].mean() + _mean(self.steps["gap_us"]))
+        return float(_cpu.nanmean(self.wall) + _mean(self.gap))
 
     @property
     def spread_us(self) -> float:
-        t = self.steps["wall_us"] + self.steps["gap_us"].fillna(_mean(self.steps["gap_us"]))
-        return float(t.std(ddof=1)) if len(t) > 1 else float("nan")
+        t = self.times()
+        return _nanstd(t) if len(t) > 1 else float("nan")
 
 
-def _mean(s: pd.Series) -> float:
-    s = s.dropna()
-    return float(s.mean()) if len(s) else 0.0
+def _mean(x: np.ndarray) -> float:
+    """Mean of the known values, 0 where there is none."""
+    x = x[~np.isnan(x)]
+    return float(x.sum() / len(x)) if len(x) else 0.0
 
 
-def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
+def _nanstd(x: np.ndarray) -> float:
+    """pandas' ``Series.std`` (ddof 1), to the bit: two passes, unknown values as 0 in place."""
+    known = ~np.isnan(x)
+    n = int(known.sum())
+    if n < 2:
+        return float("nan")
+    v = np.where(known, x, 0.0)
+    return float(np.sqrt(np.where(known, (v.sum() / n - v) ** 2, 0.0).sum() / (n - 1)))
+
+
+def _stats(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``m`` (one row per part, one column per step): the mean and the squared standard error of
+    the mean (variance with ddof 1 over the number of steps; 0 for one step). Summed as pandas' ``Series.mean``
+    and ``Series.var`` sum (pairwise along the row, variance in two passes): the same figures to the bit."""
+    n = m.shape[1]
+    mean = m.sum(axis=1) / n if n else np.zeros(len(m))
+    if n < 2:
+        return mean, np.zeros(len(m))
+    return mean, ((mean[:, None] - m) ** 2).sum(axis=1) / (n - 1) / n
+
+
+def _group_sums(key: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct integer keys, sorted; the sum of ``values`` per key). pandas' groupby sum (compensated,
+    in row order) rather than ``np.bincount``: the figures stay those of the pivot tables it replaced."""
+    if not len(key):
+        return np.empty(0, np.int64), np.empty(0)
+    s = pd.Series(values).groupby(key).sum()
+    return s.index.to_numpy(np.int64), s.to_numpy(float)
+
+
+def _steps(prof, rank: int, phase: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rank ``rank``'s steps of ``phase`` with a start, by start: (ids, GPU span, launch gap before each;
+    NaN where the step before it is not selected, i.e. it follows another phase)."""
     st = prof.steps
     st = st[(st["rank"] == rank)].sort_values("start_us")
+    keep = np.ones(len(st), bool)
     if phase != "all":
-        sel = st[st["phase"] == phase]
-        if not len(sel):
+        keep = (st["phase"] == phase).to_numpy(bool)
+        if not keep.any():
             have = ", ".join(sorted(set(st["phase"].astype(str)))) or "none"
             raise TraceError(f"{', '.join(os.path.basename(f) for f in prof.files)}: rank {rank} has no {phase} step "
                              f"(phases: {have})")
-    else:
-        sel = st
-    sel = sel.dropna(subset=["start_us"])
-    idx = list(st["step"])
-    prev_selected = set(sel["step"])
-    gaps = []
-    for s, g in zip(sel["step"], sel["gap_before_us"]):
-        i = idx.index(s)
-        gaps.append(g if i > 0 and idx[i - 1] in prev_selected else np.nan)
-    steps = pd.DataFrame({"step": sel["step"].to_numpy(), "wall_us": sel["wall_us"].to_numpy(float),
-                          "gap_us": np.asarray(gaps, float)})
+    keep = keep & st["start_us"].notna().to_numpy(bool)
+    after_kept = np.concatenate([[False], keep[:-1]])
+    gap = np.where(after_kept, st["gap_before_us"].to_numpy(float), np.nan)
+    return st["step"].to_numpy()[keep], st["wall_us"].to_numpy(float)[keep], gap[keep]
+
+
+def _seen(codes: np.ndarray, n: int) -> list[int]:
+    """The codes in [0, n) that occur in ``codes``, ascending."""
+    return np.flatnonzero(np.bincount(codes[codes >= 0], minlength=n)).tolist()
+
+
+def _relabel(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
+    """``codes`` (indices into ``names``, -1: missing) renumbered over the names they use, sorted (as the
+    columns of a pivot table): (the new code of each row, -1 kept; the sorted names)."""
+    seen = _seen(codes, len(names))
+    order = sorted(seen, key=lambda i: names[i])
+    lut = np.full(len(names) + 1, -1, dtype=np.int64)     # the last slot maps -1 to itself
+    lut[order] = np.arange(len(order))
+    return lut[codes], [names[i] for i in order]
+
+
+def _families(name: pd.Series, pos: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Each selected kernel's family as a code, and the families (sorted): one :func:`kernel_family` per
+    distinct name."""
+    codes, uniq = _cpu.coded(name)
+    codes = codes[pos]
+    seen = _seen(codes, len(uniq))
+    fam = {i: kernel_family(uniq[i]) for i in seen}
+    names = sorted(set(fam.values()))
+    at = {f: j for j, f in enumerate(names)}
+    lut = np.full(len(uniq) + 1, -1, dtype=np.int64)
+    lut[seen] = [at[fam[i]] for i in seen]
+    return lut[codes], names
+
+
+def _table(row: np.ndarray, dur: np.ndarray, codes: np.ndarray, names: list[str], n_steps: int) -> _Table:
+    """Kernel time per label and step (kernels without a label left out, as a pivot table leaves them)."""
+    ok = codes >= 0
+    keys, sums = _group_sums(codes[ok] * n_steps + row[ok], dur[ok])
+    us = np.zeros(len(names) * n_steps)
+    us[keys] = sums
+    return _Table(names, us.reshape(len(names), n_steps))
+
+
+def _busy(row: np.ndarray, start: np.ndarray, dur: np.ndarray, n_steps: int) -> np.ndarray:
+    """Per step: the GPU's busy time, the union of its kernels' intervals (0 without kernels)."""
+    busy = np.zeros(n_steps)
+    o = _cpu.stable_order(row)
+    for ix in np.split(o, np.flatnonzero(np.diff(row[o])) + 1):
+        if len(ix):
+            busy[row[ix[0]]] = S.length(S.union(start[ix], start[ix] + dur[ix]))
+    return busy
+
+
+def _main_category(fam: np.ndarray, fams: list[str], cat: np.ndarray, cats: list[str]) -> dict:
+    """family -> the category most of its kernels have (the first by name on a tie)."""
+    ok = (fam >= 0) & (cat >= 0)
+    n = np.bincount(fam[ok] * len(cats) + cat[ok], minlength=len(fams) * len(cats)).reshape(len(fams), len(cats))
+    return {f: cats[int(n[i].argmax())] for i, f in enumerate(fams) if n[i].any()}
+
+
+def _labelled(col: pd.Series, pos: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
+    """Each selected kernel's CPU op or module as a code into sorted labels (``(no CPU op)`` where it has
+    none); None when fewer than half the kernels have one (a trace that does not link them)."""
+    codes, uniq = _cpu.coded(col)
+    codes = codes[pos]
+    if not len(codes) or (codes >= 0).mean() < 0.5:
+        return None
+    if _NO_OP not in uniq:
+        uniq = [*uniq, _NO_OP]
+    return _relabel(np.where(codes >= 0, codes, uniq.index(_NO_OP)), uniq)
+
+
+def _per_label(codes: np.ndarray, names: list[str], dur: np.ndarray, n: int) -> dict:
+    """label -> kernel time per step (``n`` steps), for the labels the kernels have."""
+    keys, sums = _group_sums(codes, dur)
+    return {names[i]: x for i, x in zip(keys.tolist(), (sums / n).tolist())}
+
+
+def _layers(codes: np.ndarray, names: list[str], layer: np.ndarray, dur: np.ndarray, n: int) -> dict:
+    """(module, layer) -> kernel time per step (``n`` steps)."""
+    lc, lu = pd.factorize(layer, sort=True)
+    ok = lc >= 0
+    keys, sums = _group_sums(codes[ok] * len(lu) + lc[ok], dur[ok])
+    return {(names[i // len(lu)], lu[i % len(lu)]): x for i, x in zip(keys.tolist(), (sums / n).tolist())}
+
+
+def _clip0(x: np.ndarray) -> np.ndarray:
+    """``x`` with negative values set to 0 (NaN kept), as pandas' ``clip(lower=0.0)``."""
+    return np.where(x < 0.0, 0.0, x)
+
+
+def _split_by_op(run: _Run, k: pd.DataFrame, pos: np.ndarray, dur: np.ndarray, n: int) -> None:
+    """``by_op`` and ``by_module`` of ``run`` (and by module and layer), where the kernels link to CPU ops."""
+    for key, col in (("by_op", "op_top"), ("by_module", "module")):
+        lab = _labelled(k[col], pos) if col in k else None
+        if lab is None:
+            continue
+        setattr(run, key, _per_label(*lab, dur, n))
+        if key == "by_module" and "layer" in k:
+            run.layers = _layers(*lab, k["layer"].to_numpy()[pos], dur, n)
+
+
+def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
+    """One rank's steps of ``phase``: kernel time per category, family, op and module, busy and idle per step.
+    The kernel table is read as arrays and integer codes (categoricals): no text column is converted."""
+    step, wall, gap = _steps(prof, rank, phase)
     k = prof.kernels
-    k = k[(k["rank"] == rank) & k["step"].isin(steps["step"])].copy()
-    names = k["name"].astype(str)
-    k["family"] = names.map({n: kernel_family(n) for n in names.unique()})
-    k["category"] = k["category"].astype(str)
-    steps_idx = pd.Index(steps["step"], name="step")
-    cat = k.pivot_table(index="step", columns="category", values="dur_us", aggfunc="sum", fill_value=0.0)
-    cat = cat.reindex(steps_idx).fillna(0.0)
-    fam = k.pivot_table(index="step", columns="family", values="dur_us", aggfunc="sum", fill_value=0.0)
-    fam = fam.reindex(steps_idx).fillna(0.0)
-    calls = k.groupby("family")["count"].sum() / max(len(steps), 1)
-    fc = k.groupby(["family", "category"]).size().reset_index(name="n").sort_values(["family", "n"], ascending=[True, False])
-    fam_cat = dict(zip(fc.drop_duplicates("family")["family"], fc.drop_duplicates("family")["category"]))
-    busy = {}
-    for s, g in k.groupby("step"):
-        b0 = g["start_us"].to_numpy(float)
-        busy[s] = S.length(S.union(b0, b0 + g["dur_us"].to_numpy(float)))
-    busy_s = pd.Series(busy).reindex(steps_idx).fillna(0.0)
-    ksum = cat.sum(axis=1)
-    wall = pd.Series(steps["wall_us"].to_numpy(), index=steps_idx)
-    run = _Run(rank, steps, cat, fam, calls, fam_cat, (wall - busy_s).clip(lower=0.0), (ksum - busy_s).clip(lower=0.0))
+    ks = k["step"].to_numpy()
+    pos = np.flatnonzero((k["rank"].to_numpy() == rank) & np.isin(ks, step))
+    o = _cpu.stable_order(step)
+    row = o[np.searchsorted(step[o], ks[pos])]            # each kernel's step, as an index into ``step``
+    dur = k["dur_us"].to_numpy(float)[pos]
+    n = len(step)
+    codes, names = _cpu.coded(k["category"])
+    cat_c, cats = _relabel(codes[pos], names)
+    fam_c, fams = _families(k["name"], pos)
+    cat, fam = _table(row, dur, cat_c, cats, n), _table(row, dur, fam_c, fams, n)
+    busy = _busy(row, k["start_us"].to_numpy(float)[pos], dur, n)
+    ksum = np.ascontiguousarray(cat.us.T).sum(axis=1)      # as a pivot table's sum(axis=1): steps x categories
+    ok = fam_c >= 0
+    calls = np.bincount(fam_c[ok], weights=k["count"].to_numpy(float)[pos][ok], minlength=len(fams)) / max(n, 1)
+    run = _Run(rank, step, wall, gap, cat, fam, dict(zip(fams, calls.tolist())),
+               _main_category(fam_c, fams, cat_c, cats), _clip0(wall - busy), _clip0(ksum - busy))
     if ops:
-        for key, col in (("by_op", "op_top"), ("by_module", "module")):
-            if col not in k:
-                continue
-            lab = k[col].astype(object)
-            if not len(lab) or lab.notna().mean() < 0.5:
-                continue
-            g = k.assign(label=lab.fillna("(no CPU op)")).groupby("label")["dur_us"].sum() / max(len(steps), 1)
-            setattr(run, key, g)
+        _split_by_op(run, k, pos, dur, max(n, 1))
     return run
 
 
-def _diff_rows(a: pd.DataFrame, b: pd.DataFrame, names) -> list[dict]:
-    rows = []
-    for n in names:
-        sa = a[n] if n in a.columns else pd.Series(0.0, index=a.index)
-        sb = b[n] if n in b.columns else pd.Series(0.0, index=b.index)
-        rows.append(_row(n, sa, sb))
-    return rows
+def _diff_rows(names: list[str], a: np.ndarray, b: np.ndarray) -> list[dict]:
+    """One row per name (rows of ``a`` and ``b``: per-step series): the per-step means of A and B, their
+    difference and its noise (two standard errors of the difference)."""
+    (ma, va), (mb, vb) = _stats(a), _stats(b)
+    noise = 2.0 * np.sqrt(va + vb)
+    return [{"part": n, "a_us": x, "b_us": y, "delta_us": y - x, "noise_us": z}
+            for n, x, y, z in zip(names, ma.tolist(), mb.tolist(), noise.tolist())]
 
 
-def _row(name: str, sa: pd.Series, sb: pd.Series) -> dict:
-    sa, sb = sa.dropna(), sb.dropna()
-    ma = float(sa.mean()) if len(sa) else 0.0
-    mb = float(sb.mean()) if len(sb) else 0.0
-    va = float(sa.var(ddof=1)) / len(sa) if len(sa) > 1 else 0.0
-    vb = float(sb.var(ddof=1)) / len(sb) if len(sb) > 1 else 0.0
-    noise = 2.0 * math.sqrt(va + vb)
-    return {"part": name, "a_us": ma, "b_us": mb, "delta_us": mb - ma, "noise_us": noise}
+def _row(name: str, sa: np.ndarray, sb: np.ndarray) -> dict:
+    """:func:`_diff_rows` of one per-step series each (unknown values left out)."""
+    return _diff_rows([name], sa[~np.isnan(sa)][None, :], sb[~np.isnan(sb)][None, :])[0]
+
+
+def _split_table(ga: dict, gb: dict, key: str) -> pd.DataFrame:
+    """by_op / by_module: per-step time of each label in A and B, largest difference first."""
+    names = sorted(set(ga) | set(gb))
+    a = np.array([ga.get(x, 0.0) for x in names], dtype=float)
+    b = np.array([gb.get(x, 0.0) for x in names], dtype=float)
+    d = b - a
+    o = np.argsort(-np.abs(d), kind="stable")
+    return pd.DataFrame({key: [names[i] for i in o], "a_us": a[o], "b_us": b[o], "delta_us": d[o]})
+
+
+def _clean(v):
+    """A cell as JSON wants it: a Python scalar, NaN as None, floats rounded to 6 decimals."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float):
+        return None if math.isnan(v) else round(v, 6)
+    return v
+
+
+def _records(df: pd.DataFrame | None) -> list[dict] | None:
+    """``df``'s rows as dicts of :func:`_clean` cells (``to_dict("records")``), built column by column:
+    pandas boxes every cell of a records dict one by one."""
+    if df is None:
+        return None
+    cols = {}
+    for c in df.columns:
+        v = df[c]
+        if v.dtype.kind == "f":
+            cols[c] = [None if x != x else round(x, 6) for x in v.tolist()]
+        elif v.dtype.kind in "iub":
+            cols[c] = v.tolist()
+        else:
+            cols[c] = [_clean(x) for x in v.tolist()]
+    return [dict(zip(cols, row)) for row in zip(*cols.values())]
 
 
 @dataclass(eq=False)
@@ -220,19 +399,14 @@ class Comparison:
         return float(row["delta_us"].iloc[0]) / self.delta_us if len(row) and self.delta_us else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        def clean(df):
-            if df is None:
-                return None
-            return [{k: (None if isinstance(v, float) and math.isnan(v) else
-                         round(v, 6) if isinstance(v, float) else v) for k, v in r.items()} for r in df.to_dict("records")]
         return {"labels": list(self.labels), "phase": self.phase, "files": [list(map(os.path.basename, f)) for f in self.files],
                 "ranks": list(self.ranks), "steps": list(self.steps), "step_us": [round(x, 6) for x in self.step_us],
                 "spread_us": [round(x, 6) for x in self.spread_us],
                 "measured_ms": list(self.measured_ms) if self.measured_ms else None,
                 "measured_source": self.measured_source, "delta_us": round(self.delta_us, 6),
-                "parts": clean(self.parts), "families": clean(self.families), "per_rank": clean(self.per_rank),
-                "by_op": clean(self.by_op), "by_module": clean(self.by_module),
-                "by_module_instances": clean(self.by_module_instances), "cpu": clean(self.cpu), "cause": self.cause,
+                "parts": _records(self.parts), "families": _records(self.families), "per_rank": _records(self.per_rank),
+                "by_op": _records(self.by_op), "by_module": _records(self.by_module),
+                "by_module_instances": _records(self.by_module_instances), "cpu": _records(self.cpu), "cause": self.cause,
                 "warnings": list(self.warnings)}
 
     def _head(self) -> list[str]:
@@ -300,25 +474,66 @@ def _as_profile(x):
     return load(x)
 
 
-def _module_layers(prof_a, prof_b, ra: _Run, rb: _Run, classes: pd.DataFrame | None) -> pd.DataFrame | None:
+def _module_layers(ra: _Run, rb: _Run, classes: pd.DataFrame | None) -> pd.DataFrame | None:
     """``by_module``'s drill-down: per module class and layer index (-1: outside the decoder layers),
     per-step kernel time in each run, in the order of the class rows."""
-    if classes is None:
+    if classes is None or ra.layers is None or rb.layers is None:
         return None
-    side = []
-    for prof, run in ((prof_a, ra), (prof_b, rb)):
-        k = prof.kernels
-        k = k[(k["rank"] == run.rank) & k["step"].isin(run.steps["step"])]
-        g = (k.assign(module=k["module"].astype(object).fillna("(no CPU op)"))
-             .groupby(["module", "layer"])["dur_us"].sum() / max(len(run.steps), 1))
-        side.append(g)
-    t = pd.DataFrame({"a_us": side[0], "b_us": side[1]}).fillna(0.0)
-    t["delta_us"] = t["b_us"] - t["a_us"]
-    t = t.reset_index()
     order = {m: i for i, m in enumerate(classes["module"])}
-    t["_k"] = t["module"].map(order).fillna(len(order))
-    t = t.sort_values(["_k", "layer"], kind="stable").drop(columns="_k")
-    return t.reset_index(drop=True)
+    keys = sorted(set(ra.layers) | set(rb.layers), key=lambda x: (order.get(x[0], len(order)), x[1], x[0]))
+    a = np.array([ra.layers.get(x, 0.0) for x in keys], dtype=float)
+    b = np.array([rb.layers.get(x, 0.0) for x in keys], dtype=float)
+    return pd.DataFrame({"module": [x[0] for x in keys], "layer": np.array([x[1] for x in keys]),
+                         "a_us": a, "b_us": b, "delta_us": b - a})
+
+
+def _parts(ra: _Run, rb: _Run, step_ms: tuple[float, float] | None) -> tuple[pd.DataFrame, dict, dict, float]:
+    """(the parts table, its total row, its unattributed row, the difference to explain): categories, overlap,
+    GPU idle, launch gap, unattributed, then the total."""
+    cats = list(dict.fromkeys(ra.cat.names + rb.cat.names))
+    rows = [{**r, "kind": "category"} for r in _diff_rows(cats, ra.cat.rows(cats), rb.cat.rows(cats))]
+    rows.append({**_row("multi-stream overlap", -ra.overlap, -rb.overlap), "kind": "overlap"})
+    rows.append({**_row("GPU idle in step", ra.idle, rb.idle), "kind": "gpu-idle"})
+    rows.append({**_row("launch gap", ra.gap, rb.gap), "kind": "launch-gap"})
+    total = {**_row("step time", ra.times(), rb.times()), "kind": "total"}
+    total.update(a_us=ra.step_us, b_us=rb.step_us, delta_us=rb.step_us - ra.step_us)
+    trace_delta = total["delta_us"]
+    if step_ms is not None:
+        ma, mb = float(step_ms[0]), float(step_ms[1])
+        delta = (mb - ma) * 1e3
+        un = {"part": "unattributed", "a_us": ma * 1e3 - ra.step_us, "b_us": mb * 1e3 - rb.step_us,
+              "delta_us": delta - trace_delta, "noise_us": total["noise_us"], "kind": "unattributed"}
+    else:
+        delta = trace_delta
+        un = {"part": "unattributed", "a_us": 0.0, "b_us": 0.0, "delta_us": 0.0, "noise_us": 0.0,
+              "kind": "unattributed"}
+    rows.append(un)
+    parts = pd.DataFrame(rows)
+    parts = parts[(parts["kind"] != "category") | (parts["a_us"] != 0) | (parts["b_us"] != 0)]
+    parts = pd.concat([parts, pd.DataFrame([total])], ignore_index=True)
+    # beyond noise: larger than two standard errors and than 0.1% of A's step (timer resolution, rounding)
+    floor_us = 1e-3 * ra.step_us
+    parts["beyond_noise"] = parts["delta_us"].abs() > np.maximum(parts["noise_us"], floor_us)
+    parts["share"] = parts["delta_us"] / delta if delta else np.nan
+    parts = parts[["part", "kind", "a_us", "b_us", "delta_us", "noise_us", "beyond_noise", "share"]]
+    return parts, total, un, delta
+
+
+def _families_table(ra: _Run, rb: _Run, floor_us: float) -> pd.DataFrame:
+    """The ``families`` table: per kernel family, its time per step in each run, largest difference first."""
+    fams = sorted(set(ra.fam.names) | set(rb.fam.names))
+    in_a, in_b = set(ra.fam.names), set(rb.fam.names)
+    frows = []
+    for r in _diff_rows(fams, ra.fam.rows(fams), rb.fam.rows(fams)):
+        f = r.pop("part")
+        frows.append({"family": f, "category": ra.fam_cat.get(f) or rb.fam_cat.get(f),
+                      "presence": "both" if f in in_a and f in in_b else "only A" if f in in_a else "only B", **r,
+                      "a_calls": float(ra.fam_calls.get(f, 0.0)), "b_calls": float(rb.fam_calls.get(f, 0.0))})
+    families = pd.DataFrame(frows, columns=["family", "category", "presence", "a_us", "b_us", "delta_us", "noise_us",
+                                            "a_calls", "b_calls"])
+    families["beyond_noise"] = families["delta_us"].abs() > np.maximum(families["noise_us"], floor_us)
+    families = families.reindex(families["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
+    return families.reset_index(drop=True)
 
 
 def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = None,
@@ -336,6 +551,10 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     warnings = [f"{la}: {w}" for w in pa.warnings] + [f"{lb}: {w}" for w in pb.warnings]
     if not pa.ranks or not pb.ranks:
         raise TraceError("compare: a run without ranks/kernels")
+    for p in (pa, pb):
+        if not len(p.kernels):
+            raise TraceError(f"compare: {', '.join(os.path.basename(f) for f in p.files)}: no GPU kernel in the "
+                             f"trace (recorded without CUDA activity?): nothing to compare")
     runs_a = {r: _rank_run(pa, r, phase, ops) for r in pa.ranks}
     runs_b = {r: _rank_run(pb, r, phase, ops) for r in pb.ranks}
     if sorted(runs_a) != sorted(runs_b):
@@ -345,65 +564,14 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
                              for r in sorted(set(runs_a) & set(runs_b))], columns=["rank", "a_us", "b_us", "delta_us"])
     ra = max(runs_a.values(), key=lambda x: x.step_us)
     rb = max(runs_b.values(), key=lambda x: x.step_us)
-    # parts
-    cats = [c for c in list(dict.fromkeys(list(ra.cat.columns) + list(rb.cat.columns)))]
-    rows = []
-    for r in _diff_rows(ra.cat, rb.cat, cats):
-        rows.append({**r, "kind": "category"})
-    rows.append({**_row("multi-stream overlap", -ra.overlap, -rb.overlap), "kind": "overlap"})
-    rows.append({**_row("GPU idle in step", ra.idle, rb.idle), "kind": "gpu-idle"})
-    rows.append({**_row("launch gap", ra.steps["gap_us"], rb.steps["gap_us"]), "kind": "launch-gap"})
-    ta = ra.steps["wall_us"] + ra.steps["gap_us"].fillna(_mean(ra.steps["gap_us"]))
-    tb = rb.steps["wall_us"] + rb.steps["gap_us"].fillna(_mean(rb.steps["gap_us"]))
-    total = {**_row("step time", ta, tb), "kind": "total"}
-    total.update(a_us=ra.step_us, b_us=rb.step_us, delta_us=rb.step_us - ra.step_us)
+    parts, total, un, delta = _parts(ra, rb, step_ms)
     trace_delta = total["delta_us"]
-    if step_ms is not None:
-        ma, mb = float(step_ms[0]), float(step_ms[1])
-        delta = (mb - ma) * 1e3
-        un = {"part": "unattributed", "a_us": ma * 1e3 - ra.step_us, "b_us": mb * 1e3 - rb.step_us,
-              "delta_us": delta - trace_delta, "noise_us": total["noise_us"], "kind": "unattributed"}
-    else:
-        ma = mb = None
-        delta = trace_delta
-        un = {"part": "unattributed", "a_us": 0.0, "b_us": 0.0, "delta_us": 0.0, "noise_us": 0.0,
-              "kind": "unattributed"}
-    rows.append(un)
-    parts = pd.DataFrame(rows)
-    parts = parts[(parts["kind"] != "category") | (parts["a_us"] != 0) | (parts["b_us"] != 0)]
-    parts = pd.concat([parts, pd.DataFrame([total])], ignore_index=True)
-    # beyond noise: larger than two standard errors and than 0.1% of A's step (timer resolution, rounding)
-    floor_us = 1e-3 * ra.step_us
-    parts["beyond_noise"] = parts["delta_us"].abs() > np.maximum(parts["noise_us"], floor_us)
-    parts["share"] = parts["delta_us"] / delta if delta else np.nan
-    parts = parts[["part", "kind", "a_us", "b_us", "delta_us", "noise_us", "beyond_noise", "share"]]
-    # families
-    fams = sorted(set(ra.fam.columns) | set(rb.fam.columns))
-    frows = []
-    for r in _diff_rows(ra.fam, rb.fam, fams):
-        f = r.pop("part")
-        in_a, in_b = f in ra.fam.columns, f in rb.fam.columns
-        frows.append({"family": f, "category": ra.fam_cat.get(f) or rb.fam_cat.get(f),
-                      "presence": "both" if in_a and in_b else "only A" if in_a else "only B", **r,
-                      "a_calls": float(ra.fam_calls.get(f, 0.0)), "b_calls": float(rb.fam_calls.get(f, 0.0))})
-    families = pd.DataFrame(frows, columns=["family", "category", "presence", "a_us", "b_us", "delta_us", "noise_us",
-                                            "a_calls", "b_calls"])
-    families["beyond_noise"] = families["delta_us"].abs() > np.maximum(families["noise_us"], floor_us)
-    families = families.reindex(families["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
-    families = families.reset_index(drop=True)
-    by_op = by_module = None
-    for key in ("by_op", "by_module"):
-        ga, gb = getattr(ra, key), getattr(rb, key)
-        if ga is not None and gb is not None:
-            t = pd.DataFrame({"a_us": ga, "b_us": gb}).fillna(0.0)
-            t["delta_us"] = t["b_us"] - t["a_us"]
-            t = t.reindex(t["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
-            t = t.rename_axis("op" if key == "by_op" else "module").reset_index()
-            if key == "by_op":
-                by_op = t
-            else:
-                by_module = t
-    by_module_instances = _module_layers(pa, pb, ra, rb, by_module)
+    ma, mb = (float(step_ms[0]), float(step_ms[1])) if step_ms is not None else (None, None)
+    families = _families_table(ra, rb, 1e-3 * ra.step_us)
+    by_op = _split_table(ra.by_op, rb.by_op, "op") if ra.by_op is not None and rb.by_op is not None else None
+    by_module = (_split_table(ra.by_module, rb.by_module, "module")
+                 if ra.by_module is not None and rb.by_module is not None else None)
+    by_module_instances = _module_layers(ra, rb, by_module)
     if ops and (by_op is None):
         warnings.append("no by-op split: at least one trace does not link its kernels to CPU ops (CUDA-graph replay, "
                         "or recorded without CPU activity)")
@@ -416,6 +584,6 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
         warnings.append(f"the traces account for {trace_delta:+,.1f} of the measured {delta:+,.1f} us: "
                         f"{un['delta_us']:+,.1f} us unattributed (profiler overhead, or time outside the GPU steps)")
     return Comparison((la, lb), phase, (list(pa.files), list(pb.files)), (ra.rank, rb.rank),
-                      (len(ra.steps), len(rb.steps)), (ra.step_us, rb.step_us), (ra.spread_us, rb.spread_us),
+                      (len(ra.step), len(rb.step)), (ra.step_us, rb.step_us), (ra.spread_us, rb.spread_us),
                       (ma, mb) if step_ms is not None else None, measured_source, delta, parts, families, per_rank,
                       by_op, by_module, warnings, cpu, by_module_instances)

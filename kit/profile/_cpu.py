@@ -73,23 +73,45 @@ def _kind_of(n: str) -> str:
             else "memset" if MEMSET.search(n) else "sync" if SYNC.search(n) else "other")
 
 
-def _codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
-    """(code of each row, its distinct values as ``str``) of a column without missing values, so that a
-    test on the text runs once per distinct value (a categorical's categories, else factorized); None
-    where a value is missing (the caller then converts the whole column, as before)."""
+def coded(s: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """(code of each row as int64, -1 where the value is missing; the distinct values as ``str``): a
+    categorical's codes and categories, else factorized, so that work on a text column runs once per
+    distinct value instead of converting every row to a string."""
     if isinstance(s.dtype, pd.CategoricalDtype):
         codes, uniq = s.cat.codes.to_numpy(), s.cat.categories
     else:
         codes, uniq = pd.factorize(s)
+    return codes.astype(np.int64, copy=False), [str(x) for x in uniq]
+
+
+def nanmean(x: np.ndarray) -> float:
+    """pandas' ``Series.mean`` of a float array, to the bit: unknown values summed as 0 in place (pairwise
+    sums), divided by the known count; NaN where none is known."""
+    known = ~np.isnan(x)
+    n = int(known.sum())
+    return float(np.where(known, x, 0.0).sum() / n) if n else float("nan")
+
+
+def _nansum(x: np.ndarray) -> float:
+    """pandas' ``Series.sum`` of a float array: unknown values summed as 0 in place."""
+    return float(np.where(np.isnan(x), 0.0, x).sum())
+
+
+def stable_order(x: np.ndarray) -> np.ndarray:
+    """``np.argsort(x, kind="stable")``, without the sort where ``x`` is already in order (the usual case:
+    a trace's tables come sorted by time, its correlation ids grow with time)."""
+    if len(x) < 2 or (x[1:] >= x[:-1]).all():
+        return np.arange(len(x))
+    return np.argsort(x, kind="stable")
+
+
+def _codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`coded` of a column without missing values, the distinct values as an object array; None
+    where a value is missing (the caller then converts the whole column, as before)."""
+    codes, uniq = coded(s)
     if (codes < 0).any():
         return None
-    return codes, np.array([str(x) for x in uniq], dtype=object)
-
-
-def _str_values(s: pd.Series) -> np.ndarray:
-    """``s.astype(str).to_numpy()``, converting each distinct value once."""
-    cu = _codes(s)
-    return s.astype(str).to_numpy() if cu is None else cu[1][cu[0]]
+    return codes, np.array(uniq, dtype=object)
 
 
 def classify(names: pd.Series) -> pd.Series:
@@ -106,8 +128,40 @@ def _kinds(codes: np.ndarray, uniq: np.ndarray) -> np.ndarray:
     return np.array([_kind_of(n) for n in uniq], dtype=object)[codes]
 
 
+def _text(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`coded` with a missing value read as the text ``nan``: (code of each row, distinct texts as an
+    object array)."""
+    codes, uniq = coded(s)
+    if (codes < 0).any():
+        codes, uniq = np.where(codes < 0, len(uniq), codes), [*uniq, "nan"]
+    return codes, np.array(uniq, dtype=object)
+
+
 def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    """Calls lying inside an earlier call on the same thread (a driver launch under a runtime launch)."""
+    """Calls lying inside an earlier call on the same thread (a driver launch under a runtime launch): ending
+    by the latest end of the earlier calls on that thread (+1 ns), in order of start, longest first."""
+    t_next, t_same = tid[1:] > tid[:-1], tid[1:] == tid[:-1]
+    if (t_next | (t_same & (start[1:] > start[:-1]))).all():
+        order = np.arange(len(start))                # already by thread and start, no tie (one thread, mostly)
+    else:
+        order = np.lexsort((-end, start, tid))
+    t, e = tid[order], end[order]
+    prev = np.full(len(e), -np.inf)                  # the latest end of the earlier calls on the thread
+    cut = np.flatnonzero(t[1:] != t[:-1]) + 1
+    for lo, hi in zip(np.concatenate([[0], cut]).tolist(), np.concatenate([cut, [len(e)]]).tolist()):
+        prev[lo + 1:hi] = np.maximum.accumulate(e[lo:hi])[:-1]
+    inside = e <= prev + 1e-6
+    if np.isnan(e).any() or (e[inside] > prev[inside]).any():
+        # an end unknown, or within the tolerance past an earlier one: which calls count as containers
+        # then depends on the order, so walk them one by one
+        return _nested_walk(start, end, tid)
+    out = np.zeros(len(start), bool)
+    out[order[inside]] = True
+    return out
+
+
+def _nested_walk(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
+    """:func:`_nested` call by call: a call is nested when it ends by the end of the last call that was not."""
     out = np.zeros(len(start), bool)
     order = np.lexsort((-end, start, tid))
     last_tid, last_end = None, -np.inf
@@ -121,21 +175,25 @@ def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return out
 
 
-def _cpu_windows(st: pd.DataFrame, first_launch: pd.Series, ann: pd.DataFrame) -> pd.DataFrame:
-    """Per step: the CPU window (start, end, from)."""
-    cpu_ann = ann[ann["side"] == "cpu"] if len(ann) else ann
-    by_name = {}
-    if len(cpu_ann):
-        a = cpu_ann.sort_values("start_us", kind="stable")
-        a0, a1 = a["start_us"].to_numpy(float), (a["start_us"] + a["dur_us"]).to_numpy(float)
-        names = a["name"].astype(str).to_numpy()
-        for name, ix in pd.Series(names).groupby(names).indices.items():
-            by_name[name] = (a0[ix], a1[ix])
-    rows = []
-    fl = first_launch.reindex(st["step"]).to_numpy(float)
-    for i, (s, name) in enumerate(zip(st["step"], st["name"].astype(str))):
-        t = fl[i]
-        w = None
+def _ann_ranges(ann: pd.DataFrame) -> dict:
+    """name -> (starts, ends) of the CPU-side annotations (``record_function`` ranges), by start."""
+    if not len(ann):
+        return {}
+    a = ann[(ann["side"] == "cpu").to_numpy(bool)]
+    o = np.argsort(a["start_us"].to_numpy(float), kind="stable")
+    a0 = a["start_us"].to_numpy(float)[o]
+    a1 = a0 + a["dur_us"].to_numpy(float)[o]
+    names = np.array([str(x) for x in a["name"].to_numpy(object)[o]], dtype=object)
+    return {name: (a0[ix], a1[ix]) for name, ix in _groups(names).items()}
+
+
+def _cpu_windows(st: pd.DataFrame, first_launch: dict, ann: pd.DataFrame) -> dict:
+    """step -> its CPU window (start, end, where it came from)."""
+    by_name = _ann_ranges(ann)
+    out = {}
+    fl = np.array([first_launch.get(s, np.nan) for s in st["step"].tolist()], dtype=float)
+    for i, (s, name) in enumerate(zip(st["step"].tolist(), st["name"].tolist())):
+        t, name, w = fl[i], str(name), None
         if name in by_name and not np.isnan(t):
             a0, a1 = by_name[name]
             j = np.searchsorted(a0, t + _TOL_US, side="right") - 1   # the latest range starting before the launch
@@ -144,37 +202,60 @@ def _cpu_windows(st: pd.DataFrame, first_launch: pd.Series, ann: pd.DataFrame) -
         if w is None and not np.isnan(t):
             later = fl[i + 1:][~np.isnan(fl[i + 1:])]
             w = (t, later[0] if len(later) else np.nan, "launches")
-        rows.append((s, *(w or (np.nan, np.nan, "none"))))
-    return pd.DataFrame(rows, columns=["step", "w0", "w1", "cpu_window_from"])
-
-
-def _launch_times(k: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
-    """Per kernel (positional): start of the runtime call that launched it, the latest one with its
-    correlation id at or before the kernel's start (graph replays on some PyTorch versions repeat the
-    same ids every replay); NaN where the trace has none."""
-    out = np.full(len(k), np.nan)
-    if not len(k) or not len(calls):
-        return out
-    kk = pd.DataFrame({"pos": np.arange(len(k)), "correlation": k["correlation"].to_numpy(np.int64),
-                       "t": k["start_us"].to_numpy(float)}).sort_values("t", kind="stable")
-    cc = pd.DataFrame({"correlation": calls["correlation"].to_numpy(np.int64), "t": calls["start_us"].to_numpy(float),
-                       "launch_us": calls["start_us"].to_numpy(float)}).sort_values("t", kind="stable")
-    m = pd.merge_asof(kk, cc, on="t", by="correlation", direction="backward")
-    out[m["pos"].to_numpy()] = m["launch_us"].to_numpy(float)
-    # a launch recorded after its kernel's start (clock skew): the nearest call with that id
-    miss = np.isnan(out)
-    if miss.any():
-        first = cc.drop_duplicates("correlation").set_index("correlation")["launch_us"]
-        out[miss] = k["correlation"].iloc[np.flatnonzero(miss)].map(first).to_numpy(float)
+        out[s] = w or (np.nan, np.nan, "none")
     return out
 
 
-def _gaps(k: pd.DataFrame, st: pd.DataFrame, klaunch: np.ndarray, by_step: dict) -> pd.DataFrame:
-    """GPU idle gaps inside and before each step: start, length, the kernel that ended it and its launch."""
+def _groups(values: np.ndarray) -> dict:
+    """value -> the positions holding it, ascending (``groupby(...).indices`` of an array)."""
+    o = stable_order(values)
+    v = values[o]
+    cut = np.flatnonzero(v[1:] != v[:-1]) + 1
+    keys = v[np.concatenate([[0], cut])] if len(v) else v
+    return dict(zip(keys.tolist(), np.split(o, cut)))
+
+
+def _launch_times(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, cstart: np.ndarray) -> np.ndarray:
+    """Per kernel: start of the runtime call that launched it, the latest one with its correlation id at or
+    before the kernel's start (graph replays on some PyTorch versions repeat the same ids every replay), else
+    the first call with that id (a launch recorded after its kernel's start: clock skew); NaN where the trace
+    has none. The calls (``ccorr``, ``cstart``) come sorted by start."""
+    out = np.full(len(kcorr), np.nan)
+    if not len(kcorr) or not len(ccorr):
+        return out
+    o = stable_order(ccorr)                       # by id; one id's calls stay in order of start
+    ids, t = ccorr[o], cstart[o]
+    lo, hi = np.searchsorted(ids, kcorr, side="left"), np.searchsorted(ids, kcorr, side="right")
+    has = hi > lo
+    out[has] = t[lo[has]]                         # the first call with the id: the only one, mostly
+    rep = np.flatnonzero(hi - lo > 1)
+    if len(rep):
+        m = np.isin(ids, kcorr[rep])
+        out[rep] = _latest_call(kcorr[rep], kstart[rep], ids[m], t[m], out[rep])
+    return out
+
+
+def _latest_call(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, cstart: np.ndarray,
+                 default: np.ndarray) -> np.ndarray:
+    """Per kernel: start of the latest call with its id at or before the kernel's start, ``default`` where
+    none is. Kernels and calls sorted together by (id, time), a call before a kernel at the same time."""
+    out = default.copy()
+    corr, t = np.concatenate([ccorr, kcorr]), np.concatenate([cstart, kstart])
+    is_k = np.concatenate([np.zeros(len(ccorr), bool), np.ones(len(kcorr), bool)])
+    o = np.lexsort((is_k, t, corr))
+    last_call = np.maximum.accumulate(np.where(is_k[o], -1, np.arange(len(o))))
+    kp = np.flatnonzero(is_k[o])
+    j = last_call[kp]
+    hit = (j >= 0) & (corr[o][np.maximum(j, 0)] == corr[o][kp])
+    out[o[kp[hit]] - len(ccorr)] = t[o][j[hit]]
+    return out
+
+
+def _gaps(start: np.ndarray, end: np.ndarray, st: pd.DataFrame, klaunch: np.ndarray, by_step: dict) -> dict:
+    """GPU idle gaps inside and before each step (arrays): step, start, length, the kernel that ended it
+    (its position), whether it is the launch gap before the step, and that kernel's launch."""
     steps, g0s, lens, kern, first, lts = [], [], [], [], [], []
-    start = k["start_us"].to_numpy(float)
-    end = start + k["dur_us"].to_numpy(float)
-    for s, gap_before in zip(st["step"], st["gap_before_us"]):
+    for s, gap_before in zip(st["step"].tolist(), st["gap_before_us"].tolist()):
         idx = by_step.get(s)
         if idx is None or not len(idx):
             continue
@@ -189,66 +270,77 @@ def _gaps(k: pd.DataFrame, st: pd.DataFrame, klaunch: np.ndarray, by_step: dict)
         steps.append(np.full(len(sel), s))
         g0s.append(g0[sel])
         lens.append(ln[sel])
-        kern.append(k.index.to_numpy()[idx[sel]])
+        kern.append(idx[sel])
         first.append(sel == 0)
         lts.append(klaunch[idx[sel]])
     cat = (lambda xs, t: np.concatenate(xs) if xs else np.empty(0, t))
-    g = pd.DataFrame({"step": cat(steps, np.int64), "start_us": cat(g0s, float), "idle_us": cat(lens, float),
-                      "kernel": cat(kern, np.int64), "before_step": cat(first, bool),
-                      "launch_us": cat(lts, float)})
-    return g
+    return {"step": cat(steps, np.int64), "start_us": cat(g0s, float), "idle_us": cat(lens, float),
+            "kernel": cat(kern, np.int64), "before_step": cat(first, bool), "launch_us": cat(lts, float)}
 
 
-def _cause(g: pd.DataFrame, waits: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """launch / sync / queued per gap (see module docstring)."""
-    if not len(g):
-        return np.empty(0, dtype=object)
-    g0 = g["start_us"].to_numpy(float)
-    lt = g["launch_us"].to_numpy(float)
+# a gap's cause as its index in CAUSES: the per-step sums compare small integers, not strings
+CAUSES = ("launch", "sync", "queued", "unknown")
+_C_LAUNCH, _C_SYNC, _C_QUEUED, _C_UNKNOWN = range(4)
+
+
+def _cause(g: dict, waits: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """launch / sync / queued / unknown per gap (see module docstring), as indices into ``CAUSES``."""
+    g0 = g["start_us"]
+    lt = g["launch_us"]
     starved = ~np.isnan(lt) & (lt >= g0 - _TOL_US)
-    cause = np.where(starved, "launch", np.where(np.isnan(lt), "unknown", "queued")).astype(object)
+    cause = np.where(starved, _C_LAUNCH, np.where(np.isnan(lt), _C_UNKNOWN, _C_QUEUED)).astype(np.int8)
     ws, we = waits
-    if len(ws):
+    if len(ws) and len(g0):
         o = np.argsort(we)
         we_sorted = we[o]
         # a wait that returned between the GPU running dry and the next launch
         lo = np.searchsorted(we_sorted, g0 - _TOL_US, side="left")
         hi = np.searchsorted(we_sorted, np.where(np.isnan(lt), -np.inf, lt) + _TOL_US, side="right")
-        cause[starved & (hi > lo)] = "sync"
+        cause[starved & (hi > lo)] = _C_SYNC
     return cause
 
 
-class _Calls:
-    """One rank's runtime/driver calls and GPU-waiting ops, sorted by start: a step's calls are a slice."""
+# a runtime call's kind as a small integer: one comparison per array, not one per row's string
+KINDS = ("other", "launch", "graph", "memcpy", "memset", "sync", "op")
+_LAUNCH, _GRAPH, _MEMCPY, _MEMSET, _SYNC, _OP = range(1, 7)
 
-    def __init__(self, rt: pd.DataFrame) -> None:
-        cu = _codes(rt["name"])
-        base = _kinds(*cu) if cu is not None else classify(rt["name"]).to_numpy()
-        kind = np.where(_str_values(rt["kind"]) == "op", "op", base) if "kind" in rt else base
-        rt = rt.assign(kind=kind).sort_values("start_us", kind="stable").reset_index(drop=True)
-        self.rt = rt
-        self.start = rt["start_us"].to_numpy(float)
-        self.end = self.start + rt["dur_us"].to_numpy(float)
-        self.dur = rt["dur_us"].to_numpy(float)
-        self.kind = rt["kind"].to_numpy(object)
-        is_l = self.kind == "launch"
-        self.nested = np.zeros(len(rt), bool)
-        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], _str_values(rt["tid"])[is_l])
-        cu = _codes(rt["name"])
-        if cu is None:
-            names = rt["name"].astype(str)
-            self.driver = (names.str.startswith("cu") & ~names.str.startswith("cuda")).to_numpy(bool)
-            self.item_name = names.isin(ITEM_OPS).to_numpy(bool)
-        else:
-            codes, uniq = cu
-            self.driver = np.array([n.startswith("cu") and not n.startswith("cuda") for n in uniq], bool)[codes]
-            self.item_name = np.isin(uniq, ITEM_OPS)[codes]
-        self.launchers = rt[(self.kind != "op") & (rt["correlation"] >= 0)]
-        items = _items(rt, self.item_name)
-        self.i_s = items["start_us"].to_numpy(float)
-        self.i_e = self.i_s + items["dur_us"].to_numpy(float)
-        sync = self.kind == "sync"
+
+class _Calls:
+    """One rank's runtime/driver calls and GPU-waiting ops, sorted by start: a step's calls are a slice.
+    Text columns are read through their codes: each distinct name is classified once."""
+
+    def __init__(self, rt: pd.DataFrame, rows) -> None:
+        """``rows``: the positions (or slice) of the rank's calls in ``rt``."""
+        start = rt["start_us"].to_numpy(float)[rows]
+        o = stable_order(start)
+        self.start = start[o]
+        self.dur = rt["dur_us"].to_numpy(float)[rows][o]
+        self.end = self.start + self.dur
+        codes, uniq = _text(rt["name"])
+        self.codes, self.uniq = codes[rows][o], uniq
+        kind = np.array([KINDS.index(_kind_of(n)) for n in uniq], np.int8)[self.codes]
+        if "kind" in rt:
+            kc, ku = _text(rt["kind"])
+            kind[(ku == "op")[kc[rows][o]]] = _OP
+        self.kind = kind
+        is_l = kind == _LAUNCH
+        self.nested = np.zeros(len(kind), bool)
+        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], _text(rt["tid"])[0][rows][o][is_l])
+        self.driver = np.array([n.startswith("cu") and not n.startswith("cuda") for n in uniq], bool)[self.codes]
+        self.item_name = np.isin(uniq, ITEM_OPS)[self.codes]
+        corr = rt["correlation"].to_numpy(np.int64)[rows][o]
+        launcher = (kind != _OP) & (corr >= 0)
+        self.launchers = (corr[launcher], self.start[launcher])
+        items = self._items()
+        self.i_s, self.i_e = self.start[items], self.end[items]
+        sync = kind == _SYNC
         self.waits = (np.concatenate([self.start[sync], self.i_s]), np.concatenate([self.end[sync], self.i_e]))
+
+    def _items(self) -> np.ndarray:
+        """The GPU-waiting ops (``.item()``): ``_local_scalar_dense`` where recorded, else ``aten::item``."""
+        ops = (self.kind == _OP) & self.item_name
+        inner = ops & (self.uniq == ITEM_OPS[0])[self.codes]
+        return inner if inner.any() else ops
 
     def counts(self, w0: float, w1: float) -> dict:
         """Launches, graph launches, memcpy/memset, syncs and their time in the CPU window [w0, w1)."""
@@ -259,14 +351,19 @@ class _Calls:
         c, i = cut(self.start), cut(self.i_s)
         ck, cs, ce = self.kind[c], self.start[c], self.end[c]
         it_s, it_e = self.i_s[i], self.i_e[i]
-        lw = (ck == "launch") & ~self.nested[c]
-        sw = ck == "sync"
+        lw = (ck == _LAUNCH) & ~self.nested[c]
+        sw = ck == _SYNC
         own = _inside(cs[sw], it_s, it_e)    # a sync call inside an .item() is that item's own wait: counted once
         wait = S.length(S.union(np.concatenate([cs[sw], it_s]), np.concatenate([ce[sw], it_e])))
         return {"launches": int(lw.sum()), "driver_launches": int((lw & self.driver[c]).sum()),
-                "graph_launches": int((ck == "graph").sum()), "memcpy": int((ck == "memcpy").sum()),
-                "memset": int((ck == "memset").sum()), "syncs": int((~own).sum() + len(it_s)),
+                "graph_launches": int((ck == _GRAPH).sum()), "memcpy": int((ck == _MEMCPY).sum()),
+                "memset": int((ck == _MEMSET).sum()), "syncs": int((~own).sum() + len(it_s)),
                 "item_calls": int(len(it_s)), "launch_api_us": float(self.dur[c][lw].sum()), "sync_wait_us": wait}
+
+    def wait_names(self) -> tuple[np.ndarray, np.ndarray]:
+        """(end, name) of the calls and ops that wait for the GPU: syncs and ``.item()`` ops."""
+        wm = (self.kind == _SYNC) | ((self.kind == _OP) & self.item_name)
+        return self.end[wm], self.uniq[self.codes[wm]]
 
 
 def _gpu_figures(ix: np.ndarray, kstart: np.ndarray, kdur: np.ndarray, gl: np.ndarray, gc: np.ndarray,
@@ -274,35 +371,34 @@ def _gpu_figures(ix: np.ndarray, kstart: np.ndarray, kdur: np.ndarray, gl: np.nd
     """Busy time of a step's kernels (``ix``) and its idle gaps (lengths ``gl``, causes ``gc``) by cause."""
     busy = S.length(S.union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
     if len(ix) and (kdur[ix] == 0).mean() >= 0.5:   # graph replay without per-kernel timing
-        nan = {f"idle_{x}_us": np.nan for x in ("launch", "sync", "queued", "unknown")}
+        nan = {f"idle_{x}_us": np.nan for x in CAUSES}
         return {"gpu_busy_us": np.nan, "gpu_idle_us": np.nan, **nan, "max_gap_us": 0.0}
-    caused = (gc == "launch") | (gc == "sync")
+    caused = gc <= _C_SYNC
     return {"gpu_busy_us": busy, "gpu_idle_us": max(wall - busy, 0.0),
-            **{f"idle_{x}_us": float(gl[gc == x].sum()) for x in ("launch", "sync", "queued", "unknown")},
+            **{f"idle_{x}_us": float(gl[gc == i].sum()) for i, x in enumerate(CAUSES)},
             "max_gap_us": float(gl[caused].max()) if caused.any() else 0.0}
 
 
 def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``."""
+    """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``.
+    The runtime and kernel tables are read as arrays of the rank's rows (no copy of the tables)."""
     rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
-    rt, k = _of_rank(rt, rank), _of_rank(k, rank)
-    ann = _of_rank(p.annotations, rank)
-    if not len(rt) or not len(steps):
+    rt_rows, ann = _rows_of(rt, rank), _of_rank(p.annotations, rank)
+    if not _count(rt_rows, rt) or not len(steps):
         return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
-    calls = _Calls(rt)
-    by_step = {st_: np.asarray(ix) for st_, ix in k.groupby("step").indices.items()} if len(k) else {}
-    klaunch = _launch_times(k, calls.launchers)
-    first_launch = pd.Series({st_: np.nanmin(klaunch[ix]) if np.isfinite(klaunch[ix]).any() else np.nan
-                              for st_, ix in by_step.items()}, dtype=float)
+    calls = _Calls(rt, rt_rows)
+    kpos = np.flatnonzero(k["rank"].to_numpy() == rank) if len(k) else np.empty(0, np.int64)
+    kstart, kdur = k["start_us"].to_numpy(float)[kpos], k["dur_us"].to_numpy(float)[kpos]
+    by_step = _groups(k["step"].to_numpy()[kpos])
+    klaunch = _launch_times(k["correlation"].to_numpy(np.int64)[kpos], kstart, *calls.launchers)
+    first_launch = {st_: np.nanmin(klaunch[ix]) if np.isfinite(klaunch[ix]).any() else np.nan
+                    for st_, ix in by_step.items()}
     steps = steps.sort_values("start_us")
-    win = _cpu_windows(steps, first_launch, ann)
-    wins = {s_: (a, b, c) for s_, a, b, c in zip(win["step"], win["w0"], win["w1"], win["cpu_window_from"])}
-    gaps = _gaps(k, steps, klaunch, by_step)
+    wins = _cpu_windows(steps, first_launch, ann)
+    gaps = _gaps(kstart, kstart + kdur, steps, klaunch, by_step)
     gaps["cause"] = _cause(gaps, calls.waits)
-    gap_by_step = gaps.groupby("step").indices if len(gaps) else {}
-    g_len, g_cause, g_first = (gaps["idle_us"].to_numpy(float), gaps["cause"].to_numpy(object),
-                               gaps["before_step"].to_numpy(bool))
-    kstart, kdur = k["start_us"].to_numpy(float), k["dur_us"].to_numpy(float)
+    gap_by_step = _groups(gaps["step"])
+    g_len, g_cause, g_first = gaps["idle_us"], gaps["cause"], gaps["before_step"]
     rows = []
     for r in steps.itertuples():
         w0, w1, src = wins[r.step]
@@ -313,7 +409,20 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
                      **_gpu_figures(by_step.get(r.step, np.empty(0, int)), kstart, kdur, g_len[gi], g_cause[gi],
                                     float(r.wall_us)),
                      **calls.counts(w0, w1)})
-    return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, calls, rank)
+    return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, kpos, calls, rank)
+
+
+def _rows_of(df: pd.DataFrame, rank: int):
+    """The positions of ``rank``'s rows, or ``slice(None)`` where all rows are (a one-rank trace)."""
+    if not len(df):
+        return slice(None)
+    m = df["rank"].to_numpy() == rank
+    return slice(None) if m.all() else np.flatnonzero(m)
+
+
+def _count(rows, df: pd.DataFrame) -> int:
+    """How many rows :func:`_rows_of` selected."""
+    return len(df) if isinstance(rows, slice) else len(rows)
 
 
 def _of_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -334,40 +443,41 @@ def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return (i >= 0) & (t <= e[np.clip(i, 0, None)])
 
 
-def _items(rt: pd.DataFrame, item_name: np.ndarray) -> pd.DataFrame:
-    """The GPU-waiting ops (``.item()``): ``_local_scalar_dense`` where recorded, else ``aten::item``
-    (``item_name``: whether each row's name is one of ``ITEM_OPS``)."""
-    ops = rt[(rt["kind"] == "op").to_numpy(bool) & item_name]
-    inner = ops[ops["name"].astype(str) == ITEM_OPS[0]]
-    return inner if len(inner) else ops
+def _values_at(s: pd.Series, rows: np.ndarray) -> list:
+    """The values of ``s`` at positions ``rows`` as Python objects (None where missing), read through a
+    categorical's codes where it is one."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cats = s.cat.categories.to_numpy(object)
+        return [cats[c] if c >= 0 else None for c in s.cat.codes.to_numpy()[rows].tolist()]
+    return [None if x is None or x != x else x for x in s.iloc[rows].astype(object)]
 
 
-def _gap_table(g: pd.DataFrame, k: pd.DataFrame, calls: _Calls, rank: int, n: int = 10) -> pd.DataFrame:
+def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: int, n: int = 10) -> pd.DataFrame:
     """The ``n`` longest gaps the CPU caused: where the CPU was (the sync that returned inside the gap,
     else the op and ``nn.Module`` the next kernel was launched from) and the kernel that ended it."""
-    g = g[g["cause"].isin(["launch", "sync"])].nlargest(n, "idle_us")
-    if not len(g):
+    cand = np.flatnonzero(g["cause"] <= _C_SYNC)
+    top = cand[pd.Series(g["idle_us"][cand]).nlargest(n).index.to_numpy()]
+    if not len(top):
         return pd.DataFrame(columns=GAP_COLUMNS)
-    kk = k.loc[g["kernel"]]
+    at = kpos[g["kernel"][top]]                  # the kernels that ended the gaps, as rows of ``k``
 
     def col(c):
-        return [x if isinstance(x, str) and x else None for x in kk[c].astype(object)] if c in kk else [None] * len(g)
+        return [x if isinstance(x, str) and x else None for x in _values_at(k[c], at)] if c in k else [None] * len(top)
 
     op_top, op = col("op_top"), col("op")
     next_op = [o or t for o, t in zip(op, op_top)]
-    frame = [None] * len(g)
-    wm = (calls.kind == "sync") | ((calls.kind == "op") & calls.item_name)
-    if wm.any():
-        we = calls.end[wm]
-        names = _str_values(calls.rt["name"][wm])
-        for i, (g0, lt, c) in enumerate(zip(g["start_us"], g["launch_us"], g["cause"])):
-            if c == "sync":
+    frame = [None] * len(top)
+    we, names = calls.wait_names()
+    if len(we):
+        for i, (g0, lt, c) in enumerate(zip(g["start_us"][top], g["launch_us"][top], g["cause"][top])):
+            if c == _C_SYNC:
                 hit = np.flatnonzero((we >= g0 - _TOL_US) & (we <= lt + _TOL_US))
                 # the outermost wait (an .item() op ends after the sync call inside it)
                 frame[i] = names[hit[np.argmax(we[hit])]] if len(hit) else None
-    return pd.DataFrame({"rank": rank, "step": g["step"].to_numpy(), "start_us": g["start_us"].to_numpy(),
-                         "idle_us": g["idle_us"].to_numpy(), "cause": g["cause"].to_numpy(), "sync": frame,
-                         "op": next_op, "module": col("module"), "next_kernel": kk["name"].astype(str).to_numpy()},
+    kernel = [x if x is None else str(x) for x in _values_at(k["name"], at)]
+    return pd.DataFrame({"rank": rank, "step": g["step"][top], "start_us": g["start_us"][top],
+                         "idle_us": g["idle_us"][top], "cause": np.array(CAUSES, dtype=object)[g["cause"][top]],
+                         "sync": frame, "op": next_op, "module": col("module"), "next_kernel": kernel},
                         columns=GAP_COLUMNS)
 
 
@@ -378,13 +488,13 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
     if not len(t):
         out["reason"] = "no step with launch records (runtime events) in this trace"
         return out
-    gap = t["gap_before_us"]
-    gap_fill = gap.fillna(gap.mean() if gap.notna().any() else 0.0)
-    step = float((t["gpu_wall_us"] + gap_fill).mean())
-    m = {c: float(t[c].mean()) for c in ("max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us",
-                                         "idle_launch_us", "idle_sync_us", "idle_queued_us", "max_gap_us", "launches",
-                                         "graph_launches", "memcpy", "memset", "syncs", "item_calls", "launch_api_us",
-                                         "sync_wait_us")}
+    gap = t["gap_before_us"].to_numpy(float)
+    gap_fill = np.where(np.isnan(gap), nanmean(gap) if (~np.isnan(gap)).any() else 0.0, gap)
+    step = nanmean(t["gpu_wall_us"].to_numpy(float) + gap_fill)
+    m = {c: nanmean(t[c].to_numpy(float)) for c in (
+        "max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
+        "idle_queued_us", "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls",
+        "launch_api_us", "sync_wait_us")}
     mode = ("graph" if m["graph_launches"] and not m["launches"] else "eager" if m["launches"] and not
             m["graph_launches"] else "mixed" if m["launches"] else "none")
     out.update(step_us=step, mode=mode, **m)
@@ -516,7 +626,10 @@ PROFILER_IDLE_SHARE = 0.5
 def _phase_steps(p, r: int, phase: str) -> pd.DataFrame:
     """Rank ``r``'s steps of ``phase`` (all phases for ``"all"``) with a start."""
     st = p.steps
-    return st[(st["rank"] == r) & ((st["phase"] == phase) if phase != "all" else True)].dropna(subset=["start_us"])
+    m = (st["rank"].to_numpy() == r) & st["start_us"].notna().to_numpy(bool)
+    if phase != "all":
+        m = m & (st["phase"] == phase).to_numpy(bool)
+    return st[m]
 
 
 def _run_cpu(p, r: int, phase: str, memo: dict | None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -607,11 +720,12 @@ def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) ->
     profiler inflates (it adds CPU time to every op and launch), and no outside step times were given."""
     if measured or runs is None or not len(runs):
         return None
-    tot = parts[parts["kind"] == "total"]
-    if not len(tot) or not tot["delta_us"].iloc[0]:
+    kind, d = parts["kind"].to_numpy(object), parts["delta_us"].to_numpy(float)
+    tot = np.flatnonzero(kind == "total")
+    if not len(tot) or not d[tot[0]]:
         return None
-    delta = float(tot["delta_us"].iloc[0])
-    idle = float(parts.loc[parts["kind"].isin(["gpu-idle", "launch-gap"]), "delta_us"].sum())
+    delta = float(d[tot[0]])
+    idle = float(_nansum(d[np.isin(kind, ["gpu-idle", "launch-gap"])]))
     eager = runs[runs["launches"].fillna(0) > 0]
     if idle / delta < PROFILER_IDLE_SHARE or not len(eager):
         return None

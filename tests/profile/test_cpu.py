@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from kit import profile
+from kit.errors import TraceError
 from kit.profile import _cpu
 from tests.conftest import ROOT, SAMPLE
 
@@ -379,6 +380,49 @@ def test_nested_driver_launch_counts_once():
     assert list(_cpu._nested(start, end, np.array(["1", "2", "1"]))) == [False, False, False]
 
 
+def test_nested_by_arrays_agrees_with_the_call_by_call_walk():
+    """The array form of _nested gives the walk's answer: random calls on three threads or on one in order,
+    with ties, ends within the 1 ns tolerance of another and unknown ends (where it walks)."""
+    rng = np.random.default_rng(3)
+    nested = 0
+    for trial in range(600):
+        n = int(rng.integers(0, 60))
+        start = np.round(rng.uniform(0, 100, n), int(rng.integers(0, 3)))
+        end = start + np.round(rng.exponential(10, n), int(rng.integers(0, 3)))
+        if trial % 3 == 0 and n:
+            end[rng.integers(0, n, 3)] += 1e-7 * rng.integers(0, 12, 3)
+        if trial % 7 == 0 and n:
+            end[rng.integers(0, n)] = np.nan
+        tid = rng.integers(0, 3, n)
+        if trial % 4 == 0:                       # one thread, in order of start (a trace's usual case)
+            o = np.argsort(start)
+            start, end, tid = start[o], end[o], np.zeros(n, int)
+        got = _cpu._nested(start, end, tid)
+        assert (got == _cpu._nested_walk(start, end, tid)).all(), trial
+        nested += int(got.sum())
+    assert nested > 1000
+
+
+def test_launch_time_is_the_latest_call_with_the_id_before_the_kernel():
+    """_launch_times against its rule read kernel by kernel: the latest call with the kernel's correlation id
+    at or before its start, else the first call with that id, else NaN. Ids repeated (graph replays on some
+    PyTorch versions), calls at the kernel's start or after it (clock skew), ids without a call."""
+    rng = np.random.default_rng(7)
+    repeated = 0
+    for _ in range(200):
+        nc, nk = int(rng.integers(0, 80)), int(rng.integers(0, 80))
+        ccorr, cstart = rng.integers(0, 30, nc), np.sort(np.round(rng.uniform(0, 100, nc), 1))
+        kcorr, kstart = rng.integers(0, 35, nk), np.round(rng.uniform(0, 100, nk), 1)
+        got = _cpu._launch_times(kcorr, kstart, ccorr, cstart)
+        for i in range(nk):
+            same = cstart[ccorr == kcorr[i]]
+            before = same[same <= kstart[i]]
+            want = before.max() if len(before) else same.min() if len(same) else np.nan
+            assert got[i] == want or (np.isnan(want) and np.isnan(got[i])), (i, kcorr[i], kstart[i], same)
+            repeated += len(before) > 1
+    assert repeated > 1000
+
+
 def test_classify_runtime_names():
     names = pd.Series(["cudaLaunchKernel", "cuLaunchKernelEx", "cudaLaunchKernelExC", "cudaGraphLaunch",
                        "cudaMemcpyAsync", "cudaMemsetAsync", "cudaStreamSynchronize", "cudaDeviceSynchronize",
@@ -394,6 +438,16 @@ def test_no_runtime_events_is_undecided_with_the_reason(tmp_path):
     f.write_text(json.dumps({"traceEvents": ev}))
     s = profile.load(f).summary()
     assert s.verdict["verdict"] == "undecided" and "launch records" in s.verdict["reason"]
+
+
+def test_compare_of_a_trace_without_kernels_says_so(shared_data):
+    """HTA's CPU-only trace (ops, no CUDA activity) summarises, and compare names the file that has nothing
+    to compare instead of failing on the empty kernel table."""
+    p = profile.load(next((shared_data / "traces" / "hta" / "cpu_only").glob("*.json.gz")), cache=False)
+    assert p.ranks and not len(p.kernels)
+    p.summary()
+    with pytest.raises(TraceError, match=r"rank-34\..*no GPU kernel in the trace"):
+        profile.compare(p, p, phase="all")
 
 
 @pytest.mark.gpu_fixture
