@@ -56,7 +56,7 @@ import numpy as np
 import pandas as pd
 
 from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule, fold
-from kit.profile._columns import among, strings
+from kit.profile._columns import TIME_CALLS, among, strings
 from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
@@ -420,7 +420,7 @@ def evidence_table(k: pd.DataFrame) -> pd.DataFrame:
     cols = ["decided_by", "time_us", "calls", "share_of_kernel"]
     if not len(k) or "decided_by" not in k:
         return pd.DataFrame(columns=cols)
-    g = k.groupby("decided_by", observed=True).agg(time_us=("dur_us", "sum"), calls=("count", "sum"))
+    g = k.groupby("decided_by", observed=True)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS)
     g = g.reindex([e for e in EVIDENCE if e in g.index]).reset_index()
     tot = g["time_us"].sum()
     g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
@@ -445,12 +445,12 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
             km = km.assign(kind=km["layer_kind"].astype(object).fillna("other"))
         else:
             km = km.assign(kind="other")
-        g = km.groupby(["layer", "kind", "block"], observed=True).agg(time_us=("dur_us", "sum"),
-                                                                      calls=("count", "sum"))
+        g = km.groupby(["layer", "kind", "block"], observed=True)[["dur_us", "count"]].sum()
+        g = g.rename(columns=TIME_CALLS)
         g = g.reset_index().sort_values(["layer", "time_us"], ascending=[True, False])
     else:
         keys = ["block", "module"] if by == "module" else ["block"]
-        g = km.groupby(keys, observed=True).agg(time_us=("dur_us", "sum"), calls=("count", "sum")).reset_index()
+        g = km.groupby(keys, observed=True)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS).reset_index()
         g = g.sort_values("time_us", ascending=False)
     g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
     g["calls"] = g["calls"].astype(int)

@@ -39,3 +39,8 @@ def among(s: pd.Series, values, missing: bool | None = None) -> np.ndarray:
     hit = np.array([str(x) in want for x in c.cat.categories] + ["nan" in want if missing is None else missing],
                    dtype=bool)
     return hit[c.cat.codes.to_numpy()]
+
+
+# a group sum's columns under the names the tables use (``groupby(...)[["dur_us", "count"]].sum()``: the
+# same sums as ``agg(time_us=("dur_us", "sum"), ...)``, without named aggregation's ~1 ms per call)
+TIME_CALLS = {"dur_us": "time_us", "count": "calls"}

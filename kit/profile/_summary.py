@@ -22,6 +22,7 @@ import pandas as pd
 
 from kit.profile._attribution import evidence_table, module_table, undecided_warning
 from kit.profile._categories import COMM, category_order
+from kit.profile._columns import TIME_CALLS
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +93,8 @@ def top_kernels(k: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     """Top ``n`` kernel names by time within each category."""
     if k.empty:
         return pd.DataFrame(columns=["category", "name", "calls", "time_us", "share_of_category", "share_of_kernel"])
-    g = k.groupby(["category", "name"], observed=True).agg(calls=("count", "sum"), time_us=("dur_us", "sum")).reset_index()
+    g = k.groupby(["category", "name"], observed=True)[["count", "dur_us"]].sum().rename(columns=TIME_CALLS)
+    g = g.reset_index()
     total = g["time_us"].sum()
     cat_t = g.groupby("category", observed=True)["time_us"].transform("sum")
     g["share_of_category"] = g["time_us"] / cat_t.where(cat_t > 0, 1)
@@ -205,7 +207,7 @@ def summarise(p, phase: str, top: int) -> dict:
         kernel_time = np.nan
     wall = float(per_rank["wall_us"].sum(min_count=1)) if len(per_rank) else np.nan
     if len(k):
-        g = k.groupby("category", observed=False).agg(time_us=("dur_us", "sum"), calls=("count", "sum"))
+        g = k.groupby("category", observed=False)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS)
         g = g.reindex(order).fillna(0.0)
         g = g[(g["time_us"] > 0) | (g["calls"] > 0)]
         cats = g.reset_index()
