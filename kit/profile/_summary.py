@@ -227,8 +227,7 @@ def summarise(p, phase: str, top: int) -> dict:
     # per step
     if len(k) and len(steps):
         ks = k[k["step"] >= 0]
-        piv = ks.pivot_table(index=["rank", "step"], columns="category", values="dur_us", aggfunc="sum",
-                             observed=True, fill_value=0.0)
+        piv = ks.groupby(["rank", "step", "category"], observed=True)["dur_us"].sum().unstack("category", fill_value=0.0)
         piv.columns = [str(c) for c in piv.columns]
         base = steps[["rank", "step", "name", "phase", "start_us", "wall_us", "kernels"]].set_index(["rank", "step"])
         per_step = base.join(piv, how="left").fillna({c: 0.0 for c in piv.columns})
@@ -239,8 +238,7 @@ def summarise(p, phase: str, top: int) -> dict:
     else:
         per_step = pd.DataFrame(columns=["rank", "step", "name", "phase", "start_us", "wall_us", "kernels", "kernel_us"])
     if len(k):
-        rc = k.pivot_table(index="rank", columns="category", values="dur_us", aggfunc="sum", observed=True,
-                           fill_value=0.0)
+        rc = k.groupby(["rank", "category"], observed=True)["dur_us"].sum().unstack("category", fill_value=0.0)
         rc = rc[[c for c in order if c in rc.columns]]
         rc.columns = [str(c) for c in rc.columns]
         rc["idle"] = per_rank.set_index("rank")["idle_us"].reindex(rc.index)
