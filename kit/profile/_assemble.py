@@ -75,8 +75,8 @@ def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bo
             warnings.append(_no_kernel_warning(p.name, la, cm, a))
         step, phase, steps = assign_steps(k, a, la)
         linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
-        for c in linked.columns:
-            k[c] = linked[c].to_numpy()
+        for c, v in linked.items():
+            k[c] = pd.Series(v, index=k.index, dtype=object) if v.dtype == object else v
         k["step"] = step
         k["phase"] = phase
         k["rank"] = r
@@ -146,8 +146,9 @@ def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bo
         columns=["rank", "name", "start_us", "tid", "collective", "group_size", "in_nelems", "out_nelems", "dtype",
                  "pg"])
     runtime = pd.concat(runtime_all, ignore_index=True) if runtime_all else _runtime(None, None, 0, 0.0)
-    for c in ("name", "tid", "kind"):
-        runtime[c] = runtime[c].astype(object).astype("category")
+    for c in ("name", "tid", "kind"):   # ranks' categoricals concatenated as object: categorical again
+        if not isinstance(runtime[c].dtype, pd.CategoricalDtype):
+            runtime[c] = runtime[c].astype(object).astype("category")
     meta = {"ranks": meta_ranks, "origin_us": origin, "rules": len(rules)}
     return {"kernels": kernels, "annotations": annotations, "steps": steps_df, "comms": comms, "runtime": runtime,
             "meta": meta, "warnings": warnings}

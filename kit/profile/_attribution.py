@@ -231,13 +231,15 @@ def _place(stack_info: list, live: list[int], names_l: list, has_dims: list, row
 
 
 def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.DataFrame,
-         rules: list[Rule]) -> pd.DataFrame:
+         rules: list[Rule]) -> dict[str, np.ndarray]:
     """Per kernel of one rank: launch, frame evidence and module placement.
 
-    Returns a frame aligned with ``k``: ``launch`` (runtime call name or ''), ``graph`` (launched by a
+    Returns columns aligned with ``k``: ``launch`` (runtime call name or ''), ``graph`` (launched by a
     graph launch), ``frame_category``/``frame_kind``/``frame_name`` (the deciding frame, if any; kind
     ``sequence`` for an op sequence), ``module``, ``block``, ``layer`` (-1: none), ``layer_kind``,
-    ``op``, ``op_top``, ``op_call`` (-1: none), ``input_dims``, ``input_types`` (see the module docstring)."""
+    ``op``, ``op_top``, ``op_call`` (-1: none), ``input_dims``, ``input_types`` (see the module docstring).
+    They are numpy arrays, text as object arrays: no text column is converted to arrow strings and
+    back before ``_assemble`` makes it categorical."""
     n = len(k)
     out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool)}
     for c in LINKED_OBJECT:
@@ -246,7 +248,7 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     out["op_call"] = np.full(n, -1, dtype=np.int64)
     if not n or not len(launches):
         out["launch"][:] = None   # no launch records at all (nsys stats, old traces): not "missing"
-        return pd.DataFrame(out, index=k.index)
+        return out
     la = launches.drop_duplicates("correlation")
     la = la[la["correlation"] >= 0]
     pos = pd.Index(la["correlation"].to_numpy()).get_indexer(k["correlation"].to_numpy())
@@ -273,14 +275,14 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
                                        "types": None}))
     if not parts:
         _kernel_sequences(k, pos, out, seq_rules)
-        return pd.DataFrame(out, index=k.index)
+        return out
     fr = pd.concat(parts, ignore_index=True)
     infos: dict[tuple[str, str], _FrameInfo] = {}
     # launches that need a stack: linked, not graph replays (graph kernels still get no frames)
     need = np.unique(pos[has & ~out["graph"]])
     if not len(need):
         _kernel_sequences(k, pos, out, seq_rules)
-        return pd.DataFrame(out, index=k.index)
+        return out
     lts = la["ts"].to_numpy(float)
     ltid = strings(la["tid"])
     res = _Found(len(la))
@@ -312,7 +314,7 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     out["layer"][idx] = layer[at]
     out["layer_kind"][idx] = kinds[at]
     _kernel_sequences(k, pos, out, seq_rules)
-    return pd.DataFrame(out, index=k.index)
+    return out
 
 
 def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: list[Rule]) -> None:
