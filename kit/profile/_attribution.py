@@ -146,20 +146,21 @@ class _Found:
         self.op_call = [-1] * n
 
 
-def _sweep_thread(fr: pd.DataFrame, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, infos: dict,
+def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, infos: dict,
                   fr_rules: list[Rule], seq_rules: list[Rule], res: _Found, layer_ids: dict) -> None:
-    """One thread's launches ``li`` (sorted by time) against its CPU frames ``rows`` of ``fr``: the stack
+    """One thread's launches ``li`` (sorted by time) against its CPU frames ``rows`` of ``fr`` (columns of
+    :func:`_frame_columns`): the stack
     of frames open at each launch decides (``_decide_stack``), unfused op sequences over the thread's
     outermost ops may override a generic op, and module/layer/op placement is recorded in ``res``."""
-    sel = fr.iloc[rows]
-    fts = sel["ts"].to_numpy(float)
-    order = np.lexsort((-sel["dur"].to_numpy(float), fts))
+    fts = fr["ts"][rows]
+    dur = fr["dur"][rows]
+    order = np.lexsort((-dur, fts))
     fts = fts[order]
     rows = rows[order]
-    fend = fts + sel["dur"].to_numpy(float)[order]
-    names = sel["name"].to_numpy()[order]
-    kinds = sel["kind"].to_numpy()[order]
-    has_dims = (sel["dims"].to_numpy()[order] != None).tolist()  # noqa: E711 - elementwise on objects
+    fend = fts + dur[order]
+    names = fr["name"][rows]
+    kinds = fr["kind"][rows]
+    has_dims = (fr["dims"][rows] != None).tolist()  # noqa: E711 - elementwise on objects
     finfo = []
     for nm, kd in zip(names.tolist(), kinds.tolist()):
         inf = infos.get((nm, kd))
@@ -230,6 +231,28 @@ def _place(stack_info: list, live: list[int], names_l: list, has_dims: list, row
         res.op_call[L] = rows_l[shaped]
 
 
+def _frame_columns(frames: pd.DataFrame, ann: pd.DataFrame) -> dict[str, np.ndarray] | None:
+    """The CPU frames a launch can sit in, as numpy columns (``name, ts, dur, tid, kind, dims, types``):
+    the kept frames, then the CPU-side annotations (``record_function`` ranges, kind ``range``); None
+    when there is neither. Text stays in object arrays (one shared ``str`` per distinct name)."""
+    parts = []
+    if len(frames):
+        none = np.full(len(frames), None, dtype=object)
+        parts.append({"name": strings(frames["name"]), "ts": frames["ts"].to_numpy(float),
+                      "dur": frames["dur"].to_numpy(float), "tid": frames["tid"].to_numpy(object),
+                      "kind": strings(frames["kind"]),
+                      **{c: frames[c].astype(object).to_numpy() if c in frames else none for c in ("dims", "types")}})
+    cpu = ann[ann["side"] == "cpu"] if len(ann) else ann
+    if len(cpu):
+        none = np.full(len(cpu), None, dtype=object)
+        parts.append({"name": cpu["name"].astype(str).to_numpy(object), "ts": cpu["ts"].to_numpy(float),
+                      "dur": cpu["dur"].to_numpy(float), "tid": cpu["tid"].astype(str).to_numpy(object),
+                      "kind": np.full(len(cpu), "range", dtype=object), "dims": none, "types": none})
+    if not parts:
+        return None
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+
+
 def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.DataFrame,
          rules: list[Rule]) -> dict[str, np.ndarray]:
     """Per kernel of one rank: launch, frame evidence and module placement.
@@ -261,22 +284,10 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     # frames: kept CPU frames + CPU-side annotations (record_function ranges)
     fr_rules = [r for r in rules if set(r.on) & FRAME_KINDS]
     seq_rules = [r for r in rules if "sequence" in r.on]
-    parts = []
-    if len(frames):
-        f = frames.assign(name=strings(frames["name"]), kind=strings(frames["kind"]))
-        for c in ("dims", "types"):
-            f[c] = f[c].astype(object) if c in f else None
-        parts.append(f[["name", "ts", "dur", "tid", "kind", "dims", "types"]])
-    if len(ann):
-        cpu = ann[ann["side"] == "cpu"]
-        if len(cpu):
-            parts.append(pd.DataFrame({"name": cpu["name"].astype(str), "ts": cpu["ts"], "dur": cpu["dur"],
-                                       "tid": cpu["tid"].astype(str), "kind": "range", "dims": None,
-                                       "types": None}))
-    if not parts:
+    fr = _frame_columns(frames, ann)
+    if fr is None:
         _kernel_sequences(k, pos, out, seq_rules)
         return out
-    fr = pd.concat(parts, ignore_index=True)
     infos: dict[tuple[str, str], _FrameInfo] = {}
     # launches that need a stack: linked, not graph replays (graph kernels still get no frames)
     need = np.unique(pos[has & ~out["graph"]])
@@ -286,7 +297,7 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     lts = la["ts"].to_numpy(float)
     ltid = strings(la["tid"])
     res = _Found(len(la))
-    fr_tid = fr["tid"].to_numpy()
+    fr_tid = fr["tid"]
     layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
     for tid in np.unique(ltid[need]):
         rows = np.flatnonzero(fr_tid == tid)
@@ -307,8 +318,8 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     calls = np.asarray(res.op_call, dtype=np.int64)
     out["op_call"][idx] = calls[at]
     have = calls[at] >= 0
-    out["input_dims"][idx[have]] = fr["dims"].to_numpy()[calls[at][have]]
-    out["input_types"][idx[have]] = fr["types"].to_numpy()[calls[at][have]]
+    out["input_dims"][idx[have]] = fr["dims"][calls[at][have]]
+    out["input_types"][idx[have]] = fr["types"][calls[at][have]]
     layer = np.asarray([lindex.get(x, -1) if x is not None else -1 for x in res.layer_name], dtype=np.int64)
     kinds = np.asarray([lkind.get(x) if x is not None else None for x in res.layer_name], dtype=object)
     out["layer"][idx] = layer[at]
