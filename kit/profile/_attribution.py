@@ -88,7 +88,9 @@ def fused_category(name: str, rules: list[Rule]) -> str | None:
 class _FrameInfo:
     __slots__ = ("cat", "container", "generic", "keep", "kind", "name", "module", "role", "layer_like")
 
-    def __init__(self, name: str, kind: str, rules: list[Rule]) -> None:
+    def __init__(self, name: str, kind: str, rules: list[Rule], memo: dict | None = None) -> None:
+        """``memo``: (kind, subject) -> the deciding rule's fields, shared by the frames of one load; a
+        module's instances (``nn.Module: Linear_12``, ``Linear_13`` ...) are one class, matched once."""
         self.name, self.kind = name, kind
         self.cat, self.container, self.generic, self.keep = None, False, False, ()
         self.module = self.role = None
@@ -102,14 +104,24 @@ class _FrameInfo:
             subject = name.rsplit("): ", 1)[-1]   # the function's name, not its file (modeling_qwen2_moe.py)
         if kind == "op" and name.startswith("triton_"):
             return  # inductor's record_function of one Triton kernel: its fused name decides later
-        low = fold(subject)
-        for r in rules:
-            if kind in r.on and r.matches(subject, low):
-                self.cat, self.container, self.generic, self.keep = r.category, r.container, r.generic, r.keep
-                self.role = r.role or None
-                break
-        if kind == "module" and self.role is None and _LAYER.search(subject):
-            self.layer_like = True
+        got = memo.get((kind, subject)) if memo is not None else None
+        if got is None:
+            got = _first_rule(subject, kind, rules)
+            if memo is not None:
+                memo[(kind, subject)] = got
+        self.cat, self.container, self.generic, self.keep, self.role, self.layer_like = got
+
+
+def _first_rule(subject: str, kind: str, rules: list[Rule]) -> tuple:
+    """(category, container, generic, keep, role, layer_like) of the first rule on ``kind`` that finds
+    ``subject``; layer_like: a module class no role claims whose name says layer or block."""
+    low = fold(subject)
+    got: tuple = (None, False, False, (), None)
+    for r in rules:
+        if kind in r.on and r.matches(subject, low):
+            got = (r.category, r.container, r.generic, r.keep, r.role or None)
+            break
+    return (*got, bool(kind == "module" and got[4] is None and _LAYER.search(subject)))
 
 
 def _decide_stack(stack: list[_FrameInfo]) -> _FrameInfo | None:
@@ -146,12 +158,13 @@ class _Found:
         self.op_call = [-1] * n
 
 
-def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, infos: dict,
+def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, infos: dict, decided: dict,
                   fr_rules: list[Rule], seq_rules: list[Rule], res: _Found, layer_ids: dict) -> None:
     """One thread's launches ``li`` (sorted by time) against its CPU frames ``rows`` of ``fr`` (columns of
-    :func:`_frame_columns`): the stack
-    of frames open at each launch decides (``_decide_stack``), unfused op sequences over the thread's
-    outermost ops may override a generic op, and module/layer/op placement is recorded in ``res``."""
+    :func:`_frame_columns`): the stack of frames open at each launch decides (``_decide_stack``),
+    unfused op sequences over the thread's outermost ops may override a generic op, and
+    module/layer/op placement is recorded in ``res``. ``infos``/``decided``: the load's memos of
+    frames and of rule decisions."""
     fts = fr["ts"][rows]
     dur = fr["dur"][rows]
     order = np.lexsort((-dur, fts))
@@ -165,7 +178,7 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
     for nm, kd in zip(names.tolist(), kinds.tolist()):
         inf = infos.get((nm, kd))
         if inf is None:
-            inf = infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules)
+            inf = infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
         finfo.append(inf)
     top = outermost(fts, fend, kinds == "op")   # unfused op sequences over the outermost ops
     seq_of = claim([names[i] for i in top], seq_rules) if len(top) and seq_rules else []
@@ -289,6 +302,7 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
         _kernel_sequences(k, pos, out, seq_rules)
         return out
     infos: dict[tuple[str, str], _FrameInfo] = {}
+    decided: dict[tuple[str, str], tuple] = {}   # (kind, subject) -> the rule's fields (_FrameInfo)
     # launches that need a stack: linked, not graph replays (graph kernels still get no frames)
     need = np.unique(pos[has & ~out["graph"]])
     if not len(need):
@@ -305,7 +319,7 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
             continue
         li = need[ltid[need] == tid]
         li = li[np.argsort(lts[li], kind="stable")]
-        _sweep_thread(fr, rows, li, lts, infos, fr_rules, seq_rules, res, layer_ids)
+        _sweep_thread(fr, rows, li, lts, infos, decided, fr_rules, seq_rules, res, layer_ids)
     # layers: numbered by their first call (the profiler numbers instances per class, so a hybrid's
     # attention and Mamba layers would both start at 0), kind from the roles found inside
     order_l = sorted(layer_ids, key=lambda x: layer_ids[x][0])
