@@ -1,4 +1,7 @@
 """``python -m kit`` is the ``kit`` command."""
-from kit.cli import run
+try:
+    from kit.cli import run
+except KeyboardInterrupt:   # Ctrl-C while the command is still being imported
+    raise SystemExit(130) from None
 
 run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from kit.errors import KitError
@@ -79,8 +80,26 @@ def run() -> None:
     The exit skips the interpreter's teardown: once pandas and pyarrow are loaded, freeing every module
     and every object of a profile just before the process ends costs ~50 ms, a tenth of a cold
     ``kit profile summary``. Output is flushed and the ``atexit`` handlers run first (temporary files,
-    workers); with other Python threads still running the normal exit waits for them instead."""
-    code = main()
+    workers); with other Python threads still running the normal exit waits for them instead.
+
+    A Ctrl-C ends it with 130 and no traceback wherever it lands, also where C code turns the interrupt
+    into another error (numpy's import reports an ``ImportError`` when interrupted)."""
+    interrupted: list[int] = []
+
+    def on_interrupt(signum, frame):
+        interrupted.append(signum)
+        signal.default_int_handler(signum, frame)
+
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when started with Ctrl-C ignored
+        signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        code = 130
+    except Exception:
+        if not interrupted:
+            raise
+        code = 130
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -91,15 +91,19 @@ class ForkedParse:
         """The parsed file (what ``read_raw`` returns), handed over once: this object keeps no reference,
         so its lists are freed as soon as the caller has built its tables. The child's error is raised
         here. A child that died without answering (killed, out of memory) costs a parse in this
-        process, not the answer."""
+        process, not the answer; an interrupt while waiting (Ctrl-C) stops the child before it rises."""
         if self._fd < 0:
             raise RuntimeError(f"the parse of {self.path} was already taken or cancelled")
+        fd, self._fd = self._fd, -1   # the file object below owns (and closes) it
         chunks = []
-        with os.fdopen(self._fd, "rb") as f:
-            while chunk := f.read(1 << 20):
-                chunks.append(chunk)
-        self._fd = -1
-        _reap(self._pid)
+        try:
+            with os.fdopen(fd, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    chunks.append(chunk)
+        except BaseException:
+            self._stop(kill=True)
+            raise
+        self._stop(kill=False)
         data = b"".join(chunks)
         del chunks
         ok, value = pickle.loads(data) if data else (True, read_raw(self.path, self.fmt))
@@ -111,13 +115,21 @@ class ForkedParse:
     def cancel(self) -> None:
         """Stop the child if its result was not taken."""
         if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._stop(kill=True)
+
+    def _stop(self, kill: bool) -> None:
+        """Kill (when asked) and reap the child, once."""
+        if self._pid <= 0:
+            return
+        if kill:
             try:
                 os.kill(self._pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-            os.close(self._fd)
-            self._fd = -1
-            _reap(self._pid)
+        _reap(self._pid)
+        self._pid = 0
 
 
 def _pickled_error(exc: Exception) -> bytes:

@@ -70,6 +70,30 @@ def test_the_workers_error_is_raised_in_the_caller(tmp_path):
 
 def test_closing_an_untaken_parse_stops_its_worker():
     job = _load.ForkedParse(str(TRACE), "kineto")
+    pid = job._pid
     _load.Prefetch({str(TRACE): job}).close()
     with pytest.raises(ChildProcessError):
-        os.waitpid(job._pid, os.WNOHANG)
+        os.waitpid(pid, os.WNOHANG)
+
+
+@pytest.mark.shared_data
+def test_ctrl_c_during_the_parse_exits_130_and_leaves_no_process(shared_data):
+    """A terminal's Ctrl-C reaches the whole group (the CLI and its forked parser) at any moment: while
+    the parse runs, while pandas is imported, while the result is read. Exit 130, no traceback, nothing
+    left behind."""
+    trace = shared_data / "traces/tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz"
+    for delay in (0.05, 0.15, 0.25, 0.35, 0.45, 0.6):
+        p = subprocess.Popen([sys.executable, "-m", "kit", "profile", "summary", str(trace), "--json", "--no-cache"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, start_new_session=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        time.sleep(delay)
+        try:
+            os.killpg(p.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass   # done already: nothing to interrupt
+        rc = p.wait(timeout=60)
+        err = p.stderr.read().decode()
+        assert rc in (0, 130) and "Traceback" not in err, (delay, rc, err[-2000:])
+        time.sleep(0.1)
+        left = subprocess.run(["ps", "-o", "pid=,stat=", "-g", str(p.pid)], capture_output=True, text=True).stdout
+        assert left.strip() == "", (delay, left)
