@@ -22,7 +22,7 @@ _COMMAND_MODULES = (
 )
 # the module that registers each top-level command: a command line that names one imports that module
 # only (``kit profile summary`` does not import the SSH layer behind ``kit run``); help and unknown
-# commands build the whole parser. tests/cli checks this table against what the modules register.
+# commands build the whole parser. tests/test_cli_leftovers.py checks this table against the modules.
 COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.cli._source",
             "profile": "kit.cli._profile", "logs": "kit.cli._logs", "bench": "kit.cli._bench",
             "report": "kit.cli._report", "audit": "kit.cli._audit"}

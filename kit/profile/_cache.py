@@ -1,9 +1,9 @@
 """Cache of assembled profiles (and of parsed files), so reopening a trace reads tables only.
 
 Tables are stored as uncompressed Arrow IPC files (``*.arrow``, Feather v2; categoricals kept as
-dictionaries). Measured against the parquet this cache used before, on the tables of a 229 MB trace:
-writing 0.012 s instead of 0.044 s and +1 MiB of peak memory instead of +34 MiB (parquet's encoders
-buffer every column), reading 0.009 s instead of 0.026 s, for 8.3 MB on disk instead of 2.6 MB.
+dictionaries) rather than parquet, as this cache was before: on the tables of a 229 MB trace, writing
+takes about a fifth of the time without raising the peak memory (parquet's encoders buffer every
+column), reading about a third, for about 3x the bytes on disk (``bench/reader_choices.py``).
 
 ``load`` keeps one entry per profile, whatever its number of ranks (``profile_key``: every file's
 identity and the rule table; reopening reads the tables, no parse or assembly);

@@ -61,10 +61,11 @@ def system_arrow_pool():
 class ForkedParse:
     """One file parsed by a child forked from this process; its result comes back pickled through a pipe.
 
-    Why not the process pool: a spawned worker starts a new interpreter and imports the reader (~50
-    ms on this path, then it competes with the pandas import for the CPUs); a forked child starts
-    parsing at once. Only used while forking is safe: Linux, one thread, no numpy/pandas/pyarrow
-    loaded (their thread pools) — what ``kit profile summary`` is when it calls :func:`prefetch`."""
+    Why not the process pool: a spawned worker starts a new interpreter and imports the reader, then
+    competes with the pandas import for the CPUs; a forked child starts parsing at once (a cold
+    ``kit profile summary`` of 57 MB: 0.88x the spawned worker's time, ``bench/reader_choices.py``).
+    Only used while forking is safe: Linux, one thread, no numpy/pandas/pyarrow loaded (their thread
+    pools) — what ``kit profile summary`` is when it calls :func:`prefetch`."""
 
     def __init__(self, path: str, fmt: str) -> None:
         rfd, wfd = os.pipe()
