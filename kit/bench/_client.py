@@ -43,6 +43,7 @@ class RequestTiming:
     answer_tokens: int = 0
     ttft_answer: float = float("nan")
     prompt_id: int | None = None  # which prompt of the benchmark's prompt set was sent
+    response_id: str = ""  # the id the server gave its chunks (matches the engine's own request records)
 
     @property
     def e2e(self) -> float:
@@ -190,6 +191,8 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
                 return out
             if obj.get("usage"):
                 usage = obj["usage"]
+            if not out.response_id and isinstance(obj.get("id"), str):
+                out.response_id = obj["id"][:200]
             reason, answer = _chunk_tokens(obj, chat)
             if reason or answer:
                 if last is None:

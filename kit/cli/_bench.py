@@ -1,4 +1,6 @@
 """``kit bench parse FILE [--json]``: benchmark text blocks or JSON/JSONL results, one row per run.
+``kit bench reconcile CLIENT ENGINE_LOG [--trace T] [--json]``: where the saved client records' inter-token
+latency goes (``kit.bench.reconcile``).
 
 A text block without a ``Backend:`` line says nothing about its engine; the engine is then guessed
 from the block's labels. Such rows carry ``"engine_inferred": true`` in ``--json`` output and get a
@@ -17,6 +19,12 @@ def register(subparsers) -> None:
     b.add_argument("file", help="benchmark output: text blocks, a JSON result or JSONL results")
     b.add_argument("--json", action="store_true", help="print every row as JSON")
     b.set_defaults(func=_bench)
+    r = bsub.add_parser("reconcile", help="split a saved run's inter-token latency: HTTP, output, scheduler, GPU")
+    r.add_argument("client", help="the kit's saved load or single-stream result (JSON with per-request records)")
+    r.add_argument("engine_log", help="the engine's log with its step and request records")
+    r.add_argument("--trace", help="a trace of this run or one at the same load: splits the forward into GPU busy/idle")
+    r.add_argument("--json", action="store_true", help="print the reconciliation as JSON")
+    r.set_defaults(func=_reconcile)
     bench.set_defaults(func=lambda a: (bench.print_help(), 2)[1])
 
 
@@ -42,4 +50,22 @@ def _bench(args) -> int:
     cols = [c for c in ("tool", "engine", "completed", "output_throughput", "median_tpot_ms", "median_ttft_ms",
                         "median_itl_ms", "accept_length") if c in df.columns and df[c].notna().any()]
     print(df[cols].to_string(index=False))
+    return 0
+
+
+def _reconcile(args) -> int:
+    from kit import bench
+
+    rec = bench.reconcile(args.client, args.engine_log, trace=args.trace)
+    for w in rec.warnings:
+        print(f"kit: warning: {w}", file=sys.stderr)
+    if args.json:
+        dump(rec.to_dict())
+        return 0 if not rec.refused else 1
+    if rec.refused:
+        print(f"kit: reconciliation refused: {rec.refused}", file=sys.stderr)
+        return 1
+    print(f"{rec.table.attrs['tokens']} gaps; clock offset (engine - client) {rec.offset_ms:+.2f} "
+          f"+/- {rec.offset_bound_ms:.2f} ms; times in ms per token")
+    print(rec.table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0

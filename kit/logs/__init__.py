@@ -55,6 +55,7 @@ Files:
 - ``_nccl.py``: NCCL_DEBUG=INFO lines
 - ``_settings.py``: effective settings of an engine run (``settings(paths)`` -> :class:`Settings`): server-args
   dumps, ``/get_server_info``, vLLM config lines, environment captures, log evidence, each with file:line
+- ``_steps.py``: an engine's own step and request records (``step_records``), for latency reconciliation
 - ``_spec.py``: speculative acceptance normalised across engines and versions; SpecSummary
 """
 from __future__ import annotations
@@ -78,9 +79,11 @@ from kit.logs._api import (  # noqa: F401  # noqa: F401  (public, not in __all__
     spec_summary,
 )
 from kit.logs._settings import Evidence, Settings, settings  # noqa: F401
+from kit.logs._steps import StepRecords, step_records
 from kit.util import publish
 
-__all__ = ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl',
-           'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary']
+__all__ = ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'StepRecords', 'nccl_summary', 'parse_bench',
+           'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary',
+           'step_records']
 
 publish(globals(), __all__)

@@ -23,6 +23,10 @@ Load plots (from :class:`kit.bench.LoadResult`, defined in ``kit.plots._load``):
 - :func:`latency_cdf` — the CDF of TTFT, ITL, TPOT or E2E per load level, p50/p90/p99 marked.
 - :func:`throughput_latency` — throughput (or goodput) against a latency percentile over a sweep.
 
+Latency reconciliation (from :class:`kit.bench.Reconciliation`, defined in ``kit.plots._reconcile``):
+
+- :func:`itl_waterfall` — the client's inter-token gap split into HTTP, output path, scheduler and GPU parts.
+
 Environment and comparison plots:
 
 - :func:`link_matrix_plot` — the ``nvidia-smi topo -m`` GPU link matrix as a coloured grid.
@@ -44,6 +48,7 @@ Files:
 - ``_logs.py``: log figures: acceptance and throughput over time, speed-up curves
 - ``_compare.py``: run comparison figures: waterfall, kernel families side by side
 - ``_load.py``: load figures: latency CDF, throughput against latency
+- ``_reconcile.py``: the inter-token latency waterfall
 """
 from __future__ import annotations
 
@@ -62,13 +67,14 @@ from kit.plots._profile import (
                                step_timeline,
                                top_kernels,
 )
+from kit.plots._reconcile import itl_waterfall
 from kit.util import publish
 
 __all__ = [
     'CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families',
     'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position',
     'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time',
-    'top_kernels'
+    'top_kernels', 'itl_waterfall'
 ]
 
 publish(globals(), __all__)

@@ -19,7 +19,9 @@ real model shape (``--model-shape``) with torch (``torch_runner.py``).
 Test modes: ``--load-seconds`` (slow start phase), ``TINYSERVE_CRASH=load`` (die while loading
 weights) or ``TINYSERVE_CRASH=after:N`` (die after N requests), ``TINYSERVE_IGNORE_SIGTERM=1``
 (a server that must be killed), ``TINYSERVE_DRIFT=T0:SLOPE`` (a machine that slows down over time),
-``--reasoning-tokens N`` (chat answers start with N ``delta.reasoning_content`` tokens, as SGLang and
+step and request records and the delays of a latency reconciliation (``records.py``:
+``TINYSERVE_STEP_RECORDS=1``, ``TINYSERVE_DETOK_MS``, ``TINYSERVE_HOST_COPY_MS``, ``TINYSERVE_OVERLAP=1``,
+``TINYSERVE_CLOCK_OFFSET_S``), ``--reasoning-tokens N`` (chat answers start with N ``delta.reasoning_content`` tokens, as SGLang and
 vLLM stream a reasoning model's thinking; ``--reasoning-field reasoning`` for vLLM's newer name).
 
 Original code written for decode-kit; nothing here is copied from any engine.
@@ -37,7 +39,7 @@ import time
 import traceback
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tinyserve import __version__
+from tinyserve import __version__, records
 from tinyserve.runtime import CpuRunner, Profiler, Request, Scheduler
 
 logger = logging.getLogger("tinyserve")
@@ -211,6 +213,7 @@ def make_handler(sched: Scheduler, profiler: Profiler, model_name: str, reasonin
                 self._send(404, {"error": f"no route {self.path}"})
 
         def _generate(self, body: dict, chat: bool) -> None:
+            arrival = records.clock()
             if chat:
                 msgs = body.get("messages") or []
                 prompt = " ".join(str(m.get("content", "")) for m in msgs if isinstance(m, dict))
@@ -247,13 +250,18 @@ def make_handler(sched: Scheduler, profiler: Profiler, model_name: str, reasonin
             self.end_headers()
             self._access(200)
             n = 0
+            got: list[float] = []
+            sent: list[float] = []
             try:
                 while (t := req.out.get()) is not None:
+                    got.append(records.clock())
+                    records.detokenize()
                     n += 1
                     reasoning = chat and n <= reasoning_tokens  # a reasoning model thinks first
                     delta = ({reasoning_field: f" r{t}"} if reasoning else {"content": f" t{t}"}) if chat else None
                     choice = ({"index": 0, "delta": delta, "finish_reason": None} if chat
                               else {"index": 0, "text": f" t{t}", "finish_reason": None})
+                    sent.append(records.clock())   # the write starts: the client cannot read it earlier
                     self._sse({"id": oid, "object": obj, "created": created, "model": model_name, "choices": [choice]})
                 last = ({"index": 0, "delta": {}, "finish_reason": "length"} if chat
                         else {"index": 0, "text": "", "finish_reason": "length"})
@@ -268,6 +276,7 @@ def make_handler(sched: Scheduler, profiler: Profiler, model_name: str, reasonin
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 pass
+            records.log_request(rid=rid, id=oid, arrival=arrival, emit=req.emitted, got=got, sent=sent)
             self.close_connection = True
 
         def _sse(self, obj: dict) -> None:

@@ -20,6 +20,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from tinyserve import records
+
 logger = logging.getLogger("tinyserve")
 
 # The truth the CPU runner obeys: multipliers of the per-token (decode step) time.
@@ -111,6 +113,12 @@ class CpuRunner:
                 time.sleep(left)
         return [(t + 1) % 32000 for t in tokens]
 
+    def shift(self, seconds: float) -> None:
+        """Host work between two forwards (a co-scheduled prefill, a blocking copy) moves the grid: the
+        next forward still takes its full step time after it."""
+        if self._next is not None and seconds > 0:
+            self._next += seconds
+
     profiler = None  # set by the Profiler while it records
 
     def _op(self, name: str):
@@ -136,6 +144,7 @@ class Request:
     last: int = 0
     generated: int = 0
     t_arrive: float = field(default_factory=time.perf_counter)
+    emitted: list[float] = field(default_factory=list)  # engine clock when each token was handed over
 
 
 class Profiler:
@@ -279,6 +288,7 @@ class Scheduler:
         self.t_last_log = time.perf_counter()
         self.served = 0
         self.stopped = threading.Event()
+        self.host = records.HostWork()
         self.thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
 
     def start(self) -> None:
@@ -303,12 +313,16 @@ class Scheduler:
             return False
         n_tok = sum(len(r.prompt_ids) for r in new)
         t0 = time.perf_counter()
+        self.prefill_at = records.clock()
         for req in new:
             req.last = self.runner.prefill(req.slot, req.prompt_ids)
             req.pos = len(req.prompt_ids)
             req.generated = 1
+            req.emitted.append(records.clock())
             req.out.put(req.last)
         dt = max(time.perf_counter() - t0, 1e-9)
+        self.prefill_s = dt
+        self.prefill_end = records.clock()
         logger.info(f"Prefill batch, #new-seq: {len(new)}, #new-token: {n_tok}, #cached-token: 0, "
                     f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, "
                     f"#queue-req: {self.waiting.qsize()}, input throughput (token/s): {n_tok / dt:.2f}, "
@@ -350,17 +364,30 @@ class Scheduler:
     def _run(self) -> None:
         while not self.stopped.is_set():
             self.profiler.begin_step()
+            self.prefill_s, self.prefill_at, self.prefill_end = 0.0, None, None
             ran = self._admit()
+            prefill = self.prefill_s
             if self.running:
                 ran = True
                 batch = list(self.running)
+                host, exposed = self.host.before_forward()
+                shift = getattr(self.runner, "shift", None)
+                if shift is not None:
+                    shift(prefill + exposed)
+                fwd0 = records.clock()
+                self.host.during_forward()
                 new = self.runner.decode([r.last for r in batch], [r.pos for r in batch], [r.slot for r in batch])
+                fwd1 = records.clock()
                 self.forward_ct += 1
                 self.tokens_since_log += len(batch)
+                records.log_step(step=self.forward_ct, pf0=self.prefill_at, pf1=self.prefill_end, host=round(host, 6),
+                                 host_exposed=round(exposed, 6), fwd0=fwd0, fwd1=fwd1, batch=len(batch),
+                                 rids=[r.rid for r in batch])
                 for req, tok in zip(batch, new):
                     req.last = tok
                     req.pos += 1
                     req.generated += 1
+                    req.emitted.append(fwd1)
                     req.out.put(tok)
                     if req.generated >= req.max_tokens:
                         self.running.remove(req)
