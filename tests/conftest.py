@@ -105,7 +105,11 @@ SLOW = (
     # the attribution matrices: every recorded model twin, every trace with and without the prefilter
     "tests/profile/test_attribution_twins.py", "tests/profile/test_prefilter.py",
     # inter-token latency reconciled against tinyserve runs with injected delays (seconds each)
-    "tests/bench/test_reconcile.py",
+    "tests/bench/test_reconcile.py::test_each", "tests/bench/test_reconcile.py::test_the_delays",
+    "tests/bench/test_reconcile.py::test_an_overlapping", "tests/bench/test_reconcile.py::test_a_co_scheduled",
+    "tests/bench/test_reconcile.py::test_the_residual", "tests/bench/test_reconcile.py::test_a_planted",
+    "tests/bench/test_reconcile.py::test_clocks_that", "tests/bench/test_reconcile.py::test_the_forward",
+    "tests/bench/test_reconcile.py::test_saved_records",
 )
 
 

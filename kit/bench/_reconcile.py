@@ -69,6 +69,7 @@ class Reconciliation:
     engine: str = ""
     refused: str = ""
     warnings: list[str] = field(default_factory=list)
+    provenance: str = ""   # where the client and engine records came from (the session's provenance)
 
     @property
     def residual_share(self) -> dict[str, float]:
@@ -82,7 +83,8 @@ class Reconciliation:
     def to_dict(self) -> dict:
         from kit.util import frame_records
 
-        return {"refused": self.refused, "offset_ms": _num(self.offset_ms), "hidden_host_ms": _num(self.hidden_host_ms),
+        return {"refused": self.refused, "provenance": self.provenance, "offset_ms": _num(self.offset_ms),
+                "hidden_host_ms": _num(self.hidden_host_ms),
                 "offset_bound_ms": _num(self.offset_bound_ms),
                 "busy_share": _num(self.busy_share), "trace": self.trace, "engine": self.engine,
                 "warnings": list(self.warnings), "parts": list(self.parts),
@@ -137,6 +139,7 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     parts = [*gpu, "sched", "host", "prefill", "output", "http"]   # along the token's path
     base = Reconciliation(None, None, parts, offset_ms=offset * 1e3, offset_bound_ms=bound * 1e3, busy_share=busy,
                           trace=trace_name, engine=recs.name, refused=why, warnings=warnings)
+    base.provenance = _provenance(client, engine)
     if why:
         return base
     rows = _token_rows(reqs, matched, _steps_by_rid(recs.steps), busy, warnings)
@@ -304,6 +307,17 @@ def _busy_share(trace, warnings: list[str]) -> tuple[float, str]:
             return float(busy / wall), name
     warnings.append(f"{name}: no step with GPU busy time (a replay without per-kernel timing?): forward not split")
     return math.nan, name
+
+
+def _provenance(client, engine) -> str:
+    """'client: ...; engine: ...' from the session manifests of the files given (paths only)."""
+    from kit.session import provenance_of
+
+    said = []
+    for role, src in (("client", client), ("engine", engine)):
+        if isinstance(src, (str, Path)):
+            said.append(f"{role}: {provenance_of(str(src))}")
+    return "; ".join(said)
 
 
 def _num(x: float):

@@ -215,3 +215,17 @@ def test_unreadable_record_lines_are_counted(tmp_path):
     rec = kit.logs.step_records(log)
     assert len(rec.steps) == 1 and "2 step record lines unreadable (first at line 2)" in rec.warnings[0]
 
+
+
+SAMPLE = ROOT / "notebooks" / "sample" / "bench" / "reconcile"
+
+
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+@pytest.mark.parametrize("conc", [1, 16])
+def test_the_sample_session_runs_reconcile_within_the_residual_limits(mode, conc):
+    rec = kit.bench.reconcile(SAMPLE / mode / f"c{conc}.json", SAMPLE / mode / "engine.log")
+    assert not rec.refused and not rec.warnings, (rec.refused, rec.warnings)
+    assert rec.residual_share["p50"] <= 0.05 and rec.residual_share["p99"] <= 0.10
+    t = rec.table.set_index("part")
+    assert t.loc["forward", "p50"] > 0.8 * t.loc["client ITL", "p50"]   # the CPU runner's step is the gap
+    assert "measured" in rec.provenance and "record_reconcile.py" in rec.provenance
