@@ -6,6 +6,12 @@
     kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
                         [--step-ms A_MS B_MS] [--no-cache]
 
+    kit profile diff A_TRACE B_TRACE [--basis kernel|wall] [--settings A_LOG B_LOG] [--json]
+
+``diff`` compares two runs (two engines, two versions) node by node, layer kind x operation family
+(``kit.profile.diff_structure``), with the settings that differ in the two runs' logs beside the nodes
+they can explain.
+
 ``compare`` splits the per-step time difference of run B against run A into parts that add up to it
 (categories, GPU idle, launch gaps, unattributed), marks each within or beyond the step-to-step
 noise and lists kernel families found in one run only, then the CPU side of both runs (launches per
@@ -62,6 +68,7 @@ def register(subparsers) -> None:
                    help="step times measured outside the profiler (ms): the difference to explain")
     c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
     c.set_defaults(func=_compare)
+    _register_diff(psub)
     from kit.cli._audit import register_check
 
     register_check(psub)  # kit profile check
@@ -183,4 +190,39 @@ def _print_modules(s, by: str) -> int:
         tu = "n/a" if r.time_us != r.time_us else f"{r.time_us:,.1f}"
         sh = "" if r.share_of_kernel != r.share_of_kernel else f"{100 * r.share_of_kernel:.1f}%"
         print(f"{str(label)[:55]:<56}{tu:>14}{sh:>9}{r.calls:>8}")
+    return 0
+
+
+def _register_diff(psub) -> None:
+    d = psub.add_parser("diff", help="two runs (two engines) by layer kind x operation family, with their settings")
+    d.add_argument("a", metavar="A_TRACE")
+    d.add_argument("b", metavar="B_TRACE")
+    d.add_argument("--phase", choices=("decode", "prefill", "all"), default="decode")
+    d.add_argument("--basis", choices=("kernel", "wall"), default="kernel",
+                   help="kernel: GPU time per node, idle as its own node; wall: launch gaps go to the node after them")
+    d.add_argument("--labels", nargs=2, metavar=("A", "B"), help="names of the two runs")
+    d.add_argument("--settings", nargs=2, metavar=("A_LOG", "B_LOG"),
+                   help="each run's engine log (or settings dump): the settings that differ, beside the nodes")
+    d.add_argument("--json", action="store_true", help="print the diff as JSON")
+    d.set_defaults(func=_diff)
+
+
+def _diff(args) -> int:
+    from kit import logs, profile
+    from kit.errors import KitError
+
+    try:
+        settings = (logs.settings([args.settings[0]]), logs.settings([args.settings[1]])) if args.settings else None
+        diff = profile.diff_structure(args.a, args.b, phase=args.phase, basis=args.basis, settings=settings,
+                                      labels=tuple(args.labels) if args.labels else None)
+    except KitError as exc:
+        print(f"kit profile diff: {exc}", file=sys.stderr)
+        return 1
+    for w in diff.warnings:
+        print(f"kit: warning: {w}", file=sys.stderr)
+    if args.json:
+        json.dump(diff.to_dict(), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(repr(diff))
     return 0

@@ -17,6 +17,8 @@ Run comparison plots (from :class:`kit.profile.Comparison`, defined in ``kit.plo
 
 - :func:`compare_waterfall` — from run A's step time to run B's, one bar per part of the difference.
 - :func:`compare_families` — the top kernel families of both runs side by side.
+- :func:`structure_waterfall` — two runs (two engines) node by node: layer kind x operation family
+  (from :func:`kit.profile.diff_structure`, defined in ``kit.plots._structure``).
 
 Load plots (from :class:`kit.bench.LoadResult`, defined in ``kit.plots._load``):
 
@@ -47,6 +49,7 @@ Files:
 - ``_profile.py``: profile figures: category shares, step timeline, top kernels, module view; link matrix, A/B
 - ``_logs.py``: log figures: acceptance and throughput over time, speed-up curves
 - ``_compare.py``: run comparison figures: waterfall, kernel families side by side
+- ``_structure.py``: the structural waterfall of two runs
 - ``_load.py``: load figures: latency CDF, throughput against latency
 - ``_reconcile.py``: the inter-token latency waterfall
 """
@@ -68,13 +71,14 @@ from kit.plots._profile import (
                                top_kernels,
 )
 from kit.plots._reconcile import itl_waterfall
+from kit.plots._structure import structure_waterfall
 from kit.util import publish
 
 __all__ = [
     'CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families',
     'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position',
     'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time',
-    'top_kernels', 'itl_waterfall'
+    'top_kernels', 'itl_waterfall', 'structure_waterfall'
 ]
 
 publish(globals(), __all__)

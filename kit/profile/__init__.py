@@ -60,6 +60,9 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
   pulled back (never imports the façade)
 - ``_compare.py``: ``compare(a, b)``: where the step-time difference of two runs goes (categories,
   kernel families, ops/modules from the Profile, GPU idle and launch gaps, noise)
+- ``_structure.py``: ``diff_structure(a, b)``: two runs (two engines, two versions) node by node, layer kind x
+  operation family (qkv/o projection, attention, norm, gate/up, down, router, experts, all-reduce ...), wall
+  time per node, noise, fusions as merged nodes, and the settings that differ beside them
 - ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
   (the ``input_dims`` the reader kept for each kernel's launching op)
 - ``_health.py``: ``Profile.health()``: capture mode and per-metric trust (usable / degraded / unreliable)
@@ -70,15 +73,16 @@ import importlib
 
 from kit.util import publish
 
-__all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "Summary", "check_attribution", "compare",
-           "default_rules", "load", "prefetch", "roofline"]
+__all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "StructuralDiff", "Summary",
+           "check_attribution", "compare", "default_rules", "diff_structure", "load", "prefetch", "roofline"]
 
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
           "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Prefetch": "_load", "Comparison": "_compare",
           "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline",
-          "AttributionCheck": "_check", "check_attribution": "_check"}
+          "AttributionCheck": "_check", "check_attribution": "_check", "StructuralDiff": "_structure",
+          "diff_structure": "_structure"}
 
 
 def __getattr__(name: str):

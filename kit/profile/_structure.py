@@ -1,0 +1,352 @@
+"""Two runs side by side by structure: layer kind x operation family, whatever the kernels are called.
+
+Two engines (or two versions) run the same model with different kernel names, fusions and launch
+structure, so a comparison by kernel name lists kernels found on one side only. Here every kernel is
+placed in a node ``(layer kind, family)``: the layer kind from the kernel table (``layer_kind``: from
+the model's module paths, or from placed kernels of a graph replay), the family from what the kernel
+does where it runs (:data:`FAMILIES`): the role of its block (attention, MLP, MoE, state-space, norm,
+rotary), its category, and its place in the block (a GEMM before the block's attention kernel is the
+qkv projection, after it the o projection; before the MLP's activation gate/up, after it down).
+Whatever one side fuses (a fused add+norm, a fused gate/up+activation) stays in the node of the block
+that runs it, so a fusion on one side is a smaller node, not a missing kernel; a node that holds
+kernels of several families on one side only because of a fusion is reported as ``merged``.
+
+Time per node (``basis="kernel"``, the default) is the GPU time of its kernels; the step's time with
+no kernel running (``GPU idle``: launch gaps, host work) and the kernel time that ran beside other
+kernels (``overlap``, negative) are nodes of their own, so the nodes add up to the step. With
+``basis="wall"`` each kernel owns the part of the step it extends (from the later of its
+start and the end of everything before it to its end), so a launch gap belongs to the kernel that waited
+for it, and the nodes of a step add up to the step exactly (the time after the last kernel is the
+``step tail`` node). A launch-bound eager step whose norm is six kernels instead of one puts its extra
+launch gaps in the norm node, where the difference is caused. Kernel time per node is given beside.
+
+Noise: two standard errors of the difference of per-step means (as ``compare``), and 0.1 % of A's step
+(timer resolution); a node's difference beyond both is "beyond noise". Settings: given both runs'
+effective settings (``kit.logs.settings``), each setting that differs is listed with whether the
+engine reported it (took effect / ignored / unknown) and the nodes it can explain (:data:`SETTING_NODES`).
+
+Refused (``TraceError``, one line): runs whose layer kinds or layer counts differ (not the same model
+shape), or a run with no kernel in the phase.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from kit.errors import TraceError
+
+# block role from the block's class name (first match wins: Qwen2MoeAttention is attention, a linear
+# attention is a state-space mixer)
+ROLES: tuple[tuple[str, re.Pattern], ...] = tuple((role, re.compile(rx, re.I)) for role, rx in (
+    ("norm", r"norm"),
+    ("rope", r"rotary|rope"),
+    ("ssm", r"mamba|ssm|deltanet|linear_?attn|rwkv|recurren"),
+    ("attention", r"attn|attention"),
+    ("moe", r"moe|sparse|expert|router|gate$"),
+    ("mlp", r"mlp|feed_?forward|ffn"),
+))
+# (block role, category) -> family; category "*" matches any; the GEMM of attention and MLP blocks by place
+FAMILIES: dict[tuple[str, str], str] = {
+    ("*", "allreduce"): "all-reduce", ("*", "other-collectives"): "all-reduce",
+    ("*", "sampling"): "sampling",
+    ("norm", "*"): "norm", ("*", "norm"): "norm",
+    ("rope", "*"): "rope", ("*", "rope"): "rope",
+    ("attention", "attention"): "attention", ("attention", "kv-cache write"): "attention",
+    ("attention", "gemm:before"): "qkv proj", ("attention", "gemm:after"): "o proj",
+    ("mlp", "gemm:before"): "gate/up", ("mlp", "gemm:after"): "down", ("mlp", "activation"): "activation",
+    ("*", "activation"): "activation",
+    ("moe", "moe"): "experts", ("moe", "gemm:before"): "experts", ("moe", "gemm:after"): "experts",
+    ("moe", "sampling"): "router", ("moe", "*"): "router",
+    ("ssm", "*"): "ssm mixer", ("*", "ssm"): "ssm mixer",
+    ("*", "attention"): "attention", ("*", "kv-cache write"): "attention", ("*", "moe"): "experts",
+}
+# what no block role claims: inside a layer (the residual adds between blocks) and outside the layers
+LAYER_REST = {"elementwise": "residual add", "gemm": "gemm (other)", "memcpy/memset": "copies"}
+OUTSIDE_REST = {"embedding": "embedding", "gemm": "lm head", "elementwise": "setup (masks, positions)",
+                "memcpy/memset": "copies", "reduction": "setup (masks, positions)"}
+# family -> the families a fusing engine folds it into, nearest first (fused gate/up+activation, add+norm ...)
+FUSES_INTO = {"activation": ("gate/up", "down"), "residual add": ("norm", "all-reduce"),
+              "rope": ("qkv proj", "attention"), "all-reduce": ("norm", "residual add"), "router": ("experts",),
+              "norm": ("residual add", "qkv proj", "gate/up"), "qkv proj": ("attention",), "o proj": ("attention",)}
+ANCHOR = {"attention": "attention", "mlp": "activation", "moe": "moe"}   # the kernel a block's GEMMs are placed around
+# normalised setting -> the nodes' families it can move
+SETTING_NODES: dict[str, tuple[str, ...]] = {
+    "attention_backend": ("attention",), "kv_cache_dtype": ("attention",),
+    "custom_all_reduce": ("all-reduce",), "nccl_proto": ("all-reduce",), "nccl_algo": ("all-reduce",),
+    "tp_size": ("all-reduce",), "cuda_graph": ("GPU idle",), "cuda_graph_max_bs": ("GPU idle",),
+    "overlap_schedule": ("GPU idle",), "torch_compile": ("norm", "activation", "rope", "GPU idle"),
+    "quantization": ("qkv proj", "o proj", "gate/up", "down", "experts"),
+    "moe_backend": ("experts", "router"), "sampling_backend": ("sampling",),
+    "speculative": ("every node: another decode program",),
+}
+STRUCTURAL = ("experts", "router", "ssm mixer")   # families whose presence on one side only means another model
+TAIL = "step tail"
+IDLE = "GPU idle"            # kernel basis: the step's time with no kernel running (launch gaps, host work)
+OVERLAP = "overlap"          # kernel basis: kernel time that ran beside other kernels (counted once in the step)
+BASES = ("kernel", "wall")
+OUTLIER = 2.5   # a step this many times the median step is a warm-up or a stall, not the program's step
+
+
+@dataclass
+class StructuralDiff:
+    """Per node ``(layer_kind, family)``: ``a_us``/``b_us`` wall time per step, ``delta_us``, ``noise_us``,
+    ``beyond_noise``, ``share`` of the step difference, kernel time per step on each side, ``merged``
+    (families one side runs fused into this node); ``step_us`` of A and B, ``residual_us`` (step difference
+    minus the node differences), ``structural_share`` (each side's time in named nodes, not ``other``: of
+    its kernel time with ``basis="kernel"``, of its step with ``"wall"``),
+    ``settings`` (differing settings and the nodes they can explain), ``warnings``."""
+
+    nodes: pd.DataFrame
+    step_us: tuple[float, float]
+    residual_us: float
+    structural_share: tuple[float, float]
+    labels: tuple[str, str]
+    settings: pd.DataFrame = field(default_factory=pd.DataFrame)
+    warnings: list[str] = field(default_factory=list)
+    basis: str = "kernel"
+
+    @property
+    def delta_us(self) -> float:
+        return self.step_us[1] - self.step_us[0]
+
+    def top(self, n: int = 5) -> pd.DataFrame:
+        """The ``n`` nodes with the largest difference, beyond noise first."""
+        t = self.nodes.assign(_abs=self.nodes["delta_us"].abs())
+        return t.sort_values(["beyond_noise", "_abs"], ascending=False).head(n).drop(columns="_abs")
+
+    def to_dict(self) -> dict:
+        from kit.util import frame_records
+
+        return {"labels": list(self.labels), "step_us": list(self.step_us), "delta_us": self.delta_us,
+                "residual_us": self.residual_us, "structural_share": list(self.structural_share),
+                "nodes": frame_records(self.nodes), "settings": frame_records(self.settings),
+                "warnings": list(self.warnings)}
+
+    def plot(self, top: int = 8):
+        """The waterfall from A's step to B's, one bar per node (``kit.plots.structure_waterfall``)."""
+        from kit.plots import structure_waterfall
+
+        return structure_waterfall(self, top=top)
+
+    def __repr__(self) -> str:
+        a, b = self.labels
+        lines = [f"StructuralDiff {a} -> {b}: step {self.step_us[0]:,.1f} -> {self.step_us[1]:,.1f} us "
+                 f"({self.delta_us:+,.1f}; residual {self.residual_us:+,.1f})"]
+        for r in self.top(6).itertuples():
+            lines.append(f"  {r.layer_kind:<16} {r.family:<14} {r.a_us:>10,.1f} {r.b_us:>10,.1f} {r.delta_us:>+10,.1f}"
+                         f"  {'beyond noise' if r.beyond_noise else 'within noise'}")
+        for r in self.settings.itertuples():
+            lines.append(f"  setting {r.setting}: {r.a!s} -> {r.b!s} ({r.status}; can explain {r.explains})")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + repr(self).replace("&", "&amp;").replace("<", "&lt;") + "</pre>"
+
+
+def role(block) -> str:
+    """The role of a block class name (``''`` when no rule claims it or there is none)."""
+    if not isinstance(block, str) or not block:
+        return ""
+    for name, rx in ROLES:
+        if rx.search(block):
+            return name
+    return ""
+
+
+def families(kernels: pd.DataFrame) -> pd.Series:
+    """The operation family of each kernel (index-aligned with ``kernels``), see :data:`FAMILIES`."""
+    k = kernels
+    roles = k["block"].map(role) if "block" in k else pd.Series("", index=k.index)
+    cats = k["category"].astype(str)
+    cat_key = cats.copy()
+    order = k.sort_values(["step", "start_us"], kind="stable") if len(k) else k
+    for r, anchor in ANCHOR.items():
+        in_role = (roles == r) & (k["layer"] >= 0) if "layer" in k else roles == r
+        if not in_role.any():
+            continue
+        rows = order[in_role.reindex(order.index)]
+        first = rows[rows["category"].astype(str) == anchor].groupby(["step", "layer"])["start_us"].min()
+        at = pd.MultiIndex.from_frame(rows[["step", "layer"]]).map(first.to_dict().get) if len(rows) else []
+        at = pd.Series(at, index=rows.index, dtype=float)
+        gemm = rows["category"].astype(str) == "gemm"
+        place = np.where(rows["start_us"] < at.fillna(np.inf), "gemm:before", "gemm:after")
+        cat_key.loc[rows.index[gemm.to_numpy()]] = place[gemm.to_numpy()]
+    inside = (k["layer"] >= 0).tolist() if "layer" in k else [False] * len(k)
+    embed = (k["module"].astype(str).str.contains("Embedding", case=False) if "module" in k
+             else pd.Series(False, index=k.index)).tolist()
+    out = []
+    for r, c, plain, lay, emb in zip(roles.tolist(), cat_key.tolist(), cats.tolist(), inside, embed):
+        fam = (FAMILIES.get((r, c)) or FAMILIES.get((r, "*")) or FAMILIES.get(("*", c))
+               or FAMILIES.get(("*", plain)))
+        if fam is None:
+            fam = (LAYER_REST if lay else OUTSIDE_REST).get("embedding" if emb else plain.split(":")[0], "other")
+        out.append(fam)
+    return pd.Series(out, index=k.index, dtype=object)
+
+
+def wall_shares(k: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each kernel's share of its step's wall time (from the end of everything before it, or the step's
+    start, to its end: the launch gap before it included) and of the GPU's busy time (the part of its own
+    run no earlier kernel covers); zero for a kernel inside another's time."""
+    wall, busy = pd.Series(0.0, index=k.index), pd.Series(0.0, index=k.index)
+    starts = steps.set_index("step")["start_us"].to_dict()
+    for step, g in k.sort_values("start_us", kind="stable").groupby("step", sort=False):
+        s, e = g["start_us"].to_numpy(float), (g["start_us"] + g["dur_us"]).to_numpy(float)
+        frontier = np.maximum.accumulate(np.concatenate([[starts.get(step, s[0])], e]))[:-1]
+        wall.loc[g.index] = np.clip(e - frontier, 0.0, None)
+        busy.loc[g.index] = np.clip(e - np.maximum(s, frontier), 0.0, None)
+    return wall, busy
+
+
+def node_table(profile, phase: str = "decode", warnings: list[str] | None = None
+               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+    """(per-step wall time per node: steps x nodes, per-step kernel time per node, per-step wall) of one run's
+    busiest rank in ``phase`` (all steps when none is marked with it). Steps longer than
+    :data:`OUTLIER` times the median step (a first step's lazy initialisation, a stall) are left out and
+    counted in ``warnings``."""
+    k, steps = profile.kernels, profile.steps
+    rank = int(k.groupby("rank")["dur_us"].sum().idxmax()) if len(k) else 0
+    k, steps = k[k["rank"] == rank], steps[steps["rank"] == rank]
+    if phase != "all" and (steps["phase"] == phase).any():
+        steps = steps[steps["phase"] == phase]
+    slow = steps["wall_us"] > OUTLIER * steps["wall_us"].median()
+    if slow.any() and slow.sum() < len(steps) / 2:
+        if warnings is not None:
+            warnings.append(f"{', '.join(profile.files)}: {int(slow.sum())} of {len(steps)} steps over {OUTLIER:g}x "
+                            f"the median step left out (warm-up or stall): steps {steps.loc[slow, 'step'].tolist()}")
+        steps = steps[~slow]
+    k = k[k["step"].isin(steps["step"]) & (k["dur_us"] > 0)]
+    if not len(k):
+        raise TraceError(f"{', '.join(profile.files)}: no kernel in a {phase} step: no structure to compare")
+    kind = k["layer_kind"].astype(object).where(k["layer"] >= 0, "outside layers").fillna("unplaced")
+    fam = families(k)
+    node = kind.astype(str) + " | " + fam.astype(str)
+    wall, busy = wall_shares(k, steps)
+    walls = steps.set_index("step")["wall_us"].astype(float)
+
+    def per_step(values: pd.Series) -> pd.DataFrame:
+        return values.groupby([k["step"], node]).sum().unstack(fill_value=0.0).reindex(walls.index, fill_value=0.0)
+
+    by_wall, by_kernel = per_step(wall), per_step(k["dur_us"].astype(float))
+    by_wall[f"(all) | {TAIL}"] = walls - by_wall.sum(axis=1)
+    busy_per_step = busy.groupby(k["step"]).sum().reindex(walls.index, fill_value=0.0)
+    by_kernel[f"(all) | {IDLE}"] = walls - busy_per_step
+    by_kernel[f"(all) | {OVERLAP}"] = busy_per_step - by_kernel.drop(columns=[f"(all) | {IDLE}"]).sum(axis=1)
+    return by_wall, by_kernel, walls
+
+
+def layer_shape(profile) -> dict[str, int]:
+    """Layers per layer kind in a run's kernel table (``{}`` when no kernel is placed in a layer)."""
+    k = profile.kernels
+    k = k[k["layer"] >= 0]
+    return {str(kind): int(n) for kind, n in k.groupby(k["layer_kind"].astype(object).fillna("unplaced"))["layer"]
+            .nunique().items()}
+
+
+def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = None,
+                   settings: tuple | None = None, basis: str = "kernel") -> StructuralDiff:
+    """Compare runs ``a`` and ``b`` (Profiles or trace paths) node by node; see the module docstring.
+
+    ``basis``: ``"kernel"`` (each node's GPU time; the step's idle time and the overlap of concurrent
+    kernels are nodes of their own, so launch-bound runs show their CPU cost as ``GPU idle``) or
+    ``"wall"`` (each node owns the launch gaps before its kernels). ``settings``: the two runs'
+    ``kit.logs.Settings`` (or dicts of effective settings) for the settings diff beside the nodes."""
+    from kit.errors import UsageError
+    from kit.profile._profile import load
+
+    if basis not in BASES:
+        raise UsageError(f"diff_structure: basis must be one of {', '.join(BASES)}, not {basis!r}")
+
+    pa, pb = (x if hasattr(x, "kernels") else load(x) for x in (a, b))
+    la, lb = labels or ("A", "B")
+    sa, sb = layer_shape(pa), layer_shape(pb)
+    if sa != sb:
+        raise TraceError(f"diff_structure: {la} has layers {sa or 'none placed'}, {lb} has {sb or 'none placed'}: "
+                         "not the same model shape (or one run's kernels are not placed in layers)")
+    warnings: list[str] = []
+    (wa, ka, step_a), (wb, kb, step_b) = node_table(pa, phase, warnings), node_table(pb, phase, warnings)
+    fa, fb = ({n.split(" | ", 1)[1] for n in w.columns if w[n].sum() > 0} & set(STRUCTURAL) for w in (ka, kb))
+    if fa != fb:
+        raise TraceError(f"diff_structure: {la} runs {', '.join(sorted(fa)) or 'no MoE or state-space layers'}, {lb} "
+                         f"runs {', '.join(sorted(fb)) or 'none'}: not the same model shape")
+    if not sa:
+        warnings.append("no kernel is placed in a layer (no module frames, no placement): nodes are families only")
+    nodes = _node_rows(*((wa, wb, ka, kb) if basis == "wall" else (ka, kb, ka, kb)))
+    floor = 1e-3 * float(step_a.mean())
+    nodes["beyond_noise"] = nodes["delta_us"].abs() > np.maximum(nodes["noise_us"], floor)
+    delta = float(step_b.mean() - step_a.mean())
+    nodes["share"] = nodes["delta_us"] / delta if delta else np.nan
+    nodes["merged"] = _merged(nodes)
+    named = ~nodes["family"].isin(["other", "gemm (other)", IDLE, OVERLAP, TAIL])
+    named &= nodes["layer_kind"] != "unplaced"
+    whole = ~nodes["family"].isin([IDLE, OVERLAP]) if basis == "kernel" else nodes["family"].notna()
+    share = tuple(float(nodes.loc[named, c].sum() / nodes.loc[whole, c].sum()) if nodes.loc[whole, c].sum() else
+                  float("nan") for c in ("a_us", "b_us"))
+    residual = delta - float(nodes["delta_us"].sum())
+    table = _settings_diff(settings) if settings else pd.DataFrame(columns=["setting", "a", "b", "status", "explains"])
+    idle = nodes[nodes["family"] == IDLE]
+    if basis == "kernel" and len(idle) and float(idle[["a_us", "b_us"]].max(axis=None)) > 0.3 * float(step_a.mean()):
+        warnings.append("GPU idle is over 30% of a step (launch-bound, or host work between kernels): its difference "
+                        "is CPU time; basis='wall' gives each node the launch gaps before its kernels")
+    return StructuralDiff(nodes, (float(step_a.mean()), float(step_b.mean())), residual, share, (la, lb), table,
+                          warnings, basis)
+
+
+def _node_rows(wa, wb, ka, kb) -> pd.DataFrame:
+    names = sorted(set(wa.columns) | set(wb.columns))
+    wa, wb = wa.reindex(columns=names, fill_value=0.0), wb.reindex(columns=names, fill_value=0.0)
+    ka, kb = ka.reindex(columns=names, fill_value=0.0), kb.reindex(columns=names, fill_value=0.0)
+    ma, mb = wa.mean(), wb.mean()
+    va = wa.var(ddof=1).fillna(0.0) / max(len(wa), 1)
+    vb = wb.var(ddof=1).fillna(0.0) / max(len(wb), 1)
+    kind, fam = zip(*(n.split(" | ", 1) for n in names))
+    return pd.DataFrame({"layer_kind": kind, "family": fam, "a_us": ma.to_numpy(), "b_us": mb.to_numpy(),
+                         "delta_us": (mb - ma).to_numpy(), "noise_us": (2.0 * np.sqrt(va + vb)).to_numpy(),
+                         "a_kernel_us": ka.mean().to_numpy(), "b_kernel_us": kb.mean().to_numpy()})
+
+
+def _merged(nodes: pd.DataFrame) -> list[str]:
+    """For each node: the families one side runs fused into it (present on the other side only, in the
+    same layer kind, and next to this node's family in :data:`FUSES_INTO`), as text; '' when none."""
+    out = {i: [] for i in nodes.index}
+    for _, g in nodes.groupby("layer_kind"):
+        both = {r.family: i for i, r in g.iterrows() if r.a_us > 0 and r.b_us > 0}
+        for r in g.itertuples():
+            side = "B" if r.a_us > 0 and r.b_us == 0 else "A" if r.b_us > 0 and r.a_us == 0 else None
+            target = next((t for t in FUSES_INTO.get(r.family, ()) if t in both), None) if side else None
+            if target is not None:
+                out[both[target]].append(f"{side} fuses {r.family}")
+    return ["; ".join(out[i]) for i in nodes.index]
+
+
+def _effective(s) -> dict:
+    return dict(s.effective) if hasattr(s, "effective") else dict(s or {})
+
+
+def _settings_diff(settings) -> pd.DataFrame:
+    """One row per setting that differs: its effective values, whether it took effect (both runs report it:
+    ``took effect``; asked differently but reported the same: ``ignored``; not reported: ``unknown``) and
+    the nodes it can explain."""
+    a, b = settings
+    ea, eb = _effective(a), _effective(b)
+    rows = []
+    for key in sorted(set(ea) | set(eb)):
+        if str(ea.get(key)) == str(eb.get(key)):
+            continue
+        said = [s.reported(key) if hasattr(s, "reported") else None for s in (a, b)]
+        rows.append({"setting": key, "a": ea.get(key), "b": eb.get(key),
+                     "status": "took effect" if all(said) else "unknown",
+                     "explains": ", ".join(SETTING_NODES.get(key, ())) or "no node known"})
+    asked_a, asked_b = (dict(getattr(s, "args", {}) or {}) for s in (a, b))
+    key_for = getattr(type(a), "key_for", None)
+    for arg in sorted(set(asked_a) | set(asked_b)):
+        key = key_for("--" + arg) if key_for else None
+        both = arg in asked_a and arg in asked_b and key in ea and key in eb
+        if key and both and str(asked_a[arg]) != str(asked_b[arg]) and str(ea[key]) == str(eb[key]):
+            rows.append({"setting": arg, "a": asked_a.get(arg), "b": asked_b.get(arg),
+                         "status": f"ignored (both runs report {key}={ea[key]})",
+                         "explains": ", ".join(SETTING_NODES.get(key, ())) or "no node known"})
+    return pd.DataFrame(rows, columns=["setting", "a", "b", "status", "explains"])
