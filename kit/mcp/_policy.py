@@ -23,6 +23,7 @@ DEFAULT_PAGE = 200                # rows of a table per call unless the caller a
 # ``local`` or an ~/.ssh/config alias / user@host[:port]: no leading dash (an ssh option), no spaces,
 # no shell or glob characters
 _HOST = re.compile(r"(?!-)[A-Za-z0-9_.@:\[\]-]{1,253}")
+_NEW_NAME = re.compile(r"(?!-)[\w.@+=,-]{1,255}")   # what a tool may name a file it creates
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # environment a run tool may set on a host: the engines' own switches and the kit's, never the
 # loader's or the interpreter's (LD_PRELOAD, PYTHONSTARTUP, PATH ... are refused by not matching)
@@ -76,6 +77,9 @@ class Policy:
                              f"({', '.join(str(r) for r in self.roots)})")
         if must_exist and not real.exists():
             raise UsageError(f"path {value!r}: no such file or directory ({real})")
+        if not real.exists() and (not real.parent.is_dir() or not _NEW_NAME.fullmatch(real.name)):
+            raise UsageError(f"path {value!r}: a file or directory the server creates needs an existing parent "
+                             "and a plain name (letters, digits, . _ - + = , @)")
         return real
 
     def host_path(self, host: str, value: str) -> str:
@@ -118,7 +122,7 @@ def environment(values: dict | None) -> dict[str, str]:
         if not isinstance(k, str) or not _ENV_NAME.fullmatch(k) or k in _ENV_DENY:
             raise UsageError(f"environment variable {k!r}: a run tool sets only KIT_/SGLANG_/VLLM_/TRTLLM_/NCCL_/"
                              "CUDA_/TORCH_ switches")
-        out[k] = _plain(str(v), f"value of {k}", dash=True)
+        out[k] = _plain(str(v), f"value of {k}", dash=True) if v != "" else ""
     return out
 
 
