@@ -104,6 +104,8 @@ SLOW = (
     "tests/profile/test_attribution_cases.py::test_cli_check_attribution",
     # the attribution matrices: every recorded model twin, every trace with and without the prefilter
     "tests/profile/test_attribution_twins.py", "tests/profile/test_prefilter.py",
+    # kit mcp as a real process per test (stdio and HTTP): the investigation, a report, the hostile corpus
+    "tests/mcp/test_mcp.py",
 )
 
 

@@ -22,10 +22,9 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-import kit
 from kit import logs, profile
 from kit.ledger import Ledger
-from tests.conftest import ROOT, SAMPLE, SHARED_DATA
+from tests.conftest import ROOT, SAMPLE
 
 TRACES = SAMPLE / "traces"
 WRITE_OR_RUN = {"ledger_record", "source_evaluate", "report_build"}
@@ -212,7 +211,8 @@ def test_predicate_evaluated_only_with_allow_run(tmp_path):
             outs = []
             for cap, extra in (("10.0", {}), ("12.0", {}), ("10.0", {"LD_PRELOAD": "/tmp/x.so"})):
                 outs.append(await _call(c, "source_evaluate", {
-                    "host": "local", "name": "is_sm100_supported", "near": near, "pythonpath": [str(STANDIN), str(tree)],
+                    "host": "local", "name": "is_sm100_supported", "near": near,
+                    "pythonpath": [str(STANDIN), str(tree)],
                     "env": {"KIT_STANDIN_CAPABILITY": cap, "KIT_STANDIN_MODULES": modules, **extra}}))
             return outs
 
@@ -261,8 +261,8 @@ def _http_server(tmp_path: Path, *flags: str):
 
 
 def test_streamable_http_on_loopback(tmp_path):
-    """The same tools over streamable HTTP, bound to 127.0.0.1; a request naming another Host (DNS
-    rebinding) is refused by the transport."""
+    """The same tools over streamable HTTP, bound to 127.0.0.1 (this machine's other address gets no
+    answer); a request naming another Host (DNS rebinding) is refused by the transport."""
     import httpx2
 
     with _http_server(tmp_path) as url:
@@ -274,6 +274,8 @@ def test_streamable_http_on_loopback(tmp_path):
             return {"names": names, "check": check, "refused": refused}
 
         got = anyio.run(main)
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        elsewhere = _reaches(_outward_address(), port)
         rebound = httpx2.post(url, headers={"Host": "evil.example:80", "Content-Type": "application/json",
                                             "Accept": "application/json, text/event-stream"},
                               content=b'{"jsonrpc":"2.0","id":1,"method":"ping"}', timeout=30)
@@ -282,6 +284,32 @@ def test_streamable_http_on_loopback(tmp_path):
     assert _ok(got["check"])["metrics"] == json.loads(json.dumps(h.to_dict()["metrics"]))
     assert got["refused"]["refused"] and "outside the server's roots" in got["refused"]["error"]
     assert rebound.status_code in (400, 403, 421)
+    assert elsewhere is not True, "the server answers on an interface other than loopback"
+
+
+def _outward_address() -> str | None:
+    """This machine's address on its default route (no packet is sent), or None without one."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))
+            addr = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if addr.startswith("127.") else addr
+
+
+def _reaches(addr: str | None, port: int) -> bool | None:
+    import socket
+
+    if addr is None:
+        return None
+    try:
+        socket.create_connection((addr, port), timeout=5).close()
+    except OSError:
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------------ hostile arguments
@@ -297,8 +325,9 @@ def _fill(schema: dict, value: str, key: str, root: Path) -> dict | None:
     """The tool's required arguments with ``key`` set to the hostile ``value`` (None when ``key`` takes no string).
     What a write tool would write goes under ``root`` (a copy of the sample ledger, a report directory)."""
     props = schema["properties"]
-    good = {"host": "local", "path": str(SAMPLE / "logs"), "paths": [str(SAMPLE / "logs")], "a": [str(TRACES / "tp1_eager")],
-            "b": [str(TRACES / "tp1_graph")], "pattern": "x", "symbol": "x", "name": "x",
+    good = {"host": "local", "path": str(SAMPLE / "logs"), "paths": [str(SAMPLE / "logs")],
+            "a": [str(TRACES / "tp1_eager")], "b": [str(TRACES / "tp1_graph")],
+            "pattern": "x", "symbol": "x", "name": "x",
             "near": str(SAMPLE / "engine" / "tinyserve" / "srt" / "server_args.py"), "start": 1,
             "ledger": str(root / "ledger.json"), "session": str(SAMPLE), "id": "H9", "verdict": "open", "evidence": "e",
             "out": str(root / "out")}
@@ -346,6 +375,8 @@ def test_hostile_arguments_execute_nothing(tmp_path):
 
     results, alive = anyio.run(main)
     assert not canary.exists(), "a hostile argument reached a shell"
+    subprocess.run(["sh", "-c", f"echo {values[0]}"], check=True, capture_output=True)  # the canary is live:
+    assert canary.exists()                                                                # a shell makes it
     assert len(results) > 300
     leaked = [(n, k) for n, k, r in results if "do-not-read-me" in json.dumps(r)]
     assert leaked == []
