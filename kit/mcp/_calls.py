@@ -98,7 +98,9 @@ def source_find(policy: Policy, host: str, path: str, symbol: str) -> Answer:
 
 def source_definition(policy: Policy, host: str, name: str, near: str) -> Answer:
     """Where ``name``, as used in ``near``, is defined (through that file's imports): the predicate
-    behind a default (``is_sm100_supported`` from ``server_args.py``) and its source."""
+    behind a default (``is_sm100_supported`` from ``server_args.py``) and its source. Imports inside the
+    file's package tree are followed by reading files; a module of another installed package is located
+    by the host's Python (``find_spec``, which imports that package's parents, never the tool's text)."""
     from kit import source
 
     near = policy.host_path(host, near)
@@ -169,8 +171,9 @@ def trace_summary(policy: Policy, paths: list[str], phase: str = "decode", by: s
     else:
         out["rows"] = out.pop("categories")
     out["by"] = by
-    verdict, reasons = _health_trust(p.health(), _SUMMARY_METRICS + _BY_METRICS[by])
-    out["health"] = p.health().to_dict()["metrics"]
+    health = p.health()
+    verdict, reasons = _health_trust(health, _SUMMARY_METRICS + _BY_METRICS[by])
+    out["health"] = health.to_dict()["metrics"]
     return Answer(out, _profile_provenance(p, "trace"), verdict, reasons, list(s.warnings), table="rows")
 
 
