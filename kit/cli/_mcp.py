@@ -44,10 +44,21 @@ def _mcp(args: argparse.Namespace) -> int:
     session = Path(args.session) if args.session else None
     if args.http is None:
         serve_stdio(policy, session)
-        return 0
+    else:
+        def ready(url: str) -> None:
+            print(f"kit mcp: serving {url}", file=sys.stderr, flush=True)
 
-    def ready(url: str) -> None:
-        print(f"kit mcp: serving {url}", file=sys.stderr, flush=True)
+        serve_http(policy, args.http, session, ready=ready)
+    _exit()
 
-    serve_http(policy, args.http, session, ready=ready)
-    return 0
+
+def _exit() -> None:
+    """End the process now that the client has gone: a call abandoned at its timeout may still hold a
+    worker thread, which the interpreter's normal exit would wait for. Exit handlers run first."""
+    import atexit
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(0)

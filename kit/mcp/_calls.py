@@ -283,10 +283,19 @@ def bench_records(policy: Policy, path: str) -> Answer:
 
 
 # ---------------------------------------------------------------------------------------- ledger
-def ledger_path(policy: Policy, ledger: str):
-    """The ledger file: a ``ledger.json`` or a session directory holding one."""
+def ledger_path(policy: Policy, ledger: str, *, write: bool = False):
+    """The ledger file: a ``ledger.json``, or a session directory's ledger as its notebooks use it (a
+    posed, project-written ``ledger.json`` stays as it is: verdicts go to the session's working copy,
+    ``.kit/ledger.json``, which reading prefers once it exists; only writing creates it)."""
     real = policy.local_path(ledger, must_exist=False)
-    return real / "ledger.json" if real.is_dir() else real
+    if not real.is_dir():
+        return real
+    if write:
+        from kit import session
+
+        return session.open(real).ledger().path
+    work = real / ".kit" / "ledger.json"
+    return work if work.is_file() else real / "ledger.json"
 
 
 def ledger_read(policy: Policy, ledger: str, id: str | None = None) -> Answer:  # noqa: A002 - the tool's word

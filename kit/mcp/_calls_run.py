@@ -23,7 +23,8 @@ def ledger_record(policy: Policy, ledger: str, id: str, verdict: str, evidence: 
     provenance, each with the kind the session's manifest gives it (never assumed measured)."""
     from kit.ledger import Ledger
 
-    path = ledger_path(policy, ledger)
+    path = ledger_path(policy, ledger, write=True)
+    policy.local_path(str(path), must_exist=False)
     prov = [_ledger_provenance(policy, a) for a in artefacts or []]
     led = Ledger.open(path) if path.exists() else Ledger(path)
     h = led.record(identifier(id, "hypothesis id"), statement=statement, test=test, evidence=evidence,

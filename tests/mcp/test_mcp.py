@@ -192,7 +192,10 @@ def test_write_and_run_tools_only_when_allowed(tmp_path):
     assert len(h2) == 1 and h2[0]["verdict"] == ("confirmed" if got["ratio"] > 2 else "rejected")
     assert h2[0]["numbers"]["step_ratio"] == pytest.approx(got["ratio"])
     assert {p["kind"] for p in h2[0]["provenance"]} == {"measured"} and h2[0]["evidence_kind"] == "measured"
-    assert Ledger.open(session / "ledger.json")["H2"].verdict == h2[0]["verdict"]  # on disk
+    on_disk = Path(_ok(got["record"])["ledger"])
+    assert on_disk == session / ".kit" / "ledger.json"  # the posed, project-written ledger.json stays as posed
+    assert Ledger.open(on_disk)["H2"].verdict == h2[0]["verdict"]
+    assert Ledger.open(session / "ledger.json")["H2"].verdict == "open"
     assert got["elsewhere"]["refused"] and "gpu-box" in got["elsewhere"]["error"]
 
 
@@ -238,6 +241,24 @@ def test_report_build_through_the_server(tmp_path):
     res = _ok(got)
     assert res["ok"] and (out / "index.html").is_file() and len(res["runs"]) == 1
     assert (out / res["runs"][0]["page"]).is_file()
+
+
+def test_a_call_past_the_timeout_is_answered_and_the_server_goes_on(tmp_path):
+    """--timeout 1: a report build (kernels take longer than that to start) is answered with the
+    timeout, the next call is served, and the process ends when the client leaves."""
+    session = _copy_sample(tmp_path)
+    params = _params(*_roots(tmp_path), "--allow-run", "local", "--timeout", "1", cache=tmp_path / "cache")
+
+    async def main() -> tuple[dict, dict]:
+        async with Client(params) as c:
+            slow = await _call(c, "report_build", {"session": str(session), "out": str(tmp_path / "r"),
+                                                   "notebooks": [str(ROOT / "notebooks" / "00_environment.ipynb")]})
+            after = await _call(c, "ledger_read", {"ledger": str(session)})
+        return slow, after
+
+    slow, after = anyio.run(main)
+    assert not slow["ok"] and "per-call timeout of 1 s" in slow["error"]
+    assert _ok(after)["hypotheses"]
 
 
 # ------------------------------------------------------------------------------------------- HTTP
