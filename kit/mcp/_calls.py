@@ -270,16 +270,61 @@ def audit(policy: Policy, paths: list[str]) -> Answer:
 
 
 def bench_records(policy: Policy, path: str) -> Answer:
+    """A stored kit.bench result (single_stream, load_test) or benchmark tools' output, one row per run
+    or level; which reader applies is decided by the file's keys (``_BENCH_READERS``)."""
+    real = str(policy.local_path(path))
+    data = _json_object(real)
+    reader = next((r for keys, r in _BENCH_READERS if data is not None and keys <= set(data)), _printed_bench)
+    return reader(real, data)
+
+
+def _json_object(path: str) -> dict | None:
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
+def _stored_bench(kind: str):
+    def read(path: str, data: dict) -> Answer:
+        from kit import bench
+
+        res = (bench.BenchResult if kind == "single_stream" else bench.LoadResult)(data)
+        rows = res.summary()
+        flags = list((data.get("validity") or {}).get("flags") or [])
+        failed = sum(int(r.get("requests_failed", 0) or r.get("failed", 0) or 0) for r in rows)
+        if flags:
+            trust, reasons = "unreliable", flags
+        elif "validity" in data:
+            trust, reasons = ("degraded", [f"{failed} request(s) failed"]) if failed else ("usable", ["run validity "
+                                                                                                 "checked, no flag"])
+        else:
+            trust, reasons = "not assessed", ["no run validity recorded (kit.audit.check_run decides it)"]
+        out = {"kind": kind, "url": data.get("url"), "model": data.get("model"), "rows": rows}
+        return Answer(out, _log_provenance(path, f"kit.bench {kind} result"), trust, reasons, flags, table="rows")
+
+    return read
+
+
+def _printed_bench(path: str, data: dict | None) -> Answer:
     from kit import logs
     from kit.util import frame_records
 
-    real = str(policy.local_path(path))
-    df = logs.parse_bench(real)
+    df = logs.parse_bench(path)
     warnings = list(df.attrs.get("warnings", []))
-    out = {"rows": frame_records(df), "columns": list(df.columns)}
-    return Answer(out, _log_provenance(real, "benchmark output"), "degraded" if warnings else "not assessed",
+    out = {"kind": "benchmark output", "rows": frame_records(df), "columns": list(df.columns)}
+    return Answer(out, _log_provenance(path, "benchmark output"), "degraded" if warnings else "not assessed",
                   warnings or ["parsed as printed; run validity is kit audit's (check_run) question"],
                   warnings, table="rows")
+
+
+# a stored result's keys -> its reader; anything else is benchmark tools' printed or JSON output
+_BENCH_READERS = (({"repeats", "requests"}, _stored_bench("single_stream")),
+                  ({"levels"}, _stored_bench("load_test")))
 
 
 # ---------------------------------------------------------------------------------------- ledger

@@ -143,3 +143,25 @@ def test_cli_refuses_a_missing_root(capsys, tmp_path):
     err = capsys.readouterr().err
     assert "--root" in err and len(err.strip().splitlines()) == 1
 
+
+
+def test_bench_records_reads_stored_results_and_printed_output():
+    """A stored kit.bench result goes through kit.bench (its summary, with whether validity was checked);
+    a benchmark tool's output through kit.logs.parse_bench; each with the artefact's provenance."""
+    from kit import bench, logs
+
+    p = Policy(roots=(ROOT,))
+    tools = {t.name: t for t in available(p)}
+    stored = SAMPLE / "experiments" / "h200_live_server" / "single_stream.json"
+    out = anyio.run(call, p, tools, "bench_records", {"path": str(stored)})
+    want = bench.BenchResult.load(stored).summary()
+    assert out["result"]["kind"] == "single_stream"
+    assert [r["decode_tok_s"] for r in out["result"]["rows"]] == pytest.approx([r["decode_tok_s"] for r in want])
+    assert out["trust"]["verdict"] == "not assessed" and "validity" in out["trust"]["reasons"][0]
+    assert out["provenance"][0]["kind"] == "measured"
+    printed = SAMPLE / "bench" / "vllm_tp8_default.json"
+    out = anyio.run(call, p, tools, "bench_records", {"path": str(printed)})
+    df = logs.parse_bench(str(printed))
+    assert out["result"]["kind"] == "benchmark output" and out["page"]["total"] == len(df)
+    assert out["result"]["rows"][0]["output_throughput"] == pytest.approx(float(df["output_throughput"].iloc[0]))
+    assert out["provenance"][0]["kind"] == "sample"
