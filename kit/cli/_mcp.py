@@ -17,6 +17,9 @@ def register(subparsers) -> None:
                    help="directory local paths must lie in (repeatable; default: the current directory)")
     p.add_argument("--host", action="append", default=[], metavar="HOST", dest="hosts",
                    help="host the read tools may reach besides local (repeatable)")
+    p.add_argument("--host-root", action="append", default=[], metavar="HOST=DIR",
+                   help="directory on HOST its paths must lie in (repeatable; without one: any absolute path "
+                        "its login user can read)")
     p.add_argument("--allow-run", action="append", default=[], metavar="HOST",
                    help="list the run tools, for this host only (repeatable; 'local' also allows report_build)")
     p.add_argument("--allow-write", action="store_true", help="list the write tools (ledger_record)")
@@ -34,8 +37,13 @@ def _mcp(args: argparse.Namespace) -> int:
     from kit.mcp import Policy, serve_http, serve_stdio
 
     extra = {k: v for k, v in (("timeout_s", args.timeout), ("max_output", args.max_output)) if v is not None}
-    policy = Policy(roots=tuple(Path(r) for r in args.root) or (Path.cwd(),),
-                    hosts=("local", *args.hosts), run_hosts=tuple(args.allow_run), write=args.allow_write, **extra)
+    host_roots = tuple(tuple(x.split("=", 1)) for x in args.host_root if "=" in x)
+    if len(host_roots) != len(args.host_root):
+        from kit.errors import UsageError
+
+        raise UsageError(f"--host-root {args.host_root}: expected HOST=DIR")
+    policy = Policy(roots=tuple(Path(r) for r in args.root) or (Path.cwd(),), hosts=("local", *args.hosts),
+                    run_hosts=tuple(args.allow_run), write=args.allow_write, host_roots=host_roots, **extra)
     for r in policy.roots:
         if not r.is_dir():
             from kit.errors import UsageError

@@ -10,6 +10,7 @@ no tool takes a command line.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,12 +44,16 @@ class Policy:
     write: bool = False
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_output: int = DEFAULT_MAX_OUTPUT
+    host_roots: tuple[tuple[str, str], ...] = ()   # (host, directory): where that host's paths must lie
 
     def __post_init__(self) -> None:
         for h in (*self.hosts, *self.run_hosts):
             host_name(h)
         object.__setattr__(self, "roots", tuple(Path(r).resolve() for r in self.roots))
         object.__setattr__(self, "hosts", tuple(dict.fromkeys((*self.hosts, *self.run_hosts))))
+        for h, r in self.host_roots:
+            if h not in self.hosts or not r.startswith("/"):
+                raise UsageError(f"--host-root {h}={r}: name a host the server reaches and an absolute directory")
         if self.timeout_s <= 0 or self.max_output < 1000:
             raise UsageError(f"kit mcp: timeout {self.timeout_s} s and output cap {self.max_output} must be positive "
                              "(the cap at least 1000 characters)")
@@ -84,13 +89,18 @@ class Policy:
 
     def host_path(self, host: str, value: str) -> str:
         """A path on ``host``: on ``local`` one inside the roots; elsewhere an absolute path without
-        control characters or a leading dash (the kit quotes it on the way)."""
+        control characters, a leading dash or ``..``, inside the host's ``host_roots`` where it has any
+        (checked on the name: a symlink on the host is not resolved here). The kit quotes it on the way."""
         if host == "local":
             return str(self.local_path(value))
         text = _plain(value, "path")
-        if not text.startswith("/"):
-            raise UsageError(f"path {value!r} on {host}: give an absolute path")
-        return text
+        if not text.startswith("/") or ".." in text.split("/"):
+            raise UsageError(f"path {value!r} on {host}: give an absolute path without '..'")
+        roots = [r for h, r in self.host_roots if h == host]
+        norm = posixpath.normpath(text)
+        if roots and not any(norm == r or norm.startswith(r.rstrip("/") + "/") for r in roots):
+            raise UsageError(f"path {value!r} on {host}: outside the server's roots there ({', '.join(roots)})")
+        return norm
 
 
 def host_name(value: str) -> str:

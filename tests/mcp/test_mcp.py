@@ -432,3 +432,48 @@ def test_secrets_are_redacted_from_results(tmp_path):
     text = json.dumps(out)
     assert _ok(out)["count"] == 2 and token not in text and password not in text
     assert out["redacted"] >= 2 and "REDACTED" in text
+
+
+# ------------------------------------------------------------------------------------------ over SSH
+@pytest.mark.ssh
+def test_source_tools_over_ssh_and_hostile_patterns_there(tmp_path, sshd):
+    """A read-only server started with ``--host box`` (an ~/.ssh/config alias of the real sshd fixture,
+    strict host keys) and ``--host-root box=DIR`` reads and searches the engine source there, nothing
+    outside DIR; hostile patterns, globs and paths go to the host quoted: the canary a shell on the host would create is never written, although the
+    login user can write it (proven by a raw command at the end)."""
+    tree = sshd.stage(SAMPLE / "engine", "engine")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "config").write_text(
+        f"Host box\n  HostName {sshd.host}\n  Port {sshd.port}\n  User {sshd.user}\n  IdentityFile {sshd.key_path}\n"
+        f"  IdentitiesOnly yes\n  UserKnownHostsFile {sshd.known_hosts}\n  StrictHostKeyChecking yes\n")
+    canary = f"{sshd.tmp}/CANARY"
+    params = _params("--host", "box", "--host-root", f"box={tree}", cache=tmp_path / "cache")
+    params.env["HOME"] = str(home)
+    server_args = f"{tree}/tinyserve/srt/server_args.py"
+    values = [v for v in _hostile(Path(canary), Path("/etc/shadow")) if v]
+
+    async def main() -> dict:
+        got = {"hostile": []}
+        async with Client(params) as c:
+            got["grep"] = await _call(c, "source_grep", {"host": "box", "path": tree, "pattern": "is_sm100_supported"})
+            got["pred"] = await _call(c, "source_definition", {"host": "box", "name": "is_sm100_supported",
+                                                               "near": server_args})
+            got["outside"] = await _call(c, "source_slice", {"host": "box", "path": "/etc/hostname", "start": 1})
+            for v in values:
+                for args in ({"path": tree, "pattern": v}, {"path": tree, "pattern": "x", "glob": v},
+                             {"path": v, "pattern": "x"}):
+                    got["hostile"].append(await _call(c, "source_grep", {"host": "box", **args}))
+                got["hostile"].append(await _call(c, "source_slice", {"host": "box", "path": v, "start": 1}))
+        return got
+
+    got = anyio.run(main)
+    assert _ok(got["grep"])["count"] >= 2 and all(m["host"] == "box" for m in got["grep"]["result"]["matches"])
+    assert got["grep"]["provenance"][0]["artefact"].startswith("box:")
+    assert _ok(got["pred"])["path"] == f"{tree}/tinyserve/srt/utils/common.py"
+    assert not any(r["ok"] and r["result"].get("lines") for r in got["hostile"])  # no file read by a hostile path
+    assert got["outside"]["refused"] and "outside the server's roots there" in got["outside"]["error"]
+    with sshd.connect() as h:
+        assert h.run(f"test -e {canary}").exit_code != 0, "a hostile argument reached the host's shell"
+        h.run(f"echo {values[0]}")  # the canary is live: the login user's shell makes it
+        assert h.run(f"test -e {canary}").exit_code == 0

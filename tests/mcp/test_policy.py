@@ -84,6 +84,13 @@ def test_paths_stay_in_the_roots(tmp_path):
             p.local_path(bad, must_exist=False)
     with pytest.raises(UsageError, match="absolute"):
         p.host_path("gpu-box", "relative/path")
+    q = Policy(roots=(root,), hosts=("gpu-box",), host_roots=(("gpu-box", "/opt/engines"),))
+    assert q.host_path("gpu-box", "/opt/engines/sglang//srt/x.py") == "/opt/engines/sglang/srt/x.py"
+    for bad in ("/opt/engines/../../etc/shadow", "/opt/enginesX/a.py", "/etc/shadow"):
+        with pytest.raises(UsageError):
+            q.host_path("gpu-box", bad)
+    with pytest.raises(UsageError, match="host-root"):
+        Policy(hosts=("local",), host_roots=(("elsewhere", "/x"),))
 
 
 def test_patterns_names_and_environment():
