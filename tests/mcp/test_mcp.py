@@ -439,8 +439,8 @@ def test_secrets_are_redacted_from_results(tmp_path):
 def test_source_tools_over_ssh_and_hostile_patterns_there(tmp_path, sshd):
     """A read-only server started with ``--host box`` (an ~/.ssh/config alias of the real sshd fixture,
     strict host keys) and ``--host-root box=DIR`` reads and searches the engine source there, nothing
-    outside DIR; hostile patterns, globs and paths go to the host quoted: the canary a shell on the host would create is never written, although the
-    login user can write it (proven by a raw command at the end)."""
+    outside DIR; hostile patterns, globs and paths go to the host quoted: the canary a shell on the host
+    would create is never written, although the login user can write it (proven by a raw command)."""
     tree = sshd.stage(SAMPLE / "engine", "engine")
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)
