@@ -110,6 +110,8 @@ SLOW = (
     "tests/bench/test_reconcile.py::test_the_residual", "tests/bench/test_reconcile.py::test_a_planted",
     "tests/bench/test_reconcile.py::test_clocks_that", "tests/bench/test_reconcile.py::test_the_forward",
     "tests/bench/test_reconcile.py::test_saved_records",
+    # kit mcp as a real process per test (stdio and HTTP): the investigation, a report, the hostile corpus
+    "tests/mcp/test_mcp.py",
 )
 
 

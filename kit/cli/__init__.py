@@ -11,6 +11,7 @@ Files:
 - ``_bench.py``: ``kit bench parse``
 - ``_report.py``: ``kit report``
 - ``_audit.py``: ``kit audit`` and ``kit profile check``
+- ``_mcp.py``: ``kit mcp``: the analyses as MCP tools (``kit.mcp``)
 """
 from __future__ import annotations
 

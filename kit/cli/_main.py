@@ -19,13 +19,15 @@ _COMMAND_MODULES = (
     "kit.cli._bench",    # kit bench parse
     "kit.cli._report",   # kit report
     "kit.cli._audit",    # kit audit
+    "kit.cli._mcp",      # kit mcp
 )
 # the module that registers each top-level command: a command line that names one imports that module
 # only (``kit profile summary`` does not import the SSH layer behind ``kit run``); help and unknown
 # commands build the whole parser. tests/test_cli_leftovers.py checks this table against the modules.
 COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.cli._source",
             "profile": "kit.cli._profile", "logs": "kit.cli._logs", "bench": "kit.cli._bench",
-            "report": "kit.cli._report", "audit": "kit.cli._audit"}
+            "report": "kit.cli._report", "audit": "kit.cli._audit",
+            "mcp": "kit.cli._mcp"}
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:

@@ -1,0 +1,72 @@
+"""``kit mcp``: the kit's analyses as MCP tools over stdio, or streamable HTTP on 127.0.0.1 (``--http PORT``)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "mcp", help="serve the kit's analyses as MCP tools (stdio, or HTTP on 127.0.0.1); read-only by default",
+        description="Read-only unless allowed: tools that write (ledger_record) are listed only with "
+                    "--allow-write, tools that run code (source_evaluate, report_build) only with --allow-run "
+                    "HOST, and then for the hosts named.")
+    p.add_argument("--http", type=int, metavar="PORT", default=None,
+                   help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (0: a free port)")
+    p.add_argument("--root", action="append", default=[], metavar="DIR",
+                   help="directory local paths must lie in (repeatable; default: the current directory)")
+    p.add_argument("--host", action="append", default=[], metavar="HOST", dest="hosts",
+                   help="host the read tools may reach besides local (repeatable)")
+    p.add_argument("--host-root", action="append", default=[], metavar="HOST=DIR",
+                   help="directory on HOST its paths must lie in (repeatable; without one: any absolute path "
+                        "its login user can read)")
+    p.add_argument("--allow-run", action="append", default=[], metavar="HOST",
+                   help="list the run tools, for this host only (repeatable; 'local' also allows report_build)")
+    p.add_argument("--allow-write", action="store_true", help="list the write tools (ledger_record)")
+    p.add_argument("--session", default=None, metavar="DIR",
+                   help="session the resources and prompt describe (default: the bundled notebooks/sample)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-call timeout in seconds (default 120)")
+    p.add_argument("--max-output", type=int, default=None, metavar="CHARS",
+                   help="largest tool result in characters of JSON (default 256000); larger pages shrink")
+    p.set_defaults(func=_mcp)
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from kit.mcp import Policy, serve_http, serve_stdio
+
+    extra = {k: v for k, v in (("timeout_s", args.timeout), ("max_output", args.max_output)) if v is not None}
+    host_roots = tuple(tuple(x.split("=", 1)) for x in args.host_root if "=" in x)
+    if len(host_roots) != len(args.host_root):
+        from kit.errors import UsageError
+
+        raise UsageError(f"--host-root {args.host_root}: expected HOST=DIR")
+    policy = Policy(roots=tuple(Path(r) for r in args.root) or (Path.cwd(),), hosts=("local", *args.hosts),
+                    run_hosts=tuple(args.allow_run), write=args.allow_write, host_roots=host_roots, **extra)
+    for r in policy.roots:
+        if not r.is_dir():
+            from kit.errors import UsageError
+
+            raise UsageError(f"--root {r}: not a directory")
+    session = Path(args.session) if args.session else None
+    if args.http is None:
+        serve_stdio(policy, session)
+    else:
+        def ready(url: str) -> None:
+            print(f"kit mcp: serving {url}", file=sys.stderr, flush=True)
+
+        serve_http(policy, args.http, session, ready=ready)
+    _exit()
+
+
+def _exit() -> None:
+    """End the process now that the client has gone: a call abandoned at its timeout may still hold a
+    worker thread, which the interpreter's normal exit would wait for. Exit handlers run first."""
+    import atexit
+    import os
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()
+    os._exit(0)

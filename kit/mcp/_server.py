@@ -1,0 +1,149 @@
+"""The MCP server: the tool table served over stdio or streamable HTTP (127.0.0.1 only), with the
+sample session and its hypothesis chain as resources and a prompt that walks the investigation.
+
+Built on the SDK's low-level ``Server`` so that the listed tools are exactly the table's rows the
+Policy allows, with their schemas as written. A call is: tool looked up among the allowed ones (else
+answered as unknown), arguments validated against its schema, host checked, the kit function run in a
+worker thread under the per-call timeout, the result paged, redacted and capped (``_result.py``). Kit
+errors and refusals come back as results with ``ok: false`` and one line, never a traceback.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import mcp_types as types
+from mcp.server import Server
+
+from kit.errors import KitError
+from kit.mcp._policy import DEFAULT_PAGE, Policy
+from kit.mcp._resources import PROMPT, prompt_text, read_resource, resources
+from kit.mcp._result import envelope, failure
+from kit.mcp._tools import available
+
+NAME = "decode-kit"
+
+
+def build_server(policy: Policy, session: Path | None = None) -> Server:
+    """A low-level MCP server over the tools ``policy`` allows; ``session``: the resources' session
+    (default: the bundled sample, when this is a checkout that has it)."""
+    tools = {t.name: t for t in available(policy)}
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[_listed(t, policy) for t in tools.values()])
+
+    async def call_tool(ctx, params) -> types.CallToolResult:
+        out = await call(policy, tools, params.name, dict(params.arguments or {}))
+        return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(out, indent=1))],
+                                    structured_content=out, is_error=not out["ok"])
+
+    async def list_resources(ctx, params) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=resources(session))
+
+    async def read(ctx, params) -> types.ReadResourceResult:
+        uri, mime, text = read_resource(session, str(params.uri))
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=uri, mime_type=mime, text=text)])
+
+    async def list_prompts(ctx, params) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[PROMPT])
+
+    async def get_prompt(ctx, params) -> types.GetPromptResult:
+        text = prompt_text(params.name, session, policy, [t.name for t in tools.values()])
+        return types.GetPromptResult(description=PROMPT.description, messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
+
+    from kit import __version__
+
+    return Server(NAME, version=__version__, instructions=_INSTRUCTIONS, on_list_tools=list_tools,
+                  on_call_tool=call_tool, on_list_resources=list_resources, on_read_resource=read,
+                  on_list_prompts=list_prompts, on_get_prompt=get_prompt)
+
+
+_INSTRUCTIONS = ("decode-kit's analyses of LLM-serving decode performance. Every result carries 'provenance' "
+                 "(where each figure came from), 'trust' (usable / degraded / unreliable / undecided / not assessed, "
+                 "with reasons) and 'warnings': repeat a figure only with its trust verdict and reasons. Long "
+                 "tables are paged ('page.next_offset'). Tools that write or run code are listed only when the "
+                 "server was started to allow them.")
+
+
+def _listed(t, policy: Policy) -> types.Tool:
+    return types.Tool(name=t.name, description=f"[{t.mode}] {t.description}", input_schema=t.schema(policy),
+                      annotations=types.ToolAnnotations(read_only_hint=t.mode == "read",
+                                                        destructive_hint=t.mode != "read",
+                                                        open_world_hint=t.mode == "run"))
+
+
+async def call(policy: Policy, tools: dict, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """One tool call, checked, timed out and wrapped; the result is a JSON-ready envelope."""
+    tool = tools.get(name)
+    if tool is None:  # not in the table, or not allowed on this server: the same answer
+        return failure(name, f"unknown tool {name!r}", refused=True)
+    try:
+        jsonschema.validate(args, tool.schema(policy))
+        if "host" in args:
+            policy.host(args["host"], tool.mode)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
+        return failure(name, f"{where}: {exc.message[:300]}", refused=True)
+    except KitError as exc:
+        return failure(name, str(exc), refused=True)
+    offset, limit = args.pop("offset", 0), args.pop("limit", DEFAULT_PAGE)
+    try:
+        with anyio.fail_after(policy.timeout_s):
+            answer = await anyio.to_thread.run_sync(functools.partial(tool.func, policy, **args),
+                                                    abandon_on_cancel=True)
+    except TimeoutError:
+        return failure(name, f"gave no answer within the server's per-call timeout of {policy.timeout_s:g} s")
+    except KitError as exc:
+        return failure(name, _one_line(str(exc)), refused=_is_refusal(exc))
+    except Exception as exc:  # noqa: BLE001 - a tool result, not a crashed server
+        return failure(name, _one_line(f"{type(exc).__name__}: {exc}"))
+    return envelope(name, answer, offset=offset, limit=limit, cap=policy.max_output)
+
+
+def _is_refusal(exc: KitError) -> bool:
+    from kit.errors import UsageError
+
+    return isinstance(exc, UsageError)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:1000]
+
+
+# ---------------------------------------------------------------------------------------- serving
+def serve_stdio(policy: Policy, session: Path | None = None) -> None:
+    """Serve on this process's stdin/stdout until the client closes them (what MCP clients start)."""
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(policy, session)
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(main)
+
+
+def serve_http(policy: Policy, port: int, session: Path | None = None, *, ready=None) -> None:
+    """Serve streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (never another interface; DNS-rebinding
+    protection on). ``port=0`` takes a free port; ``ready(url)`` is called once it listens."""
+    import socket
+
+    import uvicorn
+
+    app = build_server(policy, session).streamable_http_app(host="127.0.0.1")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    if ready is not None:
+        ready(url)
+    server.run(sockets=[sock])

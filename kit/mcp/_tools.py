@@ -1,0 +1,162 @@
+"""The tool table: one row per tool (name, function, mode, description, input schema, paged table).
+
+``mode`` is ``read`` (always listed), ``write`` (listed with ``--allow-write``) or ``run`` (listed with
+``--allow-run HOST``; its ``host`` argument may name only those hosts). A tool the server was not
+started for is not listed, and a call to it is answered as for a tool that does not exist.
+The schemas are the contract: arguments are validated against them (no extra keys, host names from
+the allowed list) before the row's function sees them, and the function checks paths and patterns
+again with the Policy.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kit.mcp import _calls as C
+from kit.mcp import _calls_run as R
+from kit.mcp._policy import DEFAULT_PAGE, Policy
+
+HOST = {"type": "string", "description": "host name: 'local' or one the server was started for"}
+PATH = {"type": "string", "minLength": 1, "maxLength": 4096}
+PATHS = {"type": "array", "items": PATH, "minItems": 1, "maxItems": 64}
+PHASE = {"type": "string", "enum": ["all", "decode", "prefill"], "default": "decode"}
+PAGING = {"offset": {"type": "integer", "minimum": 0, "default": 0, "description": "first row of the page"},
+          "limit": {"type": "integer", "minimum": 1, "maximum": 5000, "default": DEFAULT_PAGE,
+                    "description": "rows per page"}}
+VERDICT = {"type": "string", "enum": ["open", "confirmed", "rejected"]}
+REFERENCE = {"reference": {**PATH, "description": "a reference run's trace, passed to kit.profile.load(reference=)"}}
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    func: Callable[..., Any]
+    mode: str                      # read | write | run
+    description: str
+    properties: dict[str, Any]
+    required: tuple[str, ...] = ()
+    table: bool = False            # the result holds a long table: offset/limit apply
+    reference: bool = False        # takes ``reference`` when kit.profile.load does
+
+    def schema(self, policy: Policy) -> dict[str, Any]:
+        """The input schema as listed: host enums filled from the policy, paging and reference added."""
+        props = copy.deepcopy(self.properties)
+        if "host" in props:
+            hosts = policy.run_hosts if self.mode == "run" else policy.hosts
+            props["host"] = {**props["host"], "enum": list(hosts)}
+        if self.table:
+            props.update(copy.deepcopy(PAGING))
+        if self.reference and C.load_takes_reference():
+            props.update(copy.deepcopy(REFERENCE))
+        return {"type": "object", "properties": props, "required": list(self.required),
+                "additionalProperties": False}
+
+
+def _t(name, func, mode, description, properties, required=(), table=False, reference=False) -> Tool:
+    return Tool(name, func, mode, description, properties, tuple(required), table, reference)
+
+
+TOOLS: tuple[Tool, ...] = (
+    _t("env_fingerprint", C.fingerprint, "read",
+       "What a host is: OS, CPU, GPUs, link matrix, driver/CUDA/torch/NCCL/engine versions, NCCL variables. "
+       "Fields the host cannot answer are null with the reason in 'missing'.",
+       {"host": HOST}, ["host"]),
+    _t("source_slice", C.source_slice, "read", "Lines START..END of a source file on a host, numbered.",
+       {"host": HOST, "path": PATH, "start": {"type": "integer", "minimum": 1},
+        "end": {"type": "integer", "minimum": 1}}, ["host", "path", "start"]),
+    _t("source_grep", lambda policy, pattern, **kw: C.source_grep(policy, pattern_=pattern, **kw), "read",
+       "Search a file or directory tree on a host (rg, else grep -r); the pattern is data, never a command.",
+       {"host": HOST, "path": PATH, "pattern": {"type": "string", "minLength": 1, "maxLength": 500},
+        "context": {"type": "integer", "minimum": 0, "maximum": 20, "default": 0},
+        "fixed": {"type": "boolean", "default": False, "description": "the pattern is a fixed string"},
+        "ignore_case": {"type": "boolean", "default": False},
+        "glob": {"type": "string", "maxLength": 100, "default": "*.py"}}, ["host", "path", "pattern"], table=True),
+    _t("source_find", C.source_find, "read",
+       "Every definition or assignment of a symbol in a file or tree: functions, fields, keyword arguments "
+       "at call sites (sm100_default_attention_backend=...), with the def/class around each.",
+       {"host": HOST, "path": PATH, "symbol": {"type": "string", "maxLength": 200}},
+       ["host", "path", "symbol"], table=True),
+    _t("source_definition", C.source_definition, "read",
+       "Follow a name used in a file (a predicate such as is_sm100_supported in server_args.py) through "
+       "its imports to its definition: file, line, kind, source and the hops taken.",
+       {"host": HOST, "name": {"type": "string", "maxLength": 200}, "near": PATH}, ["host", "name", "near"]),
+    _t("trace_summary", C.trace_summary, "read",
+       "Kernel-time breakdown of profiler traces (files or a scenario folder): per category, module or layer, "
+       "with the trace's trust verdict for those numbers.",
+       {"paths": PATHS, "phase": PHASE, "by": {"type": "string", "enum": ["category", "module", "layer"],
+                                               "default": "category"},
+        "top": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5}}, ["paths"], table=True,
+       reference=True),
+    _t("trace_check", C.trace_check, "read",
+       "Can this trace be trusted? Capture mode and per-metric usable/degraded/unreliable with reason and fix.",
+       {"paths": PATHS}, ["paths"], reference=True),
+    _t("trace_compare", C.trace_compare, "read",
+       "Where the step-time difference of two runs goes: parts that add up to it, kernel families, per rank.",
+       {"a": PATHS, "b": PATHS, "phase": PHASE,
+        "labels": {"type": "array", "items": {"type": "string", "maxLength": 40}, "minItems": 2, "maxItems": 2}},
+       ["a", "b"], table=True),
+    _t("logs_parse", C.logs_parse, "read",
+       "A serving log's engine, version, row counts, warnings and server args; one table paged with 'table'.",
+       {"path": PATH, "table": {"type": "string", "enum": ["decode", "prefill", "throughput", "spec", "bench",
+                                                          "nccl"]},
+        "engine": {"type": "string", "enum": ["sglang", "vllm"]}, "version": {"type": "string", "maxLength": 40}},
+       ["path"], table=True),
+    _t("logs_spec", C.logs_spec, "read",
+       "Speculative-decoding acceptance of a log, normalised across engines and versions (which definition "
+       "was applied, whether it is comparable).",
+       {"path": PATH, "version": {"type": "string", "maxLength": 40}, "k": {"type": "integer", "minimum": 1,
+                                                                            "maximum": 64}},
+       ["path"], table=True),
+    _t("logs_settings", C.logs_settings, "read",
+       "Effective settings of an engine run as the engine reported them, each with file:line.",
+       {"paths": PATHS}, ["paths"], table=True),
+    _t("audit", C.audit, "read",
+       "Did the change take effect, can the run be trusted: findings over logs, settings, benchmarks, traces.",
+       {"paths": PATHS}, ["paths"], table=True),
+    _t("bench_records", C.bench_records, "read",
+       "Benchmark output (text blocks, JSON or JSONL results) as one row per run.", {"path": PATH}, ["path"],
+       table=True),
+    _t("ledger_read", C.ledger_read, "read",
+       "The hypothesis chain: each hypothesis, its verdict, evidence, numbers and the kind of its evidence.",
+       {"ledger": {**PATH, "description": "a ledger.json or a session directory"},
+        "id": {"type": "string", "maxLength": 40}}, ["ledger"], table=True),
+    _t("session_catalogue", C.session_catalogue, "read",
+       "The runs of a session (trace scenarios with files and provenance) and its other artefacts.",
+       {"session": PATH}, ["session"], table=True),
+    _t("ledger_record", R.ledger_record, "write",
+       "Record evidence and a verdict for a hypothesis (created when a statement is given).",
+       {"ledger": PATH, "id": {"type": "string", "maxLength": 40}, "verdict": VERDICT,
+        "evidence": {"type": "string", "maxLength": 4000}, "statement": {"type": "string", "maxLength": 1000},
+        "test": {"type": "string", "maxLength": 1000}, "source": {"type": "string", "maxLength": 200},
+        "numbers": {"type": "object", "additionalProperties": {"type": ["number", "string", "boolean", "null"]},
+                    "maxProperties": 64},
+        "caveats": {"type": "array", "items": {"type": "string", "maxLength": 500}, "maxItems": 20},
+        "artefacts": {"type": "array", "items": PATH, "maxItems": 20}},
+       ["ledger", "id", "verdict", "evidence"]),
+    _t("source_evaluate", R.source_evaluate, "run",
+       "Call a predicate (followed from a file, e.g. is_sm100_supported near server_args.py) with the host's "
+       "Python: the engine's own code answers. Only engine/kit variables may be set.",
+       {"host": HOST, "name": {"type": "string", "maxLength": 200}, "near": PATH,
+        "pythonpath": {"type": "array", "items": PATH, "maxItems": 8},
+        "env": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 1000},
+                "maxProperties": 16}}, ["host", "name", "near"]),
+    _t("report_build", R.report_build, "run",
+       "Execute the notebooks on a session in kernels on this machine and write the offline HTML report.",
+       {"session": PATH, "out": PATH, "notebooks": {"type": "array", "items": PATH, "maxItems": 20}},
+       ["session", "out"], table=True),
+)
+BY_NAME = {t.name: t for t in TOOLS}
+
+
+def available(policy: Policy) -> list[Tool]:
+    """The tools this server lists: the read tools, and write/run tools only where the policy allows them
+    (``report_build`` runs on this machine, so it needs ``--allow-run local``)."""
+    out = []
+    for t in TOOLS:
+        if not policy.allows(t.mode):
+            continue
+        if t.name == "report_build" and "local" not in policy.run_hosts:
+            continue
+        out.append(t)
+    return out
