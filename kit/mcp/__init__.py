@@ -16,6 +16,7 @@ Files:
 - ``_policy.py``: Policy (hosts, roots, write/run permission, timeout, cap) and the argument checks
 - ``_tools.py``: the tool table and which rows a Policy lists
 - ``_calls.py``: the read tools' functions (host fingerprint, source, traces, logs, audit, bench, ledger, catalogue)
+- ``_calls_pairs.py``: read tools over two things: two runs by structure, client records against the engine's
 - ``_calls_run.py``: the write and run tools' functions (ledger_record, source_evaluate, report_build)
 - ``_result.py``: the result envelope: provenance, trust, warnings, paging, redaction, output cap
 - ``_resources.py``: the session's resources and the prompt that walks its hypothesis chain

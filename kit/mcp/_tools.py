@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kit.mcp import _calls as C
+from kit.mcp import _calls_pairs as P
 from kit.mcp import _calls_run as R
 from kit.mcp._policy import DEFAULT_PAGE, Policy
 
@@ -96,6 +97,14 @@ TOOLS: tuple[Tool, ...] = (
        {"a": PATHS, "b": PATHS, "phase": PHASE,
         "labels": {"type": "array", "items": {"type": "string", "maxLength": 40}, "minItems": 2, "maxItems": 2}},
        ["a", "b"], table=True),
+    _t("trace_diff_structure", P.trace_diff_structure, "read",
+       "Two runs (two engines, two versions) node by node: layer kind x operation family (qkv/o proj, attention, "
+       "norm, gate/up, down, router, experts, all-reduce ...), delta and noise per node, fusions, differing settings.",
+       {"a": PATHS, "b": PATHS, "phase": PHASE, "basis": {"type": "string", "enum": ["kernel", "wall"]},
+        "labels": {"type": "array", "items": {"type": "string", "maxLength": 40}, "minItems": 2, "maxItems": 2},
+        "settings": {"type": "array", "items": PATH, "minItems": 2, "maxItems": 2,
+                     "description": "each run's engine log, for the settings that differ"}},
+       ["a", "b"], table=True),
     _t("logs_parse", C.logs_parse, "read",
        "A serving log's engine, version, row counts, warnings and server args; one table paged with 'table'.",
        {"path": PATH, "table": {"type": "string", "enum": ["decode", "prefill", "throughput", "spec", "bench",
@@ -117,6 +126,10 @@ TOOLS: tuple[Tool, ...] = (
     _t("bench_records", C.bench_records, "read",
        "Benchmark output (text blocks, JSON or JSONL results) as one row per run.", {"path": PATH}, ["path"],
        table=True),
+    _t("bench_reconcile", P.bench_reconcile, "read",
+       "Where a client's inter-token latency goes: HTTP, output path, prefill, host work, scheduler, GPU busy/idle, "
+       "from the kit's saved client records and the engine's step records; clocks aligned or refused.",
+       {"client": PATH, "engine_log": PATH, "trace": PATH}, ["client", "engine_log"], table=True),
     _t("ledger_read", C.ledger_read, "read",
        "The hypothesis chain: each hypothesis, its verdict, evidence, numbers and the kind of its evidence.",
        {"ledger": {**PATH, "description": "a ledger.json or a session directory"},

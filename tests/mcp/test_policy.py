@@ -172,3 +172,30 @@ def test_bench_records_reads_stored_results_and_printed_output():
     assert out["result"]["kind"] == "benchmark output" and out["page"]["total"] == len(df)
     assert out["result"]["rows"][0]["output_throughput"] == pytest.approx(float(df["output_throughput"].iloc[0]))
     assert out["provenance"][0]["kind"] == "sample"
+
+
+def test_the_pair_tools_answer_with_trust_and_provenance():
+    """trace_diff_structure and bench_reconcile through the in-process client: the known norm pair's
+    node, the sample session's reconciliation with its residual as the trust reason, a path outside the
+    roots refused."""
+    traces = ROOT / "tests" / "data" / "traces"
+    rec = SAMPLE / "bench" / "reconcile" / "graph"
+
+    async def go():
+        async with Client(build_server(Policy(roots=(ROOT,)))) as c:
+            diff = (await c.call_tool("trace_diff_structure", {
+                "a": [str(traces / "cpu_norm_fused/trace.json.gz")],
+                "b": [str(traces / "cpu_norm_manual/trace.json.gz")], "limit": 100})).structured_content
+            itl = (await c.call_tool("bench_reconcile", {"client": str(rec / "c1.json"),
+                                                         "engine_log": str(rec / "engine.log")})).structured_content
+            out = (await c.call_tool("bench_reconcile", {"client": "/etc/passwd",
+                                                         "engine_log": str(rec / "engine.log")})).structured_content
+        return diff, itl, out
+
+    diff, itl, out = anyio.run(go)
+    nodes = diff["result"]["nodes"]
+    norm = [n for n in nodes if n["family"] == "norm" and n["layer_kind"] == "attention+mlp"][0]
+    assert norm["b_kernel_us"] > 3 * norm["a_kernel_us"] and diff["provenance"] and diff["trust"]
+    assert itl["trust"]["verdict"] == "usable" and "residual" in itl["trust"]["reasons"][0]
+    assert [r["part"] for r in itl["result"]["table"]][-1] == "client ITL"
+    assert out["refused"] or out.get("error")
