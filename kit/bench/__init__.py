@@ -14,15 +14,23 @@ Files:
 
 - ``_client.py``: one streamed request, timed per chunk (stdlib http.client)
 - ``_single.py``: single_stream and BenchResult: repeats, concurrency sweep, table, plot
-- ``_load.py``: load_test, sweep and LoadResult: open/closed-loop levels, percentiles, goodput, prompts
+- ``_prompts.py``: make_prompts, datasets read by format, the prompt hash, length distributions
+- ``_workloads.py``: multi-turn and agentic sessions, trace replay (Mooncake, WEKA)
+- ``_run.py``: one level's run: open/closed loop, sessions, watched and re-run when the client stalled
+- ``_watch.py``: the client's own lag, the server's ``/metrics``, GPU clocks and power per level
+- ``_search.py``: steady state (warm-up excluded), the saturation knee, Pareto fronts
+- ``_sweep.py``: load_test and sweep: the levels of each load kind and what is recorded
+- ``_load.py``: LoadResult and the figures of a level: percentiles, goodput, cache hits, HTTP phases
 - ``_stats.py``: mean with a t interval, Welch's t-test, median, percentile
 """
 from __future__ import annotations
 
 from kit.bench._client import RequestTiming, list_models, stream_request
-from kit.bench._load import LoadResult, load_test, make_prompts, sweep
+from kit.bench._load import LoadResult
+from kit.bench._prompts import make_prompts
 from kit.bench._single import DEFINITIONS, BenchResult, single_stream
 from kit.bench._stats import mean_ci, welch
+from kit.bench._sweep import load_test, sweep
 from kit.util import publish
 
 __all__ = ["DEFINITIONS", "BenchResult", "LoadResult", "RequestTiming", "list_models", "load_test", "make_prompts",
