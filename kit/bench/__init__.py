@@ -20,12 +20,14 @@ Files:
 - ``_watch.py``: the client's own lag, the server's ``/metrics``, GPU clocks and power per level
 - ``_search.py``: steady state (warm-up excluded), the saturation knee, Pareto fronts
 - ``_sweep.py``: load_test and sweep: the levels of each load kind and what is recorded
+- ``_explore.py``: saturation (the knee of goodput over rates) and pareto_sweep (lengths x concurrency)
 - ``_load.py``: LoadResult and the figures of a level: percentiles, goodput, cache hits, HTTP phases
 - ``_stats.py``: mean with a t interval, Welch's t-test, median, percentile
 """
 from __future__ import annotations
 
 from kit.bench._client import RequestTiming, list_models, stream_request
+from kit.bench._explore import pareto_sweep, saturation
 from kit.bench._load import LoadResult
 from kit.bench._prompts import make_prompts
 from kit.bench._single import DEFINITIONS, BenchResult, single_stream
@@ -34,6 +36,6 @@ from kit.bench._sweep import load_test, sweep
 from kit.util import publish
 
 __all__ = ["DEFINITIONS", "BenchResult", "LoadResult", "RequestTiming", "list_models", "load_test", "make_prompts",
-           "mean_ci", "single_stream", "stream_request", "sweep", "welch"]
+           "mean_ci", "pareto_sweep", "saturation", "single_stream", "stream_request", "sweep", "welch"]
 
 publish(globals(), __all__)

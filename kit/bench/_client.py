@@ -143,8 +143,9 @@ def _payload(model: str, prompt, max_tokens: int, chat: bool, extra: dict | None
     """The JSON body of one streaming request (usage asked for in the last chunk)."""
     payload = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
                "ignore_eos": True, "stream_options": {"include_usage": True}}
-    if chat:
-        payload["messages"] = [{"role": "user", "content": prompt}]
+    if chat:  # a prompt that is a list of messages (a multi-turn session) is sent as it is
+        is_msgs = isinstance(prompt, list) and prompt and isinstance(prompt[0], dict)
+        payload["messages"] = prompt if is_msgs else [{"role": "user", "content": prompt}]
     else:
         payload["prompt"] = prompt
     payload.update(extra or {})

@@ -45,15 +45,19 @@ def steady_state(requests: list[dict], slices: int = 10, tol: float = 0.25) -> d
                 "said": f"not sliced: {len(ok)} requests are too few for 3 windows of {MIN_PER_SLICE}"}
     half = [w["e2e_ms_p50"] for w in win[n // 2:] if w["requests"] and math.isfinite(w["e2e_ms_p50"])]
     ref = median(half) if half else math.nan
-    k = 0
-    while k < n // 2 and win[k]["requests"] and abs(win[k]["e2e_ms_p50"] - ref) > tol * ref:
-        k += 1
+    k = 0  # leading windows off the reference (empty ones skipped) up to the first one on it
+    for i in range(n // 2):
+        if not win[i]["requests"]:
+            continue
+        if abs(win[i]["e2e_ms_p50"] - ref) <= tol * ref:
+            break
+        k = i + 1
     cut = win[k]["t0"] if k else 0.0
     t_first = min(r["start"] for r in ok)
     excluded = sum(1 for r in ok if r["start"] - t_first < cut)
     said = (f"warm-up excluded: the first {cut:.2f} s ({excluded} requests), whose median E2E was more than "
             f"{tol:.0%} off the steady {ref:.1f} ms" if k else
-            f"no warm-up found: every early window within {tol:.0%} of the steady median E2E {ref:.1f} ms")
+            f"no warm-up found: the first window is within {tol:.0%} of the steady median E2E {ref:.1f} ms")
     return {"warmup_s": cut, "excluded": excluded, "reference_e2e_ms": ref, "slices": win, "said": said}
 
 
