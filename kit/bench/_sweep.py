@@ -6,7 +6,8 @@ Load kinds (``LoadResult`` rows carry it as ``mode``; plots draw one line per ki
 - ``concurrency``: closed loop, ``concurrencies=`` workers, one request each at a time;
 - ``users``: multi-turn sessions, ``users=`` concurrent users, ``turns`` turns each, every turn sent
   with the conversation so far (agentic with ``shared_prefix_tokens``/``think_ms``);
-- ``trace``: a replayed trace file (``trace=``: arrival times and lengths from the file).
+- ``trace``: a replayed trace file (``trace=``: arrival times and lengths from the file; one level per
+  ``time_scales`` entry, 0.5 = twice as fast; ``requests`` does not apply).
 
 Prompt and answer lengths: ``prompt_tokens``/``max_tokens``, or distributions
 ``input_lengths``/``output_lengths`` (:func:`kit.bench._prompts.sample_lengths`). ``seed`` None (the
