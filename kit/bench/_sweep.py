@@ -12,7 +12,8 @@ Load kinds (``LoadResult`` rows carry it as ``mode``; plots draw one line per ki
 Prompt and answer lengths: ``prompt_tokens``/``max_tokens``, or distributions
 ``input_lengths``/``output_lengths`` (:func:`kit.bench._prompts.sample_lengths`). ``seed`` None (the
 default) draws a new seed per call, recorded in the result, so a second call sends new prompts.
-Per level: the client's own lag (a stall re-runs the level, ``rerun_stalled`` times, then flags it),
+Per level: the client's own lag (a lag over ``stall_ms`` flags the level, ``client_stalled``, with a warning;
+``rerun_stalled=N`` re-runs it first, up to N times, with fresh prompts),
 the steady state (warm-up excluded and said), ``/metrics`` with ``metrics=True``, GPU clocks and
 power with ``gpu=`` (True: this machine; a ``kit`` Host: over its connection).
 """
@@ -150,7 +151,7 @@ def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequ
           output_lengths=None, turns: int = 4, turn_tokens: int = 64, shared_prefix_tokens: int = 0,
           think_ms: float = 0.0, trace_format: str = "auto", warmup: int = 2, slo: dict | None = None,
           seed: int | None = None, timeout: float = 300.0, max_inflight: int = 512, save: str | Path | None = None,
-          repeats: int = 1, stall_ms: float = 50.0, rerun_stalled: int = 1, metrics: bool = False,
+          repeats: int = 1, stall_ms: float = 50.0, rerun_stalled: int = 0, metrics: bool = False,
           gpu=None) -> LoadResult:
     """Several load levels (see the module docstring for the kinds), each with its own fresh prompts;
     the result's ``plot()`` is the throughput-latency curve, one line per load kind. With ``repeats``
