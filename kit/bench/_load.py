@@ -177,16 +177,22 @@ class LoadResult:
         return f"LoadResult({self.data.get('url')!r}; " + "; ".join(parts) + ")"
 
     def _repr_html_(self) -> str:
-        cols = ["level", "requests_ok", "requests_failed", "request_throughput", "output_tok_s"] + \
+        rows = self.summary()
+        cols = ["level", "requests_ok", "requests_failed", "distinct_prompts", "request_throughput", "output_tok_s"] + \
             [f"{m}_{s}" for m in LATENCIES for s in ("mean", "p50", "p99")] + \
-            (["goodput"] if self.data.get("slo") else [])
+            (["goodput"] if self.data.get("slo") else []) + \
+            (["cache_hit_share"] if any(r.get("cache_hit_share") is not None for r in rows) else []) + \
+            (["client_stalled"] if any(r.get("client_stalled") for r in rows) else [])
         head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
         body = ""
-        for r in self.summary():
+        for r in rows:
             body += "<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>"
+        said = [f"{lv['label']}: {lv['steady']['said']}" for lv in self.levels if lv.get("steady")]
+        notes = "".join(f"<br>{html.escape(n)}" for n in list(self.data.get("notes", [])) + said)
         return (f"<div><b>load</b> <code>{html.escape(str(self.data.get('url')))}</code> "
-                f"({html.escape(str(self.data.get('prompts')))} prompts, {self.data.get('max_tokens')} output tokens)"
-                f"<table><tr>{head}</tr>{body}</table><small>{html.escape(self.data.get('covers', ''))}</small></div>")
+                f"({html.escape(str(self.data.get('prompts')))} prompts, {self.data.get('max_tokens')} output tokens, "
+                f"seed {self.data.get('seed')})<table><tr>{head}</tr>{body}</table>"
+                f"<small>{html.escape(self.data.get('covers', ''))}{notes}</small></div>")
 
 
 def _fmt(v) -> str:

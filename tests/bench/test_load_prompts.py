@@ -27,6 +27,7 @@ def test_distinct_prompts_count_the_texts_sent(timed_server, tmp_path):
     sent = {r["prompt"] for r in truth_requests(truth)}
     assert len(sent) == 4 and s["distinct_prompts"] == 4 and s["requests_ok"] == 12
     assert any("4 prompts for 12 requests" in n for n in res.data["notes"])
+    assert "4 prompts for 12 requests" in res._repr_html_() and "<th>distinct_prompts</th>" in res._repr_html_()
     assert len({r["prompt_hash"] for r in res.requests}) == 4
     assert prompt_hash("a") != prompt_hash(["a"]) and prompt_hash([{"role": "user", "content": "a"}])
 

@@ -164,3 +164,20 @@ def test_gpu_samples_per_level(timed_server, tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     none = load_test(url, concurrency=1, requests=1, max_tokens=2, warmup=0, gpu=True).levels[0]["gpu"][0]
     assert none["samples"] == 0 and "nvidia-smi not found" in none["missing"]
+
+
+@pytest.mark.parametrize("text,msg", [
+    ('{"timestamp": 0, "input_length": 5, "output_length": 2}\n{"timestamp": 9, "input_length": 5}\n',
+     r"t.jsonl: line 2: not a trace record .*keys: timestamp, input_length"),
+    ('{"t": 0, "in": 5, "out": 2}\nnot json\n', r"t.jsonl: line 2: not a JSON record"),
+    ('{"t": "soon", "in": 5, "out": 2}\n', r"t.jsonl: line 1: t/in/out missing or not numbers"),
+    ("\n", r"t.jsonl: an empty trace"),
+])
+def test_bad_trace_is_one_line_error(tmp_path, text, msg):
+    from kit.bench._workloads import read_trace
+    from kit.errors import BenchError
+
+    (tmp_path / "t.jsonl").write_text(text)
+    with pytest.raises(BenchError, match=msg) as err:
+        read_trace(tmp_path / "t.jsonl")
+    assert "\n" not in str(err.value)
