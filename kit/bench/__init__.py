@@ -8,7 +8,12 @@ means with 95 % Student-t intervals, ``.plot()`` the figure. Definitions follow 
 ``kit.bench.load_test`` / ``sweep`` measure serving load as ``vllm bench serve``, SGLang's
 ``bench_serving``, aiperf and guidellm do: open-loop request rates (Poisson or constant) or
 concurrency levels, a distinct prompt per request, mean/p50/p90/p99 of TTFT, ITL, TPOT and E2E,
-goodput against SLOs, every request kept; ``LoadResult.plot()`` the throughput-latency curve.
+goodput against SLOs, every request kept; ``LoadResult.plot()`` the throughput-latency curve, one
+line per load kind. Beyond one prompt per request: multi-turn and agentic sessions (``users=``),
+trace replay (``trace=``, Mooncake and WEKA files), length distributions; per level the steady state,
+the client's own stalls, HTTP phases, prefix-cache hits, the server's ``/metrics`` and GPU clocks and
+power. ``saturation`` finds the rate where goodput stops rising; ``pareto_sweep`` the front over
+lengths x concurrency.
 
 Files:
 

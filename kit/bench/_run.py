@@ -168,4 +168,9 @@ def run_level(st: Setup, label: str, run: Callable[[int], tuple[list, float, int
             st.notes.append(msg)
     got["stalled_attempts"] = stalled
     got["rerun"] = bool(stalled) and not got["client"]["client_stalled"]
+    gpu = got.get("gpu") or {}
+    if gpu.get("throttled"):
+        why = ", ".join(gpu["reasons"]) or f"SM clock down to {gpu.get('min_sm_mhz')} MHz"
+        st.notes.append(f"{label}: the GPU slowed itself down during the level ({why}): its figures are not "
+                        "the hardware's best")
     return got

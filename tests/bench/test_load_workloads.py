@@ -12,6 +12,7 @@ from collections import defaultdict
 
 import pytest
 
+import kit
 from kit.bench import load_test, pareto_sweep, saturation
 from kit.bench._search import pareto_front
 from tests.conftest import ROOT
@@ -158,11 +159,14 @@ def test_gpu_samples_per_level(timed_server, tmp_path, monkeypatch):
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
     url, _ = timed_server(ttft_ms=5, itl_ms=1)
     monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
-    res = load_test(url, concurrency=2, requests=4, max_tokens=3, warmup=0, gpu=True)
-    g = res.levels[0]["gpu"][0]
     lines = capture.read_text().splitlines()
-    assert g["samples"] == len(lines) and g["power_w_max"] == max(float(x.split(", ")[8].split()[0]) for x in lines)
-    assert g["throttled"] and "SW power cap" in g["reasons"] and g["missing"] is None
+    for where in (True, kit.connect("local")):  # this machine, and over the kit's host connection
+        res = load_test(url, concurrency=2, requests=4, max_tokens=3, warmup=0, gpu=where)
+        g = res.levels[0]["gpu"][0]
+        assert g["samples"] == len(lines), where
+        assert g["power_w_max"] == max(float(x.split(", ")[8].split()[0]) for x in lines)
+        assert g["throttled"] and "SW power cap" in g["reasons"] and g["missing"] is None
+        assert any("the GPU slowed itself down" in n and "SW power cap" in n for n in res.data["notes"])
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     none = load_test(url, concurrency=1, requests=1, max_tokens=2, warmup=0, gpu=True).levels[0]["gpu"][0]
     assert none["samples"] == 0 and "nvidia-smi not found" in none["missing"]
