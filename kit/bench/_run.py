@@ -124,7 +124,7 @@ def records(pairs: list, rep: int, first_id: int) -> list[dict]:
     for n, (spec, t) in enumerate(pairs):
         d = dict(t.to_dict(), repeat=rep, prompt_id=spec.get("id", first_id + n),
                  prompt_hash=prompt_hash(spec["prompt"]), max_tokens=spec["max_tokens"])
-        for k in ("session", "turn", "at", "input_length"):
+        for k in ("session", "turn", "conversation", "at", "input_length"):
             if k in spec:
                 d[k] = spec[k]
         out.append(d)

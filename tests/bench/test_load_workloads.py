@@ -90,6 +90,21 @@ def test_trace_replay_reproduces_arrivals_and_lengths(timed_server, tmp_path, fm
     assert sum(1 for r in got if r["cached_tokens"] >= 20) >= shared - 1  # the same blocks, the same leading words
 
 
+def test_weka_conversations_start_together_with_their_own_hashes(timed_server, tmp_path):
+    url, truth = timed_server(ttft_ms=5, itl_ms=1, prefix_cache=True)
+    conv = [{"t": 100.0, "in": 100, "out": 2, "hash_ids": [1, 2]},
+            {"t": 100.6, "in": 150, "out": 2, "hash_ids": [1, 2, 3]}]
+    path = tmp_path / "weka.jsonl"
+    path.write_text("".join(json.dumps({"id": cid, "requests": conv}) + "\n" for cid in ("c1", "c2")))
+    res = load_test(url, trace=str(path), warmup=0)
+    got = sorted(truth_requests(truth), key=lambda r: r["t"])
+    offsets = [r["t"] - got[0]["t"] for r in got]
+    assert offsets[1] < 0.1 and abs(offsets[2] - 0.6) < 0.1 and abs(offsets[3] - 0.6) < 0.1  # side by side
+    assert min(r["cached_tokens"] for r in got[:2]) < 5  # hash 1 of c1 is not hash 1 of c2
+    assert min(r["cached_tokens"] for r in got[2:]) >= 100  # each second turn finds its conversation's blocks
+    assert sorted(r["conversation"] for r in res.requests) == ["c1", "c1", "c2", "c2"]
+
+
 def test_length_distributions(timed_server):
     url, truth = timed_server(ttft_ms=2, itl_ms=1)
     res = load_test(url, concurrency=4, requests=40, input_lengths=("uniform", 10, 50), output_lengths=[2, 4, 8],
