@@ -101,11 +101,15 @@ def scrape(url: str, timeout: float = 5.0) -> tuple[dict[str, float], dict[str, 
 
 
 class MetricsSampler:
-    """The server's ``/metrics`` before, during and after a level (a context manager)."""
+    """The server's ``/metrics`` before, during and after a level (a context manager). Memory stays
+    bounded over a long level: the first and last samples are kept, gauges as running sums and maxima."""
 
     def __init__(self, url: str, interval: float = 0.5) -> None:
         self.url, self.interval = url, interval
-        self.samples: list[dict[str, float]] = []
+        self.first: dict[str, float] | None = None
+        self.last: dict[str, float] | None = None
+        self.count = 0
+        self.running: dict[str, list[float]] = {}  # key -> [sum, n, max]
         self.kinds: dict[str, str] = {}
         self.missing: str | None = None
         self._stop = threading.Event()
@@ -120,7 +124,15 @@ class MetricsSampler:
             self.missing = str(exc)
             return
         self.kinds.update(kinds)
-        self.samples.append(values)
+        self.first = self.first if self.first is not None else values
+        self.last = values
+        self.count += 1
+        for k, v in values.items():
+            if math.isfinite(v):
+                acc = self.running.setdefault(k, [0.0, 0, -math.inf])
+                acc[0] += v
+                acc[1] += 1
+                acc[2] = max(acc[2], v)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -139,22 +151,24 @@ class MetricsSampler:
             self._thread.join(10)
             self._take()
 
+    def _is_counter(self, key: str) -> bool:
+        base = key.split("{")[0]
+        kind = self.kinds.get(base) or self.kinds.get(re.sub(r"_(total|created|sum|count|bucket)$", "", base))
+        return kind in ("counter", "histogram", "summary") or base.endswith("_total")
+
     def summary(self) -> dict:
         """Counters: increase over the level; gauges (and untyped): mean and max of the samples."""
-        if len(self.samples) < 2:
+        if self.count < 2 or self.first is None or self.last is None:
             return {"missing": self.missing or "fewer than two /metrics samples", "counters": {}, "gauges": {}}
-        first, last = self.samples[0], self.samples[-1]
         counters, gauges = {}, {}
-        for key in last:
-            base = key.split("{")[0]
-            kind = self.kinds.get(base) or self.kinds.get(re.sub(r"_(total|created|sum|count|bucket)$", "", base))
-            if kind in ("counter", "histogram", "summary") or base.endswith("_total"):
-                if key in first:
-                    counters[key] = last[key] - first[key]
-            else:
-                xs = [s[key] for s in self.samples if key in s and math.isfinite(s[key])]
-                gauges[key] = {"mean": sum(xs) / len(xs), "max": max(xs)} if xs else {}
-        return {"missing": self.missing, "samples": len(self.samples), "counters": counters, "gauges": gauges}
+        for key, v in self.last.items():
+            if self._is_counter(key):
+                if key in self.first:
+                    counters[key] = v - self.first[key]
+            elif key in self.running:
+                total, n, top = self.running[key]
+                gauges[key] = {"mean": total / n, "max": top}
+        return {"missing": self.missing, "samples": self.count, "counters": counters, "gauges": gauges}
 
 
 def gpu_summary(sampler) -> dict:

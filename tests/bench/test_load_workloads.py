@@ -164,6 +164,11 @@ def test_http_phases_and_server_metrics(timed_server):
     assert m["counters"]['timed:generation_tokens_total{model="timed-model"}'] == s["output_tokens"] == 60
     assert m["counters"]['timed:requests_total{model="timed-model"}'] == 6
     assert 0 <= m["gauges"]['timed:num_requests_running{model="timed-model"}']["max"] <= 2
+    from kit.bench._watch import MetricsSampler
+
+    with MetricsSampler(url + "/elsewhere") as gone:  # a server without /metrics: said, not a crash
+        pass
+    assert "/elsewhere/metrics: HTTP 404" in gone.summary()["missing"]
 
 
 def test_gpu_samples_per_level(timed_server, tmp_path, monkeypatch):
