@@ -99,7 +99,7 @@ def test_weka_conversations_start_together_with_their_own_hashes(timed_server, t
     res = load_test(url, trace=str(path), warmup=0)
     got = sorted(truth_requests(truth), key=lambda r: r["t"])
     offsets = [r["t"] - got[0]["t"] for r in got]
-    assert offsets[1] < 0.1 and abs(offsets[2] - 0.6) < 0.1 and abs(offsets[3] - 0.6) < 0.1  # side by side
+    assert offsets[1] < 0.2 and abs(offsets[2] - 0.6) < 0.2 and abs(offsets[3] - 0.6) < 0.2  # side by side
     assert min(r["cached_tokens"] for r in got[:2]) < 5  # hash 1 of c1 is not hash 1 of c2
     assert min(r["cached_tokens"] for r in got[2:]) >= 100  # each second turn finds its conversation's blocks
     assert sorted(r["conversation"] for r in res.requests) == ["c1", "c1", "c2", "c2"]
@@ -123,7 +123,7 @@ def test_steady_state_excludes_the_warm_up(timed_server):
     lv = res.levels[0]
     steady = lv["steady"]
     assert "warm-up excluded" in steady["said"] and 6 <= steady["excluded"] <= 10, steady["said"]  # 6 were cold
-    assert math.isclose(steady["figures"]["ttft_ms_p50"], 20, rel_tol=0.25)
+    assert 20 <= steady["figures"]["ttft_ms_p50"] < 30  # the true 20 ms, not the cold 160 ms
     assert lv["summary"]["ttft_ms_mean"] > 1.3 * steady["figures"]["ttft_ms_mean"]  # the cold start, averaged in
 
 
@@ -156,10 +156,10 @@ def test_http_phases_and_server_metrics(timed_server):
     res = load_test(url, concurrency=2, requests=6, max_tokens=10, warmup=0, metrics=True)
     for r in res.requests:
         ph = r["phases"]
-        assert 35 <= ph["wait_ms"] < 60, ph  # the headers came 40 ms after the request
+        assert 36 <= ph["wait_ms"] < r["ttft"] * 1e3, ph  # the headers came 40 ms after, before the first token
         assert ph["receive_ms"] >= r["latency"] * 1e3 - ph["wait_ms"] - ph["send_ms"] - ph["connect_ms"] - 1
     s = res.summary()[0]
-    assert 35 <= s["http_wait_ms_mean"] < 60
+    assert 36 <= s["http_wait_ms_mean"] < s["ttft_ms_mean"]
     m = res.levels[0]["server_metrics"][0]
     assert m["counters"]['timed:generation_tokens_total{model="timed-model"}'] == s["output_tokens"] == 60
     assert m["counters"]['timed:requests_total{model="timed-model"}'] == 6
