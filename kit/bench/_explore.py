@@ -47,6 +47,16 @@ def saturation(url: str, *, start: float = 1.0, step: float = 1.0, rates: Sequen
             why = f"{key} did not rise by {min_gain:.0%} for {patience} rates after {plan[at]:g} req/s"
             break
     at = knee(rows, key, min_gain)["index"]
+    if at is None:
+        raise BenchError(f"{url}: saturation: no level gave a {key} figure")
+    late = [(plan[i], r["late_sends"]) for i, r in enumerate(rows) if r.get("late_sends", 0) > 0.1 * r["requests_ok"]]
+    stalled = [plan[i] for i, r in enumerate(rows) if r.get("client_stalled")]
+    if late or stalled:
+        why += ("; the client itself fell behind (" + ", ".join(f"{n} late sends at {p:g} req/s" for p, n in late)
+                + (f"; stalled at {', '.join(f'{p:g}' for p in stalled)} req/s" if stalled else "")
+                + "): the knee may be the client's, not the server's")
+    if at == 0:
+        why += f"; the first rate was already the best: the knee may lie below {plan[0]:g} req/s (start lower)"
     data = _merge(results)
     data["saturation"] = {"figure": key, "knee_rate": plan[at], "knee_value": rows[at][key],
                           "next_rate": plan[at + 1] if at + 1 < len(rows) else None,
