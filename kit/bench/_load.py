@@ -1,15 +1,13 @@
-"""load_test and sweep: serving load as ``vllm bench serve``, SGLang ``bench_serving``, aiperf and
-guidellm measure it, with the kit's statistics and provenance.
+"""LoadResult and the figures of a load level, as ``vllm bench serve``, SGLang ``bench_serving``,
+aiperf and guidellm compute them, with the kit's statistics and provenance (the levels themselves are
+run by :mod:`kit.bench._sweep`).
 
-A level is either **open loop** (``rate=`` requests per second, arrivals ``"poisson"`` or
-``"constant"``, sent on schedule whatever the server does: the way to find where latency breaks)
-or **closed loop** (``concurrency=`` workers, each one request at a time). Every request gets its
-own prompt (:func:`make_prompts`: random words or random token ids with a distinct start, or a
-dataset file), so a prefix cache cannot flatter TTFT. Per level: mean, p50, p90, p99 of TTFT, ITL,
-TPOT and E2E (ms), request and output-token throughput, and **goodput** (requests per second that
-met every SLO given, as vLLM's ``--goodput``). Every request is kept (``requests``, saved as JSON).
-``sweep`` runs several levels and gives the throughput-latency curve (``kit.plots.throughput_latency``,
-``kit.plots.latency_cdf``).
+Per level: mean, p50, p90, p99 of TTFT, ITL, TPOT and E2E (ms), request and output-token throughput,
+**goodput** (requests per second that met every SLO given, as vLLM's ``--goodput``), one stream's
+speed (``user_tok_s``), ``distinct_prompts`` (different prompt texts sent, by hash: a dataset smaller
+than the requests is cycled and counted as it is), prefix-cache hits from usage (``cached_tokens``,
+``cache_hit_share`` over the requests whose server reported them), the mean HTTP phases, and the
+steady state (warm-up excluded and said). Every request is kept (``requests``, saved as JSON).
 
 What a level's figures cover: ``repeats`` runs of ``requests`` requests (default one); percentiles
 are over requests (TTFT, TPOT, E2E) or over all token gaps (ITL), as in vLLM; with repeats the
