@@ -8,7 +8,13 @@ token; it writes down when it flushed each token. Figures per load level, each f
   own send path adds;
 * decode tok/s error: the client's 1 / mean TPOT against the server's, in %;
 * p99 ITL error: the client's p99 of all token gaps against the server's, in %;
-* late sends (open loop): arrivals sent more than 10 ms after their schedule (the client falling behind).
+* late sends (open loop): arrivals sent more than 10 ms after their schedule (the client falling behind);
+  client stalls: a level where this process itself stalled over 50 ms is re-run once (``rerun_stalled=1``)
+  and flagged if it stalls again; the truth compared is the kept run's.
+
+The newer load kinds run on the same server: multi-turn chat sessions (every turn sent with the
+conversation so far) and a replayed Mooncake-format trace (Poisson arrivals written to a file, then
+replayed; the server's arrival offsets are compared with the file's).
 
 guidellm 0.3.1 (from ``.kit-cache/guidellm-0.3.1``, installed by the tests) runs the same prompts at
 batch 1 on the same server when present; its row is left out, saying why, when it is not.
@@ -58,14 +64,28 @@ def _serve(truth: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("timed server did not start")
 
 
-def _truth(path: Path, tokens: int = 100) -> dict:
+def _truth(path: Path, tokens: int = 100, arrivals: list | None = None, since: float = 0.0) -> dict:
+    """The server's figures; ``since``: only requests that arrived after it (epoch s): the run the kit
+    kept when it re-ran a level because the client itself stalled."""
     reqs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
-    reqs = [r for r in reqs if len(r["sent"]) == tokens]  # not guidellm's short backend checks
+    reqs = [r for r in reqs if len(r["sent"]) == tokens and r["t"] >= since]  # not guidellm's backend checks
     path.unlink()
+    if arrivals is not None:
+        arrivals.extend(sorted(r["t"] for r in reqs))
     tpot = sum((r["sent"][-1] - r["sent"][0]) / (len(r["sent"]) - 1) for r in reqs) / len(reqs)
     gaps = [b - a for r in reqs for a, b in zip(r["sent"], r["sent"][1:])]
     return {"ttft_ms": sum(r["sent"][0] for r in reqs) / len(reqs) * 1e3, "tok_s": 1 / tpot,
             "itl_p99_ms": percentile(gaps, 99) * 1e3, "n": len(reqs)}
+
+
+def _kept(res) -> tuple[float, str]:
+    """(first send of the kept run, epoch s; a note of the client stalls that re-ran the level)."""
+    lv = res.levels[0]
+    reruns = lv["summary"]["reruns"]
+    note = f" ({reruns} re-run: client stalled)" if reruns else ""
+    if lv["summary"]["client_stalled"]:
+        note = f" (client stalled: {lv['summary']['client_lag_ms_max']:.0f} ms, flagged)"
+    return min(r["start"] for r in lv["requests"]) - 0.001, note
 
 
 def _row(label: str, ours: dict, true: dict, late="") -> str:
@@ -98,6 +118,43 @@ def _guidellm(url: str, tmp: Path, n: int, out_tokens: int) -> dict | str:
             "itl_p99_ms": float("nan")}
 
 
+def _trace(tmp: Path, n: int = 60, rate: float = 10.0) -> tuple[Path, list[float]]:
+    """A Mooncake-format trace: Poisson arrivals at ``rate``, prompts of 32-256 words, 100 output tokens."""
+    import random
+
+    rng, t, rows = random.Random(5), 0.0, []
+    for i in range(n):
+        rows.append({"timestamp": round(t * 1e3, 3), "input_length": rng.randrange(32, 256), "output_length": 100,
+                     "hash_ids": [i % 4]})
+        t += rng.expovariate(rate)
+    path = tmp / "mooncake.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path, [r["timestamp"] / 1e3 for r in rows]
+
+
+def _new_kinds(url: str, truth: Path, tmp: Path) -> tuple[list[str], str]:
+    """Rows for the multi-turn and trace-replay load kinds, and the trace's arrival agreement."""
+    rows = []
+    print("bench: multi-turn", file=sys.stderr, flush=True)
+    res = load_test(url, users=4, turns=4, requests=32, chat=True, max_tokens=100, turn_tokens=64, warmup=0,
+                    rerun_stalled=1)
+    s, (since, note) = res.summary()[0], _kept(res)
+    ours = {"ttft_ms": s["ttft_ms_mean"], "tok_s": 1e3 / s["tpot_ms_mean"], "itl_p99_ms": s["itl_ms_p99"]}
+    rows.append(_row("multi-turn chat, 4 users x 4 turns", ours, _truth(truth, since=since), note))
+    print("bench: trace replay", file=sys.stderr, flush=True)
+    path, want = _trace(tmp)
+    res = load_test(url, trace=str(path), warmup=0, rerun_stalled=1)
+    s, (since, note) = res.summary()[0], _kept(res)
+    ours = {"ttft_ms": s["ttft_ms_mean"], "tok_s": 1e3 / s["tpot_ms_mean"], "itl_p99_ms": s["itl_ms_p99"]}
+    got: list[float] = []
+    rows.append(_row("trace replay (Mooncake file, ~10 req/s)", ours, _truth(truth, arrivals=got, since=since),
+                     str(s["late_sends"]) + note))
+    err = max(abs((g - got[0]) - w) for g, w in zip(got, want)) * 1e3
+    note = (f"\n\nTrace replay: the server's arrival offsets were within {err:.1f} ms of the file's "
+            f"({len(want)} requests over {want[-1]:.2f} s: {err / 10 / want[-1]:.2f} % of the span).")
+    return rows, note
+
+
 def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="kit-bench-live-"))
     truth = tmp / "truth.jsonl"
@@ -109,9 +166,13 @@ def main() -> int:
                           ("open loop, Poisson 20 req/s", {"rate": 20, "requests": 120}),
                           ("open loop, constant 80 req/s", {"rate": 80, "arrival": "constant", "requests": 240})):
             print(f"bench: {label}", file=sys.stderr, flush=True)
-            s = load_test(url, max_tokens=100, prompt_tokens=64, warmup=0, **kw).summary()[0]
+            res = load_test(url, max_tokens=100, prompt_tokens=64, warmup=0, rerun_stalled=1, **kw)
+            s, (since, note) = res.summary()[0], _kept(res)
             ours = {"ttft_ms": s["ttft_ms_mean"], "tok_s": 1e3 / s["tpot_ms_mean"], "itl_p99_ms": s["itl_ms_p99"]}
-            rows.append(_row(label, ours, _truth(truth), late=str(s["late_sends"]) if "rate" in kw else ""))
+            rows.append(_row(label, ours, _truth(truth, since=since),
+                             late=(str(s["late_sends"]) if "rate" in kw else "") + note))
+        more, trace_note = _new_kinds(url, truth, tmp)
+        rows += more
         print("bench: guidellm", file=sys.stderr, flush=True)
         g = _guidellm(url, tmp, 24, 100)
         if isinstance(g, dict):
@@ -136,9 +197,9 @@ def main() -> int:
           f"{TARGETS['tok_s']:g} %, p99 ITL within {TARGETS['p99']:g} % of the truth. Load average at the end: "
           f"{load:.1f}.\n")
     print("| load | requests | TTFT overhead (ms) | true tok/s | measured tok/s | error (%) | true p99 ITL (ms) | "
-          "measured p99 ITL (ms) | error (%) | late sends | target |")
+          "measured p99 ITL (ms) | error (%) | late sends; client stalls | target |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    print("\n".join(rows) + g_note)
+    print("\n".join(rows) + g_note + trace_note)
     return 0
 
 

@@ -98,6 +98,7 @@ SLOW = (
     "tests/source/test_source_defects.py::test_definition_in_a_lone_file",
     # load tests against real servers, and guidellm beside the kit (its venv is built on first use)
     "tests/bench/test_independent_client.py", "tests/bench/test_load.py",
+    "tests/bench/test_load_prompts.py", "tests/bench/test_load_workloads.py",
     "tests/report/test_cmdline_secrets.py::test_report_pages",
     "tests/report/test_cmdline_secrets.py::test_a_bare_token",
     "tests/profile/test_attribution_cases.py::test_check_attribution_with_and_without",

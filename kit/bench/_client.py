@@ -44,6 +44,9 @@ class RequestTiming:
     ttft_answer: float = float("nan")
     prompt_id: int | None = None  # which prompt of the benchmark's prompt set was sent
     response_id: str = ""  # the id the server gave its chunks (matches the engine's own request records)
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens (prefix-cache hit), if given
+    phases: dict = field(default_factory=dict)  # HTTP phases (ms): connect, send, wait (to headers), receive
+    text: str = field(default="", repr=False)  # the answer text received (kept for multi-turn; not saved)
 
     @property
     def e2e(self) -> float:
@@ -65,6 +68,7 @@ class RequestTiming:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d.pop("text")
         d["tpot"] = self.tpot
         d["decode_tok_s"] = self.decode_tok_s
         return d
@@ -140,8 +144,9 @@ def _payload(model: str, prompt, max_tokens: int, chat: bool, extra: dict | None
     """The JSON body of one streaming request (usage asked for in the last chunk)."""
     payload = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
                "ignore_eos": True, "stream_options": {"include_usage": True}}
-    if chat:
-        payload["messages"] = [{"role": "user", "content": prompt}]
+    if chat:  # a prompt that is a list of messages (a multi-turn session) is sent as it is
+        is_msgs = isinstance(prompt, list) and prompt and isinstance(prompt[0], dict)
+        payload["messages"] = prompt if is_msgs else [{"role": "user", "content": prompt}]
     else:
         payload["prompt"] = prompt
     payload.update(extra or {})
@@ -159,6 +164,25 @@ def _count_tokens(out: RequestTiming, usage: dict | None, reason_chunks: int) ->
     elif reason_chunks:  # one chunk per token unless the server batches: scale to the usage count
         out.reasoning_tokens = round(out.output_tokens * reason_chunks / max(1, out.chunks))
     out.answer_tokens = out.output_tokens - out.reasoning_tokens
+    cached = ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens")
+    out.cached_tokens = int(cached) if cached is not None else None
+
+
+def _send(conn, path: str, data: bytes, t0: float) -> list[float]:
+    """Connect, then send the request; the clock marks [start, connected, sent]."""
+    conn.connect()
+    marks = [t0, time.perf_counter()]
+    conn.request("POST", path, body=data, headers={"Content-Type": "application/json",
+                                                   "Accept": "text/event-stream"})
+    marks.append(time.perf_counter())
+    return marks
+
+
+def _phases(marks: list[float]) -> dict:
+    """HTTP phases in ms from the marks [start, connected, sent, headers, end] (as aiperf exports
+    them): connect, send, wait (sent to the response headers), receive (headers to the stream's end)."""
+    names = ("connect_ms", "send_ms", "wait_ms", "receive_ms")
+    return {k: (b - a) * 1e3 for k, a, b in zip(names, marks, marks[1:])}
 
 
 def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool = False,
@@ -174,10 +198,11 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
     out = RequestTiming(ok=False, start=wall)
     last = None
     reason_chunks = answer_chunks = 0
+    parts: list[str] = []
     try:
-        conn.request("POST", base + path, body=data, headers={"Content-Type": "application/json",
-                                                             "Accept": "text/event-stream"})
+        marks = _send(conn, base + path, data, t0)
         resp = conn.getresponse()
+        marks.append(time.perf_counter())
         if resp.status != 200:
             out.error = f"HTTP {resp.status}: {resp.read(300)!r}"
             return out
@@ -201,6 +226,7 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
                     out.itl.append(now - last)
                 last = now
                 out.chunks += 1
+                parts.append(answer)
                 if answer:
                     answer_chunks += 1
                     if math.isnan(out.ttft_answer):
@@ -211,6 +237,8 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
             out.error = "no token chunk received (neither text nor reasoning)"
             return out
         out.latency = last - t0
+        out.text = "".join(parts)
+        out.phases = _phases(marks + [time.perf_counter()])
         _count_tokens(out, usage, reason_chunks)
         out.ok = True
         return out

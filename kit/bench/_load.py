@@ -1,15 +1,13 @@
-"""load_test and sweep: serving load as ``vllm bench serve``, SGLang ``bench_serving``, aiperf and
-guidellm measure it, with the kit's statistics and provenance.
+"""LoadResult and the figures of a load level, as ``vllm bench serve``, SGLang ``bench_serving``,
+aiperf and guidellm compute them, with the kit's statistics and provenance (the levels themselves are
+run by :mod:`kit.bench._sweep`).
 
-A level is either **open loop** (``rate=`` requests per second, arrivals ``"poisson"`` or
-``"constant"``, sent on schedule whatever the server does: the way to find where latency breaks)
-or **closed loop** (``concurrency=`` workers, each one request at a time). Every request gets its
-own prompt (:func:`make_prompts`: random words or random token ids with a distinct start, or a
-dataset file), so a prefix cache cannot flatter TTFT. Per level: mean, p50, p90, p99 of TTFT, ITL,
-TPOT and E2E (ms), request and output-token throughput, and **goodput** (requests per second that
-met every SLO given, as vLLM's ``--goodput``). Every request is kept (``requests``, saved as JSON).
-``sweep`` runs several levels and gives the throughput-latency curve (``kit.plots.throughput_latency``,
-``kit.plots.latency_cdf``).
+Per level: mean, p50, p90, p99 of TTFT, ITL, TPOT and E2E (ms), request and output-token throughput,
+**goodput** (requests per second that met every SLO given, as vLLM's ``--goodput``), one stream's
+speed (``user_tok_s``), ``distinct_prompts`` (different prompt texts sent, by hash: a dataset smaller
+than the requests is cycled and counted as it is), prefix-cache hits from usage (``cached_tokens``,
+``cache_hit_share`` over the requests whose server reported them), the mean HTTP phases, and the
+steady state (warm-up excluded and said). Every request is kept (``requests``, saved as JSON).
 
 What a level's figures cover: ``repeats`` runs of ``requests`` requests (default one); percentiles
 are over requests (TTFT, TPOT, E2E) or over all token gaps (ITL), as in vLLM; with repeats the
@@ -20,14 +18,12 @@ from __future__ import annotations
 import html
 import json
 import math
-import random
-import threading
-import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from kit.bench._client import RequestTiming, closed_loop, get_json, stream_request
-from kit.bench._stats import mean_ci, percentile
+from kit.bench._prompts import make_prompts
+from kit.bench._search import steady_state
+from kit.bench._stats import percentile
 from kit.errors import BenchError
 
 STATS = ("mean", "p50", "p90", "p99")
@@ -35,112 +31,8 @@ LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 # figures that get an interval over repeats
 CI_KEYS = ("request_throughput", "output_tok_s", "goodput", "ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99",
            "itl_ms_p50", "itl_ms_p99", "tpot_ms_mean", "e2e_ms_p50", "e2e_ms_p99")
-_WORDS = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
-          "quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber basil cedar dune ember fjord "
-          "garnet harbor iris jade kelp lotus maple nectar opal pine quartz reef sage thyme umber violet "
-          "willow").split()
-
-
-def make_prompts(n: int, *, source: str | Sequence = "random", prompt_tokens: int = 128, seed: int = 0) -> list:
-    """``n`` prompts, distinct from each other from their first token on.
-
-    ``source``: ``"random"`` (random words, about one token each, led by a unique one),
-    ``"random-ids"`` (lists of random token ids for ``/v1/completions``), a path to a dataset file
-    (``.jsonl`` with ``prompt``/``text``/ShareGPT ``conversations``, or plain text, one prompt a
-    line; used in order, cycled if shorter), or a list of prompts."""
-    rng = random.Random(seed)
-    if isinstance(source, (list, tuple)):
-        items = list(source)
-    elif source == "random":
-        return [" ".join([f"q{seed}x{i}"] + [rng.choice(_WORDS) for _ in range(max(0, prompt_tokens - 1))])
-                for i in range(n)]
-    elif source == "random-ids":
-        return [[1000 + (i * 7919 + seed) % 30000]
-                + [rng.randrange(1000, 31000) for _ in range(max(0, prompt_tokens - 1))]
-                for i in range(n)]
-    else:
-        items = _read_dataset(Path(source))
-    if not items:
-        raise BenchError(f"{source}: no prompts")
-    return [items[i % len(items)] for i in range(n)]
-
-
-def _read_dataset(path: Path) -> list[str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BenchError(f"{path}: cannot read the prompt file ({exc.strerror or exc})") from None
-    out, bad = [], 0
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if path.suffix in (".jsonl", ".json"):
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                bad += 1
-                continue
-            p = obj.get("prompt") or obj.get("text") if isinstance(obj, dict) else None
-            if p is None and isinstance(obj, dict) and obj.get("conversations"):
-                p = obj["conversations"][0].get("value")
-            if p:
-                out.append(p)
-            else:
-                bad += 1
-        else:
-            out.append(line)
-    if bad and not out:
-        raise BenchError(f"{path}: no line has a prompt (expected JSON lines with 'prompt', 'text' or 'conversations')")
-    return out
-
-
-def _arrivals(n: int, rate: float, arrival: str, seed: int) -> list[float]:
-    if rate <= 0 or not math.isfinite(rate):
-        return [0.0] * n
-    rng = random.Random(seed)
-    t, out = 0.0, []
-    for _ in range(n):
-        out.append(t)
-        t += rng.expovariate(rate) if arrival == "poisson" else 1.0 / rate
-    return out
-
-
-def _run_open(url, model, prompts, rate, arrival, seed, max_tokens, chat, timeout, max_inflight):
-    """Send request i at its scheduled time (one thread each); returns timings, wall, late sends."""
-    times = _arrivals(len(prompts), rate, arrival, seed)
-    results: list[RequestTiming | None] = [None] * len(prompts)
-    sem = threading.Semaphore(max_inflight)
-    late = 0
-    threads = []
-
-    def one(i):
-        try:
-            r = stream_request(url, model=model, prompt=prompts[i], max_tokens=max_tokens, chat=chat, timeout=timeout)
-            r.prompt_id = i
-            results[i] = r
-        finally:
-            sem.release()
-
-    t0 = time.perf_counter()
-    for i, due in enumerate(times):
-        left = t0 + due - time.perf_counter()
-        if left > 0:
-            time.sleep(left)
-        sem.acquire()
-        if time.perf_counter() - (t0 + due) > 0.010:
-            late += 1
-        th = threading.Thread(target=one, args=(i,), daemon=True)
-        th.start()
-        threads.append(th)
-    for th in threads:
-        th.join(timeout + 5)
-    wall = time.perf_counter() - t0
-    return [r for r in results if r is not None], wall, late
-
-
-def _run_closed(url, model, prompts, conc, max_tokens, chat, timeout):
-    """One closed-loop level: ``len(prompts)`` requests by ``conc`` workers (``single_stream``'s pool)."""
-    return closed_loop(url, model, conc, len(prompts), list(prompts), max_tokens, chat, timeout)
+PHASES = ("connect_ms", "send_ms", "wait_ms", "receive_ms")
+__all__ = ["LoadResult", "make_prompts", "meets", "summarize"]
 
 
 def _dist(values: list[float]) -> dict[str, float]:
@@ -180,18 +72,50 @@ def summarize(requests: list[dict], wall: float, slo: dict | None = None) -> dic
     for m, xs in series.items():
         for s, v in _dist(xs).items():
             out[f"{m}_{s}"] = v
+    out["user_tok_s"] = 1e3 / out["tpot_ms_mean"] if out["tpot_ms_mean"] > 0 else math.nan  # one stream's speed
     out_tok = sum(r["output_tokens"] for r in ok)
     out["output_tokens"] = out_tok
     out["reasoning_tokens"] = sum(r.get("reasoning_tokens", 0) for r in ok)
     out["answer_tokens"] = sum(r.get("answer_tokens", r["output_tokens"]) for r in ok)
     out["request_throughput"] = len(ok) / wall if wall > 0 else math.nan
     out["output_tok_s"] = out_tok / wall if wall > 0 else math.nan
-    out["distinct_prompts"] = len({r.get("prompt_id") for r in requests})
+    out["distinct_prompts"] = len({r.get("prompt_hash", r.get("prompt_id")) for r in requests})
+    out.update(_cache_and_phases(ok))
     if slo:
         good = sum(1 for r in ok if meets(r, slo))
         out["goodput"] = good / wall if wall > 0 else math.nan
         out["slo_met_share"] = good / len(requests) if requests else math.nan
     return out
+
+
+def _cache_and_phases(ok: list[dict]) -> dict[str, Any]:
+    """Prefix-cache hits from usage (``cached_tokens`` over the prompt tokens of the requests whose
+    server reported it; None where none did) and the mean HTTP phases (ms)."""
+    told = [r for r in ok if r.get("cached_tokens") is not None]
+    prompt = sum(r.get("prompt_tokens") or 0 for r in told)
+    out: dict[str, Any] = {"cached_tokens": sum(r["cached_tokens"] for r in told) if told else None,
+                           "cache_reported_requests": len(told),
+                           "cache_hit_share": (sum(r["cached_tokens"] for r in told) / prompt) if prompt else None}
+    for k in PHASES:
+        xs = [r["phases"][k] for r in ok if (r.get("phases") or {}).get(k) is not None]
+        out[f"http_{k}_mean"] = sum(xs) / len(xs) if xs else math.nan
+    return out
+
+
+def steady_summary(requests: list[dict], wall: float, slo: dict | None) -> dict[str, Any]:
+    """The level's figures over its steady state (warm-up excluded), with what was excluded and why."""
+    st = steady_state(requests)
+    ok = [r for r in requests if r.get("ok")]
+    if not st["excluded"] or not ok:
+        return {"said": st["said"], "warmup_s": st["warmup_s"], "excluded": 0, "slices": st["slices"]}
+    t_first = min(r["start"] for r in ok)
+    keep = [r for r in requests if r["start"] - t_first >= st["warmup_s"]]
+    span = max(r["start"] + (r["latency"] if math.isfinite(r["latency"]) else 0) for r in keep) - \
+        min(r["start"] for r in keep) if keep else 0.0
+    summ = summarize(keep, min(wall, span) if span > 0 else wall, slo)
+    return {"said": st["said"], "warmup_s": st["warmup_s"], "excluded": st["excluded"], "slices": st["slices"],
+            "figures": {k: summ[k] for k in ("requests_ok", "ttft_ms_p50", "ttft_ms_mean", "e2e_ms_p50",
+                                             "tpot_ms_mean", "output_tok_s", "request_throughput")}}
 
 
 class LoadResult:
@@ -251,16 +175,22 @@ class LoadResult:
         return f"LoadResult({self.data.get('url')!r}; " + "; ".join(parts) + ")"
 
     def _repr_html_(self) -> str:
-        cols = ["level", "requests_ok", "requests_failed", "request_throughput", "output_tok_s"] + \
+        rows = self.summary()
+        cols = ["level", "requests_ok", "requests_failed", "distinct_prompts", "request_throughput", "output_tok_s"] + \
             [f"{m}_{s}" for m in LATENCIES for s in ("mean", "p50", "p99")] + \
-            (["goodput"] if self.data.get("slo") else [])
+            (["goodput"] if self.data.get("slo") else []) + \
+            (["cache_hit_share"] if any(r.get("cache_hit_share") is not None for r in rows) else []) + \
+            (["client_stalled"] if any(r.get("client_stalled") for r in rows) else [])
         head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
         body = ""
-        for r in self.summary():
+        for r in rows:
             body += "<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>"
+        said = [f"{lv['label']}: {lv['steady']['said']}" for lv in self.levels if lv.get("steady")]
+        notes = "".join(f"<br>{html.escape(n)}" for n in list(self.data.get("notes", [])) + said)
         return (f"<div><b>load</b> <code>{html.escape(str(self.data.get('url')))}</code> "
-                f"({html.escape(str(self.data.get('prompts')))} prompts, {self.data.get('max_tokens')} output tokens)"
-                f"<table><tr>{head}</tr>{body}</table><small>{html.escape(self.data.get('covers', ''))}</small></div>")
+                f"({html.escape(str(self.data.get('prompts')))} prompts, {self.data.get('max_tokens')} output tokens, "
+                f"seed {self.data.get('seed')})<table><tr>{head}</tr>{body}</table>"
+                f"<small>{html.escape(self.data.get('covers', ''))}{notes}</small></div>")
 
 
 def _fmt(v) -> str:
@@ -273,99 +203,3 @@ def _nan_none(o):
     return None if isinstance(o, float) and math.isnan(o) else str(o)
 
 
-def load_test(url: str, *, rate: float | None = None, concurrency: int | None = None, arrival: str = "poisson",
-              requests: int = 100, model: str | None = None, chat: bool = False, prompts="random",
-              prompt_tokens: int = 128, max_tokens: int = 128, warmup: int = 2, slo: dict | None = None,
-              seed: int = 0, timeout: float = 300.0, max_inflight: int = 512,
-              save: str | Path | None = None, repeats: int = 1) -> LoadResult:
-    """One load level against ``url``: ``rate`` req/s (open loop) or ``concurrency`` workers."""
-    return sweep(url, rates=[rate] if rate is not None else None,
-                 concurrencies=[concurrency] if concurrency is not None else None, arrival=arrival,
-                 requests=requests, model=model, chat=chat, prompts=prompts, prompt_tokens=prompt_tokens,
-                 max_tokens=max_tokens, warmup=warmup, slo=slo, seed=seed, timeout=timeout,
-                 max_inflight=max_inflight, save=save, repeats=repeats)
-
-
-def _served_model(url: str) -> str:
-    """The first model the server lists at ``/v1/models``."""
-    data = get_json(url, "/v1/models")
-    try:
-        return data["data"][0]["id"]
-    except (KeyError, IndexError, TypeError):
-        raise BenchError(f"{url}/v1/models: no model listed ({str(data)[:120]})") from None
-
-
-def _level(mode: str, target, runs: list[tuple[list[dict], float, int]], slo: dict | None) -> dict:
-    """One load level's entry: its summary over every repeat's requests (with 95 % intervals of the
-    headline figures over the repeats when there are several), each repeat's summary, the requests."""
-    reqs = [r for rr, _, _ in runs for r in rr]
-    summ = summarize(reqs, sum(w for _, w, _ in runs), slo)
-    summ["late_sends"] = sum(x for _, _, x in runs)
-    summ["repeats"] = len(runs)
-    per = [dict(summarize(rr, w, slo), late_sends=x) for rr, w, x in runs]
-    if len(per) > 1:
-        for key in CI_KEYS:
-            if key in summ:
-                _, summ[f"{key}_lo"], summ[f"{key}_hi"] = mean_ci([x[key] for x in per])
-    label = f"{target:g} req/s" if mode == "rate" else f"c={target}"
-    return {"mode": mode, "target": target, "label": label, "summary": summ, "per_repeat": per, "requests": reqs}
-
-
-def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequence[int] | None = None,
-          arrival: str = "poisson", requests: int = 100, model: str | None = None, chat: bool = False,
-          prompts="random", prompt_tokens: int = 128, max_tokens: int = 128, warmup: int = 2,
-          slo: dict | None = None, seed: int = 0, timeout: float = 300.0, max_inflight: int = 512,
-          save: str | Path | None = None, repeats: int = 1) -> LoadResult:
-    """Several load levels (``rates`` in req/s, open loop, and/or ``concurrencies``), each with its
-    own fresh prompts; the result's ``plot()`` is the throughput-latency curve. With ``repeats`` > 1
-    every level runs that many times, in rounds (each round every level once), and the headline
-    figures get 95 % Student-t intervals over the repeats (``<figure>_lo``/``_hi``); percentiles in
-    the summary are over the requests of all repeats."""
-    if arrival not in ("poisson", "constant"):
-        raise BenchError(f"arrival must be 'poisson' or 'constant', not {arrival!r}")
-    if not rates and not concurrencies:
-        raise BenchError("load: give rate(s) (requests per second) or concurrency level(s)")
-    if slo:
-        meets({"ok": True, "ttft": 0, "tpot": 0, "latency": 0, "itl": []}, slo)  # unknown names fail now
-    if model is None:
-        model = _served_model(url)
-    levels = [("rate", float(r)) for r in (rates or [])] + [("concurrency", int(c)) for c in (concurrencies or [])]
-    all_prompts = make_prompts(requests * len(levels) * max(1, repeats) + max(0, warmup), source=prompts,
-                               prompt_tokens=prompt_tokens, seed=seed)
-    for p in all_prompts[:max(0, warmup)]:
-        stream_request(url, model=model, prompt=p, max_tokens=max_tokens, chat=chat, timeout=timeout)
-    out: dict[str, Any] = {"url": url, "model": model, "endpoint": "chat" if chat else "completions",
-                           "arrival": arrival, "prompts": prompts if isinstance(prompts, str) else "given list",
-                           "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "requests_per_level": requests,
-                           "warmup": warmup, "slo": slo or {}, "seed": seed, "started": time.time(),
-                           "repeats": max(1, repeats),
-                           "covers": ("percentiles over requests (TTFT, TPOT, E2E) or over all token gaps (ITL) "
-                                      + ("of one run per level; no repeat-to-repeat interval" if repeats <= 1 else
-                                         f"of {repeats} runs per level, run in rounds; *_lo/*_hi: 95 % interval of "
-                                         "the figure over those runs (run-to-run noise and drift during the sweep)")),
-                           "levels": []}
-    base = max(0, warmup)
-    runs: dict[int, list[tuple[list[dict], float, int]]] = {k: [] for k in range(len(levels))}
-    nxt = base
-    for rep in range(max(1, repeats)):  # rounds: every level once per round, so drift falls on all alike
-        for k, (mode, target) in enumerate(levels):
-            first = nxt  # prompt_id: the prompt's index in the sweep's prompt set (distinct prompts count)
-            ps = all_prompts[nxt: nxt + requests]
-            nxt += requests
-            late = 0
-            if mode == "rate":
-                timings, wall, late = _run_open(url, model, ps, target, arrival, seed + k + 1000 * rep, max_tokens,
-                                                chat, timeout, max_inflight)
-            else:
-                timings, wall = _run_closed(url, model, ps, target, max_tokens, chat, timeout)
-            runs[k].append(([dict(t.to_dict(), repeat=rep, prompt_id=first + (t.prompt_id or 0)) for t in timings],
-                            wall, late))
-    for k, (mode, target) in enumerate(levels):
-        out["levels"].append(_level(mode, target, runs[k], slo))
-    if not any(lv["summary"]["requests_ok"] for lv in out["levels"]):
-        errors = {r["error"] for lv in out["levels"] for r in lv["requests"] if r["error"]}
-        raise BenchError(f"{url}: every request failed ({'; '.join(sorted(errors))[:300]})")
-    res = LoadResult(out)
-    if save is not None:
-        res.save(save)
-    return res

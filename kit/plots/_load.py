@@ -52,16 +52,15 @@ def latency_cdf(result, *, metric: str = "ttft_ms", title: str | None = None, ax
     return fig
 
 
-def throughput_latency(result, *, metric: str = "e2e_ms", stat: str = "p50", throughput: str = "output_tok_s",
-                       title: str | None = None, ax=None) -> Figure:
-    """Throughput (``output_tok_s`` or ``request_throughput``; ``goodput`` where SLOs were given)
-    against the ``stat`` (mean, p50, p90, p99) of a latency, one point per level, in sweep order:
-    the curve where more load stops buying throughput and only adds latency."""
-    rows = result.summary()
-    fig, ax = (plt.subplots(figsize=(6.4, 3.6), constrained_layout=True) if ax is None else (ax.figure, ax))
+KINDS = {"rate": "open loop (req/s)", "concurrency": "closed loop (concurrency)", "users": "multi-turn users",
+         "trace": "trace replay"}
+
+
+def _kind_line(ax, rows: list[dict], mode: str, metric: str, stat: str, throughput: str) -> None:
+    """One load kind's levels as one line, with error bars (repeats) and goodput where asked."""
     xs = [r[f"{metric}_{stat}"] for r in rows]
     ys = [r[throughput] for r in rows]
-    ax.plot(xs, ys, marker="o")
+    line, = ax.plot(xs, ys, marker="o", label=KINDS.get(mode, mode))
     if rows and f"{throughput}_lo" in rows[0]:  # repeats: 95 % intervals over the runs
         ax.errorbar(xs, ys, yerr=[[max(0.0, y - r[f"{throughput}_lo"]) for y, r in zip(ys, rows)],
                                   [max(0.0, r[f"{throughput}_hi"] - y) for y, r in zip(ys, rows)]],
@@ -69,8 +68,21 @@ def throughput_latency(result, *, metric: str = "e2e_ms", stat: str = "p50", thr
     for x, y, r in zip(xs, ys, rows):
         ax.annotate(r["level"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     if "goodput" in (rows[0] if rows else {}) and throughput == "request_throughput":
-        ax.plot(xs, [r["goodput"] for r in rows], marker="s", ls="--", label="goodput (met every SLO)")
-        ax.legend(fontsize=8)
+        ax.plot(xs, [r["goodput"] for r in rows], marker="s", ls="--", color=line.get_color(),
+                label=f"{KINDS.get(mode, mode)}: goodput (met every SLO)")
+
+
+def throughput_latency(result, *, metric: str = "e2e_ms", stat: str = "p50", throughput: str = "output_tok_s",
+                       title: str | None = None, ax=None) -> Figure:
+    """Throughput (``output_tok_s`` or ``request_throughput``; ``goodput`` where SLOs were given)
+    against the ``stat`` (mean, p50, p90, p99) of a latency, one point per level and one line per
+    load kind (open loop, closed loop, sessions, trace: their levels are not on one axis, so never
+    joined): the curve where more load stops buying throughput and only adds latency."""
+    rows = result.summary()
+    fig, ax = (plt.subplots(figsize=(6.4, 3.6), constrained_layout=True) if ax is None else (ax.figure, ax))
+    for mode in dict.fromkeys(r["mode"] for r in rows):  # one line per load kind, in sweep order
+        _kind_line(ax, [r for r in rows if r["mode"] == mode], mode, metric, stat, throughput)
+    ax.legend(fontsize=8)
     ax.set_xlabel(f"{_NAMES[metric]} {stat} (ms)")
     ax.set_ylabel({"output_tok_s": "output tok/s", "request_throughput": "requests/s"}.get(throughput, throughput))
     ax.grid(alpha=0.3)

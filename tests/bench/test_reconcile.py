@@ -99,7 +99,7 @@ def test_the_delays_together_each_land_in_their_part(engine):
     base, _, _ = _run(engine)
     both, _, _ = _run(engine, {"TINYSERVE_HOST_COPY_MS": "6", "TINYSERVE_DETOK_MS": "30"})
     # the host copy lengthens the step (10 -> 16 ms); the detokenizer (30 ms) is then the slowest stage
-    assert _p50(both, "host") == pytest.approx(6.0, rel=0.25)
+    assert 0.9 * 6.0 <= _p50(both, "host") <= 2 * 6.0, both.table   # a sleep overshoots on a loaded machine
     d_itl = _p50(both, "client ITL") - _p50(base, "client ITL")
     step_delta = _p50(both, "host") - _p50(base, "host")
     assert _p50(both, "output") - _p50(base, "output") >= 0.9 * (d_itl - step_delta)
@@ -111,7 +111,7 @@ def test_an_overlapping_scheduler_hides_host_work_from_the_critical_path(engine)
     hidden, _, _ = _run(engine, {"TINYSERVE_HOST_COPY_MS": "6", "TINYSERVE_OVERLAP": "1"})
     exposed, _, _ = _run(engine, {"TINYSERVE_HOST_COPY_MS": "6"})
     assert _p50(hidden, "host") < 0.1 * _p50(exposed, "host")
-    assert hidden.hidden_host_ms == pytest.approx(6.0, rel=0.25)
+    assert 0.9 * 6.0 <= hidden.hidden_host_ms <= 2 * 6.0, hidden   # a sleep overshoots on a loaded machine
     assert _p50(hidden, "client ITL") < _p50(base, "client ITL") + 0.15 * 6.0   # not summed into the gap
     assert "hidden by overlap" in repr(hidden)
 

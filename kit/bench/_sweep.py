@@ -1,0 +1,211 @@
+"""load_test and sweep: the levels of a load benchmark, each of one load kind, and what is recorded.
+
+Load kinds (``LoadResult`` rows carry it as ``mode``; plots draw one line per kind):
+
+- ``rate``: open loop, ``rates=`` requests per second (``arrival`` poisson or constant);
+- ``concurrency``: closed loop, ``concurrencies=`` workers, one request each at a time;
+- ``users``: multi-turn sessions, ``users=`` concurrent users, ``turns`` turns each, every turn sent
+  with the conversation so far (agentic with ``shared_prefix_tokens``/``think_ms``);
+- ``trace``: a replayed trace file (``trace=``: arrival times and lengths from the file; one level per
+  ``time_scales`` entry, 0.5 = twice as fast; ``requests`` does not apply).
+
+Prompt and answer lengths: ``prompt_tokens``/``max_tokens``, or distributions
+``input_lengths``/``output_lengths`` (:func:`kit.bench._prompts.sample_lengths`). ``seed`` None (the
+default) draws a new seed per call, recorded in the result, so a second call sends new prompts.
+Per level: the client's own lag (a lag over ``stall_ms`` flags the level, ``client_stalled``, with a warning;
+``rerun_stalled=N`` re-runs it first, up to N times, with fresh prompts),
+the steady state (warm-up excluded and said), ``/metrics`` with ``metrics=True``, GPU clocks and
+power with ``gpu=`` (True: this machine; a ``kit`` Host: over its connection).
+"""
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from kit.bench._client import get_json, stream_request
+from kit.bench._load import CI_KEYS, LoadResult, meets, steady_summary, summarize
+from kit.bench._prompts import make_prompts, new_seed, read_dataset, sample_lengths
+from kit.bench._run import Setup, arrivals, records, run_closed, run_level, run_open, run_users
+from kit.bench._stats import mean_ci
+from kit.bench._workloads import read_trace, session_plan
+from kit.errors import BenchError
+
+ARRIVALS = ("poisson", "constant")
+
+
+class _Pool:
+    """The benchmark's prompts, handed out in order so no two requests of a sweep share one (unless
+    the dataset is smaller than the requests: then cycled, and said)."""
+
+    def __init__(self, source, prompt_tokens: int, seed: int, notes: list) -> None:
+        self.source, self.prompt_tokens, self.seed, self.notes = source, prompt_tokens, seed, notes
+        self.items = None
+        if not (isinstance(source, str) and source in ("random", "random-ids")):
+            self.items = list(source) if isinstance(source, (list, tuple)) else read_dataset(Path(source), notes)
+            if not self.items:
+                raise BenchError(f"{source}: no prompts")
+        self.next = 0
+
+    def take(self, n: int, lengths: list[int] | None = None) -> list[tuple[int, Any]]:
+        first, self.next = self.next, self.next + n
+        if self.items is None:
+            ps = make_prompts(n, source=self.source, prompt_tokens=self.prompt_tokens, seed=self.seed,
+                              lengths=lengths, start=first)
+        else:
+            ps = [self.items[(first + i) % len(self.items)] for i in range(n)]
+        return list(zip(range(first, first + n), ps))
+
+    def close(self) -> None:
+        if self.items is not None and self.next > len(self.items):
+            what = self.source if isinstance(self.source, str) else "the prompt list"
+            msg = (f"{what}: {len(self.items)} prompts for {self.next} requests: each sent up to "
+                   f"{-(-self.next // len(self.items))} times (a prefix cache sees the repeats; distinct_prompts "
+                   "counts the texts really sent)")
+            import warnings
+
+            warnings.warn(msg, stacklevel=3)
+            self.notes.append(msg)
+
+
+def _served_model(url: str) -> str:
+    data = get_json(url, "/v1/models")
+    try:
+        return data["data"][0]["id"]
+    except (KeyError, IndexError, TypeError):
+        raise BenchError(f"{url}/v1/models: no model listed ({str(data)[:120]})") from None
+
+
+def _label(mode: str, target, opts: dict) -> str:
+    return {"rate": lambda: f"{target:g} req/s", "concurrency": lambda: f"c={target}",
+            "users": lambda: f"u={target} x{opts['turns']} turns", "trace": lambda: f"trace x{target:g}"}[mode]()
+
+
+def _specs(mode: str, target, opts: dict, pool: _Pool, seed: int) -> Any:
+    """What one run of a level sends: a list of specs, or a session plan for ``users``."""
+    rng = random.Random(seed)
+    n = opts["requests"]
+    if mode == "trace":
+        return [dict(s, id=i) for i, s in enumerate(read_trace(opts["trace"], fmt=opts["trace_format"],
+                                                             time_scale=target, seed=seed))]
+    out_len = sample_lengths(opts["output_lengths"] or opts["max_tokens"], n, rng, "output_lengths")
+    if mode == "users":
+        plan = session_plan(-(-n // opts["turns"]), opts["turns"], opts["turn_tokens"], opts["shared_prefix_tokens"],
+                            seed)
+        return {"sessions": plan, "max_tokens": out_len, "think_ms": opts["think_ms"]}
+    lens = sample_lengths(opts["input_lengths"], n, rng, "input_lengths") if opts["input_lengths"] else None
+    at = arrivals(n, target, opts["arrival"], seed) if mode == "rate" else [0.0] * n
+    return [{"id": i, "prompt": p, "max_tokens": m, "at": a} for (i, p), m, a in zip(pool.take(n, lens), out_len, at)]
+
+
+def _runner(st: Setup, mode: str, target, opts: dict, pool: _Pool, seed: int, rep: int, k: int):
+    def run(attempt: int):
+        specs = _specs(mode, target, opts, pool, seed + 7919 * (k + 1) + 104729 * rep + 15485863 * attempt)
+        if mode == "users":
+            return run_users(st, specs, int(target))
+        if mode == "concurrency":
+            return run_closed(st, specs, int(target))
+        return run_open(st, specs)
+    return run
+
+
+def _level(mode: str, target, label: str, runs: list[dict], slo: dict | None) -> dict:
+    """One level's entry: the summary over every repeat (95 % intervals of the headline figures over
+    the repeats when there are several), each repeat's summary, the watchers', the requests."""
+    reqs = [r for g in runs for r in g["requests"]]
+    summ = summarize(reqs, sum(g["wall"] for g in runs), slo)
+    summ["late_sends"] = sum(g["late"] for g in runs)
+    summ["repeats"] = len(runs)
+    summ["client_lag_ms_max"] = max(g["client"]["client_lag_ms_max"] for g in runs)
+    summ["client_stalled"] = any(g["client"]["client_stalled"] for g in runs)
+    summ["reruns"] = sum(len(g["stalled_attempts"]) for g in runs) - sum(g["client"]["client_stalled"] for g in runs)
+    per = [dict(summarize(g["requests"], g["wall"], slo), late_sends=g["late"]) for g in runs]
+    if len(per) > 1:
+        for key in CI_KEYS:
+            if key in summ:
+                _, summ[f"{key}_lo"], summ[f"{key}_hi"] = mean_ci([x[key] for x in per])
+    steady = steady_summary(runs[0]["requests"], runs[0]["wall"], slo) if len(runs) == 1 else None
+    out = {"mode": mode, "target": target, "label": label, "summary": summ, "per_repeat": per, "requests": reqs,
+           "client": [dict(g["client"], stalled_attempts=g["stalled_attempts"]) for g in runs], "steady": steady}
+    for key in ("server_metrics", "gpu"):
+        if key in runs[0]:
+            out[key] = [g[key] for g in runs]
+    return out
+
+
+def _check(arrival: str, levels: list, slo: dict | None, seed) -> int:
+    if arrival not in ARRIVALS:
+        raise BenchError(f"arrival must be 'poisson' or 'constant', not {arrival!r}")
+    if not levels:
+        raise BenchError("load: give rate(s) (requests per second), concurrency level(s), users or a trace")
+    if slo:
+        meets({"ok": True, "ttft": 0, "tpot": 0, "latency": 0, "itl": []}, slo)  # unknown names fail now
+    return new_seed() if seed is None else int(seed)
+
+
+def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequence[int] | None = None,
+          users: Sequence[int] | None = None, trace: str | Path | None = None, time_scales: Sequence[float] = (1.0,),
+          arrival: str = "poisson", requests: int = 100, model: str | None = None, chat: bool = False,
+          prompts="random", prompt_tokens: int = 128, max_tokens: int = 128, input_lengths=None,
+          output_lengths=None, turns: int = 4, turn_tokens: int = 64, shared_prefix_tokens: int = 0,
+          think_ms: float = 0.0, trace_format: str = "auto", warmup: int = 2, slo: dict | None = None,
+          seed: int | None = None, timeout: float = 300.0, max_inflight: int = 512, save: str | Path | None = None,
+          repeats: int = 1, stall_ms: float = 50.0, rerun_stalled: int = 0, metrics: bool = False,
+          gpu=None) -> LoadResult:
+    """Several load levels (see the module docstring for the kinds), each with its own fresh prompts;
+    the result's ``plot()`` is the throughput-latency curve, one line per load kind. With ``repeats``
+    > 1 every level runs that many times, in rounds, and the headline figures get 95 % Student-t
+    intervals over the repeats (``<figure>_lo``/``_hi``)."""
+    levels = ([("rate", float(r)) for r in (rates or [])] + [("concurrency", int(c)) for c in (concurrencies or [])]
+              + [("users", int(u)) for u in (users or [])]
+              + ([("trace", float(s)) for s in time_scales] if trace else []))
+    seed_given = seed is not None
+    seed = _check(arrival, levels, slo, seed)
+    model = model or _served_model(url)
+    notes: list[str] = []
+    st = Setup(url, model, chat, timeout, max_inflight, stall_ms, rerun_stalled, metrics, gpu=gpu, notes=notes)
+    pool = _Pool(prompts, prompt_tokens, seed, notes)
+    for _, p in pool.take(max(0, warmup)):
+        stream_request(url, model=model, prompt=p, max_tokens=max_tokens, chat=chat, timeout=timeout)
+    opts = dict(requests=requests, max_tokens=max_tokens, input_lengths=input_lengths, output_lengths=output_lengths,
+                turns=turns, turn_tokens=turn_tokens, shared_prefix_tokens=shared_prefix_tokens, think_ms=think_ms,
+                arrival=arrival, trace=trace, trace_format=trace_format)
+    out: dict[str, Any] = {"url": url, "model": model, "endpoint": "chat" if chat else "completions",
+                           "arrival": arrival, "prompts": prompts if isinstance(prompts, str) else "given list",
+                           "prompt_tokens": prompt_tokens, "max_tokens": max_tokens, "requests_per_level": requests,
+                           "input_lengths": input_lengths, "output_lengths": output_lengths, "trace": str(trace or ""),
+                           "warmup": warmup, "slo": slo or {}, "seed": seed, "seed_given": seed_given,
+                           "started": time.time(), "repeats": max(1, repeats), "stall_ms": stall_ms,
+                           "covers": _covers(repeats), "levels": [], "notes": notes}
+    runs: dict[int, list[dict]] = {k: [] for k in range(len(levels))}
+    for rep in range(max(1, repeats)):  # rounds: every level once per round, so drift falls on all alike
+        for k, (mode, target) in enumerate(levels):
+            got = run_level(st, _label(mode, target, opts), _runner(st, mode, target, opts, pool, seed, rep, k))
+            got["requests"] = records(got.pop("pairs"), rep, 0)
+            runs[k].append(got)
+    pool.close()
+    out["levels"] = [_level(m, t, _label(m, t, opts), runs[k], slo) for k, (m, t) in enumerate(levels)]
+    if not any(lv["summary"]["requests_ok"] for lv in out["levels"]):
+        errors = {r["error"] for lv in out["levels"] for r in lv["requests"] if r["error"]}
+        raise BenchError(f"{url}: every request failed ({'; '.join(sorted(errors))[:300]})")
+    res = LoadResult(out)
+    if save is not None:
+        res.save(save)
+    return res
+
+
+def _covers(repeats: int) -> str:
+    return ("percentiles over requests (TTFT, TPOT, E2E) or over all token gaps (ITL) "
+            + ("of one run per level; no repeat-to-repeat interval" if repeats <= 1 else
+               f"of {repeats} runs per level, run in rounds; *_lo/*_hi: 95 % interval of "
+               "the figure over those runs (run-to-run noise and drift during the sweep)"))
+
+
+def load_test(url: str, *, rate: float | None = None, concurrency: int | None = None, users: int | None = None,
+              trace: str | Path | None = None, **kw) -> LoadResult:
+    """One load level against ``url``: ``rate`` req/s (open loop), ``concurrency`` workers, ``users``
+    multi-turn users or a replayed ``trace``; every other keyword as :func:`sweep`."""
+    return sweep(url, rates=[rate] if rate is not None else None,
+                 concurrencies=[concurrency] if concurrency is not None else None,
+                 users=[users] if users is not None else None, trace=trace, **kw)
