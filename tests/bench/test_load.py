@@ -23,16 +23,22 @@ def test_reasoning_deltas_are_tokens(timed_server):
         url, truth = timed_server(ttft_ms=60, itl_ms=8, reasoning=30, reasoning_field=field)
         res = single_stream(url, chat=True, requests=4, warmup=1, repeats=2, concurrency=(1,), max_tokens=64)
         row = res.summary()[0]
-        assert math.isclose(row["ttft_ms"], 60, rel_tol=0.05), (field, row["ttft_ms"])
-        assert math.isclose(row["decode_tok_s"], 125, rel_tol=0.05), (field, row["decode_tok_s"])
         t = truth_requests(truth)
+        # against what the server did (its own record), not its nominal 60 ms: a loaded machine's sleeps overshoot
+        true_ttft = 1e3 * percentile([r["sent"][0] for r in t], 50)   # medians: the warm-up request is in the truth
+        kit_ttft = 1e3 * percentile([r["ttft"] for r in res.requests], 50)
+        assert 60 <= true_ttft and abs(kit_ttft - true_ttft) <= 0.05 * true_ttft + 5, (field, kit_ttft, true_ttft)
         assert math.isclose(row["decode_tok_s"], sum(_truth_decode(t)) / len(t), rel_tol=0.02)
         assert all(r["reasoning_tokens"] == 30 and r["answer_tokens"] == 34 for r in res.requests)
         assert row["reasoning_tokens"] == 30 and row["answer_tokens"] == 34
         assert "<td>30 / 34</td>" in res._repr_html_()
         one = stream_request(url, model="timed-model", prompt="why", max_tokens=40, chat=True)
-        # the answer starts after 30 reasoning tokens: 60 ms + 29 x 8 ms later than the first one
-        assert math.isclose(one.ttft_answer * 1e3, 60 + 30 * 8, rel_tol=0.05) and one.ttft < one.ttft_answer
+        # the answer starts with the 31st token (after 30 reasoning tokens): that long after the first token as the
+        # server sent them (the difference leaves out the connection, which a loaded machine makes slow)
+        sent = truth_requests(truth)[-1]["sent"]
+        want, got = 1e3 * (sent[30] - sent[0]), 1e3 * (one.ttft_answer - one.ttft)
+        assert abs(got - want) <= 0.05 * want + 5, (got, want)
+        assert sent[30] >= (60 + 30 * 8) / 1e3 and one.ttft < one.ttft_answer
 
 
 def test_jittered_server_stats_within_tolerance(timed_server, tmp_path):
@@ -77,9 +83,10 @@ def test_open_loop_sweep_goodput_and_plots(timed_server, tmp_path):
     rows = res.summary()
     assert [r["level"] for r in rows] == ["8 req/s", "25 req/s"]
     for r, rate in zip(rows, (8, 25)):
-        # 20 constant arrivals span 19/rate s, the last one then takes ~56 ms
-        assert math.isclose(r["duration_s"], 19 / rate + 0.056, rel_tol=0.15), r["duration_s"]
-        assert r["late_sends"] == 0 and r["goodput"] == pytest.approx(r["request_throughput"])
+        # 20 constant arrivals span 19/rate s, the last one then takes ~56 ms (longer when the loaded client
+        # sends late, which it counts: at most a few of 20 here)
+        assert 19 / rate <= r["duration_s"] <= 1.3 * (19 / rate + 0.056), r["duration_s"]
+        assert r["late_sends"] <= 4 and r["goodput"] == pytest.approx(r["request_throughput"])
     strict = load_test(url, rate=20, arrival="poisson", requests=10, max_tokens=6, warmup=0, slo={"ttft_ms": 5})
     assert strict.summary()[0]["goodput"] == 0 and strict.summary()[0]["slo_met_share"] == 0
     assert res.plot().axes[0].get_xlabel() == "E2E latency p50 (ms)"
