@@ -338,6 +338,8 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
         on_page: set[str] = set()
         page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=all_secrets, found=on_page)
         run.redactions += extra
+        if run.page == "index.html":
+            page = _place_runs(page)
         if on_page:  # seen only once rendered: the notebook copy must not keep it either
             redact_notebook(nb, all_secrets | on_page, scan=False)
         (tmp / run.page).write_text(page, encoding="utf-8")
@@ -460,6 +462,23 @@ def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str,
         "<h1>decode-kit report</h1>"
         f"<p>Session <code>{_html.escape(session.name)}</code>, host <code>{_html.escape(host)}</code>, "
         f"generated {when} by decode-kit {__version__} in {seconds:.0f} s.</p>"
+        f"{_RUNS_START}<div class='kit-head' data-kit-block='runs'>"
         "<table><thead><tr><th>notebook</th><th>status</th><th>run time</th></tr></thead><tbody>"
-        + "".join(rows) + "</tbody></table>" + ledger_html + "</div>"
+        + "".join(rows) + f"</tbody></table></div>{_RUNS_END}" + ledger_html + "</div>"
     )
+
+
+# The index notebook says where the run table goes (a markdown cell holding RUNS_PLACEHOLDER, after its
+# verdict cards); without one the table stays at the top of the page.
+RUNS_PLACEHOLDER = '<div id="kit-runs"></div>'
+_RUNS_START, _RUNS_END = "<!-- kit-runs -->", "<!-- /kit-runs -->"
+
+
+def _place_runs(page: str) -> str:
+    """Move the run table of the index block to the index notebook's placeholder, if it has one."""
+    at, start, end = page.find(RUNS_PLACEHOLDER), page.find(_RUNS_START), page.find(_RUNS_END)
+    if at < 0 or start < 0 or end < start:
+        return page
+    block = page[start:end + len(_RUNS_END)]
+    page = page[:start] + page[end + len(_RUNS_END):]
+    return page.replace(RUNS_PLACEHOLDER, block, 1)

@@ -56,7 +56,7 @@ details.kit-code>summary{cursor:pointer;color:#57606a;font:12px system-ui,sans-s
 details.kit-code[open]>summary{color:#0969da}
 .jp-OutputArea-output table{max-width:100%%}
 .jp-OutputArea-output td,.jp-OutputArea-output th{white-space:normal;overflow-wrap:anywhere;word-break:normal}
-.jp-OutputArea-output pre{white-space:pre-wrap;overflow-wrap:anywhere}
+.jp-OutputArea-output pre{white-space:pre-wrap;overflow-wrap:anywhere;word-break:normal}
 .jp-OutputArea-output img{max-width:100%%;height:auto}
 @media print{
  .kit-nav{display:none}
