@@ -59,11 +59,14 @@ details.kit-code[open]>summary{color:#0969da}
 .jp-OutputArea-output pre{white-space:pre-wrap;overflow-wrap:anywhere;word-break:normal}
 .jp-OutputArea-output img{max-width:100%%;height:auto}
 @media print{
- .kit-nav{display:none}
+ @page{size:A4 landscape;margin:10mm}
+ .kit-nav,.jp-InputPrompt,.jp-OutputPrompt{display:none}
  main{max-width:none}
  details.kit-code{display:none}
- img,tr,.kit-card{break-inside:avoid}
- .jp-OutputArea-output{overflow:visible}
+ img,.kit-card{break-inside:avoid}
+ h1,h2,h3{break-after:avoid}
+ .jp-Cell,.jp-Cell *{overflow:visible !important}
+ .jp-OutputArea-child,.jp-OutputArea-output{display:block !important}
 }
 </style>
 """ % {"page": PAGE_MAX_PX}
