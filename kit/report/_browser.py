@@ -108,7 +108,8 @@ _PROBE = """<script>window.addEventListener('load', function () {
   out.code_total++; if (shown(e) && e.getBoundingClientRect().height > 0) out.code_visible++; });
  document.querySelectorAll('td, th, li, p, span').forEach(function (e) {
   var t = (e.innerText || '').trim();
-  if (/^(NaN|nan|None|NaT|<NA>)$/.test(t) && shown(e) && !e.closest('.jp-InputArea'))
+  if (/^(NaN|nan|None|NaT|<NA>)$/.test(t) && shown(e) && !e.closest('.jp-InputArea, code, pre, .highlight')
+      && !e.querySelector('code'))
    out.missing.push(t); });
  out.scrollers = [];
  document.querySelectorAll('body *').forEach(function (e) {

@@ -20,7 +20,7 @@ from kit.errors import UsageError
 
 __all__ = ["Table", "table"]
 
-_CELL = "padding:3px 8px;vertical-align:top;border-bottom:1px solid #d8dee4;"
+_CELL = "padding:3px 6px;vertical-align:top;border-bottom:1px solid #d8dee4;"
 _TEXT = _CELL + "text-align:left;white-space:normal;overflow-wrap:break-word;word-break:normal"
 _NUM = _CELL + "text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
 _MISSING_STYLE = "color:#6e7781"
@@ -68,16 +68,19 @@ class Table:
     missing: set[tuple[int, int]] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     caption: str = ""
+    code: set[int] = field(default_factory=set)  # columns whose text is source code, shown as code
 
     def _header(self) -> str:
         cells = "".join(f"<th style='{_TEXT};text-align:{'right' if n else 'left'};border-bottom:2px solid #8c959f'>"
-                        f"{html.escape(c)}</th>"
+                        f"{html.escape(c).replace('_', '_<wbr>')}</th>"
                         for c, n in zip(self.columns, self.numeric))
         return f"<thead><tr>{cells}</tr></thead>"
 
     def _cell(self, r: int, c: int, text: str) -> str:
         style = _NUM if self.numeric[c] else _TEXT
         body = html.escape(text)
+        if c in self.code and (r, c) not in self.missing:
+            body = f"<code>{body}</code>"
         if (r, c) in self.titles:
             body = f"<span title='{html.escape(self.titles[(r, c)], quote=True)}'>{body}</span>"
         if (r, c) in self.missing:
@@ -123,25 +126,26 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def table(df: Any, *, digits: int = 2, units: Mapping[str, str] | None = None,
+def table(df: Any, *, digits: int | Mapping[str, int] = 2, units: Mapping[str, str] | None = None,
           missing: str | Mapping[str, str] = "-", short: int = 40, notes: Sequence[str] = (),
-          index: bool | None = None, caption: str = "") -> Table:
+          index: bool | None = None, caption: str = "", code: Sequence[str] = ()) -> Table:
     """Render ``df`` (a DataFrame, or a Series as one column) as a :class:`Table` that fits a page.
 
-    ``digits`` decimals for float columns (none where all values are whole); ``units`` maps a column
-    to the unit its header gains (``{"time": "ms"}`` -> ``time (ms)``); ``missing`` is the text of a
-    missing value, or per column the reason it is missing (``{"attention": "not in log"}``, others
-    ``-``); a word longer than ``short`` characters is shortened, the full text on hover; ``notes``
-    names text columns whose values move to footnotes under the table (the cell shows ``[n]``);
-    ``index`` shows the index as the first column(s) (default: unless it is a plain 0..n-1 range).
-    Booleans read yes/no."""
+    ``digits``: decimals of float columns, or per column (others 2; none where all values are whole).
+    ``units`` maps a column to the unit its header gains (``{"time": "ms"}`` -> ``time (ms)``).
+    ``missing``: the text of a missing value, or per column the reason it is missing
+    (``{"attention": "not in log"}``, others ``-``). A word longer than ``short`` characters is
+    shortened, the full text on hover. ``notes`` names text columns whose values move to footnotes
+    under the table (the cell shows ``[n]``). ``index`` shows the index as the first column(s)
+    (default: unless it is a plain 0..n-1 range). ``code`` names columns that hold source text
+    (``None`` there is the literal, not a missing value), shown as code. Booleans read yes/no."""
     import pandas as pd
 
     if isinstance(df, pd.Series):
         df = df.to_frame()
     if not isinstance(df, pd.DataFrame):
         raise UsageError(f"kit.report.table: expected a DataFrame or Series, got {type(df).__name__}")
-    bad = [c for c in list(units or {}) + list(notes) if c not in df.columns]
+    bad = [c for c in list(units or {}) + list(notes) + list(code) if c not in df.columns]
     if bad:
         raise UsageError(f"kit.report.table: no column(s) {bad} in the table (columns: {list(map(str, df.columns))})")
     show_index = index if index is not None else not isinstance(df.index, pd.RangeIndex)
@@ -150,11 +154,12 @@ def table(df: Any, *, digits: int = 2, units: Mapping[str, str] | None = None,
     reasons = missing if isinstance(missing, Mapping) else {}
     default = "-" if isinstance(missing, Mapping) else missing
     out = Table(columns=[f"{c} ({(units or {})[c]})" if c in (units or {}) else c for c in cols], rows=[],
-                numeric=[], caption=caption)
+                numeric=[], caption=caption, code={i for i, c in enumerate(cols) if c in code})
     values = [list(frame.iloc[:, i]) for i in range(frame.shape[1])]
     out.numeric = [bool(v) and all(_is_number(x) or _is_missing(x) for x in v) and any(_is_number(x) for x in v)
                    for v in values]
-    decimals = [_digits_for(v, digits) for v in values]
+    decimals = [_digits_for(v, digits.get(name, 2) if isinstance(digits, Mapping) else digits)
+                for v, name in zip(values, cols)]
     for r in range(len(frame)):
         row = []
         for c, name in enumerate(cols):
