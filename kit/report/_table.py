@@ -109,13 +109,13 @@ class Table:
 
 
 def _shorten(text: str, limit: int) -> str:
-    """A word longer than ``limit`` (a kernel or a path) cut to its start and end around an ellipsis."""
-    words = text.split(" ")
-    if all(len(w) <= limit for w in words):
+    """A name longer than ``limit`` (a kernel signature, a path: a word longer than ``limit``, or C++
+    scopes and templates) cut to its start and end around an ellipsis; prose is left to wrap."""
+    if len(text) <= limit or not (any(len(w) > limit for w in text.split()) or "::" in text or "<" in text):
         return text
-    keep = max(limit - 1, 4)
-    head, tail = keep * 2 // 3, keep - keep * 2 // 3
-    return " ".join(w if len(w) <= limit else f"{w[:head]}\u2026{w[-tail:]}" for w in words)
+    head = max(limit - 1, 4) * 2 // 3
+    tail = max(limit - 1, 4) - head
+    return f"{text[:head].rstrip()}\u2026{text[-tail:].lstrip()}"
 
 
 def _text(v: Any) -> str:
