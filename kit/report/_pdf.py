@@ -70,7 +70,7 @@ def write_pdf(report_dir: str | os.PathLike[str], pdf: str | os.PathLike[str] | 
         joined = Path(tmp) / PDF_NAME
         with joined.open("wb") as fh:
             writer.write(fh)
-        _check_secrets(joined, [s for s in secrets if s])
+        _check_secrets(joined, [s for s in secrets if s], target)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(joined, target) if _same_device(joined, target) else target.write_bytes(joined.read_bytes())
     return target
@@ -83,7 +83,7 @@ def _same_device(a: Path, b: Path) -> bool:
         return False
 
 
-def _check_secrets(pdf: Path, secrets: list[str]) -> None:
+def _check_secrets(pdf: Path, secrets: list[str], target: Path) -> None:
     if not secrets:
         return
     from pypdf import PdfReader
@@ -92,4 +92,4 @@ def _check_secrets(pdf: Path, secrets: list[str]) -> None:
     flat = "".join(text.split())  # a printed line may wrap inside a long value
     leaked = sum(1 for s in secrets if s in text or "".join(s.split()) in flat)
     if leaked:
-        raise ReportError(f"{pdf.name}: {leaked} secret value(s) the pages masked still read in the PDF; not written")
+        raise ReportError(f"{target}: {leaked} secret value(s) the pages masked still read in the PDF; not written")

@@ -106,3 +106,22 @@ def test_session_configurations_read_from_the_sample_files():
     assert sgl["tok/s (bench)"] == pytest.approx(71.4) and "sample" in sgl["source"]
     shown = kit.report.table(table, missing="not in log")._repr_html_()  # vLLM: attention, speculative, overlap
     assert "NaN" not in shown and "None" not in shown and shown.count("not in log") == 3
+
+
+def test_exported_code_is_folded_unless_tagged_and_the_notebook_copy_keeps_it():
+    """nbconvert with the report's template: each code cell's input inside a closed <details>
+    ('show code'); a cell tagged show-code keeps its code in view; outputs stay outside."""
+    import nbformat
+
+    from kit.report._export import SHOW_CODE_TAG, export, make_exporter
+
+    nb = nbformat.v4.new_notebook()
+    folded = nbformat.v4.new_code_cell("x_folded = 1\nx_folded", outputs=[
+        nbformat.v4.new_output("execute_result", data={"text/plain": "result-one"}, execution_count=1)])
+    shown = nbformat.v4.new_code_cell("y_shown = 2", metadata={"tags": [SHOW_CODE_TAG]})
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title"), folded, shown]
+    page, _ = export(make_exporter(), nb, title="t")
+    blocks = re.findall(r"<details class=\"kit-code\"><summary>show code</summary>(.*?)</details>", page, re.S)
+    assert len(blocks) == 1 and "x_folded" in blocks[0] and "result-one" not in blocks[0]
+    assert "y_shown" in page and "y_shown" not in blocks[0] and "result-one" in page
+    assert folded.source == "x_folded = 1\nx_folded"  # the notebook itself is left as it was
