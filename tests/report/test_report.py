@@ -150,7 +150,9 @@ def test_exported_pages_render_offline_in_chromium(tiny, tmp_path):
     img = Image.open(shot).convert("L")
     hist = img.histogram()
     non_white = sum(hist[:240]) / (img.width * img.height)
-    assert non_white > 0.02, f"screenshot looks blank ({non_white:.1%} non-white pixels)"
+    # The code is folded: the plot (axes, line, labels) and the slider are what shows; a page that drew
+    # nothing but its navigation bar stays under 0.3%.
+    assert non_white > 0.006, f"screenshot looks blank ({non_white:.1%} non-white pixels)"
     # The plot is an <img> with a data URI; the widget rendered from the vendored html-manager.
     assert 'src="data:image/png;base64,' in loaded.dom
     assert "widget-slider" in loaded.dom and 'class="widget-readout"' in loaded.dom
