@@ -254,7 +254,8 @@ class _Cards:
                 f"<div style='font-size:13px;margin:4px 0'>{html.escape(h.statement)}</div>"
                 "<div style='font-size:22px;font-weight:600;line-height:1.2;overflow-wrap:anywhere'>"
                 f"{html.escape(value)}</div><div style='font-size:12px;color:#57606a'>{html.escape(label)}</div>{more}"
-                f"<div style='margin-top:6px'><span title='{html.escape(h.provenance_label, quote=True)}' "
+                "<div style='margin-top:6px'><span class='kit-kind' "
+                f"title='{html.escape(h.provenance_label, quote=True)}' "
                 f"style='font-size:11px;border:1px solid {pill};color:{pill};padding:0 6px;border-radius:8px'>"
                 f"{html.escape(kind)}</span> <span style='font-size:11px;color:#57606a'>{html.escape(h.source)}"
                 "</span></div></div>")
