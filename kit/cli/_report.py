@@ -9,7 +9,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "report", help="run every notebook on a session and export the offline HTML report",
         description="Execute every notebook (papermill parameters: session, host), redact "
-                    "secrets, export HTML with local assets, and write index.html with the ledger. "
+                    "secrets, export HTML with local assets (code folded behind 'show code'), and write "
+                    "index.html: verdict cards, the run table, the ledger; --pdf adds the whole report as one PDF. "
                     "Exits 1 naming the notebook and cell when a notebook fails (its page is still written).",
     )
     p.add_argument("--session", default="notebooks/sample", help="session directory (default: notebooks/sample)")

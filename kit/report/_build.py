@@ -489,7 +489,10 @@ RUNS_PLACEHOLDER = '<div id="kit-runs"></div>'
 _RUNS_START, _RUNS_END = "<!-- kit-runs -->", "<!-- /kit-runs -->"
 
 
-_LEDGER_ROW = re.compile(r"(<tr data-kit-id='([^']+)' data-kit-verdict='(\w+)'><td[^>]*>.*?</td><td[^>]*>.*?)(</td>)")
+# A ledger row as the page holds it (nbconvert may rewrite the attribute quotes): id, verdict, up to the
+# end of the verdict cell.
+_LEDGER_ROW = re.compile(r"(<tr data-kit-id=[\"']([^\"']+)[\"'] data-kit-verdict=[\"'](\w+)[\"']>"
+                         r"\s*<td[^>]*>.*?</td>\s*<td[^>]*>.*?)(</td>)", re.S)
 
 
 def _mark_revised(page: str, ledger: Any) -> str:

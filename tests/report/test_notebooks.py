@@ -251,7 +251,8 @@ def test_every_page_reads_as_a_report_at_1400_px(sample_report):
     assert len(re.findall(r"class=[\"']kit-card[\"']", index)) == 8  # H0..H7
     page01 = (sample_report.out / "01_allreduce_share.html").read_text()
     # H1 as 01 recorded it (rejected by the model) says what the ledger holds after 04's A/B.
-    assert re.search(r"data-kit-id='H1' data-kit-verdict='rejected'>.*?the ledger now: <b>open</b>", page01, re.S)
+    row = re.search(r"data-kit-id=[\"']H1[\"'] data-kit-verdict=[\"']rejected[\"']>(.*?)</tr>", page01, re.S)
+    assert row and "the ledger now: <b>open</b>" in row.group(1)
     nb04 = nbformat.read(NOTEBOOKS / "04_single_stream_gap.ipynb", as_version=4)
     code04 = "\n".join(c.source for c in nb04.cells if c.cell_type == "code")
     assert not re.search(r"^\s*def ", code04, re.M) and "sess.root" not in code04
