@@ -474,6 +474,8 @@ class Ledger:
         for label, hid, key, fmt in rows:
             h = self._items.get(hid)
             value = h.numbers.get(key) if h else None
+            if isinstance(value, bool):  # a card reads "no", not "False"
+                value = "yes" if value else "no"
             groups.setdefault(hid, []).append((label, fmt.format(value) if value is not None else "not recorded"))
         return _Cards([(self._items.get(hid) or Hypothesis(id=hid, statement="not recorded in the ledger"), nums)
                        for hid, nums in groups.items()])
