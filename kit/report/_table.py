@@ -150,6 +150,8 @@ def table(df: Any, *, digits: int | Mapping[str, int] = 2, units: Mapping[str, s
         raise UsageError(f"kit.report.table: no column(s) {bad} in the table (columns: {list(map(str, df.columns))})")
     show_index = index if index is not None else not isinstance(df.index, pd.RangeIndex)
     frame = df.reset_index() if show_index else df
+    if show_index and all(n is None for n in df.index.names):  # an unnamed index gets no made-up header
+        frame = frame.rename(columns={"index": "", "level_0": ""})
     cols = [" / ".join(map(str, c)) if isinstance(c, tuple) else str(c) for c in frame.columns]
     reasons = missing if isinstance(missing, Mapping) else {}
     default = "-" if isinstance(missing, Mapping) else missing

@@ -63,6 +63,8 @@ def test_index_series_code_columns_and_misuse():
     s = pd.Series([6, 23], index=pd.Index(["attention", "mamba2"], name="mixer"), name="layers")
     t = kit.report.table(s)
     assert t.columns == ["mixer", "layers"] and t.rows == [["attention", "6"], ["mamba2", "23"]]
+    unnamed = kit.report.table(pd.DataFrame({"capture": ["eager"]}, index=["tp1_eager"]))
+    assert unnamed.columns == ["", "capture"] and unnamed.rows == [["tp1_eager", "eager"]]
     t = kit.report.table(pd.DataFrame({"kind": ["parameter"], "value": ["None"]}), code=["value"])
     assert "<code>None</code>" in t._repr_html_()
     with pytest.raises(UsageError, match=r"no column\(s\) \['nope'\]"):
