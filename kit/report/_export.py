@@ -64,6 +64,8 @@ details.kit-code[open]>summary{color:#0969da}
  main{max-width:none}
  details.kit-code{display:none}
  img,.kit-card{break-inside:avoid}
+ .kit-cards{display:block !important}
+ .kit-card{display:inline-block;width:23.5%%;vertical-align:top;margin:0 0.5%% 8px 0;box-sizing:border-box}
  h1,h2,h3{break-after:avoid}
  .jp-Cell,.jp-Cell *{overflow:visible !important}
  .jp-OutputArea-child,.jp-OutputArea-output{display:block !important}
