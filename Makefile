@@ -5,6 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 SESSION ?= notebooks/sample
 OUT ?= report
+PDF ?=
 PYTEST_ARGS ?=
 
 .PHONY: install system-deps report-deps assets engines lint test test-fast report bench clean
@@ -20,10 +21,10 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # System programs, installed with apt only when running as root and missing: npm (vendored
-# report assets) for the report; for the tests also the OpenSSH server (tests start their own
-# sshd), Chromium (exported HTML is checked in it) and ripgrep.
+# report assets) for the report, and Chromium for `make report PDF=1`; for the tests also the
+# OpenSSH server (tests start their own sshd), Chromium (exported HTML is checked in it) and ripgrep.
 report-deps:
-	@bash tools/system_deps.sh report
+	@bash tools/system_deps.sh $(if $(PDF),pdf,report)
 
 system-deps:
 	@bash tools/system_deps.sh test
@@ -47,8 +48,9 @@ test: install system-deps assets lint engines
 test-fast: install assets lint
 	$(PY) -m pytest -m "not slow" -q $(PYTEST_ARGS)
 
+# `make report PDF=1` also writes the whole report as one PDF, $(OUT)/report.pdf (headless Chromium).
 report: install assets
-	$(VENV)/bin/kit report --session $(SESSION) --out $(OUT)
+	$(VENV)/bin/kit report --session $(SESSION) --out $(OUT) $(if $(PDF),--pdf)
 
 bench: install system-deps
 	$(PY) bench/run_all.py

@@ -223,10 +223,54 @@ def _html_table(rows: list[Hypothesis]) -> str:
             f"<br><span style='color:#9a6700'>&#9888; {html.escape(c)}</span>" for c in h.caveats)
         cells = [html.escape(h.id), badge, html.escape(h.statement), html.escape(h.test),
                  evidence, _provenance_html(h), nums, html.escape(h.source)]
-        body.append("<tr>" + "".join(f"<td style='text-align:left;vertical-align:top;overflow-wrap:break-word'>{c}</td>"
+        row = f"<tr data-kit-id='{html.escape(h.id, quote=True)}' data-kit-verdict='{h.verdict}'>"
+        body.append(row + "".join(f"<td style='text-align:left;vertical-align:top;overflow-wrap:break-word'>{c}</td>"
                                      for c in cells) + "</tr>")
     return (f"<table class='kit-ledger' style='width:100%;table-layout:fixed'><colgroup>{cols}</colgroup>"
             f"<thead><tr>{head}</tr></thead><tbody>" + "".join(body) + "</tbody></table>")
+
+
+_CARD = ("<div class='kit-card' style='border:1px solid #d0d7de;border-left:6px solid {colour};border-radius:6px;"
+         "padding:8px 12px;background:#fff;font-family:system-ui,sans-serif;break-inside:avoid'>")
+
+
+@dataclass
+class _Cards:
+    """Verdict cards (:meth:`Ledger.cards`): (hypothesis, [(headline, formatted value)]) per card."""
+
+    items: list[tuple[Hypothesis, list[tuple[str, str]]]]
+
+    def _card(self, h: Hypothesis, nums: list[tuple[str, str]]) -> str:
+        colour = _BADGE.get(h.verdict, "#6e7781")
+        (label, value), rest = nums[0], nums[1:]
+        kind = h.evidence_kind
+        pill = _KIND_COLOUR.get(kind.split(":")[0], "#9a6700" if kind.startswith("mixed") else "#6e7781")
+        more = "".join(f"<div style='font-size:12px;color:#57606a'>{html.escape(lab)}: <b>{html.escape(v)}</b></div>"
+                       for lab, v in rest)
+        return (_CARD.format(colour=colour)
+                + f"<div style='display:flex;justify-content:space-between;gap:8px'><b>{html.escape(h.id)}</b>"
+                f"<span style='color:#fff;background:{colour};padding:1px 8px;border-radius:8px'>{h.verdict}"
+                "</span></div>"
+                f"<div style='font-size:13px;margin:4px 0'>{html.escape(h.statement)}</div>"
+                "<div style='font-size:22px;font-weight:600;line-height:1.2;overflow-wrap:anywhere'>"
+                f"{html.escape(value)}</div><div style='font-size:12px;color:#57606a'>{html.escape(label)}</div>{more}"
+                "<div style='margin-top:6px'><span class='kit-kind' "
+                f"title='{html.escape(h.provenance_label, quote=True)}' "
+                f"style='font-size:11px;border:1px solid {pill};color:{pill};padding:0 6px;border-radius:8px'>"
+                f"{html.escape(kind)}</span> <span style='font-size:11px;color:#57606a'>{html.escape(h.source)}"
+                "</span></div></div>")
+
+    def _repr_html_(self) -> str:
+        cards = "".join(self._card(h, nums) for h, nums in self.items)
+        return ("<div class='kit-cards' data-kit-block='verdicts' style='display:grid;"
+                f"grid-template-columns:repeat(auto-fill,minmax(260px,1fr));gap:10px;margin:8px 0'>{cards}</div>")
+
+    def __repr__(self) -> str:
+        return "\n".join(f"{h.id} {h.verdict}: {nums[0][1]} ({nums[0][0]}; {h.evidence_kind})"
+                         for h, nums in self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
 
 
 class Ledger:
@@ -421,6 +465,21 @@ class Ledger:
                         h.provenance_label if h else "not recorded", h.source if h else ""))
         return pd.DataFrame(out, columns=["headline", "value", "provenance", "notebook"])
 
+    def cards(self, rows: Iterable[tuple[str, str, str, str]]) -> "_Cards":
+        """The verdicts as cards, one per hypothesis named in ``rows`` (the rows of :meth:`headlines`),
+        in their order: the hypothesis, its verdict, the number that decided it (its first row; the
+        others under it) and a badge saying where the evidence came from. What a reader of the report
+        sees first, before the run table and the full ledger."""
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for label, hid, key, fmt in rows:
+            h = self._items.get(hid)
+            value = h.numbers.get(key) if h else None
+            if isinstance(value, bool):  # a card reads "no", not "False"
+                value = "yes" if value else "no"
+            groups.setdefault(hid, []).append((label, fmt.format(value) if value is not None else "not recorded"))
+        return _Cards([(self._items.get(hid) or Hypothesis(id=hid, statement="not recorded in the ledger"), nums)
+                       for hid, nums in groups.items()])
+
     def to_frame(self):
         """The ledger as a pandas DataFrame (one row per hypothesis, numbers as a dict column)."""
         import pandas as pd
@@ -452,7 +511,8 @@ class Ledger:
         c = self.counts()
         summary = ", ".join(f"{n} {v}" for v, n in c.items())
         table = _html_table(list(self._items.values()))
-        return f"<div class='kit-ledger-wrap'><p><b>Hypothesis ledger</b> ({summary})</p>{table}</div>"
+        return (f"<div class='kit-ledger-wrap' data-kit-block='ledger'><p><b>Hypothesis ledger</b> ({summary})</p>"
+                f"{table}</div>")
 
     def _repr_html_(self) -> str:
         return self.to_html()

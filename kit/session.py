@@ -44,7 +44,7 @@ import os
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from kit.errors import SessionError
 from kit.util import write_atomic
@@ -351,6 +351,36 @@ class Session:
                            and not p.name.startswith("."))
         return audit(paths, compare=compare, traces=traces, source=str(self.path(source)) if source else None)
 
+    def configurations(self, configs: Iterable[Mapping[str, Any]]):
+        """One row per serving configuration, read from its files in this session: ``configs`` are dicts
+        with ``name``, ``bench`` (benchmark result), ``log`` (server log), ``version`` (the engine's, or
+        None: read from the log) and ``nccl`` (an NCCL_DEBUG=INFO log, or None: not captured). Columns:
+        benchmark and log tok/s, ms/token, the settings the log shows (None where the log names none,
+        e.g. vLLM's attention backend), the NCCL variables the ranks echoed, whether the engine said it
+        disabled its custom all-reduce (with the log line), and the benchmark's provenance."""
+        import pandas as pd
+
+        return pd.DataFrame([self._configuration(c) for c in configs])
+
+    def _configuration(self, c: Mapping[str, Any]) -> dict[str, Any]:
+        from kit.logs import read
+
+        bench = read(self.path(c["bench"])).bench.iloc[0]  # decode_tok_s: per request, normalised across tools
+        log = read(self.path(c["log"]), version=c.get("version"))
+        args = log.server_args
+        nccl_env = read(self.path(c["nccl"])).nccl_info["env"] if c.get("nccl") else {}
+        off = [w.split(":", 1)[0] for w in log.warnings if "custom all-reduce" in w]
+        return {"config": c["name"], "engine": log.engine, "version": log.version,
+                "tok/s (bench)": float(bench["decode_tok_s"]), "tok/s (log)": log.decode_tok_s(),
+                "ms/token": 1000.0 / float(bench["decode_tok_s"]),
+                "attention": _arg(args, "attention_backend"), "speculative": _arg(args, "speculative_algorithm"),
+                "overlap scheduler": None if "disable_overlap_schedule" not in args
+                else not args["disable_overlap_schedule"],
+                "NCCL env": (" ".join(f"{k}={v}" for k, v in nccl_env.items())
+                             or ("default" if c.get("nccl") else "not captured")),
+                "custom all-reduce": f"off (log {off[0]})" if off else "not reported off",
+                "source": self.provenance(c["bench"]).label}
+
     def __repr__(self) -> str:
         return f"Session({self.root.as_posix()!r})"
 
@@ -452,6 +482,14 @@ class Captures:
     def __repr__(self) -> str:
         n = 0 if self.gpus is None else len(self.gpus)
         return f"Captures({self.folder!r}: {n} GPU(s), {len(self.evidence or [])} file(s))"
+
+
+def _arg(args: Mapping[str, Any], key: str) -> Any:
+    """A server argument as a table shows it: its value, "none" where the engine printed it unset,
+    None (missing) where its log does not name it."""
+    if key not in args:
+        return None
+    return "none" if args[key] is None else args[key]
 
 
 def _under(path: str, root: str) -> bool:

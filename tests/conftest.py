@@ -80,6 +80,7 @@ SLOW = (
     "tests/report/test_report.py::test_existing_report", "tests/report/test_report.py::test_failure_before_swap",
     "tests/report/test_report.py::test_cell_timeout", "tests/report/test_report.py::test_dead_kernel",
     "tests/report/test_report.py::test_cli_exits_nonzero", "tests/report/test_report.py::test_cli_rejects",
+    "tests/report/test_report.py::test_the_pdf_is_redacted",  # every page printed by Chromium
     "tests/report/test_report_defects.py::test_a_figure_returned",
     # seconds each: 2 GiB streamed, process groups waiting out grace periods, pip, SSH round trips
     "tests/remote/test_streams.py::test_2gib", "tests/remote/test_runner.py::test_a_command_that_ignores_sigterm",

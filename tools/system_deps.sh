@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Install the system programs decode-kit needs, when root and missing (Debian/Ubuntu, apt).
 #   tools/system_deps.sh report   npm (vendors the offline report assets)
+#   tools/system_deps.sh pdf      + chromium (kit report --pdf prints the pages with it)
 #   tools/system_deps.sh test     + openssh-server/client (the tests' own sshd), chromium, ripgrep
 set -euo pipefail
 what=${1:-test}
 need=()
 command -v npm >/dev/null 2>&1 || need+=(npm)
+[ "$what" = pdf ] && { command -v chromium >/dev/null 2>&1 || need+=(chromium); }
 if [ "$what" = test ]; then
   [ -x /usr/sbin/sshd ] || need+=(openssh-server)
   command -v ssh >/dev/null 2>&1 || need+=(openssh-client)

@@ -9,12 +9,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "report", help="run every notebook on a session and export the offline HTML report",
         description="Execute every notebook (papermill parameters: session, host), redact "
-                    "secrets, export HTML with local assets, and write index.html with the ledger. "
+                    "secrets, export HTML with local assets (code folded behind 'show code'), and write "
+                    "index.html: verdict cards, the run table, the ledger; --pdf adds the whole report as one PDF. "
                     "Exits 1 naming the notebook and cell when a notebook fails (its page is still written).",
     )
     p.add_argument("--session", default="notebooks/sample", help="session directory (default: notebooks/sample)")
     p.add_argument("--out", default="report", help="report directory, replaced as a whole (default: report)")
-    p.add_argument("--no-input", action="store_true", help="hide code cells in the exported pages")
+    p.add_argument("--no-input", action="store_true",
+                   help="leave code cells out of the exported pages (by default each is folded behind 'show code')")
+    p.add_argument("--pdf", action="store_true",
+                   help="also write the whole report as one PDF, OUT/report.pdf (headless Chromium; needs pypdf)")
     p.add_argument("--host", default="local", help="host target passed to the notebooks (default: local)")
     p.add_argument("--notebooks", default=None,
                    help="directory of notebooks (default: the project's notebooks/, else ./notebooks)")
@@ -46,7 +50,8 @@ def _handle(args: argparse.Namespace) -> int:
     from kit import report
 
     rep = report.build(args.session, args.out, notebooks=args.notebooks, host=args.host,
-                       no_input=args.no_input, cell_timeout=args.timeout, parameters=_parse_params(args.param))
+                       no_input=args.no_input, cell_timeout=args.timeout, parameters=_parse_params(args.param),
+                       pdf=args.pdf)
     if rep.failed:
         for r in rep.failed:
             print(f"kit report: notebook {r.name} failed at cell In[{r.failed_cell}]: {r.error} "

@@ -24,7 +24,9 @@ Files:
 - ``_assets.py``: the vendored JavaScript every report carries
 - ``_redact.py``: secrets masked in every exported artefact
 - ``_redact_cmdline.py``: the rules for credentials typed on command lines (sshpass -p, mysql -p, logins, --token)
-- ``_browser.py``: headless Chromium: load an exported page and read what it shows
+- ``_browser.py``: headless Chromium: load an exported page, measure its layout, print it to PDF
+- ``_table.py``: ``table(df)``: a DataFrame rendered to fit a page (text left, numbers right, missing
+  values as "-" or their reason, long names shortened with the full name on hover, footnotes)
 """
 from __future__ import annotations
 
@@ -38,8 +40,9 @@ from kit.report._build import (  # noqa: F401  # noqa: F401  (public, not in __a
     execute_notebook,
 )
 from kit.report._redact import redact_text  # noqa: F401  (public, not in __all__: kit.mcp masks tool results)
+from kit.report._table import Table, table
 from kit.util import publish
 
-__all__ = ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook']
+__all__ = ['NotebookRun', 'Report', 'Table', 'build', 'discover', 'execute_notebook', 'table']
 
 publish(globals(), __all__)

@@ -90,3 +90,65 @@ def page_requests(netlog: str | Path) -> list[str]:
         if str(p.get("network_isolation_key", "")).startswith("file://") or p.get("initiator") == "null":
             urls.append(str(p.get("url", "")))
     return urls
+
+
+# What a reader sees at a given width, measured by the page itself once it has loaded: the page's scroll
+# and client widths, the elements that stick out past the page edge, the code blocks shown, and text
+# cells reading NaN/None/nan. Written into the DOM as JSON, read back from --dump-dom.
+_PROBE = """<script>window.addEventListener('load', function () {
+ var d = document.documentElement, out = {scroll_width: d.scrollWidth, client_width: d.clientWidth,
+  wide: [], code_visible: 0, code_total: 0, missing: [], order: []};
+ document.querySelectorAll('table, pre, img, .jp-OutputArea-output').forEach(function (e) {
+  var r = e.getBoundingClientRect();
+  if (r.right > d.clientWidth + 1 && out.wide.length < 20)
+   out.wide.push(e.tagName + '.' + e.className + ': ' + (e.innerText || '').slice(0, 80)); });
+ function shown(e) { return e.checkVisibility
+  ? e.checkVisibility({contentVisibilityAuto: true, visibilityProperty: true}) : !!e.getClientRects().length; }
+ document.querySelectorAll('.jp-CodeCell .jp-InputArea').forEach(function (e) {
+  out.code_total++; if (shown(e) && e.getBoundingClientRect().height > 0) out.code_visible++; });
+ document.querySelectorAll('td, th, li, p, span').forEach(function (e) {
+  var t = (e.innerText || '').trim();
+  if (/^(NaN|nan|None|NaT|<NA>)$/.test(t) && shown(e) && !e.closest('.jp-InputArea, code, pre, .highlight')
+      && !e.querySelector('code'))
+   out.missing.push(t); });
+ out.scrollers = [];
+ document.querySelectorAll('body *').forEach(function (e) {
+  var s = getComputedStyle(e).overflowX;
+  if ((s == 'auto' || s == 'scroll') && e.scrollWidth > e.clientWidth + 1 && shown(e)
+      && out.scrollers.length < 20)
+   out.scrollers.push(e.tagName + '.' + e.className + ' ' + e.scrollWidth + '>' + e.clientWidth + ': '
+                      + (e.innerText || '').slice(0, 80)); });
+ document.querySelectorAll('[data-kit-block]').forEach(function (e) { out.order.push(e.dataset.kitBlock); });
+ var p = document.createElement('pre'); p.id = 'kit-probe'; p.textContent = JSON.stringify(out);
+ document.body.appendChild(p); });</script>"""
+
+
+def layout(page: str | Path, *, width: int = 1400, height: int = 1000, open_code: bool = False,
+           timeout: float = 90.0) -> dict:
+    """Load ``page`` at ``width`` px in headless Chromium and return what the page measured of itself:
+    ``scroll_width``/``client_width`` (equal: no sideways scroll), ``wide`` (elements past the right
+    edge), ``scrollers`` (boxes that scroll sideways inside the page), ``code_visible``/``code_total``
+    (code input areas shown / present), ``missing`` (cells that read NaN/None) and ``order`` (the
+    ``data-kit-block`` names in page order). ``open_code`` expands every folded code cell first.
+    The probe runs in a copy beside the page (same relative assets)."""
+    src = Path(page)
+    text = src.read_text(encoding="utf-8")
+    probe = _PROBE
+    if open_code:
+        probe = probe.replace("var d =", "document.querySelectorAll('details').forEach(function (x) "
+                                         "{ x.open = true; }); var d =", 1)
+    idx = text.rfind("</body>")
+    text = text[:idx] + probe + text[idx:] if idx >= 0 else text + probe
+    copy = src.with_name(f".kit-probe-{src.name}")
+    copy.write_text(text, encoding="utf-8")
+    try:
+        dom = load(copy, window=(width, height), timeout=timeout).dom
+    finally:
+        copy.unlink(missing_ok=True)
+    start = dom.find("<pre id=\"kit-probe\">")
+    if start < 0:
+        raise ReportError(f"chromium: the layout probe did not run on {page}")
+    import html as _html
+
+    body = dom[start + len("<pre id=\"kit-probe\">"):dom.find("</pre>", start)]
+    return json.loads(_html.unescape(body))

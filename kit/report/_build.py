@@ -5,6 +5,7 @@ import datetime as _dt
 import html as _html
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -46,6 +47,7 @@ class Report:
     out: Path
     runs: list[NotebookRun] = field(default_factory=list)
     seconds: float = 0.0
+    pdf: Path | None = None  # the whole report as one PDF (``build(pdf=True)``), else None
 
     @property
     def failed(self) -> list[NotebookRun]:
@@ -224,7 +226,7 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
           notebooks: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] | None = None,
           host: str = "local", no_input: bool = False, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
           parameters: Mapping[str, Any] | None = None,
-          progress: Callable[[str], None] | None = _progress_default) -> Report:
+          progress: Callable[[str], None] | None = _progress_default, pdf: bool = False) -> Report:
     """Execute the notebooks on ``session``, export them to ``out`` and write ``index.html``.
 
     ``notebooks`` is a directory (default: the ``notebooks/`` directory that holds the session, else
@@ -234,6 +236,8 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     notebooks are listed in ``report.failed`` (call ``raise_for_failures()`` to turn them into
     :class:`~kit.errors.NotebookFailed`). Raises :class:`~kit.errors.ReportError` when nothing can be
     written (missing session, assets or notebooks, or an ``out`` that is not a kit report).
+    ``pdf=True`` also writes the whole report as one PDF, ``<out>/report.pdf`` (``report.pdf``):
+    every page printed by headless Chromium, a bookmark per notebook, redacted like the pages.
     """
     from kit.report import _assets as assets
 
@@ -264,17 +268,24 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         local_roots = {str(session.resolve()): session.name, str(nb_dir.resolve().parent): "."}
         executed = _execute_all(paths, base_params, ledger_file, local_roots, cell_timeout, say)
         runs = [r for _, _, r, _ in executed]
-        _export_all(tmp, executed, ledger_file, local_roots, no_input=no_input,
-                    index=lambda ledger: _index_block(runs, ledger, session, host, time.perf_counter() - t_start))
+        secrets = _export_all(tmp, executed, ledger_file, local_roots, no_input=no_input,
+                              index=lambda ledger: _index_block(runs, ledger, session, host,
+                                                                time.perf_counter() - t_start))
         report = Report(out=out, runs=runs, seconds=time.perf_counter() - t_start)
         (tmp / MARKER).write_text(json.dumps(_summary(report, session, host), indent=2) + "\n")
+        if pdf:
+            from kit.report._pdf import PDF_NAME, write_pdf
+
+            say(f"kit report: printing {len(runs)} pages to {out}/{PDF_NAME} ...")
+            write_pdf(tmp, secrets=secrets)
+            report.pdf = out / PDF_NAME
         _swap_in(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     report.seconds = time.perf_counter() - t_start
     say(f"kit report: wrote {out}/index.html ({len(runs)} notebooks, {len(report.failed)} failed, "
-        f"{report.seconds:.1f} s)")
+        f"{report.seconds:.1f} s)" + (f" and {report.pdf}" if report.pdf else ""))
     return report
 
 
@@ -301,9 +312,10 @@ def _execute_all(paths: list[Path], params: dict[str, Any], ledger_file: Path, l
 
 
 def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]]], ledger_file: Path,
-                local_roots: Mapping[str, str], *, no_input: bool, index: Callable[[Any], str]) -> None:
+                local_roots: Mapping[str, str], *, no_input: bool, index: Callable[[Any], str]) -> set[str]:
     """Write every page, the redacted ledger copy and the ipynb copies into ``tmp``; ``index(ledger)``
-    gives the index block (``None``: without the ledger, which the index notebook shows itself)."""
+    gives the index block (``None``: without the ledger, which the index notebook shows itself).
+    Returns the secret values masked (the PDF is checked for them too)."""
     import nbformat
 
     from kit.ledger import Ledger
@@ -338,6 +350,10 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
         on_page: set[str] = set()
         page, extra = export.export(exporter, nb, title=path.stem, top_block=top, secrets=all_secrets, found=on_page)
         run.redactions += extra
+        if run.page == "index.html":
+            page = _place_runs(page)
+        elif not isinstance(ledger, Exception):
+            page = _mark_revised(page, ledger)
         if on_page:  # seen only once rendered: the notebook copy must not keep it either
             redact_notebook(nb, all_secrets | on_page, scan=False)
         (tmp / run.page).write_text(page, encoding="utf-8")
@@ -346,6 +362,7 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
         block = export.nav_html(pages, "index.html") + index(ledger)
         page, _ = export.redact_html(export.standalone_page("decode-kit report", block), all_secrets)
         (tmp / "index.html").write_text(page, encoding="utf-8")
+    return all_secrets
 
 
 def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:
@@ -460,6 +477,42 @@ def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str,
         "<h1>decode-kit report</h1>"
         f"<p>Session <code>{_html.escape(session.name)}</code>, host <code>{_html.escape(host)}</code>, "
         f"generated {when} by decode-kit {__version__} in {seconds:.0f} s.</p>"
+        f"{_RUNS_START}<div class='kit-head' data-kit-block='runs'>"
         "<table><thead><tr><th>notebook</th><th>status</th><th>run time</th></tr></thead><tbody>"
-        + "".join(rows) + "</tbody></table>" + ledger_html + "</div>"
+        + "".join(rows) + f"</tbody></table></div>{_RUNS_END}" + ledger_html + "</div>"
     )
+
+
+# The index notebook says where the run table goes (a markdown cell holding RUNS_PLACEHOLDER, after its
+# verdict cards); without one the table stays at the top of the page.
+RUNS_PLACEHOLDER = '<div id="kit-runs"></div>'
+_RUNS_START, _RUNS_END = "<!-- kit-runs -->", "<!-- /kit-runs -->"
+
+
+# A ledger row as the page holds it (nbconvert may rewrite the attribute quotes): id, verdict, up to the
+# end of the verdict cell.
+_LEDGER_ROW = re.compile(r"(<tr data-kit-id=[\"']([^\"']+)[\"'] data-kit-verdict=[\"'](\w+)[\"']>"
+                         r"\s*<td[^>]*>.*?</td>\s*<td[^>]*>.*?)(</td>)", re.S)
+
+
+def _mark_revised(page: str, ledger: Any) -> str:
+    """A hypothesis a page shows with a verdict a later notebook revised says so under its badge, with
+    the ledger's verdict: the page keeps what its own notebook found, and no reader takes it for the last word."""
+    def note(m: re.Match) -> str:
+        h = ledger.get(_html.unescape(m.group(2)))
+        if h is None or h.verdict == m.group(3):
+            return m.group(0)
+        return (m.group(1) + "<div class='kit-revised' style='font-size:11px;color:#57606a;margin-top:4px'>"
+                f"the ledger now: <b>{_html.escape(h.verdict)}</b> ({_html.escape(h.source)}; see the index)</div>"
+                + m.group(4))
+    return _LEDGER_ROW.sub(note, page)
+
+
+def _place_runs(page: str) -> str:
+    """Move the run table of the index block to the index notebook's placeholder, if it has one."""
+    at, start, end = page.find(RUNS_PLACEHOLDER), page.find(_RUNS_START), page.find(_RUNS_END)
+    if at < 0 or start < 0 or end < start:
+        return page
+    block = page[start:end + len(_RUNS_END)]
+    page = page[:start] + page[end + len(_RUNS_END):]
+    return page.replace(RUNS_PLACEHOLDER, block, 1)

@@ -3,6 +3,13 @@
 One ``HTMLExporter`` (lab template) is built per report and reused for every page. Its CDN knobs
 point at relative ``assets/`` URLs, every page gets a navigation bar, and the finished HTML passes
 through the redaction safety net.
+
+A report is read by people who want the findings, not the Python: every code cell's input sits in a
+closed ``<details>`` ("show code"), opened by a click with no script, so the page reads the same
+offline, printed or in a PDF. A cell tagged ``show-code`` (:data:`SHOW_CODE_TAG`) keeps its code in
+view, where the code is the point. The ``ipynb/`` copies keep everything. The report's CSS makes
+tables fit the page: long text wraps at word boundaries, and printing (``kit report --pdf``) leaves
+the navigation bar out and keeps figures and table rows whole.
 """
 from __future__ import annotations
 
@@ -16,6 +23,21 @@ from kit.report._redact import redact_html
 # PAGE_WIDTH_PX: a figure at most that wide is shown at its own size, never shrunk below readable.
 PAGE_MAX_PX = 1200
 PAGE_WIDTH_PX = 1100
+SHOW_CODE_TAG = "show-code"  # a code cell with this tag shows its code unfolded
+
+# The lab template's page, each code cell's input folded into <details> unless tagged SHOW_CODE_TAG.
+_TEMPLATE = """{%- extends 'index.html.j2' -%}
+{% block input_group -%}
+{%- if '""" + SHOW_CODE_TAG + """' in cell.metadata.get('tags', []) -%}
+{{ super() }}
+{%- else -%}
+<details class="kit-code"><summary>show code</summary>
+{{ super() }}
+</details>
+{%- endif -%}
+{% endblock input_group %}
+"""
+_TEMPLATE_NAME = "kit_report_page.html.j2"
 
 _NAV_CSS = """
 <style>
@@ -30,6 +52,24 @@ main{max-width:%(page)spx;margin:0 auto}
 .kit-head td,.kit-head th{border:1px solid #d0d7de;padding:4px 8px;font-size:13px}
 .kit-head th{background:#f6f8fa}
 .kit-ok{color:#1a7f37;font-weight:600}.kit-bad{color:#cf222e;font-weight:600}
+details.kit-code>summary{cursor:pointer;color:#57606a;font:12px system-ui,sans-serif;padding:2px 0 2px 4px}
+details.kit-code[open]>summary{color:#0969da}
+.jp-OutputArea-output table{max-width:100%%}
+.jp-OutputArea-output td,.jp-OutputArea-output th{white-space:normal;overflow-wrap:anywhere;word-break:normal}
+.jp-OutputArea-output pre{white-space:pre-wrap;overflow-wrap:anywhere;word-break:normal}
+.jp-OutputArea-output img{max-width:100%%;height:auto}
+@media print{
+ @page{size:A4 landscape;margin:10mm}
+ .kit-nav,.jp-InputPrompt,.jp-OutputPrompt{display:none}
+ main{max-width:none}
+ details.kit-code{display:none}
+ img,.kit-card{break-inside:avoid}
+ .kit-cards{display:block !important}
+ .kit-card{display:inline-block;width:23.5%%;vertical-align:top;margin:0 0.5%% 8px 0;box-sizing:border-box}
+ h1,h2,h3{break-after:avoid}
+ .jp-Cell,.jp-Cell *{overflow:visible !important}
+ .jp-OutputArea-child,.jp-OutputArea-output{display:block !important}
+}
 </style>
 """ % {"page": PAGE_MAX_PX}
 
@@ -44,11 +84,14 @@ def make_exporter(no_input: bool = False) -> Any:
     cfg.HTMLExporter.widget_renderer_url = assets.WIDGET_RENDERER_URL
     cfg.HTMLExporter.mathjax_url = assets.MATHJAX_URL
     cfg.HTMLExporter.template_name = "lab"
+    cfg.HTMLExporter.template_file = _TEMPLATE_NAME
     if no_input:
         cfg.TemplateExporter.exclude_input = True
         cfg.TemplateExporter.exclude_input_prompt = True
         cfg.TemplateExporter.exclude_output_prompt = True
-    exporter = HTMLExporter(config=cfg)
+    from jinja2 import DictLoader
+
+    exporter = HTMLExporter(config=cfg, extra_loaders=[DictLoader({_TEMPLATE_NAME: _TEMPLATE})])
     # Not a configurable trait, but read from the instance when resources are built.
     exporter.mermaid_js_url = assets.MERMAID_URL
     exporter.mermaid_layout_elk_js_url = ""

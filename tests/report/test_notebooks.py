@@ -112,7 +112,8 @@ def test_measured_is_said_only_of_measured_numbers(sample_report):
         r"<b>measured</b>|<em>measured</em>|mixed: measured|step times measured outside the profiler|"
         r"no multi-rank trace measured|measured step from CUDA events|measured-on-NVIDIA-H200|<b>measured step</b>|"
         r"&quot;measured&quot; only for what was measured|"
-        r'"measured" only for what was measured')
+        r'"measured" only for what was measured|'
+        r'class=["\']kit-kind["\'][^>]*>measured</span>')  # a verdict card's badge: the ledger's own evidence kind
     for name in EXPECTED:
         page = (sample_report.out / ("index.html" if name == "index" else f"{name}.html")).read_text()
         text = re.sub(r"<script[\s\S]*?</script>|<style[\s\S]*?</style>|data:image/png;base64,[A-Za-z0-9+/=]+|"
@@ -227,6 +228,58 @@ def test_sample_report_renders_offline(sample_report, tmp_path):
     img = Image.open(shot).convert("L")
     non_white = sum(img.histogram()[:240]) / (img.width * img.height)
     assert non_white > 0.03, f"index screenshot looks blank ({non_white:.1%})"
+
+
+@pytest.mark.chromium
+def test_every_page_reads_as_a_report_at_1400_px(sample_report):
+    """Opened as a teammate opens it: no sideways scroll (the page nor any box in it), no code shown
+    until 'show code' is clicked, no NaN/None where a value is missing; the index shows the verdict
+    cards first, then the run table, then the full ledger."""
+    from kit.report._browser import layout
+
+    for name in EXPECTED:
+        seen = layout(sample_report.out / ("index.html" if name == "index" else f"{name}.html"), width=1400)
+        assert seen["scroll_width"] == seen["client_width"], (name, seen["wide"])
+        assert seen["scrollers"] == [] and seen["wide"] == [], (name, seen["scrollers"], seen["wide"])
+        assert seen["code_total"] > 0 and seen["code_visible"] == 0, (name, seen["code_visible"])
+        assert seen["missing"] == [], (name, seen["missing"])
+        if name == "index":
+            assert seen["order"] == ["verdicts", "runs", "ledger"]
+    opened = layout(sample_report.out / "04_single_stream_gap.html", open_code=True)
+    assert opened["code_visible"] == opened["code_total"] > 10  # every cell's code is one click away
+    index = (sample_report.out / "index.html").read_text()
+    assert len(re.findall(r"class=[\"']kit-card[\"']", index)) == 8  # H0..H7
+    page01 = (sample_report.out / "01_allreduce_share.html").read_text()
+    # H1 as 01 recorded it (rejected by the model) says what the ledger holds after 04's A/B.
+    row = re.search(r"data-kit-id=[\"']H1[\"'] data-kit-verdict=[\"']rejected[\"']>(.*?)</tr>", page01, re.S)
+    assert row and "the ledger now: <b>open</b>" in row.group(1)
+    nb04 = nbformat.read(NOTEBOOKS / "04_single_stream_gap.ipynb", as_version=4)
+    code04 = "\n".join(c.source for c in nb04.cells if c.cell_type == "code")
+    assert not re.search(r"^\s*def ", code04, re.M) and "sess.root" not in code04
+
+
+# Figures drawn by widgets from their saved state (the explorer), printed in the PDF beside the page's <img>s.
+WIDGET_FIGURES = {"01_allreduce_share": 1}
+
+
+@pytest.mark.chromium
+def test_the_pdf_has_one_section_per_notebook_with_every_figure(sample_report, tmp_path):
+    from pypdf import PdfReader
+
+    from kit.report._pdf import write_pdf
+
+    pdf = PdfReader(write_pdf(sample_report.out, tmp_path / "report.pdf"))
+    starts = [(o.title, pdf.get_destination_page_number(o)) for o in pdf.outline]
+    assert [t for t, _ in starts] == ["index"] + EXPECTED[:-1]
+    ends = [p for _, p in starts[1:]] + [len(pdf.pages)]
+    for (name, first), end in zip(starts, ends):
+        assert end > first, name
+        images = sum(len(pdf.pages[i].images) for i in range(first, end))
+        assert images == IMAGES_PER_PAGE[name] + WIDGET_FIGURES.get(name, 0), name
+        title = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4).cells[0].source.splitlines()[0][2:]
+        assert " ".join(title.split()[:4]) in " ".join(pdf.pages[first].extract_text().split()), name
+    text = " ".join(" ".join(p.extract_text().split()) for p in pdf.pages)
+    assert "show code" not in text and "NaN" not in text
 
 
 @pytest.mark.gpu_fixture

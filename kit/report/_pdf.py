@@ -1,0 +1,95 @@
+"""The whole report as one PDF, to send to someone outside: every page printed by headless Chromium.
+
+Each exported page (the index first, then the notebooks in run order) is printed on its own by the
+same headless Chromium the tests open pages in, so a notebook starts on a new page and figures and
+tables print as the browser lays them out (the report's print CSS leaves out the navigation bar and
+the folded code). The prints are joined with pypdf, one outline entry (bookmark) per notebook. The
+pages were redacted before they were written, so the PDF is too; the PDF's own text is checked once
+more for the secrets the build found, and a PDF that still holds one is not written.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+from kit.errors import ReportError
+from kit.report._browser import FLAGS, _run, chromium_path
+
+PDF_NAME = "report.pdf"
+# Chromium's switch for a print without its header (date, title) and footer (file:// URL, page number);
+# the second is the name older builds know.
+_NO_HEADER = ("--no-pdf-header-footer", "--print-to-pdf-no-header")
+
+
+def pages_in_order(report_dir: Path) -> list[tuple[str, Path]]:
+    """(title, page) of a written report: the index first, then each notebook's page in run order."""
+    try:
+        summary = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"report {report_dir}: no readable report.json ({exc})") from exc
+    found = [(n["name"], report_dir / n["page"]) for n in summary.get("notebooks", []) if n.get("page")]
+    index = [p for p in found if p[1].name == "index.html"] or [("index", report_dir / "index.html")]
+    return index[:1] + [p for p in found if p[1].name != "index.html"]
+
+
+def print_page(page: Path, pdf: Path, *, budget_ms: int = 5000, timeout: float = 120.0) -> Path:
+    """Print one HTML page to ``pdf`` with headless Chromium (scripts run first: widgets, figures)."""
+    exe = chromium_path()
+    if exe is None:
+        raise ReportError("chromium not found; install it (apt-get install chromium, or 'make system-deps' as root)")
+    with tempfile.TemporaryDirectory(prefix="kit-chromium-") as tmp:
+        args = [exe, *FLAGS, *_NO_HEADER, f"--user-data-dir={tmp}/profile", f"--virtual-time-budget={budget_ms}",
+                f"--print-to-pdf={pdf.resolve()}", page.resolve().as_uri()]
+        proc = _run(args, timeout)
+    if proc.returncode != 0 or not pdf.is_file() or pdf.stat().st_size == 0:
+        raise ReportError(f"chromium could not print {page} to PDF (exit {proc.returncode}): "
+                          f"{proc.stderr.strip()[-300:]}")
+    return pdf
+
+
+def write_pdf(report_dir: str | os.PathLike[str], pdf: str | os.PathLike[str] | None = None, *,
+              secrets: Iterable[str] = (), timeout: float = 120.0) -> Path:
+    """Print every page of the report in ``report_dir`` and join them into one PDF (default
+    ``<report_dir>/report.pdf``), one bookmark per notebook; return its path. Raises ReportError when
+    Chromium or pypdf is missing, a page cannot be printed, or the PDF's text holds one of ``secrets``."""
+    try:
+        from pypdf import PdfReader, PdfWriter
+    except ImportError as exc:
+        raise ReportError("kit report --pdf needs pypdf (pip install pypdf)") from exc
+    report_dir = Path(report_dir)
+    target = Path(pdf) if pdf is not None else report_dir / PDF_NAME
+    writer = PdfWriter()
+    with tempfile.TemporaryDirectory(prefix="kit-pdf-") as tmp:
+        for i, (title, page) in enumerate(pages_in_order(report_dir)):
+            part = print_page(page, Path(tmp) / f"{i:02d}.pdf", timeout=timeout)
+            writer.append(PdfReader(part), outline_item=title)
+        writer.add_metadata({"/Title": f"decode-kit report: {report_dir.name}", "/Creator": "decode-kit"})
+        joined = Path(tmp) / PDF_NAME
+        with joined.open("wb") as fh:
+            writer.write(fh)
+        _check_secrets(joined, [s for s in secrets if s], target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(joined, target) if _same_device(joined, target) else target.write_bytes(joined.read_bytes())
+    return target
+
+
+def _same_device(a: Path, b: Path) -> bool:
+    try:
+        return a.stat().st_dev == b.parent.stat().st_dev
+    except OSError:
+        return False
+
+
+def _check_secrets(pdf: Path, secrets: list[str], target: Path) -> None:
+    if not secrets:
+        return
+    from pypdf import PdfReader
+
+    text = "".join(p.extract_text() or "" for p in PdfReader(pdf).pages)
+    flat = "".join(text.split())  # a printed line may wrap inside a long value
+    leaked = sum(1 for s in secrets if s in text or "".join(s.split()) in flat)
+    if leaked:
+        raise ReportError(f"{target}: {leaked} secret value(s) the pages masked still read in the PDF; not written")
