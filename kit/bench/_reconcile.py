@@ -313,11 +313,11 @@ def _provenance(client, engine) -> str:
     """'client: ...; engine: ...' from the session manifests of the files given (paths only)."""
     from kit.session import provenance_of
 
-    said = []
+    said: dict[str, list[str]] = {}
     for role, src in (("client", client), ("engine", engine)):
         if isinstance(src, (str, Path)):
-            said.append(f"{role}: {provenance_of(str(src))}")
-    return "; ".join(said)
+            said.setdefault(provenance_of(str(src)).label, []).append(role)
+    return "; ".join(f"{' and '.join(roles)} records: {label}" for label, roles in said.items())
 
 
 def _num(x: float):
