@@ -53,7 +53,9 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
   frames, and how much kernel time agrees (``kit profile summary --check-attribution``)
 - ``_windows.py``: decode/prefill steps and phases from annotations
 - ``_cpu.py``: the CPU side of each step (launches, graph launches, memcpy/memset, syncs, CPU time vs
-  GPU busy, GPU-idle gaps with their cause) and the GPU-/launch-/host-bound verdict; compare's cause
+  GPU busy, GPU-idle gaps with their cause) and the GPU-/launch-/host-bound verdict
+- ``_cpu_compare.py``: compare's cause of GPU idle in both runs, in words, and its profiler/outlier warnings
+- ``_arrays.py``: array helpers over table columns (codes per distinct value, NaN means, stable order)
 - ``_summary.py``: the summary arithmetic: per category, step, rank, evidence, module; AllReduce share
   and exposure; CPU-side collectives
 - ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables

@@ -21,7 +21,7 @@ arguments and argument list, so the same kernel with other template parameters m
 of another backend do not; families found in one run only are listed as such. Where both profiles
 link kernels to CPU ops (eager traces: the ``op_top`` and ``module`` columns the reader keeps for
 every kernel) the difference is also split by top-level aten op and by ``nn.Module`` class. For
-the GPU-idle and launch-gap parts the CPU side of both runs says why (``_cpu.py``: kernel launches
+the GPU-idle and launch-gap parts the CPU side of both runs says why (``_cpu_compare.py``: kernel launches
 per step, graph or eager, CPU time, syncs, verdict). Only the Profiles are read, never the trace
 files: profiles from the cache or parsed on a host compare by op too. Multi-rank runs are compared rank by rank; the headline is the
 slowest rank of each run (largest mean step time).
@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError
-from kit.profile import _cpu
+from kit.profile import _arrays, _cpu_compare
 from kit.profile import _summary as S
 
 __all__ = ["Comparison", "compare", "kernel_family"]
@@ -107,7 +107,7 @@ class _Run:
 
     @property
     def step_us(self) -> float:
-        return float(_cpu.nanmean(self.wall) + _mean(self.gap))
+        return float(_arrays.nanmean(self.wall) + _mean(self.gap))
 
     @property
     def spread_us(self) -> float:
@@ -187,7 +187,7 @@ def _relabel(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]
 def _families(name: pd.Series, pos: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Each selected kernel's family as a code, and the families (sorted): one :func:`kernel_family` per
     distinct name."""
-    codes, uniq = _cpu.coded(name)
+    codes, uniq = _arrays.coded(name)
     codes = codes[pos]
     seen = _seen(codes, len(uniq))
     fam = {i: kernel_family(uniq[i]) for i in seen}
@@ -210,7 +210,7 @@ def _table(row: np.ndarray, dur: np.ndarray, codes: np.ndarray, names: list[str]
 def _busy(row: np.ndarray, start: np.ndarray, dur: np.ndarray, n_steps: int) -> np.ndarray:
     """Per step: the GPU's busy time, the union of its kernels' intervals (0 without kernels)."""
     busy = np.zeros(n_steps)
-    o = _cpu.stable_order(row)
+    o = _arrays.stable_order(row)
     for ix in np.split(o, np.flatnonzero(np.diff(row[o])) + 1):
         if len(ix):
             busy[row[ix[0]]] = S.length(S.union(start[ix], start[ix] + dur[ix]))
@@ -227,7 +227,7 @@ def _main_category(fam: np.ndarray, fams: list[str], cat: np.ndarray, cats: list
 def _labelled(col: pd.Series, pos: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
     """Each selected kernel's CPU op or module as a code into sorted labels (``(no CPU op)`` where it has
     none); None when fewer than half the kernels have one (a trace that does not link them)."""
-    codes, uniq = _cpu.coded(col)
+    codes, uniq = _arrays.coded(col)
     codes = codes[pos]
     if not len(codes) or (codes >= 0).mean() < 0.5:
         return None
@@ -273,11 +273,11 @@ def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
     k = prof.kernels
     ks = k["step"].to_numpy()
     pos = np.flatnonzero((k["rank"].to_numpy() == rank) & np.isin(ks, step))
-    o = _cpu.stable_order(step)
+    o = _arrays.stable_order(step)
     row = o[np.searchsorted(step[o], ks[pos])]            # each kernel's step, as an index into ``step``
     dur = k["dur_us"].to_numpy(float)[pos]
     n = len(step)
-    codes, names = _cpu.coded(k["category"])
+    codes, names = _arrays.coded(k["category"])
     cat_c, cats = _relabel(codes[pos], names)
     fam_c, fams = _families(k["name"], pos)
     cat, fam = _table(row, dur, cat_c, cats, n), _table(row, dur, fam_c, fams, n)
@@ -353,7 +353,7 @@ class Comparison:
     per step in each, noise_us, beyond_noise. ``only_in_one``: the families of one run only.
     ``by_op`` / ``by_module``: per-step time by top-level aten op / nn.Module (None unless both
     traces link kernels to CPU ops; modules by class) and ``by_module_instances`` (per class and layer).
-    ``cpu``: one row per run (``_cpu.run_table``: launches per step, graph or eager, CPU time, syncs,
+    ``cpu``: one row per run (``_cpu_compare.run_table``: launches per step, graph or eager, CPU time, syncs,
     GPU idle by cause, verdict); ``cause``: what differs there, in one sentence. ``per_rank``: one row
     per rank. ``warnings``: what the numbers cannot show (a trace-only difference made of GPU idle that
     the profiler inflates, steps far slower than the median).
@@ -381,7 +381,7 @@ class Comparison:
     @property
     def cause(self) -> str:
         """What differs on the CPU side (launches, graph or eager, syncs), in one sentence."""
-        return _cpu.cause(self.cpu) if self.cpu is not None else ""
+        return _cpu_compare.cause(self.cpu) if self.cpu is not None else ""
 
     @property
     def only_in_one(self) -> pd.DataFrame:
@@ -429,7 +429,7 @@ class Comparison:
                 continue
             lines.append(f"{r.part:<24}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}{r.noise_us:>8.1f}"
                          f"{100 * r.share:>7.1f}%  {'beyond noise' if r.beyond_noise else 'within noise'}")
-        lines += _cpu.cause_lines(self.cpu)
+        lines += _cpu_compare.cause_lines(self.cpu)
         if self.by_module is not None and len(self.by_module):
             lines.append("by nn.Module class (kernel time per step; by_module_instances: per layer):")
             lines += [f"  {str(r.module)[:40]:<40}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}"
@@ -462,7 +462,7 @@ class Comparison:
                 + f"</thead><tbody>{rows}</tbody></table>"
                 + (f"<p>Kernel families in one run only:</p><table>{tr(['run', 'category', 'us/step', 'family'], 'th')}"
                    f"{only}</table>" if len(one) else "")
-                + "".join(f"<p>{html.escape(x)}</p>" for x in _cpu.cause_lines(self.cpu))
+                + "".join(f"<p>{html.escape(x)}</p>" for x in _cpu_compare.cause_lines(self.cpu))
                 + (f"<p>Warnings:</p><ul>{warn}</ul>" if warn else "") + "</div>")
 
 
@@ -575,7 +575,8 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     if ops and (by_op is None):
         warnings.append("no by-op split: at least one trace does not link its kernels to CPU ops (CUDA-graph replay, "
                         "or recorded without CPU activity)")
-    cpu, cpu_warnings = _cpu.compare_side((pa, pb), (ra.rank, rb.rank), phase, (la, lb), parts, step_ms is not None)
+    cpu, cpu_warnings = _cpu_compare.compare_side((pa, pb), (ra.rank, rb.rank), phase, (la, lb), parts,
+                                                  step_ms is not None)
     warnings += cpu_warnings
     if abs(delta) < total["noise_us"]:
         warnings.append(f"the step-time difference ({delta:+,.1f} us) is within the step-to-step noise "
