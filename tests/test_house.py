@@ -15,7 +15,8 @@ KIT = ROOT / "kit"
 # The public surface. Adding a name is a decision: add it here in the same change.
 PUBLIC_API = {
     'kit.session': ['Captures', 'Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'StepTimes', 'caption', 'open', 'provenance_of'],
-    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'server', 'session', 'source'],
+    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'provenance', 'remote', 'report', 'server', 'session', 'source'],
+    'kit.provenance': ['Evidence', 'KINDS', 'MANIFEST', 'Provenance', 'caption', 'lookup', 'provenance_of', 'read_manifest', 'relative'],
     'kit.live': ['Experiment', 'PHASES', 'Server', 'experiment', 'plan', 'server'],
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'LoadResult', 'RequestTiming', 'list_models', 'load_test', 'make_prompts', 'mean_ci', 'single_stream', 'stream_request', 'sweep', 'welch'],
     'kit.remote': ['Fetched', 'FileStat', 'Forward', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
@@ -23,7 +24,7 @@ PUBLIC_API = {
     'kit.profile': ['AttributionCheck', 'Comparison', 'PHASES', 'Prefetch', 'Profile', 'Summary', 'check_attribution',
                     'compare', 'default_rules', 'load', 'prefetch', 'roofline'],
     'kit.audit': ['Audit', 'CLOCK_QUERY', 'ClockSampler', 'DEBUG_VARIABLES', 'Decider', 'Effect', 'Effects', 'Finding', 'SEVERITIES', 'Validity', 'audit', 'capture_settings', 'check_run', 'decider', 'effect', 'experiment_effects', 'parse_clocks', 'throttle'],
-    'kit.logs': ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary'],
+    'kit.logs': ['LogData', 'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary'],
     'kit.models': ['AllReduceCost', 'DecodeFloor', 'GPUSpec', 'HYBRID_TYPES', 'LINKS', 'LinkModel', 'Mixer', 'ModelShape', 'SpecEstimate', 'WEIGHT_FORMATS', 'decode_floor', 'gpu_spec', 'gpu_specs', 'model_shape', 'acceptance_for_length', 'allreduce_cost', 'allreduce_time_us', 'break_even', 'drafter_cost', 'expected_tokens', 'fit', 'link', 'spec_estimate', 'spec_from_summary', 'speedup', 'speedup_curves'],
     'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi', 'with_units'],
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
@@ -114,8 +115,12 @@ def _import_graph(modules: dict[str, Path], inside_functions: bool = False) -> d
             subs = {f"{target}.{n}" for n in names if f"{target}.{n}" in modules}
             # ``from pkg import _sub`` inside pkg loads only the submodule
             deps = subs if subs and len(subs) == len(names) else {target} | subs
+            # ``from kit import models`` is ``import kit.models``: kit's own __init__ runs first for any kit
+            # module, so it is no arrow to the top
+            if target == "kit" and subs and len(subs) == len(names):
+                deps = subs
             # importing a package's submodule from outside first runs the package's __init__
-            if _package_of(target, modules) != _package_of(m, modules):
+            elif _package_of(target, modules) != _package_of(m, modules):
                 deps.add(_package_of(target, modules))
             graph[m] |= {d for d in deps if d in modules and d != m}
     return graph
@@ -187,6 +192,80 @@ def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
     finally:
         KIT = saved
     assert cycle is not None and set(cycle) == {"kit.pkg._a", "kit.pkg._b"}
+
+
+# The floors of the house, bottom first: a package may import its own floor and the floors below, never
+# one above (function imports included). Data flows up: hosts -> parsers -> analyses -> figures,
+# sessions and experiments -> reports and the command line.
+FLOORS = [
+    ["kit.errors", "kit.util", "kit.provenance"],
+    ["kit.remote", "kit.ledger"],
+    ["kit.source", "kit.env", "kit.models", "kit.testing", "kit.magics"],
+    ["kit.logs", "kit.profile"],
+    ["kit.audit", "kit.plots", "kit.bench"],
+    ["kit.session", "kit.live", "kit.explorer"],
+    ["kit.report", "kit.cli", "kit", "kit.__main__"],
+]
+
+
+def _package_graph(modules: dict[str, Path]) -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
+    """package -> packages it imports (anywhere in its modules, functions included), and for each arrow
+    one module that draws it."""
+    graph: dict[str, set[str]] = {}
+    why: dict[tuple[str, str], str] = {}
+    for m, deps in _import_graph(modules, inside_functions=True).items():
+        a = _package_of(m, modules)
+        graph.setdefault(a, set())
+        for d in deps:
+            b = _package_of(d, modules)
+            if a != b:
+                graph[a].add(b)
+                why.setdefault((a, b), f"{m} -> {d}")
+    for deps in list(graph.values()):
+        for b in deps:
+            graph.setdefault(b, set())
+    return graph, why
+
+
+def test_no_circle_between_packages_even_inside_functions():
+    graph, why = _package_graph(_modules())
+    cycle = _find_cycle(graph)
+    assert cycle is None, "circle between packages: " + " -> ".join(cycle or []) + " (" + "; ".join(
+        why[(a, b)] for a, b in zip(cycle or [], (cycle or [])[1:])) + ")"
+
+
+def test_no_arrow_back_up():
+    floor = {p: i for i, ps in enumerate(FLOORS) for p in ps}
+    graph, why = _package_graph(_modules())
+    assert set(graph) <= set(floor), f"packages on no floor of FLOORS: {sorted(set(graph) - set(floor))}"
+    up = [f"{why[(a, b)]} (floor {floor[a]} -> {floor[b]})" for a, deps in sorted(graph.items()) for b in sorted(deps)
+          if floor[b] > floor[a]]
+    assert up == []
+
+
+def test_the_package_check_finds_a_planted_circle(tmp_path):
+    """session -> audit -> logs -> session, each arrow an import inside a function: found."""
+    root = tmp_path / "kit"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "session.py").write_text("def f():\n    from kit.audit import audit\n    return audit\n")
+    for pkg, body in (("audit", "def audit():\n    from kit.logs import settings\n    return settings\n"),
+                      ("logs", "def settings():\n    from kit.session import f\n    return f\n")):
+        (root / pkg).mkdir()
+        (root / pkg / "__init__.py").write_text(f"from kit.{pkg}._x import *  # noqa\n")
+        (root / pkg / "_x.py").write_text(body)
+    modules = {"kit": root / "__init__.py", "kit.session": root / "session.py",
+               **{f"kit.{p}{s}": root / p / f for p in ("audit", "logs")
+                  for s, f in (("", "__init__.py"), ("._x", "_x.py"))}}
+    global KIT
+    saved, KIT = KIT, root
+    try:
+        assert _find_cycle(_import_graph(modules)) is None            # load time: no circle
+        graph, _ = _package_graph(modules)
+    finally:
+        KIT = saved
+    cycle = _find_cycle(graph)
+    assert cycle is not None and set(cycle) == {"kit.session", "kit.audit", "kit.logs"}
 
 
 def test_no_private_name_used_across_packages():

@@ -45,7 +45,7 @@ naming the file.
 Files:
 
 - ``_api.py``: read / parse_* / spec_summary and LogData: the public façade
-- ``_records.py``: the records, at the bottom: ``Settings``/``Evidence``, ``LogFormat`` (a row of the
+- ``_records.py``: the records, at the bottom: ``Settings``/``SettingEvidence``, ``LogFormat`` (a row of the
   engine table), the scan ``State``
 - ``_formats.py``: the engine table: one row per log format, in the order the scan tries them
 - ``_scan.py``: the one scan: each line offered to the table's parsers behind cheap substring checks,
@@ -82,13 +82,13 @@ from kit.logs._api import (  # noqa: F401  (public, not in __all__)
     spec_summary,
 )
 from kit.logs._nccl import NCCL_COLUMNS  # noqa: F401
-from kit.logs._records import Evidence, Settings  # noqa: F401
+from kit.logs._records import SettingEvidence, Settings  # noqa: F401
 from kit.logs._settings import settings  # noqa: F401
 from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS  # noqa: F401
 from kit.logs._vllm import THROUGHPUT_COLUMNS  # noqa: F401
 from kit.util import publish
 
-__all__ = ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl',
+__all__ = ['LogData', 'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl',
            'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary']
 
 publish(globals(), __all__)

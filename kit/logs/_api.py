@@ -98,11 +98,11 @@ class LogData:
 
     @property
     def provenance(self):
-        """Where the parsed file came from (``kit.session.Provenance``: measured, third-party, sample
+        """Where the parsed file came from (``kit.provenance.Provenance``: measured, third-party, sample
         ...), from the nearest session manifest or the marks in the file; ``unknown`` for text, lines
         or a file fetched from a host. Set it explicitly when known (``log.provenance = ...``)."""
         if self._provenance is None:
-            from kit.session import provenance_of
+            from kit.provenance import provenance_of
 
             self._provenance = provenance_of(self.name)
         return self._provenance

@@ -1,7 +1,7 @@
 """The records of ``kit.logs`` (private; the bottom file: it imports no other ``kit.logs`` module but
 ``_table``, so every other file can import it without a circle).
 
-- :class:`Evidence` / :class:`Settings`: one reported setting value with its file and line, and what one
+- :class:`SettingEvidence` / :class:`Settings`: one reported setting value with its file and line, and what one
   engine run reported about itself (``kit.logs.settings``);
 - :class:`LogFormat`: one log format, a row of the engine table (``_formats.FORMATS``): its cheap markers
   and line parsers, its tables, whether its lines name the engine, its version banner, the settings
@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from kit.logs._table import Columns
 
-__all__ = ["CLIP", "ENV_KEYS", "FLAG_KEYS", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES", "Evidence", "LogFormat",
-           "Settings", "State", "clip", "columns", "norm_backend", "truthy"]
+__all__ = ["CLIP", "ENV_KEYS", "FLAG_KEYS", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES", "LogFormat",
+           "SettingEvidence", "Settings", "State", "clip", "columns", "norm_backend", "truthy"]
 
 CLIP = 240  # characters of a line kept as an evidence's text
 DUMP_NOTE = re.compile(r"\((?:server_args dump|vLLM engine config|get_server_info JSON|launch note|NCCL echo|"
@@ -79,7 +79,7 @@ def norm_backend(v) -> str | None:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class SettingEvidence:
     """One reported value: ``key`` (normalised or raw), ``value``, the ``file`` and ``line`` it came from
     (line None for a whole-file source) and the ``text`` of that line (clipped)."""
 
@@ -117,7 +117,7 @@ class Settings:
     engine: str | None = None
     args: dict = field(default_factory=dict)
     env: dict = field(default_factory=dict)
-    evidence: list[Evidence] = field(default_factory=list)
+    evidence: list[SettingEvidence] = field(default_factory=list)
     sources: dict = field(default_factory=dict)
 
     @property
@@ -128,7 +128,7 @@ class Settings:
                 out[e.key] = e.value
         return out
 
-    def get(self, key: str) -> Evidence | None:
+    def get(self, key: str) -> SettingEvidence | None:
         """The last (deciding) evidence for a normalised key, or for ``env:NAME`` / ``arg:NAME``."""
         hit = None
         for e in self.evidence:
@@ -144,7 +144,7 @@ class Settings:
             return FLAG_KEYS.get(setting.lstrip("-").replace("-", "_"), (None,))[0]
         return ENV_KEYS.get(setting, f"env:{setting}")
 
-    def reported(self, key: str) -> Evidence | None:
+    def reported(self, key: str) -> SettingEvidence | None:
         """The evidence of ``key``'s effective value, preferring a line the engine printed about it over an
         argument dump (which says what was asked, not what was decided)."""
         last = self.get(key)
@@ -153,7 +153,7 @@ class Settings:
         said = [e for e in self.all(key) if e.value == last.value and not DUMP_NOTE.search(e.text)]
         return said[-1] if said else last
 
-    def all(self, key: str) -> list[Evidence]:
+    def all(self, key: str) -> list[SettingEvidence]:
         return [e for e in self.evidence if e.key == key]
 
     def to_dict(self) -> dict:

@@ -13,7 +13,7 @@ Inputs, each recognised by its content (one file may hold several):
 
 A log is read by the one scan behind ``kit.logs.read`` (``_scan.py``, the engine table ``_formats.py``),
 which records each value with its line as it reads (``LogData.said``); this file turns that into
-:class:`Evidence` and reads the files that are not logs. Every value keeps its evidence (file, line, the
+:class:`SettingEvidence` and reads the files that are not logs. Every value keeps its evidence (file, line, the
 line itself; for the largest batch and the eager decode lines, which come from the tables, the row's
 fields as parsed), so an audit or an A/B verdict can point at it. :func:`settings` returns
 :class:`Settings`; ``Settings.effective`` is the normalised view (the same key names for both engines)
@@ -30,10 +30,10 @@ from typing import Iterable
 
 from kit.errors import LogFormatError
 from kit.logs._api import read
-from kit.logs._records import CLIP, ENV_KEYS, FLAG_KEYS, NORMALISED, Evidence, Settings, truthy
+from kit.logs._records import CLIP, ENV_KEYS, FLAG_KEYS, NORMALISED, SettingEvidence, Settings, truthy
 from kit.util import strip_ansi
 
-__all__ = ["Evidence", "Settings", "settings", "NORMALISED"]
+__all__ = ["SettingEvidence", "Settings", "settings", "NORMALISED"]
 
 _ENV_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _SERVER_INFO_KEYS = {"tp_size", "attention_backend", "model_path", "disable_cuda_graph", "cuda_graph_max_bs"}
@@ -143,8 +143,8 @@ def _topology(st: Settings, name: str, text_head: str) -> bool:
     if topo is None or not topo.gpus:
         return False
     row = next((i for i, ln in enumerate(lines, 1) if re.match(r"GPU0\s+X\b", strip_ansi(ln).strip())), None)
-    st.evidence.append(Evidence("topology", topo.kind, name, row, f"nvidia-smi topo -m: {topo.summary}"))
-    st.evidence.append(Evidence("gpus", len(topo.gpus), name, row, f"nvidia-smi topo -m: {topo.summary}"))
+    st.evidence.append(SettingEvidence("topology", topo.kind, name, row, f"nvidia-smi topo -m: {topo.summary}"))
+    st.evidence.append(SettingEvidence("gpus", len(topo.gpus), name, row, f"nvidia-smi topo -m: {topo.summary}"))
     st.sources[name] = f"GPU topology ({topo.summary})"
     return True
 
@@ -152,11 +152,11 @@ def _topology(st: Settings, name: str, text_head: str) -> bool:
 def _add_env(st: Settings, env: dict, name: str, line: int | None, how: str) -> None:
     for k, v in env.items():
         st.env[k] = v
-        st.evidence.append(Evidence(f"env:{k}", v, name, line, f"{k}={v} ({how})"[:CLIP]))
+        st.evidence.append(SettingEvidence(f"env:{k}", v, name, line, f"{k}={v} ({how})"[:CLIP]))
         if k in ENV_KEYS:
-            st.evidence.append(Evidence(ENV_KEYS[k], v, name, line, f"{k}={v} ({how})"))
+            st.evidence.append(SettingEvidence(ENV_KEYS[k], v, name, line, f"{k}={v} ({how})"))
         if k == "NCCL_P2P_DISABLE" and truthy(v):
-            st.evidence.append(Evidence("p2p", False, name, line, f"{k}={v} ({how})"))
+            st.evidence.append(SettingEvidence("p2p", False, name, line, f"{k}={v} ({how})"))
 
 
 def _add_args(st: Settings, args: dict, name: str, line: int | None, text: str, engine: str | None) -> None:
@@ -172,14 +172,14 @@ def _add_args(st: Settings, args: dict, name: str, line: int | None, text: str, 
                 continue
             if val is None:
                 continue
-            st.evidence.append(Evidence(key, val, name, line, f"{k}={v!r} ({text})"[:CLIP]))
+            st.evidence.append(SettingEvidence(key, val, name, line, f"{k}={v!r} ({text})"[:CLIP]))
     bs = args.get("cuda_graph_bs") or args.get("cudagraph_capture_sizes")
     if isinstance(bs, str):
         bs = [int(x) for x in re.findall(r"\d+", bs)] or None
     if isinstance(bs, (list, tuple)) and bs and not truthy(args.get("disable_cuda_graph")):
-        st.evidence.append(Evidence("cuda_graph_bs", sorted(int(b) for b in bs), name, line,
+        st.evidence.append(SettingEvidence("cuda_graph_bs", sorted(int(b) for b in bs), name, line,
                                     f"cuda_graph_bs={list(bs)} ({text})"[:CLIP]))
-        st.evidence.append(Evidence("cuda_graph_max_bs", max(int(b) for b in bs), name, line,
+        st.evidence.append(SettingEvidence("cuda_graph_max_bs", max(int(b) for b in bs), name, line,
                                     f"cuda_graph_bs={list(bs)} ({text})"[:CLIP]))
     if "speculative_algorithm" in args or "speculative_config" in args:
         spec = args.get("speculative_algorithm") or args.get("speculative_config")
@@ -187,7 +187,7 @@ def _add_args(st: Settings, args: dict, name: str, line: int | None, text: str, 
             spec = None
         elif isinstance(spec, str) and "method=" in spec:
             spec = re.search(r"method='?(\w+)", spec).group(1)
-        st.evidence.append(Evidence("speculative", spec, name, line, f"speculative={spec!r} ({text})"[:CLIP]))
+        st.evidence.append(SettingEvidence("speculative", spec, name, line, f"speculative={spec!r} ({text})"[:CLIP]))
 
 
 def _from_log(st: Settings, data, name: str) -> list[str]:
@@ -197,7 +197,7 @@ def _from_log(st: Settings, data, name: str) -> list[str]:
     for line, what, payload, label in data.said:
         if what == "value":
             key, value, text = payload
-            st.evidence.append(Evidence(key, value, name, line, text))
+            st.evidence.append(SettingEvidence(key, value, name, line, text))
         elif what == "env":
             _add_env(st, payload[0], name, line, payload[1])
         else:
@@ -225,7 +225,7 @@ def _batch_evidence(st: Settings, data, name: str) -> list[str]:
     rows = pd.concat([b[0].assign(fmt=fmt) for b, fmt in parts], ignore_index=True).sort_values("line", kind="stable")
     top = rows.iloc[int(rows["running"].to_numpy(float).argmax())]
     n = int(top["running"])
-    st.evidence.append(Evidence("decode_batch_max", n, name, int(top["line"]),
+    st.evidence.append(SettingEvidence("decode_batch_max", n, name, int(top["line"]),
                                 texts[top["fmt"]].format(n=n, g=top["graph"])))
     eager = rows[rows["graph"].astype(object) == False]  # noqa: E712 - None (not said) is not eager
     if len(eager):
@@ -233,7 +233,7 @@ def _batch_evidence(st: Settings, data, name: str) -> list[str]:
         line, text = int(first["line"]), texts[first["fmt"]].format(n=int(first["running"]), g=False)
     else:
         line, text = None, "every decode line ran a CUDA graph"
-    st.evidence.append(Evidence("eager_decode_lines", len(eager), name, line, text))
+    st.evidence.append(SettingEvidence("eager_decode_lines", len(eager), name, line, text))
     return ["decode batches"]
 
 
@@ -243,23 +243,23 @@ def _transport_evidence(st: Settings, transports: dict, name: str) -> list[str]:
         return []
     fams = set(transports)
     first = min(transports.values())
-    st.evidence.append(Evidence("nccl_transports", fams, name, first[0],
+    st.evidence.append(SettingEvidence("nccl_transports", fams, name, first[0],
                                 "; ".join(f"{k} (line {v[0]})" for k, v in sorted(transports.items()))))
     if "P2P" in fams:
-        st.evidence.append(Evidence("p2p", True, name, transports["P2P"][0], transports["P2P"][1]))
+        st.evidence.append(SettingEvidence("p2p", True, name, transports["P2P"][0], transports["P2P"][1]))
     elif "SHM" in fams:
         ln, text = transports["SHM"]
-        st.evidence.append(Evidence("p2p", False, name, ln, text + " (NCCL connects GPUs through host memory)"))
+        st.evidence.append(SettingEvidence("p2p", False, name, ln, text + " (NCCL connects GPUs through host memory)"))
     return ["NCCL transports"]
 
 
 def _finish(st: Settings) -> None:
     """Order the evidence so that the engine's own report decides: argument dumps first, then log
     lines in file order (a later line wins in ``effective``)."""
-    def rank(e: Evidence) -> int:
+    def rank(e: SettingEvidence) -> int:
         return 0 if e.line is None else 1
     st.evidence.sort(key=rank)
     eff = st.effective
     if "cuda_graph" not in eff and eff.get("cuda_graph_bs"):
         bs = st.get("cuda_graph_bs")
-        st.evidence.append(Evidence("cuda_graph", True, bs.file, bs.line, bs.text))
+        st.evidence.append(SettingEvidence("cuda_graph", True, bs.file, bs.line, bs.text))

@@ -95,10 +95,10 @@ class Profile:
 
     @property
     def provenance(self):
-        """Where the trace files came from (``kit.session.Provenance``, from the nearest session
+        """Where the trace files came from (``kit.provenance.Provenance``, from the nearest session
         manifest or the files' marks); the first file's when they agree, else ``unknown`` with a note
         listing them."""
-        from kit.session import Provenance, provenance_of
+        from kit.provenance import Provenance, provenance_of
 
         found = []
         for f in self.files:
