@@ -156,6 +156,8 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycle_inside_kit():
     cycle = _find_cycle(_import_graph(_modules()))
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+    cycle = _find_cycle(_import_graph(_modules(), inside_functions=True))
+    assert cycle is None, "import cycle through in-function imports: " + " -> ".join(cycle or [])
 
 
 def _private_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
