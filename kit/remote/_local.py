@@ -15,9 +15,8 @@ import subprocess
 from kit.errors import RemoteError
 from kit.remote._base import Host
 from kit.remote._forward import Forward
-from kit.remote._result import FileStat, Result
-from kit.remote._runner import Process, Runner, env_exports
-from kit.util import quote as _q
+from kit.remote._result import FileStat
+from kit.remote._runner import Process
 
 READ_BYTES = 256 * 1024
 
@@ -104,30 +103,16 @@ class LocalHost(Host):
         self.target = "local"
         self.name = "local"
 
-    def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
-            check: bool = False, stream: bool = False, input: str | bytes | None = None,
-            stdout_file: str | None = None, stderr_file: str | None = None, on_stdout=None,
-            idle_timeout: float | None = None, cancel=None) -> Result:
-        """Run ``cmd`` with bash; see :meth:`kit.remote.Host.run`."""
-        env_exports(env, self.name)  # validates names
-        full_env = dict(os.environ)
-        if env:
-            full_env.update({str(k): str(v) for k, v in env.items()})
-        script = cmd if cwd is None else f"cd -- {_q(cwd)} || exit 1\n{cmd}"
-
-        def start() -> _LocalProcess:
-            try:
-                popen = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", script],
-                                         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         env=full_env, start_new_session=True)
-            except OSError as exc:
-                raise RemoteError(f"local: cannot start {cmd!r}: {exc}", host=self.name) from exc
-            return _LocalProcess(popen)
-
-        return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
-                      stdout_file=stdout_file, stderr_file=stderr_file, on_stdout=on_stdout,
-                      idle_timeout=idle_timeout, cancel=cancel).run(start)
+    def start_process(self, script: str, *, cmd: str, stdin: bool) -> _LocalProcess:
+        """``bash -c script`` in its own session (its pid is the process group the runner kills); see
+        :meth:`kit.remote.Host.start_process`."""
+        try:
+            popen = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", script],
+                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            raise RemoteError(f"local: cannot start {cmd!r}: {exc}", host=self.name) from exc
+        return _LocalProcess(popen)
 
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
                 check: bool = True) -> Forward:
