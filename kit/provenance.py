@@ -26,8 +26,8 @@ from typing import Any, Iterable
 
 from kit.errors import SessionError
 
-__all__ = ["KINDS", "MANIFEST", "Evidence", "Provenance", "caption", "lookup", "provenance_of", "read_manifest",
-           "relative"]
+__all__ = ["KINDS", "MANIFEST", "UNKNOWN", "Evidence", "Provenance", "caption", "lookup", "provenance_of",
+           "read_manifest", "relative", "sniff"]
 
 KINDS = ("measured", "third-party", "sample", "project-written", "unknown")
 MANIFEST = "provenance.json"

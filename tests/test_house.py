@@ -16,7 +16,7 @@ KIT = ROOT / "kit"
 PUBLIC_API = {
     'kit.session': ['Captures', 'Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'StepTimes', 'caption', 'open', 'provenance_of'],
     'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'provenance', 'remote', 'report', 'server', 'session', 'source'],
-    'kit.provenance': ['Evidence', 'KINDS', 'MANIFEST', 'Provenance', 'caption', 'lookup', 'provenance_of', 'read_manifest', 'relative'],
+    'kit.provenance': ['Evidence', 'KINDS', 'MANIFEST', 'Provenance', 'UNKNOWN', 'caption', 'lookup', 'provenance_of', 'read_manifest', 'relative', 'sniff'],
     'kit.live': ['Experiment', 'PHASES', 'Server', 'experiment', 'plan', 'server'],
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'LoadResult', 'RequestTiming', 'list_models', 'load_test', 'make_prompts', 'mean_ci', 'single_stream', 'stream_request', 'sweep', 'welch'],
     'kit.remote': ['Fetched', 'FileStat', 'Forward', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
@@ -24,12 +24,12 @@ PUBLIC_API = {
     'kit.profile': ['AttributionCheck', 'Comparison', 'PHASES', 'Prefetch', 'Profile', 'Summary', 'check_attribution',
                     'compare', 'default_rules', 'load', 'prefetch', 'roofline'],
     'kit.audit': ['Audit', 'CLOCK_QUERY', 'ClockSampler', 'DEBUG_VARIABLES', 'Decider', 'Effect', 'Effects', 'Finding', 'SEVERITIES', 'Validity', 'audit', 'capture_settings', 'check_run', 'decider', 'effect', 'experiment_effects', 'parse_clocks', 'throttle'],
-    'kit.logs': ['LogData', 'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary'],
+    'kit.logs': ['DECODE_COLUMNS', 'KINDS', 'NCCL_COLUMNS', 'PREFILL_COLUMNS', 'THROUGHPUT_COLUMNS', 'read_lines', 'LogData', 'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary'],
     'kit.models': ['AllReduceCost', 'DecodeFloor', 'GPUSpec', 'HYBRID_TYPES', 'LINKS', 'LinkModel', 'Mixer', 'ModelShape', 'SpecEstimate', 'WEIGHT_FORMATS', 'decode_floor', 'gpu_spec', 'gpu_specs', 'model_shape', 'acceptance_for_length', 'allreduce_cost', 'allreduce_time_us', 'break_even', 'drafter_cost', 'expected_tokens', 'fit', 'link', 'spec_estimate', 'spec_from_summary', 'speedup', 'speedup_curves'],
     'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi', 'with_units'],
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'],
-    'kit.report': ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook'],
+    'kit.report': ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'build', 'discover', 'execute_notebook'],
     'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],
     'kit.magics': ['RemoteMagics', 'load_ipython_extension'],
@@ -43,6 +43,33 @@ def test_public_api_is_pinned(module):
     assert sorted(mod.__all__) == sorted(PUBLIC_API[module])
     for name in mod.__all__:
         assert getattr(mod, name) is not None, f"{module}.{name}"
+
+
+def _public_names(module: str, path: Path) -> set[str]:
+    """Names a module makes public: defined or assigned at its top level, or re-exported from its own
+    package's private files, without a leading underscore."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package + "._"):
+            out |= {a.asname or a.name for a in node.names}
+    return {n for n in out if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_API))
+def test_everything_public_is_in_all(module):
+    """Both ways: ``__all__`` names only public names, and every public name is in ``__all__``."""
+    path = _modules()[module]
+    public = _public_names(module, path)
+    mod = importlib.import_module(module)
+    assert not [n for n in mod.__all__ if n.startswith("_") and n != "__version__"]
+    assert sorted(public - set(mod.__all__)) == [], f"{module}: public but not in __all__ (rename with _ or list it)"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in PUBLIC_API if m.count(".") == 1))

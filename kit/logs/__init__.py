@@ -67,7 +67,7 @@ A new engine's log format is one new file (its parsers and its ``FORMAT`` row) p
 """
 from __future__ import annotations
 
-from kit.logs._api import (  # noqa: F401  (public, not in __all__)
+from kit.logs._api import (
     KINDS,
     LogData,
     SpecSummary,
@@ -81,14 +81,15 @@ from kit.logs._api import (  # noqa: F401  (public, not in __all__)
     read_lines,
     spec_summary,
 )
-from kit.logs._nccl import NCCL_COLUMNS  # noqa: F401
-from kit.logs._records import SettingEvidence, Settings  # noqa: F401
-from kit.logs._settings import settings  # noqa: F401
-from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS  # noqa: F401
-from kit.logs._vllm import THROUGHPUT_COLUMNS  # noqa: F401
+from kit.logs._nccl import NCCL_COLUMNS
+from kit.logs._records import SettingEvidence, Settings
+from kit.logs._settings import settings
+from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS
+from kit.logs._vllm import THROUGHPUT_COLUMNS
 from kit.util import publish
 
-__all__ = ['LogData', 'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl',
-           'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary']
+__all__ = ['DECODE_COLUMNS', 'KINDS', 'NCCL_COLUMNS', 'PREFILL_COLUMNS', 'THROUGHPUT_COLUMNS', 'LogData',
+           'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl',
+           'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'read_lines', 'settings', 'spec_summary']
 
 publish(globals(), __all__)

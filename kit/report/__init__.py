@@ -28,7 +28,7 @@ Files:
 """
 from __future__ import annotations
 
-from kit.report._build import (  # noqa: F401  # noqa: F401  (public, not in __all__)
+from kit.report._build import (
     DEFAULT_CELL_TIMEOUT,
     MARKER,
     NotebookRun,
@@ -39,6 +39,6 @@ from kit.report._build import (  # noqa: F401  # noqa: F401  (public, not in __a
 )
 from kit.util import publish
 
-__all__ = ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook']
+__all__ = ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'build', 'discover', 'execute_notebook']
 
 publish(globals(), __all__)
