@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from kit.errors import SessionError
+from kit.errors import SessionError, UsageError
 
 __all__ = ["KINDS", "MANIFEST", "UNKNOWN", "Evidence", "Provenance", "caption", "lookup", "provenance_of",
            "read_manifest", "relative", "sniff"]
@@ -49,7 +49,7 @@ class Provenance:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"provenance kind {self.kind!r} is not one of {KINDS}")
+            raise UsageError(f"provenance kind {self.kind!r} is not one of {KINDS}")
 
     @classmethod
     def measured(cls, *, host: str, how: str, when: str | None = None, note: str | None = None) -> "Provenance":

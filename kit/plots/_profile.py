@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
+from kit.errors import UsageError
 from kit.util import clip
 
 __all__ = [
@@ -85,7 +86,7 @@ def category_shares(summaries, *, of: str = "wall", title: str | None = None) ->
     of the wall time (GPU span of the steps), GPU idle as a segment; kernels that overlap on several
     streams stack past 100%. ``of='kernel'``: shares of kernel time only (bars sum to 100%)."""
     if of not in ("wall", "kernel"):
-        raise ValueError("of must be 'wall' or 'kernel'")
+        raise UsageError(f"of must be 'wall' or 'kernel', not {of!r}")
     if isinstance(summaries, Mapping):
         rows, walls = {}, {}
         for label, s in summaries.items():

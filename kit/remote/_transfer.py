@@ -158,7 +158,7 @@ class Transfer:
             have = self.codecs()
             return have[0] if have else None
         if compress not in CODECS:
-            raise ValueError(f"compress must be 'auto', True, False, 'zstd' or 'gzip', not {compress!r}")
+            raise UsageError(f"compress must be 'auto', True, False, 'zstd' or 'gzip', not {compress!r}")
         if compress not in self.codecs():
             raise RemoteError(f"{self.host.name}: {compress} not available on the host (or, for zstd, the "
                               f"'zstandard' package here)", host=self.host.name)

@@ -1,0 +1,20 @@
+"""Argument misuse is :class:`kit.errors.UsageError` (a ValueError too), one line naming what was given
+and what is taken: never a bare ValueError/TypeError from deep inside."""
+from __future__ import annotations
+
+import pytest
+
+import kit
+from kit.errors import UsageError
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda: kit.connect("local", port=22), "takes no options"),
+    (lambda: kit.provenance.Provenance("guessed"), "is not one of"),
+    (lambda: kit.plots.category_shares({}, of="bogus"), "'bogus'"),
+    (lambda: kit.plots.latency_cdf(kit.bench.LoadResult.__new__(kit.bench.LoadResult), metric="speed"), "speed"),
+    (lambda: kit.source.grep(kit.connect("local"), ".", "x", context=-1), "context must be >= 0"),
+])
+def test_argument_misuse_is_a_usage_error(call, says):
+    with pytest.raises(UsageError, match=says):
+        call()
