@@ -447,3 +447,34 @@ def test_programs_shipped_to_hosts_are_real_py_files():
         compile(prog.read_text(), str(prog), "exec")
         package = ".".join(prog.parent.parent.relative_to(ROOT).parts)
         assert f'"{package}" = ["_host/*.py"]' in data, f"{prog}: not in [tool.setuptools.package-data]"
+
+
+def test_every_slow_entry_matches_a_test():
+    """An entry of ``SLOW`` (tests/conftest.py) that names no file or no test any more marks nothing:
+    a renamed test would silently run in ``make test-fast``. Each entry must match a file (or folder)
+    and, with ``::name``, a test function of that file whose name starts with it."""
+    from tests.conftest import SLOW
+
+    stale = []
+    for entry in SLOW:
+        path, _, name = entry.partition("::")
+        p = ROOT / path
+        if not p.exists():
+            stale.append(f"{entry} (no such file)")
+            continue
+        if not name:
+            continue
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        tests = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name.startswith("test")]
+        if not any(t.startswith(name) for t in tests):
+            stale.append(f"{entry} (no such test)")
+    assert stale == []
+
+
+def test_the_slow_check_fails_on_a_stale_entry(monkeypatch):
+    import tests.conftest as conftest
+
+    monkeypatch.setattr(conftest, "SLOW", ("tests/test_house.py::test_no_such_thing",))
+    with pytest.raises(AssertionError, match="no such test"):
+        test_every_slow_entry_matches_a_test()
