@@ -18,3 +18,9 @@ from kit.errors import UsageError
 def test_argument_misuse_is_a_usage_error(call, says):
     with pytest.raises(UsageError, match=says):
         call()
+
+
+def test_spec_estimate_k_0_names_itself_not_break_even():
+    with pytest.raises(UsageError, match="^spec_estimate: k") as e:
+        kit.models.spec_estimate(0.5, k=0, c=0.1)
+    assert "break_even" not in str(e.value)
