@@ -24,3 +24,12 @@ def test_spec_estimate_k_0_names_itself_not_break_even():
     with pytest.raises(UsageError, match="^spec_estimate: k") as e:
         kit.models.spec_estimate(0.5, k=0, c=0.1)
     assert "break_even" not in str(e.value)
+
+
+@pytest.mark.parametrize("tool", ["auto", "grep"])
+def test_a_bad_regex_says_what_is_wrong_and_how_to_search_a_literal(tool):
+    with pytest.raises(kit.errors.SourceError) as e:
+        kit.source.grep(kit.connect("local"), "kit/util.py", "(", tool=tool)
+    msg = str(e.value)
+    assert not msg.rstrip().endswith(":") and ("unclosed group" in msg or "Unmatched" in msg)
+    assert "regex=False" in msg and "\n" not in msg
