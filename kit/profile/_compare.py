@@ -41,6 +41,7 @@ import pandas as pd
 from kit.errors import TraceError
 from kit.profile import _arrays, _cpu_compare
 from kit.profile import _summary as S
+from kit.util import signed
 
 __all__ = ["Comparison", "compare", "kernel_family"]
 
@@ -418,7 +419,7 @@ class Comparison:
         if self.measured_ms:
             out.append(f"step time ({self.measured_source or 'given by the caller, source not stated'}): {a} {self.measured_ms[0] * 1e3:,.1f} us, "
                        f"{b} {self.measured_ms[1] * 1e3:,.1f} us")
-        out.append(f"difference to explain: {self.delta_us:+,.1f} us per step (noise +-{self.noise_us:,.1f} us)")
+        out.append(f"difference to explain: {signed(self.delta_us)} us per step (noise +-{self.noise_us:,.1f} us)")
         return out
 
     def __repr__(self) -> str:
@@ -427,12 +428,12 @@ class Comparison:
         for r in self.parts.itertuples():
             if r.kind == "total":
                 continue
-            lines.append(f"{r.part:<24}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}{r.noise_us:>8.1f}"
+            lines.append(f"{r.part:<24}{r.a_us:>10.1f}{r.b_us:>10.1f}{signed(r.delta_us):>10}{r.noise_us:>8.1f}"
                          f"{100 * r.share:>7.1f}%  {'beyond noise' if r.beyond_noise else 'within noise'}")
         lines += _cpu_compare.cause_lines(self.cpu)
         if self.by_module is not None and len(self.by_module):
             lines.append("by nn.Module class (kernel time per step; by_module_instances: per layer):")
-            lines += [f"  {str(r.module)[:40]:<40}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}"
+            lines += [f"  {str(r.module)[:40]:<40}{r.a_us:>10.1f}{r.b_us:>10.1f}{signed(r.delta_us):>10}"
                       for r in self.by_module.head(5).itertuples()]
         one = self.only_in_one
         if len(one):
@@ -442,14 +443,14 @@ class Comparison:
                 lines.append(f"  {r.presence:<7} {r.category:<16}{us:>10.1f} us/step  {r.family[:80]}")
         if len(self.per_rank) > 1:
             for r in self.per_rank.itertuples():
-                lines.append(f"rank {r.rank}: {r.a_us:,.1f} -> {r.b_us:,.1f} us ({r.delta_us:+,.1f})")
+                lines.append(f"rank {r.rank}: {r.a_us:,.1f} -> {r.b_us:,.1f} us ({signed(r.delta_us)})")
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         def tr(cells, tag="td"):
             return "<tr>" + "".join(f"<{tag}>{html.escape(str(c))}</{tag}>" for c in cells) + "</tr>"
-        rows = "".join(tr([r.part, f"{r.a_us:,.1f}", f"{r.b_us:,.1f}", f"{r.delta_us:+,.1f}", f"{r.noise_us:,.1f}",
+        rows = "".join(tr([r.part, f"{r.a_us:,.1f}", f"{r.b_us:,.1f}", signed(r.delta_us), f"{r.noise_us:,.1f}",
                            f"{100 * r.share:.1f}%", "beyond noise" if r.beyond_noise else "within noise"])
                        for r in self.parts.itertuples() if r.kind != "total")
         one = self.only_in_one
