@@ -104,6 +104,7 @@ SLOW = (
     "tests/profile/test_attribution_cases.py::test_cli_check_attribution",
     # the attribution matrices: every recorded model twin, every trace with and without the prefilter
     "tests/profile/test_attribution_twins.py", "tests/profile/test_prefilter.py",
+    "tests/test_figures_detached.py",  # two sample traces compared
 )
 
 

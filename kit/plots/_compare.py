@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from kit.plots._profile import CATEGORY_COLORS, MAX_WIDTH_IN, fit_text
+from kit.plots._profile import CATEGORY_COLORS, MAX_WIDTH_IN, _detach
 from kit.util import clip, signed
 
 __all__ = ["compare_waterfall", "compare_families"]
@@ -66,7 +66,7 @@ def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
     ax.legend(handles=[Patch(facecolor="white", edgecolor="#333333", hatch="//", label="within noise")],
               loc="upper left", fontsize=8, frameon=False)
     ax.grid(axis="y", alpha=0.3)
-    return fit_text(fig)  # wrapped to the figure's width; left open (notebooks draw it on flush)
+    return _detach(fig)  # like every kit figure: drawn once, as the cell's value or through display()
 
 
 def compare_families(cmp, *, n: int = 10, title: str | None = None) -> Figure:
@@ -90,4 +90,4 @@ def compare_families(cmp, *, n: int = 10, title: str | None = None) -> Figure:
     ax.set_title(title or f"Top kernel families: {cmp.labels[0]} (plain) vs {cmp.labels[1]} (dotted); "
                           "* = in one run only", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
-    return fit_text(fig)  # wrapped to the figure's width; left open (notebooks draw it on flush)
+    return _detach(fig)  # like every kit figure: drawn once, as the cell's value or through display()
