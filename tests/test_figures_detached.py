@@ -30,3 +30,16 @@ def test_comparison_and_explorer_figures_are_closed():
     assert _left_open(lambda: kit.plots.compare_families(cmp)) == []
     assert _left_open(lambda: kit.explorer.category_plot(a)) == []
     assert _left_open(lambda: kit.plots.category_shares({"A": a.summary()})) == []
+
+
+def test_long_bar_labels_do_not_overlap():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    s = kit.profile.load(sorted((TRACES / "tp1_eager").glob("rank*.json.gz"))).summary()
+    names = ["sglang_tp8_default_flashinfer_cuda_graph", "vllm_tp8_mtp_speculative_decoding_3", "short",
+             "sglang-0.5.9 --attention-backend triton --disable-cuda-graph"]
+    fig = kit.plots.category_shares({n: s for n in names})
+    FigureCanvasAgg(fig)
+    ax = fig.axes[0]
+    boxes = [t.get_window_extent(fig.canvas.get_renderer()) for t in ax.get_xticklabels()]
+    assert all(a.x1 <= b.x0 for a, b in zip(boxes, boxes[1:]))

@@ -50,6 +50,31 @@ def _detach(fig: Figure) -> Figure:
     return fig
 
 
+def fit_ticks(ax, wrap: int = 14) -> None:
+    """Bar labels along the x axis that do not overlap: long ones wrapped (at ``_``, ``-``, ``/``, spaces) to
+    ``wrap`` characters a line, at most four lines; if neighbours still overlap, turned 35 degrees."""
+    import re
+    import textwrap
+
+    def wrapped(text: str) -> str:
+        spaced = re.sub(r"([_/-])", r"\1 ", text)
+        lines = textwrap.wrap(spaced, wrap, break_long_words=True) or [text]
+        out = [ln.replace("_ ", "_").replace("/ ", "/").replace("- ", "-") for ln in lines]
+        return "\n".join(out[:4]) + ("…" if len(out) > 4 else "")
+
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    if not any(len(t) > wrap for t in labels):
+        return
+    ax.set_xticks(ax.get_xticks(), [wrapped(t) for t in labels])
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+    if any(a.x1 > b.x0 for a, b in zip(boxes, boxes[1:])):
+        ax.tick_params(axis="x", labelrotation=35)
+        for t in ax.get_xticklabels():
+            t.set_ha("right")
+
+
 def fit_text(fig: Figure) -> Figure:
     """Wrap every title, suptitle and axis label of ``fig`` to the figure's width, line by line, and
     lay the figure out again. A long provenance caption in a title would otherwise widen the saved
@@ -118,8 +143,7 @@ def category_shares(summaries, *, of: str = "wall", title: str | None = None) ->
     ax.set_ylim(0, max(100.0, float(bottom.max()) * 1.02) if len(bottom) else 100.0)
     ax.set_title(title or f"Kernel categories, share of {of} time")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-    if len(shares) > 6:
-        ax.tick_params(axis="x", labelrotation=45)
+    fit_ticks(ax)
     return _detach(fig)
 
 
