@@ -54,6 +54,7 @@ class Host:
     target: str = ""
     name: str = ""
     is_local: bool = False  # this machine: files are read directly, no shell stream or SFTP
+    streams: bool = False   # Transfer reads files through a command stream (resumable, compressible): SSH
     sftp_timeout: float = 120.0  # longest wait for any one reply while moving a file (s)
 
     # --- commands: written once, over the transport's start_process -------------------------------
@@ -93,6 +94,22 @@ class Host:
         (so that the runner can kill all of it), stdin open when ``stdin``; a :class:`Process` the runner
         drives. ``cmd``: the caller's command, for error messages. A transport that cannot know the
         group itself sets ``Process.marked`` and runs ``_runner.MARK_LINE`` first."""
+        raise NotImplementedError
+
+    def read_file(self, path: str, sink, offset: int) -> str:
+        """Transport hook for :class:`~kit.remote.Transfer`: the bytes of ``path`` from ``offset`` into
+        ``sink`` without a shell (this machine: the file itself; SSH: SFTP); returns the method's name."""
+        raise NotImplementedError
+
+    def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,
+                   progress: bool | None = None) -> None:
+        """Transport hook for :class:`~kit.remote.Transfer`: ``local_path`` to ``remote_path``, through a
+        temporary name renamed into place (``resume``: an unchanged file is skipped, a partial one continued)."""
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        """Transport hook for :class:`~kit.remote.Transfer`: the names in the directory ``path``
+        (RemoteFileError naming host and path)."""
         raise NotImplementedError
 
     def open_channel(self, dest: tuple[str, int], src: tuple[str, int], timeout: float):

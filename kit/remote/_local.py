@@ -9,10 +9,12 @@ from __future__ import annotations
 import errno
 import os
 import selectors
+import shutil
 import stat as stat_mod
 import subprocess
 
 from kit.errors import RemoteError
+from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
 from kit.remote._forward import Forward
 from kit.remote._result import FileStat
@@ -122,6 +124,32 @@ class LocalHost(Host):
         return Forward(self, remote_port, remote_host, local_port, check=check, direct=True)
 
     # --- files ------------------------------------------------------------------------------
+    def read_file(self, path: str, sink, offset: int) -> str:
+        """The file itself; see :meth:`kit.remote.Host.read_file`."""
+        io_.read_local(self, path, sink, offset)
+        return "copy"
+
+    def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,
+                   progress: bool | None = None) -> None:
+        """A copy through a temporary name beside ``remote_path``, renamed into place (mode kept)."""
+        part = f"{remote_path}.kit-{os.getpid()}.part"
+        try:
+            shutil.copyfile(local_path, part)
+            os.chmod(part, os.stat(local_path).st_mode & 0o777)
+            os.replace(part, remote_path)
+        except OSError as exc:
+            io_.unlink(part)
+            raise io_.local_error(remote_path, exc) from exc
+        except BaseException:
+            io_.unlink(part)
+            raise
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return os.listdir(path)
+        except OSError as exc:
+            raise self._file_error(path, _os_reason(exc)) from exc
+
     def stat(self, path: str) -> FileStat:
         """Size, mtime, directory flag and mode of ``path`` (follows symlinks)."""
         try:

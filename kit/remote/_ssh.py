@@ -20,7 +20,10 @@ The host account's login shell must be POSIX-like (bash, dash, zsh: not fish/csh
 """
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
+import posixpath
 import select
 import socket
 import stat as stat_mod
@@ -30,6 +33,7 @@ import time
 import paramiko
 
 from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
+from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
 from kit.remote._forward import Forward
 from kit.remote._result import FileStat
@@ -367,6 +371,43 @@ class SSHHost(Host):
             raise self._file_error(path, str(exc) or type(exc).__name__) from exc
         except (paramiko.SSHException, EOFError) as exc:
             raise ConnectError(f"{self.name}: SFTP failed on {path}: {exc}", host=self.name) from exc
+
+    streams = True
+
+    def read_file(self, path: str, sink, offset: int) -> str:
+        """SFTP, a bounded window of reads (a host without a POSIX shell); see :meth:`kit.remote.Host.read_file`."""
+        io_.sftp_read(self, path, sink, offset)
+        return "sftp"
+
+    def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,
+                   progress: bool | None = None) -> None:
+        """SFTP to ``.kit-<hash>-<size>-<mtime>.part`` beside the target, renamed into place; an unchanged
+        target is skipped, a partial upload of the same local version continued."""
+        ls = os.stat(local_path)
+        d, base = posixpath.split(remote_path)
+        h = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        tmp = posixpath.join(d, f".kit-{h}-{ls.st_size}-{int(ls.st_mtime)}.part")
+        if resume and self._same_file(remote_path, ls):
+            return
+        offset = (io_.sftp_size(self, tmp) or 0) if resume else 0
+        offset = offset if offset <= ls.st_size else 0
+        bar = io_.bar(f"{self.name}: put {os.path.basename(local_path)}", ls.st_size, offset, progress)
+        try:
+            io_.sftp_write(self, local_path, tmp, offset, bar)
+            io_.sftp_finish(self, tmp, remote_path, ls.st_size, ls.st_mode, (ls.st_atime, ls.st_mtime))
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _same_file(self, remote_path: str, ls: os.stat_result) -> bool:
+        try:
+            rs = self.stat(remote_path)
+        except RemoteError:
+            return False
+        return stat_mod.S_ISREG(rs.mode) and rs.size == ls.st_size and int(rs.mtime) == int(ls.st_mtime)
+
+    def listdir(self, path: str) -> list[str]:
+        return io_.sftp_listdir(self, path)
 
     def stat(self, path: str) -> FileStat:
         """Size, mtime, directory flag and mode of ``path`` (SFTP stat, follows symlinks)."""
