@@ -206,7 +206,9 @@ class LogFormat:
     evidence on lines nothing took. ``banner``: ``(markers, regex)`` of the version banner (group 1 = the
     version). ``batches(tables)`` -> None or (a frame of ``line``, ``running`` requests and ``graph``
     (ran a CUDA graph, or None), the text of an evidence with ``{n}`` and ``{g}``): the running batch of each
-    scheduler line, for the ``decode_batch_max`` / ``eager_decode_lines`` settings.
+    scheduler line, for the ``decode_batch_max`` / ``eager_decode_lines`` settings. ``bulk(block, first_line,
+    state)`` -> the line numbers it took out of a block of whole lines at C speed (lines of templates
+    already seen, ``state.bulk_templates``), which the line loop then skips.
     """
 
     name: str
@@ -218,6 +220,7 @@ class LogFormat:
     header: re.Pattern | None = None
     banner: tuple[tuple[str, ...], re.Pattern] | None = None
     batches: Callable[[dict], list] | None = None
+    bulk: Callable[[str, int, "State"], set] | None = None
 
 
 _EVIDENCE_LIMIT = 20000  # unknown lines inspected for engine evidence; later ones are only counted

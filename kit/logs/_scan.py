@@ -36,6 +36,7 @@ class Plan:
         self.tables = {k: v for f in formats for k, v in f.tables.items()}
         self.names = tuple(f.name for f in formats)
         self.engines = tuple(f.name for f in formats if f.engine)
+        self.bulk = tuple(f.bulk for f in formats if f.bulk is not None)
 
 
 def _banner(name: str, regex):
@@ -137,9 +138,9 @@ FIRST_BLOCK_CHARS = 1 << 15
 def scan_file(f, st: State) -> State:
     """Scan an open text file in blocks of whole lines: lines of SGLang templates already seen are
     pulled out of each block in bulk (one regex pass per template, C speed), the rest of the block
-    goes through :func:`scan` line by line. Same records as ``scan(f, st)``, faster on big logs."""
-    from kit.logs._sglang import extract_block
-
+    goes through :func:`scan` line by line. Same records as ``scan(f, st)``, faster on big logs. The
+    extractors are the engine table's ``bulk`` hooks (SGLang's batch lines)."""
+    bulk = st.plan.bulk
     while True:
         # until the first SGLang templates are known, read small blocks: their lines go line by line
         block = f.read(BLOCK_CHARS if st.bulk_templates else min(BLOCK_CHARS, FIRST_BLOCK_CHARS))
@@ -149,7 +150,9 @@ def scan_file(f, st: State) -> State:
             block += f.readline()
         taken = _NOTHING
         if st.bulk_templates and st.block is None and block.isascii():
-            taken = extract_block(block, st.lines + 1, st)
+            taken = set()
+            for extract in bulk:
+                taken |= extract(block, st.lines + 1, st)
         scan(io.StringIO(block), st, taken)
     return st
 

@@ -470,4 +470,5 @@ FORMAT = R.LogFormat(
     tables={"decode": R.columns("ISO8601"), "prefill": R.columns("ISO8601"),
             "decode_fast": lambda: TemplateTable(FAST_HEAD, "ISO8601"),
             "prefill_fast": lambda: TemplateTable(FAST_HEAD, "ISO8601")},
-    build=_build, batches=_batches)
+    build=_build, batches=_batches,
+    bulk=lambda block, first_line, st: extract_block(block, first_line, st))   # looked up per call: patchable
