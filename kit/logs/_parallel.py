@@ -18,7 +18,7 @@ What one line of a log can carry over to the next, and how it stays exact across
 * line numbers: each piece counts from 1; the main process adds the lines of the pieces before;
 * the ``Warmup ...``/``Benchmark ...`` phase of ``bench_one_batch`` output: a piece starts with a
   placeholder phase, replaced at merge time by the phase the pieces before it ended with;
-* engine evidence from unknown lines (only the first ``_EVIDENCE_LIMIT`` unknown lines of the file
+* engine evidence from unknown lines (only the first ``EVIDENCE_LIMIT`` unknown lines of the file
   are inspected): recorded with each hit's ordinal and counted at merge time;
 * the "first window after idle" flag, the speculative normalisation and everything else that
   looks at the whole run are computed once on the merged tables, as in the serial path.
@@ -155,7 +155,7 @@ def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
     st = _scan.new_state()
     st.unknown_hits = []
     merged = _MERGED_UNKNOWN
-    if merged is not None and index > 0 and merged.value >= _scan._EVIDENCE_LIMIT:
+    if merged is not None and index > 0 and merged.value >= _scan.EVIDENCE_LIMIT:
         st.evidence_limit = 0  # the pieces before this one already hold that many unknown lines
     st.bench_phase = _PHASE_UNSET
     for name in _row_tables(st):
@@ -211,7 +211,7 @@ def _run(path: str, pieces: list[tuple[int, int]], n_workers: int) -> _scan.Stat
     phase = None
     # fork: the workers start in milliseconds with kit already imported (spawn would re-import pandas)
     ctx = mp.get_context("fork")
-    # pieces merged in order: once they hold _EVIDENCE_LIMIT unknown lines, later pieces need not
+    # pieces merged in order: once they hold EVIDENCE_LIMIT unknown lines, later pieces need not
     # inspect theirs for engine evidence (the serial scan stops inspecting there too)
     _MERGED_UNKNOWN = ctx.Value("q", 0, lock=False)
     pool = ctx.Pool(min(n_workers, len(pieces)))
@@ -262,7 +262,7 @@ def _merge(st: _scan.State, part: dict, phase: str | None) -> str | None:
     for k, v in part["evidence"].items():
         st.hits[k] = st.hits.get(k, 0) + v
     for ordinal, engine in part["hits"]:
-        if st.unknown + ordinal < _scan._EVIDENCE_LIMIT:
+        if st.unknown + ordinal < _scan.EVIDENCE_LIMIT:
             st.hits[engine] += 1
     st.said.extend((ln + off, *rest) for ln, *rest in part["said"])
     for fam, (ln, text) in part["transports"].items():

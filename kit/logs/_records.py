@@ -17,8 +17,8 @@ from typing import Any, Callable
 
 from kit.logs._table import Columns
 
-__all__ = ["CLIP", "ENV_KEYS", "FLAG_KEYS", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES", "LogFormat",
-           "SettingEvidence", "Settings", "State", "clip", "columns", "norm_backend", "truthy"]
+__all__ = ["CLIP", "ENV_KEYS", "EVIDENCE_LIMIT", "FLAG_KEYS", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES",
+           "LogFormat", "SettingEvidence", "Settings", "State", "clip", "columns", "norm_backend", "truthy"]
 
 CLIP = 240  # characters of a line kept as an evidence's text
 DUMP_NOTE = re.compile(r"\((?:server_args dump|vLLM engine config|get_server_info JSON|launch note|NCCL echo|"
@@ -223,7 +223,7 @@ class LogFormat:
     bulk: Callable[[str, int, "State"], set] | None = None
 
 
-_EVIDENCE_LIMIT = 20000  # unknown lines inspected for engine evidence; later ones are only counted
+EVIDENCE_LIMIT = 20000  # unknown lines inspected for engine evidence; later ones are only counted
 
 
 class State:
@@ -254,7 +254,7 @@ class State:
         # recorded as (unknown-line ordinal, engine) instead of counted, because whether a line is
         # inspected depends on the unknown lines of the pieces before this one
         self.unknown_hits: list | None = None
-        self.evidence_limit = _EVIDENCE_LIMIT  # 0 in a worker whose piece comes after that many unknown lines
+        self.evidence_limit = EVIDENCE_LIMIT  # 0 in a worker whose piece comes after that many unknown lines
 
     def say(self, lineno: int, what: str, payload: tuple, found: str | None) -> None:
         """Settings evidence read at line ``lineno``: ``what`` is ``value`` (payload: key, value, text),

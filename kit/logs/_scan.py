@@ -14,10 +14,10 @@ import io
 from typing import Iterable
 
 from kit.logs import _formats
-from kit.logs._records import _EVIDENCE_LIMIT, TAKEN, TAKEN_SEE_NOTES, TORN, LogFormat, State
+from kit.logs._records import EVIDENCE_LIMIT, TAKEN, TAKEN_SEE_NOTES, TORN, LogFormat, State
 from kit.util import strip_ansi
 
-__all__ = ["Plan", "State", "finish", "new_state", "plan", "scan", "scan_file", "_EVIDENCE_LIMIT"]
+__all__ = ["EVIDENCE_LIMIT", "Plan", "State", "finish", "new_state", "plan", "scan", "scan_file"]
 
 
 class Plan:
