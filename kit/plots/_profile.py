@@ -10,6 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from kit.errors import UsageError
+from kit.profile import category_colours
 from kit.util import clip
 
 __all__ = [
@@ -25,13 +26,7 @@ __all__ = [
     "top_kernels",
 ]
 
-CATEGORY_COLORS = {
-    "allreduce": "#d62728", "other-collectives": "#ff9896", "attention": "#1f77b4", "moe": "#9467bd",
-    "gemm": "#2ca02c", "norm": "#bcbd22", "activation": "#17becf", "rope": "#e377c2", "quantization": "#8c564b",
-    "kv-cache write": "#aec7e8", "convolution": "#393b79", "sampling": "#ffbb78", "memcpy/memset": "#c49c94",
-    "ssm": "#ff7f0e",
-    "elementwise": "#98df8a", "other": "#7f7f7f", "idle": "#e0e0e0",
-}
+CATEGORY_COLORS = {**category_colours(), "idle": "#e0e0e0"}   # categories.toml's [[category]] colours
 
 
 # The widest figure drawn here, in inches: at the inline backend's 100 dpi it stays inside the output

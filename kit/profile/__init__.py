@@ -72,15 +72,15 @@ import importlib
 
 from kit.util import publish
 
-__all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "Summary", "check_attribution", "compare",
-           "default_rules", "load", "prefetch", "roofline"]
+__all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "Summary", "category_colours",
+           "check_attribution", "compare", "default_rules", "load", "prefetch", "roofline"]
 
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
           "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Prefetch": "_load", "Comparison": "_compare",
           "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline",
-          "AttributionCheck": "_check", "check_attribution": "_check"}
+          "AttributionCheck": "_check", "check_attribution": "_check", "category_colours": "_categories"}
 
 
 def __getattr__(name: str):
