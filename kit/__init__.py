@@ -10,7 +10,7 @@ Public surface (everything else is private):
 - ``kit.env``: host fingerprint (GPUs, link matrix, versions, NCCL variables).
 - ``kit.ledger``: the hypothesis ledger.  ``kit.plots``: the plots.  ``kit.report``: HTML report.
 - ``kit.explorer``: ipywidgets profile explorer and its static views.
-- ``kit.session``: a session's layout and the provenance of each artefact.
+- ``kit.session``: a session's layout.  ``kit.provenance``: where each artefact came from.
 - ``kit.audit``: effective settings, silent slow paths, ignored experiment variants, run validity.
 - ``kit.errors``: the exception tree.
 - ``kit.server(host, cmd)`` / ``kit.experiment(base_cmd, matrix=...)`` (``kit.live``): run, profile and
@@ -26,7 +26,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors",
-               "explorer", "session", "live", "bench", "audit")
+               "explorer", "session", "provenance", "live", "bench", "audit")
 _FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
 _FROM_LIVE = ("server", "experiment")
 

@@ -60,7 +60,8 @@ def category_plot(profile: Any, *, rank: int | None = None, step: int | None = N
     import matplotlib.pyplot as plt
 
     t = category_time(profile, rank=rank, step=step, phase=phase)
-    if ax is None:
+    own = ax is None
+    if own:
         fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(t), 3) + 1))
     else:
         fig = ax.figure
@@ -72,6 +73,8 @@ def category_plot(profile: Any, *, rank: int | None = None, step: int | None = N
                                   f"step {step}" if step is not None else "all steps", phase or "") if x)
     ax.set_title(title or f"GPU time per category ({where})")
     fig.tight_layout()
+    if own:   # like every kit figure: drawn once, as the cell's value or through display()
+        plt.close(fig)
     return fig
 
 

@@ -18,8 +18,9 @@ import sys
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from kit.errors import CommandFailed
+from kit.errors import CommandFailed, CommandTimeout
 from kit.remote import add_host_options
+from kit.util import clip
 
 __all__ = ["RemoteMagics", "load_ipython_extension"]
 
@@ -64,7 +65,12 @@ class RemoteMagics(Magics):
         """Run the cell with ``bash -s`` on TARGET, streaming its output."""
         args = parse_argstring(self.remote, line)
         host = _host_for(self.shell, args)
-        res = host.run("bash -s", input=cell, stream=True, timeout=args.timeout, cwd=args.cwd)
+        try:
+            res = host.run("bash -s", input=cell, stream=True, timeout=args.timeout, cwd=args.cwd)
+        except CommandTimeout as exc:  # name the cell, not the "bash -s" that runs it
+            raise CommandTimeout(str(exc).replace(f"command {clip('bash -s')!r}", f"%%remote cell {_first(cell)!r}"),
+                                 host=exc.host, cmd=cell, stdout=exc.stdout, stderr=exc.stderr,
+                                 timeout=exc.timeout) from None
         if self.shell is not None:
             self.shell.user_ns["_remote"] = res
         if not res.ok:
@@ -73,6 +79,12 @@ class RemoteMagics(Magics):
                 print(msg, file=sys.stderr)
             else:
                 raise CommandFailed(msg, host=host.name, result=res)
+
+
+def _first(cell: str) -> str:
+    """The cell's first line that is not blank or a comment, clipped: what names it in an error."""
+    lines = [ln.strip() for ln in cell.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return clip(lines[0] + (" ..." if len(lines) > 1 else ""), 60) if lines else "(empty)"
 
 
 def load_ipython_extension(ipython) -> None:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ANSI", "strip_ansi", "quote", "clip", "jsonable", "frame_records", "no_gc", "publish", "html_fields"]
+__all__ = ["ANSI", "strip_ansi", "quote", "clip", "signed", "percent_text", "jsonable", "frame_records", "no_gc",
+           "publish", "html_fields"]
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 """Terminal colour/style escapes (vLLM colours its log level; raw TTY captures of nvidia-smi underline)."""
@@ -27,6 +28,20 @@ quote = shlex.quote
 def strip_ansi(text: str) -> str:
     """Remove ANSI colour/style escapes from ``text``."""
     return ANSI.sub("", text)
+
+
+def signed(x: float, decimals: int = 1) -> str:
+    """A difference with its sign and thousands separators (``+1,234.5``, ``-0.3``); one that rounds to
+    zero is ``0.0``, never ``-0.0`` or ``+0.0`` (a sign there reads as a difference that is not there)."""
+    text = f"{x:+,.{decimals}f}"
+    return text[1:] if float(text.replace(",", "")) == 0 else text
+
+
+def percent_text(fraction: float, decimals: int = 2) -> str:
+    """A fraction as a percentage with at most ``decimals`` decimals and no trailing zeros (``55.5%``,
+    ``55%``, ``55.25%``), for axis ticks: matplotlib's PercentFormatter prints ``55.50%``."""
+    text = f"{100 * fraction:.{decimals}f}".rstrip("0").rstrip(".")
+    return ("0" if text in ("-0", "") else text) + "%"
 
 
 def clip(text: str, n: int = 60, *, ellipsis: str = "...") -> str:

@@ -114,6 +114,7 @@ SLOW = (
     "tests/bench/test_reconcile.py::test_saved_records",
     # kit mcp as a real process per test (stdio and HTTP): the investigation, a report, the hostile corpus
     "tests/mcp/test_mcp.py",
+    "tests/test_figures_detached.py",  # two sample traces compared
 )
 
 

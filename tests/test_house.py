@@ -15,21 +15,22 @@ KIT = ROOT / "kit"
 # The public surface. Adding a name is a decision: add it here in the same change.
 PUBLIC_API = {
     'kit.session': ['Captures', 'Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'StepTimes', 'caption', 'open', 'provenance_of'],
-    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'server', 'session', 'source'],
+    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'provenance', 'remote', 'report', 'server', 'session', 'source'],
+    'kit.provenance': ['Evidence', 'KINDS', 'MANIFEST', 'Provenance', 'UNKNOWN', 'caption', 'lookup', 'provenance_of', 'read_manifest', 'relative', 'sniff'],
     'kit.live': ['Experiment', 'PHASES', 'Server', 'experiment', 'plan', 'server'],
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'PARTS', 'Reconciliation', 'reconcile', 'LoadResult', 'RequestTiming', 'list_models', 'load_test', 'make_prompts', 'mean_ci', 'single_stream', 'stream_request', 'sweep', 'welch', 'pareto_sweep', 'saturation'],
     'kit.remote': ['Fetched', 'FileStat', 'Forward', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
     'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'evaluate', 'find', 'grep', 'module_path', 'slice'],
-    'kit.profile': ['AttributionCheck', 'Comparison', 'PHASES', 'Prefetch', 'Profile', 'Summary', 'check_attribution',
+    'kit.profile': ['AttributionCheck', 'Comparison', 'PHASES', 'Prefetch', 'Profile', 'Summary', 'category_colours', 'check_attribution',
                     'compare', 'default_rules', 'load', 'prefetch', 'roofline', 'StructuralDiff', 'diff_structure'],
     'kit.audit': ['Audit', 'CLOCK_QUERY', 'ClockSampler', 'DEBUG_VARIABLES', 'Decider', 'Effect', 'Effects', 'Finding', 'SEVERITIES', 'Validity', 'audit', 'capture_settings', 'check_run', 'decider', 'effect', 'experiment_effects', 'parse_clocks', 'throttle'],
-    'kit.logs': ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary', 'StepRecords', 'step_records'],
+    'kit.logs': ['DECODE_COLUMNS', 'KINDS', 'NCCL_COLUMNS', 'PREFILL_COLUMNS', 'THROUGHPUT_COLUMNS', 'read_lines', 'LogData', 'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary', 'StepRecords', 'step_records'],
     'kit.models': ['AllReduceCost', 'DecodeFloor', 'GPUSpec', 'HYBRID_TYPES', 'LINKS', 'LinkModel', 'Mixer', 'ModelShape', 'SpecEstimate', 'WEIGHT_FORMATS', 'decode_floor', 'gpu_spec', 'gpu_specs', 'model_shape', 'acceptance_for_length', 'allreduce_cost', 'allreduce_time_us', 'break_even', 'drafter_cost', 'expected_tokens', 'fit', 'link', 'spec_estimate', 'spec_from_summary', 'speedup', 'speedup_curves'],
     'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi', 'with_units'],
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels', 'itl_waterfall', 'structure_waterfall'],
     'kit.mcp': ['Policy', 'TOOLS', 'Tool', 'available', 'build_server', 'serve_http', 'serve_stdio'],
-    'kit.report': ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook', 'Table', 'table'],
+    'kit.report': ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'build', 'discover', 'execute_notebook', 'Table', 'table', 'redact_text'],
     'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],
     'kit.magics': ['RemoteMagics', 'load_ipython_extension'],
@@ -43,6 +44,33 @@ def test_public_api_is_pinned(module):
     assert sorted(mod.__all__) == sorted(PUBLIC_API[module])
     for name in mod.__all__:
         assert getattr(mod, name) is not None, f"{module}.{name}"
+
+
+def _public_names(module: str, path: Path) -> set[str]:
+    """Names a module makes public: defined or assigned at its top level, or re-exported from its own
+    package's private files, without a leading underscore."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    out: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package + "._"):
+            out |= {a.asname or a.name for a in node.names}
+    return {n for n in out if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC_API))
+def test_everything_public_is_in_all(module):
+    """Both ways: ``__all__`` names only public names, and every public name is in ``__all__``."""
+    path = _modules()[module]
+    public = _public_names(module, path)
+    mod = importlib.import_module(module)
+    assert not [n for n in mod.__all__ if n.startswith("_") and n != "__version__"]
+    assert sorted(public - set(mod.__all__)) == [], f"{module}: public but not in __all__ (rename with _ or list it)"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in PUBLIC_API if m.count(".") == 1))
@@ -115,8 +143,12 @@ def _import_graph(modules: dict[str, Path], inside_functions: bool = False) -> d
             subs = {f"{target}.{n}" for n in names if f"{target}.{n}" in modules}
             # ``from pkg import _sub`` inside pkg loads only the submodule
             deps = subs if subs and len(subs) == len(names) else {target} | subs
+            # ``from kit import models`` is ``import kit.models``: kit's own __init__ runs first for any kit
+            # module, so it is no arrow to the top
+            if target == "kit" and subs and len(subs) == len(names):
+                deps = subs
             # importing a package's submodule from outside first runs the package's __init__
-            if _package_of(target, modules) != _package_of(m, modules):
+            elif _package_of(target, modules) != _package_of(m, modules):
                 deps.add(_package_of(target, modules))
             graph[m] |= {d for d in deps if d in modules and d != m}
     return graph
@@ -152,6 +184,8 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycle_inside_kit():
     cycle = _find_cycle(_import_graph(_modules()))
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+    cycle = _find_cycle(_import_graph(_modules(), inside_functions=True))
+    assert cycle is None, "import cycle through in-function imports: " + " -> ".join(cycle or [])
 
 
 def _private_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
@@ -188,6 +222,80 @@ def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
     finally:
         KIT = saved
     assert cycle is not None and set(cycle) == {"kit.pkg._a", "kit.pkg._b"}
+
+
+# The floors of the house, bottom first: a package may import its own floor and the floors below, never
+# one above (function imports included). Data flows up: hosts -> parsers -> analyses -> figures,
+# sessions and experiments -> reports and the command line.
+FLOORS = [
+    ["kit.errors", "kit.util", "kit.provenance"],
+    ["kit.remote", "kit.ledger"],
+    ["kit.source", "kit.env", "kit.models", "kit.testing", "kit.magics"],
+    ["kit.logs", "kit.profile"],
+    ["kit.audit", "kit.plots", "kit.bench"],
+    ["kit.session", "kit.live", "kit.explorer"],
+    ["kit.report", "kit.mcp", "kit.cli", "kit", "kit.__main__"],
+]
+
+
+def _package_graph(modules: dict[str, Path]) -> tuple[dict[str, set[str]], dict[tuple[str, str], str]]:
+    """package -> packages it imports (anywhere in its modules, functions included), and for each arrow
+    one module that draws it."""
+    graph: dict[str, set[str]] = {}
+    why: dict[tuple[str, str], str] = {}
+    for m, deps in _import_graph(modules, inside_functions=True).items():
+        a = _package_of(m, modules)
+        graph.setdefault(a, set())
+        for d in deps:
+            b = _package_of(d, modules)
+            if a != b:
+                graph[a].add(b)
+                why.setdefault((a, b), f"{m} -> {d}")
+    for deps in list(graph.values()):
+        for b in deps:
+            graph.setdefault(b, set())
+    return graph, why
+
+
+def test_no_circle_between_packages_even_inside_functions():
+    graph, why = _package_graph(_modules())
+    cycle = _find_cycle(graph)
+    assert cycle is None, "circle between packages: " + " -> ".join(cycle or []) + " (" + "; ".join(
+        why[(a, b)] for a, b in zip(cycle or [], (cycle or [])[1:])) + ")"
+
+
+def test_no_arrow_back_up():
+    floor = {p: i for i, ps in enumerate(FLOORS) for p in ps}
+    graph, why = _package_graph(_modules())
+    assert set(graph) <= set(floor), f"packages on no floor of FLOORS: {sorted(set(graph) - set(floor))}"
+    up = [f"{why[(a, b)]} (floor {floor[a]} -> {floor[b]})" for a, deps in sorted(graph.items()) for b in sorted(deps)
+          if floor[b] > floor[a]]
+    assert up == []
+
+
+def test_the_package_check_finds_a_planted_circle(tmp_path):
+    """session -> audit -> logs -> session, each arrow an import inside a function: found."""
+    root = tmp_path / "kit"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "session.py").write_text("def f():\n    from kit.audit import audit\n    return audit\n")
+    for pkg, body in (("audit", "def audit():\n    from kit.logs import settings\n    return settings\n"),
+                      ("logs", "def settings():\n    from kit.session import f\n    return f\n")):
+        (root / pkg).mkdir()
+        (root / pkg / "__init__.py").write_text(f"from kit.{pkg}._x import *  # noqa\n")
+        (root / pkg / "_x.py").write_text(body)
+    modules = {"kit": root / "__init__.py", "kit.session": root / "session.py",
+               **{f"kit.{p}{s}": root / p / f for p in ("audit", "logs")
+                  for s, f in (("", "__init__.py"), ("._x", "_x.py"))}}
+    global KIT
+    saved, KIT = KIT, root
+    try:
+        assert _find_cycle(_import_graph(modules)) is None            # load time: no circle
+        graph, _ = _package_graph(modules)
+    finally:
+        KIT = saved
+    cycle = _find_cycle(graph)
+    assert cycle is not None and set(cycle) == {"kit.session", "kit.audit", "kit.logs"}
 
 
 def test_no_private_name_used_across_packages():
@@ -340,3 +448,34 @@ def test_programs_shipped_to_hosts_are_real_py_files():
         compile(prog.read_text(), str(prog), "exec")
         package = ".".join(prog.parent.parent.relative_to(ROOT).parts)
         assert f'"{package}" = ["_host/*.py"]' in data, f"{prog}: not in [tool.setuptools.package-data]"
+
+
+def test_every_slow_entry_matches_a_test():
+    """An entry of ``SLOW`` (tests/conftest.py) that names no file or no test any more marks nothing:
+    a renamed test would silently run in ``make test-fast``. Each entry must match a file (or folder)
+    and, with ``::name``, a test function of that file whose name starts with it."""
+    from tests.conftest import SLOW
+
+    stale = []
+    for entry in SLOW:
+        path, _, name = entry.partition("::")
+        p = ROOT / path
+        if not p.exists():
+            stale.append(f"{entry} (no such file)")
+            continue
+        if not name:
+            continue
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        tests = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and n.name.startswith("test")]
+        if not any(t.startswith(name) for t in tests):
+            stale.append(f"{entry} (no such test)")
+    assert stale == []
+
+
+def test_the_slow_check_fails_on_a_stale_entry(monkeypatch):
+    import tests.conftest as conftest
+
+    monkeypatch.setattr(conftest, "SLOW", ("tests/test_house.py::test_no_such_thing",))
+    with pytest.raises(AssertionError, match="no such test"):
+        test_every_slow_entry_matches_a_test()

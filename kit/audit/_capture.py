@@ -41,9 +41,9 @@ def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int |
         except (OSError, ValueError, urllib.error.URLError) as exc:
             out["server_info"] = f"{url}/get_server_info: {exc}"
     if pid is not None and host is not None:
-        import kit
+        from kit.remote import connect
 
-        h = kit.connect(host) if isinstance(host, str) else host
+        h = connect(host) if isinstance(host, str) else host
         why = "no process"
         for p in _engine_pids(h, pid):
             try:

@@ -268,9 +268,9 @@ def experiment_effects(directory: str | Path, *, host=None, source: str | None =
     kb = _kernels(d / base["slug"], notes)
     out = []
     if source is not None and host is None:
-        import kit
+        from kit.remote import connect
 
-        host = kit.connect("local")
+        host = connect("local")
     for v in variants:
         if v.get("baseline"):
             continue

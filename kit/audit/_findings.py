@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import html
 import json
+import os
 from dataclasses import dataclass, field
 
 import pandas as pd
+
+from kit.util import clip
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -73,6 +76,9 @@ class Audit:
                 + ("nothing flagged" if self.clean else
                    ", ".join(f"{n} {s}" for s in SEVERITIES if (n := sum(f.severity == s for f in self.findings)))))
         lines = [head]
+        for run, st in self.runs.items():   # what each run was read as: its engine and what each file held
+            read = "; ".join(f"{os.path.basename(k)}: {v}" for k, v in st.sources.items())
+            lines.append(clip(f"run {os.path.basename(run) or run}: engine {st.engine or 'not named'} ({read})", 160))
         for f in self.findings:
             lines.append(f"[{f.severity}] {f.code}: {f.verdict}")
             lines += [f"    {e}" for e in f.evidence[:3]]

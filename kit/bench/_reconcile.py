@@ -311,7 +311,7 @@ def _busy_share(trace, warnings: list[str]) -> tuple[float, str]:
 
 def _provenance(client, engine) -> str:
     """'client: ...; engine: ...' from the session manifests of the files given (paths only)."""
-    from kit.session import provenance_of
+    from kit.provenance import provenance_of
 
     said: dict[str, list[str]] = {}
     for role, src in (("client", client), ("engine", engine)):

@@ -44,7 +44,20 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    _describe(sub)
     return parser
+
+
+def _describe(sub) -> None:
+    """A command (or sub-command) registered with a ``help`` only shows it as its ``--help`` description
+    too, so that ``kit env --help`` says what the command does (argparse leaves it out otherwise)."""
+    helps = {a.dest: a.help for a in sub._choices_actions}
+    for name, p in sub.choices.items():
+        if p.description is None and helps.get(name):
+            p.description = helps[name][:1].upper() + helps[name][1:] + "."
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _describe(action)
 
 
 def _version() -> str:

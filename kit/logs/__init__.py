@@ -45,27 +45,31 @@ naming the file.
 Files:
 
 - ``_api.py``: read / parse_* / spec_summary and LogData: the public façade
-- ``_scan.py``: the line scanner: dispatch by cheap substring checks
+- ``_records.py``: the records, at the bottom: ``Settings``/``SettingEvidence``, ``LogFormat`` (a row of the
+  engine table), the scan ``State``
+- ``_formats.py``: the engine table: one row per log format, in the order the scan tries them
+- ``_scan.py``: the one scan: each line offered to the table's parsers behind cheap substring checks,
+  settings evidence recorded with its line as it reads
 - ``_parallel.py``: large local files cut at line boundaries and scanned by worker processes
 - ``_table.py``: column lists -> typed pandas tables
 - ``_checks.py``: physical-range checks: impossible values (negative, infinite, not numbers) dropped and counted
-- ``_sglang.py``: SGLang server log lines
-- ``_vllm.py``: vLLM server log lines
+- ``_sglang.py``: SGLang server log lines (Decode/Prefill batch, server_args dump, graph sizes, backend)
+- ``_vllm.py``: vLLM server log lines (throughput, speculative metrics, engine config, version, backend)
 - ``_bench.py``: benchmark result blocks and JSON/JSONL results
-- ``_nccl.py``: NCCL_DEBUG=INFO lines
-- ``_settings.py``: effective settings of an engine run (``settings(paths)`` -> :class:`Settings`): server-args
-  dumps, ``/get_server_info``, vLLM config lines, environment captures, log evidence, each with file:line
+- ``_nccl.py``: NCCL_DEBUG=INFO lines (and the environment echoes and transports they show)
+- ``_common.py``: lines any engine prints: custom all-reduce off, no P2P, slow tokenizer, launch notes
+- ``_settings.py``: effective settings of an engine run (``settings(paths, host=)`` -> :class:`Settings`):
+  the evidence the scan recorded, plus ``/get_server_info`` JSON, environment and topology captures
 - ``_steps.py``: an engine's own step and request records (``step_records``), for latency reconciliation
 - ``_spec.py``: speculative acceptance normalised across engines and versions; SpecSummary
+
+A new engine's log format is one new file (its parsers and its ``FORMAT`` row) plus one row in
+``_formats.py``.
 """
 from __future__ import annotations
 
-from kit.logs._api import (  # noqa: F401  # noqa: F401  (public, not in __all__)
-    DECODE_COLUMNS,
+from kit.logs._api import (
     KINDS,
-    NCCL_COLUMNS,
-    PREFILL_COLUMNS,
-    THROUGHPUT_COLUMNS,
     LogData,
     SpecSummary,
     nccl_summary,
@@ -78,12 +82,17 @@ from kit.logs._api import (  # noqa: F401  # noqa: F401  (public, not in __all__
     read_lines,
     spec_summary,
 )
-from kit.logs._settings import Evidence, Settings, settings  # noqa: F401
+from kit.logs._nccl import NCCL_COLUMNS
+from kit.logs._records import SettingEvidence, Settings
+from kit.logs._settings import settings
+from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS
 from kit.logs._steps import StepRecords, step_records
+from kit.logs._vllm import THROUGHPUT_COLUMNS
 from kit.util import publish
 
-__all__ = ['Evidence', 'LogData', 'Settings', 'SpecSummary', 'StepRecords', 'nccl_summary', 'parse_bench',
-           'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary',
-           'step_records']
+__all__ = ['DECODE_COLUMNS', 'KINDS', 'NCCL_COLUMNS', 'PREFILL_COLUMNS', 'THROUGHPUT_COLUMNS', 'LogData',
+           'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl',
+           'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'read_lines', 'settings', 'spec_summary',
+           'StepRecords', 'step_records']
 
 publish(globals(), __all__)

@@ -12,14 +12,13 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import LogFormatError
-from kit.logs import _bench, _checks, _scan, _spec
+from kit.logs import _bench, _scan, _spec
 from kit.logs import _parallel as _par
 from kit.logs._caches import cache_usage
-from kit.logs._nccl import NCCL_COLUMNS, nccl_summary
-from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS, parse_server_args
+from kit.logs._nccl import nccl_summary
+from kit.logs._sglang import DECODE_COLUMNS, parse_server_args
 from kit.logs._spec import SpecSummary
-from kit.logs._table import assemble, merge_frames, release_freed_memory, to_datetime
-from kit.logs._vllm import THROUGHPUT_COLUMNS
+from kit.logs._table import assemble, release_freed_memory, to_datetime
 from kit.util import frame_records, jsonable, no_gc
 
 __all__ = ["LogData", "SpecSummary", "read", "parse_sglang", "parse_vllm", "parse_bench", "parse_nccl",
@@ -56,6 +55,11 @@ class LogData:
         self.sglang_formats = sglang_formats
         self._provenance = None
         self.engine_inferred = False  # True when the engine was guessed from line formats alone (see warnings)
+        # what the scan read for kit.logs.settings: evidence (line, what, payload, found) in line order,
+        # NCCL transports, the engine table's rows (whose ``batches`` read the tables)
+        self.said: list[tuple] = []
+        self.transports: dict[str, tuple[int, str]] = {}
+        self.formats: tuple = ()
 
     decode = property(lambda self: self.tables["decode"], doc="SGLang Decode batch lines, one row each.")
     prefill = property(lambda self: self.tables["prefill"], doc="SGLang Prefill batch lines, one row each.")
@@ -94,11 +98,11 @@ class LogData:
 
     @property
     def provenance(self):
-        """Where the parsed file came from (``kit.session.Provenance``: measured, third-party, sample
+        """Where the parsed file came from (``kit.provenance.Provenance``: measured, third-party, sample
         ...), from the nearest session manifest or the marks in the file; ``unknown`` for text, lines
         or a file fetched from a host. Set it explicitly when known (``log.provenance = ...``)."""
         if self._provenance is None:
-            from kit.session import provenance_of
+            from kit.provenance import provenance_of
 
             self._provenance = provenance_of(self.name)
         return self._provenance
@@ -192,7 +196,7 @@ def _read_file(path, *, engine: str | None, version: str | None, k: int | None, 
             if size >= _par.PARALLEL_MIN and n_workers > 1:
                 st = _par.scan_parallel(str(p), size, n_workers)
         if st is None:
-            st = _scan.State()
+            st = _scan.new_state()
             with open(p, encoding="utf-8", errors="replace", newline=None) as f:
                 _scan.scan_file(f, st)
             _scan.finish(st)
@@ -204,7 +208,7 @@ def read_lines(lines: Iterable[str], *, name: str = "<lines>", engine: str | Non
     """Parse an iterable of log lines (a file object, a list) -> :class:`LogData`.
     Same rules as :func:`read`; the ``name`` appears in errors and the repr."""
     with no_gc():
-        st = _scan.State()
+        st = _scan.new_state()
         _scan.scan(lines, st)
         _scan.finish(st)
         return _build(st, name, engine, version, k)
@@ -301,21 +305,22 @@ def _read_on_host(path, host, **kw) -> LogData:
 
 
 def _from_bench_rows(rows: list[dict], name: str, engine: str | None, version: str | None) -> LogData:
-    st = _scan.State()
+    st = _scan.new_state()
     for r in rows:
         st.bench.add(r)
-        st.evidence[r.get("engine") or "bench"] = st.evidence.get(r.get("engine") or "bench", 0) + 1
+        st.hits[r.get("engine") or "bench"] = st.hits.get(r.get("engine") or "bench", 0) + 1
     st.lines = len(rows)
     return _build(st, name, engine, version, None)
 
 
 def _engine_version(st: _scan.State, engine: str | None, version: str | None,
                     warnings: list[str]) -> tuple[str, str]:
-    """The engine (given, else the one with more lines in the log) and its version (the log's banner
-    wins over a given one, with a warning when they differ)."""
-    ev = st.evidence
+    """The engine (given, else the engine table's row with the most lines in the log; ties go to the later
+    row) and its version (the log's banner wins over a given one, with a warning when they differ)."""
     if engine is None:
-        engine = "sglang" if ev["sglang"] > ev["vllm"] else "vllm" if ev["vllm"] else "unknown"
+        hits = [(st.hits.get(e, 0), i, e) for i, e in enumerate(st.plan.engines)]
+        best = max(hits, default=(0, 0, "unknown"))
+        engine = best[2] if best[0] else "unknown"
     logged = [v for e, v, _ in st.versions if e == engine]
     if logged:
         if version and version != logged[0]:
@@ -352,12 +357,8 @@ def _spec_table(st: _scan.State, decode: pd.DataFrame, raw_spec: pd.DataFrame, e
 
 
 def _torn_and_truncated(st: _scan.State, warnings: list[str]) -> None:
-    """Torn lines (the fast path's rows that failed to convert counted in) and a truncated
-    server_args dump, said in the warnings."""
-    for fast in (st.decode_fast, st.prefill_fast):
-        if fast.bad_lines:
-            st.torn += len(fast.bad_lines)
-            st.torn_examples = sorted(st.torn_examples + fast.bad_lines)[:5]
+    """Torn lines (the formats' builds counted in the rows they dropped) and a truncated server_args dump,
+    said in the warnings."""
     if st.torn:
         warnings.append(f"{st.torn} torn line(s) skipped (two writers on one line), first at line "
                         f"{st.torn_examples[0]}")
@@ -368,31 +369,19 @@ def _torn_and_truncated(st: _scan.State, warnings: list[str]) -> None:
 
 def _build(st: _scan.State, name: str, engine: str | None, version: str | None, k: int | None) -> LogData:
     warnings = st.warnings
-    n_records = sum(len(c) for c in (st.decode, st.prefill, st.decode_fast, st.prefill_fast, st.throughput,
-                                     st.vllm_spec, st.bench, st.nccl))
+    n_records = sum(len(getattr(st, t)) for t in st.table_names)
     if st.lines == 0:
         raise LogFormatError(f"{name}: empty file, not a log", path=name)
-    if not n_records and not any(st.evidence.values()) and st.server_args is None:
+    if not n_records and not any(st.hits.values()) and st.server_args is None and not st.said:
         raise LogFormatError(f"{name}: not a serving log: none of its {st.lines} lines is an SGLang, vLLM, "
                              f"NCCL or benchmark line", path=name)
     guessed = engine is None
     engine, version = _engine_version(st, engine, version, warnings)
-
-    decode = merge_frames(st.decode_fast.frame(DECODE_COLUMNS), st.decode.frame(), DECODE_COLUMNS)
-    prefill = merge_frames(st.prefill_fast.frame(PREFILL_COLUMNS), st.prefill.frame(), PREFILL_COLUMNS)
-    for t in (decode, prefill):  # the iteration number is only printed by some versions
-        if "iter" in t.columns and len(t) and t["iter"].isna().all():
-            del t["iter"]
-    decode = _checks.check_values(decode, "decode", warnings)  # out-of-range values dropped, counted
-    prefill = _checks.check_values(prefill, "prefill", warnings)
-    if len(decode):
-        decode["after_idle"] = _spec.flag_after_idle(decode["gen_throughput"])
-    throughput = _checks.check_values(st.throughput.frame(THROUGHPUT_COLUMNS), "throughput", warnings)
-    if len(throughput):
-        throughput["after_idle"] = _spec.flag_after_idle(throughput["generation_throughput"])
-    raw_spec = _checks.check_vllm_spec(st.vllm_spec.frame(), warnings)
-    bench = _checks.check_values(st.bench.frame(_bench.BENCH_COLUMNS), "bench", warnings)
-    bench = _bench.add_decode_tok_s(bench)
+    frames: dict[str, pd.DataFrame] = {}
+    for fmt in st.plan.formats:   # each row of the engine table builds its own tables
+        if fmt.build is not None:
+            frames.update(fmt.build(st, warnings))
+    bench = frames.get("bench", pd.DataFrame())
     inferred = False
     if guessed and engine != "unknown":
         stated = (any(e == engine for e, _, _ in st.versions) or st.server_args is not None
@@ -401,17 +390,17 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
             inferred = True
             warnings.append(f"engine {engine!r} inferred from the line format alone (no version banner, "
                             "server_args, engine config or Backend line): pass engine= if that is wrong")
-    nccl = st.nccl.frame(NCCL_COLUMNS)
-
-    spec = _spec_table(st, decode, raw_spec, engine, version, k, warnings)
+    decode = frames.get("decode", pd.DataFrame({c: [] for c in DECODE_COLUMNS}))
+    spec = _spec_table(st, decode, frames.pop("vllm_spec", pd.DataFrame()), engine, version, k, warnings)
     if len(spec):
         if version == "unknown":
             warnings.insert(0, f"{engine} version unknown (not in the log, not given): acceptance "
                                f"definitions were inferred; pass version=")
         if "time" in spec.columns and not pd.api.types.is_datetime64_any_dtype(spec["time"]):
             spec["time"] = to_datetime(spec["time"], "%m-%d %H:%M:%S")
-    tables = {"decode": decode, "prefill": prefill, "throughput": throughput, "spec": spec, "bench": bench,
-              "nccl": nccl}
+    frames["spec"] = spec
+    tables = {kind: frames.pop(kind) for kind in KINDS if kind in frames}
+    tables.update(frames)     # the tables of rows beyond the built-in ones, in the engine table's order
     for t in tables.values():
         if len(t) and "time" in t.columns and pd.api.types.is_datetime64_any_dtype(t["time"]):
             t["elapsed_s"] = pd.Series(_elapsed_s(t["time"]), index=t.index, copy=False)  # no second copy
@@ -423,6 +412,7 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     release_freed_memory()
     data = LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used, formats)
     data.engine_inferred = inferred
+    data.said, data.transports, data.formats = st.said, st.transports, st.plan.formats
     return data
 
 

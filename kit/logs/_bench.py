@@ -16,6 +16,8 @@ import re
 from typing import Any
 
 from kit.errors import LogFormatError
+from kit.logs._checks import check_values
+from kit.logs._records import TAKEN, LogFormat, columns
 from kit.logs._table import snake, value
 
 BENCH_COLUMNS = ("tool", "engine", "line", "completed", "duration_s", "output_throughput",
@@ -89,6 +91,14 @@ class Block:
 
     def feed(self, line: str) -> bool:  # overridden
         raise NotImplementedError
+
+    def take(self, st, line: str) -> bool:
+        """The scan's hook while this block is open (``st.block``): see :func:`take`."""
+        return take(st, line)
+
+    def close_at_end(self, st) -> None:
+        """The scan's hook at the end of the input: see :func:`close`."""
+        close(st)
 
     def finish(self, st, truncated: bool) -> None:
         row = self.row
@@ -363,3 +373,65 @@ def add_decode_tok_s(bench):
         out = gen if out is None else gen.fillna(out)
     return bench.assign(decode_tok_s=out if out is not None else float("nan"))
 
+
+
+# --------------------------------------------------------------------------- the engine table's row
+
+def take(st, line: str) -> bool:
+    """Feed ``line`` to the open block (``st.block``): True when the block took it (closed at its end);
+    else the block is closed (truncated, for a serving block) and the line is read as any other."""
+    blk = st.block
+    if blk.feed(line):
+        if blk.closed:
+            close(st, truncated=False)
+        return True
+    close(st, truncated=isinstance(blk, ServingBlock))
+    return False
+
+
+def close(st, truncated: bool | None = None) -> None:
+    """Close the open block; ``truncated`` None: at the end of the input (a serving block not closed by its
+    end line was cut)."""
+    blk = st.block
+    if truncated is None:
+        truncated = isinstance(blk, ServingBlock) and not blk.closed
+    st.block = None
+    finish_serving_tool(blk.row)
+    blk.finish(st, truncated)
+    st.hits["bench"] += 1
+    eng = blk.row.get("engine")
+    if eng in st.hits:
+        st.hits[eng] += 1
+
+
+def _start(line: str, lineno: int, st) -> int:
+    """A line that opens a result block."""
+    blk = start_block(line, lineno, st)
+    if blk is None:
+        return 0
+    st.block = blk
+    return TAKEN
+
+
+def _sized(line: str, lineno: int, st) -> int:
+    """``batch size: ...`` at the start of a line: a ``bench_one_batch_server`` block."""
+    return _start(line, lineno, st) if line.startswith("batch size: ") else 0
+
+
+def _phase(line: str, lineno: int, st) -> int:
+    """``Warmup ...`` / ``Benchmark ...`` of ``bench_one_batch``: the phase of the blocks that follow."""
+    for start, phase in (("Warmup ...", "warmup"), ("Benchmark ...", "benchmark")):
+        if line.startswith(start):
+            st.bench_phase = phase
+            return TAKEN
+    return 0
+
+
+def _build(st, warnings: list[str]) -> dict:
+    """The ``bench`` table: impossible values dropped and counted, decode tok/s added."""
+    return {"bench": add_decode_tok_s(check_values(st.bench.frame(BENCH_COLUMNS), "bench", warnings))}
+
+
+FORMAT = LogFormat("bench", take=(("latency:", _start), ("Benchmark Result", _start), ("batch size: ", _sized),
+                                  ("Warmup ...", _phase), ("Benchmark ...", _phase)),
+                   tables={"bench": columns()}, build=_build)

@@ -21,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from kit.logs import _records as R
+
 NCCL_COLUMNS = ("line", "host", "pid", "dev", "kind", "name", "value", "channel", "nchannels", "ring",
                 "src", "dst", "transport", "transport_family")
 
@@ -162,3 +164,44 @@ def nccl_summary(df: pd.DataFrame) -> dict[str, Any]:
             out["nranks"] = int(nr.max())
     out["warnings"] = list(dict.fromkeys(str(w) for w in df.loc[kinds == "warn", "value"]))
     return out
+
+
+# --------------------------------------------------------------------------- the engine table's row
+
+_ENV_ECHO = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S+?)\.?\s*$")
+_CONNECT = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[(?:send|receive)\])? via (\w+)")
+_SHM = re.compile(r"NCCL INFO Channel \d+ : \d+\[\w+\] -> \d+\[\w+\] via direct shared memory")
+
+
+def _said(line: str, lineno: int, st) -> bool:
+    """Settings evidence of an NCCL line: an environment echo or the transport of a channel."""
+    m = _ENV_ECHO.search(line)
+    if m:
+        st.say(lineno, "env", ({m.group(1): m.group(2)}, "NCCL echo"), "NCCL environment echo")
+        return True
+    if _SHM.search(line):
+        st.transport("SHM", lineno, line)
+        return True
+    m = _CONNECT.search(line)
+    if m:
+        st.transport(m.group(1), lineno, line)
+        return True
+    return False
+
+
+def _line(line: str, lineno: int, st) -> int:
+    """An NCCL INFO / WARN debug line; lines with no settings evidence are still read by the notes."""
+    said = _said(line, lineno, st)
+    p = line.find("NCCL I")
+    if p < 0:
+        p = line.find("NCCL W")
+    if p < 0:
+        return 0
+    r = parse_nccl_line(line, lineno, p, st)
+    if r:
+        st.hits["nccl"] += 1
+    return R.TAKEN_SEE_NOTES if r == OK and not said else r
+
+
+FORMAT = R.LogFormat("nccl", take=(("NCCL", _line),), tables={"nccl": R.columns()},
+                     build=lambda st, warnings: {"nccl": st.nccl.frame(NCCL_COLUMNS)})

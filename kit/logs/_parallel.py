@@ -18,7 +18,7 @@ What one line of a log can carry over to the next, and how it stays exact across
 * line numbers: each piece counts from 1; the main process adds the lines of the pieces before;
 * the ``Warmup ...``/``Benchmark ...`` phase of ``bench_one_batch`` output: a piece starts with a
   placeholder phase, replaced at merge time by the phase the pieces before it ended with;
-* engine evidence from unknown lines (only the first ``_EVIDENCE_LIMIT`` unknown lines of the file
+* engine evidence from unknown lines (only the first ``EVIDENCE_LIMIT`` unknown lines of the file
   are inspected): recorded with each hit's ordinal and counted at merge time;
 * the "first window after idle" flag, the speculative normalisation and everything else that
   looks at the whole run are computed once on the merged tables, as in the serial path.
@@ -35,7 +35,7 @@ import threading
 from typing import Any
 
 from kit.logs import _scan
-from kit.logs._table import assemble_columns
+from kit.logs._table import Columns, TemplateTable, assemble_columns
 
 PARALLEL_MIN = 64 << 20   # files smaller than this are scanned in the calling process
 PIECE = 8 << 20           # bytes per piece: small, so that the workers finish together
@@ -112,7 +112,14 @@ class _Range(io.RawIOBase):
         super().close()
 
 
-_ROW_TABLES = ("decode", "prefill", "throughput", "vllm_spec", "bench", "nccl")  # Columns of State
+def _row_tables(st) -> list[str]:
+    """The state's tables of rows (:class:`~kit.logs._table.Columns`), in the engine table's order."""
+    return [n for n in st.table_names if isinstance(getattr(st, n), (Columns, _Rows))]
+
+
+def _template_tables(st) -> list[str]:
+    """The state's template tables (SGLang's fast path), in the engine table's order."""
+    return [n for n in st.table_names if isinstance(getattr(st, n), TemplateTable)]
 
 
 class _Rows(list):
@@ -145,13 +152,13 @@ def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
     import gc
 
     gc.disable()  # as in the calling process (kit.util.no_gc); the worker exits afterwards
-    st = _scan.State()
+    st = _scan.new_state()
     st.unknown_hits = []
     merged = _MERGED_UNKNOWN
-    if merged is not None and index > 0 and merged.value >= _scan._EVIDENCE_LIMIT:
+    if merged is not None and index > 0 and merged.value >= _scan.EVIDENCE_LIMIT:
         st.evidence_limit = 0  # the pieces before this one already hold that many unknown lines
     st.bench_phase = _PHASE_UNSET
-    for name in _ROW_TABLES:
+    for name in _row_tables(st):
         setattr(st, name, _Rows())
     raw = _Range(path, start, end)
     with io.TextIOWrapper(io.BufferedReader(raw, 1 << 20), encoding="utf-8", errors="replace",
@@ -160,16 +167,18 @@ def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
     if st.block is not None and not last:
         return {"ok": False}
     _scan.finish(st)
-    for t in (st.decode_fast, st.prefill_fast):
+    fast = [getattr(st, n) for n in _template_tables(st)]
+    for t in fast:
         t.flush()
     return {
         "ok": True,
         # each template's chunks joined in line order here, in the worker: the main process only
         # has to put the pieces one after the other
         "fast": [([assemble_columns(t.frames)] if t.frames else [], t.flushed, t.bad_lines)
-                 for t in (st.decode_fast, st.prefill_fast)],
-        "rows": [_pack(getattr(st, name)) for name in _ROW_TABLES],
-        "evidence": st.evidence, "hits": st.unknown_hits, "server_args": st.server_args,
+                 for t in fast],
+        "rows": [_pack(getattr(st, name)) for name in _row_tables(st)],
+        "evidence": st.hits, "hits": st.unknown_hits, "said": st.said, "transports": st.transports,
+        "server_args": st.server_args,
         "server_args_line": st.server_args_line, "versions": st.versions, "lines": st.lines,
         "unknown": st.unknown, "torn": st.torn, "torn_examples": st.torn_examples,
         "phase": st.bench_phase,
@@ -198,11 +207,11 @@ def _run(path: str, pieces: list[tuple[int, int]], n_workers: int) -> _scan.Stat
 
     global _MERGED_UNKNOWN
     tasks = [(path, a, b, i == len(pieces) - 1, i) for i, (a, b) in enumerate(pieces)]
-    st = _scan.State()
+    st = _scan.new_state()
     phase = None
     # fork: the workers start in milliseconds with kit already imported (spawn would re-import pandas)
     ctx = mp.get_context("fork")
-    # pieces merged in order: once they hold _EVIDENCE_LIMIT unknown lines, later pieces need not
+    # pieces merged in order: once they hold EVIDENCE_LIMIT unknown lines, later pieces need not
     # inspect theirs for engine evidence (the serial scan stops inspecting there too)
     _MERGED_UNKNOWN = ctx.Value("q", 0, lock=False)
     pool = ctx.Pool(min(n_workers, len(pieces)))
@@ -229,13 +238,14 @@ def _merge(st: _scan.State, part: dict, phase: str | None) -> str | None:
     """Append one piece's results to ``st`` (line numbers shifted by the lines before it);
     returns the bench phase in force after the piece."""
     off = st.lines
-    for table, (frames, flushed, bad) in zip((st.decode_fast, st.prefill_fast), part["fast"]):
+    for name, (frames, flushed, bad) in zip(_template_tables(st), part["fast"]):
+        table = getattr(st, name)
         for ch in frames:
             ch["line"] = ch["line"] + off
         table.frames.extend(frames)
         table.flushed += flushed
         table.bad_lines.extend(x + off for x in bad)
-    for name, (keys, rows) in zip(_ROW_TABLES, part["rows"]):
+    for name, (keys, rows) in zip(_row_tables(st), part["rows"]):
         table = getattr(st, name)
         if keys is not None:  # every row has the same keys: column by column
             rows["line"] = [x + off for x in rows["line"]]
@@ -250,10 +260,13 @@ def _merge(st: _scan.State, part: dict, phase: str | None) -> str | None:
                 row["phase"] = phase
             add(row)
     for k, v in part["evidence"].items():
-        st.evidence[k] += v
+        st.hits[k] = st.hits.get(k, 0) + v
     for ordinal, engine in part["hits"]:
-        if st.unknown + ordinal < _scan._EVIDENCE_LIMIT:
-            st.evidence[engine] += 1
+        if st.unknown + ordinal < _scan.EVIDENCE_LIMIT:
+            st.hits[engine] += 1
+    st.said.extend((ln + off, *rest) for ln, *rest in part["said"])
+    for fam, (ln, text) in part["transports"].items():
+        st.transports.setdefault(fam, (ln + off, text))
     if st.server_args is None and part["server_args"] is not None:
         st.server_args = part["server_args"]
         st.server_args_line = part["server_args_line"] + off

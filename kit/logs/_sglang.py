@@ -20,9 +20,13 @@ import re
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from kit.errors import LogFormatError
-from kit.logs._table import CHUNK, snake, value
+from kit.logs import _records as R
+from kit.logs._checks import check_values
+from kit.logs._spec import flag_after_idle
+from kit.logs._table import CHUNK, TemplateTable, merge_frames, snake, value
 
 # Line header: "[2025-10-22 10:27:56 TP0] " / "[2025-05-14 09:31:43.123 DP1 TP3] " / none.
 HEADER = re.compile(
@@ -205,7 +209,7 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
         if len(lines):
             fast.bulk[tmpl].append((lines, ts, ranks, groups))
             fast.n += len(lines)
-            st.evidence["sglang"] += len(lines)
+            st.hits["sglang"] += len(lines)
     for fast in (st.decode_fast, st.prefill_fast):
         if fast.n >= CHUNK:
             fast.flush()
@@ -364,3 +368,107 @@ def _split_top_level(body: str, close: str) -> tuple[list[str], bool]:
         i += 1
     items.append(body[start:])
     return items, False
+
+
+# --------------------------------------------------------------------------- the engine table's row
+
+_SG_DEFAULT_BACKEND = re.compile(r"Attention backend not (?:set|specified)\. Use (\w+) backend by default|"
+                                 r"[Uu]sing (\w+) (?:attention )?backend instead|Use (\w+) as attention backend")
+_CAPTURE_BS = re.compile(r"Capture (?:cuda|CUDA|cpu|npu) graph bs \[([\d,\s]*)\]")
+
+
+def _batch(line: str, lineno: int, st) -> int:
+    """A ``Decode batch`` / ``Prefill batch`` line; 0 when the line only says ``batch``."""
+    p = line.find("Decode batch")
+    if p >= 0:
+        r = parse_batch_line(line, lineno, "Decode", p, st)
+    else:
+        p = line.find("Prefill batch")
+        if p < 0:
+            return 0
+        r = parse_batch_line(line, lineno, "Prefill", p, st)
+    if r:
+        st.hits["sglang"] += 1
+    return r
+
+
+def _dump(line: str, lineno: int, st) -> int:
+    """The startup ``server_args`` dump: the log's arguments (the first dump) and settings evidence."""
+    try:
+        args = parse_server_args(line)
+    except LogFormatError:
+        return 0
+    if st.server_args is None:
+        st.server_args = args
+        st.server_args_line = lineno
+    st.hits["sglang"] += 1
+    if args:
+        st.say(lineno, "args", (args, "server_args dump", "sglang"), "server_args dump")
+    return R.TAKEN
+
+
+def _captured(line: str, lineno: int, st) -> bool:
+    """``Capture cuda graph bs [1, 2, 4, 8]``: the CUDA-graph batch sizes captured."""
+    m = _CAPTURE_BS.search(line)
+    if m is None:
+        return False
+    bs = sorted(int(x) for x in m.group(1).split(",") if x.strip())
+    if bs:
+        text = R.clip(line)
+        for key, v in (("cuda_graph", True), ("cuda_graph_bs", bs), ("cuda_graph_max_bs", max(bs))):
+            st.say(lineno, "value", (key, v, text), "captured graph sizes")
+    return True
+
+
+def _backend(line: str, lineno: int, st) -> bool:
+    """The attention backend SGLang chose."""
+    m = _SG_DEFAULT_BACKEND.search(line)
+    if m is None:
+        return False
+    st.say(lineno, "value", ("attention_backend", R.norm_backend(m.group(1) or m.group(2) or m.group(3)),
+                             R.clip(line)), "attention backend line")
+    return True
+
+
+def _build(st, warnings: list[str]) -> dict:
+    """The ``decode`` and ``prefill`` tables: fast-path and careful rows merged in line order, impossible
+    values dropped and counted, the first window after idle flagged; rows the fast path dropped at
+    conversion counted as torn."""
+    out = {}
+    for name, fast, slow, cols in (("decode", st.decode_fast, st.decode, DECODE_COLUMNS),
+                                   ("prefill", st.prefill_fast, st.prefill, PREFILL_COLUMNS)):
+        t = merge_frames(fast.frame(cols), slow.frame(), cols)
+        if "iter" in t.columns and len(t) and t["iter"].isna().all():  # only printed by some versions
+            del t["iter"]
+        out[name] = check_values(t, name, warnings)
+    if len(out["decode"]):
+        out["decode"]["after_idle"] = flag_after_idle(out["decode"]["gen_throughput"])
+    for fast in (st.decode_fast, st.prefill_fast):
+        if fast.bad_lines:
+            st.torn += len(fast.bad_lines)
+            st.torn_examples = sorted(st.torn_examples + fast.bad_lines)[:5]
+    return out
+
+
+def _batches(tables: dict):
+    """The decode lines that say whether they ran a CUDA graph: (line, running requests, graph) and the
+    text an evidence shows for one."""
+    t = tables["decode"]
+    if not len(t) or "graph" not in t.columns:
+        return None
+    ok = t["graph"].notna() & t["running_req"].notna()
+    if "graph_kind" in t.columns:
+        ok &= (t["graph_kind"].astype(object) == "cuda").to_numpy(bool)
+    rows = pd.DataFrame({"line": t["line"][ok], "running": t["running_req"][ok], "graph": t["graph"][ok].astype(bool)})
+    return rows, "Decode batch, #running-req: {n}, cuda graph: {g} (the line's fields as parsed)"
+
+
+FORMAT = R.LogFormat(
+    "sglang", engine=True, header=HEADER,
+    take=(("batch", _batch), ("server_args=", _dump)),
+    notes=(("Capture ", _captured), ("backend", _backend)),
+    tables={"decode": R.columns("ISO8601"), "prefill": R.columns("ISO8601"),
+            "decode_fast": lambda: TemplateTable(FAST_HEAD, "ISO8601"),
+            "prefill_fast": lambda: TemplateTable(FAST_HEAD, "ISO8601")},
+    build=_build, batches=_batches,
+    bulk=lambda block, first_line, st: extract_block(block, first_line, st))   # looked up per call: patchable

@@ -8,9 +8,16 @@ line: the line is *torn*, skipped and counted.
 """
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
+import pandas as pd
+
+from kit.errors import LogFormatError
+from kit.logs import _records as R
+from kit.logs._checks import check_values, check_vllm_spec
+from kit.logs._spec import flag_after_idle
 from kit.logs._table import snake, value
 
 PREFIX = re.compile(
@@ -161,3 +168,130 @@ def parse_spec(line: str, lineno: int, pos: int, st) -> int:
     row["gen_throughput"] = st.last_gen_throughput if st.last_gen_line == lineno - 1 else None
     st.vllm_spec.add(row)
     return OK
+
+
+# --------------------------------------------------------------------------- the engine table's row
+
+_LINE = re.compile(r"(?:\([^)]*? pid=\d+\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}")
+_BACKEND = re.compile(r"Using (?:AttentionBackendEnum\.)?([\w ]+?) backend(?: on V1 engine| out of potential)?\.?")
+_CAPTURE_SIZES = re.compile(r"['\"]?cudagraph_capture_sizes['\"]?\s*[:=]\s*\[([\d,\s]*)\]")
+
+
+def _metrics(line: str, lineno: int, st) -> int:
+    """A ``SpecDecoding metrics`` (V1) or ``Speculative metrics`` (V0) line."""
+    p = line.find("SpecDecoding metrics")
+    if p < 0:
+        p = line.find("Speculative metrics")
+    if p < 0:
+        return 0
+    r = parse_spec(line, lineno, p, st)
+    if r:
+        st.hits["vllm"] += 1
+    return r
+
+
+def _throughput(line: str, lineno: int, st) -> int:
+    """The periodic ``Avg prompt throughput`` line (not one that also says ``metrics: ``)."""
+    if "metrics: " in line:
+        return 0
+    p = line.find("Avg prompt throughput")
+    if p < 0:
+        return 0
+    r = parse_throughput(line, lineno, p, st)
+    if r:
+        st.hits["vllm"] += 1
+    return r
+
+
+def _args(line: str) -> dict | None:
+    """The ``non-default args: {...}`` dict or the ``with config: k=v, ...`` list as a dict."""
+    from kit.logs._sglang import parse_server_args
+
+    p = line.find("non-default args:")
+    if p >= 0:
+        body = line[p + len("non-default args:"):].strip()
+        try:
+            v = ast.literal_eval(body)
+            return v if isinstance(v, dict) else None
+        except (ValueError, SyntaxError):
+            try:
+                return parse_server_args(body)
+            except LogFormatError:
+                return None
+    p = line.find("with config:")
+    if p >= 0:
+        try:
+            return parse_server_args("ServerArgs(" + line[p + len("with config:"):].strip().rstrip(".") + ")")
+        except LogFormatError:
+            return None
+    return None
+
+
+def _config(line: str, lineno: int, st) -> int:
+    """An engine-config line: the log's ``server_args`` (our keys) and the settings evidence of its arguments.
+    Returns 0: the same line may also be the version banner."""
+    cfg = parse_config(line)
+    if cfg and st.server_args is None:
+        st.server_args = cfg
+        st.server_args_line = lineno
+    if cfg:
+        st.hits["vllm"] += 1
+    args = _args(line)
+    if args:
+        if "tensor_parallel_size" in args:
+            args.setdefault("tp_size", args["tensor_parallel_size"])
+        st.say(lineno, "args", (args, "vLLM engine config", "vllm"), "vLLM engine config")
+        m = _CAPTURE_SIZES.search(line)
+        if m and m.group(1).strip():
+            bs = sorted(int(x) for x in m.group(1).split(",") if x.strip())
+            text = R.clip(line)
+            st.say(lineno, "value", ("cuda_graph_bs", bs, text), None)
+            st.say(lineno, "value", ("cuda_graph_max_bs", max(bs), text), None)
+    return 0
+
+
+def _non_default(line: str, lineno: int, st) -> int:
+    """A ``non-default args`` line (one that also says ``with config:`` was read as that)."""
+    return 0 if "with config:" in line else _config(line, lineno, st)
+
+
+def _backend(line: str, lineno: int, st) -> bool:
+    """The attention backend vLLM chose (not a MoE, sampling or runner backend)."""
+    if "ttention" not in line and "Using " not in line:
+        return False
+    m = _BACKEND.search(line)
+    if m and ("ttention" in line or "on V1 engine" in line or "Flash" in m.group(1) or "MLA" in m.group(1)):
+        b = m.group(1).replace("Flash Attention", "flash_attn").replace("FlashInfer", "flashinfer")
+        if "MoE" not in line and "sampling" not in line.lower() and "runner" not in line:
+            st.say(lineno, "value", ("attention_backend", R.norm_backend(b), R.clip(line)), "attention backend line")
+            return True
+    return False
+
+
+def _build(st, warnings: list[str]) -> dict:
+    """The ``throughput`` table (first window after idle flagged) and the raw speculative lines
+    (``vllm_spec``, normalised with SGLang's by ``kit.logs._spec``); impossible values dropped and counted."""
+    throughput = check_values(st.throughput.frame(THROUGHPUT_COLUMNS), "throughput", warnings)
+    if len(throughput):
+        throughput["after_idle"] = flag_after_idle(throughput["generation_throughput"])
+    return {"throughput": throughput, "vllm_spec": check_vllm_spec(st.vllm_spec.frame(), warnings)}
+
+
+def _batches(tables: dict):
+    """The running requests of each throughput line (vLLM does not say per line whether a graph ran)."""
+    t = tables["throughput"]
+    if not len(t) or "running" not in t.columns:
+        return None
+    ok = t["running"].notna()
+    rows = pd.DataFrame({"line": t["line"][ok], "running": t["running"][ok], "graph": None})
+    return rows, "Running: {n} reqs"
+
+
+FORMAT = R.LogFormat(
+    "vllm", engine=True, header=_LINE,
+    take=(("metrics: ", _metrics), ("throughput: ", _throughput), ("with config:", _config),
+          ("non-default args:", _non_default)),
+    banner=(("ersion ", "engine (v"), VERSION),
+    notes=(("backend", _backend),),
+    tables={"throughput": R.columns("%m-%d %H:%M:%S"), "vllm_spec": R.columns("%m-%d %H:%M:%S")},
+    build=_build, batches=_batches)

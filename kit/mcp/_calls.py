@@ -34,7 +34,7 @@ def _file_provenance(host: str, path: str, role: str) -> dict[str, Any]:
     """Where a file came from: the session manifest's word for a local file, else 'unknown' (a file on a
     host is what it is now; the kit cannot say who wrote it)."""
     if host == "local":
-        from kit.session import provenance_of
+        from kit.provenance import provenance_of
 
         return {"artefact": path, "role": role, **provenance_of(path).to_dict()}
     return {"artefact": f"{host}:{path}", "role": role, "kind": "unknown",

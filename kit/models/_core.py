@@ -26,13 +26,14 @@ it equals 1. ``c`` is always stated in the result, with whether it was measured 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from kit.errors import ModelError
+from kit.errors import ModelError, UsageError
 
 __all__ = ["LinkModel", "LINKS", "link", "fit", "allreduce_time_us", "allreduce_cost", "AllReduceCost",
            "expected_tokens", "speedup", "break_even", "spec_estimate", "spec_from_summary", "SpecEstimate",
@@ -368,6 +369,8 @@ SpecEstimate._repr_html_ = _spec_estimate_html
 def spec_estimate(a: float | None = None, *, k: int, c: float, per_position: Sequence[float] | None = None,
                   c_measured: bool = False) -> SpecEstimate:
     """``spec_estimate(0.42, k=3, c=0.15)`` -> 'x1.15 expected'; or from per-position rates."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
+        raise UsageError(f"spec_estimate: k (draft tokens per verify step) must be an integer >= 1, got {k!r}")
     e = expected_tokens(a, k, per_position=per_position)
     acc = a if per_position is None else (sum(per_position) / len(per_position) if per_position else 0.0)
     return SpecEstimate(k, float(c), c_measured, acc, e, speedup(mean_acceptance_length=e, k=k, c=c),

@@ -6,8 +6,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from kit.plots._profile import CATEGORY_COLORS, MAX_WIDTH_IN, fit_text
-from kit.util import clip
+from kit.plots._profile import CATEGORY_COLORS, MAX_WIDTH_IN, _detach
+from kit.util import clip, signed
 
 __all__ = ["compare_waterfall", "compare_families"]
 
@@ -53,7 +53,7 @@ def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
         bar.set_hatch(h)
     for i, r in enumerate(rows, start=1):
         d = float(r.delta_us)
-        ax.annotate(f"{d:+,.1f}", (x[i], bottoms[i] + heights[i]), ha="center", va="bottom", fontsize=8)
+        ax.annotate(signed(d), (x[i], bottoms[i] + heights[i]), ha="center", va="bottom", fontsize=8)
     ax.annotate(f"{start:,.1f}", (x[0], start), ha="center", va="bottom", fontsize=8)
     ax.annotate(f"{end:,.1f}", (x[-1], end), ha="center", va="bottom", fontsize=8)
     lo = min(b for b, h in zip(bottoms[1:-1], heights[1:-1])) if len(rows) else 0.0
@@ -61,12 +61,12 @@ def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
     ax.set_xticks(x)
     ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("us per decode step")
-    ax.set_title(title or f"Where the gap goes: {a_lab} -> {b_lab} ({cmp.delta_us:+,.1f} us/step, "
+    ax.set_title(title or f"Where the gap goes: {a_lab} -> {b_lab} ({signed(cmp.delta_us)} us/step, "
                           f"noise +-{cmp.noise_us:,.1f})", fontsize=10)
     ax.legend(handles=[Patch(facecolor="white", edgecolor="#333333", hatch="//", label="within noise")],
               loc="upper left", fontsize=8, frameon=False)
     ax.grid(axis="y", alpha=0.3)
-    return fit_text(fig)  # wrapped to the figure's width; left open (notebooks draw it on flush)
+    return _detach(fig)  # like every kit figure: drawn once, as the cell's value or through display()
 
 
 def compare_families(cmp, *, n: int = 10, title: str | None = None) -> Figure:
@@ -90,4 +90,4 @@ def compare_families(cmp, *, n: int = 10, title: str | None = None) -> Figure:
     ax.set_title(title or f"Top kernel families: {cmp.labels[0]} (plain) vs {cmp.labels[1]} (dotted); "
                           "* = in one run only", fontsize=10)
     ax.grid(axis="x", alpha=0.3)
-    return fit_text(fig)  # wrapped to the figure's width; left open (notebooks draw it on flush)
+    return _detach(fig)  # like every kit figure: drawn once, as the cell's value or through display()

@@ -8,9 +8,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from kit.errors import UsageError
+
 __all__ = ["latency_cdf", "throughput_latency"]
 
 _NAMES = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
+
+
+def _bad_metric(metric: str) -> UsageError:
+    return UsageError(f"metric must be one of {', '.join(_NAMES)}, not {metric!r}")
 
 
 def _values(level: dict, metric: str) -> np.ndarray:
@@ -24,7 +30,7 @@ def _values(level: dict, metric: str) -> np.ndarray:
     elif metric == "e2e_ms":
         xs = [r["latency"] for r in ok]
     else:
-        raise ValueError(f"metric must be one of {', '.join(_NAMES)}, not {metric!r}")
+        raise _bad_metric(metric)
     a = np.asarray([x for x in xs if x is not None and math.isfinite(x)], dtype=float) * 1e3
     return np.sort(a)
 
@@ -32,6 +38,8 @@ def _values(level: dict, metric: str) -> np.ndarray:
 def latency_cdf(result, *, metric: str = "ttft_ms", title: str | None = None, ax=None) -> Figure:
     """Empirical CDF of ``metric`` (``ttft_ms``, ``itl_ms``, ``tpot_ms``, ``e2e_ms``), one line per
     level, with p50/p90/p99 marked: the tail that a mean hides."""
+    if metric not in _NAMES:
+        raise _bad_metric(metric)
     fig, ax = (plt.subplots(figsize=(6.4, 3.6), constrained_layout=True) if ax is None else (ax.figure, ax))
     for lv in result.levels:
         xs = _values(lv, metric)

@@ -22,8 +22,14 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from kit.plots._profile import _detach
+from kit.util import percent_text
 
 __all__ = ["acceptance_over_time", "acceptance_per_position", "throughput_over_time", "speedup_curves"]
+
+
+def _percent_ticks():
+    """Percentage ticks without trailing zeros (``55.5%``, not ``55.50%``)."""
+    return matplotlib.ticker.FuncFormatter(lambda x, _pos: percent_text(x))
 
 
 def _spec_table(data) -> pd.DataFrame:
@@ -68,7 +74,7 @@ def acceptance_over_time(data, *, title: str | None = None) -> Figure:
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
-        ax2.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+        ax2.yaxis.set_major_formatter(_percent_ticks())
         ax1.legend(fontsize=8, loc="best")
         eng = str(spec["engine"].iloc[0])
         ver = str(spec["version"].iloc[0])
@@ -105,7 +111,7 @@ def acceptance_per_position(runs, *, title: str | None = None) -> Figure:
         ax.set_xlabel("draft position")
         ax.set_ylabel("acceptance")
         ax.set_xticks(range(1, max(len(p) for p in series.values()) + 1))
-        ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+        ax.yaxis.set_major_formatter(_percent_ticks())
         ax.set_ylim(0, 1)
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
@@ -183,7 +189,7 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
                         (a, s), textcoords="offset points", xytext=(8, 6), fontsize=8)
     ax.set_xlabel("draft acceptance per position (i.i.d. model)")
     ax.set_ylabel("expected speed-up")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    ax.xaxis.set_major_formatter(_percent_ticks())
     ax.set_xlim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")

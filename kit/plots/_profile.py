@@ -9,6 +9,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
 
+from kit.errors import UsageError
+from kit.profile import category_colours
 from kit.util import clip
 
 __all__ = [
@@ -24,13 +26,7 @@ __all__ = [
     "top_kernels",
 ]
 
-CATEGORY_COLORS = {
-    "allreduce": "#d62728", "other-collectives": "#ff9896", "attention": "#1f77b4", "moe": "#9467bd",
-    "gemm": "#2ca02c", "norm": "#bcbd22", "activation": "#17becf", "rope": "#e377c2", "quantization": "#8c564b",
-    "kv-cache write": "#aec7e8", "convolution": "#393b79", "sampling": "#ffbb78", "memcpy/memset": "#c49c94",
-    "ssm": "#ff7f0e",
-    "elementwise": "#98df8a", "other": "#7f7f7f", "idle": "#e0e0e0",
-}
+CATEGORY_COLORS = {**category_colours(), "idle": "#e0e0e0"}   # categories.toml's [[category]] colours
 
 
 # The widest figure drawn here, in inches: at the inline backend's 100 dpi it stays inside the output
@@ -47,6 +43,31 @@ def _detach(fig: Figure) -> Figure:
     fit_text(fig)
     plt.close(fig)
     return fig
+
+
+def fit_ticks(ax, wrap: int = 14) -> None:
+    """Bar labels along the x axis that do not overlap: long ones wrapped (at ``_``, ``-``, ``/``, spaces) to
+    ``wrap`` characters a line, at most four lines; if neighbours still overlap, turned 35 degrees."""
+    import re
+    import textwrap
+
+    def wrapped(text: str) -> str:
+        spaced = re.sub(r"([_/-])", r"\1 ", text)
+        lines = textwrap.wrap(spaced, wrap, break_long_words=True) or [text]
+        out = [ln.replace("_ ", "_").replace("/ ", "/").replace("- ", "-") for ln in lines]
+        return "\n".join(out[:4]) + ("…" if len(out) > 4 else "")
+
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    if not any(len(t) > wrap for t in labels):
+        return
+    ax.set_xticks(ax.get_xticks(), [wrapped(t) for t in labels])
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+    if any(a.x1 > b.x0 for a, b in zip(boxes, boxes[1:])):
+        ax.tick_params(axis="x", labelrotation=35)
+        for t in ax.get_xticklabels():
+            t.set_ha("right")
 
 
 def fit_text(fig: Figure) -> Figure:
@@ -85,7 +106,7 @@ def category_shares(summaries, *, of: str = "wall", title: str | None = None) ->
     of the wall time (GPU span of the steps), GPU idle as a segment; kernels that overlap on several
     streams stack past 100%. ``of='kernel'``: shares of kernel time only (bars sum to 100%)."""
     if of not in ("wall", "kernel"):
-        raise ValueError("of must be 'wall' or 'kernel'")
+        raise UsageError(f"of must be 'wall' or 'kernel', not {of!r}")
     if isinstance(summaries, Mapping):
         rows, walls = {}, {}
         for label, s in summaries.items():
@@ -117,8 +138,7 @@ def category_shares(summaries, *, of: str = "wall", title: str | None = None) ->
     ax.set_ylim(0, max(100.0, float(bottom.max()) * 1.02) if len(bottom) else 100.0)
     ax.set_title(title or f"Kernel categories, share of {of} time")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8, frameon=False)
-    if len(shares) > 6:
-        ax.tick_params(axis="x", labelrotation=45)
+    fit_ticks(ax)
     return _detach(fig)
 
 

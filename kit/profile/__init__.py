@@ -53,7 +53,9 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
   frames, and how much kernel time agrees (``kit profile summary --check-attribution``)
 - ``_windows.py``: decode/prefill steps and phases from annotations
 - ``_cpu.py``: the CPU side of each step (launches, graph launches, memcpy/memset, syncs, CPU time vs
-  GPU busy, GPU-idle gaps with their cause) and the GPU-/launch-/host-bound verdict; compare's cause
+  GPU busy, GPU-idle gaps with their cause) and the GPU-/launch-/host-bound verdict
+- ``_cpu_compare.py``: compare's cause of GPU idle in both runs, in words, and its profiler/outlier warnings
+- ``_arrays.py``: array helpers over table columns (codes per distinct value, NaN means, stable order)
 - ``_summary.py``: the summary arithmetic: per category, step, rank, evidence, module; AllReduce share
   and exposure; CPU-side collectives
 - ``_remote.py``: traces read where they lie: the reader shipped to the host as a zipapp, tables
@@ -74,15 +76,16 @@ import importlib
 from kit.util import publish
 
 __all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "StructuralDiff", "Summary",
-           "check_attribution", "compare", "default_rules", "diff_structure", "load", "prefetch", "roofline"]
+           "category_colours", "check_attribution", "compare", "default_rules", "diff_structure", "load", "prefetch",
+           "roofline"]
 
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
           "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Prefetch": "_load", "Comparison": "_compare",
           "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline",
-          "AttributionCheck": "_check", "check_attribution": "_check", "StructuralDiff": "_structure",
-          "diff_structure": "_structure"}
+          "AttributionCheck": "_check", "check_attribution": "_check", "category_colours": "_categories",
+          "StructuralDiff": "_structure", "diff_structure": "_structure"}
 
 
 def __getattr__(name: str):

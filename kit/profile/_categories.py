@@ -172,6 +172,18 @@ def default_rules() -> list[Rule]:
     return list(_packaged())
 
 
+def category_colours() -> dict[str, str]:
+    """Category -> colour, from the packaged table's ``[[category]]`` entries (how ``kit.plots`` draws
+    each category): a new category's colour is one TOML entry, not a code change."""
+    return dict(_colours())
+
+
+@lru_cache(maxsize=1)
+def _colours() -> tuple[tuple[str, str], ...]:
+    text = resources.files("kit.profile").joinpath("categories.toml").read_text(encoding="utf-8")
+    return tuple((str(c["name"]), str(c["colour"])) for c in tomllib.loads(text).get("category", []))
+
+
 @lru_cache(maxsize=1)
 def _packaged() -> tuple[Rule, ...]:
     """The packaged table, read once per process (``Rule`` is frozen; each pattern compiles when first

@@ -21,7 +21,7 @@ arguments and argument list, so the same kernel with other template parameters m
 of another backend do not; families found in one run only are listed as such. Where both profiles
 link kernels to CPU ops (eager traces: the ``op_top`` and ``module`` columns the reader keeps for
 every kernel) the difference is also split by top-level aten op and by ``nn.Module`` class. For
-the GPU-idle and launch-gap parts the CPU side of both runs says why (``_cpu.py``: kernel launches
+the GPU-idle and launch-gap parts the CPU side of both runs says why (``_cpu_compare.py``: kernel launches
 per step, graph or eager, CPU time, syncs, verdict). Only the Profiles are read, never the trace
 files: profiles from the cache or parsed on a host compare by op too. Multi-rank runs are compared rank by rank; the headline is the
 slowest rank of each run (largest mean step time).
@@ -39,8 +39,9 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError
-from kit.profile import _cpu
+from kit.profile import _arrays, _cpu_compare
 from kit.profile import _summary as S
+from kit.util import signed
 
 __all__ = ["Comparison", "compare", "kernel_family"]
 
@@ -107,7 +108,7 @@ class _Run:
 
     @property
     def step_us(self) -> float:
-        return float(_cpu.nanmean(self.wall) + _mean(self.gap))
+        return float(_arrays.nanmean(self.wall) + _mean(self.gap))
 
     @property
     def spread_us(self) -> float:
@@ -187,7 +188,7 @@ def _relabel(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]
 def _families(name: pd.Series, pos: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Each selected kernel's family as a code, and the families (sorted): one :func:`kernel_family` per
     distinct name."""
-    codes, uniq = _cpu.coded(name)
+    codes, uniq = _arrays.coded(name)
     codes = codes[pos]
     seen = _seen(codes, len(uniq))
     fam = {i: kernel_family(uniq[i]) for i in seen}
@@ -210,7 +211,7 @@ def _table(row: np.ndarray, dur: np.ndarray, codes: np.ndarray, names: list[str]
 def _busy(row: np.ndarray, start: np.ndarray, dur: np.ndarray, n_steps: int) -> np.ndarray:
     """Per step: the GPU's busy time, the union of its kernels' intervals (0 without kernels)."""
     busy = np.zeros(n_steps)
-    o = _cpu.stable_order(row)
+    o = _arrays.stable_order(row)
     for ix in np.split(o, np.flatnonzero(np.diff(row[o])) + 1):
         if len(ix):
             busy[row[ix[0]]] = S.length(S.union(start[ix], start[ix] + dur[ix]))
@@ -227,7 +228,7 @@ def _main_category(fam: np.ndarray, fams: list[str], cat: np.ndarray, cats: list
 def _labelled(col: pd.Series, pos: np.ndarray) -> tuple[np.ndarray, list[str]] | None:
     """Each selected kernel's CPU op or module as a code into sorted labels (``(no CPU op)`` where it has
     none); None when fewer than half the kernels have one (a trace that does not link them)."""
-    codes, uniq = _cpu.coded(col)
+    codes, uniq = _arrays.coded(col)
     codes = codes[pos]
     if not len(codes) or (codes >= 0).mean() < 0.5:
         return None
@@ -273,11 +274,11 @@ def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
     k = prof.kernels
     ks = k["step"].to_numpy()
     pos = np.flatnonzero((k["rank"].to_numpy() == rank) & np.isin(ks, step))
-    o = _cpu.stable_order(step)
+    o = _arrays.stable_order(step)
     row = o[np.searchsorted(step[o], ks[pos])]            # each kernel's step, as an index into ``step``
     dur = k["dur_us"].to_numpy(float)[pos]
     n = len(step)
-    codes, names = _cpu.coded(k["category"])
+    codes, names = _arrays.coded(k["category"])
     cat_c, cats = _relabel(codes[pos], names)
     fam_c, fams = _families(k["name"], pos)
     cat, fam = _table(row, dur, cat_c, cats, n), _table(row, dur, fam_c, fams, n)
@@ -353,7 +354,7 @@ class Comparison:
     per step in each, noise_us, beyond_noise. ``only_in_one``: the families of one run only.
     ``by_op`` / ``by_module``: per-step time by top-level aten op / nn.Module (None unless both
     traces link kernels to CPU ops; modules by class) and ``by_module_instances`` (per class and layer).
-    ``cpu``: one row per run (``_cpu.run_table``: launches per step, graph or eager, CPU time, syncs,
+    ``cpu``: one row per run (``_cpu_compare.run_table``: launches per step, graph or eager, CPU time, syncs,
     GPU idle by cause, verdict); ``cause``: what differs there, in one sentence. ``per_rank``: one row
     per rank. ``warnings``: what the numbers cannot show (a trace-only difference made of GPU idle that
     the profiler inflates, steps far slower than the median).
@@ -381,7 +382,7 @@ class Comparison:
     @property
     def cause(self) -> str:
         """What differs on the CPU side (launches, graph or eager, syncs), in one sentence."""
-        return _cpu.cause(self.cpu) if self.cpu is not None else ""
+        return _cpu_compare.cause(self.cpu) if self.cpu is not None else ""
 
     @property
     def only_in_one(self) -> pd.DataFrame:
@@ -418,7 +419,7 @@ class Comparison:
         if self.measured_ms:
             out.append(f"step time ({self.measured_source or 'given by the caller, source not stated'}): {a} {self.measured_ms[0] * 1e3:,.1f} us, "
                        f"{b} {self.measured_ms[1] * 1e3:,.1f} us")
-        out.append(f"difference to explain: {self.delta_us:+,.1f} us per step (noise +-{self.noise_us:,.1f} us)")
+        out.append(f"difference to explain: {signed(self.delta_us)} us per step (noise +-{self.noise_us:,.1f} us)")
         return out
 
     def __repr__(self) -> str:
@@ -427,12 +428,12 @@ class Comparison:
         for r in self.parts.itertuples():
             if r.kind == "total":
                 continue
-            lines.append(f"{r.part:<24}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}{r.noise_us:>8.1f}"
+            lines.append(f"{r.part:<24}{r.a_us:>10.1f}{r.b_us:>10.1f}{signed(r.delta_us):>10}{r.noise_us:>8.1f}"
                          f"{100 * r.share:>7.1f}%  {'beyond noise' if r.beyond_noise else 'within noise'}")
-        lines += _cpu.cause_lines(self.cpu)
+        lines += _cpu_compare.cause_lines(self.cpu)
         if self.by_module is not None and len(self.by_module):
             lines.append("by nn.Module class (kernel time per step; by_module_instances: per layer):")
-            lines += [f"  {str(r.module)[:40]:<40}{r.a_us:>10.1f}{r.b_us:>10.1f}{r.delta_us:>+10.1f}"
+            lines += [f"  {str(r.module)[:40]:<40}{r.a_us:>10.1f}{r.b_us:>10.1f}{signed(r.delta_us):>10}"
                       for r in self.by_module.head(5).itertuples()]
         one = self.only_in_one
         if len(one):
@@ -442,14 +443,14 @@ class Comparison:
                 lines.append(f"  {r.presence:<7} {r.category:<16}{us:>10.1f} us/step  {r.family[:80]}")
         if len(self.per_rank) > 1:
             for r in self.per_rank.itertuples():
-                lines.append(f"rank {r.rank}: {r.a_us:,.1f} -> {r.b_us:,.1f} us ({r.delta_us:+,.1f})")
+                lines.append(f"rank {r.rank}: {r.a_us:,.1f} -> {r.b_us:,.1f} us ({signed(r.delta_us)})")
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         def tr(cells, tag="td"):
             return "<tr>" + "".join(f"<{tag}>{html.escape(str(c))}</{tag}>" for c in cells) + "</tr>"
-        rows = "".join(tr([r.part, f"{r.a_us:,.1f}", f"{r.b_us:,.1f}", f"{r.delta_us:+,.1f}", f"{r.noise_us:,.1f}",
+        rows = "".join(tr([r.part, f"{r.a_us:,.1f}", f"{r.b_us:,.1f}", signed(r.delta_us), f"{r.noise_us:,.1f}",
                            f"{100 * r.share:.1f}%", "beyond noise" if r.beyond_noise else "within noise"])
                        for r in self.parts.itertuples() if r.kind != "total")
         one = self.only_in_one
@@ -462,7 +463,7 @@ class Comparison:
                 + f"</thead><tbody>{rows}</tbody></table>"
                 + (f"<p>Kernel families in one run only:</p><table>{tr(['run', 'category', 'us/step', 'family'], 'th')}"
                    f"{only}</table>" if len(one) else "")
-                + "".join(f"<p>{html.escape(x)}</p>" for x in _cpu.cause_lines(self.cpu))
+                + "".join(f"<p>{html.escape(x)}</p>" for x in _cpu_compare.cause_lines(self.cpu))
                 + (f"<p>Warnings:</p><ul>{warn}</ul>" if warn else "") + "</div>")
 
 
@@ -575,7 +576,8 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     if ops and (by_op is None):
         warnings.append("no by-op split: at least one trace does not link its kernels to CPU ops (CUDA-graph replay, "
                         "or recorded without CPU activity)")
-    cpu, cpu_warnings = _cpu.compare_side((pa, pb), (ra.rank, rb.rank), phase, (la, lb), parts, step_ms is not None)
+    cpu, cpu_warnings = _cpu_compare.compare_side((pa, pb), (ra.rank, rb.rank), phase, (la, lb), parts,
+                                                  step_ms is not None)
     warnings += cpu_warnings
     if abs(delta) < total["noise_us"]:
         warnings.append(f"the step-time difference ({delta:+,.1f} us) is within the step-to-step noise "

@@ -37,6 +37,9 @@ else the op (and ``nn.Module``) that launched the kernel ending it, i.e. the op 
 Profiled eager runs are slower on the CPU than unprofiled ones (the profiler records every op and
 launch), so a verdict of ``launch-bound`` from a trace is an upper bound on how launch-bound the
 unprofiled run is: compare step times measured outside the profiler.
+
+The array helpers it reads columns with are in ``_arrays.py``; compare's cause text (both runs' CPU side
+in words, the profiler and outlier warnings) in ``_cpu_compare.py``.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from kit.profile import _arrays as A
 from kit.profile import _summary as S
 
 LAUNCH = re.compile(r"^(?:cuda|hip)(?:Ext)?LaunchKernel|^cuLaunchKernel|^(?:cuda|cu|hip)LaunchCooperativeKernel|"
@@ -73,50 +77,9 @@ def _kind_of(n: str) -> str:
             else "memset" if MEMSET.search(n) else "sync" if SYNC.search(n) else "other")
 
 
-def coded(s: pd.Series) -> tuple[np.ndarray, list[str]]:
-    """(code of each row as int64, -1 where the value is missing; the distinct values as ``str``): a
-    categorical's codes and categories, else factorized, so that work on a text column runs once per
-    distinct value instead of converting every row to a string."""
-    if isinstance(s.dtype, pd.CategoricalDtype):
-        codes, uniq = s.cat.codes.to_numpy(), s.cat.categories
-    else:
-        codes, uniq = pd.factorize(s)
-    return codes.astype(np.int64, copy=False), [str(x) for x in uniq]
-
-
-def nanmean(x: np.ndarray) -> float:
-    """pandas' ``Series.mean`` of a float array, to the bit: unknown values summed as 0 in place (pairwise
-    sums), divided by the known count; NaN where none is known."""
-    known = ~np.isnan(x)
-    n = int(known.sum())
-    return float(np.where(known, x, 0.0).sum() / n) if n else float("nan")
-
-
-def _nansum(x: np.ndarray) -> float:
-    """pandas' ``Series.sum`` of a float array: unknown values summed as 0 in place."""
-    return float(np.where(np.isnan(x), 0.0, x).sum())
-
-
-def stable_order(x: np.ndarray) -> np.ndarray:
-    """``np.argsort(x, kind="stable")``, without the sort where ``x`` is already in order (the usual case:
-    a trace's tables come sorted by time, its correlation ids grow with time)."""
-    if len(x) < 2 or (x[1:] >= x[:-1]).all():
-        return np.arange(len(x))
-    return np.argsort(x, kind="stable")
-
-
-def _codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`coded` of a column without missing values, the distinct values as an object array; None
-    where a value is missing (the caller then converts the whole column, as before)."""
-    codes, uniq = coded(s)
-    if (codes < 0).any():
-        return None
-    return codes, np.array(uniq, dtype=object)
-
-
 def classify(names: pd.Series) -> pd.Series:
     """Kind of each runtime/driver call: launch, graph, memcpy, memset, sync or other."""
-    cu = _codes(names)
+    cu = A.codes(names)
     if cu is None:
         u = pd.Series(pd.unique(names.astype(str)))
         return names.astype(str).map({n: _kind_of(n) for n in u})
@@ -126,15 +89,6 @@ def classify(names: pd.Series) -> pd.Series:
 def _kinds(codes: np.ndarray, uniq: np.ndarray) -> np.ndarray:
     """:func:`classify` of coded names, as an object array."""
     return np.array([_kind_of(n) for n in uniq], dtype=object)[codes]
-
-
-def _text(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`coded` with a missing value read as the text ``nan``: (code of each row, distinct texts as an
-    object array)."""
-    codes, uniq = coded(s)
-    if (codes < 0).any():
-        codes, uniq = np.where(codes < 0, len(uniq), codes), [*uniq, "nan"]
-    return codes, np.array(uniq, dtype=object)
 
 
 def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -184,7 +138,7 @@ def _ann_ranges(ann: pd.DataFrame) -> dict:
     a0 = a["start_us"].to_numpy(float)[o]
     a1 = a0 + a["dur_us"].to_numpy(float)[o]
     names = np.array([str(x) for x in a["name"].to_numpy(object)[o]], dtype=object)
-    return {name: (a0[ix], a1[ix]) for name, ix in _groups(names).items()}
+    return {name: (a0[ix], a1[ix]) for name, ix in A.groups(names).items()}
 
 
 def _cpu_windows(st: pd.DataFrame, first_launch: dict, ann: pd.DataFrame) -> dict:
@@ -206,15 +160,6 @@ def _cpu_windows(st: pd.DataFrame, first_launch: dict, ann: pd.DataFrame) -> dic
     return out
 
 
-def _groups(values: np.ndarray) -> dict:
-    """value -> the positions holding it, ascending (``groupby(...).indices`` of an array)."""
-    o = stable_order(values)
-    v = values[o]
-    cut = np.flatnonzero(v[1:] != v[:-1]) + 1
-    keys = v[np.concatenate([[0], cut])] if len(v) else v
-    return dict(zip(keys.tolist(), np.split(o, cut)))
-
-
 def _launch_times(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, cstart: np.ndarray) -> np.ndarray:
     """Per kernel: start of the runtime call that launched it, the latest one with its correlation id at or
     before the kernel's start (graph replays on some PyTorch versions repeat the same ids every replay), else
@@ -223,7 +168,7 @@ def _launch_times(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, csta
     out = np.full(len(kcorr), np.nan)
     if not len(kcorr) or not len(ccorr):
         return out
-    o = stable_order(ccorr)                       # by id; one id's calls stay in order of start
+    o = A.stable_order(ccorr)                       # by id; one id's calls stay in order of start
     ids, t = ccorr[o], cstart[o]
     lo, hi = np.searchsorted(ids, kcorr, side="left"), np.searchsorted(ids, kcorr, side="right")
     has = hi > lo
@@ -312,20 +257,20 @@ class _Calls:
     def __init__(self, rt: pd.DataFrame, rows) -> None:
         """``rows``: the positions (or slice) of the rank's calls in ``rt``."""
         start = rt["start_us"].to_numpy(float)[rows]
-        o = stable_order(start)
+        o = A.stable_order(start)
         self.start = start[o]
         self.dur = rt["dur_us"].to_numpy(float)[rows][o]
         self.end = self.start + self.dur
-        codes, uniq = _text(rt["name"])
+        codes, uniq = A.text(rt["name"])
         self.codes, self.uniq = codes[rows][o], uniq
         kind = np.array([KINDS.index(_kind_of(n)) for n in uniq], np.int8)[self.codes]
         if "kind" in rt:
-            kc, ku = _text(rt["kind"])
+            kc, ku = A.text(rt["kind"])
             kind[(ku == "op")[kc[rows][o]]] = _OP
         self.kind = kind
         is_l = kind == _LAUNCH
         self.nested = np.zeros(len(kind), bool)
-        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], _text(rt["tid"])[0][rows][o][is_l])
+        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], A.text(rt["tid"])[0][rows][o][is_l])
         self.driver = np.array([n.startswith("cu") and not n.startswith("cuda") for n in uniq], bool)[self.codes]
         self.item_name = np.isin(uniq, ITEM_OPS)[self.codes]
         corr = rt["correlation"].to_numpy(np.int64)[rows][o]
@@ -353,7 +298,7 @@ class _Calls:
         it_s, it_e = self.i_s[i], self.i_e[i]
         lw = (ck == _LAUNCH) & ~self.nested[c]
         sw = ck == _SYNC
-        own = _inside(cs[sw], it_s, it_e)    # a sync call inside an .item() is that item's own wait: counted once
+        own = A.inside(cs[sw], it_s, it_e)    # a sync call inside an .item() is that item's own wait: counted once
         wait = S.length(S.union(np.concatenate([cs[sw], it_s]), np.concatenate([ce[sw], it_e])))
         return {"launches": int(lw.sum()), "driver_launches": int((lw & self.driver[c]).sum()),
                 "graph_launches": int((ck == _GRAPH).sum()), "memcpy": int((ck == _MEMCPY).sum()),
@@ -383,13 +328,13 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``.
     The runtime and kernel tables are read as arrays of the rank's rows (no copy of the tables)."""
     rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
-    rt_rows, ann = _rows_of(rt, rank), _of_rank(p.annotations, rank)
-    if not _count(rt_rows, rt) or not len(steps):
+    rt_rows, ann = A.rows_of(rt, rank), A.of_rank(p.annotations, rank)
+    if not A.count(rt_rows, rt) or not len(steps):
         return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
     calls = _Calls(rt, rt_rows)
     kpos = np.flatnonzero(k["rank"].to_numpy() == rank) if len(k) else np.empty(0, np.int64)
     kstart, kdur = k["start_us"].to_numpy(float)[kpos], k["dur_us"].to_numpy(float)[kpos]
-    by_step = _groups(k["step"].to_numpy()[kpos])
+    by_step = A.groups(k["step"].to_numpy()[kpos])
     klaunch = _launch_times(k["correlation"].to_numpy(np.int64)[kpos], kstart, *calls.launchers)
     first_launch = {st_: np.nanmin(klaunch[ix]) if np.isfinite(klaunch[ix]).any() else np.nan
                     for st_, ix in by_step.items()}
@@ -397,7 +342,7 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     wins = _cpu_windows(steps, first_launch, ann)
     gaps = _gaps(kstart, kstart + kdur, steps, klaunch, by_step)
     gaps["cause"] = _cause(gaps, calls.waits)
-    gap_by_step = _groups(gaps["step"])
+    gap_by_step = A.groups(gaps["step"])
     g_len, g_cause, g_first = gaps["idle_us"], gaps["cause"], gaps["before_step"]
     rows = []
     for r in steps.itertuples():
@@ -412,46 +357,6 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, kpos, calls, rank)
 
 
-def _rows_of(df: pd.DataFrame, rank: int):
-    """The positions of ``rank``'s rows, or ``slice(None)`` where all rows are (a one-rank trace)."""
-    if not len(df):
-        return slice(None)
-    m = df["rank"].to_numpy() == rank
-    return slice(None) if m.all() else np.flatnonzero(m)
-
-
-def _count(rows, df: pd.DataFrame) -> int:
-    """How many rows :func:`_rows_of` selected."""
-    return len(df) if isinstance(rows, slice) else len(rows)
-
-
-def _of_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    """The rows of ``rank`` (the table itself, not a copy, where all rows are: a one-rank trace)."""
-    if not len(df):
-        return df
-    m = (df["rank"] == rank).to_numpy(bool)
-    return df if m.all() else df[m]
-
-
-def _inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
-    """Whether each time lies inside one of the intervals (s, e)."""
-    if not len(s) or not len(t):
-        return np.zeros(len(t), bool)
-    o = np.argsort(s)
-    s, e = s[o], np.maximum.accumulate(e[o])
-    i = np.searchsorted(s, t, side="right") - 1
-    return (i >= 0) & (t <= e[np.clip(i, 0, None)])
-
-
-def _values_at(s: pd.Series, rows: np.ndarray) -> list:
-    """The values of ``s`` at positions ``rows`` as Python objects (None where missing), read through a
-    categorical's codes where it is one."""
-    if isinstance(s.dtype, pd.CategoricalDtype):
-        cats = s.cat.categories.to_numpy(object)
-        return [cats[c] if c >= 0 else None for c in s.cat.codes.to_numpy()[rows].tolist()]
-    return [None if x is None or x != x else x for x in s.iloc[rows].astype(object)]
-
-
 def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: int, n: int = 10) -> pd.DataFrame:
     """The ``n`` longest gaps the CPU caused: where the CPU was (the sync that returned inside the gap,
     else the op and ``nn.Module`` the next kernel was launched from) and the kernel that ended it."""
@@ -462,7 +367,7 @@ def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: 
     at = kpos[g["kernel"][top]]                  # the kernels that ended the gaps, as rows of ``k``
 
     def col(c):
-        return [x if isinstance(x, str) and x else None for x in _values_at(k[c], at)] if c in k else [None] * len(top)
+        return [x if isinstance(x, str) and x else None for x in A.values_at(k[c], at)] if c in k else [None] * len(top)
 
     op_top, op = col("op_top"), col("op")
     next_op = [o or t for o, t in zip(op, op_top)]
@@ -474,7 +379,7 @@ def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: 
                 hit = np.flatnonzero((we >= g0 - _TOL_US) & (we <= lt + _TOL_US))
                 # the outermost wait (an .item() op ends after the sync call inside it)
                 frame[i] = names[hit[np.argmax(we[hit])]] if len(hit) else None
-    kernel = [x if x is None else str(x) for x in _values_at(k["name"], at)]
+    kernel = [x if x is None else str(x) for x in A.values_at(k["name"], at)]
     return pd.DataFrame({"rank": rank, "step": g["step"][top], "start_us": g["start_us"][top],
                          "idle_us": g["idle_us"][top], "cause": np.array(CAUSES, dtype=object)[g["cause"][top]],
                          "sync": frame, "op": next_op, "module": col("module"), "next_kernel": kernel},
@@ -489,9 +394,9 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
         out["reason"] = "no step with launch records (runtime events) in this trace"
         return out
     gap = t["gap_before_us"].to_numpy(float)
-    gap_fill = np.where(np.isnan(gap), nanmean(gap) if (~np.isnan(gap)).any() else 0.0, gap)
-    step = nanmean(t["gpu_wall_us"].to_numpy(float) + gap_fill)
-    m = {c: nanmean(t[c].to_numpy(float)) for c in (
+    gap_fill = np.where(np.isnan(gap), A.nanmean(gap) if (~np.isnan(gap)).any() else 0.0, gap)
+    step = A.nanmean(t["gpu_wall_us"].to_numpy(float) + gap_fill)
+    m = {c: A.nanmean(t[c].to_numpy(float)) for c in (
         "max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
         "idle_queued_us", "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls",
         "launch_api_us", "sync_wait_us")}
@@ -509,7 +414,7 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
     figs = (f"GPU busy {busy:,.0f} of {step:,.0f} us/step ({100 * busy / step:.0f}%), GPU idle the CPU caused "
             f"{caused:,.0f} us ({100 * caused / step:.0f}%: launch {m['idle_launch_us']:,.0f}, sync "
             f"{m['idle_sync_us']:,.0f}; idle with work queued {m['idle_queued_us']:,.0f}); {_launch_words(m, mode)}, "
-            f"CPU {_us(m['cpu_us'])} us/step, "
+            f"CPU {us_text(m['cpu_us'])} us/step, "
             f"{m['syncs']:g} sync(s)/step")
     if caused < CPU_IDLE_BOUND * step:
         out["verdict"] = "GPU-bound"
@@ -533,7 +438,7 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
     return out
 
 
-def _us(x: float) -> str:
+def us_text(x: float) -> str:
     return "n/a" if x != x else f"{x:,.0f}"
 
 
@@ -557,7 +462,7 @@ def cpu_side(p, phase: str = "all") -> dict:
                                                                                 pd.DataFrame(columns=GAP_COLUMNS))
         steps.append(t)
         gaps.append(g)
-        top = _where(g.iloc[0]) if len(g) else None
+        top = gap_where(g.iloc[0]) if len(g) else None
         per_rank.append({"rank": r, **verdict(t, top)})
     table = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=STEP_COLUMNS)
     gap_t = pd.concat(gaps, ignore_index=True) if gaps else pd.DataFrame(columns=GAP_COLUMNS)
@@ -567,27 +472,12 @@ def cpu_side(p, phase: str = "all") -> dict:
     return {"steps": table, "gaps": gap_t, "per_rank": pr, "verdict": head}
 
 
-def _clean(v):
-    if isinstance(v, (float, np.floating)):
-        return None if np.isnan(v) else round(float(v), 3)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.bool_):
-        return bool(v)
-    return v
-
-
-def records(df: pd.DataFrame) -> list[dict]:
-    """Rows as JSON-able dicts (NaN -> None, floats rounded to ns)."""
-    return [{k: _clean(v) for k, v in r.items()} for r in df.to_dict("records")] if len(df) else []
-
-
 def to_json(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, steps: pd.DataFrame | None = None) -> dict:
     """The ``cpu`` object of the summary JSON (README: ``kit profile summary --json``)."""
-    d = {"verdict": {k: _clean(v) for k, v in verdict.items()}, "per_rank": records(per_rank),
-         "gaps": records(gaps)}
+    d = {"verdict": {k: A.clean(v) for k, v in verdict.items()}, "per_rank": A.records(per_rank),
+         "gaps": A.records(gaps)}
     if steps is not None:
-        d["per_step"] = records(steps)
+        d["per_step"] = A.records(steps)
     return d
 
 
@@ -600,11 +490,11 @@ def lines(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, n: int = 3)
     if len(per_rank) > 1:
         out += [f"  rank {r.rank}: {r.verdict}" for r in per_rank.itertuples()]
     for _, r in gaps.head(n).iterrows():
-        out.append(f"  GPU idle {r['idle_us']:,.0f} us (step {r['step']}): {_where(r)}")
+        out.append(f"  GPU idle {r['idle_us']:,.0f} us (step {r['step']}): {gap_where(r)}")
     return out
 
 
-def _where(r) -> str:
+def gap_where(r) -> str:
     """Where a CPU-caused gap sat, in words."""
     op = r["op"] if isinstance(r["op"], str) and r["op"] != str(r["next_kernel"]) else None
     mod = f" in {r['module']}" if isinstance(r["module"], str) else ""
@@ -613,153 +503,3 @@ def _where(r) -> str:
     if r["cause"] == "sync" and isinstance(r["sync"], str):
         return f"after {r['sync']} returned (the GPU had drained), {launched}"
     return launched
-
-
-# ---------------------------------------------------------------- compare: the cause of GPU idle in both runs
-
-RUN_COLUMNS = ["run", "label", "rank", "verdict", "mode", "launches", "graph_launches", "memcpy", "syncs",
-               "sync_wait_us", "cpu_us", "gpu_busy_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "step_us",
-               "reason"]
-PROFILER_IDLE_SHARE = 0.5
-
-
-def _phase_steps(p, r: int, phase: str) -> pd.DataFrame:
-    """Rank ``r``'s steps of ``phase`` (all phases for ``"all"``) with a start."""
-    st = p.steps
-    m = (st["rank"].to_numpy() == r) & st["start_us"].notna().to_numpy(bool)
-    if phase != "all":
-        m = m & (st["phase"] == phase).to_numpy(bool)
-    return st[m]
-
-
-def _run_cpu(p, r: int, phase: str, memo: dict | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`rank_cpu` of rank ``r``'s ``phase`` steps, computed once per ``memo`` (one compare call, which
-    holds the profiles: keyed by the profile object, rank and phase)."""
-    key = (id(p), r, phase)
-    if memo is not None and key in memo:
-        return memo[key]
-    out = rank_cpu(p, r, _phase_steps(p, r, phase).sort_values("start_us"), p.kernels)
-    if memo is not None:
-        memo[key] = out
-    return out
-
-
-def run_table(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str],
-              memo: dict | None = None) -> pd.DataFrame:
-    """One row per run (A, B): the CPU side of the compared rank's ``phase`` steps and its verdict."""
-    rows = []
-    for run, p, r, lab in zip(("A", "B"), profiles, ranks, labels):
-        t, g = _run_cpu(p, r, phase, memo)
-        top = _where(g.iloc[0]) if len(g) else None
-        v = verdict(t, top)
-        rows.append({"run": run, "label": lab, "rank": r, **{c: v.get(c, np.nan) for c in RUN_COLUMNS[3:]}})
-    return pd.DataFrame(rows, columns=RUN_COLUMNS)
-
-
-def _run_words(r) -> str:
-    if r.verdict == "undecided" and r.mode != r.mode:
-        return f"{r.label}: {r.reason}"
-    launches = ("1 CUDA graph replayed" if r.mode == "graph" and r.graph_launches == 1 else
-                f"{r.graph_launches:g} graph launches" if r.mode == "graph" else
-                f"{r.launches:g} kernel launches (eager)" if r.mode == "eager" else
-                f"{r.launches:g} kernel launches + {r.graph_launches:g} graph launches" if r.mode == "mixed" else
-                "no launch recorded")
-    syncs = f"{r.syncs:g} sync(s) blocking {r.sync_wait_us:,.0f} us" if r.syncs else "no sync"
-    return f"{r.label}: {launches}, CPU {_us(r.cpu_us)} us, {syncs} per step -> {r.verdict}"
-
-
-def cause(runs: pd.DataFrame) -> str:
-    """What differs on the CPU side between the two runs, in one sentence (empty when nothing does)."""
-    if len(runs) != 2:
-        return ""
-    a, b = (runs.iloc[0], runs.iloc[1])
-    said = []
-    if a["mode"] != b["mode"] and "graph" in (a["mode"], b["mode"]):
-        e, g = (a, b) if b["mode"] == "graph" else (b, a)
-        said.append(f"{e['label']} launches {e['launches']:g} kernels per step one by one, {g['label']} replays "
-                    f"{'a CUDA graph' if g['graph_launches'] == 1 else f'{g.graph_launches:g} CUDA graphs'}")
-    elif a["launches"] != b["launches"] and max(a["launches"], b["launches"]) > 0:
-        hi, lo = (a, b) if a["launches"] > b["launches"] else (b, a)
-        said.append(f"{hi['label']} launches {hi['launches']:g} kernels per step against {lo['launches']:g} in "
-                    f"{lo['label']}")
-    if a["syncs"] != b["syncs"]:
-        hi, lo = (a, b) if a["syncs"] > b["syncs"] else (b, a)
-        said.append(f"{hi['label']} synchronises {hi['syncs']:g} times per step (blocking {hi['sync_wait_us']:,.0f} "
-                    f"us) against {lo['syncs']:g} in {lo['label']}")
-    if not said:
-        return ""
-    return "; ".join(said) + f" (CPU {a['cpu_us']:,.0f} -> {b['cpu_us']:,.0f} us per step)"
-
-
-def cause_lines(runs: pd.DataFrame) -> list[str]:
-    """Text lines: the cause sentence, then each run's CPU side and verdict."""
-    if runs is None or not len(runs):
-        return []
-    out = ["the CPU side (cause of GPU idle and launch gaps):"]
-    c = cause(runs)
-    if c:
-        out.append(f"  {c}")
-    out += [f"  {_run_words(r)}" for r in runs.itertuples()]
-    return out
-
-
-def compare_side(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str], parts: pd.DataFrame,
-                 measured: bool) -> tuple[pd.DataFrame, list[str]]:
-    """For ``compare``: the runs' CPU side (:func:`run_table`), written as the ``cause`` of the GPU-idle
-    and launch-gap rows of ``parts`` (in place), and the warnings about profiler idle and outlier steps."""
-    memo: dict = {}
-    runs = run_table(profiles, ranks, phase, labels, memo)
-    parts["cause"] = np.where(parts["kind"].isin(["gpu-idle", "launch-gap"]), "; ".join(cause_lines(runs)[1:]).strip(),
-                              "")
-    w = profiler_warning(parts, runs, measured)
-    return runs, ([w] if w else []) + outlier_warning(profiles, ranks, phase, labels, memo)
-
-
-def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) -> str | None:
-    """A warning when the trace-measured difference is mostly GPU idle of an eager run, which the
-    profiler inflates (it adds CPU time to every op and launch), and no outside step times were given."""
-    if measured or runs is None or not len(runs):
-        return None
-    kind, d = parts["kind"].to_numpy(object), parts["delta_us"].to_numpy(float)
-    tot = np.flatnonzero(kind == "total")
-    if not len(tot) or not d[tot[0]]:
-        return None
-    delta = float(d[tot[0]])
-    idle = float(_nansum(d[np.isin(kind, ["gpu-idle", "launch-gap"])]))
-    eager = runs[runs["launches"].fillna(0) > 0]
-    if idle / delta < PROFILER_IDLE_SHARE or not len(eager):
-        return None
-    who = ", ".join(f"{r.label} launches {r.launches:g} kernels per step" for r in eager.itertuples())
-    return (f"{100 * idle / delta:.0f}% of the trace-measured difference ({delta:+,.1f} us) is GPU idle and launch "
-            f"gaps, and {who} under the profiler, which adds CPU time to every op and launch: part of that idle is "
-            f"the profiler's own, so the size (even the sign) of the difference may not hold without it. Give step "
-            f"times measured outside the profiler (CUDA events): --step-ms A_MS B_MS, or compare(step_ms=...)")
-
-
-OUTLIER = 3.0
-
-
-def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str],
-                    memo: dict | None = None) -> list[str]:
-    """Steps that took more than ``OUTLIER`` times the median step of their run (first-call warm-up, a
-    host hiccup): they move the means the comparison explains; named with their longest CPU-caused gap."""
-    out = []
-    for p, r, lab in zip(profiles, ranks, labels):
-        st = _phase_steps(p, r, phase)
-        if len(st) < 3:
-            continue
-        t = st["wall_us"] + st["gap_before_us"].fillna(0.0)
-        med = float(t.median())
-        slow = st[t > OUTLIER * med]
-        if not len(slow):
-            continue
-        _, g = _run_cpu(p, r, phase, memo)
-        for s in slow.itertuples():
-            gs = g[g["step"] == s.step]
-            where = (f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {_where(gs.iloc[0])}"
-                     if len(gs) else "")
-            took = s.wall_us + (s.gap_before_us if s.gap_before_us == s.gap_before_us else 0)
-            out.append(f"{lab}: step {s.step} took {took:,.0f} us, "
-                       f"{(s.wall_us) / med:.1f}x the median step ({med:,.0f} us) (warm-up or a host hiccup){where}; "
-                       f"it moves the mean step time and the noise of this comparison")
-    return out

@@ -56,13 +56,32 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
             d = assemble(names, parsed, rule_list, cache)
         d["meta"]["remote"] = stats
     else:
-        plist = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
+        plist = _expand([paths] if isinstance(paths, (str, os.PathLike)) else paths)
         if not plist:
             raise TraceError("no trace files given")
         files = [str(p) for p in plist]
         d = _load.load(plist, rule_list, cache, prefetched)
     return Profile(files, d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rule_list,
                    d["comms"], d["runtime"])
+
+
+def _expand(paths) -> list[Path]:
+    """Local paths with glob patterns (``rel/rank*.json.gz``) expanded, sorted; a pattern matching
+    nothing is a TraceError saying so (a file that exists under a name with ``*`` is taken as named)."""
+    import glob
+
+    out: list[Path] = []
+    for p in paths:
+        s = os.fspath(p)
+        if glob.has_magic(s) and not os.path.exists(s):
+            hits = sorted(glob.glob(s))
+            if not hits:
+                raise TraceError(f"{s}: no file matches this pattern (for traces on a host: 'HOST:{s}' or host=)",
+                                 path=s)
+            out += [Path(h) for h in hits]
+        else:
+            out.append(Path(s))
+    return out
 
 
 # runtime/driver calls that put work on the GPU (kernels, graphs, copies, fills)
@@ -95,10 +114,10 @@ class Profile:
 
     @property
     def provenance(self):
-        """Where the trace files came from (``kit.session.Provenance``, from the nearest session
+        """Where the trace files came from (``kit.provenance.Provenance``, from the nearest session
         manifest or the files' marks); the first file's when they agree, else ``unknown`` with a note
         listing them."""
-        from kit.session import Provenance, provenance_of
+        from kit.provenance import Provenance, provenance_of
 
         found = []
         for f in self.files:

@@ -125,12 +125,6 @@ class StructuralDiff:
                 "nodes": frame_records(self.nodes), "settings": frame_records(self.settings),
                 "warnings": list(self.warnings)}
 
-    def plot(self, top: int = 8):
-        """The waterfall from A's step to B's, one bar per node (``kit.plots.structure_waterfall``)."""
-        from kit.plots import structure_waterfall
-
-        return structure_waterfall(self, top=top)
-
     def __repr__(self) -> str:
         a, b = self.labels
         lines = [f"StructuralDiff {a} -> {b}: step {self.step_us[0]:,.1f} -> {self.step_us[1]:,.1f} us "

@@ -1,8 +1,10 @@
 """The Host base class: the API every host kind implements.
 
-The base class implements everything that can be expressed through ``run`` (``python``, ``read_text``,
-``spawn``) so LocalHost and SSHHost only implement transport: starting a command (run through the
-one loop in ``_runner.py``), and file access. The records it returns live in ``_result.py``.
+The base class implements ``run`` once (the script built by ``_runner.shell_script``, driven by the one
+loop in ``_runner.py``) and everything that can be expressed through it (``python``, ``read_text``,
+``spawn``), so LocalHost and SSHHost only implement transport through public hooks: ``start_process``
+(start a script in its own process group), ``stat``, ``open_channel`` (a forwarded connection) and file
+access. The records it returns live in ``_result.py``.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
 from kit.remote._private import private_dir
 from kit.remote._result import FileStat, Result
+from kit.remote._runner import Process, Runner, shell_script
 from kit.remote._transfer import transfer_of
 
 __all__ = ["FileStat", "Host", "Result"]
@@ -51,9 +54,10 @@ class Host:
     target: str = ""
     name: str = ""
     is_local: bool = False  # this machine: files are read directly, no shell stream or SFTP
+    streams: bool = False   # Transfer reads files through a command stream (resumable, compressible): SSH
     sftp_timeout: float = 120.0  # longest wait for any one reply while moving a file (s)
 
-    # --- transport, implemented by subclasses -------------------------------------------------
+    # --- commands: written once, over the transport's start_process -------------------------------
     def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
             check: bool = False, stream: bool = False, input: str | bytes | None = None,
             stdout_file: str | None = None, stderr_file: str | None = None, on_stdout=None,
@@ -78,7 +82,41 @@ class Host:
         command when no output came for that long (CommandTimeout); ``cancel`` (a
         ``threading.Event``) set from another thread kills it and raises KeyboardInterrupt there.
         """
+        script = shell_script(cmd, env, cwd, self.name)
+        return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
+                      stdout_file=stdout_file, stderr_file=stderr_file, on_stdout=on_stdout,
+                      idle_timeout=idle_timeout, cancel=cancel).run(
+            lambda: self.start_process(script, cmd=cmd, stdin=input is not None))
+
+    # --- transport hooks, implemented by subclasses ------------------------------------------------
+    def start_process(self, script: str, *, cmd: str, stdin: bool) -> Process:
+        """Start ``script`` with bash on the host as the leader of its own process group and session
+        (so that the runner can kill all of it), stdin open when ``stdin``; a :class:`Process` the runner
+        drives. ``cmd``: the caller's command, for error messages. A transport that cannot know the
+        group itself sets ``Process.marked`` and runs ``_runner.MARK_LINE`` first."""
         raise NotImplementedError
+
+    def read_file(self, path: str, sink, offset: int) -> str:
+        """Transport hook for :class:`~kit.remote.Transfer`: the bytes of ``path`` from ``offset`` into
+        ``sink`` without a shell (this machine: the file itself; SSH: SFTP); returns the method's name."""
+        raise NotImplementedError
+
+    def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,
+                   progress: bool | None = None) -> None:
+        """Transport hook for :class:`~kit.remote.Transfer`: ``local_path`` to ``remote_path``, through a
+        temporary name renamed into place (``resume``: an unchanged file is skipped, a partial one continued)."""
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        """Transport hook for :class:`~kit.remote.Transfer`: the names in the directory ``path``
+        (RemoteFileError naming host and path)."""
+        raise NotImplementedError
+
+    def open_channel(self, dest: tuple[str, int], src: tuple[str, int], timeout: float):
+        """A connection to ``dest`` as the host sees it, carried over the host's own connection (an SSH
+        ``direct-tcpip`` channel): what :class:`~kit.remote.Forward` relays local connections through.
+        ConnectError naming host and address. A host that reaches addresses directly has none."""
+        raise NotImplementedError(f"{type(self).__name__} reaches addresses directly: no channel to open")
 
     def stat(self, path: str) -> FileStat:
         raise NotImplementedError

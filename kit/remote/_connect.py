@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from kit.errors import UsageError
 from kit.remote._base import Host
 from kit.remote._group import HostGroup
 from kit.remote._local import LocalHost
@@ -23,7 +24,7 @@ def connect(target: str = "local", **options) -> Host:
     """
     if target == "local":
         if options:
-            raise TypeError(f"kit.connect('local') takes no options (got {sorted(options)})")
+            raise UsageError(f"kit.connect('local') takes no options (got {sorted(options)})")
         return LocalHost()
     from kit.remote._ssh import SSHHost
 

@@ -162,7 +162,7 @@ class Forward:
 
     def _open(self, peer: tuple[str, int] = ("127.0.0.1", 0)):
         """A direct-tcpip channel to the target; ConnectError naming host and address."""
-        return self.host._direct_tcpip((self.remote_host, self.remote_port), peer, OPEN_TIMEOUT_S)
+        return self.host.open_channel((self.remote_host, self.remote_port), peer, OPEN_TIMEOUT_S)
 
     def _accept(self) -> None:
         lsock = self._listener

@@ -9,15 +9,16 @@ from __future__ import annotations
 import errno
 import os
 import selectors
+import shutil
 import stat as stat_mod
 import subprocess
 
 from kit.errors import RemoteError
+from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
 from kit.remote._forward import Forward
-from kit.remote._result import FileStat, Result
-from kit.remote._runner import Process, Runner, env_exports
-from kit.util import quote as _q
+from kit.remote._result import FileStat
+from kit.remote._runner import Process
 
 READ_BYTES = 256 * 1024
 
@@ -104,30 +105,16 @@ class LocalHost(Host):
         self.target = "local"
         self.name = "local"
 
-    def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
-            check: bool = False, stream: bool = False, input: str | bytes | None = None,
-            stdout_file: str | None = None, stderr_file: str | None = None, on_stdout=None,
-            idle_timeout: float | None = None, cancel=None) -> Result:
-        """Run ``cmd`` with bash; see :meth:`kit.remote.Host.run`."""
-        env_exports(env, self.name)  # validates names
-        full_env = dict(os.environ)
-        if env:
-            full_env.update({str(k): str(v) for k, v in env.items()})
-        script = cmd if cwd is None else f"cd -- {_q(cwd)} || exit 1\n{cmd}"
-
-        def start() -> _LocalProcess:
-            try:
-                popen = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", script],
-                                         stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                         env=full_env, start_new_session=True)
-            except OSError as exc:
-                raise RemoteError(f"local: cannot start {cmd!r}: {exc}", host=self.name) from exc
-            return _LocalProcess(popen)
-
-        return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
-                      stdout_file=stdout_file, stderr_file=stderr_file, on_stdout=on_stdout,
-                      idle_timeout=idle_timeout, cancel=cancel).run(start)
+    def start_process(self, script: str, *, cmd: str, stdin: bool) -> _LocalProcess:
+        """``bash -c script`` in its own session (its pid is the process group the runner kills); see
+        :meth:`kit.remote.Host.start_process`."""
+        try:
+            popen = subprocess.Popen(["bash", "--norc", "--noprofile", "-c", script],
+                                     stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            raise RemoteError(f"local: cannot start {cmd!r}: {exc}", host=self.name) from exc
+        return _LocalProcess(popen)
 
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
                 check: bool = True) -> Forward:
@@ -137,6 +124,32 @@ class LocalHost(Host):
         return Forward(self, remote_port, remote_host, local_port, check=check, direct=True)
 
     # --- files ------------------------------------------------------------------------------
+    def read_file(self, path: str, sink, offset: int) -> str:
+        """The file itself; see :meth:`kit.remote.Host.read_file`."""
+        io_.read_local(self, path, sink, offset)
+        return "copy"
+
+    def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,
+                   progress: bool | None = None) -> None:
+        """A copy through a temporary name beside ``remote_path``, renamed into place (mode kept)."""
+        part = f"{remote_path}.kit-{os.getpid()}.part"
+        try:
+            shutil.copyfile(local_path, part)
+            os.chmod(part, os.stat(local_path).st_mode & 0o777)
+            os.replace(part, remote_path)
+        except OSError as exc:
+            io_.unlink(part)
+            raise io_.local_error(remote_path, exc) from exc
+        except BaseException:
+            io_.unlink(part)
+            raise
+
+    def listdir(self, path: str) -> list[str]:
+        try:
+            return os.listdir(path)
+        except OSError as exc:
+            raise self._file_error(path, _os_reason(exc)) from exc
+
     def stat(self, path: str) -> FileStat:
         """Size, mtime, directory flag and mode of ``path`` (follows symlinks)."""
         try:

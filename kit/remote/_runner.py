@@ -1,8 +1,12 @@
 """Runner: the one command loop for every host kind.
 
-A transport (``_local.py``: a subprocess; ``_ssh.py``: a paramiko channel) only starts a command and
-hands back a :class:`Process` that reads its output, takes its stdin and delivers a signal snippet on
-the host. Everything else is decided here, once, for both:
+A transport (``_local.py``: a subprocess; ``_ssh.py``: a paramiko channel) only starts a script (its
+``Host.start_process`` hook; ``Host.run``, written once in the base, builds the script with
+:func:`shell_script`) and hands back a :class:`Process` that reads its output, takes its stdin and
+delivers a signal snippet on the host. Everything else is decided here, once, for both:
+
+- the process-group marker: a transport that cannot learn the command's process group itself (SSH)
+  runs :data:`MARK_LINE` first; the runner takes that line out of stdout and sets ``Process.pg``;
 
 - timeout: on expiry the command's whole process group and session are killed on the host (the one
   killer, :func:`kill_group_script`, also used by ``Job.stop``) and CommandTimeout carries the
@@ -45,6 +49,12 @@ PG_WAIT_S = 5.0
 CANCEL_POLL_S = 0.1
 
 
+# The marker protocol: the first stdout line of a ``marked`` process reports its process group.
+MARK_LINE = "printf '\\036KITPG %s\\n' \"$$\"\n"
+MARK = re.compile(rb"\x1eKITPG (\d+)\n")
+MARK_SEARCH_BYTES = 65536   # stdout searched for the marker; past that (a non-POSIX shell) it is output
+
+
 class Interrupted(KeyboardInterrupt):
     """The caller was interrupted (Ctrl-C) while this command ran in a worker thread: it was killed."""
 
@@ -61,6 +71,12 @@ def env_exports(env: dict | None, host: str) -> str:
             raise RemoteError(f"{host}: invalid environment variable name {key!r}", host=host)
         lines.append(f"export {key}={shlex.quote(str(value))}\n")
     return "".join(lines)
+
+
+def shell_script(cmd: str, env: dict | None, cwd: str | None, host: str) -> str:
+    """What a transport runs with bash: ``env`` exported (names validated, values quoted), ``cd`` to
+    ``cwd`` (exit 1 when that fails), then ``cmd``."""
+    return env_exports(env, host) + (f"cd -- {shlex.quote(cwd)} || exit 1\n" if cwd else "") + cmd
 
 
 def alive_test(pg: int) -> str:
@@ -98,6 +114,7 @@ class Process:
 
     errors: tuple[type[BaseException], ...] = ()
     pg: int | None = None
+    marked = False   # the script began with MARK_LINE: the runner reads ``pg`` from the first stdout line
 
     @property
     def eof(self) -> bool:
@@ -162,6 +179,7 @@ class Runner:
             raise
         feeder: threading.Thread | None = None
         self._killed = False
+        self._head = b"" if proc.marked else None   # stdout held back until the marker line was seen
         try:
             try:
                 if self.input is None:
@@ -229,9 +247,36 @@ class Runner:
             chunks = proc.read(min(wait, longest))
             if chunks:
                 last = time.monotonic()
-            for fd, data in chunks:
-                (out if fd == 1 else err).feed(data)
+            self._feed_sinks(proc, chunks, out, err)
+        self._feed_sinks(proc, [], out, err)
         return True
+
+    def _feed_sinks(self, proc: Process, chunks: list, out: OutputSink | None, err: OutputSink | None) -> None:
+        """Hand output to the sinks (None: dropped), the marker line taken out of a marked process's
+        stdout; at EOF what was held back waiting for a marker that never came is output after all."""
+        for fd, data in chunks:
+            if fd == 1 and self._head is not None:
+                data = self._unmark(proc, data)
+            sink = out if fd == 1 else err
+            if data and sink is not None:
+                sink.feed(data)
+        if proc.eof and self._head:
+            if out is not None:
+                out.feed(self._head)
+            self._head = None
+
+    def _unmark(self, proc: Process, data: bytes) -> bytes:
+        head = self._head + data
+        m = MARK.search(head)
+        if m:
+            proc.pg = int(m.group(1))
+            self._head = None
+            return head[: m.start()] + head[m.end():]
+        if len(head) > MARK_SEARCH_BYTES:  # no marker: a non-POSIX login shell; keep the output anyway
+            self._head = None
+            return head
+        self._head = head
+        return b""
 
     @staticmethod
     def _exit_code(proc: Process, deadline: float | None) -> int | None:
@@ -252,10 +297,7 @@ class Runner:
         end = time.monotonic() + limit
         try:
             while proc.pg is None and not proc.eof and time.monotonic() < end:
-                for fd, data in proc.read(0.05):
-                    sink = out if fd == 1 else err
-                    if sink is not None:
-                        sink.feed(data)
+                self._feed_sinks(proc, proc.read(0.05), out, err)
         except proc.errors:
             pass
 

@@ -20,8 +20,10 @@ The host account's login shell must be POSIX-like (bash, dash, zsh: not fish/csh
 """
 from __future__ import annotations
 
+import hashlib
 import logging
-import re
+import os
+import posixpath
 import select
 import socket
 import stat as stat_mod
@@ -31,10 +33,11 @@ import time
 import paramiko
 
 from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
+from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
 from kit.remote._forward import Forward
-from kit.remote._result import FileStat, Result
-from kit.remote._runner import Process, Runner, env_exports
+from kit.remote._result import FileStat
+from kit.remote._runner import MARK_LINE, Process
 from kit.remote._ssh_config import (
     TrustPolicy,
     changed_key_error,
@@ -48,7 +51,6 @@ from kit.util import quote as _q
 
 log = logging.getLogger("kit.remote")
 
-_MARK = re.compile(rb"\x1eKITPG (\d+)\n")
 # Run by the user's login shell (sh-compatible). sshd makes that shell a session leader (setsid()),
 # so its pid is the process group to kill: a bash login shell evals the command in place (no extra
 # exec), another shell execs bash in place; only if it is not a group leader is setsid used.
@@ -259,7 +261,7 @@ class SSHHost(Host):
         server refuses forwarding or (``check``) nothing listens there."""
         return Forward(self, remote_port, remote_host, local_port, check=check)
 
-    def _direct_tcpip(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
+    def open_channel(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
         """A ``direct-tcpip`` channel to ``dest``. If the connection died (before or during the open),
         reconnect once (logged, as for commands) and retry. On a live connection a refusal or a
         timeout is not retried: reconnecting would cut every other forwarded connection."""
@@ -304,24 +306,14 @@ class SSHHost(Host):
             self._drop()
 
     # --- commands ---------------------------------------------------------------------------
-    def run(self, cmd: str, *, timeout: float | None = None, env: dict | None = None, cwd: str | None = None,
-            check: bool = False, stream: bool = False, input: str | bytes | None = None,
-            stdout_file: str | None = None, stderr_file: str | None = None, on_stdout=None,
-            idle_timeout: float | None = None, cancel=None) -> Result:
-        """Run ``cmd`` with bash on the host; see :meth:`kit.remote.Host.run`."""
-        inner = ("printf '\\036KITPG %s\\n' \"$$\"\n" + env_exports(env, self.name)
-                 + (f"cd -- {_q(cwd)} || exit 1\n" if cwd else "") + cmd)
-        wrapper = _WRAPPER.format(inner=_q(inner))
-
-        def start() -> _SSHProcess:
-            try:
-                return _SSHProcess(self, self._session(wrapper))
-            except ConnectError as exc:  # name the command too
-                raise ConnectError(f"{exc} (starting {clip(cmd)!r})", host=self.name) from exc
-
-        return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
-                      stdout_file=stdout_file, stderr_file=stderr_file, on_stdout=on_stdout,
-                      idle_timeout=idle_timeout, cancel=cancel).run(start)
+    def start_process(self, script: str, *, cmd: str, stdin: bool) -> "_SSHProcess":
+        """Start ``script`` on a channel as the leader of its own process group, reporting that group
+        first (the runner's marker line); see :meth:`kit.remote.Host.start_process`."""
+        wrapper = _WRAPPER.format(inner=_q(MARK_LINE + script))
+        try:
+            return _SSHProcess(self, self._session(wrapper))
+        except ConnectError as exc:  # name the command too
+            raise ConnectError(f"{exc} (starting {clip(cmd)!r})", host=self.name) from exc
 
     # --- files (SFTP) -----------------------------------------------------------------------
     def _sftp_client(self) -> paramiko.SFTPClient:
@@ -380,6 +372,43 @@ class SSHHost(Host):
         except (paramiko.SSHException, EOFError) as exc:
             raise ConnectError(f"{self.name}: SFTP failed on {path}: {exc}", host=self.name) from exc
 
+    streams = True
+
+    def read_file(self, path: str, sink, offset: int) -> str:
+        """SFTP, a bounded window of reads (a host without a POSIX shell); see :meth:`kit.remote.Host.read_file`."""
+        io_.sftp_read(self, path, sink, offset)
+        return "sftp"
+
+    def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,
+                   progress: bool | None = None) -> None:
+        """SFTP to ``.kit-<hash>-<size>-<mtime>.part`` beside the target, renamed into place; an unchanged
+        target is skipped, a partial upload of the same local version continued."""
+        ls = os.stat(local_path)
+        d, base = posixpath.split(remote_path)
+        h = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        tmp = posixpath.join(d, f".kit-{h}-{ls.st_size}-{int(ls.st_mtime)}.part")
+        if resume and self._same_file(remote_path, ls):
+            return
+        offset = (io_.sftp_size(self, tmp) or 0) if resume else 0
+        offset = offset if offset <= ls.st_size else 0
+        bar = io_.bar(f"{self.name}: put {os.path.basename(local_path)}", ls.st_size, offset, progress)
+        try:
+            io_.sftp_write(self, local_path, tmp, offset, bar)
+            io_.sftp_finish(self, tmp, remote_path, ls.st_size, ls.st_mode, (ls.st_atime, ls.st_mtime))
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _same_file(self, remote_path: str, ls: os.stat_result) -> bool:
+        try:
+            rs = self.stat(remote_path)
+        except RemoteError:
+            return False
+        return stat_mod.S_ISREG(rs.mode) and rs.size == ls.st_size and int(rs.mtime) == int(ls.st_mtime)
+
+    def listdir(self, path: str) -> list[str]:
+        return io_.sftp_listdir(self, path)
+
     def stat(self, path: str) -> FileStat:
         """Size, mtime, directory flag and mode of ``path`` (SFTP stat, follows symlinks)."""
         st = self.sftp_call(path, lambda s: s.stat(path))
@@ -388,16 +417,16 @@ class SSHHost(Host):
 
 
 class _SSHProcess(Process):
-    """A command on a paramiko channel. Its first stdout line is the ``KITPG`` marker with its process
-    group; it is taken out of the output here. Reads wait on the channel with a timeout (select), never
+    """A command on a paramiko channel. Its first stdout line is the runner's marker with its process
+    group (``marked``: the runner takes it out). Reads wait on the channel with a timeout (select), never
     spin, and never hold a lock the transport thread needs, so re-keys and keepalives go on."""
 
     errors = (paramiko.SSHException, OSError, EOFError)
+    marked = True
 
     def __init__(self, host: SSHHost, chan: paramiko.Channel) -> None:
         self._host = host
         self._chan = chan
-        self._head: bytes | None = b""  # stdout before the marker, None once it was found
         self._eof = False
         self.pg = None
 
@@ -419,8 +448,6 @@ class _SSHProcess(Process):
         chunks: list[tuple[int, bytes]] = []
         if chan.recv_ready():
             data = chan.recv(READ_BYTES)
-            if self._head is not None:
-                data = self._strip_marker(data)
             if data:
                 chunks.append((1, data))
         if chan.recv_stderr_ready():
@@ -428,24 +455,8 @@ class _SSHProcess(Process):
         if not chunks and eof and not chan.recv_ready() and not chan.recv_stderr_ready():
             if not chan.eof_received and self._lost():
                 raise EOFError("the connection closed before the command's output ended")
-            if self._head:  # no marker at all (a non-POSIX login shell): keep the output anyway
-                chunks.append((1, self._head))
-            self._head = None
             self._eof = True
         return chunks
-
-    def _strip_marker(self, data: bytes) -> bytes:
-        head = self._head + data
-        m = _MARK.search(head)
-        if m:
-            self.pg = int(m.group(1))
-            self._head = None
-            return head[: m.start()] + head[m.end():]
-        if len(head) > 65536:  # no marker: a non-POSIX login shell; keep the output anyway
-            self._head = None
-            return head
-        self._head = head
-        return b""
 
     def write(self, data: bytes) -> bool:
         try:

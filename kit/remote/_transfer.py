@@ -123,10 +123,6 @@ class Transfer:
     def __repr__(self) -> str:
         return f"Transfer({self.host!r})"
 
-    @property
-    def _ssh(self) -> bool:
-        return not self.host.is_local
-
     def _idle_timeout(self) -> float:
         return float(self.timeout if self.timeout is not None else self.host.sftp_timeout)
 
@@ -135,7 +131,7 @@ class Transfer:
         """(the host runs POSIX shell commands, compressors usable), asked once."""
         with self._lock:
             if self._probed is None:
-                if not self._ssh:
+                if not self.host.streams:
                     self._probed = (True, ())
                 else:
                     res = self.host.run(_PROBE, env=self.env or None, timeout=30)
@@ -150,7 +146,7 @@ class Transfer:
         return self._probe()[1]
 
     def _pick_codec(self, path: str, size: int, compress: str | bool | None) -> str | None:
-        if not self._ssh or compress in (None, False, "none"):
+        if not self.host.streams or compress in (None, False, "none"):
             return None
         if compress == "auto" or compress is True:
             if compress == "auto" and not _auto_codec(path, size):
@@ -158,7 +154,7 @@ class Transfer:
             have = self.codecs()
             return have[0] if have else None
         if compress not in CODECS:
-            raise ValueError(f"compress must be 'auto', True, False, 'zstd' or 'gzip', not {compress!r}")
+            raise UsageError(f"compress must be 'auto', True, False, 'zstd' or 'gzip', not {compress!r}")
         if compress not in self.codecs():
             raise RemoteError(f"{self.host.name}: {compress} not available on the host (or, for zstd, the "
                               f"'zstandard' package here)", host=self.host.name)
@@ -231,15 +227,11 @@ class Transfer:
     def _download(self, remote_path: str, sink: Sink, offset: int, codec: str | None,
                   cancel: threading.Event | None = None) -> str:
         """Bytes of ``remote_path`` from ``offset`` into ``sink``; returns the method used."""
-        if not self._ssh:
-            io_.read_local(self.host, remote_path, sink, offset)
-            sink.finish()
-            return "copy"
-        if not self._probe()[0]:  # no POSIX shell on the host: SFTP
+        if not self.host.streams or not self._probe()[0]:  # this machine, or no POSIX shell on the host
             with self._sftp_lock:
-                io_.sftp_read(self.host, remote_path, sink, offset)
+                method = self.host.read_file(remote_path, sink, offset)
             sink.finish()
-            return "sftp"
+            return method
         io_.stream(self.host, _command(remote_path, offset, codec), remote_path, sink, idle=self._idle_timeout(),
                    env=self.env, cancel=cancel)
         try:
@@ -269,48 +261,9 @@ class Transfer:
         upload of the same local version continues from its length."""
         if not os.path.isfile(local_path):
             raise local_error(local_path, FileNotFoundError(2, "not a regular file"))
-        ls = os.stat(local_path)
-        if not self._ssh:
-            self._local_copy(local_path, remote_path)
-            return remote_path
-        d, base = posixpath.split(remote_path)
-        h = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-        tmp = posixpath.join(d, f".kit-{h}-{ls.st_size}-{int(ls.st_mtime)}.part")
         with self._sftp_lock:
-            if resume and self._same_remote(remote_path, ls):
-                return remote_path
-            offset = (io_.sftp_size(self.host, tmp) or 0) if resume else 0
-            offset = offset if offset <= ls.st_size else 0
-            bar = io_.bar(f"{self.host.name}: put {os.path.basename(local_path)}", ls.st_size, offset, progress)
-            try:
-                io_.sftp_write(self.host, local_path, tmp, offset, bar)
-                io_.sftp_finish(self.host, tmp, remote_path, ls.st_size, ls.st_mode, (ls.st_atime, ls.st_mtime))
-            finally:
-                if bar is not None:
-                    bar.close()
+            self.host.write_file(local_path, remote_path, resume=resume, progress=progress)
         return remote_path
-
-    def _same_remote(self, remote_path: str, ls: os.stat_result) -> bool:
-        try:
-            rs = self.host.stat(remote_path)
-        except RemoteFileError:
-            return False
-        return stat_mod.S_ISREG(rs.mode) and rs.size == ls.st_size and int(rs.mtime) == int(ls.st_mtime)
-
-    def _local_copy(self, src: str, dst: str) -> None:
-        st = self.host.stat(src)
-        part, _ = _part_name(dst, st)
-        try:
-            with open(part, "wb") as fh:
-                self._download(src, _Sink(fh, None, None), 0, None)
-            os.chmod(part, st.mode & 0o777)
-            os.replace(part, dst)
-        except OSError as exc:
-            io_.unlink(part)
-            raise local_error(dst, exc) from exc
-        except BaseException:
-            io_.unlink(part)
-            raise
 
     # --- many files -------------------------------------------------------------------------------
     def glob(self, pattern: str) -> list[str]:
@@ -345,13 +298,8 @@ class Transfer:
         return sorted(found)
 
     def _listdir(self, path: str) -> list[str]:
-        if not self._ssh:
-            try:
-                return os.listdir(path)
-            except OSError as exc:
-                raise file_error(self.host, path, exc.strerror or str(exc)) from exc
         with self._sftp_lock:
-            return io_.sftp_listdir(self.host, path)
+            return self.host.listdir(path)
 
     def _stat(self, path: str) -> FileStat:
         with self._sftp_lock:

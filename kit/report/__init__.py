@@ -30,7 +30,7 @@ Files:
 """
 from __future__ import annotations
 
-from kit.report._build import (  # noqa: F401  # noqa: F401  (public, not in __all__)
+from kit.report._build import (
     DEFAULT_CELL_TIMEOUT,
     MARKER,
     NotebookRun,
@@ -39,10 +39,11 @@ from kit.report._build import (  # noqa: F401  # noqa: F401  (public, not in __a
     discover,
     execute_notebook,
 )
-from kit.report._redact import redact_text  # noqa: F401  (public, not in __all__: kit.mcp masks tool results)
+from kit.report._redact import redact_text  # kit.mcp masks tool results with it
 from kit.report._table import Table, table
 from kit.util import publish
 
-__all__ = ['NotebookRun', 'Report', 'Table', 'build', 'discover', 'execute_notebook', 'table']
+__all__ = ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'Table', 'build', 'discover', 'execute_notebook',
+           'redact_text', 'table']
 
 publish(globals(), __all__)

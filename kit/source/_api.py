@@ -14,7 +14,7 @@ from kit.source._grep import EXIT_MISSING, EXIT_UNREADABLE, build_command, error
 from kit.source._index import Binding, ScopeInfo, index_of, syntax_note, text_enclosing, text_find
 from kit.source._resolve import follow_import, locate_module
 from kit.source._types import Definition, Match, Matches, Scope, Slice, SourceDiff, Symbol, Symbols, label
-from kit.util import host_program
+from kit.util import clip, host_program
 
 if TYPE_CHECKING:  # the Host base class; kit.remote is not imported at run time for this
     from kit.remote import Host
@@ -148,12 +148,26 @@ def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex:
     matches = parse_output(result.stdout, context)
     note = None
     if result.exit_code not in (0, 1):
-        first = errors[0] if errors else f"exit code {result.exit_code}"
+        first = _error_text(errors) or f"exit code {result.exit_code}"
         if not matches:
-            raise SourceError(f"{name}:{path_or_dir}: grep for {pattern!r} failed: {first}")
+            literal = regex and _regex_error(errors)
+            hint = " (a literal string: regex=False, or -F on the command line)" if literal else ""
+            raise SourceError(f"{name}:{path_or_dir}: grep for {pattern!r} failed: {first}{hint}")
         note = f"some files could not be searched: {first}"
     items = [Match(name, m.path, m.line, m.text, m.before, m.after) for m in matches]
     return Matches(items, host=name, pattern=pattern, path=path_or_dir, tool=tool_used(result.stderr), note=note)
+
+
+def _error_text(errors: list[str]) -> str:
+    """The tool's error in one line: rg prints a regex error over several lines (``regex parse error:``,
+    the pattern, a caret, ``error: unclosed group``); the lines are joined, the caret line left out."""
+    parts = [ln.strip() for ln in errors if ln.strip() and set(ln.strip()) != {"^"}]
+    return clip("; ".join(parts).replace(":; ", ": "), 200) if parts else ""
+
+
+def _regex_error(errors: list[str]) -> bool:
+    text = " ".join(errors).lower()
+    return "regex" in text or "unmatched" in text or "parenthes" in text or "unclosed" in text
 
 
 def definition(host: Host, name: str, *, near: str, python: str | None = None, env: dict | None = None) -> Definition:

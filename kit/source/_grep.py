@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kit.errors import UsageError
 from kit.util import quote
 
 TOOL_MARK = "kit-source-tool:"
@@ -23,7 +24,7 @@ def build_command(path: str, pattern: str, *, context: int, regex: bool, glob: s
     q = quote
     ctx = int(context)
     if ctx < 0:
-        raise ValueError("context must be >= 0")
+        raise UsageError(f"context must be >= 0, not {ctx}")
     rg = ["rg", "--no-heading", "--with-filename", "--line-number", "--null", "--color", "never", "-uu"]
     gr = ["grep", "-nHZI", "--color=never"]
     if not regex:

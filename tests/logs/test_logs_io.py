@@ -214,14 +214,16 @@ def test_block_extraction_matches_line_by_line(tmp_path, monkeypatch):
     path.write_text("".join(body))
     monkeypatch.setattr(scan_mod, "BLOCK_CHARS", 4096)
     taken = []
-    real_extract = scan_mod.S.extract_block
+    import kit.logs._sglang as sglang_mod
+
+    real_extract = sglang_mod.extract_block
 
     def counting_extract(block, first_line, st):
         out = real_extract(block, first_line, st)
         taken.append(len(out))
         return out
 
-    monkeypatch.setattr(scan_mod.S, "extract_block", counting_extract)
+    monkeypatch.setattr(sglang_mod, "extract_block", counting_extract)
     bulk = L.read(path)
     assert sum(taken) > 2500  # most SGLang lines went through the bulk path
     plain = L.read_lines(open(path))

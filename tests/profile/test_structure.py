@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 import kit
+import kit.plots
 from kit.errors import TraceError, UsageError
 from kit.profile._structure import families
 from tests.conftest import ROOT
@@ -169,6 +170,6 @@ def test_cli_diff_and_the_waterfall(tmp_path):
                           str(T / "cpu_norm_fused/trace.json.gz")], capture_output=True, text=True, cwd=ROOT, env=env,
                          timeout=300)
     assert bad.returncode == 1 and "not the same model shape" in bad.stderr and "Traceback" not in bad.stderr
-    fig = kit.profile.diff_structure(_trace("sdpa_flash"), _trace("sdpa_math")).plot()
+    fig = kit.plots.structure_waterfall(kit.profile.diff_structure(_trace("sdpa_flash"), _trace("sdpa_math")))
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert labels[0].startswith("A") and labels[-1].startswith("B") and any("attention" in s for s in labels)

@@ -282,7 +282,7 @@ def test_hosts_fan_out_local_and_context_manager():
 
 
 def test_connect_local_rejects_options():
-    with pytest.raises(TypeError):
+    with pytest.raises(kit.errors.UsageError, match="takes no options"):
         kit.connect("local", port=22)
 
 

@@ -1,0 +1,125 @@
+"""Array helpers for the profile's tables: a text column read once per distinct value, pandas' NaN means
+and sums to the bit on plain arrays, a stable order without the sort where the data is sorted, a rank's
+rows without a copy, interval membership, JSON-able rows.
+
+Used by the CPU side (``_cpu.py``, ``_cpu_compare.py``) and ``compare`` (``_compare.py``): plain numpy
+over the tables' columns, no knowledge of traces.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def coded(s: pd.Series) -> tuple[np.ndarray, list[str]]:
+    """(code of each row as int64, -1 where the value is missing; the distinct values as ``str``): a
+    categorical's codes and categories, else factorized, so that work on a text column runs once per
+    distinct value instead of converting every row to a string."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        codes, uniq = s.cat.codes.to_numpy(), s.cat.categories
+    else:
+        codes, uniq = pd.factorize(s)
+    return codes.astype(np.int64, copy=False), [str(x) for x in uniq]
+
+
+def nanmean(x: np.ndarray) -> float:
+    """pandas' ``Series.mean`` of a float array, to the bit: unknown values summed as 0 in place (pairwise
+    sums), divided by the known count; NaN where none is known."""
+    known = ~np.isnan(x)
+    n = int(known.sum())
+    return float(np.where(known, x, 0.0).sum() / n) if n else float("nan")
+
+
+def nansum(x: np.ndarray) -> float:
+    """pandas' ``Series.sum`` of a float array: unknown values summed as 0 in place."""
+    return float(np.where(np.isnan(x), 0.0, x).sum())
+
+
+def stable_order(x: np.ndarray) -> np.ndarray:
+    """``np.argsort(x, kind="stable")``, without the sort where ``x`` is already in order (the usual case:
+    a trace's tables come sorted by time, its correlation ids grow with time)."""
+    if len(x) < 2 or (x[1:] >= x[:-1]).all():
+        return np.arange(len(x))
+    return np.argsort(x, kind="stable")
+
+
+def codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`coded` of a column without missing values, the distinct values as an object array; None
+    where a value is missing (the caller then converts the whole column, as before)."""
+    codes, uniq = coded(s)
+    if (codes < 0).any():
+        return None
+    return codes, np.array(uniq, dtype=object)
+
+
+def text(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`coded` with a missing value read as the text ``nan``: (code of each row, distinct texts as an
+    object array)."""
+    codes, uniq = coded(s)
+    if (codes < 0).any():
+        codes, uniq = np.where(codes < 0, len(uniq), codes), [*uniq, "nan"]
+    return codes, np.array(uniq, dtype=object)
+
+
+def groups(values: np.ndarray) -> dict:
+    """value -> the positions holding it, ascending (``groupby(...).indices`` of an array)."""
+    o = stable_order(values)
+    v = values[o]
+    cut = np.flatnonzero(v[1:] != v[:-1]) + 1
+    keys = v[np.concatenate([[0], cut])] if len(v) else v
+    return dict(zip(keys.tolist(), np.split(o, cut)))
+
+
+def rows_of(df: pd.DataFrame, rank: int):
+    """The positions of ``rank``'s rows, or ``slice(None)`` where all rows are (a one-rank trace)."""
+    if not len(df):
+        return slice(None)
+    m = df["rank"].to_numpy() == rank
+    return slice(None) if m.all() else np.flatnonzero(m)
+
+
+def count(rows, df: pd.DataFrame) -> int:
+    """How many rows :func:`rows_of` selected."""
+    return len(df) if isinstance(rows, slice) else len(rows)
+
+
+def of_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """The rows of ``rank`` (the table itself, not a copy, where all rows are: a one-rank trace)."""
+    if not len(df):
+        return df
+    m = (df["rank"] == rank).to_numpy(bool)
+    return df if m.all() else df[m]
+
+
+def inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Whether each time lies inside one of the intervals (s, e)."""
+    if not len(s) or not len(t):
+        return np.zeros(len(t), bool)
+    o = np.argsort(s)
+    s, e = s[o], np.maximum.accumulate(e[o])
+    i = np.searchsorted(s, t, side="right") - 1
+    return (i >= 0) & (t <= e[np.clip(i, 0, None)])
+
+
+def values_at(s: pd.Series, rows: np.ndarray) -> list:
+    """The values of ``s`` at positions ``rows`` as Python objects (None where missing), read through a
+    categorical's codes where it is one."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        cats = s.cat.categories.to_numpy(object)
+        return [cats[c] if c >= 0 else None for c in s.cat.codes.to_numpy()[rows].tolist()]
+    return [None if x is None or x != x else x for x in s.iloc[rows].astype(object)]
+
+
+def clean(v):
+    if isinstance(v, (float, np.floating)):
+        return None if np.isnan(v) else round(float(v), 3)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def records(df: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-able dicts (NaN -> None, floats rounded to ns)."""
+    return [{k: clean(v) for k, v in r.items()} for r in df.to_dict("records")] if len(df) else []
