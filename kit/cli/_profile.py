@@ -195,9 +195,10 @@ def _print_modules(s, by: str) -> int:
 
 def _register_diff(psub) -> None:
     d = psub.add_parser("diff", help="two runs (two engines) by layer kind x operation family, with their settings")
-    d.add_argument("a", metavar="A_TRACE")
-    d.add_argument("b", metavar="B_TRACE")
-    d.add_argument("--phase", choices=("decode", "prefill", "all"), default="decode")
+    d.add_argument("a", metavar="A_TRACE", help="run A's trace (one rank)")
+    d.add_argument("b", metavar="B_TRACE", help="run B's trace (one rank)")
+    d.add_argument("--phase", choices=("decode", "prefill", "all"), default="decode",
+                   help="which steps to compare (default decode)")
     d.add_argument("--basis", choices=("kernel", "wall"), default="kernel",
                    help="kernel: GPU time per node, idle as its own node; wall: launch gaps go to the node after them")
     d.add_argument("--labels", nargs=2, metavar=("A", "B"), help="names of the two runs")
