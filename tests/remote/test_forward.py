@@ -473,6 +473,20 @@ def test_private_dir_is_0700_and_per_user(sshd):
     assert local == f"/tmp/kit-{os.getuid()}/x" and oct(os.stat(local).st_mode & 0o777) == "0o700"
 
 
+def test_private_dir_tightens_a_0755_sub_directory_of_the_user(sshd):
+    """Issue 34: a sub-directory of the user's own private directory made 0755 (by hand, an older kit,
+    a umask) made private_dir fail outright; it is this user's, inside a 0700 directory: tightened."""
+    sub = f"sub{uuid.uuid4().hex[:8]}"
+    with sshd.connect() as host:
+        top = host.private_dir()
+        host.run(f"mkdir -m 755 {top}/{sub} && mkdir -m 755 {top}/{sub}/inner", check=True)
+    with sshd.connect() as host:  # a fresh host object: nothing cached
+        d = host.private_dir(f"{sub}/inner")
+        assert d == f"{top}/{sub}/inner"
+        assert host.run(f"stat -c %a {top}/{sub} {d}").stdout.split() == ["700", "700"]
+        host.run(f"rm -rf {top}/{sub}", check=True)
+
+
 @pytest.mark.skipif(not AS_ROOT, reason="planting another user's symlink and directory needs root (a second user)")
 @pytest.mark.parametrize("plant", ["symlink", "their-dir", "open-dir"])
 def test_private_dir_never_uses_a_planted_name(sshd, plant, caplog):
