@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kit.errors import LogFormatError
-from kit.util import strip_ansi
+from kit.util import mask_secrets, strip_ansi
 
 __all__ = ["Evidence", "Settings", "settings", "NORMALISED"]
 
@@ -287,7 +287,7 @@ def _read_one(path: Path, st: Settings) -> None:
 
 
 def _add_env(st: Settings, env: dict, name: str, line: int | None, how: str) -> None:
-    for k, v in env.items():
+    for k, v in mask_secrets(env).items():  # a token in an environment capture is never repeated
         st.env[k] = v
         st.evidence.append(Evidence(f"env:{k}", v, name, line, f"{k}={v} ({how})"[:_CLIP]))
         if k in ENV_KEYS:
@@ -297,6 +297,7 @@ def _add_env(st: Settings, env: dict, name: str, line: int | None, how: str) -> 
 
 
 def _add_args(st: Settings, args: dict, name: str, line: int | None, text: str, engine: str | None) -> None:
+    args = mask_secrets(args)  # SGLang's api_key, vLLM's hf_token: never repeated by audit, JSON or report
     st.args.update(args)
     if engine and not st.engine:
         st.engine = engine
