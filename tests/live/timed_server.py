@@ -8,7 +8,8 @@ times a log-normal jitter factor of mean 1 (``--jitter`` is its sigma), plus ``-
 ``--stall-every``-th token. ``--reasoning N`` streams the first N tokens of a chat answer as
 ``delta.reasoning_content`` (``--reasoning-field reasoning`` for vLLM's newer name). With
 ``--prefix-cache`` a prompt seen before gets a TTFT of 20 % (what a prefix cache does to a benchmark
-that repeats its prompt).
+that repeats its prompt). ``--cut-after N`` closes the connection after N tokens without ``[DONE]``
+(on every ``--cut-every``-th request).
 
 The truth: with ``--truth FILE`` each finished request appends one JSON line with the times (seconds
 after the request arrived) at which each token chunk was written and flushed, measured in this
@@ -40,6 +41,8 @@ def parse_args(argv=None):
     p.add_argument("--reasoning", type=int, default=0)
     p.add_argument("--reasoning-field", default="reasoning_content")
     p.add_argument("--prefix-cache", action="store_true")
+    p.add_argument("--cut-after", type=int, default=0, help="close the connection after N tokens, no [DONE]")
+    p.add_argument("--cut-every", type=int, default=1, help="... on every M-th request only")
     p.add_argument("--truth", default="")
     p.add_argument("--seed", type=int, default=1)
     return p.parse_args(argv)
@@ -67,6 +70,23 @@ def _choice(args, chat: bool, i: int, n_reason: int) -> dict:
             delta["role"] = "assistant"
         return {"index": 0, "delta": delta, "finish_reason": None}
     return {"index": 0, "text": f" t{i}", "finish_reason": None}
+
+
+def _cut(args, rid: int, n: int) -> int:
+    """How many of ``n`` tokens request ``rid`` gets before its connection is closed (``--cut-after``)."""
+    return min(n, args.cut_after) if args.cut_after and rid % args.cut_every == 0 else n
+
+
+def _tail(args, body: dict, oid: str, prompt: str, max_tokens: int, n_reason: int) -> bytes:
+    """What ends a stream: the usage chunk when the request asked for one, then ``data: [DONE]``."""
+    if not (body.get("stream_options") or {}).get("include_usage"):
+        return b"data: [DONE]\n\n"
+    usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": max_tokens,
+             "total_tokens": len(prompt.split()) + max_tokens}
+    if n_reason:
+        usage["completion_tokens_details"] = {"reasoning_tokens": n_reason}
+    chunk = {"id": oid, "object": "chunk", "model": args.model, "choices": [], "usage": usage}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n"
 
 
 def make_handler(args):
@@ -122,20 +142,16 @@ def make_handler(args):
             sent = []
             oid = f"cmpl-{rid}"
             try:
-                for i, t in enumerate(due):
+                for i, t in enumerate(due[:_cut(args, rid, len(due))]):
                     left = arrival + t - time.perf_counter()
                     if left > 0:
                         time.sleep(left)
                     choice = _choice(args, chat, i, n_reason)
                     self._sse({"id": oid, "object": "chunk", "model": args.model, "choices": [choice]})
                     sent.append(time.perf_counter() - arrival)
-                if (body.get("stream_options") or {}).get("include_usage"):
-                    usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": max_tokens,
-                             "total_tokens": len(prompt.split()) + max_tokens}
-                    if n_reason:
-                        usage["completion_tokens_details"] = {"reasoning_tokens": n_reason}
-                    self._sse({"id": oid, "object": "chunk", "model": args.model, "choices": [], "usage": usage})
-                self.wfile.write(b"data: [DONE]\n\n")
+                if len(sent) < len(due):  # cut: the engine (or a proxy) closes mid-reply, a clean EOF
+                    return
+                self._end(body, oid, prompt, max_tokens, n_reason)
                 self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 return
@@ -146,6 +162,10 @@ def make_handler(args):
                                    "prompt": prompt[:200], "chat": chat})
                 with lock, open(args.truth, "a", encoding="utf-8") as f:
                     f.write(line + "\n")
+
+        def _end(self, body, oid, prompt, max_tokens, n_reason):
+            """The usage chunk (when asked for) and the terminator."""
+            self.wfile.write(_tail(args, body, oid, prompt, max_tokens, n_reason))
 
         def _sse(self, obj):
             self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
