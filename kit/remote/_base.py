@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 
 from kit.errors import CommandFailed, RemoteFileError
-from kit.remote._forward import Forward
+from kit.remote._forward import Forward, close_forwards
 from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
 from kit.remote._private import private_dir
@@ -108,7 +108,9 @@ class Host:
         return self.transfer.get_many(remote_paths, dest, **options)
 
     def close(self) -> None:
-        """Release connections; the host can be used again afterwards (it reconnects)."""
+        """Release connections and end this host's forwards; the host can be used again afterwards
+        (it reconnects for commands; a closed forward stays closed)."""
+        close_forwards(self)
 
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
                 check: bool = True) -> Forward:

@@ -32,7 +32,7 @@ import paramiko
 
 from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
 from kit.remote._base import Host
-from kit.remote._forward import Forward
+from kit.remote._forward import Forward, close_forwards
 from kit.remote._result import FileStat, Result
 from kit.remote._runner import Process, Runner, env_exports
 from kit.remote._ssh_config import (
@@ -253,11 +253,12 @@ class SSHHost(Host):
 
     # --- port forwarding --------------------------------------------------------------------
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                check: bool = True) -> Forward:
+                check: bool = True, unix_socket: str | None = None) -> Forward:
         """``remote_host:remote_port`` as the host sees it, reached from here through this SSH connection
         (``ssh -L``); see :class:`kit.remote.Forward`. ConnectError naming host and address if the
-        server refuses forwarding or (``check``) nothing listens there."""
-        return Forward(self, remote_port, remote_host, local_port, check=check)
+        server refuses forwarding or (``check``) nothing listens there. ``unix_socket``: listen on that
+        path (mode 0600: this user only) instead of 127.0.0.1, which any local user can reach."""
+        return Forward(self, remote_port, remote_host, local_port, check=check, unix_socket=unix_socket)
 
     def _direct_tcpip(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
         """A ``direct-tcpip`` channel to ``dest``. If the connection died (before or during the open),
@@ -299,7 +300,9 @@ class SSHHost(Host):
             return self._active()
 
     def close(self) -> None:
-        """Close the connection (a later call reconnects)."""
+        """Close the connection and every forward of this host (a later command reconnects; a closed
+        forward never does: it stops listening here at once)."""
+        close_forwards(self)
         with self._lock:
             self._drop()
 
