@@ -169,17 +169,22 @@ class _Core:
         """Channel -> local client. The channel's own EOF (the target closed its side) is passed on as
         the socket's write shutdown; a channel that ends without one (the SSH connection died under it)
         or breaks resets the local connection (RST), so a client never reads a cut reply as complete."""
-        try:
-            while True:
+        while True:
+            try:
                 data = chan.recv(CHUNK)
-                if not data:
-                    if chan.eof_received:
-                        conn.shutdown(socket.SHUT_WR)
-                        return
-                    break
+            except Exception:  # noqa: BLE001 - OSError, paramiko's SSHException/EOFError: the channel broke
+                break
+            if not data and chan.eof_received:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_WR)
+                return
+            if not data:
+                break
+            try:
                 conn.sendall(data)
-        except Exception:  # noqa: BLE001 - the client went away or the channel broke: end both ways
-            pass
+            except OSError:  # the local client went away: not a lost SSH connection
+                local_broke.set()
+                break
         with self.lock:
             closing = self.closed
         if not closing and not local_broke.is_set():

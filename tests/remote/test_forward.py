@@ -308,6 +308,31 @@ def test_a_dead_ssh_connection_resets_the_local_connection(sshd, caplog):
     assert not _forward_threads()
 
 
+def test_a_client_that_goes_away_is_not_a_lost_ssh_connection(sshd, caplog):
+    """The other side of the RST rule: a local client that hangs up mid-reply is not logged as a lost
+    SSH connection, and the forward carries the next request."""
+    import struct
+
+    with _local_timed(itl_ms=10) as port, sshd.connect() as host, host.forward(port) as fwd, \
+            caplog.at_level(logging.WARNING, logger="kit.remote"):
+        for linger in (False, True):  # a FIN, then a reset
+            c = socket.create_connection(fwd.address, timeout=30)
+            c.sendall(_post(2000))
+            got = b""
+            while got.count(b"data: ") < 5:
+                got += c.recv(65536)
+            if linger:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+            deadline = time.monotonic() + 30
+            while fwd.active and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert fwd.active == 0
+        assert fwd.lost == 0 and not [r for r in caplog.records if "SSH connection lost" in r.getMessage()]
+        assert _stream(fwd.url, 3).ok
+    assert not _forward_threads()
+
+
 def test_a_forward_ends_with_its_object_and_with_its_host(sshd):
     """Issue 34: a forward whose object was dropped kept listening; after host.close() it still served
     and re-opened the closed SSH connection."""
