@@ -113,10 +113,12 @@ class Host:
         close_forwards(self)
 
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                check: bool = True) -> Forward:
+                check: bool = True, unix_socket: str | None = None) -> Forward:
         """Reach ``remote_host:remote_port`` as seen from the host (default its loopback) from this
         machine: a :class:`~kit.remote.Forward` (also a context manager) whose ``url`` to use here.
-        An SSH host carries each local connection over its SSH connection; this machine needs none."""
+        An SSH host carries each local connection over its SSH connection; this machine needs none.
+        ``unix_socket`` (SSH hosts): listen on that path, mode 0600, instead of 127.0.0.1, which every
+        user of this machine can reach."""
         raise NotImplementedError
 
     def private_dir(self, sub: str = "") -> str:
