@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import secrets
 import shutil
@@ -43,7 +42,13 @@ from pathlib import Path
 
 from kit.errors import CacheError
 
-log = logging.getLogger("kit.profile")
+
+def _warn(msg: str, *args) -> None:
+    """A warning on the ``kit.profile`` logger (imported here, not at module import: ``logging``'s
+    at-fork hooks must not be in place before the loader forks its parser, see ``_load.prefetch``)."""
+    import logging
+
+    logging.getLogger("kit.profile").warning(msg, *args)
 
 PARSER_VERSION = "6"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept;
 # 5: op shapes, runtime calls kept, out-of-range values dropped; 6: Arrow IPC files instead of parquet
@@ -138,7 +143,7 @@ def _key(f: Path, renew: bool) -> bytes:
         fh.write(key)
     os.replace(tmp, f)
     if renew:
-        log.warning("profile cache %s had been open to other users: tightened to 0700, its entries no longer "
+        _warn("profile cache %s had been open to other users: tightened to 0700, its entries no longer "
                     "trusted (rebuilt on use)", f.parent)
     return key
 
@@ -148,7 +153,7 @@ def _digest(key: bytes, name: str):
 
 
 def _reject(d: Path, why: str) -> None:
-    log.warning("profile cache entry %s %s: ignored, rebuilt", d, why)
+    _warn("profile cache entry %s %s: ignored, rebuilt", d, why)
     shutil.rmtree(d, ignore_errors=True)
 
 
@@ -287,7 +292,7 @@ def _read_memo(f: Path, key: bytes, allowed: set) -> dict:
             "fails its keyed digest (edited or planted)"
     except Exception:  # noqa: BLE001 - rebuilt
         why = "is unreadable"
-    log.warning("profile cache category memo %s %s: ignored, rebuilt", f, why)
+    _warn("profile cache category memo %s %s: ignored, rebuilt", f, why)
     return {}
 
 
