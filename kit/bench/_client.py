@@ -136,7 +136,8 @@ def _sse_data(resp):
             raise
         except (OSError, http.client.HTTPException) as exc:
             raise IncompleteStream(f"the connection broke before data: [DONE] ({type(exc).__name__}: {exc}; "
-                                   f"through a kit forward: SSH connection lost, see its log)") from None
+                                   f"a kit forward resets its connections when its SSH connection is lost: "
+                                   f"see its log)") from None
         if not line:
             raise IncompleteStream("the stream ended without data: [DONE] (connection closed mid-reply)")
         line = line.strip()
