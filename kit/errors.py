@@ -22,6 +22,7 @@ so a failing notebook cell says what to fix without a traceback dive.
     ├── ServerError               a live server did not start, died, or its profiler failed
     ├── BenchError                a benchmark could not reach the server, or every request failed
     ├── ExperimentError           an experiment's matrix or stored state is unusable
+    ├── CacheError                the profile cache directory is not this user's own (shared, planted)
     └── ReportError               report generation failed
         └── NotebookFailed        a notebook raised; names the notebook and cell
 """
@@ -47,6 +48,7 @@ __all__ = [
     "ServerError",
     "BenchError",
     "ExperimentError",
+    "CacheError",
     "ReportError",
     "NotebookFailed",
 ]
@@ -160,6 +162,11 @@ class BenchError(KitError):
 
 class ExperimentError(KitError):
     """An experiment's matrix is invalid, or its stored state cannot be resumed."""
+
+
+class CacheError(KitError):
+    """The profile cache directory is not this user's own (another user's, a symlink another user
+    planted, not a directory): its entries could be forged, so it is never read or written."""
 
 
 class ReportError(KitError):

@@ -31,7 +31,7 @@ PUBLIC_API = {
     'kit.plots': ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels', 'itl_waterfall', 'structure_waterfall'],
     'kit.mcp': ['Policy', 'TOOLS', 'Tool', 'available', 'build_server', 'serve_http', 'serve_stdio'],
     'kit.report': ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'build', 'discover', 'execute_notebook', 'Table', 'table', 'redact_text'],
-    'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],
+    'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError', 'CacheError'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],
     'kit.magics': ['RemoteMagics', 'load_ipython_extension'],
     'kit.testing': ['SSHServer', 'STREAM_PROBE', 'TEST_USER', 'find_sshd', 'sshd'],

@@ -125,12 +125,26 @@ def _chunk_tokens(obj: dict, chat: bool) -> tuple[str, str]:
     return reason, answer
 
 
+class IncompleteStream(Exception):
+    """The stream ended before its terminator (``data: [DONE]``): the server, a proxy or an SSH forward
+    closed or reset the connection mid-reply. Engines that end a reply by closing the connection give
+    no other sign, so such a request is failed, never a short success."""
+
+
 def _sse_data(resp):
-    """The ``data:`` payloads of a server-sent event stream, up to ``[DONE]`` or the end."""
+    """The ``data:`` payloads of a server-sent event stream, up to ``[DONE]``; IncompleteStream when
+    the stream ends (EOF) or breaks (reset, torn chunk) before it."""
     while True:
-        line = resp.readline()
+        try:
+            line = resp.readline()
+        except socket.timeout:
+            raise
+        except (OSError, http.client.HTTPException) as exc:
+            raise IncompleteStream(f"the connection broke before data: [DONE] ({type(exc).__name__}: {exc}; "
+                                   f"a kit forward resets its connections when its SSH connection is lost: "
+                                   f"see its log)") from None
         if not line:
-            return
+            raise IncompleteStream("the stream ended without data: [DONE] (connection closed mid-reply)")
         line = line.strip()
         if not line.startswith(b"data:"):
             continue
@@ -241,6 +255,9 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
         out.phases = _phases(marks + [time.perf_counter()])
         _count_tokens(out, usage, reason_chunks)
         out.ok = True
+        return out
+    except IncompleteStream as exc:
+        out.error = f"IncompleteStream: {exc}; {out.chunks} token chunks had arrived"
         return out
     except (OSError, socket.timeout, http.client.HTTPException) as exc:
         out.error = f"{type(exc).__name__}: {exc}"

@@ -23,7 +23,7 @@ from kit.env._parsers import (
     strip_ansi,
 )
 from kit.errors import KitError, ParseError
-from kit.util import host_program
+from kit.util import host_program, mask_secrets
 
 __all__ = ["Fingerprint", "Topology", "fingerprint", "parse_gpu_query", "parse_topology", "parse_nccl_version",
            "parse_nvidia_smi_header", "parse_nvcc_version", "parse_environ", "parse_os_release", "parse_cpu_model",
@@ -194,7 +194,7 @@ def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeou
         elif env.strip() == "@@environ_nopid":
             fp.missing["nccl_env"] = f"no process {pid} on {host.name}"
         else:
-            fp.nccl_env = parse_environ(env, "NCCL_")
+            fp.nccl_env = mask_secrets(parse_environ(env, "NCCL_"))  # NCCL_IB_SECRET_KEY
     return fp
 
 

@@ -50,13 +50,27 @@ from kit.live._server import Server, _open_session
 from kit.util import quote as _q
 from kit.util import write_atomic
 
+FLAG_NAME = re.compile(r"-?-[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""A command-line flag name as the kit puts it on a host's command line (``--name``, ``-tp``)."""
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""An environment variable name."""
+
+
+def _check_name(kind: str, key) -> None:
+    """Flag and variable names reach a host's shell: refused unless plain (values are quoted)."""
+    if kind == "flag" and not (isinstance(key, str) and FLAG_NAME.fullmatch(key)):
+        raise ExperimentError(f"experiment: flag {key!r} is not a flag name (--name of letters, digits, '_', '.', "
+                              f"'-'; the value goes in the list)")
+    if kind == "env" and not (isinstance(key, str) and ENV_NAME.fullmatch(key)):
+        raise ExperimentError(f"experiment: {key!r} is not an environment variable name")
+
 
 def _flag_text(flag: str, value) -> str:
     if value is None or value is False:
         return ""
     if value is True:
-        return flag
-    return f"{flag} {_q(str(value))}"
+        return _q(flag)
+    return f"{_q(flag)} {_q(str(value))}"
 
 
 def _setting_text(kind: str, key: str, value) -> str:
@@ -94,10 +108,9 @@ def plan(base_cmd: str, matrix: dict | None = None, flags: dict | None = None, *
     for kind, key, values in factors:
         if not values:
             raise ExperimentError(f"experiment: {key} has no values")
-        if kind == "env" and not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", key):
-            raise ExperimentError(f"experiment: {key!r} is not an environment variable name")
-        if kind == "flag" and not key.startswith("-"):
-            raise ExperimentError(f"experiment: flag {key!r} must start with '-'")
+        _check_name(kind, key)
+    for key in env or {}:
+        _check_name("env", key)
     base = tuple(v[0] for _, _, v in factors)
     if mode == "ofat":
         combos = [base] + [base[:i] + (val,) + base[i + 1:]

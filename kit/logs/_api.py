@@ -19,7 +19,7 @@ from kit.logs._nccl import nccl_summary
 from kit.logs._sglang import DECODE_COLUMNS, parse_server_args
 from kit.logs._spec import SpecSummary
 from kit.logs._table import assemble, release_freed_memory, to_datetime
-from kit.util import frame_records, jsonable, no_gc
+from kit.util import frame_records, jsonable, mask_secrets, no_gc
 
 __all__ = ["LogData", "SpecSummary", "read", "parse_sglang", "parse_vllm", "parse_bench", "parse_nccl",
            "parse_server_args", "nccl_summary", "spec_summary"]
@@ -46,7 +46,7 @@ class LogData:
         self.engine = engine
         self.version = version
         self.tables = tables
-        self.server_args = server_args
+        self.server_args = mask_secrets(server_args) if server_args else server_args  # api_key: never repeated
         self.lines = lines
         self.unknown_lines = unknown
         self.torn_lines = torn

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from kit.logs import _records as R
+from kit.util import SECRET_MASK, secret_name
 
 NCCL_COLUMNS = ("line", "host", "pid", "dev", "kind", "name", "value", "channel", "nchannels", "ring",
                 "src", "dst", "transport", "transport_family")
@@ -74,7 +75,8 @@ def _info_row(msg: str, row: dict[str, Any]) -> bool:
         m = _ENV.search(msg)
         if m is None:
             return False
-        row["kind"], row["name"], row["value"] = "env", m.group(1), m.group(2)
+        row["kind"], row["name"] = "env", m.group(1)
+        row["value"] = SECRET_MASK if secret_name(m.group(1)) else m.group(2)  # NCCL_IB_SECRET_KEY: never repeated
     elif msg.startswith("Channel "):
         return _channel_row(msg, row)
     elif "NCCL version" in msg:

@@ -31,7 +31,7 @@ from typing import Iterable
 from kit.errors import LogFormatError
 from kit.logs._api import read
 from kit.logs._records import CLIP, ENV_KEYS, FLAG_KEYS, NORMALISED, SettingEvidence, Settings, truthy
-from kit.util import strip_ansi
+from kit.util import mask_secrets, strip_ansi
 
 __all__ = ["SettingEvidence", "Settings", "settings", "NORMALISED"]
 
@@ -150,7 +150,7 @@ def _topology(st: Settings, name: str, text_head: str) -> bool:
 
 
 def _add_env(st: Settings, env: dict, name: str, line: int | None, how: str) -> None:
-    for k, v in env.items():
+    for k, v in mask_secrets(env).items():  # a token in an environment capture is never repeated
         st.env[k] = v
         st.evidence.append(SettingEvidence(f"env:{k}", v, name, line, f"{k}={v} ({how})"[:CLIP]))
         if k in ENV_KEYS:
@@ -160,6 +160,7 @@ def _add_env(st: Settings, env: dict, name: str, line: int | None, how: str) -> 
 
 
 def _add_args(st: Settings, args: dict, name: str, line: int | None, text: str, engine: str | None) -> None:
+    args = mask_secrets(args)  # SGLang's api_key, vLLM's hf_token: never repeated by audit, JSON or report
     st.args.update(args)
     if engine and not st.engine:
         st.engine = engine

@@ -42,7 +42,8 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
 - ``_validate.py``: broken input repaired or dropped and counted (NaN, text numbers, missing ts,
   negative or out-of-range times and durations, kernels without ``cat``, duplicates, too-deep events),
   applied where raw tables become frames
-- ``_cache.py``: the cache (Arrow IPC files) of assembled profiles, keyed by the files' identities and the rules
+- ``_cache.py``: the cache (Arrow IPC files) of assembled profiles, keyed by the files' identities and the rules;
+  this user's own 0700 directory only, every entry sealed with a keyed digest
   (used by ``_load`` only)
 - ``_categories.py``: the rule tables (categories.toml: kernel names, CPU frames, fused names)
 - ``_attribution.py``: kernel -> launch -> enclosing frames -> category, ``decided_by``, modules

@@ -47,46 +47,41 @@ def sniff(path: Path) -> str:
 
 
 def read_bytes(path: Path, kind: str) -> tuple[bytes, list[str]]:
-    """The (decompressed) bytes of ``path`` and warnings; a cut gzip stream keeps what inflated."""
+    """The (decompressed) bytes of ``path`` and warnings; a cut gzip stream keeps what inflated; the
+    decompressed size is watched as in :func:`blocks` (a decompression bomb is a TraceError)."""
     warnings: list[str] = []
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TraceError(f"{path}: cannot read ({exc.strerror or exc})", path=str(path)) from None
     if kind != "gzip":
-        return raw, warnings
-    d = zlib.decompressobj(wbits=31)
-    try:
-        out = d.decompress(raw)
-        out += d.flush()
-    except zlib.error as exc:
-        # keep what inflated before the damage
-        d2 = zlib.decompressobj(wbits=31)
-        chunks = []
-        for i in range(0, len(raw), 1 << 16):
-            try:
-                chunks.append(d2.decompress(raw[i:i + (1 << 16)]))
-            except zlib.error:
-                break
-        out = b"".join(chunks)
-        if not out:
-            raise TraceError(f"{path}: corrupt gzip data ({exc})", path=str(path)) from None
-        warnings.append(f"{os.path.basename(path)}: gzip stream corrupt after {len(out):,} decompressed bytes "
-                        f"({exc}); reading what came before")
-        return out, warnings
-    if not d.eof:
-        warnings.append(f"{os.path.basename(path)}: gzip stream ends early (file cut at {len(raw):,} bytes); "
-                        f"reading the {len(out):,} bytes that inflated")
-    return out, warnings
+        try:
+            return path.read_bytes(), warnings
+        except OSError as exc:
+            raise TraceError(f"{path}: cannot read ({exc.strerror or exc})", path=str(path)) from None
+    return b"".join(blocks(path, kind, warnings)), warnings
 
 
 BLOCK = 4 << 20
+MAX_RATIO = 200
+"""Profiler traces compress 5-30x (repetitive JSON); a stream expanding more than this is a
+decompression bomb, not a trace, once past ``RATIO_FROM`` bytes (small files may expand more)."""
+RATIO_FROM = 256 << 20
+MAX_BYTES = 64 << 30
+"""The most decompressed bytes one trace file may hold (several times the largest real traces)."""
+
+
+def _bomb(path: Path, got: int, raw_len: int) -> None:
+    if got > MAX_BYTES:
+        raise TraceError(f"{path}: more than {MAX_BYTES >> 30} GiB once decompressed: not read (the most one trace "
+                         f"file may hold)", path=str(path))
+    if got > RATIO_FROM and got > MAX_RATIO * max(raw_len, 1):
+        raise TraceError(f"{path}: gzip data expands more than {MAX_RATIO}x ({got:,} bytes from the first "
+                         f"{raw_len:,}): a decompression bomb, not a profiler trace (traces compress 5-30x); "
+                         f"stopped", path=str(path))
 
 
 def blocks(path: Path, kind: str, warnings: list[str], size: int = BLOCK):
     """The (decompressed) bytes of ``path`` in blocks of about ``size``, so a reader holds a few MB of
-    the file at a time, not all of it; a cut or corrupt gzip stream yields what inflated and appends
-    the same warnings as :func:`read_bytes`."""
+    the file at a time, not all of it; a cut or corrupt gzip stream yields what inflated and says so
+    in ``warnings``. The decompressed size is watched: more than ``MAX_RATIO`` times the compressed
+    bytes read (past ``RATIO_FROM``) or more than ``MAX_BYTES`` is a TraceError, at once."""
     try:
         f = open(path, "rb")
     except OSError as exc:
@@ -119,6 +114,7 @@ def blocks(path: Path, kind: str, warnings: list[str], size: int = BLOCK):
                 return
             if out:
                 got += len(out)
+                _bomb(path, got, raw_len)
                 yield out
 
 

@@ -70,6 +70,15 @@ from kit.profile._io import blocks, sniff
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 CHUNK = 1 << 20
+MAX_EVENT_BYTES = 64 << 20
+"""The longest one event (one string of it) may be: a kernel name is at most tens of KB, so a value
+longer than this is corrupt or hostile data (a gzip bomb of one string), stopped with one line."""
+MAX_DIGITS = 100
+"""The longest number (in digits) a trace value may have: ids and timestamps have 20 at most."""
+_LONG_NUMBER = re.compile(rb"[:,\[]\s*-?\d{%d,}" % MAX_DIGITS)
+_KEY = re.compile(rb'"([^"\\]{1,80})"\s*:')
+_NAME_FIELD = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.){0,160})"')
+_REPLACEMENT = "\ufffd".encode()
 
 KERNEL_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
                "gpu_memset": "memset", "Memset": "memset"}
@@ -195,7 +204,21 @@ class _Collector:
 
     def _intern(self, s: Any) -> str:
         s = str(s)
-        return self.names.setdefault(s, s)
+        got = self.names.setdefault(s, s)
+        if got is s and not s.isascii():  # a text seen for the first time (or its own interned copy), not ASCII
+            return self._checked_text(s)
+        return got
+
+    def _checked_text(self, s: str) -> str:
+        """A non-ASCII text: lone surrogates (a ``\\ud800`` escape, which JSON allows and UTF-8 cannot
+        hold) replaced by U+FFFD and counted, so no later print or write fails on it."""
+        try:
+            s.encode("utf-8")
+        except UnicodeEncodeError:
+            fixed = self.names[s] = s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            self._count("surrogate")
+            return fixed
+        return s
 
     def _tid(self, v: Any) -> str:
         """``_intern(v)`` of a thread id, memoised for int ids (only ints go in: 1.0 and True must not
@@ -249,6 +272,7 @@ class _Collector:
                 continue
             if cat in RUNTIME_CATS:
                 if e.ph != "X":
+                    self._count(f"phase:runtime call:{str(e.ph)[:8]}")
                     continue
                 args = e.args
                 nm = e.name
@@ -273,6 +297,7 @@ class _Collector:
                 kind = KERNEL_CATS.get(cat)
             if kind is not None:
                 if e.ph != "X":
+                    self._count(f"phase:{kind}:{str(e.ph)[:8]}")
                     continue
                 args = e.args
                 if args is None:
@@ -441,9 +466,31 @@ def _loads_array(buf: bytes) -> list | None:
     return out
 
 
+class _Overlong(Exception):
+    """A value of a piece longer than any trace writes: (offset in the piece, what)."""
+
+
 def _decode(piece: bytes, col: _Collector, decoder: str) -> bool:
     """Collect the events of ``piece`` (``{..}, {..}, .. {..}``); False when it does not parse (a cut
-    inside a string: the caller merges it with the next piece)."""
+    inside a string: the caller merges it with the next piece). A piece that fails for what it holds
+    is not merged on for ever (it would read as a truncated file): invalid UTF-8 is replaced by U+FFFD
+    and counted, then decoded again; a number of ``MAX_DIGITS`` digits or more raises ``_Overlong``."""
+    if _decode_piece(piece, col, decoder):
+        return True
+    try:
+        piece.decode("utf-8")
+    except UnicodeDecodeError:
+        fixed = piece.decode("utf-8", "replace").encode("utf-8")
+        if _decode_piece(fixed, col, decoder):
+            col._count("utf8", fixed.count(_REPLACEMENT) - piece.count(_REPLACEMENT))
+            return True
+    m = _LONG_NUMBER.search(piece)
+    if m is not None:
+        raise _Overlong(m.start() + 1, f"a number of {len(m.group().strip(b':,[ -'))} digits")
+    return False
+
+
+def _decode_piece(piece: bytes, col: _Collector, decoder: str) -> bool:
     if decoder == "msgspec":
         try:
             evs = _TYPED.decode(b"[" + piece + b"]")
@@ -504,6 +551,36 @@ def read_kineto(path: Path, decoder: str | None = None) -> dict:
     w = _Window(blocks(path, kind, warnings))
     base = os.path.basename(path)
     col = _Collector()
+    try:
+        return _read(path, w, col, decoder, warnings, base)
+    except _Overlong as exc:
+        at, what = exc.args
+        raise TraceError(_overlong(path, w, at, what), path=str(path)) from None
+
+
+def _overlong(path: Path, w: _Window, at: int, what: str) -> str:
+    """One line naming the file, the event (its byte, category and name where readable) and the field."""
+    buf = w.buf
+    ev = max(buf.rfind(b"},{", 0, at), buf.rfind(b"}, {", 0, at))
+    ev = 0 if ev < 0 else buf.index(b"{", ev + 1)
+    head = buf[ev:min(at, ev + (1 << 20))]
+    keys = _KEY.findall(head)
+    cat = re.search(rb'"cat"\s*:\s*"([^"\\]{0,40})"', head)
+    name = _NAME_FIELD.search(head)
+    desc = ", ".join(f"{k} {v.group(1).decode(errors='replace')[:80]!r}" for k, v in (("cat", cat), ("name", name))
+                     if v is not None)
+    field = f" in field {keys[-1].decode(errors='replace')!r}" if keys else ""
+    return (f"{path}: the event at byte {w.base + ev:,}" + (f" ({desc})" if desc else "") + f" has {what}{field}: "
+            f"longer than any profiler writes (corrupt or hostile data); stopped reading")
+
+
+def _grown(w: _Window) -> None:
+    """The piece being read outgrew ``MAX_EVENT_BYTES`` without an event boundary: one value that long."""
+    if len(w.buf) > MAX_EVENT_BYTES:
+        raise _Overlong(len(w.buf), f"a value longer than {MAX_EVENT_BYTES >> 20} MiB")
+
+
+def _read(path: Path, w: _Window, col: _Collector, decoder: str, warnings: list[str], base: str) -> dict:
     header_prefix = _header(w, path)
     trailer = b"}" if header_prefix else b""
     truncated = None
@@ -512,6 +589,7 @@ def read_kineto(path: Path, decoder: str | None = None) -> dict:
         w.fill(end_search + (1 << 16))
         m = _BOUNDARY.search(w.buf, end_search) if end_search < len(w.buf) else None
         if m is None and not w.eof:
+            _grown(w)
             end_search = max(end_search, len(w.buf) - 64)
             w.fill(len(w.buf) + CHUNK)
             continue
@@ -520,6 +598,7 @@ def read_kineto(path: Path, decoder: str | None = None) -> dict:
                 w.drop(m.end() - 1)
                 end_search = CHUNK
             else:
+                _grown(w)
                 end_search = m.end() + CHUNK
             continue
         # the last piece: find where the events array closes
@@ -570,6 +649,7 @@ def _header(w: _Window, path: Path) -> bytes:
         return b""
     idx = w.buf.find(b'"traceEvents"')
     while idx < 0 and not w.eof:
+        _grown(w)
         w.fill(len(w.buf) + CHUNK)
         idx = w.buf.find(b'"traceEvents"')
     if idx < 0:

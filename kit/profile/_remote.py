@@ -21,8 +21,10 @@ import ast
 import hashlib
 import io
 import json
+import logging
 import os
 import re
+import secrets
 import shlex
 import tempfile
 import threading
@@ -36,6 +38,7 @@ from kit.errors import RemoteError, TraceError
 # The reader's entry point and its siblings; everything they import from ``kit`` is added.
 ROOTS = ("kit.profile._read", "kit.profile._io", "kit.profile._kineto", "kit.profile._nsys", "kit.errors")
 HOST_DIR = ".cache/decode-kit"
+log = logging.getLogger("kit.profile")
 _SPEC = re.compile(r"^(?P<target>[^/\s][^\s]*?):(?P<path>/.*)$")
 _RAW = b"\x1eKITRAW "
 
@@ -223,22 +226,36 @@ def build_reader() -> tuple[str, bytes]:
 
 
 def ensure_reader(host) -> tuple[str, int]:
-    """The reader's path on ``host`` (pushed if absent) and the bytes pushed (0 when cached there)."""
+    """The reader's path on ``host`` (pushed if absent) and the bytes pushed (0 when cached there).
+
+    A copy already there is used only when its SHA-256 is that of the zipapp built here: a truncated
+    or edited ``kit-reader-*.pyz`` (a full disk, a killed upload, a hand edit) is sent again; the new
+    copy is written under a temporary name and renamed into place, so a reader never runs half a file."""
     name, data = build_reader()
+    want = hashlib.sha256(data).hexdigest()
+    q = shlex.quote(name)
     res = host.run(f'mkdir -p "$HOME"/{HOST_DIR} && cd "$HOME"/{HOST_DIR} && pwd && '
-                   f'if [ -s {shlex.quote(name)} ]; then echo have; fi', timeout=60)
+                   f'if [ -s {q} ]; then echo "have $( (sha256sum -- {q} || openssl dgst -sha256 -r {q}) '
+                   f'2>/dev/null | cut -c1-64)"; fi', timeout=60)
     if not res.ok:
         raise RemoteError(f"{host.name}: cannot create ~/{HOST_DIR} for the trace reader: "
                           f"{res.stderr.strip() or res.exit_code}", host=host.name)
     lines = res.stdout.split("\n")
     remote = f"{lines[0]}/{name}"
-    if "have" in lines[1:]:
+    if f"have {want}" in lines[1:]:
         return remote, 0
+    if any(x.startswith("have") for x in lines[1:]):
+        log.warning("%s: %s differs from the reader built here (corrupted or edited): sent again", host.name, remote)
+    part = f"{remote}.part-{os.getpid()}-{secrets.token_hex(4)}"
     with tempfile.TemporaryDirectory(prefix="kit-reader-") as d:
         local = os.path.join(d, name)
         with open(local, "wb") as fh:
             fh.write(data)
-        host.put(local, remote, progress=False)
+        host.put(local, part, progress=False)
+    mv = host.run(f"mv -f -- {shlex.quote(part)} {shlex.quote(remote)}", timeout=60)
+    if not mv.ok:
+        raise RemoteError(f"{host.name}: cannot place the trace reader at {remote}: "
+                          f"{mv.stderr.strip() or mv.exit_code}", host=host.name)
     return remote, len(data)
 
 

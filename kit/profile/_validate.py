@@ -167,8 +167,16 @@ def collector_warnings(col: Any, base: str) -> list[str]:
         out.append(f"{base}: {_n(issues['nocat_dropped'], 'complete event')} without a 'cat' field dropped: "
                    f"missing args.stream and args.correlation/args.device, so neither a GPU kernel nor a known "
                    f"CPU event")
+    if issues.get("utf8"):
+        out.append(f"{base}: {_n(issues['utf8'], 'invalid UTF-8 byte')} replaced by U+FFFD (events kept)")
+    if issues.get("surrogate"):
+        out.append(f"{base}: {_n(issues['surrogate'], 'name')} with a lone UTF-16 surrogate (a \\ud800-\\udfff "
+                   f"escape) read with it replaced by U+FFFD")
     for why, n in issues.items():
-        if why not in ("text", "args", "cat", "nocat_kernel", "nocat_dropped"):
+        if why.startswith("phase:"):
+            out.append(f"{base}: {_n(n, why.split(':')[1] + ' event')} of phase {why.split(':', 2)[2]!r} dropped "
+                       f"(only complete events, ph 'X', are read)")
+        elif why not in ("text", "args", "cat", "nocat_kernel", "nocat_dropped", "utf8", "surrogate"):
             out.append(f"{base}: {_n(n, 'event')} {why} dropped")
     return out
 

@@ -13,7 +13,7 @@ import shlex
 from typing import Any
 
 from kit.errors import CommandFailed, RemoteFileError
-from kit.remote._forward import Forward
+from kit.remote._forward import Forward, close_forwards
 from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
 from kit.remote._private import private_dir
@@ -146,13 +146,17 @@ class Host:
         return self.transfer.get_many(remote_paths, dest, **options)
 
     def close(self) -> None:
-        """Release connections; the host can be used again afterwards (it reconnects)."""
+        """Release connections and end this host's forwards; the host can be used again afterwards
+        (it reconnects for commands; a closed forward stays closed)."""
+        close_forwards(self)
 
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                check: bool = True) -> Forward:
+                check: bool = True, unix_socket: str | None = None) -> Forward:
         """Reach ``remote_host:remote_port`` as seen from the host (default its loopback) from this
         machine: a :class:`~kit.remote.Forward` (also a context manager) whose ``url`` to use here.
-        An SSH host carries each local connection over its SSH connection; this machine needs none."""
+        An SSH host carries each local connection over its SSH connection; this machine needs none.
+        ``unix_socket`` (SSH hosts): listen on that path, mode 0600, instead of 127.0.0.1, which every
+        user of this machine can reach."""
         raise NotImplementedError
 
     def private_dir(self, sub: str = "") -> str:

@@ -12,16 +12,30 @@ as a ``direct-tcpip`` channel of that connection, like ``ssh -L`` or Fabric's ``
   (``AllowTcpForwarding no``) or a port where nothing listens on the host is a one-line ConnectError
   naming host and address at once, not a reset connection later. A later failure (the engine died)
   closes that client's connection; the message is kept in ``last_error`` and logged once.
-- ``close()`` (or leaving the ``with`` block) stops listening, closes every channel and local
-  socket, and joins the threads: nothing is left listening.
+- A channel that ends without the target's EOF (the SSH connection died under it) resets the local
+  connection (RST, ``SO_LINGER`` 0) instead of ending it with a FIN, and says so in the log
+  ("SSH connection lost", ``lost``): a client never takes a cut reply for a whole one. A clean end of
+  the target's reply is passed on as a clean end.
+- ``close()`` (or leaving the ``with`` block, or dropping the last reference to the object: a
+  finalizer, since the threads hold only the forward's core, never the object) stops listening,
+  closes every channel and local socket, and joins the threads: nothing is left listening.
+  ``host.close()`` closes the host's forwards too; a closed forward never reconnects the host.
+- Who can connect: the TCP listener is on 127.0.0.1, so **every user of this machine** can reach
+  the forwarded port (as with ``ssh -L``); ``unix_socket=PATH`` listens on a Unix socket of mode
+  0600 instead (this user and root only).
 - On this machine (``LocalHost``) nothing needs carrying: ``forward`` returns the direct address
   (``direct=True``, ``local_port == remote_port``), so the same code runs on both kinds of host.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import socket
+import struct
 import threading
+import urllib.parse
+import weakref
 
 from kit.errors import ConnectError
 
@@ -41,86 +55,233 @@ def _url_host(addr: str) -> str:
     return f"[{addr}]" if ":" in addr else addr
 
 
+class _Core:
+    """What the threads of a forward share: the listener, the carried connections, the counters. The
+    threads hold this, never the :class:`Forward`, so dropping the Forward object ends the forward (its
+    finalizer closes the core)."""
+
+    def __init__(self, host, remote_host: str, remote_port: int) -> None:
+        self.host = host
+        self.remote_host = remote_host
+        self.remote_port = remote_port
+        self.connections = 0
+        self.failed = 0
+        self.lost = 0
+        self.last_error = ""
+        self.closed = False
+        self.lock = threading.Lock()
+        self.live: dict[int, tuple[socket.socket, object]] = {}
+        self.threads: list[threading.Thread] = []  # carriers, pruned of finished ones as new ones start
+        self.listener: socket.socket | None = None
+        self.acceptor: threading.Thread | None = None
+        self.where = ""
+        self.unix_path: str | None = None
+
+    @property
+    def target(self) -> str:
+        return f"{self.remote_host}:{self.remote_port}"
+
+    def open(self, peer=("127.0.0.1", 0)):
+        """A direct-tcpip channel to the target; ConnectError naming host and address (also once closed:
+        a closed forward never reconnects its host)."""
+        if self.closed:
+            raise ConnectError(f"{self.host.name}: forward to {self.target} is closed", host=self.host.name)
+        return self.host.open_channel((self.remote_host, self.remote_port), peer, OPEN_TIMEOUT_S)
+
+    def close(self, why: str = "") -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.closed = True
+            live = list(self.live.values())
+        if why:
+            log.info("%s: forward %s -> %s closed (%s)", self.host.name, self.where, self.target, why)
+        if self.listener is not None:
+            _shut(self.listener)
+            self.unlink()
+        for sock, chan in live:
+            _shut(sock)
+            _close_chan(chan)
+        me = threading.current_thread()
+        with self.lock:
+            threads = list(self.threads)
+        for t in ([self.acceptor] if self.acceptor is not None else []) + threads:
+            if t is not me:
+                t.join(5)
+
+    def unlink(self) -> None:
+        """Remove the Unix socket's file (nothing for TCP)."""
+        if self.unix_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.unix_path)
+
+    def accept(self) -> None:
+        lsock = self.listener
+        while not self.closed:
+            try:
+                conn, peer = lsock.accept()
+            except OSError:
+                if self.closed:
+                    return
+                continue
+            if self.closed:
+                conn.close()
+                return
+            if not isinstance(peer, tuple):  # a Unix socket: no peer address
+                peer = ("127.0.0.1", 0)
+            t = threading.Thread(target=self.carry, args=(conn, peer), daemon=True,
+                                 name=f"{threading.current_thread().name}-{peer[1]}")
+            with self.lock:
+                self.threads = [x for x in self.threads if x.is_alive()]
+                self.threads.append(t)
+            t.start()
+
+    def carry(self, conn: socket.socket, peer) -> None:
+        me = threading.current_thread()
+        chan = None
+        try:
+            if conn.family != socket.AF_UNIX:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                chan = self.open((peer[0], peer[1]))
+            except ConnectError as exc:
+                self.note_failure(str(exc))
+                return
+            with self.lock:
+                if self.closed:
+                    return
+                self.connections += 1
+                self.live[id(conn)] = (conn, chan)
+            local_broke = threading.Event()  # set when the local client, not the channel, ended first
+            down = threading.Thread(target=self.pump_down, args=(chan, conn, local_broke), daemon=True,
+                                    name=f"{me.name}-down")
+            down.start()
+            _pump_up(conn, chan, local_broke)
+            down.join()
+        finally:
+            with self.lock:
+                self.live.pop(id(conn), None)
+            if chan is not None:
+                _close_chan(chan)
+            _shut(conn)
+
+    def pump_down(self, chan, conn: socket.socket, local_broke: threading.Event) -> None:
+        """Channel -> local client. The channel's own EOF (the target closed its side) is passed on as
+        the socket's write shutdown; a channel that ends without one (the SSH connection died under it)
+        or breaks resets the local connection (RST), so a client never reads a cut reply as complete."""
+        while True:
+            try:
+                data = chan.recv(CHUNK)
+            except Exception:  # noqa: BLE001 - OSError, paramiko's SSHException/EOFError: the channel broke
+                break
+            if not data and chan.eof_received:
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_WR)
+                return
+            if not data:
+                break
+            try:
+                conn.sendall(data)
+            except OSError:  # the local client went away: not a lost SSH connection
+                local_broke.set()
+                break
+        with self.lock:
+            closing = self.closed
+        if not closing and not local_broke.is_set():
+            self.lost += 1
+            self.note_failure(f"{self.host.name}: forward {self.where} -> {self.target}: SSH connection lost "
+                              f"mid-stream; the local connection was reset, not ended")
+        _abort(conn)
+        _close_chan(chan)
+
+    def note_failure(self, msg: str) -> None:
+        with self.lock:
+            self.failed += 1
+            first = msg != self.last_error
+            self.last_error = msg
+        if first:
+            log.warning("%s", msg)
+
+
 class Forward:
     """A local address that reaches ``remote_host:remote_port`` on ``host``. Make one with
     :meth:`kit.remote.Host.forward`. ``url`` (``http://127.0.0.1:<local_port>``), ``local_port``,
     ``address``; ``connections`` counts the connections carried, ``failed`` those whose channel could
-    not be opened (``last_error`` says why). ``close()`` is idempotent."""
+    not be opened or was lost (``last_error`` says why; ``lost``: cut by a dead SSH connection).
+    ``close()`` is idempotent; the forward also ends when this object is garbage-collected and when
+    its host is closed. ``unix_socket``: listen on that path (mode 0600, this user only) instead of
+    a TCP port of 127.0.0.1, which every local user can connect to."""
 
     def __init__(self, host, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                 check: bool = True, direct: bool = False) -> None:
+                 check: bool = True, direct: bool = False, unix_socket: str | None = None) -> None:
         self.host = host
-        self.remote_host = remote_host
-        self.remote_port = int(remote_port)
         self.direct = direct
-        self.connections = 0
-        self.failed = 0
-        self.last_error = ""
-        self.closed = False
-        self._lock = threading.Lock()
-        self._live: dict[int, tuple[socket.socket, object]] = {}
-        self._threads: list[threading.Thread] = []  # carriers, pruned of finished ones as new ones start
-        self._listener: socket.socket | None = None
-        self._acceptor: threading.Thread | None = None
-        if not 0 < self.remote_port < 65536:
+        self.unix_socket = unix_socket
+        self._core = core = _Core(host, remote_host, int(remote_port))
+        if not 0 < core.remote_port < 65536:
             raise ConnectError(f"{host.name}: forward: port {remote_port!r} out of range", host=host.name)
         if direct:
-            self.local_port = self.remote_port
+            self.local_port = core.remote_port
             self.local_host = _url_host(remote_host)
             if check:
                 self._check_direct()
+            self._finalizer = weakref.finalize(self, core.close)
+            _register(host, self)
             return
         self.local_host = "127.0.0.1"
-        self._listener = self._listen(int(local_port))
-        self.local_port = self._listener.getsockname()[1]
+        core.listener = self._listen(int(local_port)) if unix_socket is None else self._listen_unix(unix_socket)
+        core.unix_path = unix_socket
+        self.local_port = core.listener.getsockname()[1] if unix_socket is None else 0
+        core.where = self.url
         try:
             if check:
-                self._open().close()
+                core.open().close()
         except BaseException:
-            self._listener.close()
+            _shut(core.listener)
+            core.unlink()
             raise
-        self._acceptor = threading.Thread(target=self._accept, name=f"kit-forward-{self.local_port}", daemon=True)
-        self._acceptor.start()
+        core.acceptor = threading.Thread(target=core.accept, daemon=True,
+                                         name=f"kit-forward-{self.local_port or os.path.basename(unix_socket)}")
+        core.acceptor.start()
+        self._finalizer = weakref.finalize(self, core.close, "its Forward object was garbage-collected")
+        _register(host, self)
 
     # --- public --------------------------------------------------------------------------------
+    remote_host = property(lambda self: self._core.remote_host)
+    remote_port = property(lambda self: self._core.remote_port)
+    connections = property(lambda self: self._core.connections, doc="connections carried")
+    failed = property(lambda self: self._core.failed, doc="connections not opened or lost")
+    lost = property(lambda self: self._core.lost, doc="connections cut by a dead SSH connection (reset here)")
+    last_error = property(lambda self: self._core.last_error)
+    closed = property(lambda self: self._core.closed)
+
     @property
     def url(self) -> str:
-        """``http://`` URL of the forwarded port, to use on this machine."""
+        """``http://`` URL of the forwarded port, to use on this machine (``http+unix://`` for a socket)."""
+        if self.unix_socket is not None:
+            return "http+unix://" + urllib.parse.quote(self.unix_socket, safe="")
         return f"http://{self.local_host}:{self.local_port}"
 
     @property
-    def address(self) -> tuple[str, int]:
-        return (self.local_host.strip("[]"), self.local_port)
+    def address(self):
+        """``(host, port)`` to connect to here, or the Unix socket's path."""
+        return self.unix_socket if self.unix_socket is not None else (self.local_host.strip("[]"), self.local_port)
 
     @property
     def target(self) -> str:
         """``remote_host:remote_port``, as the host sees it."""
-        return f"{self.remote_host}:{self.remote_port}"
+        return self._core.target
 
     @property
     def active(self) -> int:
         """Connections open right now."""
-        with self._lock:
-            return len(self._live)
+        with self._core.lock:
+            return len(self._core.live)
 
     def close(self) -> None:
         """Stop listening, close every carried connection and wait for its threads (idempotent)."""
-        with self._lock:
-            if self.closed:
-                return
-            self.closed = True
-            live = list(self._live.values())
-        if self._listener is not None:
-            _shut(self._listener)
-        for sock, chan in live:
-            _shut(sock)
-            _close_chan(chan)
-        if self._acceptor is not None:
-            self._acceptor.join(5)
-        with self._lock:
-            threads = list(self._threads)
-        for t in threads:
-            t.join(5)
+        self._finalizer.detach()
+        self._core.close()
 
     def __enter__(self) -> "Forward":
         return self
@@ -153,6 +314,19 @@ class Forward:
                                f"{self.target}: {exc.strerror or exc}", host=self.host.name) from exc
         return s
 
+    def _listen_unix(self, path: str) -> socket.socket:
+        """A Unix socket at ``path``, mode 0600 before it listens: only this user (and root) connect."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.bind(path)
+            os.chmod(path, 0o600)
+            s.listen(256)
+        except OSError as exc:
+            s.close()
+            raise ConnectError(f"{self.host.name}: cannot listen on the Unix socket {path} here to forward "
+                               f"{self.target}: {exc.strerror or exc}", host=self.host.name) from exc
+        return s
+
     def _check_direct(self) -> None:
         try:
             socket.create_connection(self.address, timeout=5).close()
@@ -160,94 +334,63 @@ class Forward:
             raise ConnectError(f"{self.host.name}: nothing accepts connections at {self.target} "
                                f"({exc.strerror or exc})", host=self.host.name) from exc
 
-    def _open(self, peer: tuple[str, int] = ("127.0.0.1", 0)):
-        """A direct-tcpip channel to the target; ConnectError naming host and address."""
-        return self.host.open_channel((self.remote_host, self.remote_port), peer, OPEN_TIMEOUT_S)
 
-    def _accept(self) -> None:
-        lsock = self._listener
-        while not self.closed:
-            try:
-                conn, peer = lsock.accept()
-            except OSError:
-                if self.closed:
-                    return
-                continue
-            if self.closed:
-                conn.close()
-                return
-            t = threading.Thread(target=self._carry, args=(conn, peer), daemon=True,
-                                 name=f"kit-forward-{self.local_port}-{peer[1]}")
-            with self._lock:
-                self._threads = [x for x in self._threads if x.is_alive()]
-                self._threads.append(t)
-            t.start()
-
-    def _carry(self, conn: socket.socket, peer) -> None:
-        me = threading.current_thread()
-        chan = None
-        try:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            try:
-                chan = self._open((peer[0], peer[1]))
-            except ConnectError as exc:
-                self._failed(str(exc))
-                return
-            with self._lock:
-                if self.closed:
-                    return
-                self.connections += 1
-                self._live[id(conn)] = (conn, chan)
-            down = threading.Thread(target=_pump_down, args=(chan, conn), daemon=True, name=f"{me.name}-down")
-            down.start()
-            _pump_up(conn, chan)
-            down.join()
-        finally:
-            with self._lock:
-                self._live.pop(id(conn), None)
-            if chan is not None:
-                _close_chan(chan)
-            _shut(conn)
-
-    def _failed(self, msg: str) -> None:
-        with self._lock:
-            self.failed += 1
-            first = msg != self.last_error
-            self.last_error = msg
-        if first:
-            log.warning("%s", msg)
+def _register(host, fwd: Forward) -> None:
+    """The host knows its forwards (weakly) so that closing it closes them."""
+    with _registry_lock:
+        host.__dict__.setdefault("_kit_forwards", weakref.WeakSet()).add(fwd)
 
 
-def _pump_up(conn: socket.socket, chan) -> None:
+def close_forwards(host) -> int:
+    """Close every forward of ``host`` (its ``close()`` calls this); the number closed."""
+    with _registry_lock:
+        fwds = list(host.__dict__.get("_kit_forwards") or ())
+    n = 0
+    for f in fwds:
+        if not f.closed:
+            f.close()
+            n += 1
+    if n:
+        log.info("%s: closed with the host: %d forward(s)", host.name, n)
+    return n
+
+
+_registry_lock = threading.Lock()
+
+
+def _pump_up(conn: socket.socket, chan, local_broke: threading.Event) -> None:
     """Local client -> channel, until the client's EOF (passed on as the channel's EOF)."""
-    try:
-        while True:
+    while True:
+        try:
             data = conn.recv(CHUNK)
+        except OSError:  # the local client reset, or the socket was closed under us: this connection ends
+            local_broke.set()
+            _close_chan(chan)
+            return
+        try:
             if not data:
                 chan.shutdown_write()
                 return
             chan.sendall(data)
-    except Exception:  # noqa: BLE001 - OSError, paramiko's SSHException/EOFError: this connection ends
-        _close_chan(chan)
-
-
-def _pump_down(chan, conn: socket.socket) -> None:
-    """Channel -> local client, until the channel's EOF (passed on as the socket's write shutdown)."""
-    try:
-        while True:
-            data = chan.recv(CHUNK)
-            if not data:
-                conn.shutdown(socket.SHUT_WR)
-                return
-            conn.sendall(data)
-    except Exception:  # noqa: BLE001 - the client went away or the channel broke: end both ways
-        _shut(conn)
-        _close_chan(chan)
+        except Exception:  # noqa: BLE001 - OSError, paramiko's SSHException/EOFError: the channel broke
+            _close_chan(chan)
+            return
 
 
 def _shut(sock: socket.socket) -> None:
     try:
         sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    sock.close()
+
+
+def _abort(sock: socket.socket) -> None:
+    """End a local connection with a reset (RST, ``SO_LINGER`` 0), never a FIN: the client must not
+    take what it read for the whole reply. SHUT_RD first wakes the thread reading from it."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RD)
     except OSError:
         pass
     sock.close()

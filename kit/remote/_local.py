@@ -13,7 +13,7 @@ import shutil
 import stat as stat_mod
 import subprocess
 
-from kit.errors import RemoteError
+from kit.errors import ConnectError, RemoteError
 from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
 from kit.remote._forward import Forward
@@ -117,10 +117,13 @@ class LocalHost(Host):
         return _LocalProcess(popen)
 
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                check: bool = True) -> Forward:
+                check: bool = True, unix_socket: str | None = None) -> Forward:
         """Nothing to carry on this machine: the direct address as a :class:`~kit.remote.Forward`
         (``direct=True``, ``local_port`` ignored), so code written for SSH hosts runs unchanged.
         ``check``: ConnectError if nothing accepts connections there."""
+        if unix_socket is not None:
+            raise ConnectError(f"{self.name}: forward(unix_socket=...) carries an SSH host's port; on this "
+                               f"machine the port is reached directly", host=self.name)
         return Forward(self, remote_port, remote_host, local_port, check=check, direct=True)
 
     # --- files ------------------------------------------------------------------------------

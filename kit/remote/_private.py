@@ -9,8 +9,9 @@ user that is merely too open (never writable by others) is tightened to 0700. An
 symlink, another user's directory, a directory others could write into) is never used: the kit
 warns, naming the path and its owner, and uses a fresh ``mktemp -d`` directory instead, so a planted
 name can neither redirect nor block it. Sub-directories are made inside with mode 0700 and checked
-the same way. In the sticky ``/tmp``, nobody but the owner (and root) can rename or replace the
-directory once checked.
+the same way; one of this user's that is more open (``0755``, made by hand or an older kit) is
+tightened to 0700, since inside a 0700 directory nobody else could have made it. In the sticky
+``/tmp``, nobody but the owner (and root) can rename or replace the directory once checked.
 """
 from __future__ import annotations
 
@@ -44,6 +45,8 @@ fi
 for s in SUBS; do
   d="$d/$s"
   mkdir -m 700 -- "$d" 2>/dev/null
+  # inside a 0700 directory of this user, only this user (or root) made it: a 0755 one is tightened
+  if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = "$u" ]; then chmod 700 -- "$d"; fi
   ok "$d" || { echo "kit: $d is not a private directory of uid $u: $(stat -c '%U %a %F' -- "$d" 2>&1)" >&2; exit 1; }
 done
 printf '%s\n' "$d"

@@ -35,7 +35,7 @@ import paramiko
 from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
 from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
-from kit.remote._forward import Forward
+from kit.remote._forward import Forward, close_forwards
 from kit.remote._result import FileStat
 from kit.remote._runner import MARK_LINE, Process
 from kit.remote._ssh_config import (
@@ -255,11 +255,12 @@ class SSHHost(Host):
 
     # --- port forwarding --------------------------------------------------------------------
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                check: bool = True) -> Forward:
+                check: bool = True, unix_socket: str | None = None) -> Forward:
         """``remote_host:remote_port`` as the host sees it, reached from here through this SSH connection
         (``ssh -L``); see :class:`kit.remote.Forward`. ConnectError naming host and address if the
-        server refuses forwarding or (``check``) nothing listens there."""
-        return Forward(self, remote_port, remote_host, local_port, check=check)
+        server refuses forwarding or (``check``) nothing listens there. ``unix_socket``: listen on that
+        path (mode 0600: this user only) instead of 127.0.0.1, which any local user can reach."""
+        return Forward(self, remote_port, remote_host, local_port, check=check, unix_socket=unix_socket)
 
     def open_channel(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
         """A ``direct-tcpip`` channel to ``dest``. If the connection died (before or during the open),
@@ -286,11 +287,15 @@ class SSHHost(Host):
                 raise ConnectError(f"{what}: {_open_failure(exc.code, exc.text)}", host=self.name) from exc
             except (paramiko.SSHException, OSError, EOFError) as exc:
                 why = str(exc) or type(exc).__name__
-                if transport.is_active():
+                # an EOF is the connection ending under the open, even while paramiko's reader thread has
+                # not yet marked the transport inactive: reconnect as for a closed transport
+                if transport.is_active() and not isinstance(exc, EOFError):
                     if "Timeout" in why:
                         why = (f"the SSH server did not answer within {timeout:g} s (it may still be "
                                f"trying to connect: is {dest[0]}:{dest[1]} reachable from the host?)")
                     raise ConnectError(f"{what}: cannot open a channel: {why}", host=self.name) from exc
+                if isinstance(exc, EOFError):
+                    transport.close()   # it has ended: the next attempt must see it closed and reconnect
                 if attempt:
                     raise ConnectError(f"{what}: the SSH connection could not open a channel after "
                                        f"reconnecting ({why})", host=self.name) from exc
@@ -301,7 +306,9 @@ class SSHHost(Host):
             return self._active()
 
     def close(self) -> None:
-        """Close the connection (a later call reconnects)."""
+        """Close the connection and every forward of this host (a later command reconnects; a closed
+        forward never does: it stops listening here at once)."""
+        close_forwards(self)
         with self._lock:
             self._drop()
 

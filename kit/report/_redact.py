@@ -60,6 +60,8 @@ _NAME_RULE = re.compile(r"(?:" + _ENV_NAME + "|" + _KEY_NAME + r")" + _A + _Q + 
                         + r"\s*" + _A + _Q + r"(?P<s>[^\s\"'<>&,;)}\]\x1b\\]+)")
 _AKIA = r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}"
 _B40 = r"(?<![A-Za-z0-9/+])(?P<s>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+_LTAI = r"\bLTAI[0-9A-Za-z]{12,28}\b"  # Alibaba Cloud AccessKey id; its secret is 30 letters and digits
+_A30 = r"(?<![A-Za-z0-9])(?P<s>[A-Za-z0-9]{30})(?![A-Za-z0-9])"
 
 # Each pattern names the secret part ``s``; only that part is masked.
 _PATTERNS: list[re.Pattern[str]] = [
@@ -89,6 +91,11 @@ _PATTERNS: list[re.Pattern[str]] = [
     re.compile(r"\bsk-(?P<s>(?:proj-|ant-(?:api\d\d-)?)?[A-Za-z0-9_-]{20,})"),
     re.compile(r"\b(?P<s>xox[abposr]-[A-Za-z0-9-]{10,})"),
     re.compile(r"\b(?P<s>" + _AKIA + r")\b"),
+    re.compile(r"(?P<s>" + _LTAI + ")"),  # Alibaba Cloud AccessKey id
+    # kubeconfig: client-key-data (a base64 PEM private key), also in JSON and HTML-escaped forms
+    re.compile(r"(?i)client[-_]key[-_]data" + _Q + r"\s*[:=]\s*" + _Q + r"(?P<s>[A-Za-z0-9+/=]{16,})"),
+    # a base64-encoded PEM private key anywhere ("-----BEGIN ... PRIVATE KEY" encoded starts LS0tLS1CRUdJTi)
+    re.compile(r"(?P<s>LS0tLS1CRUdJTi[A-Za-z0-9+/]{20,}={0,2})"),
     re.compile(r"\b(?P<s>AIza[0-9A-Za-z_-]{35})"),  # Google API key
     re.compile(r"\b(?P<s>ya29\.[0-9A-Za-z_-]{20,})"),  # Google OAuth access token
     re.compile(r"\b(?P<s>(?:r8|gsk|pplx|dop_v1|doo_v1|dapi|wandb_v1)_?[A-Za-z0-9]{32,})"),  # Replicate, Groq, ...
@@ -99,13 +106,16 @@ _PATTERNS: list[re.Pattern[str]] = [
     # A bare AWS secret access key (40 chars) beside an access key id, either order, within 200 chars.
     re.compile(_AKIA + r"[\s\S]{0,200}?" + _B40),
     re.compile(_B40 + r"(?=[\s\S]{0,200}?" + _AKIA + ")"),
+    # ... and an Alibaba AccessKey secret (30 letters and digits) beside its LTAI id
+    re.compile(_LTAI + r"[\s\S]{0,200}?" + _A30),
+    re.compile(_A30 + r"(?=[\s\S]{0,200}?" + _LTAI + ")"),
     # Credentials in URLs: scheme://user:password@host (also DSNs: postgres://, redis://, mongodb+srv://)
     re.compile(r"\b[a-z][a-z0-9+.-]*://[^/\s:@\"'<>]*:(?P<s>[^/\s@\"'<>]+)@", re.I),
     # A token in a query string: ?token=..., &api_key=..., &sig=..., X-Amz-Signature=...
     re.compile(r"[?&](?:access_token|token|api_?key|key|sig|signature|X-Amz-Signature|X-Amz-Credential|"
                r"X-Amz-Security-Token|client_secret|password)=(?P<s>[^&\s\"'<>#]+)", re.I),
 ]
-_BARE_AWS = (_PATTERNS[-4], _PATTERNS[-3])
+_BARE_AWS = (_PATTERNS[-6], _PATTERNS[-5], _PATTERNS[-4], _PATTERNS[-3])
 _PATTERNS.extend(CMDLINE_RULES)  # passwords, tokens and keys typed on command lines (_redact_cmdline.py)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TAG = re.compile(r"<[^>]*>")
@@ -245,6 +255,60 @@ def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
                 yield start + a, start + b, code
 
 
+# Text tables (pandas, tabulate, markdown, ``column -t``): a secret-named cell and its value in the next
+# cell of a row (``1  API_KEY    Zq9x...``), or a secret-named column header and the cells under it.
+_CELL_SEP = r"(?:[ ]{2,}|\t|[ ]*\|[ ]*)"
+_HEADER = re.compile(r"(?m)^[ \t|]*[A-Za-z_][\w.-]*(?:" + _CELL_SEP + r"[A-Za-z_][\w.-]*)+[ \t|]*$")
+_ROW = re.compile(r"(?m)^[ \t|]*(?:[\w.-]+" + _CELL_SEP + r")?(?P<k>[A-Za-z_][\w.-]*)" + _CELL_SEP
+                  + r"(?P<s>[^\s|\"']+)[ \t|]*(?:$|" + _CELL_SEP + ")")
+_RULE_LINE = re.compile(r"[ \t|:=+-]*-{3,}[ \t|:=+-]*(?:\n|$)")
+_NOT_A_VALUE = re.compile(r"(?i)(?:none|nan|null|true|false|-+|\*+|unset|\d{1,12}(?:\.\d+)?|" + re.escape(MASK) + ")")
+
+
+def _table_spans(text: str) -> Iterator[tuple[int, int]]:
+    from kit.util import secret_name
+
+    if "  " not in text and "|" not in text and "\t" not in text:
+        return
+    for m in _ROW.finditer(text):
+        v = m.group("s")
+        if secret_name(m.group("k")) and not _NOT_A_VALUE.fullmatch(v) and not secret_name(v) \
+                and not _RULE_LINE.match(text, m.end() + 1):  # not a header ("token  auth" over a rule)
+            yield m.span("s")
+    for h in _HEADER.finditer(text):
+        cols = [c.span() for c in re.finditer(r"[^\s|]+", h.group(0)) if secret_name(c.group(0))]
+        if not cols:
+            continue
+        pipes = "|" in h.group(0)
+        ncells = len(h.group(0).split())
+        heads = [i for i, c in enumerate(re.split(r"\|", h.group(0))) if secret_name(c.strip())] if pipes else []
+        pos = h.end() + 1
+        for _ in range(500):  # the rows below, to the first blank line
+            end = text.find("\n", pos)
+            end = len(text) if end < 0 else end
+            line = text[pos:end]
+            if not line.strip() or pos > len(text) or ("|" in line) != pipes or \
+                    (not pipes and _HEADER.fullmatch(line)):
+                break  # the table ends at a blank line, another kind of line or the next header
+            if not pipes and len(line.split()) not in (ncells, ncells + 1):
+                break
+            if pipes:
+                cells, off = [], 0
+                for c in line.split("|"):
+                    cells.append((off, off + len(c)))
+                    off += len(c) + 1
+                spans = [cells[i] for i in heads if i < len(cells)]
+            else:
+                spans = [(c.start(), c.end()) for c in re.finditer(r"\S+", line)
+                         if any(c.start() < b and a < c.end() for a, b in cols)]
+            for a, b in spans:
+                v = line[a:b].strip()
+                if v and not set(v) <= set("-:=+ ") and not _NOT_A_VALUE.fullmatch(v):
+                    a += len(line[a:b]) - len(line[a:b].lstrip())
+                    yield pos + a, pos + a + len(v)
+            pos = end + 1
+
+
 def _spans(text: str) -> list[tuple[int, int, bool]]:
     """Every secret span in ``text``: (start, end, is_code). Code spans (``password=pw``) are masked
     in place but never hunted as literals elsewhere."""
@@ -284,6 +348,7 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
             spans.extend((a, b, False) for a, b in _group_spans(m) if b - a >= 8)
     spans.extend(_keyword_spans(text))
     spans.extend((a, b, False) for a, b in _entropy_spans(text))
+    spans.extend((a, b, False) for a, b in _table_spans(text))
     return spans
 
 
@@ -302,12 +367,20 @@ def _values(view: str) -> set[str]:
 
 
 def _markup_views(text: str) -> set[str]:
-    """``text`` without ANSI colour codes, and without HTML tags (entities decoded), where those differ."""
+    """``text`` without ANSI colour codes, without HTML tags (entities decoded), and with JSON-escaped line
+    breaks as lines (a table in a JSON string), where those differ."""
     views = set()
     if "\x1b" in text:
         views.add(_ANSI.sub("", text))
     if "<" in text or "&" in text:
         views.add(html.unescape(_TAG.sub("", _ANSI.sub("", text))))
+    if "\\n" in text and ("  " in text or "|" in text):  # a JSON-escaped text table: its rows, one a line
+        views.add(text.replace("\\n", "\n").replace("\\t", "\t").replace('\\"', '"'))
+        if text[:1] == '"' and text.rstrip()[-1:] == '"':
+            try:
+                views.add(str(json.loads(text)))
+            except ValueError:
+                pass
     views.discard(text)
     return views
 

@@ -52,3 +52,19 @@ def test_unreachable_server_is_one_clear_error():
         single_stream(url, requests=1, repeats=1)
     r = stream_request(url, model="m", prompt="x", max_tokens=2, timeout=2)
     assert not r.ok and "Connection" in r.error
+
+
+def test_a_stream_cut_before_done_is_a_failed_request(timed_server, tmp_path):
+    """Issue 34: a stream that ended without ``data: [DONE]`` (75 of 200 tokens, clean EOF) was ok=True.
+    It is a failed request with its reason, and counted as failed in every figure."""
+    url, _ = timed_server(ttft_ms=5, itl_ms=1, cut_after=75, cut_every=2)
+    cut = [stream_request(url, model="m", prompt="x", max_tokens=200) for _ in range(2)]
+    whole, broken = (cut[0], cut[1]) if cut[0].ok else (cut[1], cut[0])
+    assert whole.ok and whole.output_tokens == 200
+    assert not broken.ok and broken.error.startswith("IncompleteStream: ") and "[DONE]" in broken.error
+    assert "75 token chunks" in broken.error
+    res = single_stream(url, requests=4, warmup=0, repeats=1, concurrency=(1,), max_tokens=100)
+    row = res.summary()[0]
+    assert row["requests_ok"] == 2 and row["requests_failed"] == 2
+    assert sum(1 for r in res.requests if not r["ok"] and "IncompleteStream" in r["error"]) == 2
+    assert all(r["output_tokens"] == 100 for r in res.requests if r["ok"])

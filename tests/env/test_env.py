@@ -117,7 +117,9 @@ def test_version_parsers():
 
 def test_fingerprint_on_a_gpu_less_host_with_a_running_process(host, sshd):
     log = host.run(f"mktemp -p {shlex.quote(sshd.tmp)} fp.XXXXXX.log", check=True).stdout.strip()
-    job = host.spawn("sleep 60", log=log, env={"NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "8", "OTHER": "x"})
+    secret = "9f2c" * 8  # NCCL's InfiniBand key: its name is shown, its value never (issue 34)
+    job = host.spawn("sleep 60", log=log, env={"NCCL_PROTO": "LL", "NCCL_MIN_NCHANNELS": "8", "OTHER": "x",
+                                               "NCCL_IB_SECRET_KEY": secret})
     try:
         fp = fingerprint(host, pid=job.pid)
         again = fingerprint(host, pid=job.pid)
@@ -125,7 +127,8 @@ def test_fingerprint_on_a_gpu_less_host_with_a_running_process(host, sshd):
         job.stop(grace=2)
     assert isinstance(fp, Fingerprint) and fp.host == host.name
     assert fp.os and fp.kernel and fp.cpu_count and fp.cpu_count >= 1 and fp.mem_gib > 0
-    assert fp.nccl_env == {"NCCL_MIN_NCHANNELS": "8", "NCCL_PROTO": "LL"}
+    assert fp.nccl_env == {"NCCL_MIN_NCHANNELS": "8", "NCCL_PROTO": "LL", "NCCL_IB_SECRET_KEY": "***REDACTED***"}
+    assert secret not in repr(fp) + json.dumps(fp.to_dict()) + fp._repr_html_()
     assert fp.python == host.run("python3 -c 'import platform; print(platform.python_version())'").stdout.strip()
     # This machine has no GPU: those fields are None with a reason, never an exception.
     assert fp.gpus is None and fp.topology is None and "nvidia-smi not found" in fp.missing["gpus"]

@@ -296,3 +296,29 @@ def test_busy_port_fails_every_run_clearly_and_measures_nothing(tmp_path, timed_
         assert math.isnan(r["tok_s"]) and not r["significant"]
     d = tmp_path / "experiments" / "busy"
     assert not list(d.glob("*/rep*/bench.json")) and not engine_procs(marker)
+
+
+def _payloads(marker) -> list[str]:
+    t = f"touch {marker}"
+    return [f"--x$({t})", f"--x`{t}`", f"--x;{t}", f"--x && {t}", f"--x|{t}", f"--x\n{t}", f"--x'$({t})'",
+            f'--x"$({t})"', f"--x>{marker}", f"--x $({t})", f"-x;{t}", f"--x{{a,b}};{t}", f"--x\t;{t}",
+            f"--$({t})", f"--x=$({t})"]
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["dict", "papermill-json"])
+def test_flag_and_env_names_cannot_reach_the_host_shell(tmp_path, as_json):
+    """Issue 34: names were not quoted (9 of 15 payloads ran on the host). Every payload is refused by
+    name; the names that are accepted go through the host's shell as one word each."""
+    marker = tmp_path / "pwned"
+    host = kit.connect("local")
+    for p in _payloads(marker):
+        flags = {p: [None, True]}
+        with pytest.raises(ExperimentError, match="not a flag name"):
+            plan("printf '<%s>'", flags=json.dumps(flags) if as_json else flags)
+        for env in ({p.lstrip("-"): [None, "1"]}, None):
+            with pytest.raises(ExperimentError, match="environment variable name"):
+                plan("true", env if env else None, env={p.lstrip("-"): "1"} if env is None else None)
+    assert not marker.exists()
+    ok = plan("printf '<%s>'", flags={"--a.b_c-d": [None, "x y"], "-tp": [False, True]}, mode="grid")
+    out = host.run(ok[-1]["cmd"], timeout=30).stdout
+    assert out == "<--a.b_c-d><x y><-tp>"

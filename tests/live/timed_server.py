@@ -13,6 +13,7 @@ reported as ``usage.prompt_tokens_details.cached_tokens`` and its TTFT cut in pr
 serves at most N requests at once (the rest wait: a server of known capacity); ``--head-ms`` delays
 the response headers; ``--warm-requests K --warm-factor F`` makes the first K requests' TTFT F times
 longer (a cold server); ``/metrics`` serves Prometheus counters and gauges of what it did.
+``--cut-after N`` closes the connection after N tokens without ``[DONE]`` (on every ``--cut-every``-th request).
 
 The truth: with ``--truth FILE`` each finished request appends one JSON line with the times (seconds
 after the request arrived) at which each token chunk was written and flushed, measured in this
@@ -51,6 +52,8 @@ def parse_args(argv=None):
     p.add_argument("--warm-requests", type=int, default=0)
     p.add_argument("--warm-factor", type=float, default=1.0)
     p.add_argument("--full-prompts", action="store_true")
+    p.add_argument("--cut-after", type=int, default=0, help="close the connection after N tokens, no [DONE]")
+    p.add_argument("--cut-every", type=int, default=1, help="... on every M-th request only")
     p.add_argument("--truth", default="")
     p.add_argument("--seed", type=int, default=1)
     return p.parse_args(argv)
@@ -147,6 +150,11 @@ def admit(args, state: dict, lock, prompt: str, words: list[str]) -> tuple:
         return state["rid"], cached, hit, share, state["rng"].random()
 
 
+def _cut(args, rid: int, n: int) -> int:
+    """How many of ``n`` tokens request ``rid`` gets before its connection is closed (``--cut-after``)."""
+    return min(n, args.cut_after) if args.cut_after and rid % args.cut_every == 0 else n
+
+
 def make_handler(args):
     lock = threading.Lock()
     state = {"rid": 0, "seen": set(), "seen_words": [], "rng": random.Random(args.seed), "running": 0,
@@ -220,7 +228,7 @@ def make_handler(args):
             sent = []
             oid = f"cmpl-{rid}"
             try:
-                for i, t in enumerate(due):
+                for i, t in enumerate(due[:_cut(args, rid, len(due))]):
                     left = arrival + t - time.perf_counter()
                     if left > 0:
                         time.sleep(left)
@@ -229,6 +237,8 @@ def make_handler(args):
                     sent.append(time.perf_counter() - arrival)
                     with lock:
                         state["tokens"] += 1
+                if len(sent) < len(due):  # cut: the engine (or a proxy) closes mid-reply, a clean EOF
+                    return
                 if (body.get("stream_options") or {}).get("include_usage"):
                     usage = usage_of(args, len(words), max_tokens, hit, n_reason)
                     self._sse({"id": oid, "object": "chunk", "model": args.model, "choices": [], "usage": usage})

@@ -13,7 +13,7 @@ import pytest
 
 import kit.profile
 from kit.errors import RemoteError, TraceError
-from kit.profile._remote import build_reader, reader_files, split_spec
+from kit.profile._remote import build_reader, ensure_reader, reader_files, split_spec
 
 pytestmark = [pytest.mark.ssh]
 
@@ -127,6 +127,22 @@ def test_remote_errors_name_host_and_file(host, remote_dir):
         kit.profile.load(f"{remote_dir}/nothing*.json", host=host)
     with pytest.raises(RemoteError, match="not found on the host"):
         kit.profile.load(bad, host=host, python="no-such-python3")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "edit"])
+def test_a_corrupted_reader_on_the_host_is_sent_again(host, remote_dir, damage):
+    """Issue 34: a ``kit-reader-*.pyz`` cut short or edited on the host was trusted for ever (by name):
+    its SHA-256 is checked against the reader built here and a bad copy replaced."""
+    remote, _ = ensure_reader(host)
+    name, data = build_reader()
+    cut = data[: len(data) // 2] if damage == "truncate" else data[:-40] + b"x" * 40
+    Path(remote).write_bytes(cut)  # the fixture's host is this machine
+    again, pushed = ensure_reader(host)
+    assert again == remote and pushed == len(data) and Path(remote).read_bytes() == data
+    assert ensure_reader(host) == (remote, 0)
+    trace = Path(__file__).parent.parent / "data" / "traces" / "cpu_eager" / "trace.json.gz"
+    Path(remote).write_bytes(cut)
+    assert len(kit.profile.load(_copy_to_host([trace], remote_dir), host=host, cache=False).kernels) > 0
 
 
 def test_reader_is_the_kits_own_source_and_stdlib_only():

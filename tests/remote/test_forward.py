@@ -249,6 +249,136 @@ def test_forward_survives_a_dropped_connection(sshd):
     assert not _forward_threads()
 
 
+@contextlib.contextmanager
+def _local_timed(itl_ms: float = 5, ttft_ms: float = 5):
+    """The timed server on this machine (the sshd fixture's host is this machine); its port."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(TIMED), "--port", str(port), "--itl-ms", f"{itl_ms:g}",
+                             "--ttft-ms", f"{ttft_ms:g}"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert "listening" in proc.stdout.readline()
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _post(tokens: int) -> bytes:
+    body = ('{"model": "timed-model", "prompt": "x", "max_tokens": %d, "stream": true}' % tokens).encode()
+    return (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)) + body
+
+
+def test_a_dead_ssh_connection_resets_the_local_connection(sshd, caplog):
+    """Issue 34: the SSH connection under a forward died mid-reply and the client read a clean EOF (a cut
+    stream looked complete). Now the local connection is reset (RST), the loss is logged and counted,
+    and kit.bench records the request as failed (IncompleteStream); a clean reply still ends with FIN."""
+    with _local_timed(itl_ms=10) as port, sshd.connect() as host, host.forward(port) as fwd:
+        with socket.create_connection(fwd.address, timeout=30) as c:  # a whole reply: a clean end
+            c.sendall(_post(3))
+            got = b""
+            while chunk := c.recv(65536):
+                got += chunk
+            assert got.rstrip().endswith(b"data: [DONE]")
+        with caplog.at_level(logging.WARNING, logger="kit.remote"), \
+                socket.create_connection(fwd.address, timeout=30) as c:
+            c.sendall(_post(2000))
+            got = b""
+            while got.count(b"data: ") < 20:
+                got += c.recv(65536)
+            assert sshd.drop_connections() >= 1
+            with pytest.raises(ConnectionResetError):
+                while c.recv(65536):
+                    pass
+        assert fwd.lost == 1 and "SSH connection lost" in fwd.last_error
+        assert any("SSH connection lost" in r.getMessage() for r in caplog.records)
+        r = [None]
+        t = threading.Thread(target=lambda: r.__setitem__(0, _stream(fwd.url, 2000)))
+        t.start()
+        deadline = time.monotonic() + 30
+        while fwd.active == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(2.0)  # well into a 20 s reply (2000 tokens, 10 ms apart): its headers and tokens came
+        sshd.drop_connections()
+        t.join(60)
+        assert not r[0].ok and r[0].error.startswith("IncompleteStream: "), r[0].error
+    assert not _forward_threads()
+
+
+def test_a_client_that_goes_away_is_not_a_lost_ssh_connection(sshd, caplog):
+    """The other side of the RST rule: a local client that hangs up mid-reply is not logged as a lost
+    SSH connection, and the forward carries the next request."""
+    import struct
+
+    with _local_timed(itl_ms=10) as port, sshd.connect() as host, host.forward(port) as fwd, \
+            caplog.at_level(logging.WARNING, logger="kit.remote"):
+        for linger in (False, True):  # a FIN, then a reset
+            c = socket.create_connection(fwd.address, timeout=30)
+            c.sendall(_post(2000))
+            got = b""
+            while got.count(b"data: ") < 5:
+                got += c.recv(65536)
+            if linger:
+                c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+            deadline = time.monotonic() + 30
+            while fwd.active and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert fwd.active == 0
+        assert fwd.lost == 0 and not [r for r in caplog.records if "SSH connection lost" in r.getMessage()]
+        assert _stream(fwd.url, 3).ok
+    assert not _forward_threads()
+
+
+def test_a_forward_ends_with_its_object_and_with_its_host(sshd):
+    """Issue 34: a forward whose object was dropped kept listening; after host.close() it still served
+    and re-opened the closed SSH connection."""
+    import gc
+
+    with _local_timed() as port:
+        host = sshd.connect()
+        fwd = host.forward(port)
+        addr = fwd.address
+        assert _stream(fwd.url, 2).ok
+        del fwd
+        gc.collect()
+        assert _refused(addr) and not _forward_threads()
+        fwd = host.forward(port)
+        assert _stream(fwd.url, 2).ok
+        host.close()
+        assert fwd.closed and _refused(fwd.address) and not _forward_threads()
+        assert host._client is None and host.reconnects == 0  # nothing re-opened the connection
+        with pytest.raises(ConnectError, match="closed"):
+            fwd._core.open()
+        assert host._client is None
+        with host.forward(port) as again:  # the host itself is usable again: a new forward reconnects
+            assert _stream(again.url, 2).ok
+        host.close()
+    assert not _forward_threads()
+
+
+def test_a_forward_on_a_unix_socket_is_this_users_only(sshd, tmp_path):
+    """The per-user option: a Unix socket of mode 0600 instead of a TCP port any local user can reach."""
+    import stat
+
+    path = str(tmp_path / "engine.sock")
+    with _local_timed() as port, sshd.connect() as host, host.forward(port, unix_socket=path) as fwd:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and fwd.address == path
+        assert fwd.url.startswith("http+unix://")
+        with socket.socket(socket.AF_UNIX) as c:
+            c.settimeout(30)
+            c.connect(path)
+            c.sendall(_post(3))
+            got = b""
+            while chunk := c.recv(65536):
+                got += chunk
+        assert got.startswith(b"HTTP/1.1 200") and got.rstrip().endswith(b"data: [DONE]")
+    assert not os.path.exists(path) and not _forward_threads()
+
+
 def test_forward_through_a_proxyjump_bastion(sshd, hidden, tmp_path):
     """The GPU host is reached through a bastion (ProxyJump): the forward rides the GPU host's own
     connection (itself a channel of the bastion's), and chunks still arrive one at a time."""
@@ -471,6 +601,20 @@ def test_private_dir_is_0700_and_per_user(sshd):
             host.private_dir("../etc")
     local = kit.connect("local").private_dir("x")
     assert local == f"/tmp/kit-{os.getuid()}/x" and oct(os.stat(local).st_mode & 0o777) == "0o700"
+
+
+def test_private_dir_tightens_a_0755_sub_directory_of_the_user(sshd):
+    """Issue 34: a sub-directory of the user's own private directory made 0755 (by hand, an older kit,
+    a umask) made private_dir fail outright; it is this user's, inside a 0700 directory: tightened."""
+    sub = f"sub{uuid.uuid4().hex[:8]}"
+    with sshd.connect() as host:
+        top = host.private_dir()
+        host.run(f"mkdir -m 755 {top}/{sub} && mkdir -m 755 {top}/{sub}/inner", check=True)
+    with sshd.connect() as host:  # a fresh host object: nothing cached
+        d = host.private_dir(f"{sub}/inner")
+        assert d == f"{top}/{sub}/inner"
+        assert host.run(f"stat -c %a {top}/{sub} {d}").stdout.split() == ["700", "700"]
+        host.run(f"rm -rf {top}/{sub}", check=True)
 
 
 @pytest.mark.skipif(not AS_ROOT, reason="planting another user's symlink and directory needs root (a second user)")

@@ -45,6 +45,9 @@ HF = "hf_" + _s(34)
 NVAPI = "nvapi-" + _s(64, _AN + "-_")
 PASSWORD = "Tr0ub4dor-" + _lower(8)
 NCCL_KEY = _hex(32)
+LTAI = "LTAI5t" + _s(18)
+_KUBE_KEY = base64.b64encode(("-----BEGIN RSA PRIVATE KEY-----\n" + _b64(64) + "\n-----END RSA PRIVATE KEY-----\n")
+                             .encode()).decode()
 
 _pems = {k: _pem(k) for k in ("RSA", "OPENSSH", "EC", "ENCRYPTED", "")}
 _pgp_body = _b64(64)
@@ -151,6 +154,18 @@ CREDENTIALS: list[tuple[str, str, str]] = [
     ("HF_TOKEN in a traceback message", f"RuntimeError: probe failed with HF_TOKEN={(t := 'hf_' + _s(34))}", t),
     ("bare hf_ token", f"login with {(t := 'hf_' + _s(34))}", t),
     ("quoted high-entropy key", f'cfg = {{"endpoint": "gpu-node", "k": "{(t := _s(40))}"}}', t),
+    # issue 34: Alibaba Cloud keys, kubeconfig client keys, secrets printed only as cells of a text table
+    ("Alibaba AccessKey id", f"using access key {LTAI} for oss://bench-traces", LTAI),
+    ("Alibaba AccessKey secret beside its id", f"| {LTAI} | {(t := _s(30))} | cn-hangzhou |", t),
+    ("kubeconfig client-key-data", f"users:\n- name: admin\n  user:\n    client-certificate-data: {_b64(60)}\n"
+                                   f"    client-key-data: {(t := _KUBE_KEY)}", t),
+    ("base64 PEM private key", f"key={_KUBE_KEY}", _KUBE_KEY),
+    ("secret as a pandas column", f"    user        password  port\n0  bench  {(t := PASSWORD + 'q')}  5432\n"
+                                  f"1  admin  {PASSWORD}z  5433", t),
+    ("secret as a table row", f"            name                        value\n0        HF_HOME                     "
+                              f"/data/hf\n1        API_KEY  {(t := _lower(6) + _s(18))}", t),
+    ("secret in a markdown table", f"| host | api_key | model |\n|---|---|---|\n| gpu-node | {(t := _s(22))} | m |",
+     t),
 ]
 
 _b64text = base64.b64encode(json.dumps({"step": 12, "phase": "decode", "batch": [1, 2, 4]}).encode()).decode()
@@ -205,4 +220,9 @@ DECOYS: list[str] = [
     f"torch 2.5.1+cu124 git_version {_hex(40)}",
     "deepgemm: fp8_gemm_nt_kernel<128, 128, 64, 4, 8, 1, false>",
     "aten::scaled_dot_product_attention, aten::_flash_attention_forward",
+    # tables whose secret-sounding columns hold counts, flags or nothing
+    "   step  tokens  token  max_tokens\n0     1     128    108         512\n1     2     256    109         512",
+    "           name     value\n0    max_tokens       128\n1  disable_auth      True\n2       api_key      None",
+    "| rank | token | auth |\n|---|---|---|\n| 0 | 12 | - |",
+    f"client-certificate-data: {_b64(60)}",
 ]
