@@ -74,8 +74,14 @@ def layers_of(c: np.ndarray) -> LayerGuess:
     p, a, e, agree = _period(c)
     if p == 0 or (e - a) // p < 2:
         return LayerGuess(0, "not found", "no repeated kernel sequence in the step")
-    motif = c[a:a + MOTIF]
-    hits = [i for i in range(n - MOTIF + 1) if (c[i:i + MOTIF] == motif).all()]
+    grams = np.lib.stride_tricks.sliding_window_view(c, MOTIF)
+    need = max(2, (e - a) // p)
+    hits: list = []
+    for o in range(p):   # the first kernels of the layer that recur at least once per repeated layer
+        hits = np.flatnonzero((grams == c[a + o:a + o + MOTIF]).all(1)).tolist()
+        if len(hits) >= need:
+            a += o
+            break
     per = max(1, sum(1 for h in hits if a <= h < a + p))
     groups = [hits[i:i + per] for i in range(0, len(hits) - per + 1, per)]
     if len(groups) < 2:

@@ -20,8 +20,8 @@ kernels of one layer and module takes that layer and module (``placed='neighbour
 Scores: per step, the Dice share of matched kernels (2 x matched / (target + reference kernels)),
 and per layer the same within each reference layer. A step or a layer under ``MIN_SCORE`` is
 ``unplaced`` with the reason; so is a kernel with no counterpart. A reference whose alignment leaves
-more than ``REFUSE_SHARE`` of the target kernel time unmatched, or whose layer count differs from the
-target's (found by repetition), is refused: one warning line with the share, nothing placed.
+more than ``REFUSE_SHARE`` of the target kernel time unmatched, an overall score under ``REFUSE_SCORE``, or
+a layer count other than the target's (found by repetition, where sure) is refused: one warning line with the share, nothing placed.
 
 Without a reference, ``find_layers`` finds the layer boundaries from the repetition of the kernel
 sequence alone (``_layers.py``).
@@ -38,7 +38,8 @@ import pandas as pd
 from kit.profile._columns import strings
 
 MIN_SCORE = 0.8      # a step or layer aligned worse than this is unplaced
-REFUSE_SHARE = 0.35  # more target kernel time unmatched than this: the reference is another program
+REFUSE_SHARE = 0.2   # more target kernel time unmatched than this: the reference is another program
+REFUSE_SCORE = 0.9   # or an alignment score (matched share of both sides' kernels) under this
 GAP = -1.0
 TIERS = (0.5, 1.5, 2.0)  # kind, canonical name, exact name
 MISMATCH = -2.5          # worse than two gaps: unrelated kernels are not paired
@@ -283,14 +284,18 @@ def _ref_layers(reference: pd.DataFrame) -> int:
     return int(len(np.unique(lay[lay >= 0])))
 
 
-def _refusal(dur: np.ndarray, matched: np.ndarray, n_ref_layers: int, found) -> str | None:
+def _refusal(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame, n_ref_layers: int, found) -> str | None:
+    """Why the reference is another program, or None: too little of the target's kernel time aligned,
+    an alignment score (both sides' kernels) under ``REFUSE_SCORE``, or another layer count."""
     tot = float(dur.sum())
     miss = float(dur[~matched].sum()) / tot if tot > 0 else 1.0
-    if miss > REFUSE_SHARE:
-        return f"{100 * miss:.1f}% of kernel time could not be aligned"
+    n = steps["kernels"].sum() + steps["ref_kernels"].sum()
+    score = 2 * steps["matched"].sum() / n if n else 0.0
+    said = f"{100 * miss:.1f}% of kernel time not aligned, alignment score {score:.2f}"
+    if miss > REFUSE_SHARE or score < REFUSE_SCORE:
+        return said
     if n_ref_layers and found is not None and found.confidence == "high" and found.layers != n_ref_layers:
-        return (f"the target repeats {found.layers} layers, the reference {n_ref_layers} "
-                f"({100 * miss:.1f}% of kernel time not aligned)")
+        return f"the target repeats {found.layers} layers, the reference has {n_ref_layers} ({said})"
     return None
 
 
@@ -326,7 +331,7 @@ def place(profile, reference, label: str | None = None) -> Placement:
     ref_row, steps = match(t, r, phase)
     dur = t["dur_us"].to_numpy(float)
     consider = np.ones(len(t), bool) if phase is None else (t["phase"].astype(str) == phase).to_numpy()
-    why = _refusal(dur[consider], (ref_row >= 0)[consider], _ref_layers(r), find_layers(profile))
+    why = _refusal(dur[consider], (ref_row >= 0)[consider], steps, _ref_layers(r), find_layers(profile))
     if why:
         pl = Placement(label, float(steps["score"].mean()) if len(steps) else 0.0, 0.0, 1.0, steps,
                        pd.DataFrame(), {}, refused=why)
