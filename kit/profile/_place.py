@@ -21,7 +21,8 @@ Scores: per step, the Dice share of matched kernels (2 x matched / (target + ref
 and per layer the same within each reference layer. A step or a layer under ``MIN_SCORE`` is
 ``unplaced`` with the reason; so is a kernel with no counterpart. A reference whose alignment leaves
 more than ``REFUSE_SHARE`` of the target kernel time unmatched, an overall score under ``REFUSE_SCORE``, or
-a layer count other than the target's (found by repetition, where sure) is refused: one warning line with the share, nothing placed.
+a layer count other than the target's (found by repetition, where sure) is refused: one warning line
+with the share, nothing placed.
 
 Without a reference, ``find_layers`` finds the layer boundaries from the repetition of the kernel
 sequence alone (``_layers.py``).
@@ -325,7 +326,8 @@ def place(profile, reference, label: str | None = None) -> Placement:
     from kit.profile._layers import find_layers
 
     t, r = profile.kernels, reference.kernels
-    label = label or ", ".join(os.path.basename(f) for f in reference.files)
+    label = label or ", ".join(os.path.join(os.path.basename(os.path.dirname(f)), os.path.basename(f))
+                               for f in reference.files)
     phase = "decode" if (t["phase"].astype(str) == "decode").any() and (r["phase"].astype(str) == "decode").any() \
         else None
     ref_row, steps = match(t, r, phase)
