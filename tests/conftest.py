@@ -104,6 +104,9 @@ SLOW = (
     "tests/profile/test_attribution_cases.py::test_cli_check_attribution",
     # the attribution matrices: every recorded model twin, every trace with and without the prefilter
     "tests/profile/test_attribution_twins.py", "tests/profile/test_prefilter.py",
+    # placement by alignment: every twin and every recorded graph pair, with the CLI
+    "tests/profile/test_place.py::test_eager_without_stack", "tests/profile/test_place.py::test_layers_by_repetition",
+    "tests/profile/test_place.py::test_cli_reference", "tests/profile/test_place_graph.py",
 )
 
 
