@@ -97,8 +97,12 @@ class Codes:
         return out
 
 
+MAX_CELLS = 64_000_000  # one alignment's traceback matrix (bytes); a longer pair is left unplaced, said
+
+
 def scores(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Similarity matrix (len(a) x len(b)) of two code arrays."""
+    """Similarity of each ``a`` code row with each ``b`` row (``len(a) x len(b)``; ``a`` may be one row)."""
+    a = np.atleast_2d(a)
     s = np.full((len(a), len(b)), MISMATCH, np.float32)
     for tier, w in enumerate(TIERS):
         s[a[:, tier][:, None] == b[:, tier][None, :]] = w
@@ -107,17 +111,19 @@ def scores(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def align(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Global alignment of code arrays ``a`` (target) and ``b`` (reference): for each ``a`` kernel the
-    index of its ``b`` counterpart, or -1 (a gap). Row by row: the diagonal and vertical moves are one
-    vector operation; the horizontal gap chain is ``max_k(cand[k] + GAP*(j-k))``, a running maximum."""
+    index of its ``b`` counterpart, or -1 (a gap). Row by row, scores computed per row (memory: one
+    int8 traceback matrix): the diagonal and vertical moves are one vector operation; the horizontal gap
+    chain is ``max_k(cand[k] + GAP*(j-k))``, a running maximum. Pairs over ``MAX_CELLS``: all -2."""
     n, m = len(a), len(b)
     if n == 0 or m == 0:
         return np.full(n, -1, np.int64)
-    s = scores(a, b)
+    if n * (m + 1) > MAX_CELLS:
+        return np.full(n, -2, np.int64)
     idx = np.arange(m + 1, dtype=np.float32)
     prev = GAP * idx
     ptr = np.zeros((n, m + 1), np.int8)   # 0 diagonal, 1 up (gap in b), 2 left (gap in a)
     for i in range(n):
-        diag = prev[:-1] + s[i]
+        diag = prev[:-1] + scores(a[i], b)[0]
         up = prev[1:] + GAP
         best = np.maximum(diag, up)
         cand = np.concatenate(([GAP * (i + 1)], best))
@@ -128,12 +134,10 @@ def align(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         prev = row
     out = np.full(n, -1, np.int64)
     i, j = n, m
-    while i > 0:
-        if j == 0:
-            break
+    while i > 0 and j > 0:
         p = ptr[i - 1, j]
         if p == 0:
-            if s[i - 1, j - 1] > MISMATCH:
+            if (a[i - 1] == b[j - 1]).any():   # a mismatch is never a counterpart
                 out[i - 1] = j - 1
             i, j = i - 1, j - 1
         elif p == 1:
@@ -212,6 +216,7 @@ class _Aligner:
     def __init__(self, t_codes: np.ndarray, r_codes: np.ndarray) -> None:
         self.t, self.r = t_codes, r_codes
         self.memo: dict = {}
+        self.too_long = 0
 
     def pair(self, tpos: np.ndarray, rpos: np.ndarray) -> np.ndarray:
         key = (self.t[tpos, 2].tobytes(), rpos.tobytes())
@@ -223,9 +228,12 @@ class _Aligner:
 
     def stream(self, tpos: np.ndarray, ref: dict) -> tuple[np.ndarray, int]:
         """Best reference stream for one target stream: (reference rows per target kernel, -1 gap)."""
-        best, best_n = None, -1
+        best, best_n = np.full(len(tpos), -1, np.int64), -1
         for rpos in sorted(ref.values(), key=lambda v: abs(len(v) - len(tpos))):
             m = self.pair(tpos, rpos)
+            if (m == -2).all() and len(m):
+                self.too_long += len(tpos)
+                continue
             n = int((m >= 0).sum())
             if n > best_n:
                 best, best_n = np.where(m >= 0, rpos[np.maximum(m, 0)], -1), n
