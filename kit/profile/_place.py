@@ -357,9 +357,11 @@ def place(profile, reference, label: str | None = None) -> Placement:
     state, reason, score = _gate(t, src, ref_row, nb, consider, steps, layers, rl)
     _write(t, r, src, ref_row, state, reason, score)
     pl = _summarise(label, t, dur, consider, steps, layers, state, reason)
+    note = f"kernels {pl.provenance}: layer, module, op and category of {100 * pl.placed_share:.1f}% of kernel time"
     if pl.unplaced_share > 0.005:
-        profile.warnings.append(f"{100 * pl.unplaced_share:.1f}% of kernel time not placed by the reference {label}: "
-                                + "; ".join(f"{k} {100 * v:.1f}%" for k, v in pl.reasons.items()))
+        note += (f"; {100 * pl.unplaced_share:.1f}% of kernel time not placed by the reference: "
+                 + "; ".join(f"{k} {100 * v:.1f}%" for k, v in pl.reasons.items()))
+    profile.warnings.append(note)
     profile.meta["placement"] = pl
     return pl
 

@@ -104,7 +104,7 @@ def test_a_scrambled_step_is_unplaced_with_its_reason():
     share = float(k.loc[un, "dur_us"].sum() / k["dur_us"].sum())
     assert abs(pl.unplaced_share - share) < 1e-9 and 0.1 < share < 0.25
     assert any("step aligned" in r for r in pl.reasons)
-    assert any("not placed by the reference" in w for w in p.warnings)
+    assert any("not placed by the reference" in w and "placed by alignment with" in w for w in p.warnings)
 
 
 def test_align_gaps_and_name_tiers():
