@@ -55,7 +55,7 @@ def _period(c: np.ndarray) -> tuple[int, int, int, float]:
     top = rates.max()
     if top < 0.3:
         return 0, 0, 0, float(top)
-    p = int(np.flatnonzero(rates >= 0.9 * top)[0])
+    p = int(np.flatnonzero(rates >= 0.75 * top)[0])
     eq = c[:-p] == c[p:]
     # the longest run of agreement, bridging isolated disagreements (a data-dependent kernel)
     ok = eq.copy()
