@@ -131,12 +131,12 @@ class Decode:
         self.after()
 
 
-def pair(out, name, timer, dev, steps, eager_fn, replay_fn, after, extra, ref_only=False):
-    """Record ``<name>_ref`` (eager, with stack) and, unless ``ref_only``, ``<name>_graph`` (replay)."""
+def pair(out, name, timer, dev, steps, eager_fn, replay_fn, after, extra, ref_only=False, ref_name=None):
+    """Record ``<name>_ref`` (eager, with stack; or ``ref_name``) and, unless ``ref_only``, ``<name>_graph``."""
     def ref():
         eager_fn()
         after()
-    H.record(out, f"{name}_ref", ref, timer, dev, steps, **STACK, extra={**extra, "role": "reference"})
+    H.record(out, ref_name or f"{name}_ref", ref, timer, dev, steps, **STACK, extra={**extra, "role": "reference"})
     if ref_only:
         return
     replay = replay_fn()
@@ -159,9 +159,10 @@ def sc_hf(key, dev, out, timer, steps, bs=4, static=True, experts=None, name=Non
     pair(out, name, timer, dev, steps, d.forward, lambda: capture(d.forward, dev), d.after, extra)
     if ref_bs:
         d3 = Decode(model, cfg, dev, ref_bs, static)
-        pair(out, f"{name}_ref_bs{ref_bs}", timer, dev, steps, d3.forward, None, d3.after,
+        pair(out, name, timer, dev, steps, d3.forward, None, d3.after,
              {**extra, "batch": ref_bs, "what": f"the eager reference at batch {ref_bs} (the graph of batch "
-                                                f"{bs} serves it, padded)"}, ref_only=True)
+                                                f"{bs} serves it, padded)"}, ref_only=True,
+             ref_name=f"{name}_ref_bs{ref_bs}")
     del model
     if dev.type == "cuda":
         torch.cuda.empty_cache()
