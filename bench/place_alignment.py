@@ -70,9 +70,9 @@ def pairs() -> list[str]:
     out.append("")
     if big:
         ratio = big[5] / big[4]
+        met = "met" if ratio <= 0.5 else "not met"
         out.append(f"- Target: alignment at most 0.5x the cold load of the pair on the largest pair "
-                   f"({big[0]} vs {big[1]}, {big[2]:.2f} MB): {ratio:.2f}x — **{'met' if ratio <= 0.5 else 'not met'}**; "
-                   f"worst pair {worst:.2f}x.")
+                   f"({big[0]} vs {big[1]}, {big[2]:.2f} MB): {ratio:.2f}x — **{met}**; worst pair {worst:.2f}x.")
     return out
 
 

@@ -3,10 +3,12 @@ recorded without ``with_stack``) take the layer, module, op and category of thei
 reference run of the same model and configuration.
 
 Each target step is aligned with one reference step, stream by stream, in launch order (start order
-on a stream): a global alignment with gaps (Needleman-Wunsch, linear gap cost, one numpy row at a
-time: the horizontal gap chain is a running maximum) over a kernel-name similarity in tiers: the
-same name; the same name once template arguments, parameter lists and numbers (tile sizes, split-K,
-SM) are stripped; the same kind (GEMM, attention, elementwise, reduction ...); else a mismatch.
+on a stream; beside the busiest stream, the others are merged in start order, since a graph replays
+a forked branch on streams of its own): a global alignment with gaps (Needleman-Wunsch, linear gap
+cost, one numpy row at a time: the horizontal gap chain is a running maximum) over a kernel-name
+similarity in tiers: the same name; the same name once template arguments, parameter lists and
+numbers (tile sizes, split-K, SM) are stripped; the same kind (GEMM, attention, elementwise,
+reduction ...); else a mismatch.
 Kernels on one side only (memcpy/memset, metadata, a split-K reduction) become gaps. Graph replays
 repeat one sequence per step and eager decode steps repeat theirs, so each distinct pair of
 sequences is aligned once (memoised), and a step's cost is a lookup.
@@ -152,7 +154,8 @@ class Placement:
     """What alignment with a reference placed: ``score`` (Dice share of matched kernels over all
     steps), ``placed_share`` / ``unplaced_share`` of target kernel time, ``steps`` (per step: score,
     kernels, matched), ``layers`` (per layer: score, kernel time), ``reasons`` (unplaced kernel time per
-    reason), ``refused`` (why the reference was refused, or None)."""
+    reason), ``refused`` (why the reference was refused, or None), ``layers_from`` (the reference's
+    module frames, or its repetition where it has none: a compiled reference)."""
 
     reference: str
     score: float
@@ -162,6 +165,7 @@ class Placement:
     layers: pd.DataFrame
     reasons: dict = field(default_factory=dict)
     refused: str | None = None
+    layers_from: str = "the reference's module frames"
 
     @property
     def provenance(self) -> str:
@@ -172,7 +176,8 @@ class Placement:
             return f"Placement(reference={self.reference}, refused: {self.refused})"
         why = "; ".join(f"{k} {100 * v:.1f}%" for k, v in self.reasons.items())
         return (f"Placement(reference={self.reference}, score={self.score:.3f}, placed {100 * self.placed_share:.1f}% "
-                f"of kernel time, unplaced {100 * self.unplaced_share:.1f}%{': ' + why if why else ''})")
+                f"of kernel time, unplaced {100 * self.unplaced_share:.1f}%{': ' + why if why else ''}; "
+                f"layers from {self.layers_from})")
 
 
 _TAKE = ("layer", "module", "block", "layer_kind")
@@ -195,6 +200,12 @@ def _sequences(k: pd.DataFrame, phase: str | None) -> dict:
     for chunk in np.split(np.arange(len(pos)), cut):
         r, st, sm = keys[chunk[0]]
         out.setdefault((int(r), int(st)), {})[int(sm)] = pos[chunk]
+    start = k["start_us"].to_numpy(float)
+    for key, streams in out.items():
+        if len(streams) > 2:   # the busiest stream, and the others merged in start order: a graph replays a
+            main = max(streams, key=lambda s: len(streams[s]))   # forked branch on streams of its own
+            rest = np.concatenate([v for s, v in streams.items() if s != main])
+            out[key] = {main: streams[main], -1: rest[np.argsort(start[rest], kind="stable")]}
     return out
 
 
@@ -338,6 +349,11 @@ def place(profile, reference, label: str | None = None) -> Placement:
                                for f in reference.files)
     phase = "decode" if (t["phase"].astype(str) == "decode").any() and (r["phase"].astype(str) == "decode").any() \
         else None
+    layers_from = "the reference's module frames"
+    if not (r["layer"].to_numpy() >= 0).any():   # a compiled or stack-less reference: its layers by repetition
+        g = find_layers(reference, assign=True)
+        layers_from = (f"repetition in the reference ({g.layers} layers, confidence {g.confidence})" if g.layers
+                       else f"nowhere: none in the reference ({g.how})")
     ref_row, steps = match(t, r, phase)
     dur = t["dur_us"].to_numpy(float)
     consider = np.ones(len(t), bool) if phase is None else (t["phase"].astype(str) == phase).to_numpy()
@@ -357,6 +373,7 @@ def place(profile, reference, label: str | None = None) -> Placement:
     state, reason, score = _gate(t, src, ref_row, nb, consider, steps, layers, rl)
     _write(t, r, src, ref_row, state, reason, score)
     pl = _summarise(label, t, dur, consider, steps, layers, state, reason)
+    pl.layers_from = layers_from
     note = f"kernels {pl.provenance}: layer, module, op and category of {100 * pl.placed_share:.1f}% of kernel time"
     if pl.unplaced_share > 0.005:
         note += (f"; {100 * pl.unplaced_share:.1f}% of kernel time not placed by the reference: "
