@@ -16,7 +16,8 @@ KIT = ROOT / "kit"
 PUBLIC_API = {
     'kit.session': ['Captures', 'Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'StepTimes', 'caption', 'open', 'provenance_of'],
     'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'server', 'session', 'source'],
-    'kit.live': ['Experiment', 'PHASES', 'Server', 'experiment', 'plan', 'server'],
+    'kit.live': ['Experiment', 'PHASES', 'ReferenceCommand', 'Server', 'experiment', 'plan', 'reference_command',
+                 'server'],
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'LoadResult', 'RequestTiming', 'list_models', 'load_test', 'make_prompts', 'mean_ci', 'single_stream', 'stream_request', 'sweep', 'welch'],
     'kit.remote': ['Fetched', 'FileStat', 'Forward', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
     'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'evaluate', 'find', 'grep', 'module_path', 'slice'],
