@@ -123,12 +123,13 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
         if len(gpu):
             idx = _assign_by_time(kt, gpu["ts"].to_numpy(float), (gpu["ts"] + gpu["dur"]).to_numpy(float))
             source = f"annotation:{fam}:gpu"
-        if len(cpu) and (idx is None or (len(cpu) == len(gpu) and (idx < 0).any())):
-            # GPU copies of the ranges can miss kernels (torch.compile'd steps: the GPU range covers only
-            # the last eager kernels); the CPU ranges place each kernel by its launch: use them where
-            # they place more
+        timed = not ((kt == 0) & (kend == 0)).any()
+        if len(cpu) and (idx is None or (timed and len(cpu) == len(gpu) and (idx < 0).any())):
+            # GPU copies of the ranges can miss most kernels (torch.compile'd steps: the GPU range covers
+            # only the last eager kernels); the CPU ranges place each kernel by its launch: use them where
+            # they place at least twice as many
             by_cpu = _by_launch(k, launches, kt, cpu)
-            if idx is None or (by_cpu >= 0).sum() > (idx >= 0).sum():
+            if idx is None or (by_cpu >= 0).sum() >= 2 * max(1, (idx >= 0).sum()):
                 idx, use, source = by_cpu, cpu, f"annotation:{fam}:cpu"
         starts = use["ts"].to_numpy(float)
         ends = starts + use["dur"].to_numpy(float)
