@@ -83,3 +83,15 @@ def test_another_models_reference_refused():
     assert p.placement.refused
     assert sum("refused" in w for w in p.warnings) == 1
     assert p.summary().layers.empty
+
+
+def test_compare_by_op_and_module_with_a_reference_per_side():
+    """The graph run compared with the eager run: by op and by module once the replay is placed; not
+    before (a replay links no kernel to an op)."""
+    ref = _load("place_llama_ref")
+    bare = profile.compare(ref, _load("place_llama_graph"), labels=("eager", "graph"))
+    placed = profile.compare(ref, _load("place_llama_graph", reference=ref), labels=("eager", "graph"))
+    assert bare.by_module is None or not len(bare.by_module)
+    assert placed.by_module is not None and "LlamaAttention" in set(placed.by_module.iloc[:, 0].astype(str))
+    assert placed.by_op is not None and len(placed.by_op)
+    assert any("placed by alignment with" in w for w in placed.warnings)
