@@ -29,7 +29,8 @@ TRACES = ROOT / "tests" / "data" / "traces"
 REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))
 PAIRS = [("hf_llama_plain", "hf_llama_stack"), ("hf_qwen3next_plain", "hf_qwen3next_stack"),
          ("place_llama_graph", "place_llama_ref"), ("place_mixtral_graph", "place_mixtral_ref"),
-         ("place_compiled_graph", "place_compiled_ref"), ("place_piecewise_graph", "place_piecewise_ref")]
+         ("place_granitehybrid_graph", "place_granitehybrid_ref"), ("place_compiled_graph", "place_compiled_ref"),
+         ("place_twostream_graph", "place_twostream_ref")]
 
 
 def log(msg: str) -> None:

@@ -105,15 +105,22 @@ def _main_sequences(k: pd.DataFrame) -> tuple[dict, np.ndarray]:
     """(rank, step) -> the row positions of its busiest stream in start order; and the name codes."""
     names = strings(k["name"])
     _, codes = np.unique(names, return_inverse=True)
-    use = k["step"].to_numpy() >= 0
-    if (k["phase"].astype(str) == "decode").any():
-        use &= (k["phase"].astype(str) == "decode").to_numpy()
-    out = {}
-    sub = k[use]
-    for (r, s), g in sub.groupby(["rank", "step"], sort=True):
-        st = g["stream"].value_counts().idxmax()
-        g = g[g["stream"] == st].sort_values("start_us")
-        out[(int(r), int(s))] = k.index.get_indexer(g.index)
+    rank, step, stream = k["rank"].to_numpy(), k["step"].to_numpy(), k["stream"].to_numpy()
+    use = step >= 0
+    ph = strings(k["phase"])
+    if (ph == "decode").any():
+        use &= ph == "decode"
+    pos = np.flatnonzero(use)
+    pos = pos[np.lexsort((k["start_us"].to_numpy(float)[pos], stream[pos], step[pos], rank[pos]))]
+    out: dict = {}
+    if not len(pos):
+        return out, codes
+    key = np.stack([rank[pos], step[pos], stream[pos]], 1)
+    cut = np.flatnonzero((key[1:] != key[:-1]).any(1)) + 1
+    for chunk in np.split(pos, cut):
+        r, s = int(rank[chunk[0]]), int(step[chunk[0]])
+        if len(chunk) > len(out.get((r, s), ())):
+            out[(r, s)] = chunk
     return out, codes
 
 

@@ -321,20 +321,26 @@ def _refusal(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame, n_ref_la
 
 def _layer_scores(t: pd.DataFrame, ref: pd.DataFrame, ref_row: np.ndarray, src: np.ndarray,
                   steps: pd.DataFrame) -> pd.DataFrame:
-    """Per (step, layer): reference kernels of the layer, target kernels given it, those matched; Dice."""
+    """Per (rank, step, layer): reference kernels of the layer, target kernels given it, those matched; Dice."""
     rl = ref["layer"].to_numpy()
-    step = t["step"].to_numpy()
-    rank = t["rank"].to_numpy()
     layer_of = np.where(src >= 0, rl[np.maximum(src, 0)], -1)
-    got = pd.DataFrame({"rank": rank, "step": step, "layer": layer_of, "matched": ref_row >= 0,
-                        "time_us": t["dur_us"].to_numpy(float)})
-    got = got[got["layer"] >= 0].groupby(["rank", "step", "layer"]).agg(
-        kernels=("matched", "size"), matched=("matched", "sum"), time_us=("time_us", "sum")).reset_index()
-    per_ref = pd.Series(rl[rl >= 0]).value_counts()
-    n_ref_steps = max(1, int(ref.loc[ref["layer"] >= 0, "step"].nunique()))
-    got["ref_kernels"] = got["layer"].map(per_ref / n_ref_steps).fillna(0).round().astype(int)
-    got["score"] = 2 * got["matched"] / (got["kernels"] + got["ref_kernels"]).clip(lower=1)
-    return got
+    sel = layer_of >= 0
+    cols = ["rank", "step", "layer", "kernels", "matched", "time_us", "ref_kernels", "score"]
+    if not sel.any():
+        return pd.DataFrame(columns=cols)
+    keys = np.stack([t["rank"].to_numpy()[sel], t["step"].to_numpy()[sel], layer_of[sel]], 1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    kernels = np.bincount(inv, minlength=len(uniq))
+    matched = np.bincount(inv, weights=(ref_row >= 0)[sel].astype(float), minlength=len(uniq)).astype(int)
+    time_us = np.bincount(inv, weights=t["dur_us"].to_numpy(float)[sel], minlength=len(uniq))
+    lays, per = np.unique(rl[rl >= 0], return_counts=True)
+    n_ref_steps = max(1, len(np.unique(ref["step"].to_numpy()[rl >= 0])))
+    per_ref = dict(zip(lays.tolist(), np.round(per / n_ref_steps).astype(int).tolist()))
+    ref_k = np.array([per_ref.get(int(x), 0) for x in uniq[:, 2]], dtype=int)
+    return pd.DataFrame({"rank": uniq[:, 0], "step": uniq[:, 1], "layer": uniq[:, 2], "kernels": kernels,
+                         "matched": matched, "time_us": time_us, "ref_kernels": ref_k,
+                         "score": 2 * matched / np.maximum(kernels + ref_k, 1)})
 
 
 def place(profile, reference, label: str | None = None) -> Placement:
