@@ -227,7 +227,7 @@ class _Aligner:
     def __init__(self, t_codes: np.ndarray, r_codes: np.ndarray) -> None:
         self.t, self.r = t_codes, r_codes
         self.memo: dict = {}
-        self.too_long = 0
+        self.too_long: set = set()   # target rows in a pair too long to align
 
     def pair(self, tpos: np.ndarray, rpos: np.ndarray) -> np.ndarray:
         key = (self.t[tpos, 2].tobytes(), rpos.tobytes())
@@ -243,7 +243,7 @@ class _Aligner:
         for rpos in sorted(ref.values(), key=lambda v: abs(len(v) - len(tpos))):
             m = self.pair(tpos, rpos)
             if (m == -2).all() and len(m):
-                self.too_long += len(tpos)
+                self.too_long.update(tpos.tolist())
                 continue
             n = int((m >= 0).sum())
             if n > best_n:
@@ -254,8 +254,8 @@ class _Aligner:
 
 
 def match(target: pd.DataFrame, reference: pd.DataFrame, phase: str | None = None) -> tuple[np.ndarray, pd.DataFrame]:
-    """Each target kernel's reference row (-1: none) and a table per target step (rank, step, kernels,
-    reference kernels, matched, score)."""
+    """Each target kernel's reference row (-1: none; -2: its stream was too long to align, ``MAX_CELLS``)
+    and a table per target step (rank, step, kernels, reference kernels, matched, score)."""
     codes = Codes()
     tn = strings(target["name"])
     rn = strings(reference["name"])
@@ -276,6 +276,9 @@ def match(target: pd.DataFrame, reference: pd.DataFrame, phase: str | None = Non
             ref_row[tpos] = got
             matched += n
         rows.append((rank, step, n_t, n_r, matched, 2 * matched / (n_t + n_r) if n_t + n_r else 0.0))
+    long_rows = np.array(sorted(aligner.too_long), dtype=np.int64)
+    if len(long_rows):
+        ref_row[long_rows[ref_row[long_rows] < 0]] = -2
     return ref_row, pd.DataFrame(rows, columns=["rank", "step", "kernels", "ref_kernels", "matched", "score"])
 
 
@@ -364,6 +367,9 @@ def place(profile, reference, label: str | None = None) -> Placement:
     dur = t["dur_us"].to_numpy(float)
     consider = np.ones(len(t), bool) if phase is None else (t["phase"].astype(str) == phase).to_numpy()
     why = _refusal(dur[consider], (ref_row >= 0)[consider], steps, _ref_layers(r), find_layers(profile))
+    n_long = int((ref_row == -2).sum())
+    if why and n_long:
+        why += f"; {n_long:,} kernels in streams too long to align (over {MAX_CELLS:,} cells)"
     if why:
         pl = Placement(label, float(steps["score"].mean()) if len(steps) else 0.0, 0.0, 1.0, steps,
                        pd.DataFrame(), {}, refused=why)
@@ -394,6 +400,7 @@ def _gate(t, src, ref_row, nb, consider, steps, layers, rl):
     n = len(t)
     state = np.where(ref_row >= 0, "aligned", np.where(nb >= 0, "neighbours", "unplaced")).astype(object)
     reason = np.where(src < 0, "no counterpart in the reference", None).astype(object)
+    reason[ref_row == -2] = f"stream too long to align (over {MAX_CELLS:,} cells)"
     key = pd.MultiIndex.from_arrays([t["rank"].to_numpy(), t["step"].to_numpy()])
     sscore = pd.Series(steps["score"].to_numpy(), index=pd.MultiIndex.from_frame(steps[["rank", "step"]]))
     score = sscore.reindex(key).to_numpy(float)

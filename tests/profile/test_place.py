@@ -151,3 +151,9 @@ def test_cli_reference_and_by_layer():
     out = subprocess.run(kit + [str(_trace("hf_llama_plain")), "--reference", str(_trace("hf_qwen3_stack")),
                                 "--no-cache"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "refused" in out.stdout and "Traceback" not in out.stderr
+
+
+def test_a_stream_too_long_to_align_is_said(monkeypatch):
+    monkeypatch.setattr(_place, "MAX_CELLS", 1000)
+    p = profile.load(_trace("hf_llama_plain"), reference=profile.load(_trace("hf_llama_stack")))
+    assert p.placement.refused and "too long to align" in p.placement.refused

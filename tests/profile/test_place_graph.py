@@ -65,6 +65,8 @@ def test_graph_replay_placed(target, ref):
     assert len(pl.steps) == p.kernels["step"].nunique() and (pl.steps["score"] > 0.8).all()
     assert np.array_equal(p.kernels["dur_us"].to_numpy(), bare.kernels["dur_us"].to_numpy())
     assert "placed by alignment with" in pl.provenance
+    ev = p.summary().evidence.set_index("decided_by")["share_of_kernel"]
+    assert ev.get("reference", 0) >= 0.9   # the categories now come from the reference, and say so
 
 
 @pytest.mark.parametrize("target,ref", PAIRS)
