@@ -97,3 +97,11 @@ def test_compare_by_op_and_module_with_a_reference_per_side():
     assert placed.by_module is not None and "LlamaAttention" in set(placed.by_module.iloc[:, 0].astype(str))
     assert placed.by_op is not None and len(placed.by_op)
     assert any("placed by alignment with" in w for w in placed.warnings)
+
+
+def test_check_reads_placed_kernels_as_linked():
+    """kit profile check: the op and module views of a replay are unusable bare, usable once placed."""
+    ref = _load("place_llama_ref")
+    bare, placed = _load("place_llama_graph").health(), _load("place_llama_graph", reference=ref).health()
+    assert bare.status("op_view") == "unreliable" and bare.status("module_view") == "unreliable"
+    assert placed.status("op_view") == "usable" and placed.status("module_view") == "usable"
