@@ -119,6 +119,9 @@ SLOW = (
     "tests/profile/test_hostile_traces.py::test_a_gzip_bomb", "tests/profile/test_hostile_traces.py::test_a_lone",
     "tests/report/test_secrets_kit_outputs.py::test_cli_outputs",
     "tests/remote/test_forward.py::test_a_dead_ssh_connection",
+    # placement by alignment: every twin and every recorded graph pair, with the CLI
+    "tests/profile/test_place.py::test_eager_without_stack", "tests/profile/test_place.py::test_layers_by_repetition",
+    "tests/profile/test_place.py::test_cli_reference", "tests/profile/test_place_graph.py",
 )
 
 

@@ -35,6 +35,8 @@ def register_check(psub) -> None:
     c.add_argument("traces", nargs="+", metavar="TRACE", help="one trace file per rank")
     c.add_argument("--json", action="store_true", help="print Profile.health() as JSON")
     c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
+    c.add_argument("--reference", nargs="+", metavar="REF",
+                   help="a run of the same model and configuration with CPU ops: places graph-replayed kernels")
     c.set_defaults(func=_check)
 
 
@@ -57,7 +59,10 @@ def _audit(args) -> int:
 def _check(args) -> int:
     from kit import profile
 
-    h = profile.load(args.traces, cache=not args.no_cache).health()
+    p = profile.load(args.traces, cache=not args.no_cache, reference=getattr(args, "reference", None))
+    h = p.health()
+    if p.placement is not None and not args.json:
+        print(repr(p.placement))
     if args.json:
         json.dump(h.to_dict(), sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")

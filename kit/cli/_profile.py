@@ -1,10 +1,10 @@
 """``kit profile summary`` (registered by ``kit.cli``).
 
     kit profile summary TRACE... [--json] [--phase decode|prefill|all] [--rules FILE] [--top N] [--no-cache]
-                                 [--by category|module|layer] [--check-attribution]
+                                 [--by category|module|layer] [--check-attribution] [--reference REF...]
 
     kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
-                        [--step-ms A_MS B_MS] [--no-cache]
+                        [--step-ms A_MS B_MS] [--no-cache] [--reference-a REF] [--reference-b REF]
 
     kit profile diff A_TRACE B_TRACE [--basis kernel|wall] [--settings A_LOG B_LOG] [--json]
 
@@ -30,7 +30,12 @@ attention, ssm, moe, mlp) of traces recorded with module frames. ``--check-attri
 the traces again from their CPU ops alone (module and function frames left out) and prints how much
 kernel time gets the same category and each category's share both ways (JSON: ``check_attribution``
 with ``agreement``, ``categories`` [{"category", "with_frames", "without_frames", "difference"}],
-``moves``, ``undecided_without``, ``warnings``).
+``moves``, ``undecided_without``, ``warnings``). ``--reference REF...`` (summary, check; compare:
+``--reference-a``/``--reference-b``, one per side) places the kernels of graph replays and traces
+without stack by alignment with a run of the same model and configuration (``kit.profile.load(...,
+reference=)``): the text output adds the placement line (score, placed and unplaced shares, or why the
+reference was refused), JSON a ``placement`` object. ``--by layer`` on a trace with no layers (no
+module frames, no reference) finds them by repetition of the kernel sequence and says how sure.
 """
 from __future__ import annotations
 
@@ -53,6 +58,9 @@ def register(subparsers) -> None:
     s.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
     s.add_argument("--by", choices=("category", "module", "layer"), default="category",
                    help="module: kernel time per module class; layer: per layer index (traces with module frames)")
+    s.add_argument("--reference", nargs="+", metavar="REF",
+                   help="a run of the same model and configuration with CPU ops (ideally with_stack): places "
+                        "graph-replayed kernels and kernels of traces without stack by alignment")
     s.add_argument("--check-attribution", action="store_true",
                    help="also attribute without the Python frames and report how much kernel time agrees "
                         "(traces recorded with with_stack=True)")
@@ -82,9 +90,11 @@ def _summary(args) -> int:
     with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile
 
-        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending)
-    s = p.summary(args.phase, top=args.top)
+        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
+                         reference=getattr(args, "reference", None))
     by = getattr(args, "by", "category")
+    found = p.find_layers() if by == "layer" and not (p.kernels["layer"] >= 0).any() else None
+    s = p.summary(args.phase, top=args.top)
     check = None
     if getattr(args, "check_attribution", False):
         check = profile.check_attribution(args.traces, rules=args.rules, phase=args.phase, cache=not args.no_cache)
@@ -92,6 +102,10 @@ def _summary(args) -> int:
         d = s.to_dict()
         if check is not None:
             d["check_attribution"] = check.to_dict()
+        if p.placement is not None:
+            d["placement"] = placement_dict(p.placement)
+        if found is not None:
+            d["layers_found"] = {"layers": found.layers, "confidence": found.confidence, "how": found.how}
         if by != "category":
             t = s.modules if by == "module" else s.layers
             d["modules" if by == "module" else "layers"] = [
@@ -100,11 +114,17 @@ def _summary(args) -> int:
         json.dump(d, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
+    if p.placement is not None:
+        print(p.placement.provenance if not p.placement.refused else repr(p.placement))
+    if found is not None:
+        print(f"layers by repetition of the kernel sequence (no module frames, no reference): {found!r}")
     if by != "category":
         rc = _print_modules(s, by)
         if check is not None:
             print(repr(check))
         return rc
+    if p.placement is not None:
+        print(repr(p.placement))
     print(repr(s))
     if len(s.top):
         print("top kernels:")
@@ -130,6 +150,9 @@ def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
         elif t == "--labels" and i + 2 < len(tokens):
             args.labels = tokens[i + 1:i + 3]
             i += 2
+        elif t in ("--reference-a", "--reference-b") and i + 1 < len(tokens):
+            setattr(args, t[2:].replace("-", "_"), tokens[i + 1])
+            i += 1
         elif t == "--step-ms" and i + 2 < len(tokens):
             args.step_ms = [float(tokens[i + 1]), float(tokens[i + 2])]
             i += 2
@@ -156,8 +179,8 @@ def _compare(args) -> int:
         print(f"kit profile compare: --phase must be decode, prefill or all, not {args.phase!r}", file=sys.stderr)
         return 2
     try:
-        pa = profile.load(ab[0], cache=not args.no_cache)
-        pb = profile.load(ab[1], cache=not args.no_cache)
+        pa = profile.load(ab[0], cache=not args.no_cache, reference=getattr(args, "reference_a", None))
+        pb = profile.load(ab[1], cache=not args.no_cache, reference=getattr(args, "reference_b", None))
         cmp = profile.compare(pa, pb, phase=args.phase, labels=tuple(args.labels) if args.labels else None,
                               step_ms=tuple(args.step_ms) if args.step_ms else None,
                               measured_source="--step-ms" if args.step_ms else None)
@@ -168,8 +191,21 @@ def _compare(args) -> int:
         json.dump(cmp.to_dict(), sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
+        for side, p in (("A", pa), ("B", pb)):
+            if p.placement is not None:
+                print(f"{side}: {p.placement!r}")
         print(repr(cmp))
     return 0
+
+
+def placement_dict(pl) -> dict:
+    """A placement as JSON: reference, score, shares, reasons, refused, per-layer scores."""
+    layers = [] if pl.layers is None or not len(pl.layers) else [
+        {"layer": int(r.layer), "score": round(float(r.score), 4), "time_us": round(float(r.time_us), 3)}
+        for r in pl.layers.itertuples()]
+    return {"reference": pl.reference, "score": round(pl.score, 4), "placed_share": round(pl.placed_share, 4),
+            "unplaced_share": round(pl.unplaced_share, 4), "reasons": {k: round(v, 4) for k, v in pl.reasons.items()},
+            "refused": pl.refused, "provenance": pl.provenance if not pl.refused else None, "layers": layers}
 
 
 def _print_modules(s, by: str) -> int:

@@ -22,13 +22,17 @@ Files:
 - ``_engine.py``: the engine's identity on the host: tags, port holders, leftovers, the SIGTERM guard
 - ``_experiment.py``: plan (the variants), run order, experiment() and Experiment: run, resume, statistics, plot
 - ``_reach.py``: where this machine reaches the engine: its URL, or a forward over the host's SSH connection
+- ``_reference.py``: ``reference_command(engine, cmd)``: the graph-off command of a serving run, recorded
+  beside a graph profile as the reference that places its kernels (``kit.profile.load(..., reference=)``),
+  with the mode used and a warning when it is another program (vLLM ``--enforce-eager``)
 """
 from __future__ import annotations
 
 from kit.live._experiment import Experiment, experiment, plan
+from kit.live._reference import ReferenceCommand, reference_command
 from kit.live._server import PHASES, Server, server
 from kit.util import publish
 
-__all__ = ["PHASES", "Experiment", "Server", "experiment", "plan", "server"]
+__all__ = ["PHASES", "Experiment", "ReferenceCommand", "Server", "experiment", "plan", "reference_command", "server"]
 
 publish(globals(), __all__)

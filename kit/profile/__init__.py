@@ -69,6 +69,10 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
 - ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
   (the ``input_dims`` the reader kept for each kernel's launching op)
 - ``_health.py``: ``Profile.health()``: capture mode and per-metric trust (usable / degraded / unreliable)
+- ``_place.py``: ``load(trace, reference=REF)``: graph-replayed kernels and kernels of traces without
+  stack take their counterpart's layer, module, op and category by aligning each step's kernel sequence
+  with the reference's; scores per step and layer, unplaced share with its reason, refusal of another program
+- ``_layers.py``: ``Profile.find_layers()``: layer boundaries from the repetition of the kernel sequence
 """
 from __future__ import annotations
 

@@ -50,8 +50,9 @@ def _warn(msg: str, *args) -> None:
 
     logging.getLogger("kit.profile").warning(msg, *args)
 
-PARSER_VERSION = "6"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept;
-# 5: op shapes, runtime calls kept, out-of-range values dropped; 6: Arrow IPC files instead of parquet
+PARSER_VERSION = "7"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept;
+# 5: op shapes, runtime calls kept, out-of-range values dropped; 6: Arrow IPC files instead of parquet;
+# 7: steps from CPU ranges where their GPU copies miss kernels (_windows)
 _TABLES = ("kernels", "annotations", "launches", "frames", "comms")
 
 

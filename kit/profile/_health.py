@@ -136,7 +136,9 @@ def capture_facts(p) -> dict:
             return float("nan")
         return float(dur[mask].sum() / total)
 
-    op_linked = share((launch != "") & ~graph)
+    # kernels placed by alignment with a reference run (_place.py) count as linked: they carry its op
+    placed = (k["placed"].astype(str).to_numpy() == "aligned") if n and "placed" in k else np.zeros(n, bool)
+    op_linked = share(((launch != "") & ~graph) | placed)
     module = k["module"].astype(object).to_numpy() if n else np.zeros(0, object)
     mod_mask = np.array([m is not None and m == m and str(m) not in ("", "(no module)") for m in module], bool)
     module_linked = share(mod_mask)

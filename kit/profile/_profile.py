@@ -33,7 +33,7 @@ def default_rules() -> list[Rule]:
 
 
 def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: str = "python3",
-         prefetched: Prefetch | None = None) -> "Profile":
+         prefetched: Prefetch | None = None, reference=None) -> "Profile":
     """Read trace files (one per rank) into a :class:`Profile`.
 
     ``paths``: a file or a list of files (Kineto JSON/gzip — detected by magic bytes — nsys stats
@@ -46,6 +46,10 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
     ``python`` and only the raw tables come back (``_remote.py``); the Profile is the same.
     ``prefetched``: the parses :func:`kit.profile.prefetch` started for these paths (the CLI starts
     them before pandas is imported).
+    ``reference``: a run of the same model and configuration with CPU ops, ideally ``with_stack=True``
+    (trace paths or a :class:`Profile`): kernels without placement (CUDA-graph replays, traces without
+    stack) take their counterpart's layer, module, op and category by alignment (``_place.py``;
+    ``Profile.placement`` says what was placed, with its score, and what was not).
     """
     if not isinstance(paths, (str, os.PathLike)):
         paths = list(paths)
@@ -61,8 +65,15 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
             raise TraceError("no trace files given")
         files = [str(p) for p in plist]
         d = _load.load(plist, rule_list, cache, prefetched)
-    return Profile(files, d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rule_list,
+    prof = Profile(files, d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rule_list,
                    d["comms"], d["runtime"])
+    if reference is not None:
+        from kit.profile._place import place
+
+        ref = reference if isinstance(reference, Profile) else load(reference, rules=rules, cache=cache, host=host,
+                                                                     python=python)
+        place(prof, ref)
+    return prof
 
 
 def _expand(paths) -> list[Path]:
@@ -143,6 +154,23 @@ class Profile:
         from kit.profile._health import health
 
         return health(self)
+
+    @property
+    def placement(self):
+        """What ``load(..., reference=REF)`` placed (``_place.Placement``: score, placed and unplaced
+        shares, per step and per layer), or None without a reference."""
+        return self.meta.get("placement")
+
+    def find_layers(self, assign: bool = True):
+        """Layer boundaries from the repetition of the kernel sequence alone (``_layers.py``), for
+        traces with no module frames and no reference; ``assign`` writes ``layer``/``layer_kind`` into
+        the kernels that have none, so ``modules(by='layer')`` works. Returns the ``LayerGuess``
+        (layers found, confidence, how), also ``meta['layers_found']``."""
+        from kit.profile._layers import find_layers
+
+        g = find_layers(self, assign=assign)
+        self.meta["layers_found"] = g
+        return g
 
     def modules(self, by: str = "module") -> pd.DataFrame:
         """Kernel time per module class (``by='module'``: layer child and innermost module; ``'block'``:

@@ -79,6 +79,30 @@ def _assign_by_time(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     return np.where(ok, i, -1)
 
 
+def _outermost(use: pd.DataFrame) -> pd.DataFrame:
+    """Markers in time order, nested ones of the same family dropped (the outermost kept)."""
+    use = use.sort_values("ts").drop_duplicates(["name", "ts"])
+    keep, last_end = [], -np.inf
+    for ts, dur in zip(use["ts"].to_numpy(), use["dur"].to_numpy()):
+        keep.append(ts >= last_end)
+        if ts >= last_end:
+            last_end = ts + dur
+    return use[np.array(keep, dtype=bool)]
+
+
+def _by_launch(k: pd.DataFrame, launches: pd.DataFrame, kt: np.ndarray, use: pd.DataFrame) -> np.ndarray:
+    """Each kernel's CPU range by the time of its launch (by GPU time where no launch was recorded)."""
+    starts = use["ts"].to_numpy(float)
+    ends = starts + use["dur"].to_numpy(float)
+    corr_ts = dict(zip(launches["correlation"].to_numpy(), launches["ts"].to_numpy(float))) if len(launches) else {}
+    lt = np.array([corr_ts.get(c, np.nan) for c in k["correlation"].to_numpy()], dtype=float)
+    idx = _assign_by_time(np.where(np.isnan(lt), -np.inf, lt), starts, ends)
+    miss = np.isnan(lt)
+    if miss.any():
+        idx[miss] = _assign_by_time(kt[miss], starts, ends)
+    return idx
+
+
 def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
     """For one rank: (step index per kernel (-1 none), phase per kernel, steps table)."""
     n = len(k)
@@ -93,30 +117,22 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
     rows = []
     if markers is not None and n:
         fam, sel = markers
-        gpu = sel[sel["side"] == "gpu"]
-        use = gpu if len(gpu) else sel[sel["side"] == "cpu"]
-        use = use.sort_values("ts").drop_duplicates(["name", "ts"])
-        # drop nested markers of the same family (keep outermost)
-        keep, last_end = [], -np.inf
-        for ts, dur in zip(use["ts"].to_numpy(), use["dur"].to_numpy()):
-            keep.append(ts >= last_end)
-            if ts >= last_end:
-                last_end = ts + dur
-        use = use[np.array(keep, dtype=bool)]
+        gpu = _outermost(sel[sel["side"] == "gpu"])
+        cpu = _outermost(sel[sel["side"] == "cpu"])
+        idx, use, source = None, gpu, None
+        if len(gpu):
+            idx = _assign_by_time(kt, gpu["ts"].to_numpy(float), (gpu["ts"] + gpu["dur"]).to_numpy(float))
+            source = f"annotation:{fam}:gpu"
+        timed = not ((kt == 0) & (kend == 0)).any()
+        if len(cpu) and (idx is None or (timed and len(cpu) == len(gpu) and (idx < 0).any())):
+            # GPU copies of the ranges can miss most kernels (torch.compile'd steps: the GPU range covers
+            # only the last eager kernels); the CPU ranges place each kernel by its launch: use them where
+            # they place at least twice as many
+            by_cpu = _by_launch(k, launches, kt, cpu)
+            if idx is None or (by_cpu >= 0).sum() >= 2 * max(1, (idx >= 0).sum()):
+                idx, use, source = by_cpu, cpu, f"annotation:{fam}:cpu"
         starts = use["ts"].to_numpy(float)
         ends = starts + use["dur"].to_numpy(float)
-        if len(gpu):
-            idx = _assign_by_time(kt, starts, ends)
-            source = f"annotation:{fam}:gpu"
-        else:
-            corr_ts = dict(zip(launches["correlation"].to_numpy(), launches["ts"].to_numpy(float))) if len(launches) else {}
-            lt = np.array([corr_ts.get(c, np.nan) for c in k["correlation"].to_numpy()], dtype=float)
-            idx = _assign_by_time(np.where(np.isnan(lt), -np.inf, lt), starts, ends)
-            # kernels without a launch record: place by GPU time
-            miss = np.isnan(lt)
-            if miss.any():
-                idx[miss] = _assign_by_time(kt[miss], starts, ends)
-            source = f"annotation:{fam}:cpu"
         names = use["name"].to_numpy()
         phases = use["phase"].to_numpy()
         step = idx.astype(np.int64)

@@ -26,6 +26,12 @@ from tests.conftest import TEST_DATA
 
 TRACES = TEST_DATA / "traces"
 SCENARIOS = sorted(p.name for p in TRACES.iterdir() if (p / "trace.json.gz").is_file())
+# known defect, found by issue 32's piecewise fixture: a step of graph pieces with eager attention between
+# them is called a graph replay, so its step time "usable", though the eager part's launches are stretched
+# by the profiler (0.73 ms profiled vs 0.43 ms unprofiled)
+KNOWN = {"place_piecewise_graph": "piecewise graph step: eager launches between the pieces inflated by the profiler"}
+SCENARIOS = [pytest.param(s, marks=pytest.mark.xfail(reason=KNOWN[s], strict=True)) if s in KNOWN else s
+             for s in SCENARIOS]
 TOL = 0.15
 
 

@@ -1,0 +1,469 @@
+"""Placement by alignment: the kernels of a trace without CPU placement (CUDA-graph replays, traces
+recorded without ``with_stack``) take the layer, module, op and category of their counterpart in a
+reference run of the same model and configuration.
+
+Each target step is aligned with one reference step, stream by stream, in launch order (start order
+on a stream; beside the busiest stream, the others are merged in start order, since a graph replays
+a forked branch on streams of its own): a global alignment with gaps (Needleman-Wunsch, linear gap
+cost, one numpy row at a time: the horizontal gap chain is a running maximum) over a kernel-name
+similarity in tiers: the same name; the same name once template arguments, parameter lists and
+numbers (tile sizes, split-K, SM) are stripped; the same kind (GEMM, attention, elementwise,
+reduction ...); else a mismatch.
+Kernels on one side only (memcpy/memset, metadata, a split-K reduction) become gaps. Graph replays
+repeat one sequence per step and eager decode steps repeat theirs, so each distinct pair of
+sequences is aligned once (memoised), and a step's cost is a lookup.
+
+A target kernel matched to a reference kernel is ``placed``: it takes the reference kernel's
+``layer``, ``module``, ``block``, ``layer_kind``, its ``op``/``op_top`` where it has none, and its
+category (``decided_by='reference'``) unless its own evidence is sure (a user rule, a collective, a
+kernel that can only be one thing). It keeps its own duration. A kernel in a gap between two placed
+kernels of one layer and module takes that layer and module (``placed='neighbours'``), not an op.
+
+Scores: per step, the Dice share of matched kernels (2 x matched / (target + reference kernels)),
+and per layer the same within each reference layer. A step or a layer under ``MIN_SCORE`` is
+``unplaced`` with the reason; so is a kernel with no counterpart. A reference whose alignment leaves
+more than ``REFUSE_SHARE`` of the target kernel time unmatched, an overall score under ``REFUSE_SCORE``, or
+a layer count other than the target's (found by repetition, where sure) is refused: one warning line
+with the share, nothing placed.
+
+Without a reference, ``find_layers`` finds the layer boundaries from the repetition of the kernel
+sequence alone (``_layers.py``).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from kit.profile._columns import strings
+
+MIN_SCORE = 0.8      # a step or layer aligned worse than this is unplaced
+REFUSE_SHARE = 0.2   # more target kernel time unmatched than this: the reference is another program
+REFUSE_SCORE = 0.9   # or an alignment score (matched share of both sides' kernels) under this
+GAP = -1.0
+TIERS = (0.5, 1.5, 2.0)  # kind, canonical name, exact name
+MISMATCH = -2.5          # worse than two gaps: unrelated kernels are not paired
+SURE = ("user rule", "collective arg", "kernel name (sure)")
+_TEMPLATE = re.compile(r"<[^<>]*>")
+_PARAMS = re.compile(r"\([^()]*\)")
+_NUM = re.compile(r"\d+")
+_KINDS = (("memcpy", re.compile(r"(?i)memcpy")), ("memset", re.compile(r"(?i)memset")),
+          ("comm", re.compile(r"(?i)nccl|all_?reduce|allgather|reduce_scatter")),
+          ("attention", re.compile(r"(?i)attention|attn|fmha|flash|sdpa|mha_")),
+          ("gemm", re.compile(r"(?i)gemm|gemv|nvjet|cutlass|xmma|splitk|cublas|matmul|_mm_|bmm|grouped_mm|sm\d+_")),
+          ("triton", re.compile(r"^triton_")), ("reduce", re.compile(r"(?i)reduce|softmax|norm")),
+          ("elementwise", re.compile(r"(?i)elementwise|vectorized|unrolled")))
+
+
+def canonical(name: str) -> str:
+    """A kernel name without template arguments, parameter lists, ``void`` and numbers: GEMM tile
+    sizes, split-K and SM variants of one kernel read the same."""
+    s = name
+    for _ in range(12):
+        t = _TEMPLATE.sub("", s)
+        if t == s:
+            break
+        s = t
+    s = _PARAMS.sub("", s).replace("void ", "").strip()
+    return _NUM.sub("#", s)
+
+
+def kind(name: str) -> str:
+    """The coarse kind of a kernel by its name (the last similarity tier)."""
+    c = canonical(name)
+    for k, rx in _KINDS:
+        if rx.search(c):
+            return k
+    return c.rsplit("::", 1)[-1][:24]
+
+
+class Codes:
+    """Integer codes of kernel names at the three tiers, shared by target and reference."""
+
+    def __init__(self) -> None:
+        self.maps: tuple[dict, dict, dict] = ({}, {}, {})
+        self.memo: dict[str, tuple[int, int, int]] = {}
+
+    def of(self, names: np.ndarray) -> np.ndarray:
+        out = np.empty((len(names), 3), np.int64)
+        for i, n in enumerate(names):
+            got = self.memo.get(n)
+            if got is None:
+                keys = (kind(n), canonical(n), n)
+                got = tuple(m.setdefault(k, len(m)) for m, k in zip(self.maps, keys))
+                self.memo[n] = got
+            out[i] = got
+        return out
+
+
+MAX_CELLS = 64_000_000  # one alignment's traceback matrix (bytes); a longer pair is left unplaced, said
+
+
+def scores(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Similarity of each ``a`` code row with each ``b`` row (``len(a) x len(b)``; ``a`` may be one row)."""
+    a = np.atleast_2d(a)
+    s = np.full((len(a), len(b)), MISMATCH, np.float32)
+    for tier, w in enumerate(TIERS):
+        s[a[:, tier][:, None] == b[:, tier][None, :]] = w
+    return s
+
+
+def align(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Global alignment of code arrays ``a`` (target) and ``b`` (reference): for each ``a`` kernel the
+    index of its ``b`` counterpart, or -1 (a gap). Row by row, scores computed per row (memory: one
+    int8 traceback matrix): the diagonal and vertical moves are one vector operation; the horizontal gap
+    chain is ``max_k(cand[k] + GAP*(j-k))``, a running maximum. Pairs over ``MAX_CELLS``: all -2."""
+    n, m = len(a), len(b)
+    if n == 0 or m == 0:
+        return np.full(n, -1, np.int64)
+    if n * (m + 1) > MAX_CELLS:
+        return np.full(n, -2, np.int64)
+    idx = np.arange(m + 1, dtype=np.float32)
+    prev = GAP * idx
+    ptr = np.zeros((n, m + 1), np.int8)   # 0 diagonal, 1 up (gap in b), 2 left (gap in a)
+    for i in range(n):
+        diag = prev[:-1] + scores(a[i], b)[0]
+        up = prev[1:] + GAP
+        best = np.maximum(diag, up)
+        cand = np.concatenate(([GAP * (i + 1)], best))
+        row = np.maximum.accumulate(cand - GAP * idx) + GAP * idx
+        p = np.where(diag >= up, 0, 1).astype(np.int8)
+        ptr[i, 1:] = np.where(row[1:] > best, 2, p)
+        ptr[i, 0] = 1
+        prev = row
+    out = np.full(n, -1, np.int64)
+    i, j = n, m
+    while i > 0 and j > 0:
+        p = ptr[i - 1, j]
+        if p == 0:
+            if (a[i - 1] == b[j - 1]).any():   # a mismatch is never a counterpart
+                out[i - 1] = j - 1
+            i, j = i - 1, j - 1
+        elif p == 1:
+            i -= 1
+        else:
+            j -= 1
+    return out
+
+
+@dataclass
+class Placement:
+    """What alignment with a reference placed: ``score`` (Dice share of matched kernels over all
+    steps), ``placed_share`` / ``unplaced_share`` of target kernel time, ``steps`` (per step: score,
+    kernels, matched), ``layers`` (per layer: score, kernel time), ``reasons`` (unplaced kernel time per
+    reason), ``refused`` (why the reference was refused, or None), ``layers_from`` (the reference's
+    module frames, or its repetition where it has none: a compiled reference)."""
+
+    reference: str
+    score: float
+    placed_share: float
+    unplaced_share: float
+    steps: pd.DataFrame
+    layers: pd.DataFrame
+    reasons: dict = field(default_factory=dict)
+    refused: str | None = None
+    layers_from: str = "the reference's module frames"
+
+    @property
+    def provenance(self) -> str:
+        return f"placed by alignment with {self.reference} (score {self.score:.3f})"
+
+    def __repr__(self) -> str:
+        if self.refused:
+            return f"Placement(reference={self.reference}, refused: {self.refused})"
+        why = "; ".join(f"{k} {100 * v:.1f}%" for k, v in self.reasons.items())
+        return (f"Placement(reference={self.reference}, score={self.score:.3f}, placed {100 * self.placed_share:.1f}% "
+                f"of kernel time, unplaced {100 * self.unplaced_share:.1f}%{': ' + why if why else ''}; "
+                f"layers from {self.layers_from})")
+
+
+_TAKE = ("layer", "module", "block", "layer_kind")
+_FILL = ("op", "op_top")
+
+
+def _sequences(k: pd.DataFrame, phase: str | None) -> dict:
+    """(rank, step) -> {stream: kernel row positions in start order}."""
+    use = k if phase is None else k[k["phase"].astype(str) == phase]
+    pos = np.flatnonzero(k.index.isin(use.index)) if phase is not None else np.arange(len(k))
+    sub = k.iloc[pos]
+    order = np.lexsort((sub["start_us"].to_numpy(float), sub["stream"].to_numpy(), sub["step"].to_numpy(),
+                        sub["rank"].to_numpy()))
+    pos = pos[order]
+    keys = np.stack([k["rank"].to_numpy()[pos], k["step"].to_numpy()[pos], k["stream"].to_numpy()[pos]], 1)
+    out: dict = {}
+    if not len(pos):
+        return out
+    cut = np.flatnonzero((keys[1:] != keys[:-1]).any(1)) + 1
+    for chunk in np.split(np.arange(len(pos)), cut):
+        r, st, sm = keys[chunk[0]]
+        out.setdefault((int(r), int(st)), {})[int(sm)] = pos[chunk]
+    start = k["start_us"].to_numpy(float)
+    for key, streams in out.items():
+        if len(streams) > 2:   # the busiest stream, and the others merged in start order: a graph replays a
+            main = max(streams, key=lambda s: len(streams[s]))   # forked branch on streams of its own
+            rest = np.concatenate([v for s, v in streams.items() if s != main])
+            out[key] = {main: streams[main], -1: rest[np.argsort(start[rest], kind="stable")]}
+    return out
+
+
+def _ref_step(ref_seqs: dict, rank: int) -> dict:
+    """The reference step used for every target step: the most common per-stream sequence lengths
+    among the reference's steps (the latest such step), on this rank or the reference's first."""
+    ranks = sorted({r for r, _ in ref_seqs})
+    r = rank if rank in ranks else ranks[0]
+    steps = [(s, v) for (rr, s), v in ref_seqs.items() if rr == r and s >= 0] or \
+            [(s, v) for (rr, s), v in ref_seqs.items() if rr == r]
+    sig = [tuple(sorted(len(x) for x in v.values())) for _, v in steps]
+    common = max(set(sig), key=lambda x: (sig.count(x), sum(x)))
+    return [v for (_, v), g in zip(steps, sig) if g == common][-1]
+
+
+class _Aligner:
+    """Memoised alignments of target stream sequences with reference stream sequences."""
+
+    def __init__(self, t_codes: np.ndarray, r_codes: np.ndarray) -> None:
+        self.t, self.r = t_codes, r_codes
+        self.memo: dict = {}
+        self.too_long: set = set()   # target rows in a pair too long to align
+
+    def pair(self, tpos: np.ndarray, rpos: np.ndarray) -> np.ndarray:
+        key = (self.t[tpos, 2].tobytes(), rpos.tobytes())
+        got = self.memo.get(key)
+        if got is None:
+            got = align(self.t[tpos], self.r[rpos])
+            self.memo[key] = got
+        return got
+
+    def stream(self, tpos: np.ndarray, ref: dict) -> tuple[np.ndarray, int]:
+        """Best reference stream for one target stream: (reference rows per target kernel, -1 gap)."""
+        best, best_n = np.full(len(tpos), -1, np.int64), -1
+        for rpos in sorted(ref.values(), key=lambda v: abs(len(v) - len(tpos))):
+            m = self.pair(tpos, rpos)
+            if (m == -2).all() and len(m):
+                self.too_long.update(tpos.tolist())
+                continue
+            n = int((m >= 0).sum())
+            if n > best_n:
+                best, best_n = np.where(m >= 0, rpos[np.maximum(m, 0)], -1), n
+            if n >= 0.95 * len(tpos):
+                break
+        return best, best_n
+
+
+def match(target: pd.DataFrame, reference: pd.DataFrame, phase: str | None = None) -> tuple[np.ndarray, pd.DataFrame]:
+    """Each target kernel's reference row (-1: none; -2: its stream was too long to align, ``MAX_CELLS``)
+    and a table per target step (rank, step, kernels, reference kernels, matched, score)."""
+    codes = Codes()
+    tn = strings(target["name"])
+    rn = strings(reference["name"])
+    aligner = _Aligner(codes.of(tn), codes.of(rn))
+    t_seqs = _sequences(target, phase)
+    r_seqs = _sequences(reference, phase if phase and (reference["phase"].astype(str) == phase).any() else None)
+    ref_row = np.full(len(target), -1, np.int64)
+    rows = []
+    if not r_seqs:
+        return ref_row, pd.DataFrame(columns=["rank", "step", "kernels", "ref_kernels", "matched", "score"])
+    for (rank, step), streams in sorted(t_seqs.items()):
+        ref = _ref_step(r_seqs, rank)
+        n_t = sum(len(v) for v in streams.values())
+        n_r = sum(len(v) for v in ref.values())
+        matched = 0
+        for tpos in streams.values():
+            got, n = aligner.stream(tpos, ref)
+            ref_row[tpos] = got
+            matched += n
+        rows.append((rank, step, n_t, n_r, matched, 2 * matched / (n_t + n_r) if n_t + n_r else 0.0))
+    long_rows = np.array(sorted(aligner.too_long), dtype=np.int64)
+    if len(long_rows):
+        ref_row[long_rows[ref_row[long_rows] < 0]] = -2
+    return ref_row, pd.DataFrame(rows, columns=["rank", "step", "kernels", "ref_kernels", "matched", "score"])
+
+
+def _neighbours(ref_row: np.ndarray, seqs: dict, layer: np.ndarray, module: np.ndarray) -> np.ndarray:
+    """Target kernels in a gap whose placed neighbours on the stream share layer and module: their row
+    of the neighbour (to copy layer/module from), else -1."""
+    out = np.full(len(ref_row), -1, np.int64)
+    for streams in seqs.values():
+        for pos in streams.values():
+            r = ref_row[pos]
+            have = np.flatnonzero(r >= 0)
+            if not len(have):
+                continue
+            for i in np.flatnonzero(r < 0):
+                k = np.searchsorted(have, i)
+                if k == 0 or k == len(have):
+                    continue
+                a, b = r[have[k - 1]], r[have[k]]
+                if layer[a] == layer[b] and layer[a] >= 0 and module[a] == module[b]:
+                    out[pos[i]] = a
+    return out
+
+
+def _ref_layers(reference: pd.DataFrame) -> int:
+    lay = reference["layer"].to_numpy()
+    return int(len(np.unique(lay[lay >= 0])))
+
+
+def _refusal(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame, n_ref_layers: int, found) -> str | None:
+    """Why the reference is another program, or None: too little of the target's kernel time aligned,
+    an alignment score (both sides' kernels) under ``REFUSE_SCORE``, or another layer count."""
+    tot = float(dur.sum())
+    miss = float(dur[~matched].sum()) / tot if tot > 0 else 1.0
+    n = steps["kernels"].sum() + steps["ref_kernels"].sum()
+    score = 2 * steps["matched"].sum() / n if n else 0.0
+    said = f"{100 * miss:.1f}% of kernel time not aligned, alignment score {score:.2f}"
+    if miss > REFUSE_SHARE or score < REFUSE_SCORE:
+        return said
+    if n_ref_layers and found is not None and found.confidence == "high" and found.layers != n_ref_layers:
+        return f"the target repeats {found.layers} layers, the reference has {n_ref_layers} ({said})"
+    return None
+
+
+def _layer_scores(t: pd.DataFrame, ref: pd.DataFrame, ref_row: np.ndarray, src: np.ndarray,
+                  steps: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, step, layer): reference kernels of the layer, target kernels given it, those matched; Dice."""
+    rl = ref["layer"].to_numpy()
+    layer_of = np.where(src >= 0, rl[np.maximum(src, 0)], -1)
+    sel = layer_of >= 0
+    cols = ["rank", "step", "layer", "kernels", "matched", "time_us", "ref_kernels", "score"]
+    if not sel.any():
+        return pd.DataFrame(columns=cols)
+    keys = np.stack([t["rank"].to_numpy()[sel], t["step"].to_numpy()[sel], layer_of[sel]], 1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    kernels = np.bincount(inv, minlength=len(uniq))
+    matched = np.bincount(inv, weights=(ref_row >= 0)[sel].astype(float), minlength=len(uniq)).astype(int)
+    time_us = np.bincount(inv, weights=t["dur_us"].to_numpy(float)[sel], minlength=len(uniq))
+    lays, per = np.unique(rl[rl >= 0], return_counts=True)
+    n_ref_steps = max(1, len(np.unique(ref["step"].to_numpy()[rl >= 0])))
+    per_ref = dict(zip(lays.tolist(), np.round(per / n_ref_steps).astype(int).tolist()))
+    ref_k = np.array([per_ref.get(int(x), 0) for x in uniq[:, 2]], dtype=int)
+    return pd.DataFrame({"rank": uniq[:, 0], "step": uniq[:, 1], "layer": uniq[:, 2], "kernels": kernels,
+                         "matched": matched, "time_us": time_us, "ref_kernels": ref_k,
+                         "score": 2 * matched / np.maximum(kernels + ref_k, 1)})
+
+
+def place(profile, reference, label: str | None = None) -> Placement:
+    """Place ``profile``'s kernels by aligning them with ``reference`` (a :class:`Profile`); writes the
+    placed columns into ``profile.kernels`` (``placed``: aligned / neighbours / unplaced,
+    ``place_score``, ``place_reason``), adds a warning for what stays unplaced or for a refused
+    reference, and returns the :class:`Placement` (also ``profile.meta['placement']``)."""
+    from kit.profile._layers import find_layers
+
+    t, r = profile.kernels, reference.kernels
+    label = label or ", ".join(os.path.join(os.path.basename(os.path.dirname(f)), os.path.basename(f))
+                               for f in reference.files)
+    phase = "decode" if (t["phase"].astype(str) == "decode").any() and (r["phase"].astype(str) == "decode").any() \
+        else None
+    layers_from = "the reference's module frames"
+    if not (r["layer"].to_numpy() >= 0).any():   # a compiled or stack-less reference: its layers by repetition
+        g = find_layers(reference, assign=True)
+        layers_from = (f"repetition in the reference ({g.layers} layers, confidence {g.confidence})" if g.layers
+                       else f"nowhere: none in the reference ({g.how})")
+    ref_row, steps = match(t, r, phase)
+    dur = t["dur_us"].to_numpy(float)
+    consider = np.ones(len(t), bool) if phase is None else (t["phase"].astype(str) == phase).to_numpy()
+    why = _refusal(dur[consider], (ref_row >= 0)[consider], steps, _ref_layers(r), find_layers(profile))
+    n_long = int((ref_row == -2).sum())
+    if why and n_long:
+        why += f"; {n_long:,} kernels in streams too long to align (over {MAX_CELLS:,} cells)"
+    if why:
+        pl = Placement(label, float(steps["score"].mean()) if len(steps) else 0.0, 0.0, 1.0, steps,
+                       pd.DataFrame(), {}, refused=why)
+        profile.warnings.append(f"reference {label} refused: not a run of the same model and configuration: {why}; "
+                                f"nothing placed, no layer table from it")
+        profile.meta["placement"] = pl
+        return pl
+    seqs = _sequences(t, phase)
+    rl, rm = r["layer"].to_numpy(), strings(r["module"])
+    nb = _neighbours(ref_row, seqs, rl, rm)
+    src = np.where(ref_row >= 0, ref_row, nb)
+    layers = _layer_scores(t, r, ref_row, src, steps)
+    state, reason, score = _gate(t, src, ref_row, nb, consider, steps, layers, rl)
+    _write(t, r, src, ref_row, state, reason, score)
+    pl = _summarise(label, t, dur, consider, steps, layers, state, reason)
+    pl.layers_from = layers_from
+    note = f"kernels {pl.provenance}: layer, module, op and category of {100 * pl.placed_share:.1f}% of kernel time"
+    if pl.unplaced_share > 0.005:
+        note += (f"; {100 * pl.unplaced_share:.1f}% of kernel time not placed by the reference: "
+                 + "; ".join(f"{k} {100 * v:.1f}%" for k, v in pl.reasons.items()))
+    profile.warnings.append(note)
+    profile.meta["placement"] = pl
+    return pl
+
+
+def _gate(t, src, ref_row, nb, consider, steps, layers, rl):
+    """Each kernel's state (aligned / neighbours / unplaced), the reason when unplaced, its score."""
+    n = len(t)
+    state = np.where(ref_row >= 0, "aligned", np.where(nb >= 0, "neighbours", "unplaced")).astype(object)
+    reason = np.where(src < 0, "no counterpart in the reference", None).astype(object)
+    reason[ref_row == -2] = f"stream too long to align (over {MAX_CELLS:,} cells)"
+    key = pd.MultiIndex.from_arrays([t["rank"].to_numpy(), t["step"].to_numpy()])
+    sscore = pd.Series(steps["score"].to_numpy(), index=pd.MultiIndex.from_frame(steps[["rank", "step"]]))
+    score = sscore.reindex(key).to_numpy(float)
+    low = score < MIN_SCORE
+    reason[low] = [f"step aligned with score {s:.2f} < {MIN_SCORE}" for s in score[low]]
+    lay = np.where(src >= 0, rl[np.maximum(src, 0)], -1)
+    lk = pd.MultiIndex.from_arrays([t["rank"].to_numpy(), t["step"].to_numpy(), lay])
+    ls = pd.Series(layers["score"].to_numpy(), index=pd.MultiIndex.from_frame(layers[["rank", "step", "layer"]]))
+    lscore = ls.reindex(lk).to_numpy(float)
+    bad = (lay >= 0) & (lscore < MIN_SCORE) & ~low
+    reason[bad] = [f"layer aligned with score {s:.2f} < {MIN_SCORE}" for s in lscore[bad]]
+    score = np.where(lay >= 0, np.fmin(score, np.nan_to_num(lscore, nan=1.0)), score)
+    state[low | bad] = "unplaced"
+    state[~consider] = None
+    reason[~consider] = None
+    return state, reason, np.where(consider, score, np.nan) if n else score
+
+
+def _write(t: pd.DataFrame, r: pd.DataFrame, src, ref_row, state, reason, score) -> None:
+    """Copy the reference's labels into the placed target rows."""
+    ok = (state == "aligned") | (state == "neighbours")
+    s = np.maximum(src, 0)
+    for c in _TAKE:
+        rv = r[c].to_numpy(object) if c != "layer" else r[c].to_numpy()
+        tv = t[c].to_numpy(object).copy() if c != "layer" else t[c].to_numpy().copy()
+        own = (tv >= 0) if c == "layer" else pd.notna(tv)
+        tv[ok & ~own] = rv[s][ok & ~own]
+        t[c] = tv if c == "layer" else pd.Series(tv, index=t.index, dtype=object).astype("category")
+    al = state == "aligned"
+    for c in _FILL:
+        tv, rv = t[c].to_numpy(object).copy(), r[c].to_numpy(object)
+        fill = al & pd.isna(tv)
+        tv[fill] = rv[s][fill]
+        t[c] = pd.Series(tv, index=t.index, dtype=object).astype("category")
+    by = strings(t["decided_by"])
+    take = al & ~np.isin(by, SURE)
+    cats = list(dict.fromkeys([*t["category"].cat.categories, *r["category"].cat.categories]))
+    cv = t["category"].astype(object).to_numpy().copy()
+    cv[take] = r["category"].astype(object).to_numpy()[s][take]
+    t["category"] = pd.Categorical(cv, categories=cats)
+    dv = by.astype(object).copy()
+    dv[take] = "reference"
+    t["decided_by"] = pd.Categorical(dv, categories=list(dict.fromkeys([*t["decided_by"].cat.categories,
+                                                                          "reference"])))
+    ev = t["evidence"].astype(object).to_numpy().copy()
+    rev = strings(r["decided_by"]).astype(object)
+    ev[take] = rev[s][take]
+    t["evidence"] = pd.Series(ev, index=t.index, dtype=object).astype("category")
+    t["placed"] = pd.Categorical(state, categories=["aligned", "neighbours", "unplaced"])
+    t["place_score"] = score
+    t["place_reason"] = pd.Series(reason, index=t.index, dtype=object).astype("category")
+
+
+def _summarise(label, t, dur, consider, steps, layers, state, reason) -> Placement:
+    tot = float(dur[consider].sum()) or 1.0
+    placed = float(dur[(state == "aligned") | (state == "neighbours")].sum()) / tot
+    un = state == "unplaced"
+    reasons: dict = {}
+    for rs in pd.unique(reason[un]):
+        short = str(rs).split(" with score")[0] + (" (score < {:.2f})".format(MIN_SCORE) if "score" in str(rs) else "")
+        reasons[short] = reasons.get(short, 0.0) + float(dur[un & (reason == rs)].sum()) / tot
+    tl = layers.groupby("layer").agg(kernels=("kernels", "sum"), matched=("matched", "sum"),
+                                     ref_kernels=("ref_kernels", "sum"), time_us=("time_us", "sum")).reset_index()
+    tl["score"] = 2 * tl["matched"] / (tl["kernels"] + tl["ref_kernels"]).clip(lower=1)
+    score = 2 * steps["matched"].sum() / max(1, steps["kernels"].sum() + steps["ref_kernels"].sum())
+    return Placement(label, float(score), placed, float(dur[un].sum()) / tot, steps, tl, reasons)
