@@ -240,6 +240,8 @@ def _register_diff(psub) -> None:
     d.add_argument("--labels", nargs=2, metavar=("A", "B"), help="names of the two runs")
     d.add_argument("--settings", nargs=2, metavar=("A_LOG", "B_LOG"),
                    help="each run's engine log (or settings dump): the settings that differ, beside the nodes")
+    d.add_argument("--reference-a", metavar="REF", help="a reference run (eager, with stack) placing A's kernels")
+    d.add_argument("--reference-b", metavar="REF", help="a reference run (eager, with stack) placing B's kernels")
     d.add_argument("--json", action="store_true", help="print the diff as JSON")
     d.set_defaults(func=_diff)
 
@@ -251,7 +253,8 @@ def _diff(args) -> int:
     try:
         settings = (logs.settings([args.settings[0]]), logs.settings([args.settings[1]])) if args.settings else None
         diff = profile.diff_structure(args.a, args.b, phase=args.phase, basis=args.basis, settings=settings,
-                                      labels=tuple(args.labels) if args.labels else None)
+                                      labels=tuple(args.labels) if args.labels else None,
+                                      references=(args.reference_a, args.reference_b))
     except KitError as exc:
         print(f"kit profile diff: {exc}", file=sys.stderr)
         return 1

@@ -25,6 +25,9 @@ Noise: two standard errors of the difference of per-step means (as ``compare``),
 effective settings (``kit.logs.settings``), each setting that differs is listed with whether the
 engine reported it (took effect / ignored / unknown) and the nodes it can explain (:data:`SETTING_NODES`).
 
+CUDA-graph replays carry no module frames: load them with a reference run (``references=``, see
+``kit.profile.load(reference=)``) and their placed kernels are compared like eager ones.
+
 Refused (``TraceError``, one line): runs whose layer kinds or layer counts differ (not the same model
 shape), or a run with no kernel in the phase.
 """
@@ -241,20 +244,25 @@ def layer_shape(profile) -> dict[str, int]:
 
 
 def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = None,
-                   settings: tuple | None = None, basis: str = "kernel") -> StructuralDiff:
+                   settings: tuple | None = None, basis: str = "kernel",
+                   references: tuple | None = None) -> StructuralDiff:
     """Compare runs ``a`` and ``b`` (Profiles or trace paths) node by node; see the module docstring.
 
     ``basis``: ``"kernel"`` (each node's GPU time; the step's idle time and the overlap of concurrent
     kernels are nodes of their own, so launch-bound runs show their CPU cost as ``GPU idle``) or
     ``"wall"`` (each node owns the launch gaps before its kernels). ``settings``: the two runs'
-    ``kit.logs.Settings`` (or dicts of effective settings) for the settings diff beside the nodes."""
+    ``kit.logs.Settings`` (or dicts of effective settings) for the settings diff beside the nodes.
+    ``references``: a reference run for each side (``None`` for a side that needs none), given to
+    ``kit.profile.load(..., reference=)`` so that CUDA-graph replays and traces without stack have
+    their kernels placed in layers and blocks (a side given as a Profile is used as it is)."""
     from kit.errors import UsageError
     from kit.profile._profile import load
 
     if basis not in BASES:
         raise UsageError(f"diff_structure: basis must be one of {', '.join(BASES)}, not {basis!r}")
 
-    pa, pb = (x if hasattr(x, "kernels") else load(x) for x in (a, b))
+    refs = tuple(references) if references else (None, None)
+    pa, pb = (x if hasattr(x, "kernels") else load(x, reference=r) if r else load(x) for x, r in zip((a, b), refs))
     la, lb = labels or ("A", "B")
     sa, sb = layer_shape(pa), layer_shape(pb)
     if sa != sb:

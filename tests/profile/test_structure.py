@@ -173,3 +173,18 @@ def test_cli_diff_and_the_waterfall(tmp_path):
     fig = kit.plots.structure_waterfall(kit.profile.diff_structure(_trace("sdpa_flash"), _trace("sdpa_math")))
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert labels[0].startswith("A") and labels[-1].startswith("B") and any("attention" in s for s in labels)
+
+
+def test_graph_replays_are_compared_through_their_placed_kernels():
+    """A CUDA-graph replay placed by its eager reference (issue 32's placement) against that eager run:
+    the same kernels in the same nodes (every kernel node within noise), the difference in GPU idle."""
+    graph, ref = T / "place_llama_graph/trace.json.gz", T / "place_llama_ref/trace.json.gz"
+    diff = kit.profile.diff_structure(ref, graph, labels=("eager", "graph"), references=(None, ref))
+    nodes = diff.nodes.set_index(["layer_kind", "family"])
+    assert {"qkv proj", "attention", "o proj", "gate/up", "down", "norm"} <= set(nodes.loc["attention+mlp"].index)
+    kernel_nodes = diff.nodes[~diff.nodes["family"].isin(["GPU idle", "overlap", "step tail"])]
+    assert not kernel_nodes["beyond_noise"].any(), kernel_nodes[kernel_nodes["beyond_noise"]]
+    idle = nodes.loc[("(all)", "GPU idle")]
+    assert idle["delta_us"] <= 0.95 * diff.delta_us < 0   # the graph's gain is the eager run's launch gaps
+    with pytest.raises(TraceError, match="not placed in layers"):   # unplaced, the replay has no layers
+        kit.profile.diff_structure(ref, graph)
