@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = (ROOT / ".." / "shared" / "data").resolve()
 SAMPLE = ROOT / "notebooks" / "sample"
 TEST_DATA = ROOT / "tests" / "data"  # small project-made fixtures
+# The run catalogue (kit.runs) records nothing during tests unless a test turns it on (tests/runs/);
+# subprocesses started by tests inherit this.
+os.environ["KIT_RUNS"] = "off"
 
 
 @pytest.fixture(scope="session")

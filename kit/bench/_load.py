@@ -29,6 +29,7 @@ from typing import Any, Sequence
 from kit.bench._client import RequestTiming, closed_loop, get_json, stream_request
 from kit.bench._stats import mean_ci, percentile
 from kit.errors import BenchError
+from kit.runs import recorded
 
 STATS = ("mean", "p50", "p90", "p99")
 LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
@@ -273,6 +274,7 @@ def _nan_none(o):
     return None if isinstance(o, float) and math.isnan(o) else str(o)
 
 
+@recorded("bench")
 def load_test(url: str, *, rate: float | None = None, concurrency: int | None = None, arrival: str = "poisson",
               requests: int = 100, model: str | None = None, chat: bool = False, prompts="random",
               prompt_tokens: int = 128, max_tokens: int = 128, warmup: int = 2, slo: dict | None = None,
@@ -311,6 +313,7 @@ def _level(mode: str, target, runs: list[tuple[list[dict], float, int]], slo: di
     return {"mode": mode, "target": target, "label": label, "summary": summ, "per_repeat": per, "requests": reqs}
 
 
+@recorded("bench")
 def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequence[int] | None = None,
           arrival: str = "poisson", requests: int = 100, model: str | None = None, chat: bool = False,
           prompts="random", prompt_tokens: int = 128, max_tokens: int = 128, warmup: int = 2,

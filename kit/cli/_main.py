@@ -19,13 +19,15 @@ _COMMAND_MODULES = (
     "kit.cli._bench",    # kit bench parse
     "kit.cli._report",   # kit report
     "kit.cli._audit",    # kit audit
+    "kit.cli._runs",     # kit runs list|show|query|table|baseline|baselines|export|compact
 )
 # the module that registers each top-level command: a command line that names one imports that module
 # only (``kit profile summary`` does not import the SSH layer behind ``kit run``); help and unknown
 # commands build the whole parser. tests/test_cli_leftovers.py checks this table against the modules.
 COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.cli._source",
             "profile": "kit.cli._profile", "logs": "kit.cli._logs", "bench": "kit.cli._bench",
-            "report": "kit.cli._report", "audit": "kit.cli._audit"}
+            "report": "kit.cli._report", "audit": "kit.cli._audit",
+            "runs": "kit.cli._runs"}
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        __import__("kit.runs").runs.set_command(argv)  # runs recorded by this command carry it (kit.runs)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
         return code

@@ -47,6 +47,7 @@ from kit.bench import BenchResult, mean_ci, single_stream, welch
 from kit.errors import ExperimentError, KitError
 from kit.live import _engine
 from kit.live._server import Server, _open_session
+from kit.runs import recorded
 from kit.util import quote as _q
 from kit.util import write_atomic
 
@@ -388,6 +389,7 @@ def _aggregate(v: dict, runs: list[dict | None], h_name: str) -> dict:
     return out
 
 
+@recorded("experiment")
 def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None = None, host="local",
                mode: str = "ofat", repeats: int = 3, profile: bool = False, profile_steps: int = 20,
                session=None, name: str = "experiment", env: dict | None = None, port: int | str | None = None,

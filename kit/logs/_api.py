@@ -20,6 +20,7 @@ from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS, parse_server_args
 from kit.logs._spec import SpecSummary
 from kit.logs._table import assemble, merge_frames, release_freed_memory, to_datetime
 from kit.logs._vllm import THROUGHPUT_COLUMNS
+from kit.runs import recorded
 from kit.util import frame_records, jsonable, no_gc
 
 __all__ = ["LogData", "SpecSummary", "read", "parse_sglang", "parse_vllm", "parse_bench", "parse_nccl",
@@ -149,6 +150,7 @@ class LogData:
 
 # --------------------------------------------------------------------------- entry points
 
+@recorded("logs")
 def read(path: str | os.PathLike, *, host=None, engine: str | None = None, version: str | None = None,
          k: int | None = None) -> LogData:
     """Parse a serving log, NCCL debug output or benchmark result (text, JSON or JSONL).
@@ -220,6 +222,7 @@ def parse_vllm(source, *, version: str | None = None, k: int | None = None) -> L
     return _dispatch(source, engine="vllm", version=version, k=k)
 
 
+@recorded("bench")
 def parse_bench(source) -> pd.DataFrame:
     """Benchmark output -> one row per run with normalised columns (``tool``, ``engine``,
     ``output_throughput`` tok/s, ``mean_tpot_ms``, ``median_ttft_ms``, ``mean_itl_ms`` ...).

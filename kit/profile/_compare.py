@@ -41,6 +41,7 @@ import pandas as pd
 from kit.errors import TraceError
 from kit.profile import _cpu
 from kit.profile import _summary as S
+from kit.runs import recorded
 
 __all__ = ["Comparison", "compare", "kernel_family"]
 
@@ -536,6 +537,7 @@ def _families_table(ra: _Run, rb: _Run, floor_us: float) -> pd.DataFrame:
     return families.reset_index(drop=True)
 
 
+@recorded("comparison")
 def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = None,
             step_ms: tuple[float, float] | None = None, measured_source: str | None = None,
             ops: bool = True) -> Comparison:

@@ -37,6 +37,7 @@ from kit.report._build import (  # noqa: F401  # noqa: F401  (public, not in __a
     discover,
     execute_notebook,
 )
+from kit.report._redact import redact_json_text, redact_text  # noqa: F401  (public, not in __all__: kit.runs)
 from kit.util import publish
 
 __all__ = ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook']
