@@ -13,6 +13,8 @@ Public surface (everything else is private):
 - ``kit.session``: a session's layout and the provenance of each artefact.
 - ``kit.audit``: effective settings, silent slow paths, ignored experiment variants, run validity.
 - ``kit.errors``: the exception tree.
+- ``kit.runs``: the run catalogue: every summary, comparison, benchmark, experiment, log parse and audit,
+  queryable with SQL (DuckDB over Parquet); named baselines.
 - ``kit.server(host, cmd)`` / ``kit.experiment(base_cmd, matrix=...)`` (``kit.live``): run, profile and
   sweep a live serving engine.  ``kit.bench``: single-stream benchmark of a live server.
 
@@ -26,7 +28,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors",
-               "explorer", "session", "live", "bench", "audit")
+               "explorer", "session", "live", "bench", "audit", "runs")
 _FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
 _FROM_LIVE = ("server", "experiment")
 

@@ -72,6 +72,7 @@ def stage_readable(*rel_paths: str) -> Path:
 # Measured with ``pytest --durations`` on the 2-core development machine; a test file or a test
 # (``file::name``, parameters included or not) that takes seconds belongs here.
 SLOW = (
+    "tests/runs/test_catalogue.py::test_kit_runs_cli",   # three `kit` processes
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
     "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
     "tests/live/",                                  # engines started, benchmarked, profiled, swept

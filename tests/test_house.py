@@ -15,7 +15,7 @@ KIT = ROOT / "kit"
 # The public surface. Adding a name is a decision: add it here in the same change.
 PUBLIC_API = {
     'kit.session': ['Captures', 'Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'StepTimes', 'caption', 'open', 'provenance_of'],
-    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'server', 'session', 'source'],
+    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'remote', 'report', 'runs', 'server', 'session', 'source'],
     'kit.live': ['Experiment', 'PHASES', 'Server', 'experiment', 'plan', 'server'],
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'LoadResult', 'RequestTiming', 'list_models', 'load_test', 'make_prompts', 'mean_ci', 'single_stream', 'stream_request', 'sweep', 'welch'],
     'kit.remote': ['Fetched', 'FileStat', 'Forward', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
@@ -28,6 +28,8 @@ PUBLIC_API = {
     'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi', 'with_units'],
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'],
+    'kit.runs': ['Recorded', 'baseline', 'baselines', 'compact', 'connect', 'export', 'file_hash', 'get', 'query',
+                 'record', 'recorded', 'runs', 'set_baseline', 'set_command', 'store_dir', 'table'],
     'kit.report': ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook'],
     'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],

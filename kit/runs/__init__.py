@@ -28,18 +28,11 @@ from __future__ import annotations
 from kit.runs._query import connect, get, query, runs, table
 from kit.runs._record import Recorded, file_hash, record, recorded, set_command
 from kit.runs._share import baseline, baselines, export, set_baseline
-from kit.runs._store import compact as _compact
-from kit.runs._store import store_dir
+from kit.runs._store import compact, store_dir
 from kit.util import publish
 
 __all__ = ["Recorded", "baseline", "baselines", "compact", "connect", "export", "file_hash", "get", "query", "record",
            "recorded", "runs", "set_baseline", "set_command", "store_dir", "table"]
-
-
-def compact(root=None) -> int:
-    """Merge the store's loose run files into one pack (queries open fewer files); returns the runs merged."""
-    r = root if root is not None else store_dir()
-    return 0 if r is None else _compact(__import__("pathlib").Path(r))
 
 
 publish(globals(), __all__)

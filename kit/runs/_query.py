@@ -48,8 +48,8 @@ def connect(stores=None):
 
 
 def _arrow(result):
-    """A DuckDB result as an Arrow table (``to_arrow_table`` in DuckDB 1.4+, ``fetch_arrow_table`` before)."""
-    fetch = getattr(result, "to_arrow_table", None) or result.fetch_arrow_table
+    """A DuckDB relation as an Arrow table (``to_arrow_table`` in DuckDB 1.4+, ``arrow`` before)."""
+    fetch = getattr(result, "to_arrow_table", None) or result.arrow
     return fetch()
 
 
@@ -85,7 +85,7 @@ def get(run_id: str, *, stores=None) -> dict:
     """One run as a dict (every column; ``figures``/``inputs``/``facts`` as lists of dicts); a unique
     prefix of its id is enough."""
     con = connect(stores)
-    rows = _arrow(con.execute("SELECT * FROM runs WHERE starts_with(run_id, $id) ORDER BY run_id", {"id": run_id}))
+    rows = _arrow(con.sql("SELECT * FROM runs WHERE starts_with(run_id, $id) ORDER BY run_id", params={"id": run_id}))
     ids = sorted(set(rows.column("run_id").to_pylist()))
     if not ids:
         raise UsageError(f"kit.runs: no run {run_id!r} in the catalogue ({', '.join(map(str, _stores(stores)))})")

@@ -151,8 +151,11 @@ def _redacted_table(df, text):
     import pyarrow as pa
 
     df = df.reset_index(drop=True).copy()
+    df.attrs = {}   # pandas would write them into the Parquet metadata, unredacted
     df.columns = [text(c) for c in df.columns]
     for c in df.columns:
+        if isinstance(df[c].dtype, pd.CategoricalDtype):
+            df[c] = df[c].astype(object)
         if df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype):
             col = df[c].map(_cell)
             mapping = {v: text(v) for v in set(col.dropna()) if isinstance(v, str)}

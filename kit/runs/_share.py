@@ -81,7 +81,7 @@ def export(dest, where: str | None = None, *, stores=None) -> int:
     if dest.exists() and any(dest.iterdir()):
         raise UsageError(f"kit.runs.export: {dest} is not empty")
     con = _query.connect(stores)
-    t = _query._arrow(con.execute(f"SELECT * FROM runs {'WHERE ' + where if where else ''} ORDER BY run_id"))
+    t = _query._arrow(con.sql(f"SELECT * FROM runs {'WHERE ' + where if where else ''} ORDER BY run_id"))
     if t.num_rows == 0:
         return 0
     ids = t.column("run_id").to_pylist()

@@ -100,11 +100,16 @@ def _lock(root: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def compact(root: Path) -> int:
-    """Merge the loose run files of ``root`` into one pack; returns how many runs were merged (0 when
-    another process is compacting). Packs are left as they are: each holds at most a few thousand rows."""
+def compact(root: "str | os.PathLike | None" = None) -> int:
+    """Merge the loose run files of the store (default one's own) into one pack, so queries open fewer
+    files; returns how many runs were merged (0 when another process is compacting). Packs are left as
+    they are: each holds at most a few thousand rows."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    root = Path(root) if root is not None else store_dir()
+    if root is None:
+        return 0
 
     with _lock(root) as held:
         if not held:
