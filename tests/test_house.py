@@ -34,7 +34,7 @@ PUBLIC_API = {
     'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],
     'kit.magics': ['RemoteMagics', 'load_ipython_extension'],
-    'kit.testing': ['SSHServer', 'STREAM_PROBE', 'TEST_USER', 'find_sshd', 'sshd'],
+    'kit.testing': ['SSHServer', 'STREAM_PROBE', 'TEST_USER', 'find_sshd', 'replay_trace', 'sshd'],
 }
 
 

@@ -5,12 +5,17 @@
 
     kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
                         [--step-ms A_MS B_MS] [--no-cache]
+    kit profile compare --baseline NAME B_TRACE... [--fail-on-regression] [--threshold F] [--html FILE] [--json]
 
 ``compare`` splits the per-step time difference of run B against run A into parts that add up to it
 (categories, GPU idle, launch gaps, unattributed), marks each within or beyond the step-to-step
 noise and lists kernel families found in one run only, then the CPU side of both runs (launches per
 step, graph or eager, CPU time, syncs, verdict: the cause of the GPU-idle and launch-gap parts) and
 the kernel time per ``nn.Module`` class; ``--json`` prints ``Comparison.to_dict()`` (README).
+With ``--baseline NAME`` run A is the named baseline of the run catalogue (``kit runs baseline``; its
+trace files, checked against their recorded sha256) and the answer is the regression gate's verdict
+(``kit.runs.profile_gate``): regression / improvement / pass, and where; ``--fail-on-regression`` exits 3
+on a regression, ``--html FILE`` writes the one-page diff, ``--json`` prints ``Gate.to_dict()``.
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
@@ -61,6 +66,12 @@ def register(subparsers) -> None:
     c.add_argument("--step-ms", nargs=2, type=float, metavar=("A_MS", "B_MS"),
                    help="step times measured outside the profiler (ms): the difference to explain")
     c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
+    c.add_argument("--baseline", metavar="NAME", help="run A is this named baseline of the run catalogue "
+                   "(kit runs baseline): give run B's traces only; prints the regression gate's verdict")
+    c.add_argument("--fail-on-regression", action="store_true", help="with --baseline: exit 3 on a regression")
+    c.add_argument("--threshold", type=float, default=0.02, help="with --baseline: the smallest regression that "
+                   "counts, as a fraction of the baseline's step time (default 0.02)")
+    c.add_argument("--html", metavar="FILE", help="with --baseline: write the one-page HTML diff here")
     c.set_defaults(func=_compare)
     from kit.cli._audit import register_check
 
@@ -123,12 +134,19 @@ def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
         elif t == "--labels" and i + 2 < len(tokens):
             args.labels = tokens[i + 1:i + 3]
             i += 2
+        elif t == "--fail-on-regression":
+            args.fail_on_regression = True
+        elif t in ("--baseline", "--threshold", "--html") and i + 1 < len(tokens):
+            setattr(args, t[2:], float(tokens[i + 1]) if t == "--threshold" else tokens[i + 1])
+            i += 1
         elif t == "--step-ms" and i + 2 < len(tokens):
             args.step_ms = [float(tokens[i + 1]), float(tokens[i + 2])]
             i += 2
         else:
             rest.append(t)
         i += 1
+    if args.baseline:
+        return ([], rest) if rest and "--" not in rest else None
     if rest.count("--") != 1:
         return None
     k = rest.index("--")
@@ -141,6 +159,11 @@ def _compare(args) -> int:
     from kit.errors import KitError
 
     ab = _split(list(args.traces), args)
+    if ab is not None and args.baseline:
+        return _gate(args, ab[1])
+    if ab is None and args.baseline:
+        print("kit profile compare --baseline NAME: give this run's traces only (no --)", file=sys.stderr)
+        return 2
     if ab is None:
         print("kit profile compare: give run A's traces, then --, then run B's (kit profile compare a.json.gz -- "
               "b.json.gz)", file=sys.stderr)
@@ -184,3 +207,19 @@ def _print_modules(s, by: str) -> int:
         sh = "" if r.share_of_kernel != r.share_of_kernel else f"{100 * r.share_of_kernel:.1f}%"
         print(f"{str(label)[:55]:<56}{tu:>14}{sh:>9}{r.calls:>8}")
     return 0
+
+
+def _gate(args, traces: list[str]) -> int:
+    from kit import runs
+
+    g = runs.profile_gate(args.baseline, traces, phase=args.phase, threshold=args.threshold, cache=not args.no_cache)
+    if args.html:
+        g.html(args.html)
+    if args.json:
+        json.dump(g.to_dict(), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(repr(g))
+        if args.html:
+            print(f"diff: {args.html}")
+    return g.exit_code(args.fail_on_regression)

@@ -21,18 +21,21 @@ item), facts (verdicts, engines), warnings, and its tables as Parquet. Everythin
 - ``_record.py``: :func:`record`, the ``recorded`` decorator the entry points wear, input hashing, redaction
 - ``_extract.py``: per result type, what is recorded (figures, facts, tables, inputs, settings)
 - ``_query.py``: :func:`query`, :func:`runs`, :func:`get`, :func:`table` (DuckDB, read only)
+- ``_gate.py``: the regression gate: :func:`gate` (a comparison's verdict against a threshold and its noise),
+  :func:`profile_gate` (traces against a named baseline), ``Gate.html()`` the one-page diff
 - ``_share.py``: named baselines (:func:`set_baseline`, :func:`baseline`, :func:`baselines`) and :func:`export`
 """
 from __future__ import annotations
 
+from kit.runs._gate import Gate, gate, profile_gate
 from kit.runs._query import connect, get, query, runs, table
 from kit.runs._record import Recorded, file_hash, record, recorded, set_command
 from kit.runs._share import baseline, baselines, export, set_baseline
 from kit.runs._store import compact, store_dir
 from kit.util import publish
 
-__all__ = ["Recorded", "baseline", "baselines", "compact", "connect", "export", "file_hash", "get", "query", "record",
-           "recorded", "runs", "set_baseline", "set_command", "store_dir", "table"]
+__all__ = ["Gate", "Recorded", "baseline", "baselines", "compact", "connect", "export", "file_hash", "gate", "get",
+           "profile_gate", "query", "record", "recorded", "runs", "set_baseline", "set_command", "store_dir", "table"]
 
 
 publish(globals(), __all__)

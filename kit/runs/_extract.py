@@ -128,8 +128,19 @@ def _frame(df, args) -> dict:
             "tables": {"rows": df}, "warnings": list(df.attrs.get("warnings", []))}
 
 
-EXTRACTORS = {"Summary": _summary, "Comparison": _comparison, "LogData": _logdata, "BenchResult": _bench_result,
-              "LoadResult": _bench_result, "Audit": _audit, "Experiment": _experiment, "DataFrame": _frame}
+def _gate(g, args) -> dict:
+    figs = [("delta_us", g.delta_us, "us", None), ("noise_us", g.noise_us, "us", None),
+            ("threshold_us", g.threshold_us, "us", None), ("step_us", g.step_us[0], "us", g.baseline),
+            ("step_us", g.step_us[1], "us", "this run")]
+    return {"inputs": [("b", f) for f in g.files], "settings": _settings(args), "figures": figs,
+            "facts": {"verdict": g.verdict, "baseline": g.baseline, "baseline_run": g.baseline_run},
+            "tables": {"where": g.where, "parts": g.comparison.parts}, "warnings": list(g.warnings),
+            "label": f"against {g.baseline}"}
+
+
+EXTRACTORS = {"Gate": _gate, "Summary": _summary, "Comparison": _comparison, "LogData": _logdata,
+              "BenchResult": _bench_result, "LoadResult": _bench_result, "Audit": _audit, "Experiment": _experiment,
+              "DataFrame": _frame}
 
 
 def extract(result: Any, args: dict) -> dict:

@@ -161,7 +161,8 @@ def test_kit_runs_cli_lists_queries_and_names_baselines(store):
     run_id = runs.runs()["run_id"][0]
 
     def kit(*args):
-        return subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        return subprocess.run([sys.executable, "-m", "kit", *args], capture_output=True, text=True, cwd=ROOT,
+                              timeout=120)
 
     out = kit("runs", "query", "SELECT kind, value FROM figures WHERE name = 'steps'", "--json")
     assert out.returncode == 0 and '"kind": "summary"' in out.stdout, out.stderr
