@@ -13,7 +13,7 @@ query`` pays them):
 - *aggregate*: mean step time per day and kind over every summary;
 - *one run*: ``kit.runs.get(prefix)``.
 
-Each on the store as recording leaves it (loose files merged into packs of 256 as they accumulate), with
+Each on the store as recording leaves it (loose files merged into packs as they accumulate: ``_store.COMPACT_AT``), with
 every run a loose file (compaction turned off: the worst case), and after ``kit runs compact``. The
 anchor: the same figure filter done by reading every run file with ``pyarrow.parquet`` and filtering in
 pandas (what one would write without DuckDB). Medians of ``BENCH_REPEATS`` (default 5) processes.
@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 PY = sys.executable
 REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))
 N = int(os.environ.get("BENCH_RUNS", "1000"))
+_COMPACT_AT = __import__("kit.runs._store").runs._store.COMPACT_AT   # as shipped
 
 QUERIES = {
     "figure filter": "kit.runs.query(\"SELECT run_id, created, value FROM figures WHERE name = 'p99_itl_ms' "
@@ -116,7 +117,7 @@ def median_of(fn) -> float:
 def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="kit-bench-runs-"))
     log(f"recording {N} runs (compaction as shipped) ...")
-    per_run, ids, slow = record_runs(tmp / "store", 256)
+    per_run, ids, slow = record_runs(tmp / "store", _COMPACT_AT)
     layouts = {"as recorded": tmp / "store"}
     one = {"as recorded": ids[N // 2], "compacted": ids[N // 2]}
     import shutil

@@ -21,6 +21,28 @@ def _stores(stores) -> list[Path]:
     return ([own] if own is not None else []) + _store.shared_dirs()
 
 
+def _lit(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _store_sql(store: Path) -> str | None:
+    """The runs of one store: its packs, and its loose files whose run is not in a pack yet (a compaction
+    between writing its pack and deleting the loose files leaves both for a moment)."""
+    files = _store.run_files(store)
+    packs = [p for p in files if p.name.startswith("pack-")]
+    loose = len(files) - len(packs)
+    if not files:
+        return None
+    pack_src = f"read_parquet({_lit(store / 'runs' / 'pack-*.parquet')}, filename = true)"
+    loose_src = f"read_parquet({_lit(store / 'runs' / '2*.parquet')}, filename = true)"
+    if not loose:
+        return f"SELECT * FROM {pack_src}"
+    if not packs:
+        return f"SELECT * FROM {loose_src}"
+    return (f"SELECT * FROM {pack_src} UNION ALL BY NAME SELECT * FROM {loose_src} WHERE run_id NOT IN "
+            f"(SELECT run_id FROM read_parquet({_lit(store / 'runs' / 'pack-*.parquet')}))")
+
+
 def connect(stores=None):
     """A DuckDB connection with the views ``runs``, ``figures``, ``facts``, ``inputs``, ``run_tables``
     over ``stores`` (default: one's own store and ``$KIT_RUNS_SHARED``)."""
@@ -28,9 +50,9 @@ def connect(stores=None):
 
     from kit.runs._schema import VIEWS
 
-    globs = [str(s / "runs" / "*.parquet") for s in _stores(stores) if _store.run_files(s)]
+    parts = [sql for s in _stores(stores) if (sql := _store_sql(s))]
     con = duckdb.connect()
-    if not globs:   # an empty catalogue still answers, with no rows
+    if not parts:   # an empty catalogue still answers, with no rows
         import pyarrow as pa
 
         from kit.runs._schema import RUN_SCHEMA
@@ -39,8 +61,8 @@ def connect(stores=None):
         con.register("_empty", empty)
         con.execute("CREATE VIEW runs AS SELECT * FROM _empty")
     else:
-        src = "[" + ", ".join("'" + g.replace("'", "''") + "'" for g in globs) + "]"
-        con.execute(f"CREATE VIEW runs AS {VIEWS['runs'].format(runs=src)}")
+        src = " UNION ALL BY NAME ".join(parts)
+        con.execute(f"CREATE VIEW runs AS {VIEWS['runs'].format(runs=src) if len(parts) > 1 else src}")
     for name, sql in VIEWS.items():
         if name != "runs":
             con.execute(f"CREATE VIEW {name} AS {sql}")

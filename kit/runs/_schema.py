@@ -19,8 +19,9 @@ RUN_SCHEMA = pa.schema([
 
 # The views every query sees (``{runs}``: the run files of every store read, a DuckDB list of globs).
 VIEWS = {
-    "runs": "SELECT * EXCLUDE (rn) FROM (SELECT *, row_number() OVER (PARTITION BY run_id) AS rn "
-            "FROM read_parquet({runs}, union_by_name = true, filename = true)) WHERE rn = 1",
+    # stores read together may hold the same run (a copy of a copy): one row per run id
+    "runs": "SELECT * EXCLUDE (rn) FROM (SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY filename) AS rn "
+            "FROM ({runs})) WHERE rn = 1",
     "figures": "SELECT run_id, kind, created, label, f.name AS name, f.value AS value, f.unit AS unit, f.item AS item "
                "FROM (SELECT run_id, kind, created, label, unnest(figures) AS f FROM runs)",
     "facts": "SELECT run_id, kind, created, f.name AS name, f.value AS value "

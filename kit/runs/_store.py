@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 SCHEMA_VERSION = 1
-COMPACT_AT = 256          # loose files that make record() merge them into a pack (bounded query time)
+COMPACT_AT = 64           # loose files that make record() merge them into a pack (bounded query time)
 _OFF = {"0", "off", "no", "false", "none", ""}
 
 
