@@ -62,6 +62,9 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
   kernel families, ops/modules from the Profile, GPU idle and launch gaps, noise)
 - ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
   (the ``input_dims`` the reader kept for each kernel's launching op)
+- ``_ranks.py``: ``ranks(paths)``: many ranks of one job, each digested as it arrives (remote ranks streamed
+  from one command per host, hosts in parallel): per-rank step time, the straggler and where it loses
+  time, collective wait skew (``RankView``)
 - ``_health.py``: ``Profile.health()``: capture mode and per-metric trust (usable / degraded / unreliable)
 """
 from __future__ import annotations
@@ -70,15 +73,15 @@ import importlib
 
 from kit.util import publish
 
-__all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "Summary", "check_attribution", "compare",
-           "default_rules", "load", "prefetch", "roofline"]
+__all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "RankView", "Summary",
+           "check_attribution", "compare", "default_rules", "load", "prefetch", "ranks", "roofline"]
 
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
           "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Prefetch": "_load", "Comparison": "_compare",
           "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline",
-          "AttributionCheck": "_check", "check_attribution": "_check"}
+          "AttributionCheck": "_check", "check_attribution": "_check", "ranks": "_ranks", "RankView": "_ranks"}
 
 
 def __getattr__(name: str):
