@@ -103,9 +103,29 @@ def _show(args) -> int:
 
 
 def _query(args) -> int:
-    from kit import runs
+    from kit import runs  # rows(), not query(): no pandas, so a query from a shell answers in a fraction of a second
 
-    return _print_frame(runs.query(args.sql, stores=args.store), args.json)
+    cols, data = runs.rows(args.sql, stores=args.store)
+    if args.json:
+        json.dump([dict(zip(cols, r)) for r in data], sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return 0
+    if not data:
+        print("(no rows)")
+        return 0
+    text = [[_cell(v) for v in r] for r in data]
+    widths = [max(len(c), *(len(r[i]) for r in text)) for i, c in enumerate(cols)]
+    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+    for r in text:
+        print("  ".join(v.rjust(w) for v, w in zip(r, widths)))
+    return 0
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    s = "" if v is None else str(v)
+    return s if len(s) <= 60 else s[:57] + "..."
 
 
 def _table(args) -> int:

@@ -28,14 +28,15 @@ item), facts (verdicts, engines), warnings, and its tables as Parquet. Everythin
 from __future__ import annotations
 
 from kit.runs._gate import Gate, gate, profile_gate
-from kit.runs._query import connect, get, query, runs, table
+from kit.runs._query import connect, get, query, rows, runs, table
 from kit.runs._record import Recorded, file_hash, record, recorded, set_command
 from kit.runs._share import baseline, baselines, export, set_baseline
 from kit.runs._store import compact, store_dir
 from kit.util import publish
 
 __all__ = ["Gate", "Recorded", "baseline", "baselines", "compact", "connect", "export", "file_hash", "gate", "get",
-           "profile_gate", "query", "record", "recorded", "runs", "set_baseline", "set_command", "store_dir", "table"]
+           "profile_gate", "query", "record", "recorded", "rows", "runs", "set_baseline", "set_command", "store_dir",
+           "table"]
 
 
 publish(globals(), __all__)

@@ -94,6 +94,22 @@ def query(sql: str, *, stores=None):
     raise AssertionError("unreachable")
 
 
+def rows(sql: str, *, stores=None) -> tuple[list[str], list[tuple]]:
+    """``sql``'s column names and rows as Python values, without pandas (what ``kit runs query`` prints)."""
+    import duckdb
+
+    for attempt in (0, 1):
+        try:
+            cur = connect(stores).execute(sql)
+            return [d[0] for d in cur.description], cur.fetchall()
+        except duckdb.IOException:
+            if attempt:
+                raise
+        except duckdb.Error as exc:
+            raise UsageError(f"kit.runs.query: {str(exc).splitlines()[0]}") from None
+    raise AssertionError("unreachable")
+
+
 def runs(kind: str | None = None, *, limit: int | None = 50, stores=None):
     """The latest runs (newest first), one row each: id, kind, when, who, host, label, command, figures count."""
     where = "WHERE kind = $kind" if kind else ""
