@@ -132,7 +132,8 @@ def main() -> int:
             f"share (assembling and digesting each rank as it arrives) is what remains.",
             f"Collector memory: over the same 4 hosts, peak RSS {few['rss_mib']:.0f} MiB with 16 ranks and "
             f"{allr['rss_mib']:.0f} MiB with 64 ({allr['rss_mib'] / few['rss_mib']:.2f}x for 4x the ranks: it grows "
-            f"with the hosts read at once, one rank each, not with the ranks); one host alone peaks at {rss16:.0f} MiB; "
+            f"with the hosts read at once, one rank each, not with the ranks); one host alone peaks at "
+            f"{rss16:.0f} MiB; "
             f"one Profile of 16 ranks (the anchor) peaks at "
             f"{anchor['rss_mib']:.0f} MiB."]
     print("\n".join(out))
