@@ -28,7 +28,7 @@ PUBLIC_API = {
     'kit.env': ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ', 'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header', 'parse_os_release', 'parse_topology', 'strip_ansi', 'with_units'],
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'],
-    'kit.runs': ['Gate', 'Recorded', 'baseline', 'baselines', 'compact', 'connect', 'export', 'file_hash', 'gate', 'get',
+    'kit.runs': ['BenchGate', 'Gate', 'Recorded', 'baseline', 'baselines', 'bench_gate', 'compact', 'connect', 'export', 'file_hash', 'gate', 'get',
                  'profile_gate', 'query', 'record', 'rows', 'recorded', 'runs', 'set_baseline', 'set_command', 'store_dir', 'table'],
     'kit.report': ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook'],
     'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],

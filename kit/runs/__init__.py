@@ -23,10 +23,13 @@ item), facts (verdicts, engines), warnings, and its tables as Parquet. Everythin
 - ``_query.py``: :func:`query`, :func:`runs`, :func:`get`, :func:`table` (DuckDB, read only)
 - ``_gate.py``: the regression gate: :func:`gate` (a comparison's verdict against a threshold and its noise),
   :func:`profile_gate` (traces against a named baseline), ``Gate.html()`` the one-page diff
+- ``_bench_gate.py``: :func:`bench_gate`: a benchmark result against a baseline benchmark, per metric, with
+  the same noise rule (two standard errors from the files' own spread) and threshold
 - ``_share.py``: named baselines (:func:`set_baseline`, :func:`baseline`, :func:`baselines`) and :func:`export`
 """
 from __future__ import annotations
 
+from kit.runs._bench_gate import BenchGate, bench_gate
 from kit.runs._gate import Gate, gate, profile_gate
 from kit.runs._query import connect, get, query, rows, runs, table
 from kit.runs._record import Recorded, file_hash, record, recorded, set_command
@@ -34,9 +37,9 @@ from kit.runs._share import baseline, baselines, export, set_baseline
 from kit.runs._store import compact, store_dir
 from kit.util import publish
 
-__all__ = ["Gate", "Recorded", "baseline", "baselines", "compact", "connect", "export", "file_hash", "gate", "get",
-           "profile_gate", "query", "record", "recorded", "rows", "runs", "set_baseline", "set_command", "store_dir",
-           "table"]
+__all__ = ["BenchGate", "Gate", "Recorded", "baseline", "baselines", "bench_gate", "compact", "connect", "export",
+           "file_hash", "gate", "get", "profile_gate", "query", "record", "recorded", "rows", "runs", "set_baseline",
+           "set_command", "store_dir", "table"]
 
 
 publish(globals(), __all__)

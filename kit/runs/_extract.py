@@ -138,9 +138,17 @@ def _gate(g, args) -> dict:
             "label": f"against {g.baseline}"}
 
 
-EXTRACTORS = {"Gate": _gate, "Summary": _summary, "Comparison": _comparison, "LogData": _logdata,
-              "BenchResult": _bench_result, "LoadResult": _bench_result, "Audit": _audit, "Experiment": _experiment,
-              "DataFrame": _frame}
+def _bench_gate(g, args) -> dict:
+    figs = [(f"change.{r.metric}", r.change, "fraction", r.run or None) for r in g.table.itertuples()]
+    src = args.get("source")
+    return {"inputs": [("b", src)] if isinstance(src, (str, os.PathLike)) else [], "settings": _settings(args),
+            "figures": figs, "facts": {"verdict": g.verdict, "baseline": g.baseline, "baseline_run": g.baseline_run},
+            "tables": {"metrics": g.table}, "warnings": list(g.warnings), "label": f"against {g.baseline}"}
+
+
+EXTRACTORS = {"Gate": _gate, "BenchGate": _bench_gate, "Summary": _summary, "Comparison": _comparison,
+              "LogData": _logdata, "BenchResult": _bench_result, "LoadResult": _bench_result, "Audit": _audit,
+              "Experiment": _experiment, "DataFrame": _frame}
 
 
 def extract(result: Any, args: dict) -> dict:

@@ -91,3 +91,33 @@ def test_a_baseline_whose_trace_changed_or_went_is_an_error_not_a_pass(baseline,
     assert "no longer there" in capsys.readouterr().err
     assert main(["profile", "compare", "--baseline", "nope", str(rep)]) == 1
     assert "no baseline named 'nope'" in capsys.readouterr().err
+
+
+def _bench_file(tmp_path, name, **changes):
+    from tests.conftest import SAMPLE
+
+    doc = json.loads((SAMPLE / "bench" / "vllm_tp8_default.json").read_text())
+    doc.update(changes)
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_bench_against_a_baseline_uses_the_files_spread(store, tmp_path, capsys):
+    """The sample's vllm bench serve result (16 requests, std_tpot 0.05 ms) as baseline; a repeat with TPOT
+    0.4% slower (beyond two standard errors, under the 2% threshold) passes; one with TPOT 6% slower fails."""
+    base = _bench_file(tmp_path, "base.json")
+    assert main(["bench", "parse", str(base)]) == 0
+    assert main(["runs", "baseline", "vllm-tp8", runs.runs("bench")["run_id"][0]]) == 0
+    same = _bench_file(tmp_path, "same.json", mean_tpot_ms=12.17, mean_itl_ms=12.2)
+    slow = _bench_file(tmp_path, "slow.json", mean_tpot_ms=12.85, mean_itl_ms=12.9, output_throughput=76.0)
+    capsys.readouterr()
+    assert main(["bench", "compare", str(same), "--baseline", "vllm-tp8", "--fail-on-regression"]) == 0
+    assert capsys.readouterr().out.startswith("PASS")
+    assert main(["bench", "compare", str(slow), "--baseline", "vllm-tp8", "--fail-on-regression", "--json"]) == 3
+    got = json.loads(capsys.readouterr().out)
+    verdicts = {m["metric"]: (m["verdict"], m["decided_by"]) for m in got["metrics"]}
+    assert verdicts["mean_tpot_ms"] == ("regression", "spread and threshold")
+    assert verdicts["output_throughput"] == ("regression", "threshold only")
+    assert verdicts["mean_ttft_ms"][0] == "pass"
+    assert main(["bench", "compare", str(slow), "--baseline", "vllm-tp8"]) == 0   # reported, not failed
