@@ -1,5 +1,6 @@
 """Small helpers shared by every area, one copy each: ANSI stripping, shell quoting, clipping text,
-JSON-ready table rows, pausing the garbage collector, and giving re-exported names their public module."""
+JSON-ready table rows, pausing the garbage collector, giving re-exported names their public module, and a
+progress bar for long work (``progress``)."""
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ANSI", "strip_ansi", "quote", "clip", "jsonable", "frame_records", "no_gc", "publish", "html_fields"]
+__all__ = ["ANSI", "strip_ansi", "quote", "clip", "jsonable", "frame_records", "no_gc", "publish", "html_fields",
+           "progress"]
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 """Terminal colour/style escapes (vLLM colours its log level; raw TTY captures of nvidia-smi underline)."""
@@ -144,3 +146,47 @@ def host_program(package: str, name: str, call: str) -> str:
 
     text = resources.files(package).joinpath("_host", name).read_text(encoding="utf-8")
     return text.rstrip("\n") + "\n\n" + call + "\n"
+
+
+def _progress_wanted() -> bool:
+    """A bar is shown in a terminal (stderr a TTY) or a notebook kernel, never when ``KIT_PROGRESS=off``."""
+    import sys
+
+    if os.environ.get("KIT_PROGRESS", "").strip().lower() in ("0", "off", "no", "false"):
+        return False
+    try:
+        if sys.stderr.isatty():
+            return True
+    except (AttributeError, ValueError):
+        pass
+    return "ipykernel" in sys.modules
+
+
+@contextlib.contextmanager
+def progress(desc: str, total: float | None = None, *, unit: str = "B", show: bool | None = None,
+             delay: float = 2.0) -> Iterator[Any]:
+    """A tqdm bar for work that may take more than ``delay`` seconds (it appears only then), kept ticking
+    (elapsed time) while the work runs; silent when not in a terminal or notebook, when ``show=False`` or
+    ``KIT_PROGRESS=off``. Yields the bar (``bar.update(n)``)."""
+    import threading
+
+    from tqdm.auto import tqdm
+
+    on = _progress_wanted() if show is None else show
+    bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000,
+               leave=False, delay=delay, disable=not on)
+    stop = threading.Event()
+
+    def tick():
+        while not stop.wait(0.5):
+            bar.refresh()
+    ticker = threading.Thread(target=tick, daemon=True, name="kit-progress") if on else None
+    if ticker:
+        ticker.start()
+    try:
+        yield bar
+    finally:
+        stop.set()
+        if ticker:
+            ticker.join()
+        bar.close()

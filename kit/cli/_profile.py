@@ -82,11 +82,14 @@ def register(subparsers) -> None:
 def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
     from kit.profile import prefetch
+    from kit.util import progress
 
-    with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
+    with progress("parsing", _bytes(args.traces)) as bar, \
+            prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile
 
         p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending)
+        bar.update(bar.total or 0)
     s = p.summary(args.phase, top=args.top)
     by = getattr(args, "by", "category")
     check = None
@@ -117,6 +120,16 @@ def _summary(args) -> int:
     if check is not None:
         print(repr(check))
     return 0
+
+
+def _bytes(paths) -> int | None:
+    """The traces' total size for the progress bar (None when one is not a local file)."""
+    import os
+
+    try:
+        return sum(os.path.getsize(p) for p in paths)
+    except OSError:
+        return None
 
 
 def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
@@ -171,9 +184,14 @@ def _compare(args) -> int:
     if args.phase not in ("decode", "prefill", "all"):
         print(f"kit profile compare: --phase must be decode, prefill or all, not {args.phase!r}", file=sys.stderr)
         return 2
+    from kit.util import progress
+
     try:
-        pa = profile.load(ab[0], cache=not args.no_cache)
-        pb = profile.load(ab[1], cache=not args.no_cache)
+        with progress("parsing", _bytes(ab[0] + ab[1])) as bar:
+            pa = profile.load(ab[0], cache=not args.no_cache)
+            bar.update(_bytes(ab[0]) or 0)
+            pb = profile.load(ab[1], cache=not args.no_cache)
+            bar.update(_bytes(ab[1]) or 0)
         cmp = profile.compare(pa, pb, phase=args.phase, labels=tuple(args.labels) if args.labels else None,
                               step_ms=tuple(args.step_ms) if args.step_ms else None,
                               measured_source="--step-ms" if args.step_ms else None)

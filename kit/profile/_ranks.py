@@ -200,42 +200,31 @@ def ranks(paths, *, phase: str = "decode", host=None, rules=None, python: str = 
 
     ``paths``: local files, ``"HOST:/path/rank*.json.gz"`` specs, paths with ``host=``, or
     ``{Host: [paths or globs]}`` for several hosts; hosts are read in parallel, one command each.
-    ``progress``: a progress bar over the ranks (default: when stderr is a terminal)."""
+    ``progress``: a progress bar over the ranks (default: in a terminal or notebook, after 2 s; ``KIT_PROGRESS=off``
+    silences it)."""
     rule_list = build_rules(rules)
     remote, local = _group(paths, host)
     total = len(local) + sum(len(ps) for _, ps in remote.values())
     if not total:
         raise TraceError("ranks: no trace files given")
-    bar = _bar(total, progress)
+    from kit.util import progress as progress_bar
+
     lock = threading.Lock()
-
-    def tick(n):
-        with lock:
-            bar.update(n)
     digests: list[RankDigest] = []
-    try:
-        with ThreadPoolExecutor(max(1, len(remote)), thread_name_prefix="kit-ranks") as pool:
-            futs = [pool.submit(_host_digests, h, ps, phase, rule_list, python, timeout, tick)
-                    for h, ps in remote.values()]
-            for f in local:
-                from kit.profile._profile import load
+    pool = ThreadPoolExecutor(max(1, len(remote)), thread_name_prefix="kit-ranks")
+    with progress_bar("ranks", total, unit="rank", show=progress) as bar, pool:
+        def tick(n):
+            with lock:
+                bar.update(n)
+        futs = [pool.submit(_host_digests, h, ps, phase, rule_list, python, timeout, tick) for h, ps in remote.values()]
+        for f in local:
+            from kit.profile._profile import load
 
-                digests.append(digest(load([f], rules=rules), phase, f))
-                tick(1)
-            for fut in futs:
-                digests.extend(fut.result())
-    finally:
-        bar.close()
+            digests.append(digest(load([f], rules=rules), phase, f))
+            tick(1)
+        for fut in futs:
+            digests.extend(fut.result())
     return view(digests, phase)
-
-
-def _bar(total: int, progress: bool | None):
-    import sys
-
-    from tqdm.auto import tqdm
-
-    show = sys.stderr.isatty() if progress is None else progress
-    return tqdm(total=total, unit="rank", desc="ranks", disable=not show, leave=False)
 
 
 def _mad(xs) -> float:
