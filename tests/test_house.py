@@ -29,7 +29,7 @@ PUBLIC_API = {
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels'],
     'kit.runs': ['BenchGate', 'Gate', 'Recorded', 'baseline', 'baselines', 'bench_gate', 'compact', 'connect', 'export', 'file_hash', 'gate', 'get',
-                 'profile_gate', 'query', 'record', 'rows', 'recorded', 'runs', 'set_baseline', 'set_command', 'store_dir', 'table'],
+                 'prehash', 'profile_gate', 'query', 'record', 'rows', 'recorded', 'runs', 'set_baseline', 'set_command', 'store_dir', 'table'],
     'kit.report': ['NotebookRun', 'Report', 'build', 'discover', 'execute_notebook'],
     'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],

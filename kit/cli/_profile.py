@@ -82,8 +82,10 @@ def register(subparsers) -> None:
 def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
     from kit.profile import prefetch
+    from kit.runs import prehash
     from kit.util import progress
 
+    prehash(args.traces)   # the catalogue's input hashes, on the other core while the trace parses
     with progress("parsing", _bytes(args.traces)) as bar, \
             prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile

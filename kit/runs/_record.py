@@ -73,8 +73,45 @@ def _hash_dir() -> Path:
     return base / "hashes"
 
 
+_PENDING: dict[str, object] = {}
+
+
+def prehash(paths) -> None:
+    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), so
+    a command that records them later finds the digests ready: the CLI calls it before parsing a trace.
+    Does nothing when recording is off."""
+    import threading
+    from concurrent.futures import Future
+
+    if _store.store_dir() is None:
+        return
+    todo = []
+    for p in paths:
+        p = Path(p)
+        if p.is_file() and str(p.resolve()) not in _PENDING:
+            fut: Future = Future()
+            _PENDING[str(p.resolve())] = fut
+            todo.append((p, fut))
+
+    def work():
+        for p, fut in todo:
+            try:
+                fut.set_result(_file_hash(p))
+            except Exception as exc:   # noqa: BLE001 - the recording step reports it
+                fut.set_exception(exc)
+    if todo:
+        threading.Thread(target=work, daemon=True, name="kit-prehash").start()
+
+
 def file_hash(path: Path) -> str:
     """sha256 of a file's bytes, remembered per (path, size, mtime, inode) so a trace is read once."""
+    fut = _PENDING.pop(str(Path(path).resolve()), None)
+    if fut is not None:
+        return fut.result()
+    return _file_hash(Path(path))
+
+
+def _file_hash(path: Path) -> str:
     st = path.stat()
     ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
     memo = _hash_dir() / hashlib.sha256(ident.encode()).hexdigest()[:32]
