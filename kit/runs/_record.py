@@ -77,9 +77,9 @@ _PENDING: dict[str, object] = {}
 
 
 def prehash(paths) -> None:
-    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), so
-    a command that records them later finds the digests ready: the CLI calls it before parsing a trace.
-    Does nothing when recording is off."""
+    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), and
+    loading the redaction rules, so a command that records them later finds both ready: the CLI calls it
+    before parsing a trace. Does nothing when recording is off."""
     import threading
     from concurrent.futures import Future
 
@@ -99,8 +99,12 @@ def prehash(paths) -> None:
                 fut.set_result(_file_hash(p))
             except Exception as exc:   # noqa: BLE001 - the recording step reports it
                 fut.set_exception(exc)
-    if todo:
-        threading.Thread(target=work, daemon=True, name="kit-prehash").start()
+        try:   # what recording will need, loaded while the parse runs: the redaction rules, Parquet
+            _redactor()[0]("warm-up")
+            import pyarrow.parquet  # noqa: F401
+        except Exception:   # noqa: BLE001 - recording loads them again and reports
+            pass
+    threading.Thread(target=work, daemon=True, name="kit-prehash").start()
 
 
 def file_hash(path: Path) -> str:
