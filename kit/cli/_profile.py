@@ -6,6 +6,7 @@
     kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
                         [--step-ms A_MS B_MS] [--no-cache]
     kit profile compare --baseline NAME B_TRACE... [--fail-on-regression] [--threshold F] [--html FILE] [--json]
+    kit profile ranks TRACE... [--phase decode|prefill|all] [--json]     (kit.profile.ranks: many ranks of one job)
 
 ``compare`` splits the per-step time difference of run B against run A into parts that add up to it
 (categories, GPU idle, launch gaps, unattributed), marks each within or beyond the step-to-step
@@ -73,6 +74,14 @@ def register(subparsers) -> None:
                    "counts, as a fraction of the baseline's step time (default 0.02)")
     c.add_argument("--html", metavar="FILE", help="with --baseline: write the one-page HTML diff here")
     c.set_defaults(func=_compare)
+    r = psub.add_parser("ranks", help="many ranks of one job: per-rank step time, the straggler and where, "
+                        "collective wait skew")
+    r.add_argument("traces", nargs="+", metavar="TRACE", help="one trace per rank: files, or HOST:/path/rank*.json.gz "
+                   "(parsed on the host, hosts in parallel)")
+    r.add_argument("--phase", choices=("decode", "prefill", "all"), default="decode",
+                   help="which steps (default decode)")
+    r.add_argument("--json", action="store_true", help="print per_rank, straggler, where and collective_skew as JSON")
+    r.set_defaults(func=_ranks)
     from kit.cli._audit import register_check
 
     register_check(psub)  # kit profile check
@@ -243,3 +252,18 @@ def _gate(args, traces: list[str]) -> int:
         if args.html:
             print(f"diff: {args.html}")
     return g.exit_code(args.fail_on_regression)
+
+
+def _ranks(args) -> int:
+    from kit import profile
+    from kit.util import frame_records
+
+    v = profile.ranks(args.traces, phase=args.phase)
+    if args.json:
+        json.dump({"phase": v.phase, "per_rank": frame_records(v.per_rank), "straggler": v.straggler,
+                   "where": frame_records(v.where), "collective_skew": v.collective_skew, "warnings": v.warnings},
+                  sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(repr(v))
+    return 0

@@ -43,6 +43,7 @@ from kit.profile._assemble import assemble
 from kit.profile._categories import COMM, build_rules
 from kit.profile._compare import kernel_family
 from kit.profile._load import checked_frames
+from kit.runs import recorded
 
 _TOP = 400        # kernel families / (layer, family) pairs kept per rank
 
@@ -194,6 +195,7 @@ def _group(paths, host) -> tuple[dict, list[str]]:
     return remote, local
 
 
+@recorded("ranks")
 def ranks(paths, *, phase: str = "decode", host=None, rules=None, python: str = "python3",
           timeout: float = 3600.0, progress: bool | None = None) -> "RankView":
     """The cross-rank view of one job's rank traces (see the module docstring).

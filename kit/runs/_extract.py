@@ -146,9 +146,19 @@ def _bench_gate(g, args) -> dict:
             "tables": {"metrics": g.table}, "warnings": list(g.warnings), "label": f"against {g.baseline}"}
 
 
-EXTRACTORS = {"Gate": _gate, "BenchGate": _bench_gate, "Summary": _summary, "Comparison": _comparison,
-              "LogData": _logdata, "BenchResult": _bench_result, "LoadResult": _bench_result, "Audit": _audit,
-              "Experiment": _experiment, "DataFrame": _frame}
+def _rank_view(v, args) -> dict:
+    figs = frame_figures(v.per_rank[["rank", "step_us", "compute_us", "comm_us"]], key="rank")
+    s = v.straggler
+    figs += [(k, s.get(k), "us", None) for k in ("excess_us", "noise_us") if s.get(k) is not None]
+    return {"inputs": list(v.per_rank["source"]), "settings": {"phase": v.phase, **_settings(args)}, "figures": figs,
+            "facts": {"straggler": None if s.get("rank") is None else str(s["rank"]),
+                      "where": s.get("at") or s.get("kernel"), "straggler_reason": s.get("reason")},
+            "tables": {"per_rank": v.per_rank, "where": v.where}, "warnings": list(v.warnings)}
+
+
+EXTRACTORS = {"RankView": _rank_view, "Gate": _gate, "BenchGate": _bench_gate, "Summary": _summary,
+              "Comparison": _comparison, "LogData": _logdata, "BenchResult": _bench_result,
+              "LoadResult": _bench_result, "Audit": _audit, "Experiment": _experiment, "DataFrame": _frame}
 
 
 def extract(result: Any, args: dict) -> dict:

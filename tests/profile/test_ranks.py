@@ -92,3 +92,16 @@ def test_the_stream_is_cut_into_files_keeping_one_at_a_time():
         peak[0] = max(peak[0], len(cut.buf))
     assert [p for _, p in got] == files and [h for h, _ in got] == [f"r{i}" for i in range(20)]
     assert peak[0] < max(len(f) for f in files) + 4096 + 200
+
+
+def test_kit_profile_ranks_cli_prints_and_records_the_view(job, tmp_path, monkeypatch, capsys):
+    from kit import runs
+    from kit.cli import main
+
+    monkeypatch.setenv("KIT_RUNS", "on")
+    monkeypatch.setenv("KIT_RUNS_DIR", str(tmp_path / "store"))
+    assert main(["profile", "ranks", *map(str, job), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["straggler"]["rank"] == STRAGGLER and len(got["per_rank"]) == RANKS
+    facts = runs.query("SELECT name, value FROM facts WHERE kind = 'ranks'")
+    assert dict(zip(facts["name"], facts["value"]))["straggler"] == str(STRAGGLER)
