@@ -161,9 +161,27 @@ EXTRACTORS = {"RankView": _rank_view, "Gate": _gate, "BenchGate": _bench_gate, "
               "LoadResult": _bench_result, "Audit": _audit, "Experiment": _experiment, "DataFrame": _frame}
 
 
+def _provenance(inputs) -> str | None:
+    """Where the inputs came from (``kit.session.provenance_of``: measured where and when, sample,
+    third-party ...), one label per distinct answer."""
+    from kit.session import provenance_of
+
+    labels = []
+    for i in inputs:
+        path = i[1] if isinstance(i, tuple) else i
+        if isinstance(path, (str, os.PathLike)) and os.path.exists(path):
+            label = provenance_of(path).label
+            if label not in labels:
+                labels.append(label)
+    return "; ".join(labels) or None
+
+
 def extract(result: Any, args: dict) -> dict:
     """Keyword arguments of :func:`kit.runs.record` for ``result`` of a call made with ``args``."""
     fn = EXTRACTORS.get(type(result).__name__)
     if fn is None:
         return {"settings": _settings(args)}
-    return fn(result, args)
+    out = fn(result, args)
+    if out.get("inputs") and "provenance" not in out:
+        out["provenance"] = _provenance(out["inputs"])
+    return out
