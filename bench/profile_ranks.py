@@ -98,7 +98,7 @@ def main() -> int:
         for i, one in enumerate(spec):
             log(f"host {i} alone ...")
             alone.append(child([one]))
-        log("anchor: one Profile of all 64 ranks (kit.profile.load on one host) ...")
+        log("anchor: one Profile of host 0's ranks (kit.profile.load) ...")
         anchor = child(spec[:1], mode="load")
     finally:
         for s in servers:
