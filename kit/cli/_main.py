@@ -30,6 +30,14 @@ COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.c
             "runs": "kit.cli._runs"}
 
 
+_ARGV: list[str] = []
+
+
+def command_line() -> str | None:
+    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None."""
+    return "kit " + " ".join(_ARGV) if _ARGV else None
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The ``kit`` parser: every command, or only the one ``argv`` names (its first word)."""
     parser = argparse.ArgumentParser(prog="kit", description="decode-kit: LLM-serving decode investigations")
@@ -61,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        __import__("kit.runs").runs.set_command(argv)  # runs recorded by this command carry it (kit.runs)
+        _ARGV[:] = argv   # what runs recorded by this command carry (kit.runs reads command_line())
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
         return code

@@ -91,16 +91,16 @@ def register(subparsers) -> None:
 def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
     from kit.profile import prefetch
-    from kit.runs import prehash
-    from kit.util import progress
 
-    prehash(args.traces)   # the catalogue's input hashes, on the other core while the trace parses
-    with progress("parsing", _bytes(args.traces)) as bar, \
-            prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
+    with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile
+        from kit.runs import prehash
+        from kit.util import progress
 
-        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending)
-        bar.update(bar.total or 0)
+        prehash(args.traces)   # after the fork: the catalogue's input hashes, on a thread while the trace parses
+        with progress("parsing", _bytes(args.traces)) as bar:
+            p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending)
+            bar.update(bar.total or 0)
     s = p.summary(args.phase, top=args.top)
     by = getattr(args, "by", "category")
     check = None

@@ -245,7 +245,7 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     row = _run_row({
         "run_id": run_id, "kind": kind, "created": _now(), "user": text(_who()), "machine": text(socket.gethostname()),
         "host": ",".join(sorted({i["host"] for i in ins})) or "local",
-        "command": text(command or _COMMAND.get() or _python_caller()), "label": text(label),
+        "command": text(command or _COMMAND.get() or _cli_command() or _python_caller()), "label": text(label),
         "kit_version": __version__,
         "input_hash": hashlib.sha256("\n".join(digests).encode()).hexdigest() if ins else None,
         "inputs": ins, "settings": js(settings or {}), "figures": figs,
@@ -262,6 +262,14 @@ def _now():
     import datetime as dt
 
     return dt.datetime.now(dt.timezone.utc)
+
+
+def _cli_command() -> str | None:
+    if "kit.cli" not in sys.modules:   # not a kit command: no need to import the CLI
+        return None
+    from kit.cli import command_line
+
+    return command_line()
 
 
 def _python_caller() -> str:
