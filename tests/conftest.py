@@ -75,6 +75,7 @@ SLOW = (
     "tests/runs/test_catalogue.py::test_kit_runs_cli",   # three `kit` processes
     "tests/runs/test_gate.py::test_planted_regressions",  # 23 replayed traces parsed and gated
     "tests/profile/test_ranks.py",                        # 18 replayed rank traces, two more sshd hosts
+    "tests/test_progress.py",                             # a real pseudo-terminal, three interpreters
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
     "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
     "tests/live/",                                  # engines started, benchmarked, profiled, swept
