@@ -13,6 +13,8 @@ Public surface (everything else is private):
 - ``kit.session``: a session's layout.  ``kit.provenance``: where each artefact came from.
 - ``kit.audit``: effective settings, silent slow paths, ignored experiment variants, run validity.
 - ``kit.errors``: the exception tree.
+- ``kit.runs``: the run catalogue: every summary, comparison, benchmark, experiment, log parse and audit,
+  queryable with SQL (DuckDB over Parquet); named baselines.
 - ``kit.server(host, cmd)`` / ``kit.experiment(base_cmd, matrix=...)`` (``kit.live``): run, profile and
   sweep a live serving engine.  ``kit.bench``: single-stream benchmark of a live server.
 
@@ -23,10 +25,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from kit import util as _util
+
 __version__ = "0.1.0"
 
 _SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors",
-               "explorer", "session", "provenance", "live", "bench", "audit")
+               "explorer", "session", "provenance", "live", "bench", "audit", "runs")
 _FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
 _FROM_LIVE = ("server", "experiment")
 
@@ -41,6 +45,16 @@ def __getattr__(name: str) -> Any:
     if name in _FROM_LIVE:
         return getattr(importlib.import_module("kit.live"), name)
     raise AttributeError(f"module 'kit' has no attribute {name!r}")
+
+
+def _record_call(*call) -> None:
+    """The run catalogue's recorder: imported on the first recorded call (``import kit`` stays fast)."""
+    from kit.runs import record_call
+
+    record_call(*call)
+
+
+_util.set_recorder(_record_call)
 
 
 def load_ipython_extension(ipython) -> None:

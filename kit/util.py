@@ -1,8 +1,10 @@
 """Small helpers shared by every area, one copy each: ANSI stripping, shell quoting, clipping text,
-JSON-ready table rows, pausing the garbage collector, and giving re-exported names their public module."""
+JSON-ready table rows, pausing the garbage collector, giving re-exported names their public module, and a
+progress bar for long work (``progress``)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import json
 import math
@@ -16,7 +18,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["ANSI", "strip_ansi", "quote", "clip", "signed", "percent_text", "jsonable", "frame_records", "no_gc",
-           "publish", "html_fields", "secret_name", "mask_secrets", "SECRET_MASK"]
+           "publish", "html_fields", "secret_name", "mask_secrets", "SECRET_MASK", "progress", "recorded",
+           "set_recorder", "set_command_line", "command_line", "kit_version"]
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 """Terminal colour/style escapes (vLLM colours its log level; raw TTY captures of nvidia-smi underline)."""
@@ -187,3 +190,105 @@ def host_program(package: str, name: str, call: str) -> str:
 
     text = resources.files(package).joinpath("_host", name).read_text(encoding="utf-8")
     return text.rstrip("\n") + "\n\n" + call + "\n"
+
+
+def _progress_wanted() -> bool:
+    """A bar is shown in a terminal (stderr a TTY) or a notebook kernel, never when ``KIT_PROGRESS=off``."""
+    import sys
+
+    if os.environ.get("KIT_PROGRESS", "").strip().lower() in ("0", "off", "no", "false"):
+        return False
+    try:
+        if sys.stderr.isatty():
+            return True
+    except (AttributeError, ValueError):
+        pass
+    return "ipykernel" in sys.modules
+
+
+@contextlib.contextmanager
+def progress(desc: str, total: float | None = None, *, unit: str = "B", show: bool | None = None,
+             delay: float = 2.0) -> Iterator[Any]:
+    """A tqdm bar for work that may take more than ``delay`` seconds (it appears only then), kept ticking
+    (elapsed time) while the work runs; silent when not in a terminal or notebook, when ``show=False`` or
+    ``KIT_PROGRESS=off``. Yields the bar (``bar.update(n)``)."""
+    import threading
+
+    from tqdm.auto import tqdm
+
+    on = _progress_wanted() if show is None else show
+    bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000,
+               leave=False, delay=delay, disable=not on)
+    stop = threading.Event()
+
+    def tick():
+        while not stop.wait(0.5):
+            bar.refresh()
+    ticker = threading.Thread(target=tick, daemon=True, name="kit-progress") if on else None
+    if ticker:
+        ticker.start()
+    try:
+        yield bar
+    finally:
+        stop.set()
+        if ticker:
+            ticker.join()
+        bar.close()
+
+
+# -- the run catalogue's hook ------------------------------------------------------------------------------
+# The kit's public entry points (in kit.profile, kit.logs, kit.bench, kit.audit, kit.live) wear
+# ``@recorded(kind)``; what records the result is installed from above (``kit/__init__.py`` installs the run
+# catalogue, ``kit.runs``), so the packages low in the house never import the catalogue, which reads them.
+_RECORDER: list = []
+_RECORDING: "contextvars.ContextVar[bool]" = contextvars.ContextVar("kit_recording", default=False)
+_COMMAND_LINE: list[str] = []
+_OFF = ("off", "0", "no", "false")
+
+
+def set_recorder(fn) -> None:
+    """Install ``fn(kind, func, args, kwargs, result, elapsed_s)``, called after each outermost
+    ``@recorded`` call (``None`` removes it)."""
+    _RECORDER[:] = [fn] if fn is not None else []
+
+
+def recorded(kind: str):
+    """Decorator for a public entry point: hand what the outermost decorated call returned to the installed
+    recorder (the run catalogue). Without one, with ``KIT_RUNS=off`` or inside another decorated call, the
+    plain call; the recorder never changes the result or raises (it says so on stderr instead)."""
+    import functools
+    import time
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*args, **kwargs):
+            if not _RECORDER or _RECORDING.get() or os.environ.get("KIT_RUNS", "on").strip().lower() in _OFF:
+                return fn(*args, **kwargs)
+            token = _RECORDING.set(True)
+            t0 = time.perf_counter()
+            try:
+                result = fn(*args, **kwargs)
+            finally:
+                _RECORDING.reset(token)
+            _RECORDER[0](kind, fn, args, kwargs, result, time.perf_counter() - t0)
+            return result
+        return inner
+    return wrap
+
+
+def set_command_line(argv: list[str]) -> None:
+    """The ``kit`` command line this process runs (set by ``kit.cli``; runs recorded under it carry it)."""
+    _COMMAND_LINE[:] = list(argv)
+
+
+def command_line() -> str | None:
+    """``kit profile summary x.json.gz`` when this process is a ``kit`` command, else None."""
+    return "kit " + " ".join(_COMMAND_LINE) if _COMMAND_LINE else None
+
+
+def kit_version() -> str:
+    """decode-kit's version (``kit.__version__``), for modules that must not import the ``kit`` package."""
+    import sys
+
+    kit = sys.modules.get("kit")
+    return getattr(kit, "__version__", None) or "unknown"

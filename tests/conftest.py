@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = (ROOT / ".." / "shared" / "data").resolve()
 SAMPLE = ROOT / "notebooks" / "sample"
 TEST_DATA = ROOT / "tests" / "data"  # small project-made fixtures
+# The run catalogue (kit.runs) records nothing during tests unless a test turns it on (tests/runs/);
+# subprocesses started by tests inherit this.
+os.environ["KIT_RUNS"] = "off"
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +72,10 @@ def stage_readable(*rel_paths: str) -> Path:
 # Measured with ``pytest --durations`` on the 2-core development machine; a test file or a test
 # (``file::name``, parameters included or not) that takes seconds belongs here.
 SLOW = (
+    "tests/runs/test_catalogue.py::test_kit_runs_cli",   # three `kit` processes
+    "tests/runs/test_gate.py::test_planted_regressions",  # 23 replayed traces parsed and gated
+    "tests/profile/test_ranks.py",                        # 18 replayed rank traces, two more sshd hosts
+    "tests/test_progress.py",                             # a real pseudo-terminal, three interpreters
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
     "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
     "tests/live/",                                  # engines started, benchmarked, profiled, swept

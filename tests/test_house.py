@@ -15,7 +15,7 @@ KIT = ROOT / "kit"
 # The public surface. Adding a name is a decision: add it here in the same change.
 PUBLIC_API = {
     'kit.session': ['Captures', 'Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'StepTimes', 'caption', 'open', 'provenance_of'],
-    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'provenance', 'remote', 'report', 'server', 'session', 'source'],
+    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'provenance', 'remote', 'report', 'server', 'session', 'source', 'runs'],
     'kit.provenance': ['Evidence', 'KINDS', 'MANIFEST', 'Provenance', 'UNKNOWN', 'caption', 'lookup', 'provenance_of', 'read_manifest', 'relative', 'sniff'],
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'PARTS', 'Reconciliation', 'reconcile', 'LoadResult', 'RequestTiming', 'list_models', 'load_test', 'make_prompts', 'mean_ci', 'single_stream', 'stream_request', 'sweep', 'welch', 'pareto_sweep', 'saturation'],
     'kit.live': ['Experiment', 'PHASES', 'ReferenceCommand', 'Server', 'experiment', 'plan', 'reference_command',
@@ -23,7 +23,7 @@ PUBLIC_API = {
     'kit.remote': ['Fetched', 'FileStat', 'Forward', 'GroupResult', 'HOST_OPTIONS', 'Host', 'HostGroup', 'Job', 'LocalHost', 'Result', 'SSHHost', 'Transfer', 'TransferReport', 'add_host_options', 'connect', 'connect_options', 'hosts'],
     'kit.source': ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols', 'cache_clear', 'cache_info', 'definition', 'diff', 'enclosing', 'evaluate', 'find', 'grep', 'module_path', 'slice'],
     'kit.profile': ['AttributionCheck', 'Comparison', 'PHASES', 'Prefetch', 'Profile', 'Summary', 'category_colours', 'check_attribution',
-                    'compare', 'default_rules', 'load', 'prefetch', 'roofline', 'StructuralDiff', 'diff_structure'],
+                    'compare', 'default_rules', 'load', 'prefetch', 'roofline', 'StructuralDiff', 'diff_structure', 'RankView', 'ranks'],
     'kit.audit': ['Audit', 'CLOCK_QUERY', 'ClockSampler', 'DEBUG_VARIABLES', 'Decider', 'Effect', 'Effects', 'Finding', 'SEVERITIES', 'Validity', 'audit', 'capture_settings', 'check_run', 'decider', 'effect', 'experiment_effects', 'parse_clocks', 'throttle'],
     'kit.logs': ['DECODE_COLUMNS', 'KINDS', 'NCCL_COLUMNS', 'PREFILL_COLUMNS', 'THROUGHPUT_COLUMNS', 'read_lines', 'LogData', 'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl', 'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'settings', 'spec_summary', 'StepRecords', 'step_records'],
     'kit.models': ['AllReduceCost', 'DecodeFloor', 'GPUSpec', 'HYBRID_TYPES', 'LINKS', 'LinkModel', 'Mixer', 'ModelShape', 'SpecEstimate', 'WEIGHT_FORMATS', 'decode_floor', 'gpu_spec', 'gpu_specs', 'model_shape', 'acceptance_for_length', 'allreduce_cost', 'allreduce_time_us', 'break_even', 'drafter_cost', 'expected_tokens', 'fit', 'link', 'spec_estimate', 'spec_from_summary', 'speedup', 'speedup_curves'],
@@ -31,11 +31,13 @@ PUBLIC_API = {
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels', 'itl_waterfall', 'structure_waterfall'],
     'kit.mcp': ['Policy', 'TOOLS', 'Tool', 'available', 'build_server', 'serve_http', 'serve_stdio'],
-    'kit.report': ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'build', 'discover', 'execute_notebook', 'Table', 'table', 'redact_text'],
+    'kit.report': ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'build', 'discover', 'execute_notebook', 'Table', 'table', 'redact_text', 'redact_json_text'],
     'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError', 'CacheError'],
+    'kit.runs': ['BenchGate', 'Gate', 'Recorded', 'baseline', 'baselines', 'bench_gate', 'compact', 'connect', 'export', 'file_hash', 'gate', 'get',
+                 'prehash', 'profile_gate', 'query', 'record', 'record_call', 'rows', 'recorded', 'runs', 'set_baseline', 'set_command', 'store_dir', 'table'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],
     'kit.magics': ['RemoteMagics', 'load_ipython_extension'],
-    'kit.testing': ['SSHServer', 'STREAM_PROBE', 'TEST_USER', 'find_sshd', 'sshd'],
+    'kit.testing': ['SSHServer', 'STREAM_PROBE', 'TEST_USER', 'find_sshd', 'replay_trace', 'sshd'],
 }
 
 
@@ -235,7 +237,7 @@ FLOORS = [
     ["kit.logs", "kit.profile"],
     ["kit.audit", "kit.plots", "kit.bench"],
     ["kit.session", "kit.live", "kit.explorer"],
-    ["kit.report", "kit.mcp", "kit.cli", "kit", "kit.__main__"],
+    ["kit.report", "kit.runs", "kit.mcp", "kit.cli", "kit", "kit.__main__"],
 ]
 
 

@@ -12,6 +12,7 @@ from kit.audit._effect import experiment_effects
 from kit.audit._findings import Audit, Finding, order
 from kit.audit._validity import check_run, parse_clocks, records
 from kit.errors import KitError, UsageError
+from kit.util import recorded
 
 _MAX_FILES = 2000
 _TRACE_SUFFIXES = (".json.gz", ".trace.json", ".pt.trace.json", ".sqlite")
@@ -216,6 +217,7 @@ def _trace_findings(trace_files: list[Path], notes: list[str]) -> list[Finding]:
     return findings
 
 
+@recorded("audit")
 def audit(paths, *, compare: bool = False, traces: bool = True, host=None, source: str | None = None) -> Audit:
     """Audit the artefacts of one or more engine runs: logs, server-args dumps, ``/get_server_info``
     JSON, environment captures, ``nvidia-smi topo -m``, benchmark results with clock captures,

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 from kit.bench._client import RequestTiming, closed_loop, get_json, stream_request
 from kit.bench._stats import mean_ci, median
 from kit.errors import BenchError
+from kit.util import recorded
 
 DEFINITIONS = ("TTFT, ITL, TPOT as vLLM's `vllm bench serve` (and SGLang's bench_serving) define them: "
                "TTFT = first token chunk (answer text or reasoning) - send; ITL = gaps between token chunks; "
@@ -168,6 +169,7 @@ def _json_default(o):
     return str(o)
 
 
+@recorded("bench")
 def single_stream(url: str, *, model: str | None = None, chat: bool = False, prompt_tokens: int = 32,
                   max_tokens: int = 64, requests: int = 8, warmup: int = 2, repeats: int = 3,
                   concurrency: Sequence[int] = (1, 2, 4), timeout: float = 120.0,

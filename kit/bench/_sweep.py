@@ -31,6 +31,7 @@ from kit.bench._run import Setup, arrivals, records, run_closed, run_level, run_
 from kit.bench._stats import mean_ci
 from kit.bench._workloads import read_trace, session_plan
 from kit.errors import BenchError
+from kit.util import recorded
 
 ARRIVALS = ("poisson", "constant")
 
@@ -144,6 +145,7 @@ def _check(arrival: str, levels: list, slo: dict | None, seed) -> int:
     return new_seed() if seed is None else int(seed)
 
 
+@recorded("bench")
 def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequence[int] | None = None,
           users: Sequence[int] | None = None, trace: str | Path | None = None, time_scales: Sequence[float] = (1.0,),
           arrival: str = "poisson", requests: int = 100, model: str | None = None, chat: bool = False,
@@ -202,6 +204,7 @@ def _covers(repeats: int) -> str:
                "the figure over those runs (run-to-run noise and drift during the sweep)"))
 
 
+@recorded("bench")
 def load_test(url: str, *, rate: float | None = None, concurrency: int | None = None, users: int | None = None,
               trace: str | Path | None = None, **kw) -> LoadResult:
     """One load level against ``url``: ``rate`` req/s (open loop), ``concurrency`` workers, ``users``

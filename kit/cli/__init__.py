@@ -6,15 +6,16 @@ Files:
   ``run()``, the program: ``main()`` and an exit without the interpreter's teardown
 - ``_remote.py``: ``kit run`` and ``kit env``, and the ``--host`` options every group shares
 - ``_source.py``: ``kit source slice|grep|find``
-- ``_profile.py``: ``kit profile summary``
+- ``_profile.py``: ``kit profile summary|compare|ranks``
 - ``_logs.py``: ``kit logs parse|spec``
-- ``_bench.py``: ``kit bench parse``
+- ``_bench.py``: ``kit bench parse|compare``
+- ``_runs.py``: ``kit runs list|show|query|table|baseline|baselines|export|compact``
 - ``_report.py``: ``kit report``
 - ``_audit.py``: ``kit audit`` and ``kit profile check``
 - ``_mcp.py``: ``kit mcp``: the analyses as MCP tools (``kit.mcp``)
 """
 from __future__ import annotations
 
-from kit.cli._main import build_parser, main, run
+from kit.cli._main import build_parser, command_line, main, run
 
-__all__ = ["main", "build_parser", "run"]
+__all__ = ["main", "build_parser", "run", "command_line"]

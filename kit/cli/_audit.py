@@ -42,8 +42,10 @@ def register_check(psub) -> None:
 
 def _audit(args) -> int:
     from kit.audit import SEVERITIES, audit
+    from kit.util import progress
 
-    a = audit(args.paths, compare=args.compare, traces=not args.no_traces, source=args.source)
+    with progress("auditing", None, unit="run"):
+        a = audit(args.paths, compare=args.compare, traces=not args.no_traces, source=args.source)
     if args.json:
         json.dump(a.to_dict(), sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")

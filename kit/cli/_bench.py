@@ -1,6 +1,9 @@
 """``kit bench parse FILE [--json]``: benchmark text blocks or JSON/JSONL results, one row per run.
 ``kit bench reconcile CLIENT ENGINE_LOG [--trace T] [--json]``: where the saved client records' inter-token
 latency goes (``kit.bench.reconcile``).
+``kit bench compare FILE --baseline NAME [--fail-on-regression] [--threshold F] [--json]``: the result against a
+named baseline benchmark (``kit.runs.bench_gate``: per metric, two standard errors of the files' own spread and
+a threshold); exit 3 on a regression with ``--fail-on-regression``.
 
 A text block without a ``Backend:`` line says nothing about its engine; the engine is then guessed
 from the block's labels. Such rows carry ``"engine_inferred": true`` in ``--json`` output and get a
@@ -25,7 +28,27 @@ def register(subparsers) -> None:
     r.add_argument("--trace", help="a trace of this run or one at the same load: splits the forward into GPU busy/idle")
     r.add_argument("--json", action="store_true", help="print the reconciliation as JSON")
     r.set_defaults(func=_reconcile)
+    c = bsub.add_parser("compare", help="a benchmark result against a named baseline benchmark (regression gate)")
+    c.add_argument("file", help="benchmark output, as for 'kit bench parse'")
+    c.add_argument("--baseline", required=True, metavar="NAME",
+                   help="a baseline named with 'kit runs baseline NAME RUN_ID' (a 'kit bench parse' run)")
+    c.add_argument("--fail-on-regression", action="store_true", help="exit 3 when a metric regressed")
+    c.add_argument("--threshold", type=float, default=0.02,
+                   help="the smallest change that counts, as a fraction of the baseline (default 0.02)")
+    c.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    c.set_defaults(func=_compare)
     bench.set_defaults(func=lambda a: (bench.print_help(), 2)[1])
+
+
+def _compare(args) -> int:
+    from kit import runs
+
+    g = runs.bench_gate(args.baseline, args.file, threshold=args.threshold)
+    if args.json:
+        dump(g.to_dict())
+    else:
+        print(repr(g))
+    return g.exit_code(args.fail_on_regression)
 
 
 def _bench(args) -> int:

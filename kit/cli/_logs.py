@@ -35,10 +35,22 @@ def register(subparsers) -> None:
     logs.set_defaults(func=lambda a: (logs.print_help(), 2)[1])
 
 
-def _parse(args) -> int:
-    from kit import logs
+def _read(args, **kw):
+    """``logs.read`` with a progress bar for long logs (terminal only, after 2 s)."""
+    import os
 
-    data = logs.read(args.log, engine=args.engine, version=args.engine_version)
+    from kit import logs
+    from kit.util import progress
+
+    size = os.path.getsize(args.log) if os.path.isfile(args.log) else None
+    with progress("reading log", size) as bar:
+        data = logs.read(args.log, engine=args.engine, version=args.engine_version, **kw)
+        bar.update(size or 0)
+    return data
+
+
+def _parse(args) -> int:
+    data = _read(args)
     if args.json:
         dump(data.to_dict(tables=True))
         return 0
@@ -56,7 +68,7 @@ def _spec(args) -> int:
     from kit import logs
     from kit.util import frame_records
 
-    data = logs.read(args.log, engine=args.engine, version=args.engine_version, k=args.k)
+    data = _read(args, k=args.k)
     if not len(data.spec):  # nothing to summarise: say so and fail, never print NaN as an answer
         print(f"kit: error: {args.log}: no speculative-decoding lines (engine {data.engine or 'unknown'}, "
               f"version {data.version or 'unknown'}); 'kit logs parse {args.log}' lists what it holds",

@@ -8,6 +8,7 @@ import signal
 import sys
 
 from kit.errors import KitError
+from kit.util import set_command_line
 
 # Each module defines ``register(subparsers)`` adding its sub-commands; a sub-command's
 # handler is stored as ``func`` and returns the process exit code.
@@ -20,6 +21,7 @@ _COMMAND_MODULES = (
     "kit.cli._report",   # kit report
     "kit.cli._audit",    # kit audit
     "kit.cli._mcp",      # kit mcp
+    "kit.cli._runs",     # kit runs list|show|query|table|baseline|baselines|export|compact
 )
 # the module that registers each top-level command: a command line that names one imports that module
 # only (``kit profile summary`` does not import the SSH layer behind ``kit run``); help and unknown
@@ -27,7 +29,15 @@ _COMMAND_MODULES = (
 COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.cli._source",
             "profile": "kit.cli._profile", "logs": "kit.cli._logs", "bench": "kit.cli._bench",
             "report": "kit.cli._report", "audit": "kit.cli._audit",
-            "mcp": "kit.cli._mcp"}
+            "mcp": "kit.cli._mcp",
+            "runs": "kit.cli._runs"}
+
+
+def command_line() -> str | None:
+    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None."""
+    from kit.util import command_line as line
+
+    return line()
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -74,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        set_command_line(argv)   # what runs recorded by this command carry
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
         return code

@@ -5,6 +5,8 @@
 
     kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
                         [--step-ms A_MS B_MS] [--no-cache] [--reference-a REF] [--reference-b REF]
+    kit profile compare --baseline NAME B_TRACE... [--fail-on-regression] [--threshold F] [--html FILE] [--json]
+    kit profile ranks TRACE... [--phase decode|prefill|all] [--json]     (kit.profile.ranks: many ranks of one job)
 
     kit profile diff A_TRACE B_TRACE [--basis kernel|wall] [--settings A_LOG B_LOG] [--json]
 
@@ -17,6 +19,10 @@ they can explain.
 noise and lists kernel families found in one run only, then the CPU side of both runs (launches per
 step, graph or eager, CPU time, syncs, verdict: the cause of the GPU-idle and launch-gap parts) and
 the kernel time per ``nn.Module`` class; ``--json`` prints ``Comparison.to_dict()`` (README).
+With ``--baseline NAME`` run A is the named baseline of the run catalogue (``kit runs baseline``; its
+trace files, checked against their recorded sha256) and the answer is the regression gate's verdict
+(``kit.runs.profile_gate``): regression / improvement / pass, and where; ``--fail-on-regression`` exits 3
+on a regression, ``--html FILE`` writes the one-page diff, ``--json`` prints ``Gate.to_dict()``.
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
@@ -75,8 +81,22 @@ def register(subparsers) -> None:
     c.add_argument("--step-ms", nargs=2, type=float, metavar=("A_MS", "B_MS"),
                    help="step times measured outside the profiler (ms): the difference to explain")
     c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
+    c.add_argument("--baseline", metavar="NAME", help="run A is this named baseline of the run catalogue "
+                   "(kit runs baseline): give run B's traces only; prints the regression gate's verdict")
+    c.add_argument("--fail-on-regression", action="store_true", help="with --baseline: exit 3 on a regression")
+    c.add_argument("--threshold", type=float, default=0.02, help="with --baseline: the smallest regression that "
+                   "counts, as a fraction of the baseline's step time (default 0.02)")
+    c.add_argument("--html", metavar="FILE", help="with --baseline: write the one-page HTML diff here")
     c.set_defaults(func=_compare)
     _register_diff(psub)
+    r = psub.add_parser("ranks", help="many ranks of one job: per-rank step time, the straggler and where, "
+                        "collective wait skew")
+    r.add_argument("traces", nargs="+", metavar="TRACE", help="one trace per rank: files, or HOST:/path/rank*.json.gz "
+                   "(parsed on the host, hosts in parallel)")
+    r.add_argument("--phase", choices=("decode", "prefill", "all"), default="decode",
+                   help="which steps (default decode)")
+    r.add_argument("--json", action="store_true", help="print per_rank, straggler, where and collective_skew as JSON")
+    r.set_defaults(func=_ranks)
     from kit.cli._audit import register_check
 
     register_check(psub)  # kit profile check
@@ -89,9 +109,14 @@ def _summary(args) -> int:
 
     with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile
+        from kit.runs import prehash
+        from kit.util import progress
 
-        p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
-                         reference=getattr(args, "reference", None))
+        prehash(args.traces)   # after the fork: the catalogue's input hashes, on a thread while the trace parses
+        with progress("parsing", _bytes(args.traces)) as bar:
+            p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
+                             reference=getattr(args, "reference", None))
+            bar.update(bar.total or 0)
     by = getattr(args, "by", "category")
     found = p.find_layers() if by == "layer" and not (p.kernels["layer"] >= 0).any() else None
     s = p.summary(args.phase, top=args.top)
@@ -135,6 +160,16 @@ def _summary(args) -> int:
     return 0
 
 
+def _bytes(paths) -> int | None:
+    """The traces' total size for the progress bar (None when one is not a local file)."""
+    import os
+
+    try:
+        return sum(os.path.getsize(p) for p in paths)
+    except OSError:
+        return None
+
+
 def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
     """Traces of A and B from ``A... -- B...``; options given after the traces are read here too."""
     rest, i = [], 0
@@ -152,6 +187,10 @@ def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
             i += 2
         elif t in ("--reference-a", "--reference-b") and i + 1 < len(tokens):
             setattr(args, t[2:].replace("-", "_"), tokens[i + 1])
+        elif t == "--fail-on-regression":
+            args.fail_on_regression = True
+        elif t in ("--baseline", "--threshold", "--html") and i + 1 < len(tokens):
+            setattr(args, t[2:], float(tokens[i + 1]) if t == "--threshold" else tokens[i + 1])
             i += 1
         elif t == "--step-ms" and i + 2 < len(tokens):
             args.step_ms = [float(tokens[i + 1]), float(tokens[i + 2])]
@@ -159,6 +198,8 @@ def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
         else:
             rest.append(t)
         i += 1
+    if args.baseline:
+        return ([], rest) if rest and "--" not in rest else None
     if rest.count("--") != 1:
         return None
     k = rest.index("--")
@@ -171,6 +212,11 @@ def _compare(args) -> int:
     from kit.errors import KitError
 
     ab = _split(list(args.traces), args)
+    if ab is not None and args.baseline:
+        return _gate(args, ab[1])
+    if ab is None and args.baseline:
+        print("kit profile compare --baseline NAME: give this run's traces only (no --)", file=sys.stderr)
+        return 2
     if ab is None:
         print("kit profile compare: give run A's traces, then --, then run B's (kit profile compare a.json.gz -- "
               "b.json.gz)", file=sys.stderr)
@@ -178,9 +224,14 @@ def _compare(args) -> int:
     if args.phase not in ("decode", "prefill", "all"):
         print(f"kit profile compare: --phase must be decode, prefill or all, not {args.phase!r}", file=sys.stderr)
         return 2
+    from kit.util import progress
+
     try:
-        pa = profile.load(ab[0], cache=not args.no_cache, reference=getattr(args, "reference_a", None))
-        pb = profile.load(ab[1], cache=not args.no_cache, reference=getattr(args, "reference_b", None))
+        with progress("parsing", _bytes(ab[0] + ab[1])) as bar:
+            pa = profile.load(ab[0], cache=not args.no_cache, reference=getattr(args, "reference_a", None))
+            bar.update(_bytes(ab[0]) or 0)
+            pb = profile.load(ab[1], cache=not args.no_cache, reference=getattr(args, "reference_b", None))
+            bar.update(_bytes(ab[1]) or 0)
         cmp = profile.compare(pa, pb, phase=args.phase, labels=tuple(args.labels) if args.labels else None,
                               step_ms=tuple(args.step_ms) if args.step_ms else None,
                               measured_source="--step-ms" if args.step_ms else None)
@@ -265,4 +316,35 @@ def _diff(args) -> int:
         sys.stdout.write("\n")
     else:
         print(repr(diff))
+    return 0
+
+
+def _gate(args, traces: list[str]) -> int:
+    from kit import runs
+
+    g = runs.profile_gate(args.baseline, traces, phase=args.phase, threshold=args.threshold, cache=not args.no_cache)
+    if args.html:
+        g.html(args.html)
+    if args.json:
+        json.dump(g.to_dict(), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(repr(g))
+        if args.html:
+            print(f"diff: {args.html}")
+    return g.exit_code(args.fail_on_regression)
+
+
+def _ranks(args) -> int:
+    from kit import profile
+    from kit.util import frame_records
+
+    v = profile.ranks(args.traces, phase=args.phase)
+    if args.json:
+        json.dump({"phase": v.phase, "per_rank": frame_records(v.per_rank), "straggler": v.straggler,
+                   "where": frame_records(v.where), "collective_skew": v.collective_skew, "warnings": v.warnings},
+                  sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(repr(v))
     return 0

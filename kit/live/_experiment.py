@@ -48,7 +48,7 @@ from kit.errors import ExperimentError, KitError
 from kit.live import _engine
 from kit.live._server import Server, _open_session
 from kit.util import quote as _q
-from kit.util import write_atomic
+from kit.util import recorded, write_atomic
 
 FLAG_NAME = re.compile(r"-?-[A-Za-z0-9][A-Za-z0-9_.-]*")
 """A command-line flag name as the kit puts it on a host's command line (``--name``, ``-tp``)."""
@@ -401,6 +401,7 @@ def _aggregate(v: dict, runs: list[dict | None], h_name: str) -> dict:
     return out
 
 
+@recorded("experiment")
 def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None = None, host="local",
                mode: str = "ofat", repeats: int = 3, profile: bool = False, profile_steps: int = 20,
                session=None, name: str = "experiment", env: dict | None = None, port: int | str | None = None,

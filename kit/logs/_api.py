@@ -19,7 +19,7 @@ from kit.logs._nccl import nccl_summary
 from kit.logs._sglang import DECODE_COLUMNS, parse_server_args
 from kit.logs._spec import SpecSummary
 from kit.logs._table import assemble, release_freed_memory, to_datetime
-from kit.util import frame_records, jsonable, mask_secrets, no_gc
+from kit.util import frame_records, jsonable, mask_secrets, no_gc, recorded
 
 __all__ = ["LogData", "SpecSummary", "read", "parse_sglang", "parse_vllm", "parse_bench", "parse_nccl",
            "parse_server_args", "nccl_summary", "spec_summary"]
@@ -153,6 +153,7 @@ class LogData:
 
 # --------------------------------------------------------------------------- entry points
 
+@recorded("logs")
 def read(path: str | os.PathLike, *, host=None, engine: str | None = None, version: str | None = None,
          k: int | None = None) -> LogData:
     """Parse a serving log, NCCL debug output or benchmark result (text, JSON or JSONL).
@@ -224,6 +225,7 @@ def parse_vllm(source, *, version: str | None = None, k: int | None = None) -> L
     return _dispatch(source, engine="vllm", version=version, k=k)
 
 
+@recorded("bench")
 def parse_bench(source) -> pd.DataFrame:
     """Benchmark output -> one row per run with normalised columns (``tool``, ``engine``,
     ``output_throughput`` tok/s, ``mean_tpot_ms``, ``median_ttft_ms``, ``mean_itl_ms`` ...).

@@ -68,6 +68,9 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
   time per node, noise, fusions as merged nodes, and the settings that differ beside them
 - ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
   (the ``input_dims`` the reader kept for each kernel's launching op)
+- ``_ranks.py``: ``ranks(paths)``: many ranks of one job, each digested as it arrives (remote ranks streamed
+  from one command per host, hosts in parallel): per-rank step time, the straggler and where it loses
+  time, collective wait skew (``RankView``)
 - ``_health.py``: ``Profile.health()``: capture mode and per-metric trust (usable / degraded / unreliable)
 - ``_place.py``: ``load(trace, reference=REF)``: graph-replayed kernels and kernels of traces without
   stack take their counterpart's layer, module, op and category by aligning each step's kernel sequence
@@ -80,9 +83,9 @@ import importlib
 
 from kit.util import publish
 
-__all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "StructuralDiff", "Summary",
+__all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "RankView", "StructuralDiff", "Summary",
            "category_colours", "check_attribution", "compare", "default_rules", "diff_structure", "load", "prefetch",
-           "roofline"]
+           "ranks", "roofline"]
 
 # Loaded on first use: ``kit profile summary`` starts parsing big traces in worker processes
 # (``prefetch``) before pandas is imported, so the two overlap.
@@ -90,7 +93,7 @@ _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "d
           "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Prefetch": "_load", "Comparison": "_compare",
           "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline",
           "AttributionCheck": "_check", "check_attribution": "_check", "category_colours": "_categories",
-          "StructuralDiff": "_structure", "diff_structure": "_structure"}
+          "StructuralDiff": "_structure", "diff_structure": "_structure", "ranks": "_ranks", "RankView": "_ranks"}
 
 
 def __getattr__(name: str):

@@ -41,7 +41,7 @@ import pandas as pd
 from kit.errors import TraceError
 from kit.profile import _arrays, _cpu_compare
 from kit.profile import _summary as S
-from kit.util import signed
+from kit.util import recorded, signed
 
 __all__ = ["Comparison", "compare", "kernel_family"]
 
@@ -537,6 +537,7 @@ def _families_table(ra: _Run, rb: _Run, floor_us: float) -> pd.DataFrame:
     return families.reset_index(drop=True)
 
 
+@recorded("comparison")
 def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = None,
             step_ms: tuple[float, float] | None = None, measured_source: str | None = None,
             ops: bool = True) -> Comparison:

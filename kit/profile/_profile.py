@@ -18,6 +18,7 @@ from kit.profile._assemble import assemble
 from kit.profile._categories import Rule, build_rules
 from kit.profile._load import Prefetch
 from kit.profile._remote import is_remote, read_remote
+from kit.util import recorded
 
 __all__ = ["load", "Profile", "Summary", "PHASES", "default_rules"]
 
@@ -139,6 +140,7 @@ class Profile:
             return found[0]
         return Provenance("unknown", note="; ".join(p.label for p in found) or None)
 
+    @recorded("summary")
     def summary(self, phase: str = "all", *, top: int = 5) -> "Summary":
         """Category breakdown of ``phase`` ('all', 'decode' or 'prefill'); see :class:`Summary`."""
         if phase not in PHASES:

@@ -39,11 +39,11 @@ from kit.report._build import (
     discover,
     execute_notebook,
 )
-from kit.report._redact import redact_text  # kit.mcp masks tool results with it
+from kit.report._redact import redact_json_text, redact_text  # kit.mcp and kit.runs mask with them
 from kit.report._table import Table, table
 from kit.util import publish
 
 __all__ = ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'Table', 'build', 'discover', 'execute_notebook',
-           'redact_text', 'table']
+           'redact_json_text', 'redact_text', 'table']
 
 publish(globals(), __all__)

@@ -440,7 +440,9 @@ def _relative_paths(nb: Any, roots: Mapping[str, str]) -> None:
 
 
 def _summary(report: Report, session: Path, host: str) -> dict[str, Any]:
-    from kit import __version__
+    from kit.util import kit_version
+
+    __version__ = kit_version()
 
     return {
         "generator": "decode-kit",
@@ -457,7 +459,9 @@ def _summary(report: Report, session: Path, host: str) -> dict[str, Any]:
 
 
 def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str, seconds: float) -> str:
-    from kit import __version__
+    from kit.util import kit_version
+
+    __version__ = kit_version()
 
     rows = []
     for r in runs:

@@ -16,7 +16,7 @@ from tests.conftest import ROOT, SAMPLE
 
 NOTEBOOKS = ROOT / "notebooks"
 EXPECTED = ["00_environment", "01_allreduce_share", "02_backend_defaults", "03_speculative_acceptance",
-            "04_single_stream_gap", "05_live_experiment", "index"]
+            "04_single_stream_gap", "05_live_experiment", "06_run_catalogue", "index"]
 WITH_PLOTS = ["00_environment", "01_allreduce_share", "03_speculative_acceptance", "04_single_stream_gap",
               "05_live_experiment"]
 
@@ -136,7 +136,8 @@ def test_plots_are_embedded(sample_report):
 # Figures each page of the sample report must show: a figure lost (a closed figure whose display was
 # suppressed) or drawn twice (a figure left open in pyplot and also displayed) changes the count.
 IMAGES_PER_PAGE = {"00_environment": 1, "01_allreduce_share": 2, "02_backend_defaults": 0,
-                   "03_speculative_acceptance": 5, "04_single_stream_gap": 3, "05_live_experiment": 2, "index": 0}
+                   "03_speculative_acceptance": 5, "04_single_stream_gap": 3, "05_live_experiment": 2,
+                   "06_run_catalogue": 0, "index": 0}
 
 
 def _page_images(page: str) -> list[tuple[int, int]]:

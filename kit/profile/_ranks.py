@@ -1,0 +1,361 @@
+"""Many ranks of one job: each rank reduced to a small digest as it arrives, then the cross-rank view.
+
+A job of N rank traces is never held whole. Traces on hosts are parsed where they lie by the kit's reader
+(``_remote.py``): one command per host, all hosts in parallel, the host parsing its ranks on its own cores;
+its output is read as a stream, and each rank's raw tables, as soon as they are complete, are assembled
+into a one-rank Profile, digested and dropped. Local traces are loaded one at a time the same way. What
+the collector keeps per rank is the digest: per-step wall and compute times, compute time per kernel
+family, per layer and per (layer, family), communication time per step: a few kilobytes, so its memory
+does not grow with N beyond that.
+
+The view (:class:`RankView`):
+
+- ``per_rank``: steps, mean / median step time, compute (kernel time without collectives) and
+  communication time per step, for every rank;
+- the **straggler**: the rank whose compute time per step exceeds the median of the other ranks the most;
+  decided only when that excess is beyond the noise (two standard errors from the ranks' own per-step
+  spread), beyond three median absolute deviations of the other ranks and at least 1% of the median:
+  otherwise ``straggler`` says none stands out. Compute time, not step time, because in a job whose ranks
+  meet in collectives every rank's step is as long as the slowest: the others wait inside the
+  collectives, which is the **collective wait skew** (per-rank communication time per step, max - min);
+- ``where``: the kernel families, layers and (layer, family) pairs where the straggler spends more time
+  than the median rank, largest excess first; layers need module frames (``with_stack=True`` traces),
+  and their absence is said.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import shlex
+import statistics
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kit.errors import RemoteError, TraceError
+from kit.profile import _remote
+from kit.profile._assemble import assemble
+from kit.profile._categories import COMM, build_rules
+from kit.profile._compare import kernel_family
+from kit.profile._load import checked_frames
+from kit.util import recorded
+
+_TOP = 400        # kernel families / (layer, family) pairs kept per rank
+
+
+@dataclass
+class RankDigest:
+    """What the collector keeps of one rank (see the module docstring)."""
+
+    rank: int
+    source: str
+    step_us: np.ndarray
+    compute_us: np.ndarray
+    comm_us: np.ndarray
+    families: pd.Series
+    layers: pd.Series | None
+    layer_families: pd.Series | None
+    warnings: list[str] = field(default_factory=list)
+    host: str = "local"
+
+
+def digest(p, phase: str, source: str) -> RankDigest:
+    """A one-rank Profile -> its digest for ``phase`` (decode / prefill / all)."""
+    steps = p.steps if phase == "all" else p.steps[p.steps["phase"] == phase]
+    k = p.kernels if phase == "all" else p.kernels[p.kernels["phase"] == phase]
+    k = k[k["step"].isin(steps["step"])] if len(steps) else k.iloc[:0]
+    n = max(1, len(steps))
+    comm = k["category"].isin(COMM).to_numpy()
+    order = steps["step"].to_numpy()
+    per_step = k.groupby(["step", comm])["dur_us"].sum().unstack(fill_value=0.0).reindex(order, fill_value=0.0)
+    compute = per_step.get(False, pd.Series(0.0, index=order)).to_numpy(dtype=float)
+    commu = per_step.get(True, pd.Series(0.0, index=order)).to_numpy(dtype=float)
+    kc = k[~comm]
+    fam = kc["name"].map(_family_cache())
+    families = (kc["dur_us"].groupby(fam).sum() / n).nlargest(_TOP)
+    layers = lf = None
+    if "layer" in kc and (kc["layer"] >= 0).any():
+        inl = kc[kc["layer"] >= 0]
+        layers = inl.groupby("layer")["dur_us"].sum() / n
+        lf = (inl["dur_us"].groupby([inl["layer"], fam[kc["layer"] >= 0]]).sum() / n).nlargest(_TOP)
+    rank = p.ranks[0] if p.ranks else -1
+    return RankDigest(int(rank), source, steps["wall_us"].to_numpy(dtype=float), compute, commu, families,
+                      layers, lf, list(p.warnings))
+
+
+def _family_cache():
+    memo: dict[str, str] = {}
+
+    def fam(name):
+        got = memo.get(name)
+        if got is None:
+            got = memo[name] = kernel_family(name)
+        return got
+    return fam
+
+
+def _profile_of(label: str, raw_frames: dict, rules):
+    from kit.profile._profile import Profile
+
+    d = assemble([Path(label.split(":", 1)[-1])], [raw_frames], rules, False)
+    return Profile([label], d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rules,
+                   d["comms"], d["runtime"])
+
+
+class _Frames:
+    """Cuts the remote reader's stdout (``\\x1eKITRAW {head}\\n`` + payload, per file) into files as bytes
+    arrive, handing each complete one to ``emit(head, payload)``; keeps at most one file's bytes."""
+
+    def __init__(self, emit):
+        self.buf = bytearray()
+        self.head = None
+        self.emit = emit
+
+    def feed(self, chunk: bytes) -> None:
+        self.buf += chunk
+        while True:
+            if self.head is None:
+                end = self.buf.find(b"\n")
+                if end < 0:
+                    return
+                line = bytes(self.buf[:end])
+                if not line.startswith(_remote._RAW):
+                    raise RemoteError(f"remote trace reader output unreadable: {line[:80]!r}")
+                self.head = json.loads(line[len(_remote._RAW):])
+                del self.buf[:end + 1]
+            need = self.head["len"]
+            if len(self.buf) < need:
+                return
+            payload = bytes(self.buf[:need])
+            del self.buf[:need]
+            head, self.head = self.head, None
+            self.emit(head, payload)
+
+
+def _host_digests(host, paths: list[str], phase: str, rules, python: str, timeout: float, progress) -> list:
+    remote, _pushed = _remote.ensure_reader(host)
+    cmd = f"{shlex.quote(python)} {shlex.quote(remote)} " + " ".join(shlex.quote(p) for p in paths)
+    out: list[RankDigest] = []
+
+    def emit(head, payload):
+        label = f"{host.name}:{head['path']}"
+        if not head["ok"]:
+            raise TraceError(f"{host.name}:{head['message']}", path=label)
+        fr = checked_frames(_remote.decode_raw(payload), label)
+        fr["cached"] = False
+        d = digest(_profile_of(label, fr, rules), phase, label)
+        d.host = host.name
+        out.append(d)
+        progress(1)
+
+    frames = _Frames(emit)
+    res = host.run(cmd, timeout=timeout, on_stdout=frames.feed)
+    if not res.ok:
+        why = (res.stderr or "").strip().splitlines()
+        raise RemoteError(f"{host.name}: remote trace reader failed: {why[-1] if why else res.exit_code}",
+                          host=host.name)
+    if len(out) != len(paths):
+        raise RemoteError(f"{host.name}: the remote reader returned {len(out)} of {len(paths)} ranks", host=host.name)
+    return out
+
+
+def _group(paths, host) -> tuple[dict, list[str]]:
+    """``{host key: (Host, [paths])}`` for traces on hosts, and the local files, in the caller's order."""
+    import kit.remote
+
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if isinstance(paths, dict):
+        items = [(h, p) for h, ps in paths.items() for p in ([ps] if isinstance(ps, str) else ps)]
+    remote: dict[str, tuple] = {}
+    local: list[str] = []
+    for it in items:
+        if isinstance(it, tuple):
+            h, p = it
+        elif host is not None:
+            h, p = host, str(it)
+        elif (spec := _remote.split_spec(str(it))) is not None:
+            key, p = spec
+            h = remote[key][0] if key in remote else kit.remote.connect(key)
+        else:
+            local.append(str(it))
+            continue
+        entry = remote.setdefault(h.name, (h, []))
+        if any(c in p for c in "*?["):
+            found = h.transfer.glob(p)
+            if not found:
+                raise TraceError(f"{h.name}:{p}: no file matches", path=f"{h.name}:{p}")
+            entry[1].extend(found)
+        else:
+            entry[1].append(p)
+    return remote, local
+
+
+@recorded("ranks")
+def ranks(paths, *, phase: str = "decode", host=None, rules=None, python: str = "python3",
+          timeout: float = 3600.0, progress: bool | None = None) -> "RankView":
+    """The cross-rank view of one job's rank traces (see the module docstring).
+
+    ``paths``: local files, ``"HOST:/path/rank*.json.gz"`` specs, paths with ``host=``, or
+    ``{Host: [paths or globs]}`` for several hosts; hosts are read in parallel, one command each.
+    ``progress``: a progress bar over the ranks (default: in a terminal or notebook, after 2 s; ``KIT_PROGRESS=off``
+    silences it)."""
+    rule_list = build_rules(rules)
+    remote, local = _group(paths, host)
+    total = len(local) + sum(len(ps) for _, ps in remote.values())
+    if not total:
+        raise TraceError("ranks: no trace files given")
+    from kit.util import progress as progress_bar
+
+    lock = threading.Lock()
+    digests: list[RankDigest] = []
+    pool = ThreadPoolExecutor(max(1, len(remote)), thread_name_prefix="kit-ranks")
+    with progress_bar("ranks", total, unit="rank", show=progress) as bar, pool:
+        def tick(n):
+            with lock:
+                bar.update(n)
+        futs = [pool.submit(_host_digests, h, ps, phase, rule_list, python, timeout, tick) for h, ps in remote.values()]
+        for f in local:
+            from kit.profile._profile import load
+
+            digests.append(digest(load([f], rules=rules), phase, f))
+            tick(1)
+        for fut in futs:
+            digests.extend(fut.result())
+    return view(digests, phase)
+
+
+def _mad(xs) -> float:
+    if len(xs) < 2:
+        return 0.0
+    m = statistics.median(xs)
+    return statistics.median(abs(x - m) for x in xs)
+
+
+def _excess(s: pd.Series, others: list[pd.Series], what: str, fmt) -> pd.DataFrame:
+    if s is None or not others:
+        return pd.DataFrame(columns=["what", "name", "straggler_us", "median_us", "excess_us"])
+    table = pd.concat(others, axis=1).fillna(0.0)
+    med = table.median(axis=1).reindex(s.index.union(table.index), fill_value=0.0)
+    mine = s.reindex(med.index, fill_value=0.0)
+    ex = (mine - med).sort_values(ascending=False)
+    return pd.DataFrame({"what": what, "name": [fmt(i) for i in ex.index], "straggler_us": mine[ex.index].to_numpy(),
+                         "median_us": med[ex.index].to_numpy(), "excess_us": ex.to_numpy()})
+
+
+def view(digests: list[RankDigest], phase: str) -> "RankView":
+    """The cross-rank view from the ranks' digests."""
+    digests = sorted(digests, key=lambda d: (d.rank, d.source))
+    warnings = []
+    if len({d.rank for d in digests}) != len(digests):
+        warnings.append("several traces claim the same rank: ranks renumbered in file order")
+        for i, d in enumerate(digests):
+            d.rank = i
+    rows = []
+    for d in digests:
+        n = len(d.step_us)
+        rows.append({"rank": d.rank, "host": d.host, "source": d.source, "steps": n,
+                     "step_us": float(np.mean(d.step_us)) if n else math.nan,
+                     "step_p50_us": float(np.median(d.step_us)) if n else math.nan,
+                     "compute_us": float(np.mean(d.compute_us)) if n else math.nan,
+                     "compute_se_us": float(np.std(d.compute_us, ddof=1) / math.sqrt(n)) if n > 1 else math.nan,
+                     "comm_us": float(np.mean(d.comm_us)) if n else math.nan})
+    per_rank = pd.DataFrame(rows)
+    empty = [d.source for d in digests if not len(d.step_us)]
+    if empty:
+        warnings.append(f"{len(empty)} rank(s) without {phase} steps (left out of the straggler search): "
+                        f"{', '.join(empty[:4])}")
+    return RankView(phase, per_rank, *_straggler(digests, per_rank), _skew(per_rank, warnings), warnings)
+
+
+def _straggler(digests, per_rank) -> tuple[dict, pd.DataFrame]:
+    ok = per_rank[per_rank["steps"] > 0]
+    none = pd.DataFrame(columns=["what", "name", "straggler_us", "median_us", "excess_us"])
+    if len(ok) < 3:
+        return {"rank": None, "decided": False, "reason": f"{len(ok)} rank(s) with steps: at least 3 are needed"}, none
+    i = ok["compute_us"].idxmax()
+    r = ok.loc[i]
+    others = ok.drop(index=i)
+    med = float(others["compute_us"].median())
+    se_med = float(others["compute_se_us"].median()) if others["compute_se_us"].notna().any() else 0.0
+    noise = 2 * math.sqrt((r["compute_se_us"] if r["compute_se_us"] == r["compute_se_us"] else 0.0) ** 2 + se_med ** 2)
+    spread = 3 * _mad(list(others["compute_us"]))
+    excess = float(r["compute_us"] - med)
+    bar = max(noise, spread, 0.01 * med)
+    decided = excess > bar
+    s = {"rank": int(r["rank"]) if decided else None, "candidate": int(r["rank"]), "decided": bool(decided),
+         "compute_us": float(r["compute_us"]), "median_us": med, "excess_us": excess, "noise_us": noise,
+         "spread_us": spread, "step_us": float(r["step_us"]),
+         "reason": (f"rank {int(r['rank'])} computes {excess:+,.1f} us per step more than the median rank "
+                    f"(bar {bar:,.1f} us: noise, 3 MAD of the others, 1% of the median)") if decided else
+                   f"no rank stands out: the largest excess ({excess:+,.1f} us, rank {int(r['rank'])}) is within "
+                   f"{bar:,.1f} us (noise {noise:,.1f}, 3 MAD {spread:,.1f}, 1% of the median)"}
+    if not decided:
+        return s, none
+    d = next(x for x in digests if x.rank == int(r["rank"]))
+    rest = [x for x in digests if x is not d and len(x.step_us)]
+    parts = [_excess(d.families, [x.families for x in rest], "family", str)]
+    if d.layers is not None:
+        parts.append(_excess(d.layers, [x.layers for x in rest if x.layers is not None], "layer",
+                             lambda i: f"layer {i}"))
+        parts.append(_excess(d.layer_families, [x.layer_families for x in rest if x.layer_families is not None],
+                             "layer+family", lambda i: f"layer {i[0]}: {i[1]}"))
+    where = pd.concat([p[p["excess_us"] > 0.05 * excess] for p in parts], ignore_index=True)
+    where = where.sort_values("excess_us", ascending=False, kind="stable").reset_index(drop=True)
+    for what, key in (("family", "kernel"), ("layer", "layer"), ("layer+family", "at")):
+        top = where[where["what"] == what]
+        s[key] = str(top["name"].iloc[0]) if len(top) else None
+    if d.layers is None:
+        s["layers"] = "no module frames in the straggler's trace: per-layer time needs with_stack=True traces"
+    return s, where
+
+
+def _skew(per_rank: pd.DataFrame, warnings: list[str]) -> dict:
+    comm = per_rank["comm_us"].dropna()
+    if not len(comm) or not (comm > 0).any():
+        warnings.append("no collective kernels in these traces: collective wait skew not measurable (single-GPU "
+                        "traces, or collectives captured in CUDA graphs without kernel records)")
+        return {"measurable": False}
+    hi, lo = per_rank.loc[comm.idxmax()], per_rank.loc[comm.idxmin()]
+    return {"measurable": True, "skew_us": float(hi["comm_us"] - lo["comm_us"]), "max_rank": int(hi["rank"]),
+            "min_rank": int(lo["rank"]), "max_us": float(hi["comm_us"]), "min_us": float(lo["comm_us"]),
+            "note": "the rank that waits least in collectives is the one the others wait for"}
+
+
+@dataclass(eq=False)
+class RankView:
+    """The cross-rank view of one job (see the module docstring): ``per_rank``, ``straggler`` (a dict: rank or
+    None, decided, excess and its bar, reason), ``where`` (families / layers / (layer, family) where the
+    straggler loses time), ``collective_skew`` and ``warnings``."""
+
+    phase: str
+    per_rank: pd.DataFrame
+    straggler: dict
+    where: pd.DataFrame
+    collective_skew: dict
+    warnings: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        pr = self.per_rank
+        s = self.straggler
+        lines = [f"RankView({len(pr)} ranks, phase {self.phase}: step {pr['step_us'].median():,.1f} us median, "
+                 f"{pr['step_us'].min():,.1f}-{pr['step_us'].max():,.1f}; compute {pr['compute_us'].median():,.1f} us "
+                 f"median per step)", f"straggler: {s['reason']}"]
+        if s.get("decided"):
+            layer = s.get("layer") or "unknown: " + s.get("layers", "")
+            lines.append(f"  where: {s.get('at') or s.get('kernel')} ({layer})")
+        for w in self.where.head(6).itertuples():
+            lines.append(f"  {w.what:<13} {str(w.name)[:70]:<72} {w.excess_us:+9,.1f} us per step")
+        cs = self.collective_skew
+        if cs.get("measurable"):
+            lines.append(f"collective wait skew: {cs['skew_us']:,.1f} us per step (rank {cs['max_rank']} waits "
+                         f"{cs['max_us']:,.1f}, rank {cs['min_rank']} {cs['min_us']:,.1f})")
+        lines += [f"warning: {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{html.escape(repr(self))}</pre>"

@@ -1,0 +1,45 @@
+"""The run catalogue: every summary, comparison, benchmark, experiment, log parse and audit the kit
+makes, recorded in a local store that SQL can query.
+
+Why DuckDB over Parquet: a run is written once and read many times, by one person on one machine or
+by colleagues who were handed a copy. Parquet files are immutable, columnar, self-describing, and read
+by pandas, DuckDB, Spark and Perfetto-era tools alike, so a store is a directory that can be copied,
+tarred or synced with no server and no migration; each process writes its own file, so concurrent runs
+never contend for a lock (SQLite would need one writer at a time and a binary file that copies badly
+while written). DuckDB answers SQL over those files in place (``read_parquet`` of a glob: 1,000 runs in
+well under a second, BENCHMARKS.md) from an in-memory connection, so reading never writes to a store.
+
+Where: ``$KIT_RUNS_DIR`` (default ``~/.local/share/decode-kit/runs``); ``KIT_RUNS=off`` turns recording
+off; ``$KIT_RUNS_SHARED`` (paths joined by ``:``) adds colleagues' stores, read only. What a run holds:
+who, when, the machine, the host its inputs lie on, the command, inputs by sha256 (files and folders
+here; ``host:/path`` inputs named only), settings, headline figures (``figures``: name, value, unit,
+item), facts (verdicts, engines), warnings, and its tables as Parquet. Everything textual goes through
+``kit.report``'s redaction before it is written.
+
+- ``_store.py``: the directory layout, atomic writes, compaction of loose run files into packs
+- ``_schema.py``: the run row's Arrow schema and the SQL views over it
+- ``_record.py``: :func:`record`, the ``recorded`` decorator the entry points wear, input hashing, redaction
+- ``_extract.py``: per result type, what is recorded (figures, facts, tables, inputs, settings)
+- ``_query.py``: :func:`query`, :func:`runs`, :func:`get`, :func:`table` (DuckDB, read only)
+- ``_gate.py``: the regression gate: :func:`gate` (a comparison's verdict against a threshold and its noise),
+  :func:`profile_gate` (traces against a named baseline), ``Gate.html()`` the one-page diff
+- ``_bench_gate.py``: :func:`bench_gate`: a benchmark result against a baseline benchmark, per metric, with
+  the same noise rule (two standard errors from the files' own spread) and threshold
+- ``_share.py``: named baselines (:func:`set_baseline`, :func:`baseline`, :func:`baselines`) and :func:`export`
+"""
+from __future__ import annotations
+
+from kit.runs._bench_gate import BenchGate, bench_gate
+from kit.runs._gate import Gate, gate, profile_gate
+from kit.runs._query import connect, get, query, rows, runs, table
+from kit.runs._record import Recorded, file_hash, prehash, record, record_call, recorded, set_command
+from kit.runs._share import baseline, baselines, export, set_baseline
+from kit.runs._store import compact, store_dir
+from kit.util import publish
+
+__all__ = ["BenchGate", "Gate", "Recorded", "baseline", "baselines", "bench_gate", "compact", "connect", "export",
+           "file_hash", "gate", "get", "prehash", "profile_gate", "query", "record", "record_call", "recorded",
+           "rows", "runs", "set_baseline", "set_command", "store_dir", "table"]
+
+
+publish(globals(), __all__)

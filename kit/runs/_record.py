@@ -1,0 +1,316 @@
+"""Recording a run: who, when, where, inputs by content hash, settings, figures, tables, all redacted.
+
+:func:`record` is the explicit call (it raises on a bad argument or an unwritable store). :func:`recorded`
+is the decorator the kit's public entry points wear (one line each; it lives in ``kit.util`` and calls
+:func:`record_call`, which ``kit/__init__.py`` installs, so no low package imports the catalogue): it
+records what the call returned
+through the extractor for its type (``_extract.py``), never fails the call (a recording error becomes
+one warning line on stderr) and records only the outermost decorated call, so ``kit audit`` reading
+traces is one run, not one per trace summary.
+
+Secrets: the command line, the settings, every path and text fact, warning and string cell of a table
+go through ``kit.report``'s redaction (the same rules as the HTML report) before they are written.
+"""
+from __future__ import annotations
+
+import contextvars
+import getpass
+import hashlib
+import inspect
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from kit.errors import UsageError
+from kit.runs import _store
+from kit.util import recorded as _util_recorded
+
+_COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("kit_runs_command", default=None)
+_HASH_CHUNK = 1 << 22
+_MAX_DIR_FILES = 4096
+
+
+@dataclass
+class Recorded:
+    """What a call recorded: ``run_id`` and the file it wrote (``path``), or ``None`` values when off."""
+
+    run_id: str
+    kind: str
+    path: Path | None
+    figures: int = 0
+    tables: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"Recorded({self.kind} {self.run_id}: {self.figures} figures, tables {self.tables})"
+
+
+def set_command(argv: list[str]) -> None:
+    """Remember the ``kit`` command line of this process; runs recorded under it carry it (redacted)."""
+    _COMMAND.set("kit " + " ".join(argv))
+
+
+def new_run_id(now: float | None = None) -> str:
+    """``20261204T203000-1a2b3c4d``: sorts by time, unique across processes and machines."""
+    t = time.gmtime(now if now is not None else time.time())
+    return time.strftime("%Y%m%dT%H%M%S", t) + "-" + uuid.uuid4().hex[:8]
+
+
+def _who() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid {os.getuid()}"
+
+
+def _hash_dir() -> Path:
+    root = os.environ.get("KIT_CACHE_DIR")
+    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "decode-kit"
+    return base / "hashes"
+
+
+_PENDING: dict[str, object] = {}
+
+
+def prehash(paths) -> None:
+    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), and
+    loading the redaction rules, so a command that records them later finds both ready: the CLI calls it
+    before parsing a trace. Does nothing when recording is off."""
+    import threading
+    from concurrent.futures import Future
+
+    if _store.store_dir() is None:
+        return
+    todo = []
+    for p in paths:
+        p = Path(p)
+        if p.is_file() and str(p.resolve()) not in _PENDING:
+            fut: Future = Future()
+            _PENDING[str(p.resolve())] = fut
+            todo.append((p, fut))
+
+    def work():
+        for p, fut in todo:
+            try:
+                fut.set_result(_file_hash(p))
+            except Exception as exc:   # noqa: BLE001 - the recording step reports it
+                fut.set_exception(exc)
+        try:   # what recording will need, loaded while the parse runs: the redaction rules, Parquet
+            _redactor()[0]("warm-up")
+            import pyarrow.parquet  # noqa: F401
+        except Exception:   # noqa: BLE001 - recording loads them again and reports
+            pass
+    threading.Thread(target=work, daemon=True, name="kit-prehash").start()
+
+
+def file_hash(path: Path) -> str:
+    """sha256 of a file's bytes, remembered per (path, size, mtime, inode) so a trace is read once."""
+    fut = _PENDING.pop(str(Path(path).resolve()), None)
+    if fut is not None:
+        return fut.result()
+    return _file_hash(Path(path))
+
+
+def _file_hash(path: Path) -> str:
+    st = path.stat()
+    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
+    memo = _hash_dir() / hashlib.sha256(ident.encode()).hexdigest()[:32]
+    try:
+        got = memo.read_text().strip()
+        if len(got) == 64:
+            return got
+    except OSError:
+        pass
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            h.update(chunk)
+    digest = h.hexdigest()
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        memo.write_text(digest)
+    except OSError:
+        pass
+    return digest
+
+
+def _dir_hash(path: Path) -> tuple[str | None, int]:
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    if len(files) > _MAX_DIR_FILES:
+        return None, sum(p.stat().st_size for p in files[:_MAX_DIR_FILES])
+    h = hashlib.sha256()
+    for p in files:
+        h.update(f"{p.relative_to(path)}\0{file_hash(p)}\n".encode())
+    return h.hexdigest(), sum(p.stat().st_size for p in files)
+
+
+def describe_input(item, role: str = "") -> dict:
+    """One input: a local file or folder (hashed), ``host:/path`` (not hashed: it lies on the host), a URL."""
+    s = str(item)
+    host, path = "local", s
+    if "://" in s:
+        host, path = s.split("://", 1)[0], s
+    elif ":" in s and not Path(s).exists() and not s[1:3] == ":\\":
+        host, path = s.split(":", 1)
+    out = {"path": path, "host": host, "sha256": None, "bytes": None, "role": role}
+    if host == "local":
+        p = Path(path)
+        if p.is_file():
+            out.update(path=str(p.resolve()), sha256=file_hash(p), bytes=p.stat().st_size)
+        elif p.is_dir():
+            digest, size = _dir_hash(p)
+            out.update(path=str(p.resolve()), sha256=digest, bytes=size)
+    return out
+
+
+def _redactor():
+    from kit.report import redact_json_text, redact_text
+
+    def text(s):
+        return None if s is None else redact_text(str(s), markup=False)[0]
+
+    def js(obj):
+        return redact_json_text(json.dumps(obj, default=str, sort_keys=True))[0]
+    return text, js
+
+
+def _cell(v):
+    """A cell Parquet and the redaction take: containers (lists, dicts, arrays) as JSON text."""
+    if isinstance(v, (list, tuple, dict, set)) or getattr(v, "ndim", 0) > 0:
+        return json.dumps(v.tolist() if hasattr(v, "tolist") else list(v) if isinstance(v, set) else v, default=str)
+    return v
+
+
+def _redacted_table(df, text):
+    """``df`` as an Arrow table with string cells and column names redacted (once per distinct value);
+    container cells become JSON text, and a column of mixed types becomes text."""
+    import pandas as pd
+    import pyarrow as pa
+
+    df = df.reset_index(drop=True).copy()
+    df.attrs = {}   # pandas would write them into the Parquet metadata, unredacted
+    df.columns = [text(c) for c in df.columns]
+    for c in df.columns:
+        if isinstance(df[c].dtype, pd.CategoricalDtype):
+            df[c] = df[c].astype(object)
+        if df[c].dtype == object or pd.api.types.is_string_dtype(df[c].dtype):
+            col = df[c].map(_cell)
+            mapping = {v: text(v) for v in set(col.dropna()) if isinstance(v, str)}
+            df[c] = col.map(lambda v, m=mapping: m.get(v, v) if isinstance(v, str) else v)
+            try:
+                pa.array(df[c])
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                df[c] = df[c].map(lambda v: v if v is None or isinstance(v, str) else str(v))
+    return pa.Table.from_pandas(df, preserve_index=False)
+
+
+def _run_row(fields: dict):
+    import pyarrow as pa
+
+    from kit.runs._schema import RUN_SCHEMA
+
+    return pa.Table.from_pylist([fields], schema=RUN_SCHEMA)
+
+
+def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, facts: dict | None = None,
+           tables: dict | None = None, label: str | None = None, warnings=(), command: str | None = None,
+           provenance: str | None = None, root: str | os.PathLike | None = None) -> Recorded:
+    """Record one run in the catalogue and return its id.
+
+    ``inputs``: paths (local files/folders are hashed; ``host:/path`` and URLs are named, not hashed) or
+    ``(role, path)`` pairs. ``figures``: ``{name: value}`` or ``[(name, value, unit, item)]``.
+    ``facts``: ``{name: text}`` (a verdict, an engine). ``tables``: ``{name: DataFrame}`` written as
+    Parquet. ``root``: the store (default :func:`kit.runs.store_dir`); with recording off and no
+    ``root`` nothing is written and the run id comes back with ``path=None``."""
+    from kit.util import kit_version
+
+    __version__ = kit_version()
+    store = Path(root) if root is not None else _store.store_dir()
+    run_id = new_run_id()
+    if store is None:
+        return Recorded(run_id, kind, None)
+    if not kind or not isinstance(kind, str):
+        raise UsageError(f"kit.runs.record: kind must be a non-empty string, not {kind!r}")
+    text, js = _redactor()
+    ins = [describe_input(x[1], x[0]) if isinstance(x, tuple) else describe_input(x) for x in inputs]
+    for i in ins:
+        i["path"] = text(i["path"])
+    digests = sorted(f"{i['role']}:{i['sha256'] or i['host'] + ':' + i['path']}" for i in ins)
+    figs = _figure_rows(figures)
+    tabs = {name: _redacted_table(df, text) for name, df in (tables or {}).items()
+            if df is not None and len(df.columns) and len(df)}
+    row = _run_row({
+        "run_id": run_id, "kind": kind, "created": _now(), "user": text(_who()), "machine": text(socket.gethostname()),
+        "host": ",".join(sorted({i["host"] for i in ins})) or "local",
+        "command": text(command or _COMMAND.get() or _cli_command() or _python_caller()), "label": text(label),
+        "kit_version": __version__,
+        "input_hash": hashlib.sha256("\n".join(digests).encode()).hexdigest() if ins else None,
+        "inputs": ins, "settings": js(settings or {}), "figures": figs,
+        "facts": [{"name": k, "value": text(v)} for k, v in (facts or {}).items() if v is not None],
+        "tables": sorted(tabs), "warnings": [text(w) for w in warnings], "provenance": text(provenance),
+        "schema": _store.SCHEMA_VERSION})
+    path = _store.write_run(store, row, tabs)
+    if _store.loose_count(store) >= _store.COMPACT_AT:
+        _store.compact(store)
+    return Recorded(run_id, kind, path, len(figs), sorted(tabs))
+
+
+def _now():
+    import datetime as dt
+
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _cli_command() -> str | None:
+    from kit.util import command_line
+
+    return command_line()
+
+
+def _python_caller() -> str:
+    return "python " + " ".join(sys.argv[:1]) if sys.argv and sys.argv[0] else "python"
+
+
+def _figure_rows(figures) -> list[dict]:
+    import math
+
+    rows = figures.items() if isinstance(figures, dict) else (figures or [])
+    out = []
+    for r in rows:
+        name, value, unit, item = (tuple(r) + (None, None))[:4]
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(v):
+            out.append({"name": str(name), "value": v, "unit": unit or "", "item": None if item is None else str(item)})
+    return out
+
+
+def record_call(kind: str, fn: Callable, args: tuple, kwargs: dict, result, elapsed: float) -> None:
+    """What ``kit.util.recorded`` hands over after an outermost decorated call: the result recorded as a run
+    of ``kind`` (``_extract.py`` says what a result's figures, tables and inputs are); never raises."""
+    if _store.store_dir() is None:
+        return
+    _quietly(kind, result, inspect.signature(fn), args, kwargs, elapsed)
+
+
+recorded = _util_recorded   # the decorator the entry points wear (kit.util: the house's bottom floor)
+
+
+def _quietly(kind, result, sig, args, kwargs, elapsed) -> None:
+    try:
+        from kit.runs._extract import extract
+
+        bound = sig.bind_partial(*args, **kwargs)
+        what = extract(result, dict(bound.arguments))
+        what["figures"] = [*what.get("figures", []), ("elapsed_s", elapsed, "s", None)]
+        record(kind, **what)
+    except Exception as exc:   # noqa: BLE001 - recording must never fail the analysis
+        print(f"kit: warning: run not recorded in the catalogue ({type(exc).__name__}: {str(exc)[:200]}); "
+              "KIT_RUNS=off turns recording off", file=sys.stderr)
