@@ -60,7 +60,8 @@ from kit.profile._columns import TIME_CALLS, among, strings
 from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
-EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range", "sequence",
+EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range", "enclosing module",
+            "sequence",
             "kernel sequence", "fused name", "kernel name", "kernel name (no launch)", "none")
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
 _LAYER = re.compile(r"(?:Layer|Block|layer|block)$")   # a class with no role whose name says layer
@@ -124,13 +125,20 @@ def _first_rule(subject: str, kind: str, rules: list[Rule]) -> tuple:
     return (*got, bool(kind == "module" and got[4] is None and _LAYER.search(subject)))
 
 
-def _decide_stack(stack: list[_FrameInfo]) -> _FrameInfo | None:
+def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | None]:
     """The frame that decides, from the innermost out: the innermost frame a rule claims; a generic one
     (an ``mm`` or ``topk`` op) gives way to the first enclosing frame with a meaning (the SDPA op of
     math attention, a module role); an enclosing container (an MoE block, an SSM mixer) overrides
-    what it encloses, except the categories it keeps."""
+    what it encloses, except the categories it keeps.
+
+    And the class no rule claims that sits innermost when the decision comes only from an enclosing
+    module's role (not a container's): the role of a class around an unknown one is a guess (GPT-2's
+    ``Conv1D`` inside its attention), so the kernel counts as undecided with that class named."""
     dec = None
+    inner = None   # the innermost module frame
     for inf in stack:
+        if inner is None and inf.module is not None:
+            inner = inf
         if inf.cat is None:
             continue
         if dec is None:
@@ -139,7 +147,13 @@ def _decide_stack(stack: list[_FrameInfo]) -> _FrameInfo | None:
             dec = inf
         elif inf.container and inf.cat != dec.cat and dec.cat not in inf.keep:
             dec = inf
-    return dec
+        elif dec.kind == "op" and inf.kind != "op" and inf.cat == dec.cat and not inf.container:
+            dec = inf   # a module or function that says the same as the op: the stronger evidence
+    weak = None
+    if (dec is not None and dec.kind == "module" and not dec.container and inner is not None
+            and inner is not dec and inner.cat is None and not inner.layer_like):
+        weak = inner.module
+    return dec, weak
 
 
 # what the sweep finds per launch (``_Found``): copied to the kernels that launch linked
@@ -198,11 +212,13 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
             stack.pop()
         live = [f for f in reversed(stack) if fend_l[f] >= t]   # innermost first
         stack_info = [finfo[f] for f in live]
-        dec = _decide_stack(stack_info)
+        dec, weak = _decide_stack(stack_info)
         _place(stack_info, live, names_l, has_dims, rows_l, res, L, fts_l, layer_ids)
         dcat = dec.cat if dec else None
         dkind = dec.kind if dec else None
         dname = dec.name if dec else None
+        if weak is not None:
+            dkind, dname = "enclosing module", weak
         if seq_of:
             q = bisect_right(top_ts, t) - 1
             r = seq_of[q] if q >= 0 and top_end[q] >= t else None
@@ -488,28 +504,45 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
 UNDECIDED_WARN = 0.05
 
 
-def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
-    """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name
-    rules: elementwise), nothing gave (``other``) or a generic op sequence guessed (``generic = true``
-    sequence rules: readings the ops cannot tell apart), and that time per category."""
-    if not len(k) or "decided_by" not in k:
-        return 0.0, {}
+def _undecided_mask(k: pd.DataFrame, rules: list[Rule]) -> np.ndarray:
+    """The kernels whose category the kit could be wrong about (see :func:`undecided`)."""
     generic = {r.category for r in rules if "kernel" in r.on and r.generic} | {OTHER}
     guesses = {r.role or r.pattern for r in rules if "sequence" in r.on and r.generic}
     by, cat = k["decided_by"], k["category"]
     sel = among(by, ["kernel name", "kernel name (no launch)", "none"]) & among(cat, generic)
     sel |= among(by, ["sequence", "kernel sequence"]) & among(k["evidence"], guesses, missing=False)
-    dur = k["dur_us"].to_numpy(float)
+    sel |= among(by, ["enclosing module"])
+    return np.asarray(sel, dtype=bool)
+
+
+def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
+    """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name
+    rules: elementwise), nothing gave (``other``), a generic op sequence guessed (``generic = true``
+    sequence rules: readings the ops cannot tell apart) or only the role of a module enclosing a
+    class no rule claims gave (``enclosing module``), and that time per category."""
+    share, per, _ = undecided_detail(k, rules)
+    return share, per
+
+
+def undecided_detail(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict, dict]:
+    """:func:`undecided`, plus the share per innermost class no rule claims (``enclosing module``)."""
+    if not len(k) or "decided_by" not in k:
+        return 0.0, {}, {}
     tot = float(k["dur_us"].sum())
     if not tot > 0:
-        return 0.0, {}
-    per = pd.Series(dur[sel]).groupby(strings(cat)[sel]).sum()
-    return float(k.loc[sel, "dur_us"].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0}
+        return 0.0, {}, {}
+    sel = _undecided_mask(k, rules)
+    dur = k["dur_us"].to_numpy(float)
+    per = pd.Series(dur[sel]).groupby(strings(k["category"])[sel]).sum()
+    weak = sel & among(k["decided_by"], ["enclosing module"])
+    cls = pd.Series(dur[weak]).groupby(strings(k["evidence"])[weak]).sum() if weak.any() else pd.Series(dtype=float)
+    return (float(dur[sel].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0},
+            {c: float(v) / tot for c, v in cls.items() if v > 0})
 
 
 def undecided_warning(k: pd.DataFrame, rules: list[Rule], module_frames: int) -> str | None:
     """The warning for an undecided share of at least ``UNDECIDED_WARN``, naming what would decide it."""
-    share, per = undecided(k, rules)
+    share, per, classes = undecided_detail(k, rules)
     if share < UNDECIDED_WARN:
         return None
     parts = ", ".join(f"{c} {100 * v:.1f}%" for c, v in sorted(per.items(), key=lambda x: -x[1]))
@@ -517,6 +550,10 @@ def undecided_warning(k: pd.DataFrame, rules: list[Rule], module_frames: int) ->
            "kernel computes)" if not module_frames else
            "the trace has module frames but no [[role]] rule claims the enclosing classes: add one "
            "(kit.profile.load(..., rules=FILE))")
-    return (f"{100 * share:.1f}% of kernel time ({parts}) is decided by a generic kernel name alone or by an op "
-            f"sequence with more than one reading: no CPU op or module says what those kernels compute, so "
+    if classes:
+        named = ", ".join(f"{c} {100 * v:.1f}%" for c, v in sorted(classes.items(), key=lambda x: -x[1])[:6])
+        why = (f"inside classes no [[role]] rule claims ({named}) the category is only the enclosing module's role: "
+               f"add a [[role]] rule for them (kit.profile.load(..., rules=FILE)); " + why)
+    return (f"{100 * share:.1f}% of kernel time ({parts}) is decided by a generic kernel name alone, by an op "
+            f"sequence with more than one reading or by the role of a module around a class no rule claims: "
             f"their categories are undecided; {why}")

@@ -86,3 +86,18 @@ def hf_graph_without_timing(out: Path) -> Path:
             e["dur"] = 0
     doc["traceEvents"] = rest + kern
     return _write(doc, out)
+
+
+def projection_class_renamed(out: Path, scenario: str = "hf_llama_stack", cls: str = "Conv1D") -> Path:
+    """``scenario`` (a with_stack twin) with every ``nn.Module: Linear_N`` frame renamed ``<cls>_N`` and
+    every ``aten::linear`` op renamed ``aten::addmm``: the projections of a model whose projection class
+    is a transposed-weight module calling ``addmm`` (GPT-2's ``Conv1D``), which no role rule claims. The
+    kernels, their launches and every other frame are unchanged."""
+    doc = _read(scenario)
+    for e in doc["traceEvents"]:
+        n = e.get("name")
+        if e.get("cat") == "python_function" and isinstance(n, str) and n.startswith("nn.Module: Linear"):
+            e["name"] = n.replace("nn.Module: Linear", f"nn.Module: {cls}", 1)
+        elif e.get("cat") == "cpu_op" and n == "aten::linear":
+            e["name"] = "aten::addmm"
+    return _write(doc, out)
