@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kit.profile._attribution import evidence_table, module_table, undecided_warning
+from kit.profile._attribution import evidence_table, module_table, undecided_detail, undecided_warning
 from kit.profile._categories import COMM, category_order
 from kit.profile._columns import TIME_CALLS
 
@@ -256,6 +256,7 @@ def summarise(p, phase: str, top: int) -> dict:
     warnings.extend(_collective_warnings(coll))
     ev = evidence_table(k)
     frames = sum(int(m.get("module_frames") or 0) for m in p.meta.get("ranks", {}).values())
+    und, und_per, _ = undecided_detail(k, p.rules) if not unavailable else (np.nan, {}, {})
     w = undecided_warning(k, p.rules, frames) if not unavailable else None
     if w:
         warnings.append(w)
@@ -273,7 +274,7 @@ def summarise(p, phase: str, top: int) -> dict:
                 wall_time_us=wall, categories=cats, per_rank=per_rank, per_step=per_step, allreduce_spread=spread,
                 top=topk, warnings=warnings,
                 rank_categories=rc, evidence=ev, modules=mods, layers=layers, collectives=coll,
-                categories_unavailable=unavailable)
+                categories_unavailable=unavailable, undecided=und, undecided_by_category=und_per)
 
 
 def allreduce_spread(per_rank: pd.DataFrame, per_step: pd.DataFrame) -> dict:

@@ -101,3 +101,14 @@ def projection_class_renamed(out: Path, scenario: str = "hf_llama_stack", cls: s
         elif e.get("cat") == "cpu_op" and n == "aten::linear":
             e["name"] = "aten::addmm"
     return _write(doc, out)
+
+
+def module_class_renamed(out: Path, scenario: str, old: str, new: str) -> Path:
+    """``scenario`` with every ``nn.Module: <old>_N`` frame renamed ``<new>_N`` (a class no rule claims
+    when ``new`` says nothing); everything else unchanged."""
+    doc = _read(scenario)
+    for e in doc["traceEvents"]:
+        n = e.get("name")
+        if e.get("cat") == "python_function" and isinstance(n, str) and n.startswith(f"nn.Module: {old}"):
+            e["name"] = n.replace(f"nn.Module: {old}", f"nn.Module: {new}", 1)
+    return _write(doc, out)
