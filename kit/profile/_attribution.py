@@ -60,9 +60,9 @@ from kit.profile._columns import TIME_CALLS, among, strings
 from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
-EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range", "enclosing module",
-            "sequence",
-            "kernel sequence", "fused name", "kernel name", "kernel name (no launch)", "none")
+EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range",
+            "enclosing module", "sequence", "kernel sequence", "fused name", "kernel name", "kernel name (no launch)",
+            "none")
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
 _LAYER = re.compile(r"(?:Layer|Block|layer|block)$")   # a class with no role whose name says layer
 _FUSED = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)*$")

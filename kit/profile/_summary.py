@@ -68,6 +68,12 @@ def rank_figures(k: pd.DataFrame, steps: pd.DataFrame) -> dict:
     if not has_time:
         return {"kernel_us": kernel_us, "wall_us": np.nan, "busy_us": np.nan, "idle_us": np.nan,
                 "comm_us": np.nan, "exposed_comm_us": np.nan}
+    if len(steps) and steps["wall_us"].isna().all() and "span_from" in steps and \
+            steps["span_from"].astype(str).str.startswith("unknown").any():
+        # step spans unknown (graph replay without kernel durations nor a GPU-side annotation): no wall
+        # time, never the 0 us span of zero-duration kernels
+        return {"kernel_us": kernel_us, "wall_us": np.nan, "busy_us": np.nan, "idle_us": np.nan,
+                "comm_us": np.nan, "exposed_comm_us": np.nan}
     if len(steps) and steps["wall_us"].notna().any():
         # windows: the steps' GPU spans, plus the own span of each kernel outside every step (such
         # kernels add their time but no idle)

@@ -112,3 +112,22 @@ def module_class_renamed(out: Path, scenario: str, old: str, new: str) -> Path:
         if e.get("cat") == "python_function" and isinstance(n, str) and n.startswith(f"nn.Module: {old}"):
             e["name"] = n.replace(f"nn.Module: {old}", f"nn.Module: {new}", 1)
     return _write(doc, out)
+
+
+def without_annotations(out: Path, scenario: str = "mixed_window", cats: tuple = ("user_annotation",
+                                                                                  "gpu_user_annotation")) -> Path:
+    """``scenario`` with its ``record_function`` ranges (CPU and GPU side) removed: an unannotated window,
+    whose steps can only be inferred from gaps between kernel bursts (phase unknown)."""
+    doc = _read(scenario)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in cats]
+    return _write(doc, out)
+
+
+def graph_without_timing_or_gpu_ranges(out: Path) -> Path:
+    """:func:`graph_without_timing` with the GPU-side ``decode_step_N`` annotations removed too: graph
+    kernels with ``ts = dur = 0`` and only the CPU-side step ranges, in which the host does not wait
+    for the GPU (no synchronize per step)."""
+    path, _ = graph_without_timing(out)
+    doc = orjson.loads(gzip.decompress(path.read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "gpu_user_annotation"]
+    return _write(doc, out)

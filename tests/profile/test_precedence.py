@@ -73,3 +73,95 @@ def test_an_unclaimed_innermost_class_is_undecided_and_named(tmp_path):
     stated = float(w[0].split("%")[0]) / 100
     assert worst <= stated + 0.05, (worst, stated)
     assert abs(s.undecided - stated) < 0.001
+
+
+# ---------------------------------------------------------------- the flag covers the error, everywhere
+
+
+def _stated(s) -> float:
+    w = [x for x in s.warnings if "generic kernel name alone" in x]
+    return float(w[0].split("%")[0]) / 100 if w else 0.0
+
+
+@pytest.mark.parametrize("scenario", ["hf_deepseekv3_plain", "hf_qwen2moe_plain", "hf_llama_plain",
+                                      "hf_nemotronh_plain", "hf_graph_replay"])
+def test_check_and_summary_state_the_same_undecided_share(scenario):
+    p = profile.load(TRACES / scenario / "trace.json.gz", cache=False)
+    s, h = p.summary(), p.health()
+    assert h.capture["undecided_share"] == pytest.approx(s.undecided, abs=1e-9)
+    cs = h.metrics["category_shares"]
+    if s.undecided >= 0.05:
+        assert abs(_stated(s) - s.undecided) < 0.0006
+        assert cs["status"] != "usable", cs
+        assert f"{100 * s.undecided:.1f}% of kernel time undecided" in cs["reason"], cs
+    elif cs["status"] == "usable":
+        assert f"{100 * s.undecided:.1f}% undecided" in cs["reason"], cs
+
+
+def test_check_never_calls_shares_usable_above_5_percent_undecided(tmp_path):
+    path = D.module_class_renamed(tmp_path / "q.json.gz", "hf_qwen3_stack", "Qwen3RMSNorm", "Qwen3QKScale")
+    p = profile.load(path, cache=False)
+    s, h = p.summary(), p.health()
+    assert s.undecided >= 0.05
+    cs = h.metrics["category_shares"]
+    assert cs["status"] == "degraded" and "Qwen3QKScale" in cs["reason"] and "[[role]]" in cs["fix"], cs
+
+
+def test_step_time_is_not_usable_when_phases_are_unknown(tmp_path):
+    p = profile.load(D.without_annotations(tmp_path / "w.json.gz"), cache=False)
+    assert set(p.steps["phase"].astype(str)) == {"unknown"}
+    st = p.health().metrics["step_time"]
+    assert st["status"] != "usable" and "phase unknown" in st["reason"] and "annotate" in st["fix"], st
+
+
+def test_a_cut_gzip_states_events_and_gpu_time_lost_with_the_right_remedy(tmp_path):
+    src = TRACES / "hf_llama_plain" / "trace.json.gz"
+    raw = src.read_bytes()
+    f = tmp_path / "cut.json.gz"
+    f.write_bytes(raw[: int(len(raw) * 0.87)])
+    full, p = profile.load(src, cache=False), profile.load(f, cache=False)
+    w = next(x for x in p.warnings if "truncated trace" in x)
+    assert "events lost: unknown" in w and "% of the file" not in w
+    # the GPU time lost, measured: the full trace's kernels after the last kept kernel's end
+    lost_us = float(full.kernels["start_us"].max() + 0) - float((p.kernels["start_us"] + p.kernels["dur_us"]).max())
+    said = float(w.split("the kernels of the last ")[1].split(" us")[0].replace(",", ""))
+    assert said >= lost_us > 0
+    n_lost = len(full.kernels) - len(p.kernels)
+    est = float(w.split("about ")[1].split(" kernels")[0].replace(",", ""))
+    assert 0.7 * n_lost <= est <= 1.3 * n_lost, (est, n_lost)
+    cs = p.health().metrics["category_shares"]
+    assert "truncated" in cs["reason"] and "GPU time lost" in cs["reason"]
+    assert "re-export the complete trace" in cs["fix"] and "category rules" not in cs["fix"], cs
+
+
+def test_convolution_only_for_convolution_kernels():
+    from kit.profile._categories import build_rules, categorise
+
+    got = categorise(["void vllm::convert_fp8_kernel<c10::Float8_e4m3fn, true>", "convert_fp8_e4m3_kernel",
+                      "cudnn::fusion::compute_dq_helper_kernel", "cudnn::ops::nchwToNhwcKernel<float>",
+                      "cudnn::winograd_nonfused::winogradForwardData4x4<float>", "cudnn::detail::dgrad_engine<float>",
+                      "void at::native::conv_depthwise2d_forward_kernel<float>"], build_rules(None))
+    assert got["void vllm::convert_fp8_kernel<c10::Float8_e4m3fn, true>"] == "quantization"
+    assert got["convert_fp8_e4m3_kernel"] == "quantization"
+    assert got["cudnn::fusion::compute_dq_helper_kernel"] != "convolution"
+    assert {got[x] for x in ("cudnn::ops::nchwToNhwcKernel<float>", "cudnn::detail::dgrad_engine<float>",
+                             "cudnn::winograd_nonfused::winogradForwardData4x4<float>",
+                             "void at::native::conv_depthwise2d_forward_kernel<float>")} == {"convolution"}
+
+
+def test_no_hf_fixture_has_a_convolution_row():
+    for d in sorted(TRACES.glob("hf_*")):
+        s = profile.load(d / "trace.json.gz", cache=False).summary()
+        assert "convolution" not in set(s.categories["category"]), d.name
+
+
+def test_step_time_is_never_0_us(tmp_path):
+    p = profile.load(D.graph_without_timing_or_gpu_ranges(tmp_path / "g.json.gz"), cache=False)
+    st = p.steps
+    assert len(st) and not (st["wall_us"] == 0).any(), st[["wall_us", "span_from"]]
+    assert st["span_from"].astype(str).str.startswith("unknown").all()
+    s = p.summary()
+    assert not s.wall_time_us == 0 and s.wall_time_us != s.wall_time_us   # NaN: unknown
+    assert s.verdict.get("step_us") in (None,) or s.verdict["step_us"] != s.verdict["step_us"]
+    assert "step time unknown" in s.verdict["reason"]
+    assert p.health().metrics["step_time"]["status"] != "usable"
