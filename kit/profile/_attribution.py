@@ -61,8 +61,8 @@ from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
 EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range",
-            "enclosing module", "sequence", "kernel sequence", "fused name", "kernel name", "kernel name (no launch)",
-            "none")
+            "enclosing module", "structure", "sequence", "kernel sequence", "fused name", "kernel name",
+            "kernel name (no launch)", "none")
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
 _LAYER = re.compile(r"(?:Layer|Block|layer|block)$")   # a class with no role whose name says layer
 _FUSED = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)*$")
@@ -194,6 +194,7 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
         if inf is None:
             inf = infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
         finfo.append(inf)
+    nosoft = _attention_without_softmax(finfo, fts, fend, names, kinds)
     top = outermost(fts, fend, kinds == "op")   # unfused op sequences over the outermost ops
     seq_of = claim([names[i] for i in top], seq_rules) if len(top) and seq_rules else []
     top_ts = fts[top].tolist() if len(top) else []
@@ -219,6 +220,10 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
         dname = dec.name if dec else None
         if weak is not None:
             dkind, dname = "enclosing module", weak
+        elif nosoft and dec is not None and dec.kind == "module" and dec.cat == "attention":
+            f = next(f for f, inf in zip(live, stack_info) if inf is dec)
+            if f in nosoft:   # an "attention" class whose call runs no softmax: a linear recurrence
+                dcat, dkind, dname = "ssm", "structure", f"{dec.module}: no softmax"
         if seq_of:
             q = bisect_right(top_ts, t) - 1
             r = seq_of[q] if q >= 0 and top_end[q] >= t else None
@@ -226,6 +231,33 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
                                                   and (dec.generic or r.container))):
                 dcat, dkind, dname = r.category, "sequence", r.role or r.pattern
         res.frame_category[L], res.frame_kind[L], res.frame_name[L] = dcat, dkind, dname
+
+
+# ops that make an attention an attention: a softmax over scores, an SDPA / flash / paged kernel op
+_SOFTMAX = re.compile(r"(?i)softmax|scaled_dot_product|attention|attn|flash|fmha|_mla|paged|decode_with|prefill_with|"
+                      r"flex_")
+
+
+def _attention_without_softmax(finfo: list, fts: np.ndarray, fend: np.ndarray, names: np.ndarray,
+                               kinds: np.ndarray) -> set:
+    """The module frames (positions) a role calls attention whose call runs ops but none that makes it an
+    attention (a softmax, an SDPA / flash / paged-attention op): a linear-attention or recurrent mixer
+    named ``*Attention`` (RWKV's time mixing, MiniMax's lightning attention)."""
+    cand = [f for f, inf in enumerate(finfo) if inf.kind == "module" and inf.cat == "attention" and not inf.container]
+    if not cand:
+        return set()
+    is_op = kinds == "op"
+    op_ts = fts[is_op]
+    soft = np.array([bool(_SOFTMAX.search(x)) for x in names[is_op].tolist()], dtype=bool)
+    soft_ts = op_ts[soft]
+    out = set()
+    for f in cand:
+        a, b = fts[f], fend[f]
+        n_ops = np.searchsorted(op_ts, b, "right") - np.searchsorted(op_ts, a, "left")
+        n_soft = np.searchsorted(soft_ts, b, "right") - np.searchsorted(soft_ts, a, "left")
+        if n_ops >= 4 and n_soft == 0:
+            out.add(f)
+    return out
 
 
 def _place(stack_info: list, live: list[int], names_l: list, has_dims: list, rows_l: list, res: _Found, L: int,
@@ -511,7 +543,7 @@ def _undecided_mask(k: pd.DataFrame, rules: list[Rule]) -> np.ndarray:
     by, cat = k["decided_by"], k["category"]
     sel = among(by, ["kernel name", "kernel name (no launch)", "none"]) & among(cat, generic)
     sel |= among(by, ["sequence", "kernel sequence"]) & among(k["evidence"], guesses, missing=False)
-    sel |= among(by, ["enclosing module"])
+    sel |= among(by, ["enclosing module", "structure"])
     return np.asarray(sel, dtype=bool)
 
 
