@@ -147,8 +147,8 @@ def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | Non
             dec = inf
         elif inf.container and inf.cat != dec.cat and dec.cat not in inf.keep:
             dec = inf
-        elif dec.kind == "op" and inf.kind != "op" and inf.cat == dec.cat and not inf.container:
-            dec = inf   # a module or function that says the same as the op: the stronger evidence
+        elif dec.kind == "op" and dec.cat == "gemm" and inf.kind == "module" and inf.cat == "gemm":
+            dec = inf   # the Linear around a weight GEMM op: decided by module, as before the op rule
     weak = None
     if (dec is not None and dec.kind == "module" and not dec.container and inner is not None
             and inner is not dec and inner.cat is None and not inner.layer_like):
@@ -173,7 +173,8 @@ class _Found:
 
 
 def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, infos: dict, decided: dict,
-                  fr_rules: list[Rule], seq_rules: list[Rule], res: _Found, layer_ids: dict) -> None:
+                  fr_rules: list[Rule], seq_rules: list[Rule], res: _Found, layer_ids: dict,
+                  att_launch: np.ndarray | None = None) -> None:
     """One thread's launches ``li`` (sorted by time) against its CPU frames ``rows`` of ``fr`` (columns of
     :func:`_frame_columns`): the stack of frames open at each launch decides (``_decide_stack``),
     unfused op sequences over the thread's outermost ops may override a generic op, and
@@ -194,7 +195,8 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
         if inf is None:
             inf = infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
         finfo.append(inf)
-    nosoft = _attention_without_softmax(finfo, fts, fend, names, kinds)
+    att_ts = np.sort(lts[li[att_launch[li]]]) if att_launch is not None else np.empty(0)
+    nosoft = _attention_without_softmax(finfo, fts, fend, names, kinds, att_ts)
     top = outermost(fts, fend, kinds == "op")   # unfused op sequences over the outermost ops
     seq_of = claim([names[i] for i in top], seq_rules) if len(top) and seq_rules else []
     top_ts = fts[top].tolist() if len(top) else []
@@ -238,11 +240,17 @@ _SOFTMAX = re.compile(r"(?i)softmax|scaled_dot_product|attention|attn|flash|fmha
                       r"flex_")
 
 
+_ATT_KERNEL = re.compile(r"(?i)flash|fmha|attn|attention|softmax|BatchDecode|BatchPrefill|SingleDecode|"
+                         r"SinglePrefill|paged|mla|sdpa")
+
+
 def _attention_without_softmax(finfo: list, fts: np.ndarray, fend: np.ndarray, names: np.ndarray,
-                               kinds: np.ndarray) -> set:
+                               kinds: np.ndarray, att_ts: np.ndarray) -> set:
     """The module frames (positions) a role calls attention whose call runs ops but none that makes it an
-    attention (a softmax, an SDPA / flash / paged-attention op): a linear-attention or recurrent mixer
-    named ``*Attention`` (RWKV's time mixing, MiniMax's lightning attention)."""
+    attention (a softmax, an SDPA / flash / paged-attention op) and launches no kernel named as one
+    (``att_ts``: launch times of such kernels, e.g. flashinfer's, launched without an op): a
+    linear-attention or recurrent mixer named ``*Attention`` (RWKV's time mixing, MiniMax's lightning
+    attention)."""
     cand = [f for f, inf in enumerate(finfo) if inf.kind == "module" and inf.cat == "attention" and not inf.container]
     if not cand:
         return set()
@@ -255,7 +263,8 @@ def _attention_without_softmax(finfo: list, fts: np.ndarray, fend: np.ndarray, n
         a, b = fts[f], fend[f]
         n_ops = np.searchsorted(op_ts, b, "right") - np.searchsorted(op_ts, a, "left")
         n_soft = np.searchsorted(soft_ts, b, "right") - np.searchsorted(soft_ts, a, "left")
-        if n_ops >= 4 and n_soft == 0:
+        n_att = np.searchsorted(att_ts, b, "right") - np.searchsorted(att_ts, a, "left")
+        if n_ops >= 4 and n_soft == 0 and n_att == 0:
             out.add(f)
     return out
 
@@ -361,13 +370,17 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     res = _Found(len(la))
     fr_tid = fr["tid"]
     layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
+    att_launch = np.zeros(len(la), bool)   # launches of a kernel named as attention (flash, fmha, paged ...)
+    kn = strings(k["name"])
+    att_k = has & np.array([bool(_ATT_KERNEL.search(x)) for x in kn], dtype=bool)
+    att_launch[pos[att_k]] = True
     for tid in np.unique(ltid[need]):
         rows = np.flatnonzero(fr_tid == tid)
         if not len(rows):
             continue
         li = need[ltid[need] == tid]
         li = li[np.argsort(lts[li], kind="stable")]
-        _sweep_thread(fr, rows, li, lts, infos, decided, fr_rules, seq_rules, res, layer_ids)
+        _sweep_thread(fr, rows, li, lts, infos, decided, fr_rules, seq_rules, res, layer_ids, att_launch)
     # layers: numbered by their first call (the profiler numbers instances per class, so a hybrid's
     # attention and Mamba layers would both start at 0), kind from the roles found inside
     order_l = sorted(layer_ids, key=lambda x: layer_ids[x][0])
@@ -544,6 +557,19 @@ def _undecided_mask(k: pd.DataFrame, rules: list[Rule]) -> np.ndarray:
     sel = among(by, ["kernel name", "kernel name (no launch)", "none"]) & among(cat, generic)
     sel |= among(by, ["sequence", "kernel sequence"]) & among(k["evidence"], guesses, missing=False)
     sel |= among(by, ["enclosing module", "structure"])
+    # an op that says little (generic: mm, bmm, matmul, an activation) decided and nothing enclosing
+    # confirmed it: a product of two activations can be attention, a recurrence or a router's; the
+    # sampler's argmax at the end of a step is not counted
+    op_rules = [r for r in rules if "op" in r.on]
+    ev = k["evidence"].astype(object)
+    is_op = among(by, ["op"])
+    if is_op.any():
+        weak = set()
+        for x in pd.unique(ev[is_op].dropna().astype(str)):
+            r = next((r for r in op_rules if r.matches(x)), None)   # the rule that decided (first match)
+            if r is not None and r.generic and r.category != "sampling":
+                weak.add(x)
+        sel |= is_op & among(ev, weak, missing=False)
     return np.asarray(sel, dtype=bool)
 
 

@@ -42,7 +42,7 @@ _CLASS = [
      "activation"),
     (re.compile(r"Embedding$"), "elementwise"),
 ]
-_FUNC = [(re.compile(r"\): (apply_rotary_pos_emb\w*|rotate_half)$"), "rope"),
+_FUNC = [(re.compile(r"\): (apply_rotary\w*|rotate_half)$"), "rope"),
          (re.compile(r"cache_utils\.py\(\d+\): update$"), "kv-cache write")]
 _RUNTIME = {"cuda_runtime", "cuda_driver"}
 
