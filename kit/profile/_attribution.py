@@ -17,7 +17,14 @@ kernel row records which (``decided_by``):
    class is: its name's suffix) or ``[[frame]]`` rule claims; a ``generic`` one (``mm``, ``topk``)
    gives way to the first enclosing frame with a meaning (the SDPA op around math attention's
    ``bmm``); an enclosing ``container`` (an MoE block, an SSM mixer) overrides what it encloses
-   except the categories it ``keep``s (a mixer's projections stay GEMM). Kernels replayed from a
+   except the categories it ``keep``s (a mixer's projections stay GEMM). What a kernel does comes
+   before what encloses it: a GEMM with a weight operand (``aten::linear`` / ``addmm``: nn.Linear,
+   GPT-2's transposed-weight ``Conv1D``) is gemm inside any role but a container, while a product of
+   two activations (``matmul``/``bmm`` in attention) stays the enclosing role's. ``enclosing
+   module``: the role came only from a module around the innermost class, which no rule claims (its
+   name is the evidence): a guess, counted undecided. ``structure``: a class a role calls attention
+   whose call runs no softmax, SDPA/flash op or attention-named kernel is a linear recurrence (RWKV's
+   time mixing, MiniMax's lightning attention): ssm, counted undecided. Kernels replayed from a
    CUDA graph take no frame evidence, since their frames enclose the replay, not the op;
    ``sequence``: where no frame decided (or only a generic op did), the ``[[sequence]]`` rule that
    claims the outermost op around the launch in the thread's run of ops (``_sequences.py``:
@@ -557,9 +564,9 @@ def _undecided_mask(k: pd.DataFrame, rules: list[Rule]) -> np.ndarray:
     sel = among(by, ["kernel name", "kernel name (no launch)", "none"]) & among(cat, generic)
     sel |= among(by, ["sequence", "kernel sequence"]) & among(k["evidence"], guesses, missing=False)
     sel |= among(by, ["enclosing module", "structure"])
-    # an op that says little (generic: mm, bmm, matmul, an activation) decided and nothing enclosing
-    # confirmed it: a product of two activations can be attention, a recurrence or a router's; the
-    # sampler's argmax at the end of a step is not counted
+    # a GEMM op without a weight operand (generic: mm, bmm, matmul) decided and nothing enclosing
+    # confirmed it: a product of two activations can be attention's, a recurrence's or experts'
+    # (an activation or the sampler's argmax says what it is)
     op_rules = [r for r in rules if "op" in r.on]
     ev = k["evidence"].astype(object)
     is_op = among(by, ["op"])
@@ -567,7 +574,7 @@ def _undecided_mask(k: pd.DataFrame, rules: list[Rule]) -> np.ndarray:
         weak = set()
         for x in pd.unique(ev[is_op].dropna().astype(str)):
             r = next((r for r in op_rules if r.matches(x)), None)   # the rule that decided (first match)
-            if r is not None and r.generic and r.category != "sampling":
+            if r is not None and r.generic and r.category == "gemm":
                 weak.add(x)
         sel |= is_op & among(ev, weak, missing=False)
     return np.asarray(sel, dtype=bool)
