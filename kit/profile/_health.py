@@ -160,11 +160,8 @@ def capture_facts(p) -> dict:
         if m:
             repaired += int(m.group(1).replace(",", ""))
     truncated = any(r.get("truncated") for r in p.meta.get("ranks", {}).values())
-    cut = [w.split("GPU time lost: ", 1)[1].split(". Category shares", 1)[0] for w in p.warnings
-           if "truncated trace" in w and "GPU time lost: " in w]
     steps = p.steps
     phases = sorted(set(steps["phase"].astype(str))) if len(steps) else []
-    und, und_per, und_cls = undecided_detail(k, p.rules) if n and total > 0 else (0.0, {}, {})
     unknown_phase = share(k["phase"].astype(str).to_numpy() == "unknown") if n else float("nan")
     idle = float("nan")
     if len(steps) and n:
@@ -184,13 +181,24 @@ def capture_facts(p) -> dict:
             "comm_kernels": int((is_comm_name & comm_cat).sum()), "comm_unrecognised": int(unrec.sum()),
             "comm_unrecognised_names": sorted(set(names[unrec]))[:5] if n else [],
             "cpu_collectives": int(len(comms)), "cpu_collectives_multi_rank": multi_calls,
-            "other_share": other, "undecided_share": und, "undecided_by_category": und_per,
-            "undecided_classes": und_cls, "events_dropped": dropped, "events_repaired": repaired,
+            "other_share": other, **_flag_facts(p, total), "events_dropped": dropped, "events_repaired": repaired,
             "truncated": truncated,
-            "truncation": "; ".join(cut) or None,
             "phases": phases, "mixed_phases": len(set(phases) & {"prefill", "decode"}) == 2,
             "unknown_phase_share": unknown_phase, "idle_in_steps": idle, "steps": int(len(steps)),
             "ranks": len(p.ranks), "world_size": world}
+
+
+def _flag_facts(p, total: float) -> dict:
+    """The undecided share (the summary's figure, per category and unclaimed class), what a truncation
+    lost, and the steps whose span is unknown."""
+    k, steps = p.kernels, p.steps
+    und, per, cls = undecided_detail(k, p.rules) if len(k) and total > 0 else (0.0, {}, {})
+    cut = [w.split("GPU time lost: ", 1)[1].split(". Category shares", 1)[0] for w in p.warnings
+           if "truncated trace" in w and "GPU time lost: " in w]
+    unknown = int(steps["span_from"].astype(str).str.startswith("unknown").sum()) \
+        if len(steps) and "span_from" in steps else 0
+    return {"undecided_share": und, "undecided_by_category": per, "undecided_classes": cls,
+            "truncation": "; ".join(cut) or None, "steps_span_unknown": unknown}
 
 
 _FIX_TIMING = ("capture graph replay with per-kernel timing (a PyTorch/CUPTI that records graph kernels, or "
@@ -260,6 +268,11 @@ def _step_time(c: dict) -> dict:
     if not c["steps"]:
         return _m(UNRELIABLE, "no step markers or step spans in the trace",
                   "annotate steps (record_function('decode_step_N'), the engine's profiler ranges)")
+    if c.get("steps_span_unknown"):
+        return _m(UNRELIABLE, f"{c['steps_span_unknown']} step(s) with no known span: kernels without durations, "
+                  "no GPU-side annotation and no host wait inside the step's CPU range, so step time is unknown",
+                  "annotate steps with record_function (its GPU-side copy spans the step), or measure step time "
+                  "with CUDA events outside the profiler")
     if no_timing and c["steps_from_gpu_annotations"]:
         return _m(USABLE, "kernel durations are missing but every step spans a GPU-side annotation")
     if no_timing:

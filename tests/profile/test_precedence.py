@@ -164,7 +164,8 @@ def test_step_time_is_never_0_us(tmp_path):
     assert not s.wall_time_us == 0 and s.wall_time_us != s.wall_time_us   # NaN: unknown
     assert s.verdict.get("step_us") in (None,) or s.verdict["step_us"] != s.verdict["step_us"]
     assert "step time unknown" in s.verdict["reason"]
-    assert p.health().metrics["step_time"]["status"] != "usable"
+    st = p.health().metrics["step_time"]
+    assert st["status"] == "unreliable" and "step time is unknown" in st["reason"], st
 
 
 # ---------------------------------------------------------------- on the recorded held-out models
