@@ -21,6 +21,10 @@ decode (one ``argmax`` per step) with the model's own cache or state, each step 
 (CPU+CUDA only) and ``hf_<key>_stack`` (``with_stack=True, record_shapes=True``) of the same model
 object. ``measured.json`` says which attention implementation and cache ran.
 
+On the H200 run of the fixtures (torch 2.11, transformers 5.17) DBRX (``torch.clamp`` with neither bound,
+from its config's ``clip_qkv``) and Switch Transformers (its decoder stack refusing ``use_cache``) did
+not run; the script records the others and says which failed (``versions_more.json``).
+
 Usage (one GPU)::
 
     python3 tools/record_hf_more.py --out OUTDIR --steps 4 [--only gpt2,t5] [--tar OUT/more.tar]
