@@ -263,7 +263,9 @@ def _attention_without_softmax(finfo: list, fts: np.ndarray, fend: np.ndarray, n
         return set()
     is_op = kinds == "op"
     op_ts = fts[is_op]
-    soft = np.array([bool(_SOFTMAX.search(x)) for x in names[is_op].tolist()], dtype=bool)
+    op_names = names[is_op].tolist()
+    memo = {x: bool(_SOFTMAX.search(x)) for x in set(op_names)}   # once per distinct op name
+    soft = np.array([memo[x] for x in op_names], dtype=bool)
     soft_ts = op_ts[soft]
     out = set()
     for f in cand:
@@ -379,7 +381,8 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
     att_launch = np.zeros(len(la), bool)   # launches of a kernel named as attention (flash, fmha, paged ...)
     kn = strings(k["name"])
-    att_k = has & np.array([bool(_ATT_KERNEL.search(x)) for x in kn], dtype=bool)
+    att_name = {x: bool(_ATT_KERNEL.search(x)) for x in pd.unique(kn)}   # once per distinct name
+    att_k = has & np.array([att_name[x] for x in kn], dtype=bool)
     att_launch[pos[att_k]] = True
     for tid in np.unique(ltid[need]):
         rows = np.flatnonzero(fr_tid == tid)
