@@ -17,7 +17,14 @@ kernel row records which (``decided_by``):
    class is: its name's suffix) or ``[[frame]]`` rule claims; a ``generic`` one (``mm``, ``topk``)
    gives way to the first enclosing frame with a meaning (the SDPA op around math attention's
    ``bmm``); an enclosing ``container`` (an MoE block, an SSM mixer) overrides what it encloses
-   except the categories it ``keep``s (a mixer's projections stay GEMM). Kernels replayed from a
+   except the categories it ``keep``s (a mixer's projections stay GEMM). What a kernel does comes
+   before what encloses it: a GEMM with a weight operand (``aten::linear`` / ``addmm``: nn.Linear,
+   GPT-2's transposed-weight ``Conv1D``) is gemm inside any role but a container, while a product of
+   two activations (``matmul``/``bmm`` in attention) stays the enclosing role's. ``enclosing
+   module``: the role came only from a module around the innermost class, which no rule claims (its
+   name is the evidence): a guess, counted undecided. ``structure``: a class a role calls attention
+   whose call runs no softmax, SDPA/flash op or attention-named kernel is a linear recurrence (RWKV's
+   time mixing, MiniMax's lightning attention): ssm, counted undecided. Kernels replayed from a
    CUDA graph take no frame evidence, since their frames enclose the replay, not the op;
    ``sequence``: where no frame decided (or only a generic op did), the ``[[sequence]]`` rule that
    claims the outermost op around the launch in the thread's run of ops (``_sequences.py``:
@@ -60,8 +67,9 @@ from kit.profile._columns import TIME_CALLS, among, strings
 from kit.profile._sequences import claim, kernel_token, outermost
 
 SURE = set(COMM) | {"memcpy/memset"}
-EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range", "sequence",
-            "kernel sequence", "fused name", "kernel name", "kernel name (no launch)", "none",
+EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range",
+            "enclosing module", "structure", "sequence", "kernel sequence", "fused name", "kernel name",
+            "kernel name (no launch)", "none",
             "reference")  # the counterpart's category in a reference run (_place.py)
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
 _LAYER = re.compile(r"(?:Layer|Block|layer|block)$")   # a class with no role whose name says layer
@@ -125,13 +133,20 @@ def _first_rule(subject: str, kind: str, rules: list[Rule]) -> tuple:
     return (*got, bool(kind == "module" and got[4] is None and _LAYER.search(subject)))
 
 
-def _decide_stack(stack: list[_FrameInfo]) -> _FrameInfo | None:
+def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | None]:
     """The frame that decides, from the innermost out: the innermost frame a rule claims; a generic one
     (an ``mm`` or ``topk`` op) gives way to the first enclosing frame with a meaning (the SDPA op of
     math attention, a module role); an enclosing container (an MoE block, an SSM mixer) overrides
-    what it encloses, except the categories it keeps."""
+    what it encloses, except the categories it keeps.
+
+    And the class no rule claims that sits innermost when the decision comes only from an enclosing
+    module's role (not a container's): the role of a class around an unknown one is a guess (GPT-2's
+    ``Conv1D`` inside its attention), so the kernel counts as undecided with that class named."""
     dec = None
+    inner = None   # the innermost module frame
     for inf in stack:
+        if inner is None and inf.module is not None:
+            inner = inf
         if inf.cat is None:
             continue
         if dec is None:
@@ -140,7 +155,13 @@ def _decide_stack(stack: list[_FrameInfo]) -> _FrameInfo | None:
             dec = inf
         elif inf.container and inf.cat != dec.cat and dec.cat not in inf.keep:
             dec = inf
-    return dec
+        elif dec.kind == "op" and dec.cat == "gemm" and inf.kind == "module" and inf.cat == "gemm":
+            dec = inf   # the Linear around a weight GEMM op: decided by module, as before the op rule
+    weak = None
+    if (dec is not None and dec.kind == "module" and not dec.container and inner is not None
+            and inner is not dec and inner.cat is None and not inner.layer_like):
+        weak = inner.module
+    return dec, weak
 
 
 # what the sweep finds per launch (``_Found``): copied to the kernels that launch linked
@@ -160,7 +181,8 @@ class _Found:
 
 
 def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, infos: dict, decided: dict,
-                  fr_rules: list[Rule], seq_rules: list[Rule], res: _Found, layer_ids: dict) -> None:
+                  fr_rules: list[Rule], seq_rules: list[Rule], res: _Found, layer_ids: dict,
+                  att_launch: np.ndarray | None = None) -> None:
     """One thread's launches ``li`` (sorted by time) against its CPU frames ``rows`` of ``fr`` (columns of
     :func:`_frame_columns`): the stack of frames open at each launch decides (``_decide_stack``),
     unfused op sequences over the thread's outermost ops may override a generic op, and
@@ -181,6 +203,8 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
         if inf is None:
             inf = infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
         finfo.append(inf)
+    att_ts = np.sort(lts[li[att_launch[li]]]) if att_launch is not None else np.empty(0)
+    nosoft = _attention_without_softmax(finfo, fts, fend, names, kinds, att_ts)
     top = outermost(fts, fend, kinds == "op")   # unfused op sequences over the outermost ops
     seq_of = claim([names[i] for i in top], seq_rules) if len(top) and seq_rules else []
     top_ts = fts[top].tolist() if len(top) else []
@@ -199,11 +223,17 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
             stack.pop()
         live = [f for f in reversed(stack) if fend_l[f] >= t]   # innermost first
         stack_info = [finfo[f] for f in live]
-        dec = _decide_stack(stack_info)
+        dec, weak = _decide_stack(stack_info)
         _place(stack_info, live, names_l, has_dims, rows_l, res, L, fts_l, layer_ids)
         dcat = dec.cat if dec else None
         dkind = dec.kind if dec else None
         dname = dec.name if dec else None
+        if weak is not None:
+            dkind, dname = "enclosing module", weak
+        elif nosoft and dec is not None and dec.kind == "module" and dec.cat == "attention":
+            f = next(f for f, inf in zip(live, stack_info) if inf is dec)
+            if f in nosoft:   # an "attention" class whose call runs no softmax: a linear recurrence
+                dcat, dkind, dname = "ssm", "structure", f"{dec.module}: no softmax"
         if seq_of:
             q = bisect_right(top_ts, t) - 1
             r = seq_of[q] if q >= 0 and top_end[q] >= t else None
@@ -211,6 +241,42 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
                                                   and (dec.generic or r.container))):
                 dcat, dkind, dname = r.category, "sequence", r.role or r.pattern
         res.frame_category[L], res.frame_kind[L], res.frame_name[L] = dcat, dkind, dname
+
+
+# ops that make an attention an attention: a softmax over scores, an SDPA / flash / paged kernel op
+_SOFTMAX = re.compile(r"(?i)softmax|scaled_dot_product|attention|attn|flash|fmha|_mla|paged|decode_with|prefill_with|"
+                      r"flex_")
+
+
+_ATT_KERNEL = re.compile(r"(?i)flash|fmha|attn|attention|softmax|BatchDecode|BatchPrefill|SingleDecode|"
+                         r"SinglePrefill|paged|mla|sdpa")
+
+
+def _attention_without_softmax(finfo: list, fts: np.ndarray, fend: np.ndarray, names: np.ndarray,
+                               kinds: np.ndarray, att_ts: np.ndarray) -> set:
+    """The module frames (positions) a role calls attention whose call runs ops but none that makes it an
+    attention (a softmax, an SDPA / flash / paged-attention op) and launches no kernel named as one
+    (``att_ts``: launch times of such kernels, e.g. flashinfer's, launched without an op): a
+    linear-attention or recurrent mixer named ``*Attention`` (RWKV's time mixing, MiniMax's lightning
+    attention)."""
+    cand = [f for f, inf in enumerate(finfo) if inf.kind == "module" and inf.cat == "attention" and not inf.container]
+    if not cand:
+        return set()
+    is_op = kinds == "op"
+    op_ts = fts[is_op]
+    op_names = names[is_op].tolist()
+    memo = {x: bool(_SOFTMAX.search(x)) for x in set(op_names)}   # once per distinct op name
+    soft = np.array([memo[x] for x in op_names], dtype=bool)
+    soft_ts = op_ts[soft]
+    out = set()
+    for f in cand:
+        a, b = fts[f], fend[f]
+        n_ops = np.searchsorted(op_ts, b, "right") - np.searchsorted(op_ts, a, "left")
+        n_soft = np.searchsorted(soft_ts, b, "right") - np.searchsorted(soft_ts, a, "left")
+        n_att = np.searchsorted(att_ts, b, "right") - np.searchsorted(att_ts, a, "left")
+        if n_ops >= 4 and n_soft == 0 and n_att == 0:
+            out.add(f)
+    return out
 
 
 def _place(stack_info: list, live: list[int], names_l: list, has_dims: list, rows_l: list, res: _Found, L: int,
@@ -314,13 +380,18 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     res = _Found(len(la))
     fr_tid = fr["tid"]
     layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
+    att_launch = np.zeros(len(la), bool)   # launches of a kernel named as attention (flash, fmha, paged ...)
+    kn = strings(k["name"])
+    att_name = {x: bool(_ATT_KERNEL.search(x)) for x in pd.unique(kn)}   # once per distinct name
+    att_k = has & np.array([att_name[x] for x in kn], dtype=bool)
+    att_launch[pos[att_k]] = True
     for tid in np.unique(ltid[need]):
         rows = np.flatnonzero(fr_tid == tid)
         if not len(rows):
             continue
         li = need[ltid[need] == tid]
         li = li[np.argsort(lts[li], kind="stable")]
-        _sweep_thread(fr, rows, li, lts, infos, decided, fr_rules, seq_rules, res, layer_ids)
+        _sweep_thread(fr, rows, li, lts, infos, decided, fr_rules, seq_rules, res, layer_ids, att_launch)
     # layers: numbered by their first call (the profiler numbers instances per class, so a hybrid's
     # attention and Mamba layers would both start at 0), kind from the roles found inside
     order_l = sorted(layer_ids, key=lambda x: layer_ids[x][0])
@@ -489,28 +560,58 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
 UNDECIDED_WARN = 0.05
 
 
-def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
-    """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name
-    rules: elementwise), nothing gave (``other``) or a generic op sequence guessed (``generic = true``
-    sequence rules: readings the ops cannot tell apart), and that time per category."""
-    if not len(k) or "decided_by" not in k:
-        return 0.0, {}
+def _undecided_mask(k: pd.DataFrame, rules: list[Rule]) -> np.ndarray:
+    """The kernels whose category the kit could be wrong about (see :func:`undecided`)."""
     generic = {r.category for r in rules if "kernel" in r.on and r.generic} | {OTHER}
     guesses = {r.role or r.pattern for r in rules if "sequence" in r.on and r.generic}
     by, cat = k["decided_by"], k["category"]
     sel = among(by, ["kernel name", "kernel name (no launch)", "none"]) & among(cat, generic)
     sel |= among(by, ["sequence", "kernel sequence"]) & among(k["evidence"], guesses, missing=False)
-    dur = k["dur_us"].to_numpy(float)
+    sel |= among(by, ["enclosing module", "structure"])
+    # a GEMM op without a weight operand (generic: mm, bmm, matmul) decided and nothing enclosing
+    # confirmed it: a product of two activations can be attention's, a recurrence's or experts'
+    # (an activation or the sampler's argmax says what it is)
+    op_rules = [r for r in rules if "op" in r.on]
+    ev = k["evidence"].astype(object)
+    is_op = among(by, ["op"])
+    if is_op.any():
+        weak = set()
+        for x in pd.unique(ev[is_op].dropna().astype(str)):
+            r = next((r for r in op_rules if r.matches(x)), None)   # the rule that decided (first match)
+            if r is not None and r.generic and r.category == "gemm":
+                weak.add(x)
+        sel |= is_op & among(ev, weak, missing=False)
+    return np.asarray(sel, dtype=bool)
+
+
+def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
+    """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name
+    rules: elementwise), nothing gave (``other``), a generic op sequence guessed (``generic = true``
+    sequence rules: readings the ops cannot tell apart) or only the role of a module enclosing a
+    class no rule claims gave (``enclosing module``), and that time per category."""
+    share, per, _ = undecided_detail(k, rules)
+    return share, per
+
+
+def undecided_detail(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict, dict]:
+    """:func:`undecided`, plus the share per innermost class no rule claims (``enclosing module``)."""
+    if not len(k) or "decided_by" not in k:
+        return 0.0, {}, {}
     tot = float(k["dur_us"].sum())
     if not tot > 0:
-        return 0.0, {}
-    per = pd.Series(dur[sel]).groupby(strings(cat)[sel]).sum()
-    return float(k.loc[sel, "dur_us"].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0}
+        return 0.0, {}, {}
+    sel = _undecided_mask(k, rules)
+    dur = k["dur_us"].to_numpy(float)
+    per = pd.Series(dur[sel]).groupby(strings(k["category"])[sel]).sum()
+    weak = sel & among(k["decided_by"], ["enclosing module"])
+    cls = pd.Series(dur[weak]).groupby(strings(k["evidence"])[weak]).sum() if weak.any() else pd.Series(dtype=float)
+    return (float(dur[sel].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0},
+            {c: float(v) / tot for c, v in cls.items() if v > 0})
 
 
 def undecided_warning(k: pd.DataFrame, rules: list[Rule], module_frames: int) -> str | None:
     """The warning for an undecided share of at least ``UNDECIDED_WARN``, naming what would decide it."""
-    share, per = undecided(k, rules)
+    share, per, classes = undecided_detail(k, rules)
     if share < UNDECIDED_WARN:
         return None
     parts = ", ".join(f"{c} {100 * v:.1f}%" for c, v in sorted(per.items(), key=lambda x: -x[1]))
@@ -518,6 +619,10 @@ def undecided_warning(k: pd.DataFrame, rules: list[Rule], module_frames: int) ->
            "kernel computes)" if not module_frames else
            "the trace has module frames but no [[role]] rule claims the enclosing classes: add one "
            "(kit.profile.load(..., rules=FILE))")
-    return (f"{100 * share:.1f}% of kernel time ({parts}) is decided by a generic kernel name alone or by an op "
-            f"sequence with more than one reading: no CPU op or module says what those kernels compute, so "
+    if classes:
+        named = ", ".join(f"{c} {100 * v:.1f}%" for c, v in sorted(classes.items(), key=lambda x: -x[1])[:6])
+        why = (f"inside classes no [[role]] rule claims ({named}) the category is only the enclosing module's role: "
+               f"add a [[role]] rule for them (kit.profile.load(..., rules=FILE)); " + why)
+    return (f"{100 * share:.1f}% of kernel time ({parts}) is decided by a generic kernel name alone, by an op "
+            f"sequence with more than one reading or by the role of a module around a class no rule claims: "
             f"their categories are undecided; {why}")

@@ -463,7 +463,11 @@ def cpu_side(p, phase: str = "all") -> dict:
         steps.append(t)
         gaps.append(g)
         top = gap_where(g.iloc[0]) if len(g) else None
-        per_rank.append({"rank": r, **verdict(t, top)})
+        v = verdict(t, top)
+        if not len(t) and len(st) and (st["rank"] == r).any() and not len(sr):
+            v["reason"] = ("no step has a known span (kernels without durations and no GPU-side annotation or "
+                           "host wait per step): step time unknown")
+        per_rank.append({"rank": r, **v})
     table = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=STEP_COLUMNS)
     gap_t = pd.concat(gaps, ignore_index=True) if gaps else pd.DataFrame(columns=GAP_COLUMNS)
     pr = pd.DataFrame(per_rank)

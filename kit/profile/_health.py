@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from kit.profile._attribution import UNDECIDED_WARN, undecided_detail
+
 USABLE, DEGRADED, UNRELIABLE = "usable", "degraded", "unreliable"
 METRICS = ("category_shares", "step_time", "allreduce_share", "op_view", "module_view")
 COMM_NAME = re.compile(r"(?i)nccl|rccl|all_?reduce|reduce_?scatter|all_?gather|all_?to_?all|cross_device_reduce|"
@@ -33,6 +35,7 @@ GRAPH_BLOCK = re.compile(r"(?i)^\s*\[?cuda ?graph|graph ?launch|^graph\b")
 IDLE_LAUNCH_BOUND = 0.30   # GPU idle share inside eager steps above which the profiler's CPU cost shows
 LINKED_USABLE, LINKED_DEGRADED = 0.90, 0.50
 OTHER_DEGRADED, OTHER_UNRELIABLE = 0.10, 0.50
+UNDECIDED_DEGRADED = UNDECIDED_WARN   # the summary warns from the same share
 
 
 @dataclass
@@ -180,10 +183,24 @@ def capture_facts(p) -> dict:
             "comm_kernels": int((is_comm_name & comm_cat).sum()), "comm_unrecognised": int(unrec.sum()),
             "comm_unrecognised_names": sorted(set(names[unrec]))[:5] if n else [],
             "cpu_collectives": int(len(comms)), "cpu_collectives_multi_rank": multi_calls,
-            "other_share": other, "events_dropped": dropped, "events_repaired": repaired, "truncated": truncated,
+            "other_share": other, **_flag_facts(p, total), "events_dropped": dropped, "events_repaired": repaired,
+            "truncated": truncated,
             "phases": phases, "mixed_phases": len(set(phases) & {"prefill", "decode"}) == 2,
             "unknown_phase_share": unknown_phase, "idle_in_steps": idle, "steps": int(len(steps)),
             "ranks": len(p.ranks), "world_size": world}
+
+
+def _flag_facts(p, total: float) -> dict:
+    """The undecided share (the summary's figure, per category and unclaimed class), what a truncation
+    lost, and the steps whose span is unknown."""
+    k, steps = p.kernels, p.steps
+    und, per, cls = undecided_detail(k, p.rules) if len(k) and total > 0 else (0.0, {}, {})
+    cut = [w.split("GPU time lost: ", 1)[1].split(". Category shares", 1)[0] for w in p.warnings
+           if "truncated trace" in w and "GPU time lost: " in w]
+    unknown = int(steps["span_from"].astype(str).str.startswith("unknown").sum()) \
+        if len(steps) and "span_from" in steps else 0
+    return {"undecided_share": und, "undecided_by_category": per, "undecided_classes": cls,
+            "truncation": "; ".join(cut) or None, "steps_span_unknown": unknown}
 
 
 _FIX_TIMING = ("capture graph replay with per-kernel timing (a PyTorch/CUPTI that records graph kernels, or "
@@ -209,20 +226,35 @@ def _category_shares(c: dict) -> dict:
     if c["other_share"] >= OTHER_UNRELIABLE:
         return _m(UNRELIABLE, f"{_pct(c['other_share'])} of kernel time matches no category",
                   "add rules (kit.profile.load(rules=...)) for the kernel names in 'other'")
-    if c["other_share"] >= OTHER_DEGRADED or c["comm_unrecognised"] or c["events_dropped"] or c["truncated"]:
-        why = []
+    und = c.get("undecided_share") or 0.0
+    if (c["other_share"] >= OTHER_DEGRADED or c["comm_unrecognised"] or c["events_dropped"] or c["truncated"]
+            or und >= UNDECIDED_DEGRADED):
+        why, fix = [], []
         if c["other_share"] >= OTHER_DEGRADED:
             why.append(f"{_pct(c['other_share'])} of kernel time uncategorised")
+            fix.append("add category rules for the kernel names in 'other'")
+        if und >= UNDECIDED_DEGRADED:
+            per = ", ".join(f"{k} {100 * v:.1f}%" for k, v in sorted(c["undecided_by_category"].items(),
+                                                                     key=lambda x: -x[1])[:4])
+            why.append(f"{100 * und:.1f}% of kernel time undecided ({per}): a generic kernel name alone, an op "
+                       f"sequence with more than one reading or the role around a class no rule claims"
+                       + (f" ({', '.join(sorted(c['undecided_classes'])[:4])})" if c["undecided_classes"] else ""))
+            fix.append("add a [[role]] rule for the classes named" if c["undecided_classes"] else
+                       "record with torch.profiler.profile(with_stack=True) (module frames decide)"
+                       if not c["module_linked_share"] or c["module_linked_share"] < 0.5 else
+                       "add [[role]] rules for the enclosing classes")
         if c["comm_unrecognised"]:
             why.append(f"{c['comm_unrecognised']} communication-like kernels not recognised "
                        f"({', '.join(c['comm_unrecognised_names'][:2])})")
+            fix.append("add a category rule for the communication kernels")
         if c["events_dropped"]:
             why.append(f"{c['events_dropped']:,} events dropped by the reader")
         if c["truncated"]:
-            why.append("the trace file is truncated")
-        return _m(DEGRADED, "; ".join(why), "add category rules; re-export a complete trace")
+            why.append("the trace file is truncated (GPU time lost: " + (c.get("truncation") or "unknown") + ")")
+            fix.append("copy or re-export the complete trace (the file was cut while written or copied)")
+        return _m(DEGRADED, "; ".join(why), "; ".join(fix) or "re-export a complete trace")
     return _m(USABLE, f"per-kernel durations recorded ({c['mode']}); "
-              f"{_pct(1 - c['other_share'])} of kernel time categorised")
+              f"{_pct(1 - c['other_share'])} of kernel time categorised, {100 * und:.1f}% undecided")
 
 
 def _launch_bound(c: dict) -> bool:
@@ -238,11 +270,20 @@ def _step_time(c: dict) -> dict:
     if not c["steps"]:
         return _m(UNRELIABLE, "no step markers or step spans in the trace",
                   "annotate steps (record_function('decode_step_N'), the engine's profiler ranges)")
+    if c.get("steps_span_unknown"):
+        return _m(UNRELIABLE, f"{c['steps_span_unknown']} step(s) with no known span: kernels without durations, "
+                  "no GPU-side annotation and no host wait inside the step's CPU range, so step time is unknown",
+                  "annotate steps with record_function (its GPU-side copy spans the step), or measure step time "
+                  "with CUDA events outside the profiler")
     if no_timing and c["steps_from_gpu_annotations"]:
         return _m(USABLE, "kernel durations are missing but every step spans a GPU-side annotation")
     if no_timing:
         return _m(DEGRADED, "step spans are built from kernels whose durations are missing",
                   "measure step time with CUDA events outside the profiler")
+    if c["phases"] and set(c["phases"]) <= {"unknown"}:
+        return _m(DEGRADED, f"{c['steps']} step(s) inferred from gaps between kernel bursts, phase unknown: a "
+                  "step may hold prefill and decode, or several steps", "annotate the steps "
+                  "(record_function('decode_step_N'), the engine's profiler ranges) or profile a decode-only window")
     if _launch_bound(c):
         return _m(DEGRADED, f"steps launched kernel by kernel are launch-bound (GPU idle {_pct(idle)} inside "
                   "steps): the profiler's CPU overhead lengthens every step, so step time and idle are inflated",

@@ -620,11 +620,7 @@ def _read(path: Path, w: _Window, col: _Collector, decoder: str, warnings: list[
             break
         if not done:
             truncated = _salvage(col, rest)
-            n = w.base + len(rest)
-            lost = len(rest) - truncated
-            warnings.append(f"{base}: truncated trace (process killed mid-write?): kept {col.events:,} complete "
-                            f"events, lost the last {lost:,} bytes ({100.0 * lost / max(n, 1):.1f}% of the file) "
-                            f"and any metadata written after the events")
+            warnings.append(_validate.truncation_statement(col, base))  # hook: events and time lost
             trailer = b"}" if header_prefix else b""
         break
     n = w.base + len(w.buf)

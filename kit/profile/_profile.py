@@ -228,6 +228,8 @@ class Summary:
     cpu: pd.DataFrame = field(default_factory=pd.DataFrame)
     cpu_gaps: pd.DataFrame = field(default_factory=pd.DataFrame)
     cpu_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    undecided: float = 0.0   # share of kernel time whose category the kit could be wrong about
+    undecided_by_category: dict = field(default_factory=dict)
 
     def to_dict(self, full: bool = False) -> dict:
         """The CLI's JSON: files, ranks, kernel_time_us, wall_time_us, steps, categories, warnings
@@ -239,7 +241,9 @@ class Summary:
                  "share_of_wall": num(r.share_of_wall)} for r in self.categories.itertuples()]
         d = {"files": [os.path.basename(f) for f in self.files], "ranks": self.ranks,
              "kernel_time_us": num(self.kernel_time_us), "wall_time_us": num(self.wall_time_us), "steps": self.steps,
-             "categories": cats, "warnings": list(self.warnings)}
+             "categories": cats, "warnings": list(self.warnings),
+             "undecided": num(self.undecided),
+             "undecided_by_category": {c: num(v) for c, v in self.undecided_by_category.items()}}
         if self.categories_unavailable:
             d["categories_unavailable"] = self.categories_unavailable
         d["decided_by"] = [{"decided_by": r.decided_by, "time_us": num(r.time_us),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kit.profile._attribution import evidence_table, module_table, undecided_warning
+from kit.profile._attribution import evidence_table, module_table, undecided_detail, undecided_warning
 from kit.profile._categories import COMM, category_order
 from kit.profile._columns import TIME_CALLS
 
@@ -66,6 +66,12 @@ def rank_figures(k: pd.DataFrame, steps: pd.DataFrame) -> dict:
     kernel_us = float(k["dur_us"].sum())
     has_time = len(s) > 0 and not np.isnan(s).all()
     if not has_time:
+        return {"kernel_us": kernel_us, "wall_us": np.nan, "busy_us": np.nan, "idle_us": np.nan,
+                "comm_us": np.nan, "exposed_comm_us": np.nan}
+    if len(steps) and steps["wall_us"].isna().all() and "span_from" in steps and \
+            steps["span_from"].astype(str).str.startswith("unknown").any():
+        # step spans unknown (graph replay without kernel durations nor a GPU-side annotation): no wall
+        # time, never the 0 us span of zero-duration kernels
         return {"kernel_us": kernel_us, "wall_us": np.nan, "busy_us": np.nan, "idle_us": np.nan,
                 "comm_us": np.nan, "exposed_comm_us": np.nan}
     if len(steps) and steps["wall_us"].notna().any():
@@ -256,6 +262,7 @@ def summarise(p, phase: str, top: int) -> dict:
     warnings.extend(_collective_warnings(coll))
     ev = evidence_table(k)
     frames = sum(int(m.get("module_frames") or 0) for m in p.meta.get("ranks", {}).values())
+    und, und_per, _ = undecided_detail(k, p.rules) if not unavailable else (np.nan, {}, {})
     w = undecided_warning(k, p.rules, frames) if not unavailable else None
     if w:
         warnings.append(w)
@@ -273,7 +280,7 @@ def summarise(p, phase: str, top: int) -> dict:
                 wall_time_us=wall, categories=cats, per_rank=per_rank, per_step=per_step, allreduce_spread=spread,
                 top=topk, warnings=warnings,
                 rank_categories=rc, evidence=ev, modules=mods, layers=layers, collectives=coll,
-                categories_unavailable=unavailable)
+                categories_unavailable=unavailable, undecided=und, undecided_by_category=und_per)
 
 
 def allreduce_spread(per_rank: pd.DataFrame, per_step: pd.DataFrame) -> dict:

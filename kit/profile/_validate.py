@@ -289,3 +289,31 @@ def check_frames(fr: dict, name: str) -> dict:
             fr[table] = t[~bad].reset_index(drop=True)
     fr["warnings"] = warnings
     return fr
+
+
+def truncation_statement(col: Any, base: str) -> str:
+    """What a cut Kineto file lost, in events and time (or 'unknown'), and the remedy.
+
+    The file's full size is not in it (cut JSON or a cut gzip stream alike), so the bytes lost are
+    unknown. Time: PyTorch writes the CPU ops first and the runtime calls and kernels after them in
+    time order, so a cut loses the GPU side from some time on; the kept CPU frames and annotations
+    still show how long the window ran: the time between the last kept kernel's end and the window's
+    end has no kernels, and the kernels lost are estimated at the kept ones' rate."""
+    ends = [max((t + d for t, d in zip(c["ts"], c["dur"])), default=-math.inf) for c in (col.f, col.a, col.r)]
+    cpu_end = max(ends)
+    gpu_end = max((t + d for t, d in zip(col.k["ts"], col.k["dur"])), default=None)
+    start = min(min(c["ts"], default=math.inf) for c in (col.f, col.a, col.r, col.k))
+    nk = len(col.k["ts"])
+    if gpu_end is None:
+        lost = "all GPU activity (no kernel was kept)"
+    elif cpu_end > gpu_end and math.isfinite(start) and gpu_end > start:
+        gone = cpu_end - gpu_end
+        lost = (f"no kernel after {gpu_end - start:,.0f} us although the CPU side runs to {cpu_end - start:,.0f} us: "
+                f"the kernels of the last {gone:,.0f} us ({100.0 * gone / (cpu_end - start):.0f}% of the window; "
+                f"about {nk * gone / (gpu_end - start):,.0f} kernels at the kept ones' rate) are lost")
+    else:
+        lost = "unknown (the kept kernels run to the end of the kept CPU side)"
+    return (f"{base}: truncated trace (process killed mid-write, or the copy cut?): kept {col.events:,} complete "
+            f"events ({nk:,} kernels); events lost: unknown (the file's full size is not in it) and any metadata "
+            f"written after them; GPU time lost: {lost}. Category shares and step times cover only what was kept: "
+            f"copy or re-export the complete trace")

@@ -199,7 +199,17 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
                 end = np.where(mostly_zero, me, end)
                 span_from[mostly_zero] = "gpu annotation"
             else:
-                span_from[mostly_zero] = "kernel starts (zero durations)"
+                # never a span of zero-duration kernels (0 us): the CPU-side step range where the host
+                # waits for the GPU inside each step (a sync), else unknown
+                waits = _host_waits(steps, launches) if source and source.endswith(":cpu") else np.zeros(m, bool)
+                use = mostly_zero & waits
+                start = np.where(use, steps["marker_start_us"].to_numpy(float), start)
+                end = np.where(use, steps["marker_end_us"].to_numpy(float), end)
+                span_from[use] = "cpu range (the host waits for each step)"
+                unk = mostly_zero & ~waits
+                start[unk] = np.nan
+                end[unk] = np.nan
+                span_from[unk] = "unknown (kernels without durations, no GPU-side annotation)"
         steps["start_us"] = start
         steps["end_us"] = end
         steps["span_from"] = span_from
@@ -214,6 +224,27 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
         steps = steps.assign(start_us=[], end_us=[], span_from=[], kernels=[], wall_us=[], gap_before_us=[])
     steps["source"] = source or "none"
     return step, phase.astype(object), steps
+
+
+_SYNC = re.compile(r"(?i)(?:Stream|Device|Event|Ctx)Synchronize$|^cuda(?:Memcpy|Memcpy2D)$|^hip(?:Stream|Device)Synchronize$")
+
+
+def _host_waits(steps: pd.DataFrame, launches: pd.DataFrame) -> np.ndarray:
+    """Per step: a runtime call that blocks the host until the GPU is done (a stream/device/event
+    synchronize, a synchronous memcpy) runs inside its CPU-side range, so that range spans the step's
+    GPU work."""
+    out = np.zeros(len(steps), bool)
+    if not len(launches) or not len(steps):
+        return out
+    names = strings(launches["name"])
+    sync = np.array([bool(_SYNC.search(x)) for x in names], dtype=bool)
+    if not sync.any():
+        return out
+    t = np.sort(launches["ts"].to_numpy(float)[sync])
+    ms, me = steps["marker_start_us"].to_numpy(float), steps["marker_end_us"].to_numpy(float)
+    lo = np.searchsorted(t, ms, side="left")
+    hi = np.searchsorted(t, me, side="right")
+    return hi > lo
 
 
 def _period(names: np.ndarray, want: list[int]) -> int:

@@ -86,3 +86,48 @@ def hf_graph_without_timing(out: Path) -> Path:
             e["dur"] = 0
     doc["traceEvents"] = rest + kern
     return _write(doc, out)
+
+
+def projection_class_renamed(out: Path, scenario: str = "hf_llama_stack", cls: str = "Conv1D") -> Path:
+    """``scenario`` (a with_stack twin) with every ``nn.Module: Linear_N`` frame renamed ``<cls>_N`` and
+    every ``aten::linear`` op renamed ``aten::addmm``: the projections of a model whose projection class
+    is a transposed-weight module calling ``addmm`` (GPT-2's ``Conv1D``), which no role rule claims. The
+    kernels, their launches and every other frame are unchanged."""
+    doc = _read(scenario)
+    for e in doc["traceEvents"]:
+        n = e.get("name")
+        if e.get("cat") == "python_function" and isinstance(n, str) and n.startswith("nn.Module: Linear"):
+            e["name"] = n.replace("nn.Module: Linear", f"nn.Module: {cls}", 1)
+        elif e.get("cat") == "cpu_op" and n == "aten::linear":
+            e["name"] = "aten::addmm"
+    return _write(doc, out)
+
+
+def module_class_renamed(out: Path, scenario: str, old: str, new: str) -> Path:
+    """``scenario`` with every ``nn.Module: <old>_N`` frame renamed ``<new>_N`` (a class no rule claims
+    when ``new`` says nothing); everything else unchanged."""
+    doc = _read(scenario)
+    for e in doc["traceEvents"]:
+        n = e.get("name")
+        if e.get("cat") == "python_function" and isinstance(n, str) and n.startswith(f"nn.Module: {old}"):
+            e["name"] = n.replace(f"nn.Module: {old}", f"nn.Module: {new}", 1)
+    return _write(doc, out)
+
+
+def without_annotations(out: Path, scenario: str = "mixed_window", cats: tuple = ("user_annotation",
+                                                                                  "gpu_user_annotation")) -> Path:
+    """``scenario`` with its ``record_function`` ranges (CPU and GPU side) removed: an unannotated window,
+    whose steps can only be inferred from gaps between kernel bursts (phase unknown)."""
+    doc = _read(scenario)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") not in cats]
+    return _write(doc, out)
+
+
+def graph_without_timing_or_gpu_ranges(out: Path) -> Path:
+    """:func:`graph_without_timing` with the GPU-side ``decode_step_N`` annotations removed too: graph
+    kernels with ``ts = dur = 0`` and only the CPU-side step ranges, in which the host does not wait
+    for the GPU (no synchronize per step)."""
+    path, _ = graph_without_timing(out)
+    doc = orjson.loads(gzip.decompress(path.read_bytes()))
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "gpu_user_annotation"]
+    return _write(doc, out)

@@ -4,13 +4,17 @@ its launch in a ``with_stack`` trace. Shares NO code with ``kit`` (own JSON walk
 For every GPU kernel the launch (runtime event with the same ``correlation``) is placed inside the
 ``python_function`` frames of its thread; the innermost frame that says what it is decides:
 
-- anything inside an MoE block (``*SparseMoeBlock``, ``*MoE``, ``*Experts``, ``*TopKRouter`` ...) is ``moe``;
-- inside a sequence mixer (``*Mixer``, ``*MambaLayer``, ``*GatedDeltaNet``) everything but its
+- anything inside an MoE block (``*SparseMoeBlock``, ``*MoE``, ``*Experts``, ``*TopKRouter`` ...,
+  ``GptOssMLP``, ``DbrxFFN``, ``*SparseMLP``) is ``moe``;
+- inside a sequence mixer (``*Mixer``, ``*MambaLayer``, ``*GatedDeltaNet``, and the linear recurrences
+  whatever their class says: ``RwkvSelfAttention``, RecurrentGemma's ``*RecurrentBlock`` / ``*Rglru``,
+  ``xLSTMLayer``, MiniMax's ``*LightningAttention``, LFM2's ``*ShortConv``) everything but its
   ``Linear`` projections is ``ssm``;
 - else the innermost of: the functions ``apply_rotary_pos_emb*`` / ``rotate_half`` (``rope``),
   ``cache_utils.py(..): update`` (``kv-cache write``), and module classes by suffix
-  (``Linear`` gemm, ``*Norm`` norm, ``*RotaryEmbedding`` rope, ``*Attention`` attention, ``*MLP`` and
-  activation modules activation, ``Embedding`` elementwise); layers, models and other classes are
+  (``Linear`` and GPT-2's ``Conv1D`` gemm, ``*Norm`` norm, ``*RotaryEmbedding`` rope, ``*Attention``
+  attention, ``*MLP`` / ``*FeedForward`` / T5's ``*DenseActDense`` and activation modules activation,
+  ``*Embedding`` elementwise); layers, models and other classes are
   ``elementwise`` (residual adds, masks);
 - outside every module: the op enclosing the launch, ``aten::argmax`` / ``multinomial`` is
   ``sampling``, anything else ``elementwise``; GPU memcpy/memset events are ``memcpy/memset``.
@@ -24,17 +28,21 @@ from pathlib import Path
 
 import orjson
 
-_MOE = re.compile(r"(SparseMoeBlock|MoE|Moe|Experts|TopKRouter|TopkRouter|Router)$")
-_MIXER = re.compile(r"(Mixer|MambaLayer|GatedDeltaNet)$")
+_MOE = re.compile(r"(SparseMoeBlock|MoE|Moe|Experts|TopKRouter|TopkRouter|Router|"
+                  r"^GptOssMLP|^DbrxFFN|SparseMLP)$")   # GPT-OSS's, DBRX's, Switch's MoE blocks by name
+# sequence mixers: state-space, linear attention and linear recurrences (whatever their class says)
+_MIXER = re.compile(r"(Mixer|MambaLayer|GatedDeltaNet|^RwkvSelfAttention|RecurrentBlock|Rglru|^xLSTMLayer|"
+                    r"mLSTMLayer|LightningAttention|ShortConv)$")
 _CLASS = [
-    (re.compile(r"^Linear$"), "gemm"),
+    (re.compile(r"^(Linear|Conv1D)$"), "gemm"),   # GPT-2's Conv1D: a transposed-weight projection (addmm)
     (re.compile(r"RotaryEmbedding$"), "rope"),
     (re.compile(r"Norm(Gated)?$"), "norm"),
     (re.compile(r"Attention$"), "attention"),
-    (re.compile(r"(MLP|^SiLU|^GELU|Activation)$"), "activation"),
-    (re.compile(r"^Embedding$"), "elementwise"),
+    (re.compile(r"(MLP|Mlp|^SiLU|^GELU|Activation|Gelu|FeedForward|DenseActDense|DenseGatedActDense)$"),
+     "activation"),
+    (re.compile(r"Embedding$"), "elementwise"),
 ]
-_FUNC = [(re.compile(r"\): (apply_rotary_pos_emb\w*|rotate_half)$"), "rope"),
+_FUNC = [(re.compile(r"\): (apply_rotary\w*|rotate_half)$"), "rope"),
          (re.compile(r"cache_utils\.py\(\d+\): update$"), "kv-cache write")]
 _RUNTIME = {"cuda_runtime", "cuda_driver"}
 
@@ -53,7 +61,7 @@ def _category(frames: list[str], op: str | None) -> str:
         if f.startswith("nn.Module: "):
             c = _cls(f)
             if in_mixer:
-                return "gemm" if c == "Linear" else "ssm"
+                return "gemm" if c in ("Linear", "Conv1D") else "ssm"
             for rx, cat in _CLASS:
                 if rx.search(c):
                     return cat

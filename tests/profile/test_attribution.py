@@ -20,9 +20,13 @@ from kit import profile
 from kit.profile import _attribution as A
 from kit.profile._categories import build_rules
 from tests.conftest import ROOT, TEST_DATA
+from tests.profile.test_attribution_held_out import HELD_OUT
 
 OWN = TEST_DATA / "traces"
-SCENARIOS = sorted(p.name for p in OWN.iterdir() if (p / "measured.json").is_file())
+# the held-out architectures of issue 33 have their own criterion (the stated undecided share covers
+# the error): tests/profile/test_attribution_held_out.py
+_HELD_OUT = {f"hf_{a}_{t}" for a in HELD_OUT for t in ("plain", "stack")}
+SCENARIOS = sorted(p.name for p in OWN.iterdir() if (p / "measured.json").is_file() and p.name not in _HELD_OUT)
 SHARED_LLM = [
     "tracelens/b200/eager_trace.json.gz",
     "tracelens/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",

@@ -328,7 +328,8 @@ def test_summary_json_matches_issue_shape_and_repr_is_deterministic():
     d = s.to_dict()
     # the issue's keys first, in order; then how the categories were decided and the CPU-side collectives
     assert list(d)[:7] == ["files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories", "warnings"]
-    assert set(list(d)[7:]) <= {"categories_unavailable", "decided_by", "collectives", "cpu"} and "decided_by" in d
+    assert set(list(d)[7:]) <= {"categories_unavailable", "decided_by", "collectives", "cpu", "undecided",
+                                "undecided_by_category"} and "decided_by" in d
     assert all(set(c) == {"category", "time_us", "share_of_kernel", "share_of_wall"} for c in d["categories"])
     assert d["categories"][-1]["category"] == "idle" and d["categories"][-1]["share_of_kernel"] is None
     json.dumps(s.to_dict(full=True))
