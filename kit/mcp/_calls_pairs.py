@@ -11,11 +11,14 @@ _RANK = {"usable": 0, "degraded": 1, "unreliable": 2}
 
 
 def trace_diff_structure(policy: Policy, a: list[str], b: list[str], phase: str = "decode", basis: str = "kernel",
-                         labels: list[str] | None = None, settings: list[str] | None = None) -> Answer:
+                         labels: list[str] | None = None, settings: list[str] | None = None,
+                         references: list[str] | None = None) -> Answer:
     """Two runs (two engines) node by node: layer kind x operation family, with the differing settings."""
     from kit import logs, profile
 
-    pa, pb = profile.load(_paths(policy, a)), profile.load(_paths(policy, b))
+    refs = [(_paths(policy, [r])[0] if r else None) for r in (references or [None, None])[:2]]
+    pa, pb = (profile.load(_paths(policy, x), reference=r) if r else profile.load(_paths(policy, x))
+              for x, r in zip((a, b), refs))
     la, lb = (labels or ["A", "B"])[:2]
     sets = None
     if settings:
@@ -46,3 +49,31 @@ def bench_reconcile(policy: Policy, client: str, engine_log: str, trace: str | N
     reasons = [f"residual {100 * share['p50']:.1f}% of the median ITL, {100 * share['p99']:.1f}% in the slowest 1%",
                f"clock offset {rec.offset_ms:+.2f} +/- {rec.offset_bound_ms:.2f} ms"]
     return Answer(rec.to_dict(), prov, trust, reasons, list(rec.warnings), table="table")
+
+
+def runs_list(policy: Policy, kind: str | None = None, limit: int = 50) -> Answer:
+    """The run catalogue's latest runs (``kit.runs.runs``): no SQL from the agent (DuckDB's SQL can read
+    any file the server can), only a kind and a count."""
+    from kit import runs
+    from kit.util import frame_records
+
+    df = runs.runs(kind, limit=max(1, min(int(limit), 1000)))
+    prov = [{"kind": "catalogue", "source": str(runs.store_dir() or "recording off")}]
+    return Answer({"runs": frame_records(df)}, prov, "not assessed",
+                  ["a catalogue row records what a run computed; each run's own trust is in its facts"], [],
+                  table="runs")
+
+
+def runs_get(policy: Policy, run_id: str) -> Answer:
+    """One recorded run: who, when, inputs by hash, settings, figures, facts, warnings."""
+    import re
+
+    from kit import runs
+    from kit.errors import UsageError
+
+    if not isinstance(run_id, str) or not re.fullmatch(r"[0-9A-Za-z-]{4,40}", run_id):
+        raise UsageError(f"run id {run_id!r}: not a catalogue run id (e.g. 20261204T203000-1a2b3c4d or a prefix)")
+    r = runs.get(run_id)
+    prov = [{"kind": "catalogue", "source": str(r.get("path") or runs.store_dir())}]
+    return Answer(r, prov, "not assessed", ["as recorded; the inputs' hashes say whether they changed since"],
+                  list(r.get("warnings") or []))

@@ -199,3 +199,34 @@ def test_the_pair_tools_answer_with_trust_and_provenance():
     assert itl["trust"]["verdict"] == "usable" and "residual" in itl["trust"]["reasons"][0]
     assert [r["part"] for r in itl["result"]["table"]][-1] == "client ITL"
     assert out["refused"] or out.get("error")
+
+
+def test_the_catalogue_tools_list_and_get_runs_but_take_no_sql(tmp_path, monkeypatch):
+    """runs_list and runs_get read the catalogue a summary recorded itself into; a hostile run id is refused
+    and no tool takes SQL (DuckDB's SQL could read any file the server can)."""
+    import kit
+
+    monkeypatch.setenv("KIT_RUNS", "on")
+    monkeypatch.setenv("KIT_RUNS_DIR", str(tmp_path / "runs"))
+    kit.profile.load(ROOT / "tests" / "data" / "traces" / "hf_llama_stack" / "trace.json.gz").summary()
+    graph, ref = (str(ROOT / "tests" / "data" / "traces" / n / "trace.json.gz") for n in ("place_llama_graph",
+                                                                                         "place_llama_ref"))
+
+    async def go():
+        async with Client(build_server(Policy(roots=(ROOT,)))) as c:
+            listed = (await c.call_tool("runs_list", {"kind": "summary"})).structured_content
+            run_id = listed["result"]["runs"][0]["run_id"]
+            one = (await c.call_tool("runs_get", {"run_id": run_id[:12]})).structured_content
+            bad = (await c.call_tool("runs_get", {"run_id": "x'; COPY (SELECT 1) TO '/tmp/p"})).structured_content
+            diff = (await c.call_tool("trace_diff_structure", {"a": [ref], "b": [graph], "references": [None, ref],
+                                                               "limit": 200})).structured_content
+            tools = (await c.list_tools()).tools
+        return listed, one, bad, diff, tools
+
+    listed, one, bad, diff, tools = anyio.run(go)
+    assert len(listed["result"]["runs"]) == 1 and one["result"]["kind"] == "summary"
+    assert one["result"]["run_id"] == listed["result"]["runs"][0]["run_id"]
+    assert bad["refused"] or bad.get("error")
+    kinds = {n["layer_kind"] for n in diff["result"]["nodes"]}
+    assert "attention+mlp" in kinds   # the replay's kernels placed in layers by its reference
+    assert not any("sql" in str(t.input_schema).lower() for t in tools)
