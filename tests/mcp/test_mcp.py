@@ -352,7 +352,9 @@ def _fill(schema: dict, value: str, key: str, root: Path) -> dict | None:
             "pattern": "x", "symbol": "x", "name": "x",
             "near": str(SAMPLE / "engine" / "tinyserve" / "srt" / "server_args.py"), "start": 1,
             "ledger": str(root / "ledger.json"), "session": str(SAMPLE), "id": "H9", "verdict": "open", "evidence": "e",
-            "out": str(root / "out")}
+            "out": str(root / "out"),
+            "client": str(SAMPLE / "bench" / "reconcile" / "graph" / "c1.json"),
+            "engine_log": str(SAMPLE / "bench" / "reconcile" / "graph" / "engine.log"), "run_id": "20261204"}
     args = {k: good[k] for k in schema["required"]}
     p = props[key]
     if p.get("type") == "string":

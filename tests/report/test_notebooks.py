@@ -111,6 +111,8 @@ def test_measured_is_said_only_of_measured_numbers(sample_report):
         r"\(not measured\)|: not measured|predicted, not measured|measured on NVIDIA H200|measured\.json|"
         r"<b>measured</b>|<em>measured</em>|mixed: measured|step times measured outside the profiler|"
         r"no multi-rank trace measured|measured step from CUDA events|measured-on-NVIDIA-H200|<b>measured step</b>|"
+        r"measured on the development machine \(tinyserve&#x27;s CPU runner|"
+        r"measured on the development machine \(tinyserve's CPU runner|"
         r"&quot;measured&quot; only for what was measured|"
         r'"measured" only for what was measured|'
         r'class=["\']kit-kind["\'][^>]*>measured</span>')  # a verdict card's badge: the ledger's own evidence kind
@@ -136,7 +138,7 @@ def test_plots_are_embedded(sample_report):
 # Figures each page of the sample report must show: a figure lost (a closed figure whose display was
 # suppressed) or drawn twice (a figure left open in pyplot and also displayed) changes the count.
 IMAGES_PER_PAGE = {"00_environment": 1, "01_allreduce_share": 2, "02_backend_defaults": 0,
-                   "03_speculative_acceptance": 5, "04_single_stream_gap": 3, "05_live_experiment": 2,
+                   "03_speculative_acceptance": 5, "04_single_stream_gap": 5, "05_live_experiment": 2,
                    "06_run_catalogue": 0, "index": 0}
 
 
