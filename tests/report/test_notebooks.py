@@ -112,7 +112,7 @@ def test_measured_is_said_only_of_measured_numbers(sample_report):
         r"<b>measured</b>|<em>measured</em>|mixed: measured|step times measured outside the profiler|"
         r"no multi-rank trace measured|measured step from CUDA events|measured-on-NVIDIA-H200|<b>measured step</b>|"
         r"measured on the development machine \(tinyserve&#x27;s CPU runner|"
-        r"measured on the development machine \(tinyserve's CPU runner|"
+        r"measured on the development machine \(tinyserve's CPU runner|the trace-measured difference|"
         r"&quot;measured&quot; only for what was measured|"
         r'"measured" only for what was measured|'
         r'class=["\']kit-kind["\'][^>]*>measured</span>')  # a verdict card's badge: the ledger's own evidence kind
