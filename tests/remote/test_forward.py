@@ -148,8 +148,10 @@ def test_engine_on_the_hosts_loopback_is_reached_only_through_the_forward(hidden
                 r = _stream(fwd.url, 12)
                 assert r.ok and r.output_tokens == 12, r.error
                 assert 15 <= 1e3 * sorted(r.itl)[len(r.itl) // 2] <= 35  # 20 ms per token, as served
-                # served after 20 ms, one chunk at a time (with Nagle on sshd's side: ~45 ms, in pairs)
-                assert r.ttft < 0.039 and sum(x < 0.005 for x in r.itl) <= 2, (r.ttft, r.itl)
+                # served after 20 ms, one chunk at a time: with Nagle on sshd's side the chunks arrive in pairs
+                # (every other gap ~0, the delayed ACK's 40 ms in the others), which is what decides here; the
+                # first token's time is bounded loosely (a loaded machine adds tens of ms to it on its own)
+                assert r.ttft < 0.080 and sum(x < 0.005 for x in r.itl) <= 2, (r.ttft, r.itl)
                 assert "127.0.0.1:" in repr(fwd) and fwd.target == f"127.0.0.1:{port}"
             assert fwd.local_port not in _listening() and _listening() <= before
             assert _refused(("127.0.0.1", fwd.local_port))
