@@ -399,7 +399,8 @@ def test_forward_through_a_proxyjump_bastion(sshd, hidden, tmp_path):
                 assert _stream(fwd.url, 2).ok  # warm-up
                 r = _stream(fwd.url, 12)
                 assert r.ok and r.output_tokens == 12, r.error
-                assert r.ttft < 0.039 and sum(x < 0.005 for x in r.itl) <= 2, (r.ttft, r.itl)
+                # one chunk at a time (no pairs from Nagle on either hop); the first token bounded loosely (load)
+                assert r.ttft < 0.080 and sum(x < 0.005 for x in r.itl) <= 2, (r.ttft, r.itl)
     finally:
         with hidden.connect() as direct:
             job.host = direct
