@@ -44,7 +44,7 @@ engines: install
 test: install system-deps assets lint engines
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Everything but the tests marked slow (tests/conftest.py lists them): under 2 minutes on 2 cores.
+# Everything but the tests marked slow (tests/conftest.py lists them): about 3 minutes on 2 cores.
 test-fast: install assets lint
 	$(PY) -m pytest -m "not slow" -q $(PYTEST_ARGS)
 

@@ -130,6 +130,10 @@ SLOW = (
     "tests/profile/test_place.py::test_eager_without_stack", "tests/profile/test_place.py::test_layers_by_repetition",
     "tests/profile/test_place.py::test_cli_reference", "tests/profile/test_place_graph.py",
     "tests/profile/test_attribution_held_out.py",   # issue 33: 16 held-out architectures, both twins
+    # whole fixture sets parsed (every recorded trace's names; every hf twin), a report built for its decoys
+    "tests/profile/test_rule_folding.py::test_packaged_rules_decide_alike_on_real_names",
+    "tests/profile/test_precedence.py::test_no_hf_fixture_has_a_convolution_row",
+    "tests/report/test_cmdline_secrets.py::test_report_keeps_the_decoys",
 )
 
 
