@@ -137,7 +137,8 @@ def run() -> None:
         raise SystemExit(code) from None
     import threading
 
-    if threading.active_count() > 1:
+    if threading.active_count() > 1 and not interrupted:
+        # other threads (the catalogue hashing the inputs) finish first; after a Ctrl-C nothing is waited for
         raise SystemExit(code)
     import atexit
 

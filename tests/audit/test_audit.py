@@ -17,7 +17,7 @@ import pytest
 
 import kit
 from tests.conftest import ROOT, TEST_DATA
-from tests.live.conftest import ENGINE, engine_procs, free_port
+from tests.live.conftest import ENGINE, engine_procs_gone, free_port
 
 SAMPLE = ROOT / "notebooks" / "sample"
 STORED = SAMPLE / "experiments" / "cpu_pcie_custom_allreduce"
@@ -83,7 +83,7 @@ def test_live_experiment_ignored_on_pcie_and_taking_effect_on_nvlink(tmp_path):
         marker = f"kit-audit-{name}"
         env = {"PYTHONPATH": str(ENGINE), "TINYSERVE_PCIE_ONLY": pcie}
         kit.experiment(TINY.format(m=marker), env=env, port=free_port(), name=name, **base)
-        assert not engine_procs(marker)
+        assert not engine_procs_gone(marker)
         eff = kit.audit.experiment_effects(tmp_path / "experiments" / name)
         (e,) = eff.effects
         assert e.status == want, e.verdict
@@ -100,7 +100,7 @@ def test_live_attention_backend_overridden_by_the_gpu_predicate(tmp_path):
                        env={"PYTHONPATH": str(ENGINE), "TINYSERVE_DEVICE_CAPABILITY": cap}, port=free_port(),
                        name=name, session=tmp_path, repeats=1, progress=False,
                        bench={"requests": 2, "warmup": 1, "max_tokens": 8, "prompt_tokens": 4})
-        assert not engine_procs(marker)
+        assert not engine_procs_gone(marker)
         (e,) = kit.audit.experiment_effects(tmp_path / "experiments" / name, source=str(ENGINE / "tinyserve")).effects
         assert e.status == want, e.verdict
         if want == "ignored":
@@ -121,7 +121,7 @@ def test_decode_batch_above_the_largest_captured_graph(tmp_path):
                     progress=False) as s:
         kit.bench.single_stream(s.url, requests=4, warmup=0, repeats=1, concurrency=(4,), max_tokens=24,
                                 prompt_tokens=4)
-    assert not engine_procs(marker)
+    assert not engine_procs_gone(marker)
     log = tmp_path / "logs" / "srv.log"
     a = kit.audit.audit([log])
     f = {x.code: x for x in a.findings}
@@ -221,7 +221,7 @@ def test_live_bench_record_carries_its_validity(tmp_path):
                     progress=False) as s:
         ok = kit.bench.single_stream(s.url, requests=2, warmup=1, repeats=1, concurrency=(1,), max_tokens=8,
                                      prompt_tokens=4, clocks="local")
-    assert not engine_procs(marker)
+    assert not engine_procs_gone(marker)
     v = ok.data["validity"]
     assert v["valid"] is True, v
     clocks = next(c for c in v["checks"] if c["check"] == "GPU clocks")
@@ -372,7 +372,7 @@ def test_throttled_clocks_flag_the_record_the_row_and_the_repr(tmp_path, recorde
                          flags={"--disable-cuda-graph": [False, True]},
                          env={"PYTHONPATH": str(ENGINE)}, port=free_port(), name="thr", session=tmp_path, repeats=1,
                          progress=False, bench={"requests": 2, "warmup": 1, "max_tokens": 8, "prompt_tokens": 4})
-    assert not engine_procs(marker)
+    assert not engine_procs_gone(marker)
     rows = {r["variant"]: r for r in exp.rows()}
     assert rows["baseline"]["valid"] is False and "GPU clocks: throttled" in rows["baseline"]["validity"]
     assert "NOT VALID" in repr(exp)
@@ -390,7 +390,7 @@ def test_debug_variable_in_every_variant_of_an_experiment(tmp_path):
                    env={"PYTHONPATH": str(ENGINE), "CUDA_LAUNCH_BLOCKING": "1"}, port=free_port(), name="dbg",
                    session=tmp_path, repeats=1, progress=False,
                    bench={"requests": 2, "warmup": 1, "max_tokens": 8, "prompt_tokens": 4})
-    assert not engine_procs(marker)
+    assert not engine_procs_gone(marker)
     a = kit.audit.audit([tmp_path / "experiments" / "dbg"], traces=False)
     dbg = [f for f in a.findings if f.code == "debug-variable"]
     assert len(dbg) == 1 and "CUDA_LAUNCH_BLOCKING=1" in dbg[0].verdict and "v00-baseline" in dbg[0].run

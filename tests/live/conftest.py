@@ -18,6 +18,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def engine_procs_gone(marker: str, limit: float = 20.0) -> list[str]:
+    """The processes carrying ``marker`` once none is left, or what is still there after ``limit`` s: a
+    stopped engine's last threads can take a moment to leave the process table on a loaded machine."""
+    import time
+
+    end = time.monotonic() + limit
+    while (left := engine_procs(marker)) and time.monotonic() < end:
+        time.sleep(0.1)
+    return left
+
+
 def engine_procs(marker: str) -> list[str]:
     """Processes on this machine whose command line carries ``marker`` (checked with ps)."""
     out = subprocess.run(["ps", "-ww", "-eo", "pid,stat,args"], capture_output=True, text=True, timeout=30).stdout

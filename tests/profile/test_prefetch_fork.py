@@ -98,7 +98,9 @@ def test_ctrl_c_during_the_parse_exits_130_and_leaves_no_process(shared_data):
             pass   # done already: nothing to interrupt
         rc = p.wait(timeout=120)
         err = p.stderr.read().decode()
-        assert rc in (0, 130) and "Traceback" not in err, (delay, rc, err[-2000:])
+        # -2: the signal landed in the interpreter's own exit after the command had finished (Python restores
+        # the default handler there); a shell reports that as 130 too
+        assert rc in (0, 130, -signal.SIGINT) and "Traceback" not in err, (delay, rc, err[-2000:])
         assert _group_gone(p.pid), (delay, "processes left in the group")
 
 
