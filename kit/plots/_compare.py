@@ -15,6 +15,17 @@ _KIND_COLORS = {"overlap": "#c5b0d5", "gpu-idle": CATEGORY_COLORS["idle"], "laun
                 "unattributed": "#ffffff"}
 
 
+def waterfall_bars(labels: list[str], bottoms: list[float], heights: list[float], colors: list[str],
+                   hatches: list[str], *, per_bar_in: float, height_in: float):
+    """A waterfall's bars on a new figure sized to them (hatched where ``hatches`` says): (fig, ax, x)."""
+    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, max(7.0, per_bar_in * len(labels) + 2)), height_in))
+    x = np.arange(len(labels))
+    bars = ax.bar(x, heights, bottom=bottoms, color=colors, edgecolor="#333333", linewidth=0.6)
+    for bar, h in zip(bars, hatches):
+        bar.set_hatch(h)
+    return fig, ax, x
+
+
 def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
     """Waterfall of a :class:`kit.profile.Comparison`: A's step time, then each part of the
     difference (the ``top`` largest; the rest as one bar), ending at B's step time (measured if the
@@ -41,16 +52,9 @@ def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
         colors.append(CATEGORY_COLORS.get(r.part, _KIND_COLORS.get(r.kind, "#999999")))
         hatches.append("" if r.beyond_noise else "//")
         level += d
-    labels.append(f"{b_lab}\nstep")
-    bottoms.append(0.0)
-    heights.append(end)
-    colors.append("#dd8452")
-    hatches.append("")
-    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, max(7.0, 0.85 * len(labels) + 2)), 4.6))
-    x = np.arange(len(labels))
-    bars = ax.bar(x, heights, bottom=bottoms, color=colors, edgecolor="#333333", linewidth=0.6)
-    for bar, h in zip(bars, hatches):
-        bar.set_hatch(h)
+    for items, last in ((labels, f"{b_lab}\nstep"), (bottoms, 0.0), (heights, end), (colors, "#dd8452"), (hatches, "")):
+        items.append(last)
+    fig, ax, x = waterfall_bars(labels, bottoms, heights, colors, hatches, per_bar_in=0.85, height_in=4.6)
     for i, r in enumerate(rows, start=1):
         d = float(r.delta_us)
         ax.annotate(signed(d), (x[i], bottoms[i] + heights[i]), ha="center", va="bottom", fontsize=8)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from kit.plots._profile import MAX_WIDTH_IN, fit_text
-from kit.util import clip
+from kit.plots._compare import waterfall_bars
+from kit.plots._profile import fit_text
+from kit.util import clip, signed
 
 __all__ = ["structure_waterfall"]
 
@@ -36,18 +36,11 @@ def structure_waterfall(diff, *, top: int = 8, title: str | None = None) -> Figu
         hatches.append("" if beyond else "//")
         deltas.append(d)
         level += d
-    labels.append(f"{b_lab}\nstep")
-    bottoms.append(0.0)
-    heights.append(end)
-    colors.append("#dd8452")
-    hatches.append("")
-    fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, max(7.0, 0.9 * len(labels) + 2)), 4.8))
-    x = np.arange(len(labels))
-    bars = ax.bar(x, heights, bottom=bottoms, color=colors, edgecolor="#333333", linewidth=0.6)
-    for bar, h in zip(bars, hatches):
-        bar.set_hatch(h)
+    for items, last in ((labels, f"{b_lab}\nstep"), (bottoms, 0.0), (heights, end), (colors, "#dd8452"), (hatches, "")):
+        items.append(last)
+    fig, ax, x = waterfall_bars(labels, bottoms, heights, colors, hatches, per_bar_in=0.9, height_in=4.8)
     for i, d in enumerate(deltas, start=1):
-        ax.annotate(f"{d:+,.1f}", (x[i], bottoms[i] + heights[i]), ha="center", va="bottom", fontsize=8)
+        ax.annotate(signed(d), (x[i], bottoms[i] + heights[i]), ha="center", va="bottom", fontsize=8)
     lo = min([start, end] + [b for b in bottoms[1:-1]])
     ax.set_ylim(bottom=max(0.0, lo - 0.1 * max(abs(end - start), 1.0)))
     ax.set_xticks(x)
