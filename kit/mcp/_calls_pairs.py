@@ -17,8 +17,7 @@ def trace_diff_structure(policy: Policy, a: list[str], b: list[str], phase: str 
     from kit import logs, profile
 
     refs = [(_paths(policy, [r])[0] if r else None) for r in (references or [None, None])[:2]]
-    pa, pb = (profile.load(_paths(policy, x), reference=r) if r else profile.load(_paths(policy, x))
-              for x, r in zip((a, b), refs))
+    pa, pb = (profile.Profile.of(_paths(policy, x), reference=r) for x, r in zip((a, b), refs))
     la, lb = (labels or ["A", "B"])[:2]
     sets = None
     if settings:

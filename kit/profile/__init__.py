@@ -38,6 +38,8 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
 - ``_io.py``: bytes in: gzip, magic-byte sniffing, ``detect`` (the format decision)
 - ``_kineto.py``: Kineto/torch-profiler chrome-trace JSON -> kernel, annotation, runtime-call and CPU-frame
   tables, streamed a few MB at a time; typed decoding of the used fields (msgspec), orjson/json fallback
+- ``_kineto_events.py``: which Kineto events are kept, and the collector that reduces each decoded piece
+  to typed columns
 - ``_nsys.py``: nsys stats CSV and nsys SQLite -> kernel tables
 - ``_validate.py``: broken input repaired or dropped and counted (NaN, text numbers, missing ts,
   negative or out-of-range times and durations, kernels without ``cat``, duplicates, too-deep events),
@@ -45,8 +47,13 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
 - ``_cache.py``: the cache (Arrow IPC files) of assembled profiles, keyed by the files' identities and the rules;
   this user's own 0700 directory only, every entry sealed with a keyed digest
   (used by ``_load`` only)
-- ``_categories.py``: the rule tables (categories.toml: kernel names, CPU frames, fused names)
+- ``_categories.py``: the rule tables (categories.toml: kernel names, module roles, CPU frames, fused names),
+  the category names the code decides by, and the model structure the table describes (roles' layer
+  kinds and operation families, each category's family: ``structure()``, ``role_of``, ``layer_kind``)
+- ``_names.py``: kernel names normalised (``kernel_family``, ``canonical``) and the ops that wait for the GPU
 - ``_attribution.py``: kernel -> launch -> enclosing frames -> category, ``decided_by``, modules
+- ``_evidence.py``: what the decisions add up to: time per evidence, per module and layer, the undecided
+  share and its warning
 - ``_columns.py``: text columns (categoricals) read once per distinct value, not ``astype(str)`` per row
 - ``_sequences.py``: unfused op sequences (RMSNorm, rotate_half, cache cat, MoE router + experts) from
   the CPU op tree, for traces without module frames
@@ -91,7 +98,7 @@ __all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "R
 # (``prefetch``) before pandas is imported, so the two overlap.
 _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "default_rules": "_profile",
           "load": "_profile", "Rule": "_categories", "prefetch": "_load", "Prefetch": "_load", "Comparison": "_compare",
-          "compare": "_compare", "kernel_family": "_compare", "roofline": "_roofline",
+          "compare": "_compare", "kernel_family": "_names", "roofline": "_roofline",
           "AttributionCheck": "_check", "check_attribution": "_check", "category_colours": "_categories",
           "StructuralDiff": "_structure", "diff_structure": "_structure", "ranks": "_ranks", "RankView": "_ranks"}
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kit.stats import is_nan
+
 
 def coded(s: pd.Series) -> tuple[np.ndarray, list[str]]:
     """(code of each row as int64, -1 where the value is missing; the distinct values as ``str``): a
@@ -107,7 +109,7 @@ def values_at(s: pd.Series, rows: np.ndarray) -> list:
     if isinstance(s.dtype, pd.CategoricalDtype):
         cats = s.cat.categories.to_numpy(object)
         return [cats[c] if c >= 0 else None for c in s.cat.codes.to_numpy()[rows].tolist()]
-    return [None if x is None or x != x else x for x in s.iloc[rows].astype(object)]
+    return [None if x is None or is_nan(x) else x for x in s.iloc[rows].astype(object)]
 
 
 def clean(v):

@@ -31,37 +31,23 @@ from __future__ import annotations
 import html
 import math
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from kit import stats
 from kit.errors import TraceError
 from kit.profile import _arrays, _cpu_compare
 from kit.profile import _summary as S
+from kit.profile._names import kernel_family
+from kit.profile._profile import Profile
+from kit.stats import is_nan
 from kit.util import recorded, signed
 
 __all__ = ["Comparison", "compare", "kernel_family"]
 
-_TEMPLATE = re.compile(r"<[^<>]*>")
-
-
-def kernel_family(name: str) -> str:
-    """``void ns::kernel<T, 4>(args)`` -> ``ns::kernel``: what matches across two runs."""
-    s = str(name).strip().replace("(anonymous namespace)::", "")
-    if s.startswith("void "):
-        s = s[5:]
-    for _ in range(8):
-        t = _TEMPLATE.sub("", s)
-        if t == s:
-            break
-        s = t
-    i = s.find("(")
-    if i > 0:
-        s = s[:i]
-    return s.strip() or str(name)
 
 
 _NO_OP = "(no CPU op)"
@@ -297,7 +283,7 @@ def _diff_rows(names: list[str], a: np.ndarray, b: np.ndarray) -> list[dict]:
     """One row per name (rows of ``a`` and ``b``: per-step series): the per-step means of A and B, their
     difference and its noise (two standard errors of the difference)."""
     (ma, va), (mb, vb) = _stats(a), _stats(b)
-    noise = 2.0 * np.sqrt(va + vb)
+    noise = stats.noise(va, vb)
     return [{"part": n, "a_us": x, "b_us": y, "delta_us": y - x, "noise_us": z}
             for n, x, y, z in zip(names, ma.tolist(), mb.tolist(), noise.tolist())]
 
@@ -335,7 +321,7 @@ def _records(df: pd.DataFrame | None) -> list[dict] | None:
     for c in df.columns:
         v = df[c]
         if v.dtype.kind == "f":
-            cols[c] = [None if x != x else round(x, 6) for x in v.tolist()]
+            cols[c] = [None if is_nan(x) else round(x, 6) for x in v.tolist()]
         elif v.dtype.kind in "iub":
             cols[c] = v.tolist()
         else:
@@ -467,14 +453,6 @@ class Comparison:
                 + (f"<p>Warnings:</p><ul>{warn}</ul>" if warn else "") + "</div>")
 
 
-def _as_profile(x):
-    from kit.profile._profile import Profile, load
-
-    if isinstance(x, Profile):
-        return x
-    return load(x)
-
-
 def _module_layers(ra: _Run, rb: _Run, classes: pd.DataFrame | None) -> pd.DataFrame | None:
     """``by_module``'s drill-down: per module class and layer index (-1: outside the decoder layers),
     per-step kernel time in each run, in the order of the class rows."""
@@ -548,7 +526,7 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     split by aten op / nn.Module where both profiles link kernels to CPU ops (from the Profiles'
     kernel tables; the trace files are not read again).
     """
-    pa, pb = _as_profile(a), _as_profile(b)
+    pa, pb = Profile.of(a), Profile.of(b)
     la, lb = labels or ("A", "B")
     warnings = [f"{la}: {w}" for w in pa.warnings] + [f"{lb}: {w}" for w in pb.warnings]
     if not pa.ranks or not pb.ranks:

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError, UsageError
-from kit.profile import _attribution as A
 from kit.profile import _cpu, _load
 from kit.profile import _summary as S
 from kit.profile._assemble import assemble
 from kit.profile._categories import Rule, build_rules
+from kit.profile._evidence import module_table
 from kit.profile._load import Prefetch
 from kit.profile._remote import is_remote, read_remote
 from kit.util import recorded
@@ -66,14 +66,11 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
             raise TraceError("no trace files given")
         files = [str(p) for p in plist]
         d = _load.load(plist, rule_list, cache, prefetched)
-    prof = Profile(files, d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rule_list,
-                   d["comms"], d["runtime"])
+    prof = Profile.from_assembled(files, d, rule_list)
     if reference is not None:
         from kit.profile._place import place
 
-        ref = reference if isinstance(reference, Profile) else load(reference, rules=rules, cache=cache, host=host,
-                                                                     python=python)
-        place(prof, ref)
+        place(prof, Profile.of(reference, rules=rules, cache=cache, host=host, python=python))
     return prof
 
 
@@ -119,6 +116,22 @@ class Profile:
     rules: list[Rule] = field(repr=False, default_factory=list)
     comms: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     runtime: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+
+    @classmethod
+    def of(cls, x, reference=None, **load_args) -> "Profile":
+        """``x`` as a Profile: ``x`` itself when it is one, else :func:`load` of its paths (with
+        ``reference=`` and ``load_args``): the one place where an analysis's "a Profile or trace paths"
+        becomes a Profile."""
+        if isinstance(x, cls):
+            return x
+        return load(x, reference=reference, **load_args)
+
+    @classmethod
+    def from_assembled(cls, files: list[str], d: dict, rules: list[Rule]) -> "Profile":
+        """The Profile of ``_assemble.assemble``'s tables (``d``) for ``files``: the one constructor the
+        loader, the remote reader and ``ranks`` share."""
+        return cls(files, d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rules,
+                   d["comms"], d["runtime"])
 
     @property
     def ranks(self) -> list[int]:
@@ -180,7 +193,7 @@ class Profile:
         (traces recorded without ``with_stack``)."""
         if by not in ("module", "block", "layer"):
             raise UsageError(f"Profile.modules: by must be 'module', 'block' or 'layer', not {by!r}")
-        return A.module_table(self.kernels, by)
+        return module_table(self.kernels, by)
 
     def __repr__(self) -> str:
         ph = self.steps["phase"].value_counts().sort_index() if len(self.steps) else pd.Series(dtype=int)

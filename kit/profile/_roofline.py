@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError
+from kit.profile._categories import GEMM, MOE
+from kit.profile._profile import Profile
 
 __all__ = ["roofline"]
 
@@ -74,9 +76,8 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
     trace has no shapes (warns through the ``attrs['warnings']`` of the result).
     """
     from kit.models import gpu_spec
-    from kit.profile._profile import Profile, load
 
-    p = profile if isinstance(profile, Profile) else load(profile)
+    p = Profile.of(profile)
     if gpu is None:
         names = [d.get("name") for m in p.meta.get("ranks", {}).values() for d in (m.get("device_properties") or [])
                  if isinstance(d, dict) and d.get("name")]
@@ -87,7 +88,7 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
     k = p.kernels
     if phase != "all":
         k = k[k["phase"] == phase]
-    k = k[k["category"].astype(str).isin(["gemm", "moe"])]
+    k = k[k["category"].astype(str).isin([GEMM, MOE])]
     cols = ["rank", "op", "B", "M", "N", "K", "dtype_bytes", "kernels", "kernel", "dur_us", "gflop", "mbytes",
             "tb_s", "tflop_s", "bw_share", "flop_share", "intensity", "bound"]
     warnings = []

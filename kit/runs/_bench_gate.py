@@ -14,8 +14,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit import stats
 from kit.errors import UsageError
 from kit.runs._record import recorded
+from kit.stats import is_nan, sq_se
 
 # metric, its standard deviation column, which way is better
 METRICS = (("mean_tpot_ms", "std_tpot_ms", "lower"), ("mean_itl_ms", "std_itl_ms", "lower"),
@@ -48,7 +50,7 @@ class BenchGate:
         lines = [f"{self.verdict.upper()}: {self.source} against baseline {self.baseline} "
                  f"({len(self.table)} metrics compared, {len(worse)} regressed)"]
         for r in self.table.itertuples():
-            noise = "threshold only: no spread in the files" if r.noise != r.noise else f"noise +-{r.noise:,.3g}"
+            noise = "threshold only: no spread in the files" if is_nan(r.noise) else f"noise +-{r.noise:,.3g}"
             lines.append(f"  {r.metric:<18} {r.baseline_value:>10,.3f} -> {r.value:>10,.3f} ({r.change:+.1%}; "
                          f"{noise}) {r.verdict}")
         lines += [f"  warning: {w}" for w in self.warnings]
@@ -83,20 +85,20 @@ def _num(v) -> float:
 
 def _judge(metric, std, better, a, b, threshold) -> dict | None:
     va, vb = _num(a.get(metric)), _num(b.get(metric))
-    if va != va or vb != vb or va == 0:
+    if is_nan(va) or is_nan(vb) or va == 0:
         return None
     worse = (vb - va) if better == "lower" else (va - vb)
     noise = math.nan
-    if std and _num(a.get(std)) == _num(a.get(std)) and _num(b.get(std)) == _num(b.get(std)):
+    if std and not is_nan(_num(a.get(std))) and not is_nan(_num(b.get(std))):
         na, nb = _num(a.get("completed")), _num(b.get("completed"))
         if na > 1 and nb > 1:
-            noise = 2 * math.sqrt(_num(a[std]) ** 2 / na + _num(b[std]) ** 2 / nb)
-    bar = max(0.0 if noise != noise else noise, threshold * abs(va))
+            noise = stats.noise(sq_se(_num(a[std]), na), sq_se(_num(b[std]), nb))
+    bar = max(0.0 if is_nan(noise) else noise, threshold * abs(va))
     verdict = "regression" if worse > bar else "improvement" if -worse > bar else "pass"
-    key = next((f"{k}={a.get(k)}" for k in _KEYS if a.get(k) == a.get(k) and a.get(k) is not None), "")
+    key = next((f"{k}={a.get(k)}" for k in _KEYS if not is_nan(a.get(k)) and a.get(k) is not None), "")
     return {"metric": metric, "run": key, "baseline_value": va, "value": vb, "change": (vb - va) / abs(va),
             "noise": noise, "threshold": threshold * abs(va), "verdict": verdict,
-            "decided_by": "spread and threshold" if noise == noise else "threshold only"}
+            "decided_by": "spread and threshold" if not is_nan(noise) else "threshold only"}
 
 
 @recorded("gate")

@@ -24,6 +24,7 @@ from typing import Any
 
 from kit.errors import UsageError
 from kit.runs._record import file_hash, recorded
+from kit.stats import is_nan
 
 VERDICTS = ("regression", "improvement", "pass")
 EXIT_REGRESSION = 3
@@ -186,7 +187,7 @@ def _rows(df, cols, label_cols=1) -> str:
         for i, c in enumerate(cols):
             v = r.get(c)
             if isinstance(v, float):
-                v = "" if v != v else f"{v:,.2f}"
+                v = "" if is_nan(v) else f"{v:,.2f}"
             text = html.escape(str(v if v is not None else ""))
             cells.append(f"<td{' class=n' if i < label_cols else ''}>{text}</td>")
         out.append(f"<tr class='{cls}'>{''.join(cells)}</tr>")
