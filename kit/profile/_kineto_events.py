@@ -36,7 +36,6 @@ _DROP_OPS = (r"aten::(?:empty|empty_strided|empty_like|view|_unsafe_view|as_stri
              r"_reshape_alias|unsqueeze|squeeze|permute|expand|expand_as|detach|alias|narrow|split|"
              r"split_with_sizes|chunk|unbind|resolve_conj|resolve_neg|lift_fresh|view_as|numpy_T|size|stride|"
              r"is_nonzero|result_type|_has_compatible_shallow_copy_type)")
-_DROP_OPS_RX = re.compile(_DROP_OPS + '$')
 _DROP_OP_STR = frozenset("aten::" + n for n in _DROP_OPS[len("aten::(?:"):-1].split("|"))
 _DROP_OP_NAMES = frozenset(b"aten::" + n.encode() for n in _DROP_OPS[len("aten::(?:"):-1].split("|"))
 # python_function frames kept: nn.Module calls, and the few functions whose name says what they

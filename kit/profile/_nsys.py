@@ -28,7 +28,6 @@ from kit.stats import is_nan
 _REPORT_RE = re.compile(r"\[[^\]]*?/?([A-Za-z_:]+?)(?:\.py)?\]\.\.\.\s*$")
 _BANNER_RE = re.compile(r"^\s*\*\*\s.*\(([a-z_:]+)\):\s*$")
 _KERN_SUM = {"cuda_gpu_kern_sum", "gpukernsum", "cuda_gpu_kern_sum:base", "cuda_gpu_kern_sum:mangled"}
-_GPU_TRACE = {"cuda_gpu_trace", "gputrace"}
 
 
 def _norm(h: str) -> str:

@@ -14,7 +14,7 @@ from kit.errors import TraceError, UsageError
 from kit.profile import _cpu, _load
 from kit.profile import _summary as S
 from kit.profile._assemble import assemble
-from kit.profile._categories import Rule, build_rules
+from kit.profile._categories import Rule, build_rules, default_rules
 from kit.profile._evidence import module_table
 from kit.profile._load import Prefetch
 from kit.profile._remote import is_remote, read_remote
@@ -24,13 +24,6 @@ __all__ = ["load", "Profile", "Summary", "PHASES", "default_rules"]
 
 PHASES = ("all", "decode", "prefill")
 PathsArg = Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]
-
-
-def default_rules() -> list[Rule]:
-    """The packaged category rule table, in match order."""
-    from kit.profile._categories import default_rules as _d
-
-    return _d()
 
 
 def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: str = "python3",

@@ -27,7 +27,6 @@ __all__ = ["roofline"]
 
 _ELT = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "c10::Float8_e4m3fn": 1,
         "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "signed char": 1, "int": 4, "long int": 8}
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::_scaled_mm")
 
 
 def _mnk(op: str, dims: list, types: list) -> tuple[int, int, int, int, int] | None:
