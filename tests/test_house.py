@@ -422,8 +422,8 @@ def test_notebooks_narrate_and_call():
 
 # Python programs still kept as string constants (shipped to hosts); move each to its package's
 # ``_host/`` folder as a real .py file (kit.util.host_program) and remove it here.
-PROGRAMS_IN_STRINGS = {"kit/remote/_base.py:_PY_DRIVER", "kit/profile/_remote.py:_MAIN",
-                       "kit/profile/_remote.py:_FALLBACK", "kit/testing.py:STREAM_PROBE",
+PROGRAMS_IN_STRINGS = {"kit/remote/_base.py:_PY_DRIVER", "kit/profile/reading/_remote.py:_MAIN",
+                       "kit/profile/reading/_remote.py:_FALLBACK", "kit/testing.py:STREAM_PROBE",
                        "kit/live/_server.py:_PY_POST"}
 
 

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kit.profile import _attribution as A
-from kit.profile import _cache
-from kit.profile._categories import Rule, categorise, category_order
-from kit.profile._columns import among, strings
-from kit.profile._kineto import absolute_offset_us
-from kit.profile._names import SYNC_OPS
-from kit.profile._windows import assign_steps
+from kit.profile.attribution import _attribution as A
+from kit.profile.attribution._categories import Rule, categorise, category_order
+from kit.profile.attribution._names import SYNC_OPS
+from kit.profile.reading import _cache
+from kit.profile.reading._columns import among, strings
+from kit.profile.reading._kineto import absolute_offset_us
+from kit.profile.steps._windows import assign_steps
 
 _RANK_RE = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I), re.compile(r"TP-(\d+)"),
             re.compile(r"tp[-_]?rank[-_]?(\d+)", re.I))

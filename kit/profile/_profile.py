@@ -11,13 +11,14 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError, UsageError
-from kit.profile import _cpu, _load
-from kit.profile import _summary as S
+from kit.profile import _load
 from kit.profile._assemble import assemble
-from kit.profile._categories import Rule, build_rules, default_rules
-from kit.profile._evidence import module_table
 from kit.profile._load import Prefetch
-from kit.profile._remote import is_remote, read_remote
+from kit.profile.analyses import _summary as S
+from kit.profile.attribution._categories import Rule, build_rules, default_rules
+from kit.profile.attribution._evidence import module_table
+from kit.profile.reading._remote import is_remote, read_remote
+from kit.profile.steps import _cpu
 from kit.util import recorded
 
 __all__ = ["load", "Profile", "Summary", "PHASES", "default_rules"]
@@ -61,7 +62,7 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
         d = _load.load(plist, rule_list, cache, prefetched)
     prof = Profile.from_assembled(files, d, rule_list)
     if reference is not None:
-        from kit.profile._place import place
+        from kit.profile.attribution._place import place
 
         place(prof, Profile.of(reference, rules=rules, cache=cache, host=host, python=python))
     return prof
@@ -159,7 +160,7 @@ class Profile:
         """Can this trace's numbers be trusted? Capture mode, linked shares, launch APIs, communication
         kernels, dropped events, mixed phases, profiler overhead, and per metric usable / degraded /
         unreliable with the reason and the capture that fixes it (``_health.py``)."""
-        from kit.profile._health import health
+        from kit.profile.analyses._health import health
 
         return health(self)
 
@@ -174,7 +175,7 @@ class Profile:
         traces with no module frames and no reference; ``assign`` writes ``layer``/``layer_kind`` into
         the kernels that have none, so ``modules(by='layer')`` works. Returns the ``LayerGuess``
         (layers found, confidence, how), also ``meta['layers_found']``."""
-        from kit.profile._layers import find_layers
+        from kit.profile.attribution._layers import find_layers
 
         g = find_layers(self, assign=assign)
         self.meta["layers_found"] = g

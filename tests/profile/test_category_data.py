@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 
 import kit
-from kit.profile._categories import layer_kind, role_of, structure
-from kit.profile._structure import families
+from kit.profile.analyses._structure import families
+from kit.profile.attribution._categories import layer_kind, role_of, structure
 
 
 def test_every_packaged_category_has_a_structural_family():

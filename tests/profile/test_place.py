@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from kit import profile
-from kit.profile import _place
-from kit.profile._evidence import undecided
+from kit.profile.attribution import _place
+from kit.profile.attribution._evidence import undecided
 from tests.conftest import TEST_DATA
 from tests.profile.module_truth import truth as module_truth
 from tests.profile.place_truth import score

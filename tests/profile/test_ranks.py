@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 import kit.profile
-from kit.profile._remote import _RAW, Frames
+from kit.profile.reading._remote import _RAW, Frames
 from kit.testing import SSHServer, replay_trace
 from tests.conftest import TEST_DATA
 

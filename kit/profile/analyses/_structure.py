@@ -41,8 +41,8 @@ import pandas as pd
 
 from kit import stats
 from kit.errors import TraceError, UsageError
-from kit.profile._categories import GEMM, OTHER, role_of, structure
 from kit.profile._profile import Profile
+from kit.profile.attribution._categories import GEMM, OTHER, role_of, structure
 
 # the block roles, their families and the categories' families are data: categories.toml ([[role]], [[category]])
 # family -> the families a fusing engine folds it into, nearest first (fused gate/up+activation, add+norm ...)

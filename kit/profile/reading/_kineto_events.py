@@ -20,7 +20,7 @@ try:  # typed decoding of only the fields used (see _kineto's docstring)
 except ImportError:  # pragma: no cover - hosts without msgspec use the orjson/json path
     msgspec = None
 
-from kit.profile import _validate
+from kit.profile.reading import _validate
 
 KERNEL_CATS = {"kernel": "kernel", "Kernel": "kernel", "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
                "gpu_memset": "memset", "Memset": "memset"}

@@ -21,8 +21,8 @@ import sqlite3
 from pathlib import Path
 
 from kit.errors import TraceError
-from kit.profile._io import read_bytes, sniff
-from kit.profile._validate import Numbers
+from kit.profile.reading._io import read_bytes, sniff
+from kit.profile.reading._validate import Numbers
 from kit.stats import is_nan
 
 _REPORT_RE = re.compile(r"\[[^\]]*?/?([A-Za-z_:]+?)(?:\.py)?\]\.\.\.\s*$")

@@ -48,9 +48,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from kit.profile import _arrays as A
-from kit.profile import _summary as S
-from kit.profile._names import SYNC_OPS
+from kit.profile.analyses import _summary as S
+from kit.profile.attribution._names import SYNC_OPS
+from kit.profile.steps import _arrays as A
 from kit.stats import is_nan
 
 LAUNCH = re.compile(r"^(?:cuda|hip)(?:Ext)?LaunchKernel|^cuLaunchKernel|^(?:cuda|cu|hip)LaunchCooperativeKernel|"

@@ -62,9 +62,16 @@ except ImportError:  # pragma: no cover - hosts without msgspec use the orjson/j
     msgspec = None
 
 from kit.errors import TraceError
-from kit.profile import _validate
-from kit.profile._io import blocks, sniff
-from kit.profile._kineto_events import _DROP_OP_NAMES, _DROP_OP_PIECE, _KEEP_PY_BYTES, _TYPED, _Collector, _TypedError
+from kit.profile.reading import _validate
+from kit.profile.reading._io import blocks, sniff
+from kit.profile.reading._kineto_events import (
+    _DROP_OP_NAMES,
+    _DROP_OP_PIECE,
+    _KEEP_PY_BYTES,
+    _TYPED,
+    _Collector,
+    _TypedError,
+)
 
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")

@@ -62,7 +62,7 @@ from bisect import bisect_right
 import numpy as np
 import pandas as pd
 
-from kit.profile._categories import (
+from kit.profile.attribution._categories import (
     ALLREDUCE,
     ATTENTION,
     COMM,
@@ -76,8 +76,8 @@ from kit.profile._categories import (
     fold,
     layer_kind,
 )
-from kit.profile._columns import strings
-from kit.profile._sequences import claim, kernel_token, outermost
+from kit.profile.attribution._sequences import claim, kernel_token, outermost
+from kit.profile.reading._columns import strings
 
 SURE = set(COMM) | {MEMCPY}
 EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range",

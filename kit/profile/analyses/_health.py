@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kit.profile._categories import COMM
-from kit.profile._evidence import UNDECIDED_WARN, undecided_detail
+from kit.profile.attribution._categories import COMM
+from kit.profile.attribution._evidence import UNDECIDED_WARN, undecided_detail
 from kit.stats import is_nan
 
 USABLE, DEGRADED, UNRELIABLE = "usable", "degraded", "unreliable"

@@ -39,10 +39,11 @@ import pandas as pd
 
 from kit import stats
 from kit.errors import TraceError
-from kit.profile import _arrays, _cpu_compare
-from kit.profile import _summary as S
-from kit.profile._names import kernel_family
 from kit.profile._profile import Profile
+from kit.profile.analyses import _cpu_compare
+from kit.profile.analyses import _summary as S
+from kit.profile.attribution._names import kernel_family
+from kit.profile.steps import _arrays
 from kit.stats import is_nan
 from kit.util import recorded, signed
 

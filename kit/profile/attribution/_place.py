@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kit.profile._columns import strings
-from kit.profile._names import canonical
+from kit.profile.attribution._names import canonical
+from kit.profile.reading._columns import strings
 
 MIN_SCORE = 0.8      # a step or layer aligned worse than this is unplaced
 REFUSE_SHARE = 0.2   # more target kernel time unmatched than this: the reference is another program
@@ -336,7 +336,7 @@ def place(profile, reference, label: str | None = None) -> Placement:
     placed columns into ``profile.kernels`` (``placed``: aligned / neighbours / unplaced,
     ``place_score``, ``place_reason``), adds a warning for what stays unplaced or for a refused
     reference, and returns the :class:`Placement` (also ``profile.meta['placement']``)."""
-    from kit.profile._layers import find_layers
+    from kit.profile.attribution._layers import find_layers
 
     t, r = profile.kernels, reference.kernels
     label = label or ", ".join(os.path.join(os.path.basename(os.path.dirname(f)), os.path.basename(f))

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kit.profile import _arrays as A
-from kit.profile import _cpu as C
+from kit.profile.steps import _arrays as A
+from kit.profile.steps import _cpu as C
 from kit.stats import is_nan
 
 RUN_COLUMNS = ["run", "label", "rank", "verdict", "mode", "launches", "graph_launches", "memcpy", "syncs",

@@ -22,7 +22,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from kit.profile._columns import matching, strings
+from kit.profile.reading._columns import matching, strings
 
 _SGLANG = re.compile(r"^step\[(\w+)")
 _VLLM = re.compile(r"^execute_(?:\d+_)?context_(\d+)\(.*?\)_generation_(\d+)")

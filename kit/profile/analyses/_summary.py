@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kit.profile._categories import ALLREDUCE, COMM, OTHER_COLLECTIVES, category_order
-from kit.profile._columns import TIME_CALLS
-from kit.profile._evidence import evidence_table, module_table, undecided_detail, undecided_warning
+from kit.profile.attribution._categories import ALLREDUCE, COMM, OTHER_COLLECTIVES, category_order
+from kit.profile.attribution._evidence import evidence_table, module_table, undecided_detail, undecided_warning
+from kit.profile.reading._columns import TIME_CALLS
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kit.profile._attribution import EVIDENCE
-from kit.profile._categories import GEMM, OTHER, Rule
-from kit.profile._columns import TIME_CALLS, among, strings
+from kit.profile.attribution._attribution import EVIDENCE
+from kit.profile.attribution._categories import GEMM, OTHER, Rule
+from kit.profile.reading._columns import TIME_CALLS, among, strings
 
 
 def evidence_table(k: pd.DataFrame) -> pd.DataFrame:

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError
-from kit.profile._categories import GEMM, MOE
 from kit.profile._profile import Profile
+from kit.profile.attribution._categories import GEMM, MOE
 
 __all__ = ["roofline"]
 

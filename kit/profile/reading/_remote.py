@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from kit.errors import RemoteError, TraceError
 
 # The reader's entry point and its siblings; everything they import from ``kit`` is added.
-ROOTS = ("kit.profile._read", "kit.profile._io", "kit.profile._kineto", "kit.profile._nsys", "kit.errors")
+ROOTS = tuple(f"kit.profile.reading.{m}" for m in ("_read", "_io", "_kineto", "_nsys")) + ("kit.errors",)
 HOST_DIR = ".cache/decode-kit"
 log = logging.getLogger("kit.profile")
 _SPEC = re.compile(r"^(?P<target>[^/\s][^\s]*?):(?P<path>/.*)$")
@@ -78,7 +78,7 @@ def _encode(raw):
 
 
 def _one(path):
-    from kit.profile._read import read_raw
+    from kit.profile.reading._read import read_raw
     try:
         raw = read_raw(path)
     except Exception as exc:  # one clear line per file, back to the caller
@@ -164,7 +164,7 @@ _build_lock = threading.Lock()
 
 
 def _kit_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def _module_file(root: Path, name: str) -> Path | None:

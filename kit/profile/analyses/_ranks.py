@@ -37,11 +37,11 @@ import pandas as pd
 
 from kit import stats
 from kit.errors import RemoteError, TraceError
-from kit.profile import _remote
 from kit.profile._assemble import assemble
-from kit.profile._categories import COMM, build_rules
-from kit.profile._names import kernel_family
 from kit.profile._profile import Profile, load
+from kit.profile.attribution._categories import COMM, build_rules
+from kit.profile.attribution._names import kernel_family
+from kit.profile.reading import _remote
 from kit.util import recorded
 
 _TOP = 400        # kernel families / (layer, family) pairs kept per rank
