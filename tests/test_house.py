@@ -16,6 +16,7 @@ KIT = ROOT / "kit"
 PUBLIC_API = {
     'kit.session': ['Captures', 'Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'StepTimes', 'caption', 'open', 'provenance_of'],
     'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'provenance', 'remote', 'report', 'server', 'session', 'source', 'runs'],
+    'kit.engines': ['Engine', 'GraphOff', 'StepMarker', 'engine', 'engines', 'guess', 'names', 'refresh', 'step_markers'],
     'kit.provenance': ['Evidence', 'KINDS', 'MANIFEST', 'Provenance', 'UNKNOWN', 'caption', 'lookup', 'provenance_of', 'read_manifest', 'relative', 'sniff'],
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'PARTS', 'Reconciliation', 'reconcile', 'LoadResult', 'RequestTiming', 'list_models', 'load_test', 'make_prompts', 'mean_ci', 'single_stream', 'stream_request', 'sweep', 'welch', 'pareto_sweep', 'saturation'],
     'kit.live': ['Experiment', 'PHASES', 'ReferenceCommand', 'Server', 'experiment', 'plan', 'reference_command',
@@ -232,7 +233,7 @@ def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
 # sessions and experiments -> reports and the command line.
 FLOORS = [
     ["kit.errors", "kit.util", "kit.provenance"],
-    ["kit.remote", "kit.ledger"],
+    ["kit.remote", "kit.ledger", "kit.engines"],
     ["kit.source", "kit.env", "kit.models", "kit.testing", "kit.magics"],
     ["kit.logs", "kit.profile"],
     ["kit.audit", "kit.plots", "kit.bench"],

@@ -13,6 +13,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import kit.engines
 from kit.mcp import _calls as C
 from kit.mcp import _calls_pairs as P
 from kit.mcp import _calls_run as R
@@ -112,7 +113,7 @@ TOOLS: tuple[Tool, ...] = (
        "A serving log's engine, version, row counts, warnings and server args; one table paged with 'table'.",
        {"path": PATH, "table": {"type": "string", "enum": ["decode", "prefill", "throughput", "spec", "bench",
                                                           "nccl"]},
-        "engine": {"type": "string", "enum": ["sglang", "vllm"]}, "version": {"type": "string", "maxLength": 40}},
+        "engine": {"type": "string", "enum": kit.engines.names()}, "version": {"type": "string", "maxLength": 40}},
        ["path"], table=True),
     _t("logs_spec", C.logs_spec, "read",
        "Speculative-decoding acceptance of a log, normalised across engines and versions (which definition "

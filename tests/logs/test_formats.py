@@ -56,7 +56,7 @@ def _toy_log(path, steps: int):
 @pytest.fixture
 def with_toy(monkeypatch):
     """The one table row."""
-    monkeypatch.setattr(_formats, "FORMATS", (*_formats.FORMATS, TOY))
+    monkeypatch.setattr(_formats, "OWN", (*_formats.OWN, TOY))
 
 
 def test_a_toy_format_is_one_file_plus_one_row(tmp_path, with_toy):
