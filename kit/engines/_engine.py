@@ -59,9 +59,10 @@ class Engine:
     - ``step_markers``: trace ranges that mark one scheduler step (``kit.profile`` finds steps by them
       first; ``kit.engines.step_markers()`` lists every engine's);
     - ``records``: readers of the engine's own per-step / per-request / per-interval records for the ITL
-      reconciliation (``kit.logs.step_records``), each ``(kind, reader)``: ``reader`` a callable or the
-      dotted name ``"package.module:function"`` of one (``kind``: ``step``, ``request``, ``interval``,
-      ``iteration``: the finest level the engine gives);
+      reconciliation (``kit.logs.step_records``), each ``(level, reader, how)``: ``reader(source)`` (a
+      callable or the dotted name ``"package.module:function"`` of one) returns ``kit.logs.StepRecords`` or
+      None when the file is not its format; ``level``: ``step``, ``request``, ``iteration`` or ``interval``;
+      ``how``: what the user does to get such a file, said when none is found;
     - ``phases``: (phase, regex) of its load phases in order, ``ready`` last; ``port``: its default port;
       ``profile_dir_env``: the variable that names its torch-profiler directory (set at start; then
       ``/start_profile`` takes no body), ``profile_steps``: whether ``/start_profile`` takes a step count;
@@ -79,7 +80,7 @@ class Engine:
     log_header: str | None = None
     spec: str | None = None
     step_markers: tuple[StepMarker, ...] = ()
-    records: tuple[tuple[str, Any], ...] = ()
+    records: tuple[tuple[str, Any, str], ...] = ()
     phases: tuple[tuple[str, str], ...] = ()
     port: int = 8000
     profile_dir_env: str | None = None
@@ -101,5 +102,5 @@ class Engine:
 
     def __repr__(self) -> str:
         parts = [f"{len(self.log_formats)} log format(s)", f"{len(self.step_markers)} step marker(s)",
-                 f"records: {', '.join(k for k, _ in self.records) or 'none'}"]
+                 f"records: {', '.join(k for k, _, _ in self.records) or 'none'}"]
         return f"Engine({self.name!r}: {'; '.join(parts)})"

@@ -21,8 +21,11 @@ def _phase(m: re.Match) -> str:
 
 ENGINE = Engine(
     "sglang", "SGLang", commands=("sglang",),
-    log_formats=("kit.logs._sglang:FORMAT",), spec="sglang",
+    log_formats=("kit.logs._sglang:FORMAT", "kit.logs._engine_records:SGLANG_REQUESTS"), spec="sglang",
     step_markers=(StepMarker(r"^step\[(\w+)", _phase),),
+    records=(("request", "kit.logs._engine_records:request_stats",
+              "its log with --enable-request-time-stats-logging (Req Time Stats lines, per request)"),
+             ("interval", "kit.logs._engine_records:decode_intervals", "its log's Decode batch lines (per interval)")),
     phases=(("loading weights", r"Load weight begin|Loading safetensors checkpoint shards|Loading weights"),
             ("KV cache", r"KV Cache is allocated|Memory pool end"),
             ("graph capture", r"Capture (?:cuda|cpu|npu) graph begin|Capture cuda graph bs"),

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import kit.engines
 from kit.logs._table import Columns
 
-__all__ = ["CLIP", "ENV_KEYS", "EVIDENCE_LIMIT", "FLAG_KEYS", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES",
+__all__ = ["CLIP", "ENV_KEYS", "EVIDENCE_LIMIT", "flag_keys", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES",
            "LogFormat", "SettingEvidence", "Settings", "State", "clip", "columns", "norm_backend", "truthy"]
 
 CLIP = 240  # characters of a line kept as an evidence's text
@@ -51,8 +51,12 @@ NORMALISED = {
 _READS: dict[str, Callable[[Any], Any]] = {
     "not": lambda v: not truthy(v), "bool": lambda v: truthy(v), "text": lambda v: v,
     "int": lambda v: int(v) if v is not None else None, "backend": lambda v: norm_backend(v)}
-FLAG_KEYS: dict[str, tuple[str, Any]] = {
-    flag: (key, _READS[how]) for e in kit.engines.engines() for flag, (key, how) in e.settings.items()}
+
+
+def flag_keys() -> dict[str, tuple[str, Any]]:
+    """Every engine's command-line flags (argument dests) -> (normalised key, value transform), read from the
+    registry when asked (an engine module may itself import ``kit.logs``)."""
+    return {flag: (key, _READS[how]) for e in kit.engines.engines() for flag, (key, how) in e.settings.items()}
 ENV_KEYS = {"NCCL_PROTO": "nccl_proto", "NCCL_ALGO": "nccl_algo"}
 
 
@@ -133,7 +137,7 @@ class Settings:
         """The normalised key a changed ``--flag`` or environment variable shows up as (``env:NAME`` for
         other variables), or None when no engine report covers that flag."""
         if setting.startswith("-"):
-            return FLAG_KEYS.get(setting.lstrip("-").replace("-", "_"), (None,))[0]
+            return flag_keys().get(setting.lstrip("-").replace("-", "_"), (None,))[0]
         return ENV_KEYS.get(setting, f"env:{setting}")
 
     def reported(self, key: str) -> SettingEvidence | None:

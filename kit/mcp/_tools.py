@@ -132,7 +132,9 @@ TOOLS: tuple[Tool, ...] = (
        table=True),
     _t("bench_reconcile", P.bench_reconcile, "read",
        "Where a client's inter-token latency goes: HTTP, output path, prefill, host work, scheduler, GPU busy/idle, "
-       "from the kit's saved client records and the engine's step records; clocks aligned or refused.",
+       "from the kit's saved client records and the engine's own records (tinyserve steps; vLLM OTLP spans, SGLang "
+       "request stats: per request; SGLang/vLLM log lines: per interval; TensorRT-LLM iteration stats), at the "
+       "finest level they give, said in 'level'; clocks aligned or refused.",
        {"client": PATH, "engine_log": PATH, "trace": PATH}, ["client", "engine_log"], table=True),
     _t("runs_list", P.runs_list, "read",
        "The run catalogue's latest runs (summaries, comparisons, benchmarks, log parses, audits, experiments).",

@@ -35,18 +35,23 @@ def _phase_user(m: re.Match) -> str:
     return "prefill" if k in ("prefill", "extend") else "decode"
 
 
-FAMILIES = (
-    *((name, m.regex, m.phase) for name, m in kit.engines.step_markers()),   # each engine's, from its own module
+FAMILIES = (   # after each engine's own markers (families())
     ("user", _USER, _phase_user),
     ("profiler-step", _PSTEP, lambda m: "unknown"),
 )
+
+
+def families() -> tuple:
+    """The step-marker families in the order they are tried: each engine's (``kit.engines.step_markers()``,
+    read when asked: a new engine module needs no change here), then :data:`FAMILIES`."""
+    return (*((name, m.regex, m.phase) for name, m in kit.engines.step_markers()), *FAMILIES)
 
 
 def _markers(ann: pd.DataFrame) -> tuple[str, pd.DataFrame] | None:
     if ann.empty:
         return None
     names = ann["name"].astype(str)
-    for fam, rx, phase_of in FAMILIES:
+    for fam, rx, phase_of in families():
         matches = names.map(rx.match)
         hit = matches.notna()
         if hit.any():

@@ -48,15 +48,17 @@ def test_step_markers_come_from_the_engines_and_give_phases():
     m = re.match(vl.pattern, "execute_context_1(16)_generation_3(3)")
     assert vl.phase(m) == "mixed"
     from kit.profile import _windows  # the profile's families start with the registry's markers, in order
-    assert [f for f, _, _ in _windows.FAMILIES[:2]] == ["sglang", "vllm"]
+    assert [f for f, _, _ in _windows.families()[:2]] == ["sglang", "vllm"]
 
 
 def test_live_and_logs_read_the_registry():
     import kit.live
     from kit.logs import _formats
-    from kit.logs._records import FLAG_KEYS
+    from kit.logs._records import flag_keys
 
     assert kit.live.PHASES["vllm"] == list(engines.engine("vllm").phases)
     assert kit.live.PHASES[""] == list(engines.engine("unknown").phases)
-    assert [f.name for f in _formats.engine_formats()] == ["sglang", "vllm"]
-    assert FLAG_KEYS["enforce_eager"][0] == "cuda_graph" and FLAG_KEYS["enforce_eager"][1]("true") is False
+    assert [f.name for f in _formats.engine_formats()] == ["sglang", "sglang-request-stats", "vllm",
+                                                           "tinyserve-records"]
+    flags = flag_keys()
+    assert flags["enforce_eager"][0] == "cuda_graph" and flags["enforce_eager"][1]("true") is False
