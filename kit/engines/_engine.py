@@ -63,7 +63,11 @@ class Engine:
       callable or the dotted name ``"package.module:function"`` of one) returns ``kit.logs.StepRecords`` or
       None when the file is not its format; ``level``: ``step``, ``request``, ``iteration`` or ``interval``;
       ``how``: what the user does to get such a file, said when none is found;
-    - ``phases``: (phase, regex) of its load phases in order, ``ready`` last; ``port``: its default port;
+    - ``launch``: the command that starts it, the engine's own arguments appended (``kit serve ENGINE``);
+      ``bundled``: where its code is when the kit ships it (a repository-relative directory put on
+      ``PYTHONPATH``: tinyserve's ``notebooks/sample/engine``), None when it is installed on the host;
+    - ``phases``: (phase, regex) of its load phases in order, ``ready`` last (readiness: the health check
+      on ``/health`` or ``/v1/models`` answering from the engine's own process); ``port``: its default port;
       ``profile_dir_env``: the variable that names its torch-profiler directory (set at start; then
       ``/start_profile`` takes no body), ``profile_steps``: whether ``/start_profile`` takes a step count;
     - ``graph_off``: rows of :class:`GraphOff`, the first that applies to the version wins (empty: unknown);
@@ -81,6 +85,8 @@ class Engine:
     spec: str | None = None
     step_markers: tuple[StepMarker, ...] = ()
     records: tuple[tuple[str, Any, str], ...] = ()
+    launch: str = ""
+    bundled: str | None = None
     phases: tuple[tuple[str, str], ...] = ()
     port: int = 8000
     profile_dir_env: str | None = None

@@ -26,6 +26,7 @@ ENGINE = Engine(
     records=(("request", "kit.logs._engine_records:request_stats",
               "its log with --enable-request-time-stats-logging (Req Time Stats lines, per request)"),
              ("interval", "kit.logs._engine_records:decode_intervals", "its log's Decode batch lines (per interval)")),
+    launch="python3 -m sglang.launch_server",
     phases=(("loading weights", r"Load weight begin|Loading safetensors checkpoint shards|Loading weights"),
             ("KV cache", r"KV Cache is allocated|Memory pool end"),
             ("graph capture", r"Capture (?:cuda|cpu|npu) graph begin|Capture cuda graph bs"),

@@ -15,6 +15,7 @@ ENGINE = Engine(
     "tinyserve", "tinyserve", commands=("tinyserve",),
     log_formats=("kit.logs._steps:TINYSERVE",),
     records=(("step", "kit.logs._steps:tinyserve_records", "start tinyserve with TINYSERVE_STEP_RECORDS=1"),),
+    launch="python3 -m tinyserve.launch_server --device cpu", bundled="notebooks/sample/engine",
     phases=sglang.ENGINE.phases, port=30000, profile_steps=True, graph_off=sglang.ENGINE.graph_off,
     settings=sglang.ENGINE.settings, priority=30,
     notes="prints SGLang's log lines: its server log is read as SGLang's")

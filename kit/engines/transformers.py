@@ -13,6 +13,7 @@ __all__ = ["ENGINE"]
 
 ENGINE = Engine(
     "transformers", "transformers (continuous batching)", commands=("transformers serve", "transformers-cli serve"),
+    launch="transformers serve",
     phases=(("loading weights", r"Loading checkpoint shards|loading weights"),
             ("HTTP server", r"Uvicorn running on"),
             ("ready", r"Application startup complete")),

@@ -16,6 +16,7 @@ ENGINE = Engine(
     "trtllm", "TensorRT-LLM", commands=("trtllm-serve", "trtllm_serve", "tensorrt_llm"),
     records=(("iteration", "kit.logs._engine_records:iteration_stats",
               "its /metrics iteration statistics as JSON (enable_iter_perf_stats in the options file)"),),
+    launch="trtllm-serve",
     phases=(("loading weights", r"Loading model|Loading weights|load_weights"),
             ("KV cache", r"KV cache|kv_cache"),
             ("graph capture", r"[Cc]apturing CUDA graph|cuda graph warmup|CUDA graph"),

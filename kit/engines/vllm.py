@@ -29,6 +29,7 @@ ENGINE = Engine(
     records=(("request", "kit.logs._engine_records:request_spans",
               "an OTLP JSON export of its request spans (--otlp-traces-endpoint, with --collect-detailed-traces)"),
              ("interval", "kit.logs._engine_records:decode_intervals", "its log's throughput lines (per interval)")),
+    launch="vllm serve",
     phases=(("loading weights", r"Starting to load model|Loading weights took|Loading safetensors checkpoint shards"),
             ("KV cache", r"# GPU blocks|GPU KV cache size|KV cache"),
             ("graph capture", r"Capturing CUDA graph|Capturing cudagraphs|Graph capturing"),

@@ -62,3 +62,10 @@ def test_live_and_logs_read_the_registry():
                                                            "tinyserve-records"]
     flags = flag_keys()
     assert flags["enforce_eager"][0] == "cuda_graph" and flags["enforce_eager"][1]("true") is False
+
+
+def test_every_known_engine_says_how_it_starts():
+    for e in engines.engines():
+        assert bool(e.launch) == (e.name != "unknown"), e.name
+        assert e.name == "unknown" or engines.guess(e.launch + " --port 1").name == e.name   # its own command names it
+    assert engines.engine("tinyserve").bundled == "notebooks/sample/engine"
