@@ -1,7 +1,8 @@
-"""The engine table (``kit/logs/_formats.py``): a new engine's log format is one file plus one row.
+"""The engine table (``kit/logs/_formats.py``): a log format is one file plus one row.
 
 The toy format below is that file: its parsers, its table, its engine evidence, its version banner and
-the settings evidence its lines carry. Adding it as one row of ``FORMATS`` is all it takes for
+the settings evidence its lines carry. Adding it as one row of the table (here beside the kit's own rows;
+an engine names its rows in its ``kit.engines`` module, ``tests/engines/test_toy_engine.py``) is all it takes for
 ``kit.logs.read`` (serial and parallel), ``kit.logs.settings`` (local and on a host) and the engine
 detection to read it; the built-in formats read the same log as before.
 """
