@@ -94,6 +94,8 @@ def _reconcile(args) -> int:
         print(f"{rec.table.attrs['tokens']} gaps; clock offset (engine - client) {rec.offset_ms:+.2f} "
               f"+/- {rec.offset_bound_ms:.2f} ms; times in ms per token")
     else:   # the engine records less than each token: the level is said first
-        print(f"per {rec.level}: {rec.table.attrs['tokens']} rows; times in ms per token")
+        n = rec.table.attrs["tokens"]
+        print({"request": f"per request: {n} requests", "interval": f"per interval: {n} intervals"}.get(
+            rec.level, f"as distributions: {n} client gaps against the engine's periods") + "; times in ms per token")
     print(rec.table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0
