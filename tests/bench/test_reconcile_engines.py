@@ -6,6 +6,7 @@ detailed traces: forward 7 ms, model execute 8 ms), 1 ms outside the engine. Rea
 (``../shared/data``) give records per interval."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -105,3 +106,35 @@ def test_a_file_no_engine_reads_names_what_each_needs(tmp_path):
     msg = str(err.value)
     assert str(f) in msg and "\n" not in msg
     assert "TINYSERVE_STEP_RECORDS=1" in msg and "--otlp-traces-endpoint" in msg and "/metrics" in msg
+
+
+def test_hostile_records_are_dropped_and_counted_not_a_traceback(tmp_path):
+    span = {"name": "llm_request", "startTimeUnixNano": "x", "attributes": [
+        "junk", {"key": "gen_ai.request.id", "value": {"stringValue": "chatcmpl-0000"}},
+        {"key": "gen_ai.usage.completion_tokens", "value": {"intValue": "many"}}, {"key": ["x"], "value": 3}]}
+    f = tmp_path / "spans.json"
+    f.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span, {"name": "llm_request"}, 7]}]},
+                                               "x", {"scopeSpans": "y"}]}))
+    recs = kit.logs.step_records(f)
+    assert recs.level == "request" and len(recs.requests) == 1 and "2 llm_request span(s)" in recs.warnings[0]
+    rec = kit.bench.reconcile(CLIENT, recs)   # the one request lacks its token count: refused, said
+    assert rec.refused and "response id" in rec.refused
+    it = tmp_path / "iters.json"
+    it.write_text(json.dumps([{"iter": [1], "iterLatencyMS": 3}, {"iter": 2, "iterLatencyMS": "slow",
+                                                                   "inflightBatchingStats": "x", "timestamp": 5},
+                              {"iter": 3, "iterLatencyMS": 10.0}]))
+    recs = kit.logs.step_records(it)
+    assert recs.level == "iteration" and len(recs.intervals) == 2
+    assert recs.intervals["period"].dropna().tolist() == [0.01]
+
+
+def test_torn_sglang_request_stats_lines_are_not_a_traceback(tmp_path):
+    log = tmp_path / "s.log"
+    log.write_text("[2025-10-01 10:00:02 TP0] Req Time Stats(rid=ab, input len=3, output len=5, type=unified): "
+                   "queue_duration=1.2.3ms, forward_duration=50.00ms, start_time=1.2.3\n"
+                   "[2025-10-01 10:00:02 TP0] Req Time Stats(rid=cd, input len=3, output len=5, type=unified): "
+                   "queue_duration=0.50ms, forward_duration=40.00ms, start_time=0.0\n")
+    recs = kit.logs.step_records(log)
+    r = recs.requests.set_index("id")
+    assert r.loc["ab", "forward_total"] == pytest.approx(0.05) and r.loc["cd", "queue"] == pytest.approx(0.0005)
+    assert r["arrival"].isna().all()    # start_time=0.0: a perf counter, not a wall clock
