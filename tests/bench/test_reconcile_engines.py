@@ -138,3 +138,32 @@ def test_torn_sglang_request_stats_lines_are_not_a_traceback(tmp_path):
     r = recs.requests.set_index("id")
     assert r.loc["ab", "forward_total"] == pytest.approx(0.05) and r.loc["cd", "queue"] == pytest.approx(0.0005)
     assert r["arrival"].isna().all()    # start_time=0.0: a perf counter, not a wall clock
+
+
+def _post(url: str, body: bytes, kind: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": kind})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_the_kits_otlp_receiver_keeps_what_a_real_exporter_posts(tmp_path):
+    """``vllm_otlp_spans.pb``: the body the OpenTelemetry OTLP/HTTP exporter posted (make_otlp_protobuf.py)."""
+    pb = (D / "vllm_otlp_spans.pb").read_bytes()
+    with kit.bench.otlp_receiver(tmp_path / "spans.jsonl") as rx:
+        assert _post(rx.endpoint, pb, "application/x-protobuf") == 200
+        assert _post(rx.endpoint, json.dumps({"resourceSpans": []}).encode(), "application/json") == 200
+        assert _post(rx.endpoint, b"\x0a\xff\xff", "application/x-protobuf") == 400      # truncated: refused
+        assert _post(rx.endpoint.replace("/v1/traces", "/v1/logs"), pb, "application/x-protobuf") == 400
+    assert (rx.exports, rx.refused) == (2, 2)
+    recs = kit.logs.step_records(tmp_path / "spans.jsonl")
+    assert (recs.engine, recs.level, len(recs.requests)) == ("vllm", "request", 8)
+    p = _p50(kit.bench.reconcile(CLIENT, recs))
+    assert p["forward"] == pytest.approx(7.0) and p["outside"] == pytest.approx(1.0)
+    with pytest.raises(LogFormatError, match="not an OTLP trace export"):
+        kit.logs.otlp_json(b"\x0f\x01")
