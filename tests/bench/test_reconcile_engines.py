@@ -167,3 +167,16 @@ def test_the_kits_otlp_receiver_keeps_what_a_real_exporter_posts(tmp_path):
     assert p["forward"] == pytest.approx(7.0) and p["outside"] == pytest.approx(1.0)
     with pytest.raises(LogFormatError, match="not an OTLP trace export"):
         kit.logs.otlp_json(b"\x0f\x01")
+
+
+def test_vllm_throughput_lines_without_a_year_reconcile_per_interval(tmp_path, utc):
+    t0 = 1_760_000_000
+    lines = [f"INFO {time.strftime('%m-%d %H:%M:%S', time.gmtime(t0 + s))} [loggers.py:123] Engine 000: Avg prompt "
+             "throughput: 0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+             "GPU KV cache usage: 0.1%, Prefix cache hit rate: 0.0%" for s in range(0, 7)]
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(lines) + "\n")
+    recs = kit.logs.step_records(log)
+    assert (recs.engine, recs.level) == ("vllm", "interval")
+    rec = kit.bench.reconcile(CLIENT, recs)
+    assert rec.level == "interval" and _p50(rec)["outside"] == pytest.approx(1.0)
