@@ -29,7 +29,6 @@ slowest rank of each run (largest mean step time).
 from __future__ import annotations
 
 import html
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +43,6 @@ from kit.profile.analyses import _cpu_compare
 from kit.profile.analyses import _summary as S
 from kit.profile.attribution._names import kernel_family
 from kit.profile.steps import _arrays
-from kit.stats import is_nan
 from kit.util import recorded, signed
 
 __all__ = ["Comparison", "compare", "kernel_family"]
@@ -304,32 +302,6 @@ def _split_table(ga: dict, gb: dict, key: str) -> pd.DataFrame:
     return pd.DataFrame({key: [names[i] for i in o], "a_us": a[o], "b_us": b[o], "delta_us": d[o]})
 
 
-def _clean(v):
-    """A cell as JSON wants it: a Python scalar, NaN as None, floats rounded to 6 decimals."""
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float):
-        return None if math.isnan(v) else round(v, 6)
-    return v
-
-
-def _records(df: pd.DataFrame | None) -> list[dict] | None:
-    """``df``'s rows as dicts of :func:`_clean` cells (``to_dict("records")``), built column by column:
-    pandas boxes every cell of a records dict one by one."""
-    if df is None:
-        return None
-    cols = {}
-    for c in df.columns:
-        v = df[c]
-        if v.dtype.kind == "f":
-            cols[c] = [None if is_nan(x) else round(x, 6) for x in v.tolist()]
-        elif v.dtype.kind in "iub":
-            cols[c] = v.tolist()
-        else:
-            cols[c] = [_clean(x) for x in v.tolist()]
-    return [dict(zip(cols, row)) for row in zip(*cols.values())]
-
-
 @dataclass(eq=False)
 class Comparison:
     """Run A against run B: per-step times, the difference split into parts that add up to it.
@@ -392,9 +364,9 @@ class Comparison:
                 "spread_us": [round(x, 6) for x in self.spread_us],
                 "measured_ms": list(self.measured_ms) if self.measured_ms else None,
                 "measured_source": self.measured_source, "delta_us": round(self.delta_us, 6),
-                "parts": _records(self.parts), "families": _records(self.families), "per_rank": _records(self.per_rank),
-                "by_op": _records(self.by_op), "by_module": _records(self.by_module),
-                "by_module_instances": _records(self.by_module_instances), "cpu": _records(self.cpu), "cause": self.cause,
+                **{t: _arrays.records(getattr(self, t), 6) for t in ("parts", "families", "per_rank", "by_op", "by_module",
+                                                                       "by_module_instances", "cpu")},
+                "cause": self.cause,
                 "warnings": list(self.warnings)}
 
     def _head(self) -> list[str]:
