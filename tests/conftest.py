@@ -74,6 +74,7 @@ def stage_readable(*rel_paths: str) -> Path:
 SLOW = (
     "tests/runs/test_catalogue.py::test_kit_runs_cli",   # three `kit` processes
     "tests/runs/test_gate.py::test_planted_regressions",  # 23 replayed traces parsed and gated
+    "tests/runs/test_gate.py::test_eager_replays",        # 22 replayed eager traces gated (~100 s)
     "tests/profile/test_ranks.py",                        # 18 replayed rank traces, two more sshd hosts
     "tests/test_progress.py",                             # a real pseudo-terminal, three interpreters
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live

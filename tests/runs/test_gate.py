@@ -78,6 +78,11 @@ def test_without_fail_on_regression_the_exit_is_0_and_the_html_diff_renders(base
     shown = load(page)
     assert shown.requests == []
     assert "REGRESSION: step" in shown.dom and "id=\"parts\"" in shown.dom and "nvjet" in shown.dom
+    assert "id=\"checks\"" in shown.dom
+    from kit.report._browser import layout
+
+    fit = layout(page, width=1400)      # it was 1,633 px wide: long kernel names in cells that never wrapped
+    assert fit["scroll_width"] <= fit["client_width"] <= 1400, fit
 
 
 def test_a_baseline_whose_trace_changed_or_went_is_an_error_not_a_pass(baseline, tmp_path, capsys):
@@ -121,3 +126,93 @@ def test_bench_against_a_baseline_uses_the_files_spread(store, tmp_path, capsys)
     assert verdicts["output_throughput"] == ("regression", "threshold only")
     assert verdicts["mean_ttft_ms"][0] == "pass"
     assert main(["bench", "compare", str(slow), "--baseline", "vllm-tp8"]) == 0   # reported, not failed
+
+
+def _name_baseline(trace, name: str) -> None:
+    assert main(["profile", "summary", str(trace), "--phase", "decode"]) == 0
+    assert main(["runs", "baseline", name, runs.runs("summary")["run_id"][0]]) == 0
+
+
+def _stall(path, after_step: int, us: float):
+    """One stall planted in a replay: every GPU event from the start of decode step ``after_step`` on moves
+    ``us`` later (the GPU waits once, as a page fault or a preempted host would make it)."""
+    import gzip
+
+    doc = json.loads(gzip.open(path, "rt").read())
+    gpu = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
+    t0 = min(e["ts"] for e in doc["traceEvents"] if e.get("cat") == "gpu_user_annotation"
+             and e.get("name") == f"decode_step_{after_step}")
+    for e in doc["traceEvents"]:
+        if e.get("cat") in gpu and e.get("ts", 0) >= t0:
+            e["ts"] += us
+    with gzip.open(path, "wt") as fh:
+        json.dump(doc, fh)
+    return path
+
+
+def test_a_slowdown_of_every_step_with_one_stall_is_a_regression(baseline, tmp_path, capsys):
+    """Every step 5% slower plus one 50 ms stall: the mean and its noise are the stall's (the gate passed
+    it); the medians of the per-step distributions see the 5%."""
+    rep = replay_trace(SRC, tmp_path / "slow.json.gz", steps=STEPS, jitter=JITTER, seed=11, slow={"": 1.05})
+    _stall(rep, STEPS // 2, 50_000.0)
+    capsys.readouterr()
+    assert _gate(rep, "--json") == 3
+    got = json.loads(capsys.readouterr().out)
+    checks = {c["check"]: c for c in got["checks"]}
+    assert got["verdict"] == "regression" and checks["kernel time"]["verdict"] == "regression"
+    assert 0.03 < checks["step time (profiled)"]["delta"] / checks["step time (profiled)"]["baseline_value"] < 0.08
+
+
+EAGER = TEST_DATA / "traces" / "sdpa_flash" / "trace.json.gz"
+
+
+def test_a_launch_bound_run_with_more_kernel_time_fails_not_improves(store, tmp_path, capsys):
+    """sdpa_flash -> sdpa_math (eager, launch-bound under the profiler): GPU kernel time per step +21%, 52 more
+    launches per step, while the profiled step time fell 17% (the profiler's CPU overhead). The gate said
+    IMPROVEMENT, exit 0; it judges kernel time, launches and syncs, and fails."""
+    _name_baseline(EAGER, "flash")
+    capsys.readouterr()
+    math_ = TEST_DATA / "traces" / "sdpa_math" / "trace.json.gz"
+    code = main(["profile", "compare", "--baseline", "flash", str(math_), "--fail-on-regression", "--json"])
+    got = json.loads(capsys.readouterr().out)
+    assert code == 3 and got["verdict"] == "regression" and got["basis"] == "kernel"
+    checks = {c["check"]: c for c in got["checks"]}
+    assert checks["kernel time"]["verdict"] == "regression" and checks["launches per step"]["verdict"] == "regression"
+    assert checks["step time (profiled)"]["delta"] < 0 and not checks["step time (profiled)"]["decides"]
+
+
+def test_eager_replays_uniformly_5pc_slower_fail_and_20_clean_repeats_pass(store, tmp_path, capsys):
+    base = replay_trace(EAGER, tmp_path / "base.json.gz", steps=32, jitter=JITTER, seed=1000)
+    _name_baseline(base, "eager")
+    clean = []
+    for seed in range(20):
+        rep = replay_trace(EAGER, tmp_path / f"rep{seed}.json.gz", steps=32, jitter=JITTER, seed=seed)
+        clean.append(main(["profile", "compare", "--baseline", "eager", str(rep), "--fail-on-regression"]))
+    assert clean == [0] * 20, clean
+    slow = replay_trace(EAGER, tmp_path / "slow.json.gz", steps=32, jitter=JITTER, seed=77, slow={"": 1.05})
+    capsys.readouterr()
+    assert main(["profile", "compare", "--baseline", "eager", str(slow), "--fail-on-regression"]) == 3
+    out = capsys.readouterr().out
+    assert out.startswith("REGRESSION: step (profiled)") and "judged on kernel time, launches and syncs" in out
+
+
+def test_a_gate_that_cannot_decide_exits_4_and_step_ms_is_used(store, tmp_path, capsys):
+    """Too few steps to judge: inconclusive, exit 4 (not 0, not 3), saying why. ``--step-ms`` with
+    ``--baseline`` is the step time judged (it was ignored)."""
+    short = replay_trace(SRC, tmp_path / "short.json.gz", steps=3, seed=1)
+    _name_baseline(short, "short")
+    rep = replay_trace(SRC, tmp_path / "rep.json.gz", steps=3, seed=2)
+    capsys.readouterr()
+    assert main(["profile", "compare", "--baseline", "short", str(rep), "--fail-on-regression"]) == 4
+    out = capsys.readouterr().out
+    assert out.startswith("INCONCLUSIVE") and "at least 5 are needed" in out
+    assert main(["profile", "compare", "--baseline", "short", str(rep)]) == 0
+    capsys.readouterr()
+    full = replay_trace(SRC, tmp_path / "full.json.gz", steps=STEPS, jitter=JITTER, seed=3)
+    _name_baseline(full, "full")
+    same = replay_trace(SRC, tmp_path / "same.json.gz", steps=STEPS, jitter=JITTER, seed=4)
+    capsys.readouterr()
+    assert main(["profile", "compare", "--baseline", "full", str(same), "--fail-on-regression", "--json",
+                 "--step-ms", "0.85", "0.95"]) == 3
+    got = json.loads(capsys.readouterr().out)
+    assert got["basis"] == "measured" and got["step_us"] == [850.0, 950.0]
