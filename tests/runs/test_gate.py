@@ -216,3 +216,77 @@ def test_a_gate_that_cannot_decide_exits_4_and_step_ms_is_used(store, tmp_path, 
                  "--step-ms", "0.85", "0.95"]) == 3
     got = json.loads(capsys.readouterr().out)
     assert got["basis"] == "measured" and got["step_us"] == [850.0, 950.0]
+
+
+@pytest.fixture
+def bench_baseline(store, tmp_path, capsys):
+    base = _bench_file(tmp_path, "base.json")
+    assert main(["bench", "parse", str(base)]) == 0
+    assert main(["runs", "baseline", "vllm-tp8", runs.runs("bench")["run_id"][0]]) == 0
+    capsys.readouterr()
+    return json.loads(base.read_text())
+
+
+def _bench_gate(path, capsys) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = main(["bench", "compare", str(path), "--baseline", "vllm-tp8", "--fail-on-regression", "--json"])
+    return code, json.loads(capsys.readouterr().out or "{}")
+
+
+@pytest.mark.parametrize("plant, metric", [
+    ({"completed": 8, "failed": 8}, "failed_share"),
+    ({"median_ttft_ms": 2 * 166.32}, "median_ttft_ms"),
+    ({"p99_ttft_ms": 3 * 181.44}, "p99_ttft_ms"),
+    ({"p99_tpot_ms": 3 * 12.485}, "p99_tpot_ms"),
+])
+def test_bench_gate_catches_failures_and_percentile_regressions(bench_baseline, tmp_path, capsys, plant, metric):
+    """Each planted regression passed the gate (half the requests failed; TTFT median x2, p99 x3; TPOT p99 x3)."""
+    code, got = _bench_gate(_bench_file(tmp_path, "new.json", **plant), capsys)
+    verdicts = {m["metric"]: m["verdict"] for m in got["metrics"]}
+    assert code == 3 and got["verdict"] == "regression" and verdicts[metric] == "regression", verdicts
+
+
+def test_bench_gate_does_not_pass_what_it_could_not_compare(bench_baseline, tmp_path, capsys):
+    """A 2x TPOT regression in values the parser dropped as not numbers ('5 metrics compared', PASS); zero
+    latencies (called an improvement): inconclusive, exit 4, naming each metric and why."""
+    tpot = {k: str(2 * bench_baseline[k]) for k in ("mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms")}
+    code, got = _bench_gate(_bench_file(tmp_path, "strings.json", **tpot), capsys)
+    skipped = {m["metric"]: m["decided_by"] for m in got["metrics"] if m["verdict"] == "not compared"}
+    assert code == 4 and got["verdict"] == "inconclusive"
+    assert set(tpot) <= set(skipped) and all("not a number" in skipped[k] for k in tpot)
+    assert set(skipped) - set(tpot) <= {"decode_tok_s"}     # derived from the TPOT the parser dropped
+    zeros = {k: 0.0 for k in bench_baseline if k.endswith("_ms") and not k.startswith("std_")}
+    code, got = _bench_gate(_bench_file(tmp_path, "zeros.json", **zeros), capsys)
+    assert code == 4 and got["verdict"] == "inconclusive"
+    assert not any(m["verdict"] == "improvement" for m in got["metrics"])
+    assert main(["bench", "compare", str(tmp_path / "zeros.json"), "--baseline", "vllm-tp8"]) == 0
+    assert "not compared: a latency of 0 ms is not a measurement" in capsys.readouterr().out
+
+
+def test_bench_gate_refuses_another_load(bench_baseline, tmp_path, capsys):
+    capsys.readouterr()
+    other = _bench_file(tmp_path, "c64.json", max_concurrency=64, max_concurrent_requests=64)
+    assert main(["bench", "compare", str(other), "--baseline", "vllm-tp8", "--fail-on-regression"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "max_concurrency=1" in err and "max_concurrency=64" in err
+
+
+def test_bench_gate_passes_20_clean_repeats(bench_baseline, tmp_path, capsys):
+    """Repeats drawn around the baseline with the files' own spread (each statistic moved by a draw of its
+    standard error; throughputs by 0.3%) pass, 20 in 20."""
+    import random
+
+    from kit.runs._bench_gate import METRICS, _quantile_se
+
+    rng, n = random.Random(46), bench_baseline["completed"]
+    codes = []
+    for i in range(20):
+        doc = {}
+        for metric, std, _, q in METRICS:
+            if metric not in bench_baseline:
+                continue
+            se = bench_baseline[std] * _quantile_se(q) / n ** 0.5 if std else 0.003 * bench_baseline[metric]
+            doc[metric] = bench_baseline[metric] + rng.gauss(0.0, se)
+        code, got = _bench_gate(_bench_file(tmp_path, f"rep{i}.json", **doc), capsys)
+        codes.append((code, got["verdict"], [m["metric"] for m in got["metrics"] if m["verdict"] == "regression"]))
+    assert all(c == 0 and v in ("pass", "improvement") for c, v, _ in codes), [x for x in codes if x[0]]
