@@ -145,7 +145,8 @@ def _summary(args) -> int:
         json.dump(d, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    if p.placement is not None:
+    if p.placement is not None and (not p.placement.refused or by != "category"):
+        # a refusal is one of the summary's warnings, printed below with it: said once
         print(p.placement.provenance if not p.placement.refused else repr(p.placement))
     if found is not None:
         print(f"layers by repetition of the kernel sequence (no module frames, no reference): {found!r}")
@@ -154,7 +155,7 @@ def _summary(args) -> int:
         if check is not None:
             print(repr(check))
         return rc
-    if p.placement is not None:
+    if p.placement is not None and not p.placement.refused:   # a refusal was printed above, once
         print(repr(p.placement))
     print(repr(s))
     if len(s.top):

@@ -285,7 +285,8 @@ def node_table(profile, phase: str = "decode", warnings: list[str] | None = None
     by_wall[f"(all) | {TAIL}"] = walls - by_wall.sum(axis=1)
     busy_per_step = busy.groupby(k["step"]).sum().reindex(walls.index, fill_value=0.0)
     by_kernel[f"(all) | {IDLE}"] = walls - busy_per_step
-    by_kernel[f"(all) | {OVERLAP}"] = busy_per_step - by_kernel.drop(columns=[f"(all) | {IDLE}"]).sum(axis=1)
+    over = busy_per_step - by_kernel.drop(columns=[f"(all) | {IDLE}"]).sum(axis=1)
+    by_kernel[f"(all) | {OVERLAP}"] = over.where(over.abs() > 1e-6, 0.0)   # float sums' residue is no overlap
     return by_wall, by_kernel, walls
 
 
