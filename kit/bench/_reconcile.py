@@ -54,7 +54,8 @@ CLOCK_SLACK_S = 0.0005   # timestamps rounded to 1 us and taken a few us apart: 
 @dataclass
 class Reconciliation:
     """One reconciliation: ``tokens`` (one row per client gap with its parts, ms), ``table`` (per part:
-    mean, the mean over tokens around the median gap and over the slowest 1 %, with its source),
+    ``mean``, ``median_band`` (the mean over tokens whose gap is between p45 and p55) and ``slowest_1pct``
+    (over the slowest 1 %), ``shown`` (a clock-read part inside the offset bound: 0), its source),
     ``offset_ms`` (engine clock - client clock) and ``offset_bound_ms``, ``warnings``, and ``refused``
     (the reason no figure is given, or ``""``)."""
 
@@ -76,9 +77,9 @@ class Reconciliation:
         """Mean residual over the mean gap, around the median and in the slowest 1 % of tokens."""
         t = self.table
         if self.refused or t is None or "residual" not in set(t["part"]):
-            return {"p50": math.nan, "p99": math.nan}
+            return {"median_band": math.nan, "slowest_1pct": math.nan}
         row, gap = t.set_index("part").loc["residual"], t.set_index("part").loc["client ITL"]
-        return {k: abs(row[k]) / gap[k] if gap[k] else math.nan for k in ("p50", "p99")}
+        return {k: abs(row[k]) / gap[k] if gap[k] else math.nan for k in ("median_band", "slowest_1pct")}
 
     def to_dict(self) -> dict:
         from kit.util import frame_records
@@ -101,8 +102,9 @@ class Reconciliation:
         if self.refused:
             return f"Reconciliation(refused: {self.refused})"
         t = self.table.set_index("part")
-        body = "; ".join(f"{p} {t.loc[p, 'p50']:.2f}" for p in [*self.parts, "residual"] if p in t.index)
-        return (f"Reconciliation({len(self.tokens)} gaps, client ITL p50-band {t.loc['client ITL', 'p50']:.2f} ms "
+        body = "; ".join(f"{p} {t.loc[p, 'median_band']:.2f}" for p in [*self.parts, "residual"] if p in t.index)
+        return (f"Reconciliation({len(self.tokens)} gaps, client ITL around the median (p45-p55 band) "
+                f"{t.loc['client ITL', 'median_band']:.2f} ms "
                 f"= {body} ms; clock offset {self.offset_ms:+.2f} +/- {self.offset_bound_ms:.2f} ms"
                 + (f"; host work hidden by overlap {self.hidden_host_ms:.2f} ms/step" if self.hidden_host_ms > 0.05
                    else "")
@@ -149,7 +151,7 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     base.tokens = pd.DataFrame(rows)
     if len(recs.steps) and {"host", "host_exposed"} <= set(recs.steps):
         base.hidden_host_ms = float(1e3 * (recs.steps["host"] - recs.steps["host_exposed"]).clip(lower=0).mean())
-    base.table = _table(base.tokens, parts, trace_name)
+    base.table = _table(base.tokens, parts, trace_name, bound * 1e3)
     return base
 
 
@@ -260,7 +262,15 @@ def _parts(ct: list[float], e: dict, step: dict, k: int, busy: float) -> dict:
     return {name: 1e3 * v for name, v in p.items()}
 
 
-def _table(tokens, parts: list[str], trace_name: str):
+BANDS = ("mean", "median_band", "slowest_1pct")   # all tokens; gaps between p45 and p55; gaps at or over p99
+CLOCKED = ("http",)   # parts read across the two clocks: inside the offset bound their sign is not known
+
+
+def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan):
+    """Per part: its mean over all tokens, over the tokens whose gap is around the median (p45-p55) and over the
+    slowest 1 % (means over bands of tokens, named so: a part's band means are not its percentiles). A part
+    read across the two clocks, or below zero, that lies inside the clock offset's bound is 0, said in
+    ``shown`` ("0 (within +-x ms ...)")."""
     import numpy as np
     import pandas as pd
 
@@ -271,7 +281,7 @@ def _table(tokens, parts: list[str], trace_name: str):
     covered = t[parts].notna().all(axis=1)
     t["residual"] = t["gap"] - t[parts].fillna(0.0).sum(axis=1).where(covered, 0.0)
     lo, hi, top = t["gap"].quantile([0.45, 0.55, 0.99])
-    bands = {"mean": t, "p50": t[(t["gap"] >= lo) & (t["gap"] <= hi)], "p99": t[t["gap"] >= top]}
+    bands = {"mean": t, "median_band": t[(t["gap"] >= lo) & (t["gap"] <= hi)], "slowest_1pct": t[t["gap"] >= top]}
     rows = []
     for name in [*parts, "residual", "gap"]:
         label, source = PARTS.get(name, ("residual", "client gap - the parts (tokens without full records)"))
@@ -279,9 +289,20 @@ def _table(tokens, parts: list[str], trace_name: str):
             label, source = "client ITL", "the kit's client records"
         if name in ("gpu_busy", "gpu_idle") and trace_name:
             source += f" ({trace_name})"
+        if name == "forward" and trace_name:     # a trace was given: the real reason it did not split the forward
+            source = f"engine step records ({trace_name} has no step with GPU busy time: not split)"
         row = {"part": "client ITL" if name == "gap" else name, "label": label}
         for b, frame in bands.items():
             row[b] = float(frame[name].fillna(0.0).mean()) if len(frame) else math.nan
+        row["shown"] = ""
+        if name not in ("residual", "gap") and bound_ms == bound_ms:
+            # a part read across the clocks, or one below zero (no part takes negative time), inside the bound
+            inside = [b for b in bands if row[b] == row[b] and abs(row[b]) <= bound_ms
+                      and (name in CLOCKED or row[b] < 0)]
+            for b in inside:
+                row[b] = 0.0
+            if inside:
+                row["shown"] = f"0 (within +-{bound_ms:.3f} ms, the clock bound) in {', '.join(inside)}"
         row["source"] = source
         rows.append(row)
     out = pd.DataFrame(rows)
