@@ -37,3 +37,27 @@ def test_a_figure_returned_as_the_cells_value_is_drawn_once(tmp_path):
     assert run.ok, run.error
     images = [sum("image/png" in o.get("data", {}) for o in c.outputs) for c in out.cells if c.cell_type == "code"]
     assert images[-2:] == [1, 2]  # before the fix: 2 and 4
+
+
+def test_a_report_notebook_records_nothing_into_the_users_catalogue(tmp_path, monkeypatch):
+    """Building the report recorded 36 runs into the user's catalogue (KIT_RUNS on, the user's KIT_RUNS_DIR)
+    although notebook 06 says it never does: the report's kernels run with KIT_RUNS=off."""
+    import nbformat
+
+    from kit import report
+    from tests.conftest import SAMPLE
+
+    store = tmp_path / "users-store"
+    monkeypatch.setenv("KIT_RUNS", "on")
+    monkeypatch.setenv("KIT_RUNS_DIR", str(store))
+    trace = SAMPLE / "traces" / "tp1_graph" / "rank0.trace.json.gz"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('session = "sample"', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(f"import os, kit\nkit.profile.load({str(trace)!r}).summary()\n"
+                                          "print(os.environ['KIT_RUNS'])")]
+    path = tmp_path / "records.ipynb"
+    nbformat.write(nb, path)
+    out, run = report.execute_notebook(path, cwd=tmp_path, parameters={})
+    assert run.ok, run.error
+    assert "off" in out.cells[-1].outputs[0]["text"]
+    assert not store.exists() or not any(store.rglob("*.parquet")), sorted(store.rglob("*"))
