@@ -91,7 +91,7 @@ SLOW = (
     "tests/report/test_report.py::test_the_pdf_is_redacted",  # every page printed by Chromium
     "tests/report/test_report_defects.py::test_a_figure_returned",
     "tests/report/test_report_defects.py::test_a_report_notebook_records",  # a real kernel
-    "tests/report/test_report_defects.py::test_page_00_shows",              # notebook 00 in a real kernel
+    "tests/report/test_report_defects.py::test_pages_00_and_02",            # notebooks 00, 02 in a real kernel
     # seconds each: 2 GiB streamed, process groups waiting out grace periods, pip, SSH round trips
     "tests/remote/test_streams.py::test_2gib", "tests/remote/test_runner.py::test_a_command_that_ignores_sigterm",
     "tests/remote/test_remote.py::test_wait_for_reports", "tests/remote/test_remote_ssh.py::test_cli_run_and_env",

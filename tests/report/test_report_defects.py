@@ -63,13 +63,14 @@ def test_a_report_notebook_records_nothing_into_the_users_catalogue(tmp_path, mo
     assert not store.exists() or not any(store.rglob("*.parquet")), sorted(store.rglob("*"))
 
 
-def test_page_00_shows_its_tables_through_kit_report_table(tmp_path):
-    """Page 00 showed the GPU tables with pandas' own HTML (every cell right-aligned: text columns squeezed
+@pytest.mark.parametrize("page", ["00_environment", "02_backend_defaults"])
+def test_pages_00_and_02_show_their_tables_through_kit_report_table(tmp_path, page):
+    """Pages 00 and 02 showed tables with pandas' own HTML (every cell right-aligned: text columns squeezed
     letter by letter); every table there goes through kit.report.table (text left-aligned, fits the page)."""
     from kit import report
     from tests.conftest import ROOT
 
-    nb, run = report.execute_notebook(ROOT / "notebooks" / "00_environment.ipynb", cwd=ROOT / "notebooks",
+    nb, run = report.execute_notebook(ROOT / "notebooks" / f"{page}.ipynb", cwd=ROOT / "notebooks",
                                       parameters={}, env={"KIT_RUNS": "off"})
     assert run.ok, run.error
     raw = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs
