@@ -15,13 +15,15 @@ What it judges on (``basis``):
   CPU overhead, whose sign may not hold without it): kernel time per step, per category, kernel
   launches per step and host syncs per step; the profiled step time is shown but does not decide;
 - ``measured``: step times measured outside the profiler were given (``step_ms``): their difference
-  against the threshold (no spread known), with kernel time, launches and syncs as above.
+  decides, against the threshold (no spread known); kernel time, launches and syncs are shown beside.
 
 A check **regressed** when it is worse by more than its noise and ``threshold`` of the baseline's value
 (default 2%; one more launch or sync per step at least); the run regressed when any deciding check
-did. It is **inconclusive** (exit :data:`EXIT_INCONCLUSIVE` with ``--fail-on-regression``) when the
-gate cannot decide: a run with fewer than :data:`MIN_STEPS` steps, a deciding check worse but inside a
-noise larger than the threshold (a regression of the threshold's size cannot be ruled out), or, on the
+did (on the ``kernel`` basis: and no other whole figure improved, else the checks
+disagree and the gate cannot weigh them under the profiler: inconclusive). It is **inconclusive**
+(exit :data:`EXIT_INCONCLUSIVE` with ``--fail-on-regression``) when the gate cannot decide: a run with
+fewer than :data:`MIN_STEPS` steps, a deciding check worse but inside a noise larger than the threshold
+(a regression of the threshold's size cannot be ruled out), those disagreeing checks, or, on the
 ``kernel`` basis, a profiled step time that grew beyond noise and threshold while kernel time,
 launches and syncs did not (measure the step time without the profiler: ``--step-ms``). A gate that
 cannot decide never passes. Otherwise **improved** when a deciding check improved by as much, else it
@@ -140,7 +142,8 @@ def _where(cmp) -> Any:
 _BASIS_WORDS = {"wall": "the step time and kernel time per category (GPU-bound under the profiler)",
                 "kernel": "kernel time, launches and syncs per step (launch- or host-bound under the profiler: "
                           "its wall time is the profiler's)",
-                "measured": "the step times measured outside the profiler (--step-ms), kernel time, launches and syncs"}
+                "measured": "the step times measured outside the profiler (--step-ms); kernel time, launches and syncs "
+                            "shown beside"}
 
 
 def step_series(profile, phase: str = "decode") -> Any:
@@ -219,20 +222,21 @@ def _checks(cmp, sa, sb, threshold: float, basis: str) -> list[dict]:
         rows.append(_judge("step time (measured)", "us", ma, mb, float("nan"), threshold * ma, True))
     ka, kb, _, knoise = median_difference(sa["kernel_us"], sb["kernel_us"])
     kbar = threshold * (ka if basis != "wall" else a)
-    rows.append(_judge("kernel time", "us", ka, kb, knoise, kbar, True))
+    gpu = basis != "measured"     # measured step times given: they decide; the trace's figures are shown
+    rows.append(_judge("kernel time", "us", ka, kb, knoise, kbar, gpu))
     for c in sorted({c for c in list(sa.columns) + list(sb.columns) if c.startswith("cat:")}):
         ca, cb, _, cnoise = median_difference(sa[c] if c in sa else [0.0] * len(sa),
                                               sb[c] if c in sb else [0.0] * len(sb))
-        row = _judge(f"kernel time: {c[4:]}", "us", ca, cb, cnoise, kbar, True)
+        row = _judge(f"kernel time: {c[4:]}", "us", ca, cb, cnoise, kbar, gpu)
         if row["verdict"] != "pass":       # categories only where they moved: the table stays short
             rows.append(row)
     if cmp.cpu is not None and len(cmp.cpu) == 2:
         ca, cb = cmp.cpu.iloc[0], cmp.cpu.iloc[1]
         la, lb = (float(x["launches"]) + float(x["graph_launches"]) for x in (ca, cb))
         if la == la and lb == lb:
-            rows.append(_judge("launches per step", "calls", la, lb, 0.0, max(0.5, threshold * la), True))
+            rows.append(_judge("launches per step", "calls", la, lb, 0.0, max(0.5, threshold * la), gpu))
         if ca["syncs"] == ca["syncs"] and cb["syncs"] == cb["syncs"]:
-            rows.append(_judge("syncs per step", "calls", float(ca["syncs"]), float(cb["syncs"]), 0.0, 0.5, True))
+            rows.append(_judge("syncs per step", "calls", float(ca["syncs"]), float(cb["syncs"]), 0.0, 0.5, gpu))
     return rows
 
 
@@ -247,6 +251,15 @@ def _decide(checks, basis: str, steps: tuple[int, int]) -> tuple[str, str]:
     """The verdict and, where the gate could not decide, why."""
     deciding = checks[checks["decides"]]
     worse = deciding[deciding["verdict"] == "regression"]
+    top = deciding[~deciding["check"].str.startswith("kernel time: ")]   # whole figures, not one category
+    worse_top, better = top[top["verdict"] == "regression"], top[top["verdict"] == "improvement"]
+    if len(worse_top) and len(better) and basis == "kernel":
+        # e.g. eager -> CUDA graph: kernel time +2% (the graph's input copies), launches 136 -> 1 per step; the
+        # profiled wall time cannot weigh them against each other
+        w, b = worse_top.iloc[0], better.iloc[0]
+        return "inconclusive", (f"{w['check']} is worse ({w['delta']:+,.1f} {w['unit']}) while {b['check']} is better "
+                                f"({b['delta']:+,.1f} {b['unit']}), and the profiled wall time cannot weigh them: give "
+                                "step times measured outside the profiler (--step-ms BASELINE_MS THIS_MS)")
     if len(worse):
         return "regression", ""
     if min(steps) < MIN_STEPS:
@@ -254,7 +267,7 @@ def _decide(checks, basis: str, steps: tuple[int, int]) -> tuple[str, str]:
                                 "difference against the step-to-step spread")
     open_ = deciding[deciding["verdict"] == "undecided"]
     kernel = checks[checks["check"] == "kernel time"]
-    if len(kernel) and kernel["verdict"].iloc[0] != "undecided":
+    if len(kernel) and kernel["verdict"].iloc[0] != "undecided" and basis != "measured":
         # a wall time too spread to resolve the threshold is decided by the kernel time, launches and syncs,
         # which are measured within it (the gate's warning says so)
         open_ = open_[open_["check"] != "step time (profiled)"]
@@ -268,7 +281,7 @@ def _decide(checks, basis: str, steps: tuple[int, int]) -> tuple[str, str]:
         return "inconclusive", (f"the profiled step time grew {wall['delta']:+,.1f} us beyond noise and threshold "
                                 "while kernel time, launches and syncs per step did not, and the runs are launch-bound "
                                 "under the profiler (its wall time is the profiler's): give step times measured "
-                                "without it (--step-ms BASELINE_MS THIS_MS) to decide")
+                                "outside the profiler (--step-ms BASELINE_MS THIS_MS) to decide")
     return ("improvement" if (deciding["verdict"] == "improvement").any() else "pass"), ""
 
 
@@ -293,7 +306,7 @@ def gate(cmp, profiles: tuple, *, baseline: str = "A", baseline_run: str = "", t
     if basis == "wall" and wall["verdict"] == "undecided" and verdict != "inconclusive":
         warnings.append(f"the step time's noise (+-{wall['noise']:,.1f} us) is wider than the threshold "
                         f"({wall['threshold']:,.1f} us): the verdict rests on kernel time, launches and syncs per "
-                        "step, measured within it")
+                        "step, whose noise is within it")
     if basis == "kernel":
         warnings.append("launch- or host-bound under the profiler: the gate judged kernel time, launches and syncs per "
                         "step, not the profiled step time")

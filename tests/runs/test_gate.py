@@ -290,3 +290,22 @@ def test_bench_gate_passes_20_clean_repeats(bench_baseline, tmp_path, capsys):
         code, got = _bench_gate(_bench_file(tmp_path, f"rep{i}.json", **doc), capsys)
         codes.append((code, got["verdict"], [m["metric"] for m in got["metrics"] if m["verdict"] == "regression"]))
     assert all(c == 0 and v in ("pass", "improvement") for c, v, _ in codes), [x for x in codes if x[0]]
+
+
+def test_eager_against_cuda_graph_on_the_sample_is_inconclusive_until_measured(store, capsys):
+    """Notebook 06's pair: the eager baseline (launch-bound under the profiler) and the CUDA-graph run. Kernel
+    time grew 2% (the graph's copies) while launches fell 136 -> 1 per step; the profiled wall time cannot weigh
+    them: INCONCLUSIVE, exit 4. With the unprofiled step times (the session's CUDA events) it improves."""
+    import kit
+    from tests.conftest import SAMPLE
+
+    _name_baseline(SAMPLE / "traces" / "tp1_eager" / "rank0.trace.json.gz", "eager")
+    graph = str(SAMPLE / "traces" / "tp1_graph" / "rank0.trace.json.gz")
+    capsys.readouterr()
+    assert main(["profile", "compare", "--baseline", "eager", graph, "--fail-on-regression"]) == 4
+    out = capsys.readouterr().out
+    assert out.startswith("INCONCLUSIVE") and "launches per step is better" in out and "--step-ms" in out
+    sess = kit.session.open(SAMPLE)
+    ms = [f"{sess.step_times(n).unprofiled_ms:.4f}" for n in ("tp1_eager", "tp1_graph")]
+    assert main(["profile", "compare", "--baseline", "eager", graph, "--fail-on-regression", "--step-ms", *ms]) == 0
+    assert capsys.readouterr().out.startswith("IMPROVEMENT: step (measured)")
