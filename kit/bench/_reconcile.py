@@ -71,6 +71,7 @@ class Reconciliation:
     refused: str = ""
     warnings: list[str] = field(default_factory=list)
     provenance: str = ""   # where the client and engine records came from (the session's provenance)
+    level: str = "token"   # token, or request / interval / distribution where the engine records less
 
     @property
     def residual_share(self) -> dict[str, float]:
@@ -79,12 +80,21 @@ class Reconciliation:
         if self.refused or t is None or "residual" not in set(t["part"]):
             return {"median_band": math.nan, "slowest_1pct": math.nan}
         row, gap = t.set_index("part").loc["residual"], t.set_index("part").loc["client ITL"]
-        return {k: abs(row[k]) / gap[k] if gap[k] else math.nan for k in ("median_band", "slowest_1pct")}
+        return {k: abs(row[c]) / gap[c] if gap[c] else math.nan
+                for k, c in zip(("median_band", "slowest_1pct"), self.band_columns)}
+
+    @property
+    def band_columns(self) -> tuple[str, str]:
+        """The table's columns around the median and at the slow end: ``median_band``/``slowest_1pct`` (means over
+        bands of tokens) or, for a reconciliation of distributions, ``p50``/``p99`` (percentiles)."""
+        cols = set(self.table.columns) if self.table is not None else set()
+        return ("median_band", "slowest_1pct") if "median_band" in cols or not cols else ("p50", "p99")
 
     def to_dict(self) -> dict:
         from kit.util import frame_records
 
-        return {"refused": self.refused, "provenance": self.provenance, "offset_ms": _num(self.offset_ms),
+        return {"refused": self.refused, "level": self.level, "provenance": self.provenance,
+                "offset_ms": _num(self.offset_ms),
                 "hidden_host_ms": _num(self.hidden_host_ms),
                 "offset_bound_ms": _num(self.offset_bound_ms),
                 "busy_share": _num(self.busy_share), "trace": self.trace, "engine": self.engine,
@@ -102,10 +112,14 @@ class Reconciliation:
         if self.refused:
             return f"Reconciliation(refused: {self.refused})"
         t = self.table.set_index("part")
-        body = "; ".join(f"{p} {t.loc[p, 'median_band']:.2f}" for p in [*self.parts, "residual"] if p in t.index)
-        return (f"Reconciliation({len(self.tokens)} gaps, client ITL around the median (p45-p55 band) "
-                f"{t.loc['client ITL', 'median_band']:.2f} ms "
-                f"= {body} ms; clock offset {self.offset_ms:+.2f} +/- {self.offset_bound_ms:.2f} ms"
+        mid = self.band_columns[0]
+        body = "; ".join(f"{p} {t.loc[p, mid]:.2f}" for p in [*self.parts, "residual"] if p in t.index)
+        rows = "gaps" if self.level in ("token", "distribution") else f"{self.level}s"
+        said = "around the median (p45-p55 band)" if mid == "median_band" else "p50"
+        return (f"Reconciliation({len(self.tokens)} {rows}, client ITL {said} "
+                f"{t.loc['client ITL', mid]:.2f} ms "
+                f"= {body} ms" + (f"; clock offset {self.offset_ms:+.2f} +/- {self.offset_bound_ms:.2f} ms"
+                                  if self.offset_ms == self.offset_ms else f"; per {self.level}")
                 + (f"; host work hidden by overlap {self.hidden_host_ms:.2f} ms/step" if self.hidden_host_ms > 0.05
                    else "")
                 + ")")
@@ -121,8 +135,10 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
 
     ``client``: the kit's per-request records (a ``LoadResult``/``BenchResult``, a list of
     ``RequestTiming`` or their dicts, or a saved result's JSON path), with the response id each
-    request saw. ``engine``: the engine's step and request records (``kit.logs.step_records`` or a log
-    path). ``trace``: a ``kit.profile`` Profile (or trace path) of this run or of a run at the same load,
+    request saw. ``engine``: the engine's records (``kit.logs.step_records`` or a file it reads: a log, an
+    OTLP span export, iteration statistics); records coarser than a token (``level`` request, iteration,
+    interval) give the reconciliation at that level (``kit.bench._reconcile_coarse``), and it says so.
+    ``trace``: a ``kit.profile`` Profile (or trace path) of this run or of a run at the same load,
     whose decode steps' busy share splits the forward."""
     import pandas as pd
 
@@ -131,6 +147,12 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     recs = engine if hasattr(engine, "steps") and hasattr(engine, "requests") else logs.step_records(engine)
     reqs = _client_requests(client)
     warnings = list(recs.warnings)
+    if getattr(recs, "level", "step") != "step":
+        from kit.bench._reconcile_coarse import reconcile_coarse
+
+        base = Reconciliation(None, None, [], engine=recs.name, warnings=warnings)
+        base.provenance = _provenance(client, engine)
+        return reconcile_coarse(reqs, recs, base, _table)
     busy, trace_name = _busy_share(trace, warnings)
     matched, unmatched = _match(reqs, recs.requests)
     if unmatched:
