@@ -56,8 +56,10 @@ def _strict(text: str):
 
 def _walk(node, path, bad):
     if isinstance(node, dict):
-        # a row of a part or node that is negative by definition (kernel time run beside other kernels)
-        signed_row = any("overlap" in str(node.get(k, "")) for k in ("part", "family", "kind"))
+        # a row of a part or node that is signed by definition: kernel time run beside other kernels (overlap),
+        # the measured step minus the traced one (unattributed: negative where the profiler inflated the trace)
+        signed_row = any(w in str(node.get(k, "")) for k in ("part", "family", "kind", "name")
+                         for w in ("overlap", "unattributed"))
         for k, v in node.items():
             _walk(v, f"{path}.{k}", bad)
             key = str(k)
@@ -131,3 +133,22 @@ def test_text_outputs_print_no_nan(store, capsys):
     assert main(["profile", "ranks", str(trace), "--phase", "prefill"]) == 0
     out = capsys.readouterr().out
     assert "nan" not in out and "no prefill step in any rank" in out
+
+
+def test_the_gates_json_on_the_sample(store, capsys):
+    """``kit profile compare --baseline`` (with and without --step-ms) and ``kit bench compare`` on the sample."""
+    from kit import runs
+
+    assert main(["profile", "summary", str(T / "tp1_eager" / "rank0.trace.json.gz")]) == 0
+    assert main(["runs", "baseline", "eager", runs.runs("summary")["run_id"][0]]) == 0
+    assert main(["bench", "parse", str(BENCH / "vllm_tp8_default.json")]) == 0
+    assert main(["runs", "baseline", "vllm", runs.runs("bench")["run_id"][0]]) == 0
+    graph = str(T / "tp1_graph" / "rank0.trace.json.gz")
+    for argv in (["profile", "compare", "--baseline", "eager", graph, "--json"],
+                 ["profile", "compare", "--baseline", "eager", graph, "--json", "--step-ms", "4.48", "0.85"],
+                 ["bench", "compare", str(BENCH / "vllm_tp8_mtp.json"), "--baseline", "vllm", "--json"]):
+        capsys.readouterr()
+        assert main(argv) == 0, argv
+        bad: list[str] = []
+        _walk(_strict(capsys.readouterr().out), "$", bad)
+        assert not bad, (argv, bad[:10])

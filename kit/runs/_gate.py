@@ -111,7 +111,8 @@ class Gate:
         from kit.util import frame_records
 
         return {"baseline": self.baseline, "baseline_run": self.baseline_run, "verdict": self.verdict,
-                "step_us": list(self.step_us), "delta_us": self.delta_us, "noise_us": self.noise_us,
+                "step_us": list(self.step_us), "delta_us": self.delta_us,
+                "noise_us": self.noise_us if math.isfinite(self.noise_us) else None,   # measured: no spread known
                 "threshold_us": self.threshold_us, "basis": self.basis, "reason": self.reason,
                 "checks": frame_records(self.checks) if self.checks is not None else [],
                 "where": frame_records(self.where), "files": self.files, "warnings": self.warnings}
