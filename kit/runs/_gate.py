@@ -49,7 +49,6 @@ VERDICTS = ("regression", "improvement", "pass", "inconclusive")
 EXIT_REGRESSION = 3
 EXIT_INCONCLUSIVE = 4     # --fail-on-regression and the gate could not decide (never a pass)
 MIN_STEPS = 5             # fewer steps in a run: no spread to judge a difference against
-BASES = ("wall", "kernel", "measured")
 _MED_SE = 1.2533 * 1.4826  # standard error of a median from the MAD (normal steps): x MAD / sqrt(n)
 
 
