@@ -398,7 +398,8 @@ def settings(runs, pair) -> Step:
 
 # kit.audit slow-path findings -> the normalised setting behind them
 SLOW_PATHS = {"overlap-off": "overlap_schedule", "eager-decode": "cuda_graph",
-              "custom-all-reduce-off": "custom_all_reduce", "attention-backend": "attention_backend", "graph-coverage": "cuda_graph_max_bs",
+              "custom-all-reduce-off": "custom_all_reduce", "attention-backend": "attention_backend",
+              "graph-coverage": "cuda_graph_max_bs",
               "slow-tokenizer": "tokenizer_mode", "p2p-off": "p2p"}
 
 
