@@ -70,7 +70,7 @@ def rank(steps: dict, runs) -> tuple[list[Cause], list[dict]]:
         remainder.append({"gap": gap_name, "step": name, "share": 1.0 - explained if mine else 1.0,
                           "causes": len(mine)})
     gap = steps.get("gap")
-    if not remainder and gap is not None and gap.status == "ran":
+    if not remainder and gap is not None and gap.status == "ran" and gap.data.get("beyond_noise") is not False:
         remainder.append({"gap": "decode tok/s", "step": "gap", "share": 1.0, "causes": 0,
                           "why": "no trace or engine step records on both sides to apportion it"})
     return measured + unmeasured + ignored, remainder

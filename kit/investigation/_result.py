@@ -90,7 +90,7 @@ class Investigation:
         if not self.ranked and not self.invalid:
             lines.append("causes: none measured beyond noise"
                          + (": the gap is within noise" if self._within_noise() else "")
-                         + ("; the settings below are candidates (share not measured)" if self.causes else ""))
+                         + ("; below: settings, not measured causes" if self.causes else ""))
         for i, c in enumerate(self.causes, 1):
             share = "share not measured" if c.share is None else f"{c.share:.0%} of the {c.gap_name} gap" \
                 if c.share else "explains none of the gap"

@@ -165,8 +165,9 @@ def _reconciled(r):
     import kit.bench
 
     why = []
+    logs = [f for f in r.logs if f.suffix == ".log" or r.audit.inputs.get(str(f), "").startswith("engine log")]
     for b in r.bench:
-        for log in r.logs:
+        for log in logs:
             try:
                 rec = kit.bench.reconcile(b, log)
             except KitError as exc:
