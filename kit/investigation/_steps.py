@@ -96,8 +96,10 @@ def _bench_samples(path: Path) -> dict | None:
     if reqs is not None:
         ok = [q for q in reqs if q.get("ok")]
         itl = [1e3 * g for q in ok for g in (q.get("itl") or [])]
-        tok = [(len(q["itl"])) / sum(q["itl"]) for q in ok if q.get("itl") and sum(q["itl"]) > 0]
-        return {"tok_s": tok, "itl_ms": itl, "per_request": True, "what": f"{len(ok)} requests of the kit's client"}
+        tok = [float(q["decode_tok_s"]) for q in ok if q.get("decode_tok_s") is not None
+               and math.isfinite(float(q["decode_tok_s"]))]
+        return {"tok_s": tok, "itl_ms": itl, "per_request": True, "url": d.get("url"),
+                "what": f"{len(ok)} requests of the kit's client (decode tok/s per request: 1 / TPOT)"}
     import kit.logs
 
     try:
@@ -134,7 +136,7 @@ def gap(runs, invalid: dict) -> Step:
         p50, p99 = (_pct(itl, q, g.get("itl_printed", {}).get(k)) for q, k in ((50, "p50"), (99, "p99")))
         sides[r.label] = {"tok_s": m, "lo": lo, "hi": hi, "n": len(g["tok_s"]), "samples": g["tok_s"],
                           "itl_p50_ms": p50, "itl_p99_ms": p99, "file": str(r.bench[0]), "what": g["what"],
-                          "per_request": g.get("per_request", False)}
+                          "per_request": g.get("per_request", False), "url": g.get("url")}
         iv = f" [{lo:.2f}, {hi:.2f}]" if lo == lo else " (one figure: no interval)"
         s.lines.append(f"{r.label}: {m:.2f} tok/s{iv} over {g['what']}; ITL p50 {p50:.2f} ms, p99 {p99:.2f} ms "
                        f"({r.bench[0]})")
@@ -144,7 +146,7 @@ def gap(runs, invalid: dict) -> Step:
     rel = b["tok_s"] / a["tok_s"] - 1.0 if a["tok_s"] else math.nan
     s.data = {"sides": {k: {x: v for x, v in d.items() if x != "samples"} for k, d in sides.items()},
               "relative": rel, "p": p, "beyond_noise": beyond if p == p else None,
-              "ms_per_token": (1e3 / a["tok_s"], 1e3 / b["tok_s"])}
+              "ms_per_token": (1e3 / a["tok_s"], 1e3 / b["tok_s"]), "urls": [a.get("url"), b.get("url")]}
     verdict = ("beyond noise" if beyond else "within noise") + f" (Welch p = {p:.3g})" if p == p else \
         "noise not decided: fewer than two figures per side"
     s.lines.append(f"gap: {runs[1].label} decodes {rel:+.1%} vs {runs[0].label}: {verdict}")
