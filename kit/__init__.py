@@ -37,7 +37,8 @@ _FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
 _FROM_LIVE = ("server", "experiment")
 _FROM_INVESTIGATION = ("investigate",)
 
-__all__ = sorted(_SUBMODULES + _FROM_REMOTE + _FROM_LIVE + _FROM_INVESTIGATION + ("__version__", "load_ipython_extension"))
+__all__ = sorted(_SUBMODULES + _FROM_REMOTE + _FROM_LIVE + _FROM_INVESTIGATION
+                 + ("__version__", "load_ipython_extension"))
 
 
 def __getattr__(name: str) -> Any:
