@@ -1,8 +1,9 @@
 """kit investigate on real tinyserve runs with a planted cause on the output path or the HTTP path and a run with
 failed requests (a run against its own repeat: the stored experiment's two runs, in test_investigate.py; two
 live runs at different moments of a loaded machine could differ for real). Each run is a folder as a live
-session leaves it: the kit's client records (``load.json``), the engine's log with its step records, ``server.json`` (command, environment,
-URL). The truth is the planted delay: a single change, so 100 % of the ITL gap."""
+session leaves it: the kit's client records (``load.json``), the engine's log with its step records,
+``server.json`` (command, environment, URL). The truth is the planted delay: a single change, so 100 % of the
+ITL gap."""
 from __future__ import annotations
 
 import json
