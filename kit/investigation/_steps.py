@@ -436,7 +436,8 @@ def _unmeasured(runs, pair, differ: list[dict]) -> list[dict]:
         sets = [{"setting": flag, "a": val, "b": not val if isinstance(val, bool) else oval, "status": "took effect"}] \
             if flag and (isinstance(val, bool) or oval is not None) else []
         ev = list(d["evidence"]) + ([f"kit.audit: {finding.code}: {finding.verdict}"] if finding else [])
-        out.append({"source": "settings", "key": key, "what": f"{key}: {d['a']!r} ({runs[0].label}) vs {d['b']!r} "
+        shown = ["not reported" if v is None else repr(v) for v in (d["a"], d["b"])]
+        out.append({"source": "settings", "key": key, "what": f"{key}: {shown[0]} ({runs[0].label}) vs {shown[1]} "
                     f"({runs[1].label})", "delta": math.nan, "noise": math.nan, "gap": math.nan, "unit": "",
                     "gap_name": "", "evidence": ev, "trust": "not measured", "unmeasured": True, "base_side": side,
                     "flagged": finding is not None, "files": [str(f) for r in runs for f in r.logs], "settings": sets})
