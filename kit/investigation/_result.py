@@ -43,6 +43,10 @@ class Investigation:
             top = self.ranked[0]
             return (f"{b} vs {a}: top cause {top.what}: {top.share:.0%} of the {top.gap_name} gap"
                     + (f" ({top.setting})" if top.setting else ""))
+        measuring = [self.steps[n] for n in ("gap", "itl", "structure") if n in self.steps]
+        if measuring and all(st.status != "ran" for st in measuring):
+            return (f"{b} vs {a}: nothing measured to compare (" + "; ".join(f"{st.name}: {st.reason}" for st in
+                                                                         measuring)[:300] + ")")
         said = self._gap_text()
         cands = [c.what for c in self.causes if c.share is None]
         if cands:

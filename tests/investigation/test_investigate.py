@@ -4,6 +4,7 @@ variant; a run against its own repeat has no cause beyond noise; an invalid run 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -141,3 +142,25 @@ def test_the_mcp_tool_is_read_only_and_answers_with_trust():
     out = anyio.run(go)
     assert out["result"]["causes"][0]["key"] == "cuda_graph" and out["trust"]["verdict"] == "degraded"
     assert out["provenance"] and any("gap: skipped" in w for w in out["warnings"])
+
+
+def test_runs_by_catalogue_id_and_runs_with_nothing_to_compare(tmp_path):
+    """A run id of the catalogue stands for the inputs that run recorded (here two audits of the experiment's
+    runs); two empty folders say that nothing could be measured, not that there is no cause."""
+    env = {**os.environ, "KIT_RUNS": "on", "KIT_RUNS_DIR": str(tmp_path / "runs"), "PYTHONPATH": str(ROOT)}
+    ids = []
+    for rep in ("rep0", "rep1"):
+        subprocess.run([sys.executable, "-m", "kit", "audit", str(PCIE / "v00-baseline" / rep)], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=120, check=True)
+        out = subprocess.run([sys.executable, "-m", "kit", "runs", "list", "--json"], env=env, cwd=ROOT,
+                             capture_output=True, text=True, timeout=120, check=True)
+        ids.append(json.loads(out.stdout)[0]["run_id"])
+    assert ids[0] != ids[1]
+    out = subprocess.run([sys.executable, "-m", "kit", "investigate", *ids], env=env, cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "catalogue run" in out.stderr and "[gap] ran" in out.stdout and "within noise" in out.stdout
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    inv = kit.investigate(tmp_path / "a", tmp_path / "b")
+    assert inv.headline.startswith("B vs A: nothing measured to compare") and not inv.causes
