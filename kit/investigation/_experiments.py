@@ -85,7 +85,7 @@ def build(cause: dict, runs, asked: list[dict]) -> Experiment:
         name = setting["setting"]
         values = [_value(setting.get("a")), _value(setting.get("b"))]
         kind = "flags" if name.startswith("-") else "matrix"
-        if kind == "matrix" and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        if kind == "matrix" and not re.fullmatch(r"[A-Z_][A-Z0-9_]*", name):  # a setting's name, not a variable
             name, kind = "--" + name.replace("_", "-"), "flags"
         side = runs[cause.get("base_side", 0)]
         base = side.command or f"<{side.label}'s engine command>"

@@ -164,3 +164,20 @@ def test_runs_by_catalogue_id_and_runs_with_nothing_to_compare(tmp_path):
     (tmp_path / "b").mkdir()
     inv = kit.investigate(tmp_path / "a", tmp_path / "b")
     assert inv.headline.startswith("B vs A: nothing measured to compare") and not inv.causes
+
+
+def test_a_cause_with_its_setting_gets_a_runnable_experiment():
+    """A node whose differing setting the structural diff names: the experiment swaps that flag on A's command,
+    as kit.live.plan builds it (a normalised setting name becomes its flag, an upper-case name a variable)."""
+    from kit.investigation._experiments import build
+    from kit.investigation._inputs import RunInputs
+
+    a, b = RunInputs("A", [], command="python3 -m sglang.launch_server --model m"), RunInputs("B", [])
+    c = {"source": "structure", "key": "attention", "delta": 50.0, "noise": 2.0, "unit": "us/step", "gap_name": "g",
+         "settings": [{"setting": "attention_backend", "a": "fa3", "b": "flashinfer", "status": "took effect"}]}
+    e = build(c, [a, b], [])
+    assert e.runnable and "flags={'--attention-backend': ['fa3', 'flashinfer']}" in e.call and e.repeats == 3
+    variants = kit.live.plan(a.command, flags={"--attention-backend": ["fa3", "flashinfer"]})
+    assert variants[1]["cmd"].endswith("--attention-backend flashinfer")
+    c["settings"] = [{"setting": "NCCL_PROTO", "a": None, "b": "LL", "status": "unknown"}]
+    assert "matrix={'NCCL_PROTO': [None, 'LL']}" in build(c, [a, b], []).call
