@@ -137,9 +137,9 @@ def gap(runs, invalid: dict) -> Step:
         sides[r.label] = {"tok_s": m, "lo": lo, "hi": hi, "n": len(g["tok_s"]), "samples": g["tok_s"],
                           "itl_p50_ms": p50, "itl_p99_ms": p99, "file": str(r.bench[0]), "what": g["what"],
                           "per_request": g.get("per_request", False), "url": g.get("url")}
-        iv = f" [{lo:.2f}, {hi:.2f}]" if lo == lo else " (one figure: no interval)"
+        iv = f" [{lo:.2f}, {hi:.2f}]" if lo == lo else " (no interval: too few figures)"
         s.lines.append(f"{r.label}: {m:.2f} tok/s{iv} over {g['what']}; ITL p50 {p50:.2f} ms, p99 {p99:.2f} ms "
-                       f"({r.bench[0]})")
+                       f"(percentiles without interval) ({r.bench[0]})")
     a, b = (sides[r.label] for r in runs)
     t, p = kit.bench.welch(a["samples"], b["samples"])
     beyond = p == p and p < ALPHA
