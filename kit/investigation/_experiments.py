@@ -71,7 +71,7 @@ def build(cause: dict, runs, asked: list[dict]) -> Experiment:
     refute = "the change is within noise, or under half of that"
     if cause.get("unmeasured"):
         confirm = (f"switching it moves decode tok/s toward {b.label if cause.get('base_side', 0) == 0 else a.label}"
-                   " beyond noise (p < 0.05); its share of the gap is then the measured change")
+                   " beyond noise (p < 0.05); its share of the gap is then the change it makes")
         refute = "tok/s moves within noise"
     if cause.get("ignored"):
         confirm, refute = ("the two values give the same effective setting and tok/s within noise",

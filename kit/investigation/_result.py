@@ -45,13 +45,13 @@ class Investigation:
                     + (f" ({top.setting})" if top.setting else ""))
         measuring = [self.steps[n] for n in ("gap", "itl", "structure") if n in self.steps]
         if measuring and all(st.status != "ran" for st in measuring):
-            return (f"{b} vs {a}: nothing measured to compare (" + "; ".join(f"{st.name}: {st.reason}" for st in
+            return (f"{b} vs {a}: nothing to compare (" + "; ".join(f"{st.name}: {st.reason}" for st in
                                                                          measuring)[:300] + ")")
         said = self._gap_text()
         cands = [c.what for c in self.causes if c.share is None]
         if cands:
-            return (f"{b} vs {a}: no cause measured beyond noise{said}; candidates from the settings (share not "
-                    f"measured): {'; '.join(cands[:3])}")
+            return (f"{b} vs {a}: no cause beyond noise found{said}; candidates from the settings (share "
+                    f"unknown): {'; '.join(cands[:3])}")
         return f"{b} vs {a}: no cause beyond noise{said}"
 
     def _gap_text(self) -> str:
@@ -92,11 +92,11 @@ class Investigation:
             lines += [f"    {x}" for x in s.lines]
         lines.append("")
         if not self.ranked and not self.invalid:
-            lines.append("causes: none measured beyond noise"
+            lines.append("causes: none beyond noise"
                          + (": the gap is within noise" if self._within_noise() else "")
-                         + ("; below: settings, not measured causes" if self.causes else ""))
+                         + ("; below: settings, with no share of the gap" if self.causes else ""))
         for i, c in enumerate(self.causes, 1):
-            share = "share not measured" if c.share is None else f"{c.share:.0%} of the {c.gap_name} gap" \
+            share = "share unknown" if c.share is None else f"{c.share:.0%} of the {c.gap_name} gap" \
                 if c.share else "explains none of the gap"
             lines.append(f"{i}. {c.what}: {share} ({c.delta:+,.2f} {c.unit}, noise {c.noise:,.2f}; trust {c.trust})"
                          if c.unit else f"{i}. {c.what}: {share} (trust {c.trust})")
@@ -127,7 +127,7 @@ class Investigation:
         a, b = self.labels
         for i, c in enumerate(self.causes, 1):
             hid = f"{prefix}{i}"
-            share = "may explain part of the gap (share not measured)" if c.share is None else \
+            share = "may explain part of the gap (share unknown: no step could apportion it)" if c.share is None else \
                 "explains none of the gap (ignored)" if c.share == 0 else \
                 f"explains {c.share:.0%} of the {c.gap_name} gap"
             prov = [{"artefact": f, "kind": provenance_of(f).kind, "label": provenance_of(f).label,

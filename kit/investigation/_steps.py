@@ -439,7 +439,7 @@ def _unmeasured(runs, pair, differ: list[dict]) -> list[dict]:
         shown = ["not reported" if v is None else repr(v) for v in (d["a"], d["b"])]
         out.append({"source": "settings", "key": key, "what": f"{key}: {shown[0]} ({runs[0].label}) vs {shown[1]} "
                     f"({runs[1].label})", "delta": math.nan, "noise": math.nan, "gap": math.nan, "unit": "",
-                    "gap_name": "", "evidence": ev, "trust": "not measured", "unmeasured": True, "base_side": side,
+                    "gap_name": "", "evidence": ev, "trust": "settings only", "unmeasured": True, "base_side": side,
                     "flagged": finding is not None, "files": [str(f) for r in runs for f in r.logs], "settings": sets})
     return sorted(out, key=lambda c: not c["flagged"])
 
@@ -469,7 +469,8 @@ def floor(runs, pair, gap_step: Step) -> Step:
             continue
         sides[r.label] = {"floor_ms": f.floor_ms, "measured_ms": ms, "tp": tp, "gpu": str(f.gpu.name)}
         s.lines.append(f"{r.label}: floor {f.floor_ms:.3f} ms/token (tp {tp}, {f.gpu.name}, context 2048)"
-                       + (f"; measured {ms:.3f} ms/token = {f.floor_ms / ms:.0%} of the speed of light" if ms else ""))
+                       + (f"; its benchmark {ms:.3f} ms/token = {f.floor_ms / ms:.0%} of the speed of light"
+                          if ms else ""))
     if not sides:
         why = "; ".join(s.lines) or "no model config or GPU capture"
         s.lines = []

@@ -163,7 +163,7 @@ def test_runs_by_catalogue_id_and_runs_with_nothing_to_compare(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     inv = kit.investigate(tmp_path / "a", tmp_path / "b")
-    assert inv.headline.startswith("B vs A: nothing measured to compare") and not inv.causes
+    assert inv.headline.startswith("B vs A: nothing to compare") and not inv.causes
 
 
 def test_a_cause_with_its_setting_gets_a_runnable_experiment():
