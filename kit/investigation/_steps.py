@@ -284,6 +284,11 @@ def structure(runs, settings_pair, invalid: dict) -> Step:
     else:
         gap_us, gap_name, why, ranked = d.delta_us, "decode step (trace)", "step times usable on both sides", n
     s.lines.append(repr(d).splitlines()[0])
+    for r in runs:
+        folders = sorted({str(f.parent) for f in r.traces})
+        if len(folders) > 1:
+            s.lines.append(f"note: {r.label}: traces of {len(folders)} folders read as the ranks of one run "
+                           f"({', '.join(folders[:3])}): give one scenario's folder if they are different runs")
     s.lines.append(f"gap explained: {gap_name} {gap_us:+,.1f} us ({why})")
     s.lines += [x for x in (_measured(r) for r in runs) if x]
     s.lines += [f"note: {w}" for w in d.warnings]
