@@ -226,8 +226,12 @@ def itl(runs, invalid: dict) -> Step:
     return s
 
 
-def _graph(p) -> bool:
-    return bool(len(p.kernels)) and bool(p.kernels["graph"].astype(bool).any())
+def _bound(p) -> dict:
+    """The trace's GPU-/launch-/host-bound verdict with its launch mode (``Profile.summary().verdict``)."""
+    try:
+        return dict(p.summary(phase="decode").verdict or {})
+    except KitError:
+        return {}
 
 
 def _attention_kernels(p) -> str:
@@ -266,7 +270,8 @@ def structure(runs, settings_pair, invalid: dict) -> Step:
     except KitError as exc:
         return s.skip(f"diff_structure refused: {str(exc).splitlines()[0]}")
     health = [p.health().metrics.get("step_time", {}) for p in (pa, pb)]
-    graphs = (_graph(pa), _graph(pb))
+    bound = (_bound(pa), _bound(pb))
+    graphs = tuple((b.get("graph_launches") or 0) > 0 for b in bound)   # replays graphs (mode graph or mixed)
     n = d.nodes
     idle = n["family"].isin(["GPU idle"])
     kernels_only = n[~n["family"].isin(["GPU idle", "overlap"])]
@@ -318,8 +323,8 @@ def structure(runs, settings_pair, invalid: dict) -> Step:
         if family == "GPU idle" and graphs[0] != graphs[1]:
             cand["what"] = "launch-bound: CUDA graphs on one side only (GPU idle between kernels)"
             cand["key"] = "cuda_graph"
-            cand["evidence"].append(f"graph replays: {runs[0].label} {graphs[0]}, {runs[1].label} {graphs[1]} "
-                                    "(kit.profile kernels' graph column)")
+            cand["evidence"] += [f"{r.label}: {b.get('verdict')}: {b.get('reason')} (Profile.summary().verdict)"
+                                 for r, b in zip(runs, bound)]
         if family == "attention":
             cand["evidence"].append(f"attention kernels: {runs[0].label}: {_attention_kernels(pa)}; "
                                     f"{runs[1].label}: {_attention_kernels(pb)}")

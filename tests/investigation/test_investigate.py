@@ -69,6 +69,7 @@ def test_cuda_graphs_vs_eager_is_the_launch_cause(pair, tmp_path):
     top = inv.ranked[0]
     assert top.key == "cuda_graph" and abs(top.share - 1.0) < 0.10 and top.trust == "degraded"
     assert "CUDA graphs" in top.experiment.variant and "--disable-cuda-graph" in top.experiment.variant
+    assert any(e.startswith("eager: launch-bound") and "kernel launches/step" in e for e in top.evidence), top.evidence
     if pair == "place_llama":
         assert inv.steps["inputs"].lines[0].startswith("graph: 1 trace(s), 1 reference trace(s)")
         assert "no kernel is placed in a layer" not in repr(inv)
