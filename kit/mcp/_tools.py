@@ -13,6 +13,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import kit.engines
 from kit.mcp import _calls as C
 from kit.mcp import _calls_investigate as I
 from kit.mcp import _calls_pairs as P
@@ -113,7 +114,7 @@ TOOLS: tuple[Tool, ...] = (
        "A serving log's engine, version, row counts, warnings and server args; one table paged with 'table'.",
        {"path": PATH, "table": {"type": "string", "enum": ["decode", "prefill", "throughput", "spec", "bench",
                                                           "nccl"]},
-        "engine": {"type": "string", "enum": ["sglang", "vllm"]}, "version": {"type": "string", "maxLength": 40}},
+        "engine": {"type": "string", "enum": kit.engines.names()}, "version": {"type": "string", "maxLength": 40}},
        ["path"], table=True),
     _t("logs_spec", C.logs_spec, "read",
        "Speculative-decoding acceptance of a log, normalised across engines and versions (which definition "
@@ -132,7 +133,9 @@ TOOLS: tuple[Tool, ...] = (
        table=True),
     _t("bench_reconcile", P.bench_reconcile, "read",
        "Where a client's inter-token latency goes: HTTP, output path, prefill, host work, scheduler, GPU busy/idle, "
-       "from the kit's saved client records and the engine's step records; clocks aligned or refused.",
+       "from the kit's saved client records and the engine's own records (tinyserve steps; vLLM OTLP spans, SGLang "
+       "request stats: per request; SGLang/vLLM log lines: per interval; TensorRT-LLM iteration stats), at the "
+       "finest level they give, said in 'level'; clocks aligned or refused.",
        {"client": PATH, "engine_log": PATH, "trace": PATH}, ["client", "engine_log"], table=True),
     _t("investigate", I.investigate, "read",
        "Why is run B slower than run A: validity, the client gap with intervals, ITL reconciliation, structural "
