@@ -62,7 +62,7 @@ def rank(steps: dict, runs) -> tuple[list[Cause], list[dict]]:
     remainder = []
     for name in ("itl", "structure"):
         st = steps.get(name)
-        if st is None or st.status != "ran":
+        if st is None or st.status != "ran" or st.data.get("compared") is False:
             continue
         mine = [c for c in measured if c.step == name]
         gap_name = st.data.get("gap") or "client ITL (mean)"

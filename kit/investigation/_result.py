@@ -161,7 +161,7 @@ def investigate(a, b, *, labels: tuple[str, str] | None = None, ledger=None) -> 
     steps = {"inputs": _steps.inputs(runs), "validity": _steps.validity(runs)}
     invalid = steps["validity"].data["invalid"]
     steps["gap"] = _steps.gap(runs, invalid)
-    steps["itl"] = _steps.itl(runs, invalid)
+    steps["itl"] = _steps.itl(runs, invalid, steps["gap"].data.get("ms_per_token"))
     steps["settings"] = _steps.settings(runs, pair)
     steps["structure"] = _steps.structure(runs, pair if all(p is not None for p in pair) else None, invalid)
     steps["floor"] = _steps.floor(runs, pair, steps["gap"])

@@ -182,7 +182,26 @@ def _reconciled(r):
     return None, None, why or ["no benchmark with per-request records and engine log pair"]
 
 
-def itl(runs, invalid: dict) -> Step:
+def _engine_share(ra, rb, ms_per_token) -> list[str]:
+    """Where coarse records allow it: the engine's own time per token on each side (the band around the median:
+    idle intervals make the mean meaningless) against the benchmark's gap (inside the engine or outside it),
+    said, not ranked (no noise to weigh it against)."""
+    means = []
+    for rec in (ra, rb):
+        t = rec.table.set_index("part") if rec.table is not None and len(rec.table) else None
+        part = next((p for p in ("engine_decode", "engine_period") if t is not None and p in t.index), None)
+        col = next((c for c in ("median_band", "p50") if t is not None and c in t.columns), None)  # wt-46 renames it
+        means.append((part, float(t.loc[part, col])) if part and col else (None, math.nan))
+    if None in (means[0][0], means[1][0]) or not ms_per_token:
+        return []
+    d_engine, d_gap = means[1][1] - means[0][1], ms_per_token[1] - ms_per_token[0]
+    where = "inside the engine" if abs(d_engine) >= 0.5 * abs(d_gap) else "mostly outside the engine"
+    return [f"engine time per token ({means[0][0]}, {means[1][0]}): {means[0][1]:.2f} -> {means[1][1]:.2f} ms "
+            f"({d_engine:+.2f}) against the benchmark's {d_gap:+.2f} ms/token: {d_engine / d_gap:.0%} of the gap is "
+            f"{where} (no noise to weigh it: not ranked)" if d_gap else ""]
+
+
+def itl(runs, invalid: dict, ms_per_token=None) -> Step:
     """Each side's ITL split by ``kit.bench.reconcile``; parts whose mean moved beyond noise are candidates."""
     s = Step("itl", "kit.bench.reconcile(client records, engine step records)")
     if any("itl" in invalid.get(r.label, ()) for r in runs):
@@ -195,15 +214,24 @@ def itl(runs, invalid: dict) -> Step:
             return s.skip(f"{r.label}: " + "; ".join(why[:2]))
         recs.append((rec, used))
     (ra, ua), (rb, ub) = recs
-    ta, tb = ra.tokens.fillna({p: 0.0 for p in ra.parts}), rb.tokens.fillna({p: 0.0 for p in rb.parts})
-    parts = [p for p in ra.parts if p in rb.parts]
+    levels = (getattr(ra, "level", "token"), getattr(rb, "level", "token"))
+    parts = [p for p in ra.parts if p in rb.parts and p in ra.tokens and p in rb.tokens]
+    if levels[0] != levels[1] or min(len(ra.tokens), len(rb.tokens)) < 2 or not parts:
+        s.lines += [f"{r.label}: {x!r} ({u[0]}, {u[1]})" for r, x, u in zip(runs, (ra, rb), (ua, ub))]
+        s.lines.append(f"reconciled per {levels[0]} / {levels[1]} (kit.bench.reconcile's level): not part by part "
+                       "on matched rows of both sides, so no part's change is weighed against noise")
+        s.data = {"levels": list(levels), "compared": False, "files": [str(x) for x in (*ua, *ub)],
+                  "tables": [x.to_dict().get("table") for x in (ra, rb)]}
+        s.lines += _engine_share(ra, rb, ms_per_token)
+        return s
+    ta, tb = ra.tokens.fillna({p: 0.0 for p in parts}), rb.tokens.fillna({p: 0.0 for p in parts})
     for t in (ta, tb):
         t["residual"] = t["gap"] - t[[p for p in parts if p in t]].sum(axis=1)
     d_gap = float(tb["gap"].mean() - ta["gap"].mean())
     noise_gap = _two_se(ta["gap"].to_numpy(), tb["gap"].to_numpy())
-    s.data = {"itl_ms": (float(ta["gap"].mean()), float(tb["gap"].mean())), "delta_ms": d_gap,
+    s.data = {"levels": list(levels), "itl_ms": (float(ta["gap"].mean()), float(tb["gap"].mean())), "delta_ms": d_gap,
               "noise_ms": noise_gap, "parts": {}, "files": [str(x) for x in (*ua, *ub)]}
-    s.lines.append(f"client ITL (mean over {len(ta)} / {len(tb)} gaps): {ta['gap'].mean():.2f} -> "
+    s.lines.append(f"client ITL (mean over {len(ta)} / {len(tb)} {levels[0]} rows): {ta['gap'].mean():.2f} -> "
                    f"{tb['gap'].mean():.2f} "
                    f"ms ({d_gap:+.2f} ms, noise {noise_gap:.2f})")
     for p in [*parts, "residual"]:
