@@ -269,15 +269,26 @@ def _attention_kernels(p) -> str:
     return ", ".join(n[:60] for n in top) or "none"
 
 
-def _measured(r) -> str:
+def _unprofiled_ms(r) -> float | None:
+    """The decode step measured without the profiler (``measured.json``: CUDA events), or None."""
     if r.measured is None:
-        return ""
+        return None
     try:
         m = json.loads(r.measured.read_text(encoding="utf-8"))
-        u = (m.get("unprofiled") or {}).get("decode", {}).get("mean_ms")
-    except (OSError, ValueError, AttributeError):
-        return ""
-    return f"{r.label}: {u:.3f} ms/step measured without the profiler ({r.measured})" if u else ""
+        return float((m.get("unprofiled") or {}).get("decode", {}).get("mean_ms"))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+
+
+def _measured(runs, gap_us: float, gap_name: str) -> list[str]:
+    ms = [_unprofiled_ms(r) for r in runs]
+    out = [f"{r.label}: {u:.3f} ms/step measured without the profiler ({r.measured})" for r, u in zip(runs, ms) if u]
+    if all(ms) and ms[1] != ms[0] and gap_name.startswith("GPU time"):
+        d = 1e3 * (ms[1] - ms[0])
+        out.append(f"the step gap without the profiler is {d:+,.0f} us: the GPU-time gap is {gap_us / d:.0%} of it; "
+                   "the rest is the CPU side (launches, host work), which the profiler inflates and this step does "
+                   "not apportion")
+    return out
 
 
 def structure(runs, settings_pair, invalid: dict) -> Step:
@@ -323,7 +334,7 @@ def structure(runs, settings_pair, invalid: dict) -> Step:
             s.lines.append(f"note: {r.label}: traces of {len(folders)} folders read as the ranks of one run "
                            f"({', '.join(folders[:3])}): give one scenario's folder if they are different runs")
     s.lines.append(f"gap explained: {gap_name} {gap_us:+,.1f} us ({why})")
-    s.lines += [x for x in (_measured(r) for r in runs) if x]
+    s.lines += _measured(runs, gap_us, gap_name)
     s.lines += [f"note: {w}" for w in d.warnings]
     idle_row = n[idle]
     if len(idle_row) and ranked is kernels_only:
