@@ -12,12 +12,12 @@ import numbers
 NOISE_SE = 2.0   # standard errors of the difference that make it noise
 
 
-def noise(se2_a, se2_b):
-    """Two standard errors of the difference of two independent means, from each mean's squared standard
-    error (floats or numpy arrays alike; a NaN float, an unknown spread, counts as 0)."""
+def noise(se2_a, se2_b, z: float = NOISE_SE):
+    """``z`` (two) standard errors of the difference of two independent means, from each mean's squared
+    standard error (floats or numpy arrays alike; a NaN float, an unknown spread, counts as 0)."""
     se2_a = 0.0 if is_nan(se2_a) else se2_a
     se2_b = 0.0 if is_nan(se2_b) else se2_b
-    return NOISE_SE * (se2_a + se2_b) ** 0.5
+    return z * (se2_a + se2_b) ** 0.5
 
 
 def sq_se(std: float, n: int) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 import kit
-from kit.profile.analyses._structure import families
+from kit.profile.analyses._structure import UNPLACED_GEMM, families
 from kit.profile.attribution._categories import layer_kind, role_of, structure
 
 
@@ -54,3 +54,5 @@ def test_families_come_from_the_block_role_and_the_place_around_the_anchor():
     assert families(k).tolist() == ["qkv proj", "attention", "o proj", "attention"]
     outside = _kernels(["elementwise", "allreduce"], layer=-1)
     assert families(outside).tolist() == ["setup (masks, positions)", "all-reduce"]
+    # a GEMM outside the layers is unplaced until the lm-head rule names it (by shape and place)
+    assert structure().family_of_category("gemm", in_layer=False) == UNPLACED_GEMM

@@ -23,6 +23,7 @@ import pandas as pd
 from kit.profile.attribution._categories import ALLREDUCE, COMM, OTHER_COLLECTIVES, category_order
 from kit.profile.attribution._evidence import evidence_table, module_table, undecided_detail, undecided_warning
 from kit.profile.reading._columns import TIME_CALLS
+from kit.stats import is_nan
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -230,8 +231,9 @@ def _per_rank(p, k, steps, phase_used: str, warnings: list[str]) -> tuple[pd.Dat
             unavailable = (f"{100 * zero:.0f}% of rank {r}'s {phase_used} kernels were recorded without duration "
                            f"(CUDA-graph replay without per-kernel timing): category times, GPU idle and exposed "
                            f"communication cannot be measured from this trace; step times come from {src}")
-            warnings.append(f"rank {r}: {unavailable}; wall time (the steps' GPU spans) is "
-                            f"{fig['wall_us']:,.0f} us")
+            wall = (f"is {fig['wall_us']:,.0f} us" if not is_nan(fig["wall_us"]) else
+                    "unknown (no step has a GPU-side span: record a gpu_user_annotation per step)")
+            warnings.append(f"rank {r}: {unavailable}; wall time (the steps' GPU spans) {wall}")
         fig["allreduce_share_of_kernel"] = (fig["allreduce_us"] / fig["kernel_us"]
                                             if fig["kernel_us"] and not np.isnan(fig["kernel_us"]) else 0.0)
         rows.append(fig)
