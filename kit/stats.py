@@ -2,7 +2,8 @@
 
 A difference of two means is *beyond noise* when it exceeds two standard errors of the difference
 (:func:`noise`: ``2 * sqrt(se_a**2 + se_b**2)``, each run's standard error from its own spread). The
-profile comparison, the structural diff, the rank view and the benchmark gate all decide by it.
+profile comparison, the structural diff, the rank view and both gates (profile: medians; benchmark: means
+and quantiles) all decide by it.
 """
 from __future__ import annotations
 
@@ -13,10 +14,8 @@ NOISE_SE = 2.0   # standard errors of the difference that make it noise
 
 
 def noise(se2_a, se2_b, z: float = NOISE_SE):
-    """``z`` (two) standard errors of the difference of two independent means, from each mean's squared
-    standard error (floats or numpy arrays alike; a NaN float, an unknown spread, counts as 0)."""
-    se2_a = 0.0 if is_nan(se2_a) else se2_a
-    se2_b = 0.0 if is_nan(se2_b) else se2_b
+    """``z`` (two) standard errors of the difference of two independent means (or medians), from each one's
+    squared standard error (floats or numpy arrays alike; an unknown one, NaN, makes the noise unknown)."""
     return z * (se2_a + se2_b) ** 0.5
 
 

@@ -42,6 +42,7 @@ from kit.profile._profile import Profile, load
 from kit.profile.attribution._categories import COMM, build_rules
 from kit.profile.attribution._names import kernel_family
 from kit.profile.reading import _remote
+from kit.stats import is_nan
 from kit.util import recorded
 
 _TOP = 400        # kernel families / (layer, family) pairs kept per rank
@@ -207,7 +208,8 @@ def _straggler(digests, per_rank) -> tuple[dict, pd.DataFrame]:
     others = ok.drop(index=i)
     med = float(others["compute_us"].median())
     se_med = float(others["compute_se_us"].median()) if others["compute_se_us"].notna().any() else 0.0
-    noise = stats.noise(float(r["compute_se_us"]) ** 2, se_med ** 2)
+    se = float(r["compute_se_us"])
+    noise = stats.noise(0.0 if is_nan(se) else se ** 2, se_med ** 2)   # one step: its spread unknown, 0
     spread = 3 * _mad(list(others["compute_us"]))
     excess = float(r["compute_us"] - med)
     bar = max(noise, spread, 0.01 * med)
