@@ -9,6 +9,7 @@ errors and refusals come back as results with ``ok: false`` and one line, never 
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -201,14 +202,27 @@ def serve_http(policy: Policy, port: int, session: Path | None = None, *, ready=
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     config = uvicorn.Config(_Bearer(app, token), log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+
+    def forget() -> None:
+        if own_dir is not None:
+            shutil.rmtree(own_dir, ignore_errors=True)
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # uvicorn re-raises a SIGTERM/SIGINT once it has shut down: the token goes first
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    forget()
+
     if ready is not None:
         ready(url, token_file)
     try:
-        server.run(sockets=[sock])
+        Server(config).run(sockets=[sock])
     finally:
-        if own_dir is not None:
-            shutil.rmtree(own_dir, ignore_errors=True)
+        forget()
 
 
 class _Bearer:
