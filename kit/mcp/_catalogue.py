@@ -25,13 +25,14 @@ def _outside(policy: Policy) -> set[str]:
     return out
 
 
-def runs_list(policy: Policy, kind: str | None = None, limit: int = 50) -> Answer:
-    """The run catalogue's latest runs (``kit.runs.runs``), those whose inputs lie inside the roots."""
+def runs_list(policy: Policy, kind: str | None = None) -> Answer:
+    """The run catalogue's latest 1000 runs (``kit.runs.runs``), those whose inputs lie inside the roots
+    (paged by the caller's ``offset``/``limit``)."""
     from kit import runs
     from kit.util import frame_records
 
     hidden = _outside(policy)
-    n = max(1, min(int(limit), 1000))
+    n = 1000
     df = runs.runs(kind, limit=n + len(hidden))
     df = df[~df["run_id"].isin(hidden)].head(n)
     prov = [{"kind": "catalogue", "source": str(runs.store_dir() or "recording off")}]

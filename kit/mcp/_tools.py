@@ -152,10 +152,10 @@ TOOLS: tuple[Tool, ...] = (
        "from the kit's saved client records and the engine's step records; clocks aligned or refused.",
        {"client": FILE, "engine_log": FILE, "trace": FILE}, ["client", "engine_log"], table=True),
     _t("runs_list", _catalogue.runs_list, "read",
-       "The run catalogue's latest runs (summaries, comparisons, benchmarks, log parses, audits, experiments).",
+       "The run catalogue's latest runs, newest first, at most 1000, paged (summaries, comparisons, benchmarks, "
+       "log parses, audits, experiments).",
        {"kind": {"type": "string", "enum": ["summary", "comparison", "bench", "logs", "audit", "experiment",
-                                            "ranks", "gate"]},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}, [], table=True),
+                                            "ranks", "gate"]}}, [], table=True),
     _t("runs_get", _catalogue.runs_get, "read",
        "One recorded run: who, when, host, inputs by sha256, settings, figures, facts, warnings.",
        {"run_id": {"type": "string", "pattern": "^[0-9A-Za-z-]{4,40}$"}}, ["run_id"]),
