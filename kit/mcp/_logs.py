@@ -144,7 +144,7 @@ def bench_reconcile(policy: Policy, client: str, engine_log: str, trace: str | N
     if rec.refused:
         return Answer(rec.to_dict(), prov, "unreliable", [rec.refused], list(rec.warnings), table="table")
     share = rec.residual_share
-    trust = "usable" if share["p50"] <= 0.05 and share["p99"] <= 0.10 else "degraded"
+    trust = "usable" if share["p50"] <= 0.05 and share["p99"] <= 0.10 and not rec.warnings else "degraded"
     reasons = [f"residual {100 * share['p50']:.1f}% of the median ITL, {100 * share['p99']:.1f}% in the slowest 1%",
-               f"clock offset {rec.offset_ms:+.2f} +/- {rec.offset_bound_ms:.2f} ms"]
+               f"clock offset {rec.offset_ms:+.2f} +/- {rec.offset_bound_ms:.2f} ms", *rec.warnings]
     return Answer(rec.to_dict(), prov, trust, reasons, list(rec.warnings), table="table")
