@@ -493,10 +493,27 @@ def _redact_json(value: Any, extra: set[str]) -> tuple[Any, int]:
     if isinstance(value, dict):
         out, total = {}, 0
         for key, item in value.items():
-            out[key], n = _redact_json(item, extra)
+            if _secret_key(key) and _is_value(item):   # {"DB_PASSWORD": "..."}: the name says what the value is
+                out[key], n = MASK, 1
+            else:
+                out[key], n = _redact_json(item, extra)
             total += n
         return out, total
     return value, 0
+
+
+_WHOLE_NAME = re.compile(r"(?:" + _ENV_NAME + "|" + _KEY_NAME + r")")
+
+
+def _secret_key(key: Any) -> bool:
+    """Whether a JSON key names a secret as a whole (DB_PASSWORD, MY_SERVICE_SECRET, db_password, api_key;
+    not max_tokens or eos_token)."""
+    return isinstance(key, str) and _WHOLE_NAME.fullmatch(key) is not None
+
+
+def _is_value(item: Any) -> bool:
+    """A value worth masking under a secret's name: non-empty text, not a placeholder (none, null, ***)."""
+    return isinstance(item, str) and bool(item.strip()) and not _NOT_A_VALUE.fullmatch(item.strip())
 
 
 _BINARY_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf")

@@ -270,7 +270,10 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     for i in ins:
         i["path"] = text(i["path"])
     digests = sorted(f"{i['role']}:{i['sha256'] or i['host'] + ':' + i['path']}" for i in ins)
-    figs = _figure_rows(figures)
+    said: dict = {}   # figure names and items redacted too (a label may hold a key), once per distinct text
+    figs = [{**f, "name": said.get(f["name"]) or said.setdefault(f["name"], text(f["name"])),
+             "item": None if f["item"] is None else said.get(f["item"]) or said.setdefault(f["item"], text(f["item"]))}
+            for f in _figure_rows(figures)]
     tabs = {name: _redacted_table(df, text) for name, df in (tables or {}).items()
             if df is not None and len(df.columns) and len(df)}
     row = _run_row({
