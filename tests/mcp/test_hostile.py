@@ -59,7 +59,7 @@ def test_ledger_record_writes_only_into_the_sessions_ledger(tmp_path):
     session.mkdir(parents=True)
     (session / "ledger.json").write_text((SAMPLE / "ledger.json").read_text())
     policy = Policy(roots=(root,), write=True)
-    hostile = {"id": "H1", "verdict": "open", "evidence": "$(touch /tmp/pwned)"}
+    hostile = {"id": "H9", "verdict": "open", "evidence": "$(touch /tmp/pwned)", "statement": "a hypothesis"}
     profile, other, good = _calls(policy, ("ledger_record", {"ledger": str(root / ".bash_profile"), **hostile}),
                                   ("ledger_record", {"ledger": str(root / "notes.json"), **hostile}),
                                   ("ledger_record", {"ledger": str(session), **hostile}))

@@ -22,7 +22,7 @@ def store(tmp_path, monkeypatch):
     monkeypatch.setenv("KIT_RUNS_DIR", str(root))
     monkeypatch.setenv("KIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("KIT_RUNS_SHARED", raising=False)
-    _store._warned.clear()
+    getattr(_store, "_warned", set()).clear()
     return root
 
 
@@ -147,7 +147,7 @@ def test_store_paths_with_glob_characters_and_hostile_run_ids(tmp_path, monkeypa
 
     monkeypatch.setenv("KIT_RUNS", "on")
     monkeypatch.delenv("KIT_RUNS_SHARED", raising=False)
-    _store._warned.clear()
+    getattr(_store, "_warned", set()).clear()
     bracket, star, sibling = tmp_path / "st[1]", tmp_path / "a*", tmp_path / "ab"
     _run(1, root=bracket)
     _run(2, root=star)
