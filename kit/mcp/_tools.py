@@ -22,6 +22,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import kit.engines
 from kit.mcp import _catalogue, _logs, _session, _source, _traces
 from kit.mcp._policy import DEFAULT_PAGE, Policy
 
@@ -130,7 +131,7 @@ TOOLS: tuple[Tool, ...] = (
        "A serving log's engine, version, row counts, warnings and server args; one table paged with 'table'.",
        {"path": FILE, "table": {"type": "string", "enum": ["decode", "prefill", "throughput", "spec", "bench",
                                                           "nccl"]},
-        "engine": {"type": "string", "enum": ["sglang", "vllm"]}, "version": {"type": "string", "maxLength": 40}},
+        "engine": {"type": "string", "enum": kit.engines.names()}, "version": {"type": "string", "maxLength": 40}},
        ["path"], table=True),
     _t("logs_spec", _logs.logs_spec, "read",
        "Speculative-decoding acceptance of a log, normalised across engines and versions (which definition "
@@ -149,7 +150,9 @@ TOOLS: tuple[Tool, ...] = (
        table=True),
     _t("bench_reconcile", _logs.bench_reconcile, "read",
        "Where a client's inter-token latency goes: HTTP, output path, prefill, host work, scheduler, GPU busy/idle, "
-       "from the kit's saved client records and the engine's step records; clocks aligned or refused.",
+       "from the kit's saved client records and the engine's own records (tinyserve steps; vLLM OTLP spans, SGLang "
+       "request stats: per request; SGLang/vLLM log lines: per interval; TensorRT-LLM iteration stats), at the "
+       "finest level they give, said in 'level'; clocks aligned or refused.",
        {"client": FILE, "engine_log": FILE, "trace": FILE}, ["client", "engine_log"], table=True),
     _t("runs_list", _catalogue.runs_list, "read",
        "The run catalogue's latest runs, newest first, at most 1000, paged (summaries, comparisons, benchmarks, "
