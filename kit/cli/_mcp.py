@@ -30,6 +30,8 @@ def register(subparsers) -> None:
     p.add_argument("--token-file", default=None, metavar="FILE",
                    help="with --http: where the bearer token every request needs is written (mode 0600; default "
                         "a new private directory, named when the server starts)")
+    p.add_argument("--session-idle", type=float, default=None, metavar="S",
+                   help="with --http: close a client session unused this long (default 600 s)")
     p.add_argument("--max-output", type=int, default=None, metavar="CHARS",
                    help="largest tool result in characters of JSON (default 256000); larger pages shrink")
     p.set_defaults(func=_mcp)
@@ -66,7 +68,8 @@ def _mcp(args: argparse.Namespace) -> int:
             print(f"kit mcp: serving {url} (bearer token in {token_file})", file=sys.stderr, flush=True)
 
         token = Path(args.token_file) if args.token_file else None
-        serve_http(policy, args.http, session, ready=ready, token_file=token)
+        idle = {"session_idle_s": args.session_idle} if args.session_idle else {}
+        serve_http(policy, args.http, session, ready=ready, token_file=token, **idle)
     _exit()
 
 

@@ -171,13 +171,13 @@ MAX_SESSIONS = 64         # open HTTP sessions at once; more are refused by the 
 
 
 def serve_http(policy: Policy, port: int, session: Path | None = None, *, ready=None,
-               token_file: Path | None = None) -> None:
+               token_file: Path | None = None, session_idle_s: float = SESSION_IDLE_S) -> None:
     """Serve streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (never another interface; DNS-rebinding
     protection on: Host and Origin must name the loopback), every request carrying the server's bearer
     token. The token is made at start and written to ``token_file`` (mode 0600; default a new 0700
     directory of its own, removed at exit): another local user cannot call a tool, though the port is
     open to every process of the machine. ``port=0`` takes a free port; ``ready(url, token_file)`` is
-    called once it listens. Sessions idle for ``SESSION_IDLE_S`` are closed, at most ``MAX_SESSIONS``."""
+    called once it listens. Sessions idle for ``session_idle_s`` are closed, at most ``MAX_SESSIONS``."""
     import secrets
     import shutil
     import socket
@@ -194,7 +194,7 @@ def serve_http(policy: Policy, port: int, session: Path | None = None, *, ready=
     os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(token + "\n")
-    app = build_server(policy, session).streamable_http_app(host="127.0.0.1", session_idle_timeout=SESSION_IDLE_S,
+    app = build_server(policy, session).streamable_http_app(host="127.0.0.1", session_idle_timeout=session_idle_s,
                                                             max_sessions=MAX_SESSIONS)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -348,3 +348,35 @@ def test_http_needs_the_servers_token_and_another_user_gets_nothing(tmp_path, ot
     assert rebound.status_code in (400, 403, 421)
     assert {"report_build", "ledger_record"} <= names and read["ok"]
     assert not token_file.exists(), "the token's directory is removed when the server ends"
+
+
+def test_http_sessions_expire_when_idle(tmp_path):
+    """Sessions opened and left (issue 45: 5,000 of them held 178 MB for good) are closed once idle:
+    with ``--session-idle 1`` each session's id is answered 404 after a look at it finds it idle (looks
+    spaced wider than the limit, until all are gone or 90 s), while a new session is served."""
+    import httpx2
+
+    root = tmp_path / "root"
+    root.mkdir()
+    with _http_server(tmp_path, "--root", str(root), "--session-idle", "1") as (url, token_file):
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "Authorization": f"Bearer {token_file.read_text().strip()}"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "0"}}}
+        ids = []
+        for _ in range(5):
+            r = httpx2.post(url, headers=headers, json=init, timeout=30)
+            assert r.status_code == 200, r.text
+            ids.append(r.headers["mcp-session-id"])
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        deadline, gone = time.monotonic() + 90, set()
+        while time.monotonic() < deadline and len(gone) < len(ids):
+            time.sleep(2.5)   # longer than the idle limit between looks: a look is itself activity
+            for sid in set(ids) - gone:
+                r = httpx2.post(url, headers={**headers, "mcp-session-id": sid}, json=ping, timeout=30)
+                if r.status_code == 404:
+                    gone.add(sid)
+        fresh = httpx2.post(url, headers=headers, json=init, timeout=30)
+    assert gone == set(ids)
+    assert fresh.status_code == 200
