@@ -96,6 +96,9 @@ def source_evaluate(policy: Policy, host: str, name: str, near: str, pythonpath:
     from kit import source
 
     variables = environment(env)
+    for value in variables.values():   # a value naming a file is held to the roots like a path argument
+        if value.startswith(("/", "~", "./", "../")):
+            policy.host_path(host, value)
     if pythonpath:
         variables["PYTHONPATH"] = os.pathsep.join(pythonpath)
     with _connect(host) as h:

@@ -125,8 +125,8 @@ def test_a_root_is_explicit_and_never_home_slash_or_credentials(tmp_path, capsys
 def test_symlinks_inside_a_directory_argument_and_imports_above_the_root(tmp_path):
     """A directory inside the root holding a symlink out of it (a trace folder's ``rank0``, an audited
     folder's log, a settings log) is refused for every tool that would open it; ``source_definition``
-    that follows ``from ....outside import evil`` above the root is refused; the file out there is never
-    read."""
+    that follows ``from ....outside import evil`` above the root is refused, and so is an environment value
+    a run tool would set naming a file outside; the file out there is never read."""
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "secret.log").write_text("do-not-read-me\n")
@@ -151,6 +151,9 @@ def test_symlinks_inside_a_directory_argument_and_imports_above_the_root(tmp_pat
                   ("source_grep", {"host": "local", "path": str(root), "pattern": "do-not", "glob": "*"}),
                   ("source_definition", {"host": "local", "name": "evil",
                                          "near": str(root / "pkg" / "sub" / "mod.py")}))
+    run = Policy(roots=(root,), run_hosts=("local",))
+    outs += _calls(run, ("source_evaluate", {"host": "local", "name": "x", "near": str(root / "pkg" / "sub" / "mod.py"),
+                                            "env": {"KIT_CONFIG": str(outside / "secret.log")}}))
     for out in outs:
         _refused(out, "outside the server's roots")
     assert "do-not-read-me" not in json.dumps(outs)
