@@ -22,7 +22,8 @@ Files:
   rows a Policy lists
 - the tools by capability: ``_source.py`` (the host, its source, a predicate evaluated), ``_traces.py``
   (profiler traces: summary, check, compare, structure), ``_logs.py`` (logs, settings, audit, benchmarks,
-  reconciliation), ``_catalogue.py`` (the run catalogue), ``_session.py`` (ledger, session, report)
+  reconciliation), ``_investigate.py`` (two runs: why B is slower), ``_catalogue.py`` (the run catalogue),
+  ``_session.py`` (ledger, session, report)
 - ``_result.py``: the result envelope: provenance, the trust order, warnings, paging, redaction, output cap
 - ``_resources.py``: the session's resources and the prompt that walks its hypothesis chain
 - ``_server.py``: the SDK server: listing, checked calls under a timeout, stdio and HTTP serving

@@ -14,7 +14,8 @@ checked by the server (``Policy.resolve``) before the row's function sees it:
 - ``ledger``: a session directory or its ``ledger.json`` (a write goes only into that session's ledger)
 
 Tools are grouped by capability: the host and its source (``_source.py``), traces (``_traces.py``),
-logs and benchmarks (``_logs.py``), the run catalogue (``_catalogue.py``), the session (``_session.py``).
+logs and benchmarks (``_logs.py``), two runs investigated (``_investigate.py``), the run catalogue
+(``_catalogue.py``), the session (``_session.py``).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import kit.engines
-from kit.mcp import _catalogue, _logs, _session, _source, _traces
+from kit.mcp import _catalogue, _investigate, _logs, _session, _source, _traces
 from kit.mcp._policy import DEFAULT_PAGE, Policy
 
 HOST = {"type": "string", "description": "host name: 'local' or one the server was started for"}
@@ -154,6 +155,13 @@ TOOLS: tuple[Tool, ...] = (
        "request stats: per request; SGLang/vLLM log lines: per interval; TensorRT-LLM iteration stats), at the "
        "finest level they give, said in 'level'; clocks aligned or refused.",
        {"client": FILE, "engine_log": FILE, "trace": FILE}, ["client", "engine_log"], table=True),
+    _t("investigate", _investigate.investigate, "read",
+       "Why is run B slower than run A: validity, the client gap with intervals, ITL reconciliation, structural "
+       "diff, settings that differ or were ignored, speed of light; causes ranked by share of the gap beyond noise, "
+       "each with evidence, trust, setting and a confirming kit.experiment; the unexplained remainder.",
+       {"a": TREES, "b": TREES, "labels": {"type": "array", "items": {"type": "string", "maxLength": 40},
+                                           "minItems": 2, "maxItems": 2}},
+       ["a", "b"], table=True),
     _t("runs_list", _catalogue.runs_list, "read",
        "The run catalogue's latest runs, newest first, at most 1000, paged (summaries, comparisons, benchmarks, "
        "log parses, audits, experiments).",
