@@ -316,7 +316,7 @@ def reader_command(host, paths: list[str], python: str) -> tuple[str, int]:
 def checked(host, head: dict, payload: bytes) -> dict:
     """One file's frames from the reader's answer: its error as a one-line ``TraceError`` naming
     ``host:path``, else the decoded raw tables, validated (``_load.checked_frames``), never cached."""
-    from kit.profile._load import checked_frames
+    from kit.profile._load import checked_frames  # deferred: pandas, only once a host's tables come back
 
     p = head["path"]
     if not head["ok"]:
@@ -363,7 +363,7 @@ def by_host(paths, host=None) -> tuple[list[tuple[object, str]], list[str]]:
     """``(Host, path)`` for each trace on a host, globs expanded there, and the local files, each in the
     caller's order. ``paths``: a path, a list of paths (``HOST:/path`` specs, or any path with ``host=``),
     ``(Host, path)`` pairs, or ``{Host: path or [paths]}``."""
-    import kit.remote
+    import kit.remote  # deferred: paramiko, only for traces on a host
 
     if isinstance(paths, dict):
         items = [(h, p) for h, ps in paths.items() for p in ([ps] if isinstance(ps, str) else ps)]
