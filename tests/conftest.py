@@ -79,7 +79,7 @@ SLOW = (
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
     "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
     "tests/live/",                                  # engines started, benchmarked, profiled, swept
-    "tests/report/test_secrets.py::test_report_run",  # a report with planted secrets
+    "tests/redact/test_secrets.py::test_report_run",  # a report with planted secrets
     # reports built in real kernels (the `tiny` report, timeouts, dead kernels, the CLI)
     "tests/report/test_report.py::test_runs_every_notebook", "tests/report/test_report.py::test_parameters_and",
     "tests/report/test_report.py::test_plots_are_embedded", "tests/report/test_report.py::test_planted_secrets",
@@ -107,8 +107,8 @@ SLOW = (
     # load tests against real servers, and guidellm beside the kit (its venv is built on first use)
     "tests/bench/test_independent_client.py", "tests/bench/test_load.py",
     "tests/bench/test_load_prompts.py", "tests/bench/test_load_workloads.py",
-    "tests/report/test_cmdline_secrets.py::test_report_pages",
-    "tests/report/test_cmdline_secrets.py::test_a_bare_token",
+    "tests/redact/test_cmdline_secrets.py::test_report_pages",
+    "tests/redact/test_cmdline_secrets.py::test_a_bare_token",
     "tests/profile/test_attribution_cases.py::test_check_attribution_with_and_without",
     "tests/profile/test_attribution_cases.py::test_cli_check_attribution",
     # the attribution matrices: every recorded model twin, every trace with and without the prefilter
@@ -133,7 +133,7 @@ SLOW = (
     # whole fixture sets parsed (every recorded trace's names; every hf twin), a report built for its decoys
     "tests/profile/test_rule_folding.py::test_packaged_rules_decide_alike_on_real_names",
     "tests/profile/test_precedence.py::test_no_hf_fixture_has_a_convolution_row",
-    "tests/report/test_cmdline_secrets.py::test_report_keeps_the_decoys",
+    "tests/redact/test_cmdline_secrets.py::test_report_keeps_the_decoys",
 )
 
 

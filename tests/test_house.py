@@ -31,7 +31,8 @@ PUBLIC_API = {
     'kit.ledger': ['Hypothesis', 'LEDGER_ENV', 'Ledger', 'VERDICTS', 'confirmed_if'],
     'kit.plots': ['CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families', 'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position', 'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time', 'top_kernels', 'itl_waterfall', 'structure_waterfall'],
     'kit.mcp': ['Policy', 'TOOLS', 'Tool', 'available', 'build_server', 'serve_http', 'serve_stdio'],
-    'kit.report': ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'build', 'discover', 'execute_notebook', 'Table', 'table', 'redact_text', 'redact_json_text'],
+    'kit.report': ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'build', 'discover', 'execute_notebook', 'Table', 'table'],
+    'kit.redact': ['MASK', 'find_secrets', 'notebook_secrets', 'redact_html', 'redact_json_text', 'redact_notebook', 'redact_text'],
     'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError', 'CacheError'],
     'kit.runs': ['BenchGate', 'Gate', 'Recorded', 'baseline', 'baselines', 'bench_gate', 'compact', 'connect', 'export', 'file_hash', 'gate', 'get',
                  'prehash', 'profile_gate', 'query', 'record', 'record_call', 'rows', 'recorded', 'runs', 'set_baseline', 'set_command', 'store_dir', 'table'],
@@ -231,7 +232,7 @@ def test_the_cycle_check_sees_imports_inside_functions(tmp_path):
 # one above (function imports included). Data flows up: hosts -> parsers -> analyses -> figures,
 # sessions and experiments -> reports and the command line.
 FLOORS = [
-    ["kit.errors", "kit.util", "kit.provenance"],
+    ["kit.errors", "kit.util", "kit.provenance", "kit.redact"],
     ["kit.remote", "kit.ledger"],
     ["kit.source", "kit.env", "kit.models", "kit.testing", "kit.magics"],
     ["kit.logs", "kit.profile"],

@@ -9,7 +9,7 @@ Every result has the same top-level keys, so an agent finds the caveats where it
 
 ``trust.verdict`` is one of ``usable`` / ``degraded`` / ``unreliable`` / ``undecided`` / ``not assessed``;
 a tool that has no trust check of its own says ``not assessed`` with the reason, never ``usable``.
-Secrets are masked by kit.report's redaction (the same rules the HTML report applies) in every
+Secrets are masked by kit.redact (the same rules the HTML report applies) in every
 string of the result, keys included.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.report import redact_text
+from kit.redact import redact_text
 
 TRUST = ("usable", "degraded", "unreliable", "undecided", "not assessed")
 

@@ -14,7 +14,7 @@ off; ``$KIT_RUNS_SHARED`` (paths joined by ``:``) adds colleagues' stores, read 
 who, when, the machine, the host its inputs lie on, the command, inputs by sha256 (files and folders
 here; ``host:/path`` inputs named only), settings, headline figures (``figures``: name, value, unit,
 item), facts (verdicts, engines), warnings, and its tables as Parquet. Everything textual goes through
-``kit.report``'s redaction before it is written.
+``kit.redact`` before it is written.
 
 - ``_store.py``: the directory layout, atomic writes, compaction of loose run files into packs
 - ``_schema.py``: the run row's Arrow schema and the SQL views over it

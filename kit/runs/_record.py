@@ -9,7 +9,7 @@ one warning line on stderr) and records only the outermost decorated call, so ``
 traces is one run, not one per trace summary.
 
 Secrets: the command line, the settings, every path and text fact, warning and string cell of a table
-go through ``kit.report``'s redaction (the same rules as the HTML report) before they are written.
+go through ``kit.redact`` (the same rules as the HTML report) before they are written.
 """
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def describe_input(item, role: str = "") -> dict:
 
 
 def _redactor():
-    from kit.report import redact_json_text, redact_text
+    from kit.redact import redact_json_text, redact_text
 
     def text(s):
         return None if s is None else redact_text(str(s), markup=False)[0]

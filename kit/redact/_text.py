@@ -1,4 +1,4 @@
-"""Secret redaction for the report: nothing that looks like a credential reaches an exported artefact.
+"""Secret redaction of text, JSON, HTML and notebooks: nothing that looks like a credential is written.
 
 Applied to every cell source, every text output (stream, text/plain, text/html, markdown, JSON,
 error messages and tracebacks) and the widget state of each executed notebook before export, to the
@@ -36,8 +36,8 @@ import re
 from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
-from kit.report._redact_cmdline import CMDLINE_RULES
-from kit.report._redact_cmdline import HINTS as CMDLINE_HINTS
+from kit.redact._cmdline import CMDLINE_RULES
+from kit.redact._cmdline import HINTS as CMDLINE_HINTS
 
 MASK = "***REDACTED***"
 
