@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import signal
 import sys
 
 from kit.errors import KitError
-from kit.util import set_command_line
+from kit.util import deferred, flush, pending, recording_on, set_command_line
 
 # Each module defines ``register(subparsers)`` adding its sub-commands; a sub-command's
 # handler is stored as ``func`` and returns the process exit code.
@@ -34,8 +35,9 @@ COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.c
 
 
 def command_line() -> str | None:
-    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None."""
-    from kit.util import command_line as line
+    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None
+    (held in one place, ``kit.util.command_line``)."""
+    from kit.util import command_line as line  # deferred: the name this module exports is the same
 
     return line()
 
@@ -85,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         set_command_line(argv)   # what runs recorded by this command carry
-        code = int(args.func(args) or 0)
-        sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
+        # the answer first: the runs this command records are written after it is printed
+        with deferred() if recording_on() else contextlib.nullcontext():
+            code = int(args.func(args) or 0)
+            sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
+            _write_runs()
         return code
     except BrokenPipeError:
         # The reader of our output has gone (``kit ... | head``): stop quietly like other tools.
@@ -98,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _write_runs() -> None:
+    """The runs this command recorded, written to the catalogue once its answer is out."""
+    if pending():
+        import kit.runs  # noqa: F401  deferred: the catalogue loads (and installs its writer) only to write a run
+
+        flush()
 
 
 def run() -> None:

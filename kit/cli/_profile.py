@@ -109,10 +109,9 @@ def _summary(args) -> int:
 
     with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile
-        from kit.runs import prehash
         from kit.util import progress
 
-        prehash(args.traces)   # after the fork: the catalogue's input hashes, on a thread while the trace parses
+        _prehash(args.traces)   # after the fork: the catalogue's input hashes, on a thread while the trace parses
         with progress("parsing", _bytes(args.traces)) as bar:
             p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
                              reference=getattr(args, "reference", None))
@@ -158,6 +157,16 @@ def _summary(args) -> int:
     if check is not None:
         print(repr(check))
     return 0
+
+
+def _prehash(paths) -> None:
+    """Start hashing the traces for the run this command records (none with ``KIT_RUNS=off``)."""
+    from kit.util import recording_on
+
+    if recording_on():
+        from kit.runs import prehash  # deferred: the catalogue loads only when this command records
+
+        prehash(paths)
 
 
 def _bytes(paths) -> int | None:

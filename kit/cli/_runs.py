@@ -74,7 +74,13 @@ def _list(args) -> int:
     if not args.json and len(df):
         df = df.assign(created=df["created"].dt.strftime("%Y-%m-%d %H:%M:%S"),
                        tables=df["tables"].map(lambda t: ",".join(t) if t is not None else ""))
-    return _print_frame(df, args.json)
+    rc = _print_frame(df, args.json)
+    lost = runs.failures()
+    if lost:   # on stderr: the table (or JSON) on stdout stays what a script reads
+        last = lost[-1]
+        print(f"kit: {len(lost)} run{'s' if len(lost) > 1 else ''} not recorded in this store "
+              f"(last {last.get('when')}, {last.get('kind')}: {last.get('error')})", file=sys.stderr)
+    return rc
 
 
 def _show(args) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from kit.logs import _records as R
-from kit.util import SECRET_MASK, secret_name
+from kit.redact import SECRET_MASK, secret_name
 
 NCCL_COLUMNS = ("line", "host", "pid", "dev", "kind", "name", "value", "channel", "nchannels", "ring",
                 "src", "dst", "transport", "transport_family")

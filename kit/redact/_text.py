@@ -38,8 +38,7 @@ from typing import Any, Iterable, Iterator
 
 from kit.redact._cmdline import CMDLINE_RULES
 from kit.redact._cmdline import HINTS as CMDLINE_HINTS
-
-MASK = "***REDACTED***"
+from kit.redact._names import MASK, secret_name
 
 # Names whose values are secrets. Upper-case environment style: the name ends in a secret word
 # (HF_TOKEN, AWS_SECRET_ACCESS_KEY, NCCL_IB_SECRET_KEY, PGPASSWORD; not MAX_TOKENS). Lower-case keys
@@ -266,8 +265,6 @@ _NOT_A_VALUE = re.compile(r"(?i)(?:none|nan|null|true|false|-+|\*+|unset|\d{1,12
 
 
 def _table_spans(text: str) -> Iterator[tuple[int, int]]:
-    from kit.util import secret_name
-
     if "  " not in text and "|" not in text and "\t" not in text:
         return
     for m in _ROW.finditer(text):

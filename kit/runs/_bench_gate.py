@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.errors import UsageError
-from kit.runs._record import recorded
+from kit.util import recorded
 
 # metric, its standard deviation column, which way is better
 METRICS = (("mean_tpot_ms", "std_tpot_ms", "lower"), ("mean_itl_ms", "std_itl_ms", "lower"),
@@ -42,6 +42,19 @@ class BenchGate:
 
     def exit_code(self, fail_on_regression: bool = True) -> int:
         return 3 if fail_on_regression and self.regression else 0
+
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this gate: each metric's relative change and the verdict."""
+        import os
+
+        from kit.util import call_settings
+
+        figs = [(f"change.{r.metric}", r.change, r.run or None) for r in self.table.itertuples()]
+        src = args.get("source")
+        return {"inputs": [("b", src)] if isinstance(src, (str, os.PathLike)) else [], "settings": call_settings(args),
+                "figures": figs,
+                "facts": {"verdict": self.verdict, "baseline": self.baseline, "baseline_run": self.baseline_run},
+                "tables": {"metrics": self.table}, "warnings": list(self.warnings), "label": f"against {self.baseline}"}
 
     def __repr__(self) -> str:
         worse = self.table[self.table["verdict"] == "regression"]

@@ -13,10 +13,8 @@ go through ``kit.redact`` (the same rules as the HTML report) before they are wr
 """
 from __future__ import annotations
 
-import contextvars
 import getpass
 import hashlib
-import inspect
 import json
 import os
 import socket
@@ -25,13 +23,11 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from kit.errors import UsageError
 from kit.runs import _store
-from kit.util import recorded as _util_recorded
+from kit.util import command_line, kit_version, set_command_line, unit_of
 
-_COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("kit_runs_command", default=None)
 _HASH_CHUNK = 1 << 22
 _MAX_DIR_FILES = 4096
 
@@ -51,8 +47,9 @@ class Recorded:
 
 
 def set_command(argv: list[str]) -> None:
-    """Remember the ``kit`` command line of this process; runs recorded under it carry it (redacted)."""
-    _COMMAND.set("kit " + " ".join(argv))
+    """Remember the ``kit`` command line of this process; runs recorded under it carry it (redacted). The
+    command line is held in one place, ``kit.util.set_command_line``; this is its name in the catalogue."""
+    set_command_line(argv)
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -78,9 +75,10 @@ _PENDING: dict[str, object] = {}
 
 
 def prehash(paths) -> None:
-    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), and
-    loading the redaction rules, so a command that records them later finds both ready: the CLI calls it
-    before parsing a trace. Does nothing when recording is off."""
+    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), so a
+    command that records them later finds the digests ready: the CLI calls it before parsing a trace. Does
+    nothing when recording is off. The redaction rules are not loaded here: the ``kit`` command records after
+    it has printed its answer, so their import (detect-secrets, requests) never competes with the parse."""
     import threading
     from concurrent.futures import Future
 
@@ -100,11 +98,6 @@ def prehash(paths) -> None:
                 fut.set_result(_file_hash(p))
             except Exception as exc:   # noqa: BLE001 - the recording step reports it
                 fut.set_exception(exc)
-        try:   # what recording will need, loaded while the parse runs: the redaction rules, Parquet
-            _redactor()[0]("warm-up")
-            import pyarrow.parquet  # noqa: F401
-        except Exception:   # noqa: BLE001 - recording loads them again and reports
-            pass
     threading.Thread(target=work, daemon=True, name="kit-prehash").start()
 
 
@@ -227,8 +220,6 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     ``facts``: ``{name: text}`` (a verdict, an engine). ``tables``: ``{name: DataFrame}`` written as
     Parquet. ``root``: the store (default :func:`kit.runs.store_dir`); with recording off and no
     ``root`` nothing is written and the run id comes back with ``path=None``."""
-    from kit.util import kit_version
-
     __version__ = kit_version()
     store = Path(root) if root is not None else _store.store_dir()
     run_id = new_run_id()
@@ -247,7 +238,7 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     row = _run_row({
         "run_id": run_id, "kind": kind, "created": _now(), "user": text(_who()), "machine": text(socket.gethostname()),
         "host": ",".join(sorted({i["host"] for i in ins})) or "local",
-        "command": text(command or _COMMAND.get() or _cli_command() or _python_caller()), "label": text(label),
+        "command": text(command or command_line() or _python_caller()), "label": text(label),
         "kit_version": __version__,
         "input_hash": hashlib.sha256("\n".join(digests).encode()).hexdigest() if ins else None,
         "inputs": ins, "settings": js(settings or {}), "figures": figs,
@@ -266,12 +257,6 @@ def _now():
     return dt.datetime.now(dt.timezone.utc)
 
 
-def _cli_command() -> str | None:
-    from kit.util import command_line
-
-    return command_line()
-
-
 def _python_caller() -> str:
     return "python " + " ".join(sys.argv[:1]) if sys.argv and sys.argv[0] else "python"
 
@@ -282,35 +267,64 @@ def _figure_rows(figures) -> list[dict]:
     rows = figures.items() if isinstance(figures, dict) else (figures or [])
     out = []
     for r in rows:
-        name, value, unit, item = (tuple(r) + (None, None))[:4]
+        r = tuple(r)
+        # (name, value), (name, value, item) from a result's to_record; (name, value, unit, item) from record()
+        name, value, unit, item = r[:4] if len(r) >= 4 else (r[0], r[1], None, r[2] if len(r) == 3 else None)
         try:
             v = float(value)
         except (TypeError, ValueError):
             continue
         if math.isfinite(v):
-            out.append({"name": str(name), "value": v, "unit": unit or "", "item": None if item is None else str(item)})
+            out.append({"name": str(name), "value": v, "unit": unit_of(str(name)) or unit or "",
+                        "item": None if item is None else str(item)})
     return out
 
 
-def record_call(kind: str, fn: Callable, args: tuple, kwargs: dict, result, elapsed: float) -> None:
-    """What ``kit.util.recorded`` hands over after an outermost decorated call: the result recorded as a run
-    of ``kind`` (``_extract.py`` says what a result's figures, tables and inputs are); never raises."""
+def record_call(kind: str, result, args: dict, elapsed: float, command: str | None = None) -> None:
+    """The writer ``kit.util.recorded`` hands an outermost decorated call's result to (installed when this
+    package loads): the result recorded as a run of ``kind``, as its ``to_record(args)`` describes it;
+    never raises: a failure is one line on stderr and one line in the store's ``failures.jsonl``."""
     if _store.store_dir() is None:
         return
-    _quietly(kind, result, inspect.signature(fn), args, kwargs, elapsed)
-
-
-recorded = _util_recorded   # the decorator the entry points wear (kit.util: the house's bottom floor)
-
-
-def _quietly(kind, result, sig, args, kwargs, elapsed) -> None:
     try:
         from kit.runs._extract import extract
 
-        bound = sig.bind_partial(*args, **kwargs)
-        what = extract(result, dict(bound.arguments))
-        what["figures"] = [*what.get("figures", []), ("elapsed_s", elapsed, "s", None)]
-        record(kind, **what)
+        what = extract(result, args)
+        what["figures"] = [*what.get("figures", []), ("elapsed_s", elapsed)]
+        record(kind, command=command, **what)
     except Exception as exc:   # noqa: BLE001 - recording must never fail the analysis
+        _count_failure(kind, exc)
         print(f"kit: warning: run not recorded in the catalogue ({type(exc).__name__}: {str(exc)[:200]}); "
               "KIT_RUNS=off turns recording off", file=sys.stderr)
+
+
+FAILURES = "failures.jsonl"
+
+
+def _count_failure(kind: str, exc: BaseException) -> None:
+    """One line in the store's ``failures.jsonl`` (when, kind, error), where ``kit runs list`` counts them."""
+    store = _store.store_dir()
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"when": _now().isoformat(timespec="seconds"), "kind": kind,
+                           "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+        with open(store / FAILURES, "a", encoding="utf-8") as fh:
+            fh.write(_redactor()[0](line) + "\n")
+    except Exception:   # noqa: BLE001 - the store itself may be what fails; stderr said it
+        pass
+
+
+def failures(root: str | os.PathLike | None = None) -> list[dict]:
+    """The recording failures counted in a store (default :func:`kit.runs.store_dir`), oldest first."""
+    store = Path(root) if root is not None else _store.store_dir()
+    try:
+        lines = (store / FAILURES).read_text(encoding="utf-8").splitlines() if store else []
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
