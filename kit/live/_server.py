@@ -89,11 +89,6 @@ def _stop_all() -> None:  # atexit and SIGTERM: never leave an engine behind
             pass
 
 
-def live_servers() -> list["Server"]:
-    """The servers this Python started and has not stopped yet."""
-    return list(_LIVE.values())
-
-
 atexit.register(_stop_all)
 
 
