@@ -16,9 +16,25 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = (ROOT / ".." / "shared" / "data").resolve()
 SAMPLE = ROOT / "notebooks" / "sample"
 TEST_DATA = ROOT / "tests" / "data"  # small project-made fixtures
-# The run catalogue (kit.runs) records nothing during tests unless a test turns it on (tests/runs/);
-# subprocesses started by tests inherit this.
-os.environ["KIT_RUNS"] = "off"
+# The run catalogue (kit.runs) records during the tests as it does for a user, into a temporary store removed
+# at exit (never the user's own): every analysis a test makes is also a recording, so a result that cannot be
+# recorded shows (one line on stderr, and counted in the summary below). Tests of the catalogue set their own
+# store; subprocesses started by tests inherit this one.
+RUNS_STORE = Path(tempfile.mkdtemp(prefix="kit-test-runs-"))
+atexit.register(shutil.rmtree, RUNS_STORE, True)
+os.environ["KIT_RUNS"] = "on"
+os.environ["KIT_RUNS_DIR"] = str(RUNS_STORE)
+import kit.runs  # noqa: E402,F401  loading the catalogue installs its writer: in-process calls are recorded too
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many runs the suite recorded, and how many it could not (``failures.jsonl`` of the store)."""
+    from kit.runs import failures
+
+    n = len(list((RUNS_STORE / "runs").glob("*.parquet"))) if (RUNS_STORE / "runs").is_dir() else 0
+    lost = failures(RUNS_STORE)
+    terminalreporter.write_line(f"run catalogue: {n} run files recorded during the tests, {len(lost)} not recorded"
+                                + (f" (last: {lost[-1]['kind']}: {lost[-1]['error']})" if lost else ""))
 
 
 @pytest.fixture(scope="session")

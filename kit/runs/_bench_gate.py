@@ -49,7 +49,8 @@ class BenchGate:
 
         from kit.util import call_settings
 
-        figs = [(f"change.{r.metric}", r.change, r.run or None) for r in self.table.itertuples()]
+        figs = [(f"change.{r.metric}", r.change, r.run or None) for r in self.table.itertuples()
+                if r.change == r.change]   # a metric not compared has no change
         src = args.get("source")
         return {"inputs": [("b", src)] if isinstance(src, (str, os.PathLike)) else [], "settings": call_settings(args),
                 "figures": figs,
