@@ -12,6 +12,7 @@ import json
 import re
 import threading
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,16 +21,8 @@ from kit.live import _reach
 from kit.util import clip
 from kit.util import quote as _q
 
-_PY_POST = """import sys, urllib.request as r, urllib.error as e
-req = r.Request(sys.argv[1], data=sys.argv[2].encode() or None, method="POST",
-                headers={"Content-Type": "application/json"})
-try:
-    resp = r.urlopen(req, timeout=600); print(resp.read().decode(errors="replace")); print(resp.status, end="")
-except e.HTTPError as x:
-    print(x.read().decode(errors="replace")); print(x.code, end="")
-except OSError as x:
-    print(x); print(0, end="")
-"""
+_PY_POST = resources.files("kit.live").joinpath("_host", "post.py").read_text(encoding="utf-8")
+"""The POST program for a host without curl (``_host/post.py``)."""
 
 
 def post(server, path: str, body: dict | None) -> tuple[int, str]:
@@ -114,16 +107,16 @@ def profile(server, steps: int | None = None, seconds: float | None = None, *, l
     server._record(str(out_dir), how)
     if not parse:
         return local
-    from kit import profile as _profile
+    from kit import profile as _profile  # deferred: pandas and the trace reader, only to parse what was pulled
 
     return _profile.load(local)
 
 def _drive(server, stop: threading.Event, max_tokens: int) -> None:
-    from kit.bench import stream_request
+    from kit.bench import stream_request  # deferred: the client loads only while a profile records
 
     model = None
     try:
-        from kit.bench import list_models
+        from kit.bench import list_models  # deferred: as stream_request
 
         model = list_models(server.url)[0]
     except Exception:  # noqa: BLE001 - the engine may not list models; send without a name
