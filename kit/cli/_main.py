@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
 import os
 import signal
 import sys
+import threading
 
 from kit.errors import KitError
-from kit.util import deferred, flush, pending, recording_on, set_command_line
+from kit.util import command_line as util_command_line
+from kit.util import deferred, flush, kit_version, pending, recording_on, set_command_line
 
 # Each module defines ``register(subparsers)`` adding its sub-commands; a sub-command's
 # handler is stored as ``func`` and returns the process exit code.
@@ -37,9 +40,7 @@ COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.c
 def command_line() -> str | None:
     """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None
     (held in one place, ``kit.util.command_line``)."""
-    from kit.util import command_line as line  # deferred: the name this module exports is the same
-
-    return line()
+    return util_command_line()
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -73,9 +74,7 @@ def _describe(sub) -> None:
 
 
 def _version() -> str:
-    from kit import __version__
-
-    return __version__
+    return kit_version()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,12 +147,8 @@ def run() -> None:
         sys.stderr.flush()
     except (BrokenPipeError, ValueError):   # a reader gone, a closed stream: let the interpreter cope
         raise SystemExit(code) from None
-    import threading
-
     if threading.active_count() > 1 and not interrupted:
         # other threads (the catalogue hashing the inputs) finish first; after a Ctrl-C nothing is waited for
         raise SystemExit(code)
-    import atexit
-
     atexit._run_exitfuncs()
     os._exit(code)

@@ -136,10 +136,14 @@ def _ds() -> tuple[list[re.Pattern[str]], list[tuple[re.Pattern[str], int]], Any
     scorers. Public IPs are not credentials, the keyword and entropy plugins are applied below.
     The plugins' keyword-style patterns (IBM, Cloudant, SoftLayer: ``(?<=\W)...(key|pwd|pass|token)``)
     try every position of a text; they run only on the lines holding such a word (see ``_spans``)."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins import keyword
-    from detect_secrets.plugins.base import RegexBasedDetector
-    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString, HexHighEntropyString
+    # deferred: the detector set (detect-secrets, and requests with it) loads on the first text redacted
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class  # deferred: see above
+    from detect_secrets.plugins import keyword  # deferred: see above
+    from detect_secrets.plugins.base import RegexBasedDetector  # deferred: see above
+    from detect_secrets.plugins.high_entropy_strings import (  # deferred: see above
+        Base64HighEntropyString,
+        HexHighEntropyString,
+    )
 
     regexes: list[re.Pattern[str]] = []
     for cls in get_mapping_from_secret_type_to_class().values():
@@ -232,7 +236,10 @@ def _entropy_spans(text: str) -> Iterator[tuple[int, int]]:
 def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
     """detect-secrets' keyword regexes on the lines holding a secret word (they run to the end of
     a line), each hit cut at the end of its token; (start, end, is_code)."""
-    from detect_secrets.filters.heuristic import is_indirect_reference, is_templated_secret
+    from detect_secrets.filters.heuristic import (  # deferred: the detector set, as in _ds
+        is_indirect_reference,
+        is_templated_secret,
+    )
 
     _, kw, _, _ = _ds()
     for start, line in _lines_with(text, _SECRET_WORD):

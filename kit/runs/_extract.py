@@ -21,7 +21,7 @@ def _frame(df, args) -> dict:
 def _provenance(inputs) -> str | None:
     """Where the inputs came from (``kit.provenance.provenance_of``: measured where and when, sample,
     third-party ...), one label per distinct answer."""
-    from kit.provenance import provenance_of
+    from kit.provenance import provenance_of  # deferred: only results with local inputs need it
 
     labels = []
     for i in inputs:

@@ -13,14 +13,18 @@ go through ``kit.redact`` (the same rules as the HTML report) before they are wr
 """
 from __future__ import annotations
 
+import datetime as dt
 import getpass
 import hashlib
 import json
+import math
 import os
 import socket
 import sys
+import threading
 import time
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,9 +83,6 @@ def prehash(paths) -> None:
     command that records them later finds the digests ready: the CLI calls it before parsing a trace. Does
     nothing when recording is off. The redaction rules are not loaded here: the ``kit`` command records after
     it has printed its answer, so their import (detect-secrets, requests) never competes with the parse."""
-    import threading
-    from concurrent.futures import Future
-
     if _store.store_dir() is None:
         return
     todo = []
@@ -162,7 +163,7 @@ def describe_input(item, role: str = "") -> dict:
 
 
 def _redactor():
-    from kit.redact import redact_json_text, redact_text
+    from kit.redact import redact_json_text, redact_text  # deferred: start-up (detect-secrets loads on first use)
 
     def text(s):
         return None if s is None else redact_text(str(s), markup=False)[0]
@@ -182,8 +183,8 @@ def _cell(v):
 def _redacted_table(df, text):
     """``df`` as an Arrow table with string cells and column names redacted (once per distinct value);
     container cells become JSON text, and a column of mixed types becomes text."""
-    import pandas as pd
-    import pyarrow as pa
+    import pandas as pd  # deferred: start-up (kit.runs loads before a command's answer; these after it)
+    import pyarrow as pa  # deferred: as pandas
 
     df = df.reset_index(drop=True).copy()
     df.attrs = {}   # pandas would write them into the Parquet metadata, unredacted
@@ -203,9 +204,9 @@ def _redacted_table(df, text):
 
 
 def _run_row(fields: dict):
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: start-up, as in _redacted_table
 
-    from kit.runs._schema import RUN_SCHEMA
+    from kit.runs._schema import RUN_SCHEMA  # deferred: it imports pyarrow
 
     return pa.Table.from_pylist([fields], schema=RUN_SCHEMA)
 
@@ -252,8 +253,6 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
 
 
 def _now():
-    import datetime as dt
-
     return dt.datetime.now(dt.timezone.utc)
 
 
@@ -262,8 +261,6 @@ def _python_caller() -> str:
 
 
 def _figure_rows(figures) -> list[dict]:
-    import math
-
     rows = figures.items() if isinstance(figures, dict) else (figures or [])
     out = []
     for r in rows:
@@ -287,7 +284,7 @@ def record_call(kind: str, result, args: dict, elapsed: float, command: str | No
     if _store.store_dir() is None:
         return
     try:
-        from kit.runs._extract import extract
+        from kit.runs._extract import extract  # deferred: provenance and the result types load only to write
 
         what = extract(result, args)
         what["figures"] = [*what.get("figures", []), ("elapsed_s", elapsed)]

@@ -4,14 +4,14 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from importlib import resources
+from pathlib import Path
 
 
 def write_atomic(path: "os.PathLike[str] | str", text: str, *, prefix: str | None = None, fsync: bool = False) -> None:
     """Write ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``:
     readers see the old file or the new one, never half of one, and a failed write leaves the old
     file as it was and no temporary file behind. The file keeps its mode (0644 when new)."""
-    from pathlib import Path
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -32,7 +32,5 @@ def write_atomic(path: "os.PathLike[str] | str", text: str, *, prefix: str | Non
 def host_program(package: str, name: str, call: str) -> str:
     """The source of a program the kit ships to hosts, ``<package>/_host/<name>``, a real ``.py`` file
     (linted and read like any other), followed by the line ``call`` whose value ``Host.python`` returns."""
-    from importlib import resources
-
     text = resources.files(package).joinpath("_host", name).read_text(encoding="utf-8")
     return text.rstrip("\n") + "\n\n" + call + "\n"

@@ -23,7 +23,7 @@ def frame_records(df: "pd.DataFrame") -> list[dict[str, Any]]:
 
 def jsonable(v: Any) -> Any:
     """One cell or value -> something ``json.dumps`` takes (NaN/NaT -> None, numpy scalars -> Python)."""
-    import pandas as pd
+    import pandas as pd  # deferred: kit.util stays free of pandas for what imports it without tables
 
     if v is None:
         return None

@@ -1,6 +1,7 @@
 """Text helpers: ANSI stripping, shell quoting, clipping, signed differences, percentages, small HTML tables."""
 from __future__ import annotations
 
+import html as _html
 import re
 import shlex
 from typing import Any, Iterable
@@ -37,8 +38,6 @@ def clip(text: str, n: int = 60, *, ellipsis: str = "...") -> str:
 
 def html_fields(title: str, fields: Iterable[tuple[str, Any]]) -> str:
     """A small titled two-column table (name, value), escaped: the HTML view of result objects."""
-    import html as _html
-
     rows = "".join(f"<tr><td style='text-align:left;color:#57606a'>{_html.escape(str(k))}</td>"
                    f"<td style='text-align:left'>{_html.escape(str(v))}</td></tr>" for k, v in fields)
     return (f"<div><b>{_html.escape(title)}</b><table style='font-size:90%'><tbody>{rows}</tbody></table></div>")
