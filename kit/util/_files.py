@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -12,6 +11,8 @@ def write_atomic(path: "os.PathLike[str] | str", text: str, *, prefix: str | Non
     """Write ``text`` to ``path`` through a temporary file in the same directory and ``os.replace``:
     readers see the old file or the new one, never half of one, and a failed write leaves the old
     file as it was and no temporary file behind. The file keeps its mode (0644 when new)."""
+    import tempfile  # deferred: start-up (it brings shutil and random; only a write needs it)
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name}.", suffix=".tmp", dir=path.parent)

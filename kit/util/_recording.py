@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import inspect
 import os
 import time
 from typing import Any, Callable, Iterator
@@ -89,7 +88,7 @@ def recorded(kind: str):
     bound arguments, to the writer (or the queue, see :func:`deferred`). With ``KIT_RUNS=off``, no writer and no
     queue, or inside another decorated call, the plain call; recording never changes the result or raises."""
     def wrap(fn):
-        sig = inspect.signature(fn)
+        sig: list = []   # the signature, read on the first recorded call (inspect is slow to import)
 
         @functools.wraps(fn)
         def inner(*args, **kwargs):
@@ -101,8 +100,12 @@ def recorded(kind: str):
                 result = fn(*args, **kwargs)
             finally:
                 _RECORDING.reset(token)
+            if not sig:
+                import inspect  # deferred: start-up (only a recorded call needs it)
+
+                sig.append(inspect.signature(fn))
             try:
-                bound = dict(sig.bind_partial(*args, **kwargs).arguments)
+                bound = dict(sig[0].bind_partial(*args, **kwargs).arguments)
             except TypeError:
                 bound = {}
             call = (kind, result, bound, time.perf_counter() - t0, command_line())
