@@ -6,7 +6,7 @@ row interleaved (A B A B ...) so that a change of load hits both, ratios taken b
 
 - ``kit --help`` (target: under 0.25 s);
 - a cold ``kit profile summary TRACE --json`` (empty ``KIT_CACHE_DIR``) of a small trace (the sample's
-  ``tp1_eager`` rank 0) and of the 57 MB plain-JSON trace (``../shared/data/traces/tracelens/inference/
+  ``tp1_eager`` rank 0, written as plain JSON) and of the 57 MB plain-JSON trace (``../shared/data/traces/tracelens/inference/
   xdit_sd_3.5/profile_trace_rank_0.json.gz`` written as plain JSON, as ``bench/profile_parse.py`` does),
   against a bare orjson parse process of the same file (target: at most 0.8x), each with the run catalogue
   recording into a fresh store (the default) and with ``KIT_RUNS=off``;
@@ -97,7 +97,8 @@ def main() -> int:
         log("[startup] kit --help ...")
         helps = interleaved({"help": ([*kit, "--help"], off, None)})
         rows = [("`kit --help`", helps["help"], None, modules([*kit, "--help"], off))]
-        files = [("small trace (sample tp1_eager rank 0, %.1f MB gz)" % (SMALL.stat().st_size / 1e6), SMALL)]
+        small = tmp / "tp1_eager_rank0.json"
+        files = [(f"sample tp1_eager rank 0, plain JSON ({plain_json(SMALL, small) / 1e6:.1f} MB)", small)]
         if XDIT.exists():
             big = tmp / "xdit_rank0.json"
             size = plain_json(XDIT, big)
@@ -115,7 +116,7 @@ def main() -> int:
             rows += [(f"cold summary, {label}, recording on", m["on"], m["on"] / m["orjson"], n_on),
                      (f"cold summary, {label}, `KIT_RUNS=off`", m["off"], m["off"] / m["orjson"], n_off),
                      (f"bare orjson parse process, {label}", m["orjson"], 1.0, None)]
-            if f is not SMALL:
+            if f is not small:
                 verdicts.append((label, "cold summary <= 0.8x a bare orjson parse process (recording on)",
                                  f"{m['on'] / m['orjson']:.2f}x", m["on"] / m["orjson"] <= 0.8))
         load1 = os.getloadavg()[0]
