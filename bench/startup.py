@@ -6,8 +6,9 @@ row interleaved (A B A B ...) so that a change of load hits both, ratios taken b
 
 - ``kit --help`` (target: under 0.25 s);
 - a cold ``kit profile summary TRACE --json`` (empty ``KIT_CACHE_DIR``) of a small trace (the sample's
-  ``tp1_eager`` rank 0, written as plain JSON) and of the 57 MB plain-JSON trace (``../shared/data/traces/tracelens/inference/
-  xdit_sd_3.5/profile_trace_rank_0.json.gz`` written as plain JSON, as ``bench/profile_parse.py`` does),
+  ``tp1_eager`` rank 0, written as plain JSON) and of the 57 MB plain-JSON trace
+  (``../shared/data/traces/tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz`` written as plain
+  JSON, as ``bench/profile_parse.py`` does),
   against a bare orjson parse process of the same file (target: at most 0.8x), each with the run catalogue
   recording into a fresh store (the default) and with ``KIT_RUNS=off``;
 - the modules each process imported (``-X importtime`` lines, not timed).
