@@ -13,6 +13,9 @@ row interleaved (A B A B ...) so that a change of load hits both, ratios taken b
   recording into a fresh store (the default) and with ``KIT_RUNS=off``;
 - the modules each process imported (``-X importtime`` lines, not timed).
 
+``BENCH_BASE=<git ref>`` adds the same commands of that commit (``git archive`` into a temporary folder, run
+with this environment) to each row's interleaving: before and after, from one run.
+
 The load average (1 min) is read before and after and printed with the figures. Prints one Markdown
 section on stdout; progress on stderr.
 """
@@ -40,9 +43,19 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _env(**extra: str) -> dict:
+def _env(root: Path = ROOT, **extra: str) -> dict:
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "KIT_RUNS", "KIT_RUNS_DIR")}
-    return {**base, "PYTHONPATH": str(ROOT), "KIT_PROGRESS": "off", **extra}
+    return {**base, "PYTHONPATH": str(root), "KIT_PROGRESS": "off", **extra}
+
+
+def checkout(ref: str, tmp: Path) -> Path:
+    """``ref``'s tree (kit/ only) in a temporary folder, byte-compiled as an install is."""
+    out = tmp / "base"
+    out.mkdir()
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "kit"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(out)], input=tar, check=True)
+    subprocess.run([PY, "-m", "compileall", "-q", str(out / "kit")], check=True, env=_env(out), timeout=300)
+    return out
 
 
 def wall(cmd: list[str], env: dict, setup=None) -> float:
@@ -83,6 +96,7 @@ def plain_json(src: Path, out: Path) -> int:
 
 def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="kit-bench-startup-"))
+    os.chdir(tmp)   # ``python -m kit`` puts the working directory first on sys.path: PYTHONPATH decides the kit
     try:
         subprocess.run([PY, "-m", "compileall", "-q", str(ROOT / "kit")], check=True, env=_env(), timeout=300)
         load0 = os.getloadavg()[0]
@@ -94,10 +108,17 @@ def main() -> int:
 
         on = _env(KIT_CACHE_DIR=str(cache), KIT_RUNS="on", KIT_RUNS_DIR=str(store))
         off = _env(KIT_CACHE_DIR=str(cache), KIT_RUNS="off")
+        ref = os.environ.get("BENCH_BASE")
+        base = checkout(ref, tmp) if ref else None
         kit = [PY, "-m", "kit"]
         log("[startup] kit --help ...")
-        helps = interleaved({"help": ([*kit, "--help"], off, None)})
+        hv = {"help": ([*kit, "--help"], off, None)}
+        if base:
+            hv["base"] = ([*kit, "--help"], _env(base, KIT_RUNS="off"), None)
+        helps = interleaved(hv)
         rows = [("`kit --help`", helps["help"], None, modules([*kit, "--help"], off))]
+        if base:
+            rows.append((f"`kit --help` at {ref}", helps["base"], None, modules([*kit, "--help"], hv["base"][1])))
         small = tmp / "tp1_eager_rank0.json"
         files = [(f"sample tp1_eager rank 0, plain JSON ({plain_json(SMALL, small) / 1e6:.1f} MB)", small)]
         if XDIT.exists():
@@ -110,13 +131,21 @@ def main() -> int:
         for label, f in files:
             log(f"[startup] {label} ...")
             summary = [*kit, "profile", "summary", str(f), "--json"]
-            m = interleaved({"orjson": ([PY, "-c", ORJSON, str(f)], off, None), "on": (summary, on, fresh),
-                             "off": (summary, off, fresh)})
+            variants = {"orjson": ([PY, "-c", ORJSON, str(f)], off, None), "on": (summary, on, fresh),
+                        "off": (summary, off, fresh)}
+            if base:
+                variants["base"] = (summary, _env(base, KIT_CACHE_DIR=str(cache), KIT_RUNS="on",
+                                                  KIT_RUNS_DIR=str(store)), fresh)
+            m = interleaved(variants)
             fresh()
             n_on, n_off = modules(summary, on), modules(summary, off)
             rows += [(f"cold summary, {label}, recording on", m["on"], m["on"] / m["orjson"], n_on),
                      (f"cold summary, {label}, `KIT_RUNS=off`", m["off"], m["off"] / m["orjson"], n_off),
                      (f"bare orjson parse process, {label}", m["orjson"], 1.0, None)]
+            if base:
+                rows.append((f"cold summary, {label}, recording on, at {ref}", m["base"], m["base"] / m["orjson"],
+                             modules(summary, _env(base, KIT_CACHE_DIR=str(cache), KIT_RUNS="on",
+                                                   KIT_RUNS_DIR=str(store)))))
             if f is not small:
                 verdicts.append((label, "cold summary <= 0.8x a bare orjson parse process (recording on)",
                                  f"{m['on'] / m['orjson']:.2f}x", m["on"] / m["orjson"] <= 0.8))
