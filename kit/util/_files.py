@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from importlib import resources
 from pathlib import Path
 
 
@@ -33,5 +32,7 @@ def write_atomic(path: "os.PathLike[str] | str", text: str, *, prefix: str | Non
 def host_program(package: str, name: str, call: str) -> str:
     """The source of a program the kit ships to hosts, ``<package>/_host/<name>``, a real ``.py`` file
     (linted and read like any other), followed by the line ``call`` whose value ``Host.python`` returns."""
+    from importlib import resources  # deferred: start-up (every command imports kit.util; few ship programs)
+
     text = resources.files(package).joinpath("_host", name).read_text(encoding="utf-8")
     return text.rstrip("\n") + "\n\n" + call + "\n"
