@@ -65,15 +65,15 @@ def profile(server, steps: int | None = None, seconds: float | None = None, *, l
     """
     if (steps is None) == (seconds is None):
         raise ServerError("profile(): give exactly one of steps= or seconds=")
-    if server.engine == "vllm" and steps is not None:
-        raise ServerError("profile(): vLLM's /start_profile takes no step count; use seconds=")
+    if not server.engine_def.profile_steps and steps is not None:
+        raise ServerError(f"profile(): {server.engine_def.title}'s /start_profile takes no step count; use seconds=")
     if server.job is None or server.stopped is not None:
         raise ServerError(f"profile(): server {server.name} is not running")
-    d = server._profile_dir if server.engine == "vllm" else f"{server._profile_dir}/{name}"
+    d = server._profile_dir if server.engine_def.profile_dir_env else f"{server._profile_dir}/{name}"
     server.host.run(f"mkdir -p {_q(d)}", timeout=30, check=True)
     before = _list_traces(server, d)
     body = None
-    if server.engine != "vllm":
+    if not server.engine_def.profile_dir_env:   # the directory and the step count go in the request's body
         body = {"output_dir": d, "activities": list(activities)}
         if steps is not None:
             body["num_steps"] = int(steps)
