@@ -84,13 +84,20 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    try:
-        set_command_line(argv)   # what runs recorded by this command carry
-        # the answer first: the runs this command records are written after it is printed
-        with deferred() if recording_on() else contextlib.nullcontext():
-            code = int(args.func(args) or 0)
-            sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
+    set_command_line(argv)   # what runs recorded by this command carry
+    # the answer first: the runs this command records are written after it is printed
+    with deferred() if recording_on() else contextlib.nullcontext():
+        code = _answer(args)
+        if code != 130:   # the analyses that completed are recorded, also when the reader went away (| head)
             _write_runs()
+    return code
+
+
+def _answer(args) -> int:
+    """Run the command; its exit code, with a kit error as one line (1), a reader gone away as 141."""
+    try:
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
         return code
     except BrokenPipeError:
         # The reader of our output has gone (``kit ... | head``): stop quietly like other tools.
