@@ -23,7 +23,8 @@ item), facts (verdicts, engines), warnings, and its tables as Parquet. Everythin
   it has loaded the catalogue); input hashing, redaction, recording failures counted (:func:`failures`)
 - ``_extract.py``: what a result records: its own ``to_record(args)``, or the default (a DataFrame's rows)
 - ``_query.py``: :func:`query`, :func:`runs`, :func:`get`, :func:`table` (DuckDB, read only)
-- ``_gate.py``: the regression gate: :func:`gate` (a comparison's verdict against a threshold and its noise),
+- ``_gate.py``: the regression gate: :func:`gate` (a comparison's verdict on medians of per-step distributions,
+  kernel time, launches and syncs; regression / improvement / pass / inconclusive),
   :func:`profile_gate` (traces against a named baseline), ``Gate.html()`` the one-page diff
 - ``_bench_gate.py``: :func:`bench_gate`: a benchmark result against a baseline benchmark, per metric, with
   the same noise rule (two standard errors from the files' own spread) and threshold

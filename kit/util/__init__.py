@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from kit.util._files import host_program, write_atomic
 from kit.util._json import call_settings, frame_figures, frame_records, jsonable
-from kit.util._progress import progress
+from kit.util._progress import progress, progress_wanted
 from kit.util._python import no_gc, publish
 from kit.util._recording import (
     command_line,
@@ -38,5 +38,5 @@ from kit.util._version import kit_version
 
 __all__ = ["ANSI", "UNITS", "call_settings", "clip", "command_line", "deferred", "describe", "flush", "frame_figures",
            "frame_records", "host_program", "html_fields", "jsonable", "kit_version", "no_gc", "pending",
-           "percent_text", "progress", "publish", "quote", "recorded", "recording_on", "register_record",
-           "set_command_line", "set_writer", "signed", "strip_ansi", "unit_of", "write_atomic"]
+           "percent_text", "progress", "progress_wanted", "publish", "quote", "recorded", "recording_on",
+           "register_record", "set_command_line", "set_writer", "signed", "strip_ansi", "unit_of", "write_atomic"]

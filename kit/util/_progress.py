@@ -15,8 +15,9 @@ from typing import Any, Iterator
 _OFF = ("0", "off", "no", "false")
 
 
-def _progress_wanted() -> bool:
-    """A bar is shown in a terminal (stderr a TTY) or a notebook kernel, never when ``KIT_PROGRESS=off``."""
+def progress_wanted() -> bool:
+    """A bar is shown in a terminal (stderr a TTY) or a notebook kernel, never when ``KIT_PROGRESS=off``
+    (every bar of the kit asks this: :func:`progress`, the engine start-up bar of ``kit.server``)."""
     if os.environ.get("KIT_PROGRESS", "").strip().lower() in _OFF:
         return False
     try:
@@ -82,7 +83,7 @@ def progress(desc: str, total: float | None = None, *, unit: str = "B", show: bo
     """A progress bar for work that may take more than ``delay`` seconds (it appears only then), kept ticking
     (elapsed time) while the work runs; silent when not in a terminal or notebook, when ``show=False`` or
     ``KIT_PROGRESS=off``. Yields the bar (``bar.update(n)``, ``bar.total``)."""
-    bar = _Bar(desc, total, unit, _progress_wanted() if show is None else show, delay)
+    bar = _Bar(desc, total, unit, progress_wanted() if show is None else show, delay)
     try:
         yield bar
     finally:
