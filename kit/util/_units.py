@@ -47,7 +47,7 @@ FAMILIES: tuple[tuple[str, str], ...] = (
     # a category's share of kernel / wall time; a part of a comparison's difference; a gate's relative change
     ("share_of_kernel.*", "fraction"), ("share_of_wall.*", "fraction"), ("delta_us.*", "us"),
     ("change.*", "fraction"),
-    ("unplaced_share.*", "fraction"), ("part_ms.*", "ms"),
+    ("unplaced_share.*", "fraction"), ("part_ms.*", "ms"), ("cause_share.*", "fraction"),
     # rows of a parsed log's tables; findings of an audit by severity
     ("rows.*", "count"), ("findings.*", "count"),
     # a load level's latency distributions (kit.bench: metric_stat) and their intervals over repeats
