@@ -567,7 +567,7 @@ DEFERRED_WITHOUT_REASON = {
 }
 # One-letter module aliases (``import _summary as S``) say nothing where they are used; the ones left, by file name.
 KNOWN_ONE_LETTER_ALIASES = {"_assemble.py": 1, "_compare.py": 1, "_cpu.py": 2, "_profile.py": 2, "_cpu_compare.py": 2,
-                            "_tools.py": 3}
+                            "_tools.py": 4}
 
 
 def _deferred_imports(path: Path) -> tuple[int, int]:
