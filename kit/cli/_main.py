@@ -155,8 +155,15 @@ def run() -> None:
         sys.stderr.flush()
     except (BrokenPipeError, ValueError):   # a reader gone, a closed stream: let the interpreter cope
         raise SystemExit(code) from None
-    if threading.active_count() > 1 and not interrupted:
-        # other threads (the catalogue hashing the inputs) finish first; after a Ctrl-C nothing is waited for
+    except KeyboardInterrupt:
+        os._exit(130)
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if others and not interrupted:
+        # other (non-daemon) threads finish first; after a Ctrl-C nothing is waited for. Daemon threads (the
+        # catalogue's input hashing, whose digests the run written above has waited for) are not waited for.
         raise SystemExit(code)
-    atexit._run_exitfuncs()
+    try:
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:   # a Ctrl-C while the exit handlers run: the exit it asks for, no traceback
+        code = 130
     os._exit(code)
