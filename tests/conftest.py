@@ -143,6 +143,8 @@ SLOW = (
     "tests/bench/test_reconcile.py::test_saved_records",
     # kit mcp as a real process per test (stdio and HTTP): the investigation, a report, the hostile corpus
     "tests/mcp/test_mcp.py",
+    "tests/mcp/test_hostile.py::test_http_needs", "tests/mcp/test_hostile.py::test_http_sessions",  # issue 45: HTTP
+    "tests/report/test_interrupt.py", "tests/logs/test_interrupt.py",  # issue 45: Ctrl-C in a report, a 72 MB parse
     "tests/test_figures_detached.py",  # two sample traces compared
     # hostile inputs (issue 34): a 3 GiB gzip bomb, CLI runs over odd traces and the secret corpus, a dead SSH link
     "tests/profile/test_hostile_traces.py::test_a_gzip_bomb", "tests/profile/test_hostile_traces.py::test_a_lone",

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.bench._reconcile_input import checked, offset_note
 from kit.errors import BenchError
 from kit.util import recorded
 
@@ -167,6 +168,8 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
         base = Reconciliation(None, None, [], engine=recs.name, warnings=warnings)
         base.provenance = _provenance(client, engine)
         return reconcile_coarse(reqs, recs, base, _table)
+    recs, faults, unusable = checked(recs)   # the input step: unusable step records dropped and counted
+    warnings += faults
     busy, trace_name = _busy_share(trace, warnings)
     matched, unmatched = _match(reqs, recs.requests)
     if unmatched:
@@ -178,13 +181,17 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     base = Reconciliation(None, None, parts, offset_ms=offset * 1e3, offset_bound_ms=bound * 1e3, busy_share=busy,
                           trace=trace_name, engine=recs.name, refused=why, warnings=warnings)
     base.provenance = _provenance(client, engine)
-    if why:
+    if unusable or why:
+        base.refused = unusable or why
         return base
     rows = _token_rows(reqs, matched, _steps_by_rid(recs.steps), busy, warnings)
     if not rows:
         base.refused = "no client gap to reconcile (every request produced fewer than two token chunks)"
         return base
     base.tokens = pd.DataFrame(rows)
+    note = offset_note(base.offset_ms, base.offset_bound_ms, float(base.tokens["gap"].median()))
+    if note:
+        warnings.append(note)
     if len(recs.steps) and {"host", "host_exposed"} <= set(recs.steps):
         base.hidden_host_ms = float(1e3 * (recs.steps["host"] - recs.steps["host_exposed"]).clip(lower=0).mean())
     base.table = _table(base.tokens, parts, trace_name, bound * 1e3)

@@ -16,7 +16,8 @@ here; ``host:/path`` inputs named only), settings, headline figures (``figures``
 item), facts (verdicts, engines), warnings, and its tables as Parquet. Everything textual goes through
 ``kit.redact`` before it is written.
 
-- ``_store.py``: the directory layout, atomic writes, compaction of loose run files into packs
+- ``_store.py``: the directory layout (private: 0700/0600), atomic writes, reading run files (a bad one skipped,
+  said), compaction of loose run files into packs, sweeping what kills leave
 - ``_schema.py``: the run row's Arrow schema and the SQL views over it
 - ``_record.py``: :func:`record`; :func:`record_call`, the writer this package installs when loaded (the
   ``recorded`` decorator the entry points wear, ``kit.util``, hands results to it: a program records once
