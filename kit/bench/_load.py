@@ -169,6 +169,18 @@ class LoadResult:
 
         return latency_cdf(self, metric=metric, **kw)
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this benchmark: the summary table and its figures per level."""
+        import pandas as pd
+
+        from kit.util import call_settings, frame_figures
+
+        table = pd.DataFrame(self.summary())
+        key = "level" if "level" in table.columns else "concurrency" if "concurrency" in table.columns else None
+        url = args.get("url") or self.data.get("url")
+        return {"inputs": [url] if url else [], "settings": call_settings(args), "figures": frame_figures(table, key),
+                "tables": {"summary": table}}
+
     def __repr__(self) -> str:
         parts = [f"{r['level']}: {r['output_tok_s']:.1f} tok/s, TTFT p50 {r['ttft_ms_p50']:.1f} ms, "
                  f"ITL p99 {r['itl_ms_p99']:.2f} ms" for r in self.summary()]

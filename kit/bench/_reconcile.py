@@ -37,6 +37,7 @@ from typing import Any
 
 from kit.bench._reconcile_input import checked, offset_note
 from kit.errors import BenchError
+from kit.util import recorded
 
 # part -> (label, where its time comes from)
 PARTS: dict[str, tuple[str, str]] = {
@@ -103,6 +104,18 @@ class Reconciliation:
                 "table": [] if self.table is None else frame_records(self.table),
                 "tokens": len(self.tokens) if self.tokens is not None else 0}
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this reconciliation: each part's share of the gap, the clocks."""
+        figs = [("offset_ms", self.offset_ms), ("offset_bound_ms", self.offset_bound_ms),
+                ("busy_share", self.busy_share), ("hidden_host_ms", self.hidden_host_ms)]
+        if self.table is not None and not self.refused:
+            figs += [(f"part_ms.{r['part']}", r[s], s) for r in self.table.to_dict("records")
+                     for s in ("mean", "p50", "p99") if s in r]
+        return {"inputs": [self.trace] if self.trace else [], "figures": figs,
+                "facts": {"engine": self.engine or None, "refused": self.refused or None},
+                "provenance": self.provenance or None,
+                "tables": {"table": self.table} if self.table is not None else {}, "warnings": list(self.warnings)}
+
     def plot(self, ax=None):
         """The waterfall: each part's share of the gap around the median and in the slowest 1 %."""
         from kit.plots import itl_waterfall
@@ -131,6 +144,7 @@ class Reconciliation:
         return self.table.to_html(index=False, float_format=lambda x: f"{x:.3f}")
 
 
+@recorded("reconciliation")
 def reconcile(client, engine, *, trace=None) -> Reconciliation:
     """Split each client inter-token gap into HTTP, output path, prefill, host work, scheduler and GPU.
 

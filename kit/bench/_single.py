@@ -130,6 +130,18 @@ class BenchResult:
                      fontsize=10)
         return fig
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this benchmark: the summary table and its figures per level."""
+        import pandas as pd
+
+        from kit.util import call_settings, frame_figures
+
+        table = pd.DataFrame(self.summary())
+        key = "level" if "level" in table.columns else "concurrency" if "concurrency" in table.columns else None
+        url = args.get("url") or self.data.get("url")
+        return {"inputs": [url] if url else [], "settings": call_settings(args), "figures": frame_figures(table, key),
+                "tables": {"summary": table}}
+
     def __repr__(self) -> str:
         rows = self.summary()
         parts = [f"c={r['concurrency']}: {r['decode_tok_s']:.1f} tok/s, TTFT {r['ttft_ms']:.1f} ms, "

@@ -46,7 +46,7 @@ def register(subparsers) -> None:
 
 
 def _compare(args) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     g = runs.bench_gate(args.baseline, args.file, threshold=args.threshold)
     if args.json:
@@ -57,8 +57,8 @@ def _compare(args) -> int:
 
 
 def _bench(args) -> int:
-    from kit import logs
-    from kit.util import frame_records
+    from kit import logs  # deferred: start-up (a command loads its work only when it runs)
+    from kit.util import frame_records  # deferred: start-up (a command loads its work only when it runs)
 
     df = logs.parse_bench(args.file)
     for w in df.attrs.get("warnings", []):  # what was dropped on the way; the engine guess is said per row below
@@ -82,7 +82,7 @@ def _bench(args) -> int:
 
 
 def _reconcile(args) -> int:
-    from kit import bench
+    from kit import bench  # deferred: start-up (a command loads its work only when it runs)
 
     rec = bench.reconcile(args.client, args.engine_log, trace=args.trace)
     for w in rec.warnings:

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
 import os
 import signal
 import sys
+import threading
 
 from kit.errors import KitError
-from kit.util import set_command_line
+from kit.util import command_line as util_command_line
+from kit.util import deferred, flush, kit_version, pending, recording_on, set_command_line
 
 # Each module defines ``register(subparsers)`` adding its sub-commands; a sub-command's
 # handler is stored as ``func`` and returns the process exit code.
@@ -35,10 +39,9 @@ COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.c
 
 
 def command_line() -> str | None:
-    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None."""
-    from kit.util import command_line as line
-
-    return line()
+    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None
+    (held in one place, ``kit.util.command_line``)."""
+    return util_command_line()
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -72,9 +75,7 @@ def _describe(sub) -> None:
 
 
 def _version() -> str:
-    from kit import __version__
-
-    return __version__
+    return kit_version()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,8 +85,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    set_command_line(argv)   # what runs recorded by this command carry
+    # the answer first: the runs this command records are written after it is printed
+    with deferred() if recording_on() else contextlib.nullcontext():
+        code = _answer(args)
+        if code != 130:   # the analyses that completed are recorded, also when the reader went away (| head)
+            _write_runs()
+    return code
+
+
+def _answer(args) -> int:
+    """Run the command; its exit code, with a kit error as one line (1), a reader gone away as 141."""
     try:
-        set_command_line(argv)   # what runs recorded by this command carry
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
         return code
@@ -99,6 +110,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _write_runs() -> None:
+    """The runs this command recorded, written to the catalogue once its answer is out."""
+    if pending():
+        import kit.runs  # noqa: F401  deferred: the catalogue loads (and installs its writer) only to write a run
+
+        flush()
 
 
 def run() -> None:
@@ -136,12 +155,15 @@ def run() -> None:
         sys.stderr.flush()
     except (BrokenPipeError, ValueError):   # a reader gone, a closed stream: let the interpreter cope
         raise SystemExit(code) from None
-    import threading
-
-    if threading.active_count() > 1 and not interrupted:
-        # other threads (the catalogue hashing the inputs) finish first; after a Ctrl-C nothing is waited for
+    except KeyboardInterrupt:
+        os._exit(130)
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if others and not interrupted:
+        # other (non-daemon) threads finish first; after a Ctrl-C nothing is waited for. Daemon threads (the
+        # catalogue's input hashing, whose digests the run written above has waited for) are not waited for.
         raise SystemExit(code)
-    import atexit
-
-    atexit._run_exitfuncs()
+    try:
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:   # a Ctrl-C while the exit handlers run: the exit it asks for, no traceback
+        code = 130
     os._exit(code)

@@ -288,6 +288,15 @@ class Experiment:
                                   .to_ledger()])
         return verdict
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this experiment: each variant's figures and the table."""
+        from kit.util import call_settings, frame_figures
+
+        table = self.table
+        return {"inputs": [], "settings": call_settings(args),
+                "figures": frame_figures(table, "slug" if "slug" in table else None),
+                "tables": {"variants": table}, "label": self.name}
+
     def __repr__(self) -> str:
         parts = []
         for r in self.rows():

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kit.errors import UsageError
-from kit.runs._record import recorded
+from kit.util import recorded
 
 # metric, its standard deviation column, which way is better, the quantile (None: a mean or a rate)
 _LAT = [(f"{stat}_{m}_ms", f"std_{m}_ms", "lower", q) for m in ("ttft", "tpot", "itl")
@@ -61,6 +61,20 @@ class BenchGate:
         if not fail_on_regression:
             return 0
         return {"regression": 3, "inconclusive": EXIT_INCONCLUSIVE}.get(self.verdict, 0)
+
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this gate: each metric's relative change and the verdict."""
+        import os
+
+        from kit.util import call_settings
+
+        figs = [(f"change.{r.metric}", r.change, r.run or None) for r in self.table.itertuples()
+                if r.change == r.change]   # a metric not compared has no change
+        src = args.get("source")
+        return {"inputs": [("b", src)] if isinstance(src, (str, os.PathLike)) else [], "settings": call_settings(args),
+                "figures": figs,
+                "facts": {"verdict": self.verdict, "baseline": self.baseline, "baseline_run": self.baseline_run},
+                "tables": {"metrics": self.table}, "warnings": list(self.warnings), "label": f"against {self.baseline}"}
 
     def __repr__(self) -> str:
         done = self.table[self.table["verdict"] != "not compared"]
