@@ -1,4 +1,7 @@
-"""``kit bench parse FILE [--json]``: benchmark text blocks or JSON/JSONL results, one row per run.
+"""``kit bench run URL [--concurrency N...|--rate R...|--users U...|--trace F|--saturation] [--out F] [--plot F]``:
+a benchmark by the kit's client (``kit.bench.sweep`` and its presets; ``--serve ENGINE`` starts the engine
+first and stops it after), a table at the end, the result saved as every other command reads it.
+``kit bench parse FILE [--json]``: benchmark text blocks or JSON/JSONL results, one row per run.
 ``kit bench reconcile CLIENT ENGINE_LOG [--trace T] [--json]``: where the saved client records' inter-token
 latency goes (``kit.bench.reconcile``).
 ``kit bench compare FILE --baseline NAME [--fail-on-regression] [--threshold F] [--json]``: the result against a
@@ -16,8 +19,11 @@ from kit.cli._logs import dump
 
 
 def register(subparsers) -> None:
-    bench = subparsers.add_parser("bench", help="parse benchmark output")
+    bench = subparsers.add_parser("bench", help="run a benchmark; parse, reconcile and compare benchmark output")
     bsub = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    from kit.cli._bench_run import register_run
+
+    register_run(bsub)
     b = bsub.add_parser("parse", help="benchmark text blocks or JSON/JSONL results -> one row per run")
     b.add_argument("file", help="benchmark output: text blocks, a JSON result or JSONL results")
     b.add_argument("--json", action="store_true", help="print every row as JSON")
@@ -55,7 +61,10 @@ def _bench(args) -> int:
     from kit import logs
     from kit.util import frame_records
 
-    df = logs.parse_bench(args.file)
+    from kit import bench
+
+    own = bench.read_result(args.file)  # the kit's own result (either format): its levels as rows
+    df = logs.parse_bench(args.file) if own is None else own.rows()
     for w in df.attrs.get("warnings", []):  # what was dropped on the way; the engine guess is said per row below
         if "inferred from the line format" in w:
             continue

@@ -17,7 +17,8 @@ _COMMAND_MODULES = (
     "kit.cli._source",   # kit source slice|grep|find
     "kit.cli._profile",  # kit profile summary|compare (and check, registered from _audit)
     "kit.cli._logs",     # kit logs parse|spec
-    "kit.cli._bench",    # kit bench parse
+    "kit.cli._bench",    # kit bench run|parse|reconcile|compare
+    "kit.cli._serve",    # kit serve
     "kit.cli._report",   # kit report
     "kit.cli._audit",    # kit audit
     "kit.cli._mcp",      # kit mcp
@@ -29,7 +30,7 @@ _COMMAND_MODULES = (
 COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.cli._source",
             "profile": "kit.cli._profile", "logs": "kit.cli._logs", "bench": "kit.cli._bench",
             "report": "kit.cli._report", "audit": "kit.cli._audit",
-            "mcp": "kit.cli._mcp",
+            "mcp": "kit.cli._mcp", "serve": "kit.cli._serve",
             "runs": "kit.cli._runs"}
 
 

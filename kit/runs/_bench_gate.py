@@ -99,6 +99,17 @@ def _judge(metric, std, better, a, b, threshold) -> dict | None:
             "decided_by": "spread and threshold" if noise == noise else "threshold only"}
 
 
+def _rows(source, parse_bench):
+    """The result's rows: a kit bench result's levels (``kit.bench.read_result``, the one reader of the
+    kit's own results), else other tools' output as ``kit.logs.parse_bench`` reads it."""
+    import os
+
+    from kit import bench
+
+    own = bench.read_result(source) if isinstance(source, (str, os.PathLike)) and os.path.isfile(source) else None
+    return parse_bench(source) if own is None else own.rows()
+
+
 @recorded("gate")
 def bench_gate(baseline: str, source, *, threshold: float = 0.02, stores=None) -> BenchGate:
     """Benchmark output ``source`` (what ``kit.logs.parse_bench`` reads) against the benchmark baseline
@@ -114,7 +125,7 @@ def bench_gate(baseline: str, source, *, threshold: float = 0.02, stores=None) -
         raise UsageError(f"baseline {baseline}: run {run['run_id']} ({run['kind']}) holds no benchmark rows "
                          "(name a 'kit bench parse' run)")
     base = table(run["run_id"], "rows", stores=stores)
-    new = parse_bench(source)
+    new = _rows(source, parse_bench)
     pairs = _pairs(base, new)
     warnings = []
     if not pairs:

@@ -1,6 +1,7 @@
-"""LoadResult and the figures of a load level, as ``vllm bench serve``, SGLang ``bench_serving``,
-aiperf and guidellm compute them, with the kit's statistics and provenance (the levels themselves are
-run by :mod:`kit.bench._sweep`).
+"""LoadResult, the one result type of every kit benchmark (``single_stream``, ``load_test``, ``sweep``,
+the searches), the figures of a load level as ``vllm bench serve``, SGLang ``bench_serving``, aiperf
+and guidellm compute them, and :func:`read_result`, the one reader of the kit's own result files (the
+levels themselves are run by :mod:`kit.bench._sweep`).
 
 Per level: mean, p50, p90, p99 of TTFT, ITL, TPOT and E2E (ms), request and output-token throughput,
 **goodput** (requests per second that met every SLO given, as vLLM's ``--goodput``), one stream's
@@ -22,24 +23,32 @@ from pathlib import Path
 from typing import Any
 
 from kit.bench._prompts import make_prompts
-from kit.bench._search import steady_state
-from kit.bench._stats import percentile
+from kit.bench._stats import mean_ci, median, percentile
+from kit.bench._steady import steady_state
 from kit.errors import BenchError
+
+DEFINITIONS = ("TTFT, ITL, TPOT as vLLM's `vllm bench serve` (and SGLang's bench_serving) define them: "
+               "TTFT = first token chunk (answer text or reasoning) - send; ITL = gaps between token chunks; "
+               "TPOT = (latency - TTFT) / (output tokens - 1); decode tok/s = median over requests of 1 / TPOT; "
+               "output tok/s = output tokens / wall time of all requests of the level")
 
 STATS = ("mean", "p50", "p90", "p99")
 LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 # figures that get an interval over repeats
-CI_KEYS = ("request_throughput", "output_tok_s", "goodput", "ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99",
+CI_KEYS = ("decode_tok_s", "request_throughput", "output_tok_s", "goodput", "ttft_ms_mean", "ttft_ms_p50", "ttft_ms_p99",
            "itl_ms_p50", "itl_ms_p99", "tpot_ms_mean", "e2e_ms_p50", "e2e_ms_p99")
 PHASES = ("connect_ms", "send_ms", "wait_ms", "receive_ms")
-__all__ = ["LoadResult", "make_prompts", "meets", "summarize"]
+__all__ = ["DEFINITIONS", "LoadResult", "level_entry", "make_prompts", "meets", "read_result", "summarize"]
 
 
 def _dist(values: list[float]) -> dict[str, float]:
     xs = [v for v in values if v is not None and math.isfinite(v)]
     if not xs:
-        return {s: math.nan for s in STATS}
-    return {"mean": sum(xs) / len(xs), "p50": percentile(xs, 50), "p90": percentile(xs, 90), "p99": percentile(xs, 99)}
+        return {s: math.nan for s in (*STATS, "std")}
+    mean = sum(xs) / len(xs)
+    std = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else math.nan
+    return {"mean": mean, "p50": percentile(xs, 50), "p90": percentile(xs, 90), "p99": percentile(xs, 99),
+            "std": std}  # std: the spread a gate weighs a mean's change against (vllm bench serve saves it)
 
 
 def meets(r: dict, slo: dict) -> bool:
@@ -73,6 +82,7 @@ def summarize(requests: list[dict], wall: float, slo: dict | None = None) -> dic
         for s, v in _dist(xs).items():
             out[f"{m}_{s}"] = v
     out["user_tok_s"] = 1e3 / out["tpot_ms_mean"] if out["tpot_ms_mean"] > 0 else math.nan  # one stream's speed
+    out["decode_tok_s"] = median([1e3 / x for x in series["tpot_ms"] if x > 0])  # the typical request's speed
     out_tok = sum(r["output_tokens"] for r in ok)
     out["output_tokens"] = out_tok
     out["reasoning_tokens"] = sum(r.get("reasoning_tokens", 0) for r in ok)
@@ -118,12 +128,75 @@ def steady_summary(requests: list[dict], wall: float, slo: dict | None) -> dict[
                                              "tpot_ms_mean", "output_tok_s", "request_throughput")}}
 
 
+def level_entry(mode: str, target, label: str, runs: list[dict], slo: dict | None) -> dict:
+    """One level's entry: the summary over every repeat (95 % intervals of the headline figures over
+    the repeats when there are several), each repeat's summary, the watchers', the requests. A run is
+    ``{"requests", "wall"}`` plus, where the client was watched, ``late``, ``client``, ``stalled_attempts``."""
+    reqs = [r for g in runs for r in g["requests"]]
+    summ = summarize(reqs, sum(g["wall"] for g in runs), slo)
+    summ["late_sends"] = sum(g.get("late", 0) for g in runs)
+    summ["repeats"] = len(runs)
+    watched = [g for g in runs if "client" in g]
+    if watched:
+        summ["client_lag_ms_max"] = max(g["client"]["client_lag_ms_max"] for g in watched)
+        summ["client_stalled"] = any(g["client"]["client_stalled"] for g in watched)
+        summ["reruns"] = (sum(len(g["stalled_attempts"]) for g in watched)
+                          - sum(g["client"]["client_stalled"] for g in watched))
+    per = [dict(summarize(g["requests"], g["wall"], slo), late_sends=g.get("late", 0)) for g in runs]
+    if len(per) > 1:
+        for key in CI_KEYS:
+            if key in summ:
+                _, summ[f"{key}_lo"], summ[f"{key}_hi"] = mean_ci([x[key] for x in per])
+    steady = steady_summary(runs[0]["requests"], runs[0]["wall"], slo) if len(runs) == 1 else None
+    out = {"mode": mode, "target": target, "label": label, "summary": summ, "per_repeat": per, "requests": reqs,
+           "client": [dict(g["client"], stalled_attempts=g["stalled_attempts"]) for g in watched], "steady": steady}
+    for key in ("server_metrics", "gpu"):
+        if key in runs[0]:
+            out[key] = [g[key] for g in runs]
+    return out
+
+
+def read_result(path: str | Path) -> "LoadResult | None":
+    """The kit's result file at ``path`` (``single_stream``, ``load_test``, ``sweep``, the searches,
+    ``kit bench run``; older single-stream files included), read by the one reader
+    (:func:`kit.logs.read_kit_result`), as a :class:`LoadResult`; None when the file is not a kit
+    result (another tool's output). BenchError naming the file when it cannot be read."""
+    from kit.errors import LogFormatError
+    from kit.logs import read_kit_result
+
+    if not Path(path).is_file():
+        raise BenchError(f"{path}: no such result file")
+    try:
+        data = read_kit_result(path)
+    except LogFormatError as exc:
+        raise BenchError(str(exc)) from None
+    return None if data is None else LoadResult(data)
+
+
 class LoadResult:
-    """What :func:`load_test` / :func:`sweep` measured: ``levels`` (one dict per level with its
-    ``summary`` and every request), ``table`` (one row per level), ``save``/``load`` as JSON."""
+    """What any kit benchmark measured (:func:`single_stream`, :func:`load_test`, :func:`sweep`, the
+    searches): ``levels`` (one dict per level with its ``summary`` and every request), ``table`` (one
+    row per level), ``save``/``load`` as JSON (:func:`read_result` reads either format)."""
 
     def __init__(self, data: dict[str, Any]) -> None:
-        self.data = data
+        from kit.logs import normalise_kit_result
+
+        self.data = normalise_kit_result(data)
+        for lv in self.data["levels"]:
+            if "summary" not in lv:  # regrouped from an older file: the figures from its requests and runs
+                runs = [{"requests": [q for q in lv["requests"] if q.get("repeat") == g["repeat"]], "wall": g["wall"]}
+                        for g in lv.pop("runs")]
+                lv.update(level_entry(lv["mode"], lv["target"], lv["label"], runs, None))
+
+    @property
+    def url(self) -> str | None:
+        return self.data.get("url")
+
+    @property
+    def tok_s(self) -> float:
+        """Batch-1 decode tok/s (``decode_tok_s`` of the concurrency-1 level); NaN if it was not run."""
+        row = next((r for r in self.summary() if r["mode"] == "concurrency" and r["target"] == 1), None)
+        return row.get("decode_tok_s", math.nan) if row else math.nan
 
     @property
     def levels(self) -> list[dict]:
@@ -134,7 +207,24 @@ class LoadResult:
         return [dict(r, level=lv["label"]) for lv in self.levels for r in lv["requests"]]
 
     def summary(self) -> list[dict]:
-        return [dict(level=lv["label"], mode=lv["mode"], target=lv["target"], **lv["summary"]) for lv in self.levels]
+        """One row per level: its label, kind (``mode``), target (and ``concurrency`` for a closed-loop
+        level) and figures."""
+        return [dict(level=lv["label"], mode=lv["mode"], target=lv["target"],
+                     **({"concurrency": lv["target"]} if lv["mode"] == "concurrency" else {}), **lv["summary"])
+                for lv in self.levels]
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.data
+
+    def rows(self):
+        """One row per level in the columns of other tools' benchmark output (``kit.logs.parse_bench``'s:
+        ``completed``, ``output_throughput``, ``mean_ttft_ms``, ``std_tpot_ms``, ``max_concurrency`` ...),
+        so ``kit bench parse`` and the bench gate read the kit's results as they read vLLM's."""
+        import pandas as pd
+
+        from kit.logs import kit_rows
+
+        return pd.DataFrame(kit_rows(self.data, str(self.url)))
 
     @property
     def table(self):
@@ -147,15 +237,20 @@ class LoadResult:
 
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(p, json.dumps(self.data, indent=1, default=_nan_none) + "\n")
+        write_atomic(p, self.to_json() + "\n")
         return p
+
+    def to_json(self) -> str:
+        """The result as strict JSON (NaN, which JSON has not, as null): what ``save`` writes."""
+        return json.dumps(_finite(self.data), indent=1, default=str, allow_nan=False)
 
     @classmethod
     def load(cls, path: str | Path) -> "LoadResult":
-        try:
-            return cls(json.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            raise BenchError(f"{path}: unreadable load result ({exc})") from None
+        """The result saved at ``path`` (:func:`read_result`); BenchError if it is not a kit result."""
+        res = read_result(path)
+        if res is None:
+            raise BenchError(f"{path}: not a kit bench result (no levels, nor repeats and requests)")
+        return res
 
     def plot(self, metric: str = "e2e_ms", stat: str = "p50", **kw):
         """Throughput against latency, one point per level (:func:`kit.plots.throughput_latency`)."""
@@ -176,7 +271,8 @@ class LoadResult:
 
     def _repr_html_(self) -> str:
         rows = self.summary()
-        cols = ["level", "requests_ok", "requests_failed", "distinct_prompts", "request_throughput", "output_tok_s"] + \
+        cols = ["level", "requests_ok", "requests_failed", "distinct_prompts", "request_throughput", "output_tok_s",
+                "decode_tok_s"] + \
             [f"{m}_{s}" for m in LATENCIES for s in ("mean", "p50", "p99")] + \
             (["goodput"] if self.data.get("slo") else []) + \
             (["cache_hit_share"] if any(r.get("cache_hit_share") is not None for r in rows) else []) + \
@@ -190,7 +286,7 @@ class LoadResult:
         return (f"<div><b>load</b> <code>{html.escape(str(self.data.get('url')))}</code> "
                 f"({html.escape(str(self.data.get('prompts')))} prompts, {self.data.get('max_tokens')} output tokens, "
                 f"seed {self.data.get('seed')})<table><tr>{head}</tr>{body}</table>"
-                f"<small>{html.escape(self.data.get('covers', ''))}{notes}</small></div>")
+                f"<small>{html.escape(self.data.get('covers', ''))}{notes}<br>{html.escape(DEFINITIONS)}</small></div>")
 
 
 def _fmt(v) -> str:
@@ -199,7 +295,14 @@ def _fmt(v) -> str:
     return html.escape(str(v))
 
 
-def _nan_none(o):
-    return None if isinstance(o, float) and math.isnan(o) else str(o)
+def _finite(o):
+    """``o`` with every NaN or infinite float as None (nested dicts, lists and tuples)."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: _finite(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_finite(v) for v in o]
+    return o
 
 
