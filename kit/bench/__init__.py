@@ -13,10 +13,11 @@ idle), on the critical path, with the clocks aligned or the figure refused (:cla
 concurrency levels, a distinct prompt per request, mean/p50/p90/p99 of TTFT, ITL, TPOT and E2E,
 goodput against SLOs, every request kept; ``LoadResult`` (``BenchResult`` is the same class, its older
 name) is the one result type; ``read_result(path)`` the one reader of the kit's saved results
-(older single-stream files included). ``.plot()`` the throughput-latency curve, one line per load kind. Beyond one prompt per request: multi-turn and agentic sessions (``users=``),
-trace replay (``trace=``, Mooncake and WEKA files), length distributions; per level the steady state,
-the client's own stalls, HTTP phases, prefix-cache hits, the server's ``/metrics`` and GPU clocks and
-power. ``saturation`` finds the rate where goodput stops rising; ``pareto_sweep`` the front over
+(older single-stream files included). ``.plot()`` the throughput-latency curve, one line per load
+kind. Beyond one prompt per request: multi-turn and agentic sessions (``users=``), trace replay
+(``trace=``, Mooncake and WEKA files), length distributions; per level the steady state, the client's
+own stalls, HTTP phases, prefix-cache hits, the server's ``/metrics`` and GPU clocks and power.
+``saturation`` finds the rate where goodput stops rising; ``pareto_sweep`` the front over
 lengths x concurrency.
 
 Files:

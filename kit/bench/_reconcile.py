@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.bench._result import read_result
 from kit.errors import BenchError
 
 # part -> (label, where its time comes from)
@@ -155,11 +156,15 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
 
 def _client_requests(client) -> list[dict]:
     if isinstance(client, (str, Path)):
-        try:
-            data = json.loads(Path(client).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BenchError(f"{client}: unreadable client records ({exc})") from None
-        client = data.get("requests") or [r for lv in data.get("levels", []) for r in lv.get("requests", [])]
+        res = read_result(client)  # the one reader of the kit's results; else a JSON list of request records
+        if res is None:
+            try:
+                res = json.loads(Path(client).read_text(encoding="utf-8"))
+            except (OSError, ValueError, UnicodeDecodeError) as exc:
+                raise BenchError(f"{client}: unreadable client records ({exc})") from None
+            if not isinstance(res, list):
+                raise BenchError(f"{client}: neither a kit bench result nor a list of request records")
+        client = res.requests if hasattr(res, "requests") else res
     elif hasattr(client, "requests"):
         client = client.requests
     out = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in client]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from kit.bench._result import LoadResult
 from kit.bench._prompts import new_seed
+from kit.bench._result import LoadResult
 from kit.bench._sweep import sweep
 from kit.errors import BenchError
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kit.bench._client import get_json, stream_request
-from kit.bench._result import LoadResult, level_entry, meets
 from kit.bench._prompts import make_prompts, new_seed, read_dataset, sample_lengths
+from kit.bench._result import LoadResult, level_entry, meets
 from kit.bench._run import Setup, arrivals, records, run_closed, run_level, run_open, run_users
 from kit.bench._workloads import read_trace, session_plan
 from kit.errors import BenchError

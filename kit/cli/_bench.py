@@ -58,13 +58,10 @@ def _compare(args) -> int:
 
 
 def _bench(args) -> int:
-    from kit import logs
+    from kit.runs import bench_rows
     from kit.util import frame_records
 
-    from kit import bench
-
-    own = bench.read_result(args.file)  # the kit's own result (either format): its levels as rows
-    df = logs.parse_bench(args.file) if own is None else own.rows()
+    df = bench_rows(args.file)  # other tools' output and the kit's own results alike
     for w in df.attrs.get("warnings", []):  # what was dropped on the way; the engine guess is said per row below
         if "inferred from the line format" in w:
             continue
@@ -79,7 +76,7 @@ def _bench(args) -> int:
         dump(frame_records(df))
         return 0
     df.loc[df["engine_inferred"], "engine"] = df.loc[df["engine_inferred"], "engine"] + "?"
-    cols = [c for c in ("tool", "engine", "completed", "output_throughput", "median_tpot_ms", "median_ttft_ms",
+    cols = [c for c in ("tool", "engine", "level", "completed", "output_throughput", "median_tpot_ms", "median_ttft_ms",
                         "median_itl_ms", "accept_length") if c in df.columns and df[c].notna().any()]
     print(df[cols].to_string(index=False))
     return 0

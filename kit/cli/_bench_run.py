@@ -170,6 +170,7 @@ def _run(args) -> int:
         with start_engine(args, args.serve, shlex.split(args.engine_args)) as srv:
             print(ready_line(srv, args.serve), file=sys.stderr, flush=True)
             res = measure(args, srv.url)
+            res.data["engine"], res.data["server"] = args.serve, srv.describe()  # what was measured, started how
     else:
         res = measure(args, args.url)
     if args.out:

@@ -11,6 +11,7 @@ and the row says so. Rows are paired by concurrency / request rate / batch size 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,15 +100,22 @@ def _judge(metric, std, better, a, b, threshold) -> dict | None:
             "decided_by": "spread and threshold" if noise == noise else "threshold only"}
 
 
-def _rows(source, parse_bench):
-    """The result's rows: a kit bench result's levels (``kit.bench.read_result``, the one reader of the
-    kit's own results), else other tools' output as ``kit.logs.parse_bench`` reads it."""
-    import os
+def bench_rows(source):
+    """Benchmark output as rows (``kit.logs.parse_bench``: other tools' output, and the kit's own results
+    through its one reader, ``kit.logs.read_kit_result``); an older kit single-stream file, whose figures
+    the parser does not compute, through ``kit.bench.read_result``."""
+    from kit.errors import LogFormatError
+    from kit.logs import parse_bench
 
-    from kit import bench
+    try:
+        return parse_bench(source)
+    except LogFormatError:
+        from kit import bench
 
-    own = bench.read_result(source) if isinstance(source, (str, os.PathLike)) and os.path.isfile(source) else None
-    return parse_bench(source) if own is None else own.rows()
+        own = bench.read_result(source) if isinstance(source, (str, os.PathLike)) and os.path.isfile(source) else None
+        if own is None:
+            raise
+        return own.rows()
 
 
 @recorded("gate")
@@ -116,7 +124,6 @@ def bench_gate(baseline: str, source, *, threshold: float = 0.02, stores=None) -
     named ``baseline``: regression / improvement / pass per metric and overall (module docstring)."""
     import pandas as pd
 
-    from kit.logs import parse_bench
     from kit.runs._query import table
     from kit.runs._share import baseline as get_baseline
 
@@ -125,7 +132,7 @@ def bench_gate(baseline: str, source, *, threshold: float = 0.02, stores=None) -
         raise UsageError(f"baseline {baseline}: run {run['run_id']} ({run['kind']}) holds no benchmark rows "
                          "(name a 'kit bench parse' run)")
     base = table(run["run_id"], "rows", stores=stores)
-    new = _rows(source, parse_bench)
+    new = bench_rows(source)
     pairs = _pairs(base, new)
     warnings = []
     if not pairs:
