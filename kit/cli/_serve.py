@@ -2,9 +2,10 @@
 address, keep it until Ctrl-C (or SIGTERM), then stop it and everything it started.
 
     kit serve tinyserve                       # the project's small CPU engine, for trying the kit
-    kit serve sglang --model-path M --tp 8 --host gpu-box
-    kit serve vllm Qwen/Qwen3-8B --host gpu-box --port 8000
+    kit serve --host gpu-box sglang --model-path M --tp 8
+    kit serve --host gpu-box --port 8000 vllm Qwen/Qwen3-8B
 
+The kit's options come before ENGINE; everything after it is the engine's own command line.
 The line ``kit: serving ENGINE at URL`` (stderr, flushed) is printed once the engine's own process
 listens and answers; wrappers and tests wait for it, never for a fixed time. The engine's command
 line comes from :func:`engine_command`, the one place that knows how each engine is started.
@@ -62,11 +63,14 @@ def add_engine_options(p) -> None:
 
 
 def register(subparsers) -> None:
-    s = subparsers.add_parser("serve", help="start a serving engine, wait until it serves, stop it on Ctrl-C")
+    import argparse
+
+    s = subparsers.add_parser("serve", help="start a serving engine, wait until it serves, stop it on Ctrl-C",
+                              usage="kit serve [--host H] [--port P] [--env NAME=VALUE] ... ENGINE [ARG ...]")
     s.add_argument("engine", choices=engine_names(), metavar="ENGINE",
                    help=f"the engine: {', '.join(engine_names())} (tinyserve needs no arguments)")
-    s.add_argument("args", nargs="*", metavar="ARG",
-                   help="the engine's own arguments (after --, e.g. -- --model-path M --tp 8)")
+    s.add_argument("args", nargs=argparse.REMAINDER, metavar="ARG",
+                   help="the engine's own arguments: everything after ENGINE (kit's options go before it)")
     add_engine_options(s)
     s.set_defaults(func=_serve)
 
@@ -93,7 +97,8 @@ def ready_line(srv, engine: str) -> str:
     """What ``kit serve`` says once the engine serves: the address, and the forward when there is one."""
     fwd = getattr(srv, "_forward", None)
     via = f" (forwarded from {srv.host.name}:{srv.port})" if fwd is not None else ""
-    return f"kit: serving {engine} at {srv.url}{via}; log {srv.log_path}"
+    where = "" if srv.host.name == "local" else f"{srv.host.name}:"
+    return f"kit: serving {engine} at {srv.url}{via}; log {where}{srv.job.log}"
 
 
 def _serve(args) -> int:
@@ -106,7 +111,7 @@ def _serve(args) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
-    srv = start_engine(args, args.engine, args.args)
+    srv = start_engine(args, args.engine, args.args[1:] if args.args[:1] == ["--"] else args.args)
     try:
         print(ready_line(srv, args.engine), file=sys.stderr, flush=True)
         print(srv.url, flush=True)
