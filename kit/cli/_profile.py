@@ -100,6 +100,9 @@ def register(subparsers) -> None:
     from kit.cli._audit import register_check
 
     register_check(psub)  # kit profile check
+    from kit.cli._capture import register_capture
+
+    register_capture(psub)  # kit profile capture
     prof.set_defaults(func=lambda a: (prof.print_help(), 2)[1])
 
 

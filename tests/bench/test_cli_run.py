@@ -4,6 +4,7 @@ parse``/``compare``/``reconcile`` as it is; the table's figures are the library'
 at any point leaves no engine process and no file a later command could take for a result."""
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
@@ -129,6 +130,21 @@ def test_serve_bench_run_and_the_commands_that_read_it(served, tmp_path):
     assert json.loads(cmp.stdout)["verdict"] == "pass"
 
 
+def test_profile_capture_of_a_served_engine(served, tmp_path):
+    """``kit profile capture URL --steps N``: the engine's own profile, through its endpoints, whole files
+    that ``kit profile summary`` reads."""
+    url, *_ = served
+    got = _kit("profile", "capture", url, "--steps", "4", "--out", str(tmp_path / "caps"), cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    placed = got.stdout.split()
+    assert placed == [str(tmp_path / "caps" / "rank0.trace.json.gz")]
+    with gzip.open(placed[0]) as f:
+        assert "traceEvents" in json.load(f)
+    assert not list((tmp_path / "caps").glob(".capture.*"))
+    summary = _kit("profile", "summary", placed[0], "--json", cwd=tmp_path)
+    assert summary.returncode == 0, summary.stderr
+
+
 def test_ctrl_c_after_serving_stops_the_engine(served):
     *_, marker, serve = served
     os.killpg(serve.pid, signal.SIGINT)
@@ -163,7 +179,11 @@ def test_errors_are_one_line(tmp_path):
                        (["bench", "run", "http://x:1", "--serve", "tinyserve"], "not both"),
                        (["bench", "run", "http://x:1", "--slo", "ttft"], "METRIC=MS"),
                        (["bench", "run", "http://x:1", "--out", str(tmp_path)], "is a directory"),
-                       (["serve", "--env", "1X=2", "tinyserve"], "NAME=VALUE")):
+                       (["serve", "--env", "1X=2", "tinyserve"], "NAME=VALUE"),
+                       (["profile", "capture", "http://example.invalid:1", "--steps", "2"], "not on this machine"),
+                       (["profile", "capture", "http://127.0.0.1:1", "--seconds", "1", "--engine", "vllm"],
+                        "--trace-dir"),
+                       (["profile", "capture", f"http://127.0.0.1:{free_port()}", "--steps", "2"], "start_profile")):
         got = _kit(*args, cwd=tmp_path)
         lines = got.stderr.strip().splitlines()
         assert got.returncode == 1 and len(lines) == 1 and want in lines[0], (args, got.stderr)
