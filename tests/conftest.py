@@ -79,6 +79,7 @@ SLOW = (
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
     "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
     "tests/live/",                                  # engines started, benchmarked, profiled, swept
+    "tests/bench/test_cli_run.py",                  # kit serve / bench run / profile capture: engines, kit processes
     "tests/report/test_secrets.py::test_report_run",  # a report with planted secrets
     # reports built in real kernels (the `tiny` report, timeouts, dead kernels, the CLI)
     "tests/report/test_report.py::test_runs_every_notebook", "tests/report/test_report.py::test_parameters_and",
