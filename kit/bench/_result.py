@@ -265,9 +265,14 @@ class LoadResult:
         return latency_cdf(self, metric=metric, **kw)
 
     def __repr__(self) -> str:
-        parts = [f"{r['level']}: {r['output_tok_s']:.1f} tok/s, TTFT p50 {r['ttft_ms_p50']:.1f} ms, "
-                 f"ITL p99 {r['itl_ms_p99']:.2f} ms" for r in self.summary()]
-        return f"LoadResult({self.data.get('url')!r}; " + "; ".join(parts) + ")"
+        def f(v, nd: int) -> str:  # a figure saved as null (NaN in memory) shows as "-"
+            return "-" if v is None or v != v else f"{v:.{nd}f}"
+
+        parts = [f"{r['level']}: {f(r.get('output_tok_s'), 1)} tok/s, TTFT p50 {f(r.get('ttft_ms_p50'), 1)} ms, "
+                 f"ITL p99 {f(r.get('itl_ms_p99'), 2)} ms" for r in self.summary()]
+        flags = (self.data.get("validity") or {}).get("flags") or []
+        tail = f"; NOT VALID: {'; '.join(flags)}" if flags else ""
+        return f"LoadResult({self.data.get('url')!r}; " + "; ".join(parts) + tail + ")"
 
     def _repr_html_(self) -> str:
         rows = self.summary()

@@ -61,7 +61,7 @@ def normalise_kit_result(data: dict) -> dict:
     levels = []
     for c in dict.fromkeys(int(r["concurrency"]) for r in data["repeats"]):
         reps = [r for r in data["repeats"] if int(r["concurrency"]) == c]
-        levels.append({"mode": "concurrency", "target": c, "label": f"concurrency {c}",
+        levels.append({"mode": "concurrency", "target": c, "label": f"c={c}",
                        "runs": [{"repeat": r.get("repeat", 0), "wall": float(r.get("wall_s") or math.nan)}
                                 for r in reps],
                        "requests": [dict(q) for q in data["requests"] if q.get("concurrency") == c]})
