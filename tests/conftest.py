@@ -73,6 +73,7 @@ def stage_readable(*rel_paths: str) -> Path:
 # (``file::name``, parameters included or not) that takes seconds belongs here.
 SLOW = (
     "tests/runs/test_catalogue.py::test_kit_runs_cli",   # three `kit` processes
+    "tests/engines/test_toy_engine.py::test_the_cli_and_mcp_offer_the_toy_engine",  # three `kit` processes, an MCP
     "tests/runs/test_gate.py::test_planted_regressions",  # 23 replayed traces parsed and gated
     "tests/profile/test_ranks.py",                        # 18 replayed rank traces, two more sshd hosts
     "tests/test_progress.py",                             # a real pseudo-terminal, three interpreters

@@ -71,6 +71,7 @@ class Reconciliation:
     refused: str = ""
     warnings: list[str] = field(default_factory=list)
     provenance: str = ""   # where the client and engine records came from (the session's provenance)
+    level: str = "token"   # token, or request / interval / distribution where the engine records less
 
     @property
     def residual_share(self) -> dict[str, float]:
@@ -84,7 +85,8 @@ class Reconciliation:
     def to_dict(self) -> dict:
         from kit.util import frame_records
 
-        return {"refused": self.refused, "provenance": self.provenance, "offset_ms": _num(self.offset_ms),
+        return {"refused": self.refused, "level": self.level, "provenance": self.provenance,
+                "offset_ms": _num(self.offset_ms),
                 "hidden_host_ms": _num(self.hidden_host_ms),
                 "offset_bound_ms": _num(self.offset_bound_ms),
                 "busy_share": _num(self.busy_share), "trace": self.trace, "engine": self.engine,
@@ -103,8 +105,10 @@ class Reconciliation:
             return f"Reconciliation(refused: {self.refused})"
         t = self.table.set_index("part")
         body = "; ".join(f"{p} {t.loc[p, 'p50']:.2f}" for p in [*self.parts, "residual"] if p in t.index)
-        return (f"Reconciliation({len(self.tokens)} gaps, client ITL p50-band {t.loc['client ITL', 'p50']:.2f} ms "
-                f"= {body} ms; clock offset {self.offset_ms:+.2f} +/- {self.offset_bound_ms:.2f} ms"
+        rows = "gaps" if self.level in ("token", "distribution") else f"{self.level}s"
+        return (f"Reconciliation({len(self.tokens)} {rows}, client ITL p50-band {t.loc['client ITL', 'p50']:.2f} ms "
+                f"= {body} ms" + (f"; clock offset {self.offset_ms:+.2f} +/- {self.offset_bound_ms:.2f} ms"
+                                  if self.offset_ms == self.offset_ms else f"; per {self.level}")
                 + (f"; host work hidden by overlap {self.hidden_host_ms:.2f} ms/step" if self.hidden_host_ms > 0.05
                    else "")
                 + ")")
@@ -120,8 +124,10 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
 
     ``client``: the kit's per-request records (a ``LoadResult``/``BenchResult``, a list of
     ``RequestTiming`` or their dicts, or a saved result's JSON path), with the response id each
-    request saw. ``engine``: the engine's step and request records (``kit.logs.step_records`` or a log
-    path). ``trace``: a ``kit.profile`` Profile (or trace path) of this run or of a run at the same load,
+    request saw. ``engine``: the engine's records (``kit.logs.step_records`` or a file it reads: a log, an
+    OTLP span export, iteration statistics); records coarser than a token (``level`` request, iteration,
+    interval) give the reconciliation at that level (``kit.bench._reconcile_coarse``), and it says so.
+    ``trace``: a ``kit.profile`` Profile (or trace path) of this run or of a run at the same load,
     whose decode steps' busy share splits the forward."""
     import pandas as pd
 
@@ -130,6 +136,12 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     recs = engine if hasattr(engine, "steps") and hasattr(engine, "requests") else logs.step_records(engine)
     reqs = _client_requests(client)
     warnings = list(recs.warnings)
+    if getattr(recs, "level", "step") != "step":
+        from kit.bench._reconcile_coarse import reconcile_coarse
+
+        base = Reconciliation(None, None, [], engine=recs.name, warnings=warnings)
+        base.provenance = _provenance(client, engine)
+        return reconcile_coarse(reqs, recs, base, _table)
     busy, trace_name = _busy_share(trace, warnings)
     matched, unmatched = _match(reqs, recs.requests)
     if unmatched:
@@ -156,14 +168,16 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
 
 def _client_requests(client) -> list[dict]:
     if isinstance(client, (str, Path)):
-        res = read_result(client)  # the one reader of the kit's results; else a JSON list of request records
+        res = read_result(client)  # the one reader of the kit's results; else request records as they are
         if res is None:
             try:
                 res = json.loads(Path(client).read_text(encoding="utf-8"))
             except (OSError, ValueError, UnicodeDecodeError) as exc:
                 raise BenchError(f"{client}: unreadable client records ({exc})") from None
+            res = res.get("requests") if isinstance(res, dict) else res
             if not isinstance(res, list):
-                raise BenchError(f"{client}: neither a kit bench result nor a list of request records")
+                raise BenchError(f"{client}: neither a kit bench result nor request records (a list, or "
+                                 "an object with a 'requests' list)")
         client = res.requests if hasattr(res, "requests") else res
     elif hasattr(client, "requests"):
         client = client.requests

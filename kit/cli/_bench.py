@@ -30,7 +30,9 @@ def register(subparsers) -> None:
     b.set_defaults(func=_bench)
     r = bsub.add_parser("reconcile", help="split a saved run's inter-token latency: HTTP, output, scheduler, GPU")
     r.add_argument("client", help="the kit's saved load or single-stream result (JSON with per-request records)")
-    r.add_argument("engine_log", help="the engine's log with its step and request records")
+    r.add_argument("engine_log", help="the engine's own records: its log (tinyserve step records, SGLang request "
+                                      "stats or decode lines, vLLM throughput lines), a vLLM OTLP span export "
+                                      "(JSON) or TensorRT-LLM /metrics iteration statistics (JSON)")
     r.add_argument("--trace", help="a trace of this run or one at the same load: splits the forward into GPU busy/idle")
     r.add_argument("--json", action="store_true", help="print the reconciliation as JSON")
     r.set_defaults(func=_reconcile)
@@ -94,7 +96,12 @@ def _reconcile(args) -> int:
     if rec.refused:
         print(f"kit: reconciliation refused: {rec.refused}", file=sys.stderr)
         return 1
-    print(f"{rec.table.attrs['tokens']} gaps; clock offset (engine - client) {rec.offset_ms:+.2f} "
-          f"+/- {rec.offset_bound_ms:.2f} ms; times in ms per token")
+    if rec.level == "token":
+        print(f"{rec.table.attrs['tokens']} gaps; clock offset (engine - client) {rec.offset_ms:+.2f} "
+              f"+/- {rec.offset_bound_ms:.2f} ms; times in ms per token")
+    else:   # the engine records less than each token: the level is said first
+        n = rec.table.attrs["tokens"]
+        print({"request": f"per request: {n} requests", "interval": f"per interval: {n} intervals"}.get(
+            rec.level, f"as distributions: {n} client gaps against the engine's periods") + "; times in ms per token")
     print(rec.table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0

@@ -4,8 +4,9 @@ through its profiler endpoints, while the kit's client keeps it busy; the traces
 
 The engine must run on this machine (the URL's host is this one): it writes the trace files itself,
 into a private directory the kit names in ``/start_profile`` (SGLang's body: ``output_dir``,
-``num_steps``, ``activities``; tinyserve speaks the same). vLLM's ``/start_profile`` takes neither a
-directory nor a step count: give ``--seconds`` and ``--trace-dir`` (its ``VLLM_TORCH_PROFILER_DIR``).
+``num_steps``, ``activities``; tinyserve speaks the same). An engine whose profiler directory is set at
+its start (the registry's ``Engine.profile_dir_env``: vLLM's ``VLLM_TORCH_PROFILER_DIR``) takes neither a
+directory nor a step count: give ``--seconds`` and ``--trace-dir``.
 An engine on another host is profiled by the kit that started it (``kit.server(...).profile()``).
 Files appear in ``DIR`` whole or not at all (each is copied beside its name and renamed).
 """
@@ -21,8 +22,11 @@ def register_capture(psub) -> None:
     c.add_argument("--seconds", type=float, help="record this long, then /stop_profile (vLLM: needed)")
     c.add_argument("--out", default="traces/capture", metavar="DIR",
                    help="where the traces go (default ./traces/capture; files rank<N>.trace.json.gz)")
-    c.add_argument("--engine", choices=("sglang", "vllm"), default="sglang",
-                   help="the profiler protocol: sglang (also tinyserve; default) or vllm")
+    import kit.engines
+
+    c.add_argument("--engine", choices=kit.engines.names(), default="sglang",
+                   help="the engine, for its profiler protocol (default sglang: SGLang's /start_profile, "
+                   "which tinyserve speaks too)")
     c.add_argument("--trace-dir", metavar="DIR", help="vLLM: its VLLM_TORCH_PROFILER_DIR, where it writes traces")
     c.add_argument("--no-load", action="store_true",
                    help="send no requests while recording (the engine's own traffic is profiled)")
@@ -152,17 +156,24 @@ def _capture(args) -> int:
 
     if (args.steps is None) == (args.seconds is None):
         raise UsageError("kit profile capture: give --steps N or --seconds S")
-    if args.engine == "vllm" and (args.steps is not None or not args.trace_dir):
-        raise UsageError("kit profile capture --engine vllm: give --seconds and --trace-dir (vLLM's "
-                         "/start_profile takes no step count and writes to its VLLM_TORCH_PROFILER_DIR)")
+    import kit.engines
+
+    eng = kit.engines.engine(args.engine)
+    fixed_dir = eng.profile_dir_env  # the engine writes where a variable set at its start says (vLLM)
+    if fixed_dir and not args.trace_dir:
+        raise UsageError(f"kit profile capture --engine {eng.name}: give --trace-dir (its {fixed_dir}: "
+                         f"{eng.title}'s /start_profile names no directory)")
+    if args.steps is not None and not eng.profile_steps:
+        raise UsageError(f"kit profile capture --engine {eng.name}: {eng.title}'s /start_profile takes no step "
+                         "count; give --seconds")
     if not _local(args.url):
         raise UsageError(f"kit profile capture: {args.url} is not on this machine: the engine writes its traces "
                          "on its own host (profile it with the kit that started it: kit.server(...).profile())")
-    own = None if args.engine == "vllm" else tempfile.mkdtemp(prefix="kit-capture-")
-    d = args.trace_dir if args.engine == "vllm" else own
+    own = None if fixed_dir else tempfile.mkdtemp(prefix="kit-capture-")
+    d = args.trace_dir if fixed_dir else own
     try:
         before = _traces(d)
-        body = None if args.engine == "vllm" else {"output_dir": d, "activities": ["CPU", "GPU"],
+        body = None if fixed_dir else {"output_dir": d, "activities": ["CPU", "GPU"],
                                                    **({"num_steps": args.steps} if args.steps else {})}
         code, text = _post(args.url, "/start_profile", body)
         if code != 200:

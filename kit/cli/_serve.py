@@ -8,46 +8,43 @@ address, keep it until Ctrl-C (or SIGTERM), then stop it and everything it start
 The kit's options come before ENGINE; everything after it is the engine's own command line.
 The line ``kit: serving ENGINE at URL`` (stderr, flushed) is printed once the engine's own process
 listens and answers; wrappers and tests wait for it, never for a fixed time. The engine's command
-line comes from :func:`engine_command`, the one place that knows how each engine is started.
+line comes from the engine registry (``kit.engines``: ``Engine.launch``), through :func:`engine_command`.
 """
 from __future__ import annotations
 
 import sys
 
-# engine name -> (command line, where its code must be importable from: "sample" = the bundled
-# notebooks/sample/engine; None = installed on the host). The engine registry will own this table.
-_ENGINES = {"tinyserve": ("python3 -m tinyserve.launch_server --device cpu", "sample"),
-            "sglang": ("python3 -m sglang.launch_server", None),
-            "vllm": ("vllm serve", None)}
-
 
 def engine_names() -> list[str]:
-    """The engines ``kit serve`` can start by name."""
-    return list(_ENGINES)
+    """The engines ``kit serve`` can start by name: those of the registry (``kit.engines``) with a launch command."""
+    import kit.engines
+
+    return [e.name for e in kit.engines.engines() if e.launch]
 
 
 def engine_command(name: str, args: list[str]) -> tuple[str, dict, str]:
-    """(command line, environment, engine kind) that start engine ``name`` with ``args`` appended
-    (each shell-quoted). UsageError for an unknown engine or a missing bundled one."""
+    """(command line, environment, engine name) that start engine ``name`` with ``args`` appended (each
+    shell-quoted), from its registry entry (``Engine.launch``; ``Engine.bundled``: the repository directory
+    put on ``PYTHONPATH``). UsageError for an engine without a launch command or a missing bundled one."""
     import shlex
     from pathlib import Path
 
+    import kit.engines
     from kit.errors import UsageError
 
-    if name not in _ENGINES:
-        raise UsageError(f"kit serve: unknown engine {name!r} (known: {', '.join(_ENGINES)})")
-    cmd, where = _ENGINES[name]
+    eng = kit.engines.engine(name)
+    if not eng.launch:
+        raise UsageError(f"kit serve: {name} has no launch command (known: {', '.join(engine_names())})")
     env = {}
-    if where == "sample":
+    if eng.bundled:
         import kit
 
-        engine_dir = Path(kit.__file__).resolve().parents[1] / "notebooks" / "sample" / "engine"
-        if not (engine_dir / name).is_dir():
-            raise UsageError(f"kit serve {name}: the bundled engine is not here ({engine_dir}): "
+        where = Path(kit.__file__).resolve().parents[1] / eng.bundled
+        if not where.is_dir():
+            raise UsageError(f"kit serve {name}: the bundled engine is not here ({where}): "
                              "run the kit from its source checkout")
-        env["PYTHONPATH"] = str(engine_dir)
-    full = " ".join([cmd, *(shlex.quote(a) for a in args)])
-    return full, env, "sglang" if name == "tinyserve" else name
+        env["PYTHONPATH"] = str(where)
+    return " ".join([eng.launch, *(shlex.quote(a) for a in args)]), env, eng.name
 
 
 def add_engine_options(p) -> None:

@@ -13,6 +13,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import kit.engines
 from kit.mcp import _calls as C
 from kit.mcp import _calls_pairs as P
 from kit.mcp import _calls_run as R
@@ -112,7 +113,7 @@ TOOLS: tuple[Tool, ...] = (
        "A serving log's engine, version, row counts, warnings and server args; one table paged with 'table'.",
        {"path": PATH, "table": {"type": "string", "enum": ["decode", "prefill", "throughput", "spec", "bench",
                                                           "nccl"]},
-        "engine": {"type": "string", "enum": ["sglang", "vllm"]}, "version": {"type": "string", "maxLength": 40}},
+        "engine": {"type": "string", "enum": kit.engines.names()}, "version": {"type": "string", "maxLength": 40}},
        ["path"], table=True),
     _t("logs_spec", C.logs_spec, "read",
        "Speculative-decoding acceptance of a log, normalised across engines and versions (which definition "
@@ -131,7 +132,9 @@ TOOLS: tuple[Tool, ...] = (
        table=True),
     _t("bench_reconcile", P.bench_reconcile, "read",
        "Where a client's inter-token latency goes: HTTP, output path, prefill, host work, scheduler, GPU busy/idle, "
-       "from the kit's saved client records and the engine's step records; clocks aligned or refused.",
+       "from the kit's saved client records and the engine's own records (tinyserve steps; vLLM OTLP spans, SGLang "
+       "request stats: per request; SGLang/vLLM log lines: per interval; TensorRT-LLM iteration stats), at the "
+       "finest level they give, said in 'level'; clocks aligned or refused.",
        {"client": PATH, "engine_log": PATH, "trace": PATH}, ["client", "engine_log"], table=True),
     _t("runs_list", P.runs_list, "read",
        "The run catalogue's latest runs (summaries, comparisons, benchmarks, log parses, audits, experiments).",

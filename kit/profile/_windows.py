@@ -2,8 +2,8 @@
 
 Order of evidence (first that exists on a rank wins):
 
-1. Step annotations, by family: SGLang ``step[DECODE bs=..]`` / ``step[EXTEND ..]``; vLLM
-   ``execute_..._context_N(..)_generation_M(..)`` (context>0: prefill, generation>0 only: decode);
+1. Step annotations, by family: each engine's step markers (``kit.engines.step_markers()``: SGLang
+   ``step[DECODE bs=..]`` / ``step[EXTEND ..]``; vLLM ``execute_..._context_N(..)_generation_M(..)``);
    user ``record_function`` ranges named ``prefill*`` / ``decode*`` / ``extend*``; ``ProfilerStep#N``
    (phase unknown). GPU-side copies (``gpu_user_annotation``) place kernels by GPU time; CPU-side
    ranges place a kernel by the time of its launch (runtime event with the same correlation id).
@@ -22,25 +22,12 @@ import re
 import numpy as np
 import pandas as pd
 
+import kit.engines
 from kit.profile._columns import matching, strings
 
-_SGLANG = re.compile(r"^step\[(\w+)")
-_VLLM = re.compile(r"^execute_(?:\d+_)?context_(\d+)\(.*?\)_generation_(\d+)")
 _USER = re.compile(r"(?i)^(prefill|decode|extend|generate)(?:$|[_\s\-:\[(#0-9])")
 _PSTEP = re.compile(r"^ProfilerStep#\d+$")
 _GRAPH = re.compile(r"GraphLaunch")
-
-
-def _phase_sglang(m: re.Match) -> str:
-    k = m.group(1).upper()
-    return "decode" if k == "DECODE" else "prefill" if k in ("EXTEND", "PREFILL") else k.lower()
-
-
-def _phase_vllm(m: re.Match) -> str:
-    ctx, gen = int(m.group(1)), int(m.group(2))
-    if ctx and gen:
-        return "mixed"
-    return "prefill" if ctx else "decode"
 
 
 def _phase_user(m: re.Match) -> str:
@@ -48,19 +35,23 @@ def _phase_user(m: re.Match) -> str:
     return "prefill" if k in ("prefill", "extend") else "decode"
 
 
-FAMILIES = (
-    ("sglang", _SGLANG, _phase_sglang),
-    ("vllm", _VLLM, _phase_vllm),
+FAMILIES = (   # after each engine's own markers (families())
     ("user", _USER, _phase_user),
     ("profiler-step", _PSTEP, lambda m: "unknown"),
 )
+
+
+def families() -> tuple:
+    """The step-marker families in the order they are tried: each engine's (``kit.engines.step_markers()``,
+    read when asked: a new engine module needs no change here), then :data:`FAMILIES`."""
+    return (*((name, m.regex, m.phase) for name, m in kit.engines.step_markers()), *FAMILIES)
 
 
 def _markers(ann: pd.DataFrame) -> tuple[str, pd.DataFrame] | None:
     if ann.empty:
         return None
     names = ann["name"].astype(str)
-    for fam, rx, phase_of in FAMILIES:
+    for fam, rx, phase_of in families():
         matches = names.map(rx.match)
         hit = matches.notna()
         if hit.any():
