@@ -117,6 +117,21 @@ def _drive(url: str, stop) -> None:
         stream_request(url, model=model, prompt="profile " * 16, max_tokens=128, timeout=60)
 
 
+def _abandon(url: str, d: str, before: dict[str, int]) -> None:
+    """Stop a recording given up on (Ctrl-C): ``/stop_profile``, one short request so that an engine
+    which closes the profile at its next step takes one, and a few seconds for its file to land, so
+    the directory is not removed under the engine's writer. Best effort: the interrupt goes on."""
+    import time
+
+    from kit.bench import stream_request
+
+    _post(url, "/stop_profile", None)
+    stream_request(url, model="", prompt="stop", max_tokens=2, timeout=10)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not {p for p in _traces(d) if p not in before}:
+        time.sleep(0.1)
+
+
 def _place(files: list[str], out: str) -> list[str]:
     """Each trace into ``out`` as ``rank<N>.trace.json.gz`` (gzipped if it was not), through a temporary
     name and a rename, so an interrupted copy leaves no file that reads as a trace."""
@@ -178,19 +193,25 @@ def _capture(args) -> int:
         code, text = _post(args.url, "/start_profile", body)
         if code != 200:
             raise KitError(f"{args.url}/start_profile answered {code or 'nothing'}: {text.strip()[:200]}")
+        what = f"{args.steps} steps" if args.steps is not None else f"{args.seconds:g} s"
+        print(f"kit: recording {what} of {args.url} into {d}", file=sys.stderr, flush=True)
         stop = threading.Event()
         loader = None if args.no_load else threading.Thread(target=_drive, args=(args.url, stop), daemon=True)
         if loader is not None:
             loader.start()
+        stopped = args.seconds is None  # with --steps the engine stops itself
         try:
             if args.seconds is not None:
                 stop.wait(args.seconds)
+                stopped = True
                 code, text = _post(args.url, "/stop_profile", None)
                 if code != 200:
                     raise KitError(f"{args.url}/stop_profile answered {code or 'nothing'}: {text.strip()[:200]}")
             files = _wait(d, before, args.timeout)
         finally:
             stop.set()
+            if not stopped:  # interrupted while recording: the engine is not left profiling
+                _abandon(args.url, d, before)
         placed = _place(files, args.out)
     finally:
         if own is not None:

@@ -145,6 +145,20 @@ def test_profile_capture_of_a_served_engine(served, tmp_path):
     assert summary.returncode == 0, summary.stderr
 
 
+def test_ctrl_c_during_a_capture_leaves_no_trace_and_the_engine_not_profiling(served, tmp_path):
+    url, *_ = served
+    caps = tmp_path / "caps"
+    p = _start(["profile", "capture", url, "--seconds", "120", "--out", str(caps)], tmp_path)
+    _wait_line(p, "kit: recording")
+    os.killpg(p.pid, signal.SIGINT)
+    rc = p.wait(60)
+    err = p.stderr.read()
+    assert rc in (130, -signal.SIGINT) and "Traceback" not in err, (rc, err[-2000:])
+    assert not caps.exists() or not list(caps.iterdir())
+    again = _kit("profile", "capture", url, "--steps", "2", "--out", str(caps), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr  # the interrupted recording was stopped: a new one starts
+
+
 def test_ctrl_c_after_serving_stops_the_engine(served):
     *_, marker, serve = served
     os.killpg(serve.pid, signal.SIGINT)
