@@ -253,9 +253,12 @@ class LoadResult:
         return res
 
     def plot(self, metric: str = "e2e_ms", stat: str = "p50", **kw):
-        """Throughput against latency, one point per level (:func:`kit.plots.throughput_latency`)."""
-        from kit.plots import throughput_latency
+        """Throughput against latency, one point per level (:func:`kit.plots.throughput_latency`); for a
+        ``single_stream`` run, decode and output tok/s against concurrency (:func:`kit.plots.concurrency_scaling`)."""
+        from kit.plots import concurrency_scaling, throughput_latency
 
+        if self.data.get("preset") == "single_stream":
+            return concurrency_scaling(self, **kw)
         return throughput_latency(self, metric=metric, stat=stat, **kw)
 
     def plot_cdf(self, metric: str = "ttft_ms", **kw):

@@ -58,6 +58,7 @@ def normalise_kit_result(data: dict) -> dict:
         out["prompts"] = "same"  # the older single_stream sent one fixed text
     out["requests_per_level"] = data.get("requests_per_repeat")
     out["covers"] = "levels regrouped from a single_stream result of the older format (its repeats and requests)"
+    out["preset"] = "single_stream"
     levels = []
     for c in dict.fromkeys(int(r["concurrency"]) for r in data["repeats"]):
         reps = [r for r in data["repeats"] if int(r["concurrency"]) == c]

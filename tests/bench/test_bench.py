@@ -43,7 +43,7 @@ def test_single_stream_measures_the_known_latency(tmp_path):
     assert BenchResult is LoadResult and res.data["validity"]["valid"] is not False
     assert all(math.isclose(a["decode_tok_s"], b["decode_tok_s"]) for a, b in zip(back.summary(), res.summary()))
     assert list(res.table["concurrency"]) == [1, 3]
-    assert res.plot().axes[0].get_ylabel() == "output tok/s"
+    assert res.plot().axes[0].get_ylabel() == "decode tok/s per request"
     assert "decode_tok_s" in res._repr_html_() and "TPOT" in res._repr_html_()
 
 
