@@ -186,34 +186,33 @@ def _capture(args) -> int:
                          "on its own host (profile it with the kit that started it: kit.server(...).profile())")
     own = None if fixed_dir else tempfile.mkdtemp(prefix="kit-capture-")
     d = args.trace_dir if fixed_dir else own
+    stop = threading.Event()
+    recording = finished = False
     try:
         before = _traces(d)
         body = None if fixed_dir else {"output_dir": d, "activities": ["CPU", "GPU"],
-                                                   **({"num_steps": args.steps} if args.steps else {})}
+                                       **({"num_steps": args.steps} if args.steps else {})}
+        recording = True  # from the request on: an interrupt stops the engine's profile, whatever its answer
         code, text = _post(args.url, "/start_profile", body)
         if code != 200:
+            recording = False
             raise KitError(f"{args.url}/start_profile answered {code or 'nothing'}: {text.strip()[:200]}")
         what = f"{args.steps} steps" if args.steps is not None else f"{args.seconds:g} s"
         print(f"kit: recording {what} of {args.url} into {d}", file=sys.stderr, flush=True)
-        stop = threading.Event()
-        loader = None if args.no_load else threading.Thread(target=_drive, args=(args.url, stop), daemon=True)
-        if loader is not None:
-            loader.start()
-        stopped = args.seconds is None  # with --steps the engine stops itself
-        try:
-            if args.seconds is not None:
-                stop.wait(args.seconds)
-                stopped = True
-                code, text = _post(args.url, "/stop_profile", None)
-                if code != 200:
-                    raise KitError(f"{args.url}/stop_profile answered {code or 'nothing'}: {text.strip()[:200]}")
-            files = _wait(d, before, args.timeout)
-        finally:
-            stop.set()
-            if not stopped:  # interrupted while recording: the engine is not left profiling
-                _abandon(args.url, d, before)
+        if not args.no_load:
+            threading.Thread(target=_drive, args=(args.url, stop), daemon=True).start()
+        if args.seconds is not None:
+            stop.wait(args.seconds)
+            code, text = _post(args.url, "/stop_profile", None)
+            if code != 200:
+                raise KitError(f"{args.url}/stop_profile answered {code or 'nothing'}: {text.strip()[:200]}")
+        files = _wait(d, before, args.timeout)
+        finished = True
         placed = _place(files, args.out)
     finally:
+        stop.set()
+        if recording and not finished:  # interrupted or failed while recording: the engine is not left profiling
+            _abandon(args.url, d, before)
         if own is not None:
             shutil.rmtree(own, ignore_errors=True)
     for p in placed:
