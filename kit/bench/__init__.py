@@ -31,6 +31,10 @@ Files:
 - ``_sweep.py``: sweep, and its presets load_test and single_stream: the levels of each load kind
 - ``_searches.py``: saturation (the knee of goodput over rates) and pareto_sweep (lengths x concurrency)
 - ``_reconcile.py``: reconcile and Reconciliation: a client's inter-token gaps against the engine's records
+- ``_reconcile_coarse.py``: the reconciliation per request, per interval or as distributions, where the engine
+  records less than each token
+- ``_otlp.py``: otlp_receiver: the kit's own OTLP/HTTP trace receiver, an engine's request spans (vLLM) kept
+  as JSON lines while the kit benchmarks it
 - ``_result.py``: LoadResult, the one result type, and read_result, the one reader of saved results;
   the figures of a level: percentiles, goodput, cache hits, HTTP phases
 - ``_stats.py``: mean with a t interval, Welch's t-test, median, percentile
@@ -38,6 +42,7 @@ Files:
 from __future__ import annotations
 
 from kit.bench._client import RequestTiming, list_models, stream_request
+from kit.bench._otlp import OTLPReceiver, otlp_receiver
 from kit.bench._prompts import make_prompts
 from kit.bench._reconcile import PARTS, Reconciliation, reconcile
 from kit.bench._result import DEFINITIONS, LoadResult, read_result
@@ -50,6 +55,6 @@ BenchResult = LoadResult  # the older name of the one result type (notebooks, sa
 
 __all__ = ["DEFINITIONS", "PARTS", "BenchResult", "LoadResult", "Reconciliation", "RequestTiming", "list_models",
            "load_test", "make_prompts", "mean_ci", "pareto_sweep", "read_result", "reconcile", "saturation",
-           "single_stream", "stream_request", "sweep", "welch"]
+           "single_stream", "stream_request", "sweep", "welch", "OTLPReceiver", "otlp_receiver"]
 
 publish(globals(), __all__)

@@ -154,8 +154,11 @@ def _engine_per_token(rec: dict, n: float, parts: list[str]) -> tuple[float, dic
     return per, {"forward": fwd, "execute_other": exe - fwd, "engine_other": per - exe}
 
 
-def _epoch(t) -> float:
-    """A naive engine wall-clock time (the host's local time, as the engines print it) in epoch seconds."""
+def _epoch(t, year: int) -> float:
+    """A naive engine wall-clock time (the host's local time, as the engines print it) in epoch seconds; a
+    time printed without its year (vLLM: ``MM-DD hh:mm:ss``, read as 1900) takes the client's ``year``."""
+    if t.year == 1900:
+        t = t.replace(year=year)
     return time.mktime(t.timetuple()) + t.microsecond / 1e6
 
 
@@ -163,7 +166,8 @@ def _interval_rows(reqs: list[dict], recs) -> tuple[list[dict], list[str], str]:
     iv = recs.intervals
     parts = ["engine_period", "outside"]
     if recs.level == "interval" and "time" in iv and iv["time"].notna().all() and len(iv) >= 2:
-        ends = np.array([_epoch(t) for t in iv["time"]]) + 1.0   # printed to the second: the line's second ends later
+        year = time.localtime(min((r["start"] for r in reqs), default=time.time())).tm_year
+        ends = np.array([_epoch(t, year) for t in iv["time"]]) + 1.0   # printed to the second: its second ends later
         starts = np.r_[ends[0] - 2.0, ends[:-1]]
         gaps: dict[int, list[float]] = {}
         for r in reqs:

@@ -63,6 +63,7 @@ Files:
 - ``_steps.py``: an engine's own records for latency reconciliation (``step_records``: the finest level a file
   holds, by the readers each engine names in ``kit.engines``; one record type, ``StepRecords``, with its
   ``level``); tinyserve's Step/Request record lines as a row of the one scan
+- ``_otlp.py``: an OTLP trace export in protobuf -> its OTLP/JSON form (``otlp_json``), no protobuf library
 - ``_engine_records.py``: the coarser records: vLLM's OTLP request spans, SGLang's request time statistics
   (a row of the scan) and decode lines per interval, vLLM's throughput lines, TensorRT-LLM's iteration statistics
 - ``_spec.py``: speculative acceptance normalised across engines and versions; SpecSummary
@@ -90,6 +91,7 @@ from kit.logs._api import (
 )
 from kit.logs._kit_result import is_kit_result, kit_requests, kit_rows, normalise_kit_result, read_kit_result
 from kit.logs._nccl import NCCL_COLUMNS
+from kit.logs._otlp import otlp_json
 from kit.logs._records import TAKEN, LogFormat, SettingEvidence, Settings, columns
 from kit.logs._settings import settings
 from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS
@@ -101,6 +103,7 @@ __all__ = ['DECODE_COLUMNS', 'KINDS', 'NCCL_COLUMNS', 'PREFILL_COLUMNS', 'THROUG
            'SettingEvidence', 'Settings', 'SpecSummary', 'is_kit_result', 'kit_requests', 'kit_rows',
            'normalise_kit_result', 'read_kit_result', 'nccl_summary', 'parse_bench', 'parse_nccl',
            'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'read_lines', 'settings', 'spec_summary',
-           'StepRecords', 'step_records', 'LEVELS', 'LogFormat', 'RecordSource', 'TAKEN', 'columns']
+           'StepRecords', 'step_records', 'LEVELS', 'LogFormat', 'RecordSource', 'TAKEN', 'columns',
+           'otlp_json']
 
 publish(globals(), __all__)

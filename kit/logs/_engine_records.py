@@ -53,8 +53,18 @@ def _attr_value(v: dict):
     for key in ("doubleValue", "intValue", "stringValue", "boolValue"):
         if key in v:
             x = v[key]
-            return float(x) if key == "intValue" else x
+            if key == "stringValue":
+                return str(x)
+            try:
+                return float(x)   # int64 values are strings in OTLP/JSON
+            except (TypeError, ValueError):
+                return None
     return None
+
+
+def _list(x) -> list[dict]:
+    """The dicts of a JSON list (anything else: none)."""
+    return [i for i in x if isinstance(i, dict)] if isinstance(x, list) else []
 
 
 def _spans(doc) -> list[dict]:
@@ -63,9 +73,9 @@ def _spans(doc) -> list[dict]:
     for d in docs:
         if not isinstance(d, dict):
             continue
-        for rs in d.get("resourceSpans") or []:
-            for ss in rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []:
-                out += [s for s in ss.get("spans") or [] if isinstance(s, dict)]
+        for rs in _list(d.get("resourceSpans")):
+            for ss in _list(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans")):
+                out += _list(ss.get("spans"))
     return out
 
 
@@ -77,17 +87,18 @@ def request_spans(src: RecordSource) -> StepRecords | None:
     rows, bad = [], 0
     for s in spans:
         row = {"arrival": np.nan}
-        for a in s.get("attributes") or []:
-            col = SPAN_COLUMNS.get(a.get("key"))
+        for a in _list(s.get("attributes")):
+            col = SPAN_COLUMNS.get(str(a.get("key")))
             if col is not None and isinstance(a.get("value"), dict):
                 row[col] = _attr_value(a["value"])
         try:
             row["arrival"] = int(s["startTimeUnixNano"]) / 1e9
             row["end"] = int(s["endTimeUnixNano"]) / 1e9
+            timed = True
         except (KeyError, TypeError, ValueError):
-            bad += 1
-        if "id" not in row:
-            bad += 1
+            timed = False
+        bad += row.get("id") in (None, "") or not timed
+        if row.get("id") in (None, ""):
             continue
         rows.append(row)
     warnings = [f"{src.name}: {bad} llm_request span(s) without request id or times"] if bad else []
@@ -103,8 +114,8 @@ def request_spans(src: RecordSource) -> StepRecords | None:
 
 # --------------------------------------------------------------------------- SGLang request time stats
 _REQ = re.compile(r"Req Time Stats\(rid=([^,\s)]+).*?input len=(\d+), output len=(\d+), type=(\w+)\): (.*)$")
-_DUR = re.compile(r"(\w+)_duration=(-?[0-9.]+)ms")
-_START = re.compile(r"(?:start_time|entry_time)=([0-9.]+)")
+_DUR = re.compile(r"(\w+)_duration=(-?\d+(?:\.\d+)?)ms")
+_START = re.compile(r"(?:start_time|entry_time)=(\d+(?:\.\d+)?)\b")
 
 
 def _req_line(line: str, lineno: int, st) -> int:
@@ -172,7 +183,7 @@ def iteration_stats(src: RecordSource) -> StepRecords | None:
     doc = src.json
     items = doc if isinstance(doc, list) else [doc]
     flat = [x for it in items for x in (it if isinstance(it, list) else [it])]
-    stats = [x for x in flat if isinstance(x, dict) and "iterLatencyMS" in x and "iter" in x]
+    stats = [x for x in flat if isinstance(x, dict) and "iterLatencyMS" in x and isinstance(x.get("iter"), int)]
     if not stats:
         return None
     rows, seen = [], set()
@@ -180,7 +191,7 @@ def iteration_stats(src: RecordSource) -> StepRecords | None:
         if s["iter"] in seen:   # polls overlap: /metrics returns what queued since the last call, a client may repeat
             continue
         seen.add(s["iter"])
-        ib = s.get("inflightBatchingStats") or {}
+        ib = s.get("inflightBatchingStats") if isinstance(s.get("inflightBatchingStats"), dict) else {}
         rows.append({"iter": s["iter"], "time": s.get("timestamp"), "latency": s.get("iterLatencyMS"),
                      "running": s.get("numActiveRequests"), "context": ib.get("numContextRequests"),
                      "generation": ib.get("numGenRequests"),
@@ -192,7 +203,9 @@ def iteration_stats(src: RecordSource) -> StepRecords | None:
     # a token of a generation request per iteration; an iteration that also ran a context phase is a mixed one
     iv["period"] = iv["latency"].where(gen.fillna(1) > 0)
     iv["mixed"] = ctx > 0
-    iv["time"] = pd.to_datetime(iv["time"], errors="coerce", format="mixed")
+    iv["time"] = pd.to_datetime(iv["time"].astype("string"), errors="coerce", format="mixed")
+    for c in ("running", "context", "generation", "queue_latency_ms"):
+        iv[c] = pd.to_numeric(iv[c], errors="coerce")
     return StepRecords(src.name, pd.DataFrame(), pd.DataFrame(), [], "iteration", "trtllm",
                        iv.sort_values("iter").reset_index(drop=True),
                        "TensorRT-LLM /metrics iteration statistics: iterLatencyMS per iteration (no request ids)")

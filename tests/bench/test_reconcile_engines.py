@@ -6,6 +6,7 @@ detailed traces: forward 7 ms, model execute 8 ms), 1 ms outside the engine. Rea
 (``../shared/data``) give records per interval."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -19,7 +20,10 @@ CLIENT = D / "client.json"
 
 
 def _p50(rec) -> dict:
-    return rec.table.set_index("part")["p50"].to_dict()
+    """Each part around the median: the band of rows around the median client gap (named ``p50`` or
+    ``median_band``), or the median itself where the reconciliation compares distributions."""
+    t = rec.table.set_index("part")
+    return t["median_band" if "median_band" in t else "p50"].to_dict()
 
 
 def test_vllm_otlp_spans_with_detailed_traces_split_the_token_per_request():
@@ -105,3 +109,77 @@ def test_a_file_no_engine_reads_names_what_each_needs(tmp_path):
     msg = str(err.value)
     assert str(f) in msg and "\n" not in msg
     assert "TINYSERVE_STEP_RECORDS=1" in msg and "--otlp-traces-endpoint" in msg and "/metrics" in msg
+
+
+def test_hostile_records_are_dropped_and_counted_not_a_traceback(tmp_path):
+    span = {"name": "llm_request", "startTimeUnixNano": "x", "attributes": [
+        "junk", {"key": "gen_ai.request.id", "value": {"stringValue": "chatcmpl-0000"}},
+        {"key": "gen_ai.usage.completion_tokens", "value": {"intValue": "many"}}, {"key": ["x"], "value": 3}]}
+    f = tmp_path / "spans.json"
+    f.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span, {"name": "llm_request"}, 7]}]},
+                                               "x", {"scopeSpans": "y"}]}))
+    recs = kit.logs.step_records(f)
+    assert recs.level == "request" and len(recs.requests) == 1 and "2 llm_request span(s)" in recs.warnings[0]
+    rec = kit.bench.reconcile(CLIENT, recs)   # the one request lacks its token count: refused, said
+    assert rec.refused and "response id" in rec.refused
+    it = tmp_path / "iters.json"
+    it.write_text(json.dumps([{"iter": [1], "iterLatencyMS": 3}, {"iter": 2, "iterLatencyMS": "slow",
+                                                                   "inflightBatchingStats": "x", "timestamp": 5},
+                              {"iter": 3, "iterLatencyMS": 10.0}]))
+    recs = kit.logs.step_records(it)
+    assert recs.level == "iteration" and len(recs.intervals) == 2
+    assert recs.intervals["period"].dropna().tolist() == [0.01]
+
+
+def test_torn_sglang_request_stats_lines_are_not_a_traceback(tmp_path):
+    log = tmp_path / "s.log"
+    log.write_text("[2025-10-01 10:00:02 TP0] Req Time Stats(rid=ab, input len=3, output len=5, type=unified): "
+                   "queue_duration=1.2.3ms, forward_duration=50.00ms, start_time=1.2.3\n"
+                   "[2025-10-01 10:00:02 TP0] Req Time Stats(rid=cd, input len=3, output len=5, type=unified): "
+                   "queue_duration=0.50ms, forward_duration=40.00ms, start_time=0.0\n")
+    recs = kit.logs.step_records(log)
+    r = recs.requests.set_index("id")
+    assert r.loc["ab", "forward_total"] == pytest.approx(0.05) and r.loc["cd", "queue"] == pytest.approx(0.0005)
+    assert r["arrival"].isna().all()    # start_time=0.0: a perf counter, not a wall clock
+
+
+def _post(url: str, body: bytes, kind: str) -> int:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": kind})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_the_kits_otlp_receiver_keeps_what_a_real_exporter_posts(tmp_path):
+    """``vllm_otlp_spans.pb``: the body the OpenTelemetry OTLP/HTTP exporter posted (make_otlp_protobuf.py)."""
+    pb = (D / "vllm_otlp_spans.pb").read_bytes()
+    with kit.bench.otlp_receiver(tmp_path / "spans.jsonl") as rx:
+        assert _post(rx.endpoint, pb, "application/x-protobuf") == 200
+        assert _post(rx.endpoint, json.dumps({"resourceSpans": []}).encode(), "application/json") == 200
+        assert _post(rx.endpoint, b"\x0a\xff\xff", "application/x-protobuf") == 400      # truncated: refused
+        assert _post(rx.endpoint.replace("/v1/traces", "/v1/logs"), pb, "application/x-protobuf") == 400
+    assert (rx.exports, rx.refused) == (2, 2)
+    recs = kit.logs.step_records(tmp_path / "spans.jsonl")
+    assert (recs.engine, recs.level, len(recs.requests)) == ("vllm", "request", 8)
+    p = _p50(kit.bench.reconcile(CLIENT, recs))
+    assert p["forward"] == pytest.approx(7.0) and p["outside"] == pytest.approx(1.0)
+    with pytest.raises(LogFormatError, match="not an OTLP trace export"):
+        kit.logs.otlp_json(b"\x0f\x01")
+
+
+def test_vllm_throughput_lines_without_a_year_reconcile_per_interval(tmp_path, utc):
+    t0 = 1_760_000_000
+    lines = [f"INFO {time.strftime('%m-%d %H:%M:%S', time.gmtime(t0 + s))} [loggers.py:123] Engine 000: Avg prompt "
+             "throughput: 0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+             "GPU KV cache usage: 0.1%, Prefix cache hit rate: 0.0%" for s in range(0, 7)]
+    log = tmp_path / "vllm.log"
+    log.write_text("\n".join(lines) + "\n")
+    recs = kit.logs.step_records(log)
+    assert (recs.engine, recs.level) == ("vllm", "interval")
+    rec = kit.bench.reconcile(CLIENT, recs)
+    assert rec.level == "interval" and _p50(rec)["outside"] == pytest.approx(1.0)

@@ -69,3 +69,17 @@ def test_every_known_engine_says_how_it_starts():
         assert bool(e.launch) == (e.name != "unknown"), e.name
         assert e.name == "unknown" or engines.guess(e.launch + " --port 1").name == e.name   # its own command names it
     assert engines.engine("tinyserve").bundled == "notebooks/sample/engine"
+
+
+def test_the_cli_and_mcp_take_every_registered_engine():
+    import argparse
+
+    from kit.cli import _logs
+    from kit.mcp import _tools
+
+    p = argparse.ArgumentParser()
+    _logs.register(p.add_subparsers())
+    for name in engines.names():   # --engine trtllm, transformers, ... as well as sglang and vllm
+        assert p.parse_args(["logs", "parse", "x.log", "--engine", name]).engine == name
+    tool = next(t for t in _tools.TOOLS if t.name == "logs_parse")
+    assert tool.properties["engine"]["enum"] == engines.names()

@@ -22,6 +22,8 @@ is outside the engine.
   (``Req Time Stats(rid=..., input len=..., output len=..., type=unified): queue_duration=...ms,
   forward_duration=...ms, start_time=...``, ``srt/managers/schedule_batch.py`` ``log_time_stats`` and
   ``TimeStats.convert_to_duration``), after two ``Decode batch`` lines (the log's coarser level).
+- ``vllm_otlp_spans.pb`` is written by ``make_otlp_protobuf.py``: the same spans as the real OpenTelemetry
+  OTLP/HTTP exporter posts them in protobuf.
 - ``trtllm_iteration_stats.json``: TensorRT-LLM ``/metrics`` iteration statistics (``trtllm-serve`` docs,
   "Metrics Endpoint"; field names of ``IterationStats.to_json_str``: ``iter``, ``iterLatencyMS``,
   ``newActiveRequestsQueueLatencyMS``, ``numActiveRequests``, ``numQueuedRequests``, ``numCompletedRequests``,
