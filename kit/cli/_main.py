@@ -119,11 +119,12 @@ def run() -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when started with Ctrl-C ignored
         signal.signal(signal.SIGINT, on_interrupt)
-    if os.environ.get("KIT_ANNOUNCE_READY"):
-        # For tests and wrappers that interrupt the program: from this line on, a Ctrl-C is the kit's (exit
-        # 130, no traceback). Before it, during the interpreter's own start-up, it is Python's.
-        print("kit: ready", file=sys.stderr, flush=True)
     try:
+        if os.environ.get("KIT_ANNOUNCE_READY"):
+            # For tests and wrappers that interrupt the program: from this line on, a Ctrl-C is the kit's (exit
+            # 130, no traceback). Before it, during the interpreter's own start-up, it is Python's. Printed
+            # inside the try: a signal right after the line is the kit's too (it landed before it at load 7).
+            print("kit: ready", file=sys.stderr, flush=True)
         code = main()
     except KeyboardInterrupt:
         code = 130
