@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from kit.bench import read_result
+from kit.bench._result import summarize
 from tests.conftest import ROOT
 from tests.live.conftest import engine_procs_gone
 
@@ -100,6 +101,10 @@ def test_serve_bench_run_and_the_commands_that_read_it(served, tmp_path):
             shown = float(r[next(h for h in r if h.startswith(col))].replace(",", ""))
             assert math.isclose(shown, s[key], rel_tol=0.01, abs_tol=0.06), (col, shown, s[key])
     assert all(q["output_tokens"] == 16 for q in res.requests)
+    for lv in res.levels:  # and the library's figures of the saved requests are the saved figures
+        again = summarize(lv["requests"], lv["summary"]["duration_s"])
+        assert all(again[k] == pytest.approx(lv["summary"][k]) for k in ("ttft_ms_p50", "decode_tok_s", "itl_ms_p99",
+                                                                          "output_tok_s", "e2e_ms_mean"))
     # kit bench parse: the same figures as rows
     parsed = _kit("bench", "parse", str(out), "--json", cwd=tmp_path)
     assert parsed.returncode == 0, parsed.stderr
