@@ -81,6 +81,8 @@ SLOW = (
     "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
     "tests/live/",                                  # engines started, benchmarked, profiled, swept
     "tests/bench/test_cli_run.py",                  # kit serve / bench run / profile capture: engines, kit processes
+    "tests/investigation/test_live_pairs.py",       # tinyserve engines benchmarked per pair; the sample via the CLI
+    "tests/investigation/test_investigate.py::test_runs_by_catalogue_id",  # five `kit` processes
     "tests/report/test_secrets.py::test_report_run",  # a report with planted secrets
     # reports built in real kernels (the `tiny` report, timeouts, dead kernels, the CLI)
     "tests/report/test_report.py::test_runs_every_notebook", "tests/report/test_report.py::test_parameters_and",

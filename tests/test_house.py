@@ -15,7 +15,7 @@ KIT = ROOT / "kit"
 # The public surface. Adding a name is a decision: add it here in the same change.
 PUBLIC_API = {
     'kit.session': ['Captures', 'Evidence', 'KINDS', 'LAYOUT', 'Provenance', 'Session', 'StepTimes', 'caption', 'open', 'provenance_of'],
-    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'provenance', 'remote', 'report', 'server', 'session', 'source', 'runs'],
+    'kit': ['Host', 'Job', 'Result', '__version__', 'audit', 'bench', 'connect', 'env', 'errors', 'experiment', 'explorer', 'hosts', 'ledger', 'live', 'load_ipython_extension', 'logs', 'models', 'plots', 'profile', 'provenance', 'remote', 'report', 'server', 'session', 'source', 'runs', 'investigate', 'investigation'],
     'kit.engines': ['Engine', 'GraphOff', 'StepMarker', 'engine', 'engines', 'guess', 'names', 'refresh', 'step_markers'],
     'kit.provenance': ['Evidence', 'KINDS', 'MANIFEST', 'Provenance', 'UNKNOWN', 'caption', 'lookup', 'provenance_of', 'read_manifest', 'relative', 'sniff'],
     'kit.bench': ['BenchResult', 'DEFINITIONS', 'PARTS', 'Reconciliation', 'reconcile', 'LoadResult', 'RequestTiming', 'list_models', 'load_test', 'make_prompts', 'mean_ci', 'single_stream', 'stream_request', 'sweep', 'welch', 'pareto_sweep', 'saturation', 'read_result', 'OTLPReceiver', 'otlp_receiver'],
@@ -36,6 +36,7 @@ PUBLIC_API = {
     'kit.errors': ['AuthError', 'BenchError', 'CommandFailed', 'CommandTimeout', 'ConnectError', 'ExperimentError', 'HostKeyError', 'KitError', 'LedgerError', 'LogFormatError', 'ModelError', 'NotebookFailed', 'ParseError', 'RemoteError', 'RemoteFileError', 'ReportError', 'ServerError', 'SessionError', 'SourceError', 'TraceError', 'UsageError', 'CacheError'],
     'kit.runs': ['BenchGate', 'Gate', 'Recorded', 'baseline', 'baselines', 'bench_gate', 'bench_rows', 'compact', 'connect', 'export', 'file_hash', 'gate', 'get',
                  'prehash', 'profile_gate', 'query', 'record', 'record_call', 'rows', 'recorded', 'runs', 'set_baseline', 'set_command', 'store_dir', 'table'],
+    'kit.investigation': ['Cause', 'Experiment', 'Investigation', 'Step', 'investigate'],
     'kit.explorer': ['category_plot', 'category_time', 'explore', 'top_kernels'],
     'kit.magics': ['RemoteMagics', 'load_ipython_extension'],
     'kit.testing': ['SSHServer', 'STREAM_PROBE', 'TEST_USER', 'find_sshd', 'replay_trace', 'sshd'],
@@ -238,6 +239,7 @@ FLOORS = [
     ["kit.logs", "kit.profile"],
     ["kit.audit", "kit.plots", "kit.bench"],
     ["kit.session", "kit.live", "kit.explorer"],
+    ["kit.investigation"],
     ["kit.report", "kit.runs", "kit.mcp", "kit.cli", "kit", "kit.__main__"],
 ]
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import kit.engines
 from kit.mcp import _calls as C
+from kit.mcp import _calls_investigate as I
 from kit.mcp import _calls_pairs as P
 from kit.mcp import _calls_run as R
 from kit.mcp._policy import DEFAULT_PAGE, Policy
@@ -136,6 +137,13 @@ TOOLS: tuple[Tool, ...] = (
        "request stats: per request; SGLang/vLLM log lines: per interval; TensorRT-LLM iteration stats), at the "
        "finest level they give, said in 'level'; clocks aligned or refused.",
        {"client": PATH, "engine_log": PATH, "trace": PATH}, ["client", "engine_log"], table=True),
+    _t("investigate", I.investigate, "read",
+       "Why is run B slower than run A: validity, the client gap with intervals, ITL reconciliation, structural "
+       "diff, settings that differ or were ignored, speed of light; causes ranked by share of the gap beyond noise, "
+       "each with evidence, trust, setting and a confirming kit.experiment; the unexplained remainder.",
+       {"a": PATHS, "b": PATHS, "labels": {"type": "array", "items": {"type": "string", "maxLength": 40},
+                                           "minItems": 2, "maxItems": 2}},
+       ["a", "b"], table=True),
     _t("runs_list", P.runs_list, "read",
        "The run catalogue's latest runs (summaries, comparisons, benchmarks, log parses, audits, experiments).",
        {"kind": {"type": "string", "enum": ["summary", "comparison", "bench", "logs", "audit", "experiment",
