@@ -174,7 +174,7 @@ def _client_requests(client) -> list[dict]:
                 res = json.loads(Path(client).read_text(encoding="utf-8"))
             except (OSError, ValueError, UnicodeDecodeError) as exc:
                 raise BenchError(f"{client}: unreadable client records ({exc})") from None
-            res = res.get("requests") if isinstance(res, dict) else res
+            res = (res.get("requests") or []) if isinstance(res, dict) else res  # another tool's: no requests
             if not isinstance(res, list):
                 raise BenchError(f"{client}: neither a kit bench result nor request records (a list, or "
                                  "an object with a 'requests' list)")
