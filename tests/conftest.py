@@ -75,6 +75,7 @@ SLOW = (
     "tests/runs/test_catalogue.py::test_kit_runs_cli",   # three `kit` processes
     "tests/engines/test_toy_engine.py::test_the_cli_and_mcp_offer_the_toy_engine",  # three `kit` processes, an MCP
     "tests/runs/test_gate.py::test_planted_regressions",  # 23 replayed traces parsed and gated
+    "tests/runs/test_gate.py::test_eager_replays",        # 22 replayed eager traces gated (~100 s)
     "tests/profile/test_ranks.py",                        # 18 replayed rank traces, two more sshd hosts
     "tests/test_progress.py",                             # a real pseudo-terminal, three interpreters
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
@@ -93,6 +94,8 @@ SLOW = (
     "tests/report/test_report.py::test_cli_exits_nonzero", "tests/report/test_report.py::test_cli_rejects",
     "tests/report/test_report.py::test_the_pdf_is_redacted",  # every page printed by Chromium
     "tests/report/test_report_defects.py::test_a_figure_returned",
+    "tests/report/test_report_defects.py::test_a_report_notebook_records",  # a real kernel
+    "tests/report/test_report_defects.py::test_pages_00_and_02",            # notebooks 00, 02 in a real kernel
     # seconds each: 2 GiB streamed, process groups waiting out grace periods, pip, SSH round trips
     "tests/remote/test_streams.py::test_2gib", "tests/remote/test_runner.py::test_a_command_that_ignores_sigterm",
     "tests/remote/test_remote.py::test_wait_for_reports", "tests/remote/test_remote_ssh.py::test_cli_run_and_env",
@@ -125,6 +128,8 @@ SLOW = (
     "tests/bench/test_reconcile.py::test_saved_records",
     # kit mcp as a real process per test (stdio and HTTP): the investigation, a report, the hostile corpus
     "tests/mcp/test_mcp.py",
+    "tests/mcp/test_hostile.py::test_http_needs", "tests/mcp/test_hostile.py::test_http_sessions",  # issue 45: HTTP
+    "tests/report/test_interrupt.py", "tests/logs/test_interrupt.py",  # issue 45: Ctrl-C in a report, a 72 MB parse
     "tests/test_figures_detached.py",  # two sample traces compared
     # hostile inputs (issue 34): a 3 GiB gzip bomb, CLI runs over odd traces and the secret corpus, a dead SSH link
     "tests/profile/test_hostile_traces.py::test_a_gzip_bomb", "tests/profile/test_hostile_traces.py::test_a_lone",

@@ -31,6 +31,7 @@ Files:
 - ``_sweep.py``: sweep, and its presets load_test and single_stream: the levels of each load kind
 - ``_searches.py``: saturation (the knee of goodput over rates) and pareto_sweep (lengths x concurrency)
 - ``_reconcile.py``: reconcile and Reconciliation: a client's inter-token gaps against the engine's records
+- ``_reconcile_input.py``: the reconciliation's input step: unusable engine records dropped and counted, or refused
 - ``_reconcile_coarse.py``: the reconciliation per request, per interval or as distributions, where the engine
   records less than each token
 - ``_otlp.py``: otlp_receiver: the kit's own OTLP/HTTP trace receiver, an engine's request spans (vLLM) kept

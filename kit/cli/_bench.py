@@ -6,7 +6,9 @@ first and stops it after), a table at the end, the result saved as every other c
 latency goes (``kit.bench.reconcile``).
 ``kit bench compare FILE --baseline NAME [--fail-on-regression] [--threshold F] [--json]``: the result against a
 named baseline benchmark (``kit.runs.bench_gate``: per metric, two standard errors of the files' own spread and
-a threshold); exit 3 on a regression with ``--fail-on-regression``.
+a threshold; TTFT/TPOT/ITL means and percentiles, throughputs, the share of failed requests); with
+``--fail-on-regression`` exit 3 on a regression and 4 when a metric of the baseline could not be compared
+(not a number, missing, a latency of zero: named in the output). Results of different loads are refused.
 
 A text block without a ``Backend:`` line says nothing about its engine; the engine is then guessed
 from the block's labels. Such rows carry ``"engine_inferred": true`` in ``--json`` output and get a
@@ -40,7 +42,8 @@ def register(subparsers) -> None:
     c.add_argument("file", help="benchmark output, as for 'kit bench parse'")
     c.add_argument("--baseline", required=True, metavar="NAME",
                    help="a baseline named with 'kit runs baseline NAME RUN_ID' (a 'kit bench parse' run)")
-    c.add_argument("--fail-on-regression", action="store_true", help="exit 3 when a metric regressed")
+    c.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 3 when a metric regressed, 4 when one could not be compared")
     c.add_argument("--threshold", type=float, default=0.02,
                    help="the smallest change that counts, as a fraction of the baseline (default 0.02)")
     c.add_argument("--json", action="store_true", help="print the verdict as JSON")

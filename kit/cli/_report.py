@@ -49,9 +49,13 @@ def _parse_params(items: list[str]) -> dict:
 def _handle(args: argparse.Namespace) -> int:
     from kit import report
 
-    rep = report.build(args.session, args.out, notebooks=args.notebooks, host=args.host,
-                       no_input=args.no_input, cell_timeout=args.timeout, parameters=_parse_params(args.param),
-                       pdf=args.pdf)
+    try:
+        rep = report.build(args.session, args.out, notebooks=args.notebooks, host=args.host,
+                           no_input=args.no_input, cell_timeout=args.timeout, parameters=_parse_params(args.param),
+                           pdf=args.pdf)
+    except KeyboardInterrupt:
+        print(f"kit report: interrupted; {args.out} left as it was", file=sys.stderr, flush=True)
+        raise
     if rep.failed:
         for r in rep.failed:
             print(f"kit report: notebook {r.name} failed at cell In[{r.failed_cell}]: {r.error} "

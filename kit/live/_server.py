@@ -629,6 +629,11 @@ class Server:
 
 
 def _bar(s: Server, total: int):
+    """The start-up bar, where a bar is wanted (a terminal or a notebook; never a pipe or KIT_PROGRESS=off)."""
+    from kit.util import progress_wanted
+
+    if not progress_wanted():
+        return None
     try:
         from tqdm.auto import tqdm
     except ImportError:

@@ -309,6 +309,50 @@ def _table_spans(text: str) -> Iterator[tuple[int, int]]:
             pos = end + 1
 
 
+def _aligned_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Cells of a right-aligned text table (``df.to_string(index=False)``: every line of the block the
+    same width, columns ending where the header's names end, a cell maybe one space from the next or
+    holding spaces): the cell after a secret-named cell (a name/value layout) and the cells under a
+    secret-named header."""
+    from kit.util import secret_name
+
+    if "\n" not in text or "  " not in text:
+        return
+    lines, pos = [], 0
+    for line in text.split("\n"):
+        lines.append((pos, line))
+        pos += len(line) + 1
+    i = 0
+    while i < len(lines):
+        j = i
+        while j + 1 < len(lines) and lines[j + 1][1].strip() and len(lines[j + 1][1]) == len(lines[i][1]):
+            j += 1
+        if j > i and lines[i][1].strip():
+            yield from _aligned_block(lines[i:j + 1], secret_name)
+        i = j + 1
+
+
+def _aligned_block(block: list[tuple[int, str]], secret_name) -> Iterator[tuple[int, int]]:
+    head = block[0][1]
+    ends = [m.end() for m in re.finditer(r"\S+", head)]
+    if len(ends) < 2 or not _HEADER.fullmatch(head):   # a header of column names, not a log line
+        return
+    if any(line[e] != " " for _, line in block[1:] for e in ends[:-1]):
+        return   # cells end where the header's names end, one space at least between them
+    secret_cols = {k for k, m in enumerate(re.finditer(r"\S+", head)) if secret_name(m.group(0))}
+    for start, line in block[1:]:
+        cells = []
+        for k, e in enumerate(ends):
+            a = ends[k - 1] if k else 0
+            raw = line[a:e]
+            v = raw.strip()
+            cells.append((start + a + len(raw) - len(raw.lstrip()), v))
+        for k, (at, v) in enumerate(cells):
+            name_before = k > 0 and secret_name(cells[k - 1][1])
+            if v and (name_before or k in secret_cols) and not _NOT_A_VALUE.fullmatch(v) and not secret_name(v):
+                yield at, at + len(v)
+
+
 def _spans(text: str) -> list[tuple[int, int, bool]]:
     """Every secret span in ``text``: (start, end, is_code). Code spans (``password=pw``) are masked
     in place but never hunted as literals elsewhere."""
@@ -349,6 +393,7 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
     spans.extend(_keyword_spans(text))
     spans.extend((a, b, False) for a, b in _entropy_spans(text))
     spans.extend((a, b, False) for a, b in _table_spans(text))
+    spans.extend((a, b, False) for a, b in _aligned_spans(text))
     return spans
 
 
@@ -493,10 +538,27 @@ def _redact_json(value: Any, extra: set[str]) -> tuple[Any, int]:
     if isinstance(value, dict):
         out, total = {}, 0
         for key, item in value.items():
-            out[key], n = _redact_json(item, extra)
+            if _secret_key(key) and _is_value(item):   # {"DB_PASSWORD": "..."}: the name says what the value is
+                out[key], n = MASK, 1
+            else:
+                out[key], n = _redact_json(item, extra)
             total += n
         return out, total
     return value, 0
+
+
+_WHOLE_NAME = re.compile(r"(?:" + _ENV_NAME + "|" + _KEY_NAME + r")")
+
+
+def _secret_key(key: Any) -> bool:
+    """Whether a JSON key names a secret as a whole (DB_PASSWORD, MY_SERVICE_SECRET, db_password, api_key;
+    not max_tokens or eos_token)."""
+    return isinstance(key, str) and _WHOLE_NAME.fullmatch(key) is not None
+
+
+def _is_value(item: Any) -> bool:
+    """A value worth masking under a secret's name: non-empty text, not a placeholder (none, null, ***)."""
+    return isinstance(item, str) and bool(item.strip()) and not _NOT_A_VALUE.fullmatch(item.strip())
 
 
 _BINARY_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf")

@@ -13,6 +13,7 @@ go through ``kit.report``'s redaction (the same rules as the HTML report) before
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import getpass
 import hashlib
@@ -21,6 +22,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -74,6 +76,34 @@ def _hash_dir() -> Path:
     return base / "hashes"
 
 
+def _memo_dir() -> Path | None:
+    """The input-hash memo directory when it is this user's own (the cache directory and ``hashes`` under
+    it owned by this user, ``hashes`` a real 0700 directory, not a symlink); None otherwise: a memo
+    another user could plant or read is not used."""
+    d = _hash_dir()
+    try:
+        d.parent.mkdir(parents=True, exist_ok=True)
+        if d.parent.stat().st_uid != os.geteuid():
+            return None
+        _store.private_dirs(d, d.parent)
+        return d
+    except OSError:
+        return None
+
+
+def _memo_read(memo: Path) -> str | None:
+    try:
+        fd = os.open(memo, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd) as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return None
+        got = fh.read(100).strip()
+    return got if len(got) == 64 else None
+
+
 _PENDING: dict[str, object] = {}
 
 
@@ -119,23 +149,22 @@ def file_hash(path: Path) -> str:
 def _file_hash(path: Path) -> str:
     st = path.stat()
     ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
-    memo = _hash_dir() / hashlib.sha256(ident.encode()).hexdigest()[:32]
-    try:
-        got = memo.read_text().strip()
-        if len(got) == 64:
-            return got
-    except OSError:
-        pass
+    memos = _memo_dir()
+    memo = memos / hashlib.sha256(ident.encode()).hexdigest()[:32] if memos is not None else None
+    got = _memo_read(memo) if memo is not None else None
+    if got is not None:
+        return got
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(_HASH_CHUNK):
             h.update(chunk)
     digest = h.hexdigest()
-    try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        memo.write_text(digest)
-    except OSError:
-        pass
+    if memo is not None:
+        with contextlib.suppress(OSError):
+            fd, tmp = tempfile.mkstemp(dir=memo.parent, prefix=".memo.", suffix=".tmp")   # 0600
+            with os.fdopen(fd, "w") as fh:
+                fh.write(digest)
+            os.replace(tmp, memo)
     return digest
 
 
@@ -241,7 +270,10 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     for i in ins:
         i["path"] = text(i["path"])
     digests = sorted(f"{i['role']}:{i['sha256'] or i['host'] + ':' + i['path']}" for i in ins)
-    figs = _figure_rows(figures)
+    said: dict = {}   # figure names and items redacted too (a label may hold a key), once per distinct text
+    figs = [{**f, "name": said.get(f["name"]) or said.setdefault(f["name"], text(f["name"])),
+             "item": None if f["item"] is None else said.get(f["item"]) or said.setdefault(f["item"], text(f["item"]))}
+            for f in _figure_rows(figures)]
     tabs = {name: _redacted_table(df, text) for name, df in (tables or {}).items()
             if df is not None and len(df.columns) and len(df)}
     row = _run_row({
@@ -256,7 +288,11 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
         "schema": _store.SCHEMA_VERSION})
     path = _store.write_run(store, row, tabs)
     if _store.loose_count(store) >= _store.COMPACT_AT:
-        _store.compact(store)
+        try:   # the run is recorded; a compaction that fails (a full disk) only leaves files loose
+            _store.compact(store)
+        except OSError as exc:
+            _store.warn(f"catalogue {store}: compaction failed ({type(exc).__name__}: {str(exc)[:120]}); "
+                        "runs stay in loose files")
     return Recorded(run_id, kind, path, len(figs), sorted(tabs))
 
 
