@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bench._prompts import make_prompts
-from kit.bench._stats import mean_ci, median, percentile
+from kit.bench._stats import TOO_FEW, mean_ci, median, percentile
 from kit.bench._steady import steady_state
 from kit.errors import BenchError
 
@@ -288,13 +288,24 @@ class LoadResult:
         head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
         body = ""
         for r in rows:
-            body += "<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c in cols) + "</tr>"
+            body += "<tr>" + "".join(f"<td>{html.escape(_ci(r, c, 2)) if c in CI_KEYS else _fmt(r.get(c))}</td>"
+                                     for c in cols) + "</tr>"
         said = [f"{lv['label']}: {lv['steady']['said']}" for lv in self.levels if lv.get("steady")]
         notes = "".join(f"<br>{html.escape(n)}" for n in list(self.data.get("notes", [])) + said)
         return (f"<div><b>load</b> <code>{html.escape(str(self.data.get('url')))}</code> "
                 f"({html.escape(str(self.data.get('prompts')))} prompts, {self.data.get('max_tokens')} output tokens, "
                 f"seed {self.data.get('seed')})<table><tr>{head}</tr>{body}</table>"
                 f"<small>{html.escape(self.data.get('covers', ''))}{notes}<br>{html.escape(DEFINITIONS)}</small></div>")
+
+
+def _ci(r: dict, m: str, nd: int) -> str:
+    """A figure with its 95 % interval over the repeats, or why it has none (too few repeats)."""
+    v, lo, hi = r.get(m), r.get(f"{m}_lo"), r.get(f"{m}_hi")
+    if v is None or v != v:
+        return "n/a"
+    if lo is None or hi is None or lo != lo:
+        return f"{v:.{nd}f} ({TOO_FEW})" if f"{m}_lo" in r else f"{v:.{nd}f}"
+    return f"{v:.{nd}f} [{lo:.{nd}f}, {hi:.{nd}f}]"
 
 
 def _fmt(v) -> str:
