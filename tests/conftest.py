@@ -97,6 +97,7 @@ SLOW = (
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
     "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
     "tests/live/",                                  # engines started, benchmarked, profiled, swept
+    "tests/bench/test_cli_run.py",                  # kit serve / bench run / profile capture: engines, kit processes
     "tests/investigation/test_live_pairs.py",       # tinyserve engines benchmarked per pair; the sample via the CLI
     "tests/investigation/test_investigate.py::test_runs_by_catalogue_id",  # five `kit` processes
     "tests/redact/test_secrets.py::test_report_run",  # a report with planted secrets

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kit.bench._reconcile_input import checked, offset_note
+from kit.bench._result import read_result
 from kit.errors import BenchError
 from kit.util import recorded
 
@@ -200,11 +201,17 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
 
 def _client_requests(client) -> list[dict]:
     if isinstance(client, (str, Path)):
-        try:
-            data = json.loads(Path(client).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BenchError(f"{client}: unreadable client records ({exc})") from None
-        client = data.get("requests") or [r for lv in data.get("levels", []) for r in lv.get("requests", [])]
+        res = read_result(client)  # the one reader of the kit's results; else request records as they are
+        if res is None:
+            try:
+                res = json.loads(Path(client).read_text(encoding="utf-8"))
+            except (OSError, ValueError, UnicodeDecodeError) as exc:
+                raise BenchError(f"{client}: unreadable client records ({exc})") from None
+            res = (res.get("requests") or []) if isinstance(res, dict) else res  # another tool's: no requests
+            if not isinstance(res, list):
+                raise BenchError(f"{client}: neither a kit bench result nor request records (a list, or "
+                                 "an object with a 'requests' list)")
+        client = res.requests if hasattr(res, "requests") else res
     elif hasattr(client, "requests"):
         client = client.requests
     out = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in client]

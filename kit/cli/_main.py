@@ -21,7 +21,8 @@ _COMMAND_MODULES = (
     "kit.cli._source",   # kit source slice|grep|find
     "kit.cli._profile",  # kit profile summary|compare (and check, registered from _audit)
     "kit.cli._logs",     # kit logs parse|spec
-    "kit.cli._bench",    # kit bench parse
+    "kit.cli._bench",    # kit bench run|parse|reconcile|compare
+    "kit.cli._serve",    # kit serve
     "kit.cli._report",   # kit report
     "kit.cli._audit",    # kit audit
     "kit.cli._mcp",      # kit mcp
@@ -34,7 +35,7 @@ _COMMAND_MODULES = (
 COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.cli._source",
             "profile": "kit.cli._profile", "logs": "kit.cli._logs", "bench": "kit.cli._bench",
             "report": "kit.cli._report", "audit": "kit.cli._audit",
-            "mcp": "kit.cli._mcp", "investigate": "kit.cli._investigate",
+            "mcp": "kit.cli._mcp", "investigate": "kit.cli._investigate", "serve": "kit.cli._serve",
             "runs": "kit.cli._runs"}
 
 
@@ -138,11 +139,12 @@ def run() -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when started with Ctrl-C ignored
         signal.signal(signal.SIGINT, on_interrupt)
-    if os.environ.get("KIT_ANNOUNCE_READY"):
-        # For tests and wrappers that interrupt the program: from this line on, a Ctrl-C is the kit's (exit
-        # 130, no traceback). Before it, during the interpreter's own start-up, it is Python's.
-        print("kit: ready", file=sys.stderr, flush=True)
     try:
+        if os.environ.get("KIT_ANNOUNCE_READY"):
+            # For tests and wrappers that interrupt the program: from this line on, a Ctrl-C is the kit's (exit
+            # 130, no traceback). Before it, during the interpreter's own start-up, it is Python's. Printed
+            # inside the try: a signal right after the line is the kit's too (it landed before it at load 7).
+            print("kit: ready", file=sys.stderr, flush=True)
         code = main()
     except KeyboardInterrupt:
         code = 130

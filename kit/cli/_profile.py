@@ -106,6 +106,9 @@ def register(subparsers) -> None:
     from kit.cli._audit import register_check  # deferred: start-up (a command loads its work only when it runs)
 
     register_check(psub)  # kit profile check
+    from kit.cli._capture import register_capture  # deferred: start-up (the command's work loads only when it runs)
+
+    register_capture(psub)  # kit profile capture
     prof.set_defaults(func=lambda a: (prof.print_help(), 2)[1])
 
 

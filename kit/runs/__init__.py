@@ -33,7 +33,7 @@ item), facts (verdicts, engines), warnings, and its tables as Parquet. Everythin
 """
 from __future__ import annotations
 
-from kit.runs._bench_gate import BenchGate, bench_gate
+from kit.runs._bench_gate import BenchGate, bench_gate, bench_rows
 from kit.runs._gate import Gate, gate, profile_gate
 from kit.runs._query import connect, get, query, rows, runs, table
 from kit.runs._record import Recorded, failures, file_hash, prehash, record, record_call, set_command
@@ -41,9 +41,9 @@ from kit.runs._share import baseline, baselines, export, set_baseline
 from kit.runs._store import compact, store_dir
 from kit.util import publish, recorded, set_writer
 
-__all__ = ["BenchGate", "Gate", "Recorded", "baseline", "baselines", "bench_gate", "compact", "connect", "export",
-           "failures", "file_hash", "gate", "get", "prehash", "profile_gate", "query", "record", "record_call",
-           "recorded", "rows", "runs", "set_baseline", "set_command", "store_dir", "table"]
+__all__ = ["BenchGate", "Gate", "Recorded", "baseline", "baselines", "bench_gate", "bench_rows", "compact", "connect",
+           "export", "failures", "file_hash", "gate", "get", "prehash", "profile_gate", "query", "record",
+           "record_call", "recorded", "rows", "runs", "set_baseline", "set_command", "store_dir", "table"]
 
 
 publish(globals(), __all__)
