@@ -34,6 +34,7 @@ class _Bar:
 
     def __init__(self, desc: str, total: float | None, unit: str, show: bool, delay: float):
         self.desc, self.total, self.unit, self.n = desc, total, unit, 0
+        self.postfix = ""
         self._lock = threading.Lock()
         self._bar: Any = None
         self._stop = threading.Event()
@@ -53,6 +54,13 @@ class _Bar:
             if self._bar is not None:
                 self._bar.refresh()
 
+    def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
+        """What the work is at now (a level, a file), shown after the bar; kept until a bar is drawn."""
+        with self._lock:
+            self.postfix = text
+            if self._bar is not None:
+                self._bar.set_postfix_str(text, refresh=refresh)
+
     def _tick(self, delay: float) -> None:
         if self._stop.wait(delay):
             return
@@ -66,6 +74,8 @@ class _Bar:
             byte = self.unit == "B"
             self._bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, unit_scale=byte, leave=False,
                              unit_divisor=1024 if byte else 1000, initial=self.n)
+            if self.postfix:
+                self._bar.set_postfix_str(self.postfix, refresh=False)
         while not self._stop.wait(0.5):
             self.refresh()
 
