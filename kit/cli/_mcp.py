@@ -38,14 +38,14 @@ def register(subparsers) -> None:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from pathlib import Path  # deferred: start-up (a command loads its work only when it runs)
 
-    from kit.mcp import Policy, serve_http, serve_stdio
+    from kit.mcp import Policy, serve_http, serve_stdio  # deferred: start-up
 
     extra = {k: v for k, v in (("timeout_s", args.timeout), ("max_output", args.max_output)) if v is not None}
     host_roots = tuple(tuple(x.split("=", 1)) for x in args.host_root if "=" in x)
     if len(host_roots) != len(args.host_root):
-        from kit.errors import UsageError
+        from kit.errors import UsageError  # deferred: start-up (a command loads its work only when it runs)
 
         raise UsageError(f"--host-root {args.host_root}: expected HOST=DIR")
     roots = tuple(Path(r) for r in args.root) or ((Path(args.session),) if args.session else ())
@@ -57,7 +57,7 @@ def _mcp(args: argparse.Namespace) -> int:
                     run_hosts=tuple(args.allow_run), write=args.allow_write, host_roots=host_roots, **extra)
     for r in policy.roots:
         if not r.is_dir():
-            from kit.errors import UsageError
+            from kit.errors import UsageError  # deferred: start-up (a command loads its work only when it runs)
 
             raise UsageError(f"--root {r}: not a directory")
     session = Path(args.session) if args.session else None
@@ -76,8 +76,8 @@ def _mcp(args: argparse.Namespace) -> int:
 def _exit() -> None:
     """End the process now that the client has gone: a call abandoned at its timeout may still hold a
     worker thread, which the interpreter's normal exit would wait for. Exit handlers run first."""
-    import atexit
-    import os
+    import atexit  # deferred: start-up (a command loads its work only when it runs)
+    import os  # deferred: start-up (a command loads its work only when it runs)
 
     sys.stdout.flush()
     sys.stderr.flush()

@@ -30,9 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _parse_params(items: list[str]) -> dict:
-    import ast
+    import ast  # deferred: start-up (a command loads its work only when it runs)
 
-    from kit.errors import ReportError
+    from kit.errors import ReportError  # deferred: start-up (a command loads its work only when it runs)
 
     out = {}
     for item in items:
@@ -47,7 +47,7 @@ def _parse_params(items: list[str]) -> dict:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from kit import report
+    from kit import report  # deferred: start-up (a command loads its work only when it runs)
 
     try:
         rep = report.build(args.session, args.out, notebooks=args.notebooks, host=args.host,

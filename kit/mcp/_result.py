@@ -9,7 +9,7 @@ Every result has the same top-level keys, so an agent finds the caveats where it
 
 ``trust.verdict`` is one of ``usable`` / ``degraded`` / ``unreliable`` / ``undecided`` / ``not assessed``;
 a tool that has no trust check of its own says ``not assessed`` with the reason, never ``usable``.
-Secrets are masked by kit.report's redaction (the same rules the HTML report applies) in every
+Secrets are masked by kit.redact (the same rules the HTML report applies) in every
 string of the result, keys included.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.report import redact_json_text, redact_text
+from kit.redact import redact_json_text, redact_text
 
 # the verdicts, and the order of the first three from best to worst (written here once)
 TRUST = ("usable", "degraded", "unreliable", "undecided", "not assessed")

@@ -21,6 +21,7 @@ import jsonschema
 import mcp_types as types
 from mcp.server import Server
 
+import kit.runs  # noqa: F401  loading the catalogue installs its writer: the analyses this server runs are recorded
 from kit.errors import KitError
 from kit.mcp._policy import DEFAULT_PAGE, Policy
 from kit.mcp._resources import PROMPT, prompt_text, read_resource, resources

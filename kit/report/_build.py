@@ -351,7 +351,7 @@ def _execute_all(paths: list[Path], params: dict[str, Any], ledger_file: Path, l
                  cell_timeout: float, say: Callable[[str], None]) -> list[tuple[Path, Any, NotebookRun, set[str]]]:
     """Run every notebook in turn; tidy what it shows (one parameters cell, relative paths) and find
     the secrets in it (each notebook's own set; they are masked everywhere in :func:`_export_all`)."""
-    from kit.report._redact import notebook_secrets, redact_text
+    from kit.redact import notebook_secrets, redact_text
 
     executed = []
     for i, path in enumerate(paths, 1):
@@ -377,8 +377,8 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
     import nbformat
 
     from kit.ledger import Ledger
+    from kit.redact import redact_json_text, redact_notebook, redact_text
     from kit.report import _export as export
-    from kit.report._redact import redact_json_text, redact_notebook, redact_text
 
     runs = [r for _, _, r, _ in executed]
     # A value recognised in one notebook (quoted, after a flag) is masked in all of them, where

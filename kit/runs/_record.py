@@ -9,31 +9,31 @@ one warning line on stderr) and records only the outermost decorated call, so ``
 traces is one run, not one per trace summary.
 
 Secrets: the command line, the settings, every path and text fact, warning and string cell of a table
-go through ``kit.report``'s redaction (the same rules as the HTML report) before they are written.
+go through ``kit.redact`` (the same rules as the HTML report) before they are written.
 """
 from __future__ import annotations
 
 import contextlib
-import contextvars
+import datetime as dt
 import getpass
 import hashlib
-import inspect
 import json
+import math
 import os
 import socket
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from kit.errors import UsageError
 from kit.runs import _store
-from kit.util import recorded as _util_recorded
+from kit.util import command_line, kit_version, set_command_line, unit_of
 
-_COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("kit_runs_command", default=None)
 _HASH_CHUNK = 1 << 22
 _MAX_DIR_FILES = 4096
 
@@ -53,8 +53,9 @@ class Recorded:
 
 
 def set_command(argv: list[str]) -> None:
-    """Remember the ``kit`` command line of this process; runs recorded under it carry it (redacted)."""
-    _COMMAND.set("kit " + " ".join(argv))
+    """Remember the ``kit`` command line of this process; runs recorded under it carry it (redacted). The
+    command line is held in one place, ``kit.util.set_command_line``; this is its name in the catalogue."""
+    set_command_line(argv)
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -108,12 +109,10 @@ _PENDING: dict[str, object] = {}
 
 
 def prehash(paths) -> None:
-    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), and
-    loading the redaction rules, so a command that records them later finds both ready: the CLI calls it
-    before parsing a trace. Does nothing when recording is off."""
-    import threading
-    from concurrent.futures import Future
-
+    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), so a
+    command that records them later finds the digests ready: the CLI calls it before parsing a trace. Does
+    nothing when recording is off. The redaction rules are not loaded here: the ``kit`` command records after
+    it has printed its answer, so their import (detect-secrets, requests) never competes with the parse."""
     if _store.store_dir() is None:
         return
     todo = []
@@ -130,11 +129,6 @@ def prehash(paths) -> None:
                 fut.set_result(_file_hash(p))
             except Exception as exc:   # noqa: BLE001 - the recording step reports it
                 fut.set_exception(exc)
-        try:   # what recording will need, loaded while the parse runs: the redaction rules, Parquet
-            _redactor()[0]("warm-up")
-            import pyarrow.parquet  # noqa: F401
-        except Exception:   # noqa: BLE001 - recording loads them again and reports
-            pass
     threading.Thread(target=work, daemon=True, name="kit-prehash").start()
 
 
@@ -198,7 +192,7 @@ def describe_input(item, role: str = "") -> dict:
 
 
 def _redactor():
-    from kit.report import redact_json_text, redact_text
+    from kit.redact import redact_json_text, redact_text  # deferred: start-up (detect-secrets loads on first use)
 
     def text(s):
         return None if s is None else redact_text(str(s), markup=False)[0]
@@ -218,8 +212,8 @@ def _cell(v):
 def _redacted_table(df, text):
     """``df`` as an Arrow table with string cells and column names redacted (once per distinct value);
     container cells become JSON text, and a column of mixed types becomes text."""
-    import pandas as pd
-    import pyarrow as pa
+    import pandas as pd  # deferred: start-up (kit.runs loads before a command's answer; these after it)
+    import pyarrow as pa  # deferred: as pandas
 
     df = df.reset_index(drop=True).copy()
     df.attrs = {}   # pandas would write them into the Parquet metadata, unredacted
@@ -239,9 +233,9 @@ def _redacted_table(df, text):
 
 
 def _run_row(fields: dict):
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: start-up, as in _redacted_table
 
-    from kit.runs._schema import RUN_SCHEMA
+    from kit.runs._schema import RUN_SCHEMA  # deferred: it imports pyarrow
 
     return pa.Table.from_pylist([fields], schema=RUN_SCHEMA)
 
@@ -256,8 +250,6 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     ``facts``: ``{name: text}`` (a verdict, an engine). ``tables``: ``{name: DataFrame}`` written as
     Parquet. ``root``: the store (default :func:`kit.runs.store_dir`); with recording off and no
     ``root`` nothing is written and the run id comes back with ``path=None``."""
-    from kit.util import kit_version
-
     __version__ = kit_version()
     store = Path(root) if root is not None else _store.store_dir()
     run_id = new_run_id()
@@ -279,7 +271,7 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     row = _run_row({
         "run_id": run_id, "kind": kind, "created": _now(), "user": text(_who()), "machine": text(socket.gethostname()),
         "host": ",".join(sorted({i["host"] for i in ins})) or "local",
-        "command": text(command or _COMMAND.get() or _cli_command() or _python_caller()), "label": text(label),
+        "command": text(command or command_line() or _python_caller()), "label": text(label),
         "kit_version": __version__,
         "input_hash": hashlib.sha256("\n".join(digests).encode()).hexdigest() if ins else None,
         "inputs": ins, "settings": js(settings or {}), "figures": figs,
@@ -297,15 +289,7 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
 
 
 def _now():
-    import datetime as dt
-
     return dt.datetime.now(dt.timezone.utc)
-
-
-def _cli_command() -> str | None:
-    from kit.util import command_line
-
-    return command_line()
 
 
 def _python_caller() -> str:
@@ -313,40 +297,67 @@ def _python_caller() -> str:
 
 
 def _figure_rows(figures) -> list[dict]:
-    import math
-
     rows = figures.items() if isinstance(figures, dict) else (figures or [])
     out = []
     for r in rows:
-        name, value, unit, item = (tuple(r) + (None, None))[:4]
+        r = tuple(r)
+        # (name, value), (name, value, item) from a result's to_record; (name, value, unit, item) from record()
+        name, value, unit, item = r[:4] if len(r) >= 4 else (r[0], r[1], None, r[2] if len(r) == 3 else None)
         try:
             v = float(value)
         except (TypeError, ValueError):
             continue
         if math.isfinite(v):
-            out.append({"name": str(name), "value": v, "unit": unit or "", "item": None if item is None else str(item)})
+            out.append({"name": str(name), "value": v, "unit": unit_of(str(name)) or unit or "",
+                        "item": None if item is None else str(item)})
     return out
 
 
-def record_call(kind: str, fn: Callable, args: tuple, kwargs: dict, result, elapsed: float) -> None:
-    """What ``kit.util.recorded`` hands over after an outermost decorated call: the result recorded as a run
-    of ``kind`` (``_extract.py`` says what a result's figures, tables and inputs are); never raises."""
+def record_call(kind: str, result, args: dict, elapsed: float, command: str | None = None) -> None:
+    """The writer ``kit.util.recorded`` hands an outermost decorated call's result to (installed when this
+    package loads): the result recorded as a run of ``kind``, as its ``to_record(args)`` describes it;
+    never raises: a failure is one line on stderr and one line in the store's ``failures.jsonl``."""
     if _store.store_dir() is None:
         return
-    _quietly(kind, result, inspect.signature(fn), args, kwargs, elapsed)
-
-
-recorded = _util_recorded   # the decorator the entry points wear (kit.util: the house's bottom floor)
-
-
-def _quietly(kind, result, sig, args, kwargs, elapsed) -> None:
     try:
-        from kit.runs._extract import extract
+        from kit.runs._extract import extract  # deferred: provenance and the result types load only to write
 
-        bound = sig.bind_partial(*args, **kwargs)
-        what = extract(result, dict(bound.arguments))
-        what["figures"] = [*what.get("figures", []), ("elapsed_s", elapsed, "s", None)]
-        record(kind, **what)
+        what = extract(result, args)
+        what["figures"] = [*what.get("figures", []), ("elapsed_s", elapsed)]
+        record(kind, command=command, **what)
     except Exception as exc:   # noqa: BLE001 - recording must never fail the analysis
+        _count_failure(kind, exc)
         print(f"kit: warning: run not recorded in the catalogue ({type(exc).__name__}: {str(exc)[:200]}); "
               "KIT_RUNS=off turns recording off", file=sys.stderr)
+
+
+FAILURES = "failures.jsonl"
+
+
+def _count_failure(kind: str, exc: BaseException) -> None:
+    """One line in the store's ``failures.jsonl`` (when, kind, error), where ``kit runs list`` counts them."""
+    store = _store.store_dir()
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"when": _now().isoformat(timespec="seconds"), "kind": kind,
+                           "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+        with open(store / FAILURES, "a", encoding="utf-8") as fh:
+            fh.write(_redactor()[0](line) + "\n")
+    except Exception:   # noqa: BLE001 - the store itself may be what fails; stderr said it
+        pass
+
+
+def failures(root: str | os.PathLike | None = None) -> list[dict]:
+    """The recording failures counted in a store (default :func:`kit.runs.store_dir`), oldest first."""
+    store = Path(root) if root is not None else _store.store_dir()
+    try:
+        lines = (store / FAILURES).read_text(encoding="utf-8").splitlines() if store else []
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from kit import runs
-from kit.report import redact_json_text
+from kit.redact import redact_json_text
 
 PASSWORD, SERVICE, PROJECT = "Tr0ub4dor-and-3", "svc-9f8e7d6c5b4a", "sk-proj-Ab12Cd34Ef56Gh78Ij90Kl12Mn34Op56"
 

@@ -1,4 +1,4 @@
-"""Secret redaction for the report: nothing that looks like a credential reaches an exported artefact.
+"""Secret redaction of text, JSON, HTML and notebooks: nothing that looks like a credential is written.
 
 Applied to every cell source, every text output (stream, text/plain, text/html, markdown, JSON,
 error messages and tracebacks) and the widget state of each executed notebook before export, to the
@@ -36,10 +36,9 @@ import re
 from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
-from kit.report._redact_cmdline import CMDLINE_RULES
-from kit.report._redact_cmdline import HINTS as CMDLINE_HINTS
-
-MASK = "***REDACTED***"
+from kit.redact._cmdline import CMDLINE_RULES
+from kit.redact._cmdline import HINTS as CMDLINE_HINTS
+from kit.redact._names import MASK, secret_name
 
 # Names whose values are secrets. Upper-case environment style: the name ends in a secret word
 # (HF_TOKEN, AWS_SECRET_ACCESS_KEY, NCCL_IB_SECRET_KEY, PGPASSWORD; not MAX_TOKENS). Lower-case keys
@@ -137,10 +136,14 @@ def _ds() -> tuple[list[re.Pattern[str]], list[tuple[re.Pattern[str], int]], Any
     scorers. Public IPs are not credentials, the keyword and entropy plugins are applied below.
     The plugins' keyword-style patterns (IBM, Cloudant, SoftLayer: ``(?<=\W)...(key|pwd|pass|token)``)
     try every position of a text; they run only on the lines holding such a word (see ``_spans``)."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins import keyword
-    from detect_secrets.plugins.base import RegexBasedDetector
-    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString, HexHighEntropyString
+    # deferred: the detector set (detect-secrets, and requests with it) loads on the first text redacted
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class  # deferred: see above
+    from detect_secrets.plugins import keyword  # deferred: see above
+    from detect_secrets.plugins.base import RegexBasedDetector  # deferred: see above
+    from detect_secrets.plugins.high_entropy_strings import (  # deferred: see above
+        Base64HighEntropyString,
+        HexHighEntropyString,
+    )
 
     regexes: list[re.Pattern[str]] = []
     for cls in get_mapping_from_secret_type_to_class().values():
@@ -233,7 +236,10 @@ def _entropy_spans(text: str) -> Iterator[tuple[int, int]]:
 def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
     """detect-secrets' keyword regexes on the lines holding a secret word (they run to the end of
     a line), each hit cut at the end of its token; (start, end, is_code)."""
-    from detect_secrets.filters.heuristic import is_indirect_reference, is_templated_secret
+    from detect_secrets.filters.heuristic import (  # deferred: the detector set, as in _ds
+        is_indirect_reference,
+        is_templated_secret,
+    )
 
     _, kw, _, _ = _ds()
     for start, line in _lines_with(text, _SECRET_WORD):
@@ -266,8 +272,6 @@ _NOT_A_VALUE = re.compile(r"(?i)(?:none|nan|null|true|false|-+|\*+|unset|\d{1,12
 
 
 def _table_spans(text: str) -> Iterator[tuple[int, int]]:
-    from kit.util import secret_name
-
     if "  " not in text and "|" not in text and "\t" not in text:
         return
     for m in _ROW.finditer(text):
@@ -314,8 +318,6 @@ def _aligned_spans(text: str) -> Iterator[tuple[int, int]]:
     same width, columns ending where the header's names end, a cell maybe one space from the next or
     holding spaces): the cell after a secret-named cell (a name/value layout) and the cells under a
     secret-named header."""
-    from kit.util import secret_name
-
     if "\n" not in text or "  " not in text:
         return
     lines, pos = [], 0

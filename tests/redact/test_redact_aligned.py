@@ -8,7 +8,7 @@ import json
 import nbformat
 import pandas as pd
 
-from kit.report._redact import redact_notebook, redact_text
+from kit.redact import redact_notebook, redact_text
 
 KEY, PASSWORD = "Zq81rT0pLm3Vx9cB7nD2", "correct horse battery staple"
 
