@@ -43,6 +43,7 @@ from kit.profile.analyses import _cpu_compare
 from kit.profile.analyses import _summary as S
 from kit.profile.attribution._names import kernel_family
 from kit.profile.steps import _arrays
+from kit.stats import is_nan
 from kit.util import recorded, signed
 
 __all__ = ["Comparison", "compare", "kernel_family"]
@@ -390,7 +391,7 @@ class Comparison:
                 ("step_us", self.step_us[1], b), ("spread_us", self.spread_us[0], a),
                 ("spread_us", self.spread_us[1], b)]
         figs += [(f"delta_us.{r.part}", r.delta_us) for r in self.parts.itertuples()]
-        within = abs(self.delta_us) < self.noise_us if self.noise_us == self.noise_us else None
+        within = abs(self.delta_us) < self.noise_us if not is_nan(self.noise_us) else None
         return {"inputs": [("a", f) for f in self.files[0]] + [("b", f) for f in self.files[1]],
                 "settings": {"phase": self.phase, "labels": list(self.labels), **call_settings(args)},
                 "figures": figs,
