@@ -65,7 +65,7 @@ FAMILIES = (
     ("user", _USER, _phase_user),
 )
 PROFILER_STEP = ("profiler-step", _PSTEP, lambda m: "unknown")
-_NUM = re.compile(r"\d+")
+_NUM = re.compile(r"#?\d+")
 MIN_COVER = 0.5   # a repeated range is a step range if its instances hold the launches of this share of kernels
 _TIE = 0.02       # ranges within this share of kernels of the best: the outer one (fewer instances) wins
 
@@ -155,10 +155,10 @@ def _named(marker: str, ann: pd.DataFrame, frames: pd.DataFrame | None, lt: np.n
     """The ranges the user named (``--step-marker``): annotations whose name is ``marker`` (numbers as
     any number), else module frames of that class (tiled, as forwards)."""
     want = _norm(marker.strip())
-    want_alt = want[:-2] if want.endswith("#N") else want
+    want = want[:-2] + "#" if want.endswith("#N") else want
     if len(ann):
         key = ann["name"].astype(str).map(_norm)
-        hit = (key == want) | (key == want_alt) | (key == want + "#")
+        hit = (key == want) | (key == want + "#")
         if hit.any():
             sel = ann[hit.to_numpy()].copy()
             sel["phase"] = "unknown"
@@ -166,7 +166,8 @@ def _named(marker: str, ann: pd.DataFrame, frames: pd.DataFrame | None, lt: np.n
     if frames is not None and len(frames) and "kind" in frames:
         mods = frames[frames["kind"].astype(str) == "module"]
         key = mods["name"].astype(str).str.replace(r"^nn\.Module: ", "", regex=True).map(_norm)
-        hit = (key == want) | (key == want + "_#")
+        cls = re.sub(r"^nn\.Module: ", "", want)
+        hit = (key == cls) | (key == cls + "_#")
         if hit.any():
             got = _forwards(mods[hit.to_numpy()], lt, t_end)
             if got is not None:
