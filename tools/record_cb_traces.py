@@ -28,6 +28,8 @@ graph replay (``ts_llama_graph``) and eager with stacks (``ts_llama_ref``).
 Usage (one GPU)::
 
     python3 tools/record_cb_traces.py --out OUTDIR [--only llama,qwen3,tinyserve]
+
+``--device cpu`` dry-runs the same loop on a CPU (float32, no graphs, CPU activities only).
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 STEP_RANGE = "cb.generation_step"
+DEV = {"device": "cuda"}
 PROMPTS = [100, 40, 70, 20, 55, 30]          # prompt lengths (tokens)
 NEW_TOKENS = [12, 16, 8, 14, 10, 6]          # max new tokens per request
 LATE_FROM, LATE_AT = 4, 6                    # requests 4.. arrive at iteration 6
@@ -61,6 +64,15 @@ SHAPES = {  # name -> config kwargs (4 layers of each model's real dimensions)
         hidden_size=1024, num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
         intermediate_size=3072, vocab_size=151936, max_position_embeddings=2048, tie_word_embeddings=True)),
 }
+
+
+def _sync() -> None:
+    if DEV["device"] == "cuda":
+        torch.cuda.synchronize()
+
+
+def _acts() -> list:
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if DEV["device"] == "cuda" else [])
 
 
 def _save(prof, path: str) -> None:
@@ -103,7 +115,7 @@ class Loop:
 
     def graphs(self, on: bool) -> None:
         r = self.bp.model_runner
-        r.use_cuda_graph_varlen = r.use_cuda_graph_decode = on
+        r.use_cuda_graph_varlen = r.use_cuda_graph_decode = on and DEV["device"] == "cuda"
         r.pad_inputs = True  # graphs off, padding kept: the reference runs the replay's signatures
 
     def run(self, prompts, step_range: str | None) -> list[dict]:
@@ -126,7 +138,7 @@ class Loop:
                     break
                 self.bp._generation_step(self.model)
                 self.bp.update_batch()
-            torch.cuda.synchronize()
+            _sync()
             iters.append({"iteration": len(iters), "wall_ms": round((time.perf_counter() - t0) * 1e3, 3),
                           **(self.signatures[-1] if self.signatures else {})})
             it += 1
@@ -153,8 +165,9 @@ def record_cb(name: str, out: str, log: dict) -> None:
     cfg.eos_token_id = None
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    with torch.device("cuda"):  # random weights drawn on the GPU
-        model = getattr(transformers, model_cls)(cfg).to(torch.bfloat16).eval()
+    with torch.device(DEV["device"]):  # random weights drawn on the GPU
+        model = getattr(transformers, model_cls)(cfg)
+    model = model.to(torch.bfloat16 if DEV["device"] == "cuda" else torch.float32).eval()
     model.set_attn_implementation("paged|sdpa")
     gen = GenerationConfig(do_sample=False, max_new_tokens=max(NEW_TOKENS), eos_token_id=-1, pad_token_id=0)
     cb = ContinuousBatchingConfig(block_size=32, num_blocks=64, max_batch_tokens=64, max_requests_per_batch=8,
@@ -172,8 +185,8 @@ def record_cb(name: str, out: str, log: dict) -> None:
                 scen = f"cb_{name}_{tag}" + ("" if rng else "_norange")
                 d = os.path.join(out, scen)
                 os.makedirs(d, exist_ok=True)
-                torch.cuda.synchronize()
-                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], **opts) as prof:
+                _sync()
+                with profile(activities=_acts(), **opts) as prof:
                     iters = loop.run(prompts, rng)
                 _save(prof, os.path.join(d, "trace.json.gz"))
                 meas = {"scenario": scen, "engine": f"transformers {transformers.__version__} continuous batching",
@@ -209,8 +222,8 @@ def record_tinyserve(out: str, log: dict, engine_path: str, steps: int = 12) -> 
         scen = f"ts_llama_{tag}"
         d = os.path.join(out, scen)
         os.makedirs(d, exist_ok=True)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], **opts) as prof:
+        _sync()
+        with profile(activities=_acts(), **opts) as prof:
             for _ in range(steps):
                 last = runner.decode(last, pos, list(range(4)))
                 pos = [p + 1 for p in pos]
@@ -224,6 +237,11 @@ def record_tinyserve(out: str, log: dict, engine_path: str, steps: int = 12) -> 
         log[scen] = {"steps": steps, "bytes": os.path.getsize(os.path.join(d, "trace.json.gz"))}
         print(scen, log[scen], flush=True)
         del runner
+        _empty()
+
+
+def _empty() -> None:
+    if DEV["device"] == "cuda":
         torch.cuda.empty_cache()
 
 
@@ -232,13 +250,18 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", default="llama,qwen3,tinyserve")
     ap.add_argument("--engine-path", default="notebooks/sample/engine")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--layers", type=int, default=4)
     a = ap.parse_args()
+    DEV["device"] = a.device
+    for _, _, kw in SHAPES.values():
+        kw["num_hidden_layers"] = a.layers
     os.makedirs(a.out, exist_ok=True)
     import transformers
 
     log = {"versions": {"torch": torch.__version__, "cuda": torch.version.cuda,
                         "transformers": transformers.__version__, "python": platform.python_version(),
-                        "gpu": torch.cuda.get_device_name()}, "errors": {}}
+                        "gpu": torch.cuda.get_device_name() if a.device == "cuda" else "cpu"}, "errors": {}}
     for what in a.only.split(","):
         try:
             if what == "tinyserve":
@@ -248,7 +271,7 @@ def main() -> int:
         except Exception:  # one scenario's failure is recorded, the others still run
             log["errors"][what] = traceback.format_exc()[-3000:]
             print(log["errors"][what], flush=True)
-        torch.cuda.empty_cache()
+        _empty()
     with open(os.path.join(a.out, "versions_cb.json"), "w") as f:
         json.dump(log, f, indent=1)
     return 0

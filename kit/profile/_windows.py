@@ -213,12 +213,12 @@ def step_markers(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
     """The ranges that are this rank's steps, before graph launches (``(family, ranges)``, or None): the
     user's ``marker``, the engines' known annotations, a repeated range of any name that tiles the run,
     ``ProfilerStep#N``; after graph launches (see :func:`assign_steps`), the model's forwards."""
-    lt = _launch_times(k, launches, k["ts"].to_numpy(float))
     if marker:
-        return _named(marker, ann, frames, lt, _t_end(k, launches))
+        return _named(marker, ann, frames, _launch_times(k, launches, k["ts"].to_numpy(float)), _t_end(k, launches))
     got = _markers(ann)
     if got is not None or not len(ann):
         return got
+    lt = _launch_times(k, launches, k["ts"].to_numpy(float))
     cpu = ann[ann["side"] == "cpu"]
     is_p = cpu["name"].astype(str).str.match(_PSTEP.pattern).to_numpy()
     pstep = _tiling(cpu[is_p], lt, "profiler-step", 0.0) if is_p.any() else None
