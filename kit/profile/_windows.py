@@ -103,9 +103,10 @@ def _launch_times(k: pd.DataFrame, launches: pd.DataFrame, kt: np.ndarray) -> np
     return np.where(np.isnan(lt), kt, lt)
 
 
-def _tiling(rows: pd.DataFrame, lt: np.ndarray, family: str, floor: float = MIN_COVER) -> tuple[str, pd.DataFrame] | None:
+def _tiling(rows: pd.DataFrame, lt: np.ndarray, family: str, floor: float = MIN_COVER,
+            least: int = 2) -> tuple[str, pd.DataFrame] | None:
     """The repeated range (CPU side) that holds the launches of most kernels: ``rows`` grouped by name
-    with numbers as ``#``; a group of at least two instances (nested ones of the same name dropped) whose
+    with numbers as ``#``; a group of at least ``least`` instances (nested ones of the same name dropped) whose
     instances hold at least ``floor`` (default ``MIN_COVER``) of the kernels' launches. The group placing the most wins;
     within ``_TIE`` of it, the one with fewer instances (the outer range: an iteration, not a layer).
     Instances that hold no launch (an idle poll of the loop) are no step."""
@@ -115,13 +116,13 @@ def _tiling(rows: pd.DataFrame, lt: np.ndarray, family: str, floor: float = MIN_
     key = rows["name"].astype(str).map(_norm)
     counts = key.value_counts()
     best = None
-    for name in counts.index[counts.to_numpy() >= 2][:64]:
+    for name in counts.index[counts.to_numpy() >= least][:64]:
         use = _outermost(rows[key.to_numpy() == name])
         starts = use["ts"].to_numpy(float)
         idx = _assign_by_time(lt, starts, starts + use["dur"].to_numpy(float))
         held = np.bincount(idx[idx >= 0], minlength=len(use)) > 0
         cover = float((idx >= 0).mean())
-        if held.sum() < 2 or cover < floor:
+        if held.sum() < least or cover < floor:
             continue
         cand = (cover, int(held.sum()), name, use[held])
         if best is None or cover > best[0] + _TIE or (cover >= best[0] - _TIE and cand[1] < best[1]):
@@ -221,7 +222,7 @@ def step_markers(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
     lt = _launch_times(k, launches, k["ts"].to_numpy(float))
     cpu = ann[ann["side"] == "cpu"]
     is_p = cpu["name"].astype(str).str.match(_PSTEP.pattern).to_numpy()
-    pstep = _tiling(cpu[is_p], lt, "profiler-step", 0.0) if is_p.any() else None
+    pstep = _tiling(cpu[is_p], lt, "profiler-step", 0.0, 1) if is_p.any() else None
     # a range of the loop's own before ProfilerStep#N, where it tiles the run as well (a profiler step of
     # several iterations): a range covering less (a training step's forward) is a part of the step
     floor = max(MIN_COVER, pstep[1].attrs["cover"] - _TIE) if pstep is not None else MIN_COVER

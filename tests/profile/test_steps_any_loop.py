@@ -130,3 +130,13 @@ def test_cli_step_marker(tmp_path):
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["steps"] == _recorded("hf_llama_stack"), {k: d[k] for k in list(d)[:12]}
+
+
+def test_a_profiler_step_holding_the_whole_run_stays_the_step(shared_data):
+    """A real inference trace (TraceLens' xDiT SD3.5): one ProfilerStep#N around the run, four calls of a
+    compiled graph inside covering part of it: a repeated range that tiles less than the profiler step is
+    part of it, not the step."""
+    p = profile.load(shared_data / "traces" / "tracelens" / "inference" / "xdit_sd_3.5"
+                     / "profile_trace_rank_0.json.gz")
+    assert len(p.steps) == 1 and set(p.steps["source"]) == {"annotation:profiler-step:cpu"}, p.steps
+    assert (p.kernels["step"] >= 0).all()
