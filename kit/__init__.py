@@ -17,6 +17,8 @@ Public surface (everything else is private):
   queryable with SQL (DuckDB over Parquet); named baselines.
 - ``kit.server(host, cmd)`` / ``kit.experiment(base_cmd, matrix=...)`` (``kit.live``): run, profile and
   sweep a live serving engine.  ``kit.bench``: single-stream benchmark of a live server.
+- ``kit.investigate(a, b)`` (``kit.investigation``): why is run B slower than run A: ranked, evidenced causes
+  and the experiment that would confirm each.
 
 Submodules load on first use so ``import kit`` stays fast.
 """
@@ -30,11 +32,13 @@ from kit import util as _util
 __version__ = "0.1.0"
 
 _SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors",
-               "explorer", "session", "provenance", "live", "bench", "audit", "runs")
+               "explorer", "session", "provenance", "live", "bench", "audit", "runs", "investigation")
 _FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
 _FROM_LIVE = ("server", "experiment")
+_FROM_INVESTIGATION = ("investigate",)
 
-__all__ = sorted(_SUBMODULES + _FROM_REMOTE + _FROM_LIVE + ("__version__", "load_ipython_extension"))
+__all__ = sorted(_SUBMODULES + _FROM_REMOTE + _FROM_LIVE + _FROM_INVESTIGATION
+                 + ("__version__", "load_ipython_extension"))
 
 
 def __getattr__(name: str) -> Any:
@@ -44,6 +48,8 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module("kit.remote"), name)
     if name in _FROM_LIVE:
         return getattr(importlib.import_module("kit.live"), name)
+    if name in _FROM_INVESTIGATION:
+        return getattr(importlib.import_module("kit.investigation"), name)
     raise AttributeError(f"module 'kit' has no attribute {name!r}")
 
 

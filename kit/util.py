@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ANSI", "strip_ansi", "quote", "clip", "signed", "percent_text", "jsonable", "frame_records", "no_gc",
            "publish", "html_fields", "secret_name", "mask_secrets", "SECRET_MASK", "progress", "recorded",
-           "set_recorder", "set_command_line", "command_line", "kit_version"]
+           "set_recorder", "set_command_line", "command_line", "kit_version", "progress_wanted"]
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 """Terminal colour/style escapes (vLLM colours its log level; raw TTY captures of nvidia-smi underline)."""
@@ -192,8 +192,9 @@ def host_program(package: str, name: str, call: str) -> str:
     return text.rstrip("\n") + "\n\n" + call + "\n"
 
 
-def _progress_wanted() -> bool:
-    """A bar is shown in a terminal (stderr a TTY) or a notebook kernel, never when ``KIT_PROGRESS=off``."""
+def progress_wanted() -> bool:
+    """A bar is shown in a terminal (stderr a TTY) or a notebook kernel, never when ``KIT_PROGRESS=off``
+    (every bar of the kit asks this: :func:`progress`, the engine start-up bar of ``kit.server``)."""
     import sys
 
     if os.environ.get("KIT_PROGRESS", "").strip().lower() in ("0", "off", "no", "false"):
@@ -216,7 +217,7 @@ def progress(desc: str, total: float | None = None, *, unit: str = "B", show: bo
 
     from tqdm.auto import tqdm
 
-    on = _progress_wanted() if show is None else show
+    on = progress_wanted() if show is None else show
     bar = tqdm(total=total, desc=desc, unit=unit, unit_scale=unit == "B", unit_divisor=1024 if unit == "B" else 1000,
                leave=False, delay=delay, disable=not on)
     stop = threading.Event()

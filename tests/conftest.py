@@ -73,12 +73,16 @@ def stage_readable(*rel_paths: str) -> Path:
 # (``file::name``, parameters included or not) that takes seconds belongs here.
 SLOW = (
     "tests/runs/test_catalogue.py::test_kit_runs_cli",   # three `kit` processes
+    "tests/engines/test_toy_engine.py::test_the_cli_and_mcp_offer_the_toy_engine",  # three `kit` processes, an MCP
     "tests/runs/test_gate.py::test_planted_regressions",  # 23 replayed traces parsed and gated
+    "tests/runs/test_gate.py::test_eager_replays",        # 22 replayed eager traces gated (~100 s)
     "tests/profile/test_ranks.py",                        # 18 replayed rank traces, two more sshd hosts
     "tests/test_progress.py",                             # a real pseudo-terminal, three interpreters
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
     "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
     "tests/live/",                                  # engines started, benchmarked, profiled, swept
+    "tests/investigation/test_live_pairs.py",       # tinyserve engines benchmarked per pair; the sample via the CLI
+    "tests/investigation/test_investigate.py::test_runs_by_catalogue_id",  # five `kit` processes
     "tests/report/test_secrets.py::test_report_run",  # a report with planted secrets
     # reports built in real kernels (the `tiny` report, timeouts, dead kernels, the CLI)
     "tests/report/test_report.py::test_runs_every_notebook", "tests/report/test_report.py::test_parameters_and",
@@ -89,6 +93,8 @@ SLOW = (
     "tests/report/test_report.py::test_cli_exits_nonzero", "tests/report/test_report.py::test_cli_rejects",
     "tests/report/test_report.py::test_the_pdf_is_redacted",  # every page printed by Chromium
     "tests/report/test_report_defects.py::test_a_figure_returned",
+    "tests/report/test_report_defects.py::test_a_report_notebook_records",  # a real kernel
+    "tests/report/test_report_defects.py::test_pages_00_and_02",            # notebooks 00, 02 in a real kernel
     # seconds each: 2 GiB streamed, process groups waiting out grace periods, pip, SSH round trips
     "tests/remote/test_streams.py::test_2gib", "tests/remote/test_runner.py::test_a_command_that_ignores_sigterm",
     "tests/remote/test_remote.py::test_wait_for_reports", "tests/remote/test_remote_ssh.py::test_cli_run_and_env",

@@ -30,6 +30,10 @@ Files:
 - ``_sweep.py``: load_test and sweep: the levels of each load kind and what is recorded
 - ``_explore.py``: saturation (the knee of goodput over rates) and pareto_sweep (lengths x concurrency)
 - ``_reconcile.py``: reconcile and Reconciliation: a client's inter-token gaps against the engine's records
+- ``_reconcile_coarse.py``: the reconciliation per request, per interval or as distributions, where the engine
+  records less than each token
+- ``_otlp.py``: otlp_receiver: the kit's own OTLP/HTTP trace receiver, an engine's request spans (vLLM) kept
+  as JSON lines while the kit benchmarks it
 - ``_load.py``: LoadResult and the figures of a level: percentiles, goodput, cache hits, HTTP phases
 - ``_stats.py``: mean with a t interval, Welch's t-test, median, percentile
 """
@@ -38,6 +42,7 @@ from __future__ import annotations
 from kit.bench._client import RequestTiming, list_models, stream_request
 from kit.bench._explore import pareto_sweep, saturation
 from kit.bench._load import LoadResult
+from kit.bench._otlp import OTLPReceiver, otlp_receiver
 from kit.bench._prompts import make_prompts
 from kit.bench._reconcile import PARTS, Reconciliation, reconcile
 from kit.bench._single import DEFINITIONS, BenchResult, single_stream
@@ -47,6 +52,6 @@ from kit.util import publish
 
 __all__ = ["DEFINITIONS", "PARTS", "BenchResult", "LoadResult", "Reconciliation", "RequestTiming", "list_models",
            "load_test", "make_prompts", "mean_ci", "pareto_sweep", "reconcile", "saturation", "single_stream",
-           "stream_request", "sweep", "welch"]
+           "stream_request", "sweep", "welch", "OTLPReceiver", "otlp_receiver"]
 
 publish(globals(), __all__)

@@ -54,7 +54,8 @@ CLOCK_SLACK_S = 0.0005   # timestamps rounded to 1 us and taken a few us apart: 
 @dataclass
 class Reconciliation:
     """One reconciliation: ``tokens`` (one row per client gap with its parts, ms), ``table`` (per part:
-    mean, the mean over tokens around the median gap and over the slowest 1 %, with its source),
+    ``mean``, ``median_band`` (the mean over tokens whose gap is between p45 and p55) and ``slowest_1pct``
+    (over the slowest 1 %), ``shown`` (a clock-read part inside the offset bound: 0), its source),
     ``offset_ms`` (engine clock - client clock) and ``offset_bound_ms``, ``warnings``, and ``refused``
     (the reason no figure is given, or ``""``)."""
 
@@ -70,20 +71,30 @@ class Reconciliation:
     refused: str = ""
     warnings: list[str] = field(default_factory=list)
     provenance: str = ""   # where the client and engine records came from (the session's provenance)
+    level: str = "token"   # token, or request / interval / distribution where the engine records less
 
     @property
     def residual_share(self) -> dict[str, float]:
         """Mean residual over the mean gap, around the median and in the slowest 1 % of tokens."""
         t = self.table
         if self.refused or t is None or "residual" not in set(t["part"]):
-            return {"p50": math.nan, "p99": math.nan}
+            return {"median_band": math.nan, "slowest_1pct": math.nan}
         row, gap = t.set_index("part").loc["residual"], t.set_index("part").loc["client ITL"]
-        return {k: abs(row[k]) / gap[k] if gap[k] else math.nan for k in ("p50", "p99")}
+        return {k: abs(row[c]) / gap[c] if gap[c] else math.nan
+                for k, c in zip(("median_band", "slowest_1pct"), self.band_columns)}
+
+    @property
+    def band_columns(self) -> tuple[str, str]:
+        """The table's columns around the median and at the slow end: ``median_band``/``slowest_1pct`` (means over
+        bands of tokens) or, for a reconciliation of distributions, ``p50``/``p99`` (percentiles)."""
+        cols = set(self.table.columns) if self.table is not None else set()
+        return ("median_band", "slowest_1pct") if "median_band" in cols or not cols else ("p50", "p99")
 
     def to_dict(self) -> dict:
         from kit.util import frame_records
 
-        return {"refused": self.refused, "provenance": self.provenance, "offset_ms": _num(self.offset_ms),
+        return {"refused": self.refused, "level": self.level, "provenance": self.provenance,
+                "offset_ms": _num(self.offset_ms),
                 "hidden_host_ms": _num(self.hidden_host_ms),
                 "offset_bound_ms": _num(self.offset_bound_ms),
                 "busy_share": _num(self.busy_share), "trace": self.trace, "engine": self.engine,
@@ -101,9 +112,14 @@ class Reconciliation:
         if self.refused:
             return f"Reconciliation(refused: {self.refused})"
         t = self.table.set_index("part")
-        body = "; ".join(f"{p} {t.loc[p, 'p50']:.2f}" for p in [*self.parts, "residual"] if p in t.index)
-        return (f"Reconciliation({len(self.tokens)} gaps, client ITL p50-band {t.loc['client ITL', 'p50']:.2f} ms "
-                f"= {body} ms; clock offset {self.offset_ms:+.2f} +/- {self.offset_bound_ms:.2f} ms"
+        mid = self.band_columns[0]
+        body = "; ".join(f"{p} {t.loc[p, mid]:.2f}" for p in [*self.parts, "residual"] if p in t.index)
+        rows = "gaps" if self.level in ("token", "distribution") else f"{self.level}s"
+        said = "around the median (p45-p55 band)" if mid == "median_band" else "p50"
+        return (f"Reconciliation({len(self.tokens)} {rows}, client ITL {said} "
+                f"{t.loc['client ITL', mid]:.2f} ms "
+                f"= {body} ms" + (f"; clock offset {self.offset_ms:+.2f} +/- {self.offset_bound_ms:.2f} ms"
+                                  if self.offset_ms == self.offset_ms else f"; per {self.level}")
                 + (f"; host work hidden by overlap {self.hidden_host_ms:.2f} ms/step" if self.hidden_host_ms > 0.05
                    else "")
                 + ")")
@@ -119,8 +135,10 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
 
     ``client``: the kit's per-request records (a ``LoadResult``/``BenchResult``, a list of
     ``RequestTiming`` or their dicts, or a saved result's JSON path), with the response id each
-    request saw. ``engine``: the engine's step and request records (``kit.logs.step_records`` or a log
-    path). ``trace``: a ``kit.profile`` Profile (or trace path) of this run or of a run at the same load,
+    request saw. ``engine``: the engine's records (``kit.logs.step_records`` or a file it reads: a log, an
+    OTLP span export, iteration statistics); records coarser than a token (``level`` request, iteration,
+    interval) give the reconciliation at that level (``kit.bench._reconcile_coarse``), and it says so.
+    ``trace``: a ``kit.profile`` Profile (or trace path) of this run or of a run at the same load,
     whose decode steps' busy share splits the forward."""
     import pandas as pd
 
@@ -129,6 +147,12 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     recs = engine if hasattr(engine, "steps") and hasattr(engine, "requests") else logs.step_records(engine)
     reqs = _client_requests(client)
     warnings = list(recs.warnings)
+    if getattr(recs, "level", "step") != "step":
+        from kit.bench._reconcile_coarse import reconcile_coarse
+
+        base = Reconciliation(None, None, [], engine=recs.name, warnings=warnings)
+        base.provenance = _provenance(client, engine)
+        return reconcile_coarse(reqs, recs, base, _table)
     busy, trace_name = _busy_share(trace, warnings)
     matched, unmatched = _match(reqs, recs.requests)
     if unmatched:
@@ -149,7 +173,7 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     base.tokens = pd.DataFrame(rows)
     if len(recs.steps) and {"host", "host_exposed"} <= set(recs.steps):
         base.hidden_host_ms = float(1e3 * (recs.steps["host"] - recs.steps["host_exposed"]).clip(lower=0).mean())
-    base.table = _table(base.tokens, parts, trace_name)
+    base.table = _table(base.tokens, parts, trace_name, bound * 1e3)
     return base
 
 
@@ -260,7 +284,15 @@ def _parts(ct: list[float], e: dict, step: dict, k: int, busy: float) -> dict:
     return {name: 1e3 * v for name, v in p.items()}
 
 
-def _table(tokens, parts: list[str], trace_name: str):
+BANDS = ("mean", "median_band", "slowest_1pct")   # all tokens; gaps between p45 and p55; gaps at or over p99
+CLOCKED = ("http",)   # parts read across the two clocks: inside the offset bound their sign is not known
+
+
+def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan):
+    """Per part: its mean over all tokens, over the tokens whose gap is around the median (p45-p55) and over the
+    slowest 1 % (means over bands of tokens, named so: a part's band means are not its percentiles). A part
+    read across the two clocks, or below zero, that lies inside the clock offset's bound is 0, said in
+    ``shown`` ("0 (within +-x ms ...)")."""
     import numpy as np
     import pandas as pd
 
@@ -271,7 +303,7 @@ def _table(tokens, parts: list[str], trace_name: str):
     covered = t[parts].notna().all(axis=1)
     t["residual"] = t["gap"] - t[parts].fillna(0.0).sum(axis=1).where(covered, 0.0)
     lo, hi, top = t["gap"].quantile([0.45, 0.55, 0.99])
-    bands = {"mean": t, "p50": t[(t["gap"] >= lo) & (t["gap"] <= hi)], "p99": t[t["gap"] >= top]}
+    bands = dict(zip(BANDS, (t, t[(t["gap"] >= lo) & (t["gap"] <= hi)], t[t["gap"] >= top])))
     rows = []
     for name in [*parts, "residual", "gap"]:
         label, source = PARTS.get(name, ("residual", "client gap - the parts (tokens without full records)"))
@@ -279,9 +311,20 @@ def _table(tokens, parts: list[str], trace_name: str):
             label, source = "client ITL", "the kit's client records"
         if name in ("gpu_busy", "gpu_idle") and trace_name:
             source += f" ({trace_name})"
+        if name == "forward" and trace_name:     # a trace was given: the real reason it did not split the forward
+            source = f"engine step records ({trace_name} has no step with GPU busy time: not split)"
         row = {"part": "client ITL" if name == "gap" else name, "label": label}
         for b, frame in bands.items():
             row[b] = float(frame[name].fillna(0.0).mean()) if len(frame) else math.nan
+        row["shown"] = ""
+        if name not in ("residual", "gap") and bound_ms == bound_ms:
+            # a part read across the clocks, or one below zero (no part takes negative time), inside the bound
+            inside = [b for b in bands if row[b] == row[b] and abs(row[b]) <= bound_ms
+                      and (name in CLOCKED or row[b] < 0)]
+            for b in inside:
+                row[b] = 0.0
+            if inside:
+                row["shown"] = f"0 (within +-{bound_ms:.3f} ms, the clock bound) in {', '.join(inside)}"
         row["source"] = source
         rows.append(row)
     out = pd.DataFrame(rows)

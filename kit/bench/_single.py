@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from kit.bench._client import RequestTiming, closed_loop, get_json, stream_request
-from kit.bench._stats import mean_ci, median
+from kit.bench._stats import TOO_FEW, mean_ci, median
 from kit.errors import BenchError
 from kit.util import recorded
 
@@ -159,7 +159,7 @@ class BenchResult:
 def _ci(r: dict, m: str, nd: int) -> str:
     lo, hi = r[f"{m}_lo"], r[f"{m}_hi"]
     if math.isnan(lo):
-        return f"{r[m]:.{nd}f}"
+        return f"{r[m]:.{nd}f} ({TOO_FEW})" if r[m] == r[m] else "n/a"
     return f"{r[m]:.{nd}f} [{lo:.{nd}f}, {hi:.{nd}f}]"
 
 

@@ -3,7 +3,9 @@
 latency goes (``kit.bench.reconcile``).
 ``kit bench compare FILE --baseline NAME [--fail-on-regression] [--threshold F] [--json]``: the result against a
 named baseline benchmark (``kit.runs.bench_gate``: per metric, two standard errors of the files' own spread and
-a threshold); exit 3 on a regression with ``--fail-on-regression``.
+a threshold; TTFT/TPOT/ITL means and percentiles, throughputs, the share of failed requests); with
+``--fail-on-regression`` exit 3 on a regression and 4 when a metric of the baseline could not be compared
+(not a number, missing, a latency of zero: named in the output). Results of different loads are refused.
 
 A text block without a ``Backend:`` line says nothing about its engine; the engine is then guessed
 from the block's labels. Such rows carry ``"engine_inferred": true`` in ``--json`` output and get a
@@ -24,7 +26,9 @@ def register(subparsers) -> None:
     b.set_defaults(func=_bench)
     r = bsub.add_parser("reconcile", help="split a saved run's inter-token latency: HTTP, output, scheduler, GPU")
     r.add_argument("client", help="the kit's saved load or single-stream result (JSON with per-request records)")
-    r.add_argument("engine_log", help="the engine's log with its step and request records")
+    r.add_argument("engine_log", help="the engine's own records: its log (tinyserve step records, SGLang request "
+                                      "stats or decode lines, vLLM throughput lines), a vLLM OTLP span export "
+                                      "(JSON) or TensorRT-LLM /metrics iteration statistics (JSON)")
     r.add_argument("--trace", help="a trace of this run or one at the same load: splits the forward into GPU busy/idle")
     r.add_argument("--json", action="store_true", help="print the reconciliation as JSON")
     r.set_defaults(func=_reconcile)
@@ -32,7 +36,8 @@ def register(subparsers) -> None:
     c.add_argument("file", help="benchmark output, as for 'kit bench parse'")
     c.add_argument("--baseline", required=True, metavar="NAME",
                    help="a baseline named with 'kit runs baseline NAME RUN_ID' (a 'kit bench parse' run)")
-    c.add_argument("--fail-on-regression", action="store_true", help="exit 3 when a metric regressed")
+    c.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 3 when a metric regressed, 4 when one could not be compared")
     c.add_argument("--threshold", type=float, default=0.02,
                    help="the smallest change that counts, as a fraction of the baseline (default 0.02)")
     c.add_argument("--json", action="store_true", help="print the verdict as JSON")
@@ -88,7 +93,12 @@ def _reconcile(args) -> int:
     if rec.refused:
         print(f"kit: reconciliation refused: {rec.refused}", file=sys.stderr)
         return 1
-    print(f"{rec.table.attrs['tokens']} gaps; clock offset (engine - client) {rec.offset_ms:+.2f} "
-          f"+/- {rec.offset_bound_ms:.2f} ms; times in ms per token")
+    if rec.level == "token":
+        print(f"{rec.table.attrs['tokens']} gaps; clock offset (engine - client) {rec.offset_ms:+.2f} "
+              f"+/- {rec.offset_bound_ms:.2f} ms; times in ms per token")
+    else:   # the engine records less than each token: the level is said first
+        n = rec.table.attrs["tokens"]
+        print({"request": f"per request: {n} requests", "interval": f"per interval: {n} intervals"}.get(
+            rec.level, f"as distributions: {n} client gaps against the engine's periods") + "; times in ms per token")
     print(rec.table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0

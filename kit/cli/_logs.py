@@ -15,19 +15,21 @@ import json
 import math
 import sys
 
+import kit.engines
+
 
 def register(subparsers) -> None:
     logs = subparsers.add_parser("logs", help="parse serving logs (SGLang, vLLM, NCCL_DEBUG)")
     lsub = logs.add_subparsers(dest="logs_command", metavar="SUBCOMMAND")
     p = lsub.add_parser("parse", help="parse a log: record kinds, counts, engine, version, warnings")
     p.add_argument("log", help="a serving log (.log, .gz or .zst)")
-    p.add_argument("--engine", choices=("sglang", "vllm"), help="the engine, if the log does not say")
+    p.add_argument("--engine", choices=kit.engines.names(), help="the engine, if the log does not say")
     p.add_argument("--version", dest="engine_version", help="the engine version, if the log does not say")
     p.add_argument("--json", action="store_true", help="print everything, tables included, as JSON")
     p.set_defaults(func=_parse)
     s = lsub.add_parser("spec", help="speculative acceptance, normalised across engines and versions")
     s.add_argument("log", help="a serving log with speculative-decoding lines")
-    s.add_argument("--engine", choices=("sglang", "vllm"), help="the engine, if the log does not say")
+    s.add_argument("--engine", choices=kit.engines.names(), help="the engine, if the log does not say")
     s.add_argument("--version", dest="engine_version", help="the engine version, if the log does not say")
     s.add_argument("--k", type=int, help="draft tokens per verify step, if the log does not say")
     s.add_argument("--json", action="store_true", help="print the records and the summary as JSON")

@@ -22,6 +22,7 @@ _COMMAND_MODULES = (
     "kit.cli._audit",    # kit audit
     "kit.cli._mcp",      # kit mcp
     "kit.cli._runs",     # kit runs list|show|query|table|baseline|baselines|export|compact
+    "kit.cli._investigate",  # kit investigate A B
 )
 # the module that registers each top-level command: a command line that names one imports that module
 # only (``kit profile summary`` does not import the SSH layer behind ``kit run``); help and unknown
@@ -29,7 +30,7 @@ _COMMAND_MODULES = (
 COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.cli._source",
             "profile": "kit.cli._profile", "logs": "kit.cli._logs", "bench": "kit.cli._bench",
             "report": "kit.cli._report", "audit": "kit.cli._audit",
-            "mcp": "kit.cli._mcp",
+            "mcp": "kit.cli._mcp", "investigate": "kit.cli._investigate",
             "runs": "kit.cli._runs"}
 
 

@@ -21,8 +21,12 @@ step, graph or eager, CPU time, syncs, verdict: the cause of the GPU-idle and la
 the kernel time per ``nn.Module`` class; ``--json`` prints ``Comparison.to_dict()`` (README).
 With ``--baseline NAME`` run A is the named baseline of the run catalogue (``kit runs baseline``; its
 trace files, checked against their recorded sha256) and the answer is the regression gate's verdict
-(``kit.runs.profile_gate``): regression / improvement / pass, and where; ``--fail-on-regression`` exits 3
-on a regression, ``--html FILE`` writes the one-page diff, ``--json`` prints ``Gate.to_dict()``.
+(``kit.runs.profile_gate``): regression / improvement / pass / inconclusive, what it judged on and where;
+``--fail-on-regression`` exits 3 on a regression and 4 when the gate could not decide (too few steps, a
+difference inside a noise wider than the threshold, a launch-bound run whose only change is the profiled
+step time): a gate that cannot decide does not pass. ``--step-ms BASELINE_MS THIS_MS`` gives both runs'
+step times measured without the profiler, which the gate then judges (against the threshold: no spread
+known). ``--html FILE`` writes the one-page diff, ``--json`` prints ``Gate.to_dict()``.
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
@@ -83,7 +87,8 @@ def register(subparsers) -> None:
                    help="which steps to compare: decode, prefill or all (default decode)")
     c.add_argument("--labels", nargs=2, metavar=("A", "B"), help="names of the two runs")
     c.add_argument("--step-ms", nargs=2, type=float, metavar=("A_MS", "B_MS"),
-                   help="step times measured outside the profiler (ms): the difference to explain")
+                   help="step times measured outside the profiler (ms): the difference to explain; with --baseline "
+                   "the baseline's and this run's, which the gate judges")
     c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
     c.add_argument("--step-marker", metavar="NAME",
                    help="the name of the range that is one step of the serving loop (numbers in names match any "
@@ -91,7 +96,8 @@ def register(subparsers) -> None:
                         "engines' markers, else a repeated range that tiles the run, ProfilerStep#N, graph launches")
     c.add_argument("--baseline", metavar="NAME", help="run A is this named baseline of the run catalogue "
                    "(kit runs baseline): give run B's traces only; prints the regression gate's verdict")
-    c.add_argument("--fail-on-regression", action="store_true", help="with --baseline: exit 3 on a regression")
+    c.add_argument("--fail-on-regression", action="store_true", help="with --baseline: exit 3 on a regression, "
+                   "4 when the gate cannot decide (inconclusive: it says why)")
     c.add_argument("--threshold", type=float, default=0.02, help="with --baseline: the smallest regression that "
                    "counts, as a fraction of the baseline's step time (default 0.02)")
     c.add_argument("--html", metavar="FILE", help="with --baseline: write the one-page HTML diff here")
@@ -148,7 +154,8 @@ def _summary(args) -> int:
         json.dump(d, sys.stdout, indent=1)
         sys.stdout.write("\n")
         return 0
-    if p.placement is not None:
+    if p.placement is not None and (not p.placement.refused or by != "category"):
+        # a refusal is one of the summary's warnings, printed below with it: said once
         print(p.placement.provenance if not p.placement.refused else repr(p.placement))
     if found is not None:
         print(f"layers by repetition of the kernel sequence (no module frames, no reference): {found!r}")
@@ -157,7 +164,7 @@ def _summary(args) -> int:
         if check is not None:
             print(repr(check))
         return rc
-    if p.placement is not None:
+    if p.placement is not None and not p.placement.refused:   # a refusal was printed above, once
         print(repr(p.placement))
     print(repr(s))
     if len(s.top):
@@ -342,7 +349,8 @@ def _diff(args) -> int:
 def _gate(args, traces: list[str]) -> int:
     from kit import runs
 
-    g = runs.profile_gate(args.baseline, traces, phase=args.phase, threshold=args.threshold, cache=not args.no_cache)
+    g = runs.profile_gate(args.baseline, traces, phase=args.phase, threshold=args.threshold, cache=not args.no_cache,
+                          step_ms=tuple(args.step_ms) if args.step_ms else None)
     if args.html:
         g.html(args.html)
     if args.json:

@@ -63,7 +63,8 @@ def _print_frame(df, as_json: bool) -> int:
 
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
                                "display.max_colwidth", 60):
-            print(df.to_string(index=False))
+            # a missing value prints as '-', not NaN/None
+            print(df.astype(object).where(df.notna(), "-").to_string(index=False))
     return 0
 
 

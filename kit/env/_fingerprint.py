@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+import kit.engines
 from kit.env._parsers import (
     Topology,
     link_rank,
@@ -31,7 +32,9 @@ __all__ = ["Fingerprint", "Topology", "fingerprint", "parse_gpu_query", "parse_t
 
 GPU_FIELDS = ["index", "name", "memory.total", "compute_cap", "driver_version", "pci.bus_id"]
 
-_VERSION_FIELDS = ("torch", "sglang", "vllm", "flashinfer", "tensorrt_llm")
+_VERSION_FIELDS = ("torch", "flashinfer")
+# engine (kit.engines) -> the Fingerprint field its version also fills (the fields kept from before the registry)
+_ENGINE_FIELDS = {"sglang": "sglang", "vllm": "vllm", "trtllm": "tensorrt_llm"}
 
 
 @dataclass
@@ -57,6 +60,7 @@ class Fingerprint:
     vllm: str | None = None
     flashinfer: str | None = None
     tensorrt_llm: str | None = None
+    engines: dict[str, str | None] = field(default_factory=dict)
     nccl_env: dict[str, str] | None = None
     pid: int | None = None
     missing: dict[str, str] = field(default_factory=dict)
@@ -87,8 +91,8 @@ class Fingerprint:
             ("driver", show(self.driver)), ("cuda (driver)", show(self.cuda_driver)),
             ("cuda (toolkit)", show(self.cuda_toolkit)), ("python", show(self.python)),
             ("torch", show(self.torch) + (f" (cuda {self.torch_cuda})" if self.torch_cuda else "")),
-            ("nccl", show(self.nccl)), ("sglang", show(self.sglang)), ("vllm", show(self.vllm)),
-            ("flashinfer", show(self.flashinfer)), ("tensorrt_llm", show(self.tensorrt_llm)),
+            ("nccl", show(self.nccl)), ("flashinfer", show(self.flashinfer)),
+            *((name, show(v)) for name, v in self.engines.items()),
         ]
         if self.pid is not None or self.nccl_env is not None:
             env = ("—" if self.nccl_env is None
@@ -268,17 +272,22 @@ def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
         fp.missing["topology"] = "nvidia-smi topo -m failed: " + (topo_text.strip().splitlines() or ["?"])[-1][:200]
 
 
+def _engine_distributions() -> list[tuple[str, list[str]]]:
+    """Each engine of the registry that is a Python distribution, with its distribution names."""
+    return [(e.name, list(e.distributions)) for e in kit.engines.engines() if e.distributions]
+
+
 def _fill_versions(fp: Fingerprint, s: dict[str, str], host, python: str, timeout: float) -> None:
     fp.cuda_toolkit = parse_nvcc_version(s.get("nvcc", ""))
     if fp.cuda_toolkit is None:
         fp.missing["cuda_toolkit"] = "nvcc not found"
     nccl_so = parse_nccl_version(s.get("nccl_so", ""))
     try:
-        probe = host_program("kit.env", "versions_probe.py", "probe()")
+        probe = host_program("kit.env", "versions_probe.py", f"probe({_engine_distributions()!r})")
         info = host.python(probe, python=python, timeout=timeout)
     except KitError as exc:
         info = None
-        for key in ("python",) + _VERSION_FIELDS:
+        for key in ("python",) + _VERSION_FIELDS + tuple(name for name, _ in _engine_distributions()):
             fp.missing[key] = f"{python} probe failed: {exc}"
     if info:
         fp.python = info.get("python")
@@ -286,6 +295,12 @@ def _fill_versions(fp: Fingerprint, s: dict[str, str], host, python: str, timeou
             setattr(fp, key, info.get(key))
             if info.get(key) is None:
                 fp.missing[key] = f"not installed for {python}"
+        fp.engines = dict(info.get("engines") or {})
+        for name, v in fp.engines.items():
+            if name in _ENGINE_FIELDS:
+                setattr(fp, _ENGINE_FIELDS[name], v)
+            if v is None:
+                fp.missing[name] = f"not installed for {python}"
         fp.torch_cuda = info.get("torch_cuda")
         if info.get("torch_error"):
             fp.missing["torch_cuda"] = f"import torch failed: {info['torch_error']}"

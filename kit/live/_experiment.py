@@ -304,7 +304,9 @@ class Experiment:
                                                    "speed-up (95% CI by round)", "p", "significant", "not valid"))
         body = ""
         for r in self.rows():
-            ci = (f"{r['tok_s']:.1f} [{r['tok_s_lo']:.1f}, {r['tok_s_hi']:.1f}]" if r["n"] > 1 else
+            known = r["n"] > 1 and r["tok_s_lo"] == r["tok_s_lo"]
+            ci = (f"{r['tok_s']:.1f} [{r['tok_s_lo']:.1f}, {r['tok_s_hi']:.1f}]" if known else
+                  f"{r['tok_s']:.1f} (too few repeats for an interval)" if r["n"] > 1 else
                   f"{r['tok_s']:.1f}" if r["n"] else "")
             body += (f"<tr><td>{html.escape(r['variant'])}</td><td>{html.escape(r['status'])}</td><td>{ci}</td>"
                      f"<td>{r['ttft_ms']:.1f}</td><td>{r['itl_ms']:.2f}</td><td>{r['speedup']:.3f}"

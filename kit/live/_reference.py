@@ -7,7 +7,7 @@ runs the graph of 4), and must be the same program: SGLang's ``--disable-cuda-gr
 only; vLLM's ``--enforce-eager`` also turns torch.compile off (no Inductor fusions, no custom passes: a
 different program), so where the version has it the graph mode alone is set to NONE through
 ``--compilation-config``; TensorRT-LLM takes ``cuda_graph_config: null`` in its extra options file.
-One table, not branches.
+Each engine's rows are in its own module (``kit.engines``: ``Engine.graph_off``), not branches here.
 """
 from __future__ import annotations
 
@@ -15,20 +15,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+import kit.engines
 from kit.errors import UsageError
-
-_VLLM_CG_MODE = (0, 10)   # first vLLM minor with compilation_config.cudagraph_mode
-# engine -> (flags that turn graphs on or off already in a command, how to turn graphs off, same program?, note)
-GRAPH_OFF = {
-    "sglang": (r"--disable-cuda-graph|--cuda-graph-max-bs(?:=\S+|\s+\S+)", ["--disable-cuda-graph"], True,
-               "graphs off (--disable-cuda-graph), compilation as configured"),
-    "vllm": (r"--enforce-eager|--compilation-config(?:=\S+|\s+\S+)|-O\d|-O(?:=\S+|\s+\S+)",
-             ["--compilation-config", '{"cudagraph_mode": "NONE"}'], True,
-             "graphs off (compilation_config.cudagraph_mode NONE), torch.compile kept"),
-    "vllm-old": (r"--enforce-eager", ["--enforce-eager"], False,
-                 "--enforce-eager: graphs AND torch.compile off, a different program (no Inductor fusions, no custom "
-                 "passes); kernels fused by compilation in the profiled run have no counterpart and stay unplaced"),
-}
 
 
 @dataclass(frozen=True)
@@ -42,26 +30,26 @@ class ReferenceCommand:
     warning: str | None = None
 
 
-def _version(v: str | None) -> tuple[int, int] | None:
-    m = re.match(r"(\d+)\.(\d+)", v or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def reference_command(engine: str, cmd: str, *, version: str | None = None) -> ReferenceCommand:
-    """The command of ``engine`` (``sglang`` or ``vllm``; ``version``: vLLM's, e.g. ``"0.11.0"``) with CUDA
-    graphs turned off and everything else kept, for recording the reference of a graph profile at the
-    graph's padded batch size. Flags that set graphs already are replaced. TensorRT-LLM's graphs are
-    set in its options file (``cuda_graph_config: null``): a UsageError says so."""
-    key = engine.lower()
-    if key in ("trtllm", "tensorrt-llm", "tensorrt_llm"):
-        raise UsageError("reference_command: TensorRT-LLM's CUDA graphs are set in the extra LLM API options file; "
-                         "write cuda_graph_config: null there for the reference run")
-    if key == "vllm" and (_version(version) or (99, 0)) < _VLLM_CG_MODE:
-        key = "vllm-old"
-    if key not in GRAPH_OFF:
-        raise UsageError(f"reference_command: engine must be sglang or vllm, not {engine!r}")
-    strip, add, same, mode = GRAPH_OFF[key]
-    base = re.sub(rf"\s+(?:{strip})(?=\s|$)", "", " " + cmd).strip()
-    new = f"{base} {' '.join(shlex.quote(a) for a in add)}"
-    warning = None if same else f"the reference run is another program than the profiled one: {mode}"
-    return ReferenceCommand(new, mode, same, warning)
+    """The command of ``engine`` (a name of ``kit.engines.names()``; ``version``: the engine's, e.g.
+    ``"0.11.0"`` for vLLM) with CUDA graphs turned off and everything else kept, for recording the reference
+    of a graph profile at the graph's padded batch size. Flags that set graphs already are replaced. An
+    engine whose graphs are set in an options file (TensorRT-LLM: ``cuda_graph_config: null``) or that has no
+    known graph-off mode: a UsageError says so."""
+    try:
+        row = kit.engines.engine(engine).graph_off_for(version)
+    except UsageError:
+        row = None
+        if str(engine).lower() in ("tensorrt-llm", "tensorrt_llm"):
+            row = kit.engines.engine("trtllm").graph_off_for(version)
+    if row is None:
+        with_mode = [e.name for e in kit.engines.engines() if e.graph_off and e.graph_off[0].options is None]
+        raise UsageError(f"reference_command: engine must be one of {', '.join(with_mode)}, not {engine!r}")
+    if row.options is not None:
+        opts = ", ".join(f"{k}: {'null' if v is None else v}" for k, v in row.options.items())
+        raise UsageError(f"reference_command: {engine}'s CUDA graphs are set in the extra LLM API options file; "
+                         f"write {opts} there for the reference run")
+    base = re.sub(rf"\s+(?:{row.strip})(?=\s|$)", "", " " + cmd).strip()
+    new = f"{base} {' '.join(shlex.quote(a) for a in row.add)}"
+    warning = None if row.same_program else f"the reference run is another program than the profiled one: {row.mode}"
+    return ReferenceCommand(new, row.mode, row.same_program, warning)

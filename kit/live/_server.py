@@ -41,26 +41,16 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.errors import CommandTimeout, RemoteError, ServerError
+import kit.engines
+from kit.errors import CommandTimeout, RemoteError, ServerError, UsageError
 from kit.live import _engine, _reach
 from kit.util import clip, write_atomic
 from kit.util import quote as _q
 
-# (phase, regex that starts it), in load order; "ready" is also reached by the health check.
-PHASES: dict[str, list[tuple[str, str]]] = {
-    "sglang": [("loading weights", r"Load weight begin|Loading safetensors checkpoint shards|Loading weights"),
-               ("KV cache", r"KV Cache is allocated|Memory pool end"),
-               ("graph capture", r"Capture (?:cuda|cpu|npu) graph begin|Capture cuda graph bs"),
-               ("HTTP server", r"Uvicorn running on|Application startup complete"),
-               ("ready", r"fired up and ready to roll")],
-    "vllm": [("loading weights", r"Starting to load model|Loading weights took|Loading safetensors checkpoint shards"),
-             ("KV cache", r"# GPU blocks|GPU KV cache size|KV cache"),
-             ("graph capture", r"Capturing CUDA graph|Capturing cudagraphs|Graph capturing"),
-             ("HTTP server", r"Starting vLLM API server|Uvicorn running on"),
-             ("ready", r"Application startup complete")],
-}
-PHASES[""] = PHASES["sglang"]  # engines that log neither: SGLang's words are the most common
-DEFAULT_PORT = {"sglang": 30000, "vllm": 8000, "": 30000}
+# engine -> (phase, regex that starts it), in load order, each engine's from its module (kit.engines);
+# "ready" is also reached by the health check. "" is the unknown engine (SGLang's words, the most common).
+PHASES: dict[str, list[tuple[str, str]]] = {e.name: list(e.phases) for e in kit.engines.engines()}
+PHASES[""] = PHASES["unknown"]
 _PCT = re.compile(r"(\d{1,3})%")
 # Every started, not yet stopped Server, held strongly: one the caller did not keep in a variable is
 # still stopped at exit (atexit), on SIGTERM/SIGHUP (kit.live._engine.guard_signals) and on Ctrl-C.
@@ -95,15 +85,6 @@ def live_servers() -> list["Server"]:
 
 
 atexit.register(_stop_all)
-
-
-def _guess_engine(cmd: str) -> str:
-    c = cmd.lower()
-    if "vllm" in c:
-        return "vllm"
-    if "sglang" in c or "tinyserve" in c:
-        return "sglang"
-    return ""
 
 
 def _host_address(host) -> str:
@@ -145,9 +126,11 @@ class Server:
         from kit.remote import Host, connect
 
         self.host = host if isinstance(host, Host) else connect(host)
-        self.engine = _guess_engine(cmd) if engine is None else engine
-        if self.engine not in PHASES:
-            raise ServerError(f"engine must be 'sglang', 'vllm' or None, not {engine!r}")
+        try:
+            self.engine_def = kit.engines.guess(cmd) if engine is None else kit.engines.engine(engine)
+        except UsageError as exc:
+            raise ServerError(f"{exc} (or None: guessed from the command)") from None
+        self.engine = "" if self.engine_def.name == "unknown" else self.engine_def.name
         m = re.search(r"--port[= ](\d+)", cmd)
         self._free_port = port == "free"
         if self._free_port:
@@ -155,7 +138,7 @@ class Server:
                 raise ServerError(f"port='free' but the command already has {m.group(0)!r}")
             port = self._pick_free_port()
         if port is None:
-            port = int(m.group(1)) if m else DEFAULT_PORT[self.engine]
+            port = int(m.group(1)) if m else self.engine_def.port
         elif not m:
             cmd = f"{cmd} --port {int(port)}"
         self.port = int(port)
@@ -188,10 +171,9 @@ class Server:
         self._pending = b""
         self._t0 = 0.0
         self._profile_dir = f"{self.workdir}/{self.name}-profiles"
-        if self.engine == "vllm" and "VLLM_TORCH_PROFILER_DIR" not in self.env:
-            self.env["VLLM_TORCH_PROFILER_DIR"] = self._profile_dir
-        if self.engine == "vllm":
-            self._profile_dir = self.env["VLLM_TORCH_PROFILER_DIR"]
+        var = self.engine_def.profile_dir_env   # an engine whose profiler directory is set at start (vLLM)
+        if var:
+            self._profile_dir = self.env.setdefault(var, self._profile_dir)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _pick_free_port(self) -> int:
@@ -385,13 +367,13 @@ class Server:
     # -- readiness ------------------------------------------------------------------------------
     def _phase_of(self, lines: str) -> list[str]:
         hits = []
-        for phase, rx in PHASES[self.engine]:
+        for phase, rx in self.engine_def.phases:
             if phase not in self.phases and re.search(rx, lines):
                 hits.append(phase)
         return hits
 
     def _wait_ready(self) -> None:
-        phases = [p for p, _ in PHASES[self.engine]]
+        phases = [p for p, _ in self.engine_def.phases]
         bar = _bar(self, len(phases)) if self.progress else None
         shown = 0
         try:
@@ -496,16 +478,16 @@ class Server:
         """
         if (steps is None) == (seconds is None):
             raise ServerError("profile(): give exactly one of steps= or seconds=")
-        if self.engine == "vllm" and steps is not None:
-            raise ServerError("profile(): vLLM's /start_profile takes no step count; use seconds=")
+        if not self.engine_def.profile_steps and steps is not None:
+            raise ServerError(f"profile(): {self.engine_def.title}'s /start_profile takes no step count; use seconds=")
         if self.job is None or self.stopped is not None:
             raise ServerError(f"profile(): server {self.name} is not running")
         name = name or f"{self.name}-profile-{_stamp()}"
-        d = self._profile_dir if self.engine == "vllm" else f"{self._profile_dir}/{name}"
+        d = self._profile_dir if self.engine_def.profile_dir_env else f"{self._profile_dir}/{name}"
         self.host.run(f"mkdir -p {_q(d)}", timeout=30, check=True)
         before = self._list_traces(d)
         body = None
-        if self.engine != "vllm":
+        if not self.engine_def.profile_dir_env:   # the directory and the step count go in the request's body
             body = {"output_dir": d, "activities": list(activities)}
             if steps is not None:
                 body["num_steps"] = int(steps)
@@ -647,6 +629,11 @@ class Server:
 
 
 def _bar(s: Server, total: int):
+    """The start-up bar, where a bar is wanted (a terminal or a notebook; never a pipe or KIT_PROGRESS=off)."""
+    from kit.util import progress_wanted
+
+    if not progress_wanted():
+        return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
@@ -661,7 +648,7 @@ def server(host, cmd: str, *, env: dict | None = None, port: int | None = None, 
 
     ``host``: a target for :func:`kit.connect` or a Host. ``env``: variables set for the engine
     (None values are left unset). ``port``: appended as ``--port`` unless the command has one.
-    ``engine``: ``"sglang"``, ``"vllm"`` or None (guessed from the command) picks the log phases and
+    ``engine``: a name of ``kit.engines.names()`` or None (guessed from the command) picks the log phases and
     the profiler protocol. Other options: ``session`` (directory or Session; default
     ``./live-session``), ``name``, ``url`` (where this machine reaches the server; default the
     host's address and ``port``), ``forward`` (None: through ``host.forward`` when ``url`` does not

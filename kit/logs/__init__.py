@@ -60,11 +60,18 @@ Files:
 - ``_common.py``: lines any engine prints: custom all-reduce off, no P2P, slow tokenizer, launch notes
 - ``_settings.py``: effective settings of an engine run (``settings(paths, host=)`` -> :class:`Settings`):
   the evidence the scan recorded, plus ``/get_server_info`` JSON, environment and topology captures
-- ``_steps.py``: an engine's own step and request records (``step_records``), for latency reconciliation
+- ``_steps.py``: an engine's own records for latency reconciliation (``step_records``: the finest level a file
+  holds, by the readers each engine names in ``kit.engines``; one record type, ``StepRecords``, with its
+  ``level``); tinyserve's Step/Request record lines as a row of the one scan
+- ``_otlp.py``: an OTLP trace export in protobuf -> its OTLP/JSON form (``otlp_json``), no protobuf library
+- ``_engine_records.py``: the coarser records: vLLM's OTLP request spans, SGLang's request time statistics
+  (a row of the scan) and decode lines per interval, vLLM's throughput lines, TensorRT-LLM's iteration statistics
 - ``_spec.py``: speculative acceptance normalised across engines and versions; SpecSummary
 
-A new engine's log format is one new file (its parsers and its ``FORMAT`` row) plus one row in
-``_formats.py``.
+A new engine's log format is named by its engine module (``kit.engines``); ``_formats.py`` builds the table
+from the registry. What an engine module outside the kit needs is public: :class:`LogFormat` (a row: its
+parsers return :data:`TAKEN`; its tables are :func:`columns`), and for its records :class:`StepRecords`,
+:data:`LEVELS` and :class:`RecordSource` (what its reader is given).
 """
 from __future__ import annotations
 
@@ -83,16 +90,18 @@ from kit.logs._api import (
     spec_summary,
 )
 from kit.logs._nccl import NCCL_COLUMNS
-from kit.logs._records import SettingEvidence, Settings
+from kit.logs._otlp import otlp_json
+from kit.logs._records import TAKEN, LogFormat, SettingEvidence, Settings, columns
 from kit.logs._settings import settings
 from kit.logs._sglang import DECODE_COLUMNS, PREFILL_COLUMNS
-from kit.logs._steps import StepRecords, step_records
+from kit.logs._steps import LEVELS, RecordSource, StepRecords, step_records
 from kit.logs._vllm import THROUGHPUT_COLUMNS
 from kit.util import publish
 
 __all__ = ['DECODE_COLUMNS', 'KINDS', 'NCCL_COLUMNS', 'PREFILL_COLUMNS', 'THROUGHPUT_COLUMNS', 'LogData',
            'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl',
            'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'read_lines', 'settings', 'spec_summary',
-           'StepRecords', 'step_records']
+           'StepRecords', 'step_records', 'LEVELS', 'LogFormat', 'RecordSource', 'TAKEN', 'columns',
+           'otlp_json']
 
 publish(globals(), __all__)

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+import kit.engines
 from kit.errors import LogFormatError
 from kit.logs import _bench, _scan, _spec
 from kit.logs import _parallel as _par
@@ -331,29 +332,26 @@ def _engine_version(st: _scan.State, engine: str | None, version: str | None,
     return engine, version or "unknown"
 
 
-def _spec_table(st: _scan.State, decode: pd.DataFrame, raw_spec: pd.DataFrame, engine: str, version: str,
+def _spec_table(st: _scan.State, frames: dict, engine: str, version: str,
                 k: int | None, warnings: list[str]) -> pd.DataFrame:
-    """Normalised acceptance records of both engines' speculative-decoding lines."""
+    """Normalised acceptance records of every engine's speculative-decoding lines (the reader each engine
+    names in ``kit.engines``: ``Engine.spec``); the log's own engine's version applies to its records only."""
     parts = []
-    sg = _spec.sglang_spec(decode, version=version if engine == "sglang" else "unknown", k=k,
-                           server_args=st.server_args, variants={}, warnings=warnings)
-    if len(sg):
-        parts.append(sg)
-    cfg_k = (st.server_args or {}).get("num_speculative_tokens") if engine == "vllm" else None
-    vl = _spec.vllm_spec(raw_spec, version=version if engine == "vllm" else "unknown", k=k or cfg_k,
-                         warnings=warnings)
-    if len(vl):
-        parts.append(vl)
-    if len(parts) > 1:  # both engines in one file: join column by column, freeing as we go
-        vl_time = to_datetime(parts[1]["time"], "%m-%d %H:%M:%S") if "time" in parts[1].columns else None
+    for e in kit.engines.engines():
+        if e.spec is not None:
+            part = _spec.READERS[e.spec](st, frames, version=version if engine == e.name else "unknown", k=k,
+                                         mine=engine == e.name, warnings=warnings)
+            if len(part):
+                parts.append(part)
+    if len(parts) > 1:  # several engines in one file: join column by column, freeing as we go
         chunks = []
         for part in parts:
             chunk = {c: part[c].array if isinstance(part[c].dtype, pd.CategoricalDtype) else part[c].to_numpy()
                      for c in part.columns}
-            if part is parts[1] and vl_time is not None:
-                chunk["time"] = vl_time.to_numpy()
+            if "time" in part.columns and not pd.api.types.is_datetime64_any_dtype(part["time"]):
+                chunk["time"] = to_datetime(part["time"], "%m-%d %H:%M:%S").to_numpy()   # vLLM prints no year
             chunks.append(chunk)
-        del parts, sg, vl
+        del parts
         return assemble(chunks, _spec.SPEC_COLUMNS)
     return parts[0] if parts else pd.DataFrame({c: pd.Series(dtype="object") for c in _spec.SPEC_COLUMNS})
 
@@ -393,7 +391,8 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
             warnings.append(f"engine {engine!r} inferred from the line format alone (no version banner, "
                             "server_args, engine config or Backend line): pass engine= if that is wrong")
     decode = frames.get("decode", pd.DataFrame({c: [] for c in DECODE_COLUMNS}))
-    spec = _spec_table(st, decode, frames.pop("vllm_spec", pd.DataFrame()), engine, version, k, warnings)
+    spec = _spec_table(st, {**frames, "decode": decode}, engine, version, k, warnings)
+    frames.pop("vllm_spec", None)
     if len(spec):
         if version == "unknown":
             warnings.insert(0, f"{engine} version unknown (not in the log, not given): acceptance "

@@ -1,21 +1,46 @@
 """The engine table (private to ``kit.logs``): every log format ``kit.logs`` reads, one row each.
 
-A row is a :class:`kit.logs._records.LogFormat`, defined in the format's own file: its cheap markers and
-line parsers, its tables, whether its lines name the engine, its version banner and the settings
-evidence its lines carry. The one scan (``_scan.py``) tries the rows' parsers in this order on every
-line; ``read`` builds each row's tables and ``settings`` reads the evidence the scan recorded.
+A row is a :class:`kit.logs._records.LogFormat`. The engines' rows come from the registry
+(``kit.engines``: each engine names its formats, as an object or as ``"package.module:ATTR"``, in registry
+order), then the formats no engine owns: NCCL, benchmark output, lines any engine prints. The one scan
+(``_scan.py``) tries the rows' parsers in this order on every line; ``read`` builds each row's tables and
+``settings`` reads the evidence the scan recorded.
 
-A new engine's log format is one new file (its parsers and its ``FORMAT``) plus one row here
-(``tests/logs/test_formats.py`` shows it with a toy format).
+A new engine's log format is named by its engine module (``kit/engines/``); its parsers may live there or
+in a file here (``tests/engines/test_toy_engine.py`` adds one as one file).
 """
 from __future__ import annotations
 
-from kit.logs import _bench, _common, _nccl, _sglang, _vllm
+import importlib
 
-FORMATS = (
-    _sglang.FORMAT,   # Decode/Prefill batch lines, the server_args dump, captured graph sizes, backend
-    _vllm.FORMAT,     # throughput and speculative metrics, engine config, version banner, backend
+import kit.engines
+from kit.errors import UsageError
+from kit.logs import _bench, _common, _nccl
+
+OWN = (
     _nccl.FORMAT,     # NCCL_DEBUG=INFO lines, environment echoes, transports
     _bench.FORMAT,    # benchmark result blocks
     _common.FORMAT,   # custom all-reduce / P2P / slow tokenizer lines, launch notes
 )
+
+
+def resolve(ref):
+    """An engine's reference to a parser or a format: the object itself, or the one named
+    ``"package.module:ATTR"`` (imported on first use)."""
+    if not isinstance(ref, str):
+        return ref
+    mod, _, attr = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(mod), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"engine registry: {ref!r} names nothing ({exc})") from None
+
+
+def engine_formats() -> tuple:
+    """The log formats of every engine, in registry order (SGLang's lines, then vLLM's, ...)."""
+    return tuple(resolve(ref) for e in kit.engines.engines() for ref in e.log_formats)
+
+
+def formats() -> tuple:
+    """The table now: the engines' formats, then the kit's own (a registry refreshed with a new engine shows)."""
+    return (*engine_formats(), *OWN)

@@ -3,7 +3,7 @@
 
 - :class:`SettingEvidence` / :class:`Settings`: one reported setting value with its file and line, and what one
   engine run reported about itself (``kit.logs.settings``);
-- :class:`LogFormat`: one log format, a row of the engine table (``_formats.FORMATS``): its cheap markers
+- :class:`LogFormat`: one log format, a row of the engine table (``_formats.formats()``): its cheap markers
   and line parsers, its tables, whether its lines name the engine, its version banner, the settings
   evidence its lines carry;
 - :class:`State`: what one scan accumulates: the formats' column tables, engine hits, version banners,
@@ -15,9 +15,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import kit.engines
 from kit.logs._table import Columns
 
-__all__ = ["CLIP", "ENV_KEYS", "EVIDENCE_LIMIT", "FLAG_KEYS", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES",
+__all__ = ["CLIP", "ENV_KEYS", "EVIDENCE_LIMIT", "flag_keys", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES",
            "LogFormat", "SettingEvidence", "Settings", "State", "clip", "columns", "norm_backend", "truthy"]
 
 CLIP = 240  # characters of a line kept as an evidence's text
@@ -46,21 +47,16 @@ NORMALISED = {
     "gpus": "GPUs in the topology capture",
 }
 
-# dest of a command-line flag -> (normalised key, value transform)
-FLAG_KEYS: dict[str, tuple[str, Any]] = {
-    "disable_custom_all_reduce": ("custom_all_reduce", lambda v: not truthy(v)),
-    "disable_cuda_graph": ("cuda_graph", lambda v: not truthy(v)),
-    "enforce_eager": ("cuda_graph", lambda v: not truthy(v)),
-    "attention_backend": ("attention_backend", lambda v: norm_backend(v)),
-    "disable_overlap_schedule": ("overlap_schedule", lambda v: not truthy(v)),
-    "async_scheduling": ("overlap_schedule", lambda v: truthy(v)),
-    "tokenizer_mode": ("tokenizer_mode", lambda v: v),
-    "speculative_algorithm": ("speculative", lambda v: v),
-    "enable_torch_compile": ("torch_compile", lambda v: truthy(v)),
-    "tp_size": ("tp_size", lambda v: int(v) if v is not None else None),
-    "tensor_parallel_size": ("tp_size", lambda v: int(v) if v is not None else None),
-    "cuda_graph_max_bs": ("cuda_graph_max_bs", lambda v: int(v) if v is not None else None),
-}
+# dest of a command-line flag -> (normalised key, value transform): every engine's ``settings`` (kit.engines)
+_READS: dict[str, Callable[[Any], Any]] = {
+    "not": lambda v: not truthy(v), "bool": lambda v: truthy(v), "text": lambda v: v,
+    "int": lambda v: int(v) if v is not None else None, "backend": lambda v: norm_backend(v)}
+
+
+def flag_keys() -> dict[str, tuple[str, Any]]:
+    """Every engine's command-line flags (argument dests) -> (normalised key, value transform), read from the
+    registry when asked (an engine module may itself import ``kit.logs``)."""
+    return {flag: (key, _READS[how]) for e in kit.engines.engines() for flag, (key, how) in e.settings.items()}
 ENV_KEYS = {"NCCL_PROTO": "nccl_proto", "NCCL_ALGO": "nccl_algo"}
 
 
@@ -141,7 +137,7 @@ class Settings:
         """The normalised key a changed ``--flag`` or environment variable shows up as (``env:NAME`` for
         other variables), or None when no engine report covers that flag."""
         if setting.startswith("-"):
-            return FLAG_KEYS.get(setting.lstrip("-").replace("-", "_"), (None,))[0]
+            return flag_keys().get(setting.lstrip("-").replace("-", "_"), (None,))[0]
         return ENV_KEYS.get(setting, f"env:{setting}")
 
     def reported(self, key: str) -> SettingEvidence | None:
@@ -192,7 +188,7 @@ Parser = Callable[[str, int, "State"], int]
 
 @dataclass(frozen=True)
 class LogFormat:
-    """One log format (an engine, NCCL, benchmark output): a row of ``kit.logs._formats.FORMATS``.
+    """One log format (an engine, NCCL, benchmark output): a row of ``kit.logs._formats.formats()``.
 
     ``take``: ``(marker, parser)`` pairs: ``parser(line, lineno, state)`` runs on a line holding ``marker``
     (a cheap substring check first) and returns ``TAKEN``, ``TORN``, ``TAKEN_SEE_NOTES`` (taken, and the

@@ -1,6 +1,6 @@
 """The one streaming scan behind ``kit.logs.read`` and ``kit.logs.settings`` (private).
 
-One pass over the lines, driven by the engine table (``_formats.FORMATS``): each line is offered to the
+One pass over the lines, driven by the engine table (``_formats.formats()``): each line is offered to the
 rows' parsers in order, each behind a cheap substring check (``'batch' in line``, ``'NCCL' in line`` ...),
 so the common uninteresting line (an HTTP access log, a model-loading message) costs a handful of C-level
 scans. Records go into the formats' column tables (:class:`kit.logs._table.Columns`); raw lines are never
@@ -50,15 +50,16 @@ def _banner(name: str, regex):
     return parse
 
 
-_PLANS: dict[int, Plan] = {}
+_PLANS: dict[tuple[int, ...], Plan] = {}
 
 
 def plan() -> Plan:
     """The current engine table, flattened (once per table)."""
-    formats = _formats.FORMATS
-    p = _PLANS.get(id(formats))
-    if p is None or p.formats is not formats:
-        p = _PLANS[id(formats)] = Plan(formats)
+    formats = _formats.formats()
+    key = tuple(map(id, formats))
+    p = _PLANS.get(key)
+    if p is None or p.formats != formats:
+        p = _PLANS[key] = Plan(formats)
     return p
 
 

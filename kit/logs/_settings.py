@@ -30,7 +30,7 @@ from typing import Iterable
 
 from kit.errors import LogFormatError
 from kit.logs._api import read
-from kit.logs._records import CLIP, ENV_KEYS, FLAG_KEYS, NORMALISED, SettingEvidence, Settings, truthy
+from kit.logs._records import CLIP, ENV_KEYS, NORMALISED, SettingEvidence, Settings, flag_keys, truthy
 from kit.util import mask_secrets, strip_ansi
 
 __all__ = ["SettingEvidence", "Settings", "settings", "NORMALISED"]
@@ -164,9 +164,10 @@ def _add_args(st: Settings, args: dict, name: str, line: int | None, text: str, 
     st.args.update(args)
     if engine and not st.engine:
         st.engine = engine
+    flags = flag_keys()
     for k, v in args.items():
-        if k in FLAG_KEYS:
-            key, fn = FLAG_KEYS[k]
+        if k in flags:
+            key, fn = flags[k]
             try:
                 val = fn(v)
             except (TypeError, ValueError):

@@ -375,3 +375,23 @@ def summarize(spec: pd.DataFrame, *, engine: str, version: str, warnings: list[s
         if engine == "vllm" and not k:
             rate = float(use["draft_acceptance_rate"].astype(float).mean())
     return SpecSummary(engine, version, k, int(len(use)), excluded, al, rate, pp, definition, tuple(warnings))
+
+
+# --------------------------------------------------------------------------- the readers engines name
+def _from_sglang(state, frames: dict, *, version: str, k: int | None, mine: bool,
+                 warnings: list[str]) -> pd.DataFrame:
+    """SGLang's acceptance: its Decode lines' accept len / accept rate (``frames["decode"]``)."""
+    return sglang_spec(frames["decode"], version=version, k=k, server_args=state.server_args, variants={},
+                       warnings=warnings)
+
+
+def _from_vllm(state, frames: dict, *, version: str, k: int | None, mine: bool,
+               warnings: list[str]) -> pd.DataFrame:
+    """vLLM's acceptance: its SpecDecoding metrics lines (k from the engine config when the log is vLLM's)."""
+    cfg_k = (state.server_args or {}).get("num_speculative_tokens") if mine else None
+    return vllm_spec(frames.pop("vllm_spec", pd.DataFrame()), version=version, k=k or cfg_k, warnings=warnings)
+
+
+# an engine's ``spec`` (kit.engines) -> its acceptance reader
+READERS = {"sglang": _from_sglang, "vllm": _from_vllm}
+

@@ -45,9 +45,13 @@ def bench_reconcile(policy: Policy, client: str, engine_log: str, trace: str | N
     if rec.refused:
         return Answer(rec.to_dict(), prov, "unreliable", [rec.refused], list(rec.warnings), table="table")
     share = rec.residual_share
-    trust = "usable" if share["p50"] <= 0.05 and share["p99"] <= 0.10 else "degraded"
-    reasons = [f"residual {100 * share['p50']:.1f}% of the median ITL, {100 * share['p99']:.1f}% in the slowest 1%",
+    trust = "usable" if share["median_band"] <= 0.05 and share["slowest_1pct"] <= 0.10 else "degraded"
+    reasons = [f"residual {100 * share['median_band']:.1f}% of the median ITL, "
+               f"{100 * share['slowest_1pct']:.1f}% in the slowest 1%",
                f"clock offset {rec.offset_ms:+.2f} +/- {rec.offset_bound_ms:.2f} ms"]
+    if rec.level != "token":   # engine records per request / interval / iteration: said, and less sure
+        trust = "degraded" if rec.level == "distribution" else trust
+        reasons = [rec.warnings[0], *reasons[:1]]
     return Answer(rec.to_dict(), prov, trust, reasons, list(rec.warnings), table="table")
 
 

@@ -13,7 +13,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import kit.engines
 from kit.mcp import _calls as C
+from kit.mcp import _calls_investigate as I
 from kit.mcp import _calls_pairs as P
 from kit.mcp import _calls_run as R
 from kit.mcp._policy import DEFAULT_PAGE, Policy
@@ -112,7 +114,7 @@ TOOLS: tuple[Tool, ...] = (
        "A serving log's engine, version, row counts, warnings and server args; one table paged with 'table'.",
        {"path": PATH, "table": {"type": "string", "enum": ["decode", "prefill", "throughput", "spec", "bench",
                                                           "nccl"]},
-        "engine": {"type": "string", "enum": ["sglang", "vllm"]}, "version": {"type": "string", "maxLength": 40}},
+        "engine": {"type": "string", "enum": kit.engines.names()}, "version": {"type": "string", "maxLength": 40}},
        ["path"], table=True),
     _t("logs_spec", C.logs_spec, "read",
        "Speculative-decoding acceptance of a log, normalised across engines and versions (which definition "
@@ -131,8 +133,17 @@ TOOLS: tuple[Tool, ...] = (
        table=True),
     _t("bench_reconcile", P.bench_reconcile, "read",
        "Where a client's inter-token latency goes: HTTP, output path, prefill, host work, scheduler, GPU busy/idle, "
-       "from the kit's saved client records and the engine's step records; clocks aligned or refused.",
+       "from the kit's saved client records and the engine's own records (tinyserve steps; vLLM OTLP spans, SGLang "
+       "request stats: per request; SGLang/vLLM log lines: per interval; TensorRT-LLM iteration stats), at the "
+       "finest level they give, said in 'level'; clocks aligned or refused.",
        {"client": PATH, "engine_log": PATH, "trace": PATH}, ["client", "engine_log"], table=True),
+    _t("investigate", I.investigate, "read",
+       "Why is run B slower than run A: validity, the client gap with intervals, ITL reconciliation, structural "
+       "diff, settings that differ or were ignored, speed of light; causes ranked by share of the gap beyond noise, "
+       "each with evidence, trust, setting and a confirming kit.experiment; the unexplained remainder.",
+       {"a": PATHS, "b": PATHS, "labels": {"type": "array", "items": {"type": "string", "maxLength": 40},
+                                           "minItems": 2, "maxItems": 2}},
+       ["a", "b"], table=True),
     _t("runs_list", P.runs_list, "read",
        "The run catalogue's latest runs (summaries, comparisons, benchmarks, log parses, audits, experiments).",
        {"kind": {"type": "string", "enum": ["summary", "comparison", "bench", "logs", "audit", "experiment",

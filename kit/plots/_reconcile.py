@@ -33,17 +33,20 @@ def itl_waterfall(rec, *, ax=None, title: str | None = None) -> Figure:
     width = 0.38
     x = np.arange(len(labels))
     top = 0.0
-    for off, band, edge in ((-width / 2, "p50", "#333333"), (width / 2, "p99", "#aa3333")):
+    mid, slow = rec.band_columns
+    for off, band, edge in ((-width / 2, mid, "#333333"), (width / 2, slow, "#aa3333")):
         level = 0.0
         for i, p in enumerate(names):
             v = float(t.loc[p, band])
             top = max(top, level, level + v)
             ax.bar(x[i] + off, abs(v), bottom=level if v >= 0 else level + v, width=width,
-                   color=_COLORS.get(p, "#999999"), edgecolor=edge, linewidth=0.7, hatch="" if band == "p50" else "//")
+                   color=_COLORS.get(p, "#999999"), edgecolor=edge, linewidth=0.7,
+                   hatch="" if band == mid else "//")
             level += v
         gap = float(t.loc["client ITL", band])
         ax.bar(x[-1] + off, gap, width=width, color="#dd8452", edgecolor=edge, linewidth=0.7,
-               hatch="" if band == "p50" else "//", label=f"{'median' if band == 'p50' else 'slowest 1 %'} tokens: "
+               hatch="" if band == mid else "//",
+               label=f"{'tokens around the median' if band == mid else 'slowest 1 %'}: "
                                                             f"{gap:.2f} ms")
         top = max(top, gap)
     ax.set_ylim(0, 1.15 * top)

@@ -424,8 +424,12 @@ def _refusal(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame, n_ref_la
     n = steps["kernels"].sum() + steps["ref_kernels"].sum()
     score = 2 * steps["matched"].sum() / n if n else 0.0
     said = f"{100 * miss:.1f}% of kernel time not aligned, alignment score {score:.2f}"
-    if miss > REFUSE_SHARE or score < REFUSE_SCORE:
-        return said
+    if miss > REFUSE_SHARE:
+        return (f"{100 * miss:.1f}% of kernel time not aligned (over {100 * REFUSE_SHARE:g}%), "
+                f"alignment score {score:.2f}")
+    if score < REFUSE_SCORE:   # the reason is the score: "0.0% not aligned" alone read as a success
+        return (f"alignment score {score:.2f} under {REFUSE_SCORE:g}: the two kernel sequences differ "
+                f"({100 * (1 - miss):.1f}% of kernel time found a partner)")
     if not whole and n_ref_layers and found is not None and found.confidence == "high" and found.layers != n_ref_layers:
         return f"the target repeats {found.layers} layers, the reference has {n_ref_layers} ({said})"
     return None

@@ -68,8 +68,11 @@ FAMILIES: dict[tuple[str, str], str] = {
 }
 # what no block role claims: inside a layer (the residual adds between blocks) and outside the layers
 LAYER_REST = {"elementwise": "residual add", "gemm": "gemm (other)", "memcpy/memset": "copies"}
-OUTSIDE_REST = {"embedding": "embedding", "gemm": "lm head", "elementwise": "setup (masks, positions)",
+OUTSIDE_REST = {"embedding": "embedding", "gemm": "gemm (unplaced)", "elementwise": "setup (masks, positions)",
                 "memcpy/memset": "copies", "reduction": "setup (masks, positions)"}
+LM_HEAD = "lm head"                  # the last GEMM of a step, its N the vocabulary (the widest GEMM of the step)
+LM_HEAD_BY_PLACE = "lm head (by place, no shape)"   # the last GEMM of a step whose shape the trace did not record
+UNPLACED_GEMM = "gemm (unplaced)"
 # family -> the families a fusing engine folds it into, nearest first (fused gate/up+activation, add+norm ...)
 FUSES_INTO = {"activation": ("gate/up", "down"), "residual add": ("norm", "all-reduce"),
               "rope": ("qkv proj", "attention"), "all-reduce": ("norm", "residual add"), "router": ("experts",),
@@ -181,7 +184,58 @@ def families(kernels: pd.DataFrame) -> pd.Series:
         if fam is None:
             fam = (LAYER_REST if lay else OUTSIDE_REST).get("embedding" if emb else plain.split(":")[0], "other")
         out.append(fam)
-    return pd.Series(out, index=k.index, dtype=object)
+    fams = pd.Series(out, index=k.index, dtype=object)
+    return _lm_head(k, fams)
+
+
+def gemm_n(op, dims) -> float:
+    """The output width N of a GEMM from its launching op and input shapes (``aten::mm``/``addmm``/``bmm``/
+    ``matmul``: the last dimension of the last matrix; ``aten::linear``: the weight's first dimension);
+    NaN when the trace recorded no shape for it."""
+    if not isinstance(dims, str) or not dims.startswith("["):
+        return float("nan")
+    shapes = [[int(x) for x in re.findall(r"-?\d+", m)] for m in re.findall(r"\[([\d,\s-]*)\]", dims)]
+    mats = [d for d in shapes if len(d) >= 2]
+    if not mats:
+        return float("nan")
+    if str(op).endswith("linear"):
+        return float(mats[1][0]) if len(mats) > 1 else float("nan")
+    return float(mats[-1][-1])
+
+
+def _lm_head(k: pd.DataFrame, fams: pd.Series) -> pd.Series:
+    """A step's GEMMs outside the layers are the lm head only when they are one: the last run of GEMM kernels
+    of the step (no other kernel between them: a split-K GEMM and its reduce) whose N, where the trace
+    recorded shapes, is the widest of the step's GEMMs (the vocabulary); without shapes it is the lm head by
+    place only (:data:`LM_HEAD_BY_PLACE`). Every other GEMM outside a layer is :data:`UNPLACED_GEMM`."""
+    if not len(k) or "category" not in k:
+        return fams
+    outside = fams == UNPLACED_GEMM
+    is_gemm = (k["category"].astype(str) == "gemm").to_numpy()
+    fams = fams.copy()
+    has_dims = "input_dims" in k
+    for _, g in k.sort_values(["step", "start_us"], kind="stable").groupby("step", sort=False):
+        gi = g.index
+        gm = is_gemm[k.index.get_indexer(gi)]
+        if not gm.any():
+            continue
+        last = int(np.flatnonzero(gm)[-1])
+        first = last
+        while first > 0 and gm[first - 1]:
+            first -= 1
+        tail = gi[first:last + 1]
+        if not outside.loc[tail].all():
+            continue
+        widths = ([gemm_n(o, d) for o, d in zip(g.loc[gi[gm], "op"] if "op" in g else [None] * int(gm.sum()),
+                                                  g.loc[gi[gm], "input_dims"])] if has_dims else [])
+        tail_n = [gemm_n(o, d) for o, d in zip(g.loc[tail, "op"] if "op" in g else [None] * len(tail),
+                                                g.loc[tail, "input_dims"])] if has_dims else []
+        known = [w for w in tail_n if w == w]
+        if not known:
+            fams.loc[tail] = LM_HEAD_BY_PLACE
+        elif max(known) >= max(w for w in widths if w == w):
+            fams.loc[tail] = LM_HEAD
+    return fams
 
 
 def wall_shares(k: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -231,7 +285,8 @@ def node_table(profile, phase: str = "decode", warnings: list[str] | None = None
     by_wall[f"(all) | {TAIL}"] = walls - by_wall.sum(axis=1)
     busy_per_step = busy.groupby(k["step"]).sum().reindex(walls.index, fill_value=0.0)
     by_kernel[f"(all) | {IDLE}"] = walls - busy_per_step
-    by_kernel[f"(all) | {OVERLAP}"] = busy_per_step - by_kernel.drop(columns=[f"(all) | {IDLE}"]).sum(axis=1)
+    over = busy_per_step - by_kernel.drop(columns=[f"(all) | {IDLE}"]).sum(axis=1)
+    by_kernel[f"(all) | {OVERLAP}"] = over.where(over.abs() > 1e-6, 0.0)   # float sums' residue is no overlap
     return by_wall, by_kernel, walls
 
 
@@ -275,14 +330,18 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
         raise TraceError(f"diff_structure: {la} runs {', '.join(sorted(fa)) or 'no MoE or state-space layers'}, {lb} "
                          f"runs {', '.join(sorted(fb)) or 'none'}: not the same model shape")
     if not sa:
-        warnings.append("no kernel is placed in a layer (no module frames, no placement): nodes are families only")
+        warnings.append("no kernel is placed in a layer (no module frames, no placement): nodes are families only; "
+                        f"'{UNPLACED_GEMM}' holds the layers' GEMMs")
+    if any((w.columns.str.endswith(LM_HEAD_BY_PLACE)).any() for w in (ka, kb)):
+        warnings.append(f"'{LM_HEAD_BY_PLACE}': the last GEMM of each step, taken as the lm head by its place; the "
+                        "trace recorded no shapes to confirm that its N is the vocabulary (record_shapes=True would)")
     nodes = _node_rows(*((wa, wb, ka, kb) if basis == "wall" else (ka, kb, ka, kb)))
     floor = 1e-3 * float(step_a.mean())
     nodes["beyond_noise"] = nodes["delta_us"].abs() > np.maximum(nodes["noise_us"], floor)
     delta = float(step_b.mean() - step_a.mean())
     nodes["share"] = nodes["delta_us"] / delta if delta else np.nan
     nodes["merged"] = _merged(nodes)
-    named = ~nodes["family"].isin(["other", "gemm (other)", IDLE, OVERLAP, TAIL])
+    named = ~nodes["family"].isin(["other", "gemm (other)", UNPLACED_GEMM, IDLE, OVERLAP, TAIL])
     named &= nodes["layer_kind"] != "unplaced"
     whole = ~nodes["family"].isin([IDLE, OVERLAP]) if basis == "kernel" else nodes["family"].notna()
     share = tuple(float(nodes.loc[named, c].sum() / nodes.loc[whole, c].sum()) if nodes.loc[whole, c].sum() else

@@ -195,8 +195,9 @@ def summarise(p, phase: str, top: int) -> dict:
             unavailable = (f"{100 * zero:.0f}% of rank {r}'s {phase_used} kernels were recorded without duration "
                            f"(CUDA-graph replay without per-kernel timing): category times, GPU idle and exposed "
                            f"communication cannot be measured from this trace; step times come from {src}")
-            warnings.append(f"rank {r}: {unavailable}; wall time (the steps' GPU spans) is "
-                            f"{fig['wall_us']:,.0f} us")
+            wall = (f"is {fig['wall_us']:,.0f} us" if fig["wall_us"] == fig["wall_us"] else
+                    "unknown (no step has a GPU-side span: record a gpu_user_annotation per step)")
+            warnings.append(f"rank {r}: {unavailable}; wall time (the steps' GPU spans) {wall}")
         ar = kr[kr["category"] == "allreduce"] if len(kr) else kr
         fig.update(rank=r, allreduce_us=float(ar["dur_us"].sum()) if len(ar) else 0.0,
                    allreduce_calls=int(ar["count"].sum()) if len(ar) else 0)

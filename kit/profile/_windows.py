@@ -6,9 +6,9 @@ so that their steps correspond):
 0. ``marker=``: ranges of that name (``--step-marker``; numbers in names compare as any number:
    ``ProfilerStep`` or ``ProfilerStep#N`` finds ``ProfilerStep#12``), a CPU or GPU annotation or a
    module frame (``LlamaForCausalLM`` finds ``nn.Module: LlamaForCausalLM_0``).
-1. The engines' known step annotations, by family (:func:`known_families`): SGLang
-   ``step[DECODE bs=..]`` / ``step[EXTEND ..]``; vLLM ``execute_..._context_N(..)_generation_M(..)``
-   (context>0: prefill, generation>0 only: decode); user ``record_function`` ranges named
+1. The engines' known step annotations, by family (:func:`families`): each engine's step markers
+   (``kit.engines.step_markers()``: SGLang ``step[DECODE bs=..]`` / ``step[EXTEND ..]``; vLLM
+   ``execute_..._context_N(..)_generation_M(..)``); user ``record_function`` ranges named
    ``prefill*`` / ``decode*`` / ``extend*``. GPU-side copies (``gpu_user_annotation``) place kernels
    by GPU time; CPU-side ranges place a kernel by the time of its launch (runtime event with the same
    correlation id).
@@ -33,25 +33,12 @@ import re
 import numpy as np
 import pandas as pd
 
+import kit.engines
 from kit.profile._columns import matching, strings
 
-_SGLANG = re.compile(r"^step\[(\w+)")
-_VLLM = re.compile(r"^execute_(?:\d+_)?context_(\d+)\(.*?\)_generation_(\d+)")
 _USER = re.compile(r"(?i)^(prefill|decode|extend|generate)(?:$|[_\s\-:\[(#0-9])")
 _PSTEP = re.compile(r"^ProfilerStep#\d+$")
 _GRAPH = re.compile(r"GraphLaunch")
-
-
-def _phase_sglang(m: re.Match) -> str:
-    k = m.group(1).upper()
-    return "decode" if k == "DECODE" else "prefill" if k in ("EXTEND", "PREFILL") else k.lower()
-
-
-def _phase_vllm(m: re.Match) -> str:
-    ctx, gen = int(m.group(1)), int(m.group(2))
-    if ctx and gen:
-        return "mixed"
-    return "prefill" if ctx else "decode"
 
 
 def _phase_user(m: re.Match) -> str:
@@ -59,9 +46,7 @@ def _phase_user(m: re.Match) -> str:
     return "prefill" if k in ("prefill", "extend") else "decode"
 
 
-FAMILIES = (
-    ("sglang", _SGLANG, _phase_sglang),
-    ("vllm", _VLLM, _phase_vllm),
+FAMILIES = (   # after each engine's own markers (families())
     ("user", _USER, _phase_user),
 )
 PROFILER_STEP = ("profiler-step", _PSTEP, lambda m: "unknown")
@@ -70,17 +55,18 @@ MIN_COVER = 0.5   # a repeated range is a step range if its instances hold the l
 _TIE = 0.02       # ranges within this share of kernels of the best: the outer one (fewer instances) wins
 
 
-def known_families() -> tuple:
-    """The engines' known step annotations: ``(family, name pattern, phase of a match)`` rows, in the
-    order they are tried. (The one place this module reads them: an engine registry can serve them.)"""
-    return FAMILIES
+def families() -> tuple:
+    """The step-marker families in the order they are tried: each engine's (``kit.engines.step_markers()``,
+    read when asked: a new engine module needs no change here), then :data:`FAMILIES`. ``ProfilerStep#N``
+    comes later (after a loop's own range: :func:`step_markers`)."""
+    return (*((name, m.regex, m.phase) for name, m in kit.engines.step_markers()), *FAMILIES)
 
 
-def _markers(ann: pd.DataFrame, families=None) -> tuple[str, pd.DataFrame] | None:
+def _markers(ann: pd.DataFrame, fams=None) -> tuple[str, pd.DataFrame] | None:
     if ann.empty:
         return None
     names = ann["name"].astype(str)
-    for fam, rx, phase_of in (known_families() if families is None else families):
+    for fam, rx, phase_of in (families() if fams is None else fams):
         matches = names.map(rx.match)
         hit = matches.notna()
         if hit.any():

@@ -21,7 +21,8 @@ item), facts (verdicts, engines), warnings, and its tables as Parquet. Everythin
 - ``_record.py``: :func:`record`, the ``recorded`` decorator the entry points wear, input hashing, redaction
 - ``_extract.py``: per result type, what is recorded (figures, facts, tables, inputs, settings)
 - ``_query.py``: :func:`query`, :func:`runs`, :func:`get`, :func:`table` (DuckDB, read only)
-- ``_gate.py``: the regression gate: :func:`gate` (a comparison's verdict against a threshold and its noise),
+- ``_gate.py``: the regression gate: :func:`gate` (a comparison's verdict on medians of per-step distributions,
+  kernel time, launches and syncs; regression / improvement / pass / inconclusive),
   :func:`profile_gate` (traces against a named baseline), ``Gate.html()`` the one-page diff
 - ``_bench_gate.py``: :func:`bench_gate`: a benchmark result against a baseline benchmark, per metric, with
   the same noise rule (two standard errors from the files' own spread) and threshold

@@ -1,12 +1,25 @@
-"""A benchmark result against a named baseline benchmark: the same noise rule as the profile gate.
+"""A benchmark result against a named baseline benchmark: per metric, with the spread the files carry.
 
 The baseline is a recorded benchmark parse (``kit bench parse FILE`` or ``kit.logs.parse_bench``: its
-``rows`` table). For each latency metric whose spread the result files carry (``std_*_ms`` beside
-``mean_*_ms``, with ``completed`` requests), the noise is two standard errors of the difference of the
-two means, as ``kit.profile.compare`` uses for step times; a metric regressed when it is worse by more
-than that noise and by more than ``threshold`` of the baseline. A metric without a spread in the files
-(throughputs, and latencies of tools that print no standard deviation) is judged on the threshold alone,
-and the row says so. Rows are paired by concurrency / request rate / batch size where several were run.
+``rows`` table). Rows are paired by their load (concurrency / request rate / batch size); two results of
+different loads (a concurrency-1 baseline against a concurrency-64 run) are refused, never compared.
+Per paired row the gate judges:
+
+- latencies (lower is better): TTFT, TPOT and ITL, each as mean, median, p90/p95/p99 where the files
+  give them. The noise is two standard errors of the difference, from the metric's standard deviation
+  (``std_*_ms``) and the ``completed`` requests: for a mean sigma/sqrt(n), for a percentile p the
+  quantile's standard error sqrt(p(1-p)/n)/phi(z_p) x sigma (normal requests); with m metrics judged at
+  once, two standard errors widen to the Bonferroni z for 2.5%/m (so a dozen metrics together keep one
+  metric's false-alarm rate); without a spread in the files the metric is judged on the threshold alone
+  and the row says so;
+- throughputs (higher is better): output, request and decode throughput, on the threshold;
+- failures: the share of requests that failed, regressed when it grew by more than the threshold.
+
+A metric regressed when it is worse by more than its noise and ``threshold`` of the baseline (default 2%).
+A metric the baseline has but this run does not give as a number (dropped by the parser as not a number,
+missing) or gives as zero or less (a latency of zero is not a measurement) is **not compared**, named in
+the table with why, and the verdict is **inconclusive** (exit 4 with ``--fail-on-regression``) unless a
+compared metric regressed: a gate never passes what it could not compare.
 """
 from __future__ import annotations
 
@@ -17,11 +30,14 @@ from typing import Any
 from kit.errors import UsageError
 from kit.runs._record import recorded
 
-# metric, its standard deviation column, which way is better
-METRICS = (("mean_tpot_ms", "std_tpot_ms", "lower"), ("mean_itl_ms", "std_itl_ms", "lower"),
-           ("mean_ttft_ms", "std_ttft_ms", "lower"), ("median_tpot_ms", None, "lower"),
-           ("p99_itl_ms", None, "lower"), ("output_throughput", None, "higher"), ("decode_tok_s", None, "higher"))
+# metric, its standard deviation column, which way is better, the quantile (None: a mean or a rate)
+_LAT = [(f"{stat}_{m}_ms", f"std_{m}_ms", "lower", q) for m in ("ttft", "tpot", "itl")
+        for stat, q in (("mean", None), ("median", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99))]
+METRICS = tuple(_LAT) + (("output_throughput", None, "higher", None), ("request_throughput", None, "higher", None),
+                         ("decode_tok_s", None, "higher", None))
 _KEYS = ("max_concurrency", "request_rate", "batch_size", "concurrency")
+COLUMNS = ["metric", "run", "baseline_value", "value", "change", "noise", "threshold", "verdict", "decided_by"]
+EXIT_INCONCLUSIVE = 4
 
 
 @dataclass(eq=False)
@@ -41,13 +57,21 @@ class BenchGate:
         return self.verdict == "regression"
 
     def exit_code(self, fail_on_regression: bool = True) -> int:
-        return 3 if fail_on_regression and self.regression else 0
+        """With ``fail_on_regression``: 3 on a regression, 4 when a metric could not be compared; else 0."""
+        if not fail_on_regression:
+            return 0
+        return {"regression": 3, "inconclusive": EXIT_INCONCLUSIVE}.get(self.verdict, 0)
 
     def __repr__(self) -> str:
-        worse = self.table[self.table["verdict"] == "regression"]
+        done = self.table[self.table["verdict"] != "not compared"]
+        worse = done[done["verdict"] == "regression"]
         lines = [f"{self.verdict.upper()}: {self.source} against baseline {self.baseline} "
-                 f"({len(self.table)} metrics compared, {len(worse)} regressed)"]
+                 f"({len(done)} metrics compared, {len(worse)} regressed, "
+                 f"{len(self.table) - len(done)} not compared)"]
         for r in self.table.itertuples():
+            if r.verdict == "not compared":
+                lines.append(f"  {r.metric:<18} not compared: {r.decided_by}")
+                continue
             noise = "threshold only: no spread in the files" if r.noise != r.noise else f"noise +-{r.noise:,.3g}"
             lines.append(f"  {r.metric:<18} {r.baseline_value:>10,.3f} -> {r.value:>10,.3f} ({r.change:+.1%}; "
                          f"{noise}) {r.verdict}")
@@ -61,13 +85,27 @@ class BenchGate:
                 "source": self.source, "metrics": frame_records(self.table), "warnings": self.warnings}
 
 
+def _load(r) -> str:
+    """A row's load, as words (``max_concurrency=1, request_rate=inf``); '' when it names none."""
+    return ", ".join(f"{k}={r.get(k)}" for k in _KEYS if _known(r.get(k)))
+
+
+def _known(v) -> bool:
+    return v is not None and v == v and str(v) not in ("", "None", "nan")
+
+
 def _pairs(base, new) -> list[tuple[Any, Any]]:
-    if len(base) == 1 and len(new) == 1:
-        return [(base.iloc[0], new.iloc[0])]
     keys = [k for k in _KEYS if k in base.columns and k in new.columns]
+    if len(base) == 1 and len(new) == 1:
+        a, b = base.iloc[0], new.iloc[0]
+        differ = [k for k in keys if _known(a.get(k)) and _known(b.get(k)) and str(a.get(k)) != str(b.get(k))]
+        if differ:
+            raise UsageError(f"not the same load: the baseline ran {_load(a)}, this run {_load(b)}; a benchmark is "
+                             "compared only with one of the same load")
+        return [(a, b)]
     if keys:
-        at = {tuple(r[k] for k in keys): r for _, r in base.iterrows()}
-        return [(at[t], r) for _, r in new.iterrows() if (t := tuple(r[k] for k in keys)) in at]
+        at = {tuple(str(r[k]) for k in keys): r for _, r in base.iterrows()}
+        return [(at[t], r) for _, r in new.iterrows() if (t := tuple(str(r[k]) for k in keys)) in at]
     if len(base) == len(new):
         return list(zip((r for _, r in base.iterrows()), (r for _, r in new.iterrows())))
     return []
@@ -81,22 +119,83 @@ def _num(v) -> float:
     return v
 
 
-def _judge(metric, std, better, a, b, threshold) -> dict | None:
+def _quantile_se(q: float | None) -> float:
+    """The standard error of a sample quantile ``q`` in units of sigma/sqrt(n) (normal values); 1 for a mean."""
+    if q is None:
+        return 1.0
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(q)
+    return math.sqrt(q * (1 - q)) / NormalDist().pdf(z)
+
+
+def _skipped(metric: str, key: str, why: str) -> dict:
+    return {"metric": metric, "run": key, "baseline_value": math.nan, "value": math.nan, "change": math.nan,
+            "noise": math.nan, "threshold": math.nan, "verdict": "not compared", "decided_by": why}
+
+
+def _judge(metric, std, better, q, a, b, threshold, dropped: set, z: float = 2.0) -> dict | None:
+    key = _load(a)
     va, vb = _num(a.get(metric)), _num(b.get(metric))
-    if va != va or vb != vb or va == 0:
-        return None
+    if va != va:
+        return None                                 # the baseline does not have it: nothing to compare with
+    if vb != vb:
+        why = ("this run's value was not a number (dropped by the parser)" if metric in dropped
+               else "not in this run's results")
+        return _skipped(metric, key, why)
+    if not (math.isfinite(va) and math.isfinite(vb)):
+        return _skipped(metric, key, f"not a finite value ({va:g} -> {vb:g})")
+    if better == "lower" and (va <= 0 or vb <= 0):
+        return _skipped(metric, key, f"a latency of {min(va, vb):g} ms is not a measurement")
+    if va == 0:
+        return _skipped(metric, key, "the baseline's value is 0: no relative change")
     worse = (vb - va) if better == "lower" else (va - vb)
     noise = math.nan
-    if std and _num(a.get(std)) == _num(a.get(std)) and _num(b.get(std)) == _num(b.get(std)):
-        na, nb = _num(a.get("completed")), _num(b.get("completed"))
-        if na > 1 and nb > 1:
-            noise = 2 * math.sqrt(_num(a[std]) ** 2 / na + _num(b[std]) ** 2 / nb)
+    sa, sb = (_num(a.get(std)), _num(b.get(std))) if std else (math.nan, math.nan)
+    na, nb = _num(a.get("completed")), _num(b.get("completed"))
+    if sa == sa and sb == sb and na > 1 and nb > 1:
+        noise = z * _quantile_se(q) * math.sqrt(sa ** 2 / na + sb ** 2 / nb)
     bar = max(0.0 if noise != noise else noise, threshold * abs(va))
     verdict = "regression" if worse > bar else "improvement" if -worse > bar else "pass"
-    key = next((f"{k}={a.get(k)}" for k in _KEYS if a.get(k) == a.get(k) and a.get(k) is not None), "")
     return {"metric": metric, "run": key, "baseline_value": va, "value": vb, "change": (vb - va) / abs(va),
             "noise": noise, "threshold": threshold * abs(va), "verdict": verdict,
             "decided_by": "spread and threshold" if noise == noise else "threshold only"}
+
+
+def _z(m: int) -> float:
+    """Standard errors a difference must exceed when ``m`` metrics are judged together: two for one metric
+    (the house rule), widened so that all ``m`` together keep its false-alarm rate (Bonferroni, 2.5% / m one-sided):
+    20 clean repeats of a dozen metrics must pass."""
+    from statistics import NormalDist
+
+    return max(2.0, NormalDist().inv_cdf(1 - 0.025 / max(m, 1)))
+
+
+def _failures(a, b, threshold: float) -> dict | None:
+    """The share of requests that failed, in each run (``failed`` over ``completed + failed``)."""
+    fa, fb, ca, cb = (_num(x.get(k)) for x, k in ((a, "failed"), (b, "failed"), (a, "completed"), (b, "completed")))
+    if fa != fa and fb != fb:
+        return None
+    if fb != fb or cb != cb:
+        return _skipped("failed_share", _load(a), "this run does not say how many requests failed")
+    sa = fa / (fa + ca) if fa == fa and ca == ca and fa + ca > 0 else 0.0
+    sb = fb / (fb + cb) if fb + cb > 0 else 1.0
+    verdict = "regression" if sb - sa > threshold else "improvement" if sa - sb > threshold else "pass"
+    return {"metric": "failed_share", "run": _load(a), "baseline_value": sa, "value": sb,
+            "change": sb - sa, "noise": math.nan, "threshold": threshold, "verdict": verdict,
+            "decided_by": "share of requests failed (change: the difference of the shares), against the threshold"}
+
+
+def _dropped(new) -> set:
+    """The metrics whose values the parser dropped as not numbers (its warnings name them)."""
+    import re
+
+    out = set()
+    for w in new.attrs.get("warnings", []) if hasattr(new, "attrs") else []:
+        m = re.search(r"value\(s\) of (\w+) dropped", str(w))
+        if m:
+            out.add(m.group(1))
+    return out
 
 
 @recorded("gate")
@@ -122,13 +221,23 @@ def bench_gate(baseline: str, source, *, threshold: float = 0.02, stores=None) -
                          f"no {'/'.join(_KEYS)} column to pair them by)")
     if len(pairs) < max(len(base), len(new)):
         warnings.append(f"{max(len(base), len(new)) - len(pairs)} run(s) without a partner left out")
-    rows = [j for a, b in pairs for m, s, better in METRICS if (j := _judge(m, s, better, a, b, threshold))]
-    t = pd.DataFrame(rows, columns=["metric", "run", "baseline_value", "value", "change", "noise", "threshold",
-                                    "verdict", "decided_by"])
-    if t.empty:
-        raise UsageError(f"{source}: none of {', '.join(m for m, _, _ in METRICS)} in both it and baseline {baseline}")
-    verdict = ("regression" if (t["verdict"] == "regression").any() else
-               "improvement" if (t["verdict"] == "improvement").any() else "pass")
-    if (t["decided_by"] == "threshold only").any():
+    dropped = _dropped(new)
+    warnings += [f"{source}: {w}" for w in new.attrs.get("warnings", [])] if hasattr(new, "attrs") else []
+    rows = [j for a, b in pairs for j in [_failures(a, b, threshold)] if j]
+    z = _z(sum(math.isfinite(_num(a.get(m))) and math.isfinite(_num(b.get(m))) for a, b in pairs for m, *_ in METRICS))
+    rows += [j for a, b in pairs for m, s, better, q in METRICS
+             if (j := _judge(m, s, better, q, a, b, threshold, dropped, z))]
+    t = pd.DataFrame(rows, columns=COLUMNS)
+    done = t[t["verdict"] != "not compared"]
+    if done.empty:
+        raise UsageError(f"{source}: none of {', '.join(m for m, _, _, _ in METRICS)} in both it and baseline "
+                         f"{baseline}")
+    skipped = t[t["verdict"] == "not compared"]
+    verdict = ("regression" if (done["verdict"] == "regression").any() else
+               "inconclusive" if len(skipped) else
+               "improvement" if (done["verdict"] == "improvement").any() else "pass")
+    if len(skipped):
+        warnings.append(f"not compared: {', '.join(f'{r.metric} ({r.decided_by})' for r in skipped.itertuples())}")
+    if (done["decided_by"] == "threshold only").any():
         warnings.append("metrics without a standard deviation in the files are judged on the threshold alone")
     return BenchGate(baseline, run["run_id"], verdict, t, str(source), warnings)

@@ -139,7 +139,8 @@ def _gate(g, args) -> dict:
 
 
 def _bench_gate(g, args) -> dict:
-    figs = [(f"change.{r.metric}", r.change, "fraction", r.run or None) for r in g.table.itertuples()]
+    figs = [(f"change.{r.metric}", r.change, "fraction", r.run or None) for r in g.table.itertuples()
+            if r.change == r.change]      # a metric not compared has no change
     src = args.get("source")
     return {"inputs": [("b", src)] if isinstance(src, (str, os.PathLike)) else [], "settings": _settings(args),
             "figures": figs, "facts": {"verdict": g.verdict, "baseline": g.baseline, "baseline_run": g.baseline_run},

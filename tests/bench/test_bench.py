@@ -13,12 +13,31 @@ from tests.live.conftest import free_port
 
 
 def test_statistics_match_tables():
+    m, lo, hi = mean_ci([-10.0, -12.0, -14.0])        # not all positive: the plain Student-t interval
+    assert m == -12.0 and math.isclose(hi - m, 4.302653 * 2 / math.sqrt(3), rel_tol=1e-5)  # t(0.975, 2)
+    # positive: the t interval of the logs, back-transformed (exp(mean(log) +- t * sd(log) / sqrt(n)))
+    logs = [math.log(x) for x in (10.0, 12.0, 14.0)]
+    lm, sd = sum(logs) / 3, math.sqrt(sum((x - sum(logs) / 3) ** 2 for x in logs) / 2)
     m, lo, hi = mean_ci([10.0, 12.0, 14.0])
-    assert m == 12.0 and math.isclose(hi - m, 4.302653 * 2 / math.sqrt(3), rel_tol=1e-5)  # t(0.975, 2)
+    assert m == 12.0 and math.isclose(hi, math.exp(lm + 4.302653 * sd / math.sqrt(3)), rel_tol=1e-5)
     assert math.isnan(mean_ci([5.0])[1])
     t, p = welch([1, 2, 3], [4, 5, 6.5])  # scipy.stats.ttest_ind(..., equal_var=False): t=3.4125, p=0.02915
     assert math.isclose(t, 3.4125007, rel_tol=1e-6) and math.isclose(p, 0.0291453, rel_tol=1e-4)
     assert math.isnan(welch([1], [2, 3])[1])
+
+
+def test_intervals_of_positive_quantities_never_go_below_zero():
+    """A TTFT of 7.4 ms from 2 repeats was printed as [-5.1, 19.9]: two repeats give no interval now, and a
+    skewed positive sample's interval stays above zero."""
+    from kit.bench._single import _ci
+
+    m, lo, hi = mean_ci([6.42, 8.38])
+    assert math.isclose(m, 7.4) and math.isnan(lo) and math.isnan(hi)
+    row = {"ttft_ms": m, "ttft_ms_lo": lo, "ttft_ms_hi": hi}
+    assert _ci(row, "ttft_ms", 1) == "7.4 (too few repeats for an interval: fewer than 3)"
+    for sample in ([1.0, 2.0, 19.0], [0.5, 0.6, 9.0, 0.4], [7.0, 7.1, 30.0]):
+        m, lo, hi = mean_ci(sample)
+        assert 0 < lo <= m <= hi, (sample, lo, m, hi)
 
 
 def test_single_stream_measures_the_known_latency(tmp_path):

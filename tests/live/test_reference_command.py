@@ -33,5 +33,5 @@ def test_old_vllm_enforce_eager_is_another_program_and_says_so():
 def test_trtllm_and_unknown_engines_are_told():
     with pytest.raises(UsageError, match="cuda_graph_config: null"):
         reference_command("trtllm", "trtllm-serve m")
-    with pytest.raises(UsageError, match="sglang or vllm"):
+    with pytest.raises(UsageError, match="one of sglang, vllm"):
         reference_command("lmdeploy", "x")

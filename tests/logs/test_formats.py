@@ -1,7 +1,8 @@
-"""The engine table (``kit/logs/_formats.py``): a new engine's log format is one file plus one row.
+"""The engine table (``kit/logs/_formats.py``): a log format is one file plus one row.
 
 The toy format below is that file: its parsers, its table, its engine evidence, its version banner and
-the settings evidence its lines carry. Adding it as one row of ``FORMATS`` is all it takes for
+the settings evidence its lines carry. Adding it as one row of the table (here beside the kit's own rows;
+an engine names its rows in its ``kit.engines`` module, ``tests/engines/test_toy_engine.py``) is all it takes for
 ``kit.logs.read`` (serial and parallel), ``kit.logs.settings`` (local and on a host) and the engine
 detection to read it; the built-in formats read the same log as before.
 """
@@ -56,7 +57,7 @@ def _toy_log(path, steps: int):
 @pytest.fixture
 def with_toy(monkeypatch):
     """The one table row."""
-    monkeypatch.setattr(_formats, "FORMATS", (*_formats.FORMATS, TOY))
+    monkeypatch.setattr(_formats, "OWN", (*_formats.OWN, TOY))
 
 
 def test_a_toy_format_is_one_file_plus_one_row(tmp_path, with_toy):

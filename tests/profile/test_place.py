@@ -74,7 +74,7 @@ def test_other_model_refused_with_one_line():
     p = profile.load(_trace("hf_llama_plain"), reference=ref)
     assert p.placement.refused
     w = [x for x in p.warnings if "refused" in x]
-    assert len(w) == 1 and "\n" not in w[0] and "% of kernel time not aligned" in w[0]
+    assert len(w) == 1 and "\n" not in w[0] and "alignment score 0.85 under 0.9" in w[0]   # not "0.0% not aligned"
     assert "placed" not in p.kernels and not (p.kernels["layer"] >= 0).any()
     assert p.summary().layers.empty
 
@@ -157,3 +157,21 @@ def test_a_stream_too_long_to_align_is_said(monkeypatch):
     monkeypatch.setattr(_place, "MAX_CELLS", 1000)
     p = profile.load(_trace("hf_llama_plain"), reference=profile.load(_trace("hf_llama_stack")))
     assert p.placement.refused and "too long to align" in p.placement.refused
+
+
+def test_a_refused_placement_is_printed_once_with_its_real_reason(capsys):
+    """The refusal was printed twice by ``kit profile summary --reference``, and one refused for its score said
+    "0.0% of kernel time not aligned" as its reason."""
+    import numpy as np
+    import pandas as pd
+
+    from kit.cli import main
+    from kit.profile._place import _refusal
+
+    assert main(["profile", "summary", str(_trace("hf_llama_plain")), "--reference",
+                 str(_trace("hf_qwen3_stack"))]) == 0
+    out = capsys.readouterr().out
+    assert out.count("refused") == 1, out
+    steps = pd.DataFrame({"kernels": [100], "ref_kernels": [300], "matched": [100]})
+    why = _refusal(np.ones(100), np.ones(100, bool), steps, 0, None)
+    assert why.startswith("alignment score 0.50 under 0.9") and "not aligned" not in why

@@ -188,3 +188,44 @@ def test_graph_replays_are_compared_through_their_placed_kernels():
     assert idle["delta_us"] <= 0.95 * diff.delta_us < 0   # the graph's gain is the eager run's launch gaps
     with pytest.raises(TraceError, match="not placed in layers"):   # unplaced, the replay has no layers
         kit.profile.diff_structure(ref, graph)
+
+
+SAMPLE_SDPA = ROOT / "notebooks" / "sample" / "traces"
+
+
+def test_only_the_last_gemm_of_the_step_is_the_lm_head_on_the_sample_replays():
+    """Page 04's pair (CUDA-graph replays, no module frames, no shapes): the lm head was every GEMM outside a
+    layer (1,075 us per step); it is the step's last GEMM (63 us), taken by place and said so, and the layers'
+    GEMMs are unplaced."""
+    diff = kit.profile.diff_structure(SAMPLE_SDPA / "cmp_sdpa_cudnn" / "rank0.trace.json.gz",
+                                      SAMPLE_SDPA / "cmp_sdpa_efficient" / "rank0.trace.json.gz")
+    fam = diff.nodes.set_index("family")["a_us"]
+    assert "lm head" not in fam
+    assert 50 < fam["lm head (by place, no shape)"] < 80
+    assert fam["gemm (unplaced)"] > 900
+    assert any("record_shapes=True" in w for w in diff.warnings)
+
+
+def test_a_planted_gemm_outside_the_layers_is_unplaced_not_the_lm_head():
+    """hf_llama_stack (shapes recorded): its lm head is the last GEMM, N = vocabulary (4096 here). One extra
+    GEMM per layer planted outside the layers (N = hidden) lands in 'gemm (unplaced)'; the lm head keeps its
+    time. A last GEMM narrower than another of its step is not called the lm head."""
+    p = _trace("hf_llama_stack")
+    k = p.kernels
+    gem = k[(k["category"] == "gemm") & (k["layer"] >= 0) & (k["module"] == "Linear")]
+    first = gem.groupby(["step", "layer"]).head(1).copy()
+    first["layer"], first["start_us"] = -1, first["start_us"] - 0.001
+    first["dur_us"] = 7.0
+    planted = dataclasses.replace(p, kernels=pd.concat([k, first], ignore_index=True))
+    before = kit.profile.diff_structure(p, p).nodes.set_index("family")["a_us"]
+    after = kit.profile.diff_structure(p, planted).nodes.set_index("family")
+    assert after.loc["lm head", "b_us"] == pytest.approx(before["lm head"])
+    assert after.loc["gemm (unplaced)", "b_us"] == pytest.approx(7.0 * first.groupby("step").size().median())
+    # the last GEMM made narrower than the layers' (N 4096 -> 64): not the lm head
+    last = k[(k["category"] == "gemm") & (k["layer"] < 0)].index
+    narrow = k.copy()
+    narrow["input_dims"] = narrow["input_dims"].astype(object)
+    narrow.loc[last, "input_dims"] = "[[1,512],[512,64]]"
+    fam = families(narrow[narrow["step"] == narrow.loc[last[0], "step"]])
+    assert set(fam.loc[[i for i in last if narrow.loc[i, "step"] == narrow.loc[last[0], "step"]]]) == \
+        {"gemm (unplaced)"}

@@ -16,7 +16,7 @@ from tests.conftest import ROOT, SAMPLE
 
 NOTEBOOKS = ROOT / "notebooks"
 EXPECTED = ["00_environment", "01_allreduce_share", "02_backend_defaults", "03_speculative_acceptance",
-            "04_single_stream_gap", "05_live_experiment", "06_run_catalogue", "index"]
+            "04_single_stream_gap", "05_live_experiment", "06_run_catalogue", "07_a_vs_b", "index"]
 WITH_PLOTS = ["00_environment", "01_allreduce_share", "03_speculative_acceptance", "04_single_stream_gap",
               "05_live_experiment"]
 
@@ -68,8 +68,12 @@ def test_every_notebook_runs_on_the_sample_session(sample_report):
 
 def test_every_hypothesis_gets_a_computed_verdict(sample_report):
     ledger = Ledger.open(sample_report.out / "ledger.json")
-    assert [h.id for h in ledger] == ["H0", "H1", "H2", "H3", "H4", "H5", "H6", "H7"]
+    assert [h.id for h in ledger] == ["H0", "H1", "H2", "H3", "H4", "H5", "H6", "H7", "AB1", "AB2"]
     for h in ledger:
+        if h.id.startswith("AB"):  # 07's causes: candidates to test (open), with the experiment that would decide
+            assert h.verdict == "open" and h.source == "07_a_vs_b" and h.test.startswith("kit.experiment("), h
+            assert h.provenance and all(p["kind"] == "sample" for p in h.provenance), h
+            continue
         assert h.verdict in ("confirmed", "rejected") or (h.id == "H1" and h.verdict == "open"), h
         assert h.source.startswith(("00_", "01_", "02_", "03_", "04_", "05_")) and h.evidence and h.numbers, h
         assert h.provenance, f"{h.id} says nothing about where its evidence came from"
@@ -139,7 +143,7 @@ def test_plots_are_embedded(sample_report):
 # suppressed) or drawn twice (a figure left open in pyplot and also displayed) changes the count.
 IMAGES_PER_PAGE = {"00_environment": 1, "01_allreduce_share": 2, "02_backend_defaults": 0,
                    "03_speculative_acceptance": 5, "04_single_stream_gap": 5, "05_live_experiment": 2,
-                   "06_run_catalogue": 0, "index": 0}
+                   "06_run_catalogue": 0, "07_a_vs_b": 0, "index": 0}
 
 
 def _page_images(page: str) -> list[tuple[int, int]]:

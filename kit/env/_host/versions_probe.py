@@ -1,12 +1,12 @@
 """Shipped to a host by kit.env.fingerprint and run by ``Host.python`` (with the host's Python, stdlib
 only): the versions of Python, torch, the engines and NCCL installed there. The kit appends the call
-``probe()``, whose JSON-able value comes back."""
+``probe(ENGINES)`` (ENGINES: each engine of its registry with its distribution names, as a list of
+(key, [names])), whose JSON-able value comes back."""
 import importlib.metadata as md
 import platform
 
-DISTRIBUTIONS = (("torch", ["torch"]), ("sglang", ["sglang"]), ("vllm", ["vllm"]),
+DISTRIBUTIONS = (("torch", ["torch"]),
                  ("flashinfer", ["flashinfer-python", "flashinfer"]),
-                 ("tensorrt_llm", ["tensorrt_llm", "tensorrt-llm"]),
                  ("nccl_wheel", ["nvidia-nccl-cu12", "nvidia-nccl-cu13", "nvidia-nccl-cu11"]))
 
 
@@ -33,10 +33,11 @@ def torch_versions(out):
         out["torch_nccl_error"] = str(exc)[:200]
 
 
-def probe():
+def probe(engines=()):
     out = {"python": platform.python_version()}
     for key, dists in DISTRIBUTIONS:
         out[key] = installed(dists)
+    out["engines"] = {key: installed(dists) for key, dists in engines}
     if out["torch"]:
         torch_versions(out)
     return out

@@ -1,0 +1,29 @@
+"""The ``investigate`` read tool: two runs -> the pipeline's steps and the ranked causes (``kit.investigate``).
+Read-only: nothing is recorded in a ledger (``kit investigate --ledger`` does that). Same contract as ``_calls``:
+paths checked by the Policy, provenance and trust as fields, warnings said."""
+from __future__ import annotations
+
+from kit.mcp._calls import _file_provenance
+from kit.mcp._policy import Policy
+from kit.mcp._result import Answer
+
+
+def investigate(policy: Policy, a: list[str], b: list[str], labels: list[str] | None = None) -> Answer:
+    """Why is run B slower than run A: each run a list of files or folders (traces, logs, benchmark results)."""
+    from kit.investigation import investigate as run
+
+    ra, rb = ([str(policy.local_path(p)) for p in x] for x in (a, b))
+    la, lb = (labels or ["A", "B"])[:2]
+    inv = run(ra, rb, labels=(la, lb))
+    out = inv.to_dict()
+    if inv.invalid:
+        trust, reasons = "unreliable", [inv.headline]
+    elif any(c.trust == "degraded" for c in inv.ranked):
+        trust, reasons = "degraded", [f"{c.what}: trust degraded" for c in inv.ranked if c.trust == "degraded"]
+    else:
+        trust, reasons = "usable", ["every ranked cause rests on usable figures"]
+    files = dict.fromkeys(f for st in out["steps"] if st["name"] == "inputs" for d in st["data"].values()
+                          for f in d["files"])
+    prov = [_file_provenance("local", f, "run input") for f in list(files)[:40]]
+    skipped = [f"{s['name']}: {s['status']}: {s['reason']}" for s in out["steps"] if s["status"] != "ran"]
+    return Answer(out, prov, trust, reasons, skipped, table="causes")
