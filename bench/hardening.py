@@ -6,7 +6,7 @@ Measured in one run on this machine:
       the in-process time the redaction takes over that run's artefacts (every ipynb copy through
       ``redact_notebook``, every page through ``redact_html``, the ledger copy through
       ``redact_json_text``): its share of (a). Target: <= 10% of the report's wall time.
-  (b) the credential corpus of ``tests/report/secret_corpus.py``: formats masked and decoys masked.
+  (b) the credential corpus of ``tests/redact/secret_corpus.py``: formats masked and decoys masked.
   (c) ``kit.profile.load + summary`` of the 62 MB xdit trace (``../shared/data``), cold, in-process,
       median of 3, with the checks and with them replaced by identities (same process, same file).
       Target: checks cost <= 10%.
@@ -32,7 +32,7 @@ XDIT = SHARED / "traces" / "tracelens/inference/xdit_sd_3.5/profile_trace_rank_0
 def _report() -> tuple[float, float, int]:
     import nbformat
 
-    from kit.report._redact import redact_html, redact_json_text, redact_notebook
+    from kit.redact import redact_html, redact_json_text, redact_notebook
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r"
@@ -54,8 +54,8 @@ def _report() -> tuple[float, float, int]:
 
 
 def _corpus() -> tuple[int, int, int, int]:
-    from kit.report._redact import redact_text
-    from tests.report.secret_corpus import CREDENTIALS, DECOYS
+    from kit.redact import redact_text
+    from tests.redact.secret_corpus import CREDENTIALS, DECOYS
 
     caught = sum(needle not in redact_text(line)[0] for _, line, needle in CREDENTIALS)
     kept = sum(redact_text(d)[0] == d for d in DECOYS)

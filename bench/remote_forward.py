@@ -63,6 +63,7 @@ def _round(url: str, conc: int, p: dict) -> dict:
     res = single_stream(url, requests=p["requests"], warmup=0, repeats=1, concurrency=(conc,),
                         max_tokens=p["tokens"])
     row = res.summary()[0]
+    row["ttft_ms"], row["itl_ms"] = row["ttft_ms_p50"], row["itl_ms_p50"]  # this round's medians
     itls = sorted(x * 1e3 for r in res.requests if r["ok"] for x in r["itl"])
     row["itl_mean_ms"] = statistics.fmean(itls)
     row["itl_p99_ms"] = itls[min(len(itls) - 1, int(0.99 * len(itls)))]

@@ -69,6 +69,7 @@ def record_runs(store: Path, compact_at: int) -> tuple[float, list[str], int]:
     os.environ.update(KIT_RUNS="off", KIT_CACHE_DIR=str(store.parent / "cache"))   # the inputs: not recorded
     from kit import logs, profile, runs
     from kit.runs import _extract, _store
+    from kit.util import frame_figures
 
     _store.COMPACT_AT = compact_at
     s = profile.load(str(ROOT / "tests/data/traces/cpu_eager/trace.json.gz"), cache=False).summary("decode")
@@ -83,14 +84,14 @@ def record_runs(store: Path, compact_at: int) -> tuple[float, list[str], int]:
     for i in range(N):
         k = rng.random()
         if i % 20 < 12:
-            f = [(n, v * (1 + 0.1 * k) if isinstance(v, (int, float)) else v, u, it) for n, v, u, it in summ["figures"]]
+            f = [(n, v * (1 + 0.1 * k) if isinstance(v, (int, float)) else v, *rest) for n, v, *rest in summ["figures"]]
             r = runs.record("summary", **{**summ, "figures": f, "label": f"run {i}"})
         elif i % 20 < 17:
             p99 = 5 + 30 * k
             slow += p99 > 20
             r = runs.record("bench", inputs=[str(ROOT / "tests/data/logs/vllm_bench_serve_0.34.txt")],
-                            figures=[f for f in _extract.frame_figures(bench_rows) if f[0] != "p99_itl_ms"]
-                            + [("p99_itl_ms", p99, "ms", None)],
+                            figures=[f for f in frame_figures(bench_rows) if f[0] != "p99_itl_ms"]
+                            + [("p99_itl_ms", p99)],
                             tables={"rows": bench_rows}, settings={"rate": i % 7})
         else:
             r = runs.record("logs", **log_kw)

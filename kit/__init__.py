@@ -14,7 +14,8 @@ Public surface (everything else is private):
 - ``kit.audit``: effective settings, silent slow paths, ignored experiment variants, run validity.
 - ``kit.errors``: the exception tree.
 - ``kit.runs``: the run catalogue: every summary, comparison, benchmark, experiment, log parse and audit,
-  queryable with SQL (DuckDB over Parquet); named baselines.
+  queryable with SQL (DuckDB over Parquet); named baselines. A program records once it has loaded it
+  (``import kit.runs``; the ``kit`` command and the MCP server do): ``import kit`` installs nothing.
 - ``kit.server(host, cmd)`` / ``kit.experiment(base_cmd, matrix=...)`` (``kit.live``): run, profile and
   sweep a live serving engine.  ``kit.bench``: single-stream benchmark of a live server.
 - ``kit.investigate(a, b)`` (``kit.investigation``): why is run B slower than run A: ranked, evidenced causes
@@ -27,9 +28,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from kit import util as _util
+from kit.util import kit_version
 
-__version__ = "0.1.0"
+__version__ = kit_version()
 
 _SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors",
                "explorer", "session", "provenance", "live", "bench", "audit", "runs", "investigation")
@@ -51,16 +52,6 @@ def __getattr__(name: str) -> Any:
     if name in _FROM_INVESTIGATION:
         return getattr(importlib.import_module("kit.investigation"), name)
     raise AttributeError(f"module 'kit' has no attribute {name!r}")
-
-
-def _record_call(*call) -> None:
-    """The run catalogue's recorder: imported on the first recorded call (``import kit`` stays fast)."""
-    from kit.runs import record_call
-
-    record_call(*call)
-
-
-_util.set_recorder(_record_call)
 
 
 def load_ipython_extension(ipython) -> None:

@@ -80,7 +80,7 @@ def category_plot(profile: Any, *, rank: int | None = None, step: int | None = N
 
 def explore(profile: Any, *, phase: str = "decode", n: int = 10) -> Any:
     """Widget: rank / step / category pickers -> category bars and the top kernels (live kernel only)."""
-    import ipywidgets as w
+    import ipywidgets as widgets
     import matplotlib.pyplot as plt
     from IPython.display import display
 
@@ -88,10 +88,10 @@ def explore(profile: Any, *, phase: str = "decode", n: int = 10) -> Any:
     ranks = sorted(int(r) for r in k["rank"].dropna().unique())
     steps = sorted(int(s) for s in k["step"].dropna().unique()) if "step" in k else []
     cats = sorted(str(c) for c in k["category"].dropna().unique())
-    rank_w = w.Dropdown(options=[("all", None)] + [(str(r), r) for r in ranks], description="rank")
-    step_w = w.Dropdown(options=[("all", None)] + [(str(s), s) for s in steps], description="step")
-    cat_w = w.Dropdown(options=[("all", None)] + [(c, c) for c in cats], description="category")
-    out = w.Output()
+    rank_w = widgets.Dropdown(options=[("all", None)] + [(str(r), r) for r in ranks], description="rank")
+    step_w = widgets.Dropdown(options=[("all", None)] + [(str(s), s) for s in steps], description="step")
+    cat_w = widgets.Dropdown(options=[("all", None)] + [(c, c) for c in cats], description="category")
+    out = widgets.Output()
 
     def render(*_: Any) -> None:
         with out:
@@ -105,4 +105,4 @@ def explore(profile: Any, *, phase: str = "decode", n: int = 10) -> Any:
     for widget in (rank_w, step_w, cat_w):
         widget.observe(render, names="value")
     render()
-    return w.VBox([w.HBox([rank_w, step_w, cat_w]), out])
+    return widgets.VBox([widgets.HBox([rank_w, step_w, cat_w]), out])

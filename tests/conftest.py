@@ -16,9 +16,25 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATA = (ROOT / ".." / "shared" / "data").resolve()
 SAMPLE = ROOT / "notebooks" / "sample"
 TEST_DATA = ROOT / "tests" / "data"  # small project-made fixtures
-# The run catalogue (kit.runs) records nothing during tests unless a test turns it on (tests/runs/);
-# subprocesses started by tests inherit this.
-os.environ["KIT_RUNS"] = "off"
+# The run catalogue (kit.runs) records during the tests as it does for a user, into a temporary store removed
+# at exit (never the user's own): every analysis a test makes is also a recording, so a result that cannot be
+# recorded shows (one line on stderr, and counted in the summary below). Tests of the catalogue set their own
+# store; subprocesses started by tests inherit this one.
+RUNS_STORE = Path(tempfile.mkdtemp(prefix="kit-test-runs-"))
+atexit.register(shutil.rmtree, RUNS_STORE, True)
+os.environ["KIT_RUNS"] = "on"
+os.environ["KIT_RUNS_DIR"] = str(RUNS_STORE)
+import kit.runs  # noqa: E402,F401  loading the catalogue installs its writer: in-process calls are recorded too
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many runs the suite recorded, and how many it could not (``failures.jsonl`` of the store)."""
+    from kit.runs import failures
+
+    n = len(list((RUNS_STORE / "runs").glob("*.parquet"))) if (RUNS_STORE / "runs").is_dir() else 0
+    lost = failures(RUNS_STORE)
+    terminalreporter.write_line(f"run catalogue: {n} run files recorded during the tests, {len(lost)} not recorded"
+                                + (f" (last: {lost[-1]['kind']}: {lost[-1]['error']})" if lost else ""))
 
 
 @pytest.fixture(scope="session")
@@ -81,9 +97,10 @@ SLOW = (
     "tests/report/test_notebooks.py",               # the whole sample report, notebooks over SSH and live
     "tests/source/test_source_real_engines.py",     # SGLang and vLLM wheels, notebook 02 on them
     "tests/live/",                                  # engines started, benchmarked, profiled, swept
+    "tests/bench/test_cli_run.py",                  # kit serve / bench run / profile capture: engines, kit processes
     "tests/investigation/test_live_pairs.py",       # tinyserve engines benchmarked per pair; the sample via the CLI
     "tests/investigation/test_investigate.py::test_runs_by_catalogue_id",  # five `kit` processes
-    "tests/report/test_secrets.py::test_report_run",  # a report with planted secrets
+    "tests/redact/test_secrets.py::test_report_run",  # a report with planted secrets
     # reports built in real kernels (the `tiny` report, timeouts, dead kernels, the CLI)
     "tests/report/test_report.py::test_runs_every_notebook", "tests/report/test_report.py::test_parameters_and",
     "tests/report/test_report.py::test_plots_are_embedded", "tests/report/test_report.py::test_planted_secrets",
@@ -113,8 +130,8 @@ SLOW = (
     # load tests against real servers, and guidellm beside the kit (its venv is built on first use)
     "tests/bench/test_independent_client.py", "tests/bench/test_load.py",
     "tests/bench/test_load_prompts.py", "tests/bench/test_load_workloads.py",
-    "tests/report/test_cmdline_secrets.py::test_report_pages",
-    "tests/report/test_cmdline_secrets.py::test_a_bare_token",
+    "tests/redact/test_cmdline_secrets.py::test_report_pages",
+    "tests/redact/test_cmdline_secrets.py::test_a_bare_token",
     "tests/profile/test_attribution_cases.py::test_check_attribution_with_and_without",
     "tests/profile/test_attribution_cases.py::test_cli_check_attribution",
     # the attribution matrices: every recorded model twin, every trace with and without the prefilter
@@ -127,6 +144,8 @@ SLOW = (
     "tests/bench/test_reconcile.py::test_saved_records",
     # kit mcp as a real process per test (stdio and HTTP): the investigation, a report, the hostile corpus
     "tests/mcp/test_mcp.py",
+    "tests/mcp/test_hostile.py::test_http_needs", "tests/mcp/test_hostile.py::test_http_sessions",  # issue 45: HTTP
+    "tests/report/test_interrupt.py", "tests/logs/test_interrupt.py",  # issue 45: Ctrl-C in a report, a 72 MB parse
     "tests/test_figures_detached.py",  # two sample traces compared
     # hostile inputs (issue 34): a 3 GiB gzip bomb, CLI runs over odd traces and the secret corpus, a dead SSH link
     "tests/profile/test_hostile_traces.py::test_a_gzip_bomb", "tests/profile/test_hostile_traces.py::test_a_lone",
@@ -139,7 +158,7 @@ SLOW = (
     # whole fixture sets parsed (every recorded trace's names; every hf twin), a report built for its decoys
     "tests/profile/test_rule_folding.py::test_packaged_rules_decide_alike_on_real_names",
     "tests/profile/test_precedence.py::test_no_hf_fixture_has_a_convolution_row",
-    "tests/report/test_cmdline_secrets.py::test_report_keeps_the_decoys",
+    "tests/redact/test_cmdline_secrets.py::test_report_keeps_the_decoys",
 )
 
 

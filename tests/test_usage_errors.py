@@ -29,7 +29,7 @@ def test_spec_estimate_k_0_names_itself_not_break_even():
 @pytest.mark.parametrize("tool", ["auto", "grep"])
 def test_a_bad_regex_says_what_is_wrong_and_how_to_search_a_literal(tool):
     with pytest.raises(kit.errors.SourceError) as e:
-        kit.source.grep(kit.connect("local"), "kit/util.py", "(", tool=tool)
+        kit.source.grep(kit.connect("local"), "kit/util/_text.py", "(", tool=tool)
     msg = str(e.value)
     assert not msg.rstrip().endswith(":") and ("unclosed group" in msg or "Unmatched" in msg)
     assert "regex=False" in msg and "\n" not in msg

@@ -71,6 +71,20 @@ class Audit:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, default=str)
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this audit: findings per severity and the findings table."""
+        from kit.util import call_settings
+
+        rows = [{"code": f.code, "severity": f.severity, "verdict": f.verdict, "run": f.run} for f in self.findings]
+        sev: dict[str, int] = {}
+        for r in rows:
+            sev[r["severity"]] = sev.get(r["severity"], 0) + 1
+        paths = args.get("paths")
+        paths = [paths] if isinstance(paths, str) else list(paths or [])
+        return {"inputs": paths, "settings": call_settings(args),
+                "figures": [(f"findings.{k}", v) for k, v in sev.items()],
+                "tables": {"findings": pd.DataFrame(rows, columns=["code", "severity", "verdict", "run"])}}
+
     def __repr__(self) -> str:
         head = (f"Audit: {len(self.runs)} run(s), {len(self.inputs)} file(s): "
                 + ("nothing flagged" if self.clean else

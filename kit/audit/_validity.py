@@ -206,7 +206,7 @@ def _check_failed(v: Validity, record: dict, reqs: list | None) -> None:
         failed = (int(record.get("failed") or 0)
                   or max(0, int(record.get("num_prompts", 0)) - int(record.get("completed", 0))))
         _add(v, "failed requests", failed == 0, f"{failed} failed ({record.get('completed')} completed)")
-    elif "repeats" in record and record["repeats"] and "failed" in record["repeats"][0]:
+    elif isinstance(record.get("repeats"), list) and record["repeats"] and "failed" in record["repeats"][0]:
         failed = sum(int(r.get("failed") or 0) for r in record["repeats"])
         _add(v, "failed requests", failed == 0, f"{failed} failed over {len(record['repeats'])} repeats")
     else:
@@ -301,7 +301,7 @@ def check_run(record: dict | str | Path, clocks: list[dict] | dict | str | Path 
         except ValueError:
             record = json.loads(text.splitlines()[-1])
     v = Validity(name)
-    reqs = record.get("requests") if isinstance(record.get("requests"), list) else None
+    reqs = _requests(record)
     _check_failed(v, record, reqs)
     _check_outputs(v, record, reqs)
     _check_warmup(v, record)
@@ -310,8 +310,23 @@ def check_run(record: dict | str | Path, clocks: list[dict] | dict | str | Path 
     return v
 
 
+def _requests(record: dict) -> list | None:
+    """The per-request records: a kit result's (every level's) or a tool's ``requests`` list."""
+    from kit.logs import is_kit_result, kit_requests  # deferred: kit.logs loads pandas (see records)
+
+    if is_kit_result(record):
+        return kit_requests(record)
+    return record.get("requests") if isinstance(record.get("requests"), list) else None
+
+
 def records(path: str | Path) -> list[tuple[str, dict]]:
-    """Benchmark records in a JSON / JSONL file, each with a label (file or file#N)."""
+    """Benchmark records in a JSON / JSONL file, each with a label (file or file#N); a kit result
+    through the kit's one reader of its own results (:func:`kit.logs.read_kit_result`)."""
+    from kit.logs import read_kit_result  # deferred: kit.logs loads pandas, which a clock sampler never needs
+
+    own = read_kit_result(path)
+    if own is not None:
+        return [(str(path), own)]
     text = Path(path).read_text(encoding="utf-8", errors="replace").strip()
     try:
         obj = json.loads(text)

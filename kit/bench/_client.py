@@ -18,7 +18,6 @@ import http.client
 import json
 import math
 import socket
-import threading
 import time
 import urllib.parse
 from dataclasses import asdict, dataclass, field
@@ -264,33 +263,3 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
         return out
     finally:
         conn.close()
-
-
-def closed_loop(url: str, model: str, conc: int, n: int, prompts, max_tokens: int, chat: bool,
-               timeout: float) -> tuple[list[RequestTiming], float]:
-    """``n`` requests by ``conc`` workers (closed loop); ``prompts``: one prompt, or a list taken in
-    order (each timing then carries its prompt's index, ``prompt_id``)."""
-    results: list[RequestTiming] = []
-    lock = threading.Lock()
-    todo = list(range(n))[::-1]
-
-    def worker():
-        while True:
-            with lock:
-                if not todo:
-                    return
-                i = todo.pop()
-            prompt = prompts[i] if isinstance(prompts, list) else prompts
-            r = stream_request(url, model=model, prompt=prompt, max_tokens=max_tokens, chat=chat, timeout=timeout)
-            if isinstance(prompts, list):
-                r.prompt_id = i  # which prompt of the list was sent
-            with lock:
-                results.append(r)
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, conc))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout * n + 5)
-    return results, time.perf_counter() - t0

@@ -35,7 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit.bench._reconcile_input import checked, offset_note
+from kit.bench._result import read_result
 from kit.errors import BenchError
+from kit.util import recorded
 
 # part -> (label, where its time comes from)
 PARTS: dict[str, tuple[str, str]] = {
@@ -102,6 +105,18 @@ class Reconciliation:
                 "table": [] if self.table is None else frame_records(self.table),
                 "tokens": len(self.tokens) if self.tokens is not None else 0}
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this reconciliation: each part's share of the gap, the clocks."""
+        figs = [("offset_ms", self.offset_ms), ("offset_bound_ms", self.offset_bound_ms),
+                ("busy_share", self.busy_share), ("hidden_host_ms", self.hidden_host_ms)]
+        if self.table is not None and not self.refused:
+            figs += [(f"part_ms.{r['part']}", r[s], s) for r in self.table.to_dict("records")
+                     for s in ("mean", "p50", "p99") if s in r]
+        return {"inputs": [self.trace] if self.trace else [], "figures": figs,
+                "facts": {"engine": self.engine or None, "refused": self.refused or None},
+                "provenance": self.provenance or None,
+                "tables": {"table": self.table} if self.table is not None else {}, "warnings": list(self.warnings)}
+
     def plot(self, ax=None):
         """The waterfall: each part's share of the gap around the median and in the slowest 1 %."""
         from kit.plots import itl_waterfall
@@ -130,6 +145,7 @@ class Reconciliation:
         return self.table.to_html(index=False, float_format=lambda x: f"{x:.3f}")
 
 
+@recorded("reconciliation")
 def reconcile(client, engine, *, trace=None) -> Reconciliation:
     """Split each client inter-token gap into HTTP, output path, prefill, host work, scheduler and GPU.
 
@@ -153,6 +169,8 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
         base = Reconciliation(None, None, [], engine=recs.name, warnings=warnings)
         base.provenance = _provenance(client, engine)
         return reconcile_coarse(reqs, recs, base, _table)
+    recs, faults, unusable = checked(recs)   # the input step: unusable step records dropped and counted
+    warnings += faults
     busy, trace_name = _busy_share(trace, warnings)
     matched, unmatched = _match(reqs, recs.requests)
     if unmatched:
@@ -164,13 +182,17 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     base = Reconciliation(None, None, parts, offset_ms=offset * 1e3, offset_bound_ms=bound * 1e3, busy_share=busy,
                           trace=trace_name, engine=recs.name, refused=why, warnings=warnings)
     base.provenance = _provenance(client, engine)
-    if why:
+    if unusable or why:
+        base.refused = unusable or why
         return base
     rows = _token_rows(reqs, matched, _steps_by_rid(recs.steps), busy, warnings)
     if not rows:
         base.refused = "no client gap to reconcile (every request produced fewer than two token chunks)"
         return base
     base.tokens = pd.DataFrame(rows)
+    note = offset_note(base.offset_ms, base.offset_bound_ms, float(base.tokens["gap"].median()))
+    if note:
+        warnings.append(note)
     if len(recs.steps) and {"host", "host_exposed"} <= set(recs.steps):
         base.hidden_host_ms = float(1e3 * (recs.steps["host"] - recs.steps["host_exposed"]).clip(lower=0).mean())
     base.table = _table(base.tokens, parts, trace_name, bound * 1e3)
@@ -179,11 +201,17 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
 
 def _client_requests(client) -> list[dict]:
     if isinstance(client, (str, Path)):
-        try:
-            data = json.loads(Path(client).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise BenchError(f"{client}: unreadable client records ({exc})") from None
-        client = data.get("requests") or [r for lv in data.get("levels", []) for r in lv.get("requests", [])]
+        res = read_result(client)  # the one reader of the kit's results; else request records as they are
+        if res is None:
+            try:
+                res = json.loads(Path(client).read_text(encoding="utf-8"))
+            except (OSError, ValueError, UnicodeDecodeError) as exc:
+                raise BenchError(f"{client}: unreadable client records ({exc})") from None
+            res = (res.get("requests") or []) if isinstance(res, dict) else res  # another tool's: no requests
+            if not isinstance(res, list):
+                raise BenchError(f"{client}: neither a kit bench result nor request records (a list, or "
+                                 "an object with a 'requests' list)")
+        client = res.requests if hasattr(res, "requests") else res
     elif hasattr(client, "requests"):
         client = client.requests
     out = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in client]

@@ -19,19 +19,20 @@ power with ``gpu=`` (True: this machine; a ``kit`` Host: over its connection).
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 from kit.bench._client import get_json, stream_request
-from kit.bench._load import CI_KEYS, LoadResult, meets, steady_summary, summarize
 from kit.bench._prompts import make_prompts, new_seed, read_dataset, sample_lengths
+from kit.bench._result import LoadResult, level_entry, meets
 from kit.bench._run import Setup, arrivals, records, run_closed, run_level, run_open, run_users
-from kit.bench._stats import mean_ci
 from kit.bench._workloads import read_trace, session_plan
 from kit.errors import BenchError
-from kit.util import recorded
+from kit.util import progress, recorded
 
 ARRIVALS = ("poisson", "constant")
 
@@ -43,7 +44,9 @@ class _Pool:
     def __init__(self, source, prompt_tokens: int, seed: int, notes: list) -> None:
         self.source, self.prompt_tokens, self.seed, self.notes = source, prompt_tokens, seed, notes
         self.items = None
-        if not (isinstance(source, str) and source in ("random", "random-ids")):
+        if isinstance(source, str) and source == "same":  # one fixed text, asked for: said as "same", no warning
+            self.items = [" ".join(f"w{i % 97}" for i in range(max(1, prompt_tokens)))]
+        elif not (isinstance(source, str) and source in ("random", "random-ids")):
             self.items = list(source) if isinstance(source, (list, tuple)) else read_dataset(Path(source), notes)
             if not self.items:
                 raise BenchError(f"{source}: no prompts")
@@ -59,12 +62,11 @@ class _Pool:
         return list(zip(range(first, first + n), ps))
 
     def close(self) -> None:
-        if self.items is not None and self.next > len(self.items):
+        if self.items is not None and self.next > len(self.items) and self.source != "same":
             what = self.source if isinstance(self.source, str) else "the prompt list"
             msg = (f"{what}: {len(self.items)} prompts for {self.next} requests: each sent up to "
                    f"{-(-self.next // len(self.items))} times (a prefix cache sees the repeats; distinct_prompts "
                    "counts the texts really sent)")
-            import warnings
 
             warnings.warn(msg, stacklevel=3)
             self.notes.append(msg)
@@ -109,30 +111,6 @@ def _runner(st: Setup, mode: str, target, opts: dict, pool: _Pool, seed: int, re
             return run_closed(st, specs, int(target))
         return run_open(st, specs)
     return run
-
-
-def _level(mode: str, target, label: str, runs: list[dict], slo: dict | None) -> dict:
-    """One level's entry: the summary over every repeat (95 % intervals of the headline figures over
-    the repeats when there are several), each repeat's summary, the watchers', the requests."""
-    reqs = [r for g in runs for r in g["requests"]]
-    summ = summarize(reqs, sum(g["wall"] for g in runs), slo)
-    summ["late_sends"] = sum(g["late"] for g in runs)
-    summ["repeats"] = len(runs)
-    summ["client_lag_ms_max"] = max(g["client"]["client_lag_ms_max"] for g in runs)
-    summ["client_stalled"] = any(g["client"]["client_stalled"] for g in runs)
-    summ["reruns"] = sum(len(g["stalled_attempts"]) for g in runs) - sum(g["client"]["client_stalled"] for g in runs)
-    per = [dict(summarize(g["requests"], g["wall"], slo), late_sends=g["late"]) for g in runs]
-    if len(per) > 1:
-        for key in CI_KEYS:
-            if key in summ:
-                _, summ[f"{key}_lo"], summ[f"{key}_hi"] = mean_ci([x[key] for x in per])
-    steady = steady_summary(runs[0]["requests"], runs[0]["wall"], slo) if len(runs) == 1 else None
-    out = {"mode": mode, "target": target, "label": label, "summary": summ, "per_repeat": per, "requests": reqs,
-           "client": [dict(g["client"], stalled_attempts=g["stalled_attempts"]) for g in runs], "steady": steady}
-    for key in ("server_metrics", "gpu"):
-        if key in runs[0]:
-            out[key] = [g[key] for g in runs]
-    return out
 
 
 def _check(arrival: str, levels: list, slo: dict | None, seed) -> int:
@@ -181,13 +159,16 @@ def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequ
                            "started": time.time(), "repeats": max(1, repeats), "stall_ms": stall_ms,
                            "covers": _covers(repeats), "levels": [], "notes": notes}
     runs: dict[int, list[dict]] = {k: [] for k in range(len(levels))}
-    for rep in range(max(1, repeats)):  # rounds: every level once per round, so drift falls on all alike
-        for k, (mode, target) in enumerate(levels):
-            got = run_level(st, _label(mode, target, opts), _runner(st, mode, target, opts, pool, seed, rep, k))
-            got["requests"] = records(got.pop("pairs"), rep, 0)
-            runs[k].append(got)
+    with progress(f"bench {url}", len(levels) * max(1, repeats), unit="level") as bar:
+        for rep in range(max(1, repeats)):  # rounds: every level once per round, so drift falls on all alike
+            for k, (mode, target) in enumerate(levels):
+                bar.set_postfix_str(_label(mode, target, opts), refresh=False)
+                got = run_level(st, _label(mode, target, opts), _runner(st, mode, target, opts, pool, seed, rep, k))
+                got["requests"] = records(got.pop("pairs"), rep, 0)
+                runs[k].append(got)
+                bar.update(1)
     pool.close()
-    out["levels"] = [_level(m, t, _label(m, t, opts), runs[k], slo) for k, (m, t) in enumerate(levels)]
+    out["levels"] = [level_entry(m, t, _label(m, t, opts), runs[k], slo) for k, (m, t) in enumerate(levels)]
     if not any(lv["summary"]["requests_ok"] for lv in out["levels"]):
         errors = {r["error"] for lv in out["levels"] for r in lv["requests"] if r["error"]}
         raise BenchError(f"{url}: every request failed ({'; '.join(sorted(errors))[:300]})")
@@ -212,3 +193,39 @@ def load_test(url: str, *, rate: float | None = None, concurrency: int | None = 
     return sweep(url, rates=[rate] if rate is not None else None,
                  concurrencies=[concurrency] if concurrency is not None else None,
                  users=[users] if users is not None else None, trace=trace, **kw)
+
+
+@recorded("bench")
+def single_stream(url: str, *, model: str | None = None, chat: bool = False, prompt_tokens: int = 32,
+                  max_tokens: int = 64, requests: int = 8, warmup: int = 2, repeats: int = 3,
+                  concurrency: Sequence[int] = (1, 2, 4), timeout: float = 120.0,
+                  save: str | Path | None = None, prompts="random", seed: int = 0, clocks=None) -> LoadResult:
+    """Batch-1 decode speed of a live OpenAI-compatible server at ``url``, and a small concurrency
+    sweep: the preset of :func:`sweep` with ``concurrencies=concurrency``, ``repeats`` runs of
+    ``requests`` requests per level (run in rounds) and a fixed ``seed``, so variants see the same
+    prompts. ``result.tok_s`` is the batch-1 decode tok/s (median over requests of 1 / TPOT, the
+    definitions of :data:`DEFINITIONS`); the table has a 95 % interval over the repeats.
+
+    ``chat`` selects ``/v1/chat/completions``; ``prompt_tokens`` words are sent (the server's tokeniser
+    decides the real count, recorded from ``usage``); ``max_tokens`` are generated with ``ignore_eos``.
+    ``prompts``: ``"random"`` (every request its own prompt, so a prefix cache cannot flatter TTFT),
+    ``"same"`` (one fixed text for all) or any source of :func:`kit.bench.make_prompts`.
+    ``clocks``: ``"local"`` or a Host to sample GPU clocks and throttle reasons on (``nvidia-smi``)
+    during the measured requests. The record's ``validity`` says whether the run can be trusted
+    (``kit.audit.check_run``: failed requests, short outputs, warm-up, seeded prompts, clocks).
+    Raises BenchError naming the URL if the server does not answer or every request fails."""
+
+    from kit.audit import ClockSampler, check_run  # deferred: start-up (the command's work loads only when it runs)
+
+    sampler = ClockSampler(host=None if clocks == "local" else clocks) if clocks is not None else None
+    with sampler if sampler is not None else contextlib.nullcontext():
+        res = sweep(url, concurrencies=[int(c) for c in concurrency], requests=requests, repeats=repeats,
+                    warmup=warmup, model=model, chat=chat, prompts=prompts, prompt_tokens=prompt_tokens,
+                    max_tokens=max_tokens, seed=seed, timeout=timeout)
+    res.data["preset"] = "single_stream"
+    if sampler is not None:
+        res.data["clocks"] = sampler.summary()
+    res.data["validity"] = check_run(res.data, run=url).to_dict()
+    if save is not None:
+        res.save(save)
+    return res

@@ -41,8 +41,8 @@ def register_check(psub) -> None:
 
 
 def _audit(args) -> int:
-    from kit.audit import SEVERITIES, audit
-    from kit.util import progress
+    from kit.audit import SEVERITIES, audit  # deferred: start-up (a command loads its work only when it runs)
+    from kit.util import progress  # deferred: start-up (a command loads its work only when it runs)
 
     with progress("auditing", None, unit="run"):
         a = audit(args.paths, compare=args.compare, traces=not args.no_traces, source=args.source)
@@ -59,7 +59,7 @@ def _audit(args) -> int:
 
 
 def _check(args) -> int:
-    from kit import profile
+    from kit import profile  # deferred: start-up (a command loads its work only when it runs)
 
     p = profile.load(args.traces, cache=not args.no_cache, reference=getattr(args, "reference", None))
     h = p.health()

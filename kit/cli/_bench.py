@@ -1,4 +1,7 @@
-"""``kit bench parse FILE [--json]``: benchmark text blocks or JSON/JSONL results, one row per run.
+"""``kit bench run URL [--concurrency N...|--rate R...|--users U...|--trace F|--saturation] [--out F] [--plot F]``:
+a benchmark by the kit's client (``kit.bench.sweep`` and its presets; ``--serve ENGINE`` starts the engine
+first and stops it after), a table at the end, the result saved as every other command reads it.
+``kit bench parse FILE [--json]``: benchmark text blocks or JSON/JSONL results, one row per run.
 ``kit bench reconcile CLIENT ENGINE_LOG [--trace T] [--json]``: where the saved client records' inter-token
 latency goes (``kit.bench.reconcile``).
 ``kit bench compare FILE --baseline NAME [--fail-on-regression] [--threshold F] [--json]``: the result against a
@@ -18,8 +21,11 @@ from kit.cli._logs import dump
 
 
 def register(subparsers) -> None:
-    bench = subparsers.add_parser("bench", help="parse benchmark output")
+    bench = subparsers.add_parser("bench", help="run a benchmark; parse, reconcile and compare benchmark output")
     bsub = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
+    from kit.cli._bench_run import register_run  # deferred: start-up (the command's work loads only when it runs)
+
+    register_run(bsub)
     b = bsub.add_parser("parse", help="benchmark text blocks or JSON/JSONL results -> one row per run")
     b.add_argument("file", help="benchmark output: text blocks, a JSON result or JSONL results")
     b.add_argument("--json", action="store_true", help="print every row as JSON")
@@ -46,7 +52,7 @@ def register(subparsers) -> None:
 
 
 def _compare(args) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     g = runs.bench_gate(args.baseline, args.file, threshold=args.threshold)
     if args.json:
@@ -57,10 +63,10 @@ def _compare(args) -> int:
 
 
 def _bench(args) -> int:
-    from kit import logs
-    from kit.util import frame_records
+    from kit.runs import bench_rows  # deferred: start-up (a command loads its work only when it runs)
+    from kit.util import frame_records  # deferred: start-up (a command loads its work only when it runs)
 
-    df = logs.parse_bench(args.file)
+    df = bench_rows(args.file)  # other tools' output and the kit's own results alike
     for w in df.attrs.get("warnings", []):  # what was dropped on the way; the engine guess is said per row below
         if "inferred from the line format" in w:
             continue
@@ -75,14 +81,14 @@ def _bench(args) -> int:
         dump(frame_records(df))
         return 0
     df.loc[df["engine_inferred"], "engine"] = df.loc[df["engine_inferred"], "engine"] + "?"
-    cols = [c for c in ("tool", "engine", "completed", "output_throughput", "median_tpot_ms", "median_ttft_ms",
+    cols = [c for c in ("tool", "engine", "level", "completed", "output_throughput", "median_tpot_ms", "median_ttft_ms",
                         "median_itl_ms", "accept_length") if c in df.columns and df[c].notna().any()]
     print(df[cols].to_string(index=False))
     return 0
 
 
 def _reconcile(args) -> int:
-    from kit import bench
+    from kit import bench  # deferred: start-up (a command loads its work only when it runs)
 
     rec = bench.reconcile(args.client, args.engine_log, trace=args.trace)
     for w in rec.warnings:

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import importlib
 import os
 import signal
 import sys
+import threading
 
 from kit.errors import KitError
-from kit.util import set_command_line
+from kit.util import command_line as util_command_line
+from kit.util import deferred, flush, kit_version, pending, recording_on, set_command_line
 
 # Each module defines ``register(subparsers)`` adding its sub-commands; a sub-command's
 # handler is stored as ``func`` and returns the process exit code.
@@ -17,7 +21,8 @@ _COMMAND_MODULES = (
     "kit.cli._source",   # kit source slice|grep|find
     "kit.cli._profile",  # kit profile summary|compare (and check, registered from _audit)
     "kit.cli._logs",     # kit logs parse|spec
-    "kit.cli._bench",    # kit bench parse
+    "kit.cli._bench",    # kit bench run|parse|reconcile|compare
+    "kit.cli._serve",    # kit serve
     "kit.cli._report",   # kit report
     "kit.cli._audit",    # kit audit
     "kit.cli._mcp",      # kit mcp
@@ -30,15 +35,14 @@ _COMMAND_MODULES = (
 COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.cli._source",
             "profile": "kit.cli._profile", "logs": "kit.cli._logs", "bench": "kit.cli._bench",
             "report": "kit.cli._report", "audit": "kit.cli._audit",
-            "mcp": "kit.cli._mcp", "investigate": "kit.cli._investigate",
+            "mcp": "kit.cli._mcp", "investigate": "kit.cli._investigate", "serve": "kit.cli._serve",
             "runs": "kit.cli._runs"}
 
 
 def command_line() -> str | None:
-    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None."""
-    from kit.util import command_line as line
-
-    return line()
+    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None
+    (held in one place, ``kit.util.command_line``)."""
+    return util_command_line()
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -72,9 +76,7 @@ def _describe(sub) -> None:
 
 
 def _version() -> str:
-    from kit import __version__
-
-    return __version__
+    return kit_version()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,8 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    set_command_line(argv)   # what runs recorded by this command carry
+    # the answer first: the runs this command records are written after it is printed
+    with deferred() if recording_on() else contextlib.nullcontext():
+        code = _answer(args)
+        if code != 130:   # the analyses that completed are recorded, also when the reader went away (| head)
+            _write_runs()
+    return code
+
+
+def _answer(args) -> int:
+    """Run the command; its exit code, with a kit error as one line (1), a reader gone away as 141."""
     try:
-        set_command_line(argv)   # what runs recorded by this command carry
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
         return code
@@ -99,6 +111,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _write_runs() -> None:
+    """The runs this command recorded, written to the catalogue once its answer is out."""
+    if pending():
+        import kit.runs  # noqa: F401  deferred: the catalogue loads (and installs its writer) only to write a run
+
+        flush()
 
 
 def run() -> None:
@@ -119,11 +139,12 @@ def run() -> None:
 
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:   # not when started with Ctrl-C ignored
         signal.signal(signal.SIGINT, on_interrupt)
-    if os.environ.get("KIT_ANNOUNCE_READY"):
-        # For tests and wrappers that interrupt the program: from this line on, a Ctrl-C is the kit's (exit
-        # 130, no traceback). Before it, during the interpreter's own start-up, it is Python's.
-        print("kit: ready", file=sys.stderr, flush=True)
     try:
+        if os.environ.get("KIT_ANNOUNCE_READY"):
+            # For tests and wrappers that interrupt the program: from this line on, a Ctrl-C is the kit's (exit
+            # 130, no traceback). Before it, during the interpreter's own start-up, it is Python's. Printed
+            # inside the try: a signal right after the line is the kit's too (it landed before it at load 7).
+            print("kit: ready", file=sys.stderr, flush=True)
         code = main()
     except KeyboardInterrupt:
         code = 130
@@ -136,12 +157,15 @@ def run() -> None:
         sys.stderr.flush()
     except (BrokenPipeError, ValueError):   # a reader gone, a closed stream: let the interpreter cope
         raise SystemExit(code) from None
-    import threading
-
-    if threading.active_count() > 1 and not interrupted:
-        # other threads (the catalogue hashing the inputs) finish first; after a Ctrl-C nothing is waited for
+    except KeyboardInterrupt:
+        os._exit(130)
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if others and not interrupted:
+        # other (non-daemon) threads finish first; after a Ctrl-C nothing is waited for. Daemon threads (the
+        # catalogue's input hashing, whose digests the run written above has waited for) are not waited for.
         raise SystemExit(code)
-    import atexit
-
-    atexit._run_exitfuncs()
+    try:
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:   # a Ctrl-C while the exit handlers run: the exit it asks for, no traceback
+        code = 130
     os._exit(code)

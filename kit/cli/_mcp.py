@@ -14,7 +14,8 @@ def register(subparsers) -> None:
     p.add_argument("--http", type=int, metavar="PORT", default=None,
                    help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (0: a free port)")
     p.add_argument("--root", action="append", default=[], metavar="DIR",
-                   help="directory local paths must lie in (repeatable; default: the current directory)")
+                   help="directory local paths must lie in (repeatable; default: --session's directory; never "
+                        "/, a home directory or a credentials directory)")
     p.add_argument("--host", action="append", default=[], metavar="HOST", dest="hosts",
                    help="host the read tools may reach besides local (repeatable)")
     p.add_argument("--host-root", action="append", default=[], metavar="HOST=DIR",
@@ -26,45 +27,57 @@ def register(subparsers) -> None:
     p.add_argument("--session", default=None, metavar="DIR",
                    help="session the resources and prompt describe (default: the bundled notebooks/sample)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-call timeout in seconds (default 120)")
+    p.add_argument("--token-file", default=None, metavar="FILE",
+                   help="with --http: where the bearer token every request needs is written (mode 0600; default "
+                        "a new private directory, named when the server starts)")
+    p.add_argument("--session-idle", type=float, default=None, metavar="S",
+                   help="with --http: close a client session unused this long (default 600 s)")
     p.add_argument("--max-output", type=int, default=None, metavar="CHARS",
                    help="largest tool result in characters of JSON (default 256000); larger pages shrink")
     p.set_defaults(func=_mcp)
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from pathlib import Path  # deferred: start-up (a command loads its work only when it runs)
 
-    from kit.mcp import Policy, serve_http, serve_stdio
+    from kit.mcp import Policy, serve_http, serve_stdio  # deferred: start-up
 
     extra = {k: v for k, v in (("timeout_s", args.timeout), ("max_output", args.max_output)) if v is not None}
     host_roots = tuple(tuple(x.split("=", 1)) for x in args.host_root if "=" in x)
     if len(host_roots) != len(args.host_root):
-        from kit.errors import UsageError
+        from kit.errors import UsageError  # deferred: start-up (a command loads its work only when it runs)
 
         raise UsageError(f"--host-root {args.host_root}: expected HOST=DIR")
-    policy = Policy(roots=tuple(Path(r) for r in args.root) or (Path.cwd(),), hosts=("local", *args.hosts),
+    roots = tuple(Path(r) for r in args.root) or ((Path(args.session),) if args.session else ())
+    if not roots:
+        from kit.errors import UsageError
+
+        raise UsageError("kit mcp: name the directory tools may read with --root DIR (or --session DIR)")
+    policy = Policy(roots=roots, hosts=("local", *args.hosts),
                     run_hosts=tuple(args.allow_run), write=args.allow_write, host_roots=host_roots, **extra)
     for r in policy.roots:
         if not r.is_dir():
-            from kit.errors import UsageError
+            from kit.errors import UsageError  # deferred: start-up (a command loads its work only when it runs)
 
             raise UsageError(f"--root {r}: not a directory")
     session = Path(args.session) if args.session else None
     if args.http is None:
         serve_stdio(policy, session)
     else:
-        def ready(url: str) -> None:
-            print(f"kit mcp: serving {url}", file=sys.stderr, flush=True)
+        def ready(url: str, token_file: Path) -> None:
+            print(f"kit mcp: serving {url} (bearer token in {token_file})", file=sys.stderr, flush=True)
 
-        serve_http(policy, args.http, session, ready=ready)
+        token = Path(args.token_file) if args.token_file else None
+        idle = {"session_idle_s": args.session_idle} if args.session_idle else {}
+        serve_http(policy, args.http, session, ready=ready, token_file=token, **idle)
     _exit()
 
 
 def _exit() -> None:
     """End the process now that the client has gone: a call abandoned at its timeout may still hold a
     worker thread, which the interpreter's normal exit would wait for. Exit handlers run first."""
-    import atexit
-    import os
+    import atexit  # deferred: start-up (a command loads its work only when it runs)
+    import os  # deferred: start-up (a command loads its work only when it runs)
 
     sys.stdout.flush()
     sys.stderr.flush()

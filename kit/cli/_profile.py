@@ -111,22 +111,24 @@ def register(subparsers) -> None:
                    help="which steps (default decode)")
     r.add_argument("--json", action="store_true", help="print per_rank, straggler, where and collective_skew as JSON")
     r.set_defaults(func=_ranks)
-    from kit.cli._audit import register_check
+    from kit.cli._audit import register_check  # deferred: start-up (a command loads its work only when it runs)
 
     register_check(psub)  # kit profile check
+    from kit.cli._capture import register_capture  # deferred: start-up (the command's work loads only when it runs)
+
+    register_capture(psub)  # kit profile capture
     prof.set_defaults(func=lambda a: (prof.print_help(), 2)[1])
 
 
 def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
-    from kit.profile import prefetch
+    from kit.profile import prefetch  # deferred: start-up (a command loads its work only when it runs)
 
     with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
-        from kit import profile
-        from kit.runs import prehash
-        from kit.util import progress
+        from kit import profile  # deferred: start-up (a command loads its work only when it runs)
+        from kit.util import progress  # deferred: start-up (a command loads its work only when it runs)
 
-        prehash(args.traces)   # after the fork: the catalogue's input hashes, on a thread while the trace parses
+        _prehash(args.traces)   # after the fork: the catalogue's input hashes, on a thread while the trace parses
         with progress("parsing", _bytes(args.traces)) as bar:
             p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
                              reference=getattr(args, "reference", None),
@@ -176,9 +178,19 @@ def _summary(args) -> int:
     return 0
 
 
+def _prehash(paths) -> None:
+    """Start hashing the traces for the run this command records (none with ``KIT_RUNS=off``)."""
+    from kit.util import recording_on  # deferred: start-up (a command loads its work only when it runs)
+
+    if recording_on():
+        from kit.runs import prehash  # deferred: the catalogue loads only when this command records
+
+        prehash(paths)
+
+
 def _bytes(paths) -> int | None:
     """The traces' total size for the progress bar (None when one is not a local file)."""
-    import os
+    import os  # deferred: start-up (a command loads its work only when it runs)
 
     try:
         return sum(os.path.getsize(p) for p in paths)
@@ -224,8 +236,8 @@ def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
 
 
 def _compare(args) -> int:
-    from kit import profile
-    from kit.errors import KitError
+    from kit import profile  # deferred: start-up (a command loads its work only when it runs)
+    from kit.errors import KitError  # deferred: start-up (a command loads its work only when it runs)
 
     ab = _split(list(args.traces), args)
     if ab is not None and args.baseline:
@@ -240,7 +252,7 @@ def _compare(args) -> int:
     if args.phase not in ("decode", "prefill", "all"):
         print(f"kit profile compare: --phase must be decode, prefill or all, not {args.phase!r}", file=sys.stderr)
         return 2
-    from kit.util import progress
+    from kit.util import progress  # deferred: start-up (a command loads its work only when it runs)
 
     try:
         with progress("parsing", _bytes(ab[0] + ab[1])) as bar:
@@ -321,8 +333,8 @@ def _register_diff(psub) -> None:
 
 
 def _diff(args) -> int:
-    from kit import logs, profile
-    from kit.errors import KitError
+    from kit import logs, profile  # deferred: start-up (a command loads its work only when it runs)
+    from kit.errors import KitError  # deferred: start-up (a command loads its work only when it runs)
 
     try:
         settings = (logs.settings([args.settings[0]]), logs.settings([args.settings[1]])) if args.settings else None
@@ -347,7 +359,7 @@ def _diff(args) -> int:
 
 
 def _gate(args, traces: list[str]) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     g = runs.profile_gate(args.baseline, traces, phase=args.phase, threshold=args.threshold, cache=not args.no_cache,
                           step_ms=tuple(args.step_ms) if args.step_ms else None)
@@ -364,8 +376,8 @@ def _gate(args, traces: list[str]) -> int:
 
 
 def _ranks(args) -> int:
-    from kit import profile
-    from kit.util import frame_records
+    from kit import profile  # deferred: start-up (a command loads its work only when it runs)
+    from kit.util import frame_records  # deferred: start-up (a command loads its work only when it runs)
 
     v = profile.ranks(args.traces, phase=args.phase)
     if args.json:

@@ -49,7 +49,7 @@ def _run(args) -> int:
 
 
 def _env(args) -> int:
-    from kit.env import fingerprint
+    from kit.env import fingerprint  # deferred: start-up (a command loads its work only when it runs)
 
     with connect_args(args) as host:
         fp = fingerprint(host, pid=args.pid, python=args.python)

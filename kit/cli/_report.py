@@ -30,9 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _parse_params(items: list[str]) -> dict:
-    import ast
+    import ast  # deferred: start-up (a command loads its work only when it runs)
 
-    from kit.errors import ReportError
+    from kit.errors import ReportError  # deferred: start-up (a command loads its work only when it runs)
 
     out = {}
     for item in items:
@@ -47,11 +47,15 @@ def _parse_params(items: list[str]) -> dict:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from kit import report
+    from kit import report  # deferred: start-up (a command loads its work only when it runs)
 
-    rep = report.build(args.session, args.out, notebooks=args.notebooks, host=args.host,
-                       no_input=args.no_input, cell_timeout=args.timeout, parameters=_parse_params(args.param),
-                       pdf=args.pdf)
+    try:
+        rep = report.build(args.session, args.out, notebooks=args.notebooks, host=args.host,
+                           no_input=args.no_input, cell_timeout=args.timeout, parameters=_parse_params(args.param),
+                           pdf=args.pdf)
+    except KeyboardInterrupt:
+        print(f"kit report: interrupted; {args.out} left as it was", file=sys.stderr, flush=True)
+        raise
     if rep.failed:
         for r in rep.failed:
             print(f"kit report: notebook {r.name} failed at cell In[{r.failed_cell}]: {r.error} "

@@ -51,7 +51,7 @@ def register(subparsers) -> None:
 
 
 def _print_frame(df, as_json: bool) -> int:
-    from kit.util import frame_records
+    from kit.util import frame_records  # deferred: start-up (a command loads its work only when it runs)
 
     if as_json:
         json.dump(frame_records(df), sys.stdout, indent=1, default=str)
@@ -59,7 +59,7 @@ def _print_frame(df, as_json: bool) -> int:
     elif not len(df):
         print("(no rows)")
     else:
-        import pandas as pd
+        import pandas as pd  # deferred: start-up (a command loads its work only when it runs)
 
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
                                "display.max_colwidth", 60):
@@ -69,17 +69,23 @@ def _print_frame(df, as_json: bool) -> int:
 
 
 def _list(args) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     df = runs.runs(args.kind, limit=args.limit, stores=args.store)
     if not args.json and len(df):
         df = df.assign(created=df["created"].dt.strftime("%Y-%m-%d %H:%M:%S"),
                        tables=df["tables"].map(lambda t: ",".join(t) if t is not None else ""))
-    return _print_frame(df, args.json)
+    rc = _print_frame(df, args.json)
+    lost = runs.failures()
+    if lost:   # on stderr: the table (or JSON) on stdout stays what a script reads
+        last = lost[-1]
+        print(f"kit: {len(lost)} run{'s' if len(lost) > 1 else ''} not recorded in this store "
+              f"(last {last.get('when')}, {last.get('kind')}: {last.get('error')})", file=sys.stderr)
+    return rc
 
 
 def _show(args) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     run = runs.get(args.run_id, stores=args.store)
     if args.json:
@@ -130,13 +136,13 @@ def _cell(v) -> str:
 
 
 def _table(args) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     return _print_frame(runs.table(args.run_id, args.name, stores=args.store), args.json)
 
 
 def _baseline(args) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     if args.run_id is None:
         b = runs.baseline(args.name, stores=args.store)
@@ -150,13 +156,13 @@ def _baseline(args) -> int:
 
 
 def _baselines(args) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     return _print_frame(runs.baselines(stores=args.store), args.json)
 
 
 def _export(args) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     n = runs.export(args.dest, args.where, stores=args.store)
     print(f"{n} runs copied to {args.dest}")
@@ -164,7 +170,7 @@ def _export(args) -> int:
 
 
 def _compact(args) -> int:
-    from kit import runs
+    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
 
     print(f"{runs.compact()} loose run files merged")
     return 0

@@ -47,7 +47,7 @@ def _host_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _slice(args) -> int:
-    from kit import source
+    from kit import source  # deferred: start-up (a command loads its work only when it runs)
 
     with connect_args(args) as host:
         print(source.slice(host, args.path, args.start, args.end))
@@ -55,7 +55,7 @@ def _slice(args) -> int:
 
 
 def _grep(args) -> int:
-    from kit import source
+    from kit import source  # deferred: start-up (a command loads its work only when it runs)
 
     with connect_args(args) as host:
         pattern, path = _grep_order(host, args.pattern, args.path)
@@ -75,7 +75,7 @@ def _grep_order(host, first: str, second: str) -> tuple[str, str]:
 
 
 def _exists(host, path: str) -> bool:
-    from kit.errors import KitError
+    from kit.errors import KitError  # deferred: start-up (a command loads its work only when it runs)
 
     try:
         host.stat(path)
@@ -85,7 +85,7 @@ def _exists(host, path: str) -> bool:
 
 
 def _find(args) -> int:
-    from kit import source
+    from kit import source  # deferred: start-up (a command loads its work only when it runs)
 
     with connect_args(args) as host:
         symbols = source.find(host, args.path, args.symbol)

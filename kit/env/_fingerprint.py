@@ -24,7 +24,8 @@ from kit.env._parsers import (
     strip_ansi,
 )
 from kit.errors import KitError, ParseError
-from kit.util import host_program, mask_secrets
+from kit.redact import mask_secrets
+from kit.util import host_program
 
 __all__ = ["Fingerprint", "Topology", "fingerprint", "parse_gpu_query", "parse_topology", "parse_nccl_version",
            "parse_nvidia_smi_header", "parse_nvcc_version", "parse_environ", "parse_os_release", "parse_cpu_model",

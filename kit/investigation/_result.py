@@ -68,6 +68,17 @@ class Investigation:
                 "steps": [self.steps[n].to_dict() for n in ORDER if n in self.steps],
                 "causes": [c.to_dict() for c in self.causes], "unexplained": self.remainder}
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this investigation: each ranked cause's share of its gap, the
+        headline, the ranked table."""
+        from kit.util import call_settings
+
+        a, b = self.labels
+        figs = [(f"cause_share.{c.gap_name}", c.share, c.what) for c in self.ranked]
+        return {"settings": call_settings(args), "figures": figs, "label": f"{a} -> {b}",
+                "facts": {"headline": self.headline, "invalid": "; ".join(self.invalid) or None},
+                "tables": {"causes": self.table()}}
+
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, default=_plain)
 

@@ -88,9 +88,16 @@ def _bench_samples(path: Path) -> dict | None:
         return {"tok_s": [float(x["decode_tok_s"]) for x in reps], "itl_ms": [float(x["itl_ms"]) for x in reps
                                                                            if x.get("itl_ms") is not None],
                 "what": f"{len(reps)} runs of an experiment variant (each its median decode tok/s)"}
+    import kit.logs
+
     reqs = None
-    if isinstance(d, dict) and isinstance(d.get("levels"), list):
-        reqs = [q for lv in d["levels"] for q in lv.get("requests", [])]
+    try:
+        own = kit.logs.read_kit_result(path)  # the one reader of the kit's results (either format)
+    except KitError:
+        own = None
+    if own is not None:  # the batch-1 level where there is one (a single_stream sweep), else every level
+        one = [lv for lv in own["levels"] if lv.get("mode") == "concurrency" and lv.get("target") == 1]
+        reqs = [q for lv in (one or own["levels"]) for q in lv.get("requests", [])]
     elif isinstance(d, dict) and isinstance(d.get("requests"), list):
         reqs = [q for q in d["requests"] if q.get("concurrency", 1) == 1]
     if reqs is not None:
@@ -100,8 +107,6 @@ def _bench_samples(path: Path) -> dict | None:
                and math.isfinite(float(q["decode_tok_s"]))]
         return {"tok_s": tok, "itl_ms": itl, "per_request": True, "url": d.get("url"),
                 "what": f"{len(ok)} requests of the kit's client (decode tok/s per request: 1 / TPOT)"}
-    import kit.logs
-
     try:
         t = kit.logs.parse_bench(path)
     except KitError:

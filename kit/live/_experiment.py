@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kit.audit import capture_settings
-from kit.bench import BenchResult, mean_ci, single_stream, welch
+from kit.bench import LoadResult, mean_ci, single_stream, welch
 from kit.errors import ExperimentError, KitError
 from kit.live import _engine
 from kit.live._server import Server, _open_session
@@ -288,6 +288,15 @@ class Experiment:
                                   .to_ledger()])
         return verdict
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this experiment: each variant's figures and the table."""
+        from kit.util import call_settings, frame_figures
+
+        table = self.table
+        return {"inputs": [], "settings": call_settings(args),
+                "figures": frame_figures(table, "slug" if "slug" in table else None),
+                "tables": {"variants": table}, "label": self.name}
+
     def __repr__(self) -> str:
         parts = []
         for r in self.rows():
@@ -497,6 +506,17 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
     return exp
 
 
+def _bench_row(res: LoadResult) -> dict:
+    """The figures a run keeps from its batch-1 repeat (medians per request; output tok/s of the run)."""
+    lv = res.levels[0]
+    rep, reqs = lv["per_repeat"][0], [q for q in lv["requests"] if q.get("ok")]
+    med = {k: float(sorted(q.get(k, 0) for q in reqs)[len(reqs) // 2]) if reqs else None
+           for k in ("reasoning_tokens", "answer_tokens")}
+    return {"decode_tok_s": rep["decode_tok_s"], "ttft_ms": rep["ttft_ms_p50"], "itl_ms": rep["itl_ms_p50"],
+            "tpot_ms": rep["tpot_ms_p50"], "output_tok_s": rep["output_tok_s"], **med, "ok": rep["requests_ok"],
+            "failed": rep["requests_failed"]}
+
+
 def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, engine, ready_timeout, progress,
              url, cwd, workdir, bench_kw, profile, profile_steps) -> dict:
     """One engine start, one bench repeat (and a profile), stop; ``rep<r>/run.json`` written last."""
@@ -514,11 +534,9 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
         with srv:
             # what the engine reports about itself (get_server_info, /proc/PID/environ), for kit.audit
             run["settings"] = capture_settings(srv.url, rdir, host=h, pid=srv.job.pid if srv.job else None)
-            res: BenchResult = single_stream(srv.url, save=rdir / "bench.json", clocks=h, **bench_kw)
+            res: LoadResult = single_stream(srv.url, save=rdir / "bench.json", clocks=h, **bench_kw)
             run["validity"] = res.data.get("validity")  # kit.audit.check_run: failed, short, warm-up, seeded, clocks
-            rep = res.repeats[0]
-            run["bench"] = {k2: rep.get(k2) for k2 in ("decode_tok_s", "ttft_ms", "itl_ms", "tpot_ms", "output_tok_s",
-                                                       "reasoning_tokens", "answer_tokens", "ok", "failed")}
+            run["bench"] = _bench_row(res)
             if profile:
                 srv.profile(steps=profile_steps, name=f"{name}-{v['slug']}", parse=False, into=d / v["slug"] / "traces")
             run["status"] = "ok"

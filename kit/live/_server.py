@@ -34,7 +34,6 @@ import json
 import os
 import re
 import socket
-import threading
 import time
 import uuid
 from collections import deque
@@ -43,7 +42,7 @@ from typing import Any, Callable
 
 import kit.engines
 from kit.errors import CommandTimeout, RemoteError, ServerError, UsageError
-from kit.live import _engine, _reach
+from kit.live import _engine, _profiling, _reach
 from kit.util import clip, write_atomic
 from kit.util import quote as _q
 
@@ -59,29 +58,12 @@ _ALIVE = ("{{ if command -v ps >/dev/null 2>&1; then ps -o stat= -s {pid} | grep
           "else kill -0 -- -{pid} 2>/dev/null; fi; }}")
 
 
-_PY_POST = """import sys, urllib.request as r, urllib.error as e
-req = r.Request(sys.argv[1], data=sys.argv[2].encode() or None, method="POST",
-                headers={"Content-Type": "application/json"})
-try:
-    resp = r.urlopen(req, timeout=600); print(resp.read().decode(errors="replace")); print(resp.status, end="")
-except e.HTTPError as x:
-    print(x.read().decode(errors="replace")); print(x.code, end="")
-except OSError as x:
-    print(x); print(0, end="")
-"""
-
-
 def _stop_all() -> None:  # atexit and SIGTERM: never leave an engine behind
     for s in list(_LIVE.values()):
         try:
             s.stop(grace=5)
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
-
-
-def live_servers() -> list["Server"]:
-    """The servers this Python started and has not stopped yet."""
-    return list(_LIVE.values())
 
 
 atexit.register(_stop_all)
@@ -439,35 +421,11 @@ class Server:
                 bar.close()
 
     # -- HTTP on the host -------------------------------------------------------------------------
-    def _post(self, path: str, body: dict | None) -> tuple[int, str]:
-        """POST on the host itself (the engine may listen on its loopback only): curl, else python3;
-        through the forward when there is one."""
-        if self._forward is not None:
-            return _reach.post(self.url, path, body)
-        data = json.dumps(body) if body is not None else ""
-        url = _q(self.local_url + path)
-        cmd = ("if command -v curl >/dev/null 2>&1; then "
-               "curl -s -X POST --max-time 600 -H 'Content-Type: application/json' "
-               + (f"-d {_q(data)} " if body is not None else "")
-               + f"-w '\\n%{{http_code}}' {url}; else python3 -c {_q(_PY_POST)} {url} {_q(data)}; fi")
-        res = self.host.run(cmd, timeout=630)
-        out, _, code = res.stdout.rpartition("\n")
-        return (int(code) if code.strip().isdigit() else 0), out
-
-    def _list_traces(self, d: str) -> dict[str, int]:
-        res = self.host.run(f"find {_q(d)} -maxdepth 1 -type f \\( -name '*.json' -o -name '*.json.gz' \\) "
-                            f"-printf '%s %p\\n' 2>/dev/null; true", timeout=30)
-        out = {}
-        for line in res.stdout.splitlines():
-            size, _, path = line.partition(" ")
-            if size.isdigit():
-                out[path] = int(size)
-        return out
-
     def profile(self, steps: int | None = None, seconds: float | None = None, *, load: bool | Callable[[], Any] = True,
                 activities: tuple[str, ...] = ("CPU", "GPU"), name: str | None = None, timeout: float = 300.0,
                 parse: bool = True, max_tokens: int = 256, into: str | Path | None = None):
-        """Record the engine's own torch profile through its HTTP endpoints while it serves.
+        """Record the engine's own torch profile through its HTTP endpoints while it serves
+        (``kit/live/_profiling.py``: the endpoints, the load, the trace files pulled into the session).
 
         ``steps`` (SGLang: ``num_steps``, the engine stops itself) or ``seconds`` (then
         ``/stop_profile``). ``load``: True sends streamed requests to ``url`` while recording; a
@@ -476,102 +434,9 @@ class Server:
         (``traces/<name>/rank<N>.trace.json.gz``) and returns ``kit.profile.load`` of them (or the
         paths with ``parse=False``). ServerError (with the log tail) when nothing arrives in time.
         """
-        if (steps is None) == (seconds is None):
-            raise ServerError("profile(): give exactly one of steps= or seconds=")
-        if not self.engine_def.profile_steps and steps is not None:
-            raise ServerError(f"profile(): {self.engine_def.title}'s /start_profile takes no step count; use seconds=")
-        if self.job is None or self.stopped is not None:
-            raise ServerError(f"profile(): server {self.name} is not running")
-        name = name or f"{self.name}-profile-{_stamp()}"
-        d = self._profile_dir if self.engine_def.profile_dir_env else f"{self._profile_dir}/{name}"
-        self.host.run(f"mkdir -p {_q(d)}", timeout=30, check=True)
-        before = self._list_traces(d)
-        body = None
-        if not self.engine_def.profile_dir_env:   # the directory and the step count go in the request's body
-            body = {"output_dir": d, "activities": list(activities)}
-            if steps is not None:
-                body["num_steps"] = int(steps)
-        stop_load = threading.Event()
-        loader = None
-        if load:
-            loader = threading.Thread(target=self._drive if load is True else load,
-                                      args=(stop_load, max_tokens) if load is True else (), daemon=True)
-        code, text = self._post("/start_profile", body)
-        if code != 200:
-            raise ServerError(f"{self.host.name}: {self.local_url}/start_profile answered HTTP {code}: "
-                              f"{clip(text.strip(), 200)!r}", host=self.host.name, tail=self.tail(15))
-        if loader is not None:
-            loader.start()
-        try:
-            if seconds is not None:
-                time.sleep(float(seconds))
-                code, text = self._post("/stop_profile", None)
-                if code != 200:
-                    raise ServerError(f"{self.host.name}: {self.local_url}/stop_profile answered HTTP {code}: "
-                                      f"{clip(text.strip(), 200)!r}", host=self.host.name, tail=self.tail(15))
-            files = self._wait_traces(d, before, timeout)
-        finally:
-            stop_load.set()
-            if loader is not None:
-                loader.join(30)
-        out_dir = (Path(into) if into is not None else self.session.path("traces", name)).resolve()
-        local = self._pull(files, out_dir)
-        how = (f"kit.live Server.profile: POST {self.local_url}/start_profile "
-               f"{json.dumps(body) if body else '(no body)'}" + (" + /stop_profile" if seconds else ""))
-        self._record(str(out_dir), how)
-        if not parse:
-            return local
-        from kit import profile as _profile
-
-        return _profile.load(local)
-
-    def _drive(self, stop: threading.Event, max_tokens: int) -> None:
-        from kit.bench import stream_request
-
-        model = None
-        try:
-            from kit.bench import list_models
-
-            model = list_models(self.url)[0]
-        except Exception:  # noqa: BLE001 - the engine may not list models; send without a name
-            model = ""
-        while not stop.is_set():
-            stream_request(self.url, model=model, prompt="profile " * 16, max_tokens=max_tokens, timeout=60)
-
-    def _wait_traces(self, d: str, before: dict[str, int], timeout: float) -> list[str]:
-        t0 = time.monotonic()
-        last: dict[str, int] = {}
-        while True:
-            now = {p: s for p, s in self._list_traces(d).items() if p not in before}
-            if now and now == last and all(s > 0 for s in now.values()):
-                gz = [p for p in now if p.endswith(".gz")]
-                ok = self.host.run("gzip -t -- " + " ".join(_q(p) for p in gz), timeout=120).ok if gz else True
-                if ok:
-                    return sorted(now)
-            last = now
-            if not self.alive:
-                raise ServerError(f"{self.host.name}: server {self.name} died while profiling; log ends: "
-                                  f"{clip(' | '.join(list(self._tail)[-3:]), 300)}", host=self.host.name,
-                                  tail=self.tail(15))
-            if time.monotonic() - t0 > timeout:
-                raise ServerError(f"{self.host.name}: no complete trace in {d} after {timeout:g} s "
-                                  f"(server {self.name}); last log line: {clip(self.tail(1), 200)!r}",
-                                  host=self.host.name, tail=self.tail(15))
-            time.sleep(max(self.poll, 0.5))
-
-    def _pull(self, files: list[str], out_dir: Path) -> list[Path]:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        local = []
-        for i, remote in enumerate(files):
-            m = re.search(r"TP-(\d+)", remote)
-            rank = int(m.group(1)) if m else i
-            if not remote.endswith(".gz"):
-                self.host.run(f"gzip -f -- {_q(remote)}", timeout=300, check=True)
-                remote += ".gz"
-            dest = out_dir / f"rank{rank}.trace.json.gz"
-            self.host.get(remote, str(dest))
-            local.append(dest)
-        return sorted(local)
+        return _profiling.profile(self, steps, seconds, load=load, activities=activities, timeout=timeout,
+                                  name=name or f"{self.name}-profile-{_stamp()}", parse=parse, max_tokens=max_tokens,
+                                  into=into)
 
     # -- bench ----------------------------------------------------------------------------------
     def bench(self, *, name: str | None = None, **kwargs):

@@ -89,6 +89,7 @@ from kit.logs._api import (
     read_lines,
     spec_summary,
 )
+from kit.logs._kit_result import is_kit_result, kit_requests, kit_rows, normalise_kit_result, read_kit_result
 from kit.logs._nccl import NCCL_COLUMNS
 from kit.logs._otlp import otlp_json
 from kit.logs._records import TAKEN, LogFormat, SettingEvidence, Settings, columns
@@ -99,7 +100,8 @@ from kit.logs._vllm import THROUGHPUT_COLUMNS
 from kit.util import publish
 
 __all__ = ['DECODE_COLUMNS', 'KINDS', 'NCCL_COLUMNS', 'PREFILL_COLUMNS', 'THROUGHPUT_COLUMNS', 'LogData',
-           'SettingEvidence', 'Settings', 'SpecSummary', 'nccl_summary', 'parse_bench', 'parse_nccl',
+           'SettingEvidence', 'Settings', 'SpecSummary', 'is_kit_result', 'kit_requests', 'kit_rows',
+           'normalise_kit_result', 'read_kit_result', 'nccl_summary', 'parse_bench', 'parse_nccl',
            'parse_server_args', 'parse_sglang', 'parse_vllm', 'read', 'read_lines', 'settings', 'spec_summary',
            'StepRecords', 'step_records', 'LEVELS', 'LogFormat', 'RecordSource', 'TAKEN', 'columns',
            'otlp_json']

@@ -20,7 +20,8 @@ from kit.logs._nccl import nccl_summary
 from kit.logs._sglang import DECODE_COLUMNS, parse_server_args
 from kit.logs._spec import SpecSummary
 from kit.logs._table import assemble, release_freed_memory, to_datetime
-from kit.util import frame_records, jsonable, mask_secrets, no_gc, recorded
+from kit.redact import mask_secrets
+from kit.util import frame_records, jsonable, no_gc, recorded
 
 __all__ = ["LogData", "SpecSummary", "read", "parse_sglang", "parse_vllm", "parse_bench", "parse_nccl",
            "parse_server_args", "nccl_summary", "spec_summary"]
@@ -133,6 +134,16 @@ class LogData:
         if tables:
             out["tables"] = {k: frame_records(v) for k, v in self.tables.items() if len(v)}
         return out
+
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this parse: rows per table, lines read, engine and version."""
+        from kit.util import call_settings
+
+        figs = [(f"rows.{k}", len(t)) for k, t in self.tables.items()]
+        figs += [("lines", self.lines), ("unknown_lines", self.unknown_lines)]
+        return {"inputs": [self.name], "settings": call_settings(args), "figures": figs,
+                "facts": {"engine": self.engine, "version": self.version}, "warnings": list(self.warnings),
+                "tables": {k: t for k, t in self.tables.items() if len(t)}}
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{k}={n}" for k, n in self.counts.items()) or "no records"

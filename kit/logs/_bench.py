@@ -17,6 +17,7 @@ from typing import Any
 
 from kit.errors import LogFormatError
 from kit.logs._checks import check_values
+from kit.logs._kit_result import is_kit_result, kit_rows, normalise_kit_result
 from kit.logs._records import TAKEN, LogFormat, columns
 from kit.logs._table import snake, value
 
@@ -356,6 +357,8 @@ def parse_json_text(text: str, name: str) -> list[dict]:
                 raise LogFormatError(f"{name}: line {i} is not valid JSON ({exc.msg})", path=name) from None
     if not objs:
         raise LogFormatError(f"{name}: JSON holds no benchmark result", path=name)
+    if len(objs) == 1 and is_kit_result(objs[0]):  # the kit's own result: one row per level
+        return kit_rows(normalise_kit_result(objs[0]), name)
     return [json_row(o, name, i) for i, o in enumerate(objs)]
 
 
@@ -371,6 +374,9 @@ def add_decode_tok_s(bench):
     if "last_gen_throughput" in bench:
         gen = bench["last_gen_throughput"].astype(float)
         out = gen if out is None else gen.fillna(out)
+    if "decode_tok_s" in bench:  # the kit's own results give it (median over requests of 1 / TPOT)
+        given = bench["decode_tok_s"].astype(float)
+        out = given if out is None else given.fillna(out)
     return bench.assign(decode_tok_s=out if out is not None else float("nan"))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from kit.logs import _records as R
+from kit.logs import _records as records
 
 _CUSTOM_AR_OFF = re.compile(r"[Cc]ustom all-?reduce is disabled(.*)")
 _P2P_OFF = re.compile(r"(?:lacks GPU P2P capability|P2P test failed|P2P is disabled|peer access is not supported)")
@@ -19,24 +19,24 @@ def _custom_ar_off(line: str, lineno: int, st) -> int:
     st.warnings.append(f"line {lineno}: the engine disabled its custom all-reduce (it does not run on more "
                        "than two PCIe-only GPUs): every TP all-reduce goes through NCCL")
     if _CUSTOM_AR_OFF.search(line):
-        text = R.clip(line)
+        text = records.clip(line)
         st.say(lineno, "value", ("custom_all_reduce", False, text), "custom all-reduce line")
         if _P2P_OFF.search(line):
             st.say(lineno, "value", ("p2p", False, text), None)
-    return R.TAKEN
+    return records.TAKEN
 
 
 def _p2p_off(line: str, lineno: int, st) -> bool:
     if not _P2P_OFF.search(line):
         return False
-    st.say(lineno, "value", ("p2p", False, R.clip(line)), "P2P line")
+    st.say(lineno, "value", ("p2p", False, records.clip(line)), "P2P line")
     return True
 
 
 def _slow_tokenizer(line: str, lineno: int, st) -> bool:
     if not _SLOW_TOKENIZER.search(line):
         return False
-    st.say(lineno, "value", ("tokenizer_mode", "slow", R.clip(line)), "slow tokenizer line")
+    st.say(lineno, "value", ("tokenizer_mode", "slow", records.clip(line)), "slow tokenizer line")
     return True
 
 
@@ -48,7 +48,7 @@ def _launched(line: str, lineno: int, st) -> bool:
     return True
 
 
-FORMAT = R.LogFormat(
+FORMAT = records.LogFormat(
     "common",
     take=(("ustom allreduce is disabled", _custom_ar_off), ("ustom all-reduce is disabled", _custom_ar_off)),
     notes=(("launched with", _launched), ("P2P", _p2p_off), ("peer access", _p2p_off),

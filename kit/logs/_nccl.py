@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from kit.logs import _records as R
-from kit.util import SECRET_MASK, secret_name
+from kit.logs import _records as records
+from kit.redact import SECRET_MASK, secret_name
 
 NCCL_COLUMNS = ("line", "host", "pid", "dev", "kind", "name", "value", "channel", "nchannels", "ring",
                 "src", "dst", "transport", "transport_family")
@@ -202,8 +202,8 @@ def _line(line: str, lineno: int, st) -> int:
     r = parse_nccl_line(line, lineno, p, st)
     if r:
         st.hits["nccl"] += 1
-    return R.TAKEN_SEE_NOTES if r == OK and not said else r
+    return records.TAKEN_SEE_NOTES if r == OK and not said else r
 
 
-FORMAT = R.LogFormat("nccl", take=(("NCCL", _line),), tables={"nccl": R.columns()},
+FORMAT = records.LogFormat("nccl", take=(("NCCL", _line),), tables={"nccl": records.columns()},
                      build=lambda st, warnings: {"nccl": st.nccl.frame(NCCL_COLUMNS)})

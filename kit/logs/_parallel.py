@@ -214,8 +214,13 @@ def _run(path: str, pieces: list[tuple[int, int]], n_workers: int) -> _scan.Stat
     # pieces merged in order: once they hold EVIDENCE_LIMIT unknown lines, later pieces need not
     # inspect theirs for engine evidence (the serial scan stops inspecting there too)
     _MERGED_UNKNOWN = ctx.Value("q", 0, lock=False)
-    pool = ctx.Pool(min(n_workers, len(pieces)))
+    # a Ctrl-C reaches the whole process group: the workers ignore it (this process stops them), and it
+    # is held while they fork, so none sees it before ignoring it (no worker traceback, issue 45)
+    held, pool = _hold_interrupts(), None
     try:
+        pool = ctx.Pool(min(n_workers, len(pieces)), initializer=_ignore_interrupts)
+        held, noted = None, held
+        _release_interrupts(noted)   # a Ctrl-C noted meanwhile lands here, and the pool is stopped
         results = pool.imap(_scan_piece, tasks)  # in file order
         for _ in tasks:
             try:
@@ -228,10 +233,44 @@ def _run(path: str, pieces: list[tuple[int, int]], n_workers: int) -> _scan.Stat
             _MERGED_UNKNOWN.value = st.unknown
             del part
     finally:
-        pool.terminate()
-        pool.join()
+        _release_interrupts(held)
+        if pool is not None:
+            pool.terminate()
+            pool.join()
         _MERGED_UNKNOWN = None
     return st
+
+
+def _hold_interrupts() -> list | None:
+    """While the pool forks: a SIGINT is only noted (a forked child inherits the handler and a pending
+    signal; there it must not raise before the worker ignores SIGINT). The notes, or None off the main
+    thread (where handlers cannot be set)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    noted: list = [signal.getsignal(signal.SIGINT)]
+    signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    return noted
+
+
+def _release_interrupts(held: list | None) -> None:
+    """The handler as it was; a SIGINT noted meanwhile is raised now (KeyboardInterrupt)."""
+    import signal
+
+    if held is None:
+        return
+    signal.signal(signal.SIGINT, held[0])
+    if len(held) > 1:
+        raise KeyboardInterrupt
+
+
+def _ignore_interrupts() -> None:
+    """A worker's start: SIGINT ignored (the parent stops the workers on a Ctrl-C)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _merge(st: _scan.State, part: dict, phase: str | None) -> str | None:

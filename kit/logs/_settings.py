@@ -31,7 +31,8 @@ from typing import Iterable
 from kit.errors import LogFormatError
 from kit.logs._api import read
 from kit.logs._records import CLIP, ENV_KEYS, NORMALISED, SettingEvidence, Settings, flag_keys, truthy
-from kit.util import mask_secrets, strip_ansi
+from kit.redact import mask_secrets
+from kit.util import strip_ansi
 
 __all__ = ["SettingEvidence", "Settings", "settings", "NORMALISED"]
 

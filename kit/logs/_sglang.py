@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import LogFormatError
-from kit.logs import _records as R
+from kit.logs import _records as records
 from kit.logs._checks import check_values
 from kit.logs._spec import flag_after_idle
 from kit.logs._table import CHUNK, TemplateTable, merge_frames, snake, value
@@ -404,7 +404,7 @@ def _dump(line: str, lineno: int, st) -> int:
     st.hits["sglang"] += 1
     if args:
         st.say(lineno, "args", (args, "server_args dump", "sglang"), "server_args dump")
-    return R.TAKEN
+    return records.TAKEN
 
 
 def _captured(line: str, lineno: int, st) -> bool:
@@ -414,7 +414,7 @@ def _captured(line: str, lineno: int, st) -> bool:
         return False
     bs = sorted(int(x) for x in m.group(1).split(",") if x.strip())
     if bs:
-        text = R.clip(line)
+        text = records.clip(line)
         for key, v in (("cuda_graph", True), ("cuda_graph_bs", bs), ("cuda_graph_max_bs", max(bs))):
             st.say(lineno, "value", (key, v, text), "captured graph sizes")
     return True
@@ -425,8 +425,8 @@ def _backend(line: str, lineno: int, st) -> bool:
     m = _SG_DEFAULT_BACKEND.search(line)
     if m is None:
         return False
-    st.say(lineno, "value", ("attention_backend", R.norm_backend(m.group(1) or m.group(2) or m.group(3)),
-                             R.clip(line)), "attention backend line")
+    st.say(lineno, "value", ("attention_backend", records.norm_backend(m.group(1) or m.group(2) or m.group(3)),
+                             records.clip(line)), "attention backend line")
     return True
 
 
@@ -463,11 +463,11 @@ def _batches(tables: dict):
     return rows, "Decode batch, #running-req: {n}, cuda graph: {g} (the line's fields as parsed)"
 
 
-FORMAT = R.LogFormat(
+FORMAT = records.LogFormat(
     "sglang", engine=True, header=HEADER,
     take=(("batch", _batch), ("server_args=", _dump)),
     notes=(("Capture ", _captured), ("backend", _backend)),
-    tables={"decode": R.columns("ISO8601"), "prefill": R.columns("ISO8601"),
+    tables={"decode": records.columns("ISO8601"), "prefill": records.columns("ISO8601"),
             "decode_fast": lambda: TemplateTable(FAST_HEAD, "ISO8601"),
             "prefill_fast": lambda: TemplateTable(FAST_HEAD, "ISO8601")},
     build=_build, batches=_batches,

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from kit.errors import LogFormatError
-from kit.logs import _records as R
+from kit.logs import _records as records
 from kit.logs._checks import check_values, check_vllm_spec
 from kit.logs._spec import flag_after_idle
 from kit.logs._table import snake, value
@@ -244,7 +244,7 @@ def _config(line: str, lineno: int, st) -> int:
         m = _CAPTURE_SIZES.search(line)
         if m and m.group(1).strip():
             bs = sorted(int(x) for x in m.group(1).split(",") if x.strip())
-            text = R.clip(line)
+            text = records.clip(line)
             st.say(lineno, "value", ("cuda_graph_bs", bs, text), None)
             st.say(lineno, "value", ("cuda_graph_max_bs", max(bs), text), None)
     return 0
@@ -263,7 +263,8 @@ def _backend(line: str, lineno: int, st) -> bool:
     if m and ("ttention" in line or "on V1 engine" in line or "Flash" in m.group(1) or "MLA" in m.group(1)):
         b = m.group(1).replace("Flash Attention", "flash_attn").replace("FlashInfer", "flashinfer")
         if "MoE" not in line and "sampling" not in line.lower() and "runner" not in line:
-            st.say(lineno, "value", ("attention_backend", R.norm_backend(b), R.clip(line)), "attention backend line")
+            st.say(lineno, "value", ("attention_backend", records.norm_backend(b), records.clip(line)),
+                   "attention backend line")
             return True
     return False
 
@@ -287,11 +288,11 @@ def _batches(tables: dict):
     return rows, "Running: {n} reqs"
 
 
-FORMAT = R.LogFormat(
+FORMAT = records.LogFormat(
     "vllm", engine=True, header=_LINE,
     take=(("metrics: ", _metrics), ("throughput: ", _throughput), ("with config:", _config),
           ("non-default args:", _non_default)),
     banner=(("ersion ", "engine (v"), VERSION),
     notes=(("backend", _backend),),
-    tables={"throughput": R.columns("%m-%d %H:%M:%S"), "vllm_spec": R.columns("%m-%d %H:%M:%S")},
+    tables={"throughput": records.columns("%m-%d %H:%M:%S"), "vllm_spec": records.columns("%m-%d %H:%M:%S")},
     build=_build, batches=_batches)

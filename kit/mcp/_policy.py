@@ -14,8 +14,14 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kit.errors import UsageError
+
+# directories whose files are credentials: never a root, never read through a root
+_CREDENTIALS = frozenset({".ssh", ".gnupg", ".aws", ".azure", ".kube", ".docker", ".password-store", ".netrc",
+                          ".pgpass", ".git-credentials", "gcloud", ".vault-token", ".pypirc", ".npmrc"})
+_MAX_TREE = 20_000                # entries of one directory argument checked before it is refused
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_OUTPUT = 256_000      # characters of one tool result's JSON
@@ -49,7 +55,7 @@ class Policy:
     def __post_init__(self) -> None:
         for h in (*self.hosts, *self.run_hosts):
             host_name(h)
-        object.__setattr__(self, "roots", tuple(Path(r).resolve() for r in self.roots))
+        object.__setattr__(self, "roots", tuple(_root(r) for r in self.roots))
         object.__setattr__(self, "hosts", tuple(dict.fromkeys((*self.hosts, *self.run_hosts))))
         for h, r in self.host_roots:
             if h not in self.hosts or not r.startswith("/"):
@@ -72,27 +78,64 @@ class Policy:
         return name
 
     def local_path(self, value: str, *, must_exist: bool = True) -> Path:
-        """A local path inside one of the roots (symlinks and ``..`` resolved first), else UsageError."""
+        """A local path inside one of the roots (symlinks and ``..`` resolved first), else UsageError.
+        Refused also: anything under a credentials directory (``.ssh``, ``.aws`` ...) and what is neither
+        a regular file nor a directory (a FIFO or a device would hold the call forever)."""
         text = _plain(value, "path")
         p = Path(text).expanduser()
         p = (self.roots[0] / p) if not p.is_absolute() else p
         real = Path(os.path.realpath(p))
-        if not any(real == r or r in real.parents for r in self.roots):
-            raise UsageError(f"path {value!r} resolves to {real}, outside the server's roots "
-                             f"({', '.join(str(r) for r in self.roots)})")
+        self._inside(real, value)
         if must_exist and not real.exists():
             raise UsageError(f"path {value!r}: no such file or directory ({real})")
         if not real.exists() and (not real.parent.is_dir() or not _NEW_NAME.fullmatch(real.name)):
             raise UsageError(f"path {value!r}: a file or directory the server creates needs an existing parent "
                              "and a plain name (letters, digits, . _ - + = , @)")
+        if real.exists() and not (real.is_file() or real.is_dir()):
+            raise UsageError(f"path {value!r}: {real} is neither a regular file nor a directory (a FIFO, socket "
+                             "or device); refused")
+        return real
+
+    def _inside(self, real: Path, value: str) -> None:
+        if not any(real == r or r in real.parents for r in self.roots):
+            raise UsageError(f"path {value!r} resolves to {real}, outside the server's roots "
+                             f"({', '.join(str(r) for r in self.roots)})")
+        if _CREDENTIALS & set(real.parts):
+            raise UsageError(f"path {value!r}: {real} lies in a credentials directory; refused")
+
+    def tree(self, value: str) -> Path:
+        """An existing local file or directory inside the roots whose every entry (what a tool walking it
+        opens) resolves inside the roots too: a symlink in the directory that points out, or a FIFO in
+        it, refuses the whole argument. At most 20,000 entries are checked; more are refused."""
+        real = self.local_path(value)
+        if real.is_file():
+            return real
+        seen = 0
+        for top, dirs, files in os.walk(real):
+            for name in dirs + files:
+                seen += 1
+                if seen > _MAX_TREE:
+                    raise UsageError(f"path {value!r}: more than {_MAX_TREE:,} entries; name a smaller directory")
+                entry = Path(top) / name
+                target = Path(os.path.realpath(entry))
+                if entry.is_symlink():
+                    try:
+                        self._inside(target, str(entry))
+                    except UsageError as exc:
+                        raise UsageError(f"path {value!r}: {entry.relative_to(real)} is a symlink to {target}, "
+                                         "outside the server's roots") from exc
+                if target.exists() and not (target.is_file() or target.is_dir()):
+                    raise UsageError(f"path {value!r}: {entry.relative_to(real)} is a FIFO, socket or device; "
+                                     "refused")
         return real
 
     def host_path(self, host: str, value: str) -> str:
-        """A path on ``host``: on ``local`` one inside the roots; elsewhere an absolute path without
-        control characters, a leading dash or ``..``, inside the host's ``host_roots`` where it has any
-        (checked on the name: a symlink on the host is not resolved here). The kit quotes it on the way."""
+        """A path on ``host``: on ``local`` a file or directory tree inside the roots (:meth:`tree`);
+        elsewhere an absolute path without control characters, a leading dash or ``..``, inside the host's
+        ``host_roots`` where it has any (checked on the name: a symlink on the host is not resolved here).
+        The kit quotes it on the way."""
         if host == "local":
-            return str(self.local_path(value))
+            return str(self.tree(value))
         text = _plain(value, "path")
         if not text.startswith("/") or ".." in text.split("/"):
             raise UsageError(f"path {value!r} on {host}: give an absolute path without '..'")
@@ -101,6 +144,76 @@ class Policy:
         if roots and not any(norm == r or norm.startswith(r.rstrip("/") + "/") for r in roots):
             raise UsageError(f"path {value!r} on {host}: outside the server's roots there ({', '.join(roots)})")
         return norm
+
+    # ---------------------------------------------------------------- path-typed schema fields
+    def resolve(self, properties: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+        """``args`` with every path-typed field (``x-path`` in its schema, or in its items') replaced by
+        the checked, resolved path(s), before the tool function sees them; a refusal is a UsageError."""
+        out = dict(args)
+        for key, prop in properties.items():
+            if args.get(key) is None:
+                continue
+            kind = prop.get("x-path")
+            items = prop.get("items") or {}
+            if kind is not None:
+                out[key] = self._resolve(kind, args[key], args.get("host"))
+            elif items.get("x-path") is not None:
+                vals = [None if v is None else self._resolve(items["x-path"], v, args.get("host")) for v in args[key]]
+                flat = items["x-path"] == "traces" and items.get("type") == "string"
+                out[key] = [f for v in vals for f in v] if flat else vals
+        return out
+
+    def _resolve(self, kind: str, value: str, host: str | None):
+        if kind == "host":
+            return self.host_path(host or "local", value)
+        if kind == "traces":
+            return _trace_files(self.tree(value))
+        if kind == "file":
+            real = self.local_path(value)
+            if not real.is_file():
+                raise UsageError(f"path {value!r}: {real} is a directory; name a file")
+            return str(real)
+        if kind == "tree":
+            return str(self.tree(value))
+        if kind == "new":
+            real = self.local_path(value, must_exist=False)
+            if real.exists():
+                raise UsageError(f"path {value!r}: {real} exists; name a new file or directory")
+            return str(real)
+        if kind == "ledger":
+            return str(self._ledger(value))
+        raise AssertionError(f"unknown path kind {kind!r}")
+
+    def _ledger(self, value: str) -> Path:
+        """What a ledger argument names: a session directory (checked as a tree) or a ``ledger.json`` file
+        that exists; no tool creates a file of another name."""
+        real = self.tree(value)
+        if real.is_file() and real.name != "ledger.json":
+            raise UsageError(f"ledger {value!r}: {real.name} is not a ledger.json; name a session directory "
+                             "or its ledger.json")
+        return real
+
+
+def _trace_files(real: Path) -> list[str]:
+    """Trace files: a file as it is, or a directory's ``rank*`` traces (sorted; the directory itself
+    when it has none, for the loader to say so)."""
+    if real.is_dir():
+        found = sorted(x for x in real.iterdir() if x.name.startswith("rank") and x.is_file())
+        return [str(x) for x in found] or [str(real)]
+    return [str(real)]
+
+
+def _root(value) -> Path:
+    """A root as given to the server, resolved: never ``/``, the home directory (or a directory above it)
+    or a credentials directory, where a path argument would reach keys."""
+    real = Path(os.path.realpath(Path(value).expanduser()))
+    home = Path(os.path.realpath(Path.home()))
+    if real == Path(real.anchor) or real == home or real in home.parents:
+        raise UsageError(f"--root {value}: {real} is / or a home directory (or holds one); name the directory "
+                         "of the investigation")
+    if _CREDENTIALS & set(real.parts):
+        raise UsageError(f"--root {value}: {real} is a credentials directory; refused")
+    return real
 
 
 def host_name(value: str) -> str:

@@ -11,7 +11,7 @@ from pathlib import Path
 import mcp_types as types
 
 from kit.errors import UsageError
-from kit.report import redact_text
+from kit.redact import redact_text
 
 SAMPLE = Path(__file__).resolve().parents[2] / "notebooks" / "sample"
 # uri -> (file in the session, MIME type, what it is)

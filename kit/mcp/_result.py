@@ -9,19 +9,44 @@ Every result has the same top-level keys, so an agent finds the caveats where it
 
 ``trust.verdict`` is one of ``usable`` / ``degraded`` / ``unreliable`` / ``undecided`` / ``not assessed``;
 a tool that has no trust check of its own says ``not assessed`` with the reason, never ``usable``.
-Secrets are masked by kit.report's redaction (the same rules the HTML report applies) in every
+Secrets are masked by kit.redact (the same rules the HTML report applies) in every
 string of the result, keys included.
 """
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from kit.report import redact_text
+from kit.redact import redact_json_text, redact_text
 
+# the verdicts, and the order of the first three from best to worst (written here once)
 TRUST = ("usable", "degraded", "unreliable", "undecided", "not assessed")
+_RANK = {"usable": 0, "degraded": 1, "unreliable": 2}
+
+
+def worse(a: str, b: str) -> str:
+    """The worse of two health verdicts (usable < degraded < unreliable)."""
+    return b if _RANK[b] > _RANK[a] else a
+
+
+def now() -> str:
+    """The time a host was read, for provenance."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def file_provenance(host: str, path: str, role: str) -> dict[str, Any]:
+    """Where a file came from: the session manifest's word for a local file, else 'unknown' (a file on a
+    host is what it is now; the kit cannot say who wrote it)."""
+    if host == "local":
+        from kit.provenance import provenance_of
+
+        return {"artefact": path, "role": role, **provenance_of(path).to_dict()}
+    return {"artefact": f"{host}:{path}", "role": role, "kind": "unknown",
+            "note": f"read from host {host} at {now()}; who wrote it is not recorded"}
 
 
 @dataclass
@@ -40,21 +65,58 @@ class Answer:
 
 
 def envelope(tool: str, answer: Answer, *, offset: int, limit: int, cap: int) -> dict[str, Any]:
-    """The JSON-ready result: paged, redacted, and within ``cap`` characters (the page shrinks until it fits)."""
+    """The JSON-ready result: paged, within ``cap`` characters (the page shrinks until it fits; measured
+    before redaction, so redaction's work is bounded by the cap), redacted as one text (every string of
+    the result joined, so a secret split across lines or fields is found), and refused outright when it
+    holds private-key material."""
     if answer.trust not in TRUST:
         raise ValueError(f"{tool}: trust verdict {answer.trust!r} is not one of {TRUST}")
     while True:
         out = _page(tool, answer, offset, limit)
-        out, n = _redact(out)
-        out["redacted"] = n
         text = json.dumps(out, allow_nan=False, default=str)
         if len(text) <= cap:
-            return out
+            break
         if out["page"] and limit > 1:
             limit = max(1, limit // 2)
             continue
         return failure(tool, f"result of {len(text):,} characters is over the server's cap of {cap:,}; "
                              "ask for fewer rows (limit) or a narrower range")
+    if key_material(out):
+        return failure(tool, "the result holds private-key material; the server never returns it", refused=True)
+    masked, n = redact_json_text(text)
+    out = json.loads(masked) if n else out
+    out["redacted"] = n
+    return out
+
+
+# a PEM/OpenSSH private key (or its base64), or two lines of a key's base64 body without the armour
+_KEY = re.compile(r"PRIVATE KEY(?: BLOCK)?-----|b3BlbnNzaC1rZXktdjE|LS0tLS1CRUdJTi|PuTTY-User-Key-File")
+_BODY_LINE = re.compile(r"[A-Za-z0-9+/]{60,}={0,2}")
+
+
+def key_material(value: Any) -> bool:
+    """Whether a result holds private-key material: its armour, or a line of a key's base64 body returned
+    without it (``source_slice`` of lines 2-5 of an id_ed25519), in any of its strings."""
+    for text in _strings(value):
+        if _KEY.search(text):
+            return True
+        for line in text.splitlines():
+            line = line.strip()
+            if _BODY_LINE.fullmatch(line) and all(re.search(c, line) for c in ("[0-9]", "[a-z]", "[A-Z]")):
+                return True
+    return False
+
+
+def _strings(value: Any):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
 
 
 def failure(tool: str, message: str, *, refused: bool = False) -> dict[str, Any]:
@@ -95,20 +157,3 @@ def _plain(v: Any) -> Any:
     if v is None or isinstance(v, (bool, int, str)):
         return v
     return str(v)
-
-
-def _redact(v: Any) -> tuple[Any, int]:
-    if isinstance(v, str):
-        return redact_text(v, markup=False)
-    if isinstance(v, list):
-        pairs = [_redact(x) for x in v]
-        return [p[0] for p in pairs], sum(p[1] for p in pairs)
-    if isinstance(v, dict):
-        out, total = {}, 0
-        for k, x in v.items():
-            key, n1 = _redact(k)
-            val, n2 = _redact(x)
-            out[key] = val
-            total += n1 + n2
-        return out, total
-    return v, 0

@@ -9,8 +9,10 @@ errors and refusals come back as results with ``ok: false`` and one line, never 
 """
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import jsonschema
 import mcp_types as types
 from mcp.server import Server
 
+import kit.runs  # noqa: F401  loading the catalogue installs its writer: the analyses this server runs are recorded
 from kit.errors import KitError
 from kit.mcp._policy import DEFAULT_PAGE, Policy
 from kit.mcp._resources import PROMPT, prompt_text, read_resource, resources
@@ -77,32 +80,67 @@ def _listed(t, policy: Policy) -> types.Tool:
                                                         open_world_hint=t.mode == "run"))
 
 
+MAX_STRANDED = 8   # calls past their timeout whose threads still run; more refuse new calls (threads bounded)
+_stranded = 0
+_stranded_lock = threading.Lock()
+
+
 async def call(policy: Policy, tools: dict, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """One tool call, checked, timed out and wrapped; the result is a JSON-ready envelope."""
+    """One tool call, checked, timed out and wrapped; the result is a JSON-ready envelope.
+
+    Arguments are validated against the tool's schema and its path-typed fields resolved and checked
+    (``Policy.resolve``) before the function runs; the function, paging, redaction and serialisation
+    all run in one worker thread under the per-call timeout. A call past its timeout is answered and
+    its thread left to finish; while ``MAX_STRANDED`` such threads still run, new calls are refused."""
     tool = tools.get(name)
     if tool is None:  # not in the table, or not allowed on this server: the same answer
         return failure(name, f"unknown tool {name!r}", refused=True)
+    schema = tool.schema(policy)
     try:
-        jsonschema.validate(args, tool.schema(policy))
+        jsonschema.validate(args, schema)
         if "host" in args:
             policy.host(args["host"], tool.mode)
+        args = policy.resolve(schema["properties"], args)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "arguments"
         return failure(name, f"{where}: {exc.message[:300]}", refused=True)
     except KitError as exc:
-        return failure(name, str(exc), refused=True)
+        return failure(name, _one_line(str(exc)), refused=True)
     offset, limit = args.pop("offset", 0), args.pop("limit", DEFAULT_PAGE)
+    if _stranded >= MAX_STRANDED:
+        return failure(name, f"busy: {_stranded} earlier calls are still running past their timeout; try later")
+
+    state = {"ended": False, "abandoned": False}
+
+    def work() -> dict[str, Any]:
+        global _stranded
+        try:
+            return envelope(name, tool.func(policy, **args), offset=offset, limit=limit, cap=policy.max_output)
+        finally:
+            with _stranded_lock:
+                state["ended"] = True
+                if state["abandoned"]:  # answered at the timeout already: this thread has now ended
+                    _stranded -= 1
+
     try:
         with anyio.fail_after(policy.timeout_s):
-            answer = await anyio.to_thread.run_sync(functools.partial(tool.func, policy, **args),
-                                                    abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
     except TimeoutError:
+        _strand(state)
         return failure(name, f"gave no answer within the server's per-call timeout of {policy.timeout_s:g} s")
     except KitError as exc:
         return failure(name, _one_line(str(exc)), refused=_is_refusal(exc))
     except Exception as exc:  # noqa: BLE001 - a tool result, not a crashed server
         return failure(name, _one_line(f"{type(exc).__name__}: {exc}"))
-    return envelope(name, answer, offset=offset, limit=limit, cap=policy.max_output)
+
+
+def _strand(state: dict) -> None:
+    """Count a call answered at its timeout whose thread still runs (``work`` uncounts it when it ends)."""
+    global _stranded
+    with _stranded_lock:
+        if not state["ended"]:
+            state["abandoned"] = True
+            _stranded += 1
 
 
 def _is_refusal(exc: KitError) -> bool:
@@ -129,21 +167,81 @@ def serve_stdio(policy: Policy, session: Path | None = None) -> None:
     anyio.run(main)
 
 
-def serve_http(policy: Policy, port: int, session: Path | None = None, *, ready=None) -> None:
+SESSION_IDLE_S = 600.0   # an HTTP session unused this long is closed (its memory freed)
+MAX_SESSIONS = 64         # open HTTP sessions at once; more are refused by the SDK
+
+
+def serve_http(policy: Policy, port: int, session: Path | None = None, *, ready=None,
+               token_file: Path | None = None, session_idle_s: float = SESSION_IDLE_S) -> None:
     """Serve streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (never another interface; DNS-rebinding
-    protection on). ``port=0`` takes a free port; ``ready(url)`` is called once it listens."""
+    protection on: Host and Origin must name the loopback), every request carrying the server's bearer
+    token. The token is made at start and written to ``token_file`` (mode 0600; default a new 0700
+    directory of its own, removed at exit): another local user cannot call a tool, though the port is
+    open to every process of the machine. ``port=0`` takes a free port; ``ready(url, token_file)`` is
+    called once it listens. Sessions idle for ``session_idle_s`` are closed, at most ``MAX_SESSIONS``."""
+    import secrets
+    import shutil
     import socket
+    import tempfile
 
     import uvicorn
 
-    app = build_server(policy, session).streamable_http_app(host="127.0.0.1")
+    token = secrets.token_urlsafe(32)
+    own_dir = None
+    if token_file is None:
+        own_dir = Path(tempfile.mkdtemp(prefix="kit-mcp-"))  # 0700
+        token_file = own_dir / "token"
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    app = build_server(policy, session).streamable_http_app(host="127.0.0.1", session_idle_timeout=session_idle_s,
+                                                            max_sessions=MAX_SESSIONS)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
+    config = uvicorn.Config(_Bearer(app, token), log_level="warning", lifespan="on")
+
+    def forget() -> None:
+        if own_dir is not None:
+            shutil.rmtree(own_dir, ignore_errors=True)
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # uvicorn re-raises a SIGTERM/SIGINT once it has shut down: the token goes first
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    forget()
+
     if ready is not None:
-        ready(url)
-    server.run(sockets=[sock])
+        ready(url, token_file)
+    try:
+        Server(config).run(sockets=[sock])
+    finally:
+        forget()
+
+
+class _Bearer:
+    """ASGI middleware: an HTTP request without ``Authorization: Bearer <token>`` is answered 401 before
+    the MCP app sees it (compared in constant time)."""
+
+    def __init__(self, app, token: str) -> None:
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            import hmac
+
+            got = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(got, self.expected):
+                body = b'{"error": "kit mcp: this server needs its bearer token (Authorization: Bearer ...)"}'
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

@@ -4,8 +4,18 @@
 ``--allow-run HOST``; its ``host`` argument may name only those hosts). A tool the server was not
 started for is not listed, and a call to it is answered as for a tool that does not exist.
 The schemas are the contract: arguments are validated against them (no extra keys, host names from
-the allowed list) before the row's function sees them, and the function checks paths and patterns
-again with the Policy.
+the allowed list), and every path-typed field (``x-path``, in the field or its items) is resolved and
+checked by the server (``Policy.resolve``) before the row's function sees it:
+
+- ``file``: a local regular file inside the roots; ``tree``: a local file or directory whose every
+  entry resolves inside the roots; ``traces``: a trace file or a directory's ``rank*`` traces, as a list
+- ``new``: a file or directory the tool creates, inside the roots, that does not exist yet
+- ``host``: a path on the call's ``host`` (``tree`` on local, ``--host-root`` elsewhere)
+- ``ledger``: a session directory or its ``ledger.json`` (a write goes only into that session's ledger)
+
+Tools are grouped by capability: the host and its source (``_source.py``), traces (``_traces.py``),
+logs and benchmarks (``_logs.py``), two runs investigated (``_investigate.py``), the run catalogue
+(``_catalogue.py``), the session (``_session.py``).
 """
 from __future__ import annotations
 
@@ -14,21 +24,29 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import kit.engines
-from kit.mcp import _calls as C
-from kit.mcp import _calls_investigate as I
-from kit.mcp import _calls_pairs as P
-from kit.mcp import _calls_run as R
+from kit.mcp import _catalogue, _investigate, _logs, _session, _source, _traces
 from kit.mcp._policy import DEFAULT_PAGE, Policy
 
 HOST = {"type": "string", "description": "host name: 'local' or one the server was started for"}
-PATH = {"type": "string", "minLength": 1, "maxLength": 4096}
-PATHS = {"type": "array", "items": PATH, "minItems": 1, "maxItems": 64}
+
+
+def _path(kind: str, **extra) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": 4096, "x-path": kind, **extra}
+
+
+def _paths(kind: str, **extra) -> dict[str, Any]:
+    return {"type": "array", "items": _path(kind), "minItems": 1, "maxItems": 64, **extra}
+
+
+FILE, TREE, HOST_PATH, NEW, LEDGER = _path("file"), _path("tree"), _path("host"), _path("new"), _path("ledger")
+TRACES, TREES = _paths("traces"), _paths("tree")
 PHASE = {"type": "string", "enum": ["all", "decode", "prefill"], "default": "decode"}
 PAGING = {"offset": {"type": "integer", "minimum": 0, "default": 0, "description": "first row of the page"},
           "limit": {"type": "integer", "minimum": 1, "maximum": 5000, "default": DEFAULT_PAGE,
                     "description": "rows per page"}}
 VERDICT = {"type": "string", "enum": ["open", "confirmed", "rejected"]}
-REFERENCE = {"reference": {**PATH, "description": "a reference run's trace, passed to kit.profile.load(reference=)"}}
+REFERENCE = {"reference": _path("traces", description="a reference run's trace (a file or a directory), passed to "
+                                                    "kit.profile.load(reference=)")}
 
 
 @dataclass(frozen=True)
@@ -50,7 +68,7 @@ class Tool:
             props["host"] = {**props["host"], "enum": list(hosts)}
         if self.table:
             props.update(copy.deepcopy(PAGING))
-        if self.reference and C.load_takes_reference():
+        if self.reference:
             props.update(copy.deepcopy(REFERENCE))
         return {"type": "object", "properties": props, "required": list(self.required),
                 "additionalProperties": False}
@@ -61,124 +79,124 @@ def _t(name, func, mode, description, properties, required=(), table=False, refe
 
 
 TOOLS: tuple[Tool, ...] = (
-    _t("env_fingerprint", C.fingerprint, "read",
+    _t("env_fingerprint", _source.fingerprint, "read",
        "What a host is: OS, CPU, GPUs, link matrix, driver/CUDA/torch/NCCL/engine versions, NCCL variables. "
        "Fields the host cannot answer are null with the reason in 'missing'.",
        {"host": HOST}, ["host"]),
-    _t("source_slice", C.source_slice, "read", "Lines START..END of a source file on a host, numbered.",
-       {"host": HOST, "path": PATH, "start": {"type": "integer", "minimum": 1},
+    _t("source_slice", _source.source_slice, "read", "Lines START..END of a source file on a host, numbered.",
+       {"host": HOST, "path": HOST_PATH, "start": {"type": "integer", "minimum": 1},
         "end": {"type": "integer", "minimum": 1}}, ["host", "path", "start"]),
-    _t("source_grep", lambda policy, pattern, **kw: C.source_grep(policy, pattern_=pattern, **kw), "read",
+    _t("source_grep", _source.source_grep, "read",
        "Search a file or directory tree on a host (rg, else grep -r); the pattern is data, never a command.",
-       {"host": HOST, "path": PATH, "pattern": {"type": "string", "minLength": 1, "maxLength": 500},
+       {"host": HOST, "path": HOST_PATH, "pattern": {"type": "string", "minLength": 1, "maxLength": 500},
         "context": {"type": "integer", "minimum": 0, "maximum": 20, "default": 0},
         "fixed": {"type": "boolean", "default": False, "description": "the pattern is a fixed string"},
         "ignore_case": {"type": "boolean", "default": False},
         "glob": {"type": "string", "maxLength": 100, "default": "*.py"}}, ["host", "path", "pattern"], table=True),
-    _t("source_find", C.source_find, "read",
+    _t("source_find", _source.source_find, "read",
        "Every definition or assignment of a symbol in a file or tree: functions, fields, keyword arguments "
        "at call sites (sm100_default_attention_backend=...), with the def/class around each.",
-       {"host": HOST, "path": PATH, "symbol": {"type": "string", "maxLength": 200}},
+       {"host": HOST, "path": HOST_PATH, "symbol": {"type": "string", "maxLength": 200}},
        ["host", "path", "symbol"], table=True),
-    _t("source_definition", C.source_definition, "read",
+    _t("source_definition", _source.source_definition, "read",
        "Follow a name used in a file (a predicate such as is_sm100_supported in server_args.py) through "
        "its imports to its definition: file, line, kind, source and the hops taken.",
-       {"host": HOST, "name": {"type": "string", "maxLength": 200}, "near": PATH}, ["host", "name", "near"]),
-    _t("trace_summary", C.trace_summary, "read",
+       {"host": HOST, "name": {"type": "string", "maxLength": 200}, "near": HOST_PATH}, ["host", "name", "near"]),
+    _t("trace_summary", _traces.trace_summary, "read",
        "Kernel-time breakdown of profiler traces (files or a scenario folder): per category, module or layer, "
        "with the trace's trust verdict for those numbers.",
-       {"paths": PATHS, "phase": PHASE, "by": {"type": "string", "enum": ["category", "module", "layer"],
+       {"paths": TRACES, "phase": PHASE, "by": {"type": "string", "enum": ["category", "module", "layer"],
                                                "default": "category"},
         "top": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5}}, ["paths"], table=True,
        reference=True),
-    _t("trace_check", C.trace_check, "read",
+    _t("trace_check", _traces.trace_check, "read",
        "Can this trace be trusted? Capture mode and per-metric usable/degraded/unreliable with reason and fix.",
-       {"paths": PATHS}, ["paths"], reference=True),
-    _t("trace_compare", C.trace_compare, "read",
+       {"paths": TRACES}, ["paths"], reference=True),
+    _t("trace_compare", _traces.trace_compare, "read",
        "Where the step-time difference of two runs goes: parts that add up to it, kernel families, per rank.",
-       {"a": PATHS, "b": PATHS, "phase": PHASE,
+       {"a": TRACES, "b": TRACES, "phase": PHASE,
         "labels": {"type": "array", "items": {"type": "string", "maxLength": 40}, "minItems": 2, "maxItems": 2}},
        ["a", "b"], table=True),
-    _t("trace_diff_structure", P.trace_diff_structure, "read",
+    _t("trace_diff_structure", _traces.trace_diff_structure, "read",
        "Two runs (two engines, two versions) node by node: layer kind x operation family (qkv/o proj, attention, "
        "norm, gate/up, down, router, experts, all-reduce ...), delta and noise per node, fusions, differing settings.",
-       {"a": PATHS, "b": PATHS, "phase": PHASE, "basis": {"type": "string", "enum": ["kernel", "wall"]},
+       {"a": TRACES, "b": TRACES, "phase": PHASE, "basis": {"type": "string", "enum": ["kernel", "wall"]},
         "labels": {"type": "array", "items": {"type": "string", "maxLength": 40}, "minItems": 2, "maxItems": 2},
-        "settings": {"type": "array", "items": PATH, "minItems": 2, "maxItems": 2,
+        "settings": {"type": "array", "items": FILE, "minItems": 2, "maxItems": 2,
                      "description": "each run's engine log, for the settings that differ"},
-        "references": {"type": "array", "items": {"type": ["string", "null"], "maxLength": 4096}, "minItems": 2,
+        "references": {"type": "array", "items": {**_path("traces"), "type": ["string", "null"]}, "minItems": 2,
                        "maxItems": 2, "description": "a reference run (eager, with stack) per side, or null: "
                                                      "places CUDA-graph replays' kernels in layers"}},
        ["a", "b"], table=True),
-    _t("logs_parse", C.logs_parse, "read",
+    _t("logs_parse", _logs.logs_parse, "read",
        "A serving log's engine, version, row counts, warnings and server args; one table paged with 'table'.",
-       {"path": PATH, "table": {"type": "string", "enum": ["decode", "prefill", "throughput", "spec", "bench",
+       {"path": FILE, "table": {"type": "string", "enum": ["decode", "prefill", "throughput", "spec", "bench",
                                                           "nccl"]},
         "engine": {"type": "string", "enum": kit.engines.names()}, "version": {"type": "string", "maxLength": 40}},
        ["path"], table=True),
-    _t("logs_spec", C.logs_spec, "read",
+    _t("logs_spec", _logs.logs_spec, "read",
        "Speculative-decoding acceptance of a log, normalised across engines and versions (which definition "
        "was applied, whether it is comparable).",
-       {"path": PATH, "version": {"type": "string", "maxLength": 40}, "k": {"type": "integer", "minimum": 1,
+       {"path": FILE, "version": {"type": "string", "maxLength": 40}, "k": {"type": "integer", "minimum": 1,
                                                                             "maximum": 64}},
        ["path"], table=True),
-    _t("logs_settings", C.logs_settings, "read",
+    _t("logs_settings", _logs.logs_settings, "read",
        "Effective settings of an engine run as the engine reported them, each with file:line.",
-       {"paths": PATHS}, ["paths"], table=True),
-    _t("audit", C.audit, "read",
+       {"paths": TREES}, ["paths"], table=True),
+    _t("audit", _logs.audit, "read",
        "Did the change take effect, can the run be trusted: findings over logs, settings, benchmarks, traces.",
-       {"paths": PATHS}, ["paths"], table=True),
-    _t("bench_records", C.bench_records, "read",
-       "Benchmark output (text blocks, JSON or JSONL results) as one row per run.", {"path": PATH}, ["path"],
+       {"paths": TREES}, ["paths"], table=True),
+    _t("bench_records", _logs.bench_records, "read",
+       "Benchmark output (text blocks, JSON or JSONL results) as one row per run.", {"path": FILE}, ["path"],
        table=True),
-    _t("bench_reconcile", P.bench_reconcile, "read",
+    _t("bench_reconcile", _logs.bench_reconcile, "read",
        "Where a client's inter-token latency goes: HTTP, output path, prefill, host work, scheduler, GPU busy/idle, "
        "from the kit's saved client records and the engine's own records (tinyserve steps; vLLM OTLP spans, SGLang "
        "request stats: per request; SGLang/vLLM log lines: per interval; TensorRT-LLM iteration stats), at the "
        "finest level they give, said in 'level'; clocks aligned or refused.",
-       {"client": PATH, "engine_log": PATH, "trace": PATH}, ["client", "engine_log"], table=True),
-    _t("investigate", I.investigate, "read",
+       {"client": FILE, "engine_log": FILE, "trace": FILE}, ["client", "engine_log"], table=True),
+    _t("investigate", _investigate.investigate, "read",
        "Why is run B slower than run A: validity, the client gap with intervals, ITL reconciliation, structural "
        "diff, settings that differ or were ignored, speed of light; causes ranked by share of the gap beyond noise, "
        "each with evidence, trust, setting and a confirming kit.experiment; the unexplained remainder.",
-       {"a": PATHS, "b": PATHS, "labels": {"type": "array", "items": {"type": "string", "maxLength": 40},
+       {"a": TREES, "b": TREES, "labels": {"type": "array", "items": {"type": "string", "maxLength": 40},
                                            "minItems": 2, "maxItems": 2}},
        ["a", "b"], table=True),
-    _t("runs_list", P.runs_list, "read",
-       "The run catalogue's latest runs (summaries, comparisons, benchmarks, log parses, audits, experiments).",
+    _t("runs_list", _catalogue.runs_list, "read",
+       "The run catalogue's latest runs, newest first, at most 1000, paged (summaries, comparisons, benchmarks, "
+       "log parses, audits, experiments).",
        {"kind": {"type": "string", "enum": ["summary", "comparison", "bench", "logs", "audit", "experiment",
-                                            "ranks", "gate"]},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 1000}}, [], table=True),
-    _t("runs_get", P.runs_get, "read",
+                                            "ranks", "gate"]}}, [], table=True),
+    _t("runs_get", _catalogue.runs_get, "read",
        "One recorded run: who, when, host, inputs by sha256, settings, figures, facts, warnings.",
        {"run_id": {"type": "string", "pattern": "^[0-9A-Za-z-]{4,40}$"}}, ["run_id"]),
-    _t("ledger_read", C.ledger_read, "read",
+    _t("ledger_read", _session.ledger_read, "read",
        "The hypothesis chain: each hypothesis, its verdict, evidence, numbers and the kind of its evidence.",
-       {"ledger": {**PATH, "description": "a ledger.json or a session directory"},
+       {"ledger": {**LEDGER, "description": "a ledger.json or a session directory"},
         "id": {"type": "string", "maxLength": 40}}, ["ledger"], table=True),
-    _t("session_catalogue", C.session_catalogue, "read",
+    _t("session_catalogue", _session.session_catalogue, "read",
        "The runs of a session (trace scenarios with files and provenance) and its other artefacts.",
-       {"session": PATH}, ["session"], table=True),
-    _t("ledger_record", R.ledger_record, "write",
+       {"session": TREE}, ["session"], table=True),
+    _t("ledger_record", _session.ledger_record, "write",
        "Record evidence and a verdict for a hypothesis (created when a statement is given).",
-       {"ledger": PATH, "id": {"type": "string", "maxLength": 40}, "verdict": VERDICT,
+       {"ledger": LEDGER, "id": {"type": "string", "maxLength": 40}, "verdict": VERDICT,
         "evidence": {"type": "string", "maxLength": 4000}, "statement": {"type": "string", "maxLength": 1000},
         "test": {"type": "string", "maxLength": 1000}, "source": {"type": "string", "maxLength": 200},
         "numbers": {"type": "object", "additionalProperties": {"type": ["number", "string", "boolean", "null"]},
                     "maxProperties": 64},
         "caveats": {"type": "array", "items": {"type": "string", "maxLength": 500}, "maxItems": 20},
-        "artefacts": {"type": "array", "items": PATH, "maxItems": 20}},
+        "artefacts": {"type": "array", "items": TREE, "maxItems": 20}},
        ["ledger", "id", "verdict", "evidence"]),
-    _t("source_evaluate", R.source_evaluate, "run",
+    _t("source_evaluate", _source.source_evaluate, "run",
        "Call a predicate (followed from a file, e.g. is_sm100_supported near server_args.py) with the host's "
        "Python: the engine's own code answers. Only engine/kit variables may be set.",
-       {"host": HOST, "name": {"type": "string", "maxLength": 200}, "near": PATH,
-        "pythonpath": {"type": "array", "items": PATH, "maxItems": 8},
+       {"host": HOST, "name": {"type": "string", "maxLength": 200}, "near": HOST_PATH,
+        "pythonpath": {"type": "array", "items": HOST_PATH, "maxItems": 8},
         "env": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 1000},
                 "maxProperties": 16}}, ["host", "name", "near"]),
-    _t("report_build", R.report_build, "run",
+    _t("report_build", _session.report_build, "run",
        "Execute the notebooks on a session in kernels on this machine and write the offline HTML report.",
-       {"session": PATH, "out": PATH, "notebooks": {"type": "array", "items": PATH, "maxItems": 20}},
+       {"session": TREE, "out": NEW, "notebooks": {"type": "array", "items": FILE, "maxItems": 20}},
        ["session", "out"], table=True),
 )
 BY_NAME = {t.name: t for t in TOOLS}

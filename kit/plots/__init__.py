@@ -24,6 +24,7 @@ Load plots (from :class:`kit.bench.LoadResult`, defined in ``kit.plots._load``):
 
 - :func:`latency_cdf` — the CDF of TTFT, ITL, TPOT or E2E per load level, p50/p90/p99 marked.
 - :func:`throughput_latency` — throughput (or goodput) against a latency percentile over a sweep.
+- :func:`concurrency_scaling` — a single-stream run's decode and output tok/s against concurrency.
 
 Latency reconciliation (from :class:`kit.bench.Reconciliation`, defined in ``kit.plots._reconcile``):
 
@@ -56,7 +57,7 @@ Files:
 from __future__ import annotations
 
 from kit.plots._compare import compare_families, compare_waterfall
-from kit.plots._load import latency_cdf, throughput_latency
+from kit.plots._load import concurrency_scaling, latency_cdf, throughput_latency
 from kit.plots._logs import acceptance_over_time, acceptance_per_position, speedup_curves, throughput_over_time
 from kit.plots._profile import (
                                CATEGORY_COLORS,
@@ -76,7 +77,8 @@ from kit.util import publish
 
 __all__ = [
     'CATEGORY_COLORS', 'MAX_WIDTH_IN', 'MIN_FONT_PT', 'ab_plot', 'fit_text', 'compare_families',
-    'compare_waterfall', 'latency_cdf', 'throughput_latency', 'acceptance_over_time', 'acceptance_per_position',
+    'compare_waterfall', 'concurrency_scaling', 'latency_cdf', 'throughput_latency', 'acceptance_over_time',
+    'acceptance_per_position',
     'category_shares', 'link_matrix_plot', 'module_time', 'speedup_curves', 'step_timeline', 'throughput_over_time',
     'top_kernels', 'itl_waterfall', 'structure_waterfall'
 ]

@@ -1,5 +1,6 @@
-"""Load figures (from :class:`kit.bench.LoadResult`): the latency CDF per level, and throughput
-against latency over a sweep of request rates or concurrencies."""
+"""Load figures (from :class:`kit.bench.LoadResult`): the latency CDF per level, throughput against
+latency over a sweep of request rates or concurrencies, and a single-stream run's decode and output
+tok/s against concurrency, with the intervals of its repeats."""
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ from matplotlib.figure import Figure
 
 from kit.errors import UsageError
 
-__all__ = ["latency_cdf", "throughput_latency"]
+__all__ = ["concurrency_scaling", "latency_cdf", "throughput_latency"]
 
 _NAMES = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
 
@@ -97,3 +98,31 @@ def throughput_latency(result, *, metric: str = "e2e_ms", stat: str = "p50", thr
     ax.set_title(title or f"Throughput vs {_NAMES[metric]} {stat}", fontsize=10)
     plt.close(fig)
     return fig
+
+
+def concurrency_scaling(result, *, title: str | None = None) -> Figure:
+    """Decode tok/s per request and aggregate output tok/s against concurrency (a ``single_stream`` run),
+    with the 95 % interval over its repeats where there are several."""
+    rows = [r for r in result.summary() if r["mode"] == "concurrency"]
+    cs = [r["target"] for r in rows]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), constrained_layout=True)
+    for ax, m, label in ((axes[0], "decode_tok_s", "decode tok/s per request"),
+                         (axes[1], "output_tok_s", "output tok/s (all requests)")):
+        ys = [_num(r.get(m)) for r in rows]
+        err = [[max(0.0, y - _num(r.get(f"{m}_lo"))) if math.isfinite(_num(r.get(f"{m}_lo"))) else 0.0
+                for y, r in zip(ys, rows)],
+               [max(0.0, _num(r.get(f"{m}_hi")) - y) if math.isfinite(_num(r.get(f"{m}_hi"))) else 0.0
+                for y, r in zip(ys, rows)]]
+        ax.errorbar(cs, ys, yerr=err, marker="o", capsize=4)
+        ax.set_xlabel("concurrency")
+        ax.set_ylabel(label)
+        ax.set_xticks(cs)
+        ax.grid(alpha=0.3)
+    data = getattr(result, "data", {})
+    fig.suptitle(title or f"single_stream {data.get('model', '')} ({data.get('where', 'measured')})", fontsize=10)
+    plt.close(fig)
+    return fig
+
+
+def _num(v) -> float:
+    return float(v) if isinstance(v, (int, float)) else math.nan

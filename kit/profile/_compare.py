@@ -422,6 +422,24 @@ class Comparison:
         out.append(f"difference to explain: {signed(self.delta_us)} us per step (noise +-{self.noise_us:,.1f} us)")
         return out
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this comparison: the difference, its noise, its parts."""
+        from kit.util import call_settings
+
+        a, b = self.labels
+        figs = [("delta_us", self.delta_us), ("noise_us", self.noise_us), ("step_us", self.step_us[0], a),
+                ("step_us", self.step_us[1], b), ("spread_us", self.spread_us[0], a),
+                ("spread_us", self.spread_us[1], b)]
+        figs += [(f"delta_us.{r.part}", r.delta_us) for r in self.parts.itertuples()]
+        within = abs(self.delta_us) < self.noise_us if self.noise_us == self.noise_us else None
+        return {"inputs": [("a", f) for f in self.files[0]] + [("b", f) for f in self.files[1]],
+                "settings": {"phase": self.phase, "labels": list(self.labels), **call_settings(args)},
+                "figures": figs,
+                "facts": {"labels": " -> ".join(self.labels), "phase": self.phase, "cause": self.cause or None,
+                          "verdict": None if within is None else ("within noise" if within else "beyond noise")},
+                "tables": {"parts": self.parts, "families": self.families, "per_rank": self.per_rank},
+                "warnings": list(self.warnings), "label": " -> ".join(self.labels)}
+
     def __repr__(self) -> str:
         lines = self._head()
         lines.append(f"{'part':<24}{'A us':>10}{'B us':>10}{'delta':>10}{'noise':>8}{'share':>8}  verdict")

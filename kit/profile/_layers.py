@@ -10,7 +10,12 @@ the first kernels of the repeated layer (its input norm) mark where every layer 
 as many of those marks as the repeated one did (pre-mixer and pre-FFN norms), the remainder after the
 last full layer is the epilogue (final norm, LM head); confidence ``low``, and layers are typed by
 their kernel sequence (``pattern 1``, ``pattern 2`` ...) so the ones that differ show. No repetition:
-``not found``, said.
+``not found``, said. A repeated sequence that itself repeats a shorter one is whole forward passes (an
+annotated step around several forwards): the layers are the shorter one's repeats per forward, with
+confidence ``low`` and the count of forwards said, never one "layer" per forward.
+
+The search is bounded: periods up to ``MAX_PERIOD`` kernels over the first ``MAX_WINDOW`` kernels of a
+step, and at most ``MAX_SEQUENCES`` distinct step sequences (the others are not searched, said).
 """
 from __future__ import annotations
 
@@ -23,6 +28,9 @@ from kit.profile._columns import strings
 
 MIN_PERIOD = 8
 MOTIF = 3
+MAX_PERIOD = 2048        # kernels of one repeated unit searched (a layer holds tens to a few hundred)
+MAX_WINDOW = 16_384      # kernels of a step over which periods are compared
+MAX_SEQUENCES = 64       # distinct step sequences searched per profile
 
 
 @dataclass
@@ -49,9 +57,10 @@ def _period(c: np.ndarray) -> tuple[int, int, int, float]:
     n = len(c)
     if n < 2 * MIN_PERIOD:
         return 0, 0, 0, 0.0
-    rates = np.zeros(n // 2 + 1)
-    for p in range(MIN_PERIOD, n // 2 + 1):
-        rates[p] = float((c[:-p] == c[p:]).mean())
+    w = c[:MAX_WINDOW]
+    rates = np.zeros(min(len(w) // 2, MAX_PERIOD) + 1)
+    for p in range(MIN_PERIOD, len(rates)):
+        rates[p] = float((w[:-p] == w[p:]).mean())
     top = rates.max()
     if top < 0.3:
         return 0, 0, 0, float(top)
@@ -74,6 +83,9 @@ def layers_of(c: np.ndarray) -> LayerGuess:
     p, a, e, agree = _period(c)
     if p == 0 or (e - a) // p < 2:
         return LayerGuess(0, "not found", "no repeated kernel sequence in the step")
+    inner = _forwards(c[a:a + p], (e - a) // p)
+    if inner is not None:
+        return inner
     grams = np.lib.stride_tricks.sliding_window_view(c, MOTIF)
     need = max(2, (e - a) // p)
     hits: list = []
@@ -99,6 +111,18 @@ def layers_of(c: np.ndarray) -> LayerGuess:
     return LayerGuess(len(bounds), "low", f"layers differ ({len(sigs)} patterns): each starts where the first "
                                           f"{MOTIF} kernels of the repeated {p}-kernel layer recur ({per} per layer)",
                       p, kinds, bounds)
+
+
+def _forwards(unit: np.ndarray, repeats: int) -> LayerGuess | None:
+    """The repeated ``unit`` read as one forward pass when it is itself mostly repeats of a shorter
+    sequence (its layers): the step holds ``repeats`` forwards; None when the unit does not repeat."""
+    q, a, e, agree = _period(unit)
+    if q == 0 or (e - a) // q < 2 or agree < 0.9 or (e - a) < 0.6 * len(unit):
+        return None
+    m = (e - a) // q
+    return LayerGuess(m, "low", f"the step repeats a {len(unit)}-kernel sequence {repeats} times, itself {m} repeats "
+                                f"of a {q}-kernel layer: {repeats} forward passes in one step (an annotation around "
+                                f"several forwards?); {m} layers per forward", q)
 
 
 def _main_sequences(k: pd.DataFrame) -> tuple[dict, np.ndarray]:
@@ -140,10 +164,17 @@ def find_layers(profile, assign: bool = False) -> LayerGuess:
         c = codes[pos]
         h = c.tobytes()
         if h not in memo:
+            if len(memo) >= MAX_SEQUENCES:
+                continue   # bounded: a step whose sequence is new past the bound is not searched
             memo[h] = layers_of(c)
         guesses[key] = memo[h]
     counts = pd.Series([g.layers for g in guesses.values()]).value_counts()
     best = next(g for g in guesses.values() if g.layers == counts.index[0])
+    if len(guesses) < len(seqs):
+        from dataclasses import replace
+
+        best = replace(best, how=f"{best.how}; {len(guesses)} of {len(seqs)} steps searched (at most "
+                                 f"{MAX_SEQUENCES} distinct sequences)")
     if assign and best.layers:
         _assign(k, seqs, guesses)
     return best

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from kit.profile._columns import strings
+from kit.util import recorded
 
 MIN_SCORE = 0.8      # a step or layer aligned worse than this is unplaced
 REFUSE_SHARE = 0.2   # more target kernel time unmatched than this: the reference is another program
@@ -176,6 +177,14 @@ class Placement:
     @property
     def provenance(self) -> str:
         return f"placed by alignment with {self.reference} ({self.how}; score {self.score:.3f})"
+
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this placement: its score, placed and unplaced shares, why."""
+        figs = [("score", self.score), ("placed_share", self.placed_share), ("unplaced_share", self.unplaced_share)]
+        figs += [(f"unplaced_share.{k}", v) for k, v in self.reasons.items()]
+        return {"inputs": [self.reference] if isinstance(self.reference, str) else [], "figures": figs,
+                "facts": {"refused": self.refused, "layers_from": self.layers_from}, "label": self.reference,
+                "tables": {"steps": self.steps, "layers": self.layers}}
 
     def __repr__(self) -> str:
         if self.refused:
@@ -459,6 +468,7 @@ def _layer_scores(t: pd.DataFrame, ref: pd.DataFrame, ref_row: np.ndarray, src: 
                          "score": 2 * matched / np.maximum(kernels + ref_k, 1)})
 
 
+@recorded("placement")
 def place(profile, reference, label: str | None = None) -> Placement:
     """Place ``profile``'s kernels by aligning them with ``reference`` (a :class:`Profile`); writes the
     placed columns into ``profile.kernels`` (``placed``: aligned / neighbours / unplaced,

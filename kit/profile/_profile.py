@@ -295,6 +295,24 @@ class Summary:
             return ""
         return "decided by: " + ", ".join(f"{r.decided_by} {100 * r.share_of_kernel:.1f}%" for r in ev.itertuples())
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this summary (``kit.runs``): headline figures, shares, tables."""
+        from kit.util import call_settings, frame_figures
+
+        figs = [("kernel_time_us", self.kernel_time_us), ("wall_time_us", self.wall_time_us), ("steps", self.steps)]
+        if self.steps:
+            figs.append(("step_us", self.wall_time_us / max(1, self.steps)))
+        figs += [(f"share_of_kernel.{r.category}", r.share_of_kernel) for r in self.categories.itertuples()]
+        figs += [(f"share_of_wall.{r.category}", r.share_of_wall) for r in self.categories.itertuples()]
+        figs += frame_figures(self.per_rank, key="rank")
+        verdict = self.verdict.get("verdict") if isinstance(self.verdict, dict) else None
+        return {"inputs": list(self.files), "settings": {"phase": self.phase, **call_settings(args)}, "figures": figs,
+                "facts": {"phase": self.phase, "verdict": verdict,
+                          "categories_unavailable": self.categories_unavailable},
+                "tables": {"categories": self.categories, "per_rank": self.per_rank, "top": self.top,
+                           "per_step": self.per_step, "collectives": self.collectives, "layers": self.layers},
+                "warnings": list(self.warnings)}
+
     def __repr__(self) -> str:
         lines = [self._head(), f"{'category':<20}{'time_us':>14}{'%kernel':>9}{'%wall':>8}"]
         lines += [f"{c:<20}{t:>14}{k:>9}{w:>8}" for c, t, k, w in self._table_rows()]

@@ -339,6 +339,19 @@ class RankView:
     collective_skew: dict
     warnings: list[str] = field(default_factory=list)
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this view: per-rank figures and the straggler."""
+        from kit.util import call_settings, frame_figures
+
+        figs = frame_figures(self.per_rank[["rank", "step_us", "compute_us", "comm_us"]], key="rank")
+        s = self.straggler
+        figs += [(k, s.get(k)) for k in ("excess_us", "noise_us") if s.get(k) is not None]
+        return {"inputs": list(self.per_rank["source"]), "settings": {"phase": self.phase, **call_settings(args)},
+                "figures": figs,
+                "facts": {"straggler": None if s.get("rank") is None else str(s["rank"]),
+                          "where": s.get("at") or s.get("kernel"), "straggler_reason": s.get("reason")},
+                "tables": {"per_rank": self.per_rank, "where": self.where}, "warnings": list(self.warnings)}
+
     def __repr__(self) -> str:
         pr = self.per_rank
         s = self.straggler

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError
+from kit.util import recorded
 
 # block role from the block's class name (first match wins: Qwen2MoeAttention is attention, a linear
 # attention is a state-space mixer)
@@ -130,6 +131,20 @@ class StructuralDiff:
                 "residual_us": self.residual_us, "structural_share": list(self.structural_share),
                 "nodes": frame_records(self.nodes), "settings": frame_records(self.settings),
                 "warnings": list(self.warnings)}
+
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this diff: both steps, the residual, each node's difference."""
+        from kit.util import call_settings
+
+        a, b = self.labels
+        figs = [("step_us", self.step_us[0], a), ("step_us", self.step_us[1], b), ("delta_us", self.delta_us),
+                ("residual_us", self.residual_us), ("structural_share", self.structural_share[0], a),
+                ("structural_share", self.structural_share[1], b)]
+        figs += [(f"delta_us.{r.layer_kind}/{r.family}", r.delta_us) for r in self.nodes.itertuples()]
+        return {"inputs": [x for x in (args.get("a"), args.get("b")) if isinstance(x, str)],
+                "settings": {"basis": self.basis, **call_settings(args)}, "figures": figs,
+                "facts": {"labels": " -> ".join(self.labels)}, "label": " -> ".join(self.labels),
+                "tables": {"nodes": self.nodes, "settings": self.settings}, "warnings": list(self.warnings)}
 
     def __repr__(self) -> str:
         a, b = self.labels
@@ -298,6 +313,7 @@ def layer_shape(profile) -> dict[str, int]:
             .nunique().items()}
 
 
+@recorded("structure")
 def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = None,
                    settings: tuple | None = None, basis: str = "kernel",
                    references: tuple | None = None) -> StructuralDiff:

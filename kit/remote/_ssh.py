@@ -508,12 +508,6 @@ class _SSHProcess(Process):
         self._chan.close()
 
 
-def _local_file_error(path: str, exc: OSError):
-    from kit.errors import RemoteFileError
-
-    return RemoteFileError(f"local: {path}: {exc.strerror or exc}", host="local", path=path)
-
-
 def _aead_first(*args, **kwargs) -> paramiko.Transport:
     """A Transport that prefers AES-GCM where the server offers it: one pass for cipher and MAC instead of
     AES-CTR plus HMAC, ~25% less client CPU per byte (bench/remote_transfer.py); others as paramiko orders them."""

@@ -2,7 +2,7 @@
 
 ``kit report`` / ``make report`` call :func:`build`. Each notebook runs in a real kernel (nbclient)
 with papermill parameters injected after its ``parameters`` cell (``session``, ``host``), a
-per-cell timeout, and its own working directory. Sources and outputs are redacted (detect-secrets'
+per-cell timeout, and its own working directory. Sources and outputs are redacted by ``kit.redact`` (detect-secrets'
 provider, keyword and entropy detectors plus rules for what serving hosts print: environment dumps,
 NCCL/HF variables, AWS credentials, URLs with credentials, Authorization headers, private keys,
 passwords and tokens typed on command lines)
@@ -22,8 +22,6 @@ Files:
 - ``_build.py``: build / execute_notebook / discover: run the notebooks and write the report
 - ``_export.py``: notebook -> offline HTML page
 - ``_assets.py``: the vendored JavaScript every report carries
-- ``_redact.py``: secrets masked in every exported artefact
-- ``_redact_cmdline.py``: the rules for credentials typed on command lines (sshpass -p, mysql -p, logins, --token)
 - ``_browser.py``: headless Chromium: load an exported page, measure its layout, print it to PDF
 - ``_table.py``: ``table(df)``: a DataFrame rendered to fit a page (text left, numbers right, missing
   values as "-" or their reason, long names shortened with the full name on hover, footnotes)
@@ -39,11 +37,10 @@ from kit.report._build import (
     discover,
     execute_notebook,
 )
-from kit.report._redact import redact_json_text, redact_text  # kit.mcp and kit.runs mask with them
 from kit.report._table import Table, table
 from kit.util import publish
 
 __all__ = ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'Table', 'build', 'discover', 'execute_notebook',
-           'redact_json_text', 'redact_text', 'table']
+           'table']
 
 publish(globals(), __all__)

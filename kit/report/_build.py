@@ -1,6 +1,7 @@
 """Build / execute_notebook / discover: run the notebooks and write the report (documented in the package docstring)."""
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import html as _html
 import json
@@ -86,6 +87,56 @@ def discover(notebooks_dir: str | os.PathLike[str]) -> list[Path]:
 
 
 # --------------------------------------------------------------------------------------- execution
+@contextlib.contextmanager
+def _interrupts(noted: list[int]):
+    """While a notebook runs outside nbclient's event loop (starting, stopping): a SIGINT (Ctrl-C) is
+    noted, then raised as usual; yields the notes, so a caller can tell an interrupt from the errors
+    nbclient's cleanup turns it into. Only in the main thread, where signal handlers live."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+
+    def on_interrupt(signum, frame):
+        noted.append(signum)
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield noted
+    except KeyboardInterrupt:
+        noted.append(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _run_client(client, kernel_env: dict, cell_timeout: float) -> tuple[str, str] | None:
+    """Execute the notebook; the failure as (error name, message), or None. The kernel's own stderr
+    goes to a temporary file, read back when the kernel dies: a kernel interrupted while starting (the
+    kernel manager interrupts it on every shutdown, a Ctrl-C's too) would print its traceback among
+    the report's lines."""
+    import tempfile
+
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    with tempfile.TemporaryFile("w+", prefix="kit-kernel-") as log:
+        try:
+            client.execute(env=kernel_env, stderr=log)
+        except CellExecutionError as exc:
+            return (getattr(exc, "ename", "") or "CellExecutionError", getattr(exc, "evalue", "") or str(exc))
+        except CellTimeoutError:
+            return ("CellTimeoutError", f"cell did not finish within {cell_timeout:g} s (per-cell timeout)")
+        except DeadKernelError as exc:
+            log.seek(0)
+            last = [x for x in log.read().splitlines() if x.strip()][-1:]
+            return ("DeadKernelError", f"the kernel died: {exc}" + (f" (it said: {last[0][:300]})" if last else ""))
+        except Exception as exc:  # kernel could not start, or a message-level failure
+            return (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+    return None
+
+
 def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, Any] | None = None,
                      cwd: str | os.PathLike[str] | None = None, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
                      env: Mapping[str, str] | None = None,
@@ -100,7 +151,6 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
     """
     import nbformat
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     path = Path(path)
     try:
@@ -132,17 +182,20 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
         extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-without-encryption warning per run
     )
     t0 = time.perf_counter()
-    failure: tuple[str, str] | None = None
+    # a Ctrl-C: noted by our handler, or by nbclient's own (it installs one on its event loop while a
+    # kernel runs, cleans the kernel up and lets the cell fail, as an AssertionError or a cancelled
+    # wait): either way the build stops here, the notebook is not recorded as failed, the next one
+    # does not start
+    noted: list[int] = []
     try:
-        client.execute(env=kernel_env)
-    except CellExecutionError as exc:
-        failure = (getattr(exc, "ename", "") or "CellExecutionError", getattr(exc, "evalue", "") or str(exc))
-    except CellTimeoutError:
-        failure = ("CellTimeoutError", f"cell did not finish within {cell_timeout:g} s (per-cell timeout)")
-    except DeadKernelError as exc:
-        failure = ("DeadKernelError", f"the kernel died: {exc}")
-    except Exception as exc:  # kernel could not start, or a message-level failure
-        failure = (type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+        with _interrupts(noted):
+            failure = _run_client(client, kernel_env, cell_timeout)
+    except BaseException:
+        if not (noted or getattr(client, "_async_cleanup_kernel_future", None) is not None):
+            raise
+        raise KeyboardInterrupt from None
+    if noted or getattr(client, "_async_cleanup_kernel_future", None) is not None:
+        raise KeyboardInterrupt
     seconds = time.perf_counter() - t0
     run = NotebookRun(name=path.stem, ok=failure is None, seconds=seconds)
     if failure:
@@ -298,7 +351,7 @@ def _execute_all(paths: list[Path], params: dict[str, Any], ledger_file: Path, l
                  cell_timeout: float, say: Callable[[str], None]) -> list[tuple[Path, Any, NotebookRun, set[str]]]:
     """Run every notebook in turn; tidy what it shows (one parameters cell, relative paths) and find
     the secrets in it (each notebook's own set; they are masked everywhere in :func:`_export_all`)."""
-    from kit.report._redact import notebook_secrets, redact_text
+    from kit.redact import notebook_secrets, redact_text
 
     executed = []
     for i, path in enumerate(paths, 1):
@@ -324,8 +377,8 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
     import nbformat
 
     from kit.ledger import Ledger
+    from kit.redact import redact_json_text, redact_notebook, redact_text
     from kit.report import _export as export
-    from kit.report._redact import redact_json_text, redact_notebook, redact_text
 
     runs = [r for _, _, r, _ in executed]
     # A value recognised in one notebook (quoted, after a flag) is masked in all of them, where

@@ -16,8 +16,8 @@ from __future__ import annotations
 import html as _html
 from typing import Any, Sequence
 
+from kit.redact import redact_html
 from kit.report import _assets as assets
-from kit.report._redact import redact_html
 
 # Pages are laid out at most PAGE_MAX_PX wide (centred); the output column beside the prompts is then
 # PAGE_WIDTH_PX: a figure at most that wide is shown at its own size, never shrunk below readable.
@@ -122,7 +122,7 @@ def export(exporter: Any, nb: Any, title: str, top_block: str = "", secrets: Any
            found: set[str] | None = None) -> tuple[str, int]:
     """Export one executed (already redacted) notebook to HTML; return (page, extra redactions).
 
-    ``secrets`` are the values :func:`kit.report._redact.redact_notebook` found; the page is checked
+    ``secrets`` are the values :func:`kit.redact.redact_notebook` found; the page is checked
     for them once more after rendering. ``found`` receives values seen only on the page."""
     nb.metadata["title"] = title
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})

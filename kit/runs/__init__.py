@@ -14,12 +14,15 @@ off; ``$KIT_RUNS_SHARED`` (paths joined by ``:``) adds colleagues' stores, read 
 who, when, the machine, the host its inputs lie on, the command, inputs by sha256 (files and folders
 here; ``host:/path`` inputs named only), settings, headline figures (``figures``: name, value, unit,
 item), facts (verdicts, engines), warnings, and its tables as Parquet. Everything textual goes through
-``kit.report``'s redaction before it is written.
+``kit.redact`` before it is written.
 
-- ``_store.py``: the directory layout, atomic writes, compaction of loose run files into packs
+- ``_store.py``: the directory layout (private: 0700/0600), atomic writes, reading run files (a bad one skipped,
+  said), compaction of loose run files into packs, sweeping what kills leave
 - ``_schema.py``: the run row's Arrow schema and the SQL views over it
-- ``_record.py``: :func:`record`, the ``recorded`` decorator the entry points wear, input hashing, redaction
-- ``_extract.py``: per result type, what is recorded (figures, facts, tables, inputs, settings)
+- ``_record.py``: :func:`record`; :func:`record_call`, the writer this package installs when loaded (the
+  ``recorded`` decorator the entry points wear, ``kit.util``, hands results to it: a program records once
+  it has loaded the catalogue); input hashing, redaction, recording failures counted (:func:`failures`)
+- ``_extract.py``: what a result records: its own ``to_record(args)``, or the default (a DataFrame's rows)
 - ``_query.py``: :func:`query`, :func:`runs`, :func:`get`, :func:`table` (DuckDB, read only)
 - ``_gate.py``: the regression gate: :func:`gate` (a comparison's verdict on medians of per-step distributions,
   kernel time, launches and syncs; regression / improvement / pass / inconclusive),
@@ -30,17 +33,18 @@ item), facts (verdicts, engines), warnings, and its tables as Parquet. Everythin
 """
 from __future__ import annotations
 
-from kit.runs._bench_gate import BenchGate, bench_gate
+from kit.runs._bench_gate import BenchGate, bench_gate, bench_rows
 from kit.runs._gate import Gate, gate, profile_gate
 from kit.runs._query import connect, get, query, rows, runs, table
-from kit.runs._record import Recorded, file_hash, prehash, record, record_call, recorded, set_command
+from kit.runs._record import Recorded, failures, file_hash, prehash, record, record_call, set_command
 from kit.runs._share import baseline, baselines, export, set_baseline
 from kit.runs._store import compact, store_dir
-from kit.util import publish
+from kit.util import publish, recorded, set_writer
 
-__all__ = ["BenchGate", "Gate", "Recorded", "baseline", "baselines", "bench_gate", "compact", "connect", "export",
-           "file_hash", "gate", "get", "prehash", "profile_gate", "query", "record", "record_call", "recorded",
-           "rows", "runs", "set_baseline", "set_command", "store_dir", "table"]
+__all__ = ["BenchGate", "Gate", "Recorded", "baseline", "baselines", "bench_gate", "bench_rows", "compact", "connect",
+           "export", "failures", "file_hash", "gate", "get", "prehash", "profile_gate", "query", "record",
+           "record_call", "recorded", "rows", "runs", "set_baseline", "set_command", "store_dir", "table"]
 
 
 publish(globals(), __all__)
+set_writer(record_call)   # the catalogue registers itself: from now on recorded calls are written here

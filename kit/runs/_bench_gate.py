@@ -24,11 +24,14 @@ compared metric regressed: a gate never passes what it could not compare.
 from __future__ import annotations
 
 import math
+import os
+import re
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
-from kit.errors import UsageError
-from kit.runs._record import recorded
+from kit.errors import LogFormatError, UsageError
+from kit.util import recorded
 
 # metric, its standard deviation column, which way is better, the quantile (None: a mean or a rate)
 _LAT = [(f"{stat}_{m}_ms", f"std_{m}_ms", "lower", q) for m in ("ttft", "tpot", "itl")
@@ -62,6 +65,19 @@ class BenchGate:
             return 0
         return {"regression": 3, "inconclusive": EXIT_INCONCLUSIVE}.get(self.verdict, 0)
 
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this gate: each metric's relative change and the verdict."""
+
+        from kit.util import call_settings  # deferred: start-up (the command's work loads only when it runs)
+
+        figs = [(f"change.{r.metric}", r.change, r.run or None) for r in self.table.itertuples()
+                if r.change == r.change]   # a metric not compared has no change
+        src = args.get("source")
+        return {"inputs": [("b", src)] if isinstance(src, (str, os.PathLike)) else [], "settings": call_settings(args),
+                "figures": figs,
+                "facts": {"verdict": self.verdict, "baseline": self.baseline, "baseline_run": self.baseline_run},
+                "tables": {"metrics": self.table}, "warnings": list(self.warnings), "label": f"against {self.baseline}"}
+
     def __repr__(self) -> str:
         done = self.table[self.table["verdict"] != "not compared"]
         worse = done[done["verdict"] == "regression"]
@@ -79,7 +95,7 @@ class BenchGate:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        from kit.util import frame_records
+        from kit.util import frame_records  # deferred: start-up (the command's work loads only when it runs)
 
         return {"baseline": self.baseline, "baseline_run": self.baseline_run, "verdict": self.verdict,
                 "source": self.source, "metrics": frame_records(self.table), "warnings": self.warnings}
@@ -123,7 +139,6 @@ def _quantile_se(q: float | None) -> float:
     """The standard error of a sample quantile ``q`` in units of sigma/sqrt(n) (normal values); 1 for a mean."""
     if q is None:
         return 1.0
-    from statistics import NormalDist
 
     z = NormalDist().inv_cdf(q)
     return math.sqrt(q * (1 - q)) / NormalDist().pdf(z)
@@ -162,11 +177,27 @@ def _judge(metric, std, better, q, a, b, threshold, dropped: set, z: float = 2.0
             "decided_by": "spread and threshold" if noise == noise else "threshold only"}
 
 
+def bench_rows(source):
+    """Benchmark output as rows (``kit.logs.parse_bench``: other tools' output, and the kit's own results
+    through its one reader, ``kit.logs.read_kit_result``); an older kit single-stream file, whose figures
+    the parser does not compute, through ``kit.bench.read_result``."""
+    from kit.logs import parse_bench  # deferred: start-up (the command's work loads only when it runs)
+
+    try:
+        return parse_bench(source)
+    except LogFormatError:
+        from kit import bench  # deferred: start-up (the command's work loads only when it runs)
+
+        own = bench.read_result(source) if isinstance(source, (str, os.PathLike)) and os.path.isfile(source) else None
+        if own is None:
+            raise
+        return own.rows()
+
+
 def _z(m: int) -> float:
     """Standard errors a difference must exceed when ``m`` metrics are judged together: two for one metric
     (the house rule), widened so that all ``m`` together keep its false-alarm rate (Bonferroni, 2.5% / m one-sided):
     20 clean repeats of a dozen metrics must pass."""
-    from statistics import NormalDist
 
     return max(2.0, NormalDist().inv_cdf(1 - 0.025 / max(m, 1)))
 
@@ -188,7 +219,6 @@ def _failures(a, b, threshold: float) -> dict | None:
 
 def _dropped(new) -> set:
     """The metrics whose values the parser dropped as not numbers (its warnings name them)."""
-    import re
 
     out = set()
     for w in new.attrs.get("warnings", []) if hasattr(new, "attrs") else []:
@@ -202,18 +232,17 @@ def _dropped(new) -> set:
 def bench_gate(baseline: str, source, *, threshold: float = 0.02, stores=None) -> BenchGate:
     """Benchmark output ``source`` (what ``kit.logs.parse_bench`` reads) against the benchmark baseline
     named ``baseline``: regression / improvement / pass per metric and overall (module docstring)."""
-    import pandas as pd
+    import pandas as pd  # deferred: start-up (the command's work loads only when it runs)
 
-    from kit.logs import parse_bench
-    from kit.runs._query import table
-    from kit.runs._share import baseline as get_baseline
+    from kit.runs._query import table  # deferred: start-up (the command's work loads only when it runs)
+    from kit.runs._share import baseline as get_baseline  # deferred: start-up
 
     run = get_baseline(baseline, stores=stores)
     if "rows" not in (run["tables"] or []):
         raise UsageError(f"baseline {baseline}: run {run['run_id']} ({run['kind']}) holds no benchmark rows "
                          "(name a 'kit bench parse' run)")
     base = table(run["run_id"], "rows", stores=stores)
-    new = parse_bench(source)
+    new = bench_rows(source)
     pairs = _pairs(base, new)
     warnings = []
     if not pairs:

@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from kit.errors import UsageError
-from kit.runs._record import file_hash, recorded
+from kit.runs._record import file_hash
+from kit.util import recorded
 
 VERDICTS = ("regression", "improvement", "pass", "inconclusive")
 EXIT_REGRESSION = 3
@@ -91,6 +92,17 @@ class Gate:
         what = {"wall": "step", "kernel": "step (profiled)", "measured": "step (measured)"}[self.basis]
         return (f"{self.verdict.upper()}: {what} {b:,.1f} us vs baseline {self.baseline} {a:,.1f} us "
                 f"({self.delta_us:+,.1f} us, {rel}; noise {noise}, threshold {self.threshold_us:,.1f} us)")
+
+    def to_record(self, args: dict) -> dict:
+        """What the run catalogue records of this gate: the difference, its noise, the threshold, the verdict."""
+        from kit.util import call_settings
+
+        figs = [("delta_us", self.delta_us), ("noise_us", self.noise_us), ("threshold_us", self.threshold_us),
+                ("step_us", self.step_us[0], self.baseline), ("step_us", self.step_us[1], "this run")]
+        return {"inputs": [("b", f) for f in self.files], "settings": call_settings(args), "figures": figs,
+                "facts": {"verdict": self.verdict, "baseline": self.baseline, "baseline_run": self.baseline_run},
+                "tables": {"where": self.where, "parts": self.comparison.parts}, "warnings": list(self.warnings),
+                "label": f"against {self.baseline}"}
 
     def __repr__(self) -> str:
         lines = [self.headline(),

@@ -21,48 +21,49 @@ def _stores(stores) -> list[Path]:
     return ([own] if own is not None else []) + _store.shared_dirs()
 
 
-def _lit(path: Path) -> str:
-    return "'" + str(path).replace("'", "''") + "'"
-
-
-def _store_sql(store: Path) -> str | None:
-    """The runs of one store: its packs, and its loose files whose run is not in a pack yet (a compaction
-    between writing its pack and deleting the loose files leaves both for a moment)."""
-    files = _store.run_files(store)
-    packs = [p for p in files if p.name.startswith("pack-")]
-    loose = len(files) - len(packs)
-    if not files:
+def _store_rows(store: Path):
+    """The runs of one store as Arrow (read by pyarrow, never through a glob of the store's path):
+    its packs, and its loose files whose run is not in a pack yet (a compaction between writing its
+    pack and deleting the loose files, or one killed there, leaves both); bad files skipped, said."""
+    t = _store.read_runs(store)
+    if t is None:
         return None
-    pack_src = f"read_parquet({_lit(store / 'runs' / 'pack-*.parquet')}, filename = true)"
-    loose_src = f"read_parquet({_lit(store / 'runs' / '2*.parquet')}, filename = true)"
-    if not loose:
-        return f"SELECT * FROM {pack_src}"
-    if not packs:
-        return f"SELECT * FROM {loose_src}"
-    return (f"SELECT * FROM {pack_src} UNION ALL BY NAME SELECT * FROM {loose_src} WHERE run_id NOT IN "
-            f"(SELECT run_id FROM read_parquet({_lit(store / 'runs' / 'pack-*.parquet')}))")
+    import pyarrow.compute as pc
+
+    is_pack = pc.match_substring(t.column("filename"), "/pack-")
+    packed = set(t.filter(is_pack).column("run_id").to_pylist())
+    if not packed:
+        return t
+    return t.filter(pc.or_(is_pack, pc.invert(pc.is_in(t.column("run_id"), value_set=_pa().array(sorted(packed),
+                                                                                               _pa().string())))))
+
+
+def _pa():
+    import pyarrow as pa
+
+    return pa
 
 
 def connect(stores=None):
     """A DuckDB connection with the views ``runs``, ``figures``, ``facts``, ``inputs``, ``run_tables``
-    over ``stores`` (default: one's own store and ``$KIT_RUNS_SHARED``)."""
+    over ``stores`` (default: one's own store and ``$KIT_RUNS_SHARED``). Every view keeps one row per
+    run id (a run in two packs, or in a copy of a copy, counts once)."""
     import duckdb
 
-    from kit.runs._schema import VIEWS
+    from kit.runs._schema import RUN_SCHEMA, VIEWS
 
-    parts = [sql for s in _stores(stores) if (sql := _store_sql(s))]
+    pa = _pa()
+    try:
+        parts = [t for s in _stores(stores) if (t := _store_rows(s)) is not None]
+    except FileNotFoundError:   # a compaction removed a loose file while it was listed: list again
+        parts = [t for s in _stores(stores) if (t := _store_rows(s)) is not None]
+    if parts:
+        table = pa.concat_tables(parts, promote_options="permissive")
+    else:   # an empty catalogue still answers, with no rows
+        table = pa.Table.from_pylist([], schema=RUN_SCHEMA).append_column("filename", pa.array([], pa.string()))
     con = duckdb.connect()
-    if not parts:   # an empty catalogue still answers, with no rows
-        import pyarrow as pa
-
-        from kit.runs._schema import RUN_SCHEMA
-
-        empty = pa.Table.from_pylist([], schema=RUN_SCHEMA).append_column("filename", pa.array([], pa.string()))
-        con.register("_empty", empty)
-        con.execute("CREATE VIEW runs AS SELECT * FROM _empty")
-    else:
-        src = " UNION ALL BY NAME ".join(parts)
-        con.execute(f"CREATE VIEW runs AS {VIEWS['runs'].format(runs=src) if len(parts) > 1 else src}")
+    con.register("_all_runs", table)
+    con.execute(f"CREATE VIEW runs AS {VIEWS['runs'].format(runs='SELECT * FROM _all_runs')}")
     for name, sql in VIEWS.items():
         if name != "runs":
             con.execute(f"CREATE VIEW {name} AS {sql}")
@@ -83,35 +84,29 @@ def query(sql: str, *, stores=None):
                        "AND created > now() - INTERVAL 7 DAY")"""
     import duckdb
 
-    for attempt in (0, 1):
-        try:
-            return connect(stores).execute(sql).df()
-        except duckdb.IOException:
-            if attempt:
-                raise
-        except duckdb.Error as exc:
-            raise UsageError(f"kit.runs.query: {str(exc).splitlines()[0]}") from None
-    raise AssertionError("unreachable")
+    con = connect(stores)
+    try:
+        return con.execute(sql).df()
+    except duckdb.Error as exc:
+        raise UsageError(f"kit.runs.query: {str(exc).splitlines()[0]}") from None
 
 
 def rows(sql: str, *, stores=None) -> tuple[list[str], list[tuple]]:
     """``sql``'s column names and rows as Python values, without pandas (what ``kit runs query`` prints)."""
     import duckdb
 
-    for attempt in (0, 1):
-        try:
-            cur = connect(stores).execute(sql)
-            return [d[0] for d in cur.description], cur.fetchall()
-        except duckdb.IOException:
-            if attempt:
-                raise
-        except duckdb.Error as exc:
-            raise UsageError(f"kit.runs.query: {str(exc).splitlines()[0]}") from None
-    raise AssertionError("unreachable")
+    con = connect(stores)
+    try:
+        cur = con.execute(sql)
+        return [d[0] for d in cur.description], cur.fetchall()
+    except duckdb.Error as exc:
+        raise UsageError(f"kit.runs.query: {str(exc).splitlines()[0]}") from None
 
 
 def runs(kind: str | None = None, *, limit: int | None = 50, stores=None):
     """The latest runs (newest first), one row each: id, kind, when, who, host, label, command, figures count."""
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise UsageError(f"kit.runs.runs: limit {limit!r}: give a positive number of runs")
     where = "WHERE kind = $kind" if kind else ""
     lim = f"LIMIT {int(limit)}" if limit else ""
     sql = (f"SELECT run_id, kind, created, user, machine, host, label, len(figures) AS figures, tables, command "
@@ -140,5 +135,19 @@ def table(run_id: str, name: str, *, stores=None):
     if name not in (run["tables"] or []):
         have = ", ".join(run["tables"] or []) or "none"
         raise UsageError(f"kit.runs: run {run['run_id']} has no table {name!r} (it has: {have})")
-    path = Path(run["filename"]).parent.parent / "tables" / run["run_id"] / f"{name}.parquet"
-    return pd.read_parquet(path)
+    path = table_path(run, name)
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"kit.runs: table {name} of run {run['run_id']} ({path}) is not readable "
+                         f"({type(exc).__name__})") from None
+
+
+def table_path(run: dict, name: str) -> Path:
+    """Where a run's table lies: ``tables/<run_id>/<name>.parquet`` of the store holding the run; a name
+    that is not a plain table name is refused (it would read another file)."""
+    if not _store.TABLE_NAME.fullmatch(str(name)) or ".." in str(name):
+        raise UsageError(f"kit.runs: table name {name!r} of run {run['run_id']}: not a table name; refused")
+    if not _store.RUN_ID.fullmatch(str(run["run_id"])):
+        raise UsageError(f"kit.runs: run id {run['run_id']!r}: not one the kit makes; refused")
+    return Path(run["filename"]).parent.parent / "tables" / run["run_id"] / f"{name}.parquet"

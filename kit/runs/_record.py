@@ -9,29 +9,31 @@ one warning line on stderr) and records only the outermost decorated call, so ``
 traces is one run, not one per trace summary.
 
 Secrets: the command line, the settings, every path and text fact, warning and string cell of a table
-go through ``kit.report``'s redaction (the same rules as the HTML report) before they are written.
+go through ``kit.redact`` (the same rules as the HTML report) before they are written.
 """
 from __future__ import annotations
 
-import contextvars
+import contextlib
+import datetime as dt
 import getpass
 import hashlib
-import inspect
 import json
+import math
 import os
 import socket
 import sys
+import tempfile
+import threading
 import time
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from kit.errors import UsageError
 from kit.runs import _store
-from kit.util import recorded as _util_recorded
+from kit.util import command_line, kit_version, set_command_line, unit_of
 
-_COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("kit_runs_command", default=None)
 _HASH_CHUNK = 1 << 22
 _MAX_DIR_FILES = 4096
 
@@ -51,8 +53,9 @@ class Recorded:
 
 
 def set_command(argv: list[str]) -> None:
-    """Remember the ``kit`` command line of this process; runs recorded under it carry it (redacted)."""
-    _COMMAND.set("kit " + " ".join(argv))
+    """Remember the ``kit`` command line of this process; runs recorded under it carry it (redacted). The
+    command line is held in one place, ``kit.util.set_command_line``; this is its name in the catalogue."""
+    set_command_line(argv)
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -74,16 +77,42 @@ def _hash_dir() -> Path:
     return base / "hashes"
 
 
+def _memo_dir() -> Path | None:
+    """The input-hash memo directory when it is this user's own (the cache directory and ``hashes`` under
+    it owned by this user, ``hashes`` a real 0700 directory, not a symlink); None otherwise: a memo
+    another user could plant or read is not used."""
+    d = _hash_dir()
+    try:
+        d.parent.mkdir(parents=True, exist_ok=True)
+        if d.parent.stat().st_uid != os.geteuid():
+            return None
+        _store.private_dirs(d, d.parent)
+        return d
+    except OSError:
+        return None
+
+
+def _memo_read(memo: Path) -> str | None:
+    try:
+        fd = os.open(memo, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd) as fh:
+        st = os.fstat(fh.fileno())
+        if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            return None
+        got = fh.read(100).strip()
+    return got if len(got) == 64 else None
+
+
 _PENDING: dict[str, object] = {}
 
 
 def prehash(paths) -> None:
-    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), and
-    loading the redaction rules, so a command that records them later finds both ready: the CLI calls it
-    before parsing a trace. Does nothing when recording is off."""
-    import threading
-    from concurrent.futures import Future
-
+    """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), so a
+    command that records them later finds the digests ready: the CLI calls it before parsing a trace. Does
+    nothing when recording is off. The redaction rules are not loaded here: the ``kit`` command records after
+    it has printed its answer, so their import (detect-secrets, requests) never competes with the parse."""
     if _store.store_dir() is None:
         return
     todo = []
@@ -100,11 +129,6 @@ def prehash(paths) -> None:
                 fut.set_result(_file_hash(p))
             except Exception as exc:   # noqa: BLE001 - the recording step reports it
                 fut.set_exception(exc)
-        try:   # what recording will need, loaded while the parse runs: the redaction rules, Parquet
-            _redactor()[0]("warm-up")
-            import pyarrow.parquet  # noqa: F401
-        except Exception:   # noqa: BLE001 - recording loads them again and reports
-            pass
     threading.Thread(target=work, daemon=True, name="kit-prehash").start()
 
 
@@ -119,23 +143,22 @@ def file_hash(path: Path) -> str:
 def _file_hash(path: Path) -> str:
     st = path.stat()
     ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
-    memo = _hash_dir() / hashlib.sha256(ident.encode()).hexdigest()[:32]
-    try:
-        got = memo.read_text().strip()
-        if len(got) == 64:
-            return got
-    except OSError:
-        pass
+    memos = _memo_dir()
+    memo = memos / hashlib.sha256(ident.encode()).hexdigest()[:32] if memos is not None else None
+    got = _memo_read(memo) if memo is not None else None
+    if got is not None:
+        return got
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(_HASH_CHUNK):
             h.update(chunk)
     digest = h.hexdigest()
-    try:
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        memo.write_text(digest)
-    except OSError:
-        pass
+    if memo is not None:
+        with contextlib.suppress(OSError):
+            fd, tmp = tempfile.mkstemp(dir=memo.parent, prefix=".memo.", suffix=".tmp")   # 0600
+            with os.fdopen(fd, "w") as fh:
+                fh.write(digest)
+            os.replace(tmp, memo)
     return digest
 
 
@@ -169,7 +192,7 @@ def describe_input(item, role: str = "") -> dict:
 
 
 def _redactor():
-    from kit.report import redact_json_text, redact_text
+    from kit.redact import redact_json_text, redact_text  # deferred: start-up (detect-secrets loads on first use)
 
     def text(s):
         return None if s is None else redact_text(str(s), markup=False)[0]
@@ -189,8 +212,8 @@ def _cell(v):
 def _redacted_table(df, text):
     """``df`` as an Arrow table with string cells and column names redacted (once per distinct value);
     container cells become JSON text, and a column of mixed types becomes text."""
-    import pandas as pd
-    import pyarrow as pa
+    import pandas as pd  # deferred: start-up (kit.runs loads before a command's answer; these after it)
+    import pyarrow as pa  # deferred: as pandas
 
     df = df.reset_index(drop=True).copy()
     df.attrs = {}   # pandas would write them into the Parquet metadata, unredacted
@@ -210,9 +233,9 @@ def _redacted_table(df, text):
 
 
 def _run_row(fields: dict):
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: start-up, as in _redacted_table
 
-    from kit.runs._schema import RUN_SCHEMA
+    from kit.runs._schema import RUN_SCHEMA  # deferred: it imports pyarrow
 
     return pa.Table.from_pylist([fields], schema=RUN_SCHEMA)
 
@@ -227,8 +250,6 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     ``facts``: ``{name: text}`` (a verdict, an engine). ``tables``: ``{name: DataFrame}`` written as
     Parquet. ``root``: the store (default :func:`kit.runs.store_dir`); with recording off and no
     ``root`` nothing is written and the run id comes back with ``path=None``."""
-    from kit.util import kit_version
-
     __version__ = kit_version()
     store = Path(root) if root is not None else _store.store_dir()
     run_id = new_run_id()
@@ -241,13 +262,16 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     for i in ins:
         i["path"] = text(i["path"])
     digests = sorted(f"{i['role']}:{i['sha256'] or i['host'] + ':' + i['path']}" for i in ins)
-    figs = _figure_rows(figures)
+    said: dict = {}   # figure names and items redacted too (a label may hold a key), once per distinct text
+    figs = [{**f, "name": said.get(f["name"]) or said.setdefault(f["name"], text(f["name"])),
+             "item": None if f["item"] is None else said.get(f["item"]) or said.setdefault(f["item"], text(f["item"]))}
+            for f in _figure_rows(figures)]
     tabs = {name: _redacted_table(df, text) for name, df in (tables or {}).items()
             if df is not None and len(df.columns) and len(df)}
     row = _run_row({
         "run_id": run_id, "kind": kind, "created": _now(), "user": text(_who()), "machine": text(socket.gethostname()),
         "host": ",".join(sorted({i["host"] for i in ins})) or "local",
-        "command": text(command or _COMMAND.get() or _cli_command() or _python_caller()), "label": text(label),
+        "command": text(command or command_line() or _python_caller()), "label": text(label),
         "kit_version": __version__,
         "input_hash": hashlib.sha256("\n".join(digests).encode()).hexdigest() if ins else None,
         "inputs": ins, "settings": js(settings or {}), "figures": figs,
@@ -256,20 +280,16 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
         "schema": _store.SCHEMA_VERSION})
     path = _store.write_run(store, row, tabs)
     if _store.loose_count(store) >= _store.COMPACT_AT:
-        _store.compact(store)
+        try:   # the run is recorded; a compaction that fails (a full disk) only leaves files loose
+            _store.compact(store)
+        except OSError as exc:
+            _store.warn(f"catalogue {store}: compaction failed ({type(exc).__name__}: {str(exc)[:120]}); "
+                        "runs stay in loose files")
     return Recorded(run_id, kind, path, len(figs), sorted(tabs))
 
 
 def _now():
-    import datetime as dt
-
     return dt.datetime.now(dt.timezone.utc)
-
-
-def _cli_command() -> str | None:
-    from kit.util import command_line
-
-    return command_line()
 
 
 def _python_caller() -> str:
@@ -277,40 +297,67 @@ def _python_caller() -> str:
 
 
 def _figure_rows(figures) -> list[dict]:
-    import math
-
     rows = figures.items() if isinstance(figures, dict) else (figures or [])
     out = []
     for r in rows:
-        name, value, unit, item = (tuple(r) + (None, None))[:4]
+        r = tuple(r)
+        # (name, value), (name, value, item) from a result's to_record; (name, value, unit, item) from record()
+        name, value, unit, item = r[:4] if len(r) >= 4 else (r[0], r[1], None, r[2] if len(r) == 3 else None)
         try:
             v = float(value)
         except (TypeError, ValueError):
             continue
         if math.isfinite(v):
-            out.append({"name": str(name), "value": v, "unit": unit or "", "item": None if item is None else str(item)})
+            out.append({"name": str(name), "value": v, "unit": unit_of(str(name)) or unit or "",
+                        "item": None if item is None else str(item)})
     return out
 
 
-def record_call(kind: str, fn: Callable, args: tuple, kwargs: dict, result, elapsed: float) -> None:
-    """What ``kit.util.recorded`` hands over after an outermost decorated call: the result recorded as a run
-    of ``kind`` (``_extract.py`` says what a result's figures, tables and inputs are); never raises."""
+def record_call(kind: str, result, args: dict, elapsed: float, command: str | None = None) -> None:
+    """The writer ``kit.util.recorded`` hands an outermost decorated call's result to (installed when this
+    package loads): the result recorded as a run of ``kind``, as its ``to_record(args)`` describes it;
+    never raises: a failure is one line on stderr and one line in the store's ``failures.jsonl``."""
     if _store.store_dir() is None:
         return
-    _quietly(kind, result, inspect.signature(fn), args, kwargs, elapsed)
-
-
-recorded = _util_recorded   # the decorator the entry points wear (kit.util: the house's bottom floor)
-
-
-def _quietly(kind, result, sig, args, kwargs, elapsed) -> None:
     try:
-        from kit.runs._extract import extract
+        from kit.runs._extract import extract  # deferred: provenance and the result types load only to write
 
-        bound = sig.bind_partial(*args, **kwargs)
-        what = extract(result, dict(bound.arguments))
-        what["figures"] = [*what.get("figures", []), ("elapsed_s", elapsed, "s", None)]
-        record(kind, **what)
+        what = extract(result, args)
+        what["figures"] = [*what.get("figures", []), ("elapsed_s", elapsed)]
+        record(kind, command=command, **what)
     except Exception as exc:   # noqa: BLE001 - recording must never fail the analysis
+        _count_failure(kind, exc)
         print(f"kit: warning: run not recorded in the catalogue ({type(exc).__name__}: {str(exc)[:200]}); "
               "KIT_RUNS=off turns recording off", file=sys.stderr)
+
+
+FAILURES = "failures.jsonl"
+
+
+def _count_failure(kind: str, exc: BaseException) -> None:
+    """One line in the store's ``failures.jsonl`` (when, kind, error), where ``kit runs list`` counts them."""
+    store = _store.store_dir()
+    try:
+        store.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({"when": _now().isoformat(timespec="seconds"), "kind": kind,
+                           "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+        with open(store / FAILURES, "a", encoding="utf-8") as fh:
+            fh.write(_redactor()[0](line) + "\n")
+    except Exception:   # noqa: BLE001 - the store itself may be what fails; stderr said it
+        pass
+
+
+def failures(root: str | os.PathLike | None = None) -> list[dict]:
+    """The recording failures counted in a store (default :func:`kit.runs.store_dir`), oldest first."""
+    store = Path(root) if root is not None else _store.store_dir()
+    try:
+        lines = (store / FAILURES).read_text(encoding="utf-8").splitlines() if store else []
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out

@@ -75,8 +75,6 @@ def baselines(*, stores=None):
 def export(dest, where: str | None = None, *, stores=None) -> int:
     """Copy the runs matching the SQL condition ``where`` (all when None) with their tables and baselines
     into ``dest`` (a new or empty directory), as one pack; returns how many runs were copied."""
-    import pyarrow.parquet as pq
-
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise UsageError(f"kit.runs.export: {dest} is not empty")
@@ -85,15 +83,17 @@ def export(dest, where: str | None = None, *, stores=None) -> int:
     if t.num_rows == 0:
         return 0
     ids = t.column("run_id").to_pylist()
+    _store.private_dirs(dest / "runs", dest)
     for fname, rid in zip(t.column("filename").to_pylist(), ids):
+        if not _store.RUN_ID.fullmatch(str(rid)):   # read_runs drops these; a table name never escapes dest
+            raise UsageError(f"kit.runs.export: run id {rid!r} is not one the kit makes; refused")
         src = Path(fname).parent.parent / "tables" / rid
-        if src.is_dir():
-            shutil.copytree(src, dest / "tables" / rid)
-    (dest / "runs").mkdir(parents=True, exist_ok=True)
-    pq.write_table(t.drop_columns(["filename"]), dest / "runs" / "pack-export.parquet", compression="zstd")
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, dest / "tables" / rid, symlinks=True)
+    _store._write_atomic(t.drop_columns(["filename"]), dest / "runs" / "pack-export.parquet", dest)
     for d in _query._stores(stores):
         for p in (d / "baselines").glob("*.json"):
             if json.loads(p.read_text()).get("run_id") in ids:
-                (dest / "baselines").mkdir(exist_ok=True)
+                _store.private_dirs(dest / "baselines", dest)
                 shutil.copy2(p, dest / "baselines" / p.name)
     return len(ids)

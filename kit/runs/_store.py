@@ -12,18 +12,34 @@ concurrent writers never collide, a reader never sees half a file, and copying t
 a tarball) is how a store is shared: a copy is read-only to its reader by construction, nothing in it
 needs a server or a lock to be read. The one rewrite, :func:`compact`, writes the pack before deleting
 the loose files it holds; a reader between the two sees a run twice, and the query layer keeps one.
+A compaction killed between the two leaves loose files whose runs a pack holds: the next one deletes
+them instead of packing them again, and sweeps what kills and full disks leave (``.tmp`` files, table
+directories of runs never written) once they are an hour old.
+
+A store is private to its owner (directories 0700, files 0600, whatever the umask): runs name files,
+hosts and commands. A file that cannot be read as Parquet (truncated, planted) is skipped with a
+warning naming it (:func:`read_runs`); a row whose ``run_id`` is not one the kit makes is skipped too,
+since run ids become file names (``tables/<run_id>/``).
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import os
+import re
+import stat
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 SCHEMA_VERSION = 1
 COMPACT_AT = 64           # loose files that make record() merge them into a pack (bounded query time)
 _OFF = {"0", "off", "no", "false", "none", ""}
+RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")   # what record() makes; anything else is refused as a file name
+TABLE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+SWEEP_AGE_S = 3600.0       # a temporary file or orphan table directory this old is debris of a kill
+_warned: set[str] = set()
 
 
 def store_dir() -> Path | None:
@@ -43,15 +59,45 @@ def shared_dirs() -> list[Path]:
     return [Path(p).expanduser() for p in os.environ.get("KIT_RUNS_SHARED", "").split(os.pathsep) if p.strip()]
 
 
-def _write_atomic(table, path: Path) -> None:
+def warn(message: str) -> None:
+    """One stderr line per distinct problem and process: a skipped file is said once, not per query."""
+    if message not in _warned:
+        _warned.add(message)
+        print(f"kit: warning: {message}", file=sys.stderr)
+
+
+def private_dirs(path: Path, top: Path) -> None:
+    """Create ``top`` (the store) and ``path`` under it as 0700 directories of this user; a directory on
+    the way that is a symlink or another user's is refused (OSError)."""
+    top.parent.mkdir(parents=True, exist_ok=True)
+    _private_dir(top)
+    cur = top
+    for part in Path(path).relative_to(top).parts:
+        cur = cur / part
+        _private_dir(cur)
+
+
+def _private_dir(d: Path) -> None:
+    try:
+        os.mkdir(d, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        raise OSError(f"{d}: not a directory of this user (a symlink or another user's); refused")
+
+
+def _write_atomic(table, path: Path, root: Path | None = None) -> None:
     import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if root is not None:
+        private_dirs(path.parent, root)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # 0600
     os.close(fd)
     try:
         pq.write_table(table, tmp, compression="zstd")
-        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -64,15 +110,49 @@ def write_run(root: Path, row, tables: dict) -> Path:
     run listed in the catalogue always has its tables."""
     run_id = row.column("run_id")[0].as_py()
     for name, t in tables.items():
-        _write_atomic(t, root / "tables" / run_id / f"{name}.parquet")
+        _write_atomic(t, root / "tables" / run_id / f"{name}.parquet", root)
     path = root / "runs" / f"{run_id}.parquet"
-    _write_atomic(row, path)
+    _write_atomic(row, path, root)
     return path
 
 
 def run_files(root: Path) -> list[Path]:
-    d = root / "runs"
-    return sorted(d.glob("*.parquet")) if d.is_dir() else []
+    """The store's run files (packs and loose), listed without globbing the store's own path (a path
+    holding ``*`` or ``[`` is a name, not a pattern)."""
+    d = Path(root) / "runs"
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    return sorted(d / n for n in names if n.endswith(".parquet") and not n.startswith("."))
+
+
+def read_runs(root: Path, files: list[Path] | None = None):
+    """The run rows of a store's files as one Arrow table with a ``filename`` column; a file that is not
+    readable Parquet, or a row whose run id is not the kit's, is skipped with a warning naming it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    parts = []
+    for f in run_files(root) if files is None else files:
+        try:
+            t = pq.read_table(f)
+            ids = t.column("run_id")
+        except FileNotFoundError:
+            raise   # compacted away while listed: the caller lists again
+        except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+            warn(f"catalogue file {f} is not readable ({type(exc).__name__}: {str(exc)[:120]}); skipped")
+            continue
+        ok = pc.fill_null(pc.match_substring_regex(ids, "^" + RUN_ID.pattern + "$"), False)
+        if not pc.all(ok).as_py():
+            bad = t.num_rows - pc.sum(ok.cast(pa.int64())).as_py()
+            warn(f"catalogue file {f}: {bad} row(s) with a run id the kit does not make; skipped")
+            t = t.filter(ok)
+        parts.append(t.append_column("filename", pa.array([str(f)] * t.num_rows, pa.string())))
+    if not parts:
+        return None
+    return pa.concat_tables(parts, promote_options="permissive")
 
 
 def loose_count(root: Path) -> int:
@@ -87,8 +167,9 @@ def _lock(root: Path):
     """An exclusive, non-blocking lock on the store (``runs/.lock``): yields False when another process holds it."""
     import fcntl
 
-    root.joinpath("runs").mkdir(parents=True, exist_ok=True)
-    with open(root / "runs" / ".lock", "a") as fh:
+    private_dirs(root / "runs", root)
+    with os.fdopen(os.open(root / "runs" / ".lock", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600),
+                   "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -103,8 +184,9 @@ def _lock(root: Path):
 def compact(root: "str | os.PathLike | None" = None) -> int:
     """Merge the loose run files of the store (default one's own) into one pack, so queries open fewer
     files; returns how many runs were merged (0 when another process is compacting). Packs are left as
-    they are: each holds at most a few thousand rows."""
-    import pyarrow as pa
+    they are: each holds at most a few thousand rows. Loose files whose runs a pack already holds (a
+    compaction killed after writing its pack) are deleted, not packed again; unreadable files are
+    skipped with a warning and left where they are; debris of kills is swept (:func:`sweep`)."""
     import pyarrow.parquet as pq
 
     root = Path(root) if root is not None else store_dir()
@@ -114,13 +196,63 @@ def compact(root: "str | os.PathLike | None" = None) -> int:
     with _lock(root) as held:
         if not held:
             return 0
-        loose = [p for p in run_files(root) if not p.name.startswith("pack-")]
+        sweep(root)
+        files = run_files(root)
+        packs = [p for p in files if p.name.startswith("pack-")]
+        packed = set()
+        for p in packs:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                packed |= set(pq.read_table(p, columns=["run_id"]).column("run_id").to_pylist())
+        loose, rows = [], []
+        for p in (f for f in files if not f.name.startswith("pack-")):
+            t = read_runs(root, [p])
+            if t is None:
+                continue
+            if set(t.column("run_id").to_pylist()) <= packed:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+                continue
+            loose.append(p)
+            rows.append(t.drop_columns(["filename"]))
         if len(loose) < 2:
             return 0
-        merged = pa.concat_tables([pq.read_table(p) for p in loose], promote_options="permissive")
+        import pyarrow as pa
+
+        merged = pa.concat_tables(rows, promote_options="permissive")
         digest = hashlib.sha256("\n".join(p.name for p in loose).encode()).hexdigest()[:16]
-        _write_atomic(merged, root / "runs" / f"pack-{digest}.parquet")
+        _write_atomic(merged, root / "runs" / f"pack-{digest}.parquet", root)
         for p in loose:
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
         return len(loose)
+
+
+def sweep(root: Path, *, age_s: float = SWEEP_AGE_S) -> int:
+    """Delete what kills and full disks leave in a store: temporary files (``.*.tmp``) and table
+    directories of runs that were never written, once older than ``age_s``; returns how many."""
+    import shutil
+
+    now, gone = time.time(), 0
+    for d in (root / "runs", *((root / "tables").iterdir() if (root / "tables").is_dir() else ())):
+        for e in os.scandir(d) if d.is_dir() else ():
+            old = now - e.stat(follow_symlinks=False).st_mtime > age_s
+            if e.name.startswith(".") and e.name.endswith(".tmp") and old:
+                with contextlib.suppress(OSError):
+                    os.unlink(e.path)
+                    gone += 1
+    if (root / "tables").is_dir():
+        recorded = set()
+        for f in run_files(root):
+            if f.name.startswith("pack-"):
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    import pyarrow.parquet as pq
+
+                    recorded |= set(pq.read_table(f, columns=["run_id"]).column("run_id").to_pylist())
+            else:
+                recorded.add(f.stem)
+        for e in os.scandir(root / "tables"):
+            if (e.is_dir(follow_symlinks=False) and e.name not in recorded
+                    and now - e.stat(follow_symlinks=False).st_mtime > age_s):
+                shutil.rmtree(e.path, ignore_errors=True)
+                gone += 1
+    return gone

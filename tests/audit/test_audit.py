@@ -295,6 +295,9 @@ def test_notebook_00_shows_the_audit(tmp_path):
                    for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "no effect: the engine ignored --disable-custom-all-reduce" in text
     assert "decided by resolve_flags" in text and "custom-all-reduce-off" in text
+    # issue 46 item 5: the session's six saved load results are read (not "'int' object is not subscriptable"
+    # six times, then "nothing flagged"), and the one with failed requests is flagged
+    assert "not a benchmark record" not in text and "3 of 32 requests failed" in text
 
 
 def test_kernels_decide_where_the_logs_are_silent(tmp_path):

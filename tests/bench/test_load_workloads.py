@@ -14,7 +14,7 @@ import pytest
 
 import kit
 from kit.bench import load_test, pareto_sweep, saturation
-from kit.bench._search import pareto_front
+from kit.bench._searches import pareto_front
 from tests.conftest import ROOT
 from tests.live.conftest import truth_requests
 

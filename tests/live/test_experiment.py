@@ -92,7 +92,7 @@ def test_experiment_finds_the_truth_and_resumes(tmp_path):
     v = json.loads((d / "v01-NCCL_PROTO_LL" / "variant.json").read_text())
     assert v["env"]["NCCL_PROTO"] == "LL" and v["cmd"].startswith("python3 -m tinyserve")
     assert "fired up" in (d / "v03-attention_backend_triton" / "rep2" / "server.log").read_text()
-    assert len(json.loads((d / "v00-baseline" / "rep1" / "bench.json").read_text())["requests"]) == 3
+    assert len(kit.bench.read_result(d / "v00-baseline" / "rep1" / "bench.json").requests) == 3
     sess = kit.session.open(tmp_path)
     assert sess.provenance("experiments/truth/v02-NCCL_ALGO_Ring/rep0/bench.json").is_measured
     assert "NCCL_ALGO=Ring" in sess.provenance("experiments/truth/v02-NCCL_ALGO_Ring/rep1/server.log").note

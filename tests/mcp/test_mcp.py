@@ -270,9 +270,9 @@ def _http_server(tmp_path: Path, *flags: str):
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         line = proc.stderr.readline()  # the server says where it listens once it does
-        m = re.search(r"serving (http://127\.0\.0\.1:\d+/mcp)", line)
+        m = re.search(r"serving (http://127\.0\.0\.1:\d+/mcp) \(bearer token in (\S+)\)", line)
         assert m, f"kit mcp --http printed {line!r}, exit {proc.poll()}"
-        yield m.group(1)
+        yield m.group(1), Path(m.group(2)).read_text().strip()
     finally:
         proc.terminate()
         try:
@@ -287,9 +287,9 @@ def test_streamable_http_on_loopback(tmp_path):
     answer); a request naming another Host (DNS rebinding) is refused by the transport."""
     import httpx2
 
-    with _http_server(tmp_path) as url:
+    with _http_server(tmp_path, *_roots()) as (url, token):
         async def main() -> dict:
-            async with Client(url) as c:
+            async with _http_client(url, token) as c:
                 names = {t.name for t in (await c.list_tools()).tools}
                 check = await _call(c, "trace_check", {"paths": [str(TRACES / "tp1_graph")]})
                 refused = await _call(c, "source_slice", {"host": "local", "path": "/etc/passwd", "start": 1})
@@ -299,6 +299,7 @@ def test_streamable_http_on_loopback(tmp_path):
         port = int(url.rsplit(":", 1)[1].split("/")[0])
         elsewhere = _reaches(_outward_address(), port)
         rebound = httpx2.post(url, headers={"Host": "evil.example:80", "Content-Type": "application/json",
+                                            "Authorization": f"Bearer {token}",
                                             "Accept": "application/json, text/event-stream"},
                               content=b'{"jsonrpc":"2.0","id":1,"method":"ping"}', timeout=30)
     assert "trace_check" in got["names"] and not WRITE_OR_RUN & got["names"]
@@ -307,6 +308,14 @@ def test_streamable_http_on_loopback(tmp_path):
     assert got["refused"]["refused"] and "outside the server's roots" in got["refused"]["error"]
     assert rebound.status_code in (400, 403, 421)
     assert elsewhere is not True, "the server answers on an interface other than loopback"
+
+
+def _http_client(url: str, token: str | None) -> Client:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers, timeout=60)))
 
 
 def _outward_address() -> str | None:
@@ -368,6 +377,12 @@ def _fill(schema: dict, value: str, key: str, root: Path) -> dict | None:
     return args
 
 
+def _path_typed(prop: dict) -> bool:
+    """Whether a schema field names a file or directory: the server marks it (``x-path``), in the field or
+    its items; the server resolves exactly these before a tool function runs."""
+    return "x-path" in prop or "x-path" in (prop.get("items") or {})
+
+
 def test_hostile_arguments_execute_nothing(tmp_path):
     """Every string argument of every tool (read, write and run: the server allows all of them here) is
     given shell metacharacters, option-looking values, paths out of the roots, control characters and
@@ -384,7 +399,7 @@ def test_hostile_arguments_execute_nothing(tmp_path):
     params = _params(*_roots(root), "--allow-write", "--allow-run", "local", cache=tmp_path / "cache")
     values = _hostile(canary, secret) + [str(root / "link")]
 
-    async def main() -> tuple[list[tuple[str, str, dict]], dict]:
+    async def main() -> tuple[list[tuple[str, str, dict]], dict, list]:
         results = []
         async with Client(params) as c:
             tools = (await c.list_tools()).tools
@@ -395,9 +410,9 @@ def test_hostile_arguments_execute_nothing(tmp_path):
                         if args is not None:
                             results.append((t.name, key, await _call(c, t.name, args)))
             alive = await _call(c, "ledger_read", {"ledger": str(SAMPLE)})
-        return results, alive
+        return results, alive, tools
 
-    results, alive = anyio.run(main)
+    results, alive, tools = anyio.run(main)
     assert not canary.exists(), "a hostile argument reached a shell"
     subprocess.run(["sh", "-c", f"echo {values[0]}"], check=True, capture_output=True)  # the canary is live:
     assert canary.exists()                                                                # a shell makes it
@@ -406,8 +421,9 @@ def test_hostile_arguments_execute_nothing(tmp_path):
     assert leaked == []
     hosts = [r for n, k, r in results if k == "host"]
     assert hosts and not any(r["ok"] for r in hosts)
-    ok_paths = [(n, k) for n, k, r in results if r["ok"] and k in ("path", "paths", "near", "ledger", "session", "out",
-                                                                     "a", "b", "pythonpath", "artefacts", "notebooks")]
+    path_keys = {(t.name, k) for t in tools for k, p in t.input_schema["properties"].items() if _path_typed(p)}
+    assert len(path_keys) >= 30  # every file or directory argument of every tool, read from the schemas
+    ok_paths = [(n, k) for n, k, r in results if r["ok"] and (n, k) in path_keys]
     assert ok_paths == []
     assert not any(r["ok"] for n, k, r in results if n == "source_evaluate")
     assert all("Traceback" not in (r.get("error") or "") for _, _, r in results)
@@ -450,7 +466,7 @@ def test_source_tools_over_ssh_and_hostile_patterns_there(tmp_path, sshd):
         f"Host box\n  HostName {sshd.host}\n  Port {sshd.port}\n  User {sshd.user}\n  IdentityFile {sshd.key_path}\n"
         f"  IdentitiesOnly yes\n  UserKnownHostsFile {sshd.known_hosts}\n  StrictHostKeyChecking yes\n")
     canary = f"{sshd.tmp}/CANARY"
-    params = _params("--host", "box", "--host-root", f"box={tree}", cache=tmp_path / "cache")
+    params = _params(*_roots(), "--host", "box", "--host-root", f"box={tree}", cache=tmp_path / "cache")
     params.env["HOME"] = str(home)
     server_args = f"{tree}/tinyserve/srt/server_args.py"
     values = [v for v in _hostile(Path(canary), Path("/etc/shadow")) if v]

@@ -11,7 +11,6 @@ from mcp import Client
 from kit.cli import main
 from kit.errors import UsageError
 from kit.mcp import TOOLS, Policy, Tool, available, build_server
-from kit.mcp._calls import load_takes_reference
 from kit.mcp._policy import environment, host_name, identifier, pattern
 from kit.mcp._result import Answer, envelope
 from kit.mcp._server import call
@@ -54,10 +53,10 @@ def test_in_process_client_lists_and_refuses():
     assert "H3" in text and "read-only" in text and "ledger_record is not available" in text
 
 
-def test_trace_tools_take_reference_exactly_when_kit_profile_load_does():
+def test_trace_tools_take_a_reference_run():
     for name in ("trace_summary", "trace_check"):
         props = next(t for t in TOOLS if t.name == name).schema(Policy())["properties"]
-        assert ("reference" in props) is load_takes_reference()
+        assert props["reference"]["x-path"] == "traces"
 
 
 @pytest.mark.parametrize("bad", ["-oProxyCommand=x", "a b", "h;id", "$(id)", "a\nb", "", "x" * 300, "`id`"])

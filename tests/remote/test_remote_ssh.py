@@ -257,7 +257,7 @@ def test_cli_run_and_env(sshd):
 
 
 def test_sshd_fixture_missing_binary_fails_loudly(monkeypatch):
-    import kit.testing as kt
+    import kit.testing._sshd as kt
 
     monkeypatch.setattr(kt.shutil, "which", lambda name: None)
     monkeypatch.setattr(kt, "_SSHD_CANDIDATES", ())

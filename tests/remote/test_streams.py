@@ -36,7 +36,7 @@ def stream_in_child(server: SSHServer, size: int) -> dict:
 def rekeying_sshd():
     """The real sshd fixture, configured to re-key every 256 MiB, so that a 2 GiB stream goes through
     several key exchanges (OpenSSH's default for AES would be every 64 GiB)."""
-    import kit.testing as kt
+    import kit.testing._sshd as kt
 
     original = kt._SSHD_CONFIG
     kt._SSHD_CONFIG = original + "RekeyLimit 256M\n"

@@ -11,7 +11,7 @@ import pytest
 
 from kit import report
 from kit.errors import NotebookFailed, ReportError
-from kit.report._redact import redact_text
+from kit.redact import redact_text
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -312,7 +312,7 @@ def test_redaction_patterns(text, secret):
 
 
 def test_a_variable_passed_as_password_is_not_hunted_through_the_notebook():
-    from kit.report._redact import find_secrets
+    from kit.redact import find_secrets
 
     code = "pw_from_vault = vault.get('db')\nconnect(password=pw_from_vault)\nprint(len(pw_from_vault))"
     assert find_secrets(code) == set()
@@ -321,7 +321,7 @@ def test_a_variable_passed_as_password_is_not_hunted_through_the_notebook():
 
 
 def test_code_reading_a_secret_is_not_hunted_as_a_literal():
-    from kit.report._redact import find_secrets
+    from kit.redact import find_secrets
 
     code = ('hf_token = os.environ["HF_TOKEN"]\nhome = os.environ["HOME"]\ntok = get_token(user)\n'
             'api_key = vault.read("k")')
@@ -331,7 +331,7 @@ def test_code_reading_a_secret_is_not_hunted_as_a_literal():
 
 
 def test_redaction_sees_through_ansi_and_html_markup():
-    from kit.report._redact import find_secrets
+    from kit.redact import find_secrets
 
     ansi = 'connect(password\x1b[38;5;241m=\x1b[39m\x1b[33m"zebra-crossing-771"\x1b[39m)'
     red, n = redact_text(ansi)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.secret_corpus import CREDENTIALS, _b64, _s
+from tests.redact.secret_corpus import CREDENTIALS, _b64, _s
 
 ROOT = Path(__file__).resolve().parents[2]
 LOG = ROOT / "tests" / "data" / "logs" / "sglang_0.5.9_eagle.log"

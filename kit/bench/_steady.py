@@ -1,7 +1,6 @@
-"""Time slicing (the steady state of a level, warm-up excluded and said), the saturation search (the
-rate at which goodput stops rising: the knee) and Pareto fronts over a sweep.
+"""The steady state of a level: time slices, the warm-up excluded and said.
 
-**Steady state.** A level's requests are cut into ``slices`` windows by send time; each window's
+A level's requests are cut into ``slices`` windows by send time; each window's
 median E2E latency is compared with the median of the level's second half (the reference). The
 warm-up is the leading windows off the reference by more than ``tol`` (a cold server: graphs
 captured, caches empty; an open loop that has not filled the server yet); the steady figures are
@@ -59,30 +58,3 @@ def steady_state(requests: list[dict], slices: int = 10, tol: float = 0.25) -> d
             f"{tol:.0%} off the steady {ref:.1f} ms" if k else
             f"no warm-up found: the first window is within {tol:.0%} of the steady median E2E {ref:.1f} ms")
     return {"warmup_s": cut, "excluded": excluded, "reference_e2e_ms": ref, "slices": win, "said": said}
-
-
-def knee(rows: list[dict], key: str, min_gain: float = 0.05) -> dict:
-    """The knee of a rising sweep: the last level whose ``key`` rose by at least ``min_gain`` over the
-    best before it (later levels add load, not ``key``)."""
-    best, at = -math.inf, None
-    for i, r in enumerate(rows):
-        v = r.get(key)
-        if v is None or not math.isfinite(v):
-            continue
-        if at is None or v > best * (1 + min_gain):
-            best, at = v, i
-    return {"index": at, "value": best if at is not None else math.nan}
-
-
-def pareto_front(rows: list[dict], maximize: tuple[str, ...] = ("output_tok_s", "user_tok_s")) -> list[int]:
-    """Indices of the rows no other row beats on every figure of ``maximize`` (and ties on none)."""
-    pts = [tuple(r.get(k, math.nan) for k in maximize) for r in rows]
-    front = []
-    for i, p in enumerate(pts):
-        if any(not math.isfinite(x) for x in p):
-            continue
-        dominated = any(all(b >= a for a, b in zip(p, q)) and any(b > a for a, b in zip(p, q))
-                        for j, q in enumerate(pts) if j != i and all(math.isfinite(x) for x in q))
-        if not dominated:
-            front.append(i)
-    return front

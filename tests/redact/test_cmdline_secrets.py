@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kit.report._redact import MASK, find_secrets, redact_text
-from tests.report.cmdline_corpus import CMDLINE_CREDENTIALS, CMDLINE_DECOYS
+from kit.redact import MASK, find_secrets, redact_text
+from tests.redact.cmdline_corpus import CMDLINE_CREDENTIALS, CMDLINE_DECOYS
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -1,4 +1,5 @@
-"""A real OpenSSH server for tests, reusable outside this project (like ``fabric.testing``).
+"""A real OpenSSH server for tests, reusable outside this project (like ``fabric.testing``): ``SSHServer`` and
+the ``sshd`` pytest fixture.
 
 ``SSHServer`` starts ``sshd`` on 127.0.0.1 at a free port with throwaway host and client keys and a
 known_hosts file, and stops it (and every process its sessions left) afterwards. As root it logs
@@ -39,8 +40,6 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-
-__all__ = ["SSHServer", "sshd", "find_sshd", "TEST_USER", "STREAM_PROBE", "replay_trace"]
 
 TEST_USER = "kituser"  # prefix of the throwaway login users (kituser-<random>) made when run as root
 _SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
@@ -399,7 +398,7 @@ class SSHServer:
     def connect(self, user: str | None = None, **opts):
         """An open :class:`kit.remote.SSHHost` to this server, strict host-key checking (as ``user``,
         default the server's login user)."""
-        from kit.remote import connect
+        from kit.remote import connect  # deferred: paramiko loads only for a test that connects
 
         target = self.target if user is None else f"{user}@{self.host}:{self.port}"
         return connect(target, **self.connect_options(**opts))
@@ -441,7 +440,7 @@ SetEnv KIT_SSHD_ID={id}
 """
 
 try:  # the pytest fixture, when pytest is there
-    import pytest
+    import pytest  # optional: kit.testing works without pytest
 
     @pytest.fixture(scope="session")
     def sshd():
@@ -454,218 +453,3 @@ try:  # the pytest fixture, when pytest is there
             server.stop()  # also removes its throwaway user
 except ImportError:  # pragma: no cover - kit.testing used without pytest
     sshd = None
-
-
-# A child process that streams ``head -c SIZE /dev/zero`` from a host with ``run(stream=True)`` and
-# prints one JSON line: characters counted, exit code, the bounded output the Result kept, its RSS
-# before the stream and its peak RSS during it (peak reset after a warm-up through
-# /proc/self/clear_refs), wall time, and how many key exchanges paramiko completed during the stream.
-# Used by tests/remote/test_streams.py and bench/remote_memory.py.
-# Run as: python -c STREAM_PROBE '<connect options as JSON>' TARGET SIZE
-STREAM_PROBE = r'''
-import json, logging, sys, time
-import kit
-
-opts, target, size = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-kex = [0]
-
-class Kex(logging.Handler):
-    def emit(self, record):
-        if "Switch to new keys" in record.getMessage():
-            kex[0] += 1
-
-lg = logging.getLogger("paramiko.transport")
-lg.setLevel(logging.DEBUG)
-lg.addHandler(Kex())
-lg.propagate = False
-
-def status(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-
-class Count:
-    n = 0
-    def write(self, s):
-        self.n += len(s)
-        return len(s)
-    def flush(self):
-        pass
-
-host = kit.connect(target, **opts)
-real, sys.stdout = sys.stdout, Count()
-host.run("head -c 4000000 /dev/zero", stream=True, timeout=60)  # warm-up: every code path once
-sys.stdout = Count()
-try:
-    with open("/proc/self/clear_refs", "w") as fh:
-        fh.write("5")  # reset the peak RSS (VmHWM) to the current RSS
-    reset = True
-except OSError:
-    reset = False
-before, kex_before = status("VmRSS"), kex[0]
-t0 = time.perf_counter()
-res = host.run(f"head -c {size} /dev/zero; echo end >&2", stream=True, timeout=1800)
-wall = time.perf_counter() - t0
-counted, sys.stdout = sys.stdout.n, real
-print(json.dumps({"chars": counted, "exit": res.exit_code, "stderr": res.stderr, "stdout_bytes": res.stdout_bytes,
-                  "kept": len(res.stdout), "truncated": res.truncated, "rss_before": before,
-                  "peak": status("VmHWM"), "peak_reset": reset, "wall": wall, "kex": kex[0] - kex_before}))
-'''
-
-
-# --- replaying a real trace: many steps, many ranks, planted changes ---------------------------------
-
-_GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
-_ID_KEYS = ("correlation", "External id", "Record function id")
-
-
-def _step_of(events: list[dict], prefix: str) -> tuple[list[tuple[float, float]], dict[int, int]]:
-    """The step windows (CPU annotations named ``prefix<N>``) and, per event index, its step."""
-    wins = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in events
-                  if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix))
-    if not wins:
-        raise ValueError(f"no step annotations named {prefix}N in the trace")
-    starts = [w[0] for w in wins]
-
-    def window(ts):
-        import bisect
-
-        i = bisect.bisect_right(starts, ts) - 1
-        return i if i >= 0 and ts <= wins[i][1] else None
-    by_corr, step = {}, {}
-    named = {e["name"]: i for i, e in enumerate(sorted(
-        (e for e in events if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix)),
-        key=lambda e: e["ts"]))}
-    for e in events:
-        if e.get("cat") == "cuda_runtime" or e.get("cat") == "cuda_driver":
-            s = window(e["ts"])
-            if s is not None:
-                by_corr[e.get("args", {}).get("correlation")] = s
-    for i, e in enumerate(events):
-        cat = e.get("cat")
-        if cat == "gpu_user_annotation":
-            s = named.get(e.get("name"))
-        elif cat in _GPU_CATS:
-            s = by_corr.get(e.get("args", {}).get("correlation"))
-        elif cat == "ac2g":
-            s = by_corr.get(e.get("id"))
-        elif e.get("ph") == "M":
-            continue
-        else:
-            s = window(e.get("ts", -1.0))
-        if s is not None:
-            step[i] = s
-    return wins, step
-
-
-def _slowed(slow: dict, name: str, seen: dict) -> float | None:
-    """The factor of the first ``slow`` key matching ``name``: ``"text"`` matches every kernel whose name
-    contains it, ``"text#N"`` only the N-th (from 0) such kernel of each step (one layer of a model)."""
-    for key, fac in slow.items():
-        text, _, nth = key.partition("#")
-        if text in name:
-            i = seen[key] = seen.get(key, -1) + 1
-            if not nth or i == int(nth):
-                return fac
-    return None
-
-
-def _id_stride(events: list[dict]) -> int:
-    """One more than the largest id in the trace: step k's ids are shifted by k times it."""
-    ids = [int(e["args"][k]) for e in events if isinstance(e.get("args"), dict) for k in _ID_KEYS
-           if isinstance(e["args"].get(k), (int, float))]
-    ids += [int(e["id"]) for e in events if e.get("cat") == "ac2g" and isinstance(e.get("id"), (int, float))]
-    return 1 + max(ids, default=0)
-
-
-def _place_step(events: list[dict], k: int, base: float, t0: float, f: float, stride: int, slow: dict,
-                prefix: str) -> float:
-    """Copy ``events`` (one source step, changed in place) to output step ``k`` at ``base``, stretched by ``f``;
-    returns the GPU time the ``slow`` kernels added."""
-    extra, seen = 0.0, {}
-    for e in sorted(events, key=lambda e: (e.get("cat") not in _GPU_CATS, e.get("ts", 0))):
-        e["ts"] = base + (e["ts"] - t0) * f
-        if "dur" in e:
-            e["dur"] = e["dur"] * f
-        a = e.get("args", {})
-        for key in _ID_KEYS:
-            if isinstance(a.get(key), int) and a[key] >= 0:
-                a[key] += k * stride
-        if e.get("cat") == "ac2g" and isinstance(e.get("id"), int):
-            e["id"] += k * stride
-        if e.get("cat") in _GPU_CATS:
-            e["ts"] += extra
-            more = _slowed(slow, str(e.get("name", "")), seen) if e.get("cat") == "kernel" else None
-            if more is not None:
-                add = e["dur"] * (more - 1.0)
-                e["dur"] += add
-                extra += add
-        if e.get("cat") in ("user_annotation", "gpu_user_annotation") and str(e.get("name", "")).startswith(prefix):
-            e["name"] = f"{prefix}{k}"
-    for e in events:   # the step's GPU window ends where its (later) last kernel now ends
-        if e.get("cat") == "gpu_user_annotation":
-            e["dur"] += extra
-    return extra
-
-
-def _write_trace(doc: dict, dest: Path) -> None:
-    import gzip
-    import json
-
-    try:
-        import orjson
-
-        data = orjson.dumps(doc)
-    except ImportError:
-        data = json.dumps(doc).encode()
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with (gzip.open(dest, "wb", compresslevel=1) if dest.suffix == ".gz" else open(dest, "wb")) as fh:
-        fh.write(data)
-
-
-def replay_trace(src, dest, *, steps: int | None = None, jitter: float = 0.0, slow: dict | None = None,
-                 seed: int = 0, rank: int | None = None, world_size: int | None = None,
-                 step_prefix: str = "decode_step_") -> Path:
-    """Write a Kineto trace made of a real one's steps, replayed: for test fixtures and benchmarks.
-
-    ``src``'s steps (CPU annotations ``decode_step_N``, with the kernels their runtime calls launched)
-    are laid out ``steps`` times (cycling through the real ones, the first, often a warm-up, left out when
-    there are more than two; ids made unique) at the real steps' own start-to-start periods (the CPU
-    running ahead of the GPU as it did), each stretched by a factor drawn from N(1, ``jitter``)
-    (``seed``); kernels whose name contains a key (``"name#N"``: only the N-th such kernel of each step)
-    of ``slow`` take that factor longer (a planted change), the GPU work after them in the step moving
-    later. ``rank``/``world_size`` set ``distributedInfo`` (one rank of a job). Returns ``dest``
-    (gzipped when it ends with ``.gz``)."""
-    import gzip
-    import json
-    import random
-
-    src, dest = Path(src), Path(dest)
-    with (gzip.open(src, "rt") if src.suffix == ".gz" else open(src)) as fh:
-        doc = json.load(fh)
-    events = doc["traceEvents"]
-    wins, step = _step_of(events, step_prefix)
-    n = len(wins)
-    rng = random.Random(seed)
-    stride = _id_stride(events)
-    members: list[list[dict]] = [[] for _ in range(n)]
-    for i, s in step.items():
-        members[s].append(events[i])
-    periods = [wins[s + 1][0] - wins[s][0] for s in range(n - 1)]
-    periods.append(sorted(periods)[len(periods) // 2] if periods else wins[0][1] - wins[0][0])
-    cycle = list(range(1, n)) if n > 2 else list(range(n))   # the first step often carries warm-up
-    out = [e for i, e in enumerate(events) if i not in step and (e.get("ph") == "M" or e.get("ts", 0) < wins[0][0])]
-    base = wins[0][0]
-    for k in range(steps or n):
-        j = cycle[k % len(cycle)]
-        f = max(0.5, rng.gauss(1.0, jitter)) if jitter else 1.0
-        copied = [dict(e, args=dict(e["args"])) if isinstance(e.get("args"), dict) else dict(e) for e in members[j]]
-        extra = _place_step(copied, k, base, wins[j][0], f, stride, slow or {}, step_prefix)
-        out.extend(copied)
-        base += periods[j] * f + extra
-    doc["traceEvents"] = out
-    if rank is not None:
-        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size or rank + 1}
-    _write_trace(doc, dest)
-    return dest

@@ -1,4 +1,4 @@
-"""Secret redaction for the report: nothing that looks like a credential reaches an exported artefact.
+"""Secret redaction of text, JSON, HTML and notebooks: nothing that looks like a credential is written.
 
 Applied to every cell source, every text output (stream, text/plain, text/html, markdown, JSON,
 error messages and tracebacks) and the widget state of each executed notebook before export, to the
@@ -36,10 +36,9 @@ import re
 from functools import lru_cache
 from typing import Any, Iterable, Iterator
 
-from kit.report._redact_cmdline import CMDLINE_RULES
-from kit.report._redact_cmdline import HINTS as CMDLINE_HINTS
-
-MASK = "***REDACTED***"
+from kit.redact._cmdline import CMDLINE_RULES
+from kit.redact._cmdline import HINTS as CMDLINE_HINTS
+from kit.redact._names import MASK, secret_name
 
 # Names whose values are secrets. Upper-case environment style: the name ends in a secret word
 # (HF_TOKEN, AWS_SECRET_ACCESS_KEY, NCCL_IB_SECRET_KEY, PGPASSWORD; not MAX_TOKENS). Lower-case keys
@@ -137,10 +136,14 @@ def _ds() -> tuple[list[re.Pattern[str]], list[tuple[re.Pattern[str], int]], Any
     scorers. Public IPs are not credentials, the keyword and entropy plugins are applied below.
     The plugins' keyword-style patterns (IBM, Cloudant, SoftLayer: ``(?<=\W)...(key|pwd|pass|token)``)
     try every position of a text; they run only on the lines holding such a word (see ``_spans``)."""
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins import keyword
-    from detect_secrets.plugins.base import RegexBasedDetector
-    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString, HexHighEntropyString
+    # deferred: the detector set (detect-secrets, and requests with it) loads on the first text redacted
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class  # deferred: see above
+    from detect_secrets.plugins import keyword  # deferred: see above
+    from detect_secrets.plugins.base import RegexBasedDetector  # deferred: see above
+    from detect_secrets.plugins.high_entropy_strings import (  # deferred: see above
+        Base64HighEntropyString,
+        HexHighEntropyString,
+    )
 
     regexes: list[re.Pattern[str]] = []
     for cls in get_mapping_from_secret_type_to_class().values():
@@ -233,7 +236,10 @@ def _entropy_spans(text: str) -> Iterator[tuple[int, int]]:
 def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
     """detect-secrets' keyword regexes on the lines holding a secret word (they run to the end of
     a line), each hit cut at the end of its token; (start, end, is_code)."""
-    from detect_secrets.filters.heuristic import is_indirect_reference, is_templated_secret
+    from detect_secrets.filters.heuristic import (  # deferred: the detector set, as in _ds
+        is_indirect_reference,
+        is_templated_secret,
+    )
 
     _, kw, _, _ = _ds()
     for start, line in _lines_with(text, _SECRET_WORD):
@@ -266,8 +272,6 @@ _NOT_A_VALUE = re.compile(r"(?i)(?:none|nan|null|true|false|-+|\*+|unset|\d{1,12
 
 
 def _table_spans(text: str) -> Iterator[tuple[int, int]]:
-    from kit.util import secret_name
-
     if "  " not in text and "|" not in text and "\t" not in text:
         return
     for m in _ROW.finditer(text):
@@ -307,6 +311,48 @@ def _table_spans(text: str) -> Iterator[tuple[int, int]]:
                     a += len(line[a:b]) - len(line[a:b].lstrip())
                     yield pos + a, pos + a + len(v)
             pos = end + 1
+
+
+def _aligned_spans(text: str) -> Iterator[tuple[int, int]]:
+    """Cells of a right-aligned text table (``df.to_string(index=False)``: every line of the block the
+    same width, columns ending where the header's names end, a cell maybe one space from the next or
+    holding spaces): the cell after a secret-named cell (a name/value layout) and the cells under a
+    secret-named header."""
+    if "\n" not in text or "  " not in text:
+        return
+    lines, pos = [], 0
+    for line in text.split("\n"):
+        lines.append((pos, line))
+        pos += len(line) + 1
+    i = 0
+    while i < len(lines):
+        j = i
+        while j + 1 < len(lines) and lines[j + 1][1].strip() and len(lines[j + 1][1]) == len(lines[i][1]):
+            j += 1
+        if j > i and lines[i][1].strip():
+            yield from _aligned_block(lines[i:j + 1], secret_name)
+        i = j + 1
+
+
+def _aligned_block(block: list[tuple[int, str]], secret_name) -> Iterator[tuple[int, int]]:
+    head = block[0][1]
+    ends = [m.end() for m in re.finditer(r"\S+", head)]
+    if len(ends) < 2 or not _HEADER.fullmatch(head):   # a header of column names, not a log line
+        return
+    if any(line[e] != " " for _, line in block[1:] for e in ends[:-1]):
+        return   # cells end where the header's names end, one space at least between them
+    secret_cols = {k for k, m in enumerate(re.finditer(r"\S+", head)) if secret_name(m.group(0))}
+    for start, line in block[1:]:
+        cells = []
+        for k, e in enumerate(ends):
+            a = ends[k - 1] if k else 0
+            raw = line[a:e]
+            v = raw.strip()
+            cells.append((start + a + len(raw) - len(raw.lstrip()), v))
+        for k, (at, v) in enumerate(cells):
+            name_before = k > 0 and secret_name(cells[k - 1][1])
+            if v and (name_before or k in secret_cols) and not _NOT_A_VALUE.fullmatch(v) and not secret_name(v):
+                yield at, at + len(v)
 
 
 def _spans(text: str) -> list[tuple[int, int, bool]]:
@@ -349,6 +395,7 @@ def _spans(text: str) -> list[tuple[int, int, bool]]:
     spans.extend(_keyword_spans(text))
     spans.extend((a, b, False) for a, b in _entropy_spans(text))
     spans.extend((a, b, False) for a, b in _table_spans(text))
+    spans.extend((a, b, False) for a, b in _aligned_spans(text))
     return spans
 
 
@@ -493,10 +540,27 @@ def _redact_json(value: Any, extra: set[str]) -> tuple[Any, int]:
     if isinstance(value, dict):
         out, total = {}, 0
         for key, item in value.items():
-            out[key], n = _redact_json(item, extra)
+            if _secret_key(key) and _is_value(item):   # {"DB_PASSWORD": "..."}: the name says what the value is
+                out[key], n = MASK, 1
+            else:
+                out[key], n = _redact_json(item, extra)
             total += n
         return out, total
     return value, 0
+
+
+_WHOLE_NAME = re.compile(r"(?:" + _ENV_NAME + "|" + _KEY_NAME + r")")
+
+
+def _secret_key(key: Any) -> bool:
+    """Whether a JSON key names a secret as a whole (DB_PASSWORD, MY_SERVICE_SECRET, db_password, api_key;
+    not max_tokens or eos_token)."""
+    return isinstance(key, str) and _WHOLE_NAME.fullmatch(key) is not None
+
+
+def _is_value(item: Any) -> bool:
+    """A value worth masking under a secret's name: non-empty text, not a placeholder (none, null, ***)."""
+    return isinstance(item, str) and bool(item.strip()) and not _NOT_A_VALUE.fullmatch(item.strip())
 
 
 _BINARY_MIME = ("image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf")

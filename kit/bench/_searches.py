@@ -1,4 +1,5 @@
-"""Searches over load levels: the saturation knee and Pareto sweeps over lengths x concurrency.
+"""Searches over load levels, run and judged here: the saturation knee and Pareto sweeps over lengths x
+concurrency.
 
 ``saturation`` raises the request rate step by step (open loop) until goodput (requests per second
 that met every SLO; request throughput without SLOs) has not risen by ``min_gain`` for ``patience``
@@ -9,13 +10,40 @@ concurrency and marks the levels on the front of total throughput against one st
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
-from kit.bench._load import LoadResult
 from kit.bench._prompts import new_seed
-from kit.bench._search import knee, pareto_front
+from kit.bench._result import LoadResult
 from kit.bench._sweep import sweep
 from kit.errors import BenchError
+
+
+def knee(rows: list[dict], key: str, min_gain: float = 0.05) -> dict:
+    """The knee of a rising sweep: the last level whose ``key`` rose by at least ``min_gain`` over the
+    best before it (later levels add load, not ``key``)."""
+    best, at = -math.inf, None
+    for i, r in enumerate(rows):
+        v = r.get(key)
+        if v is None or not math.isfinite(v):
+            continue
+        if at is None or v > best * (1 + min_gain):
+            best, at = v, i
+    return {"index": at, "value": best if at is not None else math.nan}
+
+
+def pareto_front(rows: list[dict], maximize: tuple[str, ...] = ("output_tok_s", "user_tok_s")) -> list[int]:
+    """Indices of the rows no other row beats on every figure of ``maximize`` (and ties on none)."""
+    pts = [tuple(r.get(k, math.nan) for k in maximize) for r in rows]
+    front = []
+    for i, p in enumerate(pts):
+        if any(not math.isfinite(x) for x in p):
+            continue
+        dominated = any(all(b >= a for a, b in zip(p, q)) and any(b > a for a, b in zip(p, q))
+                        for j, q in enumerate(pts) if j != i and all(math.isfinite(x) for x in q))
+        if not dominated:
+            front.append(i)
+    return front
 
 
 def _merge(results: list[LoadResult]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kit.report._redact import MASK, find_secrets, redact_html, redact_json_text, redact_text
-from tests.report.secret_corpus import CREDENTIALS, DECOYS
+from kit.redact import MASK, find_secrets, redact_html, redact_json_text, redact_text
+from tests.redact.secret_corpus import CREDENTIALS, DECOYS
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

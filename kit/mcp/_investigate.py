@@ -1,18 +1,18 @@
-"""The ``investigate`` read tool: two runs -> the pipeline's steps and the ranked causes (``kit.investigate``).
-Read-only: nothing is recorded in a ledger (``kit investigate --ledger`` does that). Same contract as ``_calls``:
-paths checked by the Policy, provenance and trust as fields, warnings said."""
+"""Two runs investigated (``investigate``, read): the pipeline's steps and the ranked causes (``kit.investigate``).
+Read-only: nothing is recorded in a ledger (``kit investigate --ledger`` does that). Each run's files and
+folders arrive checked by the server (``x-path: tree``: every entry inside the roots); provenance and
+trust as fields, warnings said."""
 from __future__ import annotations
 
-from kit.mcp._calls import _file_provenance
 from kit.mcp._policy import Policy
-from kit.mcp._result import Answer
+from kit.mcp._result import Answer, file_provenance
 
 
 def investigate(policy: Policy, a: list[str], b: list[str], labels: list[str] | None = None) -> Answer:
     """Why is run B slower than run A: each run a list of files or folders (traces, logs, benchmark results)."""
     from kit.investigation import investigate as run
 
-    ra, rb = ([str(policy.local_path(p)) for p in x] for x in (a, b))
+    ra, rb = a, b
     la, lb = (labels or ["A", "B"])[:2]
     inv = run(ra, rb, labels=(la, lb))
     out = inv.to_dict()
@@ -24,6 +24,6 @@ def investigate(policy: Policy, a: list[str], b: list[str], labels: list[str] | 
         trust, reasons = "usable", ["every ranked cause rests on usable figures"]
     files = dict.fromkeys(f for st in out["steps"] if st["name"] == "inputs" for d in st["data"].values()
                           for f in d["files"])
-    prov = [_file_provenance("local", f, "run input") for f in list(files)[:40]]
+    prov = [file_provenance("local", f, "run input") for f in list(files)[:40]]
     skipped = [f"{s['name']}: {s['status']}: {s['reason']}" for s in out["steps"] if s["status"] != "ran"]
     return Answer(out, prov, trust, reasons, skipped, table="causes")

@@ -1,0 +1,160 @@
+"""Profiling a live engine through its own HTTP endpoints (``Server.profile``): start and stop the torch
+profiler, keep requests flowing while it records, wait for complete trace files and pull them into the session.
+
+Endpoints (see ``_server.py``'s docstring for where each was read): SGLang's ``/start_profile`` with a body
+(``output_dir``, ``activities``, ``num_steps``), vLLM's ``/start_profile`` and ``/stop_profile`` without one.
+A POST goes through the engine's host (curl, else python3; the engine may listen on its loopback only), or
+through the SSH forward when the server is reached through one.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+from kit.errors import ServerError
+from kit.live import _reach
+from kit.util import clip
+from kit.util import quote as _q
+
+_PY_POST = resources.files("kit.live").joinpath("_host", "post.py").read_text(encoding="utf-8")
+"""The POST program for a host without curl (``_host/post.py``)."""
+
+
+def post(server, path: str, body: dict | None) -> tuple[int, str]:
+    """POST on the host itself (the engine may listen on its loopback only): curl, else python3;
+    through the forward when there is one."""
+    if server._forward is not None:
+        return _reach.post(server.url, path, body)
+    data = json.dumps(body) if body is not None else ""
+    url = _q(server.local_url + path)
+    cmd = ("if command -v curl >/dev/null 2>&1; then "
+           "curl -s -X POST --max-time 600 -H 'Content-Type: application/json' "
+           + (f"-d {_q(data)} " if body is not None else "")
+           + f"-w '\\n%{{http_code}}' {url}; else python3 -c {_q(_PY_POST)} {url} {_q(data)}; fi")
+    res = server.host.run(cmd, timeout=630)
+    out, _, code = res.stdout.rpartition("\n")
+    return (int(code) if code.strip().isdigit() else 0), out
+
+def _list_traces(server, d: str) -> dict[str, int]:
+    res = server.host.run(f"find {_q(d)} -maxdepth 1 -type f \\( -name '*.json' -o -name '*.json.gz' \\) "
+                        f"-printf '%s %p\\n' 2>/dev/null; true", timeout=30)
+    out = {}
+    for line in res.stdout.splitlines():
+        size, _, path = line.partition(" ")
+        if size.isdigit():
+            out[path] = int(size)
+    return out
+
+
+def profile(server, steps: int | None = None, seconds: float | None = None, *, load: bool | Callable[[], Any] = True,
+            activities: tuple[str, ...] = ("CPU", "GPU"), name: str, timeout: float = 300.0,
+            parse: bool = True, max_tokens: int = 256, into: str | Path | None = None):
+    """Record the engine's own torch profile through its HTTP endpoints while it serves.
+
+    ``steps`` (SGLang: ``num_steps``, the engine stops itself) or ``seconds`` (then
+    ``/stop_profile``). ``load``: True sends streamed requests to ``url`` while recording; a
+    callable is run in a thread instead; False records whatever traffic there is. Waits until
+    the new trace files are complete (size stable, gzip intact), pulls them into the session
+    (``traces/<name>/rank<N>.trace.json.gz``) and returns ``kit.profile.load`` of them (or the
+    paths with ``parse=False``). ServerError (with the log tail) when nothing arrives in time.
+    """
+    if (steps is None) == (seconds is None):
+        raise ServerError("profile(): give exactly one of steps= or seconds=")
+    if not server.engine_def.profile_steps and steps is not None:
+        raise ServerError(f"profile(): {server.engine_def.title}'s /start_profile takes no step count; use seconds=")
+    if server.job is None or server.stopped is not None:
+        raise ServerError(f"profile(): server {server.name} is not running")
+    d = server._profile_dir if server.engine_def.profile_dir_env else f"{server._profile_dir}/{name}"
+    server.host.run(f"mkdir -p {_q(d)}", timeout=30, check=True)
+    before = _list_traces(server, d)
+    body = None
+    if not server.engine_def.profile_dir_env:   # the directory and the step count go in the request's body
+        body = {"output_dir": d, "activities": list(activities)}
+        if steps is not None:
+            body["num_steps"] = int(steps)
+    stop_load = threading.Event()
+    loader = None
+    if load:
+        loader = threading.Thread(target=_drive if load is True else load,
+                                  args=(server, stop_load, max_tokens) if load is True else (), daemon=True)
+    code, text = post(server, "/start_profile", body)
+    if code != 200:
+        raise ServerError(f"{server.host.name}: {server.local_url}/start_profile answered HTTP {code}: "
+                          f"{clip(text.strip(), 200)!r}", host=server.host.name, tail=server.tail(15))
+    if loader is not None:
+        loader.start()
+    try:
+        if seconds is not None:
+            time.sleep(float(seconds))
+            code, text = post(server, "/stop_profile", None)
+            if code != 200:
+                raise ServerError(f"{server.host.name}: {server.local_url}/stop_profile answered HTTP {code}: "
+                                  f"{clip(text.strip(), 200)!r}", host=server.host.name, tail=server.tail(15))
+        files = _wait_traces(server, d, before, timeout)
+    finally:
+        stop_load.set()
+        if loader is not None:
+            loader.join(30)
+    out_dir = (Path(into) if into is not None else server.session.path("traces", name)).resolve()
+    local = _pull(server, files, out_dir)
+    how = (f"kit.live Server.profile: POST {server.local_url}/start_profile "
+           f"{json.dumps(body) if body else '(no body)'}" + (" + /stop_profile" if seconds else ""))
+    server._record(str(out_dir), how)
+    if not parse:
+        return local
+    from kit import profile as _profile  # deferred: pandas and the trace reader, only to parse what was pulled
+
+    return _profile.load(local)
+
+def _drive(server, stop: threading.Event, max_tokens: int) -> None:
+    from kit.bench import stream_request  # deferred: the client loads only while a profile records
+
+    model = None
+    try:
+        from kit.bench import list_models  # deferred: as stream_request
+
+        model = list_models(server.url)[0]
+    except Exception:  # noqa: BLE001 - the engine may not list models; send without a name
+        model = ""
+    while not stop.is_set():
+        stream_request(server.url, model=model, prompt="profile " * 16, max_tokens=max_tokens, timeout=60)
+
+def _wait_traces(server, d: str, before: dict[str, int], timeout: float) -> list[str]:
+    t0 = time.monotonic()
+    last: dict[str, int] = {}
+    while True:
+        now = {p: s for p, s in _list_traces(server, d).items() if p not in before}
+        if now and now == last and all(s > 0 for s in now.values()):
+            gz = [p for p in now if p.endswith(".gz")]
+            ok = server.host.run("gzip -t -- " + " ".join(_q(p) for p in gz), timeout=120).ok if gz else True
+            if ok:
+                return sorted(now)
+        last = now
+        if not server.alive:
+            raise ServerError(f"{server.host.name}: server {server.name} died while profiling; log ends: "
+                              f"{clip(' | '.join(list(server._tail)[-3:]), 300)}", host=server.host.name,
+                              tail=server.tail(15))
+        if time.monotonic() - t0 > timeout:
+            raise ServerError(f"{server.host.name}: no complete trace in {d} after {timeout:g} s "
+                              f"(server {server.name}); last log line: {clip(server.tail(1), 200)!r}",
+                              host=server.host.name, tail=server.tail(15))
+        time.sleep(max(server.poll, 0.5))
+
+def _pull(server, files: list[str], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    local = []
+    for i, remote in enumerate(files):
+        m = re.search(r"TP-(\d+)", remote)
+        rank = int(m.group(1)) if m else i
+        if not remote.endswith(".gz"):
+            server.host.run(f"gzip -f -- {_q(remote)}", timeout=300, check=True)
+            remote += ".gz"
+        dest = out_dir / f"rank{rank}.trace.json.gz"
+        server.host.get(remote, str(dest))
+        local.append(dest)
+    return sorted(local)

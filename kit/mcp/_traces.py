@@ -1,0 +1,101 @@
+"""Profiler traces: a run's breakdown (``trace_summary``), whether it can be trusted (``trace_check``),
+two runs compared by time (``trace_compare``) and by structure (``trace_diff_structure``).
+
+Trace arguments arrive as lists of checked files (``x-path: traces``: a file, or a directory's
+``rank*`` traces, every entry inside the roots); each result's trust is the worst verdict of the
+``Profile.health()`` metrics its numbers rest on.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kit.mcp._policy import Policy
+from kit.mcp._result import Answer, worse
+
+# the Health metrics each profile tool's numbers rest on (Profile.health(): usable / degraded / unreliable)
+_SUMMARY_METRICS = ("category_shares", "step_time", "allreduce_share")
+_BY_METRICS = {"category": (), "module": ("module_view",), "layer": ("module_view",), "op": ("op_view",)}
+
+
+def _load(paths: list[str], reference: list[str] | None = None):
+    from kit import profile
+
+    return profile.load(paths, reference=reference) if reference else profile.load(paths)
+
+
+def _health_trust(health, metrics: tuple[str, ...]) -> tuple[str, list[str]]:
+    """The worst status among ``metrics`` of a Profile.health(), and one reason per metric not usable."""
+    verdict, reasons = "usable", []
+    for m in metrics:
+        v = health.metrics.get(m)
+        if v is None:
+            continue
+        verdict = worse(verdict, v["status"])
+        if v["status"] != "usable":
+            reasons.append(f"{m}: {v['status']}: {v['reason']}" + (f" (fix: {v['fix']})" if v.get("fix") else ""))
+    return verdict, reasons or [f"{', '.join(metrics)}: usable"]
+
+
+def _pair_trust(runs) -> tuple[str, list[str]]:
+    verdict, reasons = "usable", []
+    for label, p in runs:
+        v, r = _health_trust(p.health(), ("category_shares", "step_time"))
+        verdict = worse(verdict, v)
+        reasons += [f"{label}: {x}" for x in r]
+    return verdict, reasons
+
+
+def _provenance(p, role: str) -> list[dict[str, Any]]:
+    return [{"artefact": f, "role": role, **p.provenance.to_dict()} for f in p.files]
+
+
+def trace_summary(policy: Policy, paths: list[str], phase: str = "decode", by: str = "category", top: int = 5,
+                  reference: list[str] | None = None) -> Answer:
+    p = _load(paths, reference)
+    s = p.summary(phase, top=min(top, 50))
+    out = s.to_dict()
+    if by in ("module", "layer"):
+        out["rows"] = (s.modules if by == "module" else s.layers).to_dict("records")
+    else:
+        out["rows"] = out.pop("categories")
+    out["by"] = by
+    health = p.health()
+    verdict, reasons = _health_trust(health, _SUMMARY_METRICS + _BY_METRICS[by])
+    out["health"] = health.to_dict()["metrics"]
+    return Answer(out, _provenance(p, "trace"), verdict, reasons, list(s.warnings), table="rows")
+
+
+def trace_check(policy: Policy, paths: list[str], reference: list[str] | None = None) -> Answer:
+    p = _load(paths, reference)
+    h = p.health()
+    verdict, reasons = _health_trust(h, tuple(h.metrics))
+    return Answer(h.to_dict(), _provenance(p, "trace"), verdict, reasons, list(h.notes) + list(p.warnings))
+
+
+def trace_compare(policy: Policy, a: list[str], b: list[str], phase: str = "decode",
+                  labels: list[str] | None = None) -> Answer:
+    from kit import profile
+
+    pa, pb = _load(a), _load(b)
+    la, lb = (labels or ["A", "B"])[:2]
+    c = profile.compare(pa, pb, phase=phase, labels=(la, lb))
+    trust, reasons = _pair_trust(((la, pa), (lb, pb)))
+    prov = _provenance(pa, f"run {la}") + _provenance(pb, f"run {lb}")
+    return Answer(c.to_dict(), prov, trust, reasons, list(c.warnings), table="families")
+
+
+def trace_diff_structure(policy: Policy, a: list[str], b: list[str], phase: str = "decode", basis: str = "kernel",
+                         labels: list[str] | None = None, settings: list[str] | None = None,
+                         references: list[list[str] | None] | None = None) -> Answer:
+    """Two runs (two engines) node by node: layer kind x operation family, with the differing settings
+    (``settings``: one engine log per run)."""
+    from kit import logs, profile
+
+    refs = (references or [None, None])[:2]
+    pa, pb = _load(a, refs[0]), _load(b, refs[1])
+    la, lb = (labels or ["A", "B"])[:2]
+    sets = (logs.settings([settings[0]]), logs.settings([settings[1]])) if settings else None
+    d = profile.diff_structure(pa, pb, phase=phase, basis=basis, labels=(la, lb), settings=sets)
+    trust, reasons = _pair_trust(((la, pa), (lb, pb)))
+    prov = _provenance(pa, f"run {la}") + _provenance(pb, f"run {lb}")
+    return Answer(d.to_dict(), prov, trust, reasons, list(d.warnings), table="nodes")
