@@ -52,7 +52,8 @@ which. ``Profile.modules()`` gives kernel time per module class and per layer (w
   the CPU op tree, for traces without module frames
 - ``_check.py``: ``check_attribution(paths)``: the same trace attributed with and without its Python
   frames, and how much kernel time agrees (``kit profile summary --check-attribution``)
-- ``_windows.py``: decode/prefill steps and phases from annotations
+- ``_windows.py``: decode/prefill steps and phases: the engines' markers, else any loop's repeated range,
+  ``ProfilerStep#N``, graph launches, the model's forwards (``load(step_marker=)`` names the range)
 - ``_cpu.py``: the CPU side of each step (launches, graph launches, memcpy/memset, syncs, CPU time vs
   GPU busy, GPU-idle gaps with their cause) and the GPU-/launch-/host-bound verdict
 - ``_cpu_compare.py``: compare's cause of GPU idle in both runs, in words, and its profiler/outlier warnings

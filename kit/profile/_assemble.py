@@ -36,8 +36,10 @@ SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 _LAUNCH_CALL = r"(?i)launch|memcpy|memset"
 
 
-def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False) -> dict:
-    """The parsed files of one profile (in rank-file order) -> ``{**TABLES, "meta", "warnings"}``."""
+def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False,
+             step_marker: str | None = None) -> dict:
+    """The parsed files of one profile (in rank-file order) -> ``{**TABLES, "meta", "warnings"}``.
+    ``step_marker``: the name of the step range (``_windows.assign_steps``)."""
     warnings: list[str] = []
     ranks, rank_src = [], []
     for i, (p, d) in enumerate(zip(paths, parsed)):
@@ -73,7 +75,9 @@ def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bo
         cm = d.get("comms")
         if not len(k):
             warnings.append(_no_kernel_warning(p.name, la, cm, a))
-        step, phase, steps = assign_steps(k, a, la)
+        step, phase, steps = assign_steps(k, a, la, fr, step_marker)
+        if step_marker and len(k) and not str(steps["source"].iloc[0] if len(steps) else "").startswith("annotation:marker"):
+            warnings.append(f"{p.name}: no range named {step_marker!r} (--step-marker): no steps found")
         linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
         for c, v in linked.items():
             k[c] = pd.Series(v, index=k.index, dtype=object) if v.dtype == object else v
