@@ -73,6 +73,10 @@ def register(subparsers) -> None:
     s.add_argument("--reference", nargs="+", metavar="REF",
                    help="a run of the same model and configuration with CPU ops (ideally with_stack): places "
                         "graph-replayed kernels and kernels of traces without stack by alignment")
+    s.add_argument("--step-marker", metavar="NAME",
+                   help="the name of the range that is one step of the serving loop (numbers in names match any "
+                        "number: ProfilerStep finds ProfilerStep#3; a module class finds its calls); default: the "
+                        "engines' markers, else a repeated range that tiles the run, ProfilerStep#N, graph launches")
     s.add_argument("--check-attribution", action="store_true",
                    help="also attribute without the Python frames and report how much kernel time agrees "
                         "(traces recorded with with_stack=True)")
@@ -88,6 +92,10 @@ def register(subparsers) -> None:
                    help="step times measured outside the profiler (ms): the difference to explain; with --baseline "
                    "the baseline's and this run's, which the gate judges")
     c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
+    c.add_argument("--step-marker", metavar="NAME",
+                   help="the name of the range that is one step of the serving loop (numbers in names match any "
+                        "number: ProfilerStep finds ProfilerStep#3; a module class finds its calls); default: the "
+                        "engines' markers, else a repeated range that tiles the run, ProfilerStep#N, graph launches")
     c.add_argument("--baseline", metavar="NAME", help="run A is this named baseline of the run catalogue "
                    "(kit runs baseline): give run B's traces only; prints the regression gate's verdict")
     c.add_argument("--fail-on-regression", action="store_true", help="with --baseline: exit 3 on a regression, "
@@ -125,7 +133,8 @@ def _summary(args) -> int:
         _prehash(args.traces)   # after the fork: the catalogue's input hashes, on a thread while the trace parses
         with progress("parsing", _bytes(args.traces)) as bar:
             p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
-                             reference=getattr(args, "reference", None))
+                             reference=getattr(args, "reference", None),
+                             step_marker=getattr(args, "step_marker", None))
             bar.update(bar.total or 0)
     by = getattr(args, "by", "category")
     found = p.find_layers() if by == "layer" and not (p.kernels["layer"] >= 0).any() else None
@@ -249,9 +258,11 @@ def _compare(args) -> int:
 
     try:
         with progress("parsing", _bytes(ab[0] + ab[1])) as bar:
-            pa = profile.load(ab[0], cache=not args.no_cache, reference=getattr(args, "reference_a", None))
+            pa = profile.load(ab[0], cache=not args.no_cache, reference=getattr(args, "reference_a", None),
+                              step_marker=getattr(args, "step_marker", None))
             bar.update(_bytes(ab[0]) or 0)
-            pb = profile.load(ab[1], cache=not args.no_cache, reference=getattr(args, "reference_b", None))
+            pb = profile.load(ab[1], cache=not args.no_cache, reference=getattr(args, "reference_b", None),
+                              step_marker=getattr(args, "step_marker", None))
             bar.update(_bytes(ab[1]) or 0)
         cmp = profile.compare(pa, pb, phase=args.phase, labels=tuple(args.labels) if args.labels else None,
                               step_ms=tuple(args.step_ms) if args.step_ms else None,
@@ -277,7 +288,8 @@ def placement_dict(pl) -> dict:
         for r in pl.layers.itertuples()]
     return {"reference": pl.reference, "score": round(pl.score, 4), "placed_share": round(pl.placed_share, 4),
             "unplaced_share": round(pl.unplaced_share, 4), "reasons": {k: round(v, 4) for k, v in pl.reasons.items()},
-            "refused": pl.refused, "provenance": pl.provenance if not pl.refused else None, "layers": layers}
+            "refused": pl.refused, "how": pl.how, "provenance": pl.provenance if not pl.refused else None,
+            "layers": layers}
 
 
 def _print_modules(s, by: str) -> int:
@@ -314,6 +326,10 @@ def _register_diff(psub) -> None:
                    help="each run's engine log (or settings dump): the settings that differ, beside the nodes")
     d.add_argument("--reference-a", metavar="REF", help="a reference run (eager, with stack) placing A's kernels")
     d.add_argument("--reference-b", metavar="REF", help="a reference run (eager, with stack) placing B's kernels")
+    d.add_argument("--step-marker", metavar="NAME",
+                   help="the name of the range that is one step of the serving loop (numbers in names match any "
+                        "number: ProfilerStep finds ProfilerStep#3; a module class finds its calls); default: the "
+                        "engines' markers, else a repeated range that tiles the run, ProfilerStep#N, graph launches")
     d.add_argument("--json", action="store_true", help="print the diff as JSON")
     d.set_defaults(func=_diff)
 
@@ -324,7 +340,11 @@ def _diff(args) -> int:
 
     try:
         settings = (logs.settings([args.settings[0]]), logs.settings([args.settings[1]])) if args.settings else None
-        diff = profile.diff_structure(args.a, args.b, phase=args.phase, basis=args.basis, settings=settings,
+        a, b = args.a, args.b
+        if getattr(args, "step_marker", None):   # both sides (and their references) read with the same step rule
+            a, b = (profile.load(x, reference=r, step_marker=args.step_marker)
+                    for x, r in ((a, args.reference_a), (b, args.reference_b)))
+        diff = profile.diff_structure(a, b, phase=args.phase, basis=args.basis, settings=settings,
                                       labels=tuple(args.labels) if args.labels else None,
                                       references=(args.reference_a, args.reference_b))
     except KitError as exc:

@@ -39,9 +39,11 @@ _COMM_COLUMNS = ["rank", "name", "start_us", "tid", "collective", "group_size", 
                  "pg"]
 
 
-def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False) -> dict:
+def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False,
+             step_marker: str | None = None) -> dict:
     """The parsed files of one profile (in rank-file order) -> ``{**TABLES, "meta", "warnings"}``: ranks
-    named, clocks aligned, then each rank's tables (steps, attribution), then categories decided once."""
+    named, clocks aligned, then each rank's tables (steps, attribution), then categories decided once.
+    ``step_marker``: the name of the step range (``_windows.assign_steps``)."""
     warnings: list[str] = []
     ranks, rank_src = _rank_numbers(paths, parsed, warnings)
     offsets, spans = _clock_offsets(paths, parsed, warnings)
@@ -49,7 +51,7 @@ def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bo
     parts: dict[str, list] = {t: [] for t in TABLES}
     meta_ranks = {}
     for p, d, r, src, off in zip(paths, parsed, ranks, rank_src, offsets):
-        one = _rank_tables(p, d, r, off - origin, rules, warnings)
+        one = _rank_tables(p, d, r, off - origin, rules, warnings, step_marker)
         for t in TABLES:
             if one.get(t) is not None:
                 parts[t].append(one[t])
@@ -110,14 +112,18 @@ def _clock_warning(spans) -> list[str]:
             f"clock bases or different runs; cross-rank comparison is by step index only"]
 
 
-def _rank_tables(p: Path, d: dict, r: int, shift: float, rules: list[Rule], warnings: list[str]) -> dict:
+def _rank_tables(p: Path, d: dict, r: int, shift: float, rules: list[Rule], warnings: list[str],
+                 step_marker: str | None = None) -> dict:
     """One rank's tables on the profile's clock: kernels with steps and attribution (categories not yet
     decided), annotations, steps, CPU-side collectives and runtime calls."""
     warnings.extend(d.get("warnings", []))
     k, a, la, fr, cm = d["kernels"].copy(), d["annotations"].copy(), d["launches"], d.get("frames"), d.get("comms")
     if not len(k):
         warnings.append(_no_kernel_warning(p.name, la, cm, a))
-    step, phase, steps = assign_steps(k, a, la)
+    step, phase, steps = assign_steps(k, a, la, fr, step_marker)
+    found = str(steps["source"].iloc[0]) if len(steps) else ""
+    if step_marker and len(k) and not found.startswith("annotation:marker"):
+        warnings.append(f"{p.name}: no range named {step_marker!r} (--step-marker): no steps found")
     linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
     for c, v in linked.items():
         k[c] = pd.Series(v, index=k.index, dtype=object) if v.dtype == object else v

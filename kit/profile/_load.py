@@ -236,13 +236,14 @@ def _work_bytes(path: Path) -> int:
         return size * 10 if f.read(2) == b"\x1f\x8b" else size
 
 
-def load(paths: list[Path], rules: list, cache: bool, prefetched: Prefetch | None = None) -> dict:
+def load(paths: list[Path], rules: list, cache: bool, prefetched: Prefetch | None = None,
+         step_marker: str | None = None) -> dict:
     """The assembled profile of ``paths`` as ``{**tables, "meta", "warnings"}``: from the cache when it
     holds it, else parsed (``prefetched`` parses used where given), assembled (``_assemble``) and cached."""
     from kit.profile._assemble import TABLES, assemble
 
     fmts = [detect(p) for p in paths]   # bad input says so even when a cache entry exists
-    key = _cache.profile_key(paths, rules) if cache else None
+    key = _cache.profile_key(paths, rules, step_marker) if cache else None
     if key is not None:
         hit = _cache.load_profile(key, TABLES)
         if hit is not None:
@@ -251,7 +252,7 @@ def load(paths: list[Path], rules: list, cache: bool, prefetched: Prefetch | Non
     # one cache entry per profile (below), whatever the number of ranks: reopening reads its tables only
     with system_arrow_pool():
         parsed = load_files(paths, fmts, cache=False, prefetched=prefetched)
-        prof = assemble(paths, parsed, rules, cache)
+        prof = assemble(paths, parsed, rules, cache, step_marker)
         if key is not None:
             _cache.store_profile(key, {t: prof[t] for t in TABLES}, {"meta": prof["meta"],
                                                                      "warnings": prof["warnings"]})

@@ -28,7 +28,7 @@ PathsArg = Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]
 
 
 def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: str = "python3",
-         prefetched: Prefetch | None = None, reference=None) -> "Profile":
+         prefetched: Prefetch | None = None, reference=None, step_marker: str | None = None) -> "Profile":
     """Read trace files (one per rank) into a :class:`Profile`.
 
     ``paths``: a file or a list of files (Kineto JSON/gzip — detected by magic bytes — nsys stats
@@ -45,6 +45,11 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
     (trace paths or a :class:`Profile`): kernels without placement (CUDA-graph replays, traces without
     stack) take their counterpart's layer, module, op and category by alignment (``_place.py``;
     ``Profile.placement`` says what was placed, with its score, and what was not).
+    ``step_marker``: the name of the range that is one step of the serving loop (numbers in names
+    compare as any number: ``ProfilerStep`` finds ``ProfilerStep#3``; a module class finds its
+    calls); by default the engines' known markers, else a repeated range that tiles the run,
+    ``ProfilerStep#N``, graph launches, the model's forwards (``_windows.py``). The reference is read
+    with the same rule, so that its steps correspond.
     """
     if not isinstance(paths, (str, os.PathLike)):
         paths = list(paths)
@@ -52,19 +57,20 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
     if is_remote(paths, host):
         files, names, parsed, stats = read_remote(paths, host=host, python=python)
         with _load.system_arrow_pool():
-            d = assemble(names, parsed, rule_list, cache)
+            d = assemble(names, parsed, rule_list, cache, step_marker)
         d["meta"]["remote"] = stats
     else:
         plist = _expand([paths] if isinstance(paths, (str, os.PathLike)) else paths)
         if not plist:
             raise TraceError("no trace files given")
         files = [str(p) for p in plist]
-        d = _load.load(plist, rule_list, cache, prefetched)
+        d = _load.load(plist, rule_list, cache, prefetched, step_marker)
     prof = Profile.from_assembled(files, d, rule_list)
     if reference is not None:
         from kit.profile.attribution._place import place
 
-        place(prof, Profile.of(reference, rules=rules, cache=cache, host=host, python=python))
+        place(prof, Profile.of(reference, rules=rules, cache=cache, host=host, python=python,
+                               step_marker=step_marker))
     return prof
 
 

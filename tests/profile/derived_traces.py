@@ -131,3 +131,59 @@ def graph_without_timing_or_gpu_ranges(out: Path) -> Path:
     doc = orjson.loads(gzip.decompress(path.read_bytes()))
     doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "gpu_user_annotation"]
     return _write(doc, out)
+
+
+_STEP_RANGE = ("user_annotation", "gpu_user_annotation")
+
+
+def _is_step_range(e: dict) -> bool:
+    n = e.get("name")
+    return e.get("cat") in _STEP_RANGE and isinstance(n, str) and n.lower().startswith(("decode", "prefill"))
+
+
+def ranges_renamed(out: Path, scenario: str, new: str | None) -> Path:
+    """``scenario`` with its step ranges (the recorder's ``decode_step_N`` / ``prefill``, CPU and GPU side)
+    named ``new`` (one name for every instance, a name no engine table knows: a serving loop's own), or
+    removed (``new=None``: a loop with no step range at all); everything else unchanged."""
+    doc = _read(scenario)
+    ev = []
+    for e in doc["traceEvents"]:
+        if _is_step_range(e):
+            if new is None:
+                continue
+            e["name"] = new
+        ev.append(e)
+    doc["traceEvents"] = ev
+    return _write(doc, out)
+
+
+def profiler_steps_around(out: Path, scenario: str, new: str, per: int) -> Path:
+    """:func:`ranges_renamed` plus ``ProfilerStep#K`` CPU ranges each enclosing ``per`` consecutive step
+    ranges (a profiler stepped once per several iterations of the loop)."""
+    path = ranges_renamed(out, scenario, new)
+    doc = orjson.loads(gzip.decompress(path.read_bytes()))
+    cpu = sorted((e for e in doc["traceEvents"] if e.get("cat") == "user_annotation" and e.get("name") == new),
+                 key=lambda e: e["ts"])
+    for k in range(0, len(cpu), per):
+        grp = cpu[k:k + per]
+        end = max(e["ts"] + e["dur"] for e in grp)
+        doc["traceEvents"].append({**grp[0], "name": f"ProfilerStep#{k // per}", "ts": grp[0]["ts"] - 1,
+                                   "dur": end - grp[0]["ts"] + 2})
+    return _write(doc, out)
+
+
+def profiler_steps_with_inner(out: Path, scenario: str, module: str, inner: str) -> Path:
+    """``scenario`` with its step ranges named ``ProfilerStep#N`` (CPU and GPU side, one per step, as a
+    training loop's) and a ``record_function`` range ``inner`` around each call of module class ``module``
+    (a part of the step, repeated: not a step)."""
+    doc = _read(scenario)
+    n = {"user_annotation": 0, "gpu_user_annotation": 0}
+    add = []
+    for e in sorted(doc["traceEvents"], key=lambda e: e.get("ts", 0)):
+        if _is_step_range(e):
+            e["name"] = f"ProfilerStep#{n[e['cat']]}"
+            n[e["cat"]] += 1
+        elif e.get("cat") == "python_function" and str(e.get("name", "")).startswith(f"nn.Module: {module}_"):
+            add.append({**e, "cat": "user_annotation", "name": inner, "args": {}})
+    doc["traceEvents"] += add
+    return _write(doc, out)

@@ -2,7 +2,12 @@
 reference step have the same number of kernels on a stream, kernel i is kernel i (per step, in start
 order: the busiest stream with the busiest, the other streams merged, since a graph replays a forked
 branch on streams of its own). Where the counts differ (the hybrids' replays hold a few extra
-elementwise kernels) only a weaker check exists: each layer's kernel names (``layer_names``)."""
+elementwise kernels) only a weaker check exists: each layer's kernel names (``layer_names``).
+
+``mode``: ``"any"`` (a target step against any reference step of the same counts: decode loops, every step
+alike), ``"paired"`` (target step i against reference step i: a serving loop's replay and its eager run of
+the same requests, each step its own batch), ``"whole"`` (each run's kernels as one sequence, steps
+ignored: runs whose steps were found differently)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -22,17 +27,20 @@ def _streams(k: pd.DataFrame, rank: int, step: int) -> list[np.ndarray]:
             g[g["stream"] != main].sort_values("start_us").index.to_numpy()]
 
 
-def truth(target: pd.DataFrame, reference: pd.DataFrame) -> tuple[pd.Series, dict]:
+def truth(target: pd.DataFrame, reference: pd.DataFrame, mode: str = "any") -> tuple[pd.Series, dict]:
     """Each target kernel's reference row by position where the counts agree (NaN elsewhere), and per
     step whether they did."""
+    if mode == "whole":
+        target, reference = target.assign(step=0), reference.assign(step=0)
     ref_steps = sorted(s for s in reference["step"].unique() if s >= 0)
     r0 = int(reference["rank"].min())
     refs = [_streams(reference, r0, s) for s in ref_steps]
     row = pd.Series(np.nan, index=target.index)
     same = {}
-    for (rank, step), _ in target[target["step"] >= 0].groupby(["rank", "step"]):
+    for i, ((rank, step), _) in enumerate(target[target["step"] >= 0].groupby(["rank", "step"])):
         ts = _streams(target, rank, step)
-        cand = [r for r in refs if [len(x) for x in r] == [len(x) for x in ts]]
+        pool = refs if mode != "paired" else refs[i:i + 1]
+        cand = [r for r in pool if [len(x) for x in r] == [len(x) for x in ts]]
         same[(rank, step)] = bool(cand)
         if cand:
             for t, r in zip(ts, cand[-1]):
@@ -40,11 +48,11 @@ def truth(target: pd.DataFrame, reference: pd.DataFrame) -> tuple[pd.Series, dic
     return row, same
 
 
-def score(placed: pd.DataFrame, reference: pd.DataFrame) -> dict:
+def score(placed: pd.DataFrame, reference: pd.DataFrame, mode: str = "any") -> dict:
     """Against the truth: placed share of kernel time (with the reference's labels: module or op, and
 the layer where the reference kernel has one), per-kernel label
     agreement, category shares' largest difference (points), each layer's time error (largest)."""
-    row, same = truth(placed, reference)
+    row, same = truth(placed, reference, mode)
     known = row.notna()
     k = placed[known]
     r = reference.loc[row[known].astype(int).to_numpy()]

@@ -2,14 +2,19 @@
 recorded without ``with_stack``) take the layer, module, op and category of their counterpart in a
 reference run of the same model and configuration.
 
-Each target step is aligned with one reference step, stream by stream, in launch order (start order
+Each target step is aligned with a reference step, stream by stream, in launch order (start order
 on a stream; beside the busiest stream, the others are merged in start order, since a graph replays
 a forked branch on streams of its own): a global alignment with gaps (Needleman-Wunsch, linear gap
 cost, one numpy row at a time: the horizontal gap chain is a running maximum) over a kernel-name
 similarity in tiers: the same name; the same name once template arguments, parameter lists and
 numbers (tile sizes, split-K, SM) are stripped; the same kind (GEMM, attention, elementwise,
 reduction ...); else a mismatch.
-Kernels on one side only (memcpy/memset, metadata, a split-K reduction) become gaps. Graph replays
+Kernels on one side only (memcpy/memset, metadata, a split-K reduction) become gaps. Which reference
+step: where the two runs have as many steps, step i with step i (a replay and the eager run of the same
+requests of a serving loop: each step its own batch); else, per target step, the best-matching of the
+reference's distinct steps (a decode loop: all alike); where neither places enough, the target's
+stream as a whole against the reference's (steps found differently on the two sides: a loop without
+step ranges). ``Placement.how`` says which. Graph replays
 repeat one sequence per step and eager decode steps repeat theirs, so each distinct pair of
 sequences is aligned once (memoised), and a step's cost is a lookup.
 
@@ -152,10 +157,11 @@ class Placement:
     reasons: dict = field(default_factory=dict)
     refused: str | None = None
     layers_from: str = "the reference's module frames"
+    how: str = "per step"
 
     @property
     def provenance(self) -> str:
-        return f"placed by alignment with {self.reference} (score {self.score:.3f})"
+        return f"placed by alignment with {self.reference} ({self.how}; score {self.score:.3f})"
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this placement: its score, placed and unplaced shares, why."""
@@ -171,7 +177,7 @@ class Placement:
         why = "; ".join(f"{k} {100 * v:.1f}%" for k, v in self.reasons.items())
         return (f"Placement(reference={self.reference}, score={self.score:.3f}, placed {100 * self.placed_share:.1f}% "
                 f"of kernel time, unplaced {100 * self.unplaced_share:.1f}%{': ' + why if why else ''}; "
-                f"layers from {self.layers_from})")
+                f"aligned {self.how}; layers from {self.layers_from})")
 
 
 _TAKE = ("layer", "module", "block", "layer_kind")
@@ -201,18 +207,6 @@ def _sequences(k: pd.DataFrame, phase: str | None) -> dict:
             rest = np.concatenate([v for s, v in streams.items() if s != main])
             out[key] = {main: streams[main], -1: rest[np.argsort(start[rest], kind="stable")]}
     return out
-
-
-def _ref_step(ref_seqs: dict, rank: int) -> dict:
-    """The reference step used for every target step: the most common per-stream sequence lengths
-    among the reference's steps (the latest such step), on this rank or the reference's first."""
-    ranks = sorted({r for r, _ in ref_seqs})
-    r = rank if rank in ranks else ranks[0]
-    steps = [(s, v) for (rr, s), v in ref_seqs.items() if rr == r and s >= 0] or \
-            [(s, v) for (rr, s), v in ref_seqs.items() if rr == r]
-    sig = [tuple(sorted(len(x) for x in v.values())) for _, v in steps]
-    common = max(set(sig), key=lambda x: (sig.count(x), sum(x)))
-    return [v for (_, v), g in zip(steps, sig) if g == common][-1]
 
 
 class _Aligner:
@@ -247,33 +241,145 @@ class _Aligner:
         return best, best_n
 
 
-def match(target: pd.DataFrame, reference: pd.DataFrame, phase: str | None = None) -> tuple[np.ndarray, pd.DataFrame]:
+def _signature(seq: dict, codes: np.ndarray) -> bytes:
+    """One step's kernel sequence (exact names, per stream) as bytes: equal steps read the same."""
+    return b"|".join(codes[v, 2].tobytes() for _, v in sorted(seq.items()))
+
+
+def _ref_steps(ref_seqs: dict, rank: int, codes: np.ndarray, most: int = 16) -> list[dict]:
+    """The reference's distinct steps on ``rank`` (or its first), the most common first (at most ``most``)."""
+    ranks = sorted({r for r, _ in ref_seqs})
+    r = rank if rank in ranks else ranks[0]
+    steps = [v for (rr, s), v in sorted(ref_seqs.items()) if rr == r and s >= 0] or \
+            [v for (rr, s), v in sorted(ref_seqs.items()) if rr == r]
+    seen: dict = {}
+    for v in steps:
+        sig = _signature(v, codes)
+        seen.setdefault(sig, [0, v])[0] += 1
+    return [v for _, v in sorted(seen.values(), key=lambda x: -x[0])][:most]
+
+
+_COLS = ["rank", "step", "kernels", "ref_kernels", "matched", "score"]
+
+
+def _per_step(t_seqs: dict, aligner: "_Aligner", ref_of, n: int) -> tuple[np.ndarray, pd.DataFrame]:
+    """Each target step aligned with the reference step(s) ``ref_of(rank, step)`` gives (the best of them)."""
+    ref_row = np.full(n, -1, np.int64)
+    rows = []
+    for (rank, step), streams in sorted(t_seqs.items()):
+        n_t = sum(len(v) for v in streams.values())
+        best = None
+        for ref in ref_of(rank, step):
+            got, matched = {}, 0
+            for key, tpos in streams.items():
+                got[key], m = aligner.stream(tpos, ref)
+                matched += max(m, 0)
+            if best is None or matched > best[0]:
+                best = (matched, got, sum(len(v) for v in ref.values()))
+            if matched >= 0.95 * n_t:
+                break
+        matched, got, n_r = best if best is not None else (0, {}, 0)
+        for key, tpos in streams.items():
+            if key in got:
+                ref_row[tpos] = got[key]
+        rows.append((rank, step, n_t, n_r, matched, 2 * matched / (n_t + n_r) if n_t + n_r else 0.0))
+    return ref_row, pd.DataFrame(rows, columns=_COLS)
+
+
+def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Aligner",
+           r_phase) -> tuple[np.ndarray, pd.DataFrame]:
+    """The target's stream as a whole (all its steps, per rank) aligned with the reference's stream as a
+    whole; per target step: its kernels, those matched, and the reference kernels of the span its
+    matches cover."""
+    n = len(target)
+    t_all = _sequences(target.assign(step=0), phase)
+    r_all = _sequences(reference.assign(step=0), r_phase)
+    ref_row = np.full(n, -1, np.int64)
+    if not r_all:
+        return ref_row, pd.DataFrame(columns=_COLS)
+    ref_order = np.full(len(reference), -1, np.int64)   # a reference kernel's place in its stream
+    for streams in r_all.values():
+        for v in streams.values():
+            ref_order[v] = np.arange(len(v))
+    for (rank, _), streams in t_all.items():
+        r = rank if (rank, 0) in r_all else sorted(r_all)[0][0]
+        for tpos in streams.values():
+            got, _ = aligner.stream(tpos, r_all[(r, 0)])
+            ref_row[tpos] = got
+    steps = target["step"].to_numpy()
+    ranks = target["rank"].to_numpy()
+    use = np.ones(n, bool) if phase is None else (target["phase"].astype(str) == phase).to_numpy()
+    rows = []
+    for rank, step in sorted({(int(a), int(b)) for a, b in zip(ranks[use], steps[use])}):
+        sel = use & (ranks == rank) & (steps == step)
+        hit = ref_row[sel]
+        hit = hit[hit >= 0]
+        n_t, matched = int(sel.sum()), int(len(hit))
+        n_r = int(np.ptp(ref_order[hit]) + 1) if matched else 0
+        n_r = max(n_r, matched)
+        rows.append((rank, step, n_t, n_r, matched, 2 * matched / (n_t + n_r) if n_t + n_r else 0.0))
+    return ref_row, pd.DataFrame(rows, columns=_COLS)
+
+
+def _passes(target: pd.DataFrame, phase, ref_row: np.ndarray, steps: pd.DataFrame) -> tuple[bool, float]:
+    """Whether an alignment places enough (the refusal thresholds), and its score."""
+    n = steps["kernels"].sum() + steps["ref_kernels"].sum()
+    score = 2 * steps["matched"].sum() / n if n else 0.0
+    dur = target["dur_us"].to_numpy(float)
+    use = np.ones(len(target), bool) if phase is None else (target["phase"].astype(str) == phase).to_numpy()
+    tot = float(dur[use].sum())
+    miss = float(dur[use & (ref_row < 0)].sum()) / tot if tot > 0 else 1.0
+    return miss <= REFUSE_SHARE and score >= REFUSE_SCORE, score
+
+
+def match(target: pd.DataFrame, reference: pd.DataFrame, phase: str | None = None,
+          how: list | None = None) -> tuple[np.ndarray, pd.DataFrame]:
     """Each target kernel's reference row (-1: none; -2: its stream was too long to align, ``MAX_CELLS``)
-    and a table per target step (rank, step, kernels, reference kernels, matched, score)."""
+    and a table per target step (rank, step, kernels, reference kernels, matched, score).
+
+    Per step where the steps agree: the same number of steps on both sides, step i with step i (a replay
+    and the eager run of the same requests); else each target step with the reference step (of its
+    distinct ones) that matches it best (a decode loop: every step alike). Where neither places enough
+    (``REFUSE_SHARE``, ``REFUSE_SCORE``): the stream as a whole, all steps of the target against all of the
+    reference (steps found differently on the two sides). ``how`` (a list) receives the way used."""
     codes = Codes()
     tn = strings(target["name"])
     rn = strings(reference["name"])
     aligner = _Aligner(codes.of(tn), codes.of(rn))
     t_seqs = _sequences(target, phase)
-    r_seqs = _sequences(reference, phase if phase and (reference["phase"].astype(str) == phase).any() else None)
-    ref_row = np.full(len(target), -1, np.int64)
-    rows = []
+    r_phase = phase if phase and (reference["phase"].astype(str) == phase).any() else None
+    r_seqs = _sequences(reference, r_phase)
     if not r_seqs:
-        return ref_row, pd.DataFrame(columns=["rank", "step", "kernels", "ref_kernels", "matched", "score"])
-    for (rank, step), streams in sorted(t_seqs.items()):
-        ref = _ref_step(r_seqs, rank)
-        n_t = sum(len(v) for v in streams.values())
-        n_r = sum(len(v) for v in ref.values())
-        matched = 0
-        for tpos in streams.values():
-            got, n = aligner.stream(tpos, ref)
-            ref_row[tpos] = got
-            matched += n
-        rows.append((rank, step, n_t, n_r, matched, 2 * matched / (n_t + n_r) if n_t + n_r else 0.0))
+        return np.full(len(target), -1, np.int64), pd.DataFrame(columns=_COLS)
+    tries = []
+    t_ranks = sorted({r for r, _ in t_seqs})
+    t_steps = {r: [s for rr, s in sorted(t_seqs) if rr == r and s >= 0] for r in t_ranks}
+    r_steps = {r: [s for rr, s in sorted(r_seqs) if rr == r and s >= 0] for r in {r for r, _ in r_seqs}}
+    if all(len(t_steps[r]) > 1 and len(t_steps[r]) == len(r_steps.get(r, [])) for r in t_ranks):
+        pair = {(r, s): r_seqs[(r, rs)] for r in t_ranks for s, rs in zip(t_steps[r], r_steps[r])}
+        tries.append(("per step, steps corresponding", lambda r, s: [pair[(r, s)]] if (r, s) in pair else
+                      _ref_steps(r_seqs, r, aligner.r)))
+    tries.append(("per step, the best-matching reference step", lambda r, s: _ref_steps(r_seqs, r, aligner.r)))
+    best = None
+    for name, ref_of in tries:
+        ref_row, steps = _per_step(t_seqs, aligner, ref_of, len(target))
+        ok, score = _passes(target, phase, ref_row, steps)
+        if best is None or score > best[0]:
+            best = (score, name, ref_row, steps)
+        if ok:
+            break
+    else:
+        ref_row, steps = _whole(target, reference, phase, aligner, r_phase)
+        ok, score = _passes(target, phase, ref_row, steps)
+        if ok or score > best[0]:
+            best = (score, "the stream as a whole (steps differ)", ref_row, steps)
+    _, name, ref_row, steps = best
+    if how is not None:
+        how.append(name)
     long_rows = np.array(sorted(aligner.too_long), dtype=np.int64)
     if len(long_rows):
         ref_row[long_rows[ref_row[long_rows] < 0]] = -2
-    return ref_row, pd.DataFrame(rows, columns=["rank", "step", "kernels", "ref_kernels", "matched", "score"])
+    return ref_row, steps
 
 
 def _neighbours(ref_row: np.ndarray, seqs: dict, layer: np.ndarray, module: np.ndarray) -> np.ndarray:
@@ -301,9 +407,12 @@ def _ref_layers(reference: pd.DataFrame) -> int:
     return int(len(np.unique(lay[lay >= 0])))
 
 
-def _refusal(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame, n_ref_layers: int, found) -> str | None:
+def _refusal(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame, n_ref_layers: int, found,
+             whole: bool = False) -> str | None:
     """Why the reference is another program, or None: too little of the target's kernel time aligned,
-    an alignment score (both sides' kernels) under ``REFUSE_SCORE``, or another layer count."""
+    an alignment score (both sides' kernels) under ``REFUSE_SCORE``, or another layer count (not checked
+    where the streams were aligned as a whole: the target's steps are not its iterations there, so its
+    repetition finds iterations, not layers)."""
     tot = float(dur.sum())
     miss = float(dur[~matched].sum()) / tot if tot > 0 else 1.0
     n = steps["kernels"].sum() + steps["ref_kernels"].sum()
@@ -315,7 +424,7 @@ def _refusal(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame, n_ref_la
     if score < REFUSE_SCORE:   # the reason is the score: "0.0% not aligned" alone read as a success
         return (f"alignment score {score:.2f} under {REFUSE_SCORE:g}: the two kernel sequences differ "
                 f"({100 * (1 - miss):.1f}% of kernel time found a partner)")
-    if n_ref_layers and found is not None and found.confidence == "high" and found.layers != n_ref_layers:
+    if not whole and n_ref_layers and found is not None and found.confidence == "high" and found.layers != n_ref_layers:
         return f"the target repeats {found.layers} layers, the reference has {n_ref_layers} ({said})"
     return None
 
@@ -362,16 +471,18 @@ def place(profile, reference, label: str | None = None) -> Placement:
         g = find_layers(reference, assign=True)
         layers_from = (f"repetition in the reference ({g.layers} layers, confidence {g.confidence})" if g.layers
                        else f"nowhere: none in the reference ({g.how})")
-    ref_row, steps = match(t, r, phase)
+    how: list = []
+    ref_row, steps = match(t, r, phase, how)
     dur = t["dur_us"].to_numpy(float)
     consider = np.ones(len(t), bool) if phase is None else (t["phase"].astype(str) == phase).to_numpy()
-    why = _refusal(dur[consider], (ref_row >= 0)[consider], steps, _ref_layers(r), find_layers(profile))
+    whole = bool(how) and how[0].startswith("the stream as a whole")
+    why = _refusal(dur[consider], (ref_row >= 0)[consider], steps, _ref_layers(r), find_layers(profile), whole)
     n_long = int((ref_row == -2).sum())
     if why and n_long:
         why += f"; {n_long:,} kernels in streams too long to align (over {MAX_CELLS:,} cells)"
     if why:
         pl = Placement(label, float(steps["score"].mean()) if len(steps) else 0.0, 0.0, 1.0, steps,
-                       pd.DataFrame(), {}, refused=why)
+                       pd.DataFrame(), {}, refused=why, how=how[0] if how else "per step")
         profile.warnings.append(f"reference {label} refused: not a run of the same model and configuration: {why}; "
                                 f"nothing placed, no layer table from it")
         profile.meta["placement"] = pl
@@ -385,6 +496,7 @@ def place(profile, reference, label: str | None = None) -> Placement:
     _write(t, r, src, ref_row, state, reason, score)
     pl = _summarise(label, t, dur, consider, steps, layers, state, reason)
     pl.layers_from = layers_from
+    pl.how = how[0] if how else "per step"
     note = f"kernels {pl.provenance}: layer, module, op and category of {100 * pl.placed_share:.1f}% of kernel time"
     if pl.unplaced_share > 0.005:
         note += (f"; {100 * pl.unplaced_share:.1f}% of kernel time not placed by the reference: "

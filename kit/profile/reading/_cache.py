@@ -50,6 +50,7 @@ def _warn(msg: str, *args) -> None:
 
     logging.getLogger("kit.profile").warning(msg, *args)
 
+STEP_RULES = "2"  # 2: any loop's repeated range, forwards from module frames, --step-marker (_windows)
 PARSER_VERSION = "7"  # 2: rows checked by _validate.check_frames; 3: frames and comms tables; 4: rotary frames kept;
 # 5: op shapes, runtime calls kept, out-of-range values dropped; 6: Arrow IPC files instead of parquet;
 # 7: steps from CPU ranges where their GPU copies miss kernels (_windows)
@@ -316,11 +317,13 @@ def _write_memo(f: Path, key: bytes, known: dict) -> None:
                 os.unlink(tmp)
 
 
-def profile_key(paths, rules) -> str:
-    """Key of an assembled profile: the identities of all its files, in order, and the rule table."""
+def profile_key(paths, rules, step_marker: str | None = None) -> str:
+    """Key of an assembled profile: the identities of all its files, in order, the rule table, the step
+    rule's version and the step marker asked for."""
     from kit.profile.attribution._categories import rules_ident
 
     ident = "|".join(file_key(Path(p)) for p in paths) + "\n" + rules_ident(rules)
+    ident += f"\nsteps {STEP_RULES}:{step_marker or ''}"
     return "set-" + hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 

@@ -1,15 +1,26 @@
 """Steps and phases: which decode/prefill step each kernel belongs to.
 
-Order of evidence (first that exists on a rank wins):
+Order of evidence (first that exists on a rank wins; the same rule on a replay and on its reference,
+so that their steps correspond):
 
-1. Step annotations, by family: each engine's step markers (``kit.engines.step_markers()``: SGLang
-   ``step[DECODE bs=..]`` / ``step[EXTEND ..]``; vLLM ``execute_..._context_N(..)_generation_M(..)``);
-   user ``record_function`` ranges named ``prefill*`` / ``decode*`` / ``extend*``; ``ProfilerStep#N``
-   (phase unknown). GPU-side copies (``gpu_user_annotation``) place kernels by GPU time; CPU-side
-   ranges place a kernel by the time of its launch (runtime event with the same correlation id).
-2. CUDA-graph launches (``cudaGraphLaunch`` / ``hipGraphLaunch``): one step per launch, its kernels
+0. ``marker=``: ranges of that name (``--step-marker``; numbers in names compare as any number:
+   ``ProfilerStep`` or ``ProfilerStep#N`` finds ``ProfilerStep#12``), a CPU or GPU annotation or a
+   module frame (``LlamaForCausalLM`` finds ``nn.Module: LlamaForCausalLM_0``).
+1. The engines' known step annotations, by family (:func:`families`): each engine's step markers
+   (``kit.engines.step_markers()``: SGLang ``step[DECODE bs=..]`` / ``step[EXTEND ..]``; vLLM
+   ``execute_..._context_N(..)_generation_M(..)``); user ``record_function`` ranges named
+   ``prefill*`` / ``decode*`` / ``extend*``. GPU-side copies (``gpu_user_annotation``) place kernels
+   by GPU time; CPU-side ranges place a kernel by the time of its launch (runtime event with the same
+   correlation id).
+2. Any serving loop's own step range: a ``record_function`` range of any name, repeated, at the top
+   of its thread's ranges, whose instances hold the launches of most kernels (the range that tiles
+   the run, once per iteration, enclosing the forward; :func:`_tiling`). Phase unknown.
+3. ``ProfilerStep#N`` (phase unknown).
+4. CUDA-graph launches (``cudaGraphLaunch`` / ``hipGraphLaunch``): one step per launch, its kernels
    found by correlation id; phase ``decode`` (serving frameworks graph only decode).
-3. Gaps: bursts of GPU work separated by idle gaps much longer than the typical gap.
+5. The model's forward: the repeated outermost module frame (``with_stack``), each step from one
+   call to the next (the kernels after a forward, sampling, belong to its step).
+6. Gaps: bursts of GPU work separated by idle gaps much longer than the typical gap.
 
 A step's GPU span is its first kernel's start to its last kernel's end; when most of its kernels
 were recorded without duration (CUDA-graph replay) it is the GPU-side annotation's span instead
@@ -37,27 +48,117 @@ def _phase_user(m: re.Match) -> str:
 
 FAMILIES = (   # after each engine's own markers (families())
     ("user", _USER, _phase_user),
-    ("profiler-step", _PSTEP, lambda m: "unknown"),
 )
+PROFILER_STEP = ("profiler-step", _PSTEP, lambda m: "unknown")
+_NUM = re.compile(r"#?\d+")
+MIN_COVER = 0.5   # a repeated range is a step range if its instances hold the launches of this share of kernels
+_TIE = 0.02       # ranges within this share of kernels of the best: the outer one (fewer instances) wins
 
 
 def families() -> tuple:
     """The step-marker families in the order they are tried: each engine's (``kit.engines.step_markers()``,
-    read when asked: a new engine module needs no change here), then :data:`FAMILIES`."""
+    read when asked: a new engine module needs no change here), then :data:`FAMILIES`. ``ProfilerStep#N``
+    comes later (after a loop's own range: :func:`step_markers`)."""
     return (*((name, m.regex, m.phase) for name, m in kit.engines.step_markers()), *FAMILIES)
 
 
-def _markers(ann: pd.DataFrame) -> tuple[str, pd.DataFrame] | None:
+def _markers(ann: pd.DataFrame, fams=None) -> tuple[str, pd.DataFrame] | None:
     if ann.empty:
         return None
     names = ann["name"].astype(str)
-    for fam, rx, phase_of in families():
+    for fam, rx, phase_of in (families() if fams is None else fams):
         matches = names.map(rx.match)
         hit = matches.notna()
         if hit.any():
             sel = ann[hit].copy()
             sel["phase"] = [phase_of(m) for m in matches[hit]]
             return fam, sel
+    return None
+
+
+def _norm(name: str) -> str:
+    """A range's name with its numbers as ``#``: the instances of one step range (``ProfilerStep#3``,
+    ``step_12``, ``nn.Module: LlamaForCausalLM_0``) read the same."""
+    return _NUM.sub("#", name)
+
+
+def _launch_times(k: pd.DataFrame, launches: pd.DataFrame, kt: np.ndarray) -> np.ndarray:
+    """Each kernel's launch time (CPU) by correlation id; its GPU start where no launch was recorded."""
+    corr_ts = dict(zip(launches["correlation"].to_numpy(), launches["ts"].to_numpy(float))) if len(launches) else {}
+    lt = np.array([corr_ts.get(c, np.nan) for c in k["correlation"].to_numpy()], dtype=float)
+    return np.where(np.isnan(lt), kt, lt)
+
+
+def _tiling(rows: pd.DataFrame, lt: np.ndarray, family: str, floor: float = MIN_COVER,
+            least: int = 2) -> tuple[str, pd.DataFrame] | None:
+    """The repeated range (CPU side) that holds the launches of most kernels: ``rows`` grouped by name
+    with numbers as ``#``; a group of at least ``least`` instances (nested ones of the same name dropped) whose
+    instances hold at least ``floor`` (default ``MIN_COVER``) of the kernels' launches. The group placing the most wins;
+    within ``_TIE`` of it, the one with fewer instances (the outer range: an iteration, not a layer).
+    Instances that hold no launch (an idle poll of the loop) are no step."""
+    if rows.empty or not len(lt):
+        return None
+    rows = rows[np.isfinite(rows["ts"].to_numpy(float))]
+    key = rows["name"].astype(str).map(_norm)
+    counts = key.value_counts()
+    best = None
+    for name in counts.index[counts.to_numpy() >= least][:64]:
+        use = _outermost(rows[key.to_numpy() == name])
+        starts = use["ts"].to_numpy(float)
+        idx = _assign_by_time(lt, starts, starts + use["dur"].to_numpy(float))
+        held = np.bincount(idx[idx >= 0], minlength=len(use)) > 0
+        cover = float((idx >= 0).mean())
+        if held.sum() < least or cover < floor:
+            continue
+        cand = (cover, int(held.sum()), name, use[held])
+        if best is None or cover > best[0] + _TIE or (cover >= best[0] - _TIE and cand[1] < best[1]):
+            best = cand
+    if best is None:
+        return None
+    sel = best[3].copy()
+    sel["phase"] = "unknown"
+    sel.attrs["cover"] = best[0]
+    return f"{family}:{best[2]}", sel
+
+
+def _forwards(frames: pd.DataFrame | None, lt: np.ndarray, t_end: float) -> tuple[str, pd.DataFrame] | None:
+    """Steps from the model's forward (module frames, ``with_stack``): the repeated module call that holds
+    the most launches, each step from one call to the next (the last to ``t_end``)."""
+    if frames is None or not len(frames) or "kind" not in frames:
+        return None
+    mods = frames[frames["kind"].astype(str) == "module"]
+    got = _tiling(mods[["name", "ts", "dur"]].assign(side="cpu"), lt, "forward")
+    if got is None:
+        return None
+    fam, sel = got
+    ts = sel["ts"].to_numpy(float)
+    nxt = np.append(ts[1:], max(t_end, ts[-1] + sel["dur"].to_numpy(float)[-1]) + 1.0)
+    sel["dur"] = nxt - ts - 1e-3
+    return fam, sel
+
+
+def _named(marker: str, ann: pd.DataFrame, frames: pd.DataFrame | None, lt: np.ndarray,
+           t_end: float) -> tuple[str, pd.DataFrame] | None:
+    """The ranges the user named (``--step-marker``): annotations whose name is ``marker`` (numbers as
+    any number), else module frames of that class (tiled, as forwards)."""
+    want = _norm(marker.strip())
+    want = want[:-2] + "#" if want.endswith("#N") else want
+    if len(ann):
+        key = ann["name"].astype(str).map(_norm)
+        hit = (key == want) | (key == want + "#")
+        if hit.any():
+            sel = ann[hit.to_numpy()].copy()
+            sel["phase"] = "unknown"
+            return f"marker:{marker}", sel
+    if frames is not None and len(frames) and "kind" in frames:
+        mods = frames[frames["kind"].astype(str) == "module"]
+        key = mods["name"].astype(str).str.replace(r"^nn\.Module: ", "", regex=True).map(_norm)
+        cls = re.sub(r"^nn\.Module: ", "", want)
+        hit = (key == cls) | (key == cls + "_#")
+        if hit.any():
+            got = _forwards(mods[hit.to_numpy()], lt, t_end)
+            if got is not None:
+                return f"marker:{marker}", got[1]
     return None
 
 
@@ -94,8 +195,39 @@ def _by_launch(k: pd.DataFrame, launches: pd.DataFrame, kt: np.ndarray, use: pd.
     return idx
 
 
-def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
-    """For one rank: (step index per kernel (-1 none), phase per kernel, steps table)."""
+def step_markers(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame | None = None,
+                 marker: str | None = None) -> tuple[str, pd.DataFrame] | None:
+    """The ranges that are this rank's steps, before graph launches (``(family, ranges)``, or None): the
+    user's ``marker``, the engines' known annotations, a repeated range of any name that tiles the run,
+    ``ProfilerStep#N``; after graph launches (see :func:`assign_steps`), the model's forwards."""
+    if marker:
+        return _named(marker, ann, frames, _launch_times(k, launches, k["ts"].to_numpy(float)), _t_end(k, launches))
+    got = _markers(ann)
+    if got is not None or not len(ann):
+        return got
+    lt = _launch_times(k, launches, k["ts"].to_numpy(float))
+    cpu = ann[ann["side"] == "cpu"]
+    is_p = cpu["name"].astype(str).str.match(_PSTEP.pattern).to_numpy()
+    pstep = _tiling(cpu[is_p], lt, "profiler-step", 0.0, 1) if is_p.any() else None
+    # a range of the loop's own before ProfilerStep#N, where it tiles the run as well (a profiler step of
+    # several iterations): a range covering less (a training step's forward) is a part of the step
+    floor = max(MIN_COVER, pstep[1].attrs["cover"] - _TIE) if pstep is not None else MIN_COVER
+    got = _tiling(cpu[~is_p], lt, "range", floor)
+    return got if got is not None else _markers(ann, (PROFILER_STEP,))
+
+
+def _t_end(k: pd.DataFrame, launches: pd.DataFrame) -> float:
+    t = [float(np.nanmax(k["ts"].to_numpy(float)))] if len(k) and k["ts"].notna().any() else []
+    if len(launches):
+        t.append(float(launches["ts"].max()))
+    return max(t) if t else 0.0
+
+
+def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame | None = None,
+                 marker: str | None = None) -> tuple[np.ndarray, np.ndarray, pd.DataFrame]:
+    """For one rank: (step index per kernel (-1 none), phase per kernel, steps table). ``frames``: the
+    CPU frames (module calls give the forwards); ``marker``: the step range's name (nothing else is
+    tried where it is given: a name not found leaves the steps to none, said by ``source``)."""
     n = len(k)
     step = np.full(n, -1, dtype=np.int64)
     phase = np.full(n, "unknown", dtype=object)
@@ -104,7 +236,10 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
     source = None
     if n and np.isnan(kt).all():   # a summary without timeline (nsys stats): no steps to find
         n = 0
-    markers = _markers(ann)
+    markers = step_markers(k, ann, launches, frames, marker) if n else None
+    g = launches[matching(launches["name"], _GRAPH)] if len(launches) and not marker else launches.iloc[:0]
+    if markers is None and n and not len(g) and not marker:
+        markers = _forwards(frames, _launch_times(k, launches, kt), _t_end(k, launches))
     rows = []
     if markers is not None and n:
         fam, sel = markers
@@ -130,8 +265,7 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
         phase = np.where(idx >= 0, phases[np.clip(idx, 0, None)] if len(phases) else "unknown", "unknown")
         for i in range(len(use)):
             rows.append((i, str(names[i]), str(phases[i]), starts[i], ends[i]))
-    elif n and len(launches):
-        g = launches[matching(launches["name"], _GRAPH)]
+    elif n and len(g):
         if len(g):
             g = g.sort_values("ts")
             pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
@@ -151,6 +285,8 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame) -> 
             phase[untimed] = np.where(r_step >= 0, ph[np.clip(r_step, 0, None)], "unknown")
         else:
             phase[untimed] = np.where(r_step >= 0, "decode", "unknown")
+    if source is None and n and marker:
+        source = f"marker:{marker} not found"
     if source is None and n:
         order = np.argsort(kt, kind="stable")
         s, e = kt[order], np.maximum.accumulate(kend[order])
