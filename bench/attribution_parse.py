@@ -7,7 +7,7 @@ side runs in fresh processes, taking turns (before, after, before, ...) so that 
 machine falls on both alike; each process times, in-process (imports excluded):
 
 - ``load``: ``kit.profile.load(TRACE, cache=False)`` (parse, steps, attribution, categories);
-- ``link``: the time inside ``kit.profile._attribution.link`` (launch -> enclosing frames -> evidence;
+- ``link``: the time inside ``kit.profile.attribution._attribution.link`` (launch -> enclosing frames -> evidence;
   after issue 20 also the op sequences, ``claim``, and the op links the reader rewrite moved into the
   same sweep), ``decide`` the time inside ``_attribution.decide``;
 - ``summary``: ``Profile.summary()`` afterwards.
@@ -35,7 +35,7 @@ BEFORE = "72c3c8c"   # main before the issue-20 attribution work
 _CHILD = r"""
 import json, sys, time
 import kit.profile as kp
-from kit.profile import _attribution as A
+from kit.profile.attribution import _attribution as A
 acc = {"link": 0.0, "decide": 0.0, "claim": 0.0}
 def timed(name, f):
     def g(*a, **k):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What the input hardening costs: report redaction, and the trace checks of ``kit.profile._validate``.
+"""What the input hardening costs: report redaction, and the trace checks of ``kit.profile.reading._validate``.
 
 Measured in one run on this machine:
   (a) ``kit report --session notebooks/sample --out <tmp>`` wall time (what ``make report`` runs), and
@@ -64,7 +64,8 @@ def _corpus() -> tuple[int, int, int, int]:
 
 def _trace() -> tuple[float, float]:
     from kit import profile
-    from kit.profile import _load, _validate
+    from kit.profile import _load
+    from kit.profile.reading import _validate
 
     def run() -> float:
         times = []

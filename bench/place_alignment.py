@@ -4,7 +4,7 @@ the pair it needs (issue 32).
 
 For each recorded pair of tests/data/traces (target: a CUDA-graph replay or an eager trace without stack;
 reference: the eager run with stack): *anchor* = ``kit.profile.load`` of the target and of the reference
-with the parse cache off; *alignment* = ``kit.profile._place.place`` on those two Profiles (name codes,
+with the parse cache off; *alignment* = ``kit.profile.attribution._place.place`` on those two Profiles (name codes,
 the per-step alignments, labels written). Medians of ``BENCH_REPEATS`` (default 5) in this process. Also
 the scaling of the alignment itself: ``align`` of the recorded Llama step tiled to 16, 32 and 64 layers
 against itself (n = reference length), which is the cost of one distinct step sequence of a deeper model.
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kit import profile  # noqa: E402
-from kit.profile import _place  # noqa: E402
+from kit.profile.attribution import _place  # noqa: E402
 
 TRACES = ROOT / "tests" / "data" / "traces"
 REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))

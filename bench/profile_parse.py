@@ -17,7 +17,7 @@ in a one-child wrapper; and of the whole process tree, /proc sampled every 10 ms
 - *HTA 0.5.0*: ``TraceAnalysis(trace_dir)`` + ``get_gpu_kernel_breakdown(visualize=False)``, in its
   own venv (``$BENCH_HTA_VENV``, default ``hta-0.5.0-venv`` under the temp dir; created with pip from
   PyPI when missing, never in the project's environment);
-- *decoders*: the reader alone (``kit.profile._read.read_raw``, in-process time of a fresh process)
+- *decoders*: the reader alone (``kit.profile.reading._read.read_raw``, in-process time of a fresh process)
   with each decoder (``KIT_TRACE_DECODER=msgspec``: typed ``Struct``s of the used fields;
   ``orjson``: byte prefilter + orjson), against ``orjson.loads`` and ``msgspec.json.decode`` (untyped)
   of the same bytes;
@@ -184,7 +184,7 @@ ORJSON_SCRIPT = ("import sys, orjson\n"
                  "    orjson.loads(open(f, 'rb').read())\n")
 # the kit modules a load, a summary and a comparison import on first use: imported before the timings
 # that say "imports excluded", as pandas is
-_KIT_IMPORTS = "import kit.profile._assemble, kit.profile._read, kit.profile._kineto, kit.profile._summary, kit.profile._compare"
+_KIT_IMPORTS = "import kit.profile._assemble, kit.profile.reading._read, kit.profile.reading._kineto, kit.profile.analyses._summary, kit.profile.analyses._compare"
 REOPEN_SCRIPT = ("import sys, time\n"
                  "from kit import profile\n"
                  "profile.load, profile.Profile  # the lazy imports (pandas) happen here, outside the timing\n"
@@ -194,7 +194,7 @@ DECODE_SCRIPT = ("import os, sys, time\n"
                  "kind, f = sys.argv[1], sys.argv[2]\n"
                  "if kind in ('msgspec', 'orjson'):\n"
                  "    os.environ['KIT_TRACE_DECODER'] = kind\n"
-                 "    from kit.profile._read import read_raw\n"
+                 "    from kit.profile.reading._read import read_raw\n"
                  "    t = time.perf_counter(); r = read_raw(f); n = len(r['kernels']['name'])\n"
                  "elif kind == 'orjson.loads':\n"
                  "    import orjson\n"

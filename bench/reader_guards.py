@@ -4,7 +4,7 @@
 Measured against ``BENCH_BASE`` (a git ref; default: the merge base of HEAD and ``main``), whose ``kit/``
 is exported with ``git archive`` into a temp dir:
 
-- *read_raw*: CPU seconds (``time.process_time``) of ``kit.profile._read.read_raw`` on the xdit_sd_3.5
+- *read_raw*: CPU seconds (``time.process_time``) of ``kit.profile.reading._read.read_raw`` on the xdit_sd_3.5
   rank-0 trace written as plain JSON (62 MB), each decoder, each run a fresh process, this checkout and
   the base interleaved (after, before, after, ...), ``BENCH_REPEATS`` (default 7) of each; medians.
   CPU time, not wall: the machine is shared, and the guards are CPU work (a byte count, a check per
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 SHARED = Path(os.environ.get("KIT_SHARED_DATA") or ROOT / ".." / "shared" / "data").resolve()
 XDIT = SHARED / "traces" / "tracelens/inference/xdit_sd_3.5/profile_trace_rank_0.json.gz"
 REPEATS = int(os.environ.get("BENCH_REPEATS", "7"))
-READ = ("import time, sys\nfrom kit.profile._read import read_raw\n"
+READ = ("import time, sys\nfrom kit.profile.reading._read import read_raw\n"
         "t = time.process_time(); read_raw(sys.argv[1]); print(time.process_time() - t)")
 REOPEN = ("import time, sys, kit.profile as p\np.load(sys.argv[1])\n"
           "t = time.process_time(); p.load(sys.argv[1]).summary(); print(time.process_time() - t)")

@@ -85,15 +85,10 @@ def kernel_evidence(traces: list) -> dict | None:
         return None  # a CPU-only profile: no kernel evidence
     cat = k["category"].astype(str)
     names = k["name"].astype(str)
-    return {"attention": {_family(n) for n in names[cat == "attention"]},
-            "allreduce": {_family(n) for n in names[cat == "allreduce"]},
+    family = kit.profile.kernel_family
+    return {"attention": {family(n)[:80] for n in names[cat == "attention"]},
+            "allreduce": {family(n)[:80] for n in names[cat == "allreduce"]},
             "graph": bool(k["graph"].astype(bool).any()), "where": str(traces[0])}
-
-
-def _family(name: str) -> str:
-    n = name.replace("(anonymous namespace)::", "")
-    n = re.sub(r"^void ", "", n)
-    return re.split(r"[<(]", n, maxsplit=1)[0].strip()[:80] or name[:80]
 
 
 def _by_kernels(name: str, setting: str, key: str, kb: dict, kv: dict) -> Effect:

@@ -367,7 +367,7 @@ def _busy_share(trace, warnings: list[str]) -> tuple[float, str]:
         return math.nan, ""
     from kit import profile
 
-    p = trace if hasattr(trace, "summary") else profile.load(trace)
+    p = profile.Profile.of(trace)
     name = p.files[0] if getattr(p, "files", None) else str(trace)
     for phase in ("decode", "all"):
         s = p.summary(phase)

@@ -53,6 +53,8 @@ import argparse
 import json
 import sys
 
+from kit.stats import is_nan
+
 
 def register(subparsers) -> None:
     prof = subparsers.add_parser("profile", help="decode profiles (Kineto / nsys traces)")
@@ -151,7 +153,7 @@ def _summary(args) -> int:
         if by != "category":
             t = s.modules if by == "module" else s.layers
             d["modules" if by == "module" else "layers"] = [
-                {k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                {k: (None if is_nan(v) else v) for k, v in r.items()}
                 for r in t.to_dict("records")]
         json.dump(d, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -305,8 +307,8 @@ def _print_modules(s, by: str) -> int:
     for r in t.itertuples():
         a, b = (getattr(r, key[0]), getattr(r, key[1]))
         label = (a if a == b else f"{a} > {b}") if by == "module" else f"{a:<6} {getattr(r, 'kind', ''):<15} {b}"
-        tu = "n/a" if r.time_us != r.time_us else f"{r.time_us:,.1f}"
-        sh = "" if r.share_of_kernel != r.share_of_kernel else f"{100 * r.share_of_kernel:.1f}%"
+        tu = "n/a" if is_nan(r.time_us) else f"{r.time_us:,.1f}"
+        sh = "" if is_nan(r.share_of_kernel) else f"{100 * r.share_of_kernel:.1f}%"
         print(f"{str(label)[:55]:<56}{tu:>14}{sh:>9}{r.calls:>8}")
     return 0
 

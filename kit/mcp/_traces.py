@@ -20,7 +20,7 @@ _BY_METRICS = {"category": (), "module": ("module_view",), "layer": ("module_vie
 def _load(paths: list[str], reference: list[str] | None = None):
     from kit import profile
 
-    return profile.load(paths, reference=reference) if reference else profile.load(paths)
+    return profile.Profile.of(paths, reference=reference)
 
 
 def _health_trust(health, metrics: tuple[str, ...]) -> tuple[str, list[str]]:

@@ -16,31 +16,64 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kit.profile import _attribution as A
-from kit.profile import _cache
-from kit.profile._categories import Rule, categorise, category_order
-from kit.profile._columns import among, strings
-from kit.profile._kineto import absolute_offset_us
-from kit.profile._windows import assign_steps
+from kit.profile.attribution import _attribution as A
+from kit.profile.attribution._categories import Rule, categorise, category_order
+from kit.profile.attribution._names import SYNC_OPS
+from kit.profile.reading import _cache
+from kit.profile.reading._columns import among, strings
+from kit.profile.reading._kineto import absolute_offset_us
+from kit.profile.steps._windows import assign_steps
 
 _RANK_RE = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I), re.compile(r"TP-(\d+)"),
             re.compile(r"tp[-_]?rank[-_]?(\d+)", re.I))
 TABLES = ("kernels", "annotations", "steps", "comms", "runtime")
 KERNEL_COLUMNS = ["rank", "device", "stream", "name", "category", "decided_by", "evidence", "start_us", "dur_us",
-                  "correlation", "step", "phase", "kind", "count", "collective", "module", "block", "layer", "layer_kind", "launch",
-                  "graph", "op", "op_top", "op_call", "input_dims", "input_types", "file"]
+                  "correlation", "step", "phase", "kind", "count", "collective", "module", "block", "layer",
+                  "layer_kind", "launch", "graph", "op", "op_top", "op_call", "input_dims", "input_types", "file"]
 RUNTIME_COLUMNS = ["rank", "name", "start_us", "dur_us", "tid", "correlation", "kind"]
-# CPU ops that wait for the GPU, kept in ``Profile.runtime`` with the runtime/driver calls
-SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
 # runtime/driver calls that put work on the GPU (kernels, graphs, copies, fills)
 _LAUNCH_CALL = r"(?i)launch|memcpy|memset"
+_STEP_COLUMNS = ["rank", "step", "name", "phase", "start_us", "end_us", "wall_us", "gap_before_us", "kernels",
+                 "source"]
+_COMM_COLUMNS = ["rank", "name", "start_us", "tid", "collective", "group_size", "in_nelems", "out_nelems", "dtype",
+                 "pg"]
 
 
 def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False,
              step_marker: str | None = None) -> dict:
-    """The parsed files of one profile (in rank-file order) -> ``{**TABLES, "meta", "warnings"}``.
+    """The parsed files of one profile (in rank-file order) -> ``{**TABLES, "meta", "warnings"}``: ranks
+    named, clocks aligned, then each rank's tables (steps, attribution), then categories decided once.
     ``step_marker``: the name of the step range (``_windows.assign_steps``)."""
     warnings: list[str] = []
+    ranks, rank_src = _rank_numbers(paths, parsed, warnings)
+    offsets, spans = _clock_offsets(paths, parsed, warnings)
+    origin = min((s for s, _ in spans), default=0.0)
+    parts: dict[str, list] = {t: [] for t in TABLES}
+    meta_ranks = {}
+    for p, d, r, src, off in zip(paths, parsed, ranks, rank_src, offsets):
+        one = _rank_tables(p, d, r, off - origin, rules, warnings, step_marker)
+        for t in TABLES:
+            if one.get(t) is not None:
+                parts[t].append(one[t])
+        meta_ranks[r] = _rank_meta(p, d, src, off)
+    kernels = _decided(pd.concat(parts["kernels"], ignore_index=True), rules, cache) if parts["kernels"] \
+        else pd.DataFrame()
+    warnings += _clock_warning(spans)
+    runtime = pd.concat(parts["runtime"], ignore_index=True) if parts["runtime"] else _runtime(None, None, 0, 0.0)
+    for c in ("name", "tid", "kind"):   # ranks' categoricals concatenated as object: categorical again
+        if not isinstance(runtime[c].dtype, pd.CategoricalDtype):
+            runtime[c] = runtime[c].astype(object).astype("category")
+
+    def joined(t: str, columns: list[str] | None) -> pd.DataFrame:
+        return pd.concat(parts[t], ignore_index=True) if parts[t] else pd.DataFrame(columns=columns)
+
+    return {"kernels": kernels, "annotations": joined("annotations", None), "steps": joined("steps", _STEP_COLUMNS),
+            "comms": joined("comms", _COMM_COLUMNS), "runtime": runtime,
+            "meta": {"ranks": meta_ranks, "origin_us": origin, "rules": len(rules)}, "warnings": warnings}
+
+
+def _rank_numbers(paths, parsed, warnings: list[str]) -> tuple[list[int], list[str]]:
+    """Each file's rank and where it was read from; renumbered by file order when two files claim one."""
     ranks, rank_src = [], []
     for i, (p, d) in enumerate(zip(paths, parsed)):
         r, src = rank_of(p, d["meta"], i)
@@ -49,9 +82,12 @@ def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bo
     if len(set(ranks)) != len(ranks):
         dup = sorted({r for r in ranks if ranks.count(r) > 1})
         warnings.append(f"rank(s) {dup} appear in several files; ranks renumbered by file order 0..{len(ranks) - 1}")
-        ranks = list(range(len(paths)))
-        rank_src = ["file order"] * len(paths)
-    # clock: each file's ts -> absolute microseconds
+        return list(range(len(paths))), ["file order"] * len(paths)
+    return ranks, rank_src
+
+
+def _clock_offsets(paths, parsed, warnings: list[str]) -> tuple[list[float], list[tuple[float, float]]]:
+    """Each file's offset of its ts to absolute microseconds, and the absolute span of its kernels."""
     offsets, spans = [], []
     for p, d in zip(paths, parsed):
         k = d["kernels"]
@@ -62,100 +98,96 @@ def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bo
         offsets.append(off)
         if first is not None:
             spans.append((off + first, off + float((k["ts"] + k["dur"]).max())))
-    origin = min((s for s, _ in spans), default=0.0)
-    kern, ann, steps_all, comms_all, runtime_all = [], [], [], [], []
-    meta_ranks = {}
-    for p, d, r, src, off in zip(paths, parsed, ranks, rank_src, offsets):
-        warnings.extend(d.get("warnings", []))
-        k = d["kernels"].copy()
-        a = d["annotations"].copy()
-        la = d["launches"]
-        shift = off - origin
-        fr = d.get("frames")
-        cm = d.get("comms")
-        if not len(k):
-            warnings.append(_no_kernel_warning(p.name, la, cm, a))
-        step, phase, steps = assign_steps(k, a, la, fr, step_marker)
-        if step_marker and len(k) and not str(steps["source"].iloc[0] if len(steps) else "").startswith("annotation:marker"):
-            warnings.append(f"{p.name}: no range named {step_marker!r} (--step-marker): no steps found")
-        linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
-        for c, v in linked.items():
-            k[c] = pd.Series(v, index=k.index, dtype=object) if v.dtype == object else v
-        k["step"] = step
-        k["phase"] = phase
-        k["rank"] = r
-        k["file"] = p.name
-        k["start_us"] = k["ts"] + shift
-        k = k.rename(columns={"dur": "dur_us"}).drop(columns=["ts"])
-        kern.append(k)
-        if cm is not None and len(cm):
-            cm = cm.copy()
-            cm["rank"] = r
-            cm["start_us"] = cm["ts"] + shift
-            comms_all.append(cm.drop(columns=["ts"]))
-        runtime_all.append(_runtime(la, fr, r, shift))
-        a["rank"] = r
-        a["start_us"] = a["ts"] + shift
-        ann.append(a.rename(columns={"dur": "dur_us"}).drop(columns=["ts"]))
-        if len(steps):
-            steps = steps.copy()
-            for c in ("start_us", "end_us", "marker_start_us", "marker_end_us"):
-                steps[c] = steps[c] + shift
-            steps.insert(0, "rank", r)
-            steps_all.append(steps)
-        zero = int((k["dur_us"] == 0).sum()) if len(k) else 0
-        if zero:
-            frac = zero / len(k)
-            msg = (f"{p.name} (rank {r}): {zero:,} of {len(k):,} kernels ({100 * frac:.1f}%) have zero duration "
-                   f"(CUDA-graph replay recorded without per-kernel timing by this PyTorch/CUPTI?)")
-            if frac >= 0.5:
-                msg += "; the per-kernel breakdown is unavailable, use the graph-level step times (Profile.steps)"
-            warnings.append(msg)
-        meta = d["meta"] or {}
-        meta_ranks[r] = {
-            "file": p.name, "rank_from": src, "format": meta.get("source", "kineto"),
-            "device_properties": meta.get("deviceProperties", []), "distributed": meta.get("distributedInfo", {}),
-            "versions": {key: meta[key] for key in sorted(meta) if key.endswith("_version") or key == "schemaVersion"},
-            "events": d.get("events"), "bytes": d.get("bytes"), "cached": d.get("cached", False),
-            "truncated": d.get("truncated", False), "clock_offset_us": off,
-            "runtime_calls": int(len(la)), "module_frames": int((fr["kind"] == "module").sum()) if fr is not None
-            and len(fr) else 0, "cpu_frames": int(len(fr)) if fr is not None else 0,
-        }
-    kernels = pd.concat(kern, ignore_index=True) if kern else pd.DataFrame()
-    if len(kernels):
-        names = kernels["name"].astype("category")
-        kernels["name"] = names
-        cmap = categorise_names(names.cat.categories, rules, cache)
-        linked = kernels[["frame_category", "frame_kind", "frame_name", "launch"]]
-        cat, by, ev = A.decide(names, kernels["collective"], linked, rules, cmap)
-        kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
-        kernels["decided_by"] = pd.Categorical(by, categories=list(A.EVIDENCE))
-        kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
-        for c in ("module", "block", "layer_kind", "launch", "op", "op_top", "input_dims", "input_types"):
-            kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")
-        for c in ("layer", "op_call"):
-            kernels[c] = kernels[c].astype(np.int64)
-        kernels = kernels[KERNEL_COLUMNS]
-    annotations = pd.concat(ann, ignore_index=True) if ann else pd.DataFrame()
-    steps_df = pd.concat(steps_all, ignore_index=True) if steps_all else pd.DataFrame(
-        columns=["rank", "step", "name", "phase", "start_us", "end_us", "wall_us", "gap_before_us", "kernels", "source"])
-    # clock bases: ranks whose time ranges do not overlap were not recorded on one clock (or not together)
-    if len(spans) > 1:
-        latest_start = max(s for s, _ in spans)
-        earliest_end = min(e for _, e in spans)
-        if latest_start > earliest_end:
-            warnings.append(f"ranks' time ranges do not overlap (gap {latest_start - earliest_end:,.0f} us): different "
-                            f"clock bases or different runs; cross-rank comparison is by step index only")
-    comms = pd.concat(comms_all, ignore_index=True) if comms_all else pd.DataFrame(
-        columns=["rank", "name", "start_us", "tid", "collective", "group_size", "in_nelems", "out_nelems", "dtype",
-                 "pg"])
-    runtime = pd.concat(runtime_all, ignore_index=True) if runtime_all else _runtime(None, None, 0, 0.0)
-    for c in ("name", "tid", "kind"):   # ranks' categoricals concatenated as object: categorical again
-        if not isinstance(runtime[c].dtype, pd.CategoricalDtype):
-            runtime[c] = runtime[c].astype(object).astype("category")
-    meta = {"ranks": meta_ranks, "origin_us": origin, "rules": len(rules)}
-    return {"kernels": kernels, "annotations": annotations, "steps": steps_df, "comms": comms, "runtime": runtime,
-            "meta": meta, "warnings": warnings}
+    return offsets, spans
+
+
+def _clock_warning(spans) -> list[str]:
+    """Ranks whose time ranges do not overlap were not recorded on one clock (or not together)."""
+    if len(spans) < 2:
+        return []
+    latest_start, earliest_end = max(s for s, _ in spans), min(e for _, e in spans)
+    if latest_start <= earliest_end:
+        return []
+    return [f"ranks' time ranges do not overlap (gap {latest_start - earliest_end:,.0f} us): different "
+            f"clock bases or different runs; cross-rank comparison is by step index only"]
+
+
+def _rank_tables(p: Path, d: dict, r: int, shift: float, rules: list[Rule], warnings: list[str],
+                 step_marker: str | None = None) -> dict:
+    """One rank's tables on the profile's clock: kernels with steps and attribution (categories not yet
+    decided), annotations, steps, CPU-side collectives and runtime calls."""
+    warnings.extend(d.get("warnings", []))
+    k, a, la, fr, cm = d["kernels"].copy(), d["annotations"].copy(), d["launches"], d.get("frames"), d.get("comms")
+    if not len(k):
+        warnings.append(_no_kernel_warning(p.name, la, cm, a))
+    step, phase, steps = assign_steps(k, a, la, fr, step_marker)
+    found = str(steps["source"].iloc[0]) if len(steps) else ""
+    if step_marker and len(k) and not found.startswith("annotation:marker"):
+        warnings.append(f"{p.name}: no range named {step_marker!r} (--step-marker): no steps found")
+    linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
+    for c, v in linked.items():
+        k[c] = pd.Series(v, index=k.index, dtype=object) if v.dtype == object else v
+    k["step"], k["phase"], k["rank"], k["file"], k["start_us"] = step, phase, r, p.name, k["ts"] + shift
+    k = k.rename(columns={"dur": "dur_us"}).drop(columns=["ts"])
+    out = {"kernels": k, "runtime": _runtime(la, fr, r, shift)}
+    if cm is not None and len(cm):
+        out["comms"] = cm.assign(rank=r, start_us=cm["ts"] + shift).drop(columns=["ts"])
+    a["rank"] = r
+    a["start_us"] = a["ts"] + shift
+    out["annotations"] = a.rename(columns={"dur": "dur_us"}).drop(columns=["ts"])
+    if len(steps):
+        steps = steps.copy()
+        for c in ("start_us", "end_us", "marker_start_us", "marker_end_us"):
+            steps[c] = steps[c] + shift
+        steps.insert(0, "rank", r)
+        out["steps"] = steps
+    warnings += _zero_duration_warning(p, r, k)
+    return out
+
+
+def _zero_duration_warning(p: Path, r: int, k: pd.DataFrame) -> list[str]:
+    zero = int((k["dur_us"] == 0).sum()) if len(k) else 0
+    if not zero:
+        return []
+    frac = zero / len(k)
+    msg = (f"{p.name} (rank {r}): {zero:,} of {len(k):,} kernels ({100 * frac:.1f}%) have zero duration "
+           f"(CUDA-graph replay recorded without per-kernel timing by this PyTorch/CUPTI?)")
+    if frac >= 0.5:
+        msg += "; the per-kernel breakdown is unavailable, use the graph-level step times (Profile.steps)"
+    return [msg]
+
+
+def _rank_meta(p: Path, d: dict, src: str, off: float) -> dict:
+    """What ``Profile.meta["ranks"]`` says of one rank's file."""
+    meta, la, fr = d["meta"] or {}, d["launches"], d.get("frames")
+    return {
+        "file": p.name, "rank_from": src, "format": meta.get("source", "kineto"),
+        "device_properties": meta.get("deviceProperties", []), "distributed": meta.get("distributedInfo", {}),
+        "versions": {key: meta[key] for key in sorted(meta) if key.endswith("_version") or key == "schemaVersion"},
+        "events": d.get("events"), "bytes": d.get("bytes"), "cached": d.get("cached", False),
+        "truncated": d.get("truncated", False), "clock_offset_us": off,
+        "runtime_calls": int(len(la)), "module_frames": int((fr["kind"] == "module").sum()) if fr is not None
+        and len(fr) else 0, "cpu_frames": int(len(fr)) if fr is not None else 0,
+    }
+
+
+def _decided(kernels: pd.DataFrame, rules: list[Rule], cache: bool) -> pd.DataFrame:
+    """All ranks' kernels with their category decided (``_attribution.decide``) and columns typed."""
+    if not len(kernels):
+        return kernels
+    names = kernels["name"].astype("category")
+    kernels["name"] = names
+    cmap = categorise_names(names.cat.categories, rules, cache)
+    linked = kernels[["frame_category", "frame_kind", "frame_name", "launch"]]
+    cat, by, ev = A.decide(names, kernels["collective"], linked, rules, cmap)
+    kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
+    kernels["decided_by"] = pd.Categorical(by, categories=list(A.EVIDENCE))
+    kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
+    for c in ("module", "block", "layer_kind", "launch", "op", "op_top", "input_dims", "input_types"):
+        kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")
+    for c in ("layer", "op_call"):
+        kernels[c] = kernels[c].astype(np.int64)
+    return kernels[KERNEL_COLUMNS]
 
 
 def _runtime(launches: pd.DataFrame | None, frames: pd.DataFrame | None, rank: int, shift: float) -> pd.DataFrame:

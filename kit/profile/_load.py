@@ -2,7 +2,7 @@
 
 From paths to tables, in one place:
 
-1. ``kit.profile._io.detect`` decides each file's format (bad input fails here, before any work);
+1. ``kit.profile.reading._io.detect`` decides each file's format (bad input fails here, before any work);
 2. one cache entry holds the whole assembled profile (keyed by every file's identity and the rule
    table) — a hit returns it (reopening costs reading the cached tables, no assembly);
 3. otherwise each file is parsed — by the worker processes ``prefetch`` started before
@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kit.profile import _cache
-from kit.profile._io import detect
-from kit.profile._read import read_raw
-from kit.profile._validate import check_frames
+from kit.profile.reading import _cache
+from kit.profile.reading._io import detect
+from kit.profile.reading._read import read_raw
+from kit.profile.reading._validate import check_frames
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -201,7 +201,7 @@ def prefetch(paths: list[str], cache: bool = True, rules=None) -> Prefetch:
     cache dir) just means no prefetch: ``load`` then parses and reports errors itself."""
     try:
         if cache:
-            from kit.profile._categories import build_rules
+            from kit.profile.attribution._categories import build_rules
 
             if _cache.has_profile(_cache.profile_key(paths, build_rules(rules))):
                 return Prefetch()

@@ -11,26 +11,20 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError, UsageError
-from kit.profile import _attribution as A
-from kit.profile import _cpu, _load
-from kit.profile import _summary as S
+from kit.profile import _load
 from kit.profile._assemble import assemble
-from kit.profile._categories import Rule, build_rules
 from kit.profile._load import Prefetch
-from kit.profile._remote import is_remote, read_remote
+from kit.profile.analyses import _summary as S
+from kit.profile.attribution._categories import Rule, build_rules, default_rules
+from kit.profile.attribution._evidence import module_table
+from kit.profile.reading._remote import is_remote, read_remote
+from kit.profile.steps import _cpu
 from kit.util import recorded
 
 __all__ = ["load", "Profile", "Summary", "PHASES", "default_rules"]
 
 PHASES = ("all", "decode", "prefill")
 PathsArg = Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]
-
-
-def default_rules() -> list[Rule]:
-    """The packaged category rule table, in match order."""
-    from kit.profile._categories import default_rules as _d
-
-    return _d()
 
 
 def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: str = "python3",
@@ -71,14 +65,12 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
             raise TraceError("no trace files given")
         files = [str(p) for p in plist]
         d = _load.load(plist, rule_list, cache, prefetched, step_marker)
-    prof = Profile(files, d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rule_list,
-                   d["comms"], d["runtime"])
+    prof = Profile.from_assembled(files, d, rule_list)
     if reference is not None:
-        from kit.profile._place import place
+        from kit.profile.attribution._place import place
 
-        ref = reference if isinstance(reference, Profile) else load(reference, rules=rules, cache=cache, host=host,
-                                                                     python=python, step_marker=step_marker)
-        place(prof, ref)
+        place(prof, Profile.of(reference, rules=rules, cache=cache, host=host, python=python,
+                               step_marker=step_marker))
     return prof
 
 
@@ -125,6 +117,22 @@ class Profile:
     comms: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     runtime: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
 
+    @classmethod
+    def of(cls, x, reference=None, **load_args) -> "Profile":
+        """``x`` as a Profile: ``x`` itself when it is one, else :func:`load` of its paths (with
+        ``reference=`` and ``load_args``): the one place where an analysis's "a Profile or trace paths"
+        becomes a Profile."""
+        if isinstance(x, cls):
+            return x
+        return load(x, reference=reference, **load_args)
+
+    @classmethod
+    def from_assembled(cls, files: list[str], d: dict, rules: list[Rule]) -> "Profile":
+        """The Profile of ``_assemble.assemble``'s tables (``d``) for ``files``: the one constructor the
+        loader, the remote reader and ``ranks`` share."""
+        return cls(files, d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rules,
+                   d["comms"], d["runtime"])
+
     @property
     def ranks(self) -> list[int]:
         return sorted(self.meta.get("ranks", {}))
@@ -158,7 +166,7 @@ class Profile:
         """Can this trace's numbers be trusted? Capture mode, linked shares, launch APIs, communication
         kernels, dropped events, mixed phases, profiler overhead, and per metric usable / degraded /
         unreliable with the reason and the capture that fixes it (``_health.py``)."""
-        from kit.profile._health import health
+        from kit.profile.analyses._health import health
 
         return health(self)
 
@@ -173,7 +181,7 @@ class Profile:
         traces with no module frames and no reference; ``assign`` writes ``layer``/``layer_kind`` into
         the kernels that have none, so ``modules(by='layer')`` works. Returns the ``LayerGuess``
         (layers found, confidence, how), also ``meta['layers_found']``."""
-        from kit.profile._layers import find_layers
+        from kit.profile.attribution._layers import find_layers
 
         g = find_layers(self, assign=assign)
         self.meta["layers_found"] = g
@@ -185,7 +193,7 @@ class Profile:
         (traces recorded without ``with_stack``)."""
         if by not in ("module", "block", "layer"):
             raise UsageError(f"Profile.modules: by must be 'module', 'block' or 'layer', not {by!r}")
-        return A.module_table(self.kernels, by)
+        return module_table(self.kernels, by)
 
     def __repr__(self) -> str:
         ph = self.steps["phase"].value_counts().sort_index() if len(self.steps) else pd.Series(dtype=int)

@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+from kit import stats
 from kit.errors import LogFormatError, UsageError
+from kit.stats import is_nan, sq_se
 from kit.util import recorded
 
 # metric, its standard deviation column, which way is better, the quantile (None: a mean or a rate)
@@ -88,7 +90,7 @@ class BenchGate:
             if r.verdict == "not compared":
                 lines.append(f"  {r.metric:<18} not compared: {r.decided_by}")
                 continue
-            noise = "threshold only: no spread in the files" if r.noise != r.noise else f"noise +-{r.noise:,.3g}"
+            noise = "threshold only: no spread in the files" if is_nan(r.noise) else f"noise +-{r.noise:,.3g}"
             lines.append(f"  {r.metric:<18} {r.baseline_value:>10,.3f} -> {r.value:>10,.3f} ({r.change:+.1%}; "
                          f"{noise}) {r.verdict}")
         lines += [f"  warning: {w}" for w in self.warnings]
@@ -107,7 +109,7 @@ def _load(r) -> str:
 
 
 def _known(v) -> bool:
-    return v is not None and v == v and str(v) not in ("", "None", "nan")
+    return v is not None and not is_nan(v) and str(v) not in ("", "None", "nan")
 
 
 def _pairs(base, new) -> list[tuple[Any, Any]]:
@@ -149,12 +151,12 @@ def _skipped(metric: str, key: str, why: str) -> dict:
             "noise": math.nan, "threshold": math.nan, "verdict": "not compared", "decided_by": why}
 
 
-def _judge(metric, std, better, q, a, b, threshold, dropped: set, z: float = 2.0) -> dict | None:
+def _judge(metric, std, better, q, a, b, threshold, dropped: set, z: float = stats.NOISE_SE) -> dict | None:
     key = _load(a)
     va, vb = _num(a.get(metric)), _num(b.get(metric))
-    if va != va:
+    if is_nan(va):
         return None                                 # the baseline does not have it: nothing to compare with
-    if vb != vb:
+    if is_nan(vb):
         why = ("this run's value was not a number (dropped by the parser)" if metric in dropped
                else "not in this run's results")
         return _skipped(metric, key, why)
@@ -168,13 +170,13 @@ def _judge(metric, std, better, q, a, b, threshold, dropped: set, z: float = 2.0
     noise = math.nan
     sa, sb = (_num(a.get(std)), _num(b.get(std))) if std else (math.nan, math.nan)
     na, nb = _num(a.get("completed")), _num(b.get("completed"))
-    if sa == sa and sb == sb and na > 1 and nb > 1:
-        noise = z * _quantile_se(q) * math.sqrt(sa ** 2 / na + sb ** 2 / nb)
-    bar = max(0.0 if noise != noise else noise, threshold * abs(va))
+    if not (is_nan(sa) or is_nan(sb)) and na > 1 and nb > 1:
+        noise = _quantile_se(q) * stats.noise(sq_se(sa, na), sq_se(sb, nb), z)
+    bar = max(0.0 if is_nan(noise) else noise, threshold * abs(va))
     verdict = "regression" if worse > bar else "improvement" if -worse > bar else "pass"
     return {"metric": metric, "run": key, "baseline_value": va, "value": vb, "change": (vb - va) / abs(va),
             "noise": noise, "threshold": threshold * abs(va), "verdict": verdict,
-            "decided_by": "spread and threshold" if noise == noise else "threshold only"}
+            "decided_by": "spread and threshold" if not is_nan(noise) else "threshold only"}
 
 
 def bench_rows(source):
@@ -205,11 +207,11 @@ def _z(m: int) -> float:
 def _failures(a, b, threshold: float) -> dict | None:
     """The share of requests that failed, in each run (``failed`` over ``completed + failed``)."""
     fa, fb, ca, cb = (_num(x.get(k)) for x, k in ((a, "failed"), (b, "failed"), (a, "completed"), (b, "completed")))
-    if fa != fa and fb != fb:
+    if is_nan(fa) and is_nan(fb):
         return None
-    if fb != fb or cb != cb:
+    if is_nan(fb) or is_nan(cb):
         return _skipped("failed_share", _load(a), "this run does not say how many requests failed")
-    sa = fa / (fa + ca) if fa == fa and ca == ca and fa + ca > 0 else 0.0
+    sa = fa / (fa + ca) if not (is_nan(fa) or is_nan(ca)) and fa + ca > 0 else 0.0
     sb = fb / (fb + cb) if fb + cb > 0 else 1.0
     verdict = "regression" if sb - sa > threshold else "improvement" if sa - sb > threshold else "pass"
     return {"metric": "failed_share", "run": _load(a), "baseline_value": sa, "value": sb,

@@ -42,8 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kit import stats
 from kit.errors import UsageError
 from kit.runs._record import file_hash
+from kit.stats import is_nan
 from kit.util import recorded
 
 VERDICTS = ("regression", "improvement", "pass", "inconclusive")
@@ -109,7 +111,7 @@ class Gate:
                  f"  judged on {_BASIS_WORDS[self.basis]}" + (f": {self.reason}" if self.reason else "")]
         if self.checks is not None:
             for r in self.checks.itertuples():
-                noise = f"+-{r.noise:,.1f}" if r.noise == r.noise else "unknown"
+                noise = "unknown" if is_nan(r.noise) else f"+-{r.noise:,.1f}"
                 lines.append(f"  {'*' if r.decides else ' '} {r.check:<22} {r.baseline_value:>10,.1f} -> "
                              f"{r.value:>10,.1f} {r.unit:<6} ({r.delta:+,.1f}; noise {noise}, "
                              f"threshold {r.threshold:,.1f}) {r.verdict}")
@@ -203,14 +205,14 @@ def median_difference(a, b) -> tuple[float, float, float, float]:
     def se(x, m):
         return _MED_SE * float(np.median(np.abs(x - m))) / math.sqrt(len(x)) if len(x) > 1 else float("nan")
 
-    return ma, mb, mb - ma, 2.0 * math.sqrt(se(a, ma) ** 2 + se(b, mb) ** 2)
+    return ma, mb, mb - ma, stats.noise(se(a, ma) ** 2, se(b, mb) ** 2)
 
 
 def _judge(check: str, unit: str, a: float, b: float, noise: float, bar: float, decides: bool) -> dict:
     """One check's row: worse by more than its noise and the bar -> regression; better -> improvement; worse but
     inside a noise wider than the bar -> undecided (a regression of the bar's size cannot be ruled out)."""
     delta = b - a
-    known = noise == noise
+    known = not is_nan(noise)
     edge = max(noise if known else 0.0, bar)
     if delta > edge:
         verdict = "regression"
@@ -245,9 +247,9 @@ def _checks(cmp, sa, sb, threshold: float, basis: str) -> list[dict]:
     if cmp.cpu is not None and len(cmp.cpu) == 2:
         ca, cb = cmp.cpu.iloc[0], cmp.cpu.iloc[1]
         la, lb = (float(x["launches"]) + float(x["graph_launches"]) for x in (ca, cb))
-        if la == la and lb == lb:
+        if not (is_nan(la) or is_nan(lb)):
             rows.append(_judge("launches per step", "calls", la, lb, 0.0, max(0.5, threshold * la), gpu))
-        if ca["syncs"] == ca["syncs"] and cb["syncs"] == cb["syncs"]:
+        if not (is_nan(ca["syncs"]) or is_nan(cb["syncs"])):
             rows.append(_judge("syncs per step", "calls", float(ca["syncs"]), float(cb["syncs"]), 0.0, 0.5, gpu))
     return rows
 
@@ -386,7 +388,7 @@ def _rows(df, cols, label_cols=1) -> str:
         for i, c in enumerate(cols):
             v = r.get(c)
             if isinstance(v, float):
-                v = "" if v != v else f"{v:,.2f}"
+                v = "" if is_nan(v) else f"{v:,.2f}"
             text = html.escape(str(v if v is not None else ""))
             cells.append(f"<td{' class=n' if i < label_cols else ''}>{text}</td>")
         out.append(f"<tr class='{cls}'>{''.join(cells)}</tr>")

@@ -47,7 +47,7 @@ def test_step_markers_come_from_the_engines_and_give_phases():
     assert sg.phase(re.match(sg.pattern, "step[EXTEND bs=1]")) == "prefill"
     m = re.match(vl.pattern, "execute_context_1(16)_generation_3(3)")
     assert vl.phase(m) == "mixed"
-    from kit.profile import _windows  # the profile's families start with the registry's markers, in order
+    from kit.profile.steps import _windows  # the profile's families start with the registry's markers, in order
     assert [f for f, _, _ in _windows.families()[:2]] == ["sglang", "vllm"]
 
 

@@ -51,7 +51,7 @@ def test_the_toy_engine_is_read_everywhere(tmp_path, toy):
     assert s.engine == "toyllm" and s.effective["attention_backend"] == "paged"
     assert kit.logs.Settings.key_for("--toy-graphs") == "cuda_graph"
     # its step marker comes first among the trace's step families
-    from kit.profile import _windows
+    from kit.profile.steps import _windows
 
     ann = pd.DataFrame({"name": ["toy_iteration#1", "toy_iteration#2", "decode"], "ts": [0.0, 10.0, 20.0],
                         "dur": [9.0, 9.0, 1.0], "side": ["cpu"] * 3})

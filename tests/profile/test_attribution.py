@@ -17,8 +17,8 @@ import orjson
 import pytest
 
 from kit import profile
-from kit.profile import _attribution as A
-from kit.profile._categories import build_rules
+from kit.profile.attribution import _attribution as A
+from kit.profile.attribution._categories import build_rules
 from tests.conftest import ROOT, TEST_DATA
 from tests.profile.test_attribution_held_out import HELD_OUT
 
@@ -389,7 +389,7 @@ def test_reader_without_orjson_gives_the_same_tables():
     """transfer ships _read/_io/_kineto/_nsys as a stdlib-only zipapp: with orjson unavailable the
     reader falls back to json and must produce identical raw tables."""
     code = ("import sys, json; sys.modules['orjson'] = None; sys.modules['msgspec'] = None\n"
-            "from kit.profile._read import read_raw\n"
+            "from kit.profile.reading._read import read_raw\n"
             "r = read_raw(sys.argv[1])\n"
             "assert 'pandas' not in sys.modules and 'numpy' not in sys.modules\n"
             "keys = ('kernels', 'frames', 'comms', 'launches', 'events')\n"
@@ -397,7 +397,7 @@ def test_reader_without_orjson_gives_the_same_tables():
     out = subprocess.run([sys.executable, "-c", code, str(_own("moe_decode"))], capture_output=True, text=True,
                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
     assert out.returncode == 0, out.stderr
-    from kit.profile._read import read_raw
+    from kit.profile.reading._read import read_raw
 
     ref = read_raw(str(_own("moe_decode")))
     got = json.loads(out.stdout)

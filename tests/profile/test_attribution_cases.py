@@ -149,7 +149,7 @@ def test_router_topk_is_moe_and_the_steps_argmax_is_sampling(tmp_path):
 # ---------------------------------------------------------------- undecided share, self-check, layers
 
 def test_undecided_share_is_stated_with_the_remedy():
-    from kit.profile import _attribution as A
+    from kit.profile.attribution._evidence import UNDECIDED_WARN
     from tests.conftest import TEST_DATA
 
     p = profile.load(TEST_DATA / "traces" / "hf_generate_static" / "trace.json.gz", cache=False)
@@ -163,7 +163,7 @@ def test_undecided_share_is_stated_with_the_remedy():
     gen |= (k["decided_by"].astype(str) == "op") & k["evidence"].astype(str).isin(
         ["aten::mm", "aten::bmm", "aten::matmul", "aten::baddbmm", "aten::einsum"])
     share = k.loc[gen, "dur_us"].sum() / k["dur_us"].sum()
-    assert share > A.UNDECIDED_WARN
+    assert share > UNDECIDED_WARN
     assert f"{100 * share:.1f}% of kernel time" in w[0]
     # a trace whose attribution is decided says nothing
     p2 = profile.load(TEST_DATA / "traces" / "hf_eager_stack" / "trace.json.gz", cache=False)
@@ -227,8 +227,8 @@ def test_layers_say_what_they_are():
 
 def test_roles_come_from_what_a_class_is():
     """Qwen2Moe* classes are what their suffix says (the issue: all of them counted as MoE)."""
-    from kit.profile._attribution import _FrameInfo
-    from kit.profile._categories import default_rules
+    from kit.profile.attribution._attribution import _FrameInfo
+    from kit.profile.attribution._categories import default_rules
 
     rules = [r for r in default_rules() if "module" in r.on]
     want = {"Qwen2MoeAttention": "attention", "Qwen2MoeRMSNorm": "norm", "Qwen2MoeSparseMoeBlock": "moe",

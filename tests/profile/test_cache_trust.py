@@ -15,7 +15,7 @@ import pytest
 
 import kit.profile
 from kit.errors import CacheError
-from kit.profile import _cache
+from kit.profile.reading import _cache
 from tests.conftest import ROOT
 
 TRACE = ROOT / "tests" / "data" / "traces" / "hf_llama_plain" / "trace.json.gz"

@@ -1,4 +1,4 @@
-"""The CPU side of a decode step (kit/profile/_cpu.py, issue 22): launches, syncs, host time, the verdict
+"""The CPU side of a decode step (kit/profile/steps/_cpu.py, issue 22): launches, syncs, host time, the verdict
 (GPU-bound / launch-bound / host-bound) in Summary, the CLI and its JSON, and compare's cause of GPU idle.
 
 Real traces: the kit's own H200 recordings (tests/data/traces: compiled eager launches vs the same step
@@ -21,7 +21,7 @@ import pytest
 
 from kit import profile
 from kit.errors import TraceError
-from kit.profile import _cpu
+from kit.profile.steps import _cpu
 from tests.conftest import ROOT, SAMPLE
 
 D = ROOT / "tests" / "data" / "traces"

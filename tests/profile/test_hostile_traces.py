@@ -18,7 +18,7 @@ import pytest
 
 import kit.profile
 from kit.errors import TraceError
-from kit.profile import _io
+from kit.profile.reading import _io
 from tests.conftest import ROOT
 
 TRACE = ROOT / "tests" / "data" / "traces" / "hf_llama_plain" / "trace.json.gz"

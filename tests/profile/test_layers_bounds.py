@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from kit.profile._layers import MAX_PERIOD, layers_of
+from kit.profile.attribution._layers import MAX_PERIOD, layers_of
 
 LAYER = list(range(10, 22))                 # one decoder layer's 12 kernels
 FORWARD = [1, *LAYER * 4, 2, 3, 4]          # embedding, 4 layers, final norm + LM head + sampling

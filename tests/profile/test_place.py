@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from kit import profile
-from kit.profile import _place
-from kit.profile._attribution import undecided
+from kit.profile.attribution import _place
+from kit.profile.attribution._evidence import undecided
 from tests.conftest import TEST_DATA
 from tests.profile.module_truth import truth as module_truth
 from tests.profile.place_truth import score
@@ -166,7 +166,7 @@ def test_a_refused_placement_is_printed_once_with_its_real_reason(capsys):
     import pandas as pd
 
     from kit.cli import main
-    from kit.profile._place import _refusal
+    from kit.profile.attribution._place import _refusal
 
     assert main(["profile", "summary", str(_trace("hf_llama_plain")), "--reference",
                  str(_trace("hf_qwen3_stack"))]) == 0

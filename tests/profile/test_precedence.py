@@ -135,7 +135,7 @@ def test_a_cut_gzip_states_events_and_gpu_time_lost_with_the_right_remedy(tmp_pa
 
 
 def test_convolution_only_for_convolution_kernels():
-    from kit.profile._categories import build_rules, categorise
+    from kit.profile.attribution._categories import build_rules, categorise
 
     got = categorise(["void vllm::convert_fp8_kernel<c10::Float8_e4m3fn, true>", "convert_fp8_e4m3_kernel",
                       "cudnn::fusion::compute_dq_helper_kernel", "cudnn::ops::nchwToNhwcKernel<float>",

@@ -14,7 +14,7 @@ import pytest
 
 from kit.errors import KitError
 from kit.profile import _load
-from kit.profile._read import read_raw
+from kit.profile.reading._read import read_raw
 from tests.conftest import ROOT
 
 TRACE = ROOT / "tests" / "data" / "traces" / "hf_llama_stack" / "trace.json.gz"

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kit.profile import _kineto
+from kit.profile.reading import _kineto
 from tests.conftest import ROOT, TEST_DATA
 
 OWN = sorted((TEST_DATA / "traces").glob("*/trace.json.gz"))

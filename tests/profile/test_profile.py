@@ -173,7 +173,7 @@ def test_vllm_symmetric_memory_allreduce_is_seen_where_hta_rule_is_blind(shared_
     ("void vllm::scaled_fp8_quant_kernel<__nv_bfloat16>", "quantization"),
 ])
 def test_packaged_rules_on_llm_kernel_names(name, category):
-    from kit.profile._categories import categorise
+    from kit.profile.attribution._categories import categorise
 
     assert categorise([name], profile.default_rules())[name] == category
 
@@ -311,8 +311,8 @@ def test_cache_hit_is_identical_and_file_change_misses(tmp_path):
 
 def test_full_category_memo_is_restarted_without_losing_names():
     """Past 50,000 memoised names the memo starts afresh; names it already knew are still answered."""
-    from kit.profile._cache import category_map
-    from kit.profile._categories import categorise, default_rules
+    from kit.profile.attribution._categories import categorise, default_rules
+    from kit.profile.reading._cache import category_map
 
     rules = default_rules()
     compute = lambda ns: categorise(ns, rules)  # noqa: E731

@@ -23,7 +23,7 @@ def test_make_clean_removes_the_real_profile_cache(tmp_path, monkeypatch):
     import shutil
     import subprocess
 
-    from kit.profile._cache import cache_dir
+    from kit.profile.reading._cache import cache_dir
     from tests.conftest import ROOT
 
     if shutil.which("make") is None:

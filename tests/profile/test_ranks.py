@@ -10,8 +10,7 @@ import shutil
 import pytest
 
 import kit.profile
-from kit.profile._ranks import _Frames
-from kit.profile._remote import _RAW
+from kit.profile.reading._remote import _RAW, Frames
 from kit.testing import SSHServer, replay_trace
 from tests.conftest import TEST_DATA
 
@@ -86,7 +85,7 @@ def test_the_stream_is_cut_into_files_keeping_one_at_a_time():
     stream = b"".join(_RAW + json.dumps({"path": f"r{i}", "ok": True, "len": len(f)}).encode() + b"\n" + f
                       for i, f in enumerate(files))
     got, peak = [], [0]
-    cut = _Frames(lambda head, payload: got.append((head["path"], payload)))
+    cut = Frames(lambda head, payload: got.append((head["path"], payload)))
     for i in range(0, len(stream), 4096):
         cut.feed(stream[i:i + 4096])
         peak[0] = max(peak[0], len(cut.buf))
@@ -105,3 +104,13 @@ def test_kit_profile_ranks_cli_prints_and_records_the_view(job, tmp_path, monkey
     assert got["straggler"]["rank"] == STRAGGLER and len(got["per_rank"]) == RANKS
     facts = runs.query("SELECT name, value FROM facts WHERE kind = 'ranks'")
     assert dict(zip(facts["name"], facts["value"]))["straggler"] == str(STRAGGLER)
+
+
+def test_a_file_the_reader_failed_on_carries_no_payload_and_the_stream_goes_on():
+    """The reader's answer for a file it could not parse is a head without ``len``: one ``emit`` for it, and
+    the next file is read whole (``load(host=)`` and ``ranks`` share this reader)."""
+    bad = _RAW + json.dumps({"path": "r0", "ok": False, "message": "r0: not a trace"}).encode() + b"\n"
+    good = _RAW + json.dumps({"path": "r1", "ok": True, "len": 3}).encode() + b"\nabc"
+    got = []
+    Frames(lambda head, payload: got.append((head["path"], head["ok"], payload))).feed(bad + good)
+    assert got == [("r0", False, b""), ("r1", True, b"abc")]

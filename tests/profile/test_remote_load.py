@@ -13,7 +13,7 @@ import pytest
 
 import kit.profile
 from kit.errors import RemoteError, TraceError
-from kit.profile._remote import build_reader, ensure_reader, reader_files, split_spec
+from kit.profile.reading._remote import build_reader, ensure_reader, reader_files, split_spec
 
 pytestmark = [pytest.mark.ssh]
 
@@ -148,10 +148,11 @@ def test_a_corrupted_reader_on_the_host_is_sent_again(host, remote_dir, damage):
 def test_reader_is_the_kits_own_source_and_stdlib_only():
     files = reader_files()
     root = Path(kit.profile.__file__).parent
-    for name in ("_read.py", "_io.py", "_kineto.py", "_nsys.py"):
-        assert files[f"kit/profile/{name}"] == (root / name).read_bytes()  # shipped as-is
+    for name in ("_read.py", "_io.py", "_kineto.py", "_kineto_events.py", "_nsys.py"):
+        assert files[f"kit/profile/reading/{name}"] == (root / "reading" / name).read_bytes()  # shipped as-is
     assert files["kit/errors.py"] == (root.parent / "errors.py").read_bytes()
-    assert b"pandas" not in files["kit/__init__.py"] + files["kit/profile/__init__.py"]
+    assert b"pandas" not in files["kit/__init__.py"] + files["kit/profile/__init__.py"] + \
+        files["kit/profile/reading/__init__.py"]
     name, data = build_reader()
     assert name == build_reader()[0] and name.startswith("kit-reader-") and len(data) < 200_000
 
@@ -171,7 +172,7 @@ def test_local_frames_unchanged_by_round_trip():
     import json
     import zlib
 
-    from kit.profile._remote import decode_raw
+    from kit.profile.reading._remote import decode_raw
 
     raw = {"kernels": {"name": ["a", "b", "a"], "ts": [1.5, float("nan"), 3.0], "collective": [None, "x", None],
                        "device": [0, 1, -1]},

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from kit.profile._categories import Rule, default_rules, fold, lowered
+from kit.profile.attribution._categories import Rule, default_rules, fold, lowered
 
 ROOT = Path(__file__).resolve().parents[2]
 OWN = sorted((ROOT / "tests" / "data" / "traces").glob("*/trace.json.gz"))
@@ -82,7 +82,7 @@ def test_non_ascii_names_are_searched_as_written():
 def test_every_packaged_pattern_compiles_and_user_patterns_are_checked_when_given(tmp_path):
     """Patterns compile when first used; a bad packaged one would fail here, a bad user one at once."""
     from kit.errors import ParseError
-    from kit.profile._categories import build_rules
+    from kit.profile.attribution._categories import build_rules
 
     for r in default_rules():
         r.compiled()

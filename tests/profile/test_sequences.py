@@ -1,9 +1,9 @@
-"""Edge cases of the op-sequence matcher (kit/profile/_sequences.py) on short op lists; the real
+"""Edge cases of the op-sequence matcher (kit/profile/attribution/_sequences.py) on short op lists; the real
 traces are in test_attribution_twins.py. Synthetic on purpose: each case is one rule behaviour."""
 from __future__ import annotations
 
-from kit.profile._categories import default_rules
-from kit.profile._sequences import claim
+from kit.profile.attribution._categories import default_rules
+from kit.profile.attribution._sequences import claim
 
 RULES = [r for r in default_rules() if "sequence" in r.on]
 
@@ -52,7 +52,7 @@ def test_rules_match_whole_ops_only():
 
 
 def test_graph_kernels_read_as_the_ops_they_stand_for():
-    from kit.profile._sequences import kernel_token
+    from kit.profile.attribution._sequences import kernel_token
 
     token = kernel_token("void at::native::vectorized_elementwise_kernel<4, at::native::rsqrt_kernel_cuda(...)")
     assert token == "rsqrt"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kit.profile._attribution import _FrameInfo
-from kit.profile._categories import categorise, default_rules
+from kit.profile.attribution._attribution import _FrameInfo
+from kit.profile.attribution._categories import categorise, default_rules
 from tests.source.test_source_real_engines import engine
 
 SOURCES = {

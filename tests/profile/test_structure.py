@@ -21,7 +21,7 @@ import pytest
 import kit
 import kit.plots
 from kit.errors import TraceError, UsageError
-from kit.profile._structure import families
+from kit.profile.analyses._structure import families
 from tests.conftest import ROOT
 
 T = ROOT / "tests" / "data" / "traces"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kit import profile
-from kit.profile import _kineto
+from kit.profile.reading import _kineto
 
 DECODERS = [d for d in _kineto.DECODERS if d != "msgspec" or _kineto.msgspec is not None]
 T0 = 1_000_000.0   # relative microseconds, as newer Kineto writes them

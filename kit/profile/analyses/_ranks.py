@@ -25,9 +25,7 @@ The view (:class:`RankView`):
 from __future__ import annotations
 
 import html
-import json
 import math
-import shlex
 import statistics
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -37,12 +35,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kit import stats
 from kit.errors import RemoteError, TraceError
-from kit.profile import _remote
 from kit.profile._assemble import assemble
-from kit.profile._categories import COMM, build_rules
-from kit.profile._compare import kernel_family
-from kit.profile._load import checked_frames
+from kit.profile._profile import Profile, load
+from kit.profile.attribution._categories import COMM, build_rules
+from kit.profile.attribution._names import kernel_family
+from kit.profile.reading import _remote
+from kit.stats import is_nan
 from kit.util import recorded
 
 _TOP = 400        # kernel families / (layer, family) pairs kept per rank
@@ -99,100 +99,25 @@ def _family_cache():
     return fam
 
 
-def _profile_of(label: str, raw_frames: dict, rules):
-    from kit.profile._profile import Profile
-
-    d = assemble([Path(label.split(":", 1)[-1])], [raw_frames], rules, False)
-    return Profile([label], d["kernels"], d["annotations"], d["steps"], d["meta"], list(d["warnings"]), rules,
-                   d["comms"], d["runtime"])
-
-
-class _Frames:
-    """Cuts the remote reader's stdout (``\\x1eKITRAW {head}\\n`` + payload, per file) into files as bytes
-    arrive, handing each complete one to ``emit(head, payload)``; keeps at most one file's bytes."""
-
-    def __init__(self, emit):
-        self.buf = bytearray()
-        self.head = None
-        self.emit = emit
-
-    def feed(self, chunk: bytes) -> None:
-        self.buf += chunk
-        while True:
-            if self.head is None:
-                end = self.buf.find(b"\n")
-                if end < 0:
-                    return
-                line = bytes(self.buf[:end])
-                if not line.startswith(_remote._RAW):
-                    raise RemoteError(f"remote trace reader output unreadable: {line[:80]!r}")
-                self.head = json.loads(line[len(_remote._RAW):])
-                del self.buf[:end + 1]
-            need = self.head["len"]
-            if len(self.buf) < need:
-                return
-            payload = bytes(self.buf[:need])
-            del self.buf[:need]
-            head, self.head = self.head, None
-            self.emit(head, payload)
-
-
 def _host_digests(host, paths: list[str], phase: str, rules, python: str, timeout: float, progress) -> list:
-    remote, _pushed = _remote.ensure_reader(host)
-    cmd = f"{shlex.quote(python)} {shlex.quote(remote)} " + " ".join(shlex.quote(p) for p in paths)
+    cmd, _pushed = _remote.reader_command(host, paths, python)
     out: list[RankDigest] = []
 
     def emit(head, payload):
         label = f"{host.name}:{head['path']}"
-        if not head["ok"]:
-            raise TraceError(f"{host.name}:{head['message']}", path=label)
-        fr = checked_frames(_remote.decode_raw(payload), label)
-        fr["cached"] = False
-        d = digest(_profile_of(label, fr, rules), phase, label)
+        fr = _remote.checked(host, head, payload)
+        d = digest(Profile.from_assembled([label], assemble([Path(head["path"])], [fr], rules, False), rules),
+                   phase, label)
         d.host = host.name
         out.append(d)
         progress(1)
 
-    frames = _Frames(emit)
-    res = host.run(cmd, timeout=timeout, on_stdout=frames.feed)
+    res = host.run(cmd, timeout=timeout, on_stdout=_remote.Frames(emit, host.name).feed)
     if not res.ok:
-        why = (res.stderr or "").strip().splitlines()
-        raise RemoteError(f"{host.name}: remote trace reader failed: {why[-1] if why else res.exit_code}",
-                          host=host.name)
+        raise _remote.failed(host, res, python)
     if len(out) != len(paths):
         raise RemoteError(f"{host.name}: the remote reader returned {len(out)} of {len(paths)} ranks", host=host.name)
     return out
-
-
-def _group(paths, host) -> tuple[dict, list[str]]:
-    """``{host key: (Host, [paths])}`` for traces on hosts, and the local files, in the caller's order."""
-    import kit.remote
-
-    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    if isinstance(paths, dict):
-        items = [(h, p) for h, ps in paths.items() for p in ([ps] if isinstance(ps, str) else ps)]
-    remote: dict[str, tuple] = {}
-    local: list[str] = []
-    for it in items:
-        if isinstance(it, tuple):
-            h, p = it
-        elif host is not None:
-            h, p = host, str(it)
-        elif (spec := _remote.split_spec(str(it))) is not None:
-            key, p = spec
-            h = remote[key][0] if key in remote else kit.remote.connect(key)
-        else:
-            local.append(str(it))
-            continue
-        entry = remote.setdefault(h.name, (h, []))
-        if any(c in p for c in "*?["):
-            found = h.transfer.glob(p)
-            if not found:
-                raise TraceError(f"{h.name}:{p}: no file matches", path=f"{h.name}:{p}")
-            entry[1].extend(found)
-        else:
-            entry[1].append(p)
-    return remote, local
 
 
 @recorded("ranks")
@@ -205,7 +130,10 @@ def ranks(paths, *, phase: str = "decode", host=None, rules=None, python: str = 
     ``progress``: a progress bar over the ranks (default: in a terminal or notebook, after 2 s; ``KIT_PROGRESS=off``
     silences it)."""
     rule_list = build_rules(rules)
-    remote, local = _group(paths, host)
+    listed, local = _remote.by_host(paths, host)
+    remote: dict[str, tuple] = {}
+    for h, p in listed:
+        remote.setdefault(h.name, (h, []))[1].append(p)
     total = len(local) + sum(len(ps) for _, ps in remote.values())
     if not total:
         raise TraceError("ranks: no trace files given")
@@ -220,8 +148,6 @@ def ranks(paths, *, phase: str = "decode", host=None, rules=None, python: str = 
                 bar.update(n)
         futs = [pool.submit(_host_digests, h, ps, phase, rule_list, python, timeout, tick) for h, ps in remote.values()]
         for f in local:
-            from kit.profile._profile import load
-
             digests.append(digest(load([f], rules=rules), phase, f))
             tick(1)
         for fut in futs:
@@ -282,7 +208,8 @@ def _straggler(digests, per_rank) -> tuple[dict, pd.DataFrame]:
     others = ok.drop(index=i)
     med = float(others["compute_us"].median())
     se_med = float(others["compute_se_us"].median()) if others["compute_se_us"].notna().any() else 0.0
-    noise = 2 * math.sqrt((r["compute_se_us"] if r["compute_se_us"] == r["compute_se_us"] else 0.0) ** 2 + se_med ** 2)
+    se = float(r["compute_se_us"])
+    noise = stats.noise(0.0 if is_nan(se) else se ** 2, se_med ** 2)   # one step: its spread unknown, 0
     spread = 3 * _mad(list(others["compute_us"]))
     excess = float(r["compute_us"] - med)
     bar = max(noise, spread, 0.01 * med)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kit.profile._columns import strings
+from kit.profile.reading._columns import strings
 
 MIN_PERIOD = 8
 MOTIF = 3

@@ -128,18 +128,12 @@ def clean_events(evs: list, col: Any, kept_cats: Any) -> list:
             continue
         if (cat and cat not in kept_cats) or e.get("ph", "X") != "X":
             continue
-        ts = e.get("ts")
-        if type(ts) is not float:
-            val, fixed = _number(ts)
-            e["ts"] = val
-            if fixed:
-                issues["text"] = issues.get("text", 0) + 1
-        dur = e.get("dur")
-        if dur is not None and type(dur) is not float:
-            val, fixed = _number(dur)
-            e["dur"] = val
-            if fixed:
-                issues["text"] = issues.get("text", 0) + 1
+        for key in ("ts", "dur"):   # a missing ts is dropped later; a missing dur is an instant
+            v = e.get(key)
+            if type(v) is not float and (v is not None or key == "ts"):
+                e[key], fixed = _number(v)
+                if fixed:
+                    issues["text"] = issues.get("text", 0) + 1
         args = e.get("args")
         if args is not None and type(args) is not dict:
             e["args"] = {}

@@ -261,7 +261,7 @@ def category_map(names, rules, compute) -> dict:
     traces and reopenings; matching ~15 regexes against 5,000-character template names is the
     slowest part of a cached reopen). The memo is sealed with the keyed digest and its values must be
     categories of the rule table; one that is not is ignored (and said in the log)."""
-    from kit.profile._categories import OTHER
+    from kit.profile.attribution._categories import OTHER
 
     names = list(names)
     ident = "\n".join(f"{r.category}\t{r.pattern}" for r in rules if "kernel" in r.on) + PARSER_VERSION
@@ -320,7 +320,7 @@ def _write_memo(f: Path, key: bytes, known: dict) -> None:
 def profile_key(paths, rules, step_marker: str | None = None) -> str:
     """Key of an assembled profile: the identities of all its files, in order, the rule table, the step
     rule's version and the step marker asked for."""
-    from kit.profile._categories import rules_ident
+    from kit.profile.attribution._categories import rules_ident
 
     ident = "|".join(file_key(Path(p)) for p in paths) + "\n" + rules_ident(rules)
     ident += f"\nsteps {STEP_RULES}:{step_marker or ''}"

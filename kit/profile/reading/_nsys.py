@@ -21,13 +21,13 @@ import sqlite3
 from pathlib import Path
 
 from kit.errors import TraceError
-from kit.profile._io import read_bytes, sniff
-from kit.profile._validate import Numbers
+from kit.profile.reading._io import read_bytes, sniff
+from kit.profile.reading._validate import Numbers
+from kit.stats import is_nan
 
 _REPORT_RE = re.compile(r"\[[^\]]*?/?([A-Za-z_:]+?)(?:\.py)?\]\.\.\.\s*$")
 _BANNER_RE = re.compile(r"^\s*\*\*\s.*\(([a-z_:]+)\):\s*$")
 _KERN_SUM = {"cuda_gpu_kern_sum", "gpukernsum", "cuda_gpu_kern_sum:base", "cuda_gpu_kern_sum:mangled"}
-_GPU_TRACE = {"cuda_gpu_trace", "gputrace"}
 
 
 def _norm(h: str) -> str:
@@ -200,7 +200,7 @@ def _kern_sum_rows(k: dict, header: list[str], body: list[list[str]], base: str)
         except ValueError:
             continue
         n = _num(r[inst]) if inst is not None and r[inst].strip() else 1.0
-        n = int(n) if n == n and abs(n) < 1e18 else 1
+        n = int(n) if not is_nan(n) and abs(n) < 1e18 else 1
         _add_kernel(k, r[name].strip(), float("nan"), t, count=n)
 
 

@@ -48,8 +48,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from kit.profile import _arrays as A
-from kit.profile import _summary as S
+from kit.profile.analyses import _summary as S
+from kit.profile.attribution._names import SYNC_OPS
+from kit.profile.steps import _arrays as A
+from kit.stats import is_nan
 
 LAUNCH = re.compile(r"^(?:cuda|hip)(?:Ext)?LaunchKernel|^cuLaunchKernel|^(?:cuda|cu|hip)LaunchCooperativeKernel|"
                     r"^hip(?:Ext)?ModuleLaunchKernel|^cudaLaunchKernelExC")
@@ -57,7 +59,6 @@ GRAPH = re.compile(r"GraphLaunch")
 MEMCPY = re.compile(r"^(?:cuda|hip)Memcpy|^cuMemcpy")
 MEMSET = re.compile(r"^(?:cuda|hip)Memset|^cuMemset")
 SYNC = re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$|^cu(?:Ctx|Stream|Event)Synchronize$")
-ITEM_OPS = ("aten::_local_scalar_dense", "aten::item")
 CPU_IDLE_BOUND = 0.25
 SYNC_SHARE = 1 / 3
 SYNC_STEP = 0.05
@@ -208,7 +209,7 @@ def _gaps(start: np.ndarray, end: np.ndarray, st: pd.DataFrame, klaunch: np.ndar
         b, e = start[idx], end[idx]
         # gap i lies between the running end of kernels [0..i-1] and the start of kernel i; gap 0 is
         # the launch gap before the step (from the steps table: the previous step's last kernel)
-        before = b[0] - gap_before if gap_before == gap_before else np.nan
+        before = b[0] - gap_before if not is_nan(gap_before) else np.nan
         g0 = np.concatenate([[before], np.maximum.accumulate(e)[:-1]])
         ln = b - g0
         sel = np.flatnonzero(ln > 0)
@@ -272,7 +273,7 @@ class _Calls:
         self.nested = np.zeros(len(kind), bool)
         self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], A.text(rt["tid"])[0][rows][o][is_l])
         self.driver = np.array([n.startswith("cu") and not n.startswith("cuda") for n in uniq], bool)[self.codes]
-        self.item_name = np.isin(uniq, ITEM_OPS)[self.codes]
+        self.item_name = np.isin(uniq, SYNC_OPS)[self.codes]
         corr = rt["correlation"].to_numpy(np.int64)[rows][o]
         launcher = (kind != _OP) & (corr >= 0)
         self.launchers = (corr[launcher], self.start[launcher])
@@ -284,14 +285,14 @@ class _Calls:
     def _items(self) -> np.ndarray:
         """The GPU-waiting ops (``.item()``): ``_local_scalar_dense`` where recorded, else ``aten::item``."""
         ops = (self.kind == _OP) & self.item_name
-        inner = ops & (self.uniq == ITEM_OPS[0])[self.codes]
+        inner = ops & (self.uniq == SYNC_OPS[0])[self.codes]
         return inner if inner.any() else ops
 
     def counts(self, w0: float, w1: float) -> dict:
         """Launches, graph launches, memcpy/memset, syncs and their time in the CPU window [w0, w1)."""
         def cut(x):
-            lo = np.searchsorted(x, w0, side="left") if w0 == w0 else len(x)
-            hi = np.searchsorted(x, w1, side="left") if w1 == w1 else len(x)
+            lo = np.searchsorted(x, w0, side="left") if not is_nan(w0) else len(x)
+            hi = np.searchsorted(x, w1, side="left") if not is_nan(w1) else len(x)
             return slice(lo, hi)
         c, i = cut(self.start), cut(self.i_s)
         ck, cs, ce = self.kind[c], self.start[c], self.end[c]
@@ -349,7 +350,7 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
         w0, w1, src = wins[r.step]
         gi = gap_by_step.get(r.step, np.empty(0, int))
         rows.append({"rank": rank, "step": int(r.step), "name": r.name, "phase": r.phase, "cpu_window_from": src,
-                     "cpu_us": float(w1 - w0) if w1 == w1 and w0 == w0 else np.nan, "gpu_wall_us": float(r.wall_us),
+                     "cpu_us": float(w1 - w0), "gpu_wall_us": float(r.wall_us),
                      "gap_before_us": float(r.gap_before_us) if g_first[gi].any() else np.nan,
                      **_gpu_figures(by_step.get(r.step, np.empty(0, int)), kstart, kdur, g_len[gi], g_cause[gi],
                                     float(r.wall_us)),
@@ -404,7 +405,7 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
             m["graph_launches"] else "mixed" if m["launches"] else "none")
     out.update(step_us=step, mode=mode, **m)
     busy = m["gpu_busy_us"]
-    if busy != busy:
+    if is_nan(busy):
         out["reason"] = ("most kernels were recorded without duration (CUDA-graph replay without per-kernel timing): "
                          "GPU busy time and idle gaps cannot be measured from this trace")
         return out
@@ -439,7 +440,7 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
 
 
 def us_text(x: float) -> str:
-    return "n/a" if x != x else f"{x:,.0f}"
+    return "n/a" if is_nan(x) else f"{x:,.0f}"
 
 
 def _launch_words(m: dict, mode: str) -> str:

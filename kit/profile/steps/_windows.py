@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 import kit.engines
-from kit.profile._columns import matching, strings
+from kit.profile.reading._columns import matching, strings
 
 _USER = re.compile(r"(?i)^(prefill|decode|extend|generate)(?:$|[_\s\-:\[(#0-9])")
 _PSTEP = re.compile(r"^ProfilerStep#\d+$")
@@ -299,7 +299,16 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
             step[order[bounds[i]:bounds[i + 1]]] = i
             rows.append((i, f"burst {i}", "unknown", float(s[bounds[i]]), float(e[bounds[i + 1] - 1])))
         source = "gaps"
-    steps = pd.DataFrame(rows, columns=["step", "name", "phase", "marker_start_us", "marker_end_us"])
+    steps = _spans(pd.DataFrame(rows, columns=["step", "name", "phase", "marker_start_us", "marker_end_us"]),
+                   step, k, kt, kend, source, launches)
+    steps["source"] = source or "none"
+    return step, phase.astype(object), steps
+
+
+def _spans(steps: pd.DataFrame, step: np.ndarray, k: pd.DataFrame, kt: np.ndarray, kend: np.ndarray, source,
+           launches: pd.DataFrame) -> pd.DataFrame:
+    """The steps table with each step's span (its kernels', or where they carry no duration its GPU
+    annotation or the host's wait), kernels, wall time and the GPU idle before it."""
     m = len(steps)
     if m:
         sel = step >= 0
@@ -349,8 +358,7 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
         steps["gap_before_us"] = np.clip(gap, 0, None)
     else:
         steps = steps.assign(start_us=[], end_us=[], span_from=[], kernels=[], wall_us=[], gap_before_us=[])
-    steps["source"] = source or "none"
-    return step, phase.astype(object), steps
+    return steps
 
 
 _SYNC = re.compile(r"(?i)(?:Stream|Device|Event|Ctx)Synchronize$|^cuda(?:Memcpy|Memcpy2D)$|^hip(?:Stream|Device)Synchronize$")

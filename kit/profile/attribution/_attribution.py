@@ -62,11 +62,24 @@ from bisect import bisect_right
 import numpy as np
 import pandas as pd
 
-from kit.profile._categories import COMM, FRAME_KINDS, OTHER, PACKAGED, Rule, fold
-from kit.profile._columns import TIME_CALLS, among, strings
-from kit.profile._sequences import claim, kernel_token, outermost
+from kit.profile.attribution._categories import (
+    ALLREDUCE,
+    ATTENTION,
+    COMM,
+    FRAME_KINDS,
+    GEMM,
+    MEMCPY,
+    OTHER,
+    OTHER_COLLECTIVES,
+    PACKAGED,
+    Rule,
+    fold,
+    layer_kind,
+)
+from kit.profile.attribution._sequences import claim, kernel_token, outermost
+from kit.profile.reading._columns import strings
 
-SURE = set(COMM) | {"memcpy/memset"}
+SURE = set(COMM) | {MEMCPY}
 EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range",
             "enclosing module", "structure", "sequence", "kernel sequence", "fused name", "kernel name",
             "kernel name (no launch)", "none",
@@ -155,7 +168,7 @@ def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | Non
             dec = inf
         elif inf.container and inf.cat != dec.cat and dec.cat not in inf.keep:
             dec = inf
-        elif dec.kind == "op" and dec.cat == "gemm" and inf.kind == "module" and inf.cat == "gemm":
+        elif dec.kind == "op" and dec.cat == GEMM and inf.kind == "module" and inf.cat == GEMM:
             dec = inf   # the Linear around a weight GEMM op: decided by module, as before the op rule
     weak = None
     if (dec is not None and dec.kind == "module" and not dec.container and inner is not None
@@ -230,7 +243,7 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
         dname = dec.name if dec else None
         if weak is not None:
             dkind, dname = "enclosing module", weak
-        elif nosoft and dec is not None and dec.kind == "module" and dec.cat == "attention":
+        elif nosoft and dec is not None and dec.kind == "module" and dec.cat == ATTENTION:
             f = next(f for f, inf in zip(live, stack_info) if inf is dec)
             if f in nosoft:   # an "attention" class whose call runs no softmax: a linear recurrence
                 dcat, dkind, dname = "ssm", "structure", f"{dec.module}: no softmax"
@@ -259,7 +272,7 @@ def _attention_without_softmax(finfo: list, fts: np.ndarray, fend: np.ndarray, n
     (``att_ts``: launch times of such kernels, e.g. flashinfer's, launched without an op): a
     linear-attention or recurrent mixer named ``*Attention`` (RWKV's time mixing, MiniMax's lightning
     attention)."""
-    cand = [f for f, inf in enumerate(finfo) if inf.kind == "module" and inf.cat == "attention" and not inf.container]
+    cand = [f for f, inf in enumerate(finfo) if inf.kind == "module" and inf.cat == ATTENTION and not inf.container]
     if not cand:
         return set()
     is_op = kinds == "op"
@@ -396,7 +409,7 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     # attention and Mamba layers would both start at 0), kind from the roles found inside
     order_l = sorted(layer_ids, key=lambda x: layer_ids[x][0])
     lindex = {nm: i for i, nm in enumerate(order_l)}
-    lkind = {nm: _layer_kind(layer_ids[nm][1]) for nm in order_l}
+    lkind = {nm: layer_kind(layer_ids[nm][1]) for nm in order_l}
     idx = np.flatnonzero(has & ~out["graph"])
     at = pos[idx]
     for c in _FOUND:
@@ -442,15 +455,6 @@ def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: li
             if r is not None and out["frame_category"][i] is None:
                 out["frame_category"][i], out["frame_kind"][i] = r.category, "kernel sequence"
                 out["frame_name"][i] = r.role or r.pattern
-
-
-# what a layer is, from the module roles inside it (first that is present, joined)
-_KIND_ORDER = ("ssm", "attention", "moe", "mlp")
-
-
-def _layer_kind(roles: set) -> str:
-    got = [r for r in _KIND_ORDER if r in roles]
-    return "+".join(got) if got else "other"
 
 
 def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules: list[Rule],
@@ -501,7 +505,7 @@ def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules:
     hc = coll.notna().to_numpy()
     if hc.any():
         is_ar = coll.astype(str).str.replace("_", "").str.lower().str.contains("allreduce").to_numpy(bool)
-        cc = np.where(is_ar, "allreduce", np.where(np.isin(cat, list(COMM)), cat, "other-collectives"))
+        cc = np.where(is_ar, ALLREDUCE, np.where(np.isin(cat, list(COMM)), cat, OTHER_COLLECTIVES))
         cat[hc] = cc[hc]
         by[hc] = "collective arg"
         ev[hc] = coll.to_numpy()[hc]
@@ -512,117 +516,3 @@ def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules:
     by[has_u] = "user rule"
     ev[has_u] = None
     return cat, by, ev
-
-
-def evidence_table(k: pd.DataFrame) -> pd.DataFrame:
-    """Kernel time and calls per kind of evidence that decided the category (``decided_by``)."""
-    cols = ["decided_by", "time_us", "calls", "share_of_kernel"]
-    if not len(k) or "decided_by" not in k:
-        return pd.DataFrame(columns=cols)
-    g = k.groupby("decided_by", observed=True)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS)
-    g = g.reindex([e for e in EVIDENCE if e in g.index]).reset_index()
-    tot = g["time_us"].sum()
-    g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
-    g["decided_by"] = g["decided_by"].astype(str)
-    g["calls"] = g["calls"].astype(int)
-    return g[cols]
-
-
-def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
-    """Kernel time per module class (``by='module'``: innermost module; ``'block'``: the module inside
-    the layer) or per layer index (``by='layer'``: rows layer x block, with the layer's ``kind``:
-    the roles inside it, e.g. ``attention+mlp``, ``ssm``, ``attention+moe``)."""
-    if not len(k) or "module" not in k:
-        return pd.DataFrame(columns=[by, "time_us", "calls", "share_of_kernel"])
-    tot = float(k["dur_us"].sum())
-    use = [c for c in ("module", "block", "layer", "layer_kind", "dur_us", "count") if c in k]
-    km = k[use].assign(module=k["module"].astype(object).fillna("(no module)"),
-                       block=k["block"].astype(object).fillna(k["module"].astype(object)).fillna("(no module)"))
-    if by == "layer":
-        km = km[km["layer"] >= 0]
-        if "layer_kind" in km:
-            km = km.assign(kind=km["layer_kind"].astype(object).fillna("other"))
-        else:
-            km = km.assign(kind="other")
-        g = km.groupby(["layer", "kind", "block"], observed=True)[["dur_us", "count"]].sum()
-        g = g.rename(columns=TIME_CALLS)
-        g = g.reset_index().sort_values(["layer", "time_us"], ascending=[True, False])
-    else:
-        keys = ["block", "module"] if by == "module" else ["block"]
-        g = km.groupby(keys, observed=True)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS).reset_index()
-        g = g.sort_values("time_us", ascending=False)
-    g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
-    g["calls"] = g["calls"].astype(int)
-    return g.reset_index(drop=True)
-
-
-# kernel time decided by a generic kernel name alone above this share is flagged
-UNDECIDED_WARN = 0.05
-
-
-def _undecided_mask(k: pd.DataFrame, rules: list[Rule]) -> np.ndarray:
-    """The kernels whose category the kit could be wrong about (see :func:`undecided`)."""
-    generic = {r.category for r in rules if "kernel" in r.on and r.generic} | {OTHER}
-    guesses = {r.role or r.pattern for r in rules if "sequence" in r.on and r.generic}
-    by, cat = k["decided_by"], k["category"]
-    sel = among(by, ["kernel name", "kernel name (no launch)", "none"]) & among(cat, generic)
-    sel |= among(by, ["sequence", "kernel sequence"]) & among(k["evidence"], guesses, missing=False)
-    sel |= among(by, ["enclosing module", "structure"])
-    # a GEMM op without a weight operand (generic: mm, bmm, matmul) decided and nothing enclosing
-    # confirmed it: a product of two activations can be attention's, a recurrence's or experts'
-    # (an activation or the sampler's argmax says what it is)
-    op_rules = [r for r in rules if "op" in r.on]
-    ev = k["evidence"].astype(object)
-    is_op = among(by, ["op"])
-    if is_op.any():
-        weak = set()
-        for x in pd.unique(ev[is_op].dropna().astype(str)):
-            r = next((r for r in op_rules if r.matches(x)), None)   # the rule that decided (first match)
-            if r is not None and r.generic and r.category == "gemm":
-                weak.add(x)
-        sel |= is_op & among(ev, weak, missing=False)
-    return np.asarray(sel, dtype=bool)
-
-
-def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
-    """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name
-    rules: elementwise), nothing gave (``other``), a generic op sequence guessed (``generic = true``
-    sequence rules: readings the ops cannot tell apart) or only the role of a module enclosing a
-    class no rule claims gave (``enclosing module``), and that time per category."""
-    share, per, _ = undecided_detail(k, rules)
-    return share, per
-
-
-def undecided_detail(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict, dict]:
-    """:func:`undecided`, plus the share per innermost class no rule claims (``enclosing module``)."""
-    if not len(k) or "decided_by" not in k:
-        return 0.0, {}, {}
-    tot = float(k["dur_us"].sum())
-    if not tot > 0:
-        return 0.0, {}, {}
-    sel = _undecided_mask(k, rules)
-    dur = k["dur_us"].to_numpy(float)
-    per = pd.Series(dur[sel]).groupby(strings(k["category"])[sel]).sum()
-    weak = sel & among(k["decided_by"], ["enclosing module"])
-    cls = pd.Series(dur[weak]).groupby(strings(k["evidence"])[weak]).sum() if weak.any() else pd.Series(dtype=float)
-    return (float(dur[sel].sum()) / tot, {c: float(v) / tot for c, v in per.items() if v > 0},
-            {c: float(v) / tot for c, v in cls.items() if v > 0})
-
-
-def undecided_warning(k: pd.DataFrame, rules: list[Rule], module_frames: int) -> str | None:
-    """The warning for an undecided share of at least ``UNDECIDED_WARN``, naming what would decide it."""
-    share, per, classes = undecided_detail(k, rules)
-    if share < UNDECIDED_WARN:
-        return None
-    parts = ", ".join(f"{c} {100 * v:.1f}%" for c, v in sorted(per.items(), key=lambda x: -x[1]))
-    why = ("record the trace with torch.profiler.profile(with_stack=True) (module frames say what each "
-           "kernel computes)" if not module_frames else
-           "the trace has module frames but no [[role]] rule claims the enclosing classes: add one "
-           "(kit.profile.load(..., rules=FILE))")
-    if classes:
-        named = ", ".join(f"{c} {100 * v:.1f}%" for c, v in sorted(classes.items(), key=lambda x: -x[1])[:6])
-        why = (f"inside classes no [[role]] rule claims ({named}) the category is only the enclosing module's role: "
-               f"add a [[role]] rule for them (kit.profile.load(..., rules=FILE)); " + why)
-    return (f"{100 * share:.1f}% of kernel time ({parts}) is decided by a generic kernel name alone, by an op "
-            f"sequence with more than one reading or by the role of a module around a class no rule claims: "
-            f"their categories are undecided; {why}")

@@ -2,26 +2,26 @@
 
 Standard library only (no pandas/numpy; orjson when installed): worker processes import only this
 and the readers, so they start in ~0.1 s, and the same files run on remote hosts as a stdlib-only
-zipapp. The format is decided by ``kit.profile._io.detect``; the loader passes it in.
+zipapp. The format is decided by ``kit.profile.reading._io.detect``; the loader passes it in.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from kit.profile._io import detect
+from kit.profile.reading._io import detect
 
 
 def read_raw(path: str, fmt: str | None = None) -> dict:
-    """Parse one file (``fmt`` from :func:`kit.profile._io.detect`, detected here when None) into
+    """Parse one file (``fmt`` from :func:`kit.profile.reading._io.detect`, detected here when None) into
     ``{"kernels", "annotations", "launches", ["frames", "comms"], "meta", "warnings", "events",
     "bytes", "truncated"}`` of plain lists and dicts."""
     p = Path(path)
     fmt = fmt or detect(p)
     if fmt == "nsys-sqlite":
-        from kit.profile._nsys import read_nsys_sqlite
+        from kit.profile.reading._nsys import read_nsys_sqlite
         return read_nsys_sqlite(p)
     if fmt == "nsys-csv":
-        from kit.profile._nsys import read_nsys_csv
+        from kit.profile.reading._nsys import read_nsys_csv
         return read_nsys_csv(p)
-    from kit.profile._kineto import read_kineto
+    from kit.profile.reading._kineto import read_kineto
     return read_kineto(p)

@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kit.profile._attribution import UNDECIDED_WARN, undecided_detail
+from kit.profile.attribution._categories import COMM
+from kit.profile.attribution._evidence import UNDECIDED_WARN, undecided_detail
+from kit.stats import is_nan
 
 USABLE, DEGRADED, UNRELIABLE = "usable", "degraded", "unreliable"
 METRICS = ("category_shares", "step_time", "allreduce_share", "op_view", "module_view")
 COMM_NAME = re.compile(r"(?i)nccl|rccl|all_?reduce|reduce_?scatter|all_?gather|all_?to_?all|cross_device_reduce|"
                        r"multimem|lamport|custom_?ar|one_?shot|two_?shot|quick_?reduce|mscclpp|deep_?ep|sendrecv")
-COMM_CATEGORIES = ("allreduce", "other-collectives")
 GRAPH_BLOCK = re.compile(r"(?i)^\s*\[?cuda ?graph|graph ?launch|^graph\b")
 IDLE_LAUNCH_BOUND = 0.30   # GPU idle share inside eager steps above which the profiler's CPU cost shows
 LINKED_USABLE, LINKED_DEGRADED = 0.90, 0.50
@@ -143,12 +144,12 @@ def capture_facts(p) -> dict:
     placed = (k["placed"].astype(str).to_numpy() == "aligned") if n and "placed" in k else np.zeros(n, bool)
     op_linked = share(((launch != "") & ~graph) | placed)
     module = k["module"].astype(object).to_numpy() if n else np.zeros(0, object)
-    mod_mask = np.array([m is not None and m == m and str(m) not in ("", "(no module)") for m in module], bool)
+    mod_mask = np.array([m is not None and not is_nan(m) and str(m) not in ("", "(no module)") for m in module], bool)
     module_linked = share(mod_mask)
     apis = k.loc[k["launch"].astype(str) != "", "launch"].astype(str).value_counts() if n else pd.Series(dtype=int)
     cat = k["category"].astype(str).to_numpy() if n else np.zeros(0, object)
     is_comm_name = names.str.contains(COMM_NAME).to_numpy() if n else np.zeros(0, bool)
-    comm_cat = np.isin(cat, COMM_CATEGORIES)
+    comm_cat = np.isin(cat, COMM)
     unrec = is_comm_name & ~comm_cat
     other = share(cat == "other")
     comms = p.comms if p.comms is not None else pd.DataFrame()
@@ -260,7 +261,7 @@ def _category_shares(c: dict) -> dict:
 def _launch_bound(c: dict) -> bool:
     """Steps launched kernel by kernel with the GPU idle inside them: the profiler inflates them."""
     idle = c["idle_in_steps"]
-    return c["op_linked_share"] > 0.3 and idle == idle and idle > IDLE_LAUNCH_BOUND
+    return c["op_linked_share"] > 0.3 and not is_nan(idle) and idle > IDLE_LAUNCH_BOUND
 
 
 def _step_time(c: dict) -> dict:
@@ -289,7 +290,7 @@ def _step_time(c: dict) -> dict:
                   "steps): the profiler's CPU overhead lengthens every step, so step time and idle are inflated",
                   "measure step time with CUDA events without the profiler, or profile graph replay")
     unknown = c["unknown_phase_share"]
-    if c["mixed_phases"] and unknown == unknown and unknown > 0.5:
+    if c["mixed_phases"] and not is_nan(unknown) and unknown > 0.5:
         return _m(DEGRADED, "prefill and decode in one window and most kernels in no step",
                   "profile a decode-only window")
     return _m(USABLE, f"{c['steps']} step(s); GPU idle inside steps {_pct(idle)}"

@@ -36,7 +36,7 @@ from pathlib import Path, PurePosixPath
 from kit.errors import RemoteError, TraceError
 
 # The reader's entry point and its siblings; everything they import from ``kit`` is added.
-ROOTS = ("kit.profile._read", "kit.profile._io", "kit.profile._kineto", "kit.profile._nsys", "kit.errors")
+ROOTS = tuple(f"kit.profile.reading.{m}" for m in ("_read", "_io", "_kineto", "_nsys")) + ("kit.errors",)
 HOST_DIR = ".cache/decode-kit"
 log = logging.getLogger("kit.profile")
 _SPEC = re.compile(r"^(?P<target>[^/\s][^\s]*?):(?P<path>/.*)$")
@@ -78,7 +78,7 @@ def _encode(raw):
 
 
 def _one(path):
-    from kit.profile._read import read_raw
+    from kit.profile.reading._read import read_raw
     try:
         raw = read_raw(path)
     except Exception as exc:  # one clear line per file, back to the caller
@@ -164,7 +164,7 @@ _build_lock = threading.Lock()
 
 
 def _kit_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]
 
 
 def _module_file(root: Path, name: str) -> Path | None:
@@ -272,100 +272,146 @@ def decode_raw(payload: bytes) -> dict:
     return raw
 
 
-def read_on_host(host, paths: list[str], *, python: str = "python3", timeout: float = 600) -> tuple[list[dict], dict]:
-    """Raw tables of ``paths`` parsed on ``host``, in order, and stats (bytes moved, reader engine)."""
+class Frames:
+    """The one reader of the remote reader's output (``\\x1eKITRAW {head}\\n`` + payload, per file): cuts
+    the stream into files as bytes arrive, handing each complete one to ``emit(head, payload)``; keeps at
+    most one file's bytes (``ranks`` digests a host's ranks as they come, ``load`` collects them)."""
+
+    def __init__(self, emit, where: str = "remote trace reader"):
+        self.buf = bytearray()
+        self.head = None
+        self.emit = emit
+        self.where = where
+        self.received = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.buf += chunk
+        self.received += len(chunk)
+        while True:
+            if self.head is None:
+                end = self.buf.find(b"\n")
+                if end < 0:
+                    return
+                line = bytes(self.buf[:end])
+                if not line.startswith(_RAW):
+                    raise RemoteError(f"{self.where}: remote trace reader output unreadable: {line[:80]!r}")
+                self.head = json.loads(line[len(_RAW):])
+                del self.buf[:end + 1]
+            need = self.head.get("len", 0)   # a file the reader failed on has no payload
+            if len(self.buf) < need:
+                return
+            payload = bytes(self.buf[:need])
+            del self.buf[:need]
+            head, self.head = self.head, None
+            self.emit(head, payload)
+
+
+def reader_command(host, paths: list[str], python: str) -> tuple[str, int]:
+    """The command that runs the kit's reader on ``host`` over ``paths`` (the reader placed there first),
+    and the bytes sent to place it."""
     remote, pushed = ensure_reader(host)
-    cmd = f"{shlex.quote(python)} {shlex.quote(remote)} " + " ".join(shlex.quote(p) for p in paths)
-    with tempfile.TemporaryDirectory(prefix="kit-remote-load-") as d:
-        out = os.path.join(d, "raw.bin")
-        res = host.run(cmd, timeout=timeout, stdout_file=out)
-        if not res.ok:
-            why = res.stderr.strip().splitlines()
-            if res.exit_code == 127:
-                reason = f"{python} not found on the host (the remote reader needs Python >= 3.8)"
-            else:
-                reason = why[-1] if why else f"exit code {res.exit_code}"
-            raise RemoteError(f"{host.name}: remote trace reader failed: {reason}", host=host.name)
-        with open(out, "rb") as fh:
-            data = fh.read()
-    results, stats = [], {"pushed": pushed, "received": len(data), "json": None, "workers": None}
-    pos = 0
-    for p in paths:
-        if not data.startswith(_RAW, pos):
-            raise RemoteError(f"{host.name}: remote trace reader output unreadable at {p} (stderr: "
-                              f"{res.stderr.strip()[-200:]!r})", host=host.name)
-        end = data.index(b"\n", pos)
-        head = json.loads(data[pos + len(_RAW):end])
-        pos = end + 1
-        stats["json"], stats["workers"] = head.get("json"), head.get("workers")
+    return f"{shlex.quote(python)} {shlex.quote(remote)} " + " ".join(shlex.quote(p) for p in paths), pushed
+
+
+def checked(host, head: dict, payload: bytes) -> dict:
+    """One file's frames from the reader's answer: its error as a one-line ``TraceError`` naming
+    ``host:path``, else the decoded raw tables, validated (``_load.checked_frames``), never cached."""
+    from kit.profile._load import checked_frames  # deferred: pandas, only once a host's tables come back
+
+    p = head["path"]
+    if not head["ok"]:
+        raise TraceError(f"{host.name}:{head['message']}" if head["message"].startswith(p)
+                         else f"{host.name}:{p}: {head['message']}", path=f"{host.name}:{p}")
+    fr = checked_frames(decode_raw(payload), f"{host.name}:{p}")
+    fr["cached"] = False
+    return fr
+
+
+def failed(host, res, python: str) -> RemoteError:
+    """The one-line error of a reader run that exited non-zero."""
+    why = (res.stderr or "").strip().splitlines()
+    reason = (f"{python} not found on the host (the remote reader needs Python >= 3.8)" if res.exit_code == 127
+              else why[-1] if why else f"exit code {res.exit_code}")
+    return RemoteError(f"{host.name}: remote trace reader failed: {reason}", host=host.name)
+
+
+def read_on_host(host, paths: list[str], *, python: str = "python3", timeout: float = 600) -> tuple[list[dict], dict]:
+    """Checked frames of ``paths`` parsed on ``host``, in order, and stats (bytes moved, reader engine)."""
+    cmd, pushed = reader_command(host, paths, python)
+    results: list[dict] = []
+    stats = {"pushed": pushed, "received": 0, "json": None, "workers": None}
+
+    def emit(head, payload):
+        p = paths[len(results)] if len(results) < len(paths) else None
         if head["path"] != p:
             raise RemoteError(f"{host.name}: remote trace reader answered {head['path']} for {p}", host=host.name)
-        if not head["ok"]:
-            raise TraceError(f"{host.name}:{head['message']}" if head["message"].startswith(p)
-                             else f"{host.name}:{p}: {head['message']}", path=f"{host.name}:{p}")
-        results.append(decode_raw(data[pos:pos + head["len"]]))
-        pos += head["len"]
+        stats["json"], stats["workers"] = head.get("json"), head.get("workers")
+        results.append(checked(host, head, payload))
+
+    frames = Frames(emit, host.name)
+    res = host.run(cmd, timeout=timeout, on_stdout=frames.feed)
+    if not res.ok:
+        raise failed(host, res, python)
+    if len(results) != len(paths):
+        raise RemoteError(f"{host.name}: the remote reader returned {len(results)} of {len(paths)} files "
+                          f"(stderr: {(res.stderr or '').strip()[-200:]!r})", host=host.name)
+    stats["received"] = frames.received
     return results, stats
+
+
+def by_host(paths, host=None) -> tuple[list[tuple[object, str]], list[str]]:
+    """``(Host, path)`` for each trace on a host, globs expanded there, and the local files, each in the
+    caller's order. ``paths``: a path, a list of paths (``HOST:/path`` specs, or any path with ``host=``),
+    ``(Host, path)`` pairs, or ``{Host: path or [paths]}``."""
+    import kit.remote  # deferred: paramiko, only for traces on a host
+
+    if isinstance(paths, dict):
+        items = [(h, p) for h, ps in paths.items() for p in ([ps] if isinstance(ps, str) else ps)]
+    else:
+        items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    hosts: dict[str, object] = {}
+    remote: list[tuple[object, str]] = []
+    local: list[str] = []
+    for it in items:
+        if isinstance(it, tuple):
+            h, pattern = it
+        elif host is not None:
+            h, pattern = host, str(it)
+        elif (spec := split_spec(str(it))) is not None:
+            key, pattern = spec
+            h = hosts.get(key) or kit.remote.connect(key)
+        else:
+            local.append(str(it))
+            continue
+        h = hosts.setdefault(h.name, h)
+        found = h.transfer.glob(pattern) if any(c in pattern for c in "*?[") else [pattern]
+        if not found:
+            raise TraceError(f"{h.name}:{pattern}: no file matches", path=f"{h.name}:{pattern}")
+        remote += [(h, p) for p in found]
+    return remote, local
 
 
 def read_remote(paths, *, host=None, python: str = "python3") -> tuple[list[str], list[Path], list[dict], dict]:
     """Traces on hosts parsed there (see the module docstring): ``(labels "host:path", paths, checked
     frames per file, stats per host)``, ready for ``_assemble.assemble``."""
-    import kit.remote
-    from kit.profile._load import checked_frames
-
-    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    if not items:
+    listed, local = by_host(paths, host)
+    if local:
+        raise TraceError(f"{local[0]}: neither a local file nor HOST:/PATH (give host= to read it on a host)",
+                         path=local[0])
+    if not listed:
         raise TraceError("no trace files given")
-    # group by host, keeping the caller's order
-    order: list[tuple[object, str]] = []
-    hosts: dict[str, object] = {}
-    for item in items:
-        item = str(item)
-        spec = None if host is not None else split_spec(item)
-        if host is not None:
-            key, h, pattern = host.name, host, item
-        elif spec is not None:
-            key, pattern = spec
-            h = hosts.get(key) or kit.remote.connect(key)
-        else:
-            raise TraceError(f"{item}: neither a local file nor HOST:/PATH (give host= to read it on a host)",
-                             path=item)
-        hosts[key] = h
-        order.append((key, pattern))
+    per_host: dict[str, tuple[object, list[str]]] = {}
+    for h, p in listed:
+        per_host.setdefault(h.name, (h, []))[1].append(p)
 
-    def expand(key: str, pattern: str) -> list[str]:
-        if any(c in pattern for c in "*?["):
-            found = hosts[key].transfer.glob(pattern)
-            if not found:
-                raise TraceError(f"{key}:{pattern}: no file matches", path=f"{key}:{pattern}")
-            return found
-        return [pattern]
-
-    per_host: dict[str, list[str]] = {}
-    listed: list[tuple[str, str]] = []
-    for key, pattern in order:
-        for p in expand(key, pattern):
-            per_host.setdefault(key, []).append(p)
-            listed.append((key, p))
-
-    def run(key: str):
-        return read_on_host(hosts[key], list(dict.fromkeys(per_host[key])), python=python)
+    def run(h, ps: list[str]):
+        return read_on_host(h, list(dict.fromkeys(ps)), python=python)
 
     with ThreadPoolExecutor(max(1, len(per_host)), thread_name_prefix="kit-remote-load") as pool:
-        futures = {key: pool.submit(run, key) for key in per_host}
+        futures = {key: pool.submit(run, h, ps) for key, (h, ps) in per_host.items()}
         done = {key: f.result() for key, f in futures.items()}
-    raws = {}
-    stats = {}
-    for key, (results, st) in done.items():
-        for p, raw in zip(dict.fromkeys(per_host[key]), results):
-            raws[(key, p)] = raw
-        stats[key] = st
-    parsed = []
-    for key, p in listed:
-        fr = checked_frames(raws[(key, p)], f"{key}:{p}")
-        fr["cached"] = False
-        parsed.append(fr)
-    plist = [Path(p) for _, p in listed]
-    stats = {key: {"files": len(dict.fromkeys(per_host[key])), **st} for key, st in stats.items()}
-    return [f"{key}:{p}" for key, p in listed], plist, parsed, stats
+    raws = {(key, p): raw for key, (results, _) in done.items()
+            for p, raw in zip(dict.fromkeys(per_host[key][1]), results)}
+    stats = {key: {"files": len(dict.fromkeys(per_host[key][1])), **st} for key, (_, st) in done.items()}
+    return ([f"{h.name}:{p}" for h, p in listed], [Path(p) for _, p in listed],
+            [raws[(h.name, p)] for h, p in listed], stats)

@@ -7,8 +7,12 @@ over the tables' columns, no knowledge of traces.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
+
+from kit.stats import is_nan
 
 
 def coded(s: pd.Series) -> tuple[np.ndarray, list[str]]:
@@ -107,19 +111,30 @@ def values_at(s: pd.Series, rows: np.ndarray) -> list:
     if isinstance(s.dtype, pd.CategoricalDtype):
         cats = s.cat.categories.to_numpy(object)
         return [cats[c] if c >= 0 else None for c in s.cat.codes.to_numpy()[rows].tolist()]
-    return [None if x is None or x != x else x for x in s.iloc[rows].astype(object)]
+    return [None if x is None or is_nan(x) else x for x in s.iloc[rows].astype(object)]
 
 
-def clean(v):
-    if isinstance(v, (float, np.floating)):
-        return None if np.isnan(v) else round(float(v), 3)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.bool_):
-        return bool(v)
+def clean(v, digits: int = 3):
+    """A cell as JSON wants it: a Python scalar, NaN as None, floats rounded to ``digits`` decimals."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float):
+        return None if math.isnan(v) else round(v, digits)
     return v
 
 
-def records(df: pd.DataFrame) -> list[dict]:
-    """Rows as JSON-able dicts (NaN -> None, floats rounded to ns)."""
-    return [{k: clean(v) for k, v in r.items()} for r in df.to_dict("records")] if len(df) else []
+def records(df: pd.DataFrame | None, digits: int = 3) -> list[dict] | None:
+    """``df``'s rows as dicts of :func:`clean` cells (None for None), built column by column: pandas boxes
+    every cell of a ``to_dict("records")`` one by one."""
+    if df is None:
+        return None
+    cols = {}
+    for c in df.columns:
+        v = df[c]
+        if v.dtype.kind == "f":
+            cols[c] = [None if is_nan(x) else round(x, digits) for x in v.tolist()]
+        elif v.dtype.kind in "iub":
+            cols[c] = v.tolist()
+        else:
+            cols[c] = [clean(x, digits) for x in v.tolist()]
+    return [dict(zip(cols, row)) for row in zip(*cols.values())]

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kit.profile import _arrays as A
-from kit.profile import _cpu as C
+from kit.profile.steps import _arrays as A
+from kit.profile.steps import _cpu as C
+from kit.stats import is_nan
 
 RUN_COLUMNS = ["run", "label", "rank", "verdict", "mode", "launches", "graph_launches", "memcpy", "syncs",
                "sync_wait_us", "cpu_us", "gpu_busy_us", "idle_launch_us", "idle_sync_us", "idle_queued_us", "step_us",
@@ -54,7 +55,7 @@ def run_table(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple
 
 
 def _run_words(r) -> str:
-    if r.verdict == "undecided" and r.mode != r.mode:
+    if r.verdict == "undecided" and is_nan(r.mode):
         return f"{r.label}: {r.reason}"
     launches = ("1 CUDA graph replayed" if r.mode == "graph" and r.graph_launches == 1 else
                 f"{r.graph_launches:g} graph launches" if r.mode == "graph" else
@@ -155,7 +156,7 @@ def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels:
             gs = g[g["step"] == s.step]
             where = (f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {C.gap_where(gs.iloc[0])}"
                      if len(gs) else "")
-            took = s.wall_us + (s.gap_before_us if s.gap_before_us == s.gap_before_us else 0)
+            took = s.wall_us + (0 if is_nan(s.gap_before_us) else s.gap_before_us)
             out.append(f"{lab}: step {s.step} took {took:,.0f} us, "
                        f"{(s.wall_us) / med:.1f}x the median step ({med:,.0f} us) (warm-up or a host hiccup){where}; "
                        f"it moves the mean step time and the noise of this comparison")

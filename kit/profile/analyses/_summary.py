@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kit.profile._attribution import evidence_table, module_table, undecided_detail, undecided_warning
-from kit.profile._categories import COMM, category_order
-from kit.profile._columns import TIME_CALLS
+from kit.profile.attribution._categories import ALLREDUCE, COMM, OTHER_COLLECTIVES, category_order
+from kit.profile.attribution._evidence import evidence_table, module_table, undecided_detail, undecided_warning
+from kit.profile.reading._columns import TIME_CALLS
+from kit.stats import is_nan
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +139,7 @@ def collectives(p, k: pd.DataFrame) -> pd.DataFrame:
             nbytes = (g["in_nelems"].where(g["in_nelems"] >= 0) * size).sum(min_count=1)
             is_ar = "allreduce" in str(coll).replace("_", "").lower()
             if len(kr):
-                ck = kr[kr["category"] == "allreduce"] if is_ar else kr[kr["category"] == "other-collectives"]
+                ck = kr[kr["category"] == (ALLREDUCE if is_ar else OTHER_COLLECTIVES)]
                 nk = int(ck["count"].sum())
             else:
                 nk = 0
@@ -160,59 +161,87 @@ def _collective_warnings(coll: pd.DataFrame) -> list[str]:
     return out
 
 
+_RANK_COLUMNS = ["rank", "kernel_us", "wall_us", "busy_us", "idle_us", "comm_us", "exposed_comm_us", "allreduce_us",
+                 "allreduce_calls", "allreduce_share_of_kernel"]
+_NO_TIMES = {"kernel_us": np.nan, "busy_us": np.nan, "idle_us": np.nan, "comm_us": np.nan, "exposed_comm_us": np.nan}
+
+
 def summarise(p, phase: str, top: int) -> dict:
-    """Every field of a :class:`kit.profile.Summary` for ``phase`` of profile ``p``."""
+    """Every field of a :class:`kit.profile.Summary` for ``phase`` of profile ``p``, in named steps. Where most
+    kernels carry no duration (``unavailable``: a graph replay without per-kernel timing), every time figure
+    is NaN and said, never 0."""
     warnings = list(p.warnings)
-    k = p.kernels
-    steps = p.steps
+    k, steps, phase_used = _phase_rows(p, phase, warnings)
+    per_rank, unavailable = _per_rank(p, k, steps, phase_used, warnings)
+    kernel_time = np.nan if unavailable else float(k["dur_us"].sum()) if len(k) else 0.0
+    wall = float(per_rank["wall_us"].sum(min_count=1)) if len(per_rank) else np.nan
+    idle = float(per_rank["idle_us"].sum(min_count=1)) if len(per_rank) else np.nan
     order = category_order(p.rules)
-    if phase != "all" and len(k):
-        sel = k["phase"] == phase
-        if not sel.any():
-            have = sorted(set(k["phase"].astype(str)))
-            warnings.append(f"no kernel is in a {phase} step (phases found: {', '.join(have)}); the summary covers "
-                            f"all kernels")
-            phase_used = "all"
-        else:
-            k = k[sel]
-            steps = steps[steps["phase"] == phase]
-            phase_used = phase
-    else:
-        phase_used = "all"
-    per_rank_rows = []
-    unavailable = None
+    per_step = _per_step(k, steps, unavailable)
+    spread = allreduce_spread(per_rank, per_step)
+    warnings.extend(_spread_warnings(len(p.ranks), spread))
+    coll = collectives(p, k)
+    warnings.extend(_collective_warnings(coll))
+    und, und_per = (np.nan, {}) if unavailable else undecided_detail(k, p.rules)[:2]
+    frames = sum(int(m.get("module_frames") or 0) for m in p.meta.get("ranks", {}).values())
+    w = None if unavailable else undecided_warning(k, p.rules, frames)
+    warnings += [w] if w else []
+    ev, mods, layers = evidence_table(k), module_table(k, "module"), module_table(k, "layer")
+    topk = top_kernels(k, top) if len(k) else top_kernels(pd.DataFrame(), top)
+    if unavailable:
+        _blank_times(ev, mods, layers, topk)
+    return dict(phase=phase_used, files=p.files, ranks=p.ranks, steps=int(len(steps)), kernel_time_us=kernel_time,
+                wall_time_us=wall, categories=_category_rows(k, order, kernel_time, wall, idle, unavailable),
+                per_rank=per_rank, per_step=per_step, allreduce_spread=spread, top=topk, warnings=warnings,
+                rank_categories=_rank_categories(k, order, per_rank, unavailable), evidence=ev, modules=mods,
+                layers=layers, collectives=coll, categories_unavailable=unavailable, undecided=und,
+                undecided_by_category=und_per)
+
+
+def _phase_rows(p, phase: str, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The kernels and steps of ``phase`` and the phase used (``all`` when no kernel is in that phase, said)."""
+    k, steps = p.kernels, p.steps
+    if phase == "all" or not len(k):
+        return k, steps, "all"
+    sel = k["phase"] == phase
+    if not sel.any():
+        have = sorted(set(k["phase"].astype(str)))
+        warnings.append(f"no kernel is in a {phase} step (phases found: {', '.join(have)}); the summary covers "
+                        f"all kernels")
+        return k, steps, "all"
+    return k[sel], steps[steps["phase"] == phase], phase
+
+
+def _per_rank(p, k, steps, phase_used: str, warnings: list[str]) -> tuple[pd.DataFrame, str | None]:
+    """One row of figures per rank, and why time figures are unavailable (None: they are not)."""
+    rows, unavailable = [], None
     for r in p.ranks:
         kr = k[k["rank"] == r] if len(k) else k
         sr = steps[steps["rank"] == r] if len(steps) else steps
-        fig = rank_figures(kr, sr) if len(kr) else {"kernel_us": 0.0, "wall_us": np.nan, "busy_us": np.nan,
-                                                    "idle_us": np.nan, "comm_us": np.nan, "exposed_comm_us": np.nan}
+        fig = rank_figures(kr, sr) if len(kr) else {"kernel_us": 0.0, "wall_us": np.nan, **_NO_TIMES}
         zero = float((kr["dur_us"] == 0).mean()) if len(kr) else 0.0
+        ar = kr[kr["category"] == ALLREDUCE] if len(kr) else kr
+        fig.update(rank=r, allreduce_us=float(ar["dur_us"].sum()) if len(ar) else 0.0,
+                   allreduce_calls=int(ar["count"].sum()) if len(ar) else 0)
         if zero >= 0.5:
             # most kernels carry no duration (graph replay without per-kernel timing): their time would
             # count as GPU idle and their categories as 0 ms, so neither is given
             src = ", ".join(sorted(set(sr["span_from"].astype(str)))) if "span_from" in sr and len(sr) else "kernels"
-            fig.update(kernel_us=np.nan, busy_us=np.nan, idle_us=np.nan, comm_us=np.nan, exposed_comm_us=np.nan)
+            fig.update(_NO_TIMES, allreduce_us=np.nan)
             unavailable = (f"{100 * zero:.0f}% of rank {r}'s {phase_used} kernels were recorded without duration "
                            f"(CUDA-graph replay without per-kernel timing): category times, GPU idle and exposed "
                            f"communication cannot be measured from this trace; step times come from {src}")
-            wall = (f"is {fig['wall_us']:,.0f} us" if fig["wall_us"] == fig["wall_us"] else
+            wall = (f"is {fig['wall_us']:,.0f} us" if not is_nan(fig["wall_us"]) else
                     "unknown (no step has a GPU-side span: record a gpu_user_annotation per step)")
             warnings.append(f"rank {r}: {unavailable}; wall time (the steps' GPU spans) {wall}")
-        ar = kr[kr["category"] == "allreduce"] if len(kr) else kr
-        fig.update(rank=r, allreduce_us=float(ar["dur_us"].sum()) if len(ar) else 0.0,
-                   allreduce_calls=int(ar["count"].sum()) if len(ar) else 0)
-        if unavailable and zero >= 0.5:
-            fig["allreduce_us"] = np.nan
         fig["allreduce_share_of_kernel"] = (fig["allreduce_us"] / fig["kernel_us"]
                                             if fig["kernel_us"] and not np.isnan(fig["kernel_us"]) else 0.0)
-        per_rank_rows.append(fig)
-    per_rank = pd.DataFrame(per_rank_rows, columns=["rank", "kernel_us", "wall_us", "busy_us", "idle_us", "comm_us",
-                                                    "exposed_comm_us", "allreduce_us", "allreduce_calls",
-                                                    "allreduce_share_of_kernel"])
-    kernel_time = float(k["dur_us"].sum()) if len(k) else 0.0
-    if unavailable:
-        kernel_time = np.nan
-    wall = float(per_rank["wall_us"].sum(min_count=1)) if len(per_rank) else np.nan
+        rows.append(fig)
+    return pd.DataFrame(rows, columns=_RANK_COLUMNS), unavailable
+
+
+def _category_rows(k, order, kernel_time: float, wall: float, idle: float, unavailable) -> pd.DataFrame:
+    """Time, calls and shares per category in table order, GPU idle as its own row."""
     if len(k):
         g = k.groupby("category", observed=False)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS)
         g = g.reindex(order).fillna(0.0)
@@ -226,62 +255,57 @@ def summarise(p, phase: str, top: int) -> dict:
         cats["time_us"] = np.nan
     cats["share_of_kernel"] = cats["time_us"] / kernel_time if kernel_time else np.nan
     cats["share_of_wall"] = cats["time_us"] / wall if wall and not np.isnan(wall) else np.nan
-    idle = float(per_rank["idle_us"].sum(min_count=1)) if len(per_rank) else np.nan
-    if not np.isnan(idle):
-        cats = pd.concat([cats, pd.DataFrame([{"category": "idle", "time_us": idle, "calls": 0,
-                                               "share_of_kernel": np.nan, "share_of_wall": idle / wall if wall else np.nan}])],
-                         ignore_index=True)
-    # per step
-    if len(k) and len(steps):
-        ks = k[k["step"] >= 0]
-        piv = ks.groupby(["rank", "step", "category"], observed=True)["dur_us"].sum().unstack("category", fill_value=0.0)
-        piv.columns = [str(c) for c in piv.columns]
-        base = steps[["rank", "step", "name", "phase", "start_us", "wall_us", "kernels"]].set_index(["rank", "step"])
-        per_step = base.join(piv, how="left").fillna({c: 0.0 for c in piv.columns})
-        per_step.insert(4, "kernel_us", piv.sum(axis=1).reindex(per_step.index).fillna(0.0))
-        if unavailable:
-            per_step[["kernel_us", *piv.columns]] = np.nan
-        per_step = per_step.reset_index().sort_values(["rank", "step"]).reset_index(drop=True)
-    else:
-        per_step = pd.DataFrame(columns=["rank", "step", "name", "phase", "start_us", "wall_us", "kernels", "kernel_us"])
-    if len(k):
-        rc = k.groupby(["rank", "category"], observed=True)["dur_us"].sum().unstack("category", fill_value=0.0)
-        rc = rc[[c for c in order if c in rc.columns]]
-        rc.columns = [str(c) for c in rc.columns]
-        rc["idle"] = per_rank.set_index("rank")["idle_us"].reindex(rc.index)
-        if unavailable:
-            rc[:] = np.nan
-    else:
-        rc = pd.DataFrame()
-    spread = allreduce_spread(per_rank, per_step)
-    if len(p.ranks) > 1 and spread.get("ranks", 0) > 1 and spread["max_us"] > 0:
-        if spread["min_us"] > 0 and spread["max_us"] / spread["min_us"] > 1.5:
-            warnings.append(f"AllReduce time differs {spread['max_us'] / spread['min_us']:.1f}x across ranks "
-                            f"({spread['min_us']:,.0f}..{spread['max_us']:,.0f} us): the longer all-reduces likely "
-                            f"include waiting for a slower rank, not transfer time")
-    coll = collectives(p, k)
-    warnings.extend(_collective_warnings(coll))
-    ev = evidence_table(k)
-    frames = sum(int(m.get("module_frames") or 0) for m in p.meta.get("ranks", {}).values())
-    und, und_per, _ = undecided_detail(k, p.rules) if not unavailable else (np.nan, {}, {})
-    w = undecided_warning(k, p.rules, frames) if not unavailable else None
-    if w:
-        warnings.append(w)
-    mods = module_table(k, "module")
-    layers = module_table(k, "layer")
+    if np.isnan(idle):
+        return cats
+    row = {"category": "idle", "time_us": idle, "calls": 0, "share_of_kernel": np.nan,
+           "share_of_wall": idle / wall if wall else np.nan}
+    return pd.concat([cats, pd.DataFrame([row])], ignore_index=True)
+
+
+def _per_step(k, steps, unavailable) -> pd.DataFrame:
+    """One row per rank and step: name, phase, start, wall, kernels, kernel time and time per category."""
+    if not (len(k) and len(steps)):
+        return pd.DataFrame(columns=["rank", "step", "name", "phase", "start_us", "wall_us", "kernels", "kernel_us"])
+    ks = k[k["step"] >= 0]
+    piv = ks.groupby(["rank", "step", "category"], observed=True)["dur_us"].sum().unstack("category", fill_value=0.0)
+    piv.columns = [str(c) for c in piv.columns]
+    base = steps[["rank", "step", "name", "phase", "start_us", "wall_us", "kernels"]].set_index(["rank", "step"])
+    per_step = base.join(piv, how="left").fillna({c: 0.0 for c in piv.columns})
+    per_step.insert(4, "kernel_us", piv.sum(axis=1).reindex(per_step.index).fillna(0.0))
     if unavailable:
-        for t in (ev, mods, layers):
-            if len(t):
-                t[["time_us", "share_of_kernel"]] = np.nan
-    topk = top_kernels(k, top) if len(k) else top_kernels(pd.DataFrame(), top)
-    if unavailable and len(topk):
+        per_step[["kernel_us", *piv.columns]] = np.nan
+    return per_step.reset_index().sort_values(["rank", "step"]).reset_index(drop=True)
+
+
+def _rank_categories(k, order, per_rank: pd.DataFrame, unavailable) -> pd.DataFrame:
+    """Time per rank and category (columns in table order) and the rank's GPU idle."""
+    if not len(k):
+        return pd.DataFrame()
+    rc = k.groupby(["rank", "category"], observed=True)["dur_us"].sum().unstack("category", fill_value=0.0)
+    rc = rc[[c for c in order if c in rc.columns]]
+    rc.columns = [str(c) for c in rc.columns]
+    rc["idle"] = per_rank.set_index("rank")["idle_us"].reindex(rc.index)
+    if unavailable:
+        rc[:] = np.nan
+    return rc
+
+
+def _spread_warnings(n_ranks: int, spread: dict) -> list[str]:
+    if n_ranks > 1 and spread.get("ranks", 0) > 1 and spread["max_us"] > 0 and spread["min_us"] > 0 \
+            and spread["max_us"] / spread["min_us"] > 1.5:
+        return [f"AllReduce time differs {spread['max_us'] / spread['min_us']:.1f}x across ranks "
+                f"({spread['min_us']:,.0f}..{spread['max_us']:,.0f} us): the longer all-reduces likely "
+                f"include waiting for a slower rank, not transfer time"]
+    return []
+
+
+def _blank_times(ev, mods, layers, topk) -> None:
+    """Time columns of the evidence, module, layer and top-kernel tables set to NaN (times unavailable)."""
+    for t in (ev, mods, layers):
+        if len(t):
+            t[["time_us", "share_of_kernel"]] = np.nan
+    if len(topk):
         topk[["time_us", "share_of_category", "share_of_kernel"]] = np.nan
-    nsteps = int(len(steps)) if len(steps) else 0
-    return dict(phase=phase_used, files=p.files, ranks=p.ranks, steps=nsteps, kernel_time_us=kernel_time,
-                wall_time_us=wall, categories=cats, per_rank=per_rank, per_step=per_step, allreduce_spread=spread,
-                top=topk, warnings=warnings,
-                rank_categories=rc, evidence=ev, modules=mods, layers=layers, collectives=coll,
-                categories_unavailable=unavailable, undecided=und, undecided_by_category=und_per)
 
 
 def allreduce_spread(per_rank: pd.DataFrame, per_step: pd.DataFrame) -> dict:
@@ -296,8 +320,8 @@ def allreduce_spread(per_rank: pd.DataFrame, per_step: pd.DataFrame) -> dict:
            "mean_us": float(pr["allreduce_us"].mean())}
     out["spread_us"] = out["max_us"] - out["min_us"]
     out["max_over_min"] = out["max_us"] / out["min_us"] if out["min_us"] > 0 else float("inf")
-    if "allreduce" in per_step.columns and per_step["rank"].nunique() > 1:
-        st = per_step.pivot_table(index="step", columns="rank", values="allreduce", aggfunc="sum")
+    if ALLREDUCE in per_step.columns and per_step["rank"].nunique() > 1:
+        st = per_step.pivot_table(index="step", columns="rank", values=ALLREDUCE, aggfunc="sum")
         st = st.dropna()
         if len(st):
             out["per_step_spread_us_median"] = float((st.max(axis=1) - st.min(axis=1)).median())

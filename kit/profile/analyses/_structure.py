@@ -4,9 +4,10 @@ Two engines (or two versions) run the same model with different kernel names, fu
 structure, so a comparison by kernel name lists kernels found on one side only. Here every kernel is
 placed in a node ``(layer kind, family)``: the layer kind from the kernel table (``layer_kind``: from
 the model's module paths, or from placed kernels of a graph replay), the family from what the kernel
-does where it runs (:data:`FAMILIES`): the role of its block (attention, MLP, MoE, state-space, norm,
-rotary), its category, and its place in the block (a GEMM before the block's attention kernel is the
-qkv projection, after it the o projection; before the MLP's activation gate/up, after it down).
+does where it runs (data: ``categories.toml``'s ``[[role]]`` and ``[[category]]`` families): the role
+of its block (attention, MLP, MoE, state-space, norm, rotary), its category, and its place in the
+block (a GEMM before the block's attention kernel is the qkv projection, after it the o projection;
+before the MLP's activation gate/up, after it down).
 Whatever one side fuses (a fused add+norm, a fused gate/up+activation) stays in the node of the block
 that runs it, so a fusion on one side is a smaller node, not a missing kernel; a node that holds
 kernels of several families on one side only because of a fusion is reported as ``merged``.
@@ -39,46 +40,21 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kit.errors import TraceError
+from kit import stats
+from kit.errors import TraceError, UsageError
+from kit.profile._profile import Profile
+from kit.profile.attribution._categories import GEMM, OTHER, role_of, structure
+from kit.stats import is_nan
 from kit.util import recorded
 
-# block role from the block's class name (first match wins: Qwen2MoeAttention is attention, a linear
-# attention is a state-space mixer)
-ROLES: tuple[tuple[str, re.Pattern], ...] = tuple((role, re.compile(rx, re.I)) for role, rx in (
-    ("norm", r"norm"),
-    ("rope", r"rotary|rope"),
-    ("ssm", r"mamba|ssm|deltanet|linear_?attn|rwkv|recurren"),
-    ("attention", r"attn|attention"),
-    ("moe", r"moe|sparse|expert|router|gate$"),
-    ("mlp", r"mlp|feed_?forward|ffn"),
-))
-# (block role, category) -> family; category "*" matches any; the GEMM of attention and MLP blocks by place
-FAMILIES: dict[tuple[str, str], str] = {
-    ("*", "allreduce"): "all-reduce", ("*", "other-collectives"): "all-reduce",
-    ("*", "sampling"): "sampling",
-    ("norm", "*"): "norm", ("*", "norm"): "norm",
-    ("rope", "*"): "rope", ("*", "rope"): "rope",
-    ("attention", "attention"): "attention", ("attention", "kv-cache write"): "attention",
-    ("attention", "gemm:before"): "qkv proj", ("attention", "gemm:after"): "o proj",
-    ("mlp", "gemm:before"): "gate/up", ("mlp", "gemm:after"): "down", ("mlp", "activation"): "activation",
-    ("*", "activation"): "activation",
-    ("moe", "moe"): "experts", ("moe", "gemm:before"): "experts", ("moe", "gemm:after"): "experts",
-    ("moe", "sampling"): "router", ("moe", "*"): "router",
-    ("ssm", "*"): "ssm mixer", ("*", "ssm"): "ssm mixer",
-    ("*", "attention"): "attention", ("*", "kv-cache write"): "attention", ("*", "moe"): "experts",
-}
-# what no block role claims: inside a layer (the residual adds between blocks) and outside the layers
-LAYER_REST = {"elementwise": "residual add", "gemm": "gemm (other)", "memcpy/memset": "copies"}
-OUTSIDE_REST = {"embedding": "embedding", "gemm": "gemm (unplaced)", "elementwise": "setup (masks, positions)",
-                "memcpy/memset": "copies", "reduction": "setup (masks, positions)"}
+# the block roles, their families and the categories' families are data: categories.toml ([[role]], [[category]])
 LM_HEAD = "lm head"                  # the last GEMM of a step, its N the vocabulary (the widest GEMM of the step)
 LM_HEAD_BY_PLACE = "lm head (by place, no shape)"   # the last GEMM of a step whose shape the trace did not record
-UNPLACED_GEMM = "gemm (unplaced)"
+UNPLACED_GEMM = "gemm (unplaced)"    # categories.toml: a GEMM's family outside the layers, until _lm_head names it
 # family -> the families a fusing engine folds it into, nearest first (fused gate/up+activation, add+norm ...)
 FUSES_INTO = {"activation": ("gate/up", "down"), "residual add": ("norm", "all-reduce"),
               "rope": ("qkv proj", "attention"), "all-reduce": ("norm", "residual add"), "router": ("experts",),
               "norm": ("residual add", "qkv proj", "gate/up"), "qkv proj": ("attention",), "o proj": ("attention",)}
-ANCHOR = {"attention": "attention", "mlp": "activation", "moe": "moe"}   # the kernel a block's GEMMs are placed around
 # normalised setting -> the nodes' families it can move
 SETTING_NODES: dict[str, tuple[str, ...]] = {
     "attention_backend": ("attention",), "kv_cache_dtype": ("attention",),
@@ -161,24 +137,16 @@ class StructuralDiff:
         return "<pre>" + repr(self).replace("&", "&amp;").replace("<", "&lt;") + "</pre>"
 
 
-def role(block) -> str:
-    """The role of a block class name (``''`` when no rule claims it or there is none)."""
-    if not isinstance(block, str) or not block:
-        return ""
-    for name, rx in ROLES:
-        if rx.search(block):
-            return name
-    return ""
-
-
 def families(kernels: pd.DataFrame) -> pd.Series:
-    """The operation family of each kernel (index-aligned with ``kernels``), see :data:`FAMILIES`."""
-    k = kernels
-    roles = k["block"].map(role) if "block" in k else pd.Series("", index=k.index)
+    """The operation family of each kernel (index-aligned with ``kernels``): its block role's family for
+    its category (a GEMM by its place around the block's anchor kernel), else an embedding module's
+    ``embedding``, else its category's family (categories.toml's ``[[role]]`` and ``[[category]]``)."""
+    k, table = kernels, structure()
+    roles = k["block"].map(role_of) if "block" in k else pd.Series("", index=k.index)
     cats = k["category"].astype(str)
     cat_key = cats.copy()
     order = k.sort_values(["step", "start_us"], kind="stable") if len(k) else k
-    for r, anchor in ANCHOR.items():
+    for r, anchor in table.anchors.items():
         in_role = (roles == r) & (k["layer"] >= 0) if "layer" in k else roles == r
         if not in_role.any():
             continue
@@ -186,21 +154,17 @@ def families(kernels: pd.DataFrame) -> pd.Series:
         first = rows[rows["category"].astype(str) == anchor].groupby(["step", "layer"])["start_us"].min()
         at = pd.MultiIndex.from_frame(rows[["step", "layer"]]).map(first.to_dict().get) if len(rows) else []
         at = pd.Series(at, index=rows.index, dtype=float)
-        gemm = rows["category"].astype(str) == "gemm"
+        gemm = rows["category"].astype(str) == GEMM
         place = np.where(rows["start_us"] < at.fillna(np.inf), "gemm:before", "gemm:after")
         cat_key.loc[rows.index[gemm.to_numpy()]] = place[gemm.to_numpy()]
     inside = (k["layer"] >= 0).tolist() if "layer" in k else [False] * len(k)
-    embed = (k["module"].astype(str).str.contains("Embedding", case=False) if "module" in k
-             else pd.Series(False, index=k.index)).tolist()
+    embed = (k["module"].map(role_of) == "embedding" if "module" in k else pd.Series(False, index=k.index)).tolist()
+    fams = table.families
     out = []
     for r, c, plain, lay, emb in zip(roles.tolist(), cat_key.tolist(), cats.tolist(), inside, embed):
-        fam = (FAMILIES.get((r, c)) or FAMILIES.get((r, "*")) or FAMILIES.get(("*", c))
-               or FAMILIES.get(("*", plain)))
-        if fam is None:
-            fam = (LAYER_REST if lay else OUTSIDE_REST).get("embedding" if emb else plain.split(":")[0], "other")
-        out.append(fam)
-    fams = pd.Series(out, index=k.index, dtype=object)
-    return _lm_head(k, fams)
+        fam = fams.get((r, c)) or fams.get((r, "*"))
+        out.append(fam or ("embedding" if emb else table.family_of_category(plain, lay)))
+    return _lm_head(k, pd.Series(out, index=k.index, dtype=object))
 
 
 def gemm_n(op, dims) -> float:
@@ -226,7 +190,7 @@ def _lm_head(k: pd.DataFrame, fams: pd.Series) -> pd.Series:
     if not len(k) or "category" not in k:
         return fams
     outside = fams == UNPLACED_GEMM
-    is_gemm = (k["category"].astype(str) == "gemm").to_numpy()
+    is_gemm = (k["category"].astype(str) == GEMM).to_numpy()
     fams = fams.copy()
     has_dims = "input_dims" in k
     for _, g in k.sort_values(["step", "start_us"], kind="stable").groupby("step", sort=False):
@@ -245,10 +209,10 @@ def _lm_head(k: pd.DataFrame, fams: pd.Series) -> pd.Series:
                                                   g.loc[gi[gm], "input_dims"])] if has_dims else [])
         tail_n = [gemm_n(o, d) for o, d in zip(g.loc[tail, "op"] if "op" in g else [None] * len(tail),
                                                 g.loc[tail, "input_dims"])] if has_dims else []
-        known = [w for w in tail_n if w == w]
+        known = [w for w in tail_n if not is_nan(w)]
         if not known:
             fams.loc[tail] = LM_HEAD_BY_PLACE
-        elif max(known) >= max(w for w in widths if w == w):
+        elif max(known) >= max(w for w in widths if not is_nan(w)):
             fams.loc[tail] = LM_HEAD
     return fams
 
@@ -326,14 +290,11 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
     ``references``: a reference run for each side (``None`` for a side that needs none), given to
     ``kit.profile.load(..., reference=)`` so that CUDA-graph replays and traces without stack have
     their kernels placed in layers and blocks (a side given as a Profile is used as it is)."""
-    from kit.errors import UsageError
-    from kit.profile._profile import load
-
     if basis not in BASES:
         raise UsageError(f"diff_structure: basis must be one of {', '.join(BASES)}, not {basis!r}")
 
     refs = tuple(references) if references else (None, None)
-    pa, pb = (x if hasattr(x, "kernels") else load(x, reference=r) if r else load(x) for x, r in zip((a, b), refs))
+    pa, pb = (Profile.of(x, reference=r) for x, r in zip((a, b), refs))
     la, lb = labels or ("A", "B")
     sa, sb = layer_shape(pa), layer_shape(pb)
     if sa != sb:
@@ -357,7 +318,7 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
     delta = float(step_b.mean() - step_a.mean())
     nodes["share"] = nodes["delta_us"] / delta if delta else np.nan
     nodes["merged"] = _merged(nodes)
-    named = ~nodes["family"].isin(["other", "gemm (other)", UNPLACED_GEMM, IDLE, OVERLAP, TAIL])
+    named = ~nodes["family"].isin([OTHER, "gemm (other)", UNPLACED_GEMM, IDLE, OVERLAP, TAIL])
     named &= nodes["layer_kind"] != "unplaced"
     whole = ~nodes["family"].isin([IDLE, OVERLAP]) if basis == "kernel" else nodes["family"].notna()
     share = tuple(float(nodes.loc[named, c].sum() / nodes.loc[whole, c].sum()) if nodes.loc[whole, c].sum() else
@@ -381,7 +342,7 @@ def _node_rows(wa, wb, ka, kb) -> pd.DataFrame:
     vb = wb.var(ddof=1).fillna(0.0) / max(len(wb), 1)
     kind, fam = zip(*(n.split(" | ", 1) for n in names))
     return pd.DataFrame({"layer_kind": kind, "family": fam, "a_us": ma.to_numpy(), "b_us": mb.to_numpy(),
-                         "delta_us": (mb - ma).to_numpy(), "noise_us": (2.0 * np.sqrt(va + vb)).to_numpy(),
+                         "delta_us": (mb - ma).to_numpy(), "noise_us": stats.noise(va.to_numpy(), vb.to_numpy()),
                          "a_kernel_us": ka.mean().to_numpy(), "b_kernel_us": kb.mean().to_numpy()})
 
 

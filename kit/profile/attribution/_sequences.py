@@ -24,7 +24,7 @@ import re
 
 import numpy as np
 
-from kit.profile._categories import Rule
+from kit.profile.attribution._categories import Rule
 
 # kernel name -> the op it stands for (first match); eager ATen kernels and the GEMM / attention
 # libraries. Order matters: a copy kernel's template may name a functor of another op.

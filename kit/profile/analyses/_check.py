@@ -81,8 +81,8 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
     the categories kernel by kernel (``phase``: 'all', 'decode' or 'prefill')."""
     from kit.profile import _load
     from kit.profile._assemble import assemble
-    from kit.profile._categories import build_rules
     from kit.profile._profile import PHASES
+    from kit.profile.attribution._categories import build_rules
 
     if phase not in PHASES:
         raise UsageError(f"check_attribution: phase must be one of {', '.join(PHASES)}, not {phase!r}")
@@ -130,7 +130,7 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
              .groupby(["with_frames", "without_frames"]).agg(share=("t", "sum")).reset_index())
     moves["share"] = moves["share"] / tot if tot > 0 else np.nan
     moves = moves.sort_values("share", ascending=False).reset_index(drop=True)
-    from kit.profile._attribution import undecided
+    from kit.profile.attribution._evidence import undecided
 
     und = undecided(kb, rule_list)[0] if len(kb) else np.nan
     return AttributionCheck([str(p) for p in plist], phase, nmod, tot, agree, table, moves, und, warnings)

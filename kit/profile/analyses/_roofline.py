@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError
+from kit.profile._profile import Profile
+from kit.profile.attribution._categories import GEMM, MOE
 
 __all__ = ["roofline"]
 
 _ELT = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "c10::Float8_e4m3fn": 1,
         "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "signed char": 1, "int": 4, "long int": 8}
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::_scaled_mm")
 
 
 def _mnk(op: str, dims: list, types: list) -> tuple[int, int, int, int, int] | None:
@@ -74,9 +75,8 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
     trace has no shapes (warns through the ``attrs['warnings']`` of the result).
     """
     from kit.models import gpu_spec
-    from kit.profile._profile import Profile, load
 
-    p = profile if isinstance(profile, Profile) else load(profile)
+    p = Profile.of(profile)
     if gpu is None:
         names = [d.get("name") for m in p.meta.get("ranks", {}).values() for d in (m.get("device_properties") or [])
                  if isinstance(d, dict) and d.get("name")]
@@ -87,7 +87,7 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
     k = p.kernels
     if phase != "all":
         k = k[k["phase"] == phase]
-    k = k[k["category"].astype(str).isin(["gemm", "moe"])]
+    k = k[k["category"].astype(str).isin([GEMM, MOE])]
     cols = ["rank", "op", "B", "M", "N", "K", "dtype_bytes", "kernels", "kernel", "dur_us", "gflop", "mbytes",
             "tb_s", "tflop_s", "bw_share", "flop_share", "intensity", "bound"]
     warnings = []

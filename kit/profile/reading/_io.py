@@ -118,9 +118,6 @@ def blocks(path: Path, kind: str, warnings: list[str], size: int = BLOCK):
                 yield out
 
 
-FORMATS = ("kineto", "nsys-csv", "nsys-sqlite")
-
-
 def detect(path: Path) -> str:
     """The trace format of ``path``: 'kineto' (chrome-trace JSON, plain or gzip), 'nsys-csv' (``nsys
     stats`` text, plain or gzip) or 'nsys-sqlite'; raises TraceError on unreadable or binary input."""

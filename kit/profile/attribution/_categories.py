@@ -31,8 +31,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+# category names the code decides by (the rest are data: categories.toml)
 OTHER = "other"
-COMM = ("allreduce", "other-collectives")
+ALLREDUCE, OTHER_COLLECTIVES = "allreduce", "other-collectives"
+COMM = (ALLREDUCE, OTHER_COLLECTIVES)
+MEMCPY = "memcpy/memset"
+GEMM, ATTENTION, MOE = "gemm", "attention", "moe"
 FRAME_KINDS = {"op", "module", "function", "range"}
 # changes whenever the attribution code decides differently for the same rules (cache keys)
 ATTRIBUTION_VERSION = "3"  # 2: roles, generic ops, containers, sequences; 3: ssm rules, layer kinds
@@ -142,6 +146,10 @@ def _rules_from_toml(text: str, source: str) -> tuple[list[Rule], bool]:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ParseError(f"{source}: invalid TOML rule table ({exc})", path=source) from None
+    return _rules_from_doc(doc, source), bool(doc.get("replace", False))
+
+
+def _rules_from_doc(doc: dict, source: str) -> list[Rule]:
     rules = []
     for table, default_on in (("rule", ("kernel",)), ("role", ("module",)),
                               ("frame", ("op", "module", "function", "range")), ("sequence", ("sequence",)),
@@ -164,7 +172,7 @@ def _rules_from_toml(text: str, source: str) -> tuple[list[Rule], bool]:
             except re.error as exc:
                 raise ParseError(f"{source}: {table} #{i + 1} pattern {r['pattern']!r} is not a valid regex ({exc})",
                                  path=source) from None
-    return rules, bool(doc.get("replace", False))
+    return rules
 
 
 def default_rules() -> list[Rule]:
@@ -180,16 +188,68 @@ def category_colours() -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def _colours() -> tuple[tuple[str, str], ...]:
-    text = resources.files("kit.profile").joinpath("categories.toml").read_text(encoding="utf-8")
-    return tuple((str(c["name"]), str(c["colour"])) for c in tomllib.loads(text).get("category", []))
+    return tuple((str(c["name"]), str(c["colour"])) for c in _doc().get("category", []))
+
+
+@lru_cache(maxsize=1)
+def _doc() -> dict:
+    """The packaged ``categories.toml``, parsed once per process."""
+    return tomllib.loads(resources.files("kit.profile").joinpath("categories.toml").read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=1)
 def _packaged() -> tuple[Rule, ...]:
     """The packaged table, read once per process (``Rule`` is frozen; each pattern compiles when first
     used): the CLI asks for it twice (prefetch's cache key, then the load)."""
-    text = resources.files("kit.profile").joinpath("categories.toml").read_text(encoding="utf-8")
-    return tuple(_rules_from_toml(text, PACKAGED)[0])
+    return tuple(_rules_from_doc(_doc(), PACKAGED))
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What the packaged table says about a model's structure (its ``[[role]]`` and ``[[category]]``
+    entries): ``kind_order``, the roles that name a layer's kind, in order; ``families``, (block role,
+    category or ``*`` or ``gemm:before``/``gemm:after``) -> operation family; ``anchors``, role -> the
+    category its GEMMs are placed around; ``category_family``, category -> (family in a layer, outside)."""
+
+    kind_order: tuple[str, ...]
+    families: dict
+    anchors: dict
+    category_family: dict
+
+    def family_of_category(self, category: str, in_layer: bool) -> str:
+        """A category's family where no block role claims the kernel; a category the table does not
+        describe (a user's) is its own family, never ``other`` unsaid."""
+        inside, outside = self.category_family.get(category, (category, category))
+        return inside if in_layer else outside
+
+
+@lru_cache(maxsize=1)
+def structure() -> Structure:
+    """The packaged table's :class:`Structure` (read once)."""
+    doc = _doc()
+    roles = [r for r in doc.get("role", []) if "role" in r]
+    kinds = tuple(r["role"] for r in sorted((r for r in roles if "layer_kind" in r), key=lambda r: r["layer_kind"]))
+    families = {(r["role"], key): fam for r in roles for key, fam in r.get("families", {}).items()}
+    anchors = {r["role"]: r["anchor"] for r in roles if "anchor" in r}
+    cats = {c["name"]: (c["family"], c.get("outside", c["family"])) for c in doc.get("category", []) if "family" in c}
+    return Structure(kinds, families, anchors, cats)
+
+
+@lru_cache(maxsize=4096)
+def role_of(cls) -> str:
+    """The role of an ``nn.Module`` class name by the packaged ``[[role]]`` rules (its name's suffix), or
+    ``''`` (no rule claims it, or not a name)."""
+    if not isinstance(cls, str) or not cls:
+        return ""
+    low = fold(cls)
+    return next((r.role for r in _packaged() if "module" in r.on and r.role and r.matches(cls, low)), "")
+
+
+def layer_kind(roles) -> str:
+    """What a layer is from the roles found inside it: those of :attr:`Structure.kind_order` present,
+    joined in that order (``attention+moe``), or ``other``."""
+    got = [r for r in structure().kind_order if r in roles]
+    return "+".join(got) if got else OTHER
 
 
 def build_rules(rules: RulesArg = None) -> list[Rule]:

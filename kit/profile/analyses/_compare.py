@@ -29,39 +29,25 @@ slowest rank of each run (largest mean step time).
 from __future__ import annotations
 
 import html
-import math
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from kit import stats
 from kit.errors import TraceError
-from kit.profile import _arrays, _cpu_compare
-from kit.profile import _summary as S
+from kit.profile._profile import Profile
+from kit.profile.analyses import _cpu_compare
+from kit.profile.analyses import _summary as S
+from kit.profile.attribution._names import kernel_family
+from kit.profile.steps import _arrays
+from kit.stats import is_nan
 from kit.util import recorded, signed
 
 __all__ = ["Comparison", "compare", "kernel_family"]
 
-_TEMPLATE = re.compile(r"<[^<>]*>")
-
-
-def kernel_family(name: str) -> str:
-    """``void ns::kernel<T, 4>(args)`` -> ``ns::kernel``: what matches across two runs."""
-    s = str(name).strip().replace("(anonymous namespace)::", "")
-    if s.startswith("void "):
-        s = s[5:]
-    for _ in range(8):
-        t = _TEMPLATE.sub("", s)
-        if t == s:
-            break
-        s = t
-    i = s.find("(")
-    if i > 0:
-        s = s[:i]
-    return s.strip() or str(name)
 
 
 _NO_OP = "(no CPU op)"
@@ -297,7 +283,7 @@ def _diff_rows(names: list[str], a: np.ndarray, b: np.ndarray) -> list[dict]:
     """One row per name (rows of ``a`` and ``b``: per-step series): the per-step means of A and B, their
     difference and its noise (two standard errors of the difference)."""
     (ma, va), (mb, vb) = _stats(a), _stats(b)
-    noise = 2.0 * np.sqrt(va + vb)
+    noise = stats.noise(va, vb)
     return [{"part": n, "a_us": x, "b_us": y, "delta_us": y - x, "noise_us": z}
             for n, x, y, z in zip(names, ma.tolist(), mb.tolist(), noise.tolist())]
 
@@ -315,32 +301,6 @@ def _split_table(ga: dict, gb: dict, key: str) -> pd.DataFrame:
     d = b - a
     o = np.argsort(-np.abs(d), kind="stable")
     return pd.DataFrame({key: [names[i] for i in o], "a_us": a[o], "b_us": b[o], "delta_us": d[o]})
-
-
-def _clean(v):
-    """A cell as JSON wants it: a Python scalar, NaN as None, floats rounded to 6 decimals."""
-    if isinstance(v, np.generic):
-        v = v.item()
-    if isinstance(v, float):
-        return None if math.isnan(v) else round(v, 6)
-    return v
-
-
-def _records(df: pd.DataFrame | None) -> list[dict] | None:
-    """``df``'s rows as dicts of :func:`_clean` cells (``to_dict("records")``), built column by column:
-    pandas boxes every cell of a records dict one by one."""
-    if df is None:
-        return None
-    cols = {}
-    for c in df.columns:
-        v = df[c]
-        if v.dtype.kind == "f":
-            cols[c] = [None if x != x else round(x, 6) for x in v.tolist()]
-        elif v.dtype.kind in "iub":
-            cols[c] = v.tolist()
-        else:
-            cols[c] = [_clean(x) for x in v.tolist()]
-    return [dict(zip(cols, row)) for row in zip(*cols.values())]
 
 
 @dataclass(eq=False)
@@ -405,9 +365,9 @@ class Comparison:
                 "spread_us": [round(x, 6) for x in self.spread_us],
                 "measured_ms": list(self.measured_ms) if self.measured_ms else None,
                 "measured_source": self.measured_source, "delta_us": round(self.delta_us, 6),
-                "parts": _records(self.parts), "families": _records(self.families), "per_rank": _records(self.per_rank),
-                "by_op": _records(self.by_op), "by_module": _records(self.by_module),
-                "by_module_instances": _records(self.by_module_instances), "cpu": _records(self.cpu), "cause": self.cause,
+                **{t: _arrays.records(getattr(self, t), 6) for t in ("parts", "families", "per_rank", "by_op", "by_module",
+                                                                       "by_module_instances", "cpu")},
+                "cause": self.cause,
                 "warnings": list(self.warnings)}
 
     def _head(self) -> list[str]:
@@ -431,7 +391,7 @@ class Comparison:
                 ("step_us", self.step_us[1], b), ("spread_us", self.spread_us[0], a),
                 ("spread_us", self.spread_us[1], b)]
         figs += [(f"delta_us.{r.part}", r.delta_us) for r in self.parts.itertuples()]
-        within = abs(self.delta_us) < self.noise_us if self.noise_us == self.noise_us else None
+        within = abs(self.delta_us) < self.noise_us if not is_nan(self.noise_us) else None
         return {"inputs": [("a", f) for f in self.files[0]] + [("b", f) for f in self.files[1]],
                 "settings": {"phase": self.phase, "labels": list(self.labels), **call_settings(args)},
                 "figures": figs,
@@ -483,14 +443,6 @@ class Comparison:
                    f"{only}</table>" if len(one) else "")
                 + "".join(f"<p>{html.escape(x)}</p>" for x in _cpu_compare.cause_lines(self.cpu))
                 + (f"<p>Warnings:</p><ul>{warn}</ul>" if warn else "") + "</div>")
-
-
-def _as_profile(x):
-    from kit.profile._profile import Profile, load
-
-    if isinstance(x, Profile):
-        return x
-    return load(x)
 
 
 def _module_layers(ra: _Run, rb: _Run, classes: pd.DataFrame | None) -> pd.DataFrame | None:
@@ -566,7 +518,7 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     split by aten op / nn.Module where both profiles link kernels to CPU ops (from the Profiles'
     kernel tables; the trace files are not read again).
     """
-    pa, pb = _as_profile(a), _as_profile(b)
+    pa, pb = Profile.of(a), Profile.of(b)
     la, lb = labels or ("A", "B")
     warnings = [f"{la}: {w}" for w in pa.warnings] + [f"{lb}: {w}" for w in pb.warnings]
     if not pa.ranks or not pb.ranks:

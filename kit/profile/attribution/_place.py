@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kit.profile._columns import strings
+from kit.profile.attribution._names import canonical
+from kit.profile.reading._columns import strings
 from kit.util import recorded
 
 MIN_SCORE = 0.8      # a step or layer aligned worse than this is unplaced
@@ -53,28 +54,12 @@ GAP = -1.0
 TIERS = (0.5, 1.5, 2.0)  # kind, canonical name, exact name
 MISMATCH = -2.5          # worse than two gaps: unrelated kernels are not paired
 SURE = ("user rule", "collective arg", "kernel name (sure)")
-_TEMPLATE = re.compile(r"<[^<>]*>")
-_PARAMS = re.compile(r"\([^()]*\)")
-_NUM = re.compile(r"\d+")
 _KINDS = (("memcpy", re.compile(r"(?i)memcpy")), ("memset", re.compile(r"(?i)memset")),
           ("comm", re.compile(r"(?i)nccl|all_?reduce|allgather|reduce_scatter")),
           ("attention", re.compile(r"(?i)attention|attn|fmha|flash|sdpa|mha_")),
           ("gemm", re.compile(r"(?i)gemm|gemv|nvjet|cutlass|xmma|splitk|cublas|matmul|_mm_|bmm|grouped_mm|sm\d+_")),
           ("triton", re.compile(r"^triton_")), ("reduce", re.compile(r"(?i)reduce|softmax|norm")),
           ("elementwise", re.compile(r"(?i)elementwise|vectorized|unrolled")))
-
-
-def canonical(name: str) -> str:
-    """A kernel name without template arguments, parameter lists, ``void`` and numbers: GEMM tile
-    sizes, split-K and SM variants of one kernel read the same."""
-    s = name
-    for _ in range(12):
-        t = _TEMPLATE.sub("", s)
-        if t == s:
-            break
-        s = t
-    s = _PARAMS.sub("", s).replace("void ", "").strip()
-    return _NUM.sub("#", s)
 
 
 def kind(name: str) -> str:
@@ -474,7 +459,7 @@ def place(profile, reference, label: str | None = None) -> Placement:
     placed columns into ``profile.kernels`` (``placed``: aligned / neighbours / unplaced,
     ``place_score``, ``place_reason``), adds a warning for what stays unplaced or for a refused
     reference, and returns the :class:`Placement` (also ``profile.meta['placement']``)."""
-    from kit.profile._layers import find_layers
+    from kit.profile.attribution._layers import find_layers
 
     t, r = profile.kernels, reference.kernels
     label = label or ", ".join(os.path.join(os.path.basename(os.path.dirname(f)), os.path.basename(f))

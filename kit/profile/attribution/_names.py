@@ -1,0 +1,46 @@
+"""Names the profile reads, normalised in one place: kernel families and the CPU ops that wait for the GPU.
+
+Two runs (two engines, two versions, a graph replay and its eager reference) spell one kernel with
+other template arguments, tile sizes and parameter lists. :func:`kernel_family` drops what varies
+between builds of one kernel (``void ns::kernel<T, 4>(args)`` -> ``ns::kernel``): compare, ranks and the
+audit's kernel evidence read it. :func:`canonical` also numbers away tile sizes and SM variants, for
+the placement's alignment of two kernel sequences.
+"""
+from __future__ import annotations
+
+import re
+
+# CPU ops that wait for the GPU (``tensor.item()``): the first is the op that does the wait
+SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
+
+_TEMPLATE = re.compile(r"<[^<>]*>")
+_PARAMS = re.compile(r"\([^()]*\)")
+_NUM = re.compile(r"\d+")
+
+
+def _without_templates(s: str, rounds: int) -> str:
+    for _ in range(rounds):
+        t = _TEMPLATE.sub("", s)
+        if t == s:
+            break
+        s = t
+    return s
+
+
+def kernel_family(name: str) -> str:
+    """``void ns::kernel<T, 4>(args)`` -> ``ns::kernel``: what matches across two runs."""
+    s = str(name).strip().replace("(anonymous namespace)::", "")
+    if s.startswith("void "):
+        s = s[5:]
+    s = _without_templates(s, 8)
+    i = s.find("(")
+    if i > 0:
+        s = s[:i]
+    return s.strip() or str(name)
+
+
+def canonical(name: str) -> str:
+    """A kernel name without template arguments, parameter lists, ``void`` and numbers: GEMM tile
+    sizes, split-K and SM variants of one kernel read the same."""
+    s = _PARAMS.sub("", _without_templates(name, 12)).replace("void ", "").strip()
+    return _NUM.sub("#", s)
