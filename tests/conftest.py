@@ -4,6 +4,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
@@ -12,6 +13,11 @@ import pytest
 from kit.testing import sshd  # noqa: F401  (session fixture: a real OpenSSH sshd on 127.0.0.1)
 
 ROOT = Path(__file__).resolve().parent.parent
+# A test run started in the background of a non-interactive shell (``make test &``) inherits Ctrl-C *ignored*, and
+# so would every kit process a test starts and then interrupts (the kit keeps an ignored Ctrl-C ignored, as nohup
+# asks): the tests give SIGINT back its default, so their children start with it too.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # Third-party real data, beside the checkout (never copied into the project).
 SHARED_DATA = (ROOT / ".." / "shared" / "data").resolve()
 SAMPLE = ROOT / "notebooks" / "sample"
