@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import sys
 import types
 
 from kit.live._server import _bar
@@ -16,6 +17,7 @@ class _Tty(io.StringIO):
 def test_the_start_up_bar_is_shown_in_a_terminal_only_and_never_when_asked_off(monkeypatch):
     s = types.SimpleNamespace(name="engine")
     monkeypatch.delenv("KIT_PROGRESS", raising=False)
+    monkeypatch.delitem(sys.modules, "ipykernel", raising=False)   # loaded by an earlier test: "a notebook"
     monkeypatch.setattr("sys.stderr", io.StringIO())          # a pipe
     assert _bar(s, 3) is None
     monkeypatch.setattr("sys.stderr", _Tty())                 # a terminal
