@@ -298,9 +298,11 @@ def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Alig
     if not r_all:
         return ref_row, pd.DataFrame(columns=_COLS)
     ref_order = np.full(len(reference), -1, np.int64)   # a reference kernel's place in its stream
+    ref_stream = np.full(len(reference), -1, np.int64)  # and which stream (a span is counted within one)
     for streams in r_all.values():
         for v in streams.values():
             ref_order[v] = np.arange(len(v))
+            ref_stream[v] = ref_stream.max() + 1
     for (rank, _), streams in t_all.items():
         r = rank if (rank, 0) in r_all else sorted(r_all)[0][0]
         for tpos in streams.values():
@@ -315,7 +317,7 @@ def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Alig
         hit = ref_row[sel]
         hit = hit[hit >= 0]
         n_t, matched = int(sel.sum()), int(len(hit))
-        n_r = int(np.ptp(ref_order[hit]) + 1) if matched else 0
+        n_r = sum(int(np.ptp(ref_order[hit[ref_stream[hit] == sid]]) + 1) for sid in np.unique(ref_stream[hit]))
         n_r = max(n_r, matched)
         rows.append((rank, step, n_t, n_r, matched, 2 * matched / (n_t + n_r) if n_t + n_r else 0.0))
     return ref_row, pd.DataFrame(rows, columns=_COLS)
