@@ -12,7 +12,7 @@ import threading
 
 from kit.errors import KitError
 from kit.util import command_line as util_command_line
-from kit.util import deferred, flush, kit_version, pending, recording_on, set_command_line
+from kit.util import deferred, flush, flush_detached, kit_version, pending, recording_on, set_command_line
 
 # Each module defines ``register(subparsers)`` adding its sub-commands; a sub-command's
 # handler is stored as ``func`` and returns the process exit code.
@@ -79,7 +79,9 @@ def _version() -> str:
     return kit_version()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, detach: bool = False) -> int:
+    """Run one ``kit`` command line; its exit code. ``detach``: the runs it recorded are written by a child
+    that outlives this process (the ``kit`` program, :func:`run`), else here, after the answer."""
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     with deferred() if recording_on() else contextlib.nullcontext():
         code = _answer(args)
         if code != 130:   # the analyses that completed are recorded, also when the reader went away (| head)
-            _write_runs()
+            _write_runs(detach)
     return code
 
 
@@ -113,12 +115,14 @@ def _answer(args) -> int:
         return 130
 
 
-def _write_runs() -> None:
-    """The runs this command recorded, written to the catalogue once its answer is out."""
+def _write_runs(detach: bool = False) -> None:
+    """The runs this command recorded, written to the catalogue once its answer is out (``detach``: by a
+    child that outlives this process, where one can be made)."""
     if pending():
         import kit.runs  # noqa: F401  deferred: the catalogue loads (and installs its writer) only to write a run
 
-        flush()
+        if not (detach and flush_detached()):
+            flush()
 
 
 def run() -> None:
@@ -145,7 +149,7 @@ def run() -> None:
             # 130, no traceback). Before it, during the interpreter's own start-up, it is Python's. Printed
             # inside the try: a signal right after the line is the kit's too (it landed before it at load 7).
             print("kit: ready", file=sys.stderr, flush=True)
-        code = main()
+        code = main(detach=True)
     except KeyboardInterrupt:
         code = 130
     except Exception:

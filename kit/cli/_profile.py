@@ -130,7 +130,6 @@ def _summary(args) -> int:
         from kit import profile  # deferred: start-up (a command loads its work only when it runs)
         from kit.util import progress  # deferred: start-up (a command loads its work only when it runs)
 
-        _prehash(args.traces)   # after the fork: the catalogue's input hashes, on a thread while the trace parses
         with progress("parsing", _bytes(args.traces)) as bar:
             p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
                              reference=getattr(args, "reference", None),
@@ -178,16 +177,6 @@ def _summary(args) -> int:
     if check is not None:
         print(repr(check))
     return 0
-
-
-def _prehash(paths) -> None:
-    """Start hashing the traces for the run this command records (none with ``KIT_RUNS=off``)."""
-    from kit.util import recording_on  # deferred: start-up (a command loads its work only when it runs)
-
-    if recording_on():
-        from kit.runs import prehash  # deferred: the catalogue loads only when this command records
-
-        prehash(paths)
 
 
 def _bytes(paths) -> int | None:

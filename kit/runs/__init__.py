@@ -33,6 +33,7 @@ item), facts (verdicts, engines), warnings, and its tables as Parquet. Everythin
 """
 from __future__ import annotations
 
+from kit.runs import _record
 from kit.runs._bench_gate import BenchGate, bench_gate, bench_rows
 from kit.runs._gate import Gate, gate, profile_gate
 from kit.runs._query import connect, get, query, rows, runs, table
@@ -47,4 +48,4 @@ __all__ = ["BenchGate", "Gate", "Recorded", "baseline", "baselines", "bench_gate
 
 
 publish(globals(), __all__)
-set_writer(record_call)   # the catalogue registers itself: from now on recorded calls are written here
+set_writer(record_call, _record.hold_store)   # the catalogue registers itself: from now on recorded calls are written here

@@ -331,6 +331,13 @@ def record_call(kind: str, result, args: dict, elapsed: float, command: str | No
               "KIT_RUNS=off turns recording off", file=sys.stderr)
 
 
+def hold_store() -> int | None:
+    """The store's writers' lock, taken for a run written by a child that outlives the ``kit`` command
+    (``kit.util.flush_detached``): its descriptor, or None when recording is off."""
+    store = _store.store_dir()
+    return None if store is None else _store.hold_writing(store)
+
+
 FAILURES = "failures.jsonl"
 
 
@@ -350,6 +357,8 @@ def _count_failure(kind: str, exc: BaseException) -> None:
 def failures(root: str | os.PathLike | None = None) -> list[dict]:
     """The recording failures counted in a store (default :func:`kit.runs.store_dir`), oldest first."""
     store = Path(root) if root is not None else _store.store_dir()
+    if store is not None:
+        _store.wait_writers(store)
     try:
         lines = (store / FAILURES).read_text(encoding="utf-8").splitlines() if store else []
     except OSError:

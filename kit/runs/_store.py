@@ -134,6 +134,7 @@ def read_runs(root: Path, files: list[Path] | None = None):
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    wait_writers(root)
     parts = []
     for f in run_files(root) if files is None else files:
         try:
@@ -160,6 +161,50 @@ def loose_count(root: Path) -> int:
     if not d.is_dir():
         return 0
     return sum(1 for e in os.scandir(d) if e.name.endswith(".parquet") and not e.name.startswith("pack-"))
+
+
+WRITING = ".writing"
+"""``runs/.writing``: a writer that outlives the ``kit`` command which recorded its run holds it shared."""
+WAIT_WRITERS_S = 60.0
+
+
+def hold_writing(root: Path) -> int:
+    """A shared lock on the store's ``runs/.writing``, held by a run's writer that outlives the ``kit``
+    command (the lock goes with the returned descriptor, and with the process). Several writers hold it
+    at once; a reader waits for them (:func:`wait_writers`)."""
+    import fcntl
+
+    private_dirs(root / "runs", root)
+    fd = os.open(root / "runs" / WRITING, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def wait_writers(root: Path, timeout_s: float = WAIT_WRITERS_S) -> None:
+    """Wait until the runs being written to the store by ``kit`` commands that have already answered are
+    written (their writers hold ``runs/.writing``), so that ``kit runs list`` right after a command sees
+    its run. A writer that holds on longer than ``timeout_s`` is not waited for; a store that is not
+    ours to lock (a colleague's copy) is read as it is."""
+    import fcntl
+
+    try:
+        fd = os.open(root / "runs" / WRITING, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        end = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                if time.monotonic() > end:
+                    return
+                time.sleep(0.01)   # polled, not blocking: a writer stuck for ever must not hang the reader
+            except OSError:
+                return
+    finally:
+        os.close(fd)   # releases the lock at once: the reader only waited
 
 
 @contextlib.contextmanager

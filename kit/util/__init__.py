@@ -25,6 +25,7 @@ from kit.util._recording import (
     deferred,
     describe,
     flush,
+    flush_detached,
     pending,
     recorded,
     recording_on,
@@ -36,7 +37,8 @@ from kit.util._text import ANSI, clip, html_fields, percent_text, quote, signed,
 from kit.util._units import UNITS, unit_of
 from kit.util._version import kit_version
 
-__all__ = ["ANSI", "UNITS", "call_settings", "clip", "command_line", "deferred", "describe", "flush", "frame_figures",
+__all__ = ["ANSI", "UNITS", "call_settings", "clip", "command_line", "deferred", "describe", "flush", "flush_detached",
+           "frame_figures",
            "frame_records", "host_program", "html_fields", "jsonable", "kit_version", "no_gc", "pending",
            "percent_text", "progress", "progress_wanted", "publish", "quote", "recorded", "recording_on",
            "register_record", "set_command_line", "set_writer", "signed", "strip_ansi", "unit_of", "write_atomic"]

@@ -9,8 +9,8 @@ loaded (:func:`set_writer`), so a program records once it has loaded the catalog
 the ``kit`` command and the MCP server do), and the packages low in the house never import it.
 
 The ``kit`` command defers its runs (:func:`deferred`): a recorded call queues its result and the command
-writes the queue after it has printed its answer (:func:`flush`), so the catalogue's imports, redaction
-and Parquet writing are off the path to the answer.
+writes the queue after it has printed its answer, in a child that outlives it (:func:`flush_detached`), so
+the catalogue's imports, redaction and Parquet writing are off the path to the answer.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable, Iterator
 
 _OFF = ("off", "0", "no", "false")
-_WRITER: list[Callable[..., None]] = []
+_WRITER: list = []   # [the writer, its hold()], or empty
 _DESCRIBERS: dict[type, Callable[[Any, dict], dict]] = {}
 _RECORDING: contextvars.ContextVar[bool] = contextvars.ContextVar("kit_recording", default=False)
 _QUEUE: list[tuple] = []
@@ -35,10 +35,11 @@ def recording_on() -> bool:
     return os.environ.get("KIT_RUNS", "on").strip().lower() not in _OFF
 
 
-def set_writer(fn: Callable[..., None] | None) -> None:
+def set_writer(fn: Callable[..., None] | None, hold: Callable[[], int] | None = None) -> None:
     """Install ``fn(kind, result, args, elapsed_s, command)``: what writes a recorded call's result (the run
-    catalogue installs its own when loaded; ``None`` removes it)."""
-    _WRITER[:] = [fn] if fn is not None else []
+    catalogue installs its own when loaded; ``None`` removes it). ``hold()``: a lock held (the descriptor
+    returned) while a detached child writes (:func:`flush_detached`)."""
+    _WRITER[:] = [fn, hold] if fn is not None else []
 
 
 def register_record(cls: type, describe: Callable[[Any, dict], dict]) -> None:
@@ -81,6 +82,40 @@ def flush() -> None:
     """Write the queued results through the installed writer (nothing without one)."""
     while _QUEUE and _WRITER:
         _WRITER[0](*_QUEUE.pop(0))
+
+
+def flush_detached() -> bool:
+    """Write the queued results in a child process that outlives this one, so that the ``kit`` command ends
+    with its answer: the catalogue's imports, input hashes, redaction and Parquet writing (0.2 s and more
+    after a trace summary) no longer count in the command's time. The lock the writer installed with
+    :func:`set_writer` (``hold``) is taken here, before the fork, and kept by the child: a ``kit runs``
+    started after this command waits for the run. The child starts a session of its own with its standard
+    streams on ``/dev/null`` (a caller reading this command's output sees it end now; a failure to record
+    is counted in the store's ``failures.jsonl``). Returns False, writing nothing, where no child can be
+    made: the caller then writes in this process."""
+    if not _QUEUE or not _WRITER or not hasattr(os, "fork"):
+        return False
+    try:
+        held = _WRITER[1]() if _WRITER[1] is not None else None
+    except Exception:  # noqa: BLE001 - an unwritable store: the writer counts the failure when it writes
+        held = None
+    try:
+        pid = os.fork()
+    except OSError:
+        return False
+    if pid:
+        if held is not None:
+            os.close(held)   # the child's copy keeps the lock
+        _QUEUE.clear()
+        return True
+    try:   # the child: nothing may climb back into the command's own code
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        flush()
+    finally:
+        os._exit(0)
 
 
 def recorded(kind: str):
