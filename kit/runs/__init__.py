@@ -48,4 +48,4 @@ __all__ = ["BenchGate", "Gate", "Recorded", "baseline", "baselines", "bench_gate
 
 
 publish(globals(), __all__)
-set_writer(record_call, _record.hold_store)   # the catalogue registers itself: from now on recorded calls are written here
+set_writer(record_call, _record.hold_store)   # the catalogue registers itself: recorded calls are written here

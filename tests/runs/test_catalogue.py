@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import stat
 import subprocess
@@ -171,3 +172,18 @@ def test_kit_runs_cli_lists_queries_and_names_baselines(store):
     out = kit("runs", "list", "--kind", "summary")
     assert out.returncode == 0 and run_id in out.stdout
     assert runs.baseline("main")["run_id"] == run_id
+
+
+def test_the_kit_program_ends_at_its_answer_and_a_reader_waits_for_its_run(store, tmp_path):
+    """The ``kit`` program writes its run in a child of its own session after the answer (issue 48): the
+    command's output ends (the caller's pipes close) without it, and a reader started right after the
+    command waits for the writer (``runs/.writing``) instead of missing the run. Three commands in a row,
+    each listed at once."""
+    env = {**os.environ, "KIT_CACHE_DIR": str(tmp_path / "cache"), "KIT_PROGRESS": "off"}
+    for n in range(1, 4):
+        p = subprocess.run([sys.executable, "-m", "kit", "profile", "summary", str(TRACE), "--json"], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and '"steps"' in p.stdout and not p.stderr, p.stderr
+        assert len(runs.runs()) == n
+        assert runs.failures() == []
+    assert (store / "runs" / ".writing").exists()
