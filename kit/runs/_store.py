@@ -24,6 +24,7 @@ since run ids become file names (``tables/<run_id>/``).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -172,8 +173,6 @@ def hold_writing(root: Path) -> int:
     """A shared lock on the store's ``runs/.writing``, held by a run's writer that outlives the ``kit``
     command (the lock goes with the returned descriptor, and with the process). Several writers hold it
     at once; a reader waits for them (:func:`wait_writers`)."""
-    import fcntl
-
     private_dirs(root / "runs", root)
     fd = os.open(root / "runs" / WRITING, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     fcntl.flock(fd, fcntl.LOCK_SH)
@@ -185,8 +184,6 @@ def wait_writers(root: Path, timeout_s: float = WAIT_WRITERS_S) -> None:
     written (their writers hold ``runs/.writing``), so that ``kit runs list`` right after a command sees
     its run. A writer that holds on longer than ``timeout_s`` is not waited for; a store that is not
     ours to lock (a colleague's copy) is read as it is."""
-    import fcntl
-
     try:
         fd = os.open(root / "runs" / WRITING, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
@@ -210,8 +207,6 @@ def wait_writers(root: Path, timeout_s: float = WAIT_WRITERS_S) -> None:
 @contextlib.contextmanager
 def _lock(root: Path):
     """An exclusive, non-blocking lock on the store (``runs/.lock``): yields False when another process holds it."""
-    import fcntl
-
     private_dirs(root / "runs", root)
     with os.fdopen(os.open(root / "runs" / ".lock", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600),
                    "a") as fh:
