@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from kit.profile.reading import _cache
 from kit.profile.reading._io import detect
+from kit.profile.reading._kineto import merge, split
 from kit.profile.reading._read import read_raw
 from kit.profile.reading._validate import check_frames
 
@@ -67,7 +68,7 @@ class ForkedParse:
     Only used while forking is safe: Linux, one thread, no numpy/pandas/pyarrow loaded (their thread
     pools) — what ``kit profile summary`` is when it calls :func:`prefetch`."""
 
-    def __init__(self, path: str, fmt: str) -> None:
+    def __init__(self, path: str, fmt: str, part: tuple | None = None) -> None:
         rfd, wfd = os.pipe()
         pid = os.fork()
         if pid == 0:   # the child: parse, send (ok, result or exception), and leave without any cleanup
@@ -76,7 +77,7 @@ class ForkedParse:
                 os.close(rfd)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)   # Ctrl-C ends it with the parent's group
                 try:
-                    out = pickle.dumps((True, read_raw(path, fmt)), protocol=pickle.HIGHEST_PROTOCOL)
+                    out = pickle.dumps((True, read_raw(path, fmt, part)), protocol=pickle.HIGHEST_PROTOCOL)
                 except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
                     out = _pickled_error(exc)
                 with os.fdopen(wfd, "wb") as f:
@@ -86,7 +87,7 @@ class ForkedParse:
             finally:
                 os._exit(code)
         os.close(wfd)
-        self.path, self.fmt, self._pid, self._fd = path, fmt, pid, rfd
+        self.path, self.fmt, self.part, self._pid, self._fd = path, fmt, part, pid, rfd
 
     def result(self) -> dict:
         """The parsed file (what ``read_raw`` returns), handed over once: this object keeps no reference,
@@ -107,7 +108,7 @@ class ForkedParse:
         self._stop(kill=False)
         data = b"".join(chunks)
         del chunks
-        ok, value = pickle.loads(data) if data else (True, read_raw(self.path, self.fmt))
+        ok, value = pickle.loads(data) if data else (True, read_raw(self.path, self.fmt, self.part))
         del data
         if not ok:
             raise value
@@ -131,6 +132,36 @@ class ForkedParse:
                 pass
         _reap(self._pid)
         self._pid = 0
+
+
+class SplitParse:
+    """One big plain-JSON Kineto file read by one forked child per part (``reading._kineto.split``: byte
+    ranges cut at event boundaries), merged into the whole file's tables (the same rows, in order). A part
+    that fails (a cut inside a value, an error) costs a parse of the whole file here, which then reports
+    what is wrong with it."""
+
+    def __init__(self, path: str, fmt: str, parts: list) -> None:
+        self.path, self.fmt = path, fmt
+        self._parts = [ForkedParse(path, fmt, part) for part in parts]
+
+    def result(self) -> dict:
+        try:
+            merged = merge(self.path, [p.result() for p in self._parts])
+        except Exception:  # noqa: BLE001 - the whole file is read below and says what is wrong
+            merged = None
+        finally:
+            self.cancel()
+        return merged if merged is not None else read_raw(self.path, self.fmt)
+
+    def cancel(self) -> None:
+        for p in self._parts:
+            p.cancel()
+
+
+def _forked(path: str, fmt: str, cores: int) -> "ForkedParse | SplitParse":
+    """A forked parse of ``path``: in parts, one per core it may use, where the file is big and plain JSON."""
+    parts = split(path, cores) if fmt == "kineto" else None
+    return SplitParse(path, fmt, parts) if parts else ForkedParse(path, fmt)
 
 
 def _pickled_error(exc: Exception) -> bytes:
@@ -166,17 +197,17 @@ class Prefetch:
         self._executor = executor
         self._taken: list[ForkedParse] = []
 
-    def take(self, path: str) -> "ForkedParse | Future | None":
+    def take(self, path: str) -> "ForkedParse | SplitParse | Future | None":
         """The parse under way for ``path`` (handed over: this object no longer holds it), or None."""
         fut = self.futures.pop(path, None)
-        if isinstance(fut, ForkedParse):
+        if isinstance(fut, (ForkedParse, SplitParse)):
             self._taken.append(fut)   # still stopped by close() if its result is never read
         return fut
 
     def close(self) -> None:
         """Stop the workers (parses not yet collected are cancelled)."""
         for fut in [*self.futures.values(), *self._taken]:
-            if isinstance(fut, ForkedParse):
+            if isinstance(fut, (ForkedParse, SplitParse)):
                 fut.cancel()
         if self._executor is not None:
             self._executor.shutdown(wait=True, cancel_futures=True)
@@ -213,8 +244,9 @@ def prefetch(paths: list[str], cache: bool = True, rules=None) -> Prefetch:
             todo.append(str(p))
         if not todo or sum(_work_bytes(Path(p)) for p in todo) < PREFETCH_MIN_BYTES:
             return Prefetch()
-        if len(todo) <= (os.cpu_count() or 1) and _fork_is_safe():
-            return Prefetch({p: ForkedParse(p, detect(Path(p))) for p in todo})
+        cores = os.cpu_count() or 1
+        if len(todo) <= cores and _fork_is_safe():
+            return Prefetch({p: _forked(p, detect(Path(p)), cores // len(todo)) for p in todo})
         ex = _pool(min(len(todo), os.cpu_count() or 1))
         return Prefetch({p: ex.submit(read_raw, p, detect(Path(p))) for p in todo}, ex)
     except Exception:  # noqa: BLE001 - no prefetch; load() reports any problem itself

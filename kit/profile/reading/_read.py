@@ -11,11 +11,15 @@ from pathlib import Path
 from kit.profile.reading._io import detect
 
 
-def read_raw(path: str, fmt: str | None = None) -> dict:
+def read_raw(path: str, fmt: str | None = None, part: tuple | None = None) -> dict:
     """Parse one file (``fmt`` from :func:`kit.profile.reading._io.detect`, detected here when None) into
     ``{"kernels", "annotations", "launches", ["frames", "comms"], "meta", "warnings", "events",
-    "bytes", "truncated"}`` of plain lists and dicts."""
+    "bytes", "truncated"}`` of plain lists and dicts. ``part``: one byte range of a Kineto file from
+    ``_kineto.split``, read for ``_kineto.merge``."""
     p = Path(path)
+    if part is not None:
+        from kit.profile.reading._kineto import read_part
+        return read_part(path, part)
     fmt = fmt or detect(p)
     if fmt == "nsys-sqlite":
         from kit.profile.reading._nsys import read_nsys_sqlite
