@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kit.profile.reading import _cache
-from kit.profile.reading._io import detect
-from kit.profile.reading._kineto import merge, split
-from kit.profile.reading._read import read_raw
+from kit.profile.reading._io import detect, split
+from kit.profile.reading._read import merge, read_raw
 from kit.profile.reading._validate import check_frames
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from kit.profile import _load
-from kit.profile.reading import _kineto
-from kit.profile.reading._read import read_raw
+from kit.profile.reading import _io
+from kit.profile.reading._read import merge, read_raw
 from tests.conftest import TEST_DATA
 
 TRACES = TEST_DATA / "traces"
@@ -35,16 +35,16 @@ def _same(a: dict, b: dict) -> None:
 
 @pytest.fixture
 def no_minimum(monkeypatch):
-    monkeypatch.setattr(_kineto, "SPLIT_MIN_BYTES", 0)
+    monkeypatch.setattr(_io, "SPLIT_MIN_BYTES", 0)
 
 
 @pytest.mark.parametrize("parts", [2, 3])
 @pytest.mark.parametrize("name", NAMES)
 def test_parts_merge_into_the_whole_files_tables(tmp_path, no_minimum, name, parts):
     path = _plain(TRACES / name / "trace.json.gz", tmp_path)
-    cuts = _kineto.split(str(path), parts)
+    cuts = _io.split(str(path), parts)
     assert cuts is not None and len(cuts) == parts and cuts[-1][2] == path.stat().st_size
-    merged = _kineto.merge(str(path), [read_raw(str(path), "kineto", c) for c in cuts])
+    merged = merge(str(path), [read_raw(str(path), "kineto", c) for c in cuts])
     _same(merged, read_raw(str(path), "kineto"))
 
 
@@ -65,10 +65,10 @@ def test_a_cut_inside_a_value_reads_the_file_whole(tmp_path, no_minimum):
     text = '{"traceEvents": [' + ", ".join(events[:100]) + ", " + trap + ", " + ", ".join(events[100:]) + "]}"
     path = tmp_path / "trap.json"
     path.write_text(text)
-    cut = _kineto.split(str(path), 2)
+    cut = _io.split(str(path), 2)
     start = text.index(trap)
     assert cut is not None and start < cut[0][2] < start + len(trap), "the cut falls inside the long name"
-    assert _kineto.merge(str(path), [read_raw(str(path), "kineto", c) for c in cut]) is None
+    assert merge(str(path), [read_raw(str(path), "kineto", c) for c in cut]) is None
     whole = read_raw(str(path), "kineto")
     assert len(whole["kernels"]["name"]) == 201
     _same(_load.SplitParse(str(path), "kineto", cut).result(), whole)
@@ -76,8 +76,8 @@ def test_a_cut_inside_a_value_reads_the_file_whole(tmp_path, no_minimum):
 
 def test_small_gzip_and_one_part_files_are_not_cut(tmp_path):
     gz = TRACES / "hf_llama_stack" / "trace.json.gz"
-    assert _kineto.split(str(gz), 2) is None
-    assert _kineto.split(str(_plain(gz, tmp_path)), 2) is None   # below SPLIT_MIN_BYTES
+    assert _io.split(str(gz), 2) is None
+    assert _io.split(str(_plain(gz, tmp_path)), 2) is None   # below SPLIT_MIN_BYTES
 
 
 @pytest.mark.shared_data
@@ -86,8 +86,8 @@ def test_the_57_mb_trace_read_in_parts_is_the_same(shared_data, tmp_path, no_min
     if not src.exists():
         pytest.skip(f"{src} not found")
     path = _plain(src, tmp_path)
-    cuts = _kineto.split(str(path), 2)
-    _same(_kineto.merge(str(path), [read_raw(str(path), "kineto", c) for c in cuts]), read_raw(str(path), "kineto"))
+    cuts = _io.split(str(path), 2)
+    _same(merge(str(path), [read_raw(str(path), "kineto", c) for c in cuts]), read_raw(str(path), "kineto"))
 
 
 def test_repair_counts_of_the_parts_add_up_to_one_warning_each(tmp_path, no_minimum):
@@ -108,7 +108,7 @@ def test_repair_counts_of_the_parts_add_up_to_one_warning_each(tmp_path, no_mini
                        f'"dur": 5, "args": {{"stream": 7, "correlation": {i}}}}}')
     path = tmp_path / "repairs.json"
     path.write_text('{"schemaVersion": 1, "traceEvents": [' + ",\n".join(evs) + '], "baseTimeNanoseconds": 7}')
-    cuts = _kineto.split(str(path), 2)
+    cuts = _io.split(str(path), 2)
     whole = read_raw(str(path), "kineto")
     assert len(whole["warnings"]) >= 3 and whole["meta"]["baseTimeNanoseconds"] == 7
-    _same(_kineto.merge(str(path), [read_raw(str(path), "kineto", c) for c in cuts]), whole)
+    _same(merge(str(path), [read_raw(str(path), "kineto", c) for c in cuts]), whole)

@@ -9,6 +9,7 @@ decides formats with the same code.
 from __future__ import annotations
 
 import os
+import re
 import zlib
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from kit.errors import TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
+EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+"""Where one event of a chrome trace's array ends and the next begins (also text inside a value, rarely)."""
 
 
 def sniff(path: Path) -> str:
@@ -136,3 +139,60 @@ def detect(path: Path) -> str:
         if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
             return "nsys-csv"
     return "kineto"
+
+
+SPLIT_MIN_BYTES = 96 << 20
+"""A plain JSON trace this big is read in parts, one process per core (``split``): below it, the second
+process costs about what it saves on this machine's two cores (``bench/startup.py``)."""
+
+
+def split(path: Path, parts: int) -> list[tuple[int, int, int, bytes]] | None:
+    """Byte ranges of a plain JSON trace to read in parallel (``_kineto.read_part``), cut at event
+    boundaries (``}, {``) near equal shares: ``[(header_end, start, stop, close)]``, the last ``stop``
+    the file's end. None where the file is not cut: gzip (a stream has no random access), smaller than
+    ``SPLIT_MIN_BYTES``, one part wanted, no ``traceEvents`` array in its first MB, no boundary found.
+    A boundary inside a string value cuts an event in two: ``_read.merge`` then reports the parts
+    unusable and the file is read whole."""
+    size = os.path.getsize(path)
+    if parts < 2 or size < SPLIT_MIN_BYTES or sniff(Path(path)) != "json":
+        return None
+    with open(path, "rb") as f:
+        head = f.read(1 << 20)
+        first = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+        if first == b"[":
+            header_end, close = head.index(b"[") + 1, b"]"
+        else:
+            m = re.search(rb'"traceEvents"\s*:\s*\[', head)
+            if first != b"{" or m is None:
+                return None
+            header_end, close = m.end(), b"]}"
+        cuts = []
+        for i in range(1, parts):
+            f.seek(size * i // parts)
+            m = EVENT_BOUNDARY.search(f.read(1 << 20))
+            if m is None:
+                return None
+            at = size * i // parts
+            cuts.append((at + m.start() + 1, at + m.end() - 1))   # this part ends after "}", the next starts at "{"
+    if cuts[0][0] <= header_end:
+        return None
+    starts = [header_end] + [b for _, b in cuts]
+    stops = [a for a, _ in cuts] + [size]
+    return [(header_end, a, b, close if b < size else b"") for a, b in zip(starts, stops)]
+
+
+def range_blocks(path: Path, header_end: int, start: int, stop: int, close: bytes):
+    """The text of one part: the file's header (up to the events array), the part's events, and the
+    array's end (``close``; the last part ends with the file's own)."""
+    with open(path, "rb") as f:
+        yield f.read(header_end)
+        f.seek(start)
+        left = stop - start
+        while left > 0:
+            b = f.read(min(BLOCK, left))
+            if not b:
+                break
+            left -= len(b)
+            yield b
+    if close:
+        yield close

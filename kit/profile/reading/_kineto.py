@@ -63,7 +63,8 @@ except ImportError:  # pragma: no cover - hosts without msgspec use the orjson/j
 
 from kit.errors import TraceError
 from kit.profile.reading import _validate
-from kit.profile.reading._io import BLOCK, blocks, sniff
+from kit.profile.reading._io import EVENT_BOUNDARY as _BOUNDARY
+from kit.profile.reading._io import blocks, range_blocks, sniff
 from kit.profile.reading._kineto_events import (
     _DROP_OP_NAMES,
     _DROP_OP_PIECE,
@@ -73,7 +74,6 @@ from kit.profile.reading._kineto_events import (
     _TypedError,
 )
 
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 CHUNK = 1 << 20
 MAX_EVENT_BYTES = 64 << 20
@@ -242,98 +242,16 @@ def _read_window(path: Path, w: _Window, decoder: str, warnings: list[str]) -> t
         raise TraceError(_overlong(path, w, at, what), path=str(path)) from None
 
 
-SPLIT_MIN_BYTES = 96 << 20
-"""A plain JSON trace this big is read in parts, one process per core (``split``): below it, the second
-process costs about what it saves on this machine's two cores (``bench/startup.py``)."""
-
-
-def split(path: Path, parts: int) -> list[tuple[int, int, int, bytes]] | None:
-    """Byte ranges of a plain JSON trace to read in parallel (:func:`read_part`), cut at event
-    boundaries (``}, {``) near equal shares: ``[(header_end, start, stop, close)]``, the last ``stop``
-    the file's end. None where the file is not cut: gzip (a stream has no random access), smaller than
-    ``SPLIT_MIN_BYTES``, one part wanted, no ``traceEvents`` array in its first MB, no boundary found.
-    A boundary inside a string value cuts an event in two: :func:`merge` then reports the parts
-    unusable and the file is read whole."""
-    size = os.path.getsize(path)
-    if parts < 2 or size < SPLIT_MIN_BYTES or sniff(Path(path)) != "json":
-        return None
-    with open(path, "rb") as f:
-        head = f.read(1 << 20)
-        first = head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
-        if first == b"[":
-            header_end, close = head.index(b"[") + 1, b"]"
-        else:
-            m = re.search(rb'"traceEvents"\s*:\s*\[', head)
-            if first != b"{" or m is None:
-                return None
-            header_end, close = m.end(), b"]}"
-        cuts = []
-        for i in range(1, parts):
-            f.seek(size * i // parts)
-            m = _BOUNDARY.search(f.read(1 << 20))
-            if m is None:
-                return None
-            at = size * i // parts
-            cuts.append((at + m.start() + 1, at + m.end() - 1))   # this part ends after "}", the next starts at "{"
-    if cuts[0][0] <= header_end:
-        return None
-    starts = [header_end] + [b for _, b in cuts]
-    stops = [a for a, _ in cuts] + [size]
-    return [(header_end, a, b, close if b < size else b"") for a, b in zip(starts, stops)]
-
-
-def _range_blocks(path: Path, header_end: int, start: int, stop: int, close: bytes):
-    """The text of one part: the file's header (up to the events array), the part's events, and the
-    array's end (``close``; the last part ends with the file's own)."""
-    with open(path, "rb") as f:
-        yield f.read(header_end)
-        f.seek(start)
-        left = stop - start
-        while left > 0:
-            b = f.read(min(BLOCK, left))
-            if not b:
-                break
-            left -= len(b)
-            yield b
-    if close:
-        yield close
-
-
 def read_part(path: str, part: tuple[int, int, int, bytes], decoder: str | None = None) -> dict:
-    """One part of :func:`split` read like a whole file, with its repair counts (``issues``) for :func:`merge`."""
+    """One part of ``_io.split`` read like a whole file, with its repair counts (``issues``) for
+    ``_read.merge``."""
     decoder = decoder or DECODER
     if decoder == "msgspec" and _TYPED is None:
         decoder = "orjson"
     warnings: list[str] = []
-    out, col = _read_window(Path(path), _Window(_range_blocks(Path(path), *part)), decoder, warnings)
+    out, col = _read_window(Path(path), _Window(range_blocks(Path(path), *part)), decoder, warnings)
     out["issues"] = col._kit_issues
     return out
-
-
-def merge(path: str, parts: list[dict]) -> dict | None:
-    """The parts of one file read by :func:`read_part`, in order, as :func:`read_kineto` returns the
-    whole file (the same rows in the same order; meta and trailer from the last part, which holds
-    both); None when a part did not end where it was cut (the cut fell inside a value) or the file is
-    cut short (its loss is stated over the whole file): the caller reads the file whole."""
-    if any(p["truncated"] for p in parts):
-        return None
-    out = parts[-1]
-    tables = {t: {c: v[:0] for c, v in out[t].items()} for t in ("kernels", "annotations", "launches",
-                                                                           "frames", "comms")}
-    issues: dict[str, int] = {}
-    warnings: list[str] = []
-    for p in parts:
-        for t, cols in tables.items():
-            for c, v in cols.items():
-                v.extend(p[t][c])
-        for k, n in p.pop("issues").items():
-            issues[k] = issues.get(k, 0) + n
-        warnings += [w for w in p["warnings"] if w not in warnings]
-    col = _Collector()
-    col._kit_issues = issues
-    warnings += _validate.collector_warnings(col, os.path.basename(path))  # hook: repaired, dropped
-    return {**out, **tables, "warnings": warnings, "events": sum(p["events"] for p in parts),
-            "bytes": os.path.getsize(path)}
 
 
 def _overlong(path: Path, w: _Window, at: int, what: str) -> str:

@@ -6,26 +6,55 @@ zipapp. The format is decided by ``kit.profile.reading._io.detect``; the loader 
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 from kit.profile.reading._io import detect
+from kit.profile.reading._validate import collector_warnings
 
 
+# Each reader is imported by read_raw only for a file of its format: a worker, and the reader's zipapp on a
+# host, load the one they use.
 def read_raw(path: str, fmt: str | None = None, part: tuple | None = None) -> dict:
     """Parse one file (``fmt`` from :func:`kit.profile.reading._io.detect`, detected here when None) into
     ``{"kernels", "annotations", "launches", ["frames", "comms"], "meta", "warnings", "events",
     "bytes", "truncated"}`` of plain lists and dicts. ``part``: one byte range of a Kineto file from
-    ``_kineto.split``, read for ``_kineto.merge``."""
+    ``_io.split``, read for :func:`merge`."""
     p = Path(path)
     if part is not None:
-        from kit.profile.reading._kineto import read_part
+        from kit.profile.reading._kineto import read_part  # deferred: only the reader a file needs
         return read_part(path, part)
     fmt = fmt or detect(p)
     if fmt == "nsys-sqlite":
-        from kit.profile.reading._nsys import read_nsys_sqlite
+        from kit.profile.reading._nsys import read_nsys_sqlite  # deferred: only the reader a file needs
         return read_nsys_sqlite(p)
     if fmt == "nsys-csv":
-        from kit.profile.reading._nsys import read_nsys_csv
+        from kit.profile.reading._nsys import read_nsys_csv  # deferred: only the reader a file needs
         return read_nsys_csv(p)
-    from kit.profile.reading._kineto import read_kineto
+    from kit.profile.reading._kineto import read_kineto  # deferred: only the reader a file needs
     return read_kineto(p)
+
+
+def merge(path: str, parts: list[dict]) -> dict | None:
+    """The parts of one file read by :func:`read_part`, in order, as ``_kineto.read_kineto`` returns the
+    whole file (the same rows in the same order; meta and trailer from the last part, which holds
+    both); None when a part did not end where it was cut (the cut fell inside a value) or the file is
+    cut short (its loss is stated over the whole file): the caller reads the file whole."""
+    if any(p["truncated"] for p in parts):
+        return None
+    out = parts[-1]
+    tables = {t: {c: v[:0] for c, v in out[t].items()} for t in ("kernels", "annotations", "launches",
+                                                                           "frames", "comms")}
+    issues: dict[str, int] = {}
+    warnings: list[str] = []
+    for p in parts:
+        for t, cols in tables.items():
+            for c, v in cols.items():
+                v.extend(p[t][c])
+        for k, n in p.pop("issues").items():
+            issues[k] = issues.get(k, 0) + n
+        warnings += [w for w in p["warnings"] if w not in warnings]
+    warnings += collector_warnings(SimpleNamespace(_kit_issues=issues), os.path.basename(path))
+    return {**out, **tables, "warnings": warnings, "events": sum(p["events"] for p in parts),
+            "bytes": os.path.getsize(path)}
