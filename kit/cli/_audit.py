@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import sys
 
+from kit.util import progress
+
 
 def register(subparsers) -> None:
     a = subparsers.add_parser("audit", help="silent slow paths, ignored settings and run validity of engine runs")
@@ -42,7 +44,6 @@ def register_check(psub) -> None:
 
 def _audit(args) -> int:
     from kit.audit import SEVERITIES, audit  # deferred: start-up (a command loads its work only when it runs)
-    from kit.util import progress  # deferred: start-up (a command loads its work only when it runs)
 
     with progress("auditing", None, unit="run"):
         a = audit(args.paths, compare=args.compare, traces=not args.no_traces, source=args.source)

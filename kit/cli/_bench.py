@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 
 from kit.cli._logs import dump
+from kit.util import frame_records
 
 
 def register(subparsers) -> None:
@@ -64,7 +65,6 @@ def _compare(args) -> int:
 
 def _bench(args) -> int:
     from kit.runs import bench_rows  # deferred: start-up (a command loads its work only when it runs)
-    from kit.util import frame_records  # deferred: start-up (a command loads its work only when it runs)
 
     df = bench_rows(args.file)  # other tools' output and the kit's own results alike
     for w in df.attrs.get("warnings", []):  # what was dropped on the way; the engine guess is said per row below

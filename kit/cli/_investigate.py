@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 import sys
 
+from kit.errors import UsageError
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("investigate", help="why is run B slower than run A: ranked causes and experiments")
@@ -36,7 +38,6 @@ def _resolve(arg: str) -> str | list[str]:
     if any(Path(x).exists() for x in arg.split(",")) or not RUN_ID.fullmatch(arg):
         return arg
     import kit.runs
-    from kit.errors import UsageError
 
     run = kit.runs.get(arg)
     paths = []

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 
 import kit.engines
+from kit.util import frame_records, progress
 
 
 def register(subparsers) -> None:
@@ -39,10 +41,7 @@ def register(subparsers) -> None:
 
 def _read(args, **kw):
     """``logs.read`` with a progress bar for long logs (terminal only, after 2 s)."""
-    import os  # deferred: start-up (a command loads its work only when it runs)
-
     from kit import logs  # deferred: start-up (a command loads its work only when it runs)
-    from kit.util import progress  # deferred: start-up (a command loads its work only when it runs)
 
     size = os.path.getsize(args.log) if os.path.isfile(args.log) else None
     with progress("reading log", size) as bar:
@@ -68,7 +67,6 @@ def _parse(args) -> int:
 
 def _spec(args) -> int:
     from kit import logs  # deferred: start-up (a command loads its work only when it runs)
-    from kit.util import frame_records  # deferred: start-up (a command loads its work only when it runs)
 
     data = _read(args, k=args.k)
     if not len(data.spec):  # nothing to summarise: say so and fail, never print NaN as an answer

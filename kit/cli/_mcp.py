@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+from kit.errors import UsageError
 
 
 def register(subparsers) -> None:
@@ -45,20 +48,14 @@ def _mcp(args: argparse.Namespace) -> int:
     extra = {k: v for k, v in (("timeout_s", args.timeout), ("max_output", args.max_output)) if v is not None}
     host_roots = tuple(tuple(x.split("=", 1)) for x in args.host_root if "=" in x)
     if len(host_roots) != len(args.host_root):
-        from kit.errors import UsageError  # deferred: start-up (a command loads its work only when it runs)
-
         raise UsageError(f"--host-root {args.host_root}: expected HOST=DIR")
     roots = tuple(Path(r) for r in args.root) or ((Path(args.session),) if args.session else ())
     if not roots:
-        from kit.errors import UsageError
-
         raise UsageError("kit mcp: name the directory tools may read with --root DIR (or --session DIR)")
     policy = Policy(roots=roots, hosts=("local", *args.hosts),
                     run_hosts=tuple(args.allow_run), write=args.allow_write, host_roots=host_roots, **extra)
     for r in policy.roots:
         if not r.is_dir():
-            from kit.errors import UsageError  # deferred: start-up (a command loads its work only when it runs)
-
             raise UsageError(f"--root {r}: not a directory")
     session = Path(args.session) if args.session else None
     if args.http is None:
@@ -77,7 +74,6 @@ def _exit() -> None:
     """End the process now that the client has gone: a call abandoned at its timeout may still hold a
     worker thread, which the interpreter's normal exit would wait for. Exit handlers run first."""
     import atexit  # deferred: start-up (a command loads its work only when it runs)
-    import os  # deferred: start-up (a command loads its work only when it runs)
 
     sys.stdout.flush()
     sys.stderr.flush()

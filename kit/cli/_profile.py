@@ -51,9 +51,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from kit.errors import KitError
 from kit.stats import is_nan
+from kit.util import frame_records, progress
 
 
 def register(subparsers) -> None:
@@ -128,7 +131,6 @@ def _summary(args) -> int:
 
     with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         from kit import profile  # deferred: start-up (a command loads its work only when it runs)
-        from kit.util import progress  # deferred: start-up (a command loads its work only when it runs)
 
         with progress("parsing", _bytes(args.traces)) as bar:
             p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
@@ -181,8 +183,6 @@ def _summary(args) -> int:
 
 def _bytes(paths) -> int | None:
     """The traces' total size for the progress bar (None when one is not a local file)."""
-    import os  # deferred: start-up (a command loads its work only when it runs)
-
     try:
         return sum(os.path.getsize(p) for p in paths)
     except OSError:
@@ -228,7 +228,6 @@ def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
 
 def _compare(args) -> int:
     from kit import profile  # deferred: start-up (a command loads its work only when it runs)
-    from kit.errors import KitError  # deferred: start-up (a command loads its work only when it runs)
 
     ab = _split(list(args.traces), args)
     if ab is not None and args.baseline:
@@ -243,7 +242,6 @@ def _compare(args) -> int:
     if args.phase not in ("decode", "prefill", "all"):
         print(f"kit profile compare: --phase must be decode, prefill or all, not {args.phase!r}", file=sys.stderr)
         return 2
-    from kit.util import progress  # deferred: start-up (a command loads its work only when it runs)
 
     try:
         with progress("parsing", _bytes(ab[0] + ab[1])) as bar:
@@ -325,7 +323,6 @@ def _register_diff(psub) -> None:
 
 def _diff(args) -> int:
     from kit import logs, profile  # deferred: start-up (a command loads its work only when it runs)
-    from kit.errors import KitError  # deferred: start-up (a command loads its work only when it runs)
 
     try:
         settings = (logs.settings([args.settings[0]]), logs.settings([args.settings[1]])) if args.settings else None
@@ -368,7 +365,6 @@ def _gate(args, traces: list[str]) -> int:
 
 def _ranks(args) -> int:
     from kit import profile  # deferred: start-up (a command loads its work only when it runs)
-    from kit.util import frame_records  # deferred: start-up (a command loads its work only when it runs)
 
     v = profile.ranks(args.traces, phase=args.phase)
     if args.json:

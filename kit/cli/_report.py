@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from kit.errors import ReportError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -32,7 +34,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _parse_params(items: list[str]) -> dict:
     import ast  # deferred: start-up (a command loads its work only when it runs)
 
-    from kit.errors import ReportError  # deferred: start-up (a command loads its work only when it runs)
 
     out = {}
     for item in items:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import sys
 
+from kit.util import frame_records
+
 
 def register(subparsers) -> None:
     r = subparsers.add_parser("runs", help="the run catalogue: list, show and query recorded runs; baselines")
@@ -51,8 +53,6 @@ def register(subparsers) -> None:
 
 
 def _print_frame(df, as_json: bool) -> int:
-    from kit.util import frame_records  # deferred: start-up (a command loads its work only when it runs)
-
     if as_json:
         json.dump(frame_records(df), sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")

@@ -5,6 +5,7 @@ import argparse
 import json
 
 from kit.cli._remote import connect_args, host_args
+from kit.errors import KitError
 
 
 def register(subparsers) -> None:
@@ -75,8 +76,6 @@ def _grep_order(host, first: str, second: str) -> tuple[str, str]:
 
 
 def _exists(host, path: str) -> bool:
-    from kit.errors import KitError  # deferred: start-up (a command loads its work only when it runs)
-
     try:
         host.stat(path)
     except (KitError, OSError):
