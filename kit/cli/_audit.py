@@ -14,10 +14,7 @@ kernels, dropped events, mixed phases, profiler overhead, and per metric usable 
 """
 from __future__ import annotations
 
-import json
-import sys
-
-from kit.util import progress
+from kit.util import print_result, progress
 
 
 def register(subparsers) -> None:
@@ -47,11 +44,7 @@ def _audit(args) -> int:
 
     with progress("auditing", None, unit="run"):
         a = audit(args.paths, compare=args.compare, traces=not args.no_traces, source=args.source)
-    if args.json:
-        json.dump(a.to_dict(), sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-    else:
-        print(repr(a))
+    print_result(a, args.json)
     if args.fail_on:
         worst = SEVERITIES.index(args.fail_on)
         if any(SEVERITIES.index(f.severity) <= worst for f in a.findings):
@@ -66,9 +59,5 @@ def _check(args) -> int:
     h = p.health()
     if p.placement is not None and not args.json:
         print(repr(p.placement))
-    if args.json:
-        json.dump(h.to_dict(), sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-    else:
-        print(repr(h))
+    print_result(h, args.json)
     return 0

@@ -56,7 +56,7 @@ import sys
 
 from kit.errors import KitError
 from kit.stats import is_nan
-from kit.util import frame_records, progress
+from kit.util import frame_records, print_result, progress
 
 
 def register(subparsers) -> None:
@@ -338,11 +338,7 @@ def _diff(args) -> int:
         return 1
     for w in diff.warnings:
         print(f"kit: warning: {w}", file=sys.stderr)
-    if args.json:
-        json.dump(diff.to_dict(), sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-    else:
-        print(repr(diff))
+    print_result(diff, args.json)
     return 0
 
 
@@ -353,13 +349,9 @@ def _gate(args, traces: list[str]) -> int:
                           step_ms=tuple(args.step_ms) if args.step_ms else None)
     if args.html:
         g.html(args.html)
-    if args.json:
-        json.dump(g.to_dict(), sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
-    else:
-        print(repr(g))
-        if args.html:
-            print(f"diff: {args.html}")
+    print_result(g, args.json)
+    if args.html and not args.json:
+        print(f"diff: {args.html}")
     return g.exit_code(args.fail_on_regression)
 
 

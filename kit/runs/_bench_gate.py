@@ -32,6 +32,7 @@ from typing import Any
 
 from kit import stats
 from kit.errors import LogFormatError, UsageError
+from kit.runs._gate import Verdict
 from kit.stats import is_nan, sq_se
 from kit.util import recorded
 
@@ -42,11 +43,10 @@ METRICS = tuple(_LAT) + (("output_throughput", None, "higher", None), ("request_
                          ("decode_tok_s", None, "higher", None))
 _KEYS = ("max_concurrency", "request_rate", "batch_size", "concurrency")
 COLUMNS = ["metric", "run", "baseline_value", "value", "change", "noise", "threshold", "verdict", "decided_by"]
-EXIT_INCONCLUSIVE = 4
 
 
 @dataclass(eq=False)
-class BenchGate:
+class BenchGate(Verdict):
     """A benchmark against its baseline: ``verdict`` (regression / improvement / pass) and ``table`` (one
     row per metric and paired run: baseline, this run, relative change, noise, how it was decided)."""
 
@@ -56,16 +56,6 @@ class BenchGate:
     table: Any
     source: str = ""
     warnings: list[str] = field(default_factory=list)
-
-    @property
-    def regression(self) -> bool:
-        return self.verdict == "regression"
-
-    def exit_code(self, fail_on_regression: bool = True) -> int:
-        """With ``fail_on_regression``: 3 on a regression, 4 when a metric could not be compared; else 0."""
-        if not fail_on_regression:
-            return 0
-        return {"regression": 3, "inconclusive": EXIT_INCONCLUSIVE}.get(self.verdict, 0)
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this gate: each metric's relative change and the verdict."""

@@ -55,8 +55,24 @@ MIN_STEPS = 5             # fewer steps in a run: no spread to judge a differenc
 _MED_SE = 1.2533 * 1.4826  # standard error of a median from the MAD (normal steps): x MAD / sqrt(n)
 
 
+class Verdict:
+    """What both gates (this one and ``_bench_gate.BenchGate``) answer from their ``verdict``."""
+
+    verdict: str
+
+    @property
+    def regression(self) -> bool:
+        return self.verdict == "regression"
+
+    def exit_code(self, fail_on_regression: bool = True) -> int:
+        """With ``fail_on_regression``: 3 on a regression, 4 when the gate could not decide; else 0."""
+        if not fail_on_regression:
+            return 0
+        return {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}.get(self.verdict, 0)
+
+
 @dataclass(eq=False)
-class Gate:
+class Gate(Verdict):
     """A run against a baseline: ``verdict`` (regression / improvement / pass), the step times, the
     difference with its noise and the threshold, and ``where``: the parts and kernel families that moved
     beyond their noise, largest first. ``comparison`` is the full ``kit.profile.Comparison``."""
@@ -76,16 +92,6 @@ class Gate:
     basis: str = "wall"
     checks: Any = None
     reason: str = ""
-
-    @property
-    def regression(self) -> bool:
-        return self.verdict == "regression"
-
-    def exit_code(self, fail_on_regression: bool = True) -> int:
-        """With ``fail_on_regression``: 3 when the run regressed, 4 when the gate could not decide; else 0."""
-        if not fail_on_regression:
-            return 0
-        return {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}.get(self.verdict, 0)
 
     def headline(self) -> str:
         a, b = self.step_us

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -11,6 +12,16 @@ if TYPE_CHECKING:
 
 _MAX_FIGURE_ROWS = 64
 _SKIP_SETTINGS = {"self", "host", "session", "prefetched", "clocks", "a", "b", "path", "paths", "source"}
+
+def print_result(result: Any, as_json: bool) -> None:
+    """A command's answer on stdout: ``result.to_dict()`` as JSON (values it cannot write as text), else its
+    ``repr``, what a notebook shows."""
+    if as_json:
+        json.dump(result.to_dict(), sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(repr(result))
+
 
 def frame_records(df: "pd.DataFrame") -> list[dict[str, Any]]:
     """A table -> JSON-ready list of dicts (times as printed style strings, NaN -> None)."""
