@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 from kit.errors import UsageError
 
@@ -33,11 +34,9 @@ RUN_ID = re.compile(r"[0-9A-Za-z-]{4,40}")
 
 def _resolve(arg: str) -> str | list[str]:
     """A path as given; else a catalogue run id -> the local inputs it recorded (a changed file is refused)."""
-    from pathlib import Path
-
     if any(Path(x).exists() for x in arg.split(",")) or not RUN_ID.fullmatch(arg):
         return arg
-    import kit.runs
+    import kit.runs  # deferred: the catalogue loads only for a run id
 
     run = kit.runs.get(arg)
     paths = []
@@ -56,7 +55,7 @@ def _resolve(arg: str) -> str | list[str]:
 
 
 def _investigate(args) -> int:
-    from kit.investigation import investigate
+    from kit.investigation import investigate  # deferred: start-up (a command loads its work only when it runs)
 
     inv = investigate(_resolve(args.a), _resolve(args.b), labels=tuple(args.labels) if args.labels else None)
     ids = inv.record(args.ledger) if args.ledger else []

@@ -45,8 +45,9 @@ from typing import Any
 from kit import stats
 from kit.errors import UsageError
 from kit.runs._record import file_hash
+from kit.runs._share import baseline as get_baseline
 from kit.stats import is_nan
-from kit.util import recorded
+from kit.util import call_settings, frame_records, recorded, write_atomic
 
 VERDICTS = ("regression", "improvement", "pass", "inconclusive")
 EXIT_REGRESSION = 3
@@ -103,8 +104,6 @@ class Gate(Verdict):
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this gate: the difference, its noise, the threshold, the verdict."""
-        from kit.util import call_settings
-
         figs = [("delta_us", self.delta_us), ("noise_us", self.noise_us), ("threshold_us", self.threshold_us),
                 ("step_us", self.step_us[0], self.baseline), ("step_us", self.step_us[1], "this run")]
         return {"inputs": [("b", f) for f in self.files], "settings": call_settings(args), "figures": figs,
@@ -127,8 +126,6 @@ class Gate(Verdict):
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        from kit.util import frame_records
-
         return {"baseline": self.baseline, "baseline_run": self.baseline_run, "verdict": self.verdict,
                 "step_us": list(self.step_us), "delta_us": self.delta_us,
                 "noise_us": self.noise_us if math.isfinite(self.noise_us) else None,   # measured: no spread known
@@ -140,14 +137,12 @@ class Gate(Verdict):
         """The one-page HTML diff (self-contained: no script, no network); written to ``path`` if given."""
         page = _page(self)
         if path is not None:
-            from kit.util import write_atomic
-
             write_atomic(path, page)
         return page
 
 
 def _where(cmp) -> Any:
-    import pandas as pd
+    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
 
     parts = cmp.parts[(cmp.parts["beyond_noise"]) & (cmp.parts["kind"] != "total")]
     fam = cmp.families[cmp.families["beyond_noise"]] if "beyond_noise" in cmp.families else cmp.families.iloc[:0]
@@ -170,8 +165,8 @@ def step_series(profile, phase: str = "decode") -> Any:
     """Per step of ``profile``'s busiest rank in ``phase`` (all steps when none is marked so): ``step_us``
     (start of the step's GPU work to the next step's; the last step its GPU span plus the median gap),
     ``kernel_us`` (its kernels' time) and one column per kernel category (``cat:<name>``)."""
-    import numpy as np
-    import pandas as pd
+    import numpy as np  # deferred: pandas and numpy load only for a gate's or a table's frames
+    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
 
     k, steps = profile.kernels, profile.steps
     if not len(k) or not len(steps):
@@ -200,7 +195,7 @@ def step_series(profile, phase: str = "decode") -> Any:
 def median_difference(a, b) -> tuple[float, float, float, float]:
     """(median of ``a``, of ``b``, their difference, its noise: two standard errors of the difference of
     medians from each side's MAD); NaN noise with fewer than two values on a side."""
-    import numpy as np
+    import numpy as np  # deferred: pandas and numpy load only for a gate's or a table's frames
 
     a, b = np.asarray(a, float), np.asarray(b, float)
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
@@ -308,7 +303,7 @@ def _decide(checks, basis: str, steps: tuple[int, int]) -> tuple[str, str]:
 def gate(cmp, profiles: tuple, *, baseline: str = "A", baseline_run: str = "", threshold: float = 0.02) -> Gate:
     """The verdict on ``cmp`` (a ``kit.profile.Comparison`` of the baseline A against the run B), whose two
     ``profiles`` (A, B) give the per-step distributions (:func:`step_series`)."""
-    import pandas as pd
+    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
 
     if not 0 <= threshold < 1:
         raise UsageError(f"gate: threshold is a fraction of the baseline's step time (0-1), not {threshold!r}")
@@ -338,7 +333,6 @@ def gate(cmp, profiles: tuple, *, baseline: str = "A", baseline_run: str = "", t
 def baseline_inputs(name: str, *, stores=None) -> tuple[dict, list[str]]:
     """The baseline run and its trace files (the run's own, or run B's of a comparison), each checked
     against the sha256 recorded with it."""
-    from kit.runs._share import baseline as get_baseline
 
     run = get_baseline(name, stores=stores)
     ins = run["inputs"] or []
@@ -365,7 +359,7 @@ def profile_gate(baseline: str, traces, *, phase: str = "decode", threshold: flo
     """Compare the run of ``traces`` with the baseline named ``baseline`` (``kit runs baseline``) and decide:
     regression, improvement, pass or inconclusive (see the module docstring). ``step_ms``: the baseline's and
     this run's step times measured outside the profiler (ms), the step time the gate then judges."""
-    from kit.profile import compare, load
+    from kit.profile import compare, load  # deferred: the trace reader loads only for a profile gate
 
     run, paths = baseline_inputs(baseline, stores=stores)
     pa = load(paths, cache=cache)

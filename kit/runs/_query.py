@@ -28,7 +28,7 @@ def _store_rows(store: Path):
     t = _store.read_runs(store)
     if t is None:
         return None
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # deferred: pyarrow loads only to read or write the store
 
     is_pack = pc.match_substring(t.column("filename"), "/pack-")
     packed = set(t.filter(is_pack).column("run_id").to_pylist())
@@ -39,7 +39,7 @@ def _store_rows(store: Path):
 
 
 def _pa():
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow loads only to read or write the store
 
     return pa
 
@@ -48,9 +48,9 @@ def connect(stores=None):
     """A DuckDB connection with the views ``runs``, ``figures``, ``facts``, ``inputs``, ``run_tables``
     over ``stores`` (default: one's own store and ``$KIT_RUNS_SHARED``). Every view keeps one row per
     run id (a run in two packs, or in a copy of a copy, counts once)."""
-    import duckdb
+    import duckdb  # deferred: DuckDB loads only for SQL over the store
 
-    from kit.runs._schema import RUN_SCHEMA, VIEWS
+    from kit.runs._schema import RUN_SCHEMA, VIEWS  # deferred: loaded with DuckDB, for SQL only
 
     pa = _pa()
     try:
@@ -79,10 +79,9 @@ def _arrow(result):
 def query(sql: str, *, stores=None):
     """Run ``sql`` over the catalogue (views ``runs``, ``figures``, ``facts``, ``inputs``, ``run_tables``)
     and return a DataFrame. Example: runs of last week with p99 ITL above 20 ms::
-
         kit.runs.query("SELECT run_id, created, value FROM figures WHERE name = 'p99_itl_ms' AND value > 20 "
                        "AND created > now() - INTERVAL 7 DAY")"""
-    import duckdb
+    import duckdb  # deferred: DuckDB loads only for SQL over the store
 
     con = connect(stores)
     try:
@@ -93,7 +92,7 @@ def query(sql: str, *, stores=None):
 
 def rows(sql: str, *, stores=None) -> tuple[list[str], list[tuple]]:
     """``sql``'s column names and rows as Python values, without pandas (what ``kit runs query`` prints)."""
-    import duckdb
+    import duckdb  # deferred: DuckDB loads only for SQL over the store
 
     con = connect(stores)
     try:
@@ -129,7 +128,7 @@ def get(run_id: str, *, stores=None) -> dict:
 
 def table(run_id: str, name: str, *, stores=None):
     """A table a run recorded (``name`` as listed in its ``tables``), as a DataFrame."""
-    import pandas as pd
+    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
 
     run = get(run_id, stores=stores)
     if name not in (run["tables"] or []):

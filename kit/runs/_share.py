@@ -7,6 +7,7 @@ itself a store: hand it over (or point ``$KIT_RUNS_SHARED`` at it) and it is rea
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import shutil
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from kit.errors import UsageError
 from kit.runs import _query, _store
+from kit.runs._record import _who
+from kit.util import write_atomic
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -27,9 +30,7 @@ def _root(root) -> Path:
 
 def set_baseline(name: str, run_id: str, *, note: str | None = None, root=None) -> dict:
     """Name run ``run_id`` (a unique prefix is enough) baseline ``name``; returns the pointer."""
-    import datetime as dt
 
-    from kit.runs._record import _who
 
     if not _NAME.match(name or ""):
         raise UsageError(f"kit.runs: baseline name {name!r}: letters, digits, '.', '_', '-' only (at most 100)")
@@ -40,7 +41,6 @@ def set_baseline(name: str, run_id: str, *, note: str | None = None, root=None) 
     ptr = {"name": name, "run_id": run["run_id"], "kind": run["kind"], "by": _who(), "note": note,
            "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "history": ([*old.get("history", []), {"run_id": old["run_id"], "at": old["at"]}] if old else [])}
-    from kit.util import write_atomic
 
     write_atomic(path, json.dumps(ptr, indent=1))
     return ptr
@@ -62,7 +62,7 @@ def baseline(name: str, *, stores=None) -> dict:
 
 def baselines(*, stores=None):
     """Every named baseline: name, run id, kind, who named it, when, note."""
-    import pandas as pd
+    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
 
     rows = []
     for d in _query._stores(stores):

@@ -1,7 +1,6 @@
 """Where the catalogue lives and how its files are written: one Parquet file per run, packs, tables.
 
 A store is a plain directory::
-
     runs/<run_id>.parquet          one row: a run recorded by one process (written once, atomically)
     runs/pack-<digest>.parquet     many rows: loose files merged by :func:`compact`
     tables/<run_id>/<name>.parquet the run's tables
@@ -28,6 +27,7 @@ import fcntl
 import hashlib
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -89,7 +89,7 @@ def _private_dir(d: Path) -> None:
 
 
 def _write_atomic(table, path: Path, root: Path | None = None) -> None:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: pyarrow loads only to read or write the store
 
     if root is not None:
         private_dirs(path.parent, root)
@@ -131,9 +131,9 @@ def run_files(root: Path) -> list[Path]:
 def read_runs(root: Path, files: list[Path] | None = None):
     """The run rows of a store's files as one Arrow table with a ``filename`` column; a file that is not
     readable Parquet, or a row whose run id is not the kit's, is skipped with a warning naming it."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # deferred: pyarrow loads only to read or write the store
+    import pyarrow.compute as pc  # deferred: pyarrow loads only to read or write the store
+    import pyarrow.parquet as pq  # deferred: pyarrow loads only to read or write the store
 
     wait_writers(root)
     parts = []
@@ -227,7 +227,7 @@ def compact(root: "str | os.PathLike | None" = None) -> int:
     they are: each holds at most a few thousand rows. Loose files whose runs a pack already holds (a
     compaction killed after writing its pack) are deleted, not packed again; unreadable files are
     skipped with a warning and left where they are; debris of kills is swept (:func:`sweep`)."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: pyarrow loads only to read or write the store
 
     root = Path(root) if root is not None else store_dir()
     if root is None:
@@ -256,7 +256,7 @@ def compact(root: "str | os.PathLike | None" = None) -> int:
             rows.append(t.drop_columns(["filename"]))
         if len(loose) < 2:
             return 0
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: pyarrow loads only to read or write the store
 
         merged = pa.concat_tables(rows, promote_options="permissive")
         digest = hashlib.sha256("\n".join(p.name for p in loose).encode()).hexdigest()[:16]
@@ -270,7 +270,6 @@ def compact(root: "str | os.PathLike | None" = None) -> int:
 def sweep(root: Path, *, age_s: float = SWEEP_AGE_S) -> int:
     """Delete what kills and full disks leave in a store: temporary files (``.*.tmp``) and table
     directories of runs that were never written, once older than ``age_s``; returns how many."""
-    import shutil
 
     now, gone = time.time(), 0
     for d in (root / "runs", *((root / "tables").iterdir() if (root / "tables").is_dir() else ())):
@@ -285,7 +284,7 @@ def sweep(root: Path, *, age_s: float = SWEEP_AGE_S) -> int:
         for f in run_files(root):
             if f.name.startswith("pack-"):
                 with contextlib.suppress(OSError, ValueError, KeyError):
-                    import pyarrow.parquet as pq
+                    import pyarrow.parquet as pq  # deferred: pyarrow loads only to read or write the store
 
                     recorded |= set(pq.read_table(f, columns=["run_id"]).column("run_id").to_pylist())
             else:

@@ -46,7 +46,7 @@ from kit.errors import CacheError
 def _warn(msg: str, *args) -> None:
     """A warning on the ``kit.profile`` logger (imported here, not at module import: ``logging``'s
     at-fork hooks must not be in place before the loader forks its parser, see ``_load.prefetch``)."""
-    import logging
+    import logging  # deferred: logging's at-fork hooks must not precede the parse's fork
 
     logging.getLogger("kit.profile").warning(msg, *args)
 
@@ -59,16 +59,16 @@ _TABLES = ("kernels", "annotations", "launches", "frames", "comms")
 
 def write_table(df, path: Path) -> None:
     """One DataFrame as an uncompressed Arrow IPC file (its index is not kept)."""
-    import pyarrow as pa
-    from pyarrow import feather
+    import pyarrow as pa  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
+    from pyarrow import feather  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
 
     feather.write_feather(pa.Table.from_pandas(df, preserve_index=False), str(path), compression="uncompressed")
 
 
 def read_table(path: Path, digest=None):
     """A table :func:`write_table` wrote, as a DataFrame (its bytes fed to ``digest`` on the way)."""
-    import pyarrow as pa
-    from pyarrow import feather
+    import pyarrow as pa  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
+    from pyarrow import feather  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
 
     data = path.read_bytes()
     if digest is not None:
@@ -261,7 +261,7 @@ def category_map(names, rules, compute) -> dict:
     traces and reopenings; matching ~15 regexes against 5,000-character template names is the
     slowest part of a cached reopen). The memo is sealed with the keyed digest and its values must be
     categories of the rule table; one that is not is ignored (and said in the log)."""
-    from kit.profile.attribution._categories import OTHER
+    from kit.profile.attribution._categories import OTHER  # deferred: reading does not load the later attribution stage
 
     names = list(names)
     ident = "\n".join(f"{r.category}\t{r.pattern}" for r in rules if "kernel" in r.on) + PARSER_VERSION
@@ -320,7 +320,9 @@ def _write_memo(f: Path, key: bytes, known: dict) -> None:
 def profile_key(paths, rules, step_marker: str | None = None) -> str:
     """Key of an assembled profile: the identities of all its files, in order, the rule table, the step
     rule's version and the step marker asked for."""
-    from kit.profile.attribution._categories import rules_ident
+    from kit.profile.attribution._categories import (
+        rules_ident,  # deferred: reading does not load the later attribution stage
+    )
 
     ident = "|".join(file_key(Path(p)) for p in paths) + "\n" + rules_ident(rules)
     ident += f"\nsteps {STEP_RULES}:{step_marker or ''}"
@@ -341,7 +343,7 @@ def load_profile(key: str, tables: tuple[str, ...]) -> dict | None:
     so reopening 8 ranks reads one file per table, not one per table and rank)."""
     root, dkey = _root()
     try:
-        import pandas as pd
+        import pandas as pd  # deferred: pandas loads after the parse worker's fork
 
         out = _read_entry(root / key, dkey, "info.json", tables)
         if out is None:

@@ -50,7 +50,7 @@ MAX_SPAN_US = 86400e6
 
 def _parse(buf: bytes) -> list | None:
     try:  # orjson when installed; the standard library on hosts without it (the shipped reader)
-        import orjson
+        import orjson  # optional: the host's zipapp may lack orjson
     except ImportError:
         orjson = None
     if orjson is not None:
@@ -181,7 +181,6 @@ def _n(n: int, what: str) -> str:
 
 class Numbers:
     """Nanosecond values from an SQLite column -> microseconds, counting text that had to be read."""
-
     def __init__(self) -> None:
         self.text = 0
 
@@ -208,7 +207,7 @@ def out_of_range(ts, dur, untimed_ok: bool = False):
     finite number, negative, after 2100 or more than a day from the table's median; a duration that is
     not a finite number, negative or over an hour. ``untimed_ok``: ``ts = dur = 0`` (graph-replay
     kernels recorded without timing) is not out of range; the steps are built from their order."""
-    import numpy as np
+    import numpy as np  # deferred: stdlib only on a host; numpy where frames are built
 
     ts = np.asarray(ts, dtype=float)
     dur = np.asarray(dur, dtype=float)
@@ -224,7 +223,7 @@ def out_of_range(ts, dur, untimed_ok: bool = False):
 
 def check_frames(fr: dict, name: str) -> dict:
     """Drop and count kernels/annotations/launches/frames the figures cannot use (see module doc)."""
-    import numpy as np
+    import numpy as np  # deferred: stdlib only on a host; numpy where frames are built
 
     k = fr["kernels"]
     warnings = list(fr.get("warnings", []))
