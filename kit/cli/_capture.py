@@ -25,8 +25,25 @@ import time
 import urllib.parse
 import zlib
 
-import kit.engines
 from kit.errors import KitError, UsageError
+
+
+class _EngineNames:
+    """``--engine``'s choices, read from the engine registry when argparse first asks (a help, an ``--engine``
+    given; the option names a ``metavar``, so adding it lists nothing): building the ``kit profile`` parser
+    then loads no engine, and a summary's parse starts sooner."""
+
+    def __contains__(self, name: object) -> bool:
+        return name in _engines().names()
+
+    def __iter__(self):
+        return iter(_engines().names())
+
+
+def _engines():
+    import kit.engines  # deferred: start-up (the engines load only when capture runs or lists them)
+
+    return kit.engines
 
 
 def register_capture(psub) -> None:
@@ -37,9 +54,9 @@ def register_capture(psub) -> None:
     c.add_argument("--out", default="traces/capture", metavar="DIR",
                    help="where the traces go (default ./traces/capture; files rank<N>.trace.json.gz)")
 
-    c.add_argument("--engine", choices=kit.engines.names(), default="sglang",
-                   help="the engine, for its profiler protocol (default sglang: SGLang's /start_profile, "
-                   "which tinyserve speaks too)")
+    c.add_argument("--engine", choices=_EngineNames(), default="sglang", metavar="ENGINE",
+                   help="the engine, for its profiler protocol: %(choices)s (default sglang: SGLang's "
+                   "/start_profile, which tinyserve speaks too)")
     c.add_argument("--trace-dir", metavar="DIR", help="vLLM: its VLLM_TORCH_PROFILER_DIR, where it writes traces")
     c.add_argument("--no-load", action="store_true",
                    help="send no requests while recording (the engine's own traffic is profiled)")
@@ -158,7 +175,7 @@ def _capture(args) -> int:
     if (args.steps is None) == (args.seconds is None):
         raise UsageError("kit profile capture: give --steps N or --seconds S")
 
-    eng = kit.engines.engine(args.engine)
+    eng = _engines().engine(args.engine)
     fixed_dir = eng.profile_dir_env  # the engine writes where a variable set at its start says (vLLM)
     if fixed_dir and not args.trace_dir:
         raise UsageError(f"kit profile capture --engine {eng.name}: give --trace-dir (its {fixed_dir}: "
