@@ -163,8 +163,8 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     out = ["## Start-up: `kit --help` and a cold `kit profile summary` against a bare orjson parse", "",
            f"Median of {REPEATS} fresh processes each, variants interleaved; load average (1 min) {load0:.1f} at the "
-           f"start, {load1:.1f} at the end. Recording on: a fresh store per run (written after the answer is "
-           "printed, inside the process's wall time).", "",
+           f"start, {load1:.1f} at the end. Recording on: a fresh store per run (written after the answer by a "
+           "child that outlives the command: not in its wall time; the modules counted are the command's own).", "",
            "| command | wall (s) | / bare orjson | modules imported |", "|---|---:|---:|---:|"]
     for name, w, ratio, n in rows:
         out.append(f"| {name} | {w:.3f} | {'' if ratio is None else f'{ratio:.2f}x'} | {'' if n is None else n} |")
