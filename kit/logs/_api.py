@@ -20,8 +20,9 @@ from kit.logs._nccl import nccl_summary
 from kit.logs._sglang import DECODE_COLUMNS, parse_server_args
 from kit.logs._spec import SpecSummary
 from kit.logs._table import assemble, release_freed_memory, to_datetime
+from kit.provenance import provenance_of
 from kit.redact import mask_secrets
-from kit.util import frame_records, jsonable, no_gc, recorded
+from kit.util import call_settings, frame_records, jsonable, no_gc, recorded
 
 __all__ = ["LogData", "SpecSummary", "read", "parse_sglang", "parse_vllm", "parse_bench", "parse_nccl",
            "parse_server_args", "nccl_summary", "spec_summary"]
@@ -104,8 +105,6 @@ class LogData:
         ...), from the nearest session manifest or the marks in the file; ``unknown`` for text, lines
         or a file fetched from a host. Set it explicitly when known (``log.provenance = ...``)."""
         if self._provenance is None:
-            from kit.provenance import provenance_of
-
             self._provenance = provenance_of(self.name)
         return self._provenance
 
@@ -137,8 +136,6 @@ class LogData:
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this parse: rows per table, lines read, engine and version."""
-        from kit.util import call_settings
-
         figs = [(f"rows.{k}", len(t)) for k, t in self.tables.items()]
         figs += [("lines", self.lines), ("unknown_lines", self.unknown_lines)]
         return {"inputs": [self.name], "settings": call_settings(args), "figures": figs,

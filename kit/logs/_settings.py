@@ -28,6 +28,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+import pandas as pd
+
+from kit.env import parse_topology
 from kit.errors import LogFormatError
 from kit.logs._api import read
 from kit.logs._records import CLIP, ENV_KEYS, NORMALISED, SettingEvidence, Settings, flag_keys, truthy
@@ -134,8 +137,6 @@ def _not_a_log(path: Path, st: Settings, name: str, head: bytes, size: int) -> b
 
 def _topology(st: Settings, name: str, text_head: str) -> bool:
     """An ``nvidia-smi topo -m`` capture: the interconnect and the GPU count; False when it is not one."""
-    from kit.env import parse_topology
-
     lines = text_head.splitlines()
     try:
         topo = parse_topology(text_head, source=name)
@@ -218,8 +219,6 @@ def _from_log(st: Settings, data, name: str) -> list[str]:
 def _batch_evidence(st: Settings, data, name: str) -> list[str]:
     """The largest running batch of the scheduler lines (the first line that had it) and how many decode
     lines ran without a CUDA graph, from the tables of every row of the engine table that has ``batches``."""
-    import pandas as pd
-
     parts = [(b, f.name) for f in data.formats if f.batches is not None
              for b in [f.batches(data.tables)] if b is not None and len(b[0])]
     if not parts:

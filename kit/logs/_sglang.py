@@ -379,17 +379,11 @@ _CAPTURE_BS = re.compile(r"Capture (?:cuda|CUDA|cpu|npu) graph bs \[([\d,\s]*)\]
 
 def _batch(line: str, lineno: int, st) -> int:
     """A ``Decode batch`` / ``Prefill batch`` line; 0 when the line only says ``batch``."""
-    p = line.find("Decode batch")
-    if p >= 0:
-        r = parse_batch_line(line, lineno, "Decode", p, st)
-    else:
-        p = line.find("Prefill batch")
-        if p < 0:
-            return 0
-        r = parse_batch_line(line, lineno, "Prefill", p, st)
-    if r:
-        st.hits["sglang"] += 1
-    return r
+    return records.first_of(line, lineno, st, ("Decode batch", "Prefill batch"), _batch_at, "sglang")
+
+
+def _batch_at(line: str, lineno: int, pos: int, st) -> int:
+    return parse_batch_line(line, lineno, "Decode" if line.startswith("D", pos) else "Prefill", pos, st)
 
 
 def _dump(line: str, lineno: int, st) -> int:

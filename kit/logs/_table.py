@@ -7,11 +7,13 @@ Fields come and go between versions, so a column first seen late is back-filled 
 """
 from __future__ import annotations
 
+import ctypes
 import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 CHUNK = 16384
 
@@ -386,8 +388,6 @@ def _union_categorical(chunks: list[dict], lengths: list[int], name: str) -> pd.
     going through Python objects: the same column as ``pd.Categorical(np.concatenate(...))``
     (sorted categories). None when the chunks' categories cannot be joined (then the caller goes
     the object way); the chunks are left untouched in that case."""
-    from pandas.api.types import union_categoricals
-
     pieces = []
     empty = next(a for a in (ch.get(name) for ch in chunks) if isinstance(a, pd.Categorical)).categories[:0]
     for ch, n in zip(chunks, lengths):
@@ -414,8 +414,6 @@ def release_freed_memory() -> None:
     global _TRIM
     if _TRIM is None:
         try:
-            import ctypes
-
             _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
         except (OSError, AttributeError):
             _TRIM = False
