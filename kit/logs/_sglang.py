@@ -150,9 +150,9 @@ def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:
     return re.compile(rx, re.M)
 
 
-def extract_block(block: str, first_line: int, st) -> set[int]:
+def extract_block(block: str, first_line: int, st) -> np.ndarray:
     """Take every line of a known template out of ``block`` (ASCII text of whole lines, the first
-    being line ``first_line``) in bulk; returns the line numbers taken, which the line scanner then
+    being line ``first_line``) in bulk; returns the line numbers taken (arrays), which the line scanner then
     skips. Rows equal those of the line-by-line path (same header checks: a line with anything but
     a clean ``[time ranks] `` header before the message is torn). Header checks, line numbers,
     times and rank tags are computed with NumPy over all matches of a template at once."""
@@ -161,9 +161,9 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
         matches = list(regex.finditer(block))
         if matches:
             found.append((fast, tmpl, matches))
-    taken: set[int] = set()
+    taken: list[np.ndarray] = []
     if not found:
-        return taken
+        return np.zeros(0, dtype=np.int64)
     buf = np.frombuffer(block.encode("ascii"), dtype=np.uint8)
     last = len(buf) - 1
     nl = np.flatnonzero(buf == 10)
@@ -172,7 +172,7 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
         k = np.searchsorted(nl, starts)
         ls = np.where(k > 0, nl[np.maximum(k - 1, 0)] + 1, 0)  # line starts
         lines = k + first_line
-        taken.update(lines.tolist())
+        taken.append(lines)
         ok = (starts - ls >= 20) & (buf[ls] == 91)  # "["
         ok &= (buf[np.minimum(ls + 5, last)] == 45) & (buf[np.minimum(ls + 14, last)] == 58)  # "-", ":"
         ms = ok & (starts - ls >= 24) & (buf[np.minimum(ls + 20, last)] == 46)  # ".123" after the seconds
@@ -213,7 +213,7 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
     for fast in (st.decode_fast, st.prefill_fast):
         if fast.n >= CHUNK:
             fast.flush()
-    return taken
+    return np.concatenate(taken)
 
 
 _GROUPS = re.Match.groups
