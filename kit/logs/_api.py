@@ -1,6 +1,7 @@
 """Read / parse_* / spec_summary and LogData: the public façade (documented in the package docstring)."""
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import os
@@ -301,15 +302,22 @@ def _looks_json(head: bytes) -> bool:
     return s.startswith(b"[") and s[1:].lstrip()[:1] in (b"{", b"]")
 
 
-def _read_on_host(path, host, **kw) -> LogData:
+@contextlib.contextmanager
+def fetched(path, host):
+    """A file on ``host`` copied into a temporary directory: (the copy's path, ``host:path`` for errors and
+    evidence); the copy is deleted afterwards."""
     remote = str(path)
-    label = f"{getattr(host, 'name', host)}:{remote}"
-    st = host.stat(remote)
-    if st.is_dir:
-        raise LogFormatError(f"{label}: is a directory, not a log file", path=label)
     with tempfile.TemporaryDirectory(prefix="kit-log-") as tmp:
         local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "log")
         host.get(remote, local)
+        yield local, f"{getattr(host, 'name', host)}:{remote}"
+
+
+def _read_on_host(path, host, **kw) -> LogData:
+    if host.stat(str(path)).is_dir:
+        label = f"{getattr(host, 'name', host)}:{path}"
+        raise LogFormatError(f"{label}: is a directory, not a log file", path=label)
+    with fetched(path, host) as (local, label):
         data = _read_file(local, parallel=False, name=label, **kw)  # errors name host:path, not the copy
     data.warnings = [w.replace(local, label) for w in data.warnings]
     return data

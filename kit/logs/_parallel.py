@@ -90,30 +90,6 @@ def plan(path: str, size: int) -> list[tuple[int, int]]:
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-class _Range(io.RawIOBase):
-    """Raw reader of bytes ``[start, end)`` of a file."""
-
-    def __init__(self, path: str, start: int, end: int) -> None:
-        self._f = open(path, "rb", buffering=0)
-        self._f.seek(start)
-        self._left = end - start
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        if self._left <= 0:
-            return 0
-        view = memoryview(b)[:self._left]
-        n = self._f.readinto(view)
-        self._left -= n
-        return n
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
-
-
 def _row_tables(st) -> list[str]:
     """The state's tables of rows (:class:`~kit.logs._table.Columns`), in the engine table's order."""
     return [n for n in st.table_names if isinstance(getattr(st, n), (Columns, _Rows))]
@@ -160,9 +136,10 @@ def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
     st.bench_phase = _PHASE_UNSET
     for name in _row_tables(st):
         setattr(st, name, _Rows())
-    raw = _Range(path, start, end)
-    with io.TextIOWrapper(io.BufferedReader(raw, 1 << 20), encoding="utf-8", errors="replace",
-                          newline=None) as f:
+    with open(path, "rb") as raw:  # one piece (PIECE bytes and the way to a clean cut) in memory at a time
+        raw.seek(start)
+        piece = io.BytesIO(raw.read(end - start))
+    with io.TextIOWrapper(piece, encoding="utf-8", errors="replace", newline=None) as f:
         _scan.scan_file(f, st)
     if st.block is not None and not last:
         return {"ok": False}

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
@@ -32,7 +31,7 @@ import pandas as pd
 
 from kit.env import parse_topology
 from kit.errors import LogFormatError
-from kit.logs._api import read
+from kit.logs._api import fetched, read
 from kit.logs._records import CLIP, ENV_KEYS, NORMALISED, SettingEvidence, Settings, flag_keys, truthy
 from kit.redact import mask_secrets
 from kit.util import strip_ansi
@@ -58,19 +57,12 @@ def settings(paths: str | os.PathLike | Iterable, *, engine: str | None = None, 
         if host is None:
             _read_one(Path(p), st, str(p), logged)
         else:
-            _read_on_host(str(p), host, st, logged)
+            with fetched(p, host) as (local, label):
+                _read_one(Path(local), st, label, logged)
     if st.engine is None and logged:
         st.engine = logged[0]
     _finish(st)
     return st
-
-
-def _read_on_host(path: str, host, st: Settings, logged: list[str]) -> None:
-    label = f"{getattr(host, 'name', host)}:{path}"
-    with tempfile.TemporaryDirectory(prefix="kit-settings-") as tmp:
-        local = Path(tmp) / (os.path.basename(path.rstrip("/")) or "log")
-        host.get(path, str(local))
-        _read_one(local, st, label, logged)
 
 
 _HEAD = 1 << 16          # bytes read first to recognise the kind of file

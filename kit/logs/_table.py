@@ -138,11 +138,7 @@ class Columns:
         else:
             out = pd.concat(self.frames, ignore_index=True, sort=False)
         self.frames = [out] if len(out) else []
-        for c in columns:
-            if c not in out.columns:
-                out[c] = None
-        rest = [c for c in out.columns if c not in columns]
-        return out[list(columns) + rest]
+        return columns_first(out, columns)
 
 
 def to_datetime(series: pd.Series, fmt: str | None) -> pd.Series:
@@ -469,8 +465,12 @@ def merge_frames(fast: pd.DataFrame | None, slow: pd.DataFrame | None, columns: 
     out = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True, sort=False)
     if "line" in out.columns and not out["line"].is_monotonic_increasing:
         out = out.sort_values("line", kind="stable", ignore_index=True)
+    return columns_first(out, columns)
+
+
+def columns_first(out: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``out`` with ``columns`` first, in that order (those it lacks added, empty), then its others."""
     for c in columns:
         if c not in out.columns:
             out[c] = None
-    rest = [c for c in out.columns if c not in columns]
-    return out[list(columns) + rest]
+    return out[list(columns) + [c for c in out.columns if c not in columns]]
