@@ -137,8 +137,8 @@ FIRST_BLOCK_CHARS = 1 << 15
 
 def scan_file(f, st: State) -> State:
     """Scan an open text file in blocks of whole lines: lines of SGLang templates already seen are
-    pulled out of each block in bulk (one regex pass per template, C speed), the rest of the block
-    goes through :func:`scan` line by line. Same records as ``scan(f, st)``, faster on big logs. The
+    pulled out of each block in bulk (one regex pass per template, C speed), only the rest of the block
+    goes through the scan's loop line by line. Same records as ``scan(f, st)``, faster on big logs. The
     extractors are the engine table's ``bulk`` hooks (SGLang's batch lines)."""
     bulk = st.plan.bulk
     while True:
