@@ -258,6 +258,12 @@ class State:
         ``found``: what the line is, for ``Settings.sources``."""
         self.said.append((lineno, what, payload, found))
 
+    def torn_line(self, lineno: int) -> None:
+        """A line two writers interleaved on: skipped, counted, the first five kept for the warning."""
+        self.torn += 1
+        if len(self.torn_examples) < 5:
+            self.torn_examples.append(lineno)
+
     def transport(self, family: str, lineno: int, line: str) -> None:
         """An NCCL transport family connecting two ranks, first seen at ``lineno``."""
         self.transports.setdefault(family, (lineno, line.strip()[:CLIP]))

@@ -99,9 +99,7 @@ def _scan_numbered(numbered: Iterable[tuple[int, str]], st: State, lineno: int) 
         if r == TAKEN:
             continue
         if r == TORN:
-            st.torn += 1
-            if len(st.torn_examples) < 5:
-                st.torn_examples.append(lineno)
+            st.torn_line(lineno)
             continue
         if r == TAKEN_SEE_NOTES:
             _notes(notes, line, lineno, st)

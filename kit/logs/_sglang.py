@@ -202,7 +202,7 @@ def extract_block(block: str, first_line: int, st) -> np.ndarray:
         groups = list(map(_GROUPS, matches))
         if not ok.all():
             for ln in lines[~ok].tolist():
-                _torn(st, ln)
+                st.torn_line(ln)
             keep = np.flatnonzero(ok).tolist()
             lines, ts, ranks = lines[ok], ts[ok], ranks[ok]
             groups = [groups[i] for i in keep]
@@ -228,12 +228,6 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     np.not_equal(keys[1:], keys[:-1], out=change[1:])
     inv = np.cumsum(change) - 1
     return keys[change], inv
-
-
-def _torn(st, lineno: int) -> None:
-    st.torn += 1
-    if len(st.torn_examples) < 5:
-        st.torn_examples.append(lineno)
 
 
 def _variant_body(msg: str, kind: str) -> tuple[str, str] | None:

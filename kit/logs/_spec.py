@@ -324,8 +324,8 @@ class SpecSummary:
     def __repr__(self) -> str:
         ver = self.version or "unknown"
         k = f"k={self.k}" if self.k else "k=?"
-        al = "nan" if math.isnan(self.mean_acceptance_length) else f"{self.mean_acceptance_length:.2f}"
-        rate = "nan" if math.isnan(self.draft_acceptance_rate) else f"{self.draft_acceptance_rate:.1%}"
+        al = _fmt_num(self.mean_acceptance_length, "{:.2f}")
+        rate = _fmt_num(self.draft_acceptance_rate, "{:.1%}")
         s = (f"SpecSummary({self.engine} {ver}, {k}: mean acceptance length {al} (incl. bonus), "
              f"draft acceptance {rate} over {self.windows} windows")
         if self.excluded_windows:
