@@ -17,4 +17,8 @@ ENGINE = Engine(
     phases=(("loading weights", r"Loading checkpoint shards|loading weights"),
             ("HTTP server", r"Uvicorn running on"),
             ("ready", r"Application startup complete")),
+    records=(("request", "kit.logs._engine_records:cb_spans",
+              "an OTLP JSON export of its continuous-batching spans (transformers 5.0 to 5.8: `transformers serve "
+              "--continuous-batching` run under `opentelemetry-instrument` with OTEL_TRACES_EXPORTER=otlp and "
+              "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, e.g. to kit.bench.otlp_receiver's endpoint)"),),
     port=8000, distributions=("transformers",), priority=50)
