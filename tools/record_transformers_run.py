@@ -149,6 +149,8 @@ def record(out: Path, venv: Path = VENV, *, requests: int = 4, max_tokens: int =
                     time.sleep(0.2)
             lines = [json.loads(x) for x in spans.read_text().splitlines() if x.strip()]
         res.save(out / "client.json")
+        # the model's temporary path names this machine: the fixture says "MODEL_DIR" instead
+        (out / "client.json").write_text((out / "client.json").read_text().replace(str(model), "MODEL_DIR"))
         (out / "spans.jsonl").write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in trim(lines)))
     (out / "versions.json").write_text(json.dumps(versions(venv), indent=1) + "\n")
     rec = kit.bench.reconcile(out / "client.json", out / "spans.jsonl")
