@@ -126,8 +126,9 @@ def _chunk_tokens(obj: dict, chat: bool) -> tuple[str, str]:
 
 class IncompleteStream(Exception):
     """The stream ended before its terminator (``data: [DONE]``, or a chunk with a ``finish_reason`` and
-    then a clean end): the server, a proxy or an SSH forward closed or reset the connection mid-reply. Engines that end a reply by closing the connection give
-    no other sign, so such a request is failed, never a short success."""
+    then a clean end): the server, a proxy or an SSH forward closed or reset the connection mid-reply.
+    Engines that end a reply by closing the connection give no other sign, so such a request is failed,
+    never a short success."""
 
 
 def _sse_data(resp):
@@ -223,10 +224,19 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
     """Send one streaming completion and time its chunks. Failures come back as ``ok=False``.
 
     ``prompt``: text, or (completions only) a list of token ids."""
-    path = "/v1/chat/completions" if chat else "/v1/completions"
     if url in _NO_IGNORE_EOS:
         extra = {"ignore_eos": None, **(extra or {})}
-    data = _payload(model, prompt, max_tokens, chat, extra)
+    out = _stream(url, _payload(model, prompt, max_tokens, chat, extra), chat, timeout)
+    if (not out.ok and out.error.startswith(("HTTP 400", "HTTP 422")) and "ignore_eos" in out.error
+            and url not in _NO_IGNORE_EOS):
+        _NO_IGNORE_EOS.add(url)
+        return stream_request(url, model=model, prompt=prompt, max_tokens=max_tokens, chat=chat, timeout=timeout,
+                              extra=extra)
+    return out
+
+
+def _stream(url: str, data: bytes, chat: bool, timeout: float) -> RequestTiming:
+    path = "/v1/chat/completions" if chat else "/v1/completions"
     conn, base = _conn(url, timeout)
     wall = time.time()
     t0 = time.perf_counter()
@@ -240,11 +250,6 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
         marks.append(time.perf_counter())
         if resp.status != 200:
             out.error = f"HTTP {resp.status}: {resp.read(300)!r}"
-            if resp.status in (400, 422) and "ignore_eos" in out.error and url not in _NO_IGNORE_EOS:
-                _NO_IGNORE_EOS.add(url)
-                conn.close()
-                return stream_request(url, model=model, prompt=prompt, max_tokens=max_tokens, chat=chat,
-                                      timeout=timeout, extra=extra)
             return out
         usage = None
         for body in _sse_data(resp):
