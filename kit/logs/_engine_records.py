@@ -161,7 +161,9 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
             work[s["parentSpanId"]]["busy"] = True
         elif s["name"] == CB_FORWARD and loop_of(s) in work:
             work[loop_of(s)]["forward"] += _ns(s, "endTimeUnixNano") - _ns(s, "startTimeUnixNano")
+            work[loop_of(s)]["forwards"] = True
     order = sorted((w["start"], sid) for sid, w in work.items() if w.get("busy"))
+    lost = sum(not work[sid].get("forwards") for _t, sid in order)
     index = {sid: i for i, (_t, sid) in enumerate(order)}
     events: dict[str, dict] = {}
     for s in spans:
@@ -182,6 +184,9 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
         return None
     warnings = [f"{src.name}: {cut} request(s) without both their first-token and completion spans (cut off by "
                 "the export's start or end, or one token long): left out"] if cut else []
+    if lost:   # the SDK's batch processor drops spans when its queue is full: a forward would read short
+        warnings.append(f"{src.name}: {lost} of {len(order)} iterations without their model_forward span (spans "
+                        "dropped by the exporter: raise OTEL_BSP_MAX_QUEUE_SIZE): forward times understated")
     return StepRecords(src.name, pd.DataFrame(), pd.DataFrame(rows), warnings, "request", "transformers",
                        source=f"transformers continuous-batching OpenTelemetry spans (OTLP JSON): {len(order)} "
                               "iterations; per request: output tokens counted in iterations, model forward and "

@@ -52,25 +52,40 @@ def test_reconcile_from_the_engine_s_own_run_is_per_request_and_sums_to_the_gap(
     assert abs(rec.table.set_index("part")["mean"]["outside"]) < 0.1 * rec.table.set_index("part")["mean"]["client ITL"]
 
 
-def test_an_export_cut_before_a_request_completed_drops_and_counts_it(tmp_path):
+def _without(path, gone) -> None:
+    """The fixture's export written to ``path`` without the spans ``gone(span)`` names."""
     lines = [json.loads(x) for x in SPANS.read_text().splitlines()]
-    benchmarked = sorted(_client())[0]
-
-    def completion_of_it(s: dict) -> bool:
-        return s["name"] == "record_request_completion" and any(
-            a["key"] == "args.2" and a["value"].get("stringValue") == benchmarked for a in s["attributes"])
-
     for d in lines:
         for rs in d["resourceSpans"]:
             for ss in rs["scopeSpans"]:
-                ss["spans"] = [s for s in ss["spans"] if not completion_of_it(s)]
+                ss["spans"] = [s for s in ss["spans"] if not gone(s)]
+    path.write_text("".join(json.dumps(d) + "\n" for d in lines))
+
+
+def test_an_export_cut_before_a_request_completed_drops_and_counts_it(tmp_path):
+    benchmarked = sorted(_client())[0]
     cut = tmp_path / "cut.jsonl"
-    cut.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    _without(cut, lambda s: s["name"] == "record_request_completion" and any(
+        a["key"] == "args.2" and a["value"].get("stringValue") == benchmarked for a in s["attributes"]))
     recs = kit.logs.step_records(cut)
     assert len(recs.requests) == 8 and "1 request(s) without both" in recs.warnings[0]
     rec = kit.bench.reconcile(CLIENT, cut)
     assert len(rec.tokens) == 7 and any("1 of 8 client requests have no engine request record" in w
                                         for w in rec.warnings)
+
+
+def test_forward_spans_the_exporter_dropped_are_said(tmp_path):
+    """The SDK's batch processor drops spans when its queue is full: an iteration without its model forward
+    would make the forward read short, so it is counted and said."""
+    first = [json.loads(x) for x in SPANS.read_text().splitlines()]
+    one = next(s["spanId"] for d in first for rs in d["resourceSpans"] for ss in rs["scopeSpans"]
+               for s in ss["spans"] if s["name"] == "model_forward")
+    lossy = tmp_path / "lossy.jsonl"
+    _without(lossy, lambda s: s["spanId"] == one)
+    recs = kit.logs.step_records(lossy)
+    assert any("1 of 73 iterations without their model_forward span" in w and "understated" in w
+               for w in recs.warnings)
+    assert not kit.logs.step_records(SPANS).warnings
 
 
 def test_each_engine_reads_only_its_own_spans():
