@@ -140,7 +140,9 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
     are the working iterations from the first token's to the last's (one token each: a decoding request
     runs in every iteration of the FIFO scheduler), ``decode`` the time between the two metrics calls,
     ``forward`` / ``execute`` the model forward / generation step summed over those iterations (the first
-    token's included, as vLLM's ``time_in_model_forward``). Arrival and TTFT stay unknown: the request's
+    token's included, as vLLM's ``time_in_model_forward``), and ``decode_forward`` / ``decode_execute`` over the
+    iterations after the first token's (the interval ``decode`` spans: the split on one footing). Arrival and
+    TTFT stay unknown: the request's
     ``created_time`` argument is ``time.perf_counter()``, not the spans' wall clock."""
     spans = [s for s in _spans(src.json) if isinstance(s.get("name"), str)]
     loops = {s.get("spanId"): s for s in spans if s["name"] == CB_LOOP}
@@ -179,7 +181,9 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
         its = busy[i0:i1 + 1]
         rows.append({"id": rid, "arrival": np.nan, "first_token": t0, "end": t1, "output_tokens": float(len(its)),
                      "decode": t1 - t0, "forward": sum(w["forward"] for w in its),
-                     "execute": sum(w["execute"] for w in its)})
+                     "execute": sum(w["execute"] for w in its),
+                     "decode_forward": sum(w["forward"] for w in its[1:]),
+                     "decode_execute": sum(w["execute"] for w in its[1:])})
     if not rows:
         return None
     warnings = [f"{src.name}: {cut} request(s) without both their first-token and completion spans (cut off by "

@@ -45,6 +45,10 @@ def test_reconcile_from_the_engine_s_own_run_is_per_request_and_sums_to_the_gap(
     assert len(t) == 8
     parts = ["forward", "execute_other", "engine_other", "outside"]
     assert (t[parts].sum(axis=1) - t["gap"]).abs().max() < 1e-9
+    # forward and execute over the decode steps, the interval the decode time spans: the loop's own time
+    # (scheduling, batch update) around the steps cannot be negative
+    assert (t["engine_other"] > 0).all() and (t["execute_other"] > 0).all()
+    assert any("over the decode steps only" in w for w in rec.warnings)
     band = rec.table.set_index("part")["median_band"]
     assert band.notna().all()   # 8 requests: the row nearest the median when none lies in p45-p55
     # a CPU forward of a 4-layer model is most of a token; what the engine does not account for is small
