@@ -15,7 +15,8 @@ offline word-level tokenizer in a temporary directory (nothing from the Hub), st
 benchmarks it with ``Server.load`` at concurrency 1 and 4, waits until the spans of every benchmarked
 request arrived, stops the engine and writes ``OUT_DIR/client.json`` (the kit's result), ``OUT_DIR/spans.jsonl``
 (the export requests the receiver stored, cut to the spans the reader reads: see :func:`trim`),
-``OUT_DIR/versions.json`` and ``OUT_DIR/reconcile.txt`` (what ``kit.bench.reconcile`` made of them).
+``OUT_DIR/versions.json``, ``OUT_DIR/server.json`` (the start-up phases ``kit.server`` read from the engine's log,
+by the engine's registry row) and ``OUT_DIR/reconcile.txt`` (what ``kit.bench.reconcile`` made of them).
 """
 from __future__ import annotations
 
@@ -147,12 +148,14 @@ def record(out: Path, venv: Path = VENV, *, requests: int = 4, max_tokens: int =
                 end = time.monotonic() + spans_timeout
                 while not _spans_cover(spans, ids) and time.monotonic() < end:
                     time.sleep(0.2)
+                phases = {"phases": srv.phases, "ready_s": srv.ready_s}
             lines = [json.loads(x) for x in spans.read_text().splitlines() if x.strip()]
         res.save(out / "client.json")
         # the model's temporary path names this machine: the fixture says "MODEL_DIR" instead
         (out / "client.json").write_text((out / "client.json").read_text().replace(str(model), "MODEL_DIR"))
         (out / "spans.jsonl").write_text("".join(json.dumps(d, separators=(",", ":")) + "\n" for d in trim(lines)))
     (out / "versions.json").write_text(json.dumps(versions(venv), indent=1) + "\n")
+    (out / "server.json").write_text(json.dumps(phases, indent=1) + "\n")   # the start-up phases kit.server saw
     rec = kit.bench.reconcile(out / "client.json", out / "spans.jsonl")
     (out / "reconcile.txt").write_text(f"{rec!r}\n{rec.table.to_string() if rec.table is not None else ''}\n"
                                        + "\n".join(rec.warnings) + "\n")

@@ -23,7 +23,7 @@ __all__ = ["ENGINE"]
 ENGINE = Engine(
     "transformers", "transformers (continuous batching)", commands=("transformers serve", "transformers-cli serve"),
     launch="transformers serve",
-    phases=(("loading weights", r"Loading checkpoint shards|loading weights"),
+    phases=(("loading weights", r"Loading checkpoint shards|Loading weights"),
             ("HTTP server", r"Uvicorn running on"),
             ("ready", r"Application startup complete")),
     records=(("request", "kit.logs._engine_records:cb_spans",

@@ -142,8 +142,8 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
     ``forward`` / ``execute`` the model forward / generation step summed over those iterations (the first
     token's included, as vLLM's ``time_in_model_forward``), and ``decode_forward`` / ``decode_execute`` over the
     iterations after the first token's (the interval ``decode`` spans: the split on one footing). Arrival and
-    TTFT stay unknown: the request's
-    ``created_time`` argument is ``time.perf_counter()``, not the spans' wall clock."""
+    TTFT stay unknown: the request's ``created_time`` argument is ``time.perf_counter()``, not the spans' wall
+    clock."""
     spans = [s for s in _spans(src.json) if isinstance(s.get("name"), str)]
     loops = {s.get("spanId"): s for s in spans if s["name"] == CB_LOOP}
     if not loops or not any(s["name"] in (CB_FIRST, CB_DONE) for s in spans):
@@ -174,7 +174,7 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
     rows, cut = [], 0
     busy = [work[sid] for _t, sid in order]
     for rid, ev in events.items():
-        if CB_FIRST not in ev or CB_DONE not in ev:
+        if CB_FIRST not in ev or CB_DONE not in ev or ev[CB_DONE][0] < ev[CB_FIRST][0]:
             cut += 1
             continue
         (i0, t0), (i1, t1) = ev[CB_FIRST], ev[CB_DONE]
@@ -186,8 +186,8 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
                      "decode_execute": sum(w["execute"] for w in its[1:])})
     if not rows:
         return None
-    warnings = [f"{src.name}: {cut} request(s) without both their first-token and completion spans (cut off by "
-                "the export's start or end, or one token long): left out"] if cut else []
+    warnings = [f"{src.name}: {cut} request(s) without both their first-token and completion spans in order (cut "
+                "off by the export's start or end): left out"] if cut else []
     if lost:   # the SDK's batch processor drops spans when its queue is full: a forward would read short
         warnings.append(f"{src.name}: {lost} of {len(order)} iterations without their model_forward span (spans "
                         "dropped by the exporter: raise OTEL_BSP_MAX_QUEUE_SIZE): forward times understated")

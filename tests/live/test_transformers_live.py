@@ -41,6 +41,9 @@ def test_transformers_serve_benchmarked_and_reconciled_from_its_own_spans(tmp_pa
     parts = ["forward", "execute_other", "engine_other", "outside"]
     assert (rec.tokens[parts].sum(axis=1) - rec.tokens["gap"]).abs().max() < 1e-9
     assert (rec.tokens["forward"] > 0).all()
+    phases = json.loads((tmp_path / "server.json").read_text())["phases"]   # the registry row's phases, in order
+    assert {"loading weights", "HTTP server", "ready"} <= set(phases), phases
+    assert phases["loading weights"] <= phases["ready"]
     versions = json.loads((tmp_path / "versions.json").read_text())
     assert versions["transformers"].startswith("5.")
     assert "MODEL_DIR" in (tmp_path / "client.json").read_text()   # no path of this machine in the records
