@@ -320,9 +320,7 @@ def _write_memo(f: Path, key: bytes, known: dict) -> None:
 def profile_key(paths, rules, step_marker: str | None = None) -> str:
     """Key of an assembled profile: the identities of all its files, in order, the rule table, the step
     rule's version and the step marker asked for."""
-    from kit.profile.attribution._categories import (
-        rules_ident,  # deferred: reading does not load the later attribution stage
-    )
+    from kit.profile.attribution._categories import rules_ident  # deferred: attribution, a later stage
 
     ident = "|".join(file_key(Path(p)) for p in paths) + "\n" + rules_ident(rules)
     ident += f"\nsteps {STEP_RULES}:{step_marker or ''}"
