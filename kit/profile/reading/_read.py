@@ -36,25 +36,28 @@ def read_raw(path: str, fmt: str | None = None, part: tuple | None = None) -> di
     return read_kineto(p)
 
 
-def merge(path: str, parts: list[dict]) -> dict | None:
+_TABLES = ("kernels", "annotations", "launches", "frames", "comms")
+
+
+def merge(path: str, parts: list) -> dict | None:
     """The parts of one file read by :func:`read_part`, in order, as ``_kineto.read_kineto`` returns the
     whole file (the same rows in the same order; meta and trailer from the last part, which holds
-    both); None when a part did not end where it was cut (the cut fell inside a value) or the file is
+    both). ``parts`` is emptied as it is merged (each part freed once taken: memory is the tables' once,
+    not twice); None when a part did not end where it was cut (the cut fell inside a value) or the file is
     cut short (its loss is stated over the whole file): the caller reads the file whole."""
     if any(p["truncated"] for p in parts):
         return None
-    out = parts[-1]
-    tables = {t: {c: v[:0] for c, v in out[t].items()} for t in ("kernels", "annotations", "launches",
-                                                                           "frames", "comms")}
+    first, meta, events = parts[0], parts[-1]["meta"], sum(p["events"] for p in parts)
     issues: dict[str, int] = {}
     warnings: list[str] = []
-    for p in parts:
-        for t, cols in tables.items():
-            for c, v in cols.items():
-                v.extend(p[t][c])
+    for i, p in enumerate(parts):   # the later parts appended to the first one's columns, each freed once taken
+        parts[i] = None
+        if p is not first:
+            for t in _TABLES:
+                for c, v in first[t].items():
+                    v.extend(p[t][c])
         for k, n in p.pop("issues").items():
             issues[k] = issues.get(k, 0) + n
         warnings += [w for w in p["warnings"] if w not in warnings]
     warnings += collector_warnings(SimpleNamespace(_kit_issues=issues), os.path.basename(path))
-    return {**out, **tables, "warnings": warnings, "events": sum(p["events"] for p in parts),
-            "bytes": os.path.getsize(path)}
+    return {**first, "meta": meta, "warnings": warnings, "events": events, "bytes": os.path.getsize(path)}
