@@ -27,6 +27,7 @@ import pandas as pd
 from kit.profile.attribution._categories import COMM
 from kit.profile.attribution._evidence import UNDECIDED_WARN, undecided_detail
 from kit.stats import is_nan
+from kit.util import jsonable
 
 USABLE, DEGRADED, UNRELIABLE = "usable", "degraded", "unreliable"
 METRICS = ("category_shares", "step_time", "allreduce_share", "op_view", "module_view")
@@ -93,15 +94,7 @@ def _pct(x) -> str:
 
 
 def _plain(d: dict) -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, (np.floating, float)):
-            out[k] = None if np.isnan(v) else round(float(v), 4)
-        elif isinstance(v, np.integer):
-            out[k] = int(v)
-        else:
-            out[k] = v
-    return out
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in jsonable(d).items()}
 
 
 def _m(status: str, reason: str, fix: str = "") -> dict:

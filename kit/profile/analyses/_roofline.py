@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError
+from kit.models import gpu_spec
 from kit.profile._profile import Profile
 from kit.profile.attribution._categories import GEMM, MOE
 
@@ -74,8 +75,6 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
     :func:`kit.models.gpu_spec`; None takes the trace's ``deviceProperties`` name. Empty when the
     trace has no shapes (warns through the ``attrs['warnings']`` of the result).
     """
-    from kit.models import gpu_spec
-
     p = Profile.of(profile)
     if gpu is None:
         names = [d.get("name") for m in p.meta.get("ranks", {}).values() for d in (m.get("device_properties") or [])

@@ -53,7 +53,7 @@ from kit.profile._profile import Profile
 from kit.profile.attribution._categories import GEMM, OTHER, layer_kind, role_of, structure
 from kit.profile.attribution._layers import find_layers
 from kit.stats import is_nan
-from kit.util import recorded
+from kit.util import call_settings, frame_records, recorded
 
 # the block roles, their families and the categories' families are data: categories.toml ([[role]], [[category]])
 LM_HEAD = "lm head"                  # the last GEMM of a step, its N the vocabulary (the widest GEMM of the step)
@@ -120,8 +120,6 @@ class StructuralDiff:
         return t.sort_values(["beyond_noise", "_abs"], ascending=False).head(n).drop(columns="_abs")
 
     def to_dict(self) -> dict:
-        from kit.util import frame_records
-
         return {"labels": list(self.labels), "step_us": list(self.step_us), "delta_us": self.delta_us,
                 "residual_us": self.residual_us, "structural_share": list(self.structural_share),
                 "structure": list(self.structure),
@@ -130,8 +128,6 @@ class StructuralDiff:
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this diff: both steps, the residual, each node's difference."""
-        from kit.util import call_settings
-
         a, b = self.labels
         figs = [("step_us", self.step_us[0], a), ("step_us", self.step_us[1], b), ("delta_us", self.delta_us),
                 ("residual_us", self.residual_us), ("structural_share", self.structural_share[0], a),

@@ -65,14 +65,10 @@ def rank_figures(k: pd.DataFrame, steps: pd.DataFrame) -> dict:
     s = k["start_us"].to_numpy(float)
     e = s + k["dur_us"].to_numpy(float)
     kernel_us = float(k["dur_us"].sum())
-    has_time = len(s) > 0 and not np.isnan(s).all()
-    if not has_time:
-        return {"kernel_us": kernel_us, "wall_us": np.nan, "busy_us": np.nan, "idle_us": np.nan,
-                "comm_us": np.nan, "exposed_comm_us": np.nan}
-    if len(steps) and steps["wall_us"].isna().all() and "span_from" in steps and \
-            steps["span_from"].astype(str).str.startswith("unknown").any():
-        # step spans unknown (graph replay without kernel durations nor a GPU-side annotation): no wall
-        # time, never the 0 us span of zero-duration kernels
+    # no kernel start, or step spans unknown (graph replay without kernel durations nor a GPU-side
+    # annotation): no wall time, never the 0 us span of zero-duration kernels
+    if not len(s) or np.isnan(s).all() or (len(steps) and steps["wall_us"].isna().all() and "span_from" in steps
+                                           and steps["span_from"].astype(str).str.startswith("unknown").any()):
         return {"kernel_us": kernel_us, "wall_us": np.nan, "busy_us": np.nan, "idle_us": np.nan,
                 "comm_us": np.nan, "exposed_comm_us": np.nan}
     if len(steps) and steps["wall_us"].notna().any():
