@@ -115,9 +115,7 @@ def capture_facts(p) -> dict:
     names = k["name"].astype(str) if n else pd.Series(dtype=str)
     block = names.str.contains(GRAPH_BLOCK).to_numpy() if n else np.zeros(0, bool)
     block_share = float(dur[block].sum() / total) if total else 0.0
-    if n and n_graph / n >= 0.05 and zero_graph / max(n_graph, 1) >= 0.5:
-        mode = "graph replay without per-kernel timing"
-    elif n and (zero_all / n >= 0.5):
+    if n and ((n_graph / n >= 0.05 and zero_graph / max(n_graph, 1) >= 0.5) or zero_all / n >= 0.5):
         mode = "graph replay without per-kernel timing"
     elif block_share >= 0.5:
         mode = "graph replay as one block"

@@ -122,7 +122,7 @@ class StructuralDiff:
     def to_dict(self) -> dict:
         return {"labels": list(self.labels), "step_us": list(self.step_us), "delta_us": self.delta_us,
                 "residual_us": self.residual_us, "structural_share": list(self.structural_share),
-                "structure": list(self.structure),
+                "structure": list(self.structure), "undecided_share": list(self.undecided_share),
                 "nodes": frame_records(self.nodes), "settings": frame_records(self.settings),
                 "warnings": list(self.warnings)}
 
