@@ -259,7 +259,7 @@ def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
     return run
 
 
-def _diff_rows(names: list[str], a: np.ndarray, b: np.ndarray) -> list[dict]:
+def diff_rows(names: list[str], a: np.ndarray, b: np.ndarray) -> list[dict]:
     """One row per name (rows of ``a`` and ``b``: per-step series): the per-step means of A and B, their
     difference and its noise (two standard errors of the difference)."""
     (ma, va), (mb, vb) = _stats(a), _stats(b)
@@ -269,8 +269,8 @@ def _diff_rows(names: list[str], a: np.ndarray, b: np.ndarray) -> list[dict]:
 
 
 def _row(name: str, sa: np.ndarray, sb: np.ndarray) -> dict:
-    """:func:`_diff_rows` of one per-step series each (unknown values left out)."""
-    return _diff_rows([name], sa[~np.isnan(sa)][None, :], sb[~np.isnan(sb)][None, :])[0]
+    """:func:`diff_rows` of one per-step series each (unknown values left out)."""
+    return diff_rows([name], sa[~np.isnan(sa)][None, :], sb[~np.isnan(sb)][None, :])[0]
 
 
 def _ab(keys: list, ga: dict, gb: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -442,7 +442,7 @@ def _parts(ra: _Run, rb: _Run, step_ms: tuple[float, float] | None) -> tuple[pd.
     """(the parts table, its total row, its unattributed row, the difference to explain): categories, overlap,
     GPU idle, launch gap, unattributed, then the total."""
     cats = list(dict.fromkeys(ra.cat.names + rb.cat.names))
-    rows = [{**r, "kind": "category"} for r in _diff_rows(cats, ra.cat.rows(cats), rb.cat.rows(cats))]
+    rows = [{**r, "kind": "category"} for r in diff_rows(cats, ra.cat.rows(cats), rb.cat.rows(cats))]
     rows.append({**_row("multi-stream overlap", -ra.overlap, -rb.overlap), "kind": "overlap"})
     rows.append({**_row("GPU idle in step", ra.idle, rb.idle), "kind": "gpu-idle"})
     rows.append({**_row("launch gap", ra.gap, rb.gap), "kind": "launch-gap"})
@@ -475,7 +475,7 @@ def _families_table(ra: _Run, rb: _Run, floor_us: float) -> pd.DataFrame:
     fams = sorted(set(ra.fam.names) | set(rb.fam.names))
     in_a, in_b = set(ra.fam.names), set(rb.fam.names)
     frows = []
-    for r in _diff_rows(fams, ra.fam.rows(fams), rb.fam.rows(fams)):
+    for r in diff_rows(fams, ra.fam.rows(fams), rb.fam.rows(fams)):
         f = r.pop("part")
         frows.append({"family": f, "category": ra.fam_cat.get(f) or rb.fam_cat.get(f),
                       "presence": "both" if f in in_a and f in in_b else "only A" if f in in_a else "only B", **r,

@@ -47,9 +47,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from kit import stats
 from kit.errors import TraceError, UsageError
 from kit.profile._profile import Profile
+from kit.profile.analyses._compare import diff_rows
 from kit.profile.attribution._categories import GEMM, OTHER, layer_kind, role_of, structure
 from kit.profile.attribution._layers import find_layers
 from kit.stats import is_nan
@@ -427,16 +427,15 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
 
 
 def _node_rows(wa, wb, ka, kb) -> pd.DataFrame:
+    """One row per node: per-step means of A and B, their difference and its noise (compare's rows), and the
+    kernel time per step on each side."""
     names = sorted(set(wa.columns) | set(wb.columns))
-    wa, wb = wa.reindex(columns=names, fill_value=0.0), wb.reindex(columns=names, fill_value=0.0)
-    ka, kb = ka.reindex(columns=names, fill_value=0.0), kb.reindex(columns=names, fill_value=0.0)
-    ma, mb = wa.mean(), wb.mean()
-    va = wa.var(ddof=1).fillna(0.0) / max(len(wa), 1)
-    vb = wb.var(ddof=1).fillna(0.0) / max(len(wb), 1)
+    (a, b), (ka, kb) = ([t.reindex(columns=names, fill_value=0.0).to_numpy(float).T for t in pair]
+                        for pair in ((wa, wb), (ka, kb)))
     kind, fam = zip(*(n.split(" | ", 1) for n in names))
-    return pd.DataFrame({"layer_kind": kind, "family": fam, "a_us": ma.to_numpy(), "b_us": mb.to_numpy(),
-                         "delta_us": (mb - ma).to_numpy(), "noise_us": stats.noise(va.to_numpy(), vb.to_numpy()),
-                         "a_kernel_us": ka.mean().to_numpy(), "b_kernel_us": kb.mean().to_numpy()})
+    rows = pd.DataFrame(diff_rows(names, a, b)).drop(columns="part")
+    return rows.assign(layer_kind=kind, family=fam, a_kernel_us=ka.mean(axis=1), b_kernel_us=kb.mean(axis=1))[
+        ["layer_kind", "family", "a_us", "b_us", "delta_us", "noise_us", "a_kernel_us", "b_kernel_us"]]
 
 
 def _merged(nodes: pd.DataFrame) -> list[str]:
