@@ -10,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 from kit.errors import KitError
+from kit.remote import connect
 
 
 def _engine_pids(host, pid: int) -> list[int]:
@@ -41,8 +42,6 @@ def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int |
         except (OSError, ValueError, urllib.error.URLError) as exc:
             out["server_info"] = f"{url}/get_server_info: {exc}"
     if pid is not None and host is not None:
-        from kit.remote import connect
-
         h = connect(host) if isinstance(host, str) else host
         why = "no process"
         for p in _engine_pids(h, pid):

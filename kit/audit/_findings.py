@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from kit.util import clip
+from kit.util import call_settings, clip
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -73,8 +73,6 @@ class Audit:
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this audit: findings per severity and the findings table."""
-        from kit.util import call_settings
-
         rows = [{"code": f.code, "severity": f.severity, "verdict": f.verdict, "run": f.run} for f in self.findings]
         sev: dict[str, int] = {}
         for r in rows:
