@@ -32,8 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+import pandas as pd
+
 from kit.errors import LedgerError
 from kit.util import write_atomic
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX: the ledger is then not locked
+    fcntl = None
 
 __all__ = ["VERDICTS", "LEDGER_ENV", "Hypothesis", "Ledger", "confirmed_if"]
 
@@ -348,9 +355,7 @@ class Ledger:
     def _locked(self) -> Iterator[None]:
         # flock on the ledger's directory: no lock file left beside the session.
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - non-POSIX
+        if fcntl is None:  # pragma: no cover - non-POSIX
             yield
             return
         try:
@@ -455,8 +460,6 @@ class Ledger:
         hypothesis id, key in its numbers, format). The value is formatted, or "not recorded"; the
         provenance column says where it came from (:attr:`Hypothesis.provenance_label`), the last
         which notebook set it (the hypothesis's ``source``)."""
-        import pandas as pd
-
         out = []
         for label, hid, key, fmt in rows:
             h = self._items.get(hid)
@@ -482,8 +485,6 @@ class Ledger:
 
     def to_frame(self):
         """The ledger as a pandas DataFrame (one row per hypothesis, numbers as a dict column)."""
-        import pandas as pd
-
         return pd.DataFrame([h.to_dict() for h in self._items.values()], columns=list(_FIELDS))
 
     # ---------------------------------------------------------------- display

@@ -20,6 +20,7 @@ from kit.remote._private import private_dir
 from kit.remote._result import FileStat, Result
 from kit.remote._runner import Process, Runner, shell_script
 from kit.remote._transfer import transfer_of
+from kit.util import html_fields
 
 __all__ = ["FileStat", "Host", "Result"]
 
@@ -209,6 +210,4 @@ class Host:
         return f"{type(self).__name__}({self.target!r})"
 
     def _repr_html_(self) -> str:
-        from kit.util import html_fields
-
         return html_fields(type(self).__name__, [("name", self.name), ("target", self.target)])

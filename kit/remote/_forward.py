@@ -38,6 +38,7 @@ import urllib.parse
 import weakref
 
 from kit.errors import ConnectError
+from kit.util import html_fields
 
 log = logging.getLogger("kit.remote")
 
@@ -295,8 +296,6 @@ class Forward:
         return f"Forward({self.url!r}, {how}{state})"
 
     def _repr_html_(self) -> str:
-        from kit.util import html_fields
-
         return html_fields("Forward", [("url", self.url), ("host", self.host.name), ("to", self.target),
                                        ("direct", self.direct), ("connections", self.connections),
                                        ("closed", self.closed)])

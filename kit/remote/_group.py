@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import html
+import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
@@ -9,6 +11,7 @@ from kit.errors import KitError
 from kit.remote._base import Host
 from kit.remote._result import Result
 from kit.remote._transfer_report import Fetched, TransferReport
+from kit.util import html_fields
 
 
 class GroupResult:
@@ -49,7 +52,7 @@ class GroupResult:
 
     def to_frame(self):
         """One row per host: exit_code, duration_s, stdout, stderr, error."""
-        import pandas as pd
+        import pandas as pd  # deferred: kit --help loads kit.remote, never pandas
 
         rows = []
         for host, v in self._slots:
@@ -93,8 +96,6 @@ class HostGroup:
         return f"HostGroup({[h.target for h in self.hosts]!r})"
 
     def _repr_html_(self) -> str:
-        from kit.util import html_fields
-
         return html_fields(f"HostGroup of {len(self.hosts)} hosts",
                            [(f"host {i}", f"{h.name} ({type(h).__name__})") for i, h in enumerate(self.hosts)])
 
@@ -126,9 +127,6 @@ class HostGroup:
         Returns one :class:`~kit.remote.TransferReport` (rows in host order); a host that cannot be
         reached, or a file that fails, is a row with its error and never hides the others.
         ``remote_paths`` may also be a dict ``{host name: paths}`` for different files per host."""
-        import os
-        import time
-
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="kit-hosts")
         names = self._names()

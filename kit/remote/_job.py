@@ -12,7 +12,7 @@ import time
 
 from kit.errors import CommandFailed, CommandTimeout, RemoteError
 from kit.remote._runner import alive_test, env_exports, kill_group_script
-from kit.util import clip
+from kit.util import clip, html_fields
 from kit.util import quote as _q
 
 
@@ -57,8 +57,6 @@ class Job:
         return f"Job(host={self.host.name!r}, pid={self.pid}, log={self.log!r}, cmd={self.cmd!r})"
 
     def _repr_html_(self) -> str:
-        from kit.util import clip, html_fields
-
         return html_fields("Job", [("host", self.host.name), ("pid", self.pid), ("log", self.log),
                                    ("command", clip(self.cmd or "", 200))])
 
@@ -177,7 +175,7 @@ class Job:
 
 
 def _progress(job: Job, timeout: float):
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred: a drawn bar only (kit --help loads kit.remote)
 
     return tqdm(total=int(timeout), desc=f"{job.host.name}: job {job.pid}", unit="s", leave=False,
                 bar_format="{desc} {elapsed} {postfix}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import sys
 from collections import deque
 from typing import IO
 
@@ -139,8 +140,6 @@ def open_sinks(stdout_file: str | None, stderr_file: str | None, stream: bool) -
     What stays in memory for the Result: everything, unless the stream goes to a file (the last
     ``TAIL_BYTES``) or is shown live (``stream=True``: the last ``STREAM_TAIL_BYTES``), so that a
     stream of any length runs in bounded memory."""
-    import sys
-
     sinks: list[OutputSink] = []
     try:
         for path, echo in ((stdout_file, sys.stdout), (stderr_file, sys.stderr)):

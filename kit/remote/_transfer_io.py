@@ -31,7 +31,7 @@ SFTP_REQUEST = 255 * 1024
 def zstandard_module():
     """The ``zstandard`` package, or None when it is not installed here."""
     try:
-        import zstandard
+        import zstandard  # optional: the codec where it is installed
     except ImportError:
         return None
     return zstandard
@@ -57,7 +57,7 @@ def bar(desc: str, total: int, initial: int, progress: bool | None):
     """A tqdm bar shown for transfers still running after a second (``progress=True``: at once)."""
     if progress is False:
         return None
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred: a drawn bar only (kit --help loads kit.remote)
 
     return tqdm(total=total, initial=initial, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False,
                 delay=0 if progress else PROGRESS_DELAY_S)
@@ -177,7 +177,7 @@ class _Collect:
 
 def sftp_read(host: Any, path: str, sink: Sink, offset: int, request: int = SFTP_REQUEST, window: int = 32) -> None:
     """SFTP download with a bounded window of concurrent reads (for hosts without a shell)."""
-    from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, int64
+    from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, int64  # deferred: paramiko, SSH hosts only
 
     def read(sftp):
         with sftp.open(path, "rb") as fh:

@@ -77,7 +77,7 @@ class TransferReport:
 
     def to_frame(self):
         """One row per file: host, remote, local, size, wire_bytes, seconds, method, resumed_from, error."""
-        import pandas as pd
+        import pandas as pd  # deferred: kit --help loads kit.remote, never pandas
 
         return pd.DataFrame([{"host": r.host, "remote": r.remote, "local": r.local, "size": r.size,
                               "wire_bytes": r.wire_bytes, "seconds": r.seconds, "method": r.method,
