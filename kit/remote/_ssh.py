@@ -214,6 +214,13 @@ class SSHHost(Host):
                     pass
         self._sftp = self._client = self._jump = None
 
+    def _ensure(self) -> None:
+        """Connected, under the lock: the first call connects, a dead connection is reconnected (logged)."""
+        if self._client is None:
+            self._connect()
+        elif not self._active():
+            self._reconnect("transport closed")
+
     def _reconnect(self, why: str) -> None:
         log.warning("%s: connection lost (%s); reconnecting", self.name, why)
         self._connect()
@@ -224,10 +231,7 @@ class SSHHost(Host):
         """A new session channel (with ``command`` started on it). If the connection died since the
         last call, reconnect once, say so in the log, and retry: nothing ran on the dead connection."""
         with self._lock:
-            if self._client is None:
-                self._connect()
-            elif not self._active():
-                self._reconnect("transport closed")
+            self._ensure()
             transport = self._client.get_transport()
         try:
             return self._start(transport, command)
@@ -270,10 +274,7 @@ class SSHHost(Host):
         for attempt in (0, 1):
             with self._lock:
                 try:
-                    if self._client is None:
-                        self._connect()
-                    elif not self._active():
-                        self._reconnect("transport closed")
+                    self._ensure()
                 except ConnectError as exc:
                     raise ConnectError(f"{what}: {exc}", host=self.name) from exc
                 transport = self._client.get_transport()
@@ -327,10 +328,7 @@ class SSHHost(Host):
         with self._lock:
             if self._sftp is not None and self._active():
                 return self._sftp
-            if self._client is None:
-                self._connect()
-            elif not self._active():
-                self._reconnect("transport closed")
+            self._ensure()
             try:
                 self._sftp = self._open_sftp()
             except (paramiko.SSHException, OSError, EOFError) as exc:

@@ -156,10 +156,7 @@ def read_local(host: Any, path: str, sink: Sink, offset: int) -> None:
     try:
         with open(path, "rb") as src:
             src.seek(offset)
-            while True:
-                data = src.read(CHUNK)
-                if not data:
-                    break
+            for data in iter(lambda: src.read(CHUNK), b""):
                 sink.feed(data)
     except OSError as exc:
         raise file_error(host, path, exc.strerror or str(exc)) from exc
@@ -231,10 +228,7 @@ def sftp_write(host: Any, local_path: str, remote_tmp: str, offset: int, bar) ->
             if offset:
                 dst.seek(offset)
                 src.seek(offset)
-            while True:
-                data = src.read(CHUNK)
-                if not data:
-                    break
+            for data in iter(lambda: src.read(CHUNK), b""):
                 dst.write(data)
                 if bar is not None:
                     bar.update(len(data))
