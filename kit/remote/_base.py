@@ -12,7 +12,7 @@ import json
 import shlex
 from typing import Any
 
-from kit.errors import CommandFailed, RemoteFileError
+from kit.errors import CommandFailed
 from kit.remote._forward import Forward, close_forwards
 from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
@@ -158,7 +158,7 @@ class Host:
         An SSH host carries each local connection over its SSH connection; this machine needs none.
         ``unix_socket`` (SSH hosts): listen on that path, mode 0600, instead of 127.0.0.1, which every
         user of this machine can reach."""
-        raise NotImplementedError
+        return Forward(self, remote_port, remote_host, local_port, check=check, unix_socket=unix_socket)
 
     def private_dir(self, sub: str = "") -> str:
         """This user's private directory on the host (mode 0700, ``${TMPDIR:-/tmp}/kit-<uid>``, never
@@ -196,9 +196,6 @@ class Host:
         Returns a :class:`~kit.remote.Job` to tail, wait for readiness, and stop it.
         """
         return start_job(self, cmd, log=log, env=env, cwd=cwd)
-
-    def _file_error(self, path: str, what: str) -> RemoteFileError:
-        return RemoteFileError(f"{self.name}: {path}: {what}", host=self.name, path=path)
 
     def __enter__(self):
         return self

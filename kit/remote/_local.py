@@ -151,14 +151,14 @@ class LocalHost(Host):
         try:
             return os.listdir(path)
         except OSError as exc:
-            raise self._file_error(path, _os_reason(exc)) from exc
+            raise io_.file_error(self, path, _os_reason(exc)) from exc
 
     def stat(self, path: str) -> FileStat:
         """Size, mtime, directory flag and mode of ``path`` (follows symlinks)."""
         try:
             st = os.stat(path)
         except OSError as exc:
-            raise self._file_error(path, _os_reason(exc)) from exc
+            raise io_.file_error(self, path, _os_reason(exc)) from exc
         return FileStat(path=path, size=st.st_size, mtime=st.st_mtime, is_dir=stat_mod.S_ISDIR(st.st_mode),
                         mode=st.st_mode)
 
@@ -168,7 +168,7 @@ class LocalHost(Host):
             with open(path, "rb") as fh:
                 return fh.read()
         except OSError as exc:
-            raise self._file_error(path, _os_reason(exc)) from exc
+            raise io_.file_error(self, path, _os_reason(exc)) from exc
 
 
 def _os_reason(exc: OSError) -> str:

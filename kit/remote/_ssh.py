@@ -35,7 +35,7 @@ import paramiko
 from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
 from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
-from kit.remote._forward import Forward, close_forwards
+from kit.remote._forward import close_forwards
 from kit.remote._result import FileStat
 from kit.remote._runner import MARK_LINE, Process
 from kit.remote._ssh_config import (
@@ -257,15 +257,7 @@ class SSHHost(Host):
             transport._kit_exec_done = True  # sshd has now set TCP_NODELAY on its side (_server_nodelay)
         return chan
 
-    # --- port forwarding --------------------------------------------------------------------
-    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                check: bool = True, unix_socket: str | None = None) -> Forward:
-        """``remote_host:remote_port`` as the host sees it, reached from here through this SSH connection
-        (``ssh -L``); see :class:`kit.remote.Forward`. ConnectError naming host and address if the
-        server refuses forwarding or (``check``) nothing listens there. ``unix_socket``: listen on that
-        path (mode 0600: this user only) instead of 127.0.0.1, which any local user can reach."""
-        return Forward(self, remote_port, remote_host, local_port, check=check, unix_socket=unix_socket)
-
+    # --- port forwarding (Host.forward carries connections over these channels) --------------------
     def open_channel(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
         """A ``direct-tcpip`` channel to ``dest``. If the connection died (before or during the open),
         reconnect once (logged, as for commands) and retry. On a live connection a refusal or a
@@ -366,14 +358,14 @@ class SSHHost(Host):
                 sftp, self._sftp = self._sftp, None
             if sftp is not None:
                 sftp.close()
-            raise self._file_error(path, f"no SFTP reply within {SFTP_TIMEOUT_S:g} s (host or file system "
+            raise io_.file_error(self, path, f"no SFTP reply within {SFTP_TIMEOUT_S:g} s (host or file system "
                                          f"not responding)") from exc
         except FileNotFoundError as exc:
-            raise self._file_error(path, "no such file or directory") from exc
+            raise io_.file_error(self, path, "no such file or directory") from exc
         except PermissionError as exc:
-            raise self._file_error(path, "permission denied") from exc
+            raise io_.file_error(self, path, "permission denied") from exc
         except OSError as exc:
-            raise self._file_error(path, str(exc) or type(exc).__name__) from exc
+            raise io_.file_error(self, path, str(exc) or type(exc).__name__) from exc
         except (paramiko.SSHException, EOFError) as exc:
             raise ConnectError(f"{self.name}: SFTP failed on {path}: {exc}", host=self.name) from exc
 
