@@ -128,7 +128,7 @@ class ClockSampler:
             if not found.ok or not found.stdout.strip():
                 self.missing = f"{name}: {self.nvidia_smi} not found: clocks not sampled"
                 return self
-            self._log = f"/tmp/kit-clocks-{uuid.uuid4().hex[:12]}.csv"
+            self._log = self.host.private_dir() + f"/clocks-{uuid.uuid4().hex[:12]}.csv"  # 0700: not /tmp
             self._job = self.host.spawn(" ".join(quote(a) for a in self._args()), log=self._log)
         except KitError as exc:
             self.missing = f"{name}: clock sampler not started ({exc})"
