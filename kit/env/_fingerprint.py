@@ -221,23 +221,15 @@ def _fill_system(fp: Fingerprint, s: dict[str, str]) -> None:
 
 
 def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
-    if "no_nvidia_smi" in s:
+    rc = s.get("gpu_rc", "1").strip()
+    why = ("nvidia-smi not found on the host" if "no_nvidia_smi" in s else
+           f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s (GPU or driver hung?)"
+           if rc in ("124", "137") else None)
+    if why:
         for key in ("gpus", "topology", "driver", "cuda_driver"):
-            fp.missing[key] = "nvidia-smi not found on the host"
+            fp.missing[key] = why
         return
-    gpu_text, rc = s.get("gpu", ""), s.get("gpu_rc", "1").strip()
-    if rc in ("124", "137"):
-        hung = f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s (GPU or driver hung?)"
-        for key in ("gpus", "topology", "driver", "cuda_driver"):
-            fp.missing[key] = hung
-        return
-    if rc == "0":
-        try:
-            fp.gpus = _parsers.parse_gpu_query(gpu_text, source=f"{fp.host}: nvidia-smi --query-gpu")
-        except ParseError as exc:
-            fp.missing["gpus"] = str(exc)
-    else:
-        fp.missing["gpus"] = "nvidia-smi --query-gpu failed: " + (gpu_text.strip().splitlines() or ["?"])[-1][:200]
+    _parse_into(fp, "gpus", s, "gpu", _parsers.parse_gpu_query, "nvidia-smi --query-gpu")
     try:
         header = _parsers.parse_nvidia_smi_header(s.get("smi", ""), source=f"{fp.host}: nvidia-smi")
     except ParseError:
@@ -248,14 +240,19 @@ def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
         fp.driver = str(fp.gpus["driver_version"].iloc[0])
     if fp.driver is None:
         fp.missing["driver"] = "nvidia-smi printed no driver version"
-    topo_text = s.get("topo", "")
-    if s.get("topo_rc", "1").strip() == "0":
-        try:
-            fp.topology = _parsers.parse_topology(topo_text, source=f"{fp.host}: nvidia-smi topo -m")
-        except ParseError as exc:
-            fp.missing["topology"] = str(exc)
-    else:
-        fp.missing["topology"] = "nvidia-smi topo -m failed: " + (topo_text.strip().splitlines() or ["?"])[-1][:200]
+    _parse_into(fp, "topology", s, "topo", _parsers.parse_topology, "nvidia-smi topo -m")
+
+
+def _parse_into(fp: Fingerprint, field_name: str, s: dict[str, str], section: str, parse, what: str) -> None:
+    """``fp.<field_name>`` from the probe's ``section`` when its command exited 0, else the reason in ``missing``."""
+    text = s.get(section, "")
+    if s.get(f"{section}_rc", "1").strip() != "0":
+        fp.missing[field_name] = f"{what} failed: " + (text.strip().splitlines() or ["?"])[-1][:200]
+        return
+    try:
+        setattr(fp, field_name, parse(text, source=f"{fp.host}: {what}"))
+    except ParseError as exc:
+        fp.missing[field_name] = str(exc)
 
 
 def _engine_distributions() -> list[tuple[str, list[str]]]:
