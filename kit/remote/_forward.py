@@ -371,10 +371,8 @@ def _pump_up(conn: socket.socket, chan, local_broke: threading.Event) -> None:
 
 
 def _shut(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()
 
 
@@ -390,7 +388,5 @@ def _abort(sock: socket.socket) -> None:
 
 
 def _close_chan(chan) -> None:
-    try:
+    with contextlib.suppress(Exception):  # closing a dead channel
         chan.close()
-    except Exception:  # noqa: BLE001 - closing a dead channel
-        pass

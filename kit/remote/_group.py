@@ -1,6 +1,7 @@
 """HostGroup: run one command on several hosts in parallel; each host's result or error in its own slot."""
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import time
@@ -147,10 +148,8 @@ class HostGroup:
 
     def close(self) -> None:
         for h in self.hosts:
-            try:
+            with contextlib.suppress(Exception):  # closing is best effort
                 h.close()
-            except Exception:  # closing is best effort  # noqa: BLE001
-                pass
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None

@@ -20,6 +20,7 @@ The host account's login shell must be POSIX-like (bash, dash, zsh: not fish/csh
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -208,10 +209,8 @@ class SSHHost(Host):
     def _drop(self) -> None:
         for closer in (self._sftp, self._client, self._jump):
             if closer is not None:
-                try:
+                with contextlib.suppress(Exception):  # best effort on a dead connection
                     closer.close()
-                except Exception:  # noqa: BLE001 - best effort on a dead connection
-                    pass
         self._sftp = self._client = self._jump = None
 
     def _ensure(self) -> None:
@@ -360,12 +359,8 @@ class SSHHost(Host):
                 sftp.close()
             raise io_.file_error(self, path, f"no SFTP reply within {SFTP_TIMEOUT_S:g} s (host or file system "
                                          f"not responding)") from exc
-        except FileNotFoundError as exc:
-            raise io_.file_error(self, path, "no such file or directory") from exc
-        except PermissionError as exc:
-            raise io_.file_error(self, path, "permission denied") from exc
         except OSError as exc:
-            raise io_.file_error(self, path, str(exc) or type(exc).__name__) from exc
+            raise io_.file_error(self, path, io_.os_reason(exc)) from exc
         except (paramiko.SSHException, EOFError) as exc:
             raise ConnectError(f"{self.name}: SFTP failed on {path}: {exc}", host=self.name) from exc
 

@@ -13,6 +13,7 @@ Policy (resume, codec choice, skip, many files) is ``_transfer.py``'s.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat as stat_mod
@@ -42,15 +43,24 @@ def file_error(host: Any, path: str, what: str) -> RemoteFileError:
     return RemoteFileError(f"{host.name}: {path}: {what}", host=host.name, path=path)
 
 
+# what an OSError means for a file, by its class
+_OS_REASONS = ((FileNotFoundError, "no such file or directory"), (IsADirectoryError, "is a directory"),
+               (NotADirectoryError, "a path component is not a directory"), (PermissionError, "permission denied"))
+
+
+def os_reason(exc: OSError) -> str:
+    """The reason an OSError gives for a file, in the words of :func:`file_error`'s messages."""
+    return next((why for cls, why in _OS_REASONS if isinstance(exc, cls)), exc.strerror or str(exc)
+                or type(exc).__name__)
+
+
 def local_error(path: str, exc: OSError) -> RemoteFileError:
     return RemoteFileError(f"local: {path}: {exc.strerror or exc}", host="local", path=path)
 
 
 def unlink(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def bar(desc: str, total: int, initial: int, progress: bool | None):
