@@ -13,7 +13,7 @@ from kit.investigation import _steps
 from kit.investigation._causes import Cause, rank
 from kit.investigation._inputs import gather
 from kit.ledger import Ledger
-from kit.provenance import provenance_of
+from kit.provenance import Evidence, provenance_of
 from kit.util import call_settings, recorded
 
 ORDER = ("inputs", "validity", "gap", "itl", "structure", "settings", "floor")
@@ -138,8 +138,7 @@ class Investigation:
             share = "may explain part of the gap (share unknown: no step could apportion it)" if c.share is None else \
                 "explains none of the gap (ignored)" if c.share == 0 else \
                 f"explains {c.share:.0%} of the {c.gap_name} gap"
-            prov = [{"artefact": f, "kind": provenance_of(f).kind, "label": provenance_of(f).label,
-                     "role": c.step} for f in dict.fromkeys(c.files)][:20]
+            prov = [Evidence(f, provenance_of(f), c.step) for f in list(dict.fromkeys(c.files))[:20]]
             led.record(hid, statement=f"{b} vs {a}: {c.what} {share}", test=c.experiment.call,
                        evidence="; ".join(c.evidence), verdict="open", source=source, provenance=prov,
                        numbers={"share": None if c.share is None or not math.isfinite(c.share) else round(c.share, 4),
