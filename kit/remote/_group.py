@@ -110,17 +110,19 @@ class HostGroup:
 
     def run(self, cmd: str, **kwargs) -> GroupResult:
         """``host.run(cmd, **kwargs)`` on every host at once; errors land in their host's slot."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="kit-hosts")
-
         def one(host: Host):
             try:
                 return host.run(cmd, **kwargs)
             except Exception as exc:  # noqa: BLE001  any failure stays in this host's slot
                 return exc
 
-        futures = [self._pool.submit(one, h) for h in self.hosts]
-        return GroupResult(cmd, list(zip(self._names(), (f.result() for f in futures))))
+        return GroupResult(cmd, list(zip(self._names(), self._each(one, self.hosts))))
+
+    def _each(self, fn, *args) -> list:
+        """``fn`` over the hosts at once, on the group's threads; results in host order."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="kit-hosts")
+        return list(self._pool.map(fn, *args))
 
     def get(self, remote_paths, dest: str, **options):
         """Download the same files (a list, or a glob pattern) from every host at once, each host into
@@ -128,8 +130,6 @@ class HostGroup:
         Returns one :class:`~kit.remote.TransferReport` (rows in host order); a host that cannot be
         reached, or a file that fails, is a row with its error and never hides the others.
         ``remote_paths`` may also be a dict ``{host name: paths}`` for different files per host."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="kit-hosts")
         names = self._names()
         t0 = time.perf_counter()
 
@@ -142,8 +142,7 @@ class HostGroup:
                 return [Fetched(host.name, p, None, error=exc if isinstance(exc, KitError) else
                                 KitError(f"{host.name}: {type(exc).__name__}: {exc}")) for p in shown]
 
-        futures = [self._pool.submit(one, h, n) for h, n in zip(self.hosts, names)]
-        rows = [row for f in futures for row in f.result()]
+        rows = [row for got in self._each(one, self.hosts, names) for row in got]
         return TransferReport(rows, time.perf_counter() - t0)
 
     def close(self) -> None:
