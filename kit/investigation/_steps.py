@@ -398,16 +398,12 @@ def _flags(cmd: str | None) -> dict:
 def _asked(runs, pair) -> dict:
     """Flags and environment variables asked differently: ``{setting: (a, b)}`` from the runs' commands and
     environments (``variant.json``/``server.json``) and their settings captures' environments."""
-    out = {}
     fa, fb = _flags(runs[0].command), _flags(runs[1].command)
-    for k in sorted(set(fa) | set(fb)):
-        if fa.get(k) != fb.get(k):
-            out[k] = (fa.get(k), fb.get(k))
-    ea = {**(pair[0].env if pair[0] is not None else {}), **runs[0].env}
-    eb = {**(pair[1].env if pair[1] is not None else {}), **runs[1].env}
-    for k in sorted(set(ea) | set(eb)):
-        if ea.get(k) != eb.get(k) and k not in ("PYTHONPATH", "PATH", "PWD", "OLDPWD", "HOME", "_", "SHLVL"):
-            out[k] = (ea.get(k), eb.get(k))
+    ea, eb = ({**(p.env if p is not None else {}), **r.env} for p, r in zip(pair, runs))
+    shell = ("PYTHONPATH", "PATH", "PWD", "OLDPWD", "HOME", "_", "SHLVL")
+    out = {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)}
+    out.update({k: (ea.get(k), eb.get(k)) for k in sorted(set(ea) | set(eb)) if ea.get(k) != eb.get(k)
+                and k not in shell})
     return out
 
 
