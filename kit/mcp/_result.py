@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.provenance import provenance_of
 from kit.redact import redact_json_text, redact_text
 
 # the verdicts, and the order of the first three from best to worst (written here once)
@@ -42,8 +43,6 @@ def file_provenance(host: str, path: str, role: str) -> dict[str, Any]:
     """Where a file came from: the session manifest's word for a local file, else 'unknown' (a file on a
     host is what it is now; the kit cannot say who wrote it)."""
     if host == "local":
-        from kit.provenance import provenance_of
-
         return {"artefact": path, "role": role, **provenance_of(path).to_dict()}
     return {"artefact": f"{host}:{path}", "role": role, "kind": "unknown",
             "note": f"read from host {host} at {now()}; who wrote it is not recorded"}
