@@ -29,16 +29,23 @@ refuse the reconciliation with the reason instead of giving a waterfall.
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from kit import logs, profile
+from kit.bench._reconcile_coarse import reconcile_coarse
 from kit.bench._reconcile_input import checked, offset_note
 from kit.bench._result import read_result
 from kit.errors import BenchError
-from kit.util import recorded
+from kit.provenance import provenance_of
+from kit.util import frame_records, recorded
 
 # part -> (label, where its time comes from)
 PARTS: dict[str, tuple[str, str]] = {
@@ -94,8 +101,6 @@ class Reconciliation:
         return ("median_band", "slowest_1pct") if "median_band" in cols or not cols else ("p50", "p99")
 
     def to_dict(self) -> dict:
-        from kit.util import frame_records
-
         return {"refused": self.refused, "level": self.level, "provenance": self.provenance,
                 "offset_ms": _num(self.offset_ms),
                 "hidden_host_ms": _num(self.hidden_host_ms),
@@ -119,7 +124,7 @@ class Reconciliation:
 
     def plot(self, ax=None):
         """The waterfall: each part's share of the gap around the median and in the slowest 1 %."""
-        from kit.plots import itl_waterfall
+        from kit.plots import itl_waterfall  # deferred: matplotlib only when a figure is drawn
 
         return itl_waterfall(self, ax=ax)
 
@@ -141,7 +146,7 @@ class Reconciliation:
 
     def _repr_html_(self) -> str:
         if self.refused:
-            return f"<p><b>Reconciliation refused:</b> {_esc(self.refused)}</p>"
+            return f"<p><b>Reconciliation refused:</b> {html.escape(self.refused)}</p>"
         return self.table.to_html(index=False, float_format=lambda x: f"{x:.3f}")
 
 
@@ -156,16 +161,10 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     interval) give the reconciliation at that level (``kit.bench._reconcile_coarse``), and it says so.
     ``trace``: a ``kit.profile`` Profile (or trace path) of this run or of a run at the same load,
     whose decode steps' busy share splits the forward."""
-    import pandas as pd
-
-    from kit import logs
-
     recs = engine if hasattr(engine, "steps") and hasattr(engine, "requests") else logs.step_records(engine)
     reqs = _client_requests(client)
     warnings = list(recs.warnings)
     if getattr(recs, "level", "step") != "step":
-        from kit.bench._reconcile_coarse import reconcile_coarse
-
         base = Reconciliation(None, None, [], engine=recs.name, warnings=warnings)
         base.provenance = _provenance(client, engine)
         return reconcile_coarse(reqs, recs, base, _table)
@@ -321,9 +320,6 @@ def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan
     below zero that lies inside the clock offset's bound is 0, said in ``shown`` ("0 (within +-x ms ...)").
     ``http`` is a difference of two client-minus-engine readings, so the offset cancels in it: a slow hop's
     15 ms is shown although the bound (widened by that same hop) may be wider."""
-    import numpy as np
-    import pandas as pd
-
     t = tokens.copy()
     for p in parts:
         if p not in t:
@@ -364,8 +360,6 @@ def _busy_share(trace, warnings: list[str]) -> tuple[float, str]:
     """The busy share of the GPU over a trace's decode steps (all steps when none is marked decode)."""
     if trace is None:
         return math.nan, ""
-    from kit import profile
-
     p = profile.Profile.of(trace)
     name = p.files[0] if getattr(p, "files", None) else str(trace)
     for phase in ("decode", "all"):
@@ -381,8 +375,6 @@ def _busy_share(trace, warnings: list[str]) -> tuple[float, str]:
 
 def _provenance(client, engine) -> str:
     """'client: ...; engine: ...' from the session manifests of the files given (paths only)."""
-    from kit.provenance import provenance_of
-
     said: dict[str, list[str]] = {}
     for role, src in (("client", client), ("engine", engine)):
         if isinstance(src, (str, Path)):
@@ -393,8 +385,3 @@ def _provenance(client, engine) -> str:
 def _num(x: float):
     return None if x != x else round(float(x), 6)
 
-
-def _esc(s: str) -> str:
-    import html
-
-    return html.escape(s)

@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kit.audit import ClockSampler
 from kit.bench._client import RequestTiming, stream_request
 from kit.bench._prompts import prompt_hash
 from kit.bench._watch import LagMonitor, MetricsSampler, gpu_summary
@@ -139,8 +140,6 @@ def watched(st: Setup, run: Callable[[], tuple[list, float, int]]) -> dict:
         ms = stack.enter_context(MetricsSampler(st.url, st.metrics_interval)) if st.metrics else None
         gpu = None
         if st.gpu is not None:
-            from kit.audit import ClockSampler
-
             gpu = stack.enter_context(ClockSampler(host=None if st.gpu is True else st.gpu))
         pairs, wall, late = run()
     out = {"pairs": pairs, "wall": wall, "late": late, "client": lag.summary(st.stall_ms)}
