@@ -179,7 +179,6 @@ def _lines(path: Path, text: str) -> list[tuple[str, Any]]:
 
 READERS: dict[str, Callable[[Path, Any], list]] = {
     ".jsonl": _jsonl, ".ndjson": _jsonl, ".json": _json, ".parquet": _columnar, ".arrow": _columnar, ".csv": _csv}
-BINARY = (".parquet", ".arrow")
 
 
 def read_dataset(path: Path, notes: list | None = None) -> list[str]:
