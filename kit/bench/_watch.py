@@ -15,14 +15,13 @@ engine's host, over the kit's connection) into the level's clocks, throttling an
 """
 from __future__ import annotations
 
-import http.client
 import math
 import re
 import threading
 import time
 
 from kit.audit import throttle
-from kit.bench._client import split_url
+from kit.bench._client import get
 from kit.bench._stats import percentile
 from kit.errors import BenchError
 
@@ -106,19 +105,8 @@ def _kinds(text: str) -> dict[str, str]:
 
 def scrape(url: str, timeout: float = 5.0) -> tuple[dict[str, float], dict[str, str]]:
     """(samples, metric kinds) from ``url``/metrics; BenchError naming the URL when unreachable."""
-    host, port, base, tls = split_url(url)
-    conn = (http.client.HTTPSConnection if tls else http.client.HTTPConnection)(host, port, timeout=timeout)
-    try:
-        conn.request("GET", base + "/metrics")
-        resp = conn.getresponse()
-        body = resp.read().decode("utf-8", "replace")
-        if resp.status != 200:
-            raise BenchError(f"{url}/metrics: HTTP {resp.status}")
-        return parse_prometheus(body), _kinds(body)
-    except (OSError, http.client.HTTPException) as exc:
-        raise BenchError(f"{url}/metrics: {type(exc).__name__}: {exc}") from None
-    finally:
-        conn.close()
+    body = get(url, "/metrics", timeout).decode("utf-8", "replace")
+    return parse_prometheus(body), _kinds(body)
 
 
 class MetricsSampler(_Watcher):
