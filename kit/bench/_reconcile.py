@@ -45,6 +45,7 @@ from kit.bench._reconcile_input import checked, offset_note
 from kit.bench._result import read_result
 from kit.errors import BenchError
 from kit.provenance import provenance_of
+from kit.stats import is_nan
 from kit.util import frame_records, recorded
 
 # part -> (label, where its time comes from)
@@ -139,7 +140,7 @@ class Reconciliation:
         return (f"Reconciliation({len(self.tokens)} {rows}, client ITL {said} "
                 f"{t.loc['client ITL', mid]:.2f} ms "
                 f"= {body} ms" + (f"; clock offset {self.offset_ms:+.2f} +/- {self.offset_bound_ms:.2f} ms"
-                                  if self.offset_ms == self.offset_ms else f"; per {self.level}")
+                                  if not is_nan(self.offset_ms) else f"; per {self.level}")
                 + (f"; host work hidden by overlap {self.hidden_host_ms:.2f} ms/step" if self.hidden_host_ms > 0.05
                    else "")
                 + ")")
@@ -176,7 +177,7 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
         warnings.append(f"{unmatched} of {len(reqs)} client requests have no engine request record (their gaps "
                         "count as residual)")
     offset, bound, why = _clock_offset(matched)
-    gpu = ["gpu_busy", "gpu_idle"] if busy == busy else ["forward"]
+    gpu = ["forward"] if is_nan(busy) else ["gpu_busy", "gpu_idle"]
     parts = [*gpu, "sched", "host", "prefill", "output", "http"]   # along the token's path
     base = Reconciliation(None, None, parts, offset_ms=offset * 1e3, offset_bound_ms=bound * 1e3, busy_share=busy,
                           trace=trace_name, engine=recs.name, refused=why, warnings=warnings)
@@ -303,10 +304,10 @@ def _parts(ct: list[float], e: dict, step: dict, k: int, busy: float) -> dict:
          "sched": step["fwd0"] - emit[k - 1] - prefill - host}
     # the step's forward ends when the token is handed over; a later hand-over is also the step's time
     tail = emit[k] - step["fwd1"]
-    if busy == busy:
-        p.update(gpu_busy=fwd * busy, gpu_idle=fwd * (1 - busy))
-    else:
+    if is_nan(busy):
         p["forward"] = fwd
+    else:
+        p.update(gpu_busy=fwd * busy, gpu_idle=fwd * (1 - busy))
     p["sched"] += tail
     return {name: 1e3 * v for name, v in p.items()}
 
@@ -341,9 +342,9 @@ def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan
         for b, frame in bands.items():
             row[b] = float(frame[name].fillna(0.0).mean()) if len(frame) else math.nan
         row["shown"] = ""
-        if name not in ("residual", "gap") and bound_ms == bound_ms:
+        if name not in ("residual", "gap") and not is_nan(bound_ms):
             # a part below zero (no part takes negative time) inside the bound
-            inside = [b for b in bands if row[b] == row[b] and -bound_ms <= row[b] < 0]
+            inside = [b for b in bands if not is_nan(row[b]) and -bound_ms <= row[b] < 0]
             for b in inside:
                 row[b] = 0.0
             if inside:
@@ -365,7 +366,7 @@ def _busy_share(trace, warnings: list[str]) -> tuple[float, str]:
     for phase in ("decode", "all"):
         s = p.summary(phase)
         busy, wall = s.per_rank["busy_us"].sum(min_count=1), s.per_rank["wall_us"].sum(min_count=1)
-        if busy == busy and wall and wall == wall:
+        if not is_nan(busy) and wall and not is_nan(wall):
             if phase == "all":
                 warnings.append(f"{name}: no decode steps marked; the busy share is over all steps")
             return float(busy / wall), name
@@ -383,5 +384,5 @@ def _provenance(client, engine) -> str:
 
 
 def _num(x: float):
-    return None if x != x else round(float(x), 6)
+    return None if is_nan(x) else round(float(x), 6)
 

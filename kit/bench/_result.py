@@ -29,6 +29,7 @@ from kit.bench._stats import TOO_FEW, mean_ci, median, percentile
 from kit.bench._steady import steady_state
 from kit.errors import BenchError, LogFormatError
 from kit.logs import kit_rows, normalise_kit_result, read_kit_result
+from kit.stats import is_nan
 from kit.util import call_settings, frame_figures, write_atomic
 
 DEFINITIONS = ("TTFT, ITL, TPOT as vLLM's `vllm bench serve` (and SGLang's bench_serving) define them: "
@@ -268,7 +269,7 @@ class LoadResult:
 
     def __repr__(self) -> str:
         def f(v, nd: int) -> str:  # a figure saved as null (NaN in memory) shows as "-"
-            return "-" if v is None or v != v else f"{v:.{nd}f}"
+            return "-" if v is None or is_nan(v) else f"{v:.{nd}f}"
 
         parts = [f"{r['level']}: {f(r.get('output_tok_s'), 1)} tok/s, TTFT p50 {f(r.get('ttft_ms_p50'), 1)} ms, "
                  f"ITL p99 {f(r.get('itl_ms_p99'), 2)} ms" for r in self.summary()]
@@ -300,9 +301,9 @@ class LoadResult:
 def _ci(r: dict, m: str, nd: int) -> str:
     """A figure with its 95 % interval over the repeats, or why it has none (too few repeats)."""
     v, lo, hi = r.get(m), r.get(f"{m}_lo"), r.get(f"{m}_hi")
-    if v is None or v != v:
+    if v is None or is_nan(v):
         return "n/a"
-    if lo is None or hi is None or lo != lo:
+    if lo is None or hi is None or is_nan(lo):
         return f"{v:.{nd}f} ({TOO_FEW})" if f"{m}_lo" in r else f"{v:.{nd}f}"
     return f"{v:.{nd}f} [{lo:.{nd}f}, {hi:.{nd}f}]"
 
