@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kit.profile.attribution import _attribution as A
+from kit.profile.attribution._attribution import EVIDENCE, decide, link
 from kit.profile.attribution._categories import Rule, categorise, category_order
 from kit.profile.attribution._names import SYNC_OPS
 from kit.profile.reading import _cache
@@ -124,7 +124,7 @@ def _rank_tables(p: Path, d: dict, r: int, shift: float, rules: list[Rule], warn
     found = str(steps["source"].iloc[0]) if len(steps) else ""
     if step_marker and len(k) and not found.startswith("annotation:marker"):
         warnings.append(f"{p.name}: no range named {step_marker!r} (--step-marker): no steps found")
-    linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
+    linked = link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
     for c, v in linked.items():
         k[c] = pd.Series(v, index=k.index, dtype=object) if v.dtype == object else v
     k["step"], k["phase"], k["rank"], k["file"], k["start_us"] = step, phase, r, p.name, k["ts"] + shift
@@ -179,9 +179,9 @@ def _decided(kernels: pd.DataFrame, rules: list[Rule], cache: bool) -> pd.DataFr
     kernels["name"] = names
     cmap = categorise_names(names.cat.categories, rules, cache)
     linked = kernels[["frame_category", "frame_kind", "frame_name", "launch"]]
-    cat, by, ev = A.decide(names, kernels["collective"], linked, rules, cmap)
+    cat, by, ev = decide(names, kernels["collective"], linked, rules, cmap)
     kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
-    kernels["decided_by"] = pd.Categorical(by, categories=list(A.EVIDENCE))
+    kernels["decided_by"] = pd.Categorical(by, categories=list(EVIDENCE))
     kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
     for c in ("module", "block", "layer_kind", "launch", "op", "op_top", "input_dims", "input_types"):
         kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")

@@ -47,15 +47,6 @@ def stable_order(x: np.ndarray) -> np.ndarray:
     return np.argsort(x, kind="stable")
 
 
-def codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`coded` of a column without missing values, the distinct values as an object array; None
-    where a value is missing (the caller then converts the whole column, as before)."""
-    codes, uniq = coded(s)
-    if (codes < 0).any():
-        return None
-    return codes, np.array(uniq, dtype=object)
-
-
 def text(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """:func:`coded` with a missing value read as the text ``nan``: (code of each row, distinct texts as an
     object array)."""

@@ -104,8 +104,7 @@ def _tiling(rows: pd.DataFrame, lt: np.ndarray, family: str, floor: float = MIN_
     best = None
     for name in counts.index[counts.to_numpy() >= least][:64]:
         use = _outermost(rows[key.to_numpy() == name])
-        starts = use["ts"].to_numpy(float)
-        idx = _assign_by_time(lt, starts, starts + use["dur"].to_numpy(float))
+        idx = _assign_by_time(lt, *_bounds(use))
         held = np.bincount(idx[idx >= 0], minlength=len(use)) > 0
         cover = float((idx >= 0).mean())
         if held.sum() < least or cover < floor:
@@ -171,6 +170,12 @@ def _assign_by_time(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     return np.where(ok, i, -1)
 
 
+def _bounds(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of ranges."""
+    starts = ranges["ts"].to_numpy(float)
+    return starts, starts + ranges["dur"].to_numpy(float)
+
+
 def _outermost(use: pd.DataFrame) -> pd.DataFrame:
     """Markers in time order, nested ones of the same family dropped (the outermost kept)."""
     use = use.sort_values("ts").drop_duplicates(["name", "ts"])
@@ -180,19 +185,6 @@ def _outermost(use: pd.DataFrame) -> pd.DataFrame:
         if ts >= last_end:
             last_end = ts + dur
     return use[np.array(keep, dtype=bool)]
-
-
-def _by_launch(k: pd.DataFrame, launches: pd.DataFrame, kt: np.ndarray, use: pd.DataFrame) -> np.ndarray:
-    """Each kernel's CPU range by the time of its launch (by GPU time where no launch was recorded)."""
-    starts = use["ts"].to_numpy(float)
-    ends = starts + use["dur"].to_numpy(float)
-    corr_ts = dict(zip(launches["correlation"].to_numpy(), launches["ts"].to_numpy(float))) if len(launches) else {}
-    lt = np.array([corr_ts.get(c, np.nan) for c in k["correlation"].to_numpy()], dtype=float)
-    idx = _assign_by_time(np.where(np.isnan(lt), -np.inf, lt), starts, ends)
-    miss = np.isnan(lt)
-    if miss.any():
-        idx[miss] = _assign_by_time(kt[miss], starts, ends)
-    return idx
 
 
 def step_markers(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame | None = None,
@@ -247,18 +239,17 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
         cpu = _outermost(sel[sel["side"] == "cpu"])
         idx, use, source = None, gpu, None
         if len(gpu):
-            idx = _assign_by_time(kt, gpu["ts"].to_numpy(float), (gpu["ts"] + gpu["dur"]).to_numpy(float))
+            idx = _assign_by_time(kt, *_bounds(gpu))
             source = f"annotation:{fam}:gpu"
         timed = not ((kt == 0) & (kend == 0)).any()
         if len(cpu) and (idx is None or (timed and len(cpu) == len(gpu) and (idx < 0).any())):
             # GPU copies of the ranges can miss most kernels (torch.compile'd steps: the GPU range covers
             # only the last eager kernels); the CPU ranges place each kernel by its launch: use them where
             # they place at least twice as many
-            by_cpu = _by_launch(k, launches, kt, cpu)
+            by_cpu = _assign_by_time(_launch_times(k, launches, kt), *_bounds(cpu))
             if idx is None or (by_cpu >= 0).sum() >= 2 * max(1, (idx >= 0).sum()):
                 idx, use, source = by_cpu, cpu, f"annotation:{fam}:cpu"
-        starts = use["ts"].to_numpy(float)
-        ends = starts + use["dur"].to_numpy(float)
+        starts, ends = _bounds(use)
         names = use["name"].to_numpy()
         phases = use["phase"].to_numpy()
         step = idx.astype(np.int64)
@@ -266,16 +257,15 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
         for i in range(len(use)):
             rows.append((i, str(names[i]), str(phases[i]), starts[i], ends[i]))
     elif n and len(g):
-        if len(g):
-            g = g.sort_values("ts")
-            pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
-            idx = np.array([pos.get(c, -1) for c in k["correlation"].to_numpy()], dtype=np.int64)
-            if (idx >= 0).any():
-                step = idx
-                phase = np.where(idx >= 0, "decode", "unknown").astype(object)
-                source = "cuda-graph"
-                for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"])):
-                    rows.append((i, f"{nm} #{i}", "decode", float(ts), float(ts + dur)))
+        g = g.sort_values("ts")
+        pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
+        idx = np.array([pos.get(c, -1) for c in k["correlation"].to_numpy()], dtype=np.int64)
+        if (idx >= 0).any():
+            step = idx
+            phase = np.where(idx >= 0, "decode", "unknown").astype(object)
+            source = "cuda-graph"
+            for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"])):
+                rows.append((i, f"{nm} #{i}", "decode", float(ts), float(ts + dur)))
     untimed = (kt == 0) & (kend == 0) if n else np.zeros(0, bool)
     if source is not None and untimed.any():
         r_step = _replay_steps(k, untimed, launches, source, markers, len(rows), rows)
@@ -434,14 +424,7 @@ def _replay_steps(k: pd.DataFrame, untimed: np.ndarray, launches: pd.DataFrame, 
 def _step_of_times(t: np.ndarray, source: str, markers, nsteps: int) -> np.ndarray:
     """Step index of CPU times ``t`` (graph launches) from the CPU-side markers of the step family."""
     _, sel = markers
-    cpu = sel[sel["side"] == "cpu"].sort_values("ts").drop_duplicates(["name", "ts"])
-    keep, last_end = [], -np.inf
-    for ts, dur in zip(cpu["ts"].to_numpy(), cpu["dur"].to_numpy()):
-        keep.append(ts >= last_end)
-        if ts >= last_end:
-            last_end = ts + dur
-    cpu = cpu[np.array(keep, dtype=bool)]
+    cpu = _outermost(sel[sel["side"] == "cpu"])
     if source.endswith(":gpu") and len(cpu) != nsteps:
         return np.full(len(t), -1)   # GPU ranges without matching CPU twins: no way to pair them
-    starts = cpu["ts"].to_numpy(float)
-    return _assign_by_time(t, starts, starts + cpu["dur"].to_numpy(float))
+    return _assign_by_time(t, *_bounds(cpu))
