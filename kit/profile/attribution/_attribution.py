@@ -76,8 +76,9 @@ from kit.profile.attribution._categories import (
     fold,
     layer_kind,
 )
+from kit.profile.attribution._names import GRAPH_LAUNCH
 from kit.profile.attribution._sequences import claim, kernel_token, outermost
-from kit.profile.reading._columns import strings
+from kit.profile.reading._columns import matching, strings
 
 SURE = set(COMM) | {MEMCPY}
 EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range",
@@ -87,7 +88,6 @@ EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module",
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
 _LAYER = re.compile(r"(?:Layer|Block|layer|block)$")   # a class with no role whose name says layer
 _FUSED = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)*$")
-_GRAPH = re.compile(r"GraphLaunch")
 # the object columns of ``link``'s result (besides launch, graph, layer, op_call)
 LINKED_OBJECT = ("frame_category", "frame_kind", "frame_name", "module", "block", "layer_kind", "op", "op_top",
                  "input_dims", "input_types")
@@ -369,11 +369,8 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     la = la[la["correlation"] >= 0]
     pos = pd.Index(la["correlation"].to_numpy()).get_indexer(k["correlation"].to_numpy())
     has = pos >= 0
-    lname = strings(la["name"])
-    out["launch"][has] = lname[pos[has]]
-    graph_name = {x: bool(_GRAPH.search(x)) for x in set(lname)}
-    is_graph = np.array([graph_name[x] for x in lname], dtype=bool)
-    out["graph"][has] = is_graph[pos[has]]
+    out["launch"][has] = strings(la["name"])[pos[has]]
+    out["graph"][has] = matching(la["name"], GRAPH_LAUNCH)[pos[has]]
     # frames: kept CPU frames + CPU-side annotations (record_function ranges)
     fr_rules = [r for r in rules if set(r.on) & FRAME_KINDS]
     seq_rules = [r for r in rules if "sequence" in r.on]
@@ -394,10 +391,7 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     fr_tid = fr["tid"]
     layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
     att_launch = np.zeros(len(la), bool)   # launches of a kernel named as attention (flash, fmha, paged ...)
-    kn = strings(k["name"])
-    att_name = {x: bool(_ATT_KERNEL.search(x)) for x in pd.unique(kn)}   # once per distinct name
-    att_k = has & np.array([att_name[x] for x in kn], dtype=bool)
-    att_launch[pos[att_k]] = True
+    att_launch[pos[has & matching(k["name"], _ATT_KERNEL)]] = True
     for tid in np.unique(ltid[need]):
         rows = np.flatnonzero(fr_tid == tid)
         if not len(rows):
@@ -475,44 +469,30 @@ def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules:
                 user_cat[x] = r.category
                 break
     fused = {x: fused_category(x, fused_rules) for x in distinct}
-    # 5. kernel name rules (lowest), then overwritten by stronger evidence below
-    nc = np.array([name_cats.get(x, OTHER) for x in nm], dtype=object)
-    kn = nc != OTHER
-    cat[kn] = nc[kn]
-    by[kn] = "kernel name"
-    # kernels whose launch is not in the trace (queued before the profiled window): no CPU evidence can exist
-    if "launch" in linked:
-        nol = kn & np.array([x == "" for x in linked["launch"].astype(object).to_numpy()], dtype=bool)
-        by[nol] = "kernel name (no launch)"
-    ev[kn] = None
-    # 4. fused names
-    fc = np.array([fused[x] for x in nm], dtype=object)
-    has_f = np.array([f is not None for f in fc], dtype=bool)
-    cat[has_f] = fc[has_f]
-    by[has_f] = "fused name"
-    # 3. frames
-    fcat = linked["frame_category"].to_numpy()
-    has_fr = pd.notna(linked["frame_category"]).to_numpy()
-    cat[has_fr] = fcat[has_fr]
-    by[has_fr] = linked["frame_kind"].to_numpy()[has_fr]
-    ev[has_fr] = linked["frame_name"].to_numpy()[has_fr]
+
+    def put(where: np.ndarray, category: np.ndarray, decided_by, evidence=None) -> None:
+        cat[where] = category[where]
+        by[where] = decided_by[where] if isinstance(decided_by, np.ndarray) else decided_by
+        ev[where] = evidence[where] if evidence is not None else None
+
+    # from the weakest evidence to the strongest, each overwriting the ones before
+    nc = np.array([name_cats.get(x, OTHER) for x in nm], dtype=object)   # 5. kernel name rules
+    put(nc != OTHER, nc, "kernel name")
+    if "launch" in linked:   # kernels whose launch is not in the trace (queued before the profiled window)
+        by[(nc != OTHER) & np.array([x == "" for x in linked["launch"].astype(object).to_numpy()], bool)] = \
+            "kernel name (no launch)"
+    fc = np.array([fused[x] for x in nm], dtype=object)   # 4. fused names
+    put(np.array([f is not None for f in fc], dtype=bool), fc, "fused name")
+    put(pd.notna(linked["frame_category"]).to_numpy(), linked["frame_category"].to_numpy(),   # 3. frames
+        linked["frame_kind"].to_numpy(), linked["frame_name"].to_numpy())
     # 2. names that cannot be anything else, and collective arguments
-    sure = np.array([c in SURE for c in nc], dtype=bool) & ~np.array([x in user_cat for x in nm], dtype=bool)
-    cat[sure] = nc[sure]
-    by[sure] = "kernel name (sure)"
-    ev[sure] = None
+    put(np.array([c in SURE for c in nc], dtype=bool) & ~np.array([x in user_cat for x in nm], dtype=bool), nc,
+        "kernel name (sure)")
     coll = collective.astype(object)
-    hc = coll.notna().to_numpy()
-    if hc.any():
+    if coll.notna().any():
         is_ar = coll.astype(str).str.replace("_", "").str.lower().str.contains("allreduce").to_numpy(bool)
         cc = np.where(is_ar, ALLREDUCE, np.where(np.isin(cat, list(COMM)), cat, OTHER_COLLECTIVES))
-        cat[hc] = cc[hc]
-        by[hc] = "collective arg"
-        ev[hc] = coll.to_numpy()[hc]
-    # 1. user rules
-    uc = np.array([user_cat.get(x) for x in nm], dtype=object)
-    has_u = np.array([u is not None for u in uc], dtype=bool)
-    cat[has_u] = uc[has_u]
-    by[has_u] = "user rule"
-    ev[has_u] = None
+        put(coll.notna().to_numpy(), cc, "collective arg", coll.to_numpy())
+    uc = np.array([user_cat.get(x) for x in nm], dtype=object)   # 1. user rules
+    put(np.array([u is not None for u in uc], dtype=bool), uc, "user rule")
     return cat, by, ev

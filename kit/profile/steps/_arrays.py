@@ -65,6 +65,29 @@ def groups(values: np.ndarray) -> dict:
     return dict(zip(keys.tolist(), np.split(o, cut)))
 
 
+def stream_sequences(k: pd.DataFrame, use: np.ndarray | None = None, merge: bool = True) -> dict:
+    """(rank, step) -> {stream: positions of its kernels (of the rows ``use`` selects) in start order}; with
+    ``merge``, where a step runs on more than two streams, the busiest one and the others merged in start
+    order under -1 (a CUDA graph replays a forked branch on streams of its own). Read by placement and
+    layer finding."""
+    pos = np.arange(len(k)) if use is None else np.flatnonzero(use)
+    rank, step, stream = (k[c].to_numpy() for c in ("rank", "step", "stream"))
+    start = k["start_us"].to_numpy(float)
+    pos = pos[np.lexsort((start[pos], stream[pos], step[pos], rank[pos]))]
+    out: dict = {}
+    keys = np.stack([rank[pos], step[pos], stream[pos]], 1)
+    cut = np.flatnonzero((keys[1:] != keys[:-1]).any(1)) + 1
+    for chunk in np.split(np.arange(len(pos)), cut) if len(pos) else ():
+        r, st, sm = keys[chunk[0]]
+        out.setdefault((int(r), int(st)), {})[int(sm)] = pos[chunk]
+    for key, streams in out.items():
+        if merge and len(streams) > 2:
+            main = max(streams, key=lambda s: len(streams[s]))
+            rest = np.concatenate([v for s, v in streams.items() if s != main])
+            out[key] = {main: streams[main], -1: rest[np.argsort(start[rest], kind="stable")]}
+    return out
+
+
 def rows_of(df: pd.DataFrame, rank: int):
     """The positions of ``rank``'s rows, or ``slice(None)`` where all rows are (a one-rank trace)."""
     if not len(df):

@@ -49,13 +49,12 @@ import numpy as np
 import pandas as pd
 
 from kit.profile.analyses._summary import length, union, union_len_of
-from kit.profile.attribution._names import SYNC_OPS
+from kit.profile.attribution._names import GRAPH_LAUNCH, SYNC_OPS
 from kit.profile.steps import _arrays
 from kit.stats import is_nan
 
 LAUNCH = re.compile(r"^(?:cuda|hip)(?:Ext)?LaunchKernel|^cuLaunchKernel|^(?:cuda|cu|hip)LaunchCooperativeKernel|"
                     r"^hip(?:Ext)?ModuleLaunchKernel|^cudaLaunchKernelExC")
-GRAPH = re.compile(r"GraphLaunch")
 MEMCPY = re.compile(r"^(?:cuda|hip)Memcpy|^cuMemcpy")
 MEMSET = re.compile(r"^(?:cuda|hip)Memset|^cuMemset")
 SYNC = re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$|^cu(?:Ctx|Stream|Event)Synchronize$")
@@ -74,7 +73,7 @@ GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "sync", "op", "mo
 
 
 def _kind_of(n: str) -> str:
-    return ("graph" if GRAPH.search(n) else "launch" if LAUNCH.search(n) else "memcpy" if MEMCPY.search(n)
+    return ("graph" if GRAPH_LAUNCH.search(n) else "launch" if LAUNCH.search(n) else "memcpy" if MEMCPY.search(n)
             else "memset" if MEMSET.search(n) else "sync" if SYNC.search(n) else "other")
 
 

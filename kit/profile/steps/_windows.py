@@ -34,11 +34,11 @@ import numpy as np
 import pandas as pd
 
 import kit.engines
+from kit.profile.attribution._names import GRAPH_LAUNCH
 from kit.profile.reading._columns import matching, strings
 
 _USER = re.compile(r"(?i)^(prefill|decode|extend|generate)(?:$|[_\s\-:\[(#0-9])")
 _PSTEP = re.compile(r"^ProfilerStep#\d+$")
-_GRAPH = re.compile(r"GraphLaunch")
 
 
 def _phase_user(m: re.Match) -> str:
@@ -229,7 +229,7 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
     if n and np.isnan(kt).all():   # a summary without timeline (nsys stats): no steps to find
         n = 0
     markers = step_markers(k, ann, launches, frames, marker) if n else None
-    g = launches[matching(launches["name"], _GRAPH)] if len(launches) and not marker else launches.iloc[:0]
+    g = launches[matching(launches["name"], GRAPH_LAUNCH)] if len(launches) and not marker else launches.iloc[:0]
     if markers is None and n and not len(g) and not marker:
         markers = _forwards(frames, _launch_times(k, launches, kt), _t_end(k, launches))
     rows = []
@@ -399,7 +399,7 @@ def _replay_steps(k: pd.DataFrame, untimed: np.ndarray, launches: pd.DataFrame, 
     out = np.full(int(untimed.sum()), -1, dtype=np.int64)
     names = strings(k["name"])[untimed]
     corr = k["correlation"].to_numpy()[untimed]
-    g = launches[matching(launches["name"], _GRAPH)].sort_values("ts") if len(launches) else launches
+    g = launches[matching(launches["name"], GRAPH_LAUNCH)].sort_values("ts") if len(launches) else launches
     g_ts = g["ts"].to_numpy(float) if len(g) else np.empty(0)
     g_pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())} if len(g) else {}
     ids = pd.unique(corr)
