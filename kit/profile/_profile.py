@@ -283,19 +283,6 @@ class Summary:
         return (f"Summary(phase={self.phase}, ranks={self.ranks}, steps={self.steps}, "
                 f"kernel={kern}, wall={wall})")
 
-    def _spread(self) -> str:
-        sp = self.allreduce_spread
-        if sp.get("ranks", 0) <= 1:
-            return ""
-        return (f"min {sp['min_us']:,.1f} us, max {sp['max_us']:,.1f} us (rank {sp['max_rank']}), "
-                f"spread {sp['spread_us']:,.1f} us")
-
-    def _evidence_line(self) -> str:
-        ev = self.evidence
-        if not len(ev) or ev["share_of_kernel"].isna().all():
-            return ""
-        return "decided by: " + ", ".join(f"{r.decided_by} {100 * r.share_of_kernel:.1f}%" for r in ev.itertuples())
-
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this summary (``kit.runs``): headline figures, shares, tables."""
         figs = [("kernel_time_us", self.kernel_time_us), ("wall_time_us", self.wall_time_us), ("steps", self.steps)]
@@ -312,40 +299,38 @@ class Summary:
                            "per_step": self.per_step, "collectives": self.collectives, "layers": self.layers},
                 "warnings": list(self.warnings)}
 
+    def _notes(self) -> list[str]:
+        """What the text and the HTML views say under the category table (warnings apart)."""
+        out = [f"categories unavailable: {self.categories_unavailable}"] if self.categories_unavailable else []
+        if len(self.evidence) and not self.evidence["share_of_kernel"].isna().all():
+            out.append("decided by: " + ", ".join(f"{r.decided_by} {100 * r.share_of_kernel:.1f}%"
+                                                  for r in self.evidence.itertuples()))
+        out += _cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)
+        out += [f"collective {r.collective}: {r.calls} call(s) on the CPU, group size {r.group_size}, "
+                f"{r.bytes:,} bytes, {r.kernels} kernel(s)" for r in self.collectives.itertuples()]
+        if len(self.per_rank) > 1 or (len(self.per_rank) and self.per_rank["comm_us"].fillna(0).sum() > 0):
+            out += [f"rank {r.rank}: comm {r.comm_us:,.1f} us, exposed {r.exposed_comm_us:,.1f} us, "
+                    f"allreduce {r.allreduce_us:,.1f} us x{r.allreduce_calls}" for r in self.per_rank.itertuples()]
+        sp = self.allreduce_spread
+        if sp.get("ranks", 0) > 1:
+            out.append(f"allreduce spread across ranks: min {sp['min_us']:,.1f} us, max {sp['max_us']:,.1f} us "
+                       f"(rank {sp['max_rank']}), spread {sp['spread_us']:,.1f} us")
+        return out
+
     def __repr__(self) -> str:
         lines = [self._head(), f"{'category':<20}{'time_us':>14}{'%kernel':>9}{'%wall':>8}"]
         lines += [f"{c:<20}{t:>14}{k:>9}{w:>8}" for c, t, k, w in self._table_rows()]
-        if self.categories_unavailable:
-            lines.append(f"categories unavailable: {self.categories_unavailable}")
-        if self._evidence_line():
-            lines.append(self._evidence_line())
-        lines += _cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)
-        for r in self.collectives.itertuples():
-            lines.append(f"collective {r.collective}: {r.calls} call(s) on the CPU, group size {r.group_size}, "
-                         f"{r.bytes:,} bytes, {r.kernels} kernel(s)")
-        if len(self.per_rank) > 1 or (len(self.per_rank) and self.per_rank["comm_us"].fillna(0).sum() > 0):
-            for r in self.per_rank.itertuples():
-                lines.append(f"rank {r.rank}: comm {r.comm_us:,.1f} us, exposed {r.exposed_comm_us:,.1f} us, "
-                             f"allreduce {r.allreduce_us:,.1f} us x{r.allreduce_calls}")
-        if self._spread():
-            lines.append(f"allreduce spread across ranks: {self._spread()}")
-        lines += [f"warning: {w}" for w in self.warnings]
-        return "\n".join(lines)
+        return "\n".join(lines + self._notes() + [f"warning: {w}" for w in self.warnings])
 
     def _repr_html_(self) -> str:
         body = "".join(f"<tr><td>{html.escape(c)}</td><td style='text-align:right'>{t}</td>"
                        f"<td style='text-align:right'>{k}</td><td style='text-align:right'>{w}</td></tr>"
                        for c, t, k, w in self._table_rows())
         warn = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
-        sp = self.allreduce_spread
-        spread = f"<p>AllReduce across {sp['ranks']} ranks: {self._spread()}</p>" if self._spread() else ""
-        extra = "".join(f"<p>{html.escape(x)}</p>" for x in (
-            f"categories unavailable: {self.categories_unavailable}" if self.categories_unavailable else "",
-            self._evidence_line(), *_cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)) if x)
+        notes = "".join(f"<p>{html.escape(x)}</p>" for x in self._notes())
         return (f"<div><b>{html.escape(self._head())}</b><table><thead><tr><th>category</th><th>time (us)</th>"
-                f"<th>% kernel</th><th>% wall</th></tr></thead><tbody>{body}</tbody></table>{extra}{spread}"
+                f"<th>% kernel</th><th>% wall</th></tr></thead><tbody>{body}</tbody></table>{notes}"
                 f"{'<p>Warnings:</p><ul>' + warn + '</ul>' if warn else ''}</div>")
-
 
 def _num(x):
     return None if x is None or (isinstance(x, float) and np.isnan(x)) else round(float(x), 6)

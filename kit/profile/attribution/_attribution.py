@@ -1,58 +1,41 @@
 """Kernel attribution: each GPU kernel -> its launch -> the CPU frames enclosing the launch -> a category.
 
-A kernel's ``correlation`` id names the runtime call that launched it (``cudaLaunchKernel``,
-``cuLaunchKernelEx``, ``cudaGraphLaunch`` ...); the launch's thread and time place it inside the CPU
-frames kept by the reader: ops (``cpu_op``), ``record_function`` ranges, and with ``with_stack`` the
-``nn.Module`` and python-function frames. Frames nest in time on a thread, so one sweep per thread
-gives every launch its stack.
+A kernel's ``correlation`` id names the runtime call that launched it; the launch's thread and time place
+it inside the CPU frames the reader kept (ops, ``record_function`` ranges, and with ``with_stack`` the
+``nn.Module`` and python-function frames). Frames nest in time on a thread: one sweep per thread gives
+every launch its stack.
 
-The category of each kernel is decided by the first evidence that exists, in this order, and the
-kernel row records which (``decided_by``):
+The category is decided by the first evidence that exists, in this order (``decided_by`` says which):
 
 1. ``user rule``: the user's kernel-name rules;
-2. ``collective arg`` / ``kernel name``: a collective's ``Collective name`` argument, and kernel
+2. ``collective arg`` / ``kernel name (sure)``: a collective's ``Collective name`` argument, and kernel
    names that cannot be anything else (NCCL and custom all-reduce kernels, memcpy/memset);
-3. ``op`` / ``module`` / ``function`` / ``range``: the frames enclosing the launch, from the
-   innermost out (``_decide_stack``): the innermost frame a ``[[role]]`` (module classes, by what a
-   class is: its name's suffix) or ``[[frame]]`` rule claims; a ``generic`` one (``mm``, ``topk``)
-   gives way to the first enclosing frame with a meaning (the SDPA op around math attention's
-   ``bmm``); an enclosing ``container`` (an MoE block, an SSM mixer) overrides what it encloses
-   except the categories it ``keep``s (a mixer's projections stay GEMM). What a kernel does comes
-   before what encloses it: a GEMM with a weight operand (``aten::linear`` / ``addmm``: nn.Linear,
-   GPT-2's transposed-weight ``Conv1D``) is gemm inside any role but a container, while a product of
-   two activations (``matmul``/``bmm`` in attention) stays the enclosing role's. ``enclosing
-   module``: the role came only from a module around the innermost class, which no rule claims (its
-   name is the evidence): a guess, counted undecided. ``structure``: a class a role calls attention
-   whose call runs no softmax, SDPA/flash op or attention-named kernel is a linear recurrence (RWKV's
-   time mixing, MiniMax's lightning attention): ssm, counted undecided. Kernels replayed from a
-   CUDA graph take no frame evidence, since their frames enclose the replay, not the op;
-   ``sequence``: where no frame decided (or only a generic op did), the ``[[sequence]]`` rule that
-   claims the outermost op around the launch in the thread's run of ops (``_sequences.py``:
-   RMSNorm, rotate_half, a router and its experts, a Mamba mixer, without module frames);
-   ``kernel sequence``: kernels with no CPU op around their launch (CUDA-graph replays, traces of
-   CUDA activities only) read as the ops their names stand for (``_sequences.kernel_token``:
-   ``rsqrt_kernel_cuda`` is ``rsqrt``, a cuBLAS GEMM ``linear``), one replay or stream at a time,
-   through the same sequence rules;
-4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the list of
-   fused ops (``[[fused]]`` rules: the op that decides, not the first word);
-5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the kernel's launch
-   is not in the trace, e.g. work queued before the profiled window: no CPU evidence can exist);
-   else ``none`` (category ``other``).
+3. the frames enclosing the launch, from the innermost out (``_decide_stack``; ``op`` / ``module`` /
+   ``function`` / ``range``): the innermost frame a ``[[role]]`` (a module class, by its name's suffix) or
+   ``[[frame]]`` rule claims; a ``generic`` one (``mm``, ``topk``) gives way to the first enclosing frame
+   with a meaning (the SDPA op around math attention's ``bmm``); an enclosing ``container`` (an MoE block,
+   an SSM mixer) overrides what it encloses except the categories it ``keep``s. A GEMM with a weight
+   operand (``aten::linear`` / ``addmm``) is gemm inside any role but a container; a product of two
+   activations stays the enclosing role's. ``enclosing module``: the role came only from a module around
+   an innermost class no rule claims: a guess, counted undecided. ``structure``: a class a role calls
+   attention whose call runs no softmax, SDPA/flash op or attention kernel is a linear recurrence (RWKV,
+   lightning attention): ssm, undecided. Graph-replayed kernels take no frame evidence (their frames
+   enclose the replay, not the op). ``sequence``: where no frame decided (or a generic op did), the
+   ``[[sequence]]`` rule claiming the outermost op around the launch (``_sequences.py``: RMSNorm,
+   rotate_half, a router and its experts). ``kernel sequence``: kernels with no CPU op around their launch
+   (graph replays, CUDA-only traces) read as the ops their names stand for, through the same rules;
+4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the fused ops;
+5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the launch is not in the
+   trace: no CPU evidence can exist); else ``none`` (category ``other``).
 
-Ops (the same sweep): ``op`` is the innermost enclosing ``cpu_op`` of the launch, ``op_top`` the
-outermost, ``op_call`` the row of the innermost op that recorded ``Input Dims`` (the kernels of one op
-call, e.g. a split-K GEMM and its reduction, share it; -1: none) and ``input_dims``/``input_types``
-that op's shapes as JSON text (``record_shapes=True``). ``kit.profile.compare`` splits by ``op_top``
-and ``module``, ``kit.profile.roofline`` reads the shapes: both from the Profile, never the files.
-Graph-replayed kernels get none of these (their frames enclose the replay, not the op).
-
-Modules: ``module`` is the class of the innermost enclosing ``nn.Module`` frame, ``block`` the class
-of the module directly inside the outermost enclosing layer (a class with no role whose name ends
-in ``Layer``/``Block``: ``*DecoderLayer``, ``NemotronHBlock``, Zamba2's hybrid layer), ``layer`` that
-layer's index, numbered by first call (the profiler numbers instances per class, so a hybrid's
-attention and Mamba layers would each start at 0) and ``layer_kind`` what the layer holds: the roles
-inside it among ssm, attention, moe, mlp (``attention+mlp``, ``ssm``, ``attention+moe``; what an MoE
-block or mixer holds is the container's).
+Ops (the same sweep): ``op`` the innermost enclosing ``cpu_op`` of the launch, ``op_top`` the outermost,
+``op_call`` the row of the innermost op that recorded ``Input Dims`` (-1: none; the kernels of one op call
+share it) and ``input_dims``/``input_types`` its shapes as JSON text; compare and roofline read them from
+the Profile. Modules: ``module`` the innermost enclosing ``nn.Module`` class, ``block`` the class directly
+inside the outermost enclosing layer (a class with no role named ``*Layer``/``*Block``), ``layer`` that
+layer's index by first call (the profiler numbers instances per class, so a hybrid's attention and Mamba
+layers would each start at 0), ``layer_kind`` the roles inside it among ssm, attention, moe, mlp
+(``attention+mlp``; what a container holds is the container's).
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Sequence, Union
@@ -63,29 +63,22 @@ class Rule:
         (a cache key, ``rules_ident``, costs no compile: the CLI computes one before its parse starts;
         ASCII names only ever need the lowered form). Raises ``re.error`` for an invalid pattern
         (``build_rules`` calls this for user rules)."""
-        return self._regex(), self._lowered()
+        return self._regex, self._lowered
 
+    @cached_property
     def _regex(self) -> re.Pattern:
-        rx = self.__dict__.get("_rx")
-        if rx is None:
-            rx = re.compile(self.pattern)
-            object.__setattr__(self, "_rx", rx)
-        return rx
+        return re.compile(self.pattern)
 
+    @cached_property
     def _lowered(self) -> re.Pattern | None:
-        d = self.__dict__
-        if "_lx" not in d:
-            object.__setattr__(self, "_lx", lowered(self.pattern))
-        return d["_lx"]
+        return lowered(self.pattern)
 
     def matches(self, name: str, low: str | None = None) -> bool:
         """Whether the pattern is found in ``name``. ``low``: ``fold(name)``, given by callers that test
         one name against many rules (a case-insensitive rule then searches it without ``(?i)``)."""
-        if low is not None:
-            lx = self._lowered()
-            if lx is not None:
-                return lx.search(low) is not None
-        return self._regex().search(name) is not None
+        if low is not None and self._lowered is not None:
+            return self._lowered.search(low) is not None
+        return self._regex.search(name) is not None
 
 
 # inline flags after the leading (?i), escapes of characters by code, octal escapes and backreferences
@@ -139,14 +132,6 @@ def fold(name: str) -> str | None:
 
 
 RulesArg = Union[None, str, Path, Sequence]
-
-
-def _rules_from_toml(text: str, source: str) -> tuple[list[Rule], bool]:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ParseError(f"{source}: invalid TOML rule table ({exc})", path=source) from None
-    return _rules_from_doc(doc, source), bool(doc.get("replace", False))
 
 
 def _rules_from_doc(doc: dict, source: str) -> list[Rule]:
@@ -260,11 +245,13 @@ def build_rules(rules: RulesArg = None) -> list[Rule]:
     if isinstance(rules, (str, Path)):
         p = Path(rules)
         try:
-            text = p.read_text(encoding="utf-8")
+            doc = tomllib.loads(p.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ParseError(f"{p}: cannot read rule file ({exc.strerror or exc})", path=str(p)) from None
-        user, replace = _rules_from_toml(text, str(p))
-        return user if replace else user + base
+        except tomllib.TOMLDecodeError as exc:
+            raise ParseError(f"{p}: invalid TOML rule table ({exc})", path=str(p)) from None
+        user = _rules_from_doc(doc, str(p))
+        return user if doc.get("replace", False) else user + base
     user = []
     for item in rules:
         if isinstance(item, Rule):

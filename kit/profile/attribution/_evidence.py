@@ -37,12 +37,8 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
                        block=k["block"].astype(object).fillna(k["module"].astype(object)).fillna("(no module)"))
     if by == "layer":
         km = km[km["layer"] >= 0]
-        if "layer_kind" in km:
-            km = km.assign(kind=km["layer_kind"].astype(object).fillna("other"))
-        else:
-            km = km.assign(kind="other")
-        g = km.groupby(["layer", "kind", "block"], observed=True)[["dur_us", "count"]].sum()
-        g = g.rename(columns=TIME_CALLS)
+        km = km.assign(kind=km["layer_kind"].astype(object).fillna(OTHER) if "layer_kind" in km else OTHER)
+        g = km.groupby(["layer", "kind", "block"], observed=True)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS)
         g = g.reset_index().sort_values(["layer", "time_us"], ascending=[True, False])
     else:
         keys = ["block", "module"] if by == "module" else ["block"]

@@ -329,17 +329,11 @@ def _passes(target: pd.DataFrame, phase, ref_row: np.ndarray, steps: pd.DataFram
 def match(target: pd.DataFrame, reference: pd.DataFrame, phase: str | None = None,
           how: list | None = None) -> tuple[np.ndarray, pd.DataFrame]:
     """Each target kernel's reference row (-1: none; -2: its stream was too long to align, ``MAX_CELLS``)
-    and a table per target step (rank, step, kernels, reference kernels, matched, score).
-
-    Per step where the steps agree: the same number of steps on both sides, step i with step i (a replay
-    and the eager run of the same requests); else each target step with the reference step (of its
-    distinct ones) that matches it best (a decode loop: every step alike). Where neither places enough
-    (``REFUSE_SHARE``, ``REFUSE_SCORE``): the stream as a whole, all steps of the target against all of the
-    reference (steps found differently on the two sides). ``how`` (a list) receives the way used."""
+    and a table per target step (rank, step, kernels, reference kernels, matched, score), the reference
+    steps chosen as the module docstring says (the first way that places enough, ``REFUSE_SHARE`` and
+    ``REFUSE_SCORE``, else the best); ``how`` (a list) receives the way used."""
     codes = Codes()
-    tn = strings(target["name"])
-    rn = strings(reference["name"])
-    aligner = _Aligner(codes.of(tn), codes.of(rn))
+    aligner = _Aligner(codes.of(strings(target["name"])), codes.of(strings(reference["name"])))
     t_seqs = stream_sequences(target, _in_phase(target, phase))
     r_phase = phase if phase and (reference["phase"].astype(str) == phase).any() else None
     r_seqs = stream_sequences(reference, _in_phase(reference, r_phase))
@@ -521,20 +515,14 @@ def _gate(t, src, ref_row, nb, consider, steps, layers, rl):
 
 def _write(t: pd.DataFrame, r: pd.DataFrame, src, ref_row, state, reason, score) -> None:
     """Copy the reference's labels into the placed target rows."""
-    ok = (state == "aligned") | (state == "neighbours")
-    s = np.maximum(src, 0)
-    for c in _TAKE:
-        rv = r[c].to_numpy(object) if c != "layer" else r[c].to_numpy()
-        tv = t[c].to_numpy(object).copy() if c != "layer" else t[c].to_numpy().copy()
-        own = (tv >= 0) if c == "layer" else pd.notna(tv)
-        tv[ok & ~own] = rv[s][ok & ~own]
-        t[c] = tv if c == "layer" else pd.Series(tv, index=t.index, dtype=object).astype("category")
     al = state == "aligned"
-    for c in _FILL:
-        tv, rv = t[c].to_numpy(object).copy(), r[c].to_numpy(object)
-        fill = al & pd.isna(tv)
-        tv[fill] = rv[s][fill]
-        t[c] = pd.Series(tv, index=t.index, dtype=object).astype("category")
+    s = np.maximum(src, 0)
+    for c in (*_TAKE, *_FILL):   # each where the kernel has none of its own
+        layer = c == "layer"
+        rv, tv = r[c].to_numpy(None if layer else object), t[c].to_numpy(None if layer else object).copy()
+        put = (al | (state == "neighbours") if c in _TAKE else al) & ~((tv >= 0) if layer else pd.notna(tv))
+        tv[put] = rv[s][put]
+        t[c] = tv if layer else pd.Series(tv, index=t.index, dtype=object).astype("category")
     by = strings(t["decided_by"])
     take = al & ~np.isin(by, SURE)
     cats = list(dict.fromkeys([*t["category"].cat.categories, *r["category"].cat.categories]))

@@ -1,45 +1,30 @@
 """The CPU side of a step: launches, syncs, host time, and why the GPU waited (GPU-, launch- or host-bound).
 
-From the profile's ``runtime`` table (CUDA/HIP runtime and driver calls, and the ops that wait for
-the GPU) and the kernels' launch links (``op``, ``op_top``, ``module``), per rank and step:
+From the profile's ``runtime`` table and the kernels' launch links, per rank and step:
 
-- the step's **CPU window**: the CPU-side annotation of the step (the ``record_function`` range the
-  GPU-side copy of which delimits the step) holding the launch of its first kernel; without one,
-  from the first launch of the step to the first launch of the next (``cpu_window_from`` says which);
-- in that window: kernel launches (runtime and driver API; a driver launch nested in a runtime launch
-  on the same thread counts once), graph launches, memcpy and memset calls, synchronisations
-  (``cuda*Synchronize`` / ``cu*Synchronize`` calls and ``aten::_local_scalar_dense``, the op behind
-  ``.item()``), the time spent in launch calls and blocked in syncs;
-- on the GPU: busy time (union of the step's kernels) and every idle gap inside the step and before
-  it (the launch gap), each with a **cause** read from the launch of the kernel that ended it:
-  ``launch`` (that kernel was launched after the GPU ran dry: the GPU waited for the CPU),
-  ``sync`` (the same, and a synchronisation returned inside the gap: the CPU had waited for the GPU
-  to drain before issuing more work), ``queued`` (the kernel was already launched: dependencies,
-  launch latency; not the CPU's doing), ``unknown`` (its launch is not in the trace). A kernel's launch
-  is the latest runtime call with its correlation id before it (graph replays may repeat ids).
+- the step's **CPU window**: the CPU-side annotation of the step holding the launch of its first kernel;
+  without one, from the first launch of the step to the first launch of the next (``cpu_window_from``);
+- in that window: kernel launches (a driver launch nested in a runtime launch on the same thread counts
+  once), graph launches, memcpy and memset calls, synchronisations (``cuda*Synchronize`` / ``cu*Synchronize``
+  and ``aten::_local_scalar_dense``, the op behind ``.item()``), time in launch calls and blocked in syncs;
+- on the GPU: busy time and every idle gap inside the step and before it, each with a **cause** read from
+  the launch of the kernel that ended it: ``launch`` (launched after the GPU ran dry: the GPU waited for the
+  CPU), ``sync`` (the same, and a synchronisation returned inside the gap: the CPU had waited for the GPU to
+  drain), ``queued`` (already launched: dependencies, launch latency), ``unknown`` (no launch in the trace).
+  A kernel's launch is the latest runtime call with its correlation id before it (graph replays may
+  repeat ids).
 
-The verdict of a phase (per rank; the slowest rank for the whole) from the per-step means:
+The verdict of a phase (per rank; the slowest rank for the whole), from the per-step means: ``GPU-bound``
+when the idle the CPU caused is under ``CPU_IDLE_BOUND`` of the step; else ``host-bound`` when the step
+synchronises and sync-caused idle is at least ``SYNC_SHARE`` of the CPU-caused idle or ``SYNC_STEP`` of the
+step (each sync drains the GPU's queue, and a step that synchronises cannot be captured in a CUDA graph,
+the cure for launch-bound steps), or when one gap per step holds ``ONE_GAP_SHARE`` of it (host work in one
+place); else ``launch-bound`` (the CPU issues kernels slower than the GPU runs them); ``undecided`` with
+the reason where kernels lack durations or launch records. The longest CPU-caused gaps name where the CPU
+was: the sync that returned inside the gap, else the op and ``nn.Module`` that launched the kernel ending it.
 
-- ``GPU-bound``: idle the CPU caused (``launch`` + ``sync``) is under ``CPU_IDLE_BOUND`` (25%) of
-  the step time;
-- ``host-bound``: otherwise, when the step synchronises and sync-caused idle is at least ``SYNC_SHARE``
-  (a third) of the idle the CPU caused or ``SYNC_STEP`` (5%) of the step (each sync drains the GPU's
-  queue, and a step that synchronises cannot be captured in a CUDA graph, the cure for launch-bound
-  steps), or when one gap per step holds at
-  least ``ONE_GAP_SHARE`` (half) of it (host work in one place, named by the op whose launch ended it);
-
-The longest CPU-caused gaps (``gaps``) name where the CPU was: the sync that returned inside the gap,
-else the op (and ``nn.Module``) that launched the kernel ending it, i.e. the op the GPU waited for.
-- ``launch-bound``: otherwise: the CPU issues kernels slower than the GPU runs them;
-- ``undecided``: kernels without durations (graph replay without per-kernel timing) or no
-  launch records: the reason is given.
-
-Profiled eager runs are slower on the CPU than unprofiled ones (the profiler records every op and
-launch), so a verdict of ``launch-bound`` from a trace is an upper bound on how launch-bound the
-unprofiled run is: compare step times measured outside the profiler.
-
-The array helpers it reads columns with are in ``_arrays.py``; compare's cause text (both runs' CPU side
-in words, the profiler and outlier warnings) in ``_cpu_compare.py``.
+Profiled eager runs are slower on the CPU than unprofiled ones (the profiler records every op and launch),
+so ``launch-bound`` from a trace is an upper bound: compare step times measured outside the profiler.
 """
 from __future__ import annotations
 
@@ -191,7 +176,7 @@ def _latest_call(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, cstar
 def _gaps(start: np.ndarray, end: np.ndarray, st: pd.DataFrame, klaunch: np.ndarray, by_step: dict) -> dict:
     """GPU idle gaps inside and before each step (arrays): step, start, length, the kernel that ended it
     (its position), whether it is the launch gap before the step, and that kernel's launch."""
-    steps, g0s, lens, kern, first, lts = [], [], [], [], [], []
+    parts: dict[str, list] = {c: [] for c in _GAP_TYPES}
     for s, gap_before in zip(st["step"].tolist(), st["gap_before_us"].tolist()):
         idx = by_step.get(s)
         if idx is None or not len(idx):
@@ -204,15 +189,13 @@ def _gaps(start: np.ndarray, end: np.ndarray, st: pd.DataFrame, klaunch: np.ndar
         g0 = np.concatenate([[before], np.maximum.accumulate(e)[:-1]])
         ln = b - g0
         sel = np.flatnonzero(ln > 0)
-        steps.append(np.full(len(sel), s))
-        g0s.append(g0[sel])
-        lens.append(ln[sel])
-        kern.append(idx[sel])
-        first.append(sel == 0)
-        lts.append(klaunch[idx[sel]])
-    cat = (lambda xs, t: np.concatenate(xs) if xs else np.empty(0, t))
-    return {"step": cat(steps, np.int64), "start_us": cat(g0s, float), "idle_us": cat(lens, float),
-            "kernel": cat(kern, np.int64), "before_step": cat(first, bool), "launch_us": cat(lts, float)}
+        for c, v in zip(parts, (np.full(len(sel), s), g0[sel], ln[sel], idx[sel], sel == 0, klaunch[idx[sel]])):
+            parts[c].append(v)
+    return {c: np.concatenate(v) if v else np.empty(0, _GAP_TYPES[c]) for c, v in parts.items()}
+
+
+_GAP_TYPES = {"step": np.int64, "start_us": float, "idle_us": float, "kernel": np.int64, "before_step": bool,
+              "launch_us": float}
 
 
 # a gap's cause as its index in CAUSES: the per-step sums compare small integers, not strings
@@ -437,11 +420,9 @@ def us_text(x: float) -> str:
 
 
 def _launch_words(m: dict, mode: str) -> str:
-    if mode == "graph":
-        return f"{m['graph_launches']:g} graph launch(es)/step"
-    if mode == "mixed":
-        return f"{m['launches']:g} kernel launches + {m['graph_launches']:g} graph launch(es)/step"
-    return f"{m['launches']:g} kernel launches/step (eager)"
+    return {"graph": f"{m['graph_launches']:g} graph launch(es)/step",
+            "mixed": f"{m['launches']:g} kernel launches + {m['graph_launches']:g} graph launch(es)/step"}.get(
+        mode, f"{m['launches']:g} kernel launches/step (eager)")
 
 
 def cpu_side(p, phase: str = "all") -> dict:

@@ -39,15 +39,8 @@ from kit.profile.reading._columns import matching, strings
 
 _USER = re.compile(r"(?i)^(prefill|decode|extend|generate)(?:$|[_\s\-:\[(#0-9])")
 _PSTEP = re.compile(r"^ProfilerStep#\d+$")
-
-
-def _phase_user(m: re.Match) -> str:
-    k = m.group(1).lower()
-    return "prefill" if k in ("prefill", "extend") else "decode"
-
-
 FAMILIES = (   # after each engine's own markers (families())
-    ("user", _USER, _phase_user),
+    ("user", _USER, lambda m: "prefill" if m.group(1).lower() in ("prefill", "extend") else "decode"),
 )
 PROFILER_STEP = ("profiler-step", _PSTEP, lambda m: "unknown")
 _NUM = re.compile(r"#?\d+")
@@ -254,8 +247,7 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
         phases = use["phase"].to_numpy()
         step = idx.astype(np.int64)
         phase = np.where(idx >= 0, phases[np.clip(idx, 0, None)] if len(phases) else "unknown", "unknown")
-        for i in range(len(use)):
-            rows.append((i, str(names[i]), str(phases[i]), starts[i], ends[i]))
+        rows = [(i, str(names[i]), str(phases[i]), starts[i], ends[i]) for i in range(len(use))]
     elif n and len(g):
         g = g.sort_values("ts")
         pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
@@ -264,17 +256,14 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
             step = idx
             phase = np.where(idx >= 0, "decode", "unknown").astype(object)
             source = "cuda-graph"
-            for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"])):
-                rows.append((i, f"{nm} #{i}", "decode", float(ts), float(ts + dur)))
+            rows = [(i, f"{nm} #{i}", "decode", float(ts), float(ts + dur))
+                    for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"]))]
     untimed = (kt == 0) & (kend == 0) if n else np.zeros(0, bool)
     if source is not None and untimed.any():
         r_step = _replay_steps(k, untimed, launches, source, markers, len(rows), rows)
         step[untimed] = r_step
-        if source.startswith("annotation"):
-            ph = np.array([r[2] for r in rows], dtype=object)
-            phase[untimed] = np.where(r_step >= 0, ph[np.clip(r_step, 0, None)], "unknown")
-        else:
-            phase[untimed] = np.where(r_step >= 0, "decode", "unknown")
+        ph = np.array([r[2] for r in rows], dtype=object)   # a graph launch's row says decode
+        phase[untimed] = np.where(r_step >= 0, ph[np.clip(r_step, 0, None)], "unknown")
     if source is None and n and marker:
         source = f"marker:{marker} not found"
     if source is None and n:
