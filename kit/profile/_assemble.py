@@ -132,9 +132,8 @@ def _rank_tables(p: Path, d: dict, r: int, shift: float, rules: list[Rule], warn
     out = {"kernels": k, "runtime": _runtime(la, fr, r, shift)}
     if cm is not None and len(cm):
         out["comms"] = cm.assign(rank=r, start_us=cm["ts"] + shift).drop(columns=["ts"])
-    a["rank"] = r
-    a["start_us"] = a["ts"] + shift
-    out["annotations"] = a.rename(columns={"dur": "dur_us"}).drop(columns=["ts"])
+    out["annotations"] = a.assign(rank=r, start_us=a["ts"] + shift).rename(columns={"dur": "dur_us"}).drop(
+        columns=["ts"])
     if len(steps):
         steps = steps.copy()
         for c in ("start_us", "end_us", "marker_start_us", "marker_end_us"):

@@ -19,7 +19,7 @@ import pickle
 import signal
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -126,11 +126,10 @@ class ForkedParse:
         if self._pid <= 0:
             return
         if kill:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(self._pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _reap(self._pid)
+        with suppress(ChildProcessError):
+            os.waitpid(self._pid, 0)
         self._pid = 0
 
 
@@ -139,13 +138,6 @@ def _pickled_error(exc: Exception) -> bytes:
         return pickle.dumps((False, exc))
     except Exception:  # noqa: BLE001 - an exception that does not pickle goes back as its text
         return pickle.dumps((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
 
 
 def _fork_is_safe() -> bool:

@@ -96,24 +96,19 @@ class _FrameInfo:
     def __init__(self, name: str, kind: str, rules: list[Rule], memo: dict | None = None) -> None:
         """``memo``: (kind, subject) -> the deciding rule's fields, shared by the frames of one load; a
         module's instances (``nn.Module: Linear_12``, ``Linear_13`` ...) are one class, matched once."""
-        self.name, self.kind = name, kind
-        self.cat, self.container, self.generic, self.keep = None, False, False, ()
-        self.module = self.role = None
-        self.layer_like = False
-        subject = name
+        self.name, self.kind, self.module, subject = name, kind, None, name
         if kind == "module":
             m = _MODULE.match(name)
-            cls = m.group(1) if m else name[len("nn.Module: "):]
-            self.module = subject = cls
+            self.module = subject = m.group(1) if m else name[len("nn.Module: "):]
         elif kind == "function":
             subject = name.rsplit("): ", 1)[-1]   # the function's name, not its file (modeling_qwen2_moe.py)
-        if kind == "op" and name.startswith("triton_"):
-            return  # inductor's record_function of one Triton kernel: its fused name decides later
-        got = memo.get((kind, subject)) if memo is not None else None
-        if got is None:
-            got = _first_rule(subject, kind, rules)
-            if memo is not None:
-                memo[(kind, subject)] = got
+        memo = {} if memo is None else memo
+        if kind == "op" and name.startswith("triton_"):   # one Triton kernel's range: its fused name decides
+            got = (None, False, False, (), None, False)
+        elif (kind, subject) in memo:
+            got = memo[(kind, subject)]
+        else:
+            got = memo[(kind, subject)] = _first_rule(subject, kind, rules)
         self.cat, self.container, self.generic, self.keep, self.role, self.layer_like = got
 
 
@@ -145,14 +140,11 @@ def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | Non
             inner = inf
         if inf.cat is None:
             continue
-        if dec is None:
+        if (dec is None or (dec.generic and not inf.generic)
+                or (inf.container and inf.cat != dec.cat and dec.cat not in inf.keep)
+                # the Linear around a weight GEMM op: decided by module, as before the op rule
+                or (dec.kind == "op" and dec.cat == GEMM and inf.kind == "module" and inf.cat == GEMM)):
             dec = inf
-        elif dec.generic and not inf.generic:
-            dec = inf
-        elif inf.container and inf.cat != dec.cat and dec.cat not in inf.keep:
-            dec = inf
-        elif dec.kind == "op" and dec.cat == GEMM and inf.kind == "module" and inf.cat == GEMM:
-            dec = inf   # the Linear around a weight GEMM op: decided by module, as before the op rule
     weak = None
     if (dec is not None and dec.kind == "module" and not dec.container and inner is not None
             and inner is not dec and inner.cat is None and not inner.layer_like):
@@ -184,21 +176,14 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
     unfused op sequences over the thread's outermost ops may override a generic op, and
     module/layer/op placement is recorded in ``res``. ``infos``/``decided``: the load's memos of
     frames and of rule decisions."""
-    fts = fr["ts"][rows]
-    dur = fr["dur"][rows]
-    order = np.lexsort((-dur, fts))
-    fts = fts[order]
+    order = np.lexsort((-fr["dur"][rows], fr["ts"][rows]))   # by start, the longest (outer) first
     rows = rows[order]
-    fend = fts + dur[order]
-    names = fr["name"][rows]
-    kinds = fr["kind"][rows]
+    fts, fend = fr["ts"][rows], fr["ts"][rows] + fr["dur"][rows]
+    names, kinds = fr["name"][rows], fr["kind"][rows]
     has_dims = (fr["dims"][rows] != None).tolist()  # noqa: E711 - elementwise on objects
-    finfo = []
-    for nm, kd in zip(names.tolist(), kinds.tolist()):
-        inf = infos.get((nm, kd))
-        if inf is None:
-            inf = infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
-        finfo.append(inf)
+    for nm, kd in set(zip(names.tolist(), kinds.tolist())) - infos.keys():
+        infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
+    finfo = [infos[key] for key in zip(names.tolist(), kinds.tolist())]
     att_ts = np.sort(lts[li[att_launch[li]]]) if att_launch is not None else np.empty(0)
     nosoft = _attention_without_softmax(finfo, fts, fend, names, kinds, att_ts)
     top = outermost(fts, fend, kinds == "op")   # unfused op sequences over the outermost ops
@@ -221,9 +206,7 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
         stack_info = [finfo[f] for f in live]
         dec, weak = _decide_stack(stack_info)
         _place(stack_info, live, names_l, has_dims, rows_l, res, L, fts_l, layer_ids)
-        dcat = dec.cat if dec else None
-        dkind = dec.kind if dec else None
-        dname = dec.name if dec else None
+        dcat, dkind, dname = (dec.cat, dec.kind, dec.name) if dec else (None, None, None)
         if weak is not None:
             dkind, dname = "enclosing module", weak
         elif nosoft and dec is not None and dec.kind == "module" and dec.cat == ATTENTION:
@@ -340,11 +323,9 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     They are numpy arrays, text as object arrays: no text column is converted to arrow strings and
     back before ``_assemble`` makes it categorical."""
     n = len(k)
-    out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool)}
-    for c in LINKED_OBJECT:
-        out[c] = np.full(n, None, dtype=object)
-    out["layer"] = np.full(n, -1, dtype=np.int64)
-    out["op_call"] = np.full(n, -1, dtype=np.int64)
+    out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool),
+           **{c: np.full(n, None, dtype=object) for c in LINKED_OBJECT},
+           "layer": np.full(n, -1, dtype=np.int64), "op_call": np.full(n, -1, dtype=np.int64)}
     if not n or not len(launches):
         out["launch"][:] = None   # no launch records at all (nsys stats, old traces): not "missing"
         return out
@@ -354,20 +335,21 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     has = pos >= 0
     out["launch"][has] = strings(la["name"])[pos[has]]
     out["graph"][has] = matching(la["name"], GRAPH_LAUNCH)[pos[has]]
-    # frames: kept CPU frames + CPU-side annotations (record_function ranges)
-    fr_rules = [r for r in rules if set(r.on) & FRAME_KINDS]
     seq_rules = [r for r in rules if "sequence" in r.on]
-    fr = _frame_columns(frames, ann)
-    if fr is None:
-        _kernel_sequences(k, pos, out, seq_rules)
-        return out
-    infos: dict[tuple[str, str], _FrameInfo] = {}
-    decided: dict[tuple[str, str], tuple] = {}   # (kind, subject) -> the rule's fields (_FrameInfo)
+    fr = _frame_columns(frames, ann)   # kept CPU frames + CPU-side annotations (record_function ranges)
     # launches that need a stack: linked, not graph replays (graph kernels still get no frames)
     need = np.unique(pos[has & ~out["graph"]])
-    if not len(need):
-        _kernel_sequences(k, pos, out, seq_rules)
-        return out
+    if fr is not None and len(need):
+        _stacks(k, la, pos, has, need, fr, [r for r in rules if set(r.on) & FRAME_KINDS], seq_rules, out)
+    _kernel_sequences(k, pos, out, seq_rules)
+    return out
+
+
+def _stacks(k: pd.DataFrame, la: pd.DataFrame, pos: np.ndarray, has: np.ndarray, need: np.ndarray, fr: dict,
+            fr_rules: list[Rule], seq_rules: list[Rule], out: dict) -> None:
+    """:func:`link`'s frame evidence and module placement of the launches ``need``, thread by thread."""
+    infos: dict[tuple[str, str], _FrameInfo] = {}
+    decided: dict[tuple[str, str], tuple] = {}   # (kind, subject) -> the rule's fields (_FrameInfo)
     lts = la["ts"].to_numpy(float)
     ltid = strings(la["tid"])
     res = _Found(len(la))
@@ -396,12 +378,8 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     have = calls[at] >= 0
     out["input_dims"][idx[have]] = fr["dims"][calls[at][have]]
     out["input_types"][idx[have]] = fr["types"][calls[at][have]]
-    layer = np.asarray([lindex.get(x, -1) if x is not None else -1 for x in res.layer_name], dtype=np.int64)
-    kinds = np.asarray([lkind.get(x) if x is not None else None for x in res.layer_name], dtype=object)
-    out["layer"][idx] = layer[at]
-    out["layer_kind"][idx] = kinds[at]
-    _kernel_sequences(k, pos, out, seq_rules)
-    return out
+    out["layer"][idx] = np.asarray([lindex.get(x, -1) for x in res.layer_name], dtype=np.int64)[at]
+    out["layer_kind"][idx] = np.asarray([lkind.get(x) for x in res.layer_name], dtype=object)[at]
 
 
 def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: list[Rule]) -> None:

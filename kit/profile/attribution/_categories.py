@@ -168,12 +168,7 @@ def default_rules() -> list[Rule]:
 def category_colours() -> dict[str, str]:
     """Category -> colour, from the packaged table's ``[[category]]`` entries (how ``kit.plots`` draws
     each category): a new category's colour is one TOML entry, not a code change."""
-    return dict(_colours())
-
-
-@lru_cache(maxsize=1)
-def _colours() -> tuple[tuple[str, str], ...]:
-    return tuple((str(c["name"]), str(c["colour"])) for c in _doc().get("category", []))
+    return {str(c["name"]): str(c["colour"]) for c in _doc().get("category", [])}
 
 
 @lru_cache(maxsize=1)
@@ -271,18 +266,11 @@ def build_rules(rules: RulesArg = None) -> list[Rule]:
 
 def categorise(names: Iterable[str], rules: Sequence[Rule]) -> dict[str, str]:
     """Map each distinct name to its category (first matching rule, else ``other``)."""
-    out: dict[str, str] = {}
     rules = [r for r in rules if "kernel" in r.on]
-    for n in names:
-        if n in out:
-            continue
-        cat = OTHER
+    out: dict[str, str] = {}
+    for n in dict.fromkeys(names):
         low = fold(n)
-        for r in rules:
-            if r.matches(n, low):
-                cat = r.category
-                break
-        out[n] = cat
+        out[n] = next((r.category for r in rules if r.matches(n, low)), OTHER)
     return out
 
 
@@ -295,8 +283,4 @@ def rules_ident(rules: Sequence[Rule]) -> str:
 
 def category_order(rules: Sequence[Rule]) -> list[str]:
     """Categories in table order (for stable plots/tables), ``other`` last."""
-    seen: list[str] = []
-    for r in rules:
-        if r.category not in seen:
-            seen.append(r.category)
-    return seen + [OTHER]
+    return [*dict.fromkeys(r.category for r in rules), OTHER]

@@ -2,37 +2,26 @@
 recorded without ``with_stack``) take the layer, module, op and category of their counterpart in a
 reference run of the same model and configuration.
 
-Each target step is aligned with a reference step, stream by stream, in launch order (start order
-on a stream; beside the busiest stream, the others are merged in start order, since a graph replays
-a forked branch on streams of its own): a global alignment with gaps (Needleman-Wunsch, linear gap
-cost, one numpy row at a time: the horizontal gap chain is a running maximum) over a kernel-name
-similarity in tiers: the same name; the same name once template arguments, parameter lists and
-numbers (tile sizes, split-K, SM) are stripped; the same kind (GEMM, attention, elementwise,
-reduction ...); else a mismatch.
-Kernels on one side only (memcpy/memset, metadata, a split-K reduction) become gaps. Which reference
-step: where the two runs have as many steps, step i with step i (a replay and the eager run of the same
-requests of a serving loop: each step its own batch); else, per target step, the best-matching of the
-reference's distinct steps (a decode loop: all alike); where neither places enough, the target's
-stream as a whole against the reference's (steps found differently on the two sides: a loop without
-step ranges). ``Placement.how`` says which. Graph replays
-repeat one sequence per step and eager decode steps repeat theirs, so each distinct pair of
-sequences is aligned once (memoised), and a step's cost is a lookup.
+Each target step is aligned with a reference step, stream by stream in start order (beside the busiest
+stream the others merged, since a graph replays a forked branch on streams of its own): a global alignment
+with gaps (Needleman-Wunsch, linear gap cost, one numpy row at a time) over a kernel-name similarity in
+tiers: the same name; the same name without template arguments, parameter lists and numbers (tile sizes,
+split-K, SM); the same kind (GEMM, attention, elementwise ...); else a mismatch. Kernels on one side only
+(memcpy/memset, a split-K reduction) become gaps. Which reference step: with as many steps on both sides,
+step i with step i (a replay and the eager run of the same requests); else, per target step, the
+best-matching of the reference's distinct steps (a decode loop: all alike); where neither places enough,
+the target's stream as a whole against the reference's (steps found differently on the two sides);
+``Placement.how`` says which. Each distinct pair of sequences is aligned once (memoised).
 
-A target kernel matched to a reference kernel is ``placed``: it takes the reference kernel's
-``layer``, ``module``, ``block``, ``layer_kind``, its ``op``/``op_top`` where it has none, and its
-category (``decided_by='reference'``) unless its own evidence is sure (a user rule, a collective, a
-kernel that can only be one thing). It keeps its own duration. A kernel in a gap between two placed
-kernels of one layer and module takes that layer and module (``placed='neighbours'``), not an op.
-
-Scores: per step, the Dice share of matched kernels (2 x matched / (target + reference kernels)),
-and per layer the same within each reference layer. A step or a layer under ``MIN_SCORE`` is
-``unplaced`` with the reason; so is a kernel with no counterpart. A reference whose alignment leaves
-more than ``REFUSE_SHARE`` of the target kernel time unmatched, an overall score under ``REFUSE_SCORE``, or
-a layer count other than the target's (found by repetition, where sure) is refused: one warning line
-with the share, nothing placed.
-
-Without a reference, ``find_layers`` finds the layer boundaries from the repetition of the kernel
-sequence alone (``_layers.py``).
+A matched target kernel is ``placed``: it takes the reference kernel's ``layer``, ``module``, ``block``,
+``layer_kind``, its ``op``/``op_top`` where it has none, and its category (``decided_by='reference'``)
+unless its own evidence is sure (a user rule, a collective, a kernel that can only be one thing); it keeps
+its own duration. A kernel in a gap between two placed kernels of one layer and module takes that layer
+and module (``placed='neighbours'``). Scores: per step and per reference layer, the Dice share of matched
+kernels; under ``MIN_SCORE`` the step or layer is ``unplaced`` with the reason. A reference leaving more than
+``REFUSE_SHARE`` of the target kernel time unmatched, scoring under ``REFUSE_SCORE``, or with a layer count
+other than the target's (found by repetition, where sure, ``_layers.py``) is refused: one warning line with
+the share, nothing placed.
 """
 from __future__ import annotations
 
