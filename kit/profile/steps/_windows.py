@@ -260,7 +260,7 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
                     for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"]))]
     untimed = (kt == 0) & (kend == 0) if n else np.zeros(0, bool)
     if source is not None and untimed.any():
-        r_step = _replay_steps(k, untimed, launches, source, markers, len(rows), rows)
+        r_step = _replay_steps(k, untimed, launches, source, markers, len(rows))
         step[untimed] = r_step
         ph = np.array([r[2] for r in rows], dtype=object)   # a graph launch's row says decode
         phase[untimed] = np.where(r_step >= 0, ph[np.clip(r_step, 0, None)], "unknown")
@@ -289,55 +289,36 @@ def _spans(steps: pd.DataFrame, step: np.ndarray, k: pd.DataFrame, kt: np.ndarra
     """The steps table with each step's span (its kernels', or where they carry no duration its GPU
     annotation or the host's wait), kernels, wall time and the GPU idle before it."""
     m = len(steps)
-    if m:
-        sel = step >= 0
-        idx = step[sel]
-        start = np.full(m, np.inf)
-        end = np.full(m, -np.inf)
-        np.minimum.at(start, idx, kt[sel])
-        np.maximum.at(end, idx, kend[sel])
-        cnt = np.bincount(idx, minlength=m)
-        empty = cnt == 0
-        start[empty] = np.nan
-        end[empty] = np.nan
-        span_from = np.full(m, "kernels", dtype=object)
-        # kernels recorded without duration (CUDA-graph replay on some PyTorch/CUPTI versions): the
-        # kernel span is not the step; GPU-side annotations are (they bracket the GPU work)
-        kd = k["dur"].to_numpy(dtype=float)
-        zero = np.bincount(idx, weights=(kd[sel] == 0).astype(float), minlength=m)
-        mostly_zero = (cnt > 0) & (zero >= 0.5 * np.maximum(cnt, 1))
-        if mostly_zero.any():
-            if source and source.endswith(":gpu"):
-                ms = steps["marker_start_us"].to_numpy(float)
-                me = steps["marker_end_us"].to_numpy(float)
-                start = np.where(mostly_zero, ms, start)
-                end = np.where(mostly_zero, me, end)
-                span_from[mostly_zero] = "gpu annotation"
-            else:
-                # never a span of zero-duration kernels (0 us): the CPU-side step range where the host
-                # waits for the GPU inside each step (a sync), else unknown
-                waits = _host_waits(steps, launches) if source and source.endswith(":cpu") else np.zeros(m, bool)
-                use = mostly_zero & waits
-                start = np.where(use, steps["marker_start_us"].to_numpy(float), start)
-                end = np.where(use, steps["marker_end_us"].to_numpy(float), end)
-                span_from[use] = "cpu range (the host waits for each step)"
-                unk = mostly_zero & ~waits
-                start[unk] = np.nan
-                end[unk] = np.nan
-                span_from[unk] = "unknown (kernels without durations, no GPU-side annotation)"
-        steps["start_us"] = start
-        steps["end_us"] = end
-        steps["span_from"] = span_from
-        steps["kernels"] = cnt
-        steps["wall_us"] = end - start
-        # GPU idle between the previous step's last kernel and this step's first one (launch latency,
-        # host work): a CUDA-event timing of the step includes part of it
-        gap = np.full(m, np.nan)
-        gap[1:] = start[1:] - end[:-1]
-        steps["gap_before_us"] = np.clip(gap, 0, None)
-    else:
-        steps = steps.assign(start_us=[], end_us=[], span_from=[], kernels=[], wall_us=[], gap_before_us=[])
-    return steps
+    if not m:
+        return steps.assign(start_us=[], end_us=[], span_from=[], kernels=[], wall_us=[], gap_before_us=[])
+    sel = step >= 0
+    idx = step[sel]
+    cnt = np.bincount(idx, minlength=m)
+    start, end = np.full(m, np.inf), np.full(m, -np.inf)
+    np.minimum.at(start, idx, kt[sel])
+    np.maximum.at(end, idx, kend[sel])
+    start[cnt == 0] = end[cnt == 0] = np.nan
+    span_from = np.full(m, "kernels", dtype=object)
+    # kernels recorded without duration (CUDA-graph replay on some PyTorch/CUPTI versions): the kernel span
+    # is not the step (never a span of 0 us); GPU-side annotations are (they bracket the GPU work), else the
+    # CPU-side step range where the host waits for the GPU inside each step (a sync), else unknown
+    zero = np.bincount(idx, weights=(k["dur"].to_numpy(dtype=float)[sel] == 0).astype(float), minlength=m)
+    mostly_zero = (cnt > 0) & (zero >= 0.5 * np.maximum(cnt, 1))
+    if mostly_zero.any():
+        gpu, cpu = (bool(source) and source.endswith(x) for x in (":gpu", ":cpu"))
+        waits = np.ones(m, bool) if gpu else _host_waits(steps, launches) if cpu else np.zeros(m, bool)
+        use, unk = mostly_zero & waits, mostly_zero & ~waits
+        start = np.where(use, steps["marker_start_us"].to_numpy(float), start)
+        end = np.where(use, steps["marker_end_us"].to_numpy(float), end)
+        span_from[use] = "gpu annotation" if gpu else "cpu range (the host waits for each step)"
+        start[unk] = end[unk] = np.nan
+        span_from[unk] = "unknown (kernels without durations, no GPU-side annotation)"
+    # GPU idle between the previous step's last kernel and this step's first one (launch latency, host
+    # work): a CUDA-event timing of the step includes part of it
+    gap = np.full(m, np.nan)
+    gap[1:] = start[1:] - end[:-1]
+    return steps.assign(start_us=start, end_us=end, span_from=span_from, kernels=cnt, wall_us=end - start,
+                        gap_before_us=np.clip(gap, 0, None))
 
 
 _SYNC = re.compile(r"(?i)(?:Stream|Device|Event|Ctx)Synchronize$|^cuda(?:Memcpy|Memcpy2D)$|^hip(?:Stream|Device)Synchronize$")
@@ -347,18 +328,11 @@ def _host_waits(steps: pd.DataFrame, launches: pd.DataFrame) -> np.ndarray:
     """Per step: a runtime call that blocks the host until the GPU is done (a stream/device/event
     synchronize, a synchronous memcpy) runs inside its CPU-side range, so that range spans the step's
     GPU work."""
-    out = np.zeros(len(steps), bool)
-    if not len(launches) or not len(steps):
-        return out
-    names = strings(launches["name"])
-    sync = np.array([bool(_SYNC.search(x)) for x in names], dtype=bool)
-    if not sync.any():
-        return out
-    t = np.sort(launches["ts"].to_numpy(float)[sync])
-    ms, me = steps["marker_start_us"].to_numpy(float), steps["marker_end_us"].to_numpy(float)
-    lo = np.searchsorted(t, ms, side="left")
-    hi = np.searchsorted(t, me, side="right")
-    return hi > lo
+    if not len(launches):
+        return np.zeros(len(steps), bool)
+    t = np.sort(launches["ts"].to_numpy(float)[matching(launches["name"], _SYNC)])
+    return (np.searchsorted(t, steps["marker_end_us"].to_numpy(float), side="right")
+            > np.searchsorted(t, steps["marker_start_us"].to_numpy(float), side="left"))
 
 
 def _period(names: np.ndarray, want: list[int]) -> int:
@@ -375,7 +349,7 @@ def _period(names: np.ndarray, want: list[int]) -> int:
 
 
 def _replay_steps(k: pd.DataFrame, untimed: np.ndarray, launches: pd.DataFrame, source: str, markers,
-                  nsteps: int, rows: list) -> np.ndarray:
+                  nsteps: int) -> np.ndarray:
     """Step of each untimed kernel (``ts = dur = 0``: a CUDA-graph replay recorded without per-kernel
     timing), from the order the replays were written.
 
