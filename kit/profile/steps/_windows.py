@@ -225,29 +225,9 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
     g = launches[matching(launches["name"], GRAPH_LAUNCH)] if len(launches) and not marker else launches.iloc[:0]
     if markers is None and n and not len(g) and not marker:
         markers = _forwards(frames, _launch_times(k, launches, kt), _t_end(k, launches))
-    rows = []
+    rows: list = []
     if markers is not None and n:
-        fam, sel = markers
-        gpu = _outermost(sel[sel["side"] == "gpu"])
-        cpu = _outermost(sel[sel["side"] == "cpu"])
-        idx, use, source = None, gpu, None
-        if len(gpu):
-            idx = _assign_by_time(kt, *_bounds(gpu))
-            source = f"annotation:{fam}:gpu"
-        timed = not ((kt == 0) & (kend == 0)).any()
-        if len(cpu) and (idx is None or (timed and len(cpu) == len(gpu) and (idx < 0).any())):
-            # GPU copies of the ranges can miss most kernels (torch.compile'd steps: the GPU range covers
-            # only the last eager kernels); the CPU ranges place each kernel by its launch: use them where
-            # they place at least twice as many
-            by_cpu = _assign_by_time(_launch_times(k, launches, kt), *_bounds(cpu))
-            if idx is None or (by_cpu >= 0).sum() >= 2 * max(1, (idx >= 0).sum()):
-                idx, use, source = by_cpu, cpu, f"annotation:{fam}:cpu"
-        starts, ends = _bounds(use)
-        names = use["name"].to_numpy()
-        phases = use["phase"].to_numpy()
-        step = idx.astype(np.int64)
-        phase = np.where(idx >= 0, phases[np.clip(idx, 0, None)] if len(phases) else "unknown", "unknown")
-        rows = [(i, str(names[i]), str(phases[i]), starts[i], ends[i]) for i in range(len(use))]
+        step, phase, rows, source = _by_markers(k, launches, kt, kend, markers)
     elif n and len(g):
         g = g.sort_values("ts")
         pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
@@ -267,21 +247,53 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
     if source is None and n and marker:
         source = f"marker:{marker} not found"
     if source is None and n:
-        order = np.argsort(kt, kind="stable")
-        s, e = kt[order], np.maximum.accumulate(kend[order])
-        gaps = s[1:] - e[:-1]
-        pos_gaps = gaps[gaps > 0]
-        thr = max(100.0, 20.0 * float(np.median(pos_gaps))) if len(pos_gaps) else np.inf
-        brk = np.flatnonzero(gaps > thr) + 1
-        bounds = np.concatenate([[0], brk, [n]])
-        for i in range(len(bounds) - 1):
-            step[order[bounds[i]:bounds[i + 1]]] = i
-            rows.append((i, f"burst {i}", "unknown", float(s[bounds[i]]), float(e[bounds[i + 1] - 1])))
-        source = "gaps"
+        rows, source = _bursts(kt, kend, step), "gaps"
     steps = _spans(pd.DataFrame(rows, columns=["step", "name", "phase", "marker_start_us", "marker_end_us"]),
                    step, k, kt, kend, source, launches)
     steps["source"] = source or "none"
     return step, phase.astype(object), steps
+
+
+def _by_markers(k: pd.DataFrame, launches: pd.DataFrame, kt: np.ndarray, kend: np.ndarray,
+                markers: tuple[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray, list, str]:
+    """(step and phase per kernel, the steps' rows, where they came from) of the step ranges ``markers``:
+    their GPU-side copies place kernels by GPU time, their CPU-side ranges by launch time."""
+    fam, sel = markers
+    gpu = _outermost(sel[sel["side"] == "gpu"])
+    cpu = _outermost(sel[sel["side"] == "cpu"])
+    idx, use, source = None, gpu, None
+    if len(gpu):
+        idx = _assign_by_time(kt, *_bounds(gpu))
+        source = f"annotation:{fam}:gpu"
+    timed = not ((kt == 0) & (kend == 0)).any()
+    if len(cpu) and (idx is None or (timed and len(cpu) == len(gpu) and (idx < 0).any())):
+        # GPU copies of the ranges can miss most kernels (torch.compile'd steps: the GPU range covers only
+        # the last eager kernels); the CPU ranges place each kernel by its launch: used where they place at
+        # least twice as many
+        by_cpu = _assign_by_time(_launch_times(k, launches, kt), *_bounds(cpu))
+        if idx is None or (by_cpu >= 0).sum() >= 2 * max(1, (idx >= 0).sum()):
+            idx, use, source = by_cpu, cpu, f"annotation:{fam}:cpu"
+    starts, ends = _bounds(use)
+    names, phases = use["name"].to_numpy(), use["phase"].to_numpy()
+    phase = np.where(idx >= 0, phases[np.clip(idx, 0, None)] if len(phases) else "unknown", "unknown")
+    rows = [(i, str(names[i]), str(phases[i]), starts[i], ends[i]) for i in range(len(use))]
+    return idx.astype(np.int64), phase, rows, source
+
+
+def _bursts(kt: np.ndarray, kend: np.ndarray, step: np.ndarray) -> list:
+    """The steps' rows where no range says them: bursts of GPU work separated by idle gaps much longer than
+    the typical gap (each kernel's burst written into ``step``)."""
+    order = np.argsort(kt, kind="stable")
+    s, e = kt[order], np.maximum.accumulate(kend[order])
+    gaps = s[1:] - e[:-1]
+    pos_gaps = gaps[gaps > 0]
+    thr = max(100.0, 20.0 * float(np.median(pos_gaps))) if len(pos_gaps) else np.inf
+    bounds = np.concatenate([[0], np.flatnonzero(gaps > thr) + 1, [len(kt)]])
+    rows = []
+    for i in range(len(bounds) - 1):
+        step[order[bounds[i]:bounds[i + 1]]] = i
+        rows.append((i, f"burst {i}", "unknown", float(s[bounds[i]]), float(e[bounds[i + 1] - 1])))
+    return rows
 
 
 def _spans(steps: pd.DataFrame, step: np.ndarray, k: pd.DataFrame, kt: np.ndarray, kend: np.ndarray, source,
@@ -321,7 +333,8 @@ def _spans(steps: pd.DataFrame, step: np.ndarray, k: pd.DataFrame, kt: np.ndarra
                         gap_before_us=np.clip(gap, 0, None))
 
 
-_SYNC = re.compile(r"(?i)(?:Stream|Device|Event|Ctx)Synchronize$|^cuda(?:Memcpy|Memcpy2D)$|^hip(?:Stream|Device)Synchronize$")
+_SYNC = re.compile(r"(?i)(?:Stream|Device|Event|Ctx)Synchronize$|^cuda(?:Memcpy|Memcpy2D)$|"
+                   r"^hip(?:Stream|Device)Synchronize$")
 
 
 def _host_waits(steps: pd.DataFrame, launches: pd.DataFrame) -> np.ndarray:
