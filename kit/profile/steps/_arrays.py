@@ -1,9 +1,9 @@
 """Array helpers for the profile's tables: a text column read once per distinct value, pandas' NaN means
 and sums to the bit on plain arrays, a stable order without the sort where the data is sorted, a rank's
-rows without a copy, interval membership, JSON-able rows.
+rows without a copy, each step's kernels by stream, interval membership, JSON-able rows.
 
-Used by the CPU side (``_cpu.py``, ``_cpu_compare.py``) and ``compare`` (``_compare.py``): plain numpy
-over the tables' columns, no knowledge of traces.
+Used by the CPU side (``_cpu.py``, ``_cpu_compare.py``), ``compare`` (``_compare.py``), placement and layer
+finding: plain numpy over the tables' columns, no knowledge of traces.
 """
 from __future__ import annotations
 
