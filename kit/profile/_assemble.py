@@ -176,7 +176,9 @@ def _decided(kernels: pd.DataFrame, rules: list[Rule], cache: bool) -> pd.DataFr
         return kernels
     names = kernels["name"].astype("category")
     kernels["name"] = names
-    cmap = categorise_names(names.cat.categories, rules, cache)
+    # kernel name -> category by the kernel-name rules, memoised on disk per rule table when ``cache``
+    cmap = (_cache.category_map(names.cat.categories, rules, lambda ns: categorise(ns, rules)) if cache
+            else categorise(list(names.cat.categories), rules))
     linked = kernels[["frame_category", "frame_kind", "frame_name", "launch"]]
     cat, by, ev = decide(names, kernels["collective"], linked, rules, cmap)
     kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
@@ -254,9 +256,3 @@ def rank_of(path: Path, meta: dict, fallback: int) -> tuple[int, str]:
             return int(m.group(1)), "file name"
     return fallback, "file order"
 
-
-def categorise_names(names, rules: list[Rule], cache: bool) -> dict:
-    """Kernel name -> category by the kernel-name rules, memoised on disk per rule table when ``cache``."""
-    def compute(ns):
-        return categorise(ns, rules)
-    return _cache.category_map(names, rules, compute) if cache else compute(list(names))
