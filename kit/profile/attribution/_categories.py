@@ -6,12 +6,10 @@ its name's suffix; ``on = ("module",)``), rules on the other CPU frames enclosin
 (``[[frame]]``: ops, python functions, ranges; see ``_attribution.py``), unfused op sequences
 (``[[sequence]]``, ``on = ("sequence",)``: regexes over the names of a thread's outermost ops, see
 ``_sequences.py``) and rules on the op list of inductor's fused Triton kernels (``[[fused]]``,
-``on = ("fused",)``). A name no rule matches is ``other``. ``generic = true`` marks a frame rule whose
-op says little (``mm``, ``topk``): an enclosing frame with a meaning (an SDPA op, a module role)
-beats it; ``container = true`` makes a frame override what it encloses, except the categories in
-its ``keep`` list (an SSM mixer keeps its projections as GEMMs).
-User rules (a TOML file with ``[[rule]]`` tables, or Python ``(pattern, category)`` pairs / dicts)
-are tried before the packaged ones; a file with ``replace = true`` replaces the packaged table.
+``on = ("fused",)``). A name no rule matches is ``other``. ``generic``, ``container`` and ``keep``: how
+a frame rule weighs against the frames around it (``_attribution.py``). User rules (a TOML file with
+``[[rule]]`` tables, or Python ``(pattern, category)`` pairs / dicts) are tried before the packaged ones;
+a file with ``replace = true`` replaces the packaged table.
 Classification runs once per distinct kernel name, so it costs nothing on large traces.
 """
 from __future__ import annotations

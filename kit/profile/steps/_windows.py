@@ -22,9 +22,9 @@ so that their steps correspond):
    call to the next (the kernels after a forward, sampling, belong to its step).
 6. Gaps: bursts of GPU work separated by idle gaps much longer than the typical gap.
 
-A step's GPU span is its first kernel's start to its last kernel's end; when most of its kernels
-were recorded without duration (CUDA-graph replay) it is the GPU-side annotation's span instead
-(``span_from`` says which).
+A step's GPU span is its first kernel's start to its last kernel's end; when most of its kernels were
+recorded without duration (CUDA-graph replay) it is the GPU-side annotation's span, or the CPU range in
+which the host waits for the GPU, else unknown (``span_from`` says which).
 """
 from __future__ import annotations
 
