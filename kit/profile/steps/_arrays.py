@@ -96,11 +96,6 @@ def rows_of(df: pd.DataFrame, rank: int):
     return slice(None) if m.all() else np.flatnonzero(m)
 
 
-def count(rows, df: pd.DataFrame) -> int:
-    """How many rows :func:`rows_of` selected."""
-    return len(df) if isinstance(rows, slice) else len(rows)
-
-
 def of_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:
     """The rows of ``rank`` (the table itself, not a copy, where all rows are: a one-rank trace)."""
     if not len(df):

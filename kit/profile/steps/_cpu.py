@@ -304,8 +304,8 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     The runtime and kernel tables are read as arrays of the rank's rows (no copy of the tables)."""
     rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
     rt_rows, ann = _arrays.rows_of(rt, rank), _arrays.of_rank(p.annotations, rank)
-    if not _arrays.count(rt_rows, rt) or not len(steps):
-        return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
+    if not (len(rt) if isinstance(rt_rows, slice) else len(rt_rows)) or not len(steps):
+        return _no_steps()
     calls = _Calls(rt, rt_rows)
     kpos = np.flatnonzero(k["rank"].to_numpy() == rank) if len(k) else np.empty(0, np.int64)
     kstart, kdur = k["start_us"].to_numpy(float)[kpos], k["dur_us"].to_numpy(float)[kpos]
@@ -330,6 +330,10 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
                                     float(r.wall_us)),
                      **calls.counts(w0, w1)})
     return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, kpos, calls, rank)
+
+
+def _no_steps() -> tuple[pd.DataFrame, pd.DataFrame]:
+    return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
 
 
 def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: int, n: int = 10) -> pd.DataFrame:
@@ -433,8 +437,7 @@ def cpu_side(p, phase: str = "all") -> dict:
     steps, gaps, per_rank = [], [], []
     for r in p.ranks:
         sr = st[st["rank"] == r].dropna(subset=["start_us"]) if len(st) else st
-        t, g = rank_cpu(p, r, sr.sort_values("start_us"), k) if len(k) else (pd.DataFrame(columns=STEP_COLUMNS),
-                                                                                pd.DataFrame(columns=GAP_COLUMNS))
+        t, g = rank_cpu(p, r, sr.sort_values("start_us"), k) if len(k) else _no_steps()
         steps.append(t)
         gaps.append(g)
         top = gap_where(g.iloc[0]) if len(g) else None
