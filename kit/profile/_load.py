@@ -288,27 +288,21 @@ def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = T
     prefetched = prefetched or Prefetch()
     todo = []
     for i, p in enumerate(paths):
-        if cache:
-            hit = _cache.load(p)
-            if hit is not None:
-                hit["cached"] = True
-                results[i] = hit
-                continue
-        todo.append(i)
-    early = [i for i in todo if str(paths[i]) in prefetched.futures]
-    for i in early:   # each parse taken once: the lists are freed once its tables are built
-        results[i] = _done(paths[i], prefetched.take(str(paths[i])).result(), cache)
-    todo = [i for i in todo if i not in early]
-    if todo:
-        total = sum(paths[i].stat().st_size for i in todo)
-        use_pool = parallel if parallel is not None else (len(todo) > 1 and total >= PARALLEL_MIN_BYTES)
-        if use_pool and len(todo) > 1:
-            with _pool(min(len(todo), os.cpu_count() or 1)) as ex:
-                raws = list(ex.map(read_raw, [str(paths[i]) for i in todo], [fmts[i] for i in todo]))
+        hit = _cache.load(p) if cache else None
+        if hit is not None:
+            results[i] = {**hit, "cached": True}
+        elif str(p) in prefetched.futures:   # each parse taken once: the lists are freed once its tables are built
+            results[i] = _done(p, prefetched.take(str(p)).result(), cache)
         else:
-            raws = [read_raw(str(paths[i]), fmts[i]) for i in todo]
-        for i, raw in zip(todo, raws):
-            results[i] = _done(paths[i], raw, cache)
+            todo.append(i)
+    total = sum(paths[i].stat().st_size for i in todo)
+    if len(todo) > 1 and (parallel if parallel is not None else total >= PARALLEL_MIN_BYTES):
+        with _pool(min(len(todo), os.cpu_count() or 1)) as ex:
+            raws = list(ex.map(read_raw, [str(paths[i]) for i in todo], [fmts[i] for i in todo]))
+    else:
+        raws = [read_raw(str(paths[i]), fmts[i]) for i in todo]
+    for i, raw in zip(todo, raws):
+        results[i] = _done(paths[i], raw, cache)
     return results  # type: ignore[return-value]
 
 
