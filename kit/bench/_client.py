@@ -125,14 +125,17 @@ def _chunk_tokens(obj: dict, chat: bool) -> tuple[str, str]:
 
 
 class IncompleteStream(Exception):
-    """The stream ended before its terminator (``data: [DONE]``): the server, a proxy or an SSH forward
-    closed or reset the connection mid-reply. Engines that end a reply by closing the connection give
-    no other sign, so such a request is failed, never a short success."""
+    """The stream ended before its terminator (``data: [DONE]``, or a chunk with a ``finish_reason`` and
+    then a clean end): the server, a proxy or an SSH forward closed or reset the connection mid-reply.
+    Engines that end a reply by closing the connection give no other sign, so such a request is failed,
+    never a short success."""
 
 
 def _sse_data(resp):
     """The ``data:`` payloads of a server-sent event stream, up to ``[DONE]``; IncompleteStream when
-    the stream ends (EOF) or breaks (reset, torn chunk) before it."""
+    the stream ends (EOF) or breaks (reset, torn chunk) before it, unless its last chunk gave a
+    ``finish_reason`` (the reply's own end)."""
+    last = b""
     while True:
         try:
             line = resp.readline()
@@ -143,6 +146,8 @@ def _sse_data(resp):
                                    f"a kit forward resets its connections when its SSH connection is lost: "
                                    f"see its log)") from None
         if not line:
+            if _finished(last):   # transformers serve ends its stream after the finish_reason chunk, no [DONE]
+                return
             raise IncompleteStream("the stream ended without data: [DONE] (connection closed mid-reply)")
         line = line.strip()
         if not line.startswith(b"data:"):
@@ -150,7 +155,18 @@ def _sse_data(resp):
         body = line[5:].strip()
         if body == b"[DONE]":
             return
+        last = body
         yield body
+
+
+def _finished(body: bytes) -> bool:
+    """Whether an SSE payload is a chunk whose choices all carry a ``finish_reason``."""
+    try:
+        choices = json.loads(body).get("choices")
+    except (ValueError, AttributeError):
+        return False
+    return bool(choices) and isinstance(choices, list) and all(
+        isinstance(c, dict) and c.get("finish_reason") for c in choices)
 
 
 def _payload(model: str, prompt, max_tokens: int, chat: bool, extra: dict | None) -> bytes:
@@ -163,7 +179,12 @@ def _payload(model: str, prompt, max_tokens: int, chat: bool, extra: dict | None
     else:
         payload["prompt"] = prompt
     payload.update(extra or {})
-    return json.dumps(payload).encode()
+    return json.dumps({k: v for k, v in payload.items() if v is not None}).encode()   # extra's None: not sent
+
+
+# servers that refused ``ignore_eos`` (HTTP 400/422 naming it: transformers serve validates its fields) -> sent
+# without it from then on; outputs that stop at EOS are then short, which the run's validity check reports
+_NO_IGNORE_EOS: set[str] = set()
 
 
 def _count_tokens(out: RequestTiming, usage: dict | None, reason_chunks: int) -> None:
@@ -203,8 +224,19 @@ def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool 
     """Send one streaming completion and time its chunks. Failures come back as ``ok=False``.
 
     ``prompt``: text, or (completions only) a list of token ids."""
+    if url in _NO_IGNORE_EOS:
+        extra = {"ignore_eos": None, **(extra or {})}
+    out = _stream(url, _payload(model, prompt, max_tokens, chat, extra), chat, timeout)
+    if (not out.ok and out.error.startswith(("HTTP 400", "HTTP 422")) and "ignore_eos" in out.error
+            and url not in _NO_IGNORE_EOS):
+        _NO_IGNORE_EOS.add(url)
+        return stream_request(url, model=model, prompt=prompt, max_tokens=max_tokens, chat=chat, timeout=timeout,
+                              extra=extra)
+    return out
+
+
+def _stream(url: str, data: bytes, chat: bool, timeout: float) -> RequestTiming:
     path = "/v1/chat/completions" if chat else "/v1/completions"
-    data = _payload(model, prompt, max_tokens, chat, extra)
     conn, base = _conn(url, timeout)
     wall = time.time()
     t0 = time.perf_counter()

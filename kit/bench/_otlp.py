@@ -5,8 +5,12 @@ vLLM (``--otlp-traces-endpoint URL``, ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/
 ``URL`` (``/v1/traces``) in protobuf; the receiver answers as an OTLP collector does (HTTP 200, an empty
 ``ExportTraceServiceResponse``) and appends each request, in its OTLP/JSON form (``kit.logs.otlp_json``; a
 JSON body as it came), as one line of ``path``: the file ``kit.logs.step_records`` and ``kit.bench.reconcile``
-read. It listens on ``127.0.0.1`` by default (the engine on this machine, or reached through a forward);
-bodies over ``MAX_BODY`` bytes or not OTLP are refused with HTTP 400 and counted in ``refused``.
+read. transformers' continuous batching (5.0 to 5.8, run under ``opentelemetry-instrument`` with
+``OTEL_TRACES_EXPORTER=otlp``, ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf``, ``OTEL_METRICS_EXPORTER=none``
+and ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` = ``endpoint``) posts its loop's spans the same way
+(``tools/record_transformers_run.py``). It listens on ``127.0.0.1`` by default (the engine on this machine,
+or reached through a forward); bodies over ``MAX_BODY`` bytes or not OTLP are refused with HTTP 400 and
+counted in ``refused``.
 """
 from __future__ import annotations
 

@@ -331,7 +331,10 @@ def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan
     covered = t[parts].notna().all(axis=1)
     t["residual"] = t["gap"] - t[parts].fillna(0.0).sum(axis=1).where(covered, 0.0)
     lo, hi, top = t["gap"].quantile([0.45, 0.55, 0.99])
-    bands = dict(zip(BANDS, (t, t[(t["gap"] >= lo) & (t["gap"] <= hi)], t[t["gap"] >= top])))
+    mid = t[(t["gap"] >= lo) & (t["gap"] <= hi)]
+    if not len(mid) and len(t):   # a few rows (requests): none between p45 and p55; the row nearest the median
+        mid = t.iloc[[int((t["gap"] - t["gap"].median()).abs().to_numpy().argmin())]]
+    bands = dict(zip(BANDS, (t, mid, t[t["gap"] >= top])))
     rows = []
     for name in [*parts, "residual", "gap"]:
         label, source = PARTS.get(name, ("residual", "client gap - the parts (tokens without full records)"))

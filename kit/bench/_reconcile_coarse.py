@@ -120,6 +120,10 @@ def _request_rows(reqs: list[dict], recs, warnings: list[str]) -> tuple[list[dic
         warnings.append("SGLang's forward duration runs from the request's forward entry to its completion: the "
                         "engine's time per token includes its prefill, so 'outside' is understated by about "
                         "prefill / output tokens")
+    if rows and "decode_execute" in e.columns and detailed:
+        warnings.append("model forward and execute per token are over the decode steps only (the engine's per-step "
+                        "spans summed over the iterations after the first token, / (output tokens - 1)), the "
+                        "interval its decode time spans: not over output tokens")
     if uneven:
         warnings.append(f"{uneven} requests received a different number of chunks than the engine counted output "
                         "tokens (several tokens per chunk): their client gap is per chunk, the engine's per token")
@@ -149,6 +153,8 @@ def _engine_per_token(rec: dict, n: float, parts: list[str]) -> tuple[float, dic
     if "engine_decode" in parts:
         return per, {"engine_decode": per}
     fwd, exe = _num(rec, "forward") / n, _num(rec, "execute") / n
+    if _num(rec, "decode_execute") == _num(rec, "decode_execute"):   # summed over the decode steps (transformers)
+        fwd, exe = _num(rec, "decode_forward") / (n - 1), _num(rec, "decode_execute") / (n - 1)
     if fwd != fwd or exe != exe:
         return per, {"forward": math.nan, "execute_other": math.nan, "engine_other": math.nan}
     return per, {"forward": fwd, "execute_other": exe - fwd, "engine_other": per - exe}

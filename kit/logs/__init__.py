@@ -28,13 +28,9 @@ Specific entry points: :func:`parse_sglang` / :func:`parse_vllm` (a path, text o
 :func:`spec_summary` (pooled acceptance -> :class:`SpecSummary`, whose ``.speedup(c)`` applies
 :mod:`kit.models`). Plots: ``kit.plots`` (acceptance/throughput over time, speed-up curves).
 
-The formats follow the engines' own log lines, version by version. The file is streamed in
-blocks of whole lines: lines of SGLang ``Decode``/``Prefill`` shapes already seen are pulled out of
-each block by one regex pass per shape, everything else is dispatched line by line by cheap
-substring checks; values are kept as strings in column lists and converted per column, in chunks,
-so memory holds the tables plus one chunk, never the raw lines. A local file of 64 MiB or more is
-cut at line boundaries into pieces scanned by one worker process per core (``KIT_LOG_WORKERS=N``
-sets the number, 1 = none); the result is the same as a scan in one process, row for row.
+The formats follow the engines' own log lines, version by version, read in one streaming scan (``_scan.py``;
+a local file of 64 MiB or more in pieces by one worker process per core, ``KIT_LOG_WORKERS=N`` sets the number,
+1 = none: the same rows as one process). Memory holds the tables plus one chunk, never the raw lines.
 Unknown lines are counted, torn lines (two writers interleaved on one line) are skipped and
 counted. A printed value that cannot be what it measures (a negative length or throughput, an infinite
 or 400-digit count, text in a numeric field) is dropped and counted in a warning naming its first line

@@ -1,6 +1,7 @@
 """Read / parse_* / spec_summary and LogData: the public façade (documented in the package docstring)."""
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import os
@@ -20,8 +21,9 @@ from kit.logs._nccl import nccl_summary
 from kit.logs._sglang import DECODE_COLUMNS, parse_server_args
 from kit.logs._spec import SpecSummary
 from kit.logs._table import assemble, release_freed_memory, to_datetime
+from kit.provenance import provenance_of
 from kit.redact import mask_secrets
-from kit.util import frame_records, jsonable, no_gc, recorded
+from kit.util import call_settings, frame_records, jsonable, no_gc, recorded
 
 __all__ = ["LogData", "SpecSummary", "read", "parse_sglang", "parse_vllm", "parse_bench", "parse_nccl",
            "parse_server_args", "nccl_summary", "spec_summary"]
@@ -104,8 +106,6 @@ class LogData:
         ...), from the nearest session manifest or the marks in the file; ``unknown`` for text, lines
         or a file fetched from a host. Set it explicitly when known (``log.provenance = ...``)."""
         if self._provenance is None:
-            from kit.provenance import provenance_of
-
             self._provenance = provenance_of(self.name)
         return self._provenance
 
@@ -137,8 +137,6 @@ class LogData:
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this parse: rows per table, lines read, engine and version."""
-        from kit.util import call_settings
-
         figs = [(f"rows.{k}", len(t)) for k, t in self.tables.items()]
         figs += [("lines", self.lines), ("unknown_lines", self.unknown_lines)]
         return {"inputs": [self.name], "settings": call_settings(args), "figures": figs,
@@ -304,15 +302,22 @@ def _looks_json(head: bytes) -> bool:
     return s.startswith(b"[") and s[1:].lstrip()[:1] in (b"{", b"]")
 
 
-def _read_on_host(path, host, **kw) -> LogData:
+@contextlib.contextmanager
+def fetched(path, host):
+    """A file on ``host`` copied into a temporary directory: (the copy's path, ``host:path`` for errors and
+    evidence); the copy is deleted afterwards."""
     remote = str(path)
-    label = f"{getattr(host, 'name', host)}:{remote}"
-    st = host.stat(remote)
-    if st.is_dir:
-        raise LogFormatError(f"{label}: is a directory, not a log file", path=label)
     with tempfile.TemporaryDirectory(prefix="kit-log-") as tmp:
         local = os.path.join(tmp, os.path.basename(remote.rstrip("/")) or "log")
         host.get(remote, local)
+        yield local, f"{getattr(host, 'name', host)}:{remote}"
+
+
+def _read_on_host(path, host, **kw) -> LogData:
+    if host.stat(str(path)).is_dir:
+        label = f"{getattr(host, 'name', host)}:{path}"
+        raise LogFormatError(f"{label}: is a directory, not a log file", path=label)
+    with fetched(path, host) as (local, label):
         data = _read_file(local, parallel=False, name=label, **kw)  # errors name host:path, not the copy
     data.warnings = [w.replace(local, label) for w in data.warnings]
     return data

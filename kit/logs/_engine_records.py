@@ -11,6 +11,9 @@ them and keeps the finest level found. Every reader returns a :class:`kit.logs._
   ``time_to_first_token``, ``e2e``, ``time_in_model_prefill`` / ``_decode`` / ``_inference``, and with
   ``--collect-detailed-traces`` ``time_in_scheduler``, ``time_in_model_forward``, ``time_in_model_execute``
   (seconds, the names of ``vllm/tracing.py``'s ``SpanAttributes``); the span's start is the arrival.
+- :func:`cb_spans` (transformers' continuous batching, level ``request``): the spans its ``traced`` decorator
+  emits (transformers 5.0 to 5.8, ``transformers/utils/metrics.py``) in the same OTLP/JSON forms: iterations
+  (``generation_loop``), their step and model forward, and each request's first-token and completion calls.
 - :data:`SGLANG_REQUESTS` and :func:`request_stats` (SGLang, level ``request``): the lines of
   ``--enable-request-time-stats-logging``, ``Req Time Stats(rid=R, input len=N, output len=M, type=unified):
   queue_duration=Xms, forward_duration=Yms, start_time=T`` (a row of the one log scan).
@@ -79,6 +82,13 @@ def _spans(doc) -> list[dict]:
     return out
 
 
+def _ns(s: dict, key: str) -> float:
+    try:
+        return int(s[key]) / 1e9
+    except (KeyError, TypeError, ValueError):
+        return np.nan
+
+
 def request_spans(src: RecordSource) -> StepRecords | None:
     """vLLM's OpenTelemetry request spans from an OTLP/JSON export (level ``request``)."""
     spans = [s for s in _spans(src.json) if s.get("name") == REQUEST_SPAN]
@@ -91,12 +101,8 @@ def request_spans(src: RecordSource) -> StepRecords | None:
             col = SPAN_COLUMNS.get(str(a.get("key")))
             if col is not None and isinstance(a.get("value"), dict):
                 row[col] = _attr_value(a["value"])
-        try:
-            row["arrival"] = int(s["startTimeUnixNano"]) / 1e9
-            row["end"] = int(s["endTimeUnixNano"]) / 1e9
-            timed = True
-        except (KeyError, TypeError, ValueError):
-            timed = False
+        row["arrival"], row["end"] = _ns(s, "startTimeUnixNano"), _ns(s, "endTimeUnixNano")
+        timed = not np.isnan(row["arrival"]) and not np.isnan(row["end"])
         bad += row.get("id") in (None, "") or not timed
         if row.get("id") in (None, ""):
             continue
@@ -110,6 +116,85 @@ def request_spans(src: RecordSource) -> StepRecords | None:
     how = "vLLM OpenTelemetry llm_request spans (OTLP JSON)" + (
         "" if detailed else "; no forward/execute times (start vLLM with --collect-detailed-traces for them)")
     return StepRecords(src.name, pd.DataFrame(), reqs, warnings, "request", "vllm", source=how)
+
+
+# --------------------------------------------------------------------------- transformers' continuous batching
+CB_LOOP, CB_STEP, CB_FORWARD = "generation_loop", "_generation_step", "model_forward"
+CB_FIRST, CB_DONE = "record_ttft_metric", "record_request_completion"
+
+
+def _cb_request_id(s: dict):
+    """The request id a metrics span was called with: its third positional argument (``self``,
+    ``created_time``, ``request_id``) or the keyword."""
+    attrs = {a.get("key"): a.get("value") for a in _list(s.get("attributes")) if isinstance(a.get("value"), dict)}
+    v = attrs.get("args.2") or attrs.get("kwargs.request_id")
+    return _attr_value(v) if v else None
+
+
+def cb_spans(src: RecordSource) -> StepRecords | None:
+    """transformers' continuous-batching spans (``transformers.utils.metrics``' ``traced``) from an OTLP/JSON
+    export (level ``request``): one ``generation_loop`` span per scheduler iteration, its ``_generation_step``
+    (the batch's forward, logits and sampling) and ``model_forward``; per request, ``record_ttft_metric`` in the
+    iteration of its first token and ``record_request_completion`` in that of its last (request id their third
+    argument). No span names the requests of an iteration, so the records are per request: ``output_tokens``
+    are the working iterations from the first token's to the last's (one token each: a decoding request
+    runs in every iteration of the FIFO scheduler), ``decode`` the time between the two metrics calls,
+    ``forward`` / ``execute`` the model forward / generation step summed over those iterations (the first
+    token's included, as vLLM's ``time_in_model_forward``), and ``decode_forward`` / ``decode_execute`` over the
+    iterations after the first token's (the interval ``decode`` spans: the split on one footing). Arrival and
+    TTFT stay unknown: the request's ``created_time`` argument is ``time.perf_counter()``, not the spans' wall
+    clock."""
+    spans = [s for s in _spans(src.json) if isinstance(s.get("name"), str)]
+    loops = {s.get("spanId"): s for s in spans if s["name"] == CB_LOOP}
+    if not loops or not any(s["name"] in (CB_FIRST, CB_DONE) for s in spans):
+        return None
+    parent = {s.get("spanId"): s.get("parentSpanId") for s in spans}
+
+    def loop_of(s: dict):
+        sid, hops = s.get("parentSpanId"), 0
+        while sid and sid not in loops and hops < 64:
+            sid, hops = parent.get(sid), hops + 1
+        return sid if sid in loops else None
+
+    work = {sid: {"start": _ns(s, "startTimeUnixNano"), "forward": 0.0, "execute": 0.0} for sid, s in loops.items()}
+    for s in spans:
+        if s["name"] == CB_STEP and s.get("parentSpanId") in work:   # the manager's step, not the processor's inside it
+            work[s["parentSpanId"]]["execute"] += _ns(s, "endTimeUnixNano") - _ns(s, "startTimeUnixNano")
+            work[s["parentSpanId"]]["busy"] = True
+        elif s["name"] == CB_FORWARD and loop_of(s) in work:
+            work[loop_of(s)]["forward"] += _ns(s, "endTimeUnixNano") - _ns(s, "startTimeUnixNano")
+            work[loop_of(s)]["forwards"] = True
+    order = sorted((w["start"], sid) for sid, w in work.items() if w.get("busy"))
+    lost = sum(not work[sid].get("forwards") for _t, sid in order)
+    index = {sid: i for i, (_t, sid) in enumerate(order)}
+    events: dict[str, dict] = {}
+    for s in spans:
+        if s["name"] in (CB_FIRST, CB_DONE) and (rid := _cb_request_id(s)) and loop_of(s) in index:
+            events.setdefault(str(rid), {})[s["name"]] = (index[loop_of(s)], _ns(s, "startTimeUnixNano"))
+    rows, cut = [], 0
+    busy = [work[sid] for _t, sid in order]
+    for rid, ev in events.items():
+        if CB_FIRST not in ev or CB_DONE not in ev or ev[CB_DONE][0] < ev[CB_FIRST][0]:
+            cut += 1
+            continue
+        (i0, t0), (i1, t1) = ev[CB_FIRST], ev[CB_DONE]
+        its = busy[i0:i1 + 1]
+        rows.append({"id": rid, "arrival": np.nan, "first_token": t0, "end": t1, "output_tokens": float(len(its)),
+                     "decode": t1 - t0, "forward": sum(w["forward"] for w in its),
+                     "execute": sum(w["execute"] for w in its),
+                     "decode_forward": sum(w["forward"] for w in its[1:]),
+                     "decode_execute": sum(w["execute"] for w in its[1:])})
+    if not rows:
+        return None
+    warnings = [f"{src.name}: {cut} request(s) without both their first-token and completion spans in order (cut "
+                "off by the export's start or end): left out"] if cut else []
+    if lost:   # the SDK's batch processor drops spans when its queue is full: a forward would read short
+        warnings.append(f"{src.name}: {lost} of {len(order)} iterations without their model_forward span (spans "
+                        "dropped by the exporter: raise OTEL_BSP_MAX_QUEUE_SIZE): forward times understated")
+    return StepRecords(src.name, pd.DataFrame(), pd.DataFrame(rows), warnings, "request", "transformers",
+                       source=f"transformers continuous-batching OpenTelemetry spans (OTLP JSON): {len(order)} "
+                              "iterations; per request: output tokens counted in iterations, model forward and "
+                              "generation step summed over them")
 
 
 # --------------------------------------------------------------------------- SGLang request time stats

@@ -30,11 +30,7 @@ NCCL_COLUMNS = ("line", "host", "pid", "dev", "kind", "name", "value", "channel"
 _PREFIX = re.compile(r"(?:(?P<host>\S+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] )?")
 _ENV = re.compile(r"(NCCL_\w+) set by environment to (\S+?)\.?$")
 _VERSION = re.compile(r"NCCL version (\S+)")
-_RING = re.compile(r"Channel (\d+)/(\d+) :\s+((?:\d+\s*)+)$")
-_CONN = re.compile(r"Channel (\d+)(?:/\d+)? : (\d+)\[\w+\] -> (\d+)\[\w+\]"
-                   r"(?: \[(?:send|receive)\])? via (\S+(?: \S+)*)$")
 _CHANNELS = re.compile(r"(\d+) (coll|collnet|nvls|p2p) channels(?!( per peer))")
-_NETWORK = re.compile(r"Using network (.+)$")
 _INIT = re.compile(r"rank (\d+) nranks (\d+) .*Init COMPLETE")
 
 OK, TORN = 1, 2
@@ -87,7 +83,7 @@ def _info_row(msg: str, row: dict[str, Any]) -> bool:
         for n, what, _ in _CHANNELS.findall(msg):
             row[f"{what}_channels"] = int(n)
     elif msg.startswith("Using network "):
-        row["kind"], row["value"] = "network", _NETWORK.match(msg).group(1).strip()
+        row["kind"], row["value"] = "network", msg[len("Using network "):].strip()
     elif "Init COMPLETE" in msg:
         m = _INIT.search(msg)
         if m is None:
@@ -97,6 +93,11 @@ def _info_row(msg: str, row: dict[str, Any]) -> bool:
     else:
         return False
     return True
+
+
+_RING = re.compile(r"Channel (\d+)/(\d+) :\s+((?:\d+\s*)+)$")
+_CONN = re.compile(r"Channel (\d+)(?:/\d+)? : (\d+)\[\w+\] -> (\d+)\[\w+\]"
+                   r"(?: \[(?:send|receive)\])? via (\S+(?: \S+)*)$")
 
 
 def _channel_row(msg: str, row: dict[str, Any]) -> bool:
@@ -194,14 +195,7 @@ def _said(line: str, lineno: int, st) -> bool:
 def _line(line: str, lineno: int, st) -> int:
     """An NCCL INFO / WARN debug line; lines with no settings evidence are still read by the notes."""
     said = _said(line, lineno, st)
-    p = line.find("NCCL I")
-    if p < 0:
-        p = line.find("NCCL W")
-    if p < 0:
-        return 0
-    r = parse_nccl_line(line, lineno, p, st)
-    if r:
-        st.hits["nccl"] += 1
+    r = records.first_of(line, lineno, st, ("NCCL I", "NCCL W"), parse_nccl_line, "nccl")
     return records.TAKEN_SEE_NOTES if r == OK and not said else r
 
 

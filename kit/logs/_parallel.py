@@ -29,8 +29,10 @@ Workers are forked (no re-import); set ``KIT_LOG_WORKERS=1`` to always scan in t
 """
 from __future__ import annotations
 
+import gc
 import io
 import os
+import signal
 import threading
 from typing import Any
 
@@ -88,30 +90,6 @@ def plan(path: str, size: int) -> list[tuple[int, int]]:
     return list(zip(cuts[:-1], cuts[1:]))
 
 
-class _Range(io.RawIOBase):
-    """Raw reader of bytes ``[start, end)`` of a file."""
-
-    def __init__(self, path: str, start: int, end: int) -> None:
-        self._f = open(path, "rb", buffering=0)
-        self._f.seek(start)
-        self._left = end - start
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b) -> int:
-        if self._left <= 0:
-            return 0
-        view = memoryview(b)[:self._left]
-        n = self._f.readinto(view)
-        self._left -= n
-        return n
-
-    def close(self) -> None:
-        self._f.close()
-        super().close()
-
-
 def _row_tables(st) -> list[str]:
     """The state's tables of rows (:class:`~kit.logs._table.Columns`), in the engine table's order."""
     return [n for n in st.table_names if isinstance(getattr(st, n), (Columns, _Rows))]
@@ -149,8 +127,6 @@ def _pack(rows: list[dict]) -> tuple[tuple | None, Any]:
 def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
     """Worker: scan one byte range with a fresh State; returns what the merge needs (picklable)."""
     path, start, end, last, index = task
-    import gc
-
     gc.disable()  # as in the calling process (kit.util.no_gc); the worker exits afterwards
     st = _scan.new_state()
     st.unknown_hits = []
@@ -160,9 +136,10 @@ def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
     st.bench_phase = _PHASE_UNSET
     for name in _row_tables(st):
         setattr(st, name, _Rows())
-    raw = _Range(path, start, end)
-    with io.TextIOWrapper(io.BufferedReader(raw, 1 << 20), encoding="utf-8", errors="replace",
-                          newline=None) as f:
+    with open(path, "rb") as raw:  # one piece (PIECE bytes and the way to a clean cut) in memory at a time
+        raw.seek(start)
+        piece = io.BytesIO(raw.read(end - start))
+    with io.TextIOWrapper(piece, encoding="utf-8", errors="replace", newline=None) as f:
         _scan.scan_file(f, st)
     if st.block is not None and not last:
         return {"ok": False}
@@ -190,7 +167,7 @@ def scan_parallel(path: str, size: int, n_workers: int) -> _scan.State | None:
     serially (too few pieces, no fork start method, a cut that turned out not to be clean, a
     worker that died or gave no result within ``PIECE_TIMEOUT`` seconds). Errors raised by the
     parsers in a worker are raised here."""
-    import multiprocessing as mp
+    import multiprocessing as mp  # deferred: start-up (a small log is read without worker processes)
 
     if n_workers < 2 or "fork" not in mp.get_all_start_methods():
         return None
@@ -198,19 +175,16 @@ def scan_parallel(path: str, size: int, n_workers: int) -> _scan.State | None:
     if len(pieces) < 2:
         return None
     with _ONE_AT_A_TIME:  # the shared counter below is module state; big reads compete for the cores anyway
-        return _run(path, pieces, n_workers)
+        # fork: the workers start in milliseconds with kit already imported (spawn would re-import pandas)
+        return _run(path, pieces, n_workers, mp.get_context("fork"))
 
 
-def _run(path: str, pieces: list[tuple[int, int]], n_workers: int) -> _scan.State | None:
-    """:func:`scan_parallel` once the pieces are known: fork the pool, merge the pieces in order."""
-    import multiprocessing as mp
-
+def _run(path: str, pieces: list[tuple[int, int]], n_workers: int, ctx) -> _scan.State | None:
+    """:func:`scan_parallel` once the pieces are known: fork the pool (``ctx``), merge the pieces in order."""
     global _MERGED_UNKNOWN
     tasks = [(path, a, b, i == len(pieces) - 1, i) for i, (a, b) in enumerate(pieces)]
     st = _scan.new_state()
     phase = None
-    # fork: the workers start in milliseconds with kit already imported (spawn would re-import pandas)
-    ctx = mp.get_context("fork")
     # pieces merged in order: once they hold EVIDENCE_LIMIT unknown lines, later pieces need not
     # inspect theirs for engine evidence (the serial scan stops inspecting there too)
     _MERGED_UNKNOWN = ctx.Value("q", 0, lock=False)
@@ -225,7 +199,7 @@ def _run(path: str, pieces: list[tuple[int, int]], n_workers: int) -> _scan.Stat
         for _ in tasks:
             try:
                 part = results.next(timeout=PIECE_TIMEOUT)
-            except mp.TimeoutError:  # a worker died (out of memory ...) or hangs: scan in this process
+            except ctx.TimeoutError:  # a worker died (out of memory ...) or hangs: scan in this process
                 return None
             if not part["ok"]:
                 return None
@@ -245,9 +219,6 @@ def _hold_interrupts() -> list | None:
     """While the pool forks: a SIGINT is only noted (a forked child inherits the handler and a pending
     signal; there it must not raise before the worker ignores SIGINT). The notes, or None off the main
     thread (where handlers cannot be set)."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return None
     noted: list = [signal.getsignal(signal.SIGINT)]
@@ -257,8 +228,6 @@ def _hold_interrupts() -> list | None:
 
 def _release_interrupts(held: list | None) -> None:
     """The handler as it was; a SIGINT noted meanwhile is raised now (KeyboardInterrupt)."""
-    import signal
-
     if held is None:
         return
     signal.signal(signal.SIGINT, held[0])
@@ -268,8 +237,6 @@ def _release_interrupts(held: list | None) -> None:
 
 def _ignore_interrupts() -> None:
     """A worker's start: SIGINT ignored (the parent stops the workers on a Ctrl-C)."""
-    import signal
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 

@@ -19,7 +19,7 @@ import kit.engines
 from kit.logs._table import Columns
 
 __all__ = ["CLIP", "ENV_KEYS", "EVIDENCE_LIMIT", "flag_keys", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES",
-           "LogFormat", "SettingEvidence", "Settings", "State", "clip", "columns", "norm_backend", "truthy"]
+           "LogFormat", "SettingEvidence", "Settings", "State", "clip", "columns", "first_of", "norm_backend", "truthy"]
 
 CLIP = 240  # characters of a line kept as an evidence's text
 DUMP_NOTE = re.compile(r"\((?:server_args dump|vLLM engine config|get_server_info JSON|launch note|NCCL echo|"
@@ -258,9 +258,28 @@ class State:
         ``found``: what the line is, for ``Settings.sources``."""
         self.said.append((lineno, what, payload, found))
 
+    def torn_line(self, lineno: int) -> None:
+        """A line two writers interleaved on: skipped, counted, the first five kept for the warning."""
+        self.torn += 1
+        if len(self.torn_examples) < 5:
+            self.torn_examples.append(lineno)
+
     def transport(self, family: str, lineno: int, line: str) -> None:
         """An NCCL transport family connecting two ranks, first seen at ``lineno``."""
         self.transports.setdefault(family, (lineno, line.strip()[:CLIP]))
+
+
+def first_of(line: str, lineno: int, st: State, markers: tuple[str, ...], parse, name: str) -> int:
+    """A parser behind several markers: ``parse(line, lineno, pos, st)`` at the first of ``markers`` found in the
+    line (tried in order), a line it reads counted as ``name``'s (``st.hits``); 0 when no marker is there."""
+    for marker in markers:
+        pos = line.find(marker)
+        if pos >= 0:
+            r = parse(line, lineno, pos, st)
+            if r:
+                st.hits[name] += 1
+            return r
+    return 0
 
 
 def clip(line: str) -> str:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import io
 from typing import Iterable
 
+import numpy as np
+
 from kit.logs import _formats
 from kit.logs._records import EVIDENCE_LIMIT, TAKEN, TAKEN_SEE_NOTES, TORN, LogFormat, State
 from kit.util import strip_ansi
@@ -71,18 +73,16 @@ def new_state() -> State:
     return st
 
 
-_NOTHING: frozenset = frozenset()
+def scan(lines: Iterable[str], st: State) -> State:
+    """Feed every line of ``lines`` through the engine table, updating ``st``."""
+    st.lines = _scan_numbered(enumerate(lines, st.lines + 1), st, st.lines)
+    return st
 
 
-def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING) -> State:
-    """Feed every line of ``lines`` through the engine table, updating ``st``; line numbers in ``skip``
-    were already taken by the block extractor."""
-    lineno = st.lines
+def _scan_numbered(numbered: Iterable[tuple[int, str]], st: State, lineno: int) -> int:
+    """The scan's loop over (line number, line) pairs; the last line number (``lineno`` when none)."""
     take, notes = st.plan.take, st.plan.notes
-    for line in lines:
-        lineno += 1
-        if lineno in skip:
-            continue  # a line already taken by the block extractor (extract_block)
+    for lineno, line in numbered:  # noqa: B007 (the last one is returned)
         line = strip_ansi(line) if "\x1b" in line else line
         if st.block is not None and st.block.take(st, line):
             continue
@@ -99,9 +99,7 @@ def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING)
         if r == TAKEN:
             continue
         if r == TORN:
-            st.torn += 1
-            if len(st.torn_examples) < 5:
-                st.torn_examples.append(lineno)
+            st.torn_line(lineno)
             continue
         if r == TAKEN_SEE_NOTES:
             _notes(notes, line, lineno, st)
@@ -110,8 +108,7 @@ def scan(lines: Iterable[str], st: State, skip: set[int] | frozenset = _NOTHING)
         if st.unknown < st.evidence_limit:
             _unknown_evidence(line, st)
         _notes(notes, line, lineno, st)
-    st.lines = lineno
-    return st
+    return lineno
 
 
 def _notes(notes: tuple, line: str, lineno: int, st: State) -> None:
@@ -138,8 +135,8 @@ FIRST_BLOCK_CHARS = 1 << 15
 
 def scan_file(f, st: State) -> State:
     """Scan an open text file in blocks of whole lines: lines of SGLang templates already seen are
-    pulled out of each block in bulk (one regex pass per template, C speed), the rest of the block
-    goes through :func:`scan` line by line. Same records as ``scan(f, st)``, faster on big logs. The
+    pulled out of each block in bulk (one regex pass per template, C speed), only the rest of the block
+    goes through the scan's loop line by line. Same records as ``scan(f, st)``, faster on big logs. The
     extractors are the engine table's ``bulk`` hooks (SGLang's batch lines)."""
     bulk = st.plan.bulk
     while True:
@@ -149,13 +146,27 @@ def scan_file(f, st: State) -> State:
             break
         if block[-1] != "\n":
             block += f.readline()
-        taken = _NOTHING
         if st.bulk_templates and st.block is None and block.isascii():
-            taken = set()
-            for extract in bulk:
-                taken |= extract(block, st.lines + 1, st)
-        scan(io.StringIO(block), st, taken)
+            _scan_block(block, st, bulk)
+        else:
+            scan(io.StringIO(block), st)
     return st
+
+
+def _scan_block(block: str, st: State, bulk: tuple) -> None:
+    """One ASCII block of whole lines: the bulk extractors take their lines first, the scan's loop reads
+    the others only (the taken ones are never split out one by one)."""
+    first = st.lines + 1
+    taken = [np.asarray(extract(block, first, st), dtype=np.int64) for extract in bulk]
+    parts = block.split("\n")   # the lines as io.StringIO yields them, without their "\n"
+    last = len(parts) - 1
+    n = last if parts[last] == "" else last + 1
+    keep = np.ones(n, dtype=bool)
+    for lines in taken:
+        keep[lines - first] = False
+    rest = ((i + first, parts[i] + "\n" if i < last else parts[i]) for i in np.flatnonzero(keep).tolist())
+    _scan_numbered(rest, st, st.lines)
+    st.lines = first + n - 1
 
 
 def finish(st: State) -> None:

@@ -24,12 +24,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Iterable
 
+import pandas as pd
+
+from kit.env import parse_topology
 from kit.errors import LogFormatError
-from kit.logs._api import read
+from kit.logs._api import fetched, read
 from kit.logs._records import CLIP, ENV_KEYS, NORMALISED, SettingEvidence, Settings, flag_keys, truthy
 from kit.redact import mask_secrets
 from kit.util import strip_ansi
@@ -55,19 +57,12 @@ def settings(paths: str | os.PathLike | Iterable, *, engine: str | None = None, 
         if host is None:
             _read_one(Path(p), st, str(p), logged)
         else:
-            _read_on_host(str(p), host, st, logged)
+            with fetched(p, host) as (local, label):
+                _read_one(Path(local), st, label, logged)
     if st.engine is None and logged:
         st.engine = logged[0]
     _finish(st)
     return st
-
-
-def _read_on_host(path: str, host, st: Settings, logged: list[str]) -> None:
-    label = f"{getattr(host, 'name', host)}:{path}"
-    with tempfile.TemporaryDirectory(prefix="kit-settings-") as tmp:
-        local = Path(tmp) / (os.path.basename(path.rstrip("/")) or "log")
-        host.get(path, str(local))
-        _read_one(local, st, label, logged)
 
 
 _HEAD = 1 << 16          # bytes read first to recognise the kind of file
@@ -134,8 +129,6 @@ def _not_a_log(path: Path, st: Settings, name: str, head: bytes, size: int) -> b
 
 def _topology(st: Settings, name: str, text_head: str) -> bool:
     """An ``nvidia-smi topo -m`` capture: the interconnect and the GPU count; False when it is not one."""
-    from kit.env import parse_topology
-
     lines = text_head.splitlines()
     try:
         topo = parse_topology(text_head, source=name)
@@ -218,8 +211,6 @@ def _from_log(st: Settings, data, name: str) -> list[str]:
 def _batch_evidence(st: Settings, data, name: str) -> list[str]:
     """The largest running batch of the scheduler lines (the first line that had it) and how many decode
     lines ran without a CUDA graph, from the tables of every row of the engine table that has ``batches``."""
-    import pandas as pd
-
     parts = [(b, f.name) for f in data.formats if f.batches is not None
              for b in [f.batches(data.tables)] if b is not None and len(b[0])]
     if not parts:

@@ -150,9 +150,9 @@ def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:
     return re.compile(rx, re.M)
 
 
-def extract_block(block: str, first_line: int, st) -> set[int]:
+def extract_block(block: str, first_line: int, st) -> np.ndarray:
     """Take every line of a known template out of ``block`` (ASCII text of whole lines, the first
-    being line ``first_line``) in bulk; returns the line numbers taken, which the line scanner then
+    being line ``first_line``) in bulk; returns the line numbers taken (arrays), which the line scanner then
     skips. Rows equal those of the line-by-line path (same header checks: a line with anything but
     a clean ``[time ranks] `` header before the message is torn). Header checks, line numbers,
     times and rank tags are computed with NumPy over all matches of a template at once."""
@@ -161,9 +161,9 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
         matches = list(regex.finditer(block))
         if matches:
             found.append((fast, tmpl, matches))
-    taken: set[int] = set()
+    taken: list[np.ndarray] = []
     if not found:
-        return taken
+        return np.zeros(0, dtype=np.int64)
     buf = np.frombuffer(block.encode("ascii"), dtype=np.uint8)
     last = len(buf) - 1
     nl = np.flatnonzero(buf == 10)
@@ -172,7 +172,7 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
         k = np.searchsorted(nl, starts)
         ls = np.where(k > 0, nl[np.maximum(k - 1, 0)] + 1, 0)  # line starts
         lines = k + first_line
-        taken.update(lines.tolist())
+        taken.append(lines)
         ok = (starts - ls >= 20) & (buf[ls] == 91)  # "["
         ok &= (buf[np.minimum(ls + 5, last)] == 45) & (buf[np.minimum(ls + 14, last)] == 58)  # "-", ":"
         ms = ok & (starts - ls >= 24) & (buf[np.minimum(ls + 20, last)] == 46)  # ".123" after the seconds
@@ -202,7 +202,7 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
         groups = list(map(_GROUPS, matches))
         if not ok.all():
             for ln in lines[~ok].tolist():
-                _torn(st, ln)
+                st.torn_line(ln)
             keep = np.flatnonzero(ok).tolist()
             lines, ts, ranks = lines[ok], ts[ok], ranks[ok]
             groups = [groups[i] for i in keep]
@@ -213,7 +213,7 @@ def extract_block(block: str, first_line: int, st) -> set[int]:
     for fast in (st.decode_fast, st.prefill_fast):
         if fast.n >= CHUNK:
             fast.flush()
-    return taken
+    return np.concatenate(taken)
 
 
 _GROUPS = re.Match.groups
@@ -228,12 +228,6 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     np.not_equal(keys[1:], keys[:-1], out=change[1:])
     inv = np.cumsum(change) - 1
     return keys[change], inv
-
-
-def _torn(st, lineno: int) -> None:
-    st.torn += 1
-    if len(st.torn_examples) < 5:
-        st.torn_examples.append(lineno)
 
 
 def _variant_body(msg: str, kind: str) -> tuple[str, str] | None:
@@ -379,17 +373,11 @@ _CAPTURE_BS = re.compile(r"Capture (?:cuda|CUDA|cpu|npu) graph bs \[([\d,\s]*)\]
 
 def _batch(line: str, lineno: int, st) -> int:
     """A ``Decode batch`` / ``Prefill batch`` line; 0 when the line only says ``batch``."""
-    p = line.find("Decode batch")
-    if p >= 0:
-        r = parse_batch_line(line, lineno, "Decode", p, st)
-    else:
-        p = line.find("Prefill batch")
-        if p < 0:
-            return 0
-        r = parse_batch_line(line, lineno, "Prefill", p, st)
-    if r:
-        st.hits["sglang"] += 1
-    return r
+    return records.first_of(line, lineno, st, ("Decode batch", "Prefill batch"), _batch_at, "sglang")
+
+
+def _batch_at(line: str, lineno: int, pos: int, st) -> int:
+    return parse_batch_line(line, lineno, "Decode" if line.startswith("D", pos) else "Prefill", pos, st)
 
 
 def _dump(line: str, lineno: int, st) -> int:

@@ -27,6 +27,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kit.models import spec_from_summary
+from kit.util import html_fields
+
 SPEC_COLUMNS = ("time", "line", "engine", "version", "k", "mean_acceptance_length", "draft_acceptance_rate",
                 "per_position", "accepted_tokens", "draft_tokens", "printed_accept_len", "printed_accept_rate",
                 "gen_throughput", "after_idle", "definition")
@@ -296,8 +299,6 @@ class SpecSummary:
         return not self.definition.startswith("vllm V0")
 
     def _repr_html_(self) -> str:
-        from kit.util import html_fields
-
         return html_fields(f"SpecSummary: {self.engine} {self.version or 'unknown'}", [
             ("draft tokens per step (k)", self.k if self.k else "?"),
             ("mean acceptance length (incl. bonus)", _fmt_num(self.mean_acceptance_length, "{:.3f}")),
@@ -310,8 +311,6 @@ class SpecSummary:
     def speedup(self, c: float):
         """Expected speed-up at drafter cost ``c`` (relative to one target step): a
         :class:`kit.models.SpecEstimate` built from this run's measured acceptance length."""
-        from kit.models import spec_from_summary
-
         return spec_from_summary(self, c)
 
     def to_dict(self) -> dict[str, Any]:
@@ -325,8 +324,8 @@ class SpecSummary:
     def __repr__(self) -> str:
         ver = self.version or "unknown"
         k = f"k={self.k}" if self.k else "k=?"
-        al = "nan" if math.isnan(self.mean_acceptance_length) else f"{self.mean_acceptance_length:.2f}"
-        rate = "nan" if math.isnan(self.draft_acceptance_rate) else f"{self.draft_acceptance_rate:.1%}"
+        al = _fmt_num(self.mean_acceptance_length, "{:.2f}")
+        rate = _fmt_num(self.draft_acceptance_rate, "{:.1%}")
         s = (f"SpecSummary({self.engine} {ver}, {k}: mean acceptance length {al} (incl. bonus), "
              f"draft acceptance {rate} over {self.windows} windows")
         if self.excluded_windows:

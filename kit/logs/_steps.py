@@ -28,6 +28,8 @@ import pandas as pd
 
 import kit.engines
 from kit.errors import LogFormatError
+from kit.logs._api import read_lines
+from kit.logs._formats import resolve
 from kit.logs._records import TAKEN, LogFormat, columns
 
 LEVELS = ("step", "request", "iteration", "interval")   # finest first
@@ -98,8 +100,6 @@ class RecordSource:
     def log(self):
         if self.json is not None:
             return None
-        from kit.logs._api import read_lines
-
         try:
             return read_lines(self.text.splitlines(), name=self.name)
         except LogFormatError:
@@ -110,8 +110,6 @@ def step_records(source, *, name: str | None = None, engine: str | None = None) 
     """Read an engine's own records from a file (a path, or the text itself): the finest level any engine's
     reader finds in it (``engine``: only that engine's readers). LogFormatError naming what each engine needs
     when there is none."""
-    from kit.logs._formats import resolve
-
     text, name = _text(source, name)
     src = RecordSource(text, name)
     rows = [kit.engines.engine(engine)] if engine else kit.engines.engines()

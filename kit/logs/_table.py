@@ -7,11 +7,13 @@ Fields come and go between versions, so a column first seen late is back-filled 
 """
 from __future__ import annotations
 
+import ctypes
 import re
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 CHUNK = 16384
 
@@ -136,11 +138,7 @@ class Columns:
         else:
             out = pd.concat(self.frames, ignore_index=True, sort=False)
         self.frames = [out] if len(out) else []
-        for c in columns:
-            if c not in out.columns:
-                out[c] = None
-        rest = [c for c in out.columns if c not in columns]
-        return out[list(columns) + rest]
+        return columns_first(out, columns)
 
 
 def to_datetime(series: pd.Series, fmt: str | None) -> pd.Series:
@@ -386,8 +384,6 @@ def _union_categorical(chunks: list[dict], lengths: list[int], name: str) -> pd.
     going through Python objects: the same column as ``pd.Categorical(np.concatenate(...))``
     (sorted categories). None when the chunks' categories cannot be joined (then the caller goes
     the object way); the chunks are left untouched in that case."""
-    from pandas.api.types import union_categoricals
-
     pieces = []
     empty = next(a for a in (ch.get(name) for ch in chunks) if isinstance(a, pd.Categorical)).categories[:0]
     for ch, n in zip(chunks, lengths):
@@ -414,8 +410,6 @@ def release_freed_memory() -> None:
     global _TRIM
     if _TRIM is None:
         try:
-            import ctypes
-
             _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
         except (OSError, AttributeError):
             _TRIM = False
@@ -471,8 +465,12 @@ def merge_frames(fast: pd.DataFrame | None, slow: pd.DataFrame | None, columns: 
     out = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True, sort=False)
     if "line" in out.columns and not out["line"].is_monotonic_increasing:
         out = out.sort_values("line", kind="stable", ignore_index=True)
+    return columns_first(out, columns)
+
+
+def columns_first(out: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``out`` with ``columns`` first, in that order (those it lacks added, empty), then its others."""
     for c in columns:
         if c not in out.columns:
             out[c] = None
-    rest = [c for c in out.columns if c not in columns]
-    return out[list(columns) + rest]
+    return out[list(columns) + [c for c in out.columns if c not in columns]]

@@ -17,6 +17,7 @@ import pandas as pd
 from kit.errors import LogFormatError
 from kit.logs import _records as records
 from kit.logs._checks import check_values, check_vllm_spec
+from kit.logs._sglang import parse_server_args
 from kit.logs._spec import flag_after_idle
 from kit.logs._table import snake, value
 
@@ -179,34 +180,18 @@ _CAPTURE_SIZES = re.compile(r"['\"]?cudagraph_capture_sizes['\"]?\s*[:=]\s*\[([\
 
 def _metrics(line: str, lineno: int, st) -> int:
     """A ``SpecDecoding metrics`` (V1) or ``Speculative metrics`` (V0) line."""
-    p = line.find("SpecDecoding metrics")
-    if p < 0:
-        p = line.find("Speculative metrics")
-    if p < 0:
-        return 0
-    r = parse_spec(line, lineno, p, st)
-    if r:
-        st.hits["vllm"] += 1
-    return r
+    return records.first_of(line, lineno, st, ("SpecDecoding metrics", "Speculative metrics"), parse_spec, "vllm")
 
 
 def _throughput(line: str, lineno: int, st) -> int:
     """The periodic ``Avg prompt throughput`` line (not one that also says ``metrics: ``)."""
     if "metrics: " in line:
         return 0
-    p = line.find("Avg prompt throughput")
-    if p < 0:
-        return 0
-    r = parse_throughput(line, lineno, p, st)
-    if r:
-        st.hits["vllm"] += 1
-    return r
+    return records.first_of(line, lineno, st, ("Avg prompt throughput",), parse_throughput, "vllm")
 
 
 def _args(line: str) -> dict | None:
     """The ``non-default args: {...}`` dict or the ``with config: k=v, ...`` list as a dict."""
-    from kit.logs._sglang import parse_server_args
-
     p = line.find("non-default args:")
     if p >= 0:
         body = line[p + len("non-default args:"):].strip()

@@ -14,6 +14,8 @@ serves at most N requests at once (the rest wait: a server of known capacity); `
 the response headers; ``--warm-requests K --warm-factor F`` makes the first K requests' TTFT F times
 longer (a cold server); ``/metrics`` serves Prometheus counters and gauges of what it did.
 ``--cut-after N`` closes the connection after N tokens without ``[DONE]`` (on every ``--cut-every``-th request).
+``--no-done`` ends each reply with a ``finish_reason`` chunk and no ``[DONE]``, ``--strict-fields`` answers HTTP 422
+to ``ignore_eos`` (both as ``transformers serve`` 5.8 does).
 
 The truth: with ``--truth FILE`` each finished request appends one JSON line with the times (seconds
 after the request arrived) at which each token chunk was written and flushed, measured in this
@@ -54,6 +56,10 @@ def parse_args(argv=None):
     p.add_argument("--full-prompts", action="store_true")
     p.add_argument("--cut-after", type=int, default=0, help="close the connection after N tokens, no [DONE]")
     p.add_argument("--cut-every", type=int, default=1, help="... on every M-th request only")
+    p.add_argument("--no-done", action="store_true",
+                   help="end with a finish_reason chunk (usage in it) and no [DONE], as transformers serve 5.8")
+    p.add_argument("--strict-fields", action="store_true",
+                   help="HTTP 422 for a request with ignore_eos, as transformers serve 5.8 (it validates fields)")
     p.add_argument("--truth", default="")
     p.add_argument("--seed", type=int, default=1)
     return p.parse_args(argv)
@@ -155,6 +161,28 @@ def _cut(args, rid: int, n: int) -> int:
     return min(n, args.cut_after) if args.cut_after and rid % args.cut_every == 0 else n
 
 
+def _refusal(args, path: str, body: dict) -> tuple[int, dict] | None:
+    """(status, body) of a request the server refuses: an unknown path, or ``ignore_eos`` (``--strict-fields``)."""
+    if path not in ("/v1/completions", "/v1/chat/completions"):
+        return 404, {"error": path}
+    if args.strict_fields and "ignore_eos" in body:
+        return 422, {"detail": "Unexpected fields in the request: {'ignore_eos'}"}
+    return None
+
+
+def _end(h, args, body: dict, chat: bool, oid: str, usage: dict) -> None:
+    """A whole reply's end: ``[DONE]`` (after a usage chunk when asked for), or with ``--no-done`` a
+    ``finish_reason`` chunk carrying the usage and nothing after it."""
+    if args.no_done:
+        last = {"index": 0, "finish_reason": "length", **({"delta": {}} if chat else {"text": ""})}
+        h._sse({"id": oid, "object": "chunk", "model": args.model, "choices": [last], "usage": usage})
+        return
+    if (body.get("stream_options") or {}).get("include_usage"):
+        h._sse({"id": oid, "object": "chunk", "model": args.model, "choices": [], "usage": usage})
+    h.wfile.write(b"data: [DONE]\n\n")
+    h.wfile.flush()
+
+
 def make_handler(args):
     lock = threading.Lock()
     state = {"rid": 0, "seen": set(), "seen_words": [], "rng": random.Random(args.seed), "running": 0,
@@ -195,8 +223,9 @@ def make_handler(args):
             t_in, t_epoch = time.perf_counter(), time.time()
             body = json.loads(self.rfile.read(n) or b"{}")
             chat = self.path.endswith("/chat/completions")
-            if self.path not in ("/v1/completions", "/v1/chat/completions"):
-                self._json(404, {"error": self.path})
+            refused = _refusal(args, self.path, body)
+            if refused:
+                self._json(*refused)
                 return
             prompt = (json.dumps(body.get("messages")) if chat else json.dumps(body.get("prompt")))
             max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
@@ -239,11 +268,7 @@ def make_handler(args):
                         state["tokens"] += 1
                 if len(sent) < len(due):  # cut: the engine (or a proxy) closes mid-reply, a clean EOF
                     return
-                if (body.get("stream_options") or {}).get("include_usage"):
-                    usage = usage_of(args, len(words), max_tokens, hit, n_reason)
-                    self._sse({"id": oid, "object": "chunk", "model": args.model, "choices": [], "usage": usage})
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
+                _end(self, args, body, chat, oid, usage_of(args, len(words), max_tokens, hit, n_reason))
             except (BrokenPipeError, ConnectionResetError):
                 return
             finally:
