@@ -61,9 +61,9 @@ LM_HEAD_BY_PLACE = "lm head (by place, no shape)"   # the last GEMM of a step wh
 UNDECIDED = "undecided"             # a side without module frames: kernels no rule placed in a block or outside
 UNPLACED_GEMM = "gemm (unplaced)"    # categories.toml: a GEMM's family outside the layers, until _lm_head names it
 # family -> the families a fusing engine folds it into, nearest first (fused gate/up+activation, add+norm ...)
-FUSES_INTO = {"activation": ("gate/up", "down"), "residual add": ("norm", "all-reduce"),
-              "rope": ("qkv proj", "attention"), "all-reduce": ("norm", "residual add"), "router": ("experts",),
-              "norm": ("residual add", "qkv proj", "gate/up"), "qkv proj": ("attention",), "o proj": ("attention",)}
+FUSES_INTO = {"activation": ("gate/up", "down"), "elementwise": ("norm", "all-reduce"),
+              "rope": ("qkv proj", "attention"), "all-reduce": ("norm", "elementwise"), "router": ("experts",),
+              "norm": ("elementwise", "qkv proj", "gate/up"), "qkv proj": ("attention",), "o proj": ("attention",)}
 # normalised setting -> the nodes' families it can move
 SETTING_NODES: dict[str, tuple[str, ...]] = {
     "attention_backend": ("attention",), "kv_cache_dtype": ("attention",),
