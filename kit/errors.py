@@ -28,42 +28,35 @@ so a failing notebook cell says what to fix without a traceback dive.
 """
 from __future__ import annotations
 
-__all__ = [
-    "KitError",
-    "RemoteError",
-    "ConnectError",
-    "AuthError",
-    "HostKeyError",
-    "CommandTimeout",
-    "CommandFailed",
-    "RemoteFileError",
-    "SourceError",
-    "ParseError",
-    "TraceError",
-    "LogFormatError",
-    "ModelError",
-    "UsageError",
-    "LedgerError",
-    "SessionError",
-    "ServerError",
-    "BenchError",
-    "ExperimentError",
-    "CacheError",
-    "ReportError",
-    "NotebookFailed",
-]
+from typing import Any
+
+__all__ = ["KitError", "RemoteError", "ConnectError", "AuthError", "HostKeyError", "CommandTimeout", "CommandFailed",
+           "RemoteFileError", "SourceError", "ParseError", "TraceError", "LogFormatError", "ModelError", "UsageError",
+           "LedgerError", "SessionError", "ServerError", "BenchError", "ExperimentError", "CacheError", "ReportError",
+           "NotebookFailed"]
 
 
 class KitError(Exception):
-    """Base class of every error decode-kit raises on purpose."""
+    """Base class of every error decode-kit raises on purpose. Keyword arguments set the fields a class
+    declares (``RemoteError(msg, host=...)``); a field not given keeps its class default."""
+
+    def __init__(self, *args: Any, **fields: Any) -> None:
+        super().__init__(*args)
+        for name, value in fields.items():
+            if name not in _declared(type(self)):
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}")
+            setattr(self, name, value)
+
+
+def _declared(cls: type) -> set[str]:
+    """The fields an error class and its bases declare (their class-level annotations)."""
+    return {n for c in cls.__mro__ for n in getattr(c, "__annotations__", {})}
 
 
 class RemoteError(KitError):
     """Something went wrong running on, or talking to, a host."""
 
-    def __init__(self, message: str, *, host: str | None = None) -> None:
-        super().__init__(message)
-        self.host = host
+    host: str | None = None
 
 
 class ConnectError(RemoteError):
@@ -77,37 +70,28 @@ class AuthError(RemoteError):
 class HostKeyError(RemoteError):
     """The host's key is unknown (refused by default) or changed (always refused)."""
 
-    def __init__(self, message: str, *, host: str | None = None, fingerprint: str | None = None) -> None:
-        super().__init__(message, host=host)
-        self.fingerprint = fingerprint
+    fingerprint: str | None = None
 
 
 class CommandTimeout(RemoteError):
     """A command outlived its timeout; it was killed on the host. Partial output attached."""
 
-    def __init__(self, message: str, *, host: str | None = None, cmd: str | None = None,
-                 stdout: str = "", stderr: str = "", timeout: float | None = None) -> None:
-        super().__init__(message, host=host)
-        self.cmd = cmd
-        self.stdout = stdout
-        self.stderr = stderr
-        self.timeout = timeout
+    cmd: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    timeout: float | None = None
 
 
 class CommandFailed(RemoteError):
     """``check=True`` and the command exited non-zero. The :class:`Result` is attached."""
 
-    def __init__(self, message: str, *, host: str | None = None, result=None) -> None:
-        super().__init__(message, host=host)
-        self.result = result
+    result: Any = None
 
 
 class RemoteFileError(RemoteError):
     """A path on a host is missing, a directory, unreadable or otherwise unusable."""
 
-    def __init__(self, message: str, *, host: str | None = None, path: str | None = None) -> None:
-        super().__init__(message, host=host)
-        self.path = path
+    path: str | None = None
 
 
 class SourceError(KitError):
@@ -117,9 +101,7 @@ class SourceError(KitError):
 class ParseError(KitError):
     """An input file is not what its parser reads. ``path`` names the file."""
 
-    def __init__(self, message: str, *, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
+    path: str | None = None
 
 
 class TraceError(ParseError):
@@ -150,10 +132,8 @@ class SessionError(KitError):
 class ServerError(KitError):
     """A live server did not start, died (``tail`` holds its log's last lines), or its profiler failed."""
 
-    def __init__(self, message: str, *, host: str | None = None, tail: str = "") -> None:
-        super().__init__(message)
-        self.host = host
-        self.tail = tail
+    host: str | None = None
+    tail: str = ""
 
 
 class BenchError(KitError):
@@ -176,7 +156,5 @@ class ReportError(KitError):
 class NotebookFailed(ReportError):
     """A notebook raised while the report ran; names the notebook and the failing cell."""
 
-    def __init__(self, message: str, *, notebook: str | None = None, cell: int | None = None) -> None:
-        super().__init__(message)
-        self.notebook = notebook
-        self.cell = cell
+    notebook: str | None = None
+    cell: int | None = None

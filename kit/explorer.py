@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import display
 
 __all__ = ["explore", "top_kernels", "category_time", "category_plot"]
 
@@ -57,8 +60,6 @@ def category_time(profile: Any, *, rank: int | None = None, step: int | None = N
 def category_plot(profile: Any, *, rank: int | None = None, step: int | None = None,
                   phase: str | None = "decode", title: str | None = None, ax: Any = None) -> Any:
     """Horizontal bars of GPU time per category for the selection; returns the matplotlib figure."""
-    import matplotlib.pyplot as plt
-
     t = category_time(profile, rank=rank, step=step, phase=phase)
     own = ax is None
     if own:
@@ -80,10 +81,6 @@ def category_plot(profile: Any, *, rank: int | None = None, step: int | None = N
 
 def explore(profile: Any, *, phase: str = "decode", n: int = 10) -> Any:
     """Widget: rank / step / category pickers -> category bars and the top kernels (live kernel only)."""
-    import ipywidgets as widgets
-    import matplotlib.pyplot as plt
-    from IPython.display import display
-
     k = _select(profile, phase=phase)
     ranks = sorted(int(r) for r in k["rank"].dropna().unique())
     steps = sorted(int(s) for s in k["step"].dropna().unique()) if "step" in k else []

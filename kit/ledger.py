@@ -32,8 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+import pandas as pd
+
 from kit.errors import LedgerError
 from kit.util import write_atomic
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX: the ledger is then not locked
+    fcntl = None
 
 __all__ = ["VERDICTS", "LEDGER_ENV", "Hypothesis", "Ledger", "confirmed_if"]
 
@@ -291,11 +298,7 @@ class Ledger:
         p = Path(path)
         if p.is_dir():
             raise LedgerError(f"ledger {p}: is a directory, expected a JSON file")
-        if not p.exists():
-            led = cls(p)
-            led._base = {}
-            return led
-        return cls(p, _read(p))
+        return cls(p, _read(p) if p.exists() else None)
 
     @classmethod
     def for_session(cls, session: str | os.PathLike[str]) -> "Ledger":
@@ -336,21 +339,20 @@ class Ledger:
                 raise LedgerError(f"ledger {self.path}: not saved: {', '.join(conflicts)} changed both here and "
                                   "in the file since this ledger was read; reload() and apply the change again")
             self._items = merged
-            _write_atomic(self.path, self._payload())
-            self._base = {i: h.to_dict() for i, h in merged.items()}
+            self._store()
         return self.path
 
-    def _payload(self) -> str:
+    def _store(self) -> None:
+        """Write the file (the lock held) and take what it now holds as the base of the next merge."""
         data = {"format": _FORMAT, "hypotheses": [h.to_dict() for h in self._items.values()]}
-        return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+        _write_atomic(self.path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        self._base = {i: h.to_dict() for i, h in self._items.items()}
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         # flock on the ledger's directory: no lock file left beside the session.
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - non-POSIX
+        if fcntl is None:  # pragma: no cover - non-POSIX
             yield
             return
         try:
@@ -393,8 +395,7 @@ class Ledger:
                 base["numbers"] = {**base.get("numbers", {}), **dict(numbers)}
             hyp = Hypothesis.from_dict(base, where=f"ledger {self.path}")
             self._items[id] = hyp
-            _write_atomic(self.path, self._payload())
-            self._base = {i: h.to_dict() for i, h in self._items.items()}
+            self._store()
         return hyp
 
     def revise(self, id: str, *, check: str, finding: str, verdict: str | None = None,
@@ -455,15 +456,21 @@ class Ledger:
         hypothesis id, key in its numbers, format). The value is formatted, or "not recorded"; the
         provenance column says where it came from (:attr:`Hypothesis.provenance_label`), the last
         which notebook set it (the hypothesis's ``source``)."""
-        import pandas as pd
-
         out = []
         for label, hid, key, fmt in rows:
             h = self._items.get(hid)
-            value = h.numbers.get(key) if h else None
-            out.append((label, fmt.format(value) if value is not None else "not recorded",
-                        h.provenance_label if h else "not recorded", h.source if h else ""))
+            out.append((label, self._value(hid, key, fmt), h.provenance_label if h else "not recorded",
+                        h.source if h else ""))
         return pd.DataFrame(out, columns=["headline", "value", "provenance", "notebook"])
+
+    def _value(self, hid: str, key: str, fmt: str, yes_no: bool = False) -> str:
+        """Number ``key`` of hypothesis ``hid`` formatted by ``fmt``, or "not recorded" (``yes_no``: a bool
+        reads "yes"/"no", not "True")."""
+        h = self._items.get(hid)
+        value = h.numbers.get(key) if h else None
+        if yes_no and isinstance(value, bool):
+            value = "yes" if value else "no"
+        return fmt.format(value) if value is not None else "not recorded"
 
     def cards(self, rows: Iterable[tuple[str, str, str, str]]) -> "_Cards":
         """The verdicts as cards, one per hypothesis named in ``rows`` (the rows of :meth:`headlines`),
@@ -472,18 +479,12 @@ class Ledger:
         sees first, before the run table and the full ledger."""
         groups: dict[str, list[tuple[str, str]]] = {}
         for label, hid, key, fmt in rows:
-            h = self._items.get(hid)
-            value = h.numbers.get(key) if h else None
-            if isinstance(value, bool):  # a card reads "no", not "False"
-                value = "yes" if value else "no"
-            groups.setdefault(hid, []).append((label, fmt.format(value) if value is not None else "not recorded"))
+            groups.setdefault(hid, []).append((label, self._value(hid, key, fmt, yes_no=True)))
         return _Cards([(self._items.get(hid) or Hypothesis(id=hid, statement="not recorded in the ledger"), nums)
                        for hid, nums in groups.items()])
 
     def to_frame(self):
         """The ledger as a pandas DataFrame (one row per hypothesis, numbers as a dict column)."""
-        import pandas as pd
-
         return pd.DataFrame([h.to_dict() for h in self._items.values()], columns=list(_FIELDS))
 
     # ---------------------------------------------------------------- display
@@ -554,10 +555,6 @@ def _read(path: Path) -> list[Hypothesis]:
     return items
 
 
-def _temp_prefix(path: Path) -> str:
-    return f".{path.name}."
-
-
 def _remove_stale_temps(path: Path) -> None:
     """Temporary files of writers killed mid-write (kill -9). Called with the lock held: no live
     writer has one open then."""
@@ -565,20 +562,15 @@ def _remove_stale_temps(path: Path) -> None:
         names = os.listdir(path.parent)
     except OSError:
         return
-    prefix = _temp_prefix(path)
     for name in names:
-        if name.startswith(prefix) and name.endswith(".tmp"):
+        if name.startswith(f".{path.name}.") and name.endswith(".tmp"):
             with contextlib.suppress(OSError):
                 os.unlink(path.parent / name)
 
 
 def _write_atomic(path: Path, text: str) -> None:
     try:
-        _replace_with(path, text)
+        write_atomic(path, text, prefix=f".{path.name}.", fsync=True)  # the prefix _remove_stale_temps sweeps
     except OSError as exc:
         raise LedgerError(f"ledger {path}: cannot write ({exc.strerror or exc}); "
                           "the previous file is unchanged") from exc
-
-
-def _replace_with(path: Path, text: str) -> None:
-    write_atomic(path, text, prefix=_temp_prefix(path), fsync=True)

@@ -19,7 +19,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from kit.errors import CommandFailed, CommandTimeout
-from kit.remote import add_host_options
+from kit.remote import Host, add_host_options, connect, connect_options
 from kit.util import clip
 
 __all__ = ["RemoteMagics", "load_ipython_extension"]
@@ -28,8 +28,6 @@ _HOSTS: dict[tuple, object] = {}
 
 
 def _host_for(shell, args):
-    from kit.remote import Host, connect, connect_options
-
     obj = shell.user_ns.get(args.target) if shell is not None else None
     if isinstance(obj, Host):
         return obj

@@ -43,7 +43,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import pandas as pd
+
+from kit import env
+from kit.audit import audit as audit_paths
 from kit.errors import SessionError
+from kit.ledger import LEDGER_ENV, Ledger
+from kit.logs import read
 from kit.provenance import (
     KINDS,
     MANIFEST,
@@ -144,8 +150,6 @@ class Session:
         """The ledger notebooks record into: ``$KIT_LEDGER`` when set; else ``<session>/ledger.json``,
         unless the manifest marks that file ``project-written`` (the hypotheses as posed): then a
         working copy ``<session>/.kit/ledger.json``, seeded from it, so the posed file stays as it is."""
-        from kit.ledger import LEDGER_ENV, Ledger
-
         if os.environ.get(LEDGER_ENV):
             return Ledger.for_session(self.root)
         posed = self.root / "ledger.json"
@@ -205,15 +209,13 @@ class Session:
         """``kit.audit.audit`` over this session's artefacts (``parts``: sub-folders or files; default every
         folder but ``engine``, ``model`` and ``traces``; ``traces=True`` adds the trace health checks).
         ``source`` (relative to the session) names the function that overrode an ignored setting."""
-        from kit.audit import audit
-
         if parts:
             paths = [self.path(p) for p in parts]
         else:
             skip = {"engine", "model"} | ({"traces"} if not traces else set())
             paths = sorted(p for p in self.root.iterdir() if p.is_dir() and p.name not in skip
                            and not p.name.startswith("."))
-        return audit(paths, compare=compare, traces=traces, source=str(self.path(source)) if source else None)
+        return audit_paths(paths, compare=compare, traces=traces, source=str(self.path(source)) if source else None)
 
     def configurations(self, configs: Iterable[Mapping[str, Any]]):
         """One row per serving configuration, read from its files in this session: ``configs`` are dicts
@@ -222,13 +224,9 @@ class Session:
         benchmark and log tok/s, ms/token, the settings the log shows (None where the log names none,
         e.g. vLLM's attention backend), the NCCL variables the ranks echoed, whether the engine said it
         disabled its custom all-reduce (with the log line), and the benchmark's provenance."""
-        import pandas as pd
-
         return pd.DataFrame([self._configuration(c) for c in configs])
 
     def _configuration(self, c: Mapping[str, Any]) -> dict[str, Any]:
-        from kit.logs import read
-
         bench = read(self.path(c["bench"])).bench.iloc[0]  # decode_tok_s: per request, normalised across tools
         log = read(self.path(c["log"]), version=c.get("version"))
         args = log.server_args
@@ -317,8 +315,6 @@ class Captures:
 
     @classmethod
     def read(cls, session: "Session", folder: str) -> "Captures":
-        from kit import env
-
         out = cls(folder=folder, evidence=[])
         parsers = {"gpus": env.parse_gpu_query, "topology": env.parse_topology,
                    "header": env.parse_nvidia_smi_header}
@@ -338,9 +334,7 @@ class Captures:
 
     def fingerprint(self, host: str | None = None):
         """A :class:`kit.env.Fingerprint` of these captures (for :func:`kit.models.gpu_spec`)."""
-        from kit.env import Fingerprint
-
-        return Fingerprint(host=host or self.folder, gpus=self.gpus, topology=self.topology,
+        return env.Fingerprint(host=host or self.folder, gpus=self.gpus, topology=self.topology,
                            driver=(self.header or {}).get("driver"), cuda_driver=(self.header or {}).get("cuda"))
 
     def __repr__(self) -> str:

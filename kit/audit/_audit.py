@@ -7,11 +7,13 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+import kit.profile
 from kit.audit import _rules
 from kit.audit._effect import experiment_effects
 from kit.audit._findings import Audit, Finding, order
-from kit.audit._validity import check_run, parse_clocks, records
+from kit.audit._validity import check_run, parse_clocks, records, throttle
 from kit.errors import KitError, UsageError
+from kit.logs import settings as read_settings
 from kit.util import recorded
 
 _MAX_FILES = 2000
@@ -96,8 +98,6 @@ def _settings_runs(settings_files: list[Path], inputs: dict[str, str], exp_dirs:
                    baselines: list[Path]) -> tuple[dict, list[Finding]]:
     """Engine logs are runs; a folder's other files are their context when the folder holds one
     engine log (else a run of their own); a single topology capture describes every run's host."""
-    from kit.logs import settings as read_settings
-
     runs: dict = {}
     findings: list[Finding] = []
     folders: dict[Path, list[Path]] = {}
@@ -178,8 +178,6 @@ def _clock_findings(by_kind: dict[str, list[Path]]) -> list[Finding]:
     findings: list[Finding] = []
     for f in by_kind.get("clocks", []):
         if not any(b.parent == f.parent for b in by_kind.get("bench", [])):
-            from kit.audit._validity import throttle
-
             t = throttle(parse_clocks(f.read_text(encoding="utf-8", errors="replace"), str(f)))
             if t["throttled"]:
                 findings.append(Finding("throttled", "high", f"GPU throttled during the capture: SM clock down to "
@@ -192,8 +190,6 @@ def _clock_findings(by_kind: dict[str, list[Path]]) -> list[Finding]:
 
 def _trace_findings(trace_files: list[Path], notes: list[str]) -> list[Finding]:
     """Traces: metrics that cannot be trusted."""
-    import kit.profile
-
     findings: list[Finding] = []
     for f in trace_files:
         try:

@@ -4,12 +4,13 @@ decisions) and ``environ`` (the engine process's ``/proc/PID/environ`` on its ho
 from __future__ import annotations
 
 import json
-import re
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from kit.errors import KitError
+from kit.redact import mask_secrets
+from kit.remote import connect
 
 
 def _engine_pids(host, pid: int) -> list[int]:
@@ -41,8 +42,6 @@ def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int |
         except (OSError, ValueError, urllib.error.URLError) as exc:
             out["server_info"] = f"{url}/get_server_info: {exc}"
     if pid is not None and host is not None:
-        from kit.remote import connect
-
         h = connect(host) if isinstance(host, str) else host
         why = "no process"
         for p in _engine_pids(h, pid):
@@ -52,15 +51,11 @@ def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int |
                 why = str(exc)
                 continue
             if data:
-                # secrets never leave as values: keys that look like credentials are kept, values masked
-                items = []
-                for item in data.split(b"\0"):
-                    k, sep, v = item.partition(b"=")
-                    if sep and re.search(rb"(?i)token|secret|passw|api_?key|credential", k):
-                        v = b"***"
-                    if item:
-                        items.append(k + sep + v)
-                (d / "environ").write_bytes(b"\0".join(items) + b"\0")
+                # secrets never leave as values: the house's credential names (kit.redact) keep their key only
+                pairs = [item.decode("utf-8", "surrogateescape").split("=", 1) for item in data.split(b"\0") if item]
+                env = mask_secrets({kv[0]: kv[1] for kv in pairs if len(kv) == 2})
+                text = "".join(f"{k}={v}\0" for k, v in env.items())
+                (d / "environ").write_bytes(text.encode("utf-8", "surrogateescape"))
                 out["environ"] = str(d / "environ")
                 out["environ_pid"] = p
                 break

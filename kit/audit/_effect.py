@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
+import kit.profile
 from kit.logs import Settings
 from kit.logs import settings as read_settings
+from kit.remote import connect
 
 _PREFIX = re.compile(r"^(?:\[[^\]]*\]\s*|\([^)]*\)\s*|(?:DEBUG|INFO|WARNING|ERROR)\s+\d{2}-\d{2} [\d:]+\s*"
                      r"(?:\[[^\]]*\]\s*)?)+")
@@ -78,8 +80,6 @@ KERNEL_KEYS = {"attention_backend": "attention", "custom_all_reduce": "allreduce
 def kernel_evidence(traces: list) -> dict | None:
     """Which attention and all-reduce kernel families ran, and whether kernels were replayed from CUDA
     graphs, in one run's trace files (``{"attention": set, "allreduce": set, "graph": bool, "where": str}``)."""
-    import kit.profile
-
     k = kit.profile.load(traces).kernels
     if not len(k) or "category" not in k:
         return None  # a CPU-only profile: no kernel evidence
@@ -146,7 +146,7 @@ def message_of(line: str) -> str:
 def decider(host, source: str, evidence_text: str) -> Decider | None:
     """Find the engine message of ``evidence_text`` in the source tree ``source`` on ``host`` and name
     the function that printed it and the condition above it; None when not found."""
-    import kit.source
+    import kit.source  # deferred: its pygments is not for the clock sampler that kit.bench imports from here
 
     msg = message_of(evidence_text)
     words = msg.split()
@@ -178,7 +178,7 @@ def decider(host, source: str, evidence_text: str) -> Decider | None:
 
 def _predicates(host, path: str, condition: str) -> tuple[str, ...]:
     """The functions the condition calls, each with where ``kit.source.definition`` finds it."""
-    import kit.source
+    import kit.source  # deferred: its pygments is not for the clock sampler that kit.bench imports from here
 
     out = []
     for name in dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)\(", condition)):
@@ -263,8 +263,6 @@ def experiment_effects(directory: str | Path, *, host=None, source: str | None =
     kb = _kernels(d / base["slug"], notes)
     out = []
     if source is not None and host is None:
-        from kit.remote import connect
-
         host = connect("local")
     for v in variants:
         if v.get("baseline"):

@@ -1,6 +1,7 @@
 """Finding and Audit: what an audit reports, with severity, a one-line verdict and its evidence."""
 from __future__ import annotations
 
+import collections
 import html
 import json
 import os
@@ -8,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from kit.util import clip
+from kit.util import call_settings, clip
 
 SEVERITIES = ("high", "medium", "low", "info")
 
@@ -73,12 +74,8 @@ class Audit:
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this audit: findings per severity and the findings table."""
-        from kit.util import call_settings
-
         rows = [{"code": f.code, "severity": f.severity, "verdict": f.verdict, "run": f.run} for f in self.findings]
-        sev: dict[str, int] = {}
-        for r in rows:
-            sev[r["severity"]] = sev.get(r["severity"], 0) + 1
+        sev = collections.Counter(r["severity"] for r in rows)
         paths = args.get("paths")
         paths = [paths] if isinstance(paths, str) else list(paths or [])
         return {"inputs": paths, "settings": call_settings(args),

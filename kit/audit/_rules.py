@@ -21,6 +21,15 @@ DEBUG_VARIABLES: dict[str, tuple[tuple[str, ...] | None, str, str]] = {
 }
 SLOW_BACKENDS = {"torch_native": "PyTorch reference attention", "sdpa_math": "math SDPA", "math": "math SDPA",
                  "xformers": "xFormers (legacy)"}
+# a setting that costs speed when off -> (finding code, what it costs, what to do); severity medium
+OFF = {
+    "cuda_graph": ("eager-decode", "CUDA graphs are off: every decode step is launched kernel by kernel",
+                   "remove --disable-cuda-graph / enforce_eager unless the comparison is about them"),
+    "p2p": ("p2p-off", "GPU peer-to-peer is off: NCCL copies between GPUs through host memory or the network",
+            "check NCCL_P2P_DISABLE, ACS/IOMMU settings and nvidia-smi topo -p2p r"),
+    "overlap_schedule": ("overlap-off", "the overlap (async) scheduler is off: CPU scheduling is not hidden behind "
+                         "GPU work", "find which argument or model adjustment turned it off (server_args)"),
+}
 # settings compared between the sides of an A/B or a comparison of engines
 COMPARED = ("cuda_graph", "torch_compile", "custom_all_reduce", "overlap_schedule", "tokenizer_mode",
             "speculative", "tp_size", "p2p", "nccl_proto", "nccl_algo")
@@ -56,10 +65,9 @@ def run_findings(run: str, s) -> list[Finding]:
                            run, _ev(s.get("eager_decode_lines"), s.get("cuda_graph_max_bs")),
                            "find why those batches fell back to eager (batch above the largest graph, "
                            "speculative or LoRA paths)"))
-    if eff.get("cuda_graph") is False:
-        out.append(Finding("eager-decode", "medium", "CUDA graphs are off: every decode step is launched "
-                           "kernel by kernel", run, _ev(s.reported("cuda_graph")),
-                           "remove --disable-cuda-graph / enforce_eager unless the comparison is about them"))
+    for key, (code, verdict, fix) in OFF.items():
+        if eff.get(key) is False:
+            out.append(Finding(code, "medium", verdict, run, _ev(s.reported(key)), fix))
     # custom all-reduce and P2P
     tp = eff.get("tp_size")
     if eff.get("custom_all_reduce") is False and (tp is None or tp > 1):
@@ -76,10 +84,6 @@ def run_findings(run: str, s) -> list[Finding]:
                            f"PCIe-only GPUs, so --disable-custom-all-reduce changes nothing here", run,
                            _ev(s.get("topology"), s.get("tp_size")),
                            "look for 'Custom allreduce is disabled' in the engine log; tune NCCL instead"))
-    if eff.get("p2p") is False:
-        out.append(Finding("p2p-off", "medium", "GPU peer-to-peer is off: NCCL copies between GPUs through host "
-                           "memory or the network", run, _ev(s.reported("p2p")),
-                           "check NCCL_P2P_DISABLE, ACS/IOMMU settings and nvidia-smi topo -p2p r"))
     backend = eff.get("attention_backend")
     if backend in SLOW_BACKENDS:
         out.append(Finding("attention-backend", "medium",
@@ -91,10 +95,6 @@ def run_findings(run: str, s) -> list[Finding]:
         if rule and _on(value, rule[0]):
             out.append(Finding("debug-variable", rule[1], f"{name}={value} is set in the engine's environment: "
                                f"{rule[2]}", run, _ev(s.get(f"env:{name}")), f"unset {name} for measurements"))
-    if eff.get("overlap_schedule") is False:
-        out.append(Finding("overlap-off", "medium", "the overlap (async) scheduler is off: CPU scheduling is not "
-                           "hidden behind GPU work", run, _ev(s.reported("overlap_schedule")),
-                           "find which argument or model adjustment turned it off (server_args)"))
     if eff.get("tokenizer_mode") == "slow":
         out.append(Finding("slow-tokenizer", "medium", "the slow (Python) tokenizer is used", run,
                            _ev(s.get("tokenizer_mode")), "use the fast tokenizer (tokenizer_mode='auto')"))

@@ -19,6 +19,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kit.errors import KitError
+from kit.logs import is_kit_result, kit_requests, read_kit_result
+from kit.util import quote
+
 CLOCK_QUERY = ("timestamp,index,name,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,clocks_throttle_reasons.active,"
                "power.draw,power.limit,temperature.gpu,utilization.gpu")
 # clocks_event_reasons (formerly clocks_throttle_reasons) bits that mean the GPU slowed itself down
@@ -118,16 +122,13 @@ class ClockSampler:
         return self
 
     def _start_on_host(self) -> "ClockSampler":
-        from kit.errors import KitError
-        from kit.util import quote
-
         name = getattr(self.host, "name", "host")
         try:
             found = self.host.run(f"command -v {quote(self.nvidia_smi)}", timeout=30)
             if not found.ok or not found.stdout.strip():
                 self.missing = f"{name}: {self.nvidia_smi} not found: clocks not sampled"
                 return self
-            self._log = f"/tmp/kit-clocks-{uuid.uuid4().hex[:12]}.csv"
+            self._log = self.host.private_dir() + f"/clocks-{uuid.uuid4().hex[:12]}.csv"  # 0700: not /tmp
             self._job = self.host.spawn(" ".join(quote(a) for a in self._args()), log=self._log)
         except KitError as exc:
             self.missing = f"{name}: clock sampler not started ({exc})"
@@ -139,9 +140,6 @@ class ClockSampler:
 
     def __exit__(self, *exc) -> None:
         if self._job is not None:
-            from kit.errors import KitError
-            from kit.util import quote
-
             try:
                 self._job.stop(grace=5)
                 text = self.host.read_bytes(self._log).decode("utf-8", "replace")
@@ -312,8 +310,6 @@ def check_run(record: dict | str | Path, clocks: list[dict] | dict | str | Path 
 
 def _requests(record: dict) -> list | None:
     """The per-request records: a kit result's (every level's) or a tool's ``requests`` list."""
-    from kit.logs import is_kit_result, kit_requests  # deferred: kit.logs loads pandas (see records)
-
     if is_kit_result(record):
         return kit_requests(record)
     return record.get("requests") if isinstance(record.get("requests"), list) else None
@@ -322,8 +318,6 @@ def _requests(record: dict) -> list | None:
 def records(path: str | Path) -> list[tuple[str, dict]]:
     """Benchmark records in a JSON / JSONL file, each with a label (file or file#N); a kit result
     through the kit's one reader of its own results (:func:`kit.logs.read_kit_result`)."""
-    from kit.logs import read_kit_result  # deferred: kit.logs loads pandas, which a clock sampler never needs
-
     own = read_kit_result(path)
     if own is not None:
         return [(str(path), own)]

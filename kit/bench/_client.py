@@ -86,8 +86,8 @@ def _conn(url: str, timeout: float):
     return cls(host, port, timeout=timeout), base
 
 
-def get_json(url: str, path: str, timeout: float = 10.0) -> dict:
-    """GET ``url + path`` and decode JSON; BenchError naming the URL on any failure."""
+def get(url: str, path: str, timeout: float = 10.0) -> bytes:
+    """The body of GET ``url + path``; BenchError naming the URL on any failure or a status other than 200."""
     conn, base = _conn(url, timeout)
     try:
         conn.request("GET", base + path)
@@ -95,11 +95,20 @@ def get_json(url: str, path: str, timeout: float = 10.0) -> dict:
         body = resp.read()
         if resp.status != 200:
             raise BenchError(f"{url}{path}: HTTP {resp.status}: {body[:200]!r}")
-        return json.loads(body)
-    except (OSError, http.client.HTTPException, ValueError) as exc:
+        return body
+    except (OSError, http.client.HTTPException) as exc:
         raise BenchError(f"{url}{path}: {type(exc).__name__}: {exc}") from None
     finally:
         conn.close()
+
+
+def get_json(url: str, path: str, timeout: float = 10.0) -> dict:
+    """GET ``url + path`` and decode JSON; BenchError naming the URL on any failure."""
+    body = get(url, path, timeout)
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise BenchError(f"{url}{path}: {type(exc).__name__}: {exc}") from None
 
 
 def list_models(url: str, timeout: float = 10.0) -> list[str]:

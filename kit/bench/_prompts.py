@@ -140,10 +140,10 @@ def _json(path: Path, text: str) -> list[tuple[str, Any]]:
 
 
 def _arrow_table(path: Path):
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: only Arrow and Parquet datasets need it
 
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # deferred: as above
 
         return pq.read_table(path)
     with pa.memory_map(str(path)) as src:  # datasets' save_to_disk writes the IPC stream format
@@ -179,7 +179,6 @@ def _lines(path: Path, text: str) -> list[tuple[str, Any]]:
 
 READERS: dict[str, Callable[[Path, Any], list]] = {
     ".jsonl": _jsonl, ".ndjson": _jsonl, ".json": _json, ".parquet": _columnar, ".arrow": _columnar, ".csv": _csv}
-BINARY = (".parquet", ".arrow")
 
 
 def read_dataset(path: Path, notes: list | None = None) -> list[str]:

@@ -29,16 +29,24 @@ refuse the reconciliation with the reason instead of giving a waterfall.
 """
 from __future__ import annotations
 
+import html
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from kit import logs, profile
+from kit.bench._reconcile_coarse import reconcile_coarse
 from kit.bench._reconcile_input import checked, offset_note
 from kit.bench._result import read_result
 from kit.errors import BenchError
-from kit.util import recorded
+from kit.provenance import provenance_of
+from kit.stats import is_nan
+from kit.util import frame_records, recorded
 
 # part -> (label, where its time comes from)
 PARTS: dict[str, tuple[str, str]] = {
@@ -94,8 +102,6 @@ class Reconciliation:
         return ("median_band", "slowest_1pct") if "median_band" in cols or not cols else ("p50", "p99")
 
     def to_dict(self) -> dict:
-        from kit.util import frame_records
-
         return {"refused": self.refused, "level": self.level, "provenance": self.provenance,
                 "offset_ms": _num(self.offset_ms),
                 "hidden_host_ms": _num(self.hidden_host_ms),
@@ -119,7 +125,7 @@ class Reconciliation:
 
     def plot(self, ax=None):
         """The waterfall: each part's share of the gap around the median and in the slowest 1 %."""
-        from kit.plots import itl_waterfall
+        from kit.plots import itl_waterfall  # deferred: matplotlib only when a figure is drawn
 
         return itl_waterfall(self, ax=ax)
 
@@ -134,14 +140,14 @@ class Reconciliation:
         return (f"Reconciliation({len(self.tokens)} {rows}, client ITL {said} "
                 f"{t.loc['client ITL', mid]:.2f} ms "
                 f"= {body} ms" + (f"; clock offset {self.offset_ms:+.2f} +/- {self.offset_bound_ms:.2f} ms"
-                                  if self.offset_ms == self.offset_ms else f"; per {self.level}")
+                                  if not is_nan(self.offset_ms) else f"; per {self.level}")
                 + (f"; host work hidden by overlap {self.hidden_host_ms:.2f} ms/step" if self.hidden_host_ms > 0.05
                    else "")
                 + ")")
 
     def _repr_html_(self) -> str:
         if self.refused:
-            return f"<p><b>Reconciliation refused:</b> {_esc(self.refused)}</p>"
+            return f"<p><b>Reconciliation refused:</b> {html.escape(self.refused)}</p>"
         return self.table.to_html(index=False, float_format=lambda x: f"{x:.3f}")
 
 
@@ -156,16 +162,10 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     interval) give the reconciliation at that level (``kit.bench._reconcile_coarse``), and it says so.
     ``trace``: a ``kit.profile`` Profile (or trace path) of this run or of a run at the same load,
     whose decode steps' busy share splits the forward."""
-    import pandas as pd
-
-    from kit import logs
-
     recs = engine if hasattr(engine, "steps") and hasattr(engine, "requests") else logs.step_records(engine)
     reqs = _client_requests(client)
     warnings = list(recs.warnings)
     if getattr(recs, "level", "step") != "step":
-        from kit.bench._reconcile_coarse import reconcile_coarse
-
         base = Reconciliation(None, None, [], engine=recs.name, warnings=warnings)
         base.provenance = _provenance(client, engine)
         return reconcile_coarse(reqs, recs, base, _table)
@@ -177,7 +177,7 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
         warnings.append(f"{unmatched} of {len(reqs)} client requests have no engine request record (their gaps "
                         "count as residual)")
     offset, bound, why = _clock_offset(matched)
-    gpu = ["gpu_busy", "gpu_idle"] if busy == busy else ["forward"]
+    gpu = ["forward"] if is_nan(busy) else ["gpu_busy", "gpu_idle"]
     parts = [*gpu, "sched", "host", "prefill", "output", "http"]   # along the token's path
     base = Reconciliation(None, None, parts, offset_ms=offset * 1e3, offset_bound_ms=bound * 1e3, busy_share=busy,
                           trace=trace_name, engine=recs.name, refused=why, warnings=warnings)
@@ -304,10 +304,10 @@ def _parts(ct: list[float], e: dict, step: dict, k: int, busy: float) -> dict:
          "sched": step["fwd0"] - emit[k - 1] - prefill - host}
     # the step's forward ends when the token is handed over; a later hand-over is also the step's time
     tail = emit[k] - step["fwd1"]
-    if busy == busy:
-        p.update(gpu_busy=fwd * busy, gpu_idle=fwd * (1 - busy))
-    else:
+    if is_nan(busy):
         p["forward"] = fwd
+    else:
+        p.update(gpu_busy=fwd * busy, gpu_idle=fwd * (1 - busy))
     p["sched"] += tail
     return {name: 1e3 * v for name, v in p.items()}
 
@@ -321,9 +321,6 @@ def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan
     below zero that lies inside the clock offset's bound is 0, said in ``shown`` ("0 (within +-x ms ...)").
     ``http`` is a difference of two client-minus-engine readings, so the offset cancels in it: a slow hop's
     15 ms is shown although the bound (widened by that same hop) may be wider."""
-    import numpy as np
-    import pandas as pd
-
     t = tokens.copy()
     for p in parts:
         if p not in t:
@@ -348,9 +345,9 @@ def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan
         for b, frame in bands.items():
             row[b] = float(frame[name].fillna(0.0).mean()) if len(frame) else math.nan
         row["shown"] = ""
-        if name not in ("residual", "gap") and bound_ms == bound_ms:
+        if name not in ("residual", "gap") and not is_nan(bound_ms):
             # a part below zero (no part takes negative time) inside the bound
-            inside = [b for b in bands if row[b] == row[b] and -bound_ms <= row[b] < 0]
+            inside = [b for b in bands if not is_nan(row[b]) and -bound_ms <= row[b] < 0]
             for b in inside:
                 row[b] = 0.0
             if inside:
@@ -367,14 +364,12 @@ def _busy_share(trace, warnings: list[str]) -> tuple[float, str]:
     """The busy share of the GPU over a trace's decode steps (all steps when none is marked decode)."""
     if trace is None:
         return math.nan, ""
-    from kit import profile
-
     p = profile.Profile.of(trace)
     name = p.files[0] if getattr(p, "files", None) else str(trace)
     for phase in ("decode", "all"):
         s = p.summary(phase)
         busy, wall = s.per_rank["busy_us"].sum(min_count=1), s.per_rank["wall_us"].sum(min_count=1)
-        if busy == busy and wall and wall == wall:
+        if not is_nan(busy) and wall and not is_nan(wall):
             if phase == "all":
                 warnings.append(f"{name}: no decode steps marked; the busy share is over all steps")
             return float(busy / wall), name
@@ -384,8 +379,6 @@ def _busy_share(trace, warnings: list[str]) -> tuple[float, str]:
 
 def _provenance(client, engine) -> str:
     """'client: ...; engine: ...' from the session manifests of the files given (paths only)."""
-    from kit.provenance import provenance_of
-
     said: dict[str, list[str]] = {}
     for role, src in (("client", client), ("engine", engine)):
         if isinstance(src, (str, Path)):
@@ -394,10 +387,5 @@ def _provenance(client, engine) -> str:
 
 
 def _num(x: float):
-    return None if x != x else round(float(x), 6)
+    return None if is_nan(x) else round(float(x), 6)
 
-
-def _esc(s: str) -> str:
-    import html
-
-    return html.escape(s)

@@ -24,6 +24,8 @@ import time
 import numpy as np
 import pandas as pd
 
+from kit.stats import is_nan
+
 # part -> (label, where its time comes from)
 COARSE_PARTS: dict[str, tuple[str, str]] = {
     "forward": ("model forward", "engine per request: time in model forward / output tokens"),
@@ -102,7 +104,7 @@ def _request_rows(reqs: list[dict], recs, warnings: list[str]) -> tuple[list[dic
             continue
         chunks, span = _client_span(r)
         n = rec.get("output_tokens")
-        if chunks < 2 or not n or n != n or n < 2:
+        if chunks < 2 or not n or is_nan(n) or n < 2:
             continue
         uneven += chunks != n
         gap = span / (chunks - 1)
@@ -142,20 +144,20 @@ def _num(rec: dict, key: str) -> float:
 def _engine_per_token(rec: dict, n: float, parts: list[str]) -> tuple[float, dict] | None:
     """(engine seconds per token, the parts of it) for one request record, or None when it lacks them."""
     decode = _num(rec, "decode")
-    if decode != decode:
+    if is_nan(decode):
         decode = _num(rec, "e2e") - _num(rec, "ttft")
     if "engine_forward" in parts:
         fwd = _num(rec, "forward_total")
-        return (fwd / n, {"engine_forward": fwd / n}) if fwd == fwd else None
-    if decode != decode:
+        return (fwd / n, {"engine_forward": fwd / n}) if not is_nan(fwd) else None
+    if is_nan(decode):
         return None
     per = decode / (n - 1)
     if "engine_decode" in parts:
         return per, {"engine_decode": per}
     fwd, exe = _num(rec, "forward") / n, _num(rec, "execute") / n
-    if _num(rec, "decode_execute") == _num(rec, "decode_execute"):   # summed over the decode steps (transformers)
+    if not is_nan(_num(rec, "decode_execute")):   # summed over the decode steps (transformers)
         fwd, exe = _num(rec, "decode_forward") / (n - 1), _num(rec, "decode_execute") / (n - 1)
-    if fwd != fwd or exe != exe:
+    if is_nan(fwd) or is_nan(exe):
         return per, {"forward": math.nan, "execute_other": math.nan, "engine_other": math.nan}
     return per, {"forward": fwd, "execute_other": exe - fwd, "engine_other": per - exe}
 

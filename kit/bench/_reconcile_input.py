@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import pandas as pd
+
 _STEP_TIMES = ("fwd0", "fwd1")
 _STEP_OPTIONAL = ("pf0", "pf1", "host", "host_exposed")
 _REQUEST_TIMES = ("emit", "sent")
@@ -69,8 +71,6 @@ def checked(recs):
     """``(records, warnings, refusal)``: ``recs`` (a ``StepRecords``) without the records the
     reconciliation cannot use, one warning per kind of fault with its count, and the reason to refuse
     (or ``""``)."""
-    import pandas as pd
-
     said: list[str] = []
     steps = _kept(recs.steps.to_dict("records") if len(recs.steps) else [], "step", _step_problem, "step", said)
     reqs = _kept(recs.requests.to_dict("records") if len(recs.requests) else [], "id", _request_problem,

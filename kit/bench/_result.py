@@ -22,10 +22,15 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from kit.bench._prompts import make_prompts
 from kit.bench._stats import TOO_FEW, mean_ci, median, percentile
 from kit.bench._steady import steady_state
 from kit.errors import BenchError, LogFormatError
+from kit.logs import kit_rows, normalise_kit_result, read_kit_result
+from kit.stats import is_nan
+from kit.util import call_settings, frame_figures, write_atomic
 
 DEFINITIONS = ("TTFT, ITL, TPOT as vLLM's `vllm bench serve` (and SGLang's bench_serving) define them: "
                "TTFT = first token chunk (answer text or reasoning) - send; ITL = gaps between token chunks; "
@@ -161,8 +166,6 @@ def read_result(path: str | Path) -> "LoadResult | None":
     ``kit bench run``; older single-stream files included), read by the one reader
     (:func:`kit.logs.read_kit_result`), as a :class:`LoadResult`; None when the file is not a kit
     result (another tool's output). BenchError naming the file when it cannot be read."""
-    from kit.logs import read_kit_result  # deferred: start-up (the command's work loads only when it runs)
-
     if not Path(path).is_file():
         raise BenchError(f"{path}: no such result file")
     try:
@@ -178,8 +181,6 @@ class LoadResult:
     row per level), ``save``/``load`` as JSON (:func:`read_result` reads either format)."""
 
     def __init__(self, data: dict[str, Any]) -> None:
-        from kit.logs import normalise_kit_result  # deferred: start-up (the command's work loads only when it runs)
-
         self.data = normalise_kit_result(data)
         for lv in self.data["levels"]:
             if "summary" not in lv:  # regrouped from an older file: the figures from its requests and runs
@@ -219,21 +220,13 @@ class LoadResult:
         """One row per level in the columns of other tools' benchmark output (``kit.logs.parse_bench``'s:
         ``completed``, ``output_throughput``, ``mean_ttft_ms``, ``std_tpot_ms``, ``max_concurrency`` ...),
         so ``kit bench parse`` and the bench gate read the kit's results as they read vLLM's."""
-        import pandas as pd  # deferred: start-up (the command's work loads only when it runs)
-
-        from kit.logs import kit_rows  # deferred: start-up (the command's work loads only when it runs)
-
         return pd.DataFrame(kit_rows(self.data, str(self.url)))
 
     @property
     def table(self):
-        import pandas as pd  # deferred: start-up (the command's work loads only when it runs)
-
         return pd.DataFrame(self.summary())
 
     def save(self, path: str | Path) -> Path:
-        from kit.util import write_atomic  # deferred: start-up (the command's work loads only when it runs)
-
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(p, self.to_json() + "\n")
@@ -254,7 +247,7 @@ class LoadResult:
     def plot(self, metric: str = "e2e_ms", stat: str = "p50", **kw):
         """Throughput against latency, one point per level (:func:`kit.plots.throughput_latency`); for a
         ``single_stream`` run, decode and output tok/s against concurrency (:func:`kit.plots.concurrency_scaling`)."""
-        from kit.plots import concurrency_scaling, throughput_latency  # deferred: start-up
+        from kit.plots import concurrency_scaling, throughput_latency  # deferred: matplotlib only when drawn
 
         if self.data.get("preset") == "single_stream":
             return concurrency_scaling(self, **kw)
@@ -262,16 +255,12 @@ class LoadResult:
 
     def plot_cdf(self, metric: str = "ttft_ms", **kw):
         """The latency CDF of each level (:func:`kit.plots.latency_cdf`)."""
-        from kit.plots import latency_cdf  # deferred: start-up (the command's work loads only when it runs)
+        from kit.plots import latency_cdf  # deferred: matplotlib only when drawn
 
         return latency_cdf(self, metric=metric, **kw)
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this benchmark: the summary table and its figures per level."""
-        import pandas as pd  # deferred: start-up (the command's work loads only when it runs)
-
-        from kit.util import call_settings, frame_figures  # deferred: start-up
-
         table = pd.DataFrame(self.summary())
         key = "level" if "level" in table.columns else "concurrency" if "concurrency" in table.columns else None
         url = args.get("url") or self.data.get("url")
@@ -280,7 +269,7 @@ class LoadResult:
 
     def __repr__(self) -> str:
         def f(v, nd: int) -> str:  # a figure saved as null (NaN in memory) shows as "-"
-            return "-" if v is None or v != v else f"{v:.{nd}f}"
+            return "-" if v is None or is_nan(v) else f"{v:.{nd}f}"
 
         parts = [f"{r['level']}: {f(r.get('output_tok_s'), 1)} tok/s, TTFT p50 {f(r.get('ttft_ms_p50'), 1)} ms, "
                  f"ITL p99 {f(r.get('itl_ms_p99'), 2)} ms" for r in self.summary()]
@@ -312,9 +301,9 @@ class LoadResult:
 def _ci(r: dict, m: str, nd: int) -> str:
     """A figure with its 95 % interval over the repeats, or why it has none (too few repeats)."""
     v, lo, hi = r.get(m), r.get(f"{m}_lo"), r.get(f"{m}_hi")
-    if v is None or v != v:
+    if v is None or is_nan(v):
         return "n/a"
-    if lo is None or hi is None or lo != lo:
+    if lo is None or hi is None or is_nan(lo):
         return f"{v:.{nd}f} ({TOO_FEW})" if f"{m}_lo" in r else f"{v:.{nd}f}"
     return f"{v:.{nd}f} [{lo:.{nd}f}, {hi:.{nd}f}]"
 

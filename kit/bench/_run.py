@@ -16,10 +16,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kit.audit import ClockSampler
 from kit.bench._client import RequestTiming, stream_request
 from kit.bench._prompts import prompt_hash
 from kit.bench._watch import LagMonitor, MetricsSampler, gpu_summary
-from kit.bench._workloads import run_sessions
+from kit.bench._workloads import closed_loop, run_sessions
 
 
 @dataclass
@@ -88,27 +89,15 @@ def run_open(st: Setup, specs: list[dict]) -> tuple[list, float, int]:
 
 def run_closed(st: Setup, specs: list[dict], conc: int) -> tuple[list, float, int]:
     """``len(specs)`` requests by ``conc`` workers, each one request at a time."""
-    todo = list(range(len(specs)))[::-1]
     lock = threading.Lock()
     out: list = []
 
-    def worker():
-        while True:
-            with lock:
-                if not todo:
-                    return
-                i = todo.pop()
-            r = _send(st, specs[i])
-            with lock:
-                out.append((specs[i], r))
+    def one(spec: dict) -> None:
+        r = _send(st, spec)
+        with lock:
+            out.append((spec, r))
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, conc))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(st.timeout * len(specs) + 5)
-    return out, time.perf_counter() - t0, 0
+    return out, closed_loop(specs, conc, one, st.timeout * len(specs) + 5), 0
 
 
 def run_users(st: Setup, plan: dict, users: int) -> tuple[list, float, int]:
@@ -139,8 +128,6 @@ def watched(st: Setup, run: Callable[[], tuple[list, float, int]]) -> dict:
         ms = stack.enter_context(MetricsSampler(st.url, st.metrics_interval)) if st.metrics else None
         gpu = None
         if st.gpu is not None:
-            from kit.audit import ClockSampler
-
             gpu = stack.enter_context(ClockSampler(host=None if st.gpu is True else st.gpu))
         pairs, wall, late = run()
     out = {"pairs": pairs, "wall": wall, "late": late, "client": lag.summary(st.stall_ms)}

@@ -26,6 +26,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+from kit.audit import ClockSampler, check_run
 from kit.bench._client import get_json, stream_request
 from kit.bench._prompts import make_prompts, new_seed, read_dataset, sample_lengths
 from kit.bench._result import LoadResult, level_entry, meets
@@ -214,8 +215,6 @@ def single_stream(url: str, *, model: str | None = None, chat: bool = False, pro
     during the measured requests. The record's ``validity`` says whether the run can be trusted
     (``kit.audit.check_run``: failed requests, short outputs, warm-up, seeded prompts, clocks).
     Raises BenchError naming the URL if the server does not answer or every request fails."""
-
-    from kit.audit import ClockSampler, check_run  # deferred: start-up (the command's work loads only when it runs)
 
     sampler = ClockSampler(host=None if clocks == "local" else clocks) if clocks is not None else None
     with sampler if sampler is not None else contextlib.nullcontext():

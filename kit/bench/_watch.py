@@ -20,36 +20,60 @@ import re
 import threading
 import time
 
-from kit.bench._client import split_url
+from kit.audit import throttle
+from kit.bench._client import get
 from kit.bench._stats import percentile
+from kit.errors import BenchError
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 
 
-class LagMonitor:
-    """The client's own scheduling lag while a level runs (a context manager)."""
+class _Watcher:
+    """A context manager whose daemon thread runs ``_run`` from ``_start`` until the context exits, then
+    calls ``_joined``."""
 
-    def __init__(self, tick: float = 0.02) -> None:
-        self.tick = tick
-        self.lags: list[float] = []
+    _name, _join_s = "kit-watcher", 5.0
+
+    def __init__(self) -> None:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True, name=self._name)
+        self._thread.start()
+
+    def __enter__(self):
+        self._start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self._join_s)
+            self._joined()
+
+    def _joined(self) -> None:
+        pass
+
+
+class LagMonitor(_Watcher):
+    """The client's own scheduling lag while a level runs (a context manager)."""
+
+    _name = "kit-lag-monitor"
+
+    def __init__(self, tick: float = 0.02) -> None:
+        super().__init__()
+        self.tick = tick
+        self.lags: list[float] = []
 
     def _run(self) -> None:
         while not self._stop.is_set():
             t = time.perf_counter()
             time.sleep(self.tick)
             self.lags.append(max(0.0, time.perf_counter() - t - self.tick))
-
-    def __enter__(self) -> "LagMonitor":
-        self._thread = threading.Thread(target=self._run, daemon=True, name="kit-lag-monitor")
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
 
     def summary(self, stall_ms: float) -> dict:
         """Worst and p99 lag (ms), the time lost to lags over ``stall_ms`` and whether there was one."""
@@ -81,30 +105,18 @@ def _kinds(text: str) -> dict[str, str]:
 
 def scrape(url: str, timeout: float = 5.0) -> tuple[dict[str, float], dict[str, str]]:
     """(samples, metric kinds) from ``url``/metrics; BenchError naming the URL when unreachable."""
-    import http.client
-
-    from kit.errors import BenchError
-
-    host, port, base, tls = split_url(url)
-    conn = (http.client.HTTPSConnection if tls else http.client.HTTPConnection)(host, port, timeout=timeout)
-    try:
-        conn.request("GET", base + "/metrics")
-        resp = conn.getresponse()
-        body = resp.read().decode("utf-8", "replace")
-        if resp.status != 200:
-            raise BenchError(f"{url}/metrics: HTTP {resp.status}")
-        return parse_prometheus(body), _kinds(body)
-    except (OSError, http.client.HTTPException) as exc:
-        raise BenchError(f"{url}/metrics: {type(exc).__name__}: {exc}") from None
-    finally:
-        conn.close()
+    body = get(url, "/metrics", timeout).decode("utf-8", "replace")
+    return parse_prometheus(body), _kinds(body)
 
 
-class MetricsSampler:
+class MetricsSampler(_Watcher):
     """The server's ``/metrics`` before, during and after a level (a context manager). Memory stays
     bounded over a long level: the first and last samples are kept, gauges as running sums and maxima."""
 
+    _name, _join_s = "kit-metrics", 10.0
+
     def __init__(self, url: str, interval: float = 0.5) -> None:
+        super().__init__()
         self.url, self.interval = url, interval
         self.first: dict[str, float] | None = None
         self.last: dict[str, float] | None = None
@@ -112,12 +124,8 @@ class MetricsSampler:
         self.running: dict[str, list[float]] = {}  # key -> [sum, n, max]
         self.kinds: dict[str, str] = {}
         self.missing: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def _take(self) -> None:
-        from kit.errors import BenchError
-
         try:
             values, kinds = scrape(self.url)
         except BenchError as exc:
@@ -141,15 +149,11 @@ class MetricsSampler:
     def __enter__(self) -> "MetricsSampler":
         self._take()
         if self.missing is None:
-            self._thread = threading.Thread(target=self._run, daemon=True, name="kit-metrics")
-            self._thread.start()
+            self._start()
         return self
 
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-            self._take()
+    def _joined(self) -> None:
+        self._take()
 
     def _is_counter(self, key: str) -> bool:
         base = key.split("{")[0]
@@ -173,8 +177,6 @@ class MetricsSampler:
 
 def gpu_summary(sampler) -> dict:
     """A level's GPU figures from a ``kit.audit.ClockSampler``: its throttle summary plus power."""
-    from kit.audit import throttle
-
     d = throttle(sampler.samples)
     power = [s["power_w"] for s in sampler.samples if s.get("power_w") is not None]
     d["power_w_mean"] = sum(power) / len(power) if power else None

@@ -23,6 +23,7 @@ import random
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from kit.bench._client import stream_request
 from kit.bench._prompts import words
@@ -127,11 +128,33 @@ def _turn_prompt(history: list[dict], chat: bool):
     return history if chat else "\n".join(m["content"] for m in history)
 
 
+def closed_loop(items: Sequence[Any], workers: int, do: Callable[[Any], None], join_s: float) -> float:
+    """``do(item)`` for every item, by ``workers`` threads each taking the next item when its last one is
+    done (a closed loop); the wall seconds. A thread still running after ``join_s`` is left behind."""
+    todo = list(items)[::-1]
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                item = todo.pop()
+            do(item)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_s)
+    return time.perf_counter() - t0
+
+
 def run_sessions(url: str, model: str, plan: list[dict], users: int, max_tokens: list[int], chat: bool,
                  timeout: float, think_ms: float = 0.0) -> tuple[list[tuple[dict, object]], float]:
     """Run the sessions of ``plan`` by ``users`` workers, each turn after the previous one's answer,
     sent with the whole conversation so far; returns ((info, timing) per request, wall seconds)."""
-    todo = list(range(len(plan)))[::-1]
     lock = threading.Lock()
     out: list[tuple[dict, object]] = []
     n_turns = len(plan[0]["turns"]) if plan else 0
@@ -151,18 +174,4 @@ def run_sessions(url: str, model: str, plan: list[dict], users: int, max_tokens:
                 return  # the conversation cannot go on without its answer
             history = history + [{"role": "assistant", "content": r.text}]
 
-    def worker() -> None:
-        while True:
-            with lock:
-                if not todo:
-                    return
-                i = todo.pop()
-            one_session(plan[i])
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, users))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout * max(1, n_turns) * max(1, len(plan)) + 5)
-    return out, time.perf_counter() - t0
+    return out, closed_loop(plan, users, one_session, timeout * max(1, n_turns) * max(1, len(plan)) + 5)

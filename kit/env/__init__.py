@@ -15,11 +15,9 @@ Files:
 """
 from __future__ import annotations
 
-from kit.env._fingerprint import (  # noqa: F401
-    GPU_FIELDS,
-    Fingerprint,
+from kit.env._fingerprint import GPU_FIELDS, Fingerprint, fingerprint
+from kit.env._parsers import (
     Topology,
-    fingerprint,
     link_rank,
     parse_cpu_model,
     parse_environ,
@@ -29,10 +27,9 @@ from kit.env._fingerprint import (  # noqa: F401
     parse_nvidia_smi_header,
     parse_os_release,
     parse_topology,
-    strip_ansi,
+    with_units,
 )
-from kit.env._parsers import with_units
-from kit.util import publish
+from kit.util import publish, strip_ansi
 
 __all__ = ['Fingerprint', 'GPU_FIELDS', 'Topology', 'fingerprint', 'link_rank', 'parse_cpu_model', 'parse_environ',
            'parse_gpu_query', 'parse_nccl_version', 'parse_nvcc_version', 'parse_nvidia_smi_header',

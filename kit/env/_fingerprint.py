@@ -1,4 +1,4 @@
-"""Fingerprint(host) -> Fingerprint: one probe command, then the parsers (documented in the package docstring)."""
+"""fingerprint(host) -> Fingerprint: one probe command, then the parsers."""
 from __future__ import annotations
 
 import html
@@ -10,26 +10,11 @@ from typing import Any
 import pandas as pd
 
 import kit.engines
-from kit.env._parsers import (
-    Topology,
-    link_rank,
-    parse_cpu_model,
-    parse_environ,
-    parse_gpu_query,
-    parse_nccl_version,
-    parse_nvcc_version,
-    parse_nvidia_smi_header,
-    parse_os_release,
-    parse_topology,
-    strip_ansi,
-)
+from kit.env import _parsers
+from kit.env._parsers import Topology
 from kit.errors import KitError, ParseError
 from kit.redact import mask_secrets
 from kit.util import host_program
-
-__all__ = ["Fingerprint", "Topology", "fingerprint", "parse_gpu_query", "parse_topology", "parse_nccl_version",
-           "parse_nvidia_smi_header", "parse_nvcc_version", "parse_environ", "parse_os_release", "parse_cpu_model",
-           "strip_ansi", "link_rank", "GPU_FIELDS"]
 
 GPU_FIELDS = ["index", "name", "memory.total", "compute_cap", "driver_version", "pci.bus_id"]
 
@@ -199,7 +184,7 @@ def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeou
         elif env.strip() == "@@environ_nopid":
             fp.missing["nccl_env"] = f"no process {pid} on {host.name}"
         else:
-            fp.nccl_env = mask_secrets(parse_environ(env, "NCCL_"))  # NCCL_IB_SECRET_KEY
+            fp.nccl_env = mask_secrets(_parsers.parse_environ(env, "NCCL_"))  # NCCL_IB_SECRET_KEY
     return fp
 
 
@@ -222,11 +207,11 @@ def _sections(text: str) -> dict[str, str]:
 
 
 def _fill_system(fp: Fingerprint, s: dict[str, str]) -> None:
-    fp.os = parse_os_release(s.get("os", "")) or None
+    fp.os = _parsers.parse_os_release(s.get("os", "")) or None
     if fp.os is None:
         fp.missing["os"] = "/etc/os-release not found"
     fp.kernel = s.get("uname", "").strip() or None
-    fp.cpu = parse_cpu_model(s.get("cpu", ""))
+    fp.cpu = _parsers.parse_cpu_model(s.get("cpu", ""))
     if fp.cpu is None:
         fp.missing["cpu"] = "no model name in lscpu or /proc/cpuinfo"
     nproc = s.get("nproc", "").strip()
@@ -236,25 +221,17 @@ def _fill_system(fp: Fingerprint, s: dict[str, str]) -> None:
 
 
 def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
-    if "no_nvidia_smi" in s:
+    rc = s.get("gpu_rc", "1").strip()
+    why = ("nvidia-smi not found on the host" if "no_nvidia_smi" in s else
+           f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s (GPU or driver hung?)"
+           if rc in ("124", "137") else None)
+    if why:
         for key in ("gpus", "topology", "driver", "cuda_driver"):
-            fp.missing[key] = "nvidia-smi not found on the host"
+            fp.missing[key] = why
         return
-    gpu_text, rc = s.get("gpu", ""), s.get("gpu_rc", "1").strip()
-    if rc in ("124", "137"):
-        hung = f"nvidia-smi did not answer within {NVIDIA_SMI_TIMEOUT_S:g} s (GPU or driver hung?)"
-        for key in ("gpus", "topology", "driver", "cuda_driver"):
-            fp.missing[key] = hung
-        return
-    if rc == "0":
-        try:
-            fp.gpus = parse_gpu_query(gpu_text, source=f"{fp.host}: nvidia-smi --query-gpu")
-        except ParseError as exc:
-            fp.missing["gpus"] = str(exc)
-    else:
-        fp.missing["gpus"] = "nvidia-smi --query-gpu failed: " + (gpu_text.strip().splitlines() or ["?"])[-1][:200]
+    _parse_into(fp, "gpus", s, "gpu", _parsers.parse_gpu_query, "nvidia-smi --query-gpu")
     try:
-        header = parse_nvidia_smi_header(s.get("smi", ""), source=f"{fp.host}: nvidia-smi")
+        header = _parsers.parse_nvidia_smi_header(s.get("smi", ""), source=f"{fp.host}: nvidia-smi")
     except ParseError:
         header = {"driver": None, "cuda": None}  # said below, as a missing driver version
     fp.cuda_driver = header["cuda"]
@@ -263,14 +240,19 @@ def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
         fp.driver = str(fp.gpus["driver_version"].iloc[0])
     if fp.driver is None:
         fp.missing["driver"] = "nvidia-smi printed no driver version"
-    topo_text = s.get("topo", "")
-    if s.get("topo_rc", "1").strip() == "0":
-        try:
-            fp.topology = parse_topology(topo_text, source=f"{fp.host}: nvidia-smi topo -m")
-        except ParseError as exc:
-            fp.missing["topology"] = str(exc)
-    else:
-        fp.missing["topology"] = "nvidia-smi topo -m failed: " + (topo_text.strip().splitlines() or ["?"])[-1][:200]
+    _parse_into(fp, "topology", s, "topo", _parsers.parse_topology, "nvidia-smi topo -m")
+
+
+def _parse_into(fp: Fingerprint, field_name: str, s: dict[str, str], section: str, parse, what: str) -> None:
+    """``fp.<field_name>`` from the probe's ``section`` when its command exited 0, else the reason in ``missing``."""
+    text = s.get(section, "")
+    if s.get(f"{section}_rc", "1").strip() != "0":
+        fp.missing[field_name] = f"{what} failed: " + (text.strip().splitlines() or ["?"])[-1][:200]
+        return
+    try:
+        setattr(fp, field_name, parse(text, source=f"{fp.host}: {what}"))
+    except ParseError as exc:
+        fp.missing[field_name] = str(exc)
 
 
 def _engine_distributions() -> list[tuple[str, list[str]]]:
@@ -279,10 +261,10 @@ def _engine_distributions() -> list[tuple[str, list[str]]]:
 
 
 def _fill_versions(fp: Fingerprint, s: dict[str, str], host, python: str, timeout: float) -> None:
-    fp.cuda_toolkit = parse_nvcc_version(s.get("nvcc", ""))
+    fp.cuda_toolkit = _parsers.parse_nvcc_version(s.get("nvcc", ""))
     if fp.cuda_toolkit is None:
         fp.missing["cuda_toolkit"] = "nvcc not found"
-    nccl_so = parse_nccl_version(s.get("nccl_so", ""))
+    nccl_so = _parsers.parse_nccl_version(s.get("nccl_so", ""))
     try:
         probe = host_program("kit.env", "versions_probe.py", f"probe({_engine_distributions()!r})")
         info = host.python(probe, python=python, timeout=timeout)
@@ -306,9 +288,9 @@ def _fill_versions(fp: Fingerprint, s: dict[str, str], host, python: str, timeou
         if info.get("torch_error"):
             fp.missing["torch_cuda"] = f"import torch failed: {info['torch_error']}"
         if info.get("torch_nccl") is not None:
-            fp.nccl = parse_nccl_version(info["torch_nccl"])
+            fp.nccl = _parsers.parse_nccl_version(info["torch_nccl"])
         elif info.get("nccl_wheel"):
-            fp.nccl = parse_nccl_version(info["nccl_wheel"])
+            fp.nccl = _parsers.parse_nccl_version(info["nccl_wheel"])
     if fp.nccl is None:
         fp.nccl = nccl_so
     if fp.nccl is None:

@@ -6,6 +6,8 @@ import math
 import re
 from dataclasses import dataclass
 
+import kit.live
+
 # a cause with no setting of its own: what to swap to test it (the node's family or the ITL part)
 SWAP = {"attention": "the attention backend (the kernels B runs in A)", "norm": "the norm implementation (B's norm "
         "kernels, fused or not, in A)", "cuda_graph": "CUDA graphs (--disable-cuda-graph on the graph side)",
@@ -55,8 +57,6 @@ def _value(v):
 
 def build(cause: dict, runs, asked: list[dict]) -> Experiment:
     """The confirming experiment of one candidate cause (see the module docstring)."""
-    import kit.live
-
     setting = next(iter(cause.get("settings") or []), None)
     if setting is None and cause["source"] == "itl":
         rx = PART_SETTINGS.get(cause["key"])

@@ -6,11 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import kit.audit
 from kit.errors import UsageError
-
-# what the pipeline needs of a run -> the steps that skip without it
-NEEDS = {"bench": ("gap", "itl"), "trace": ("structure",), "engine log": ("itl", "settings"),
-         "model config": ("floor",), "GPU capture": ("floor",)}
 
 
 @dataclass
@@ -73,8 +70,6 @@ def _command(f: Path) -> tuple[str | None, dict]:
 def gather(run, label: str) -> RunInputs:
     """Read what ``run`` holds: the audit classifies logs, benchmarks, clocks and traces (``traces=False``: trace
     trust is read by the structure step); config, GPU capture and measured step times are found by name."""
-    import kit.audit
-
     paths = split(run)
     a = kit.audit.audit(paths, traces=False)
     r = RunInputs(label, paths, audit=a)

@@ -7,10 +7,14 @@ import json
 import math
 from dataclasses import dataclass, field
 
+import pandas as pd
+
 from kit.investigation import _steps
 from kit.investigation._causes import Cause, rank
 from kit.investigation._inputs import gather
-from kit.util import recorded
+from kit.ledger import Ledger
+from kit.provenance import Evidence, provenance_of
+from kit.util import call_settings, recorded
 
 ORDER = ("inputs", "validity", "gap", "itl", "structure", "settings", "floor")
 
@@ -71,8 +75,6 @@ class Investigation:
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this investigation: each ranked cause's share of its gap, the
         headline, the ranked table."""
-        from kit.util import call_settings
-
         a, b = self.labels
         figs = [(f"cause_share.{c.gap_name}", c.share, c.what) for c in self.ranked]
         return {"settings": call_settings(args), "figures": figs, "label": f"{a} -> {b}",
@@ -84,8 +86,6 @@ class Investigation:
 
     def table(self):
         """The ranked causes as a DataFrame (one row per cause, then one per unexplained remainder)."""
-        import pandas as pd
-
         rows = [{"rank": i + 1, "cause": c.what, "share": c.share, "of gap": c.gap_name,
                  "delta": c.delta, "noise": c.noise, "unit": c.unit, "trust": c.trust, "setting": c.setting or "-",
                  "experiment": c.experiment.variant} for i, c in enumerate(self.causes)]
@@ -130,9 +130,6 @@ class Investigation:
     def record(self, ledger, *, prefix: str = "AB", source: str = "kit investigate") -> list[str]:
         """Each cause into ``ledger`` (a :class:`kit.ledger.Ledger` or its path) as an open hypothesis with its
         evidence, numbers and files; returns the ids (``AB1``, ``AB2`` ...)."""
-        from kit.ledger import Ledger
-        from kit.provenance import provenance_of
-
         led = ledger if isinstance(ledger, Ledger) else Ledger.open(ledger)
         ids = []
         a, b = self.labels
@@ -141,8 +138,7 @@ class Investigation:
             share = "may explain part of the gap (share unknown: no step could apportion it)" if c.share is None else \
                 "explains none of the gap (ignored)" if c.share == 0 else \
                 f"explains {c.share:.0%} of the {c.gap_name} gap"
-            prov = [{"artefact": f, "kind": provenance_of(f).kind, "label": provenance_of(f).label,
-                     "role": c.step} for f in dict.fromkeys(c.files)][:20]
+            prov = [Evidence(f, provenance_of(f), c.step) for f in list(dict.fromkeys(c.files))[:20]]
             led.record(hid, statement=f"{b} vs {a}: {c.what} {share}", test=c.experiment.call,
                        evidence="; ".join(c.evidence), verdict="open", source=source, provenance=prov,
                        numbers={"share": None if c.share is None or not math.isfinite(c.share) else round(c.share, 4),

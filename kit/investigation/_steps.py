@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+import kit.audit
+import kit.bench
+import kit.env
+import kit.logs
+import kit.models
+import kit.profile
 from kit.errors import KitError
+from kit.stats import noise
 
 # validity findings that make a run's figures wrong for the question (kit.audit codes) -> what they affect
 INVALIDATING = {"failed-requests": ("gap", "itl"), "short-outputs": ("gap", "itl"),
@@ -29,9 +39,18 @@ class Step:
     data: dict = field(default_factory=dict)
     candidates: list[dict] = field(default_factory=list)
 
-    def skip(self, reason: str) -> "Step":
-        self.status, self.reason = "skipped", reason
+    def skip(self, reason: str, status: str = "skipped") -> "Step":
+        self.status, self.reason = status, reason
         return self
+
+    def gate(self, runs, invalid: dict, refused: str, files: str = "", what: str = "") -> "Step | None":
+        """This step skipped when a run has no ``files`` (its ``what``), refused when ``invalid`` names it for
+        a run (validity), else None: the step runs."""
+        if files and not all(getattr(r, files) for r in runs):
+            return self.skip(f"no {what} in " + " or ".join(r.label for r in runs if not getattr(r, files)))
+        if any(self.name in invalid.get(r.label, ()) for r in runs):
+            return self.skip("a run is invalid " + refused, "refused")
+        return None
 
     def to_dict(self) -> dict:
         return {"name": self.name, "calls": self.calls, "status": self.status, "reason": self.reason,
@@ -39,12 +58,9 @@ class Step:
 
 
 def _two_se(a, b) -> float:
-    """Two standard errors of the difference of two samples' means (the noise rule of ``diff_structure``)."""
-    import numpy as np
-
-    va = float(np.var(a, ddof=1)) / len(a) if len(a) > 1 else math.nan
-    vb = float(np.var(b, ddof=1)) / len(b) if len(b) > 1 else math.nan
-    return 2.0 * math.sqrt(va + vb)
+    """Two standard errors of the difference of two samples' means (``kit.stats.noise``)."""
+    va, vb = (float(np.var(x, ddof=1)) / len(x) if len(x) > 1 else math.nan for x in (a, b))
+    return float(noise(va, vb))
 
 
 def inputs(runs) -> Step:
@@ -88,8 +104,6 @@ def _bench_samples(path: Path) -> dict | None:
         return {"tok_s": [float(x["decode_tok_s"]) for x in reps], "itl_ms": [float(x["itl_ms"]) for x in reps
                                                                            if x.get("itl_ms") is not None],
                 "what": f"{len(reps)} runs of an experiment variant (each its median decode tok/s)"}
-    import kit.logs
-
     reqs = None
     try:
         own = kit.logs.read_kit_result(path)  # the one reader of the kit's results (either format)
@@ -122,14 +136,9 @@ def _bench_samples(path: Path) -> dict | None:
 
 def gap(runs, invalid: dict) -> Step:
     """Decode tok/s of each side with its 95 % interval, Welch's test, ITL p50/p99."""
-    import kit.bench
-
     s = Step("gap", "kit.logs.parse_bench / kit's results -> kit.bench.mean_ci, kit.bench.welch")
-    if not all(r.bench for r in runs):
-        return s.skip("no benchmark result in " + " or ".join(r.label for r in runs if not r.bench))
-    if any("gap" in invalid.get(r.label, ()) for r in runs):
-        s.status, s.reason = "refused", "a run is invalid (validity): its client figures are not compared"
-        return s
+    if stop := s.gate(runs, invalid, "(validity): its client figures are not compared", "bench", "benchmark result"):
+        return stop
     sides = {}
     for r in runs:
         got = [x for x in (_bench_samples(p) for p in r.bench) if x and x["tok_s"]]
@@ -160,8 +169,6 @@ def gap(runs, invalid: dict) -> Step:
 
 def _pct(xs, q, printed) -> float:
     """Percentile ``q`` of the pooled gaps, else the figure the benchmark printed."""
-    import numpy as np
-
     if not xs:
         return float(printed) if printed is not None else math.nan
     return float(np.percentile(xs, q))
@@ -169,8 +176,6 @@ def _pct(xs, q, printed) -> float:
 
 def _reconciled(r):
     """The first (benchmark, engine log) pair of a run that ``kit.bench.reconcile`` accepts, else the reasons."""
-    import kit.bench
-
     why = []
     logs = [f for f in r.logs if f.suffix == ".log" or r.audit.inputs.get(str(f), "").startswith("engine log")]
     for b in r.bench:
@@ -209,9 +214,8 @@ def _engine_share(ra, rb, ms_per_token) -> list[str]:
 def itl(runs, invalid: dict, ms_per_token=None) -> Step:
     """Each side's ITL split by ``kit.bench.reconcile``; parts whose mean moved beyond noise are candidates."""
     s = Step("itl", "kit.bench.reconcile(client records, engine step records)")
-    if any("itl" in invalid.get(r.label, ()) for r in runs):
-        s.status, s.reason = "refused", "a run is invalid (validity): its client records are not reconciled"
-        return s
+    if stop := s.gate(runs, invalid, "(validity): its client records are not reconciled"):
+        return stop
     recs = []
     for r in runs:
         rec, used, why = _reconciled(r)
@@ -299,14 +303,9 @@ def _measured(runs, gap_us: float, gap_name: str) -> list[str]:
 def structure(runs, settings_pair, invalid: dict) -> Step:
     """``kit.profile.diff_structure`` of the two runs' traces (kernel basis; graph replays placed with their
     reference). Which gap its nodes explain is decided by the traces' own trust (``Profile.health()``)."""
-    import kit.profile
-
     s = Step("structure", "kit.profile.diff_structure(a, b, settings=, references=) and Profile.health()")
-    if not all(r.traces for r in runs):
-        return s.skip("no trace in " + " or ".join(r.label for r in runs if not r.traces))
-    if any("structure" in invalid.get(r.label, ()) for r in runs):
-        s.status, s.reason = "refused", "a run is invalid (validity: throttled GPU): its trace is not compared"
-        return s
+    if stop := s.gate(runs, invalid, "(validity: throttled GPU): its trace is not compared", "traces", "trace"):
+        return stop
     try:
         pa, pb = (kit.profile.load(r.traces, reference=r.references) if r.references else kit.profile.load(r.traces)
                   for r in runs)
@@ -378,8 +377,6 @@ def structure(runs, settings_pair, invalid: dict) -> Step:
 
 def run_settings(r):
     """A run's :class:`kit.logs.Settings`: the audit's first run with an engine log, else the logs read together."""
-    import kit.logs
-
     runs = getattr(r.audit, "runs", {}) or {}
     for st in runs.values():
         if st.args or st.effective:
@@ -388,8 +385,6 @@ def run_settings(r):
 
 
 def _flags(cmd: str | None) -> dict:
-    import shlex
-
     out: dict = {}
     words = shlex.split(cmd or "")
     for i, w in enumerate(words):
@@ -403,24 +398,18 @@ def _flags(cmd: str | None) -> dict:
 def _asked(runs, pair) -> dict:
     """Flags and environment variables asked differently: ``{setting: (a, b)}`` from the runs' commands and
     environments (``variant.json``/``server.json``) and their settings captures' environments."""
-    out = {}
     fa, fb = _flags(runs[0].command), _flags(runs[1].command)
-    for k in sorted(set(fa) | set(fb)):
-        if fa.get(k) != fb.get(k):
-            out[k] = (fa.get(k), fb.get(k))
-    ea = {**(pair[0].env if pair[0] is not None else {}), **runs[0].env}
-    eb = {**(pair[1].env if pair[1] is not None else {}), **runs[1].env}
-    for k in sorted(set(ea) | set(eb)):
-        if ea.get(k) != eb.get(k) and k not in ("PYTHONPATH", "PATH", "PWD", "OLDPWD", "HOME", "_", "SHLVL"):
-            out[k] = (ea.get(k), eb.get(k))
+    ea, eb = ({**(p.env if p is not None else {}), **r.env} for p, r in zip(pair, runs))
+    shell = ("PYTHONPATH", "PATH", "PWD", "OLDPWD", "HOME", "_", "SHLVL")
+    out = {k: (fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)}
+    out.update({k: (ea.get(k), eb.get(k)) for k in sorted(set(ea) | set(eb)) if ea.get(k) != eb.get(k)
+                and k not in shell})
     return out
 
 
 def settings(runs, pair) -> Step:
     """Effective settings that differ (``kit.logs.settings``) and, for what was asked differently, whether it took
     effect (``kit.audit.effect``); an ignored setting explains none of the gap."""
-    import kit.audit
-
     s = Step("settings", "kit.logs.settings, kit.audit.effect")
     if pair[0] is None and pair[1] is None and not any(r.command or r.env for r in runs):
         return s.skip("no engine log, settings capture or command on either side")
@@ -500,9 +489,6 @@ def _unmeasured(runs, pair, differ: list[dict]) -> list[dict]:
 
 def floor(runs, pair, gap_step: Step) -> Step:
     """Each side's decode speed of light (``kit.models.decode_floor``) against its measured ms/token."""
-    import kit.env
-    import kit.models
-
     s = Step("floor", "kit.models.decode_floor(config.json, nvidia-smi --query-gpu, tp from the engine's settings)")
     sides = {}
     for r, st in zip(runs, pair):

@@ -42,13 +42,18 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kit.audit import capture_settings
+import pandas as pd
+
+from kit.audit import capture_settings, experiment_effects
 from kit.bench import LoadResult, mean_ci, single_stream, welch
 from kit.errors import ExperimentError, KitError
+from kit.ledger import confirmed_if
 from kit.live import _engine
 from kit.live._server import Server, _open_session
+from kit.remote import Host, connect
+from kit.session import Provenance
+from kit.util import call_settings, frame_figures, recorded, write_atomic
 from kit.util import quote as _q
-from kit.util import recorded, write_atomic
 
 FLAG_NAME = re.compile(r"-?-[A-Za-z0-9][A-Za-z0-9_.-]*")
 """A command-line flag name as the kit puts it on a host's command line (``--name``, ``-tp``)."""
@@ -221,14 +226,10 @@ class Experiment:
         """Did each variant take effect? ``kit.audit.experiment_effects`` on this experiment: took effect /
         ignored ("no effect: the engine ignored X") / unknown, from what each run's engine reported
         (``source``: the engine's source tree, to name the function that overrode a flag)."""
-        from kit.audit import experiment_effects
-
         return experiment_effects(self.dir, source=source)
 
     @property
     def table(self):
-        import pandas as pd
-
         return pd.DataFrame(self.rows())
 
     def row(self, variant: str) -> dict:
@@ -240,9 +241,7 @@ class Experiment:
 
     def plot(self, *, title: str | None = None):
         """A/B bars of batch-1 decode tok/s against the baseline, with 95 % intervals; * = significant."""
-        import pandas as pd
-
-        from kit.plots import ab_plot
+        from kit.plots import ab_plot  # deferred: matplotlib, only for a figure
 
         rows = [r for r in self.rows() if r["n"] > 0]
         t = pd.DataFrame([{"config": r["variant"] + (" *" if r["significant"] else ""), "tok_s": r["tok_s"]}
@@ -266,8 +265,6 @@ class Experiment:
         Confirmed when the difference is significant in the expected direction; rejected when it
         is not significant or goes the other way. The hypothesis carries the provenance of the
         experiment's folder in the session (measured by the kit, or a sample). Returns the verdict."""
-        from kit.ledger import confirmed_if
-
         if expect not in ("faster", "slower"):
             raise ExperimentError("decide(): expect must be 'faster' or 'slower'")
         r = self.row(variant)
@@ -290,8 +287,6 @@ class Experiment:
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this experiment: each variant's figures and the table."""
-        from kit.util import call_settings, frame_figures
-
         table = self.table
         return {"inputs": [], "settings": call_settings(args),
                 "figures": frame_figures(table, "slug" if "slug" in table else None),
@@ -433,9 +428,6 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
     ``port``: a number, None (the command's or the engine's default) or ``"free"`` (a free port
     for each engine).
     """
-    from kit.remote import Host, connect
-    from kit.session import Provenance
-
     sess = _open_session(session)
     matrix, flags, bench = _as_dict(matrix, "matrix"), _as_dict(flags, "flags"), _as_dict(bench, "bench")
     variants = plan(base_cmd, matrix, flags, mode=mode, env=env)

@@ -54,15 +54,8 @@ def _list_traces(server, d: str) -> dict[str, int]:
 def profile(server, steps: int | None = None, seconds: float | None = None, *, load: bool | Callable[[], Any] = True,
             activities: tuple[str, ...] = ("CPU", "GPU"), name: str, timeout: float = 300.0,
             parse: bool = True, max_tokens: int = 256, into: str | Path | None = None):
-    """Record the engine's own torch profile through its HTTP endpoints while it serves.
-
-    ``steps`` (SGLang: ``num_steps``, the engine stops itself) or ``seconds`` (then
-    ``/stop_profile``). ``load``: True sends streamed requests to ``url`` while recording; a
-    callable is run in a thread instead; False records whatever traffic there is. Waits until
-    the new trace files are complete (size stable, gzip intact), pulls them into the session
-    (``traces/<name>/rank<N>.trace.json.gz``) and returns ``kit.profile.load`` of them (or the
-    paths with ``parse=False``). ServerError (with the log tail) when nothing arrives in time.
-    """
+    """``Server.profile`` (its docstring says what the arguments do): the endpoints, the load, the trace files
+    pulled into the session."""
     if (steps is None) == (seconds is None):
         raise ServerError("profile(): give exactly one of steps= or seconds=")
     if not server.engine_def.profile_steps and steps is not None:

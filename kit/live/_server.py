@@ -30,6 +30,7 @@ import atexit
 import base64
 import binascii
 import datetime as _dt
+import html
 import json
 import os
 import re
@@ -41,9 +42,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import kit.engines
+from kit import session as _session
+from kit.bench import single_stream, sweep
 from kit.errors import CommandTimeout, RemoteError, ServerError, UsageError
 from kit.live import _engine, _profiling, _reach
-from kit.util import clip, write_atomic
+from kit.remote import Host, connect
+from kit.session import Provenance
+from kit.util import clip, progress_wanted, write_atomic
 from kit.util import quote as _q
 
 # engine -> (phase, regex that starts it), in load order, each engine's from its module (kit.engines);
@@ -81,8 +86,6 @@ def _host_address(host) -> str:
 
 
 def _open_session(session):
-    from kit import session as _session
-
     if session is None:
         session = Path("live-session")
     if isinstance(session, (str, Path)):
@@ -105,8 +108,6 @@ class Server:
                  progress: bool = True, grace: float = 15.0, log: str | Path | None = None,
                  group: str | None = None, record: str | Path | None = None, check_port: bool = True,
                  forward: bool | None = None) -> None:
-        from kit.remote import Host, connect
-
         self.host = host if isinstance(host, Host) else connect(host)
         try:
             self.engine_def = kit.engines.guess(cmd) if engine is None else kit.engines.engine(engine)
@@ -441,8 +442,6 @@ class Server:
     # -- bench ----------------------------------------------------------------------------------
     def bench(self, *, name: str | None = None, **kwargs):
         """``kit.bench.single_stream`` against this server, saved to ``bench/<name>.json`` with provenance."""
-        from kit.bench import single_stream
-
         name = name or f"{self.name}-bench"
         res = single_stream(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
         self._record(f"bench/{name}.json", "kit.bench.single_stream " + json.dumps(
@@ -452,8 +451,6 @@ class Server:
     def load(self, *, name: str | None = None, **kwargs):
         """``kit.bench.sweep`` (request rates and/or concurrencies) against this server, every request
         saved to ``bench/<name>.json`` with provenance; returns the :class:`kit.bench.LoadResult`."""
-        from kit.bench import sweep
-
         name = name or f"{self.name}-load"
         res = sweep(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
         self._record(f"bench/{name}.json", "kit.bench.sweep " + json.dumps(
@@ -471,8 +468,6 @@ class Server:
                 if self.log_path.is_relative_to(self.session.root.resolve()) else self.log_path.name}
 
     def _record(self, rel: str, how: str) -> None:
-        from kit.session import Provenance
-
         env = " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))
         self.session.record(rel, Provenance.measured(host=self.host.name, how=how,
                                                      note=f"server: {(env + ' ') if env else ''}{self.cmd}"))
@@ -485,8 +480,6 @@ class Server:
         return f"Server(host={self.host.name!r}, name={self.name!r}, url={self.url!r}, state={state!r})"
 
     def _repr_html_(self) -> str:
-        import html
-
         ph = ", ".join(f"{k} @ {v:.1f} s" for k, v in self.phases.items())
         return (f"<div><b>server</b> <code>{html.escape(self.name)}</code> on <b>{html.escape(self.host.name)}</b> "
                 f"<code>{html.escape(self.url)}</code><br><code>{html.escape(clip(self.cmd, 200))}</code><br>"
@@ -495,12 +488,10 @@ class Server:
 
 def _bar(s: Server, total: int):
     """The start-up bar, where a bar is wanted (a terminal or a notebook; never a pipe or KIT_PROGRESS=off)."""
-    from kit.util import progress_wanted
-
     if not progress_wanted():
         return None
     try:
-        from tqdm.auto import tqdm
+        from tqdm.auto import tqdm  # deferred: optional, and tqdm.auto probes for a notebook front end
     except ImportError:
         return None
     return tqdm(total=total, desc=f"{s.name}: starting", unit="phase", leave=False,

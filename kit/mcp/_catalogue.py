@@ -3,16 +3,16 @@
 lie outside the server's roots is not shown."""
 from __future__ import annotations
 
+from kit import runs
 from kit.errors import UsageError
 from kit.mcp._policy import Policy
 from kit.mcp._result import Answer
+from kit.util import frame_records
 
 
 def _outside(policy: Policy) -> set[str]:
     """Run ids with a local input outside the server's roots (a run of another directory says where it
     was and what it read: not this server's to show)."""
-    from kit import runs
-
     df = runs.query("SELECT run_id, path, host FROM inputs")
     out = set()
     for run_id, path, host in df.itertuples(index=False):
@@ -28,9 +28,6 @@ def _outside(policy: Policy) -> set[str]:
 def runs_list(policy: Policy, kind: str | None = None) -> Answer:
     """The run catalogue's latest 1000 runs (``kit.runs.runs``), those whose inputs lie inside the roots
     (paged by the caller's ``offset``/``limit``)."""
-    from kit import runs
-    from kit.util import frame_records
-
     hidden = _outside(policy)
     n = 1000
     df = runs.runs(kind, limit=n + len(hidden))
@@ -44,8 +41,6 @@ def runs_list(policy: Policy, kind: str | None = None) -> Answer:
 
 def runs_get(policy: Policy, run_id: str) -> Answer:
     """One recorded run: who, when, inputs by hash, settings, figures, facts, warnings."""
-    from kit import runs
-
     r = runs.get(run_id)
     if r["run_id"] in _outside(policy):
         raise UsageError(f"run {r['run_id']}: its inputs lie outside the server's roots; not shown")

@@ -4,17 +4,14 @@ folders arrive checked by the server (``x-path: tree``: every entry inside the r
 trust as fields, warnings said."""
 from __future__ import annotations
 
+from kit.investigation import investigate as run_investigation
 from kit.mcp._policy import Policy
 from kit.mcp._result import Answer, file_provenance
 
 
 def investigate(policy: Policy, a: list[str], b: list[str], labels: list[str] | None = None) -> Answer:
     """Why is run B slower than run A: each run a list of files or folders (traces, logs, benchmark results)."""
-    from kit.investigation import investigate as run
-
-    ra, rb = a, b
-    la, lb = (labels or ["A", "B"])[:2]
-    inv = run(ra, rb, labels=(la, lb))
+    inv = run_investigation(a, b, labels=tuple((labels or ["A", "B"])[:2]))
     out = inv.to_dict()
     if inv.invalid:
         trust, reasons = "unreliable", [inv.headline]

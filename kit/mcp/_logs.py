@@ -8,10 +8,14 @@ each function reads them with the kit's own readers.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from kit import audit as kit_audit
+from kit import bench, logs
 from kit.mcp._policy import Policy
 from kit.mcp._result import Answer, file_provenance
+from kit.util import frame_records
 
 
 def _log_provenance(path: str, role: str = "log") -> list[dict[str, Any]]:
@@ -20,8 +24,6 @@ def _log_provenance(path: str, role: str = "log") -> list[dict[str, Any]]:
 
 def logs_parse(policy: Policy, path: str, table: str | None = None, engine: str | None = None,
                version: str | None = None) -> Answer:
-    from kit import logs
-
     data = logs.read(path, engine=engine, version=version)
     out = data.to_dict(tables=False)
     if table:
@@ -32,9 +34,6 @@ def logs_parse(policy: Policy, path: str, table: str | None = None, engine: str 
 
 
 def logs_spec(policy: Policy, path: str, version: str | None = None, k: int | None = None) -> Answer:
-    from kit import logs
-    from kit.util import frame_records
-
     data = logs.read(path, version=version, k=k)
     if not len(data.spec):
         return Answer({"records": [], "summary": None}, _log_provenance(path), "undecided",
@@ -54,8 +53,6 @@ def logs_spec(policy: Policy, path: str, version: str | None = None, k: int | No
 
 
 def logs_settings(policy: Policy, paths: list[str]) -> Answer:
-    from kit import logs
-
     st = logs.settings(paths)
     out = st.to_dict()
     prov = [x for p in paths for x in _log_provenance(p, "settings source")]
@@ -65,8 +62,6 @@ def logs_settings(policy: Policy, paths: list[str]) -> Answer:
 
 
 def audit(policy: Policy, paths: list[str]) -> Answer:
-    from kit import audit as kit_audit
-
     a = kit_audit.audit(paths)
     out = a.to_dict()
     flagged = [f for f in a.findings if f.severity != "info"]
@@ -86,8 +81,6 @@ def bench_records(policy: Policy, path: str) -> Answer:
 
 
 def _json_object(path: str) -> dict | None:
-    import json
-
     try:
         with open(path, encoding="utf-8") as f:
             d = json.load(f)
@@ -98,8 +91,6 @@ def _json_object(path: str) -> dict | None:
 
 def _stored_bench(kind: str):
     def read(path: str, data: dict) -> Answer:
-        from kit import bench
-
         res = bench.read_result(path)  # the one reader of the kit's results (older single-stream files too)
         rows = res.summary()
         flags = list((data.get("validity") or {}).get("flags") or [])
@@ -118,9 +109,6 @@ def _stored_bench(kind: str):
 
 
 def _printed_bench(path: str, data: dict | None) -> Answer:
-    from kit import logs
-    from kit.util import frame_records
-
     df = logs.parse_bench(path)
     warnings = list(df.attrs.get("warnings", []))
     out = {"kind": "benchmark output", "rows": frame_records(df), "columns": list(df.columns)}
@@ -136,11 +124,9 @@ _BENCH_READERS = (({"repeats", "requests"}, _stored_bench("single_stream")),
 
 def bench_reconcile(policy: Policy, client: str, engine_log: str, trace: str | None = None) -> Answer:
     """Where a client's inter-token latency goes, against the engine's own step and request records."""
-    from kit import bench
-
-    c, e = client, engine_log
-    rec = bench.reconcile(c, e, trace=trace)
-    prov = [file_provenance("local", c, "client records"), file_provenance("local", e, "engine records")]
+    rec = bench.reconcile(client, engine_log, trace=trace)
+    prov = [file_provenance("local", client, "client records"),
+            file_provenance("local", engine_log, "engine records")]
     if rec.refused:
         return Answer(rec.to_dict(), prov, "unreliable", [rec.refused], list(rec.warnings), table="table")
     share = rec.residual_share

@@ -11,6 +11,7 @@ from pathlib import Path
 import mcp_types as types
 
 from kit.errors import UsageError
+from kit.ledger import Ledger
 from kit.redact import redact_text
 
 SAMPLE = Path(__file__).resolve().parents[2] / "notebooks" / "sample"
@@ -49,8 +50,6 @@ def read_resource(session: Path | None, uri: str) -> tuple[str, str, str]:
     if root is None or uri not in {r.uri for r in resources(session)}:
         raise UsageError(f"resource {uri!r}: not one this server lists")
     if uri == CHAIN:
-        from kit.ledger import Ledger
-
         text, mime = Ledger.open(root / "ledger.json").to_text(width=200), "text/plain"
     else:
         name, mime, _ = _FILES[uri]

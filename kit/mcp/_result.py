@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kit.provenance import provenance_of
 from kit.redact import redact_json_text, redact_text
+from kit.util import jsonable
 
 # the verdicts, and the order of the first three from best to worst (written here once)
 TRUST = ("usable", "degraded", "unreliable", "undecided", "not assessed")
@@ -42,8 +43,6 @@ def file_provenance(host: str, path: str, role: str) -> dict[str, Any]:
     """Where a file came from: the session manifest's word for a local file, else 'unknown' (a file on a
     host is what it is now; the kit cannot say who wrote it)."""
     if host == "local":
-        from kit.provenance import provenance_of
-
         return {"artefact": path, "role": role, **provenance_of(path).to_dict()}
     return {"artefact": f"{host}:{path}", "role": role, "kind": "unknown",
             "note": f"read from host {host} at {now()}; who wrote it is not recorded"}
@@ -128,7 +127,7 @@ def failure(tool: str, message: str, *, refused: bool = False) -> dict[str, Any]
 
 
 def _page(tool: str, a: Answer, offset: int, limit: int) -> dict[str, Any]:
-    result = _plain(a.result)
+    result = jsonable(a.result)
     page = None
     if a.table is not None and isinstance(result.get(a.table), list):
         rows = result[a.table]
@@ -136,24 +135,7 @@ def _page(tool: str, a: Answer, offset: int, limit: int) -> dict[str, Any]:
         result[a.table] = rows[offset:offset + limit]
         nxt = offset + limit if offset + limit < total else None
         page = {"table": a.table, "offset": offset, "limit": limit, "total": total, "next_offset": nxt}
-    return {"tool": tool, "ok": True, "result": result, "provenance": _plain(a.provenance),
+    return {"tool": tool, "ok": True, "result": result, "provenance": jsonable(a.provenance),
             "trust": {"verdict": a.trust, "reasons": list(a.reasons)}, "warnings": [str(w) for w in a.warnings],
             "page": page}
 
-
-def _plain(v: Any) -> Any:
-    """JSON values: NaN/inf to None, numpy scalars to Python ones, tuples to lists, other objects to text."""
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple, set)):
-        return [_plain(x) for x in v]
-    if hasattr(v, "item") and callable(v.item) and not isinstance(v, (str, bytes)):
-        try:
-            v = v.item()
-        except (ValueError, TypeError):
-            return str(v)
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if v is None or isinstance(v, (bool, int, str)):
-        return v
-    return str(v)

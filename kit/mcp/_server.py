@@ -10,8 +10,13 @@ errors and refusals come back as results with ``ok: false`` and one line, never 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import os
+import secrets
+import shutil
+import socket
+import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -20,9 +25,11 @@ import anyio
 import jsonschema
 import mcp_types as types
 from mcp.server import Server
+from mcp.server.stdio import stdio_server
 
 import kit.runs  # noqa: F401  loading the catalogue installs its writer: the analyses this server runs are recorded
-from kit.errors import KitError
+from kit import __version__
+from kit.errors import KitError, UsageError
 from kit.mcp._policy import DEFAULT_PAGE, Policy
 from kit.mcp._resources import PROMPT, prompt_text, read_resource, resources
 from kit.mcp._result import envelope, failure
@@ -58,8 +65,6 @@ def build_server(policy: Policy, session: Path | None = None) -> Server:
         text = prompt_text(params.name, session, policy, [t.name for t in tools.values()])
         return types.GetPromptResult(description=PROMPT.description, messages=[
             types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
-
-    from kit import __version__
 
     return Server(NAME, version=__version__, instructions=_INSTRUCTIONS, on_list_tools=list_tools,
                   on_call_tool=call_tool, on_list_resources=list_resources, on_read_resource=read,
@@ -129,7 +134,7 @@ async def call(policy: Policy, tools: dict, name: str, args: dict[str, Any]) -> 
         _strand(state)
         return failure(name, f"gave no answer within the server's per-call timeout of {policy.timeout_s:g} s")
     except KitError as exc:
-        return failure(name, _one_line(str(exc)), refused=_is_refusal(exc))
+        return failure(name, _one_line(str(exc)), refused=isinstance(exc, UsageError))
     except Exception as exc:  # noqa: BLE001 - a tool result, not a crashed server
         return failure(name, _one_line(f"{type(exc).__name__}: {exc}"))
 
@@ -143,12 +148,6 @@ def _strand(state: dict) -> None:
             _stranded += 1
 
 
-def _is_refusal(exc: KitError) -> bool:
-    from kit.errors import UsageError
-
-    return isinstance(exc, UsageError)
-
-
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:1000]
 
@@ -156,8 +155,6 @@ def _one_line(text: str) -> str:
 # ---------------------------------------------------------------------------------------- serving
 def serve_stdio(policy: Policy, session: Path | None = None) -> None:
     """Serve on this process's stdin/stdout until the client closes them (what MCP clients start)."""
-    from mcp.server.stdio import stdio_server
-
     server = build_server(policy, session)
 
     async def main() -> None:
@@ -179,12 +176,7 @@ def serve_http(policy: Policy, port: int, session: Path | None = None, *, ready=
     directory of its own, removed at exit): another local user cannot call a tool, though the port is
     open to every process of the machine. ``port=0`` takes a free port; ``ready(url, token_file)`` is
     called once it listens. Sessions idle for ``session_idle_s`` are closed, at most ``MAX_SESSIONS``."""
-    import secrets
-    import shutil
-    import socket
-    import tempfile
-
-    import uvicorn
+    import uvicorn  # deferred: only the HTTP transport needs the ASGI server
 
     token = secrets.token_urlsafe(32)
     own_dir = None
@@ -235,8 +227,6 @@ class _Bearer:
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":
-            import hmac
-
             got = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(got, self.expected):
                 body = b'{"error": "kit mcp: this server needs its bearer token (Authorization: Bearer ...)"}'

@@ -11,6 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from kit import report
+from kit import session as kit_session
+from kit.ledger import Ledger
 from kit.mcp._policy import Policy, identifier
 from kit.mcp._result import Answer, file_provenance
 
@@ -23,16 +26,12 @@ def ledger_path(ledger: str, *, write: bool = False) -> Path:
     if not real.is_dir():
         return real
     if write:
-        from kit import session
-
-        return session.open(real).ledger().path
+        return kit_session.open(real).ledger().path
     work = real / ".kit" / "ledger.json"
     return work if work.is_file() else real / "ledger.json"
 
 
 def ledger_read(policy: Policy, ledger: str, id: str | None = None) -> Answer:  # noqa: A002 - the tool's word
-    from kit.ledger import Ledger
-
     path = ledger_path(ledger)
     led = Ledger.open(path)
     rows = [h.to_dict() | {"evidence_kind": h.evidence_kind, "provenance_label": h.provenance_label}
@@ -49,8 +48,6 @@ def ledger_read(policy: Policy, ledger: str, id: str | None = None) -> Answer:  
 
 def session_catalogue(policy: Policy, session: str) -> Answer:
     """The runs of a session: trace scenarios with their files and provenance, and its other folders."""
-    from kit import session as kit_session
-
     s = kit_session.open(session)
     runs = [{"scenario": name, "files": [str(f) for f in files],
              "provenance": s.provenance(files[0]).to_dict(), "measured": s.measured(name) is not None}
@@ -68,8 +65,6 @@ def ledger_record(policy: Policy, ledger: str, id: str, verdict: str, evidence: 
                   artefacts: list[str] | None = None) -> Answer:
     """Record evidence and a verdict for hypothesis ``id``; ``artefacts`` (local files) become its
     provenance, each with the kind the session's manifest gives it (never assumed measured)."""
-    from kit.ledger import Ledger
-
     path = ledger_path(ledger, write=True)
     prov = [_ledger_provenance(a) for a in artefacts or []]
     led = Ledger.open(path) if path.exists() else Ledger(path)
@@ -88,8 +83,6 @@ def _ledger_provenance(artefact: str) -> dict[str, str]:
 
 def report_build(policy: Policy, session: str, out: str, notebooks: list[str] | None = None) -> Answer:
     """Execute the notebooks on ``session`` in kernels on this machine and write the offline HTML report."""
-    from kit import report
-
     policy.host("local", "run")
     root = Path(session)
     rep = report.build(root, Path(out), notebooks=notebooks or None, host="local", progress=None)

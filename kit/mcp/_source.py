@@ -11,21 +11,15 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from kit import env, source
 from kit.mcp._policy import Policy, environment, identifier
 from kit.mcp._policy import pattern as checked_pattern
 from kit.mcp._result import Answer, file_provenance, now
-
-
-def _connect(name: str):
-    import kit
-
-    return kit.connect(name)
+from kit.remote import connect
 
 
 def fingerprint(policy: Policy, host: str) -> Answer:
-    from kit import env
-
-    with _connect(host) as h:
+    with connect(host) as h:
         fp = env.fingerprint(h, timeout=min(policy.timeout_s, 120))
     missing = dict(fp.missing or {})
     return Answer(fp.to_dict(), [{"artefact": f"host {host}", "role": "fingerprint", "kind": "measured",
@@ -44,19 +38,15 @@ def _answer(result: dict, host: str, paths: list[str], table: str | None = None,
 
 
 def source_slice(policy: Policy, host: str, path: str, start: int, end: int | None = None) -> Answer:
-    from kit import source
-
-    with _connect(host) as h:
+    with connect(host) as h:
         sl = source.slice(h, path, start, end)
     return _answer(dataclasses.asdict(sl), host, [path], notes=[sl.note])
 
 
 def source_grep(policy: Policy, host: str, path: str, pattern: str, context: int = 0, fixed: bool = False,
                 ignore_case: bool = False, glob: str = "*.py") -> Answer:
-    from kit import source
-
     glob = checked_pattern(glob, "glob") if glob else None
-    with _connect(host) as h:
+    with connect(host) as h:
         hits = source.grep(h, path, checked_pattern(pattern), context=min(context, 20), regex=not fixed, glob=glob,
                            ignore_case=ignore_case, timeout=min(policy.timeout_s, 60))
     rows = [dataclasses.asdict(m) for m in hits]
@@ -64,9 +54,7 @@ def source_grep(policy: Policy, host: str, path: str, pattern: str, context: int
 
 
 def source_find(policy: Policy, host: str, path: str, symbol: str) -> Answer:
-    from kit import source
-
-    with _connect(host) as h:
+    with connect(host) as h:
         found = source.find(h, path, identifier(symbol, "symbol"))
     rows = [s.to_dict() for s in found]
     return _answer({"symbols": rows, "count": len(rows)}, host, [path], table="symbols")
@@ -78,9 +66,7 @@ def source_definition(policy: Policy, host: str, name: str, near: str) -> Answer
     file's package tree are followed by reading files; a module of another installed package is located
     by the host's Python (``find_spec``, which imports that package's parents, never the tool's text).
     Where the definition lies outside the roots (a relative import above the root) it is refused."""
-    from kit import source
-
-    with _connect(host) as h:
+    with connect(host) as h:
         d = source.definition(h, identifier(name), near=near)
         landed = policy.host_path(host, d.path)
         scope = source.enclosing(h, landed, d.line)
@@ -93,15 +79,13 @@ def source_evaluate(policy: Policy, host: str, name: str, near: str, pythonpath:
                     env: dict | None = None) -> Answer:
     """Follow ``name`` from ``near`` to its definition and call it with the host's Python (a predicate
     such as ``is_sm100_supported``): the engine's own code answers, on that host's GPU."""
-    from kit import source
-
     variables = environment(env)
     for value in variables.values():   # a value naming a file is held to the roots like a path argument
         if value.startswith(("/", "~", "./", "../")):
             policy.host_path(host, value)
     if pythonpath:
         variables["PYTHONPATH"] = os.pathsep.join(pythonpath)
-    with _connect(host) as h:
+    with connect(host) as h:
         d = source.definition(h, identifier(name), near=near, env=variables or None)
         policy.host_path(host, d.path)
         value = source.evaluate(h, d, env=variables or None, timeout=min(policy.timeout_s, 120))

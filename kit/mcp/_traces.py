@@ -9,18 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kit import logs, profile
 from kit.mcp._policy import Policy
 from kit.mcp._result import Answer, worse
 
 # the Health metrics each profile tool's numbers rest on (Profile.health(): usable / degraded / unreliable)
 _SUMMARY_METRICS = ("category_shares", "step_time", "allreduce_share")
 _BY_METRICS = {"category": (), "module": ("module_view",), "layer": ("module_view",), "op": ("op_view",)}
-
-
-def _load(paths: list[str], reference: list[str] | None = None):
-    from kit import profile
-
-    return profile.Profile.of(paths, reference=reference)
 
 
 def _health_trust(health, metrics: tuple[str, ...]) -> tuple[str, list[str]]:
@@ -51,7 +46,7 @@ def _provenance(p, role: str) -> list[dict[str, Any]]:
 
 def trace_summary(policy: Policy, paths: list[str], phase: str = "decode", by: str = "category", top: int = 5,
                   reference: list[str] | None = None) -> Answer:
-    p = _load(paths, reference)
+    p = profile.Profile.of(paths, reference=reference)
     s = p.summary(phase, top=min(top, 50))
     out = s.to_dict()
     if by in ("module", "layer"):
@@ -66,7 +61,7 @@ def trace_summary(policy: Policy, paths: list[str], phase: str = "decode", by: s
 
 
 def trace_check(policy: Policy, paths: list[str], reference: list[str] | None = None) -> Answer:
-    p = _load(paths, reference)
+    p = profile.Profile.of(paths, reference=reference)
     h = p.health()
     verdict, reasons = _health_trust(h, tuple(h.metrics))
     return Answer(h.to_dict(), _provenance(p, "trace"), verdict, reasons, list(h.notes) + list(p.warnings))
@@ -74,9 +69,7 @@ def trace_check(policy: Policy, paths: list[str], reference: list[str] | None = 
 
 def trace_compare(policy: Policy, a: list[str], b: list[str], phase: str = "decode",
                   labels: list[str] | None = None) -> Answer:
-    from kit import profile
-
-    pa, pb = _load(a), _load(b)
+    pa, pb = profile.Profile.of(a), profile.Profile.of(b)
     la, lb = (labels or ["A", "B"])[:2]
     c = profile.compare(pa, pb, phase=phase, labels=(la, lb))
     trust, reasons = _pair_trust(((la, pa), (lb, pb)))
@@ -89,10 +82,8 @@ def trace_diff_structure(policy: Policy, a: list[str], b: list[str], phase: str 
                          references: list[list[str] | None] | None = None) -> Answer:
     """Two runs (two engines) node by node: layer kind x operation family, with the differing settings
     (``settings``: one engine log per run)."""
-    from kit import logs, profile
-
     refs = (references or [None, None])[:2]
-    pa, pb = _load(a, refs[0]), _load(b, refs[1])
+    pa, pb = profile.Profile.of(a, reference=refs[0]), profile.Profile.of(b, reference=refs[1])
     la, lb = (labels or ["A", "B"])[:2]
     sets = (logs.settings([settings[0]]), logs.settings([settings[1]])) if settings else None
     d = profile.diff_structure(pa, pb, phase=phase, basis=basis, labels=(la, lb), settings=sets)

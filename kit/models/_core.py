@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import ModelError, UsageError
+from kit.util import html_fields
 
 __all__ = ["LinkModel", "LINKS", "link", "fit", "allreduce_time_us", "allreduce_cost", "AllReduceCost",
            "expected_tokens", "speedup", "break_even", "spec_estimate", "spec_from_summary", "SpecEstimate",
@@ -190,8 +191,6 @@ class AllReduceCost:
 
 
 def _allreduce_html(self: "AllReduceCost") -> str:
-    from kit.util import html_fields
-
     rows = [("tensor-parallel size", self.tp), ("algorithm", self.algorithm), ("link", self.link.name),
             ("message", f"{self.message_bytes} B, {self.calls_per_step} calls per step"),
             ("per call", f"{self.per_call_us:.2f} us (latency {self.latency_term_us:.2f} + bandwidth "
@@ -350,8 +349,6 @@ class SpecEstimate:
 
 
 def _spec_estimate_html(self: "SpecEstimate") -> str:
-    from kit.util import html_fields
-
     return html_fields("SpecEstimate", [
         ("draft tokens per step (k)", self.k),
         ("drafter cost c", f"{self.c:g} ({'inferred from tok/s' if self.c_measured else 'assumed'})"),

@@ -106,7 +106,7 @@ def gpu_spec(gpu: Any, *, extra: str | os.PathLike | None = None) -> GPUSpec:
     if not isinstance(gpu, str):
         fp = gpu
         if not hasattr(fp, "gpus"):   # a host: ask it
-            from kit.env import fingerprint
+            from kit.env import fingerprint  # deferred: only for a host (kit.env brings the remote layer)
 
             fp = fingerprint(gpu)
         if fp.gpus is None or fp.gpus.empty or "name" not in fp.gpus:

@@ -32,6 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from kit.errors import ModelError
 from kit.models._hybrid import Mixer, hybrid_layout, is_hybrid
 
@@ -98,7 +100,6 @@ class ModelShape:
 
     def layers_table(self):
         """One row per layer: its kind, mixer and FFN (hybrids show which layers are attention, SSM, MoE)."""
-        import pandas as pd
         kinds = self.layer_kinds or tuple(("attention+" + ("moe" if i >= self.layers - self.moe_layers else "mlp"))
                                           for i in range(self.layers))
         return pd.DataFrame([{"layer": i, "kind": k, "mixer": k.split("+")[0], "ffn": k.split("+")[1]}

@@ -15,15 +15,34 @@ _KIND_COLORS = {"overlap": "#c5b0d5", "gpu-idle": CATEGORY_COLORS["idle"], "laun
                 "unattributed": "#ffffff"}
 
 
-def waterfall_bars(labels: list[str], bottoms: list[float], heights: list[float], colors: list[str],
-                   hatches: list[str], *, per_bar_in: float, height_in: float):
-    """A waterfall's bars on a new figure sized to them (hatched where ``hatches`` says): (fig, ax, x)."""
+def waterfall(first: str, last: str, start: float, end: float, steps: list[tuple[str, float, str, bool]], *,
+              per_bar_in: float, height_in: float, ylabel: str, title: str):
+    """A waterfall from ``start`` (bar ``first``) through ``steps`` ((label, delta, colour, beyond noise): a
+    step within noise is hatched, its delta written on it) to ``end`` (bar ``last``), on a new figure sized to
+    its bars: (fig, ax, x, bottoms, heights)."""
+    labels, bottoms, heights, colors = [first], [0.0], [start], ["#4c72b0"]
+    level = start
+    for label, d, color, _ in steps:
+        labels.append(label)
+        bottoms.append(level if d >= 0 else level + d)
+        heights.append(abs(d))
+        colors.append(color)
+        level += d
+    labels, bottoms, heights, colors = labels + [last], bottoms + [0.0], heights + [end], colors + ["#dd8452"]
     fig, ax = plt.subplots(figsize=(min(MAX_WIDTH_IN, max(7.0, per_bar_in * len(labels) + 2)), height_in))
     x = np.arange(len(labels))
     bars = ax.bar(x, heights, bottom=bottoms, color=colors, edgecolor="#333333", linewidth=0.6)
-    for bar, h in zip(bars, hatches):
-        bar.set_hatch(h)
-    return fig, ax, x
+    for i, (bar, (_, d, _, beyond)) in enumerate(zip(bars[1:], steps), start=1):
+        bar.set_hatch("" if beyond else "//")
+        ax.annotate(signed(d), (x[i], bottoms[i] + heights[i]), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(handles=[Patch(facecolor="white", edgecolor="#333333", hatch="//", label="within noise")],
+              loc="upper left", fontsize=8, frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    return fig, ax, x, bottoms, heights
 
 
 def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
@@ -33,43 +52,22 @@ def compare_waterfall(cmp, *, top: int = 8, title: str | None = None) -> Figure:
     a_lab, b_lab = cmp.labels
     parts = cmp.parts[cmp.parts["kind"] != "total"].copy()
     parts = parts.reindex(parts["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
-    keep = parts.head(top)
-    rest = parts.iloc[top:]
+    keep, rest = parts.head(top), parts.iloc[top:]
     start = cmp.measured_ms[0] * 1e3 if cmp.measured_ms else cmp.step_us[0]
     end = start + cmp.delta_us
-    labels = [f"{a_lab}\nstep"]
-    bottoms, heights, colors, hatches = [0.0], [start], ["#4c72b0"], [""]
-    level = start
-    rows = list(keep.itertuples())
+    steps = [(clip(str(r.part), 22, ellipsis="…"), float(r.delta_us),
+              CATEGORY_COLORS.get(r.part, _KIND_COLORS.get(r.kind, "#999999")), bool(r.beyond_noise))
+             for r in keep.itertuples()]
     if len(rest):
-        rows.append(type("R", (), {"part": f"{len(rest)} other parts", "kind": "rest",
-                                   "delta_us": float(rest["delta_us"].sum()), "beyond_noise": False})())
-    for r in rows:
-        d = float(r.delta_us)
-        labels.append(clip(str(r.part), 22, ellipsis="…"))
-        bottoms.append(level if d >= 0 else level + d)
-        heights.append(abs(d))
-        colors.append(CATEGORY_COLORS.get(r.part, _KIND_COLORS.get(r.kind, "#999999")))
-        hatches.append("" if r.beyond_noise else "//")
-        level += d
-    for items, last in ((labels, f"{b_lab}\nstep"), (bottoms, 0.0), (heights, end), (colors, "#dd8452"), (hatches, "")):
-        items.append(last)
-    fig, ax, x = waterfall_bars(labels, bottoms, heights, colors, hatches, per_bar_in=0.85, height_in=4.6)
-    for i, r in enumerate(rows, start=1):
-        d = float(r.delta_us)
-        ax.annotate(signed(d), (x[i], bottoms[i] + heights[i]), ha="center", va="bottom", fontsize=8)
+        steps.append((f"{len(rest)} other parts", float(rest["delta_us"].sum()), "#999999", False))
+    fig, ax, x, bottoms, heights = waterfall(
+        f"{a_lab}\nstep", f"{b_lab}\nstep", start, end, steps, per_bar_in=0.85, height_in=4.6,
+        ylabel="us per decode step", title=title or f"Where the gap goes: {a_lab} -> {b_lab} "
+        f"({signed(cmp.delta_us)} us/step, noise +-{cmp.noise_us:,.1f})")
     ax.annotate(f"{start:,.1f}", (x[0], start), ha="center", va="bottom", fontsize=8)
     ax.annotate(f"{end:,.1f}", (x[-1], end), ha="center", va="bottom", fontsize=8)
-    lo = min(b for b, h in zip(bottoms[1:-1], heights[1:-1])) if len(rows) else 0.0
+    lo = min(bottoms[1:-1]) if steps else 0.0
     ax.set_ylim(bottom=max(0.0, min(lo, start, end) - 0.15 * max(abs(cmp.delta_us), 1.0) - 0.02 * max(start, end)))
-    ax.set_xticks(x)
-    ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel("us per decode step")
-    ax.set_title(title or f"Where the gap goes: {a_lab} -> {b_lab} ({signed(cmp.delta_us)} us/step, "
-                          f"noise +-{cmp.noise_us:,.1f})", fontsize=10)
-    ax.legend(handles=[Patch(facecolor="white", edgecolor="#333333", hatch="//", label="within noise")],
-              loc="upper left", fontsize=8, frameon=False)
-    ax.grid(axis="y", alpha=0.3)
     return _detach(fig)  # like every kit figure: drawn once, as the cell's value or through display()
 
 

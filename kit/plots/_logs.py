@@ -21,6 +21,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from kit import models
+from kit.errors import KitError
+from kit.logs import LogData, SpecSummary, spec_summary
 from kit.plots._profile import _detach
 from kit.util import percent_text
 
@@ -35,8 +38,6 @@ def _percent_ticks():
 def _spec_table(data) -> pd.DataFrame:
     spec = getattr(data, "spec", data)
     if not isinstance(spec, pd.DataFrame):
-        from kit.errors import KitError
-
         raise KitError(f"plot needs a kit.logs.LogData or its .spec DataFrame, got {type(data).__name__}")
     return spec
 
@@ -89,8 +90,6 @@ def acceptance_over_time(data, *, title: str | None = None) -> Figure:
 def acceptance_per_position(runs, *, title: str | None = None) -> Figure:
     """Per-position acceptance (probability that draft token i is accepted) of one run or of a
     ``{label: run}`` mapping; a run is a LogData, a SpecSummary or a sequence of rates."""
-    from kit.logs import LogData, SpecSummary, spec_summary
-
     if not isinstance(runs, Mapping):
         runs = {_label(runs, "run"): runs}
     series: dict[str, list[float]] = {}
@@ -155,9 +154,6 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
     drawn at the i.i.d. acceptance that gives its measured mean acceptance length and at its expected
     speed-up (measured mean acceptance length / (1 + k·c)), on the curve of its k, in that colour.
     """
-    from kit import models
-    from kit.logs import LogData, SpecSummary, spec_summary
-
     ks = list(ks)
     curves = models.speedup_curves(c, ks)
     fig, ax = plt.subplots(figsize=(7.5, 4.6), constrained_layout=True)

@@ -2,12 +2,14 @@
 docstring), and the sizes every kit figure keeps to."""
 from __future__ import annotations
 
+import re
 import textwrap
 from typing import Any, Mapping
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from kit.errors import UsageError
 from kit.profile import category_colours
@@ -48,9 +50,6 @@ def _detach(fig: Figure) -> Figure:
 def fit_ticks(ax, wrap: int = 14) -> None:
     """Bar labels along the x axis that do not overlap: long ones wrapped (at ``_``, ``-``, ``/``, spaces) to
     ``wrap`` characters a line, at most four lines; if neighbours still overlap, turned 35 degrees."""
-    import re
-    import textwrap
-
     def wrapped(text: str) -> str:
         spaced = re.sub(r"([_/-])", r"\1 ", text)
         lines = textwrap.wrap(spaced, wrap, break_long_words=True) or [text]
@@ -238,8 +237,6 @@ _LINK_COLOURS = {"X": "#ffffff", "NV": "#1a7f37", "PIX": "#9be9a8", "PXB": "#fff
 
 def link_matrix_plot(topology: Any, *, title: str | None = None, ax: Any = None) -> Any:
     """The GPU-GPU link matrix of a :class:`kit.env.Topology` as a coloured grid (NVLink green, SYS red)."""
-    from matplotlib.patches import Patch
-
     m = topology.gpu_links
     n = len(m)
     own = ax is None  # a figure made here is closed before it is returned; a caller's axes are not

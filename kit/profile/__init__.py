@@ -1,45 +1,22 @@
 """Decode profiles: Kineto / nsys traces -> kernel tables, LLM kernel categories, steps, AllReduce share.
 
-``compare(a, b, phase="decode")`` splits the step-time difference of two runs into parts that add up
-to it (:class:`Comparison`); ``roofline(profile, gpu)`` gives decode GEMMs' achieved bandwidth
-against the GPU's peak where the trace recorded shapes.
-
-``load(paths)`` reads one trace per rank (PyTorch-profiler chrome traces, ``.json`` or gzip,
-``nsys stats`` CSV, ``nsys export`` SQLite) into a :class:`Profile`; ``Profile.summary(phase=...)``
-gives the category breakdown with GPU idle as its own row, per step, per rank, exposed versus total
-communication, the spread of AllReduce time across ranks and the top kernels per category, plus
-warnings for everything the trace cannot show (zero-duration graph kernels, truncation, missing GPU
-events, ranks on different clock bases, values dropped as outside any physical range).
-``Profile.runtime`` keeps the CUDA runtime/driver calls (launches, graph launches, copies,
-synchronisation) and the CPU ops that wait for the GPU, with thread, time and correlation id.
-``prefetch(paths)`` starts parsing in worker processes before pandas is imported (hand the
-:class:`Prefetch` to ``load(paths, prefetched=...)``; ``kit profile summary`` does).
-
-Categories come from an ordered regex table shipped as ``kit/profile/categories.toml`` (extend or override
-with ``rules=``). Unlike HTA, whose communication class is ``^nccl.*Kernel``, the table catches
-vLLM/SGLang ``cross_device_reduce``, PyTorch ``multimem_all_reduce`` and flashinfer
-``allreduce_fusion`` kernels.
-
-Each kernel is linked to its launch (correlation id) and to the CPU ops (innermost and outermost,
-with the input shapes of the op call), ``record_function`` ranges and ``nn.Module`` frames enclosing
-the launch, once, by the one reader; its category is decided by the user's rules, then
-that CPU evidence, then inductor fused-op names, then kernel-name rules, and ``decided_by`` says
-which. ``Profile.modules()`` gives kernel time per module class and per layer (with_stack traces).
+``load(paths)`` reads one trace per rank (PyTorch-profiler chrome traces, ``.json`` or gzip, ``nsys stats``
+CSV, ``nsys export`` SQLite) into a :class:`Profile`: each kernel linked to its launch, the CPU ops,
+``record_function`` ranges and ``nn.Module`` frames around it, its category (the ordered regex table
+``categories.toml``, extended or replaced with ``rules=``; unlike HTA's ``^nccl.*Kernel`` it catches vLLM/SGLang
+``cross_device_reduce``, ``multimem_all_reduce`` and flashinfer ``allreduce_fusion``) and ``decided_by``
+saying which evidence decided it. ``Profile.summary(phase=...)`` gives the category breakdown with GPU idle
+as its own row, per step and rank, exposed communication, the AllReduce spread across ranks, the CPU side
+and the warnings for what the trace cannot show; ``compare(a, b)`` splits a step-time difference into
+parts that add up to it; ``roofline``, ``ranks``, ``diff_structure``, ``check_attribution`` read a
+Profile too. ``prefetch(paths)`` starts parsing in worker processes before pandas is imported.
 
 The package, in the order a trace goes through it (each stage's files are listed in its ``__init__``):
-
-- ``reading/``: files -> raw column tables (Kineto, nsys, validation, the cache, traces read on a host)
-- ``steps/``: decode/prefill steps and phases, and the CPU side of each step
-- ``attribution/``: the rule tables (``categories.toml``), kernel names normalised, each kernel -> its
-  launch -> the CPU frames around it -> its category, module, layer; op sequences, layers by repetition,
-  placement by alignment with a reference run
-- ``analyses/``: what is computed over a Profile: summary, compare, structural diff, roofline, ranks,
-  health, the attribution self-check
-- the façade on top: ``_profile.py`` (load, Profile and Summary), ``_load.py`` (the loader: format
-  detection per file, every cache decision, parsing in parallel, and ``prefetch``, which starts parsing
-  before pandas is imported: forked workers in a fresh process, spawned ones otherwise) and
-  ``_assemble.py`` (parsed files -> the profile's tables: ranks, clocks, steps, attribution, categories,
-  runtime calls; called by the loader, and by ``load`` and ``ranks`` for host-parsed tables)
+``reading/`` (files -> raw column tables), ``steps/`` (steps, phases, the CPU side of each step),
+``attribution/`` (the rule tables, each kernel's category, module, layer; placement by a reference run),
+``analyses/`` (what is computed over a Profile); the façade on top: ``_profile.py`` (load, Profile,
+Summary), ``_load.py`` (the loader: formats, the cache, parsing in parallel, ``prefetch``) and
+``_assemble.py`` (parsed files -> the profile's tables).
 """
 from __future__ import annotations
 

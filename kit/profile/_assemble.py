@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kit.profile.attribution import _attribution as A
+from kit.profile.attribution._attribution import EVIDENCE, decide, link
 from kit.profile.attribution._categories import Rule, categorise, category_order
 from kit.profile.attribution._names import SYNC_OPS
 from kit.profile.reading import _cache
@@ -124,7 +124,7 @@ def _rank_tables(p: Path, d: dict, r: int, shift: float, rules: list[Rule], warn
     found = str(steps["source"].iloc[0]) if len(steps) else ""
     if step_marker and len(k) and not found.startswith("annotation:marker"):
         warnings.append(f"{p.name}: no range named {step_marker!r} (--step-marker): no steps found")
-    linked = A.link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
+    linked = link(k, la, fr if fr is not None else pd.DataFrame(), a, rules)
     for c, v in linked.items():
         k[c] = pd.Series(v, index=k.index, dtype=object) if v.dtype == object else v
     k["step"], k["phase"], k["rank"], k["file"], k["start_us"] = step, phase, r, p.name, k["ts"] + shift
@@ -132,9 +132,8 @@ def _rank_tables(p: Path, d: dict, r: int, shift: float, rules: list[Rule], warn
     out = {"kernels": k, "runtime": _runtime(la, fr, r, shift)}
     if cm is not None and len(cm):
         out["comms"] = cm.assign(rank=r, start_us=cm["ts"] + shift).drop(columns=["ts"])
-    a["rank"] = r
-    a["start_us"] = a["ts"] + shift
-    out["annotations"] = a.rename(columns={"dur": "dur_us"}).drop(columns=["ts"])
+    out["annotations"] = a.assign(rank=r, start_us=a["ts"] + shift).rename(columns={"dur": "dur_us"}).drop(
+        columns=["ts"])
     if len(steps):
         steps = steps.copy()
         for c in ("start_us", "end_us", "marker_start_us", "marker_end_us"):
@@ -177,11 +176,13 @@ def _decided(kernels: pd.DataFrame, rules: list[Rule], cache: bool) -> pd.DataFr
         return kernels
     names = kernels["name"].astype("category")
     kernels["name"] = names
-    cmap = categorise_names(names.cat.categories, rules, cache)
+    # kernel name -> category by the kernel-name rules, memoised on disk per rule table when ``cache``
+    cmap = (_cache.category_map(names.cat.categories, rules, lambda ns: categorise(ns, rules)) if cache
+            else categorise(list(names.cat.categories), rules))
     linked = kernels[["frame_category", "frame_kind", "frame_name", "launch"]]
-    cat, by, ev = A.decide(names, kernels["collective"], linked, rules, cmap)
+    cat, by, ev = decide(names, kernels["collective"], linked, rules, cmap)
     kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
-    kernels["decided_by"] = pd.Categorical(by, categories=list(A.EVIDENCE))
+    kernels["decided_by"] = pd.Categorical(by, categories=list(EVIDENCE))
     kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
     for c in ("module", "block", "layer_kind", "launch", "op", "op_top", "input_dims", "input_types"):
         kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")
@@ -255,9 +256,3 @@ def rank_of(path: Path, meta: dict, fallback: int) -> tuple[int, str]:
             return int(m.group(1)), "file name"
     return fallback, "file order"
 
-
-def categorise_names(names, rules: list[Rule], cache: bool) -> dict:
-    """Kernel name -> category by the kernel-name rules, memoised on disk per rule table when ``cache``."""
-    def compute(ns):
-        return categorise(ns, rules)
-    return _cache.category_map(names, rules, compute) if cache else compute(list(names))

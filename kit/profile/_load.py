@@ -19,10 +19,11 @@ import pickle
 import signal
 import sys
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kit.profile.attribution._categories import build_rules
 from kit.profile.reading import _cache
 from kit.profile.reading._io import detect, split
 from kit.profile.reading._read import merge, read_raw
@@ -46,7 +47,7 @@ def system_arrow_pool():
     the system allocator returns them. Only the pool for new buffers changes, and only while
     loading: the previous pool is restored and buffers already made keep theirs."""
     try:
-        import pyarrow as pa
+        import pyarrow as pa  # deferred: after prefetch's workers have started (module docstring)
     except ImportError:  # pragma: no cover - pyarrow is a dependency
         yield
         return
@@ -125,11 +126,10 @@ class ForkedParse:
         if self._pid <= 0:
             return
         if kill:
-            try:
+            with suppress(ProcessLookupError):
                 os.kill(self._pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        _reap(self._pid)
+        with suppress(ChildProcessError):
+            os.waitpid(self._pid, 0)
         self._pid = 0
 
 
@@ -168,13 +168,6 @@ def _pickled_error(exc: Exception) -> bytes:
         return pickle.dumps((False, exc))
     except Exception:  # noqa: BLE001 - an exception that does not pickle goes back as its text
         return pickle.dumps((False, RuntimeError(f"{type(exc).__name__}: {exc}")))
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
 
 
 def _fork_is_safe() -> bool:
@@ -230,17 +223,11 @@ def prefetch(paths: list[str], cache: bool = True, rules=None) -> Prefetch:
     ``kit.profile.load(paths, prefetched=...)`` with the same arguments. Any problem (bad path, no
     cache dir) just means no prefetch: ``load`` then parses and reports errors itself."""
     try:
-        if cache:
-            from kit.profile.attribution._categories import build_rules
-
-            if _cache.has_profile(_cache.profile_key(paths, build_rules(rules))):
-                return Prefetch()
-        todo = []
-        for p in paths:
-            pp = Path(p)
-            if not pp.is_file():
-                return Prefetch()
-            todo.append(str(p))
+        if cache and _cache.has_profile(_cache.profile_key(paths, build_rules(rules))):
+            return Prefetch()
+        todo = [str(p) for p in paths]
+        if not all(Path(p).is_file() for p in todo):
+            return Prefetch()
         if not todo or sum(_work_bytes(Path(p)) for p in todo) < PREFETCH_MIN_BYTES:
             return Prefetch()
         cores = os.cpu_count() or 1
@@ -254,8 +241,8 @@ def prefetch(paths: list[str], cache: bool = True, rules=None) -> Prefetch:
 
 def _pool(workers: int) -> "ProcessPoolExecutor":
     """A pool of spawned workers (safe whatever threads this process runs)."""
-    import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing as mp  # deferred: only for a pool (kit profile summary must not load it)
+    from concurrent.futures import ProcessPoolExecutor  # deferred: as multiprocessing
 
     return ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
 
@@ -271,7 +258,7 @@ def load(paths: list[Path], rules: list, cache: bool, prefetched: Prefetch | Non
          step_marker: str | None = None) -> dict:
     """The assembled profile of ``paths`` as ``{**tables, "meta", "warnings"}``: from the cache when it
     holds it, else parsed (``prefetched`` parses used where given), assembled (``_assemble``) and cached."""
-    from kit.profile._assemble import TABLES, assemble
+    from kit.profile._assemble import TABLES, assemble  # deferred: pandas, after prefetch (module docstring)
 
     fmts = [detect(p) for p in paths]   # bad input says so even when a cache entry exists
     key = _cache.profile_key(paths, rules, step_marker) if cache else None
@@ -290,94 +277,63 @@ def load(paths: list[Path], rules: list, cache: bool, prefetched: Prefetch | Non
     return prof
 
 
-def frames(raw: dict) -> dict:
-    """Raw column lists of one file -> DataFrames (kernels, annotations, launches, frames, comms)."""
-    import numpy as np
-    import pandas as pd
+# each raw table's columns and how its frame holds them: "i" int64, "f" float64, "o" object, "s" object of str,
+# "c" categorical (a list: categorical of those categories); a table or column a file lacks is empty or None
+# (``count``: 1)
+FRAME_COLUMNS = {
+    "kernels": {"device": "i", "stream": "i", "name": "c", "ts": "f", "dur": "f", "correlation": "i",
+                "kind": ["kernel", "memcpy", "memset"], "collective": "o", "count": "i"},
+    "annotations": {"name": "o", "ts": "f", "dur": "f", "side": "o", "device": "i", "stream": "i", "tid": "o"},
+    "launches": {"name": "c", "ts": "f", "dur": "f", "correlation": "i", "tid": "s"},
+    "frames": {"name": "c", "ts": "f", "dur": "f", "tid": "s", "kind": ["op", "module", "function"], "dims": "c",
+               "types": "c"},
+    "comms": {"name": "o", "ts": "f", "tid": "s", "collective": "o", "group_size": "i", "in_nelems": "i",
+              "out_nelems": "i", "dtype": "o", "pg": "o"},
+}
 
-    k = raw["kernels"]
-    if "count" not in k:
-        k["count"] = [1] * len(k["name"])
-    kernels = pd.DataFrame({
-        "device": np.asarray(k["device"], dtype=np.int64),
-        "stream": np.asarray(k["stream"], dtype=np.int64),
-        "name": pd.Categorical(k["name"]),
-        "ts": np.asarray(k["ts"], dtype=np.float64),
-        "dur": np.asarray(k["dur"], dtype=np.float64),
-        "correlation": np.asarray(k["correlation"], dtype=np.int64),
-        "kind": pd.Categorical(k["kind"], categories=["kernel", "memcpy", "memset"]),
-        "collective": pd.Series(k["collective"], dtype=object),
-        "count": np.asarray(k["count"], dtype=np.int64),
-    })
-    a = raw["annotations"]
-    annotations = pd.DataFrame({
-        "name": pd.Series(a["name"], dtype=object), "ts": np.asarray(a["ts"], dtype=np.float64),
-        "dur": np.asarray(a["dur"], dtype=np.float64), "side": pd.Series(a["side"], dtype=object),
-        "device": np.asarray(a["device"], dtype=np.int64), "stream": np.asarray(a["stream"], dtype=np.int64),
-        "tid": pd.Series(a["tid"], dtype=object),
-    })
-    r = raw["launches"]
-    launches = pd.DataFrame({
-        "name": pd.Categorical(r["name"]), "ts": np.asarray(r["ts"], dtype=np.float64),
-        "dur": np.asarray(r["dur"], dtype=np.float64), "correlation": np.asarray(r["correlation"], dtype=np.int64),
-        "tid": pd.Series([str(t) for t in r["tid"]], dtype=object),
-    })
-    f = raw.get("frames") or {c: [] for c in ("name", "ts", "dur", "tid", "kind")}
-    none = [None] * len(f["name"])
-    cpu_frames = pd.DataFrame({
-        "name": pd.Categorical(f["name"]), "ts": np.asarray(f["ts"], dtype=np.float64),
-        "dur": np.asarray(f["dur"], dtype=np.float64), "tid": pd.Series([str(t) for t in f["tid"]], dtype=object),
-        "kind": pd.Categorical(f["kind"], categories=["op", "module", "function"]),
-        "dims": pd.Categorical(f.get("dims") or none), "types": pd.Categorical(f.get("types") or none),
-    })
-    c = raw.get("comms") or {x: [] for x in ("name", "ts", "tid", "collective", "group_size", "in_nelems",
-                                             "out_nelems", "dtype", "pg")}
-    comms = pd.DataFrame({
-        "name": pd.Series(c["name"], dtype=object), "ts": np.asarray(c["ts"], dtype=np.float64),
-        "tid": pd.Series([str(t) for t in c["tid"]], dtype=object),
-        "collective": pd.Series(c["collective"], dtype=object),
-        "group_size": np.asarray(c["group_size"], dtype=np.int64),
-        "in_nelems": np.asarray(c["in_nelems"], dtype=np.int64),
-        "out_nelems": np.asarray(c["out_nelems"], dtype=np.int64),
-        "dtype": pd.Series(c["dtype"], dtype=object), "pg": pd.Series(c["pg"], dtype=object),
-    })
-    return {"kernels": kernels, "annotations": annotations, "launches": launches, "frames": cpu_frames,
-            "comms": comms, "meta": raw["meta"], "warnings": raw["warnings"], "events": raw["events"],
-            "bytes": raw["bytes"], "truncated": raw["truncated"]}
+
+def frames(raw: dict) -> dict:
+    """Raw column lists of one file -> DataFrames (``FRAME_COLUMNS``), with the file's meta and counts."""
+    import numpy as np  # deferred: pandas after prefetch's workers have started (module docstring)
+    import pandas as pd  # deferred: as numpy
+
+    make = {"i": lambda v: np.asarray(v, dtype=np.int64), "f": lambda v: np.asarray(v, dtype=np.float64),
+            "o": lambda v: pd.Series(v, dtype=object), "s": lambda v: pd.Series([str(t) for t in v], dtype=object),
+            "c": pd.Categorical}
+    out = {}
+    for table, spec in FRAME_COLUMNS.items():
+        cols = raw.get(table) or {}
+        n = len(cols.get("name", ()))
+        got = {c: cols.get(c) if cols.get(c) is not None else [1 if c == "count" else None] * n for c in spec}
+        out[table] = pd.DataFrame({c: pd.Categorical(got[c], categories=how) if isinstance(how, list)
+                                   else make[how](got[c]) for c, how in spec.items()})
+    return {**out, **{key: raw[key] for key in ("meta", "warnings", "events", "bytes", "truncated")}}
 
 
 def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = True, parallel: bool | None = None,
-               prefetched: Prefetch | None = None, store: bool | None = None) -> list[dict]:
-    """Per-file parsed tables (read from the cache when ``cache``; written there when ``store``,
-    default ``cache``), in the order of ``paths``. ``prefetched``: the parses :func:`prefetch`
-    started."""
-    store = cache if store is None else store
+               prefetched: Prefetch | None = None) -> list[dict]:
+    """Per-file parsed tables (read from and written to the cache when ``cache``), in the order of
+    ``paths``. ``prefetched``: the parses :func:`prefetch` started."""
     fmts = fmts or [detect(p) for p in paths]
     results: list[dict | None] = [None] * len(paths)
     prefetched = prefetched or Prefetch()
     todo = []
     for i, p in enumerate(paths):
-        if cache:
-            hit = _cache.load(p)
-            if hit is not None:
-                hit["cached"] = True
-                results[i] = hit
-                continue
-        todo.append(i)
-    early = [i for i in todo if str(paths[i]) in prefetched.futures]
-    for i in early:   # each parse taken once: the lists are freed once its tables are built
-        results[i] = _done(paths[i], prefetched.take(str(paths[i])).result(), store)
-    todo = [i for i in todo if i not in early]
-    if todo:
-        total = sum(paths[i].stat().st_size for i in todo)
-        use_pool = parallel if parallel is not None else (len(todo) > 1 and total >= PARALLEL_MIN_BYTES)
-        if use_pool and len(todo) > 1:
-            with _pool(min(len(todo), os.cpu_count() or 1)) as ex:
-                raws = list(ex.map(read_raw, [str(paths[i]) for i in todo], [fmts[i] for i in todo]))
+        hit = _cache.load(p) if cache else None
+        if hit is not None:
+            results[i] = {**hit, "cached": True}
+        elif str(p) in prefetched.futures:   # each parse taken once: the lists are freed once its tables are built
+            results[i] = _done(p, prefetched.take(str(p)).result(), cache)
         else:
-            raws = [read_raw(str(paths[i]), fmts[i]) for i in todo]
-        for i, raw in zip(todo, raws):
-            results[i] = _done(paths[i], raw, store)
+            todo.append(i)
+    total = sum(paths[i].stat().st_size for i in todo)
+    if len(todo) > 1 and (parallel if parallel is not None else total >= PARALLEL_MIN_BYTES):
+        with _pool(min(len(todo), os.cpu_count() or 1)) as ex:
+            raws = list(ex.map(read_raw, [str(paths[i]) for i in todo], [fmts[i] for i in todo]))
+    else:
+        raws = [read_raw(str(paths[i]), fmts[i]) for i in todo]
+    for i, raw in zip(todo, raws):
+        results[i] = _done(paths[i], raw, cache)
     return results  # type: ignore[return-value]
 
 

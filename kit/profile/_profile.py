@@ -1,6 +1,7 @@
 """Load, Profile and Summary: the public façade (documented in the package docstring)."""
 from __future__ import annotations
 
+import glob
 import html
 import os
 from dataclasses import dataclass, field
@@ -14,21 +15,21 @@ from kit.errors import TraceError, UsageError
 from kit.profile import _load
 from kit.profile._assemble import assemble
 from kit.profile._load import Prefetch
-from kit.profile.analyses import _summary as S
+from kit.profile.analyses._summary import summarise
 from kit.profile.attribution._categories import Rule, build_rules, default_rules
 from kit.profile.attribution._evidence import module_table
 from kit.profile.reading._remote import is_remote, read_remote
 from kit.profile.steps import _cpu
-from kit.util import recorded
+from kit.util import call_settings, frame_figures, recorded
 
 __all__ = ["load", "Profile", "Summary", "PHASES", "default_rules"]
 
 PHASES = ("all", "decode", "prefill")
-PathsArg = Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]]
 
 
-def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: str = "python3",
-         prefetched: Prefetch | None = None, reference=None, step_marker: str | None = None) -> "Profile":
+def load(paths: Union[str, os.PathLike, Iterable[Union[str, os.PathLike]]], *, rules=None, cache: bool = True,
+         host=None, python: str = "python3", prefetched: Prefetch | None = None, reference=None,
+         step_marker: str | None = None) -> "Profile":
     """Read trace files (one per rank) into a :class:`Profile`.
 
     ``paths``: a file or a list of files (Kineto JSON/gzip — detected by magic bytes — nsys stats
@@ -67,7 +68,7 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
         d = _load.load(plist, rule_list, cache, prefetched, step_marker)
     prof = Profile.from_assembled(files, d, rule_list)
     if reference is not None:
-        from kit.profile.attribution._place import place
+        from kit.profile.attribution._place import place  # deferred: only with reference= (not on summary's path)
 
         place(prof, Profile.of(reference, rules=rules, cache=cache, host=host, python=python,
                                step_marker=step_marker))
@@ -77,8 +78,6 @@ def load(paths: PathsArg, *, rules=None, cache: bool = True, host=None, python: 
 def _expand(paths) -> list[Path]:
     """Local paths with glob patterns (``rel/rank*.json.gz``) expanded, sorted; a pattern matching
     nothing is a TraceError saying so (a file that exists under a name with ``*`` is taken as named)."""
-    import glob
-
     out: list[Path] = []
     for p in paths:
         s = os.fspath(p)
@@ -91,10 +90,6 @@ def _expand(paths) -> list[Path]:
         else:
             out.append(Path(s))
     return out
-
-
-# runtime/driver calls that put work on the GPU (kernels, graphs, copies, fills)
-_LAUNCH_CALL = r"(?i)launch|memcpy|memset"
 
 
 @dataclass(eq=False)
@@ -142,7 +137,7 @@ class Profile:
         """Where the trace files came from (``kit.provenance.Provenance``, from the nearest session
         manifest or the files' marks); the first file's when they agree, else ``unknown`` with a note
         listing them."""
-        from kit.provenance import Provenance, provenance_of
+        from kit.provenance import Provenance, provenance_of  # deferred: not on kit profile summary's path
 
         found = []
         for f in self.files:
@@ -158,7 +153,7 @@ class Profile:
         """Category breakdown of ``phase`` ('all', 'decode' or 'prefill'); see :class:`Summary`."""
         if phase not in PHASES:
             raise UsageError(f"Profile.summary: phase must be one of {', '.join(PHASES)}, not {phase!r}")
-        d = S.summarise(self, phase, top)
+        d = summarise(self, phase, top)
         cpu = _cpu.cpu_side(self, d["phase"])
         return Summary(**d, verdict=cpu["verdict"], cpu=cpu["steps"], cpu_gaps=cpu["gaps"], cpu_ranks=cpu["per_rank"])
 
@@ -166,7 +161,7 @@ class Profile:
         """Can this trace's numbers be trusted? Capture mode, linked shares, launch APIs, communication
         kernels, dropped events, mixed phases, profiler overhead, and per metric usable / degraded /
         unreliable with the reason and the capture that fixes it (``_health.py``)."""
-        from kit.profile.analyses._health import health
+        from kit.profile.analyses._health import health  # deferred: not on kit profile summary's path
 
         return health(self)
 
@@ -181,7 +176,7 @@ class Profile:
         traces with no module frames and no reference; ``assign`` writes ``layer``/``layer_kind`` into
         the kernels that have none, so ``modules(by='layer')`` works. Returns the ``LayerGuess``
         (layers found, confidence, how), also ``meta['layers_found']``."""
-        from kit.profile.attribution._layers import find_layers
+        from kit.profile.attribution._layers import find_layers  # deferred: not on kit profile summary's path
 
         g = find_layers(self, assign=assign)
         self.meta["layers_found"] = g
@@ -247,34 +242,25 @@ class Summary:
     def to_dict(self, full: bool = False) -> dict:
         """The CLI's JSON: files, ranks, kernel_time_us, wall_time_us, steps, categories, warnings
         (``full=True`` adds phase, per_rank, allreduce_spread and top kernels)."""
-        def num(x):
-            return None if x is None or (isinstance(x, float) and np.isnan(x)) else round(float(x), 6)
-
-        cats = [{"category": r.category, "time_us": num(r.time_us), "share_of_kernel": num(r.share_of_kernel),
-                 "share_of_wall": num(r.share_of_wall)} for r in self.categories.itertuples()]
+        cats = [{"category": r.category, "time_us": _num(r.time_us), "share_of_kernel": _num(r.share_of_kernel),
+                 "share_of_wall": _num(r.share_of_wall)} for r in self.categories.itertuples()]
         d = {"files": [os.path.basename(f) for f in self.files], "ranks": self.ranks,
-             "kernel_time_us": num(self.kernel_time_us), "wall_time_us": num(self.wall_time_us), "steps": self.steps,
-             "categories": cats, "warnings": list(self.warnings),
-             "undecided": num(self.undecided),
-             "undecided_by_category": {c: num(v) for c, v in self.undecided_by_category.items()}}
+             "kernel_time_us": _num(self.kernel_time_us), "wall_time_us": _num(self.wall_time_us),
+             "steps": self.steps, "categories": cats, "warnings": list(self.warnings),
+             "undecided": _num(self.undecided),
+             "undecided_by_category": {c: _num(v) for c, v in self.undecided_by_category.items()}}
         if self.categories_unavailable:
             d["categories_unavailable"] = self.categories_unavailable
-        d["decided_by"] = [{"decided_by": r.decided_by, "time_us": num(r.time_us),
-                            "share_of_kernel": num(r.share_of_kernel)} for r in self.evidence.itertuples()]
+        d["decided_by"] = [{"decided_by": r.decided_by, "time_us": _num(r.time_us),
+                            "share_of_kernel": _num(r.share_of_kernel)} for r in self.evidence.itertuples()]
         d["cpu"] = _cpu.to_json(self.verdict, self.cpu_ranks, self.cpu_gaps, self.cpu if full else None)
-        if len(self.collectives):
-            d["collectives"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
-                                for r in self.collectives.to_dict("records")]
+        tables = ("collectives",) if len(self.collectives) else ()
         if full:
             d["phase"] = self.phase
-            d["per_rank"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
-                             for r in self.per_rank.to_dict("records")]
-            d["allreduce_spread"] = {k: (num(v) if isinstance(v, float) else v)
-                                     for k, v in self.allreduce_spread.items()}
-            d["top"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
-                        for r in self.top.to_dict("records")]
-            d["modules"] = [{k: (num(v) if isinstance(v, float) else v) for k, v in r.items()}
-                            for r in self.modules.to_dict("records")]
+            d["allreduce_spread"] = _cells(self.allreduce_spread)
+            tables += ("per_rank", "top", "modules")
+        for t in tables:
+            d[t] = [_cells(r) for r in getattr(self, t).to_dict("records")]
         return d
 
     def share(self, category: str, of: str = "kernel") -> float:
@@ -297,16 +283,8 @@ class Summary:
         return (f"Summary(phase={self.phase}, ranks={self.ranks}, steps={self.steps}, "
                 f"kernel={kern}, wall={wall})")
 
-    def _evidence_line(self) -> str:
-        ev = self.evidence
-        if not len(ev) or ev["share_of_kernel"].isna().all():
-            return ""
-        return "decided by: " + ", ".join(f"{r.decided_by} {100 * r.share_of_kernel:.1f}%" for r in ev.itertuples())
-
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this summary (``kit.runs``): headline figures, shares, tables."""
-        from kit.util import call_settings, frame_figures
-
         figs = [("kernel_time_us", self.kernel_time_us), ("wall_time_us", self.wall_time_us), ("steps", self.steps)]
         if self.steps:
             figs.append(("step_us", self.wall_time_us / max(1, self.steps)))
@@ -321,41 +299,42 @@ class Summary:
                            "per_step": self.per_step, "collectives": self.collectives, "layers": self.layers},
                 "warnings": list(self.warnings)}
 
+    def _notes(self) -> list[str]:
+        """What the text and the HTML views say under the category table (warnings apart)."""
+        out = [f"categories unavailable: {self.categories_unavailable}"] if self.categories_unavailable else []
+        if len(self.evidence) and not self.evidence["share_of_kernel"].isna().all():
+            out.append("decided by: " + ", ".join(f"{r.decided_by} {100 * r.share_of_kernel:.1f}%"
+                                                  for r in self.evidence.itertuples()))
+        out += _cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)
+        out += [f"collective {r.collective}: {r.calls} call(s) on the CPU, group size {r.group_size}, "
+                f"{r.bytes:,} bytes, {r.kernels} kernel(s)" for r in self.collectives.itertuples()]
+        if len(self.per_rank) > 1 or (len(self.per_rank) and self.per_rank["comm_us"].fillna(0).sum() > 0):
+            out += [f"rank {r.rank}: comm {r.comm_us:,.1f} us, exposed {r.exposed_comm_us:,.1f} us, "
+                    f"allreduce {r.allreduce_us:,.1f} us x{r.allreduce_calls}" for r in self.per_rank.itertuples()]
+        sp = self.allreduce_spread
+        if sp.get("ranks", 0) > 1:
+            out.append(f"allreduce spread across ranks: min {sp['min_us']:,.1f} us, max {sp['max_us']:,.1f} us "
+                       f"(rank {sp['max_rank']}), spread {sp['spread_us']:,.1f} us")
+        return out
+
     def __repr__(self) -> str:
         lines = [self._head(), f"{'category':<20}{'time_us':>14}{'%kernel':>9}{'%wall':>8}"]
         lines += [f"{c:<20}{t:>14}{k:>9}{w:>8}" for c, t, k, w in self._table_rows()]
-        if self.categories_unavailable:
-            lines.append(f"categories unavailable: {self.categories_unavailable}")
-        if self._evidence_line():
-            lines.append(self._evidence_line())
-        lines += _cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)
-        for r in self.collectives.itertuples():
-            lines.append(f"collective {r.collective}: {r.calls} call(s) on the CPU, group size {r.group_size}, "
-                         f"{r.bytes:,} bytes, {r.kernels} kernel(s)")
-        if len(self.per_rank) > 1 or (len(self.per_rank) and self.per_rank["comm_us"].fillna(0).sum() > 0):
-            for r in self.per_rank.itertuples():
-                lines.append(f"rank {r.rank}: comm {r.comm_us:,.1f} us, exposed {r.exposed_comm_us:,.1f} us, "
-                             f"allreduce {r.allreduce_us:,.1f} us x{r.allreduce_calls}")
-        sp = self.allreduce_spread
-        if sp.get("ranks", 0) > 1:
-            lines.append(f"allreduce spread across ranks: min {sp['min_us']:,.1f} us, max {sp['max_us']:,.1f} us "
-                         f"(rank {sp['max_rank']}), spread {sp['spread_us']:,.1f} us")
-        lines += [f"warning: {w}" for w in self.warnings]
-        return "\n".join(lines)
+        return "\n".join(lines + self._notes() + [f"warning: {w}" for w in self.warnings])
 
     def _repr_html_(self) -> str:
         body = "".join(f"<tr><td>{html.escape(c)}</td><td style='text-align:right'>{t}</td>"
                        f"<td style='text-align:right'>{k}</td><td style='text-align:right'>{w}</td></tr>"
                        for c, t, k, w in self._table_rows())
         warn = "".join(f"<li>{html.escape(w)}</li>" for w in self.warnings)
-        sp = self.allreduce_spread
-        spread = ""
-        if sp.get("ranks", 0) > 1:
-            spread = (f"<p>AllReduce across {sp['ranks']} ranks: min {sp['min_us']:,.1f} us, max "
-                      f"{sp['max_us']:,.1f} us (rank {sp['max_rank']}), spread {sp['spread_us']:,.1f} us</p>")
-        extra = "".join(f"<p>{html.escape(x)}</p>" for x in (
-            f"categories unavailable: {self.categories_unavailable}" if self.categories_unavailable else "",
-            self._evidence_line(), *_cpu.lines(self.verdict, self.cpu_ranks, self.cpu_gaps)) if x)
+        notes = "".join(f"<p>{html.escape(x)}</p>" for x in self._notes())
         return (f"<div><b>{html.escape(self._head())}</b><table><thead><tr><th>category</th><th>time (us)</th>"
-                f"<th>% kernel</th><th>% wall</th></tr></thead><tbody>{body}</tbody></table>{extra}{spread}"
+                f"<th>% kernel</th><th>% wall</th></tr></thead><tbody>{body}</tbody></table>{notes}"
                 f"{'<p>Warnings:</p><ul>' + warn + '</ul>' if warn else ''}</div>")
+
+def _num(x):
+    return None if x is None or (isinstance(x, float) and np.isnan(x)) else round(float(x), 6)
+
+
+def _cells(row: dict) -> dict:
+    return {k: (_num(v) if isinstance(v, float) else v) for k, v in row.items()}

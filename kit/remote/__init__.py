@@ -61,7 +61,7 @@ __all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'Fi
 
 def __getattr__(name: str):
     if name == "SSHHost":  # paramiko is imported on first use
-        from kit.remote._ssh import SSHHost
+        from kit.remote._ssh import SSHHost  # deferred: paramiko, loaded by the first SSH host
 
         SSHHost.__module__ = __name__
         return SSHHost

@@ -12,7 +12,7 @@ import json
 import shlex
 from typing import Any
 
-from kit.errors import CommandFailed, RemoteFileError
+from kit.errors import CommandFailed
 from kit.remote._forward import Forward, close_forwards
 from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
@@ -20,6 +20,7 @@ from kit.remote._private import private_dir
 from kit.remote._result import FileStat, Result
 from kit.remote._runner import Process, Runner, shell_script
 from kit.remote._transfer import transfer_of
+from kit.util import html_fields
 
 __all__ = ["FileStat", "Host", "Result"]
 
@@ -157,7 +158,7 @@ class Host:
         An SSH host carries each local connection over its SSH connection; this machine needs none.
         ``unix_socket`` (SSH hosts): listen on that path, mode 0600, instead of 127.0.0.1, which every
         user of this machine can reach."""
-        raise NotImplementedError
+        return Forward(self, remote_port, remote_host, local_port, check=check, unix_socket=unix_socket)
 
     def private_dir(self, sub: str = "") -> str:
         """This user's private directory on the host (mode 0700, ``${TMPDIR:-/tmp}/kit-<uid>``, never
@@ -196,9 +197,6 @@ class Host:
         """
         return start_job(self, cmd, log=log, env=env, cwd=cwd)
 
-    def _file_error(self, path: str, what: str) -> RemoteFileError:
-        return RemoteFileError(f"{self.name}: {path}: {what}", host=self.name, path=path)
-
     def __enter__(self):
         return self
 
@@ -209,6 +207,4 @@ class Host:
         return f"{type(self).__name__}({self.target!r})"
 
     def _repr_html_(self) -> str:
-        from kit.util import html_fields
-
         return html_fields(type(self).__name__, [("name", self.name), ("target", self.target)])

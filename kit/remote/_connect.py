@@ -26,7 +26,7 @@ def connect(target: str = "local", **options) -> Host:
         if options:
             raise UsageError(f"kit.connect('local') takes no options (got {sorted(options)})")
         return LocalHost()
-    from kit.remote._ssh import SSHHost
+    from kit.remote._ssh import SSHHost  # deferred: paramiko, loaded by the first SSH host
 
     host = SSHHost(target, **options)
     host.open()
@@ -45,7 +45,7 @@ def hosts(targets: Iterable[str | Host], **options) -> HostGroup:
         elif t == "local":
             members.append(LocalHost())
         else:
-            from kit.remote._ssh import SSHHost
+            from kit.remote._ssh import SSHHost  # deferred: paramiko, loaded by the first SSH host
 
             members.append(SSHHost(t, **options))
     return HostGroup(members)

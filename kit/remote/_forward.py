@@ -38,6 +38,7 @@ import urllib.parse
 import weakref
 
 from kit.errors import ConnectError
+from kit.util import html_fields
 
 log = logging.getLogger("kit.remote")
 
@@ -229,7 +230,7 @@ class Forward:
             _register(host, self)
             return
         self.local_host = "127.0.0.1"
-        core.listener = self._listen(int(local_port)) if unix_socket is None else self._listen_unix(unix_socket)
+        core.listener = self._listen(int(local_port), unix_socket)
         core.unix_path = unix_socket
         self.local_port = core.listener.getsockname()[1] if unix_socket is None else 0
         core.where = self.url
@@ -295,35 +296,27 @@ class Forward:
         return f"Forward({self.url!r}, {how}{state})"
 
     def _repr_html_(self) -> str:
-        from kit.util import html_fields
-
         return html_fields("Forward", [("url", self.url), ("host", self.host.name), ("to", self.target),
                                        ("direct", self.direct), ("connections", self.connections),
                                        ("closed", self.closed)])
 
     # --- internals -----------------------------------------------------------------------------
-    def _listen(self, port: int) -> socket.socket:
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    def _listen(self, port: int = 0, path: str | None = None) -> socket.socket:
+        """127.0.0.1:``port``, or the Unix socket at ``path``, mode 0600 before it listens: only this user
+        (and root) connect."""
+        s = socket.socket(socket.AF_UNIX if path else socket.AF_INET, socket.SOCK_STREAM)
+        where = f"the Unix socket {path}" if path else f"127.0.0.1:{port}"
         try:
-            s.bind(("127.0.0.1", port))
+            if path:
+                s.bind(path)
+                os.chmod(path, 0o600)
+            else:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("127.0.0.1", port))
             s.listen(256)
         except OSError as exc:
             s.close()
-            raise ConnectError(f"{self.host.name}: cannot listen on 127.0.0.1:{port} here to forward "
-                               f"{self.target}: {exc.strerror or exc}", host=self.host.name) from exc
-        return s
-
-    def _listen_unix(self, path: str) -> socket.socket:
-        """A Unix socket at ``path``, mode 0600 before it listens: only this user (and root) connect."""
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            s.bind(path)
-            os.chmod(path, 0o600)
-            s.listen(256)
-        except OSError as exc:
-            s.close()
-            raise ConnectError(f"{self.host.name}: cannot listen on the Unix socket {path} here to forward "
+            raise ConnectError(f"{self.host.name}: cannot listen on {where} here to forward "
                                f"{self.target}: {exc.strerror or exc}", host=self.host.name) from exc
         return s
 
@@ -378,10 +371,8 @@ def _pump_up(conn: socket.socket, chan, local_broke: threading.Event) -> None:
 
 
 def _shut(sock: socket.socket) -> None:
-    try:
+    with contextlib.suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()
 
 
@@ -397,7 +388,5 @@ def _abort(sock: socket.socket) -> None:
 
 
 def _close_chan(chan) -> None:
-    try:
+    with contextlib.suppress(Exception):  # closing a dead channel
         chan.close()
-    except Exception:  # noqa: BLE001 - closing a dead channel
-        pass

@@ -1,7 +1,10 @@
 """HostGroup: run one command on several hosts in parallel; each host's result or error in its own slot."""
 from __future__ import annotations
 
+import contextlib
 import html
+import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
@@ -9,6 +12,7 @@ from kit.errors import KitError
 from kit.remote._base import Host
 from kit.remote._result import Result
 from kit.remote._transfer_report import Fetched, TransferReport
+from kit.util import html_fields
 
 
 class GroupResult:
@@ -49,7 +53,7 @@ class GroupResult:
 
     def to_frame(self):
         """One row per host: exit_code, duration_s, stdout, stderr, error."""
-        import pandas as pd
+        import pandas as pd  # deferred: kit --help loads kit.remote, never pandas
 
         rows = []
         for host, v in self._slots:
@@ -93,8 +97,6 @@ class HostGroup:
         return f"HostGroup({[h.target for h in self.hosts]!r})"
 
     def _repr_html_(self) -> str:
-        from kit.util import html_fields
-
         return html_fields(f"HostGroup of {len(self.hosts)} hosts",
                            [(f"host {i}", f"{h.name} ({type(h).__name__})") for i, h in enumerate(self.hosts)])
 
@@ -108,17 +110,19 @@ class HostGroup:
 
     def run(self, cmd: str, **kwargs) -> GroupResult:
         """``host.run(cmd, **kwargs)`` on every host at once; errors land in their host's slot."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="kit-hosts")
-
         def one(host: Host):
             try:
                 return host.run(cmd, **kwargs)
             except Exception as exc:  # noqa: BLE001  any failure stays in this host's slot
                 return exc
 
-        futures = [self._pool.submit(one, h) for h in self.hosts]
-        return GroupResult(cmd, list(zip(self._names(), (f.result() for f in futures))))
+        return GroupResult(cmd, list(zip(self._names(), self._each(one, self.hosts))))
+
+    def _each(self, fn, *args) -> list:
+        """``fn`` over the hosts at once, on the group's threads; results in host order."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="kit-hosts")
+        return list(self._pool.map(fn, *args))
 
     def get(self, remote_paths, dest: str, **options):
         """Download the same files (a list, or a glob pattern) from every host at once, each host into
@@ -126,11 +130,6 @@ class HostGroup:
         Returns one :class:`~kit.remote.TransferReport` (rows in host order); a host that cannot be
         reached, or a file that fails, is a row with its error and never hides the others.
         ``remote_paths`` may also be a dict ``{host name: paths}`` for different files per host."""
-        import os
-        import time
-
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self._max_workers, thread_name_prefix="kit-hosts")
         names = self._names()
         t0 = time.perf_counter()
 
@@ -143,16 +142,13 @@ class HostGroup:
                 return [Fetched(host.name, p, None, error=exc if isinstance(exc, KitError) else
                                 KitError(f"{host.name}: {type(exc).__name__}: {exc}")) for p in shown]
 
-        futures = [self._pool.submit(one, h, n) for h, n in zip(self.hosts, names)]
-        rows = [row for f in futures for row in f.result()]
+        rows = [row for got in self._each(one, self.hosts, names) for row in got]
         return TransferReport(rows, time.perf_counter() - t0)
 
     def close(self) -> None:
         for h in self.hosts:
-            try:
+            with contextlib.suppress(Exception):  # closing is best effort
                 h.close()
-            except Exception:  # closing is best effort  # noqa: BLE001
-                pass
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None

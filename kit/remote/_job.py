@@ -12,7 +12,8 @@ import time
 
 from kit.errors import CommandFailed, CommandTimeout, RemoteError
 from kit.remote._runner import alive_test, env_exports, kill_group_script
-from kit.util import clip
+from kit.util import clip, html_fields
+from kit.util import progress as progress_bar
 from kit.util import quote as _q
 
 
@@ -57,8 +58,6 @@ class Job:
         return f"Job(host={self.host.name!r}, pid={self.pid}, log={self.log!r}, cmd={self.cmd!r})"
 
     def _repr_html_(self) -> str:
-        from kit.util import clip, html_fields
-
         return html_fields("Job", [("host", self.host.name), ("pid", self.pid), ("log", self.log),
                                    ("command", clip(self.cmd or "", 200))])
 
@@ -89,7 +88,7 @@ class Job:
                  poll: float = 0.5, progress: bool = True) -> str | None:
         """Wait until the job's log matches ``pattern`` (regex) and/or ``url`` answers 2xx/3xx on the host.
 
-        With neither, waits for the job to exit. A tqdm progress bar shows the elapsed time and the
+        With neither, waits for the job to exit. A progress bar (``kit.util.progress``) shows the elapsed time and the
         latest log line, so a 10-minute weight load is visibly alive. Returns the matching log line
         (or None). Raises CommandFailed if the job exits first (with the log's last lines), and
         CommandTimeout after ``timeout`` seconds (the job is left running).
@@ -100,10 +99,10 @@ class Job:
         last_line = ""
         matched: str | None = None
         url_ok = url is None
-        bar = _progress(self, timeout) if progress else None
         t0 = time.monotonic()
         shown = 0
-        try:
+        with progress_bar(f"{self.host.name}: job {self.pid}", int(timeout), unit="s",
+                          show=None if progress else False) as bar:
             while True:
                 size, alive, code, new = self._poll(pos, url if not url_ok else None)
                 pos = max(pos, size)
@@ -121,12 +120,11 @@ class Job:
                 if url is not None and not url_ok:
                     url_ok = 200 <= code < 400
                 elapsed = time.monotonic() - t0
-                if bar is not None:
-                    step = int(min(elapsed, timeout)) - shown
-                    if step > 0:
-                        bar.update(step)
-                        shown += step
-                    bar.set_postfix_str(clip(last_line, 80), refresh=True)
+                step = int(min(elapsed, timeout)) - shown
+                if step > 0:
+                    bar.update(step)
+                    shown += step
+                bar.set_postfix_str(clip(last_line, 80), refresh=True)
                 waiting_for_something = rx is not None or url is not None
                 if waiting_for_something and (rx is None or matched is not None) and url_ok:
                     return matched
@@ -143,9 +141,6 @@ class Job:
                         f"{_what(pattern, url)}); still running; last log line: {clip(last_line, 200)!r}",
                         host=self.host.name, cmd=self.cmd, stdout=last_line, timeout=timeout)
                 time.sleep(poll)
-        finally:
-            if bar is not None:
-                bar.close()
 
     def _poll(self, pos: int, url: str | None) -> tuple[int, bool, int, str]:
         """One round trip: log size, alive flag, URL status code, and the log bytes after ``pos``."""
@@ -174,13 +169,6 @@ class Job:
         except ValueError as exc:
             raise RemoteError(f"{self.host.name}: cannot poll job {self.pid} (log {self.log}): "
                               f"{res.stderr.strip() or head!r}", host=self.host.name) from exc
-
-
-def _progress(job: Job, timeout: float):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=int(timeout), desc=f"{job.host.name}: job {job.pid}", unit="s", leave=False,
-                bar_format="{desc} {elapsed} {postfix}")
 
 
 def _what(pattern: str | None, url: str | None) -> str:

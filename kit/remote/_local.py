@@ -6,6 +6,7 @@ and signals the process; the loop (timeout, kill, output, stdin, exit status) is
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import selectors
@@ -65,10 +66,8 @@ class _LocalProcess(Process):
 
     def close_stdin(self) -> None:
         if self._popen.stdin is not None and not self._popen.stdin.closed:
-            try:
+            with contextlib.suppress(OSError):
                 self._popen.stdin.close()
-            except OSError:
-                pass
 
     def exit_status(self, wait: float) -> int | None:
         try:
@@ -151,14 +150,14 @@ class LocalHost(Host):
         try:
             return os.listdir(path)
         except OSError as exc:
-            raise self._file_error(path, _os_reason(exc)) from exc
+            raise io_.file_error(self, path, io_.os_reason(exc)) from exc
 
     def stat(self, path: str) -> FileStat:
         """Size, mtime, directory flag and mode of ``path`` (follows symlinks)."""
         try:
             st = os.stat(path)
         except OSError as exc:
-            raise self._file_error(path, _os_reason(exc)) from exc
+            raise io_.file_error(self, path, io_.os_reason(exc)) from exc
         return FileStat(path=path, size=st.st_size, mtime=st.st_mtime, is_dir=stat_mod.S_ISDIR(st.st_mode),
                         mode=st.st_mode)
 
@@ -168,20 +167,4 @@ class LocalHost(Host):
             with open(path, "rb") as fh:
                 return fh.read()
         except OSError as exc:
-            raise self._file_error(path, _os_reason(exc)) from exc
-
-
-def _os_reason(exc: OSError) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return "no such file or directory"
-    if isinstance(exc, IsADirectoryError):
-        return "is a directory"
-    if isinstance(exc, NotADirectoryError):
-        return "a path component is not a directory"
-    if isinstance(exc, PermissionError):
-        return "permission denied"
-    return exc.strerror or str(exc)
-
-
-
-
+            raise io_.file_error(self, path, io_.os_reason(exc)) from exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import sys
 from collections import deque
 from typing import IO
 
@@ -30,7 +31,7 @@ class OutputSink:
     """
 
     def __init__(self, path: str | os.PathLike | None = None, echo: IO[str] | None = None,
-                 prefix: str = "", keep: int | None = None) -> None:
+                 keep: int | None = None) -> None:
         self._keep = keep
         self._all = bytearray()
         self._tail: deque[bytes] = deque()
@@ -38,8 +39,6 @@ class OutputSink:
         self._path = path
         self._file = open(path, "wb") if path is not None else None  # noqa: SIM115 - closed in close()
         self._echo = echo
-        self._prefix = prefix
-        self._at_line_start = True
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.nbytes = 0
 
@@ -70,15 +69,6 @@ class OutputSink:
                 self._write_echo(text)
 
     def _write_echo(self, text: str) -> None:
-        if self._prefix:
-            lines = text.splitlines(keepends=True)
-            out = []
-            for line in lines:
-                if self._at_line_start:
-                    out.append(self._prefix)
-                out.append(line)
-                self._at_line_start = line.endswith("\n")
-            text = "".join(out)
         try:
             self._echo.write(text)
             self._echo.flush()
@@ -139,8 +129,6 @@ def open_sinks(stdout_file: str | None, stderr_file: str | None, stream: bool) -
     What stays in memory for the Result: everything, unless the stream goes to a file (the last
     ``TAIL_BYTES``) or is shown live (``stream=True``: the last ``STREAM_TAIL_BYTES``), so that a
     stream of any length runs in bounded memory."""
-    import sys
-
     sinks: list[OutputSink] = []
     try:
         for path, echo in ((stdout_file, sys.stdout), (stderr_file, sys.stderr)):

@@ -25,6 +25,7 @@ delivers a signal snippet on the host. Everything else is decided here, once, fo
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shlex
@@ -205,10 +206,8 @@ class Runner:
                     self._kill(proc)
             raise
         finally:
-            try:
+            with contextlib.suppress(*proc.errors):
                 proc.close()
-            except proc.errors:
-                pass
             if feeder is not None:
                 feeder.join(5)  # the closed pipe or channel wakes a blocked write
             try:
@@ -317,10 +316,8 @@ class Runner:
             self._await_pg(proc, out, err)
         finally:
             self._kill(proc)
-        try:  # what the command wrote while dying
+        with contextlib.suppress(*proc.errors):  # what the command wrote while dying
             self._drain(proc, out, err, time.monotonic() + 0.5)
-        except proc.errors:
-            pass
         killed = (f"its process group {proc.pg} was killed on the host" if proc.pg else
                   "the host never reported its process group, so it may still be running there")
         out.close()
@@ -343,7 +340,5 @@ def _feed(proc: Process, data: str | bytes) -> None:
     except Exception as exc:  # noqa: BLE001 - the reading side reports failures; this thread must not die loudly
         log.debug("stdin feed stopped: %s", exc)
     finally:
-        try:
+        with contextlib.suppress(Exception):  # best effort on a finished command
             proc.close_stdin()
-        except Exception:  # noqa: BLE001 - best effort on a finished command
-            pass

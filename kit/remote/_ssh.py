@@ -20,6 +20,7 @@ The host account's login shell must be POSIX-like (bash, dash, zsh: not fish/csh
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -35,7 +36,7 @@ import paramiko
 from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
 from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
-from kit.remote._forward import Forward, close_forwards
+from kit.remote._forward import close_forwards
 from kit.remote._result import FileStat
 from kit.remote._runner import MARK_LINE, Process
 from kit.remote._ssh_config import (
@@ -208,11 +209,16 @@ class SSHHost(Host):
     def _drop(self) -> None:
         for closer in (self._sftp, self._client, self._jump):
             if closer is not None:
-                try:
+                with contextlib.suppress(Exception):  # best effort on a dead connection
                     closer.close()
-                except Exception:  # noqa: BLE001 - best effort on a dead connection
-                    pass
         self._sftp = self._client = self._jump = None
+
+    def _ensure(self) -> None:
+        """Connected, under the lock: the first call connects, a dead connection is reconnected (logged)."""
+        if self._client is None:
+            self._connect()
+        elif not self._active():
+            self._reconnect("transport closed")
 
     def _reconnect(self, why: str) -> None:
         log.warning("%s: connection lost (%s); reconnecting", self.name, why)
@@ -224,10 +230,7 @@ class SSHHost(Host):
         """A new session channel (with ``command`` started on it). If the connection died since the
         last call, reconnect once, say so in the log, and retry: nothing ran on the dead connection."""
         with self._lock:
-            if self._client is None:
-                self._connect()
-            elif not self._active():
-                self._reconnect("transport closed")
+            self._ensure()
             transport = self._client.get_transport()
         try:
             return self._start(transport, command)
@@ -253,15 +256,7 @@ class SSHHost(Host):
             transport._kit_exec_done = True  # sshd has now set TCP_NODELAY on its side (_server_nodelay)
         return chan
 
-    # --- port forwarding --------------------------------------------------------------------
-    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                check: bool = True, unix_socket: str | None = None) -> Forward:
-        """``remote_host:remote_port`` as the host sees it, reached from here through this SSH connection
-        (``ssh -L``); see :class:`kit.remote.Forward`. ConnectError naming host and address if the
-        server refuses forwarding or (``check``) nothing listens there. ``unix_socket``: listen on that
-        path (mode 0600: this user only) instead of 127.0.0.1, which any local user can reach."""
-        return Forward(self, remote_port, remote_host, local_port, check=check, unix_socket=unix_socket)
-
+    # --- port forwarding (Host.forward carries connections over these channels) --------------------
     def open_channel(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
         """A ``direct-tcpip`` channel to ``dest``. If the connection died (before or during the open),
         reconnect once (logged, as for commands) and retry. On a live connection a refusal or a
@@ -270,10 +265,7 @@ class SSHHost(Host):
         for attempt in (0, 1):
             with self._lock:
                 try:
-                    if self._client is None:
-                        self._connect()
-                    elif not self._active():
-                        self._reconnect("transport closed")
+                    self._ensure()
                 except ConnectError as exc:
                     raise ConnectError(f"{what}: {exc}", host=self.name) from exc
                 transport = self._client.get_transport()
@@ -327,10 +319,7 @@ class SSHHost(Host):
         with self._lock:
             if self._sftp is not None and self._active():
                 return self._sftp
-            if self._client is None:
-                self._connect()
-            elif not self._active():
-                self._reconnect("transport closed")
+            self._ensure()
             try:
                 self._sftp = self._open_sftp()
             except (paramiko.SSHException, OSError, EOFError) as exc:
@@ -368,14 +357,10 @@ class SSHHost(Host):
                 sftp, self._sftp = self._sftp, None
             if sftp is not None:
                 sftp.close()
-            raise self._file_error(path, f"no SFTP reply within {SFTP_TIMEOUT_S:g} s (host or file system "
+            raise io_.file_error(self, path, f"no SFTP reply within {SFTP_TIMEOUT_S:g} s (host or file system "
                                          f"not responding)") from exc
-        except FileNotFoundError as exc:
-            raise self._file_error(path, "no such file or directory") from exc
-        except PermissionError as exc:
-            raise self._file_error(path, "permission denied") from exc
         except OSError as exc:
-            raise self._file_error(path, str(exc) or type(exc).__name__) from exc
+            raise io_.file_error(self, path, io_.os_reason(exc)) from exc
         except (paramiko.SSHException, EOFError) as exc:
             raise ConnectError(f"{self.name}: SFTP failed on {path}: {exc}", host=self.name) from exc
 

@@ -74,27 +74,27 @@ def resolve(target: str, *, user: str | None = None, port: int | None = None,
     t_user, t_host, t_port = parse_target(target)
     cfg = _load_config(ssh_config, target)
     entry = cfg.lookup(t_host) if cfg is not None else {"hostname": t_host}
-    keys: list[str] = []
     if key_filename:
         keys = [key_filename] if isinstance(key_filename, (str, os.PathLike)) else list(key_filename)
     else:
         keys = [p for p in entry.get("identityfile", []) if os.path.exists(os.path.expanduser(p))]
-    jump = proxy_jump if proxy_jump is not None else entry.get("proxyjump")
-    if jump and jump.strip().lower() == "none":
-        jump = None
-    command = entry.get("proxycommand")
-    if command and command.strip().lower() == "none":
-        command = None
+    jump = _unless_none(proxy_jump if proxy_jump is not None else entry.get("proxyjump"))
+    command = _unless_none(entry.get("proxycommand"))
     return SSHParams(
         hostname=entry.get("hostname", t_host),
         port=int(port or t_port or entry.get("port") or 22),
         user=user or t_user or entry.get("user") or getpass.getuser(),
         key_filenames=[os.path.expanduser(str(k)) for k in keys],
-        proxy_jump=jump or None,
+        proxy_jump=jump,
         proxy_command=None if jump else command,
         user_known_hosts=_file_list(entry.get("userknownhostsfile")),
         global_known_hosts=_file_list(entry.get("globalknownhostsfile")),
     )
+
+
+def _unless_none(value: str | None) -> str | None:
+    """A config value, None where it is unset or OpenSSH's ``none``."""
+    return None if not value or value.strip().lower() == "none" else value
 
 
 def _file_list(value) -> list[str] | None:

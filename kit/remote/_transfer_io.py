@@ -13,6 +13,7 @@ Policy (resume, codec choice, skip, many files) is ``_transfer.py``'s.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import stat as stat_mod
@@ -31,7 +32,7 @@ SFTP_REQUEST = 255 * 1024
 def zstandard_module():
     """The ``zstandard`` package, or None when it is not installed here."""
     try:
-        import zstandard
+        import zstandard  # optional: the codec where it is installed
     except ImportError:
         return None
     return zstandard
@@ -42,22 +43,31 @@ def file_error(host: Any, path: str, what: str) -> RemoteFileError:
     return RemoteFileError(f"{host.name}: {path}: {what}", host=host.name, path=path)
 
 
+# what an OSError means for a file, by its class
+_OS_REASONS = ((FileNotFoundError, "no such file or directory"), (IsADirectoryError, "is a directory"),
+               (NotADirectoryError, "a path component is not a directory"), (PermissionError, "permission denied"))
+
+
+def os_reason(exc: OSError) -> str:
+    """The reason an OSError gives for a file, in the words of :func:`file_error`'s messages."""
+    return next((why for cls, why in _OS_REASONS if isinstance(exc, cls)), exc.strerror or str(exc)
+                or type(exc).__name__)
+
+
 def local_error(path: str, exc: OSError) -> RemoteFileError:
     return RemoteFileError(f"local: {path}: {exc.strerror or exc}", host="local", path=path)
 
 
 def unlink(path: str) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def bar(desc: str, total: int, initial: int, progress: bool | None):
     """A tqdm bar shown for transfers still running after a second (``progress=True``: at once)."""
     if progress is False:
         return None
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred: a drawn bar only (kit --help loads kit.remote)
 
     return tqdm(total=total, initial=initial, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False,
                 delay=0 if progress else PROGRESS_DELAY_S)
@@ -156,10 +166,7 @@ def read_local(host: Any, path: str, sink: Sink, offset: int) -> None:
     try:
         with open(path, "rb") as src:
             src.seek(offset)
-            while True:
-                data = src.read(CHUNK)
-                if not data:
-                    break
+            for data in iter(lambda: src.read(CHUNK), b""):
                 sink.feed(data)
     except OSError as exc:
         raise file_error(host, path, exc.strerror or str(exc)) from exc
@@ -177,7 +184,7 @@ class _Collect:
 
 def sftp_read(host: Any, path: str, sink: Sink, offset: int, request: int = SFTP_REQUEST, window: int = 32) -> None:
     """SFTP download with a bounded window of concurrent reads (for hosts without a shell)."""
-    from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, int64
+    from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, int64  # deferred: paramiko, SSH hosts only
 
     def read(sftp):
         with sftp.open(path, "rb") as fh:
@@ -231,10 +238,7 @@ def sftp_write(host: Any, local_path: str, remote_tmp: str, offset: int, bar) ->
             if offset:
                 dst.seek(offset)
                 src.seek(offset)
-            while True:
-                data = src.read(CHUNK)
-                if not data:
-                    break
+            for data in iter(lambda: src.read(CHUNK), b""):
                 dst.write(data)
                 if bar is not None:
                     bar.update(len(data))

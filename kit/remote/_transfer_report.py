@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Iterator
 
 from kit.errors import KitError
@@ -77,14 +77,12 @@ class TransferReport:
 
     def to_frame(self):
         """One row per file: host, remote, local, size, wire_bytes, seconds, method, resumed_from, error."""
-        import pandas as pd
+        import pandas as pd  # deferred: kit --help loads kit.remote, never pandas
 
-        return pd.DataFrame([{"host": r.host, "remote": r.remote, "local": r.local, "size": r.size,
-                              "wire_bytes": r.wire_bytes, "seconds": r.seconds, "method": r.method,
-                              "resumed_from": r.resumed_from,
+        columns = [f.name for f in fields(Fetched)]
+        return pd.DataFrame([{**{c: getattr(r, c) for c in columns},
                               "error": None if r.ok else f"{type(r.error).__name__}: {r.error}"} for r in self.rows],
-                            columns=["host", "remote", "local", "size", "wire_bytes", "seconds", "method",
-                                     "resumed_from", "error"])
+                            columns=columns)
 
     def __repr__(self) -> str:
         return (f"TransferReport(files={len(self.rows)}, ok={len(self.rows) - len(self.errors)}, "

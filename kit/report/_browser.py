@@ -8,6 +8,7 @@ Chromium's housekeeping. ``file://`` loads do not go through the network stack a
 """
 from __future__ import annotations
 
+import html
 import json
 import shutil
 import subprocess
@@ -148,7 +149,5 @@ def layout(page: str | Path, *, width: int = 1400, height: int = 1000, open_code
     start = dom.find("<pre id=\"kit-probe\">")
     if start < 0:
         raise ReportError(f"chromium: the layout probe did not run on {page}")
-    import html as _html
-
     body = dom[start + len("<pre id=\"kit-probe\">"):dom.find("</pre>", start)]
-    return json.loads(_html.unescape(body))
+    return json.loads(html.unescape(body))

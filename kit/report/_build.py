@@ -1,6 +1,7 @@
 """Build / execute_notebook / discover: run the notebooks and write the report (documented in the package docstring)."""
 from __future__ import annotations
 
+import ast
 import contextlib
 import datetime as _dt
 import html as _html
@@ -8,14 +9,22 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from kit.errors import LedgerError, NotebookFailed, ReportError
-from kit.ledger import LEDGER_ENV
+from kit.ledger import LEDGER_ENV, Ledger
+from kit.redact import notebook_secrets, redact_json_text, redact_notebook, redact_text
+from kit.report import _assets as assets
+from kit.report import _export as export
+from kit.report._pdf import PDF_NAME, write_pdf
+from kit.util import kit_version
 
 __all__ = ["NotebookRun", "Report", "build", "discover", "execute_notebook"]
 
@@ -92,9 +101,6 @@ def _interrupts(noted: list[int]):
     """While a notebook runs outside nbclient's event loop (starting, stopping): a SIGINT (Ctrl-C) is
     noted, then raised as usual; yields the notes, so a caller can tell an interrupt from the errors
     nbclient's cleanup turns it into. Only in the main thread, where signal handlers live."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield noted
         return
@@ -117,9 +123,11 @@ def _run_client(client, kernel_env: dict, cell_timeout: float) -> tuple[str, str
     goes to a temporary file, read back when the kernel dies: a kernel interrupted while starting (the
     kernel manager interrupts it on every shutdown, a Ctrl-C's too) would print its traceback among
     the report's lines."""
-    import tempfile
-
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import (  # deferred: a build only (notebooks load kit.report for table)
+        CellExecutionError,
+        CellTimeoutError,
+        DeadKernelError,
+    )
 
     with tempfile.TemporaryFile("w+", prefix="kit-kernel-") as log:
         try:
@@ -149,8 +157,8 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
     The kernel runs with ``KIT_RUNS=off`` (unless ``env`` sets it): a report never records into the user's
     run catalogue.
     """
-    import nbformat
-    from nbclient import NotebookClient
+    import nbformat  # deferred: a build only (notebooks load kit.report for table)
+    from nbclient import NotebookClient  # deferred: a build only (notebooks load kit.report for table)
 
     path = Path(path)
     try:
@@ -158,7 +166,7 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
     except Exception as exc:  # nbformat raises several unrelated types for bad files
         raise ReportError(f"notebook {path}: cannot read ({type(exc).__name__}: {exc})") from exc
     if parameters:
-        from papermill.parameterize import parameterize_notebook
+        from papermill.parameterize import parameterize_notebook  # deferred: as nbformat above
 
         for cell in nb.cells:  # papermill reads .metadata.tags and .metadata.papermill unguarded
             cell.metadata.setdefault("tags", [])
@@ -210,7 +218,7 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
 
 def _mark_failure(nb: Any, idx: int, ename: str, evalue: str) -> None:
     """Make the failure visible: an error output if the cell has none, an anchor and a top banner."""
-    import nbformat
+    import nbformat  # deferred: a build only (notebooks load kit.report for table)
 
     if idx < len(nb.cells):
         cell = nb.cells[idx]
@@ -297,8 +305,6 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
     ``pdf=True`` also writes the whole report as one PDF, ``<out>/report.pdf`` (``report.pdf``):
     every page printed by headless Chromium, a bookmark per notebook, redacted like the pages.
     """
-    from kit.report import _assets as assets
-
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
     session = Path(session)
@@ -332,8 +338,6 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
         report = Report(out=out, runs=runs, seconds=time.perf_counter() - t_start)
         (tmp / MARKER).write_text(json.dumps(_summary(report, session, host), indent=2) + "\n")
         if pdf:
-            from kit.report._pdf import PDF_NAME, write_pdf
-
             say(f"kit report: printing {len(runs)} pages to {out}/{PDF_NAME} ...")
             write_pdf(tmp, secrets=secrets)
             report.pdf = out / PDF_NAME
@@ -351,8 +355,6 @@ def _execute_all(paths: list[Path], params: dict[str, Any], ledger_file: Path, l
                  cell_timeout: float, say: Callable[[str], None]) -> list[tuple[Path, Any, NotebookRun, set[str]]]:
     """Run every notebook in turn; tidy what it shows (one parameters cell, relative paths) and find
     the secrets in it (each notebook's own set; they are masked everywhere in :func:`_export_all`)."""
-    from kit.redact import notebook_secrets, redact_text
-
     executed = []
     for i, path in enumerate(paths, 1):
         say(f"kit report: [{i}/{len(paths)}] {path.stem} ...")
@@ -374,11 +376,7 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
     """Write every page, the redacted ledger copy and the ipynb copies into ``tmp``; ``index(ledger)``
     gives the index block (``None``: without the ledger, which the index notebook shows itself).
     Returns the secret values masked (the PDF is checked for them too)."""
-    import nbformat
-
-    from kit.ledger import Ledger
-    from kit.redact import redact_json_text, redact_notebook, redact_text
-    from kit.report import _export as export
+    import nbformat  # deferred: a build only (notebooks load kit.report for table)
 
     runs = [r for _, _, r, _ in executed]
     # A value recognised in one notebook (quoted, after a flag) is masked in all of them, where
@@ -450,8 +448,6 @@ def _one_parameters_cell(nb: Any) -> None:
     ``parameters`` cell. The values given are written into the notebook's cell, each in place of its
     default, keeping the comments that explain it; the injected cell is dropped. Where the notebook's
     cell cannot be rewritten (a value spread over lines it cannot parse), its defaults are dropped instead."""
-    import ast
-
     tagged = {t: i for i, c in enumerate(nb.cells) for t in c.get("metadata", {}).get("tags", [])
               if t in ("parameters", "injected-parameters")}
     if "injected-parameters" not in tagged or "parameters" not in tagged:
@@ -498,13 +494,9 @@ def _relative_paths(nb: Any, roots: Mapping[str, str]) -> None:
 
 
 def _summary(report: Report, session: Path, host: str) -> dict[str, Any]:
-    from kit.util import kit_version
-
-    __version__ = kit_version()
-
     return {
         "generator": "decode-kit",
-        "kit_version": __version__,
+        "kit_version": kit_version(),
         "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "session": session.name,
         "host": host,
@@ -517,10 +509,6 @@ def _summary(report: Report, session: Path, host: str) -> dict[str, Any]:
 
 
 def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str, seconds: float) -> str:
-    from kit.util import kit_version
-
-    __version__ = kit_version()
-
     rows = []
     for r in runs:
         status = ("<span class='kit-ok'>ok</span>" if r.ok else
@@ -538,7 +526,7 @@ def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str,
         "<div class='kit-head'>"
         "<h1>decode-kit report</h1>"
         f"<p>Session <code>{_html.escape(session.name)}</code>, host <code>{_html.escape(host)}</code>, "
-        f"generated {when} by decode-kit {__version__} in {seconds:.0f} s.</p>"
+        f"generated {when} by decode-kit {kit_version()} in {seconds:.0f} s.</p>"
         f"{_RUNS_START}<div class='kit-head' data-kit-block='runs'>"
         "<table><thead><tr><th>notebook</th><th>status</th><th>run time</th></tr></thead><tbody>"
         + "".join(rows) + f"</tbody></table></div>{_RUNS_END}" + ledger_html + "</div>"

@@ -76,8 +76,9 @@ details.kit-code[open]>summary{color:#0969da}
 
 def make_exporter(no_input: bool = False) -> Any:
     """An HTMLExporter (lab template) that loads nothing from the network."""
-    from nbconvert import HTMLExporter
-    from traitlets.config import Config
+    from jinja2 import DictLoader  # deferred: nbconvert's stack only when a page is exported
+    from nbconvert import HTMLExporter  # deferred: as above
+    from traitlets.config import Config  # deferred: as above
 
     cfg = Config()
     cfg.HTMLExporter.require_js_url = assets.REQUIRE_JS_URL
@@ -89,8 +90,6 @@ def make_exporter(no_input: bool = False) -> Any:
         cfg.TemplateExporter.exclude_input = True
         cfg.TemplateExporter.exclude_input_prompt = True
         cfg.TemplateExporter.exclude_output_prompt = True
-    from jinja2 import DictLoader
-
     exporter = HTMLExporter(config=cfg, extra_loaders=[DictLoader({_TEMPLATE_NAME: _TEMPLATE})])
     # Not a configurable trait, but read from the instance when resources are built.
     exporter.mermaid_js_url = assets.MERMAID_URL

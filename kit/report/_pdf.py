@@ -56,7 +56,7 @@ def write_pdf(report_dir: str | os.PathLike[str], pdf: str | os.PathLike[str] | 
     ``<report_dir>/report.pdf``), one bookmark per notebook; return its path. Raises ReportError when
     Chromium or pypdf is missing, a page cannot be printed, or the PDF's text holds one of ``secrets``."""
     try:
-        from pypdf import PdfReader, PdfWriter
+        from pypdf import PdfReader, PdfWriter  # deferred: only kit report --pdf reads or writes a PDF
     except ImportError as exc:
         raise ReportError("kit report --pdf needs pypdf (pip install pypdf)") from exc
     report_dir = Path(report_dir)
@@ -86,7 +86,7 @@ def _same_device(a: Path, b: Path) -> bool:
 def _check_secrets(pdf: Path, secrets: list[str], target: Path) -> None:
     if not secrets:
         return
-    from pypdf import PdfReader
+    from pypdf import PdfReader  # deferred: as in write_pdf
 
     text = "".join(p.extract_text() or "" for p in PdfReader(pdf).pages)
     flat = "".join(text.split())  # a printed line may wrap inside a long value

@@ -16,6 +16,8 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+import pandas as pd
+
 from kit.errors import UsageError
 
 __all__ = ["Table", "table"]
@@ -32,8 +34,6 @@ def _is_missing(v: Any) -> bool:
     if isinstance(v, float) and math.isnan(v):
         return True
     try:
-        import pandas as pd
-
         return v is pd.NA or v is pd.NaT or (not isinstance(v, (str, bytes)) and bool(pd.isna(v)) is True)
     except (TypeError, ValueError):  # arrays, lists: not a missing scalar
         return False
@@ -139,8 +139,6 @@ def table(df: Any, *, digits: int | Mapping[str, int] = 2, units: Mapping[str, s
     under the table (the cell shows ``[n]``). ``index`` shows the index as the first column(s)
     (default: unless it is a plain 0..n-1 range). ``code`` names columns that hold source text
     (``None`` there is the literal, not a missing value), shown as code. Booleans read yes/no."""
-    import pandas as pd
-
     if isinstance(df, pd.Series):
         df = df.to_frame()
     if not isinstance(df, pd.DataFrame):

@@ -36,11 +36,6 @@ class CacheInfo:
     parse_hits: int
     files: int
 
-    def __repr__(self) -> str:
-        return (f"CacheInfo(stats={self.stats}, transfers={self.transfers}, "
-                f"bytes_transferred={self.bytes_transferred}, hits={self.hits}, parses={self.parses}, "
-                f"parse_hits={self.parse_hits}, files={self.files})")
-
 
 def host_key(host: Any) -> str:
     """Cache identity of a host: its kind and target (two LocalHosts share one cache)."""

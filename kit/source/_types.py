@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from kit.source import _html
 
 
@@ -94,8 +96,6 @@ class Matches(list):
 
     def to_frame(self):
         """A DataFrame with columns path, line, text."""
-        import pandas as pd
-
         return pd.DataFrame([{"path": m.path, "line": m.line, "text": m.text} for m in self],
                             columns=["path", "line", "text"])
 
@@ -220,8 +220,6 @@ class Symbols(list):
 
     def to_frame(self):
         """A DataFrame with columns path, line, kind, name, value, enclosing."""
-        import pandas as pd
-
         return pd.DataFrame([s.to_dict() for s in self],
                             columns=["path", "line", "kind", "name", "value", "enclosing"])
 

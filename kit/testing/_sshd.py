@@ -100,6 +100,19 @@ def _remove_user(name: str) -> None:
         time.sleep(0.5)  # "user is currently used by process": a session still exiting
 
 
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process this user can see (``/proc/PID/stat``'s fourth field)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                data = Path(f"/proc/{entry}/stat").read_bytes()
+            except OSError:
+                continue
+            out[int(entry)] = int(data[data.rfind(b")") + 2:].split()[1])
+    return out
+
+
 class SSHServer:
     """A running loopback ``sshd``. Attributes: ``target``, ``host``, ``port``, ``user``, ``key_path``,
     ``known_hosts``, ``host_key_pub`` (the server's public key line), ``tmp`` (a directory the login
@@ -291,19 +304,7 @@ class SSHServer:
 
     def _children(self) -> list[int]:
         """PIDs of the listener's per-connection processes."""
-        if not self._proc:
-            return []
-        out = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    data = Path(f"/proc/{entry}/stat").read_bytes()
-                except OSError:
-                    continue
-                fields = data[data.rfind(b")") + 2:].split()
-                if int(fields[1]) == self._proc.pid:
-                    out.append(int(entry))
-        return out
+        return [pid for pid, pp in _parents().items() if pp == self._proc.pid] if self._proc else []
 
     def drop_connections(self) -> int:
         """Kill every open SSH connection on the server side (the listener keeps running).
@@ -322,14 +323,7 @@ class SSHServer:
 
     @staticmethod
     def _descendants(roots: list[int]) -> list[int]:
-        parent: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    data = Path(f"/proc/{entry}/stat").read_bytes()
-                except OSError:
-                    continue
-                parent[int(entry)] = int(data[data.rfind(b")") + 2:].split()[1])
+        parent = _parents()
         out, todo = [], list(roots)
         while todo:
             pid = todo.pop()

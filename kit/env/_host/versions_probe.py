@@ -21,7 +21,7 @@ def installed(dists):
 
 def torch_versions(out):
     try:
-        import torch
+        import torch  # optional: the host may have no torch (said in torch_error)
     except Exception as exc:
         out["torch_error"] = (type(exc).__name__ + ": " + str(exc))[:200]
         return

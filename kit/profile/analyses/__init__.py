@@ -8,7 +8,8 @@
 - ``_cpu_compare.py``: compare's cause of GPU idle in both runs, in words, and its profiler/outlier warnings
 - ``_structure.py``: ``diff_structure(a, b)``: two runs (two engines, two versions) node by node, layer kind
   x operation family (from ``categories.toml``), wall time per node, noise, fusions as merged nodes, and
-  the settings that differ beside them
+  the settings that differ beside them; a side without module frames by its placement, else by its layers
+  found by repetition and its blocks by place, said with the share undecided
 - ``_roofline.py``: ``roofline(profile, gpu)``: achieved bandwidth and FLOP/s of GEMMs with shapes
 - ``_ranks.py``: ``ranks(paths)``: many ranks of one job, each digested as it arrives (remote ranks streamed
   from one command per host, hosts in parallel): per-rank step time, the straggler and where it loses

@@ -18,6 +18,12 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError, UsageError
+from kit.profile import _load
+from kit.profile._assemble import assemble
+from kit.profile._profile import PHASES
+from kit.profile.attribution._categories import build_rules
+from kit.profile.attribution._evidence import undecided
+from kit.util import frame_records, jsonable
 
 __all__ = ["AttributionCheck", "check_attribution"]
 
@@ -45,18 +51,11 @@ class AttributionCheck:
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        def num(x):
-            return None if x is None or (isinstance(x, float) and np.isnan(x)) else round(float(x), 6)
-
-        return {"files": [os.path.basename(f) for f in self.files], "phase": self.phase,
-                "module_frames": self.module_frames, "kernel_time_us": num(self.kernel_time_us),
-                "agreement": num(self.agreement), "undecided_without": num(self.undecided_without),
-                "categories": [{"category": r.category, "with_frames": num(r.with_frames),
-                                "without_frames": num(r.without_frames), "difference": num(r.difference)}
-                               for r in self.categories.itertuples()],
-                "moves": [{"with_frames": r.with_frames, "without_frames": r.without_frames, "share": num(r.share)}
-                          for r in self.moves.itertuples()],
-                "warnings": list(self.warnings)}
+        return jsonable({"files": [os.path.basename(f) for f in self.files], "phase": self.phase,
+                         "module_frames": self.module_frames, "kernel_time_us": round(self.kernel_time_us, 6),
+                         "agreement": round(self.agreement, 6), "undecided_without": round(self.undecided_without, 6),
+                         **{t: frame_records(getattr(self, t).round(6)) for t in ("categories", "moves")},
+                         "warnings": list(self.warnings)})
 
     def __repr__(self) -> str:
         ag = "n/a" if np.isnan(self.agreement) else f"{100 * self.agreement:.1f}%"
@@ -79,11 +78,6 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
                       phase: str = "all", cache: bool = True) -> AttributionCheck:
     """Attribute ``paths`` (one trace per rank) with all CPU frames and with CPU ops only; compare
     the categories kernel by kernel (``phase``: 'all', 'decode' or 'prefill')."""
-    from kit.profile import _load
-    from kit.profile._assemble import assemble
-    from kit.profile._profile import PHASES
-    from kit.profile.attribution._categories import build_rules
-
     if phase not in PHASES:
         raise UsageError(f"check_attribution: phase must be one of {', '.join(PHASES)}, not {phase!r}")
     plist = [Path(paths)] if isinstance(paths, (str, os.PathLike)) else [Path(p) for p in paths]
@@ -130,7 +124,5 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
              .groupby(["with_frames", "without_frames"]).agg(share=("t", "sum")).reset_index())
     moves["share"] = moves["share"] / tot if tot > 0 else np.nan
     moves = moves.sort_values("share", ascending=False).reset_index(drop=True)
-    from kit.profile.attribution._evidence import undecided
-
     und = undecided(kb, rule_list)[0] if len(kb) else np.nan
     return AttributionCheck([str(p) for p in plist], phase, nmod, tot, agree, table, moves, und, warnings)

@@ -40,11 +40,11 @@ from kit import stats
 from kit.errors import TraceError
 from kit.profile._profile import Profile
 from kit.profile.analyses import _cpu_compare
-from kit.profile.analyses import _summary as S
+from kit.profile.analyses._summary import length, union
 from kit.profile.attribution._names import kernel_family
 from kit.profile.steps import _arrays
 from kit.stats import is_nan
-from kit.util import recorded, signed
+from kit.util import call_settings, recorded, signed
 
 __all__ = ["Comparison", "compare", "kernel_family"]
 
@@ -99,23 +99,13 @@ class _Run:
     @property
     def spread_us(self) -> float:
         t = self.times()
-        return _nanstd(t) if len(t) > 1 else float("nan")
+        return float(np.nanstd(t, ddof=1)) if np.count_nonzero(~np.isnan(t)) > 1 else float("nan")
 
 
 def _mean(x: np.ndarray) -> float:
     """Mean of the known values, 0 where there is none."""
     x = x[~np.isnan(x)]
     return float(x.sum() / len(x)) if len(x) else 0.0
-
-
-def _nanstd(x: np.ndarray) -> float:
-    """pandas' ``Series.std`` (ddof 1), to the bit: two passes, unknown values as 0 in place."""
-    known = ~np.isnan(x)
-    n = int(known.sum())
-    if n < 2:
-        return float("nan")
-    v = np.where(known, x, 0.0)
-    return float(np.sqrt(np.where(known, (v.sum() / n - v) ** 2, 0.0).sum() / (n - 1)))
 
 
 def _stats(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -161,28 +151,17 @@ def _seen(codes: np.ndarray, n: int) -> list[int]:
     return np.flatnonzero(np.bincount(codes[codes >= 0], minlength=n)).tolist()
 
 
-def _relabel(codes: np.ndarray, names: list[str]) -> tuple[np.ndarray, list[str]]:
-    """``codes`` (indices into ``names``, -1: missing) renumbered over the names they use, sorted (as the
-    columns of a pivot table): (the new code of each row, -1 kept; the sorted names)."""
+def _relabel(codes: np.ndarray, names: list[str], label=None) -> tuple[np.ndarray, list[str]]:
+    """``codes`` (indices into ``names``, -1: missing) renumbered over the labels of the names they use
+    (``label(name)``, once per name used; the name itself by default), sorted as the columns of a pivot
+    table: (the new code of each row, -1 kept; the sorted labels)."""
     seen = _seen(codes, len(names))
-    order = sorted(seen, key=lambda i: names[i])
+    lab = {i: label(names[i]) if label else names[i] for i in seen}
+    labels = sorted(set(lab.values()))
+    at = {f: j for j, f in enumerate(labels)}
     lut = np.full(len(names) + 1, -1, dtype=np.int64)     # the last slot maps -1 to itself
-    lut[order] = np.arange(len(order))
-    return lut[codes], [names[i] for i in order]
-
-
-def _families(name: pd.Series, pos: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Each selected kernel's family as a code, and the families (sorted): one :func:`kernel_family` per
-    distinct name."""
-    codes, uniq = _arrays.coded(name)
-    codes = codes[pos]
-    seen = _seen(codes, len(uniq))
-    fam = {i: kernel_family(uniq[i]) for i in seen}
-    names = sorted(set(fam.values()))
-    at = {f: j for j, f in enumerate(names)}
-    lut = np.full(len(uniq) + 1, -1, dtype=np.int64)
-    lut[seen] = [at[fam[i]] for i in seen]
-    return lut[codes], names
+    lut[seen] = [at[lab[i]] for i in seen]
+    return lut[codes], labels
 
 
 def _table(row: np.ndarray, dur: np.ndarray, codes: np.ndarray, names: list[str], n_steps: int) -> _Table:
@@ -200,7 +179,7 @@ def _busy(row: np.ndarray, start: np.ndarray, dur: np.ndarray, n_steps: int) -> 
     o = _arrays.stable_order(row)
     for ix in np.split(o, np.flatnonzero(np.diff(row[o])) + 1):
         if len(ix):
-            busy[row[ix[0]]] = S.length(S.union(start[ix], start[ix] + dur[ix]))
+            busy[row[ix[0]]] = length(union(start[ix], start[ix] + dur[ix]))
     return busy
 
 
@@ -266,7 +245,8 @@ def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
     n = len(step)
     codes, names = _arrays.coded(k["category"])
     cat_c, cats = _relabel(codes[pos], names)
-    fam_c, fams = _families(k["name"], pos)
+    names_c, uniq = _arrays.coded(k["name"])
+    fam_c, fams = _relabel(names_c[pos], uniq, kernel_family)
     cat, fam = _table(row, dur, cat_c, cats, n), _table(row, dur, fam_c, fams, n)
     busy = _busy(row, k["start_us"].to_numpy(float)[pos], dur, n)
     ksum = np.ascontiguousarray(cat.us.T).sum(axis=1)      # as a pivot table's sum(axis=1): steps x categories
@@ -279,7 +259,7 @@ def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
     return run
 
 
-def _diff_rows(names: list[str], a: np.ndarray, b: np.ndarray) -> list[dict]:
+def diff_rows(names: list[str], a: np.ndarray, b: np.ndarray) -> list[dict]:
     """One row per name (rows of ``a`` and ``b``: per-step series): the per-step means of A and B, their
     difference and its noise (two standard errors of the difference)."""
     (ma, va), (mb, vb) = _stats(a), _stats(b)
@@ -289,18 +269,21 @@ def _diff_rows(names: list[str], a: np.ndarray, b: np.ndarray) -> list[dict]:
 
 
 def _row(name: str, sa: np.ndarray, sb: np.ndarray) -> dict:
-    """:func:`_diff_rows` of one per-step series each (unknown values left out)."""
-    return _diff_rows([name], sa[~np.isnan(sa)][None, :], sb[~np.isnan(sb)][None, :])[0]
+    """:func:`diff_rows` of one per-step series each (unknown values left out)."""
+    return diff_rows([name], sa[~np.isnan(sa)][None, :], sb[~np.isnan(sb)][None, :])[0]
+
+
+def _ab(keys: list, ga: dict, gb: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Per-step time of each key in A and in B (0 where a run has none)."""
+    return tuple(np.array([g.get(x, 0.0) for x in keys], dtype=float) for g in (ga, gb))
 
 
 def _split_table(ga: dict, gb: dict, key: str) -> pd.DataFrame:
     """by_op / by_module: per-step time of each label in A and B, largest difference first."""
     names = sorted(set(ga) | set(gb))
-    a = np.array([ga.get(x, 0.0) for x in names], dtype=float)
-    b = np.array([gb.get(x, 0.0) for x in names], dtype=float)
-    d = b - a
-    o = np.argsort(-np.abs(d), kind="stable")
-    return pd.DataFrame({key: [names[i] for i in o], "a_us": a[o], "b_us": b[o], "delta_us": d[o]})
+    a, b = _ab(names, ga, gb)
+    o = np.argsort(-np.abs(b - a), kind="stable")
+    return pd.DataFrame({key: [names[i] for i in o], "a_us": a[o], "b_us": b[o], "delta_us": (b - a)[o]})
 
 
 @dataclass(eq=False)
@@ -384,8 +367,6 @@ class Comparison:
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this comparison: the difference, its noise, its parts."""
-        from kit.util import call_settings
-
         a, b = self.labels
         figs = [("delta_us", self.delta_us), ("noise_us", self.noise_us), ("step_us", self.step_us[0], a),
                 ("step_us", self.step_us[1], b), ("spread_us", self.spread_us[0], a),
@@ -452,8 +433,7 @@ def _module_layers(ra: _Run, rb: _Run, classes: pd.DataFrame | None) -> pd.DataF
         return None
     order = {m: i for i, m in enumerate(classes["module"])}
     keys = sorted(set(ra.layers) | set(rb.layers), key=lambda x: (order.get(x[0], len(order)), x[1], x[0]))
-    a = np.array([ra.layers.get(x, 0.0) for x in keys], dtype=float)
-    b = np.array([rb.layers.get(x, 0.0) for x in keys], dtype=float)
+    a, b = _ab(keys, ra.layers, rb.layers)
     return pd.DataFrame({"module": [x[0] for x in keys], "layer": np.array([x[1] for x in keys]),
                          "a_us": a, "b_us": b, "delta_us": b - a})
 
@@ -462,7 +442,7 @@ def _parts(ra: _Run, rb: _Run, step_ms: tuple[float, float] | None) -> tuple[pd.
     """(the parts table, its total row, its unattributed row, the difference to explain): categories, overlap,
     GPU idle, launch gap, unattributed, then the total."""
     cats = list(dict.fromkeys(ra.cat.names + rb.cat.names))
-    rows = [{**r, "kind": "category"} for r in _diff_rows(cats, ra.cat.rows(cats), rb.cat.rows(cats))]
+    rows = [{**r, "kind": "category"} for r in diff_rows(cats, ra.cat.rows(cats), rb.cat.rows(cats))]
     rows.append({**_row("multi-stream overlap", -ra.overlap, -rb.overlap), "kind": "overlap"})
     rows.append({**_row("GPU idle in step", ra.idle, rb.idle), "kind": "gpu-idle"})
     rows.append({**_row("launch gap", ra.gap, rb.gap), "kind": "launch-gap"})
@@ -495,7 +475,7 @@ def _families_table(ra: _Run, rb: _Run, floor_us: float) -> pd.DataFrame:
     fams = sorted(set(ra.fam.names) | set(rb.fam.names))
     in_a, in_b = set(ra.fam.names), set(rb.fam.names)
     frows = []
-    for r in _diff_rows(fams, ra.fam.rows(fams), rb.fam.rows(fams)):
+    for r in diff_rows(fams, ra.fam.rows(fams), rb.fam.rows(fams)):
         f = r.pop("part")
         frows.append({"family": f, "category": ra.fam_cat.get(f) or rb.fam_cat.get(f),
                       "presence": "both" if f in in_a and f in in_b else "only A" if f in in_a else "only B", **r,

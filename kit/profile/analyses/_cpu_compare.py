@@ -1,18 +1,16 @@
 """Compare's CPU side: the cause of GPU idle and launch gaps in both runs, in words.
 
-For ``compare(a, b)`` (``_compare.py``): one row per run with the compared rank's CPU side and verdict
-(:func:`run_table`, from ``_cpu.py``'s per-rank walk), the sentence saying what differs (:func:`cause`),
-written as the cause of the GPU-idle and launch-gap rows, and two warnings: the difference is mostly
-GPU idle of an eager run, which the profiler inflates (:func:`profiler_warning`), and steps far slower
-than their run's median (:func:`outlier_warning`).
+For ``compare(a, b)``: each run's CPU side and verdict (from ``steps/_cpu.py``), the sentence saying what
+differs, written as the cause of the GPU-idle and launch-gap rows, and the warnings about GPU idle the
+profiler inflates and about outlier steps.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from kit.profile.steps import _arrays as A
-from kit.profile.steps import _cpu as C
+from kit.profile.steps._arrays import nansum
+from kit.profile.steps._cpu import gap_where, rank_cpu, us_text, verdict
 from kit.stats import is_nan
 
 RUN_COLUMNS = ["run", "label", "rank", "verdict", "mode", "launches", "graph_launches", "memcpy", "syncs",
@@ -36,7 +34,7 @@ def _run_cpu(p, r: int, phase: str, memo: dict | None) -> tuple[pd.DataFrame, pd
     key = (id(p), r, phase)
     if memo is not None and key in memo:
         return memo[key]
-    out = C.rank_cpu(p, r, _phase_steps(p, r, phase).sort_values("start_us"), p.kernels)
+    out = rank_cpu(p, r, _phase_steps(p, r, phase).sort_values("start_us"), p.kernels)
     if memo is not None:
         memo[key] = out
     return out
@@ -48,8 +46,8 @@ def run_table(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple
     rows = []
     for run, p, r, lab in zip(("A", "B"), profiles, ranks, labels):
         t, g = _run_cpu(p, r, phase, memo)
-        top = C.gap_where(g.iloc[0]) if len(g) else None
-        v = C.verdict(t, top)
+        top = gap_where(g.iloc[0]) if len(g) else None
+        v = verdict(t, top)
         rows.append({"run": run, "label": lab, "rank": r, **{c: v.get(c, np.nan) for c in RUN_COLUMNS[3:]}})
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
@@ -63,7 +61,7 @@ def _run_words(r) -> str:
                 f"{r.launches:g} kernel launches + {r.graph_launches:g} graph launches" if r.mode == "mixed" else
                 "no launch recorded")
     syncs = f"{r.syncs:g} sync(s) blocking {r.sync_wait_us:,.0f} us" if r.syncs else "no sync"
-    return f"{r.label}: {launches}, CPU {C.us_text(r.cpu_us)} us, {syncs} per step -> {r.verdict}"
+    return f"{r.label}: {launches}, CPU {us_text(r.cpu_us)} us, {syncs} per step -> {r.verdict}"
 
 
 def cause(runs: pd.DataFrame) -> str:
@@ -123,7 +121,7 @@ def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) ->
     if not len(tot) or not d[tot[0]]:
         return None
     delta = float(d[tot[0]])
-    idle = float(A.nansum(d[np.isin(kind, ["gpu-idle", "launch-gap"])]))
+    idle = float(nansum(d[np.isin(kind, ["gpu-idle", "launch-gap"])]))
     eager = runs[runs["launches"].fillna(0) > 0]
     if idle / delta < PROFILER_IDLE_SHARE or not len(eager):
         return None
@@ -154,7 +152,7 @@ def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels:
         _, g = _run_cpu(p, r, phase, memo)
         for s in slow.itertuples():
             gs = g[g["step"] == s.step]
-            where = (f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {C.gap_where(gs.iloc[0])}"
+            where = (f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {gap_where(gs.iloc[0])}"
                      if len(gs) else "")
             took = s.wall_us + (0 if is_nan(s.gap_before_us) else s.gap_before_us)
             out.append(f"{lab}: step {s.step} took {took:,.0f} us, "

@@ -27,6 +27,7 @@ import pandas as pd
 from kit.profile.attribution._categories import COMM
 from kit.profile.attribution._evidence import UNDECIDED_WARN, undecided_detail
 from kit.stats import is_nan
+from kit.util import jsonable
 
 USABLE, DEGRADED, UNRELIABLE = "usable", "degraded", "unreliable"
 METRICS = ("category_shares", "step_time", "allreduce_share", "op_view", "module_view")
@@ -93,15 +94,7 @@ def _pct(x) -> str:
 
 
 def _plain(d: dict) -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, (np.floating, float)):
-            out[k] = None if np.isnan(v) else round(float(v), 4)
-        elif isinstance(v, np.integer):
-            out[k] = int(v)
-        else:
-            out[k] = v
-    return out
+    return {k: round(v, 4) if isinstance(v, float) else v for k, v in jsonable(d).items()}
 
 
 def _m(status: str, reason: str, fix: str = "") -> dict:
@@ -122,9 +115,7 @@ def capture_facts(p) -> dict:
     names = k["name"].astype(str) if n else pd.Series(dtype=str)
     block = names.str.contains(GRAPH_BLOCK).to_numpy() if n else np.zeros(0, bool)
     block_share = float(dur[block].sum() / total) if total else 0.0
-    if n and n_graph / n >= 0.05 and zero_graph / max(n_graph, 1) >= 0.5:
-        mode = "graph replay without per-kernel timing"
-    elif n and (zero_all / n >= 0.5):
+    if n and ((n_graph / n >= 0.05 and zero_graph / max(n_graph, 1) >= 0.5) or zero_all / n >= 0.5):
         mode = "graph replay without per-kernel timing"
     elif block_share >= 0.5:
         mode = "graph replay as one block"

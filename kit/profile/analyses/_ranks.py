@@ -43,7 +43,8 @@ from kit.profile.attribution._categories import COMM, build_rules
 from kit.profile.attribution._names import kernel_family
 from kit.profile.reading import _remote
 from kit.stats import is_nan
-from kit.util import recorded
+from kit.util import call_settings, frame_figures, recorded
+from kit.util import progress as progress_bar
 
 _TOP = 400        # kernel families / (layer, family) pairs kept per rank
 
@@ -76,7 +77,7 @@ def digest(p, phase: str, source: str) -> RankDigest:
     compute = per_step.get(False, pd.Series(0.0, index=order)).to_numpy(dtype=float)
     commu = per_step.get(True, pd.Series(0.0, index=order)).to_numpy(dtype=float)
     kc = k[~comm]
-    fam = kc["name"].map(_family_cache())
+    fam = kc["name"].map(kernel_family).astype(object)   # a categorical column: one call per distinct name
     families = (kc["dur_us"].groupby(fam).sum() / n).nlargest(_TOP)
     layers = lf = None
     if "layer" in kc and (kc["layer"] >= 0).any():
@@ -86,17 +87,6 @@ def digest(p, phase: str, source: str) -> RankDigest:
     rank = p.ranks[0] if p.ranks else -1
     return RankDigest(int(rank), source, steps["wall_us"].to_numpy(dtype=float), compute, commu, families,
                       layers, lf, list(p.warnings))
-
-
-def _family_cache():
-    memo: dict[str, str] = {}
-
-    def fam(name):
-        got = memo.get(name)
-        if got is None:
-            got = memo[name] = kernel_family(name)
-        return got
-    return fam
 
 
 def _host_digests(host, paths: list[str], phase: str, rules, python: str, timeout: float, progress) -> list:
@@ -137,8 +127,6 @@ def ranks(paths, *, phase: str = "decode", host=None, rules=None, python: str = 
     total = len(local) + sum(len(ps) for _, ps in remote.values())
     if not total:
         raise TraceError("ranks: no trace files given")
-    from kit.util import progress as progress_bar
-
     lock = threading.Lock()
     digests: list[RankDigest] = []
     pool = ThreadPoolExecutor(max(1, len(remote)), thread_name_prefix="kit-ranks")
@@ -268,8 +256,6 @@ class RankView:
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this view: per-rank figures and the straggler."""
-        from kit.util import call_settings, frame_figures
-
         figs = frame_figures(self.per_rank[["rank", "step_us", "compute_us", "comm_us"]], key="rank")
         s = self.straggler
         figs += [(k, s.get(k)) for k in ("excess_us", "noise_us") if s.get(k) is not None]

@@ -20,23 +20,21 @@ import numpy as np
 import pandas as pd
 
 from kit.errors import TraceError
+from kit.models import gpu_spec
 from kit.profile._profile import Profile
+from kit.profile.analyses._summary import dtype_bytes
 from kit.profile.attribution._categories import GEMM, MOE
 
 __all__ = ["roofline"]
-
-_ELT = {"c10::BFloat16": 2, "c10::Half": 2, "float": 4, "double": 8, "c10::Float8_e4m3fn": 1,
-        "c10::Float8_e5m2": 1, "c10::Float8_e4m3fnuz": 1, "signed char": 1, "int": 4, "long int": 8}
-
 
 def _mnk(op: str, dims: list, types: list) -> tuple[int, int, int, int, int] | None:
     """(B, M, N, K, element bytes) of a GEMM op call, or None if the dims do not fit."""
     try:
         d = [list(x) for x in dims]
-        elt = _ELT.get(str((types or [None])[0]), 2)
+        elt = dtype_bytes((types or [None])[0], 2)
         if op == "aten::addmm":
             d = d[1:]
-            elt = _ELT.get(str(types[1]), elt)
+            elt = dtype_bytes(types[1], elt)
         if op in ("aten::mm", "aten::addmm", "aten::_scaled_mm"):
             (m, k), (k2, n) = d[0], d[1]
             return (1, m, n, k, elt) if k == k2 else None
@@ -74,8 +72,6 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
     :func:`kit.models.gpu_spec`; None takes the trace's ``deviceProperties`` name. Empty when the
     trace has no shapes (warns through the ``attrs['warnings']`` of the result).
     """
-    from kit.models import gpu_spec
-
     p = Profile.of(profile)
     if gpu is None:
         names = [d.get("name") for m in p.meta.get("ranks", {}).values() for d in (m.get("device_properties") or [])

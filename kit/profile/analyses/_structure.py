@@ -26,35 +26,44 @@ Noise: two standard errors of the difference of per-step means (as ``compare``),
 effective settings (``kit.logs.settings``), each setting that differs is listed with whether the
 engine reported it (took effect / ignored / unknown) and the nodes it can explain (:data:`SETTING_NODES`).
 
-CUDA-graph replays carry no module frames: load them with a reference run (``references=``, see
-``kit.profile.load(reference=)``) and their placed kernels are compared like eager ones.
+Each side's structure comes from its module frames; a side without them (a CUDA-graph replay, an engine
+written without ``nn.Module``s, a trace without stack) from its placement against its own reference run
+(``references=``, see ``kit.profile.load(reference=)``) where one is given and accepted, else from its layers
+found by repetition (``Profile.find_layers``) and its kernels' categories: each layer's kind from the
+categories it runs (attention, state-space, MoE, MLP), the mixer and the FFN split at the norm between
+them, so a GEMM is a projection by its place as with frames. ``StructuralDiff.structure`` says how each
+side's was found; what no rule decides (a GEMM between the blocks with no norm between, kernels of steps
+whose layers were not found) stays in unnamed nodes, and their share is said.
 
 Refused (``TraceError``, one line): runs whose layer kinds or layer counts differ (not the same model
 shape), or a run with no kernel in the phase.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from kit import stats
 from kit.errors import TraceError, UsageError
 from kit.profile._profile import Profile
-from kit.profile.attribution._categories import GEMM, OTHER, role_of, structure
+from kit.profile.analyses._compare import diff_rows
+from kit.profile.attribution._categories import GEMM, OTHER, layer_kind, role_of, structure
+from kit.profile.attribution._layers import find_layers
 from kit.stats import is_nan
-from kit.util import recorded
+from kit.util import call_settings, frame_records, recorded
 
 # the block roles, their families and the categories' families are data: categories.toml ([[role]], [[category]])
 LM_HEAD = "lm head"                  # the last GEMM of a step, its N the vocabulary (the widest GEMM of the step)
 LM_HEAD_BY_PLACE = "lm head (by place, no shape)"   # the last GEMM of a step whose shape the trace did not record
+UNDECIDED = "undecided"             # a side without module frames: kernels no rule placed in a block or outside
 UNPLACED_GEMM = "gemm (unplaced)"    # categories.toml: a GEMM's family outside the layers, until _lm_head names it
 # family -> the families a fusing engine folds it into, nearest first (fused gate/up+activation, add+norm ...)
-FUSES_INTO = {"activation": ("gate/up", "down"), "residual add": ("norm", "all-reduce"),
-              "rope": ("qkv proj", "attention"), "all-reduce": ("norm", "residual add"), "router": ("experts",),
-              "norm": ("residual add", "qkv proj", "gate/up"), "qkv proj": ("attention",), "o proj": ("attention",)}
+FUSES_INTO = {"activation": ("gate/up", "down"), "elementwise": ("norm", "all-reduce"),
+              "rope": ("qkv proj", "attention"), "all-reduce": ("norm", "elementwise"), "router": ("experts",),
+              "norm": ("elementwise", "qkv proj", "gate/up"), "qkv proj": ("attention",), "o proj": ("attention",)}
 # normalised setting -> the nodes' families it can move
 SETTING_NODES: dict[str, tuple[str, ...]] = {
     "attention_backend": ("attention",), "kv_cache_dtype": ("attention",),
@@ -65,7 +74,11 @@ SETTING_NODES: dict[str, tuple[str, ...]] = {
     "moe_backend": ("experts", "router"), "sampling_backend": ("sampling",),
     "speculative": ("every node: another decode program",),
 }
-STRUCTURAL = ("experts", "router", "ssm mixer")   # families whose presence on one side only means another model
+STRUCTURAL = ("experts", "ssm mixer")   # families whose presence on one side only means another model (a router
+# comes with experts; a side without module frames runs its router's kernels under their categories)
+# a side without module frames: a layer's blocks from the categories of their kernels (the roles' anchors)
+MIXERS = {"attention": ("attention", "kv-cache write"), "ssm": ("ssm",)}
+FFNS = {"moe": ("moe",), "mlp": ("activation",)}
 TAIL = "step tail"
 IDLE = "GPU idle"            # kernel basis: the step's time with no kernel running (launch gaps, host work)
 OVERLAP = "overlap"          # kernel basis: kernel time that ran beside other kernels (counted once in the step)
@@ -90,6 +103,12 @@ class StructuralDiff:
     settings: pd.DataFrame = field(default_factory=pd.DataFrame)
     warnings: list[str] = field(default_factory=list)
     basis: str = "kernel"
+    structure: tuple[str, str] = ("module frames", "module frames")
+
+    @property
+    def undecided_share(self) -> tuple[float, float]:
+        """Each side's share (as ``structural_share``) in nodes no rule named: the structure not decided."""
+        return tuple(max(0.0, 1.0 - s) for s in self.structural_share)
 
     @property
     def delta_us(self) -> float:
@@ -101,17 +120,14 @@ class StructuralDiff:
         return t.sort_values(["beyond_noise", "_abs"], ascending=False).head(n).drop(columns="_abs")
 
     def to_dict(self) -> dict:
-        from kit.util import frame_records
-
         return {"labels": list(self.labels), "step_us": list(self.step_us), "delta_us": self.delta_us,
                 "residual_us": self.residual_us, "structural_share": list(self.structural_share),
+                "structure": list(self.structure), "undecided_share": list(self.undecided_share),
                 "nodes": frame_records(self.nodes), "settings": frame_records(self.settings),
                 "warnings": list(self.warnings)}
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this diff: both steps, the residual, each node's difference."""
-        from kit.util import call_settings
-
         a, b = self.labels
         figs = [("step_us", self.step_us[0], a), ("step_us", self.step_us[1], b), ("delta_us", self.delta_us),
                 ("residual_us", self.residual_us), ("structural_share", self.structural_share[0], a),
@@ -119,13 +135,16 @@ class StructuralDiff:
         figs += [(f"delta_us.{r.layer_kind}/{r.family}", r.delta_us) for r in self.nodes.itertuples()]
         return {"inputs": [x for x in (args.get("a"), args.get("b")) if isinstance(x, str)],
                 "settings": {"basis": self.basis, **call_settings(args)}, "figures": figs,
-                "facts": {"labels": " -> ".join(self.labels)}, "label": " -> ".join(self.labels),
+                "facts": {"labels": " -> ".join(self.labels), "structure": " | ".join(self.structure)},
+                "label": " -> ".join(self.labels),
                 "tables": {"nodes": self.nodes, "settings": self.settings}, "warnings": list(self.warnings)}
 
     def __repr__(self) -> str:
         a, b = self.labels
         lines = [f"StructuralDiff {a} -> {b}: step {self.step_us[0]:,.1f} -> {self.step_us[1]:,.1f} us "
                  f"({self.delta_us:+,.1f}; residual {self.residual_us:+,.1f})"]
+        for side, how, und in zip(self.labels, self.structure, self.undecided_share):
+            lines.append(f"  {side}: structure from {how}; undecided {100 * und:.1f}%")
         for r in self.top(6).itertuples():
             lines.append(f"  {r.layer_kind:<16} {r.family:<14} {r.a_us:>10,.1f} {r.b_us:>10,.1f} {r.delta_us:>+10,.1f}"
                          f"  {'beyond noise' if r.beyond_noise else 'within noise'}")
@@ -143,6 +162,8 @@ def families(kernels: pd.DataFrame) -> pd.Series:
     ``embedding``, else its category's family (categories.toml's ``[[role]]`` and ``[[category]]``)."""
     k, table = kernels, structure()
     roles = k["block"].map(role_of) if "block" in k else pd.Series("", index=k.index)
+    if "role" in k:   # roles found by place in a side without module frames (found_structure)
+        roles = k["role"].where(k["role"] != "", roles)
     cats = k["category"].astype(str)
     cat_key = cats.copy()
     order = k.sort_values(["step", "start_us"], kind="stable") if len(k) else k
@@ -162,9 +183,75 @@ def families(kernels: pd.DataFrame) -> pd.Series:
     fams = table.families
     out = []
     for r, c, plain, lay, emb in zip(roles.tolist(), cat_key.tolist(), cats.tolist(), inside, embed):
-        fam = fams.get((r, c)) or fams.get((r, "*"))
+        fam = UNDECIDED if r == UNDECIDED else fams.get((r, c)) or fams.get((r, "*"))
         out.append(fam or ("embedding" if emb else table.family_of_category(plain, lay)))
     return _lm_head(k, pd.Series(out, index=k.index, dtype=object))
+
+
+def found_structure(profile) -> tuple[Profile, str]:
+    """``profile`` with its kernels in layers and blocks, and how they were found: its module frames, its
+    placement against its reference run, else its layers by repetition (``find_layers``) with each layer's
+    blocks by place (:func:`_blocks_by_place`); a profile none of these places comes back as it is, said."""
+    placement = profile.placement
+    if layer_shape(profile):
+        if placement is not None and not placement.refused:
+            return profile, f"{placement.provenance}, layers from {placement.layers_from}"
+        return profile, "module frames"
+    why = f"reference refused ({placement.refused}); " if placement is not None and placement.refused else ""
+    found = dataclasses.replace(profile, kernels=profile.kernels.copy())
+    guess = find_layers(found, assign=True)
+    if not guess.bounds:
+        return profile, f"{why}no module frames, no layers found by repetition ({guess.how})"
+    found.kernels = _blocks_by_place(found.kernels, open_end=guess.confidence == "low")
+    return found, f"{why}layers by repetition ({guess.confidence}: {guess.how}), blocks by place"
+
+
+def _blocks_by_place(k: pd.DataFrame, open_end: bool = False) -> pd.DataFrame:
+    """Kernels of layers found by repetition with the ``role`` of the block each runs in and their layer's
+    kind: the mixer (``MIXERS``: attention, state-space) and the FFN (``FFNS``: MoE, MLP) of a layer are
+    the ones whose categories it runs; the FFN starts at the first norm after the mixer's last kernel. A
+    block holds the kernels from its first GEMM or anchor kernel to its last (its norm and the residual add
+    keep their categories' families); with no norm between the two blocks, the GEMMs between them have no
+    block, and beside a layer's experts an MLP's GEMMs and activation (a shared expert) are
+    :data:`UNDECIDED`. ``open_end``: layers found by their first kernels only (low
+    confidence), so the last layer of a step runs to the step's end: its kernels past the longest other
+    layer (the final norm and the lm head, or more of the layer) are :data:`UNDECIDED`."""
+    cats = k["category"].astype(str).to_numpy()
+    role = np.full(len(k), "", dtype=object)
+    kinds: dict = {}
+    inside = k[k["layer"] >= 0].sort_values(["step", "layer", "start_us"], kind="stable")
+    for (_, layer), g in inside.groupby(["step", "layer"], sort=False):
+        pos = k.index.get_indexer(g.index)
+        c = cats[pos]
+        blocks = [(r, np.flatnonzero(np.isin(c, cs))) for r, cs in (*MIXERS.items(), *FFNS.items())]
+        blocks = [(r, at) for r, at in blocks if len(at)]
+        kinds.setdefault(layer, []).append(layer_kind({r for r, _ in blocks}))
+        mixer = next(((r, at) for r, at in blocks if r in MIXERS), None)
+        ffn = next(((r, at) for r, at in blocks if r in FFNS), None)
+        spans = [(mixer, 0, len(c)), (ffn, 0, len(c))]
+        if mixer and ffn:
+            norms = [i for i in np.flatnonzero(c == "norm") if mixer[1][-1] < i < ffn[1][0]]
+            lo, hi = (norms[0], norms[0]) if norms else (mixer[1][-1] + 1, ffn[1][0])
+            spans = [(mixer, 0, lo), (ffn, hi, len(c))]
+        for block, lo, hi in spans:
+            at = [] if block is None else sorted({*block[1][(block[1] >= lo) & (block[1] < hi)].tolist(),
+                                                  *(i for i in range(lo, hi) if c[i] == GEMM)})
+            if at:
+                role[pos[at[0]:at[-1] + 1]] = block[0]
+        if ffn and ffn[0] == "moe" and "mlp" in kinds[layer][-1]:   # a shared MLP beside the experts: which
+            lo = spans[-1][1]                                          # GEMM is whose, no rule decides
+            role[pos[lo:][np.isin(c[lo:], (GEMM, "activation"))]] = UNDECIDED
+    if open_end:
+        at = inside.groupby("step", sort=False)["layer"]
+        last = inside["layer"] == at.transform("max")
+        nth = inside.groupby(["step", "layer"]).cumcount()
+        longest = nth[~last].groupby(inside.loc[~last, "step"]).max().reindex(inside["step"]).to_numpy()
+        role[k.index.get_indexer(inside.index[last.to_numpy() & (nth.to_numpy() > longest)])] = UNDECIDED
+    out = k.copy()
+    out["role"] = role
+    kind_of = {layer: pd.Series(v).mode().iloc[0] for layer, v in kinds.items()}
+    out["layer_kind"] = out["layer"].map(kind_of).astype(object).astype("category")
+    return out
 
 
 def gemm_n(op, dims) -> float:
@@ -294,12 +381,14 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
         raise UsageError(f"diff_structure: basis must be one of {', '.join(BASES)}, not {basis!r}")
 
     refs = tuple(references) if references else (None, None)
-    pa, pb = (Profile.of(x, reference=r) for x, r in zip((a, b), refs))
+    (pa, how_a), (pb, how_b) = (found_structure(Profile.of(x, reference=r)) for x, r in zip((a, b), refs))
     la, lb = labels or ("A", "B")
     sa, sb = layer_shape(pa), layer_shape(pb)
     if sa != sb:
+        why = "; ".join(f"{side}'s structure: {how}" for side, how, s in ((la, how_a, sa), (lb, how_b, sb)) if not s)
         raise TraceError(f"diff_structure: {la} has layers {sa or 'none placed'}, {lb} has {sb or 'none placed'}: "
-                         "not the same model shape (or one run's kernels are not placed in layers)")
+                         f"not the same model shape (or one run's kernels are not placed in layers{': ' if why else ''}"
+                         f"{why})")
     warnings: list[str] = []
     (wa, ka, step_a), (wb, kb, step_b) = node_table(pa, phase, warnings), node_table(pb, phase, warnings)
     fa, fb = ({n.split(" | ", 1)[1] for n in w.columns if w[n].sum() > 0} & set(STRUCTURAL) for w in (ka, kb))
@@ -318,7 +407,7 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
     delta = float(step_b.mean() - step_a.mean())
     nodes["share"] = nodes["delta_us"] / delta if delta else np.nan
     nodes["merged"] = _merged(nodes)
-    named = ~nodes["family"].isin([OTHER, "gemm (other)", UNPLACED_GEMM, IDLE, OVERLAP, TAIL])
+    named = ~nodes["family"].isin([OTHER, "gemm (other)", UNPLACED_GEMM, UNDECIDED, IDLE, OVERLAP, TAIL])
     named &= nodes["layer_kind"] != "unplaced"
     whole = ~nodes["family"].isin([IDLE, OVERLAP]) if basis == "kernel" else nodes["family"].notna()
     share = tuple(float(nodes.loc[named, c].sum() / nodes.loc[whole, c].sum()) if nodes.loc[whole, c].sum() else
@@ -329,21 +418,24 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
     if basis == "kernel" and len(idle) and float(idle[["a_us", "b_us"]].max(axis=None)) > 0.3 * float(step_a.mean()):
         warnings.append("GPU idle is over 30% of a step (launch-bound, or host work between kernels): its difference "
                         "is CPU time; basis='wall' gives each node the launch gaps before its kernels")
+    for side, how, named_share in zip((la, lb), (how_a, how_b), share):
+        if how != "module frames":
+            warnings.append(f"{side}: structure from {how}; {max(0.0, 100 * (1 - named_share)):.1f}% undecided "
+                            "(in unnamed nodes)")
     return StructuralDiff(nodes, (float(step_a.mean()), float(step_b.mean())), residual, share, (la, lb), table,
-                          warnings, basis)
+                          warnings, basis, (how_a, how_b))
 
 
 def _node_rows(wa, wb, ka, kb) -> pd.DataFrame:
+    """One row per node: per-step means of A and B, their difference and its noise (compare's rows), and the
+    kernel time per step on each side."""
     names = sorted(set(wa.columns) | set(wb.columns))
-    wa, wb = wa.reindex(columns=names, fill_value=0.0), wb.reindex(columns=names, fill_value=0.0)
-    ka, kb = ka.reindex(columns=names, fill_value=0.0), kb.reindex(columns=names, fill_value=0.0)
-    ma, mb = wa.mean(), wb.mean()
-    va = wa.var(ddof=1).fillna(0.0) / max(len(wa), 1)
-    vb = wb.var(ddof=1).fillna(0.0) / max(len(wb), 1)
+    (a, b), (ka, kb) = ([t.reindex(columns=names, fill_value=0.0).to_numpy(float).T for t in pair]
+                        for pair in ((wa, wb), (ka, kb)))
     kind, fam = zip(*(n.split(" | ", 1) for n in names))
-    return pd.DataFrame({"layer_kind": kind, "family": fam, "a_us": ma.to_numpy(), "b_us": mb.to_numpy(),
-                         "delta_us": (mb - ma).to_numpy(), "noise_us": stats.noise(va.to_numpy(), vb.to_numpy()),
-                         "a_kernel_us": ka.mean().to_numpy(), "b_kernel_us": kb.mean().to_numpy()})
+    rows = pd.DataFrame(diff_rows(names, a, b)).drop(columns="part")
+    return rows.assign(layer_kind=kind, family=fam, a_kernel_us=ka.mean(axis=1), b_kernel_us=kb.mean(axis=1))[
+        ["layer_kind", "family", "a_us", "b_us", "delta_us", "noise_us", "a_kernel_us", "b_kernel_us"]]
 
 
 def _merged(nodes: pd.DataFrame) -> list[str]:

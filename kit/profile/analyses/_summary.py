@@ -65,14 +65,10 @@ def rank_figures(k: pd.DataFrame, steps: pd.DataFrame) -> dict:
     s = k["start_us"].to_numpy(float)
     e = s + k["dur_us"].to_numpy(float)
     kernel_us = float(k["dur_us"].sum())
-    has_time = len(s) > 0 and not np.isnan(s).all()
-    if not has_time:
-        return {"kernel_us": kernel_us, "wall_us": np.nan, "busy_us": np.nan, "idle_us": np.nan,
-                "comm_us": np.nan, "exposed_comm_us": np.nan}
-    if len(steps) and steps["wall_us"].isna().all() and "span_from" in steps and \
-            steps["span_from"].astype(str).str.startswith("unknown").any():
-        # step spans unknown (graph replay without kernel durations nor a GPU-side annotation): no wall
-        # time, never the 0 us span of zero-duration kernels
+    # no kernel start, or step spans unknown (graph replay without kernel durations nor a GPU-side
+    # annotation): no wall time, never the 0 us span of zero-duration kernels
+    if not len(s) or np.isnan(s).all() or (len(steps) and steps["wall_us"].isna().all() and "span_from" in steps
+                                           and steps["span_from"].astype(str).str.startswith("unknown").any()):
         return {"kernel_us": kernel_us, "wall_us": np.nan, "busy_us": np.nan, "idle_us": np.nan,
                 "comm_us": np.nan, "exposed_comm_us": np.nan}
     if len(steps) and steps["wall_us"].notna().any():
@@ -115,9 +111,15 @@ def top_kernels(k: pd.DataFrame, n: int = 5) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- the whole summary
 
-_DTYPE_BYTES = {"float": 4, "float32": 4, "bfloat16": 2, "half": 2, "float16": 2, "double": 8, "float64": 8,
-                "int": 4, "int32": 4, "long": 8, "int64": 8, "byte": 1, "uint8": 1, "char": 1, "int8": 1, "bool": 1,
-                "float8_e4m3fn": 1, "float8_e5m2": 1, "short": 2, "int16": 2}
+# bytes per element of a dtype as traces name it, lower case without ``c10::`` (``c10::BFloat16``, ``long int``)
+DTYPE_BYTES = {"float": 4, "float32": 4, "bfloat16": 2, "half": 2, "float16": 2, "double": 8, "float64": 8, "int": 4,
+               "int32": 4, "long": 8, "long int": 8, "int64": 8, "byte": 1, "uint8": 1, "char": 1, "signed char": 1,
+               "int8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "short": 2, "int16": 2}
+
+
+def dtype_bytes(name, default=None):
+    """Bytes per element of the dtype ``name`` (:data:`DTYPE_BYTES`), ``default`` for one it does not know."""
+    return DTYPE_BYTES.get(str(name).lower().removeprefix("c10::"), default)
 
 
 def collectives(p, k: pd.DataFrame) -> pd.DataFrame:
@@ -135,7 +137,7 @@ def collectives(p, k: pd.DataFrame) -> pd.DataFrame:
         use = rp if len(rp) else cr
         kr = k[k["rank"] == r] if len(k) else k
         for (coll, gs), g in use.groupby(["collective", "group_size"], dropna=False):
-            size = g["dtype"].astype(str).str.lower().map(_DTYPE_BYTES)
+            size = g["dtype"].map(lambda d: dtype_bytes(d, np.nan)).astype(float)
             nbytes = (g["in_nelems"].where(g["in_nelems"] >= 0) * size).sum(min_count=1)
             is_ar = "allreduce" in str(coll).replace("_", "").lower()
             if len(kr):

@@ -4,7 +4,8 @@
   sequences, fused names), the category names the code decides by, and the model structure the table
   describes (roles' layer kinds and operation families, each category's family: ``structure()``,
   ``role_of``, ``layer_kind``)
-- ``_names.py``: kernel names normalised (``kernel_family``, ``canonical``) and the ops that wait for the GPU
+- ``_names.py``: kernel names normalised (``kernel_family``, ``canonical``), graph launches and the ops that
+  wait for the GPU
 - ``_attribution.py``: kernel -> launch -> enclosing frames -> category, ``decided_by``, module, layer
 - ``_sequences.py``: unfused op sequences (RMSNorm, rotate_half, cache cat, MoE router + experts) from
   the CPU op tree, for traces without module frames

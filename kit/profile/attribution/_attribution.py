@@ -1,58 +1,41 @@
 """Kernel attribution: each GPU kernel -> its launch -> the CPU frames enclosing the launch -> a category.
 
-A kernel's ``correlation`` id names the runtime call that launched it (``cudaLaunchKernel``,
-``cuLaunchKernelEx``, ``cudaGraphLaunch`` ...); the launch's thread and time place it inside the CPU
-frames kept by the reader: ops (``cpu_op``), ``record_function`` ranges, and with ``with_stack`` the
-``nn.Module`` and python-function frames. Frames nest in time on a thread, so one sweep per thread
-gives every launch its stack.
+A kernel's ``correlation`` id names the runtime call that launched it; the launch's thread and time place
+it inside the CPU frames the reader kept (ops, ``record_function`` ranges, and with ``with_stack`` the
+``nn.Module`` and python-function frames). Frames nest in time on a thread: one sweep per thread gives
+every launch its stack.
 
-The category of each kernel is decided by the first evidence that exists, in this order, and the
-kernel row records which (``decided_by``):
+The category is decided by the first evidence that exists, in this order (``decided_by`` says which):
 
 1. ``user rule``: the user's kernel-name rules;
-2. ``collective arg`` / ``kernel name``: a collective's ``Collective name`` argument, and kernel
+2. ``collective arg`` / ``kernel name (sure)``: a collective's ``Collective name`` argument, and kernel
    names that cannot be anything else (NCCL and custom all-reduce kernels, memcpy/memset);
-3. ``op`` / ``module`` / ``function`` / ``range``: the frames enclosing the launch, from the
-   innermost out (``_decide_stack``): the innermost frame a ``[[role]]`` (module classes, by what a
-   class is: its name's suffix) or ``[[frame]]`` rule claims; a ``generic`` one (``mm``, ``topk``)
-   gives way to the first enclosing frame with a meaning (the SDPA op around math attention's
-   ``bmm``); an enclosing ``container`` (an MoE block, an SSM mixer) overrides what it encloses
-   except the categories it ``keep``s (a mixer's projections stay GEMM). What a kernel does comes
-   before what encloses it: a GEMM with a weight operand (``aten::linear`` / ``addmm``: nn.Linear,
-   GPT-2's transposed-weight ``Conv1D``) is gemm inside any role but a container, while a product of
-   two activations (``matmul``/``bmm`` in attention) stays the enclosing role's. ``enclosing
-   module``: the role came only from a module around the innermost class, which no rule claims (its
-   name is the evidence): a guess, counted undecided. ``structure``: a class a role calls attention
-   whose call runs no softmax, SDPA/flash op or attention-named kernel is a linear recurrence (RWKV's
-   time mixing, MiniMax's lightning attention): ssm, counted undecided. Kernels replayed from a
-   CUDA graph take no frame evidence, since their frames enclose the replay, not the op;
-   ``sequence``: where no frame decided (or only a generic op did), the ``[[sequence]]`` rule that
-   claims the outermost op around the launch in the thread's run of ops (``_sequences.py``:
-   RMSNorm, rotate_half, a router and its experts, a Mamba mixer, without module frames);
-   ``kernel sequence``: kernels with no CPU op around their launch (CUDA-graph replays, traces of
-   CUDA activities only) read as the ops their names stand for (``_sequences.kernel_token``:
-   ``rsqrt_kernel_cuda`` is ``rsqrt``, a cuBLAS GEMM ``linear``), one replay or stream at a time,
-   through the same sequence rules;
-4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the list of
-   fused ops (``[[fused]]`` rules: the op that decides, not the first word);
-5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the kernel's launch
-   is not in the trace, e.g. work queued before the profiled window: no CPU evidence can exist);
-   else ``none`` (category ``other``).
+3. the frames enclosing the launch, from the innermost out (``_decide_stack``; ``op`` / ``module`` /
+   ``function`` / ``range``): the innermost frame a ``[[role]]`` (a module class, by its name's suffix) or
+   ``[[frame]]`` rule claims; a ``generic`` one (``mm``, ``topk``) gives way to the first enclosing frame
+   with a meaning (the SDPA op around math attention's ``bmm``); an enclosing ``container`` (an MoE block,
+   an SSM mixer) overrides what it encloses except the categories it ``keep``s. A GEMM with a weight
+   operand (``aten::linear`` / ``addmm``) is gemm inside any role but a container; a product of two
+   activations stays the enclosing role's. ``enclosing module``: the role came only from a module around
+   an innermost class no rule claims: a guess, counted undecided. ``structure``: a class a role calls
+   attention whose call runs no softmax, SDPA/flash op or attention kernel is a linear recurrence (RWKV,
+   lightning attention): ssm, undecided. Graph-replayed kernels take no frame evidence (their frames
+   enclose the replay, not the op). ``sequence``: where no frame decided (or a generic op did), the
+   ``[[sequence]]`` rule claiming the outermost op around the launch (``_sequences.py``: RMSNorm,
+   rotate_half, a router and its experts). ``kernel sequence``: kernels with no CPU op around their launch
+   (graph replays, CUDA-only traces) read as the ops their names stand for, through the same rules;
+4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the fused ops;
+5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the launch is not in the
+   trace: no CPU evidence can exist); else ``none`` (category ``other``).
 
-Ops (the same sweep): ``op`` is the innermost enclosing ``cpu_op`` of the launch, ``op_top`` the
-outermost, ``op_call`` the row of the innermost op that recorded ``Input Dims`` (the kernels of one op
-call, e.g. a split-K GEMM and its reduction, share it; -1: none) and ``input_dims``/``input_types``
-that op's shapes as JSON text (``record_shapes=True``). ``kit.profile.compare`` splits by ``op_top``
-and ``module``, ``kit.profile.roofline`` reads the shapes: both from the Profile, never the files.
-Graph-replayed kernels get none of these (their frames enclose the replay, not the op).
-
-Modules: ``module`` is the class of the innermost enclosing ``nn.Module`` frame, ``block`` the class
-of the module directly inside the outermost enclosing layer (a class with no role whose name ends
-in ``Layer``/``Block``: ``*DecoderLayer``, ``NemotronHBlock``, Zamba2's hybrid layer), ``layer`` that
-layer's index, numbered by first call (the profiler numbers instances per class, so a hybrid's
-attention and Mamba layers would each start at 0) and ``layer_kind`` what the layer holds: the roles
-inside it among ssm, attention, moe, mlp (``attention+mlp``, ``ssm``, ``attention+moe``; what an MoE
-block or mixer holds is the container's).
+Ops (the same sweep): ``op`` the innermost enclosing ``cpu_op`` of the launch, ``op_top`` the outermost,
+``op_call`` the row of the innermost op that recorded ``Input Dims`` (-1: none; the kernels of one op call
+share it) and ``input_dims``/``input_types`` its shapes as JSON text; compare and roofline read them from
+the Profile. Modules: ``module`` the innermost enclosing ``nn.Module`` class, ``block`` the class directly
+inside the outermost enclosing layer (a class with no role named ``*Layer``/``*Block``), ``layer`` that
+layer's index by first call (the profiler numbers instances per class, so a hybrid's attention and Mamba
+layers would each start at 0), ``layer_kind`` the roles inside it among ssm, attention, moe, mlp
+(``attention+mlp``; what a container holds is the container's).
 """
 from __future__ import annotations
 
@@ -76,8 +59,9 @@ from kit.profile.attribution._categories import (
     fold,
     layer_kind,
 )
+from kit.profile.attribution._names import GRAPH_LAUNCH
 from kit.profile.attribution._sequences import claim, kernel_token, outermost
-from kit.profile.reading._columns import strings
+from kit.profile.reading._columns import matching, strings
 
 SURE = set(COMM) | {MEMCPY}
 EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module", "function", "range",
@@ -87,7 +71,6 @@ EVIDENCE = ("user rule", "collective arg", "kernel name (sure)", "op", "module",
 _MODULE = re.compile(r"^nn\.Module: (.*?)(?:_(\d+))?$")
 _LAYER = re.compile(r"(?:Layer|Block|layer|block)$")   # a class with no role whose name says layer
 _FUSED = re.compile(r"^triton_(poi|red|per|tem)_fused_?(.*?)(?:_\d+)*$")
-_GRAPH = re.compile(r"GraphLaunch")
 # the object columns of ``link``'s result (besides launch, graph, layer, op_call)
 LINKED_OBJECT = ("frame_category", "frame_kind", "frame_name", "module", "block", "layer_kind", "op", "op_top",
                  "input_dims", "input_types")
@@ -113,24 +96,19 @@ class _FrameInfo:
     def __init__(self, name: str, kind: str, rules: list[Rule], memo: dict | None = None) -> None:
         """``memo``: (kind, subject) -> the deciding rule's fields, shared by the frames of one load; a
         module's instances (``nn.Module: Linear_12``, ``Linear_13`` ...) are one class, matched once."""
-        self.name, self.kind = name, kind
-        self.cat, self.container, self.generic, self.keep = None, False, False, ()
-        self.module = self.role = None
-        self.layer_like = False
-        subject = name
+        self.name, self.kind, self.module, subject = name, kind, None, name
         if kind == "module":
             m = _MODULE.match(name)
-            cls = m.group(1) if m else name[len("nn.Module: "):]
-            self.module = subject = cls
+            self.module = subject = m.group(1) if m else name[len("nn.Module: "):]
         elif kind == "function":
             subject = name.rsplit("): ", 1)[-1]   # the function's name, not its file (modeling_qwen2_moe.py)
-        if kind == "op" and name.startswith("triton_"):
-            return  # inductor's record_function of one Triton kernel: its fused name decides later
-        got = memo.get((kind, subject)) if memo is not None else None
-        if got is None:
-            got = _first_rule(subject, kind, rules)
-            if memo is not None:
-                memo[(kind, subject)] = got
+        memo = {} if memo is None else memo
+        if kind == "op" and name.startswith("triton_"):   # one Triton kernel's range: its fused name decides
+            got = (None, False, False, (), None, False)
+        elif (kind, subject) in memo:
+            got = memo[(kind, subject)]
+        else:
+            got = memo[(kind, subject)] = _first_rule(subject, kind, rules)
         self.cat, self.container, self.generic, self.keep, self.role, self.layer_like = got
 
 
@@ -162,14 +140,11 @@ def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | Non
             inner = inf
         if inf.cat is None:
             continue
-        if dec is None:
+        if (dec is None or (dec.generic and not inf.generic)
+                or (inf.container and inf.cat != dec.cat and dec.cat not in inf.keep)
+                # the Linear around a weight GEMM op: decided by module, as before the op rule
+                or (dec.kind == "op" and dec.cat == GEMM and inf.kind == "module" and inf.cat == GEMM)):
             dec = inf
-        elif dec.generic and not inf.generic:
-            dec = inf
-        elif inf.container and inf.cat != dec.cat and dec.cat not in inf.keep:
-            dec = inf
-        elif dec.kind == "op" and dec.cat == GEMM and inf.kind == "module" and inf.cat == GEMM:
-            dec = inf   # the Linear around a weight GEMM op: decided by module, as before the op rule
     weak = None
     if (dec is not None and dec.kind == "module" and not dec.container and inner is not None
             and inner is not dec and inner.cat is None and not inner.layer_like):
@@ -201,21 +176,14 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
     unfused op sequences over the thread's outermost ops may override a generic op, and
     module/layer/op placement is recorded in ``res``. ``infos``/``decided``: the load's memos of
     frames and of rule decisions."""
-    fts = fr["ts"][rows]
-    dur = fr["dur"][rows]
-    order = np.lexsort((-dur, fts))
-    fts = fts[order]
+    order = np.lexsort((-fr["dur"][rows], fr["ts"][rows]))   # by start, the longest (outer) first
     rows = rows[order]
-    fend = fts + dur[order]
-    names = fr["name"][rows]
-    kinds = fr["kind"][rows]
+    fts, fend = fr["ts"][rows], fr["ts"][rows] + fr["dur"][rows]
+    names, kinds = fr["name"][rows], fr["kind"][rows]
     has_dims = (fr["dims"][rows] != None).tolist()  # noqa: E711 - elementwise on objects
-    finfo = []
-    for nm, kd in zip(names.tolist(), kinds.tolist()):
-        inf = infos.get((nm, kd))
-        if inf is None:
-            inf = infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
-        finfo.append(inf)
+    for nm, kd in set(zip(names.tolist(), kinds.tolist())) - infos.keys():
+        infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
+    finfo = [infos[key] for key in zip(names.tolist(), kinds.tolist())]
     att_ts = np.sort(lts[li[att_launch[li]]]) if att_launch is not None else np.empty(0)
     nosoft = _attention_without_softmax(finfo, fts, fend, names, kinds, att_ts)
     top = outermost(fts, fend, kinds == "op")   # unfused op sequences over the outermost ops
@@ -238,9 +206,7 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
         stack_info = [finfo[f] for f in live]
         dec, weak = _decide_stack(stack_info)
         _place(stack_info, live, names_l, has_dims, rows_l, res, L, fts_l, layer_ids)
-        dcat = dec.cat if dec else None
-        dkind = dec.kind if dec else None
-        dname = dec.name if dec else None
+        dcat, dkind, dname = (dec.cat, dec.kind, dec.name) if dec else (None, None, None)
         if weak is not None:
             dkind, dname = "enclosing module", weak
         elif nosoft and dec is not None and dec.kind == "module" and dec.cat == ATTENTION:
@@ -357,11 +323,9 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     They are numpy arrays, text as object arrays: no text column is converted to arrow strings and
     back before ``_assemble`` makes it categorical."""
     n = len(k)
-    out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool)}
-    for c in LINKED_OBJECT:
-        out[c] = np.full(n, None, dtype=object)
-    out["layer"] = np.full(n, -1, dtype=np.int64)
-    out["op_call"] = np.full(n, -1, dtype=np.int64)
+    out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool),
+           **{c: np.full(n, None, dtype=object) for c in LINKED_OBJECT},
+           "layer": np.full(n, -1, dtype=np.int64), "op_call": np.full(n, -1, dtype=np.int64)}
     if not n or not len(launches):
         out["launch"][:] = None   # no launch records at all (nsys stats, old traces): not "missing"
         return out
@@ -369,35 +333,30 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     la = la[la["correlation"] >= 0]
     pos = pd.Index(la["correlation"].to_numpy()).get_indexer(k["correlation"].to_numpy())
     has = pos >= 0
-    lname = strings(la["name"])
-    out["launch"][has] = lname[pos[has]]
-    graph_name = {x: bool(_GRAPH.search(x)) for x in set(lname)}
-    is_graph = np.array([graph_name[x] for x in lname], dtype=bool)
-    out["graph"][has] = is_graph[pos[has]]
-    # frames: kept CPU frames + CPU-side annotations (record_function ranges)
-    fr_rules = [r for r in rules if set(r.on) & FRAME_KINDS]
+    out["launch"][has] = strings(la["name"])[pos[has]]
+    out["graph"][has] = matching(la["name"], GRAPH_LAUNCH)[pos[has]]
     seq_rules = [r for r in rules if "sequence" in r.on]
-    fr = _frame_columns(frames, ann)
-    if fr is None:
-        _kernel_sequences(k, pos, out, seq_rules)
-        return out
-    infos: dict[tuple[str, str], _FrameInfo] = {}
-    decided: dict[tuple[str, str], tuple] = {}   # (kind, subject) -> the rule's fields (_FrameInfo)
+    fr = _frame_columns(frames, ann)   # kept CPU frames + CPU-side annotations (record_function ranges)
     # launches that need a stack: linked, not graph replays (graph kernels still get no frames)
     need = np.unique(pos[has & ~out["graph"]])
-    if not len(need):
-        _kernel_sequences(k, pos, out, seq_rules)
-        return out
+    if fr is not None and len(need):
+        _stacks(k, la, pos, has, need, fr, [r for r in rules if set(r.on) & FRAME_KINDS], seq_rules, out)
+    _kernel_sequences(k, pos, out, seq_rules)
+    return out
+
+
+def _stacks(k: pd.DataFrame, la: pd.DataFrame, pos: np.ndarray, has: np.ndarray, need: np.ndarray, fr: dict,
+            fr_rules: list[Rule], seq_rules: list[Rule], out: dict) -> None:
+    """:func:`link`'s frame evidence and module placement of the launches ``need``, thread by thread."""
+    infos: dict[tuple[str, str], _FrameInfo] = {}
+    decided: dict[tuple[str, str], tuple] = {}   # (kind, subject) -> the rule's fields (_FrameInfo)
     lts = la["ts"].to_numpy(float)
     ltid = strings(la["tid"])
     res = _Found(len(la))
     fr_tid = fr["tid"]
     layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
     att_launch = np.zeros(len(la), bool)   # launches of a kernel named as attention (flash, fmha, paged ...)
-    kn = strings(k["name"])
-    att_name = {x: bool(_ATT_KERNEL.search(x)) for x in pd.unique(kn)}   # once per distinct name
-    att_k = has & np.array([att_name[x] for x in kn], dtype=bool)
-    att_launch[pos[att_k]] = True
+    att_launch[pos[has & matching(k["name"], _ATT_KERNEL)]] = True
     for tid in np.unique(ltid[need]):
         rows = np.flatnonzero(fr_tid == tid)
         if not len(rows):
@@ -419,12 +378,8 @@ def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.
     have = calls[at] >= 0
     out["input_dims"][idx[have]] = fr["dims"][calls[at][have]]
     out["input_types"][idx[have]] = fr["types"][calls[at][have]]
-    layer = np.asarray([lindex.get(x, -1) if x is not None else -1 for x in res.layer_name], dtype=np.int64)
-    kinds = np.asarray([lkind.get(x) if x is not None else None for x in res.layer_name], dtype=object)
-    out["layer"][idx] = layer[at]
-    out["layer_kind"][idx] = kinds[at]
-    _kernel_sequences(k, pos, out, seq_rules)
-    return out
+    out["layer"][idx] = np.asarray([lindex.get(x, -1) for x in res.layer_name], dtype=np.int64)[at]
+    out["layer_kind"][idx] = np.asarray([lkind.get(x) for x in res.layer_name], dtype=object)[at]
 
 
 def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: list[Rule]) -> None:
@@ -475,44 +430,30 @@ def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules:
                 user_cat[x] = r.category
                 break
     fused = {x: fused_category(x, fused_rules) for x in distinct}
-    # 5. kernel name rules (lowest), then overwritten by stronger evidence below
-    nc = np.array([name_cats.get(x, OTHER) for x in nm], dtype=object)
-    kn = nc != OTHER
-    cat[kn] = nc[kn]
-    by[kn] = "kernel name"
-    # kernels whose launch is not in the trace (queued before the profiled window): no CPU evidence can exist
-    if "launch" in linked:
-        nol = kn & np.array([x == "" for x in linked["launch"].astype(object).to_numpy()], dtype=bool)
-        by[nol] = "kernel name (no launch)"
-    ev[kn] = None
-    # 4. fused names
-    fc = np.array([fused[x] for x in nm], dtype=object)
-    has_f = np.array([f is not None for f in fc], dtype=bool)
-    cat[has_f] = fc[has_f]
-    by[has_f] = "fused name"
-    # 3. frames
-    fcat = linked["frame_category"].to_numpy()
-    has_fr = pd.notna(linked["frame_category"]).to_numpy()
-    cat[has_fr] = fcat[has_fr]
-    by[has_fr] = linked["frame_kind"].to_numpy()[has_fr]
-    ev[has_fr] = linked["frame_name"].to_numpy()[has_fr]
+
+    def put(where: np.ndarray, category: np.ndarray, decided_by, evidence=None) -> None:
+        cat[where] = category[where]
+        by[where] = decided_by[where] if isinstance(decided_by, np.ndarray) else decided_by
+        ev[where] = evidence[where] if evidence is not None else None
+
+    # from the weakest evidence to the strongest, each overwriting the ones before
+    nc = np.array([name_cats.get(x, OTHER) for x in nm], dtype=object)   # 5. kernel name rules
+    put(nc != OTHER, nc, "kernel name")
+    if "launch" in linked:   # kernels whose launch is not in the trace (queued before the profiled window)
+        by[(nc != OTHER) & np.array([x == "" for x in linked["launch"].astype(object).to_numpy()], bool)] = \
+            "kernel name (no launch)"
+    fc = np.array([fused[x] for x in nm], dtype=object)   # 4. fused names
+    put(np.array([f is not None for f in fc], dtype=bool), fc, "fused name")
+    put(pd.notna(linked["frame_category"]).to_numpy(), linked["frame_category"].to_numpy(),   # 3. frames
+        linked["frame_kind"].to_numpy(), linked["frame_name"].to_numpy())
     # 2. names that cannot be anything else, and collective arguments
-    sure = np.array([c in SURE for c in nc], dtype=bool) & ~np.array([x in user_cat for x in nm], dtype=bool)
-    cat[sure] = nc[sure]
-    by[sure] = "kernel name (sure)"
-    ev[sure] = None
+    put(np.array([c in SURE for c in nc], dtype=bool) & ~np.array([x in user_cat for x in nm], dtype=bool), nc,
+        "kernel name (sure)")
     coll = collective.astype(object)
-    hc = coll.notna().to_numpy()
-    if hc.any():
+    if coll.notna().any():
         is_ar = coll.astype(str).str.replace("_", "").str.lower().str.contains("allreduce").to_numpy(bool)
         cc = np.where(is_ar, ALLREDUCE, np.where(np.isin(cat, list(COMM)), cat, OTHER_COLLECTIVES))
-        cat[hc] = cc[hc]
-        by[hc] = "collective arg"
-        ev[hc] = coll.to_numpy()[hc]
-    # 1. user rules
-    uc = np.array([user_cat.get(x) for x in nm], dtype=object)
-    has_u = np.array([u is not None for u in uc], dtype=bool)
-    cat[has_u] = uc[has_u]
-    by[has_u] = "user rule"
-    ev[has_u] = None
+        put(coll.notna().to_numpy(), cc, "collective arg", coll.to_numpy())
+    uc = np.array([user_cat.get(x) for x in nm], dtype=object)   # 1. user rules
+    put(np.array([u is not None for u in uc], dtype=bool), uc, "user rule")
     return cat, by, ev

@@ -6,12 +6,10 @@ its name's suffix; ``on = ("module",)``), rules on the other CPU frames enclosin
 (``[[frame]]``: ops, python functions, ranges; see ``_attribution.py``), unfused op sequences
 (``[[sequence]]``, ``on = ("sequence",)``: regexes over the names of a thread's outermost ops, see
 ``_sequences.py``) and rules on the op list of inductor's fused Triton kernels (``[[fused]]``,
-``on = ("fused",)``). A name no rule matches is ``other``. ``generic = true`` marks a frame rule whose
-op says little (``mm``, ``topk``): an enclosing frame with a meaning (an SDPA op, a module role)
-beats it; ``container = true`` makes a frame override what it encloses, except the categories in
-its ``keep`` list (an SSM mixer keeps its projections as GEMMs).
-User rules (a TOML file with ``[[rule]]`` tables, or Python ``(pattern, category)`` pairs / dicts)
-are tried before the packaged ones; a file with ``replace = true`` replaces the packaged table.
+``on = ("fused",)``). A name no rule matches is ``other``. ``generic``, ``container`` and ``keep``: how
+a frame rule weighs against the frames around it (``_attribution.py``). User rules (a TOML file with
+``[[rule]]`` tables, or Python ``(pattern, category)`` pairs / dicts) are tried before the packaged ones;
+a file with ``replace = true`` replaces the packaged table.
 Classification runs once per distinct kernel name, so it costs nothing on large traces.
 """
 from __future__ import annotations
@@ -19,7 +17,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Sequence, Union
@@ -63,29 +61,22 @@ class Rule:
         (a cache key, ``rules_ident``, costs no compile: the CLI computes one before its parse starts;
         ASCII names only ever need the lowered form). Raises ``re.error`` for an invalid pattern
         (``build_rules`` calls this for user rules)."""
-        return self._regex(), self._lowered()
+        return self._regex, self._lowered
 
+    @cached_property
     def _regex(self) -> re.Pattern:
-        rx = self.__dict__.get("_rx")
-        if rx is None:
-            rx = re.compile(self.pattern)
-            object.__setattr__(self, "_rx", rx)
-        return rx
+        return re.compile(self.pattern)
 
+    @cached_property
     def _lowered(self) -> re.Pattern | None:
-        d = self.__dict__
-        if "_lx" not in d:
-            object.__setattr__(self, "_lx", lowered(self.pattern))
-        return d["_lx"]
+        return lowered(self.pattern)
 
     def matches(self, name: str, low: str | None = None) -> bool:
         """Whether the pattern is found in ``name``. ``low``: ``fold(name)``, given by callers that test
         one name against many rules (a case-insensitive rule then searches it without ``(?i)``)."""
-        if low is not None:
-            lx = self._lowered()
-            if lx is not None:
-                return lx.search(low) is not None
-        return self._regex().search(name) is not None
+        if low is not None and self._lowered is not None:
+            return self._lowered.search(low) is not None
+        return self._regex.search(name) is not None
 
 
 # inline flags after the leading (?i), escapes of characters by code, octal escapes and backreferences
@@ -141,14 +132,6 @@ def fold(name: str) -> str | None:
 RulesArg = Union[None, str, Path, Sequence]
 
 
-def _rules_from_toml(text: str, source: str) -> tuple[list[Rule], bool]:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ParseError(f"{source}: invalid TOML rule table ({exc})", path=source) from None
-    return _rules_from_doc(doc, source), bool(doc.get("replace", False))
-
-
 def _rules_from_doc(doc: dict, source: str) -> list[Rule]:
     rules = []
     for table, default_on in (("rule", ("kernel",)), ("role", ("module",)),
@@ -183,12 +166,7 @@ def default_rules() -> list[Rule]:
 def category_colours() -> dict[str, str]:
     """Category -> colour, from the packaged table's ``[[category]]`` entries (how ``kit.plots`` draws
     each category): a new category's colour is one TOML entry, not a code change."""
-    return dict(_colours())
-
-
-@lru_cache(maxsize=1)
-def _colours() -> tuple[tuple[str, str], ...]:
-    return tuple((str(c["name"]), str(c["colour"])) for c in _doc().get("category", []))
+    return {str(c["name"]): str(c["colour"]) for c in _doc().get("category", [])}
 
 
 @lru_cache(maxsize=1)
@@ -260,11 +238,13 @@ def build_rules(rules: RulesArg = None) -> list[Rule]:
     if isinstance(rules, (str, Path)):
         p = Path(rules)
         try:
-            text = p.read_text(encoding="utf-8")
+            doc = tomllib.loads(p.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ParseError(f"{p}: cannot read rule file ({exc.strerror or exc})", path=str(p)) from None
-        user, replace = _rules_from_toml(text, str(p))
-        return user if replace else user + base
+        except tomllib.TOMLDecodeError as exc:
+            raise ParseError(f"{p}: invalid TOML rule table ({exc})", path=str(p)) from None
+        user = _rules_from_doc(doc, str(p))
+        return user if doc.get("replace", False) else user + base
     user = []
     for item in rules:
         if isinstance(item, Rule):
@@ -284,18 +264,11 @@ def build_rules(rules: RulesArg = None) -> list[Rule]:
 
 def categorise(names: Iterable[str], rules: Sequence[Rule]) -> dict[str, str]:
     """Map each distinct name to its category (first matching rule, else ``other``)."""
-    out: dict[str, str] = {}
     rules = [r for r in rules if "kernel" in r.on]
-    for n in names:
-        if n in out:
-            continue
-        cat = OTHER
+    out: dict[str, str] = {}
+    for n in dict.fromkeys(names):
         low = fold(n)
-        for r in rules:
-            if r.matches(n, low):
-                cat = r.category
-                break
-        out[n] = cat
+        out[n] = next((r.category for r in rules if r.matches(n, low)), OTHER)
     return out
 
 
@@ -308,8 +281,4 @@ def rules_ident(rules: Sequence[Rule]) -> str:
 
 def category_order(rules: Sequence[Rule]) -> list[str]:
     """Categories in table order (for stable plots/tables), ``other`` last."""
-    seen: list[str] = []
-    for r in rules:
-        if r.category not in seen:
-            seen.append(r.category)
-    return seen + [OTHER]
+    return [*dict.fromkeys(r.category for r in rules), OTHER]

@@ -13,16 +13,21 @@ from kit.profile.reading._columns import TIME_CALLS, among, strings
 
 def evidence_table(k: pd.DataFrame) -> pd.DataFrame:
     """Kernel time and calls per kind of evidence that decided the category (``decided_by``)."""
-    cols = ["decided_by", "time_us", "calls", "share_of_kernel"]
     if not len(k) or "decided_by" not in k:
-        return pd.DataFrame(columns=cols)
-    g = k.groupby("decided_by", observed=True)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS)
-    g = g.reindex([e for e in EVIDENCE if e in g.index]).reset_index()
-    tot = g["time_us"].sum()
-    g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
-    g["decided_by"] = g["decided_by"].astype(str)
-    g["calls"] = g["calls"].astype(int)
-    return g[cols]
+        return pd.DataFrame(columns=["decided_by", "time_us", "calls", "share_of_kernel"])
+    g = _time_calls(k, ["decided_by"])
+    g = g.set_index("decided_by").reindex([e for e in EVIDENCE if e in set(g["decided_by"])]).reset_index()
+    return _shares(g.assign(decided_by=g["decided_by"].astype(str)), float(g["time_us"].sum()))
+
+
+def _time_calls(k: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Kernel time and calls per ``keys``."""
+    return k.groupby(keys, observed=True)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS).reset_index()
+
+
+def _shares(g: pd.DataFrame, tot: float) -> pd.DataFrame:
+    """``g`` with its time's share of ``tot`` kernel time and whole calls."""
+    return g.assign(share_of_kernel=g["time_us"] / tot if tot > 0 else np.nan, calls=g["calls"].astype(int))
 
 
 def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
@@ -37,20 +42,12 @@ def module_table(k: pd.DataFrame, by: str = "module") -> pd.DataFrame:
                        block=k["block"].astype(object).fillna(k["module"].astype(object)).fillna("(no module)"))
     if by == "layer":
         km = km[km["layer"] >= 0]
-        if "layer_kind" in km:
-            km = km.assign(kind=km["layer_kind"].astype(object).fillna("other"))
-        else:
-            km = km.assign(kind="other")
-        g = km.groupby(["layer", "kind", "block"], observed=True)[["dur_us", "count"]].sum()
-        g = g.rename(columns=TIME_CALLS)
-        g = g.reset_index().sort_values(["layer", "time_us"], ascending=[True, False])
+        km = km.assign(kind=km["layer_kind"].astype(object).fillna(OTHER) if "layer_kind" in km else OTHER)
+        g = _time_calls(km, ["layer", "kind", "block"]).sort_values(["layer", "time_us"], ascending=[True, False])
     else:
-        keys = ["block", "module"] if by == "module" else ["block"]
-        g = km.groupby(keys, observed=True)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS).reset_index()
+        g = _time_calls(km, ["block", "module"] if by == "module" else ["block"])
         g = g.sort_values("time_us", ascending=False)
-    g["share_of_kernel"] = g["time_us"] / tot if tot > 0 else np.nan
-    g["calls"] = g["calls"].astype(int)
-    return g.reset_index(drop=True)
+    return _shares(g, tot).reset_index(drop=True)
 
 
 # kernel time decided by a generic kernel name alone above this share is flagged

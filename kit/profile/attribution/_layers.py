@@ -19,12 +19,13 @@ step, and at most ``MAX_SEQUENCES`` distinct step sequences (the others are not 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from kit.profile.reading._columns import strings
+from kit.profile.steps._arrays import stream_sequences
 
 MIN_PERIOD = 8
 MOTIF = 3
@@ -126,26 +127,13 @@ def _forwards(unit: np.ndarray, repeats: int) -> LayerGuess | None:
 
 
 def _main_sequences(k: pd.DataFrame) -> tuple[dict, np.ndarray]:
-    """(rank, step) -> the row positions of its busiest stream in start order; and the name codes."""
-    names = strings(k["name"])
-    _, codes = np.unique(names, return_inverse=True)
-    rank, step, stream = k["rank"].to_numpy(), k["step"].to_numpy(), k["stream"].to_numpy()
-    use = step >= 0
-    ph = strings(k["phase"])
-    if (ph == "decode").any():
-        use &= ph == "decode"
-    pos = np.flatnonzero(use)
-    pos = pos[np.lexsort((k["start_us"].to_numpy(float)[pos], stream[pos], step[pos], rank[pos]))]
-    out: dict = {}
-    if not len(pos):
-        return out, codes
-    key = np.stack([rank[pos], step[pos], stream[pos]], 1)
-    cut = np.flatnonzero((key[1:] != key[:-1]).any(1)) + 1
-    for chunk in np.split(pos, cut):
-        r, s = int(rank[chunk[0]]), int(step[chunk[0]])
-        if len(chunk) > len(out.get((r, s), ())):
-            out[(r, s)] = chunk
-    return out, codes
+    """(rank, step) -> the row positions of its busiest stream in start order (decode steps, where the
+    trace has any); and the name codes."""
+    _, codes = np.unique(strings(k["name"]), return_inverse=True)
+    use = k["step"].to_numpy() >= 0
+    decode = strings(k["phase"]) == "decode"
+    seqs = stream_sequences(k, use & decode if decode.any() else use, merge=False)
+    return {key: max(streams.values(), key=len) for key, streams in seqs.items()}, codes
 
 
 def find_layers(profile, assign: bool = False) -> LayerGuess:
@@ -171,8 +159,6 @@ def find_layers(profile, assign: bool = False) -> LayerGuess:
     counts = pd.Series([g.layers for g in guesses.values()]).value_counts()
     best = next(g for g in guesses.values() if g.layers == counts.index[0])
     if len(guesses) < len(seqs):
-        from dataclasses import replace
-
         best = replace(best, how=f"{best.how}; {len(guesses)} of {len(seqs)} steps searched (at most "
                                  f"{MAX_SEQUENCES} distinct sequences)")
     if assign and best.layers:

@@ -1,4 +1,4 @@
-"""Names the profile reads, normalised in one place: kernel families and the CPU ops that wait for the GPU.
+"""Names the profile reads, in one place: kernel families, graph launches, the CPU ops that wait for the GPU.
 
 Two runs (two engines, two versions, a graph replay and its eager reference) spell one kernel with
 other template arguments, tile sizes and parameter lists. :func:`kernel_family` drops what varies
@@ -12,6 +12,8 @@ import re
 
 # CPU ops that wait for the GPU (``tensor.item()``): the first is the op that does the wait
 SYNC_OPS = ("aten::_local_scalar_dense", "aten::item")
+# runtime calls that launch a CUDA/HIP graph (``cudaGraphLaunch``, ``hipGraphLaunch``)
+GRAPH_LAUNCH = re.compile(r"GraphLaunch")
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
 _PARAMS = re.compile(r"\([^()]*\)")

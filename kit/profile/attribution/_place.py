@@ -2,37 +2,26 @@
 recorded without ``with_stack``) take the layer, module, op and category of their counterpart in a
 reference run of the same model and configuration.
 
-Each target step is aligned with a reference step, stream by stream, in launch order (start order
-on a stream; beside the busiest stream, the others are merged in start order, since a graph replays
-a forked branch on streams of its own): a global alignment with gaps (Needleman-Wunsch, linear gap
-cost, one numpy row at a time: the horizontal gap chain is a running maximum) over a kernel-name
-similarity in tiers: the same name; the same name once template arguments, parameter lists and
-numbers (tile sizes, split-K, SM) are stripped; the same kind (GEMM, attention, elementwise,
-reduction ...); else a mismatch.
-Kernels on one side only (memcpy/memset, metadata, a split-K reduction) become gaps. Which reference
-step: where the two runs have as many steps, step i with step i (a replay and the eager run of the same
-requests of a serving loop: each step its own batch); else, per target step, the best-matching of the
-reference's distinct steps (a decode loop: all alike); where neither places enough, the target's
-stream as a whole against the reference's (steps found differently on the two sides: a loop without
-step ranges). ``Placement.how`` says which. Graph replays
-repeat one sequence per step and eager decode steps repeat theirs, so each distinct pair of
-sequences is aligned once (memoised), and a step's cost is a lookup.
+Each target step is aligned with a reference step, stream by stream in start order (beside the busiest
+stream the others merged, since a graph replays a forked branch on streams of its own): a global alignment
+with gaps (Needleman-Wunsch, linear gap cost, one numpy row at a time) over a kernel-name similarity in
+tiers: the same name; the same name without template arguments, parameter lists and numbers (tile sizes,
+split-K, SM); the same kind (GEMM, attention, elementwise ...); else a mismatch. Kernels on one side only
+(memcpy/memset, a split-K reduction) become gaps. Which reference step: with as many steps on both sides,
+step i with step i (a replay and the eager run of the same requests); else, per target step, the
+best-matching of the reference's distinct steps (a decode loop: all alike); where neither places enough,
+the target's stream as a whole against the reference's (steps found differently on the two sides);
+``Placement.how`` says which. Each distinct pair of sequences is aligned once (memoised).
 
-A target kernel matched to a reference kernel is ``placed``: it takes the reference kernel's
-``layer``, ``module``, ``block``, ``layer_kind``, its ``op``/``op_top`` where it has none, and its
-category (``decided_by='reference'``) unless its own evidence is sure (a user rule, a collective, a
-kernel that can only be one thing). It keeps its own duration. A kernel in a gap between two placed
-kernels of one layer and module takes that layer and module (``placed='neighbours'``), not an op.
-
-Scores: per step, the Dice share of matched kernels (2 x matched / (target + reference kernels)),
-and per layer the same within each reference layer. A step or a layer under ``MIN_SCORE`` is
-``unplaced`` with the reason; so is a kernel with no counterpart. A reference whose alignment leaves
-more than ``REFUSE_SHARE`` of the target kernel time unmatched, an overall score under ``REFUSE_SCORE``, or
-a layer count other than the target's (found by repetition, where sure) is refused: one warning line
-with the share, nothing placed.
-
-Without a reference, ``find_layers`` finds the layer boundaries from the repetition of the kernel
-sequence alone (``_layers.py``).
+A matched target kernel is ``placed``: it takes the reference kernel's ``layer``, ``module``, ``block``,
+``layer_kind``, its ``op``/``op_top`` where it has none, and its category (``decided_by='reference'``)
+unless its own evidence is sure (a user rule, a collective, a kernel that can only be one thing); it keeps
+its own duration. A kernel in a gap between two placed kernels of one layer and module takes that layer
+and module (``placed='neighbours'``). Scores: per step and per reference layer, the Dice share of matched
+kernels; under ``MIN_SCORE`` the step or layer is ``unplaced`` with the reason. A reference leaving more than
+``REFUSE_SHARE`` of the target kernel time unmatched, scoring under ``REFUSE_SCORE``, or with a layer count
+other than the target's (found by repetition, where sure, ``_layers.py``) is refused: one warning line with
+the share, nothing placed.
 """
 from __future__ import annotations
 
@@ -43,8 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from kit.profile.attribution._layers import find_layers
 from kit.profile.attribution._names import canonical
 from kit.profile.reading._columns import strings
+from kit.profile.steps._arrays import stream_sequences
 from kit.util import recorded
 
 MIN_SCORE = 0.8      # a step or layer aligned worse than this is unplaced
@@ -184,31 +175,6 @@ _TAKE = ("layer", "module", "block", "layer_kind")
 _FILL = ("op", "op_top")
 
 
-def _sequences(k: pd.DataFrame, phase: str | None) -> dict:
-    """(rank, step) -> {stream: kernel row positions in start order}."""
-    use = k if phase is None else k[k["phase"].astype(str) == phase]
-    pos = np.flatnonzero(k.index.isin(use.index)) if phase is not None else np.arange(len(k))
-    sub = k.iloc[pos]
-    order = np.lexsort((sub["start_us"].to_numpy(float), sub["stream"].to_numpy(), sub["step"].to_numpy(),
-                        sub["rank"].to_numpy()))
-    pos = pos[order]
-    keys = np.stack([k["rank"].to_numpy()[pos], k["step"].to_numpy()[pos], k["stream"].to_numpy()[pos]], 1)
-    out: dict = {}
-    if not len(pos):
-        return out
-    cut = np.flatnonzero((keys[1:] != keys[:-1]).any(1)) + 1
-    for chunk in np.split(np.arange(len(pos)), cut):
-        r, st, sm = keys[chunk[0]]
-        out.setdefault((int(r), int(st)), {})[int(sm)] = pos[chunk]
-    start = k["start_us"].to_numpy(float)
-    for key, streams in out.items():
-        if len(streams) > 2:   # the busiest stream, and the others merged in start order: a graph replays a
-            main = max(streams, key=lambda s: len(streams[s]))   # forked branch on streams of its own
-            rest = np.concatenate([v for s, v in streams.items() if s != main])
-            out[key] = {main: streams[main], -1: rest[np.argsort(start[rest], kind="stable")]}
-    return out
-
-
 class _Aligner:
     """Memoised alignments of target stream sequences with reference stream sequences."""
 
@@ -262,6 +228,13 @@ def _ref_steps(ref_seqs: dict, rank: int, codes: np.ndarray, most: int = 16) -> 
 _COLS = ["rank", "step", "kernels", "ref_kernels", "matched", "score"]
 
 
+def _step_table(rows: list[tuple]) -> pd.DataFrame:
+    """Per target step (rank, step, kernels, reference kernels, matched) with its Dice score."""
+    t = pd.DataFrame(rows, columns=_COLS[:-1])
+    t["score"] = (2 * t["matched"] / (t["kernels"] + t["ref_kernels"]).clip(lower=1)).astype(float)
+    return t
+
+
 def _per_step(t_seqs: dict, aligner: "_Aligner", ref_of, n: int) -> tuple[np.ndarray, pd.DataFrame]:
     """Each target step aligned with the reference step(s) ``ref_of(rank, step)`` gives (the best of them)."""
     ref_row = np.full(n, -1, np.int64)
@@ -282,8 +255,8 @@ def _per_step(t_seqs: dict, aligner: "_Aligner", ref_of, n: int) -> tuple[np.nda
         for key, tpos in streams.items():
             if key in got:
                 ref_row[tpos] = got[key]
-        rows.append((rank, step, n_t, n_r, matched, 2 * matched / (n_t + n_r) if n_t + n_r else 0.0))
-    return ref_row, pd.DataFrame(rows, columns=_COLS)
+        rows.append((rank, step, n_t, n_r, matched))
+    return ref_row, _step_table(rows)
 
 
 def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Aligner",
@@ -292,8 +265,8 @@ def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Alig
     whole; per target step: its kernels, those matched, and the reference kernels of the span its
     matches cover."""
     n = len(target)
-    t_all = _sequences(target.assign(step=0), phase)
-    r_all = _sequences(reference.assign(step=0), r_phase)
+    t_all = stream_sequences(target.assign(step=0), _in_phase(target, phase))
+    r_all = stream_sequences(reference.assign(step=0), _in_phase(reference, r_phase))
     ref_row = np.full(n, -1, np.int64)
     if not r_all:
         return ref_row, pd.DataFrame(columns=_COLS)
@@ -310,7 +283,7 @@ def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Alig
             ref_row[tpos] = got
     steps = target["step"].to_numpy()
     ranks = target["rank"].to_numpy()
-    use = np.ones(n, bool) if phase is None else (target["phase"].astype(str) == phase).to_numpy()
+    use = _in_phase(target, phase)
     rows = []
     for rank, step in sorted({(int(a), int(b)) for a, b in zip(ranks[use], steps[use])}):
         sel = use & (ranks == rank) & (steps == step)
@@ -319,38 +292,40 @@ def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Alig
         n_t, matched = int(sel.sum()), int(len(hit))
         n_r = sum(int(np.ptp(ref_order[hit[ref_stream[hit] == sid]]) + 1) for sid in np.unique(ref_stream[hit]))
         n_r = max(n_r, matched)
-        rows.append((rank, step, n_t, n_r, matched, 2 * matched / (n_t + n_r) if n_t + n_r else 0.0))
-    return ref_row, pd.DataFrame(rows, columns=_COLS)
+        rows.append((rank, step, n_t, n_r, matched))
+    return ref_row, _step_table(rows)
+
+
+def _in_phase(t: pd.DataFrame, phase: str | None) -> np.ndarray:
+    """Which kernels of ``t`` are in ``phase`` (all where None)."""
+    return np.ones(len(t), bool) if phase is None else (t["phase"].astype(str) == phase).to_numpy()
+
+
+def _shares(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame) -> tuple[float, float]:
+    """(share of kernel time not aligned, alignment score: Dice share of both sides' kernels)."""
+    n = steps["kernels"].sum() + steps["ref_kernels"].sum()
+    tot = float(dur.sum())
+    return float(dur[~matched].sum()) / tot if tot > 0 else 1.0, 2 * steps["matched"].sum() / n if n else 0.0
 
 
 def _passes(target: pd.DataFrame, phase, ref_row: np.ndarray, steps: pd.DataFrame) -> tuple[bool, float]:
     """Whether an alignment places enough (the refusal thresholds), and its score."""
-    n = steps["kernels"].sum() + steps["ref_kernels"].sum()
-    score = 2 * steps["matched"].sum() / n if n else 0.0
-    dur = target["dur_us"].to_numpy(float)
-    use = np.ones(len(target), bool) if phase is None else (target["phase"].astype(str) == phase).to_numpy()
-    tot = float(dur[use].sum())
-    miss = float(dur[use & (ref_row < 0)].sum()) / tot if tot > 0 else 1.0
+    use = _in_phase(target, phase)
+    miss, score = _shares(target["dur_us"].to_numpy(float)[use], (ref_row >= 0)[use], steps)
     return miss <= REFUSE_SHARE and score >= REFUSE_SCORE, score
 
 
 def match(target: pd.DataFrame, reference: pd.DataFrame, phase: str | None = None,
           how: list | None = None) -> tuple[np.ndarray, pd.DataFrame]:
     """Each target kernel's reference row (-1: none; -2: its stream was too long to align, ``MAX_CELLS``)
-    and a table per target step (rank, step, kernels, reference kernels, matched, score).
-
-    Per step where the steps agree: the same number of steps on both sides, step i with step i (a replay
-    and the eager run of the same requests); else each target step with the reference step (of its
-    distinct ones) that matches it best (a decode loop: every step alike). Where neither places enough
-    (``REFUSE_SHARE``, ``REFUSE_SCORE``): the stream as a whole, all steps of the target against all of the
-    reference (steps found differently on the two sides). ``how`` (a list) receives the way used."""
+    and a table per target step (rank, step, kernels, reference kernels, matched, score), the reference
+    steps chosen as the module docstring says (the first way that places enough, ``REFUSE_SHARE`` and
+    ``REFUSE_SCORE``, else the best); ``how`` (a list) receives the way used."""
     codes = Codes()
-    tn = strings(target["name"])
-    rn = strings(reference["name"])
-    aligner = _Aligner(codes.of(tn), codes.of(rn))
-    t_seqs = _sequences(target, phase)
+    aligner = _Aligner(codes.of(strings(target["name"])), codes.of(strings(reference["name"])))
+    t_seqs = stream_sequences(target, _in_phase(target, phase))
     r_phase = phase if phase and (reference["phase"].astype(str) == phase).any() else None
-    r_seqs = _sequences(reference, r_phase)
+    r_seqs = stream_sequences(reference, _in_phase(reference, r_phase))
     if not r_seqs:
         return np.full(len(target), -1, np.int64), pd.DataFrame(columns=_COLS)
     tries = []
@@ -415,10 +390,7 @@ def _refusal(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame, n_ref_la
     an alignment score (both sides' kernels) under ``REFUSE_SCORE``, or another layer count (not checked
     where the streams were aligned as a whole: the target's steps are not its iterations there, so its
     repetition finds iterations, not layers)."""
-    tot = float(dur.sum())
-    miss = float(dur[~matched].sum()) / tot if tot > 0 else 1.0
-    n = steps["kernels"].sum() + steps["ref_kernels"].sum()
-    score = 2 * steps["matched"].sum() / n if n else 0.0
+    miss, score = _shares(dur, matched, steps)
     said = f"{100 * miss:.1f}% of kernel time not aligned, alignment score {score:.2f}"
     if miss > REFUSE_SHARE:
         return (f"{100 * miss:.1f}% of kernel time not aligned (over {100 * REFUSE_SHARE:g}%), "
@@ -461,8 +433,6 @@ def place(profile, reference, label: str | None = None) -> Placement:
     placed columns into ``profile.kernels`` (``placed``: aligned / neighbours / unplaced,
     ``place_score``, ``place_reason``), adds a warning for what stays unplaced or for a refused
     reference, and returns the :class:`Placement` (also ``profile.meta['placement']``)."""
-    from kit.profile.attribution._layers import find_layers
-
     t, r = profile.kernels, reference.kernels
     label = label or ", ".join(os.path.join(os.path.basename(os.path.dirname(f)), os.path.basename(f))
                                for f in reference.files)
@@ -476,7 +446,7 @@ def place(profile, reference, label: str | None = None) -> Placement:
     how: list = []
     ref_row, steps = match(t, r, phase, how)
     dur = t["dur_us"].to_numpy(float)
-    consider = np.ones(len(t), bool) if phase is None else (t["phase"].astype(str) == phase).to_numpy()
+    consider = _in_phase(t, phase)
     whole = bool(how) and how[0].startswith("the stream as a whole")
     why = _refusal(dur[consider], (ref_row >= 0)[consider], steps, _ref_layers(r), find_layers(profile), whole)
     n_long = int((ref_row == -2).sum())
@@ -489,7 +459,7 @@ def place(profile, reference, label: str | None = None) -> Placement:
                                 f"nothing placed, no layer table from it")
         profile.meta["placement"] = pl
         return pl
-    seqs = _sequences(t, phase)
+    seqs = stream_sequences(t, consider)
     rl, rm = r["layer"].to_numpy(), strings(r["module"])
     nb = _neighbours(ref_row, seqs, rl, rm)
     src = np.where(ref_row >= 0, ref_row, nb)
@@ -534,20 +504,14 @@ def _gate(t, src, ref_row, nb, consider, steps, layers, rl):
 
 def _write(t: pd.DataFrame, r: pd.DataFrame, src, ref_row, state, reason, score) -> None:
     """Copy the reference's labels into the placed target rows."""
-    ok = (state == "aligned") | (state == "neighbours")
-    s = np.maximum(src, 0)
-    for c in _TAKE:
-        rv = r[c].to_numpy(object) if c != "layer" else r[c].to_numpy()
-        tv = t[c].to_numpy(object).copy() if c != "layer" else t[c].to_numpy().copy()
-        own = (tv >= 0) if c == "layer" else pd.notna(tv)
-        tv[ok & ~own] = rv[s][ok & ~own]
-        t[c] = tv if c == "layer" else pd.Series(tv, index=t.index, dtype=object).astype("category")
     al = state == "aligned"
-    for c in _FILL:
-        tv, rv = t[c].to_numpy(object).copy(), r[c].to_numpy(object)
-        fill = al & pd.isna(tv)
-        tv[fill] = rv[s][fill]
-        t[c] = pd.Series(tv, index=t.index, dtype=object).astype("category")
+    s = np.maximum(src, 0)
+    for c in (*_TAKE, *_FILL):   # each where the kernel has none of its own
+        layer = c == "layer"
+        rv, tv = r[c].to_numpy(None if layer else object), t[c].to_numpy(None if layer else object).copy()
+        put = (al | (state == "neighbours") if c in _TAKE else al) & ~((tv >= 0) if layer else pd.notna(tv))
+        tv[put] = rv[s][put]
+        t[c] = tv if layer else pd.Series(tv, index=t.index, dtype=object).astype("category")
     by = strings(t["decided_by"])
     take = al & ~np.isin(by, SURE)
     cats = list(dict.fromkeys([*t["category"].cat.categories, *r["category"].cat.categories]))

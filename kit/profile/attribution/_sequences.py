@@ -21,6 +21,7 @@ sequence``). Kernels no entry of ``KERNEL_TOKENS`` reads stay opaque (``?``): no
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -57,11 +58,6 @@ def kernel_token(name: str) -> str:
     return "?"
 
 
-def token(name: str) -> str:
-    """The name of an op as the sequence rules see it."""
-    return name[6:] if name.startswith("aten::") else name
-
-
 # shape-only ops: left out of the text the rules see (a reader may or may not keep them, and they
 # launch work only to make a tensor contiguous); one between two ops of the same claim joins it
 TRANSPARENT = frozenset(("reshape", "view", "_unsafe_view", "contiguous", "flatten", "unflatten", "transpose",
@@ -70,16 +66,11 @@ TRANSPARENT = frozenset(("reshape", "view", "_unsafe_view", "contiguous", "flatt
                          "as_strided", "view_as", "unbind", "lift_fresh", "resolve_conj", "resolve_neg"))
 
 
-_ANCHORED: dict[str, re.Pattern] = {}
-
-
-def _anchored(r: Rule) -> re.Pattern:
-    """The rule's regex, allowed to start only where an op starts (``copy_`` must not match the end
+@lru_cache(maxsize=None)
+def _anchored(pattern: str) -> re.Pattern:
+    """A rule's regex, allowed to start only where an op starts (``copy_`` must not match the end
     of ``index_copy_``)."""
-    rx = _ANCHORED.get(r.pattern)
-    if rx is None:
-        rx = _ANCHORED[r.pattern] = re.compile(r"(?<![^ ])(?:" + r.pattern + ")")
-    return rx
+    return re.compile(r"(?<![^ ])(?:" + pattern + ")")
 
 
 def claim(names: list[str], rules: list[Rule]) -> list[Rule | None]:
@@ -94,13 +85,13 @@ def claim(names: list[str], rules: list[Rule]) -> list[Rule | None]:
     out: list[Rule | None] = [None] * n
     if not n or not rules:
         return out
-    toks_all = [token(x).replace(" ", "_") for x in names]
+    toks_all = [x.removeprefix("aten::").replace(" ", "_") for x in names]   # ops as the rules see them
     vis = [i for i, t in enumerate(toks_all) if t not in TRANSPARENT]
     toks = [toks_all[i] for i in vis]
     m_ = len(vis)
     got: list[Rule | None] = [None] * m_
     for r in rules:
-        rx = _anchored(r)
+        rx = _anchored(r.pattern)
         words = [t if got[i] is None else f"{got[i].category.replace(' ', '_')}:{t}" for i, t in enumerate(toks)]
         if not words:
             break
@@ -133,10 +124,7 @@ def outermost(ts: np.ndarray, end: np.ndarray, is_op: np.ndarray) -> np.ndarray:
     keep = []
     cur_end = -np.inf
     for i in np.flatnonzero(is_op):
-        if ts[i] >= cur_end:
-            keep.append(i)
-            cur_end = end[i]
-        elif end[i] > cur_end:   # overlapping, not nested (odd trace): treat as a new outermost op
+        if ts[i] >= cur_end or end[i] > cur_end:   # overlapping, not nested (odd trace): a new outermost op too
             keep.append(i)
             cur_end = end[i]
     return np.asarray(keep, dtype=np.int64)

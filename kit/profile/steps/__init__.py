@@ -5,5 +5,6 @@
   gaps; and each step's span
 - ``_cpu.py``: the CPU side of each step (launches, graph launches, memcpy/memset, syncs, CPU time vs
   GPU busy, GPU-idle gaps with their cause) and the GPU-/launch-/host-bound verdict
-- ``_arrays.py``: array helpers over table columns (codes per distinct value, NaN means, stable order)
+- ``_arrays.py``: array helpers over table columns (codes per distinct value, NaN means, stable order, each
+  step's kernels by stream, which placement and layer finding read)
 """

@@ -1,9 +1,9 @@
 """Array helpers for the profile's tables: a text column read once per distinct value, pandas' NaN means
 and sums to the bit on plain arrays, a stable order without the sort where the data is sorted, a rank's
-rows without a copy, interval membership, JSON-able rows.
+rows without a copy, each step's kernels by stream, interval membership, JSON-able rows.
 
-Used by the CPU side (``_cpu.py``, ``_cpu_compare.py``) and ``compare`` (``_compare.py``): plain numpy
-over the tables' columns, no knowledge of traces.
+Used by the CPU side (``_cpu.py``, ``_cpu_compare.py``), ``compare`` (``_compare.py``), placement and layer
+finding: plain numpy over the tables' columns, no knowledge of traces.
 """
 from __future__ import annotations
 
@@ -47,15 +47,6 @@ def stable_order(x: np.ndarray) -> np.ndarray:
     return np.argsort(x, kind="stable")
 
 
-def codes(s: pd.Series) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`coded` of a column without missing values, the distinct values as an object array; None
-    where a value is missing (the caller then converts the whole column, as before)."""
-    codes, uniq = coded(s)
-    if (codes < 0).any():
-        return None
-    return codes, np.array(uniq, dtype=object)
-
-
 def text(s: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """:func:`coded` with a missing value read as the text ``nan``: (code of each row, distinct texts as an
     object array)."""
@@ -74,17 +65,35 @@ def groups(values: np.ndarray) -> dict:
     return dict(zip(keys.tolist(), np.split(o, cut)))
 
 
+def stream_sequences(k: pd.DataFrame, use: np.ndarray | None = None, merge: bool = True) -> dict:
+    """(rank, step) -> {stream: positions of its kernels (of the rows ``use`` selects) in start order}; with
+    ``merge``, where a step runs on more than two streams, the busiest one and the others merged in start
+    order under -1 (a CUDA graph replays a forked branch on streams of its own). Read by placement and
+    layer finding."""
+    pos = np.arange(len(k)) if use is None else np.flatnonzero(use)
+    rank, step, stream = (k[c].to_numpy() for c in ("rank", "step", "stream"))
+    start = k["start_us"].to_numpy(float)
+    pos = pos[np.lexsort((start[pos], stream[pos], step[pos], rank[pos]))]
+    out: dict = {}
+    keys = np.stack([rank[pos], step[pos], stream[pos]], 1)
+    cut = np.flatnonzero((keys[1:] != keys[:-1]).any(1)) + 1
+    for chunk in np.split(np.arange(len(pos)), cut) if len(pos) else ():
+        r, st, sm = keys[chunk[0]]
+        out.setdefault((int(r), int(st)), {})[int(sm)] = pos[chunk]
+    for key, streams in out.items():
+        if merge and len(streams) > 2:
+            main = max(streams, key=lambda s: len(streams[s]))
+            rest = np.concatenate([v for s, v in streams.items() if s != main])
+            out[key] = {main: streams[main], -1: rest[np.argsort(start[rest], kind="stable")]}
+    return out
+
+
 def rows_of(df: pd.DataFrame, rank: int):
     """The positions of ``rank``'s rows, or ``slice(None)`` where all rows are (a one-rank trace)."""
     if not len(df):
         return slice(None)
     m = df["rank"].to_numpy() == rank
     return slice(None) if m.all() else np.flatnonzero(m)
-
-
-def count(rows, df: pd.DataFrame) -> int:
-    """How many rows :func:`rows_of` selected."""
-    return len(df) if isinstance(rows, slice) else len(rows)
 
 
 def of_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:

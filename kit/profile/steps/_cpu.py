@@ -1,45 +1,30 @@
 """The CPU side of a step: launches, syncs, host time, and why the GPU waited (GPU-, launch- or host-bound).
 
-From the profile's ``runtime`` table (CUDA/HIP runtime and driver calls, and the ops that wait for
-the GPU) and the kernels' launch links (``op``, ``op_top``, ``module``), per rank and step:
+From the profile's ``runtime`` table and the kernels' launch links, per rank and step:
 
-- the step's **CPU window**: the CPU-side annotation of the step (the ``record_function`` range the
-  GPU-side copy of which delimits the step) holding the launch of its first kernel; without one,
-  from the first launch of the step to the first launch of the next (``cpu_window_from`` says which);
-- in that window: kernel launches (runtime and driver API; a driver launch nested in a runtime launch
-  on the same thread counts once), graph launches, memcpy and memset calls, synchronisations
-  (``cuda*Synchronize`` / ``cu*Synchronize`` calls and ``aten::_local_scalar_dense``, the op behind
-  ``.item()``), the time spent in launch calls and blocked in syncs;
-- on the GPU: busy time (union of the step's kernels) and every idle gap inside the step and before
-  it (the launch gap), each with a **cause** read from the launch of the kernel that ended it:
-  ``launch`` (that kernel was launched after the GPU ran dry: the GPU waited for the CPU),
-  ``sync`` (the same, and a synchronisation returned inside the gap: the CPU had waited for the GPU
-  to drain before issuing more work), ``queued`` (the kernel was already launched: dependencies,
-  launch latency; not the CPU's doing), ``unknown`` (its launch is not in the trace). A kernel's launch
-  is the latest runtime call with its correlation id before it (graph replays may repeat ids).
+- the step's **CPU window**: the CPU-side annotation of the step holding the launch of its first kernel;
+  without one, from the first launch of the step to the first launch of the next (``cpu_window_from``);
+- in that window: kernel launches (a driver launch nested in a runtime launch on the same thread counts
+  once), graph launches, memcpy and memset calls, synchronisations (``cuda*Synchronize`` / ``cu*Synchronize``
+  and ``aten::_local_scalar_dense``, the op behind ``.item()``), time in launch calls and blocked in syncs;
+- on the GPU: busy time and every idle gap inside the step and before it, each with a **cause** read from
+  the launch of the kernel that ended it: ``launch`` (launched after the GPU ran dry: the GPU waited for the
+  CPU), ``sync`` (the same, and a synchronisation returned inside the gap: the CPU had waited for the GPU to
+  drain), ``queued`` (already launched: dependencies, launch latency), ``unknown`` (no launch in the trace).
+  A kernel's launch is the latest runtime call with its correlation id before it (graph replays may
+  repeat ids).
 
-The verdict of a phase (per rank; the slowest rank for the whole) from the per-step means:
+The verdict of a phase (per rank; the slowest rank for the whole), from the per-step means: ``GPU-bound``
+when the idle the CPU caused is under ``CPU_IDLE_BOUND`` of the step; else ``host-bound`` when the step
+synchronises and sync-caused idle is at least ``SYNC_SHARE`` of the CPU-caused idle or ``SYNC_STEP`` of the
+step (each sync drains the GPU's queue, and a step that synchronises cannot be captured in a CUDA graph,
+the cure for launch-bound steps), or when one gap per step holds ``ONE_GAP_SHARE`` of it (host work in one
+place); else ``launch-bound`` (the CPU issues kernels slower than the GPU runs them); ``undecided`` with
+the reason where kernels lack durations or launch records. The longest CPU-caused gaps name where the CPU
+was: the sync that returned inside the gap, else the op and ``nn.Module`` that launched the kernel ending it.
 
-- ``GPU-bound``: idle the CPU caused (``launch`` + ``sync``) is under ``CPU_IDLE_BOUND`` (25%) of
-  the step time;
-- ``host-bound``: otherwise, when the step synchronises and sync-caused idle is at least ``SYNC_SHARE``
-  (a third) of the idle the CPU caused or ``SYNC_STEP`` (5%) of the step (each sync drains the GPU's
-  queue, and a step that synchronises cannot be captured in a CUDA graph, the cure for launch-bound
-  steps), or when one gap per step holds at
-  least ``ONE_GAP_SHARE`` (half) of it (host work in one place, named by the op whose launch ended it);
-
-The longest CPU-caused gaps (``gaps``) name where the CPU was: the sync that returned inside the gap,
-else the op (and ``nn.Module``) that launched the kernel ending it, i.e. the op the GPU waited for.
-- ``launch-bound``: otherwise: the CPU issues kernels slower than the GPU runs them;
-- ``undecided``: kernels without durations (graph replay without per-kernel timing) or no
-  launch records: the reason is given.
-
-Profiled eager runs are slower on the CPU than unprofiled ones (the profiler records every op and
-launch), so a verdict of ``launch-bound`` from a trace is an upper bound on how launch-bound the
-unprofiled run is: compare step times measured outside the profiler.
-
-The array helpers it reads columns with are in ``_arrays.py``; compare's cause text (both runs' CPU side
-in words, the profiler and outlier warnings) in ``_cpu_compare.py``.
+Profiled eager runs are slower on the CPU than unprofiled ones (the profiler records every op and launch),
+so ``launch-bound`` from a trace is an upper bound: compare step times measured outside the profiler.
 """
 from __future__ import annotations
 
@@ -48,14 +33,13 @@ import re
 import numpy as np
 import pandas as pd
 
-from kit.profile.analyses import _summary as S
-from kit.profile.attribution._names import SYNC_OPS
-from kit.profile.steps import _arrays as A
+from kit.profile.analyses._summary import length, union, union_len_of
+from kit.profile.attribution._names import GRAPH_LAUNCH, SYNC_OPS
+from kit.profile.steps import _arrays
 from kit.stats import is_nan
 
 LAUNCH = re.compile(r"^(?:cuda|hip)(?:Ext)?LaunchKernel|^cuLaunchKernel|^(?:cuda|cu|hip)LaunchCooperativeKernel|"
                     r"^hip(?:Ext)?ModuleLaunchKernel|^cudaLaunchKernelExC")
-GRAPH = re.compile(r"GraphLaunch")
 MEMCPY = re.compile(r"^(?:cuda|hip)Memcpy|^cuMemcpy")
 MEMSET = re.compile(r"^(?:cuda|hip)Memset|^cuMemset")
 SYNC = re.compile(r"^(?:cuda|hip)(?:Device|Stream|Event)Synchronize$|^cu(?:Ctx|Stream|Event)Synchronize$")
@@ -74,22 +58,14 @@ GAP_COLUMNS = ["rank", "step", "start_us", "idle_us", "cause", "sync", "op", "mo
 
 
 def _kind_of(n: str) -> str:
-    return ("graph" if GRAPH.search(n) else "launch" if LAUNCH.search(n) else "memcpy" if MEMCPY.search(n)
+    return ("graph" if GRAPH_LAUNCH.search(n) else "launch" if LAUNCH.search(n) else "memcpy" if MEMCPY.search(n)
             else "memset" if MEMSET.search(n) else "sync" if SYNC.search(n) else "other")
 
 
 def classify(names: pd.Series) -> pd.Series:
     """Kind of each runtime/driver call: launch, graph, memcpy, memset, sync or other."""
-    cu = A.codes(names)
-    if cu is None:
-        u = pd.Series(pd.unique(names.astype(str)))
-        return names.astype(str).map({n: _kind_of(n) for n in u})
-    return pd.Series(_kinds(*cu), index=names.index, name=names.name, dtype=str)
-
-
-def _kinds(codes: np.ndarray, uniq: np.ndarray) -> np.ndarray:
-    """:func:`classify` of coded names, as an object array."""
-    return np.array([_kind_of(n) for n in uniq], dtype=object)[codes]
+    codes, uniq = _arrays.text(names)
+    return pd.Series(np.array([_kind_of(n) for n in uniq], dtype=object)[codes], index=names.index, name=names.name)
 
 
 def _nested(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -139,7 +115,7 @@ def _ann_ranges(ann: pd.DataFrame) -> dict:
     a0 = a["start_us"].to_numpy(float)[o]
     a1 = a0 + a["dur_us"].to_numpy(float)[o]
     names = np.array([str(x) for x in a["name"].to_numpy(object)[o]], dtype=object)
-    return {name: (a0[ix], a1[ix]) for name, ix in A.groups(names).items()}
+    return {name: (a0[ix], a1[ix]) for name, ix in _arrays.groups(names).items()}
 
 
 def _cpu_windows(st: pd.DataFrame, first_launch: dict, ann: pd.DataFrame) -> dict:
@@ -169,7 +145,7 @@ def _launch_times(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, csta
     out = np.full(len(kcorr), np.nan)
     if not len(kcorr) or not len(ccorr):
         return out
-    o = A.stable_order(ccorr)                       # by id; one id's calls stay in order of start
+    o = _arrays.stable_order(ccorr)                       # by id; one id's calls stay in order of start
     ids, t = ccorr[o], cstart[o]
     lo, hi = np.searchsorted(ids, kcorr, side="left"), np.searchsorted(ids, kcorr, side="right")
     has = hi > lo
@@ -200,7 +176,7 @@ def _latest_call(kcorr: np.ndarray, kstart: np.ndarray, ccorr: np.ndarray, cstar
 def _gaps(start: np.ndarray, end: np.ndarray, st: pd.DataFrame, klaunch: np.ndarray, by_step: dict) -> dict:
     """GPU idle gaps inside and before each step (arrays): step, start, length, the kernel that ended it
     (its position), whether it is the launch gap before the step, and that kernel's launch."""
-    steps, g0s, lens, kern, first, lts = [], [], [], [], [], []
+    parts: dict[str, list] = {c: [] for c in _GAP_TYPES}
     for s, gap_before in zip(st["step"].tolist(), st["gap_before_us"].tolist()):
         idx = by_step.get(s)
         if idx is None or not len(idx):
@@ -213,15 +189,13 @@ def _gaps(start: np.ndarray, end: np.ndarray, st: pd.DataFrame, klaunch: np.ndar
         g0 = np.concatenate([[before], np.maximum.accumulate(e)[:-1]])
         ln = b - g0
         sel = np.flatnonzero(ln > 0)
-        steps.append(np.full(len(sel), s))
-        g0s.append(g0[sel])
-        lens.append(ln[sel])
-        kern.append(idx[sel])
-        first.append(sel == 0)
-        lts.append(klaunch[idx[sel]])
-    cat = (lambda xs, t: np.concatenate(xs) if xs else np.empty(0, t))
-    return {"step": cat(steps, np.int64), "start_us": cat(g0s, float), "idle_us": cat(lens, float),
-            "kernel": cat(kern, np.int64), "before_step": cat(first, bool), "launch_us": cat(lts, float)}
+        for c, v in zip(parts, (np.full(len(sel), s), g0[sel], ln[sel], idx[sel], sel == 0, klaunch[idx[sel]])):
+            parts[c].append(v)
+    return {c: np.concatenate(v) if v else np.empty(0, _GAP_TYPES[c]) for c, v in parts.items()}
+
+
+_GAP_TYPES = {"step": np.int64, "start_us": float, "idle_us": float, "kernel": np.int64, "before_step": bool,
+              "launch_us": float}
 
 
 # a gap's cause as its index in CAUSES: the per-step sums compare small integers, not strings
@@ -258,20 +232,20 @@ class _Calls:
     def __init__(self, rt: pd.DataFrame, rows) -> None:
         """``rows``: the positions (or slice) of the rank's calls in ``rt``."""
         start = rt["start_us"].to_numpy(float)[rows]
-        o = A.stable_order(start)
+        o = _arrays.stable_order(start)
         self.start = start[o]
         self.dur = rt["dur_us"].to_numpy(float)[rows][o]
         self.end = self.start + self.dur
-        codes, uniq = A.text(rt["name"])
+        codes, uniq = _arrays.text(rt["name"])
         self.codes, self.uniq = codes[rows][o], uniq
         kind = np.array([KINDS.index(_kind_of(n)) for n in uniq], np.int8)[self.codes]
         if "kind" in rt:
-            kc, ku = A.text(rt["kind"])
+            kc, ku = _arrays.text(rt["kind"])
             kind[(ku == "op")[kc[rows][o]]] = _OP
         self.kind = kind
         is_l = kind == _LAUNCH
         self.nested = np.zeros(len(kind), bool)
-        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], A.text(rt["tid"])[0][rows][o][is_l])
+        self.nested[is_l] = _nested(self.start[is_l], self.end[is_l], _arrays.text(rt["tid"])[0][rows][o][is_l])
         self.driver = np.array([n.startswith("cu") and not n.startswith("cuda") for n in uniq], bool)[self.codes]
         self.item_name = np.isin(uniq, SYNC_OPS)[self.codes]
         corr = rt["correlation"].to_numpy(np.int64)[rows][o]
@@ -299,8 +273,8 @@ class _Calls:
         it_s, it_e = self.i_s[i], self.i_e[i]
         lw = (ck == _LAUNCH) & ~self.nested[c]
         sw = ck == _SYNC
-        own = A.inside(cs[sw], it_s, it_e)    # a sync call inside an .item() is that item's own wait: counted once
-        wait = S.length(S.union(np.concatenate([cs[sw], it_s]), np.concatenate([ce[sw], it_e])))
+        own = _arrays.inside(cs[sw], it_s, it_e)   # a sync call inside an .item() is that item's own wait
+        wait = union_len_of((cs[sw], ce[sw]), (it_s, it_e))
         return {"launches": int(lw.sum()), "driver_launches": int((lw & self.driver[c]).sum()),
                 "graph_launches": int((ck == _GRAPH).sum()), "memcpy": int((ck == _MEMCPY).sum()),
                 "memset": int((ck == _MEMSET).sum()), "syncs": int((~own).sum() + len(it_s)),
@@ -315,7 +289,7 @@ class _Calls:
 def _gpu_figures(ix: np.ndarray, kstart: np.ndarray, kdur: np.ndarray, gl: np.ndarray, gc: np.ndarray,
                  wall: float) -> dict:
     """Busy time of a step's kernels (``ix``) and its idle gaps (lengths ``gl``, causes ``gc``) by cause."""
-    busy = S.length(S.union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
+    busy = length(union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
     if len(ix) and (kdur[ix] == 0).mean() >= 0.5:   # graph replay without per-kernel timing
         nan = {f"idle_{x}_us": np.nan for x in CAUSES}
         return {"gpu_busy_us": np.nan, "gpu_idle_us": np.nan, **nan, "max_gap_us": 0.0}
@@ -329,13 +303,13 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``.
     The runtime and kernel tables are read as arrays of the rank's rows (no copy of the tables)."""
     rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
-    rt_rows, ann = A.rows_of(rt, rank), A.of_rank(p.annotations, rank)
-    if not A.count(rt_rows, rt) or not len(steps):
-        return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
+    rt_rows, ann = _arrays.rows_of(rt, rank), _arrays.of_rank(p.annotations, rank)
+    if not (len(rt) if isinstance(rt_rows, slice) else len(rt_rows)) or not len(steps):
+        return _no_steps()
     calls = _Calls(rt, rt_rows)
     kpos = np.flatnonzero(k["rank"].to_numpy() == rank) if len(k) else np.empty(0, np.int64)
     kstart, kdur = k["start_us"].to_numpy(float)[kpos], k["dur_us"].to_numpy(float)[kpos]
-    by_step = A.groups(k["step"].to_numpy()[kpos])
+    by_step = _arrays.groups(k["step"].to_numpy()[kpos])
     klaunch = _launch_times(k["correlation"].to_numpy(np.int64)[kpos], kstart, *calls.launchers)
     first_launch = {st_: np.nanmin(klaunch[ix]) if np.isfinite(klaunch[ix]).any() else np.nan
                     for st_, ix in by_step.items()}
@@ -343,7 +317,7 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     wins = _cpu_windows(steps, first_launch, ann)
     gaps = _gaps(kstart, kstart + kdur, steps, klaunch, by_step)
     gaps["cause"] = _cause(gaps, calls.waits)
-    gap_by_step = A.groups(gaps["step"])
+    gap_by_step = _arrays.groups(gaps["step"])
     g_len, g_cause, g_first = gaps["idle_us"], gaps["cause"], gaps["before_step"]
     rows = []
     for r in steps.itertuples():
@@ -358,6 +332,10 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, kpos, calls, rank)
 
 
+def _no_steps() -> tuple[pd.DataFrame, pd.DataFrame]:
+    return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
+
+
 def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: int, n: int = 10) -> pd.DataFrame:
     """The ``n`` longest gaps the CPU caused: where the CPU was (the sync that returned inside the gap,
     else the op and ``nn.Module`` the next kernel was launched from) and the kernel that ended it."""
@@ -368,7 +346,9 @@ def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: 
     at = kpos[g["kernel"][top]]                  # the kernels that ended the gaps, as rows of ``k``
 
     def col(c):
-        return [x if isinstance(x, str) and x else None for x in A.values_at(k[c], at)] if c in k else [None] * len(top)
+        if c not in k:
+            return [None] * len(top)
+        return [x if isinstance(x, str) and x else None for x in _arrays.values_at(k[c], at)]
 
     op_top, op = col("op_top"), col("op")
     next_op = [o or t for o, t in zip(op, op_top)]
@@ -380,7 +360,7 @@ def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: 
                 hit = np.flatnonzero((we >= g0 - _TOL_US) & (we <= lt + _TOL_US))
                 # the outermost wait (an .item() op ends after the sync call inside it)
                 frame[i] = names[hit[np.argmax(we[hit])]] if len(hit) else None
-    kernel = [x if x is None else str(x) for x in A.values_at(k["name"], at)]
+    kernel = [x if x is None else str(x) for x in _arrays.values_at(k["name"], at)]
     return pd.DataFrame({"rank": rank, "step": g["step"][top], "start_us": g["start_us"][top],
                          "idle_us": g["idle_us"][top], "cause": np.array(CAUSES, dtype=object)[g["cause"][top]],
                          "sync": frame, "op": next_op, "module": col("module"), "next_kernel": kernel},
@@ -395,11 +375,11 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
         out["reason"] = "no step with launch records (runtime events) in this trace"
         return out
     gap = t["gap_before_us"].to_numpy(float)
-    gap_fill = np.where(np.isnan(gap), A.nanmean(gap) if (~np.isnan(gap)).any() else 0.0, gap)
-    step = A.nanmean(t["gpu_wall_us"].to_numpy(float) + gap_fill)
-    m = {c: A.nanmean(t[c].to_numpy(float)) for c in (
+    gap_fill = np.where(np.isnan(gap), _arrays.nanmean(gap) if (~np.isnan(gap)).any() else 0.0, gap)
+    step = _arrays.nanmean(t["gpu_wall_us"].to_numpy(float) + gap_fill)
+    m = {c: _arrays.nanmean(t[c].to_numpy(float)) for c in (
         "max_gap_us", "driver_launches", "cpu_us", "gpu_busy_us", "gpu_idle_us", "idle_launch_us", "idle_sync_us",
-        "idle_queued_us", "max_gap_us", "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls",
+        "idle_queued_us", "launches", "graph_launches", "memcpy", "memset", "syncs", "item_calls",
         "launch_api_us", "sync_wait_us")}
     mode = ("graph" if m["graph_launches"] and not m["launches"] else "eager" if m["launches"] and not
             m["graph_launches"] else "mixed" if m["launches"] else "none")
@@ -444,11 +424,9 @@ def us_text(x: float) -> str:
 
 
 def _launch_words(m: dict, mode: str) -> str:
-    if mode == "graph":
-        return f"{m['graph_launches']:g} graph launch(es)/step"
-    if mode == "mixed":
-        return f"{m['launches']:g} kernel launches + {m['graph_launches']:g} graph launch(es)/step"
-    return f"{m['launches']:g} kernel launches/step (eager)"
+    return {"graph": f"{m['graph_launches']:g} graph launch(es)/step",
+            "mixed": f"{m['launches']:g} kernel launches + {m['graph_launches']:g} graph launch(es)/step"}.get(
+        mode, f"{m['launches']:g} kernel launches/step (eager)")
 
 
 def cpu_side(p, phase: str = "all") -> dict:
@@ -459,8 +437,7 @@ def cpu_side(p, phase: str = "all") -> dict:
     steps, gaps, per_rank = [], [], []
     for r in p.ranks:
         sr = st[st["rank"] == r].dropna(subset=["start_us"]) if len(st) else st
-        t, g = rank_cpu(p, r, sr.sort_values("start_us"), k) if len(k) else (pd.DataFrame(columns=STEP_COLUMNS),
-                                                                                pd.DataFrame(columns=GAP_COLUMNS))
+        t, g = rank_cpu(p, r, sr.sort_values("start_us"), k) if len(k) else _no_steps()
         steps.append(t)
         gaps.append(g)
         top = gap_where(g.iloc[0]) if len(g) else None
@@ -479,10 +456,10 @@ def cpu_side(p, phase: str = "all") -> dict:
 
 def to_json(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, steps: pd.DataFrame | None = None) -> dict:
     """The ``cpu`` object of the summary JSON (README: ``kit profile summary --json``)."""
-    d = {"verdict": {k: A.clean(v) for k, v in verdict.items()}, "per_rank": A.records(per_rank),
-         "gaps": A.records(gaps)}
+    d = {"verdict": {k: _arrays.clean(v) for k, v in verdict.items()}, "per_rank": _arrays.records(per_rank),
+         "gaps": _arrays.records(gaps)}
     if steps is not None:
-        d["per_step"] = A.records(steps)
+        d["per_step"] = _arrays.records(steps)
     return d
 
 

@@ -22,9 +22,9 @@ so that their steps correspond):
    call to the next (the kernels after a forward, sampling, belong to its step).
 6. Gaps: bursts of GPU work separated by idle gaps much longer than the typical gap.
 
-A step's GPU span is its first kernel's start to its last kernel's end; when most of its kernels
-were recorded without duration (CUDA-graph replay) it is the GPU-side annotation's span instead
-(``span_from`` says which).
+A step's GPU span is its first kernel's start to its last kernel's end; when most of its kernels were
+recorded without duration (CUDA-graph replay) it is the GPU-side annotation's span, or the CPU range in
+which the host waits for the GPU, else unknown (``span_from`` says which).
 """
 from __future__ import annotations
 
@@ -34,20 +34,13 @@ import numpy as np
 import pandas as pd
 
 import kit.engines
+from kit.profile.attribution._names import GRAPH_LAUNCH
 from kit.profile.reading._columns import matching, strings
 
 _USER = re.compile(r"(?i)^(prefill|decode|extend|generate)(?:$|[_\s\-:\[(#0-9])")
 _PSTEP = re.compile(r"^ProfilerStep#\d+$")
-_GRAPH = re.compile(r"GraphLaunch")
-
-
-def _phase_user(m: re.Match) -> str:
-    k = m.group(1).lower()
-    return "prefill" if k in ("prefill", "extend") else "decode"
-
-
 FAMILIES = (   # after each engine's own markers (families())
-    ("user", _USER, _phase_user),
+    ("user", _USER, lambda m: "prefill" if m.group(1).lower() in ("prefill", "extend") else "decode"),
 )
 PROFILER_STEP = ("profiler-step", _PSTEP, lambda m: "unknown")
 _NUM = re.compile(r"#?\d+")
@@ -104,8 +97,7 @@ def _tiling(rows: pd.DataFrame, lt: np.ndarray, family: str, floor: float = MIN_
     best = None
     for name in counts.index[counts.to_numpy() >= least][:64]:
         use = _outermost(rows[key.to_numpy() == name])
-        starts = use["ts"].to_numpy(float)
-        idx = _assign_by_time(lt, starts, starts + use["dur"].to_numpy(float))
+        idx = _assign_by_time(lt, *_bounds(use))
         held = np.bincount(idx[idx >= 0], minlength=len(use)) > 0
         cover = float((idx >= 0).mean())
         if held.sum() < least or cover < floor:
@@ -171,6 +163,12 @@ def _assign_by_time(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
     return np.where(ok, i, -1)
 
 
+def _bounds(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of ranges."""
+    starts = ranges["ts"].to_numpy(float)
+    return starts, starts + ranges["dur"].to_numpy(float)
+
+
 def _outermost(use: pd.DataFrame) -> pd.DataFrame:
     """Markers in time order, nested ones of the same family dropped (the outermost kept)."""
     use = use.sort_values("ts").drop_duplicates(["name", "ts"])
@@ -180,19 +178,6 @@ def _outermost(use: pd.DataFrame) -> pd.DataFrame:
         if ts >= last_end:
             last_end = ts + dur
     return use[np.array(keep, dtype=bool)]
-
-
-def _by_launch(k: pd.DataFrame, launches: pd.DataFrame, kt: np.ndarray, use: pd.DataFrame) -> np.ndarray:
-    """Each kernel's CPU range by the time of its launch (by GPU time where no launch was recorded)."""
-    starts = use["ts"].to_numpy(float)
-    ends = starts + use["dur"].to_numpy(float)
-    corr_ts = dict(zip(launches["correlation"].to_numpy(), launches["ts"].to_numpy(float))) if len(launches) else {}
-    lt = np.array([corr_ts.get(c, np.nan) for c in k["correlation"].to_numpy()], dtype=float)
-    idx = _assign_by_time(np.where(np.isnan(lt), -np.inf, lt), starts, ends)
-    miss = np.isnan(lt)
-    if miss.any():
-        idx[miss] = _assign_by_time(kt[miss], starts, ends)
-    return idx
 
 
 def step_markers(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame | None = None,
@@ -237,72 +222,78 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
     if n and np.isnan(kt).all():   # a summary without timeline (nsys stats): no steps to find
         n = 0
     markers = step_markers(k, ann, launches, frames, marker) if n else None
-    g = launches[matching(launches["name"], _GRAPH)] if len(launches) and not marker else launches.iloc[:0]
+    g = launches[matching(launches["name"], GRAPH_LAUNCH)] if len(launches) and not marker else launches.iloc[:0]
     if markers is None and n and not len(g) and not marker:
         markers = _forwards(frames, _launch_times(k, launches, kt), _t_end(k, launches))
-    rows = []
+    rows: list = []
     if markers is not None and n:
-        fam, sel = markers
-        gpu = _outermost(sel[sel["side"] == "gpu"])
-        cpu = _outermost(sel[sel["side"] == "cpu"])
-        idx, use, source = None, gpu, None
-        if len(gpu):
-            idx = _assign_by_time(kt, gpu["ts"].to_numpy(float), (gpu["ts"] + gpu["dur"]).to_numpy(float))
-            source = f"annotation:{fam}:gpu"
-        timed = not ((kt == 0) & (kend == 0)).any()
-        if len(cpu) and (idx is None or (timed and len(cpu) == len(gpu) and (idx < 0).any())):
-            # GPU copies of the ranges can miss most kernels (torch.compile'd steps: the GPU range covers
-            # only the last eager kernels); the CPU ranges place each kernel by its launch: use them where
-            # they place at least twice as many
-            by_cpu = _by_launch(k, launches, kt, cpu)
-            if idx is None or (by_cpu >= 0).sum() >= 2 * max(1, (idx >= 0).sum()):
-                idx, use, source = by_cpu, cpu, f"annotation:{fam}:cpu"
-        starts = use["ts"].to_numpy(float)
-        ends = starts + use["dur"].to_numpy(float)
-        names = use["name"].to_numpy()
-        phases = use["phase"].to_numpy()
-        step = idx.astype(np.int64)
-        phase = np.where(idx >= 0, phases[np.clip(idx, 0, None)] if len(phases) else "unknown", "unknown")
-        for i in range(len(use)):
-            rows.append((i, str(names[i]), str(phases[i]), starts[i], ends[i]))
+        step, phase, rows, source = _by_markers(k, launches, kt, kend, markers)
     elif n and len(g):
-        if len(g):
-            g = g.sort_values("ts")
-            pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
-            idx = np.array([pos.get(c, -1) for c in k["correlation"].to_numpy()], dtype=np.int64)
-            if (idx >= 0).any():
-                step = idx
-                phase = np.where(idx >= 0, "decode", "unknown").astype(object)
-                source = "cuda-graph"
-                for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"])):
-                    rows.append((i, f"{nm} #{i}", "decode", float(ts), float(ts + dur)))
+        g = g.sort_values("ts")
+        pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
+        idx = np.array([pos.get(c, -1) for c in k["correlation"].to_numpy()], dtype=np.int64)
+        if (idx >= 0).any():
+            step = idx
+            phase = np.where(idx >= 0, "decode", "unknown").astype(object)
+            source = "cuda-graph"
+            rows = [(i, f"{nm} #{i}", "decode", float(ts), float(ts + dur))
+                    for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"]))]
     untimed = (kt == 0) & (kend == 0) if n else np.zeros(0, bool)
     if source is not None and untimed.any():
-        r_step = _replay_steps(k, untimed, launches, source, markers, len(rows), rows)
+        r_step = _replay_steps(k, untimed, launches, source, markers, len(rows))
         step[untimed] = r_step
-        if source.startswith("annotation"):
-            ph = np.array([r[2] for r in rows], dtype=object)
-            phase[untimed] = np.where(r_step >= 0, ph[np.clip(r_step, 0, None)], "unknown")
-        else:
-            phase[untimed] = np.where(r_step >= 0, "decode", "unknown")
+        ph = np.array([r[2] for r in rows], dtype=object)   # a graph launch's row says decode
+        phase[untimed] = np.where(r_step >= 0, ph[np.clip(r_step, 0, None)], "unknown")
     if source is None and n and marker:
         source = f"marker:{marker} not found"
     if source is None and n:
-        order = np.argsort(kt, kind="stable")
-        s, e = kt[order], np.maximum.accumulate(kend[order])
-        gaps = s[1:] - e[:-1]
-        pos_gaps = gaps[gaps > 0]
-        thr = max(100.0, 20.0 * float(np.median(pos_gaps))) if len(pos_gaps) else np.inf
-        brk = np.flatnonzero(gaps > thr) + 1
-        bounds = np.concatenate([[0], brk, [n]])
-        for i in range(len(bounds) - 1):
-            step[order[bounds[i]:bounds[i + 1]]] = i
-            rows.append((i, f"burst {i}", "unknown", float(s[bounds[i]]), float(e[bounds[i + 1] - 1])))
-        source = "gaps"
+        rows, source = _bursts(kt, kend, step), "gaps"
     steps = _spans(pd.DataFrame(rows, columns=["step", "name", "phase", "marker_start_us", "marker_end_us"]),
                    step, k, kt, kend, source, launches)
     steps["source"] = source or "none"
     return step, phase.astype(object), steps
+
+
+def _by_markers(k: pd.DataFrame, launches: pd.DataFrame, kt: np.ndarray, kend: np.ndarray,
+                markers: tuple[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray, list, str]:
+    """(step and phase per kernel, the steps' rows, where they came from) of the step ranges ``markers``:
+    their GPU-side copies place kernels by GPU time, their CPU-side ranges by launch time."""
+    fam, sel = markers
+    gpu = _outermost(sel[sel["side"] == "gpu"])
+    cpu = _outermost(sel[sel["side"] == "cpu"])
+    idx, use, source = None, gpu, None
+    if len(gpu):
+        idx = _assign_by_time(kt, *_bounds(gpu))
+        source = f"annotation:{fam}:gpu"
+    timed = not ((kt == 0) & (kend == 0)).any()
+    if len(cpu) and (idx is None or (timed and len(cpu) == len(gpu) and (idx < 0).any())):
+        # GPU copies of the ranges can miss most kernels (torch.compile'd steps: the GPU range covers only
+        # the last eager kernels); the CPU ranges place each kernel by its launch: used where they place at
+        # least twice as many
+        by_cpu = _assign_by_time(_launch_times(k, launches, kt), *_bounds(cpu))
+        if idx is None or (by_cpu >= 0).sum() >= 2 * max(1, (idx >= 0).sum()):
+            idx, use, source = by_cpu, cpu, f"annotation:{fam}:cpu"
+    starts, ends = _bounds(use)
+    names, phases = use["name"].to_numpy(), use["phase"].to_numpy()
+    phase = np.where(idx >= 0, phases[np.clip(idx, 0, None)] if len(phases) else "unknown", "unknown")
+    rows = [(i, str(names[i]), str(phases[i]), starts[i], ends[i]) for i in range(len(use))]
+    return idx.astype(np.int64), phase, rows, source
+
+
+def _bursts(kt: np.ndarray, kend: np.ndarray, step: np.ndarray) -> list:
+    """The steps' rows where no range says them: bursts of GPU work separated by idle gaps much longer than
+    the typical gap (each kernel's burst written into ``step``)."""
+    order = np.argsort(kt, kind="stable")
+    s, e = kt[order], np.maximum.accumulate(kend[order])
+    gaps = s[1:] - e[:-1]
+    pos_gaps = gaps[gaps > 0]
+    thr = max(100.0, 20.0 * float(np.median(pos_gaps))) if len(pos_gaps) else np.inf
+    bounds = np.concatenate([[0], np.flatnonzero(gaps > thr) + 1, [len(kt)]])
+    rows = []
+    for i in range(len(bounds) - 1):
+        step[order[bounds[i]:bounds[i + 1]]] = i
+        rows.append((i, f"burst {i}", "unknown", float(s[bounds[i]]), float(e[bounds[i + 1] - 1])))
+    return rows
 
 
 def _spans(steps: pd.DataFrame, step: np.ndarray, k: pd.DataFrame, kt: np.ndarray, kend: np.ndarray, source,
@@ -310,76 +301,51 @@ def _spans(steps: pd.DataFrame, step: np.ndarray, k: pd.DataFrame, kt: np.ndarra
     """The steps table with each step's span (its kernels', or where they carry no duration its GPU
     annotation or the host's wait), kernels, wall time and the GPU idle before it."""
     m = len(steps)
-    if m:
-        sel = step >= 0
-        idx = step[sel]
-        start = np.full(m, np.inf)
-        end = np.full(m, -np.inf)
-        np.minimum.at(start, idx, kt[sel])
-        np.maximum.at(end, idx, kend[sel])
-        cnt = np.bincount(idx, minlength=m)
-        empty = cnt == 0
-        start[empty] = np.nan
-        end[empty] = np.nan
-        span_from = np.full(m, "kernels", dtype=object)
-        # kernels recorded without duration (CUDA-graph replay on some PyTorch/CUPTI versions): the
-        # kernel span is not the step; GPU-side annotations are (they bracket the GPU work)
-        kd = k["dur"].to_numpy(dtype=float)
-        zero = np.bincount(idx, weights=(kd[sel] == 0).astype(float), minlength=m)
-        mostly_zero = (cnt > 0) & (zero >= 0.5 * np.maximum(cnt, 1))
-        if mostly_zero.any():
-            if source and source.endswith(":gpu"):
-                ms = steps["marker_start_us"].to_numpy(float)
-                me = steps["marker_end_us"].to_numpy(float)
-                start = np.where(mostly_zero, ms, start)
-                end = np.where(mostly_zero, me, end)
-                span_from[mostly_zero] = "gpu annotation"
-            else:
-                # never a span of zero-duration kernels (0 us): the CPU-side step range where the host
-                # waits for the GPU inside each step (a sync), else unknown
-                waits = _host_waits(steps, launches) if source and source.endswith(":cpu") else np.zeros(m, bool)
-                use = mostly_zero & waits
-                start = np.where(use, steps["marker_start_us"].to_numpy(float), start)
-                end = np.where(use, steps["marker_end_us"].to_numpy(float), end)
-                span_from[use] = "cpu range (the host waits for each step)"
-                unk = mostly_zero & ~waits
-                start[unk] = np.nan
-                end[unk] = np.nan
-                span_from[unk] = "unknown (kernels without durations, no GPU-side annotation)"
-        steps["start_us"] = start
-        steps["end_us"] = end
-        steps["span_from"] = span_from
-        steps["kernels"] = cnt
-        steps["wall_us"] = end - start
-        # GPU idle between the previous step's last kernel and this step's first one (launch latency,
-        # host work): a CUDA-event timing of the step includes part of it
-        gap = np.full(m, np.nan)
-        gap[1:] = start[1:] - end[:-1]
-        steps["gap_before_us"] = np.clip(gap, 0, None)
-    else:
-        steps = steps.assign(start_us=[], end_us=[], span_from=[], kernels=[], wall_us=[], gap_before_us=[])
-    return steps
+    if not m:
+        return steps.assign(start_us=[], end_us=[], span_from=[], kernels=[], wall_us=[], gap_before_us=[])
+    sel = step >= 0
+    idx = step[sel]
+    cnt = np.bincount(idx, minlength=m)
+    start, end = np.full(m, np.inf), np.full(m, -np.inf)
+    np.minimum.at(start, idx, kt[sel])
+    np.maximum.at(end, idx, kend[sel])
+    start[cnt == 0] = end[cnt == 0] = np.nan
+    span_from = np.full(m, "kernels", dtype=object)
+    # kernels recorded without duration (CUDA-graph replay on some PyTorch/CUPTI versions): the kernel span
+    # is not the step (never a span of 0 us); GPU-side annotations are (they bracket the GPU work), else the
+    # CPU-side step range where the host waits for the GPU inside each step (a sync), else unknown
+    zero = np.bincount(idx, weights=(k["dur"].to_numpy(dtype=float)[sel] == 0).astype(float), minlength=m)
+    mostly_zero = (cnt > 0) & (zero >= 0.5 * np.maximum(cnt, 1))
+    if mostly_zero.any():
+        gpu, cpu = (bool(source) and source.endswith(x) for x in (":gpu", ":cpu"))
+        waits = np.ones(m, bool) if gpu else _host_waits(steps, launches) if cpu else np.zeros(m, bool)
+        use, unk = mostly_zero & waits, mostly_zero & ~waits
+        start = np.where(use, steps["marker_start_us"].to_numpy(float), start)
+        end = np.where(use, steps["marker_end_us"].to_numpy(float), end)
+        span_from[use] = "gpu annotation" if gpu else "cpu range (the host waits for each step)"
+        start[unk] = end[unk] = np.nan
+        span_from[unk] = "unknown (kernels without durations, no GPU-side annotation)"
+    # GPU idle between the previous step's last kernel and this step's first one (launch latency, host
+    # work): a CUDA-event timing of the step includes part of it
+    gap = np.full(m, np.nan)
+    gap[1:] = start[1:] - end[:-1]
+    return steps.assign(start_us=start, end_us=end, span_from=span_from, kernels=cnt, wall_us=end - start,
+                        gap_before_us=np.clip(gap, 0, None))
 
 
-_SYNC = re.compile(r"(?i)(?:Stream|Device|Event|Ctx)Synchronize$|^cuda(?:Memcpy|Memcpy2D)$|^hip(?:Stream|Device)Synchronize$")
+_SYNC = re.compile(r"(?i)(?:Stream|Device|Event|Ctx)Synchronize$|^cuda(?:Memcpy|Memcpy2D)$|"
+                   r"^hip(?:Stream|Device)Synchronize$")
 
 
 def _host_waits(steps: pd.DataFrame, launches: pd.DataFrame) -> np.ndarray:
     """Per step: a runtime call that blocks the host until the GPU is done (a stream/device/event
     synchronize, a synchronous memcpy) runs inside its CPU-side range, so that range spans the step's
     GPU work."""
-    out = np.zeros(len(steps), bool)
-    if not len(launches) or not len(steps):
-        return out
-    names = strings(launches["name"])
-    sync = np.array([bool(_SYNC.search(x)) for x in names], dtype=bool)
-    if not sync.any():
-        return out
-    t = np.sort(launches["ts"].to_numpy(float)[sync])
-    ms, me = steps["marker_start_us"].to_numpy(float), steps["marker_end_us"].to_numpy(float)
-    lo = np.searchsorted(t, ms, side="left")
-    hi = np.searchsorted(t, me, side="right")
-    return hi > lo
+    if not len(launches):
+        return np.zeros(len(steps), bool)
+    t = np.sort(launches["ts"].to_numpy(float)[matching(launches["name"], _SYNC)])
+    return (np.searchsorted(t, steps["marker_end_us"].to_numpy(float), side="right")
+            > np.searchsorted(t, steps["marker_start_us"].to_numpy(float), side="left"))
 
 
 def _period(names: np.ndarray, want: list[int]) -> int:
@@ -396,7 +362,7 @@ def _period(names: np.ndarray, want: list[int]) -> int:
 
 
 def _replay_steps(k: pd.DataFrame, untimed: np.ndarray, launches: pd.DataFrame, source: str, markers,
-                  nsteps: int, rows: list) -> np.ndarray:
+                  nsteps: int) -> np.ndarray:
     """Step of each untimed kernel (``ts = dur = 0``: a CUDA-graph replay recorded without per-kernel
     timing), from the order the replays were written.
 
@@ -409,7 +375,7 @@ def _replay_steps(k: pd.DataFrame, untimed: np.ndarray, launches: pd.DataFrame, 
     out = np.full(int(untimed.sum()), -1, dtype=np.int64)
     names = strings(k["name"])[untimed]
     corr = k["correlation"].to_numpy()[untimed]
-    g = launches[matching(launches["name"], _GRAPH)].sort_values("ts") if len(launches) else launches
+    g = launches[matching(launches["name"], GRAPH_LAUNCH)].sort_values("ts") if len(launches) else launches
     g_ts = g["ts"].to_numpy(float) if len(g) else np.empty(0)
     g_pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())} if len(g) else {}
     ids = pd.unique(corr)
@@ -434,14 +400,7 @@ def _replay_steps(k: pd.DataFrame, untimed: np.ndarray, launches: pd.DataFrame, 
 def _step_of_times(t: np.ndarray, source: str, markers, nsteps: int) -> np.ndarray:
     """Step index of CPU times ``t`` (graph launches) from the CPU-side markers of the step family."""
     _, sel = markers
-    cpu = sel[sel["side"] == "cpu"].sort_values("ts").drop_duplicates(["name", "ts"])
-    keep, last_end = [], -np.inf
-    for ts, dur in zip(cpu["ts"].to_numpy(), cpu["dur"].to_numpy()):
-        keep.append(ts >= last_end)
-        if ts >= last_end:
-            last_end = ts + dur
-    cpu = cpu[np.array(keep, dtype=bool)]
+    cpu = _outermost(sel[sel["side"] == "cpu"])
     if source.endswith(":gpu") and len(cpu) != nsteps:
         return np.full(len(t), -1)   # GPU ranges without matching CPU twins: no way to pair them
-    starts = cpu["ts"].to_numpy(float)
-    return _assign_by_time(t, starts, starts + cpu["dur"].to_numpy(float))
+    return _assign_by_time(t, *_bounds(cpu))
