@@ -48,7 +48,7 @@ def command_line() -> str | None:
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The ``kit`` parser: every command, or only the one ``argv`` names (its first word)."""
     parser = argparse.ArgumentParser(prog="kit", description="decode-kit: LLM-serving decode investigations")
-    parser.add_argument("--version", action="version", version=f"decode-kit {_version()}")
+    parser.add_argument("--version", action="version", version=f"decode-kit {kit_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     first = argv[0] if argv else None
     for name in (COMMANDS[first],) if first in COMMANDS else _COMMAND_MODULES:
@@ -73,10 +73,6 @@ def _describe(sub) -> None:
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _describe(action)
-
-
-def _version() -> str:
-    return kit_version()
 
 
 def main(argv: list[str] | None = None, detach: bool = False) -> int:
