@@ -56,6 +56,6 @@ def __getattr__(name: str) -> Any:
 
 def load_ipython_extension(ipython) -> None:
     """``%load_ext kit`` registers the ``%%remote TARGET`` cell magic."""
-    from kit import magics
+    from kit import magics  # deferred: IPython, only in a notebook that loads the extension
 
     magics.load_ipython_extension(ipython)

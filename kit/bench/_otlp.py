@@ -29,7 +29,7 @@ class OTLPReceiver:
     ``exports`` (requests stored) and ``refused``; a context manager that stops it on exit."""
 
     def __init__(self, path, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        from kit import logs
+        from kit import logs  # deferred: kit.logs loads pandas, which the receiver needs only once it starts
 
         self.path = Path(path)
         self.exports = 0
