@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 import sys
 
+import pandas as pd
+
+from kit import runs
 from kit.util import frame_records
 
 
-def register(subparsers) -> None:
-    r = subparsers.add_parser("runs", help="the run catalogue: list, show and query recorded runs; baselines")
+def register(r) -> None:
     rsub = r.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     lst = rsub.add_parser("list", help="the latest recorded runs, newest first")
     lst.add_argument("--kind", help="only runs of this kind (summary, comparison, logs, bench, audit, experiment)")
@@ -59,8 +61,6 @@ def _print_frame(df, as_json: bool) -> int:
     elif not len(df):
         print("(no rows)")
     else:
-        import pandas as pd  # deferred: start-up (a command loads its work only when it runs)
-
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
                                "display.max_colwidth", 60):
             # a missing value prints as '-', not NaN/None
@@ -69,8 +69,6 @@ def _print_frame(df, as_json: bool) -> int:
 
 
 def _list(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     df = runs.runs(args.kind, limit=args.limit, stores=args.store)
     if not args.json and len(df):
         df = df.assign(created=df["created"].dt.strftime("%Y-%m-%d %H:%M:%S"),
@@ -85,8 +83,6 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     run = runs.get(args.run_id, stores=args.store)
     if args.json:
         json.dump(run, sys.stdout, indent=1, default=str)
@@ -110,8 +106,6 @@ def _show(args) -> int:
 
 
 def _query(args) -> int:
-    from kit import runs  # rows(), not query(): no pandas, so a query from a shell answers in a fraction of a second
-
     cols, data = runs.rows(args.sql, stores=args.store)
     if args.json:
         json.dump([dict(zip(cols, r)) for r in data], sys.stdout, indent=1, default=str)
@@ -136,14 +130,10 @@ def _cell(v) -> str:
 
 
 def _table(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     return _print_frame(runs.table(args.run_id, args.name, stores=args.store), args.json)
 
 
 def _baseline(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     if args.run_id is None:
         b = runs.baseline(args.name, stores=args.store)
         ptr = b["baseline"]
@@ -156,21 +146,15 @@ def _baseline(args) -> int:
 
 
 def _baselines(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     return _print_frame(runs.baselines(stores=args.store), args.json)
 
 
 def _export(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     n = runs.export(args.dest, args.where, stores=args.store)
     print(f"{n} runs copied to {args.dest}")
     return 0
 
 
 def _compact(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     print(f"{runs.compact()} loose run files merged")
     return 0

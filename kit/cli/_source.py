@@ -4,12 +4,12 @@ from __future__ import annotations
 import argparse
 import json
 
+from kit import source
 from kit.cli._remote import connect_args, host_args
 from kit.errors import KitError
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("source", help="read, search and navigate source files on a host")
+def register(parser) -> None:
     sub = parser.add_subparsers(dest="source_command", metavar="ACTION")
 
     p = sub.add_parser("slice", help="print lines START..END of PATH with line numbers (like sed -n)")
@@ -48,16 +48,12 @@ def _host_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _slice(args) -> int:
-    from kit import source  # deferred: start-up (a command loads its work only when it runs)
-
     with connect_args(args) as host:
         print(source.slice(host, args.path, args.start, args.end))
     return 0
 
 
 def _grep(args) -> int:
-    from kit import source  # deferred: start-up (a command loads its work only when it runs)
-
     with connect_args(args) as host:
         pattern, path = _grep_order(host, args.pattern, args.path)
         matches = source.grep(host, path, pattern, context=args.context, regex=not args.fixed_strings,
@@ -84,8 +80,6 @@ def _exists(host, path: str) -> bool:
 
 
 def _find(args) -> int:
-    from kit import source  # deferred: start-up (a command loads its work only when it runs)
-
     with connect_args(args) as host:
         symbols = source.find(host, args.path, args.symbol)
     if args.json:
