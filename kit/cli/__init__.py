@@ -21,6 +21,7 @@ Files:
 """
 from __future__ import annotations
 
-from kit.cli._main import build_parser, command_line, main, run
+from kit.cli._main import build_parser, main, run
+from kit.util import command_line
 
 __all__ = ["main", "build_parser", "run", "command_line"]

@@ -1,7 +1,5 @@
-"""``kit logs parse`` and ``kit logs spec`` (registered by ``kit.cli``).
-
-    kit logs parse LOG [--json]                                   tables found, counts, warnings
-    kit logs spec LOG [--engine E --version V --k K] [--json]     normalised acceptance + pooled summary
+"""``kit logs parse LOG`` (tables found, counts, warnings) and ``kit logs spec LOG`` (normalised acceptance and
+the pooled summary).
 
 ``kit logs spec --json`` prints
 ``{"engine", "version", "k", "records": [{"line", "time", "mean_acceptance_length", "draft_acceptance_rate",
@@ -78,8 +76,8 @@ def _spec(args) -> int:
         for r in recs:
             r["after_idle"] = bool(r.get("after_idle"))
         dump({"engine": data.engine, "version": data.version, "k": summary.k, "records": recs,
-               "summary": {"mean_acceptance_length": _round(_num(summary.mean_acceptance_length)),
-                           "draft_acceptance_rate": _round(_num(summary.draft_acceptance_rate)),
+               "summary": {"mean_acceptance_length": _round(summary.mean_acceptance_length),
+                           "draft_acceptance_rate": _round(summary.draft_acceptance_rate),
                            "windows": summary.windows, "excluded_windows": summary.excluded_windows,
                            "definition": summary.definition, "comparable": summary.comparable}})
         return 0
@@ -103,10 +101,6 @@ def _round(x, places: int = 4):
     if isinstance(x, float):
         return None if math.isnan(x) else round(x, places)
     return x
-
-
-def _num(x):
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
 def dump(obj) -> None:

@@ -11,7 +11,6 @@ import sys
 import threading
 
 from kit.errors import KitError
-from kit.util import command_line as util_command_line
 from kit.util import deferred, flush, flush_detached, kit_version, pending, recording_on, set_command_line
 
 # Every command: the function that adds its options to the parser ``kit`` made for it (``module:function``) and
@@ -33,12 +32,6 @@ COMMANDS = {
     "runs": ("kit.cli._runs:register", "the run catalogue: list, show and query recorded runs; baselines"),
     "investigate": ("kit.cli._investigate:register", "why is run B slower than run A: ranked causes and experiments"),
 }
-
-
-def command_line() -> str | None:
-    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None
-    (held in one place, ``kit.util.command_line``)."""
-    return util_command_line()
 
 
 def load(ref: str):

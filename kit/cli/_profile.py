@@ -1,14 +1,4 @@
-"""``kit profile summary`` (registered by ``kit.cli``).
-
-    kit profile summary TRACE... [--json] [--phase decode|prefill|all] [--rules FILE] [--top N] [--no-cache]
-                                 [--by category|module|layer] [--check-attribution] [--reference REF...]
-
-    kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
-                        [--step-ms A_MS B_MS] [--no-cache] [--reference-a REF] [--reference-b REF]
-    kit profile compare --baseline NAME B_TRACE... [--fail-on-regression] [--threshold F] [--html FILE] [--json]
-    kit profile ranks TRACE... [--phase decode|prefill|all] [--json]     (kit.profile.ranks: many ranks of one job)
-
-    kit profile diff A_TRACE B_TRACE [--basis kernel|wall] [--settings A_LOG B_LOG] [--json]
+"""``kit profile summary|compare|ranks|diff|check|capture``: traces from a shell (each option in its ``--help``).
 
 ``diff`` compares two runs (two engines, two versions) node by node, layer kind x operation family
 (``kit.profile.diff_structure``), with the settings that differ in the two runs' logs beside the nodes
@@ -162,7 +152,7 @@ def _summary(args) -> int:
         if check is not None:
             d["check_attribution"] = check.to_dict()
         if p.placement is not None:
-            d["placement"] = placement_dict(p.placement)
+            d["placement"] = _placement_dict(p.placement)
         if found is not None:
             d["layers_found"] = {"layers": found.layers, "confidence": found.confidence, "how": found.how}
         if by != "category":
@@ -203,34 +193,26 @@ def _bytes(paths) -> int | None:
         return None
 
 
+# compare's options given after its traces (argparse reads none after the first trace): attribute, values, type
+_LATE = {"--json": ("json", 0, None), "--no-cache": ("no_cache", 0, None),
+         "--fail-on-regression": ("fail_on_regression", 0, None), "--phase": ("phase", 1, str),
+         "--baseline": ("baseline", 1, str), "--html": ("html", 1, str), "--threshold": ("threshold", 1, float),
+         "--reference-a": ("reference_a", 1, str), "--reference-b": ("reference_b", 1, str),
+         "--labels": ("labels", 2, str), "--step-ms": ("step_ms", 2, float)}
+
+
 def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
-    """Traces of A and B from ``A... -- B...``; options given after the traces are read here too."""
+    """Traces of A and B from ``A... -- B...``; options given after the traces (:data:`_LATE`) are read here too."""
     rest, i = [], 0
     while i < len(tokens):
-        t = tokens[i]
-        if t == "--json":
-            args.json = True
-        elif t == "--no-cache":
-            args.no_cache = True
-        elif t == "--phase" and i + 1 < len(tokens):
-            args.phase = tokens[i + 1]
+        attr, n, kind = _LATE.get(tokens[i], (None, 0, None))
+        if attr is None or i + n >= len(tokens):
+            rest.append(tokens[i])
             i += 1
-        elif t == "--labels" and i + 2 < len(tokens):
-            args.labels = tokens[i + 1:i + 3]
-            i += 2
-        elif t in ("--reference-a", "--reference-b") and i + 1 < len(tokens):
-            setattr(args, t[2:].replace("-", "_"), tokens[i + 1])
-        elif t == "--fail-on-regression":
-            args.fail_on_regression = True
-        elif t in ("--baseline", "--threshold", "--html") and i + 1 < len(tokens):
-            setattr(args, t[2:], float(tokens[i + 1]) if t == "--threshold" else tokens[i + 1])
-            i += 1
-        elif t == "--step-ms" and i + 2 < len(tokens):
-            args.step_ms = [float(tokens[i + 1]), float(tokens[i + 2])]
-            i += 2
-        else:
-            rest.append(t)
-        i += 1
+            continue
+        values = [kind(v) for v in tokens[i + 1:i + 1 + n]]
+        setattr(args, attr, True if n == 0 else values[0] if n == 1 else values)
+        i += n + 1
     if args.baseline:
         return ([], rest) if rest and "--" not in rest else None
     if rest.count("--") != 1:
@@ -280,7 +262,7 @@ def _compare(args) -> int:
     return 0
 
 
-def placement_dict(pl) -> dict:
+def _placement_dict(pl) -> dict:
     """A placement as JSON: reference, score, shares, reasons, refused, per-layer scores."""
     layers = [] if pl.layers is None or not len(pl.layers) else [
         {"layer": int(r.layer), "score": round(float(r.score), 4), "time_us": round(float(r.time_us), 3)}

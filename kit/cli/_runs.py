@@ -1,13 +1,5 @@
-"""``kit runs``: the run catalogue (``kit.runs``) from the command line.
-
-    kit runs list [--kind K] [--limit N] [--json]        the latest runs, newest first
-    kit runs show RUN_ID [--json]                        one run: inputs, settings, figures, facts, tables
-    kit runs query SQL [--json] [--store DIR]...         SQL over the views runs, figures, facts, inputs, run_tables
-    kit runs table RUN_ID NAME [--json]                  a table the run recorded
-    kit runs baseline NAME [RUN_ID] [--note TEXT]        name a run as baseline NAME (without RUN_ID: show it)
-    kit runs baselines [--json]                          every named baseline
-    kit runs export DIR [--where SQL]                    copy runs (and their tables) into a store to hand over
-    kit runs compact                                     merge loose run files into one pack
+"""``kit runs list|show|query|table|baseline|baselines|export|compact``: the run catalogue (``kit.runs``) from
+the command line.
 
 ``--store DIR`` (repeatable) reads those stores instead of one's own and ``$KIT_RUNS_SHARED``.
 """
@@ -19,7 +11,7 @@ import sys
 import pandas as pd
 
 from kit import runs
-from kit.util import frame_records
+from kit.util import clip, frame_records
 
 
 def register(r) -> None:
@@ -125,8 +117,7 @@ def _query(args) -> int:
 def _cell(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
-    s = "" if v is None else str(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+    return clip("" if v is None else str(v), 60)
 
 
 def _table(args) -> int:

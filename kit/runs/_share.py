@@ -13,6 +13,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
+
 from kit.errors import UsageError
 from kit.runs import _query, _store
 from kit.runs._record import _who
@@ -62,8 +64,6 @@ def baseline(name: str, *, stores=None) -> dict:
 
 def baselines(*, stores=None):
     """Every named baseline: name, run id, kind, who named it, when, note."""
-    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
-
     rows = []
     for d in _query._stores(stores):
         for p in sorted((d / "baselines").glob("*.json")):
