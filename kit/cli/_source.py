@@ -1,7 +1,6 @@
 """``kit source slice|grep|find``: the kit.source functions from a shell, on any host."""
 from __future__ import annotations
 
-import argparse
 import json
 
 from kit import source
@@ -16,7 +15,7 @@ def register(parser) -> None:
     p.add_argument("path", help="file on the host")
     p.add_argument("start", type=int, help="first line (1-based)")
     p.add_argument("end", type=int, help="last line (inclusive)")
-    _host_arg(p)
+    host_args(p, short_identity=False)  # -i is grep's --ignore-case here
     p.set_defaults(func=_slice)
 
     p = sub.add_parser("grep", help="search a file or directory on the host (rg if present, else grep -r)",
@@ -29,7 +28,7 @@ def register(parser) -> None:
     p.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a fixed string, not a regex")
     p.add_argument("-i", "--ignore-case", action="store_true", help="match without regard to case")
     p.add_argument("--glob", default="*.py", help="file name filter inside directories (default *.py; '' for all)")
-    _host_arg(p)
+    host_args(p, short_identity=False)  # -i is grep's --ignore-case here
     p.set_defaults(func=_grep)
 
     p = sub.add_parser("find", help="every definition/assignment of SYMBOL in PATH (functions, fields, keywords...)")
@@ -37,14 +36,10 @@ def register(parser) -> None:
     p.add_argument("symbol", help="name to look for (a function, field, keyword argument...)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list of {path, line, kind, name, value, enclosing}")
-    _host_arg(p)
+    host_args(p, short_identity=False)  # -i is grep's --ignore-case here
     p.set_defaults(func=_find)
 
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
-
-
-def _host_arg(p: argparse.ArgumentParser) -> None:
-    host_args(p, short_identity=False)  # -i is grep's --ignore-case here
 
 
 def _slice(args) -> int:

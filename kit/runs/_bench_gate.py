@@ -64,7 +64,6 @@ class BenchGate(Verdict):
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this gate: each metric's relative change and the verdict."""
-
         figs = [(f"change.{r.metric}", r.change, r.run or None) for r in self.table.itertuples()
                 if r.change == r.change]   # a metric not compared has no change
         src = args.get("source")
@@ -189,7 +188,6 @@ def _z(m: int) -> float:
     """Standard errors a difference must exceed when ``m`` metrics are judged together: two for one metric
     (the house rule), widened so that all ``m`` together keep its false-alarm rate (Bonferroni, 2.5% / m one-sided):
     20 clean repeats of a dozen metrics must pass."""
-
     return max(2.0, NormalDist().inv_cdf(1 - 0.025 / max(m, 1)))
 
 
@@ -210,7 +208,6 @@ def _failures(a, b, threshold: float) -> dict | None:
 
 def _dropped(new) -> set:
     """The metrics whose values the parser dropped as not numbers (its warnings name them)."""
-
     out = set()
     for w in new.attrs.get("warnings", []) if hasattr(new, "attrs") else []:
         m = re.search(r"value\(s\) of (\w+) dropped", str(w))

@@ -145,7 +145,6 @@ class Gate(Verdict):
 
 
 def _where(cmp) -> Any:
-
     parts = cmp.parts[(cmp.parts["beyond_noise"]) & (cmp.parts["kind"] != "total")]
     fam = cmp.families[cmp.families["beyond_noise"]] if "beyond_noise" in cmp.families else cmp.families.iloc[:0]
     rows = [{"what": "part", "name": r.part, "a_us": r.a_us, "b_us": r.b_us, "delta_us": r.delta_us,
@@ -167,7 +166,6 @@ def step_series(profile, phase: str = "decode") -> Any:
     """Per step of ``profile``'s busiest rank in ``phase`` (all steps when none is marked so): ``step_us``
     (start of the step's GPU work to the next step's; the last step its GPU span plus the median gap),
     ``kernel_us`` (its kernels' time) and one column per kernel category (``cat:<name>``)."""
-
     k, steps = profile.kernels, profile.steps
     if not len(k) or not len(steps):
         return pd.DataFrame(columns=["step", "step_us", "kernel_us"])
@@ -195,7 +193,6 @@ def step_series(profile, phase: str = "decode") -> Any:
 def median_difference(a, b) -> tuple[float, float, float, float]:
     """(median of ``a``, of ``b``, their difference, its noise: two standard errors of the difference of
     medians from each side's MAD); NaN noise with fewer than two values on a side."""
-
     a, b = np.asarray(a, float), np.asarray(b, float)
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if not len(a) or not len(b):
@@ -302,7 +299,6 @@ def _decide(checks, basis: str, steps: tuple[int, int]) -> tuple[str, str]:
 def gate(cmp, profiles: tuple, *, baseline: str = "A", baseline_run: str = "", threshold: float = 0.02) -> Gate:
     """The verdict on ``cmp`` (a ``kit.profile.Comparison`` of the baseline A against the run B), whose two
     ``profiles`` (A, B) give the per-step distributions (:func:`step_series`)."""
-
     if not 0 <= threshold < 1:
         raise UsageError(f"gate: threshold is a fraction of the baseline's step time (0-1), not {threshold!r}")
     series = tuple(step_series(p, cmp.phase) for p in profiles)
@@ -331,7 +327,6 @@ def gate(cmp, profiles: tuple, *, baseline: str = "A", baseline_run: str = "", t
 def baseline_inputs(name: str, *, stores=None) -> tuple[dict, list[str]]:
     """The baseline run and its trace files (the run's own, or run B's of a comparison), each checked
     against the sha256 recorded with it."""
-
     run = get_baseline(name, stores=stores)
     ins = run["inputs"] or []
     picked = [i for i in ins if i["role"] == "b"] or [i for i in ins if i["role"] in ("", None)]

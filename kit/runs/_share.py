@@ -32,8 +32,6 @@ def _root(root) -> Path:
 
 def set_baseline(name: str, run_id: str, *, note: str | None = None, root=None) -> dict:
     """Name run ``run_id`` (a unique prefix is enough) baseline ``name``; returns the pointer."""
-
-
     if not _NAME.match(name or ""):
         raise UsageError(f"kit.runs: baseline name {name!r}: letters, digits, '.', '_', '-' only (at most 100)")
     r = _root(root)

@@ -276,7 +276,6 @@ def _packed(files: list[Path]) -> set[str]:
 def sweep(root: Path, *, age_s: float = SWEEP_AGE_S) -> int:
     """Delete what kills and full disks leave in a store: temporary files (``.*.tmp``) and table
     directories of runs that were never written, once older than ``age_s``; returns how many."""
-
     now, gone = time.time(), 0
     for d in (root / "runs", *((root / "tables").iterdir() if (root / "tables").is_dir() else ())):
         for e in os.scandir(d) if d.is_dir() else ():
