@@ -9,14 +9,10 @@ they can explain.
 noise and lists kernel families found in one run only, then the CPU side of both runs (launches per
 step, graph or eager, CPU time, syncs, verdict: the cause of the GPU-idle and launch-gap parts) and
 the kernel time per ``nn.Module`` class; ``--json`` prints ``Comparison.to_dict()`` (README).
-With ``--baseline NAME`` run A is the named baseline of the run catalogue (``kit runs baseline``; its
-trace files, checked against their recorded sha256) and the answer is the regression gate's verdict
-(``kit.runs.profile_gate``): regression / improvement / pass / inconclusive, what it judged on and where;
-``--fail-on-regression`` exits 3 on a regression and 4 when the gate could not decide (too few steps, a
-difference inside a noise wider than the threshold, a launch-bound run whose only change is the profiled
-step time): a gate that cannot decide does not pass. ``--step-ms BASELINE_MS THIS_MS`` gives both runs'
-step times measured without the profiler, which the gate then judges (against the threshold: no spread
-known). ``--html FILE`` writes the one-page diff, ``--json`` prints ``Gate.to_dict()``.
+With ``--baseline NAME`` run A is the named baseline of the run catalogue (``kit runs baseline``) and the
+answer is the regression gate's verdict (``kit.runs.profile_gate``, whose module says how it decides);
+``--fail-on-regression`` exits 3 on a regression and 4 when the gate could not decide, ``--html FILE`` writes
+the one-page diff, ``--json`` prints ``Gate.to_dict()``.
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;

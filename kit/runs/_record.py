@@ -107,9 +107,7 @@ _PENDING: dict[str, object] = {}
 
 def prehash(paths) -> None:
     """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), so a
-    command that records them later finds the digests ready: the CLI calls it before parsing a trace. Does
-    nothing when recording is off. The redaction rules are not loaded here: the ``kit`` command records after
-    it has printed its answer, so their import (detect-secrets, requests) never competes with the parse."""
+    call that records them later (after a long parse) finds the digests ready. Does nothing when recording is off."""
     if _store.store_dir() is None:
         return
     todo = []
