@@ -9,14 +9,13 @@ the pooled summary).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 
 import kit.engines
 from kit import logs
-from kit.util import frame_records, progress
+from kit.util import frame_records, print_json, progress
 
 
 def register(parser) -> None:
@@ -104,5 +103,4 @@ def _round(x, places: int = 4):
 
 
 def dump(obj) -> None:
-    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
-    sys.stdout.write("\n")
+    print_json(obj, indent=2, allow_nan=False, default=None)
