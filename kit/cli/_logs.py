@@ -33,7 +33,6 @@ def register(parser) -> None:
     s.add_argument("--k", type=int, help="draft tokens per verify step, if the log does not say")
     s.add_argument("--json", action="store_true", help="print the records and the summary as JSON")
     s.set_defaults(func=_spec)
-    parser.set_defaults(func=lambda a: (parser.print_help(), 2)[1])
 
 
 def _read(args, **kw):

@@ -1,18 +1,12 @@
 """``kit profile summary|compare|ranks|diff|check|capture``: traces from a shell (each option in its ``--help``).
 
-``diff`` compares two runs (two engines, two versions) node by node, layer kind x operation family
-(``kit.profile.diff_structure``), with the settings that differ in the two runs' logs beside the nodes
-they can explain.
-
-``compare`` splits the per-step time difference of run B against run A into parts that add up to it
-(categories, GPU idle, launch gaps, unattributed), marks each within or beyond the step-to-step
-noise and lists kernel families found in one run only, then the CPU side of both runs (launches per
-step, graph or eager, CPU time, syncs, verdict: the cause of the GPU-idle and launch-gap parts) and
-the kernel time per ``nn.Module`` class; ``--json`` prints ``Comparison.to_dict()`` (README).
-With ``--baseline NAME`` run A is the named baseline of the run catalogue (``kit runs baseline``) and the
-answer is the regression gate's verdict (``kit.runs.profile_gate``, whose module says how it decides);
-``--fail-on-regression`` exits 3 on a regression and 4 when the gate could not decide, ``--html FILE`` writes
-the one-page diff, ``--json`` prints ``Gate.to_dict()``.
+``diff`` is ``kit.profile.diff_structure`` (node by node, layer kind x operation family, with the settings that
+differ in the two runs' logs beside the nodes they can explain); ``compare`` is ``kit.profile.compare`` (the
+step-time difference split into parts that add up to it, then the CPU side of both runs; ``--json`` prints
+``Comparison.to_dict()``, README). With ``--baseline NAME`` run A is the named baseline of the run catalogue
+(``kit runs baseline``) and the answer is the regression gate's verdict (``kit.runs.profile_gate``, whose module
+says how it decides); ``--fail-on-regression`` exits 3 on a regression and 4 when the gate could not decide,
+``--html FILE`` writes the one-page diff, ``--json`` prints ``Gate.to_dict()``.
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
@@ -125,7 +119,6 @@ def register(prof) -> None:
                    help="a run of the same model and configuration with CPU ops: places graph-replayed kernels")
     c.set_defaults(func=_check)
     _register_capture(psub)
-    prof.set_defaults(func=lambda a: (prof.print_help(), 2)[1])
 
 
 def _summary(args) -> int:

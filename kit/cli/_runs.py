@@ -43,7 +43,6 @@ def register(r) -> None:
     for p, fn in ((lst, _list), (show, _show), (q, _query), (t, _table), (b, _baseline), (bs, _baselines),
                   (e, _export), (c, _compact)):
         p.set_defaults(func=fn)
-    r.set_defaults(func=lambda a: (r.print_help(), 2)[1])
 
 
 def _print_frame(df, as_json: bool) -> int:

@@ -20,10 +20,11 @@ def print_json(obj: Any, **options: Any) -> None:
     sys.stdout.write("\n")
 
 
-def print_result(result: Any, as_json: bool) -> None:
-    """A command's answer on stdout: ``result.to_dict()`` as JSON, else its ``repr``, what a notebook shows."""
+def print_result(result: Any, as_json: bool, **options: Any) -> None:
+    """A command's answer on stdout: ``result.to_dict()`` as JSON (``options``: :func:`print_json`'s), else its
+    ``repr``, what a notebook shows."""
     if as_json:
-        print_json(result.to_dict())
+        print_json(result.to_dict(), **options)
     else:
         print(repr(result))
 
