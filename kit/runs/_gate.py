@@ -371,7 +371,8 @@ _CSS = ("body{font:14px system-ui,sans-serif;max-width:1100px;margin:24px auto;c
 
 
 def _rows(df, cols, label_cols=1) -> str:
-    out = []
+    """The header row of ``cols`` and a row per record of ``df``, coloured by the sign of a difference beyond noise."""
+    out = ["<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>"]
     for r in df.to_dict("records"):
         beyond = r.get("beyond_noise", True)
         cls = "" if not beyond else ("up" if r.get("delta_us", 0) > 0 else "down")
@@ -391,12 +392,9 @@ def _page(g: Gate) -> str:
     pcols = ["part", "kind", "a_us", "b_us", "delta_us", "noise_us", "beyond_noise"]
     fcols = [c for c in ["family", "category", "presence", "a_us", "b_us", "delta_us", "noise_us", "beyond_noise"]
              if c in g.families.columns]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in pcols)
-    fhead = "".join(f"<th>{html.escape(c)}</th>" for c in fcols)
     warn = "".join(f"<li>{html.escape(w)}</li>" for w in g.warnings)
     ccols = ["check", "unit", "baseline_value", "value", "delta", "noise", "threshold", "verdict", "decides"]
-    chead = "".join(f"<th>{html.escape(c)}</th>" for c in ccols)
-    checks = g.checks if g.checks is not None else None
+    checks = g.checks
     files = ", ".join(html.escape(Path(f).name) for f in g.files)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>kit gate: {html.escape(g.verdict)}</title>"
             f"<style>{_CSS}</style></head><body><h1>Regression gate: this run against baseline "
@@ -404,7 +402,7 @@ def _page(g: Gate) -> str:
             f"<div class='v {g.verdict}' id='verdict'>{html.escape(g.headline())}</div>"
             f"<p>Judged on {html.escape(_BASIS_WORDS[g.basis])}{': ' + html.escape(g.reason) if g.reason else ''}.</p>"
             + ("<h2>Checks (medians per step; decides: the check counts for the verdict)</h2>"
-               f"<table id='checks'><tr>{chead}</tr>"
+               "<table id='checks'>"
                f"{_rows(checks.assign(beyond_noise=checks['verdict'] != 'pass', delta_us=checks['delta']), ccols)}"
                "</table>" if checks is not None else "") +
             f"<p class='muted'>baseline run {html.escape(g.baseline_run)}; this run: {files}; "
@@ -412,8 +410,8 @@ def _page(g: Gate) -> str:
             f"{cmp.steps[0]} / {cmp.steps[1]} steps. The checks compare medians of the per-step distributions (noise: "
             f"two standard errors of the difference of medians); a part below is beyond noise when its difference "
             f"exceeds two standard errors of the difference of per-step means.</p>"
-            f"<h2>Where the step time went (per step, us)</h2><table id='parts'><tr>{head}</tr>"
+            f"<h2>Where the step time went (per step, us)</h2><table id='parts'>"
             f"{_rows(cmp.parts, pcols)}</table>"
-            f"<h2>Kernel families that moved most</h2><table id='families'><tr>{fhead}</tr>"
+            f"<h2>Kernel families that moved most</h2><table id='families'>"
             f"{_rows(g.families, fcols)}</table>"
             f"{'<h2>Warnings</h2><ul>' + warn + '</ul>' if warn else ''}</body></html>")

@@ -34,9 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from kit.util import recording_on
+
 SCHEMA_VERSION = 1
 COMPACT_AT = 64           # loose files that make record() merge them into a pack (bounded query time)
-_OFF = {"0", "off", "no", "false", "none", ""}
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")   # what record() makes; anything else is refused as a file name
 TABLE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 SWEEP_AGE_S = 3600.0       # a temporary file or orphan table directory this old is debris of a kill
@@ -46,7 +47,7 @@ _warned: set[str] = set()
 def store_dir() -> Path | None:
     """The catalogue directory (``$KIT_RUNS_DIR``, else ``$XDG_DATA_HOME/decode-kit/runs``, else
     ``~/.local/share/decode-kit/runs``); None when recording is turned off (``KIT_RUNS=off``)."""
-    if os.environ.get("KIT_RUNS", "on").strip().lower() in _OFF:
+    if not recording_on():
         return None
     root = os.environ.get("KIT_RUNS_DIR")
     if root:
@@ -88,13 +89,10 @@ def _private_dir(d: Path) -> None:
         raise OSError(f"{d}: not a directory of this user (a symlink or another user's); refused")
 
 
-def _write_atomic(table, path: Path, root: Path | None = None) -> None:
+def _write_atomic(table, path: Path, root: Path) -> None:
     import pyarrow.parquet as pq  # deferred: pyarrow loads only to read or write the store
 
-    if root is not None:
-        private_dirs(path.parent, root)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent, root)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # 0600
     os.close(fd)
     try:
@@ -158,10 +156,7 @@ def read_runs(root: Path, files: list[Path] | None = None):
 
 
 def loose_count(root: Path) -> int:
-    d = root / "runs"
-    if not d.is_dir():
-        return 0
-    return sum(1 for e in os.scandir(d) if e.name.endswith(".parquet") and not e.name.startswith("pack-"))
+    return sum(1 for f in run_files(root) if not f.name.startswith("pack-"))
 
 
 WRITING = ".writing"
