@@ -57,6 +57,7 @@ EXIT_REGRESSION = 3
 EXIT_INCONCLUSIVE = 4     # --fail-on-regression and the gate could not decide (never a pass)
 MIN_STEPS = 5             # fewer steps in a run: no spread to judge a difference against
 _MED_SE = 1.2533 * 1.4826  # standard error of a median from the MAD (normal steps): x MAD / sqrt(n)
+_CHECKS = ["check", "unit", "baseline_value", "value", "delta", "noise", "threshold", "verdict", "decides"]
 
 
 class Verdict:
@@ -219,8 +220,7 @@ def _judge(check: str, unit: str, a: float, b: float, noise: float, bar: float, 
         verdict = "undecided"
     else:
         verdict = "pass"
-    return {"check": check, "unit": unit, "baseline_value": a, "value": b, "delta": delta, "noise": noise,
-            "threshold": bar, "verdict": verdict, "decides": decides}
+    return dict(zip(_CHECKS, (check, unit, a, b, delta, noise, bar, verdict, decides)))
 
 
 def _checks(cmp, sa, sb, threshold: float, basis: str) -> list[dict]:
@@ -303,9 +303,7 @@ def gate(cmp, profiles: tuple, *, baseline: str = "A", baseline_run: str = "", t
         raise UsageError(f"gate: threshold is a fraction of the baseline's step time (0-1), not {threshold!r}")
     series = tuple(step_series(p, cmp.phase) for p in profiles)
     basis = _basis(cmp)
-    checks = pd.DataFrame(_checks(cmp, series[0], series[1], threshold, basis),
-                          columns=["check", "unit", "baseline_value", "value", "delta", "noise", "threshold",
-                                   "verdict", "decides"])
+    checks = pd.DataFrame(_checks(cmp, series[0], series[1], threshold, basis), columns=_CHECKS)
     verdict, reason = _decide(checks, basis, (len(series[0]), len(series[1])))
     said = "step time (measured)" if basis == "measured" else "step time (profiled)"
     head = checks[checks["check"] == said].iloc[0]
@@ -393,7 +391,6 @@ def _page(g: Gate) -> str:
     fcols = [c for c in ["family", "category", "presence", "a_us", "b_us", "delta_us", "noise_us", "beyond_noise"]
              if c in g.families.columns]
     warn = "".join(f"<li>{html.escape(w)}</li>" for w in g.warnings)
-    ccols = ["check", "unit", "baseline_value", "value", "delta", "noise", "threshold", "verdict", "decides"]
     checks = g.checks
     files = ", ".join(html.escape(Path(f).name) for f in g.files)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>kit gate: {html.escape(g.verdict)}</title>"
@@ -403,7 +400,7 @@ def _page(g: Gate) -> str:
             f"<p>Judged on {html.escape(_BASIS_WORDS[g.basis])}{': ' + html.escape(g.reason) if g.reason else ''}.</p>"
             + ("<h2>Checks (medians per step; decides: the check counts for the verdict)</h2>"
                "<table id='checks'>"
-               f"{_rows(checks.assign(beyond_noise=checks['verdict'] != 'pass', delta_us=checks['delta']), ccols)}"
+               f"{_rows(checks.assign(beyond_noise=checks['verdict'] != 'pass', delta_us=checks['delta']), _CHECKS)}"
                "</table>" if checks is not None else "") +
             f"<p class='muted'>baseline run {html.escape(g.baseline_run)}; this run: {files}; "
             f"phase {html.escape(cmp.phase)}; "
