@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from kit.logs import _records as records
+from kit.logs._records import TAKEN, TORN
 from kit.redact import SECRET_MASK, secret_name
 
 NCCL_COLUMNS = ("line", "host", "pid", "dev", "kind", "name", "value", "channel", "nchannels", "ring",
@@ -33,11 +34,10 @@ _VERSION = re.compile(r"NCCL version (\S+)")
 _CHANNELS = re.compile(r"(\d+) (coll|collnet|nvls|p2p) channels(?!( per peer))")
 _INIT = re.compile(r"rank (\d+) nranks (\d+) .*Init COMPLETE")
 
-OK, TORN = 1, 2
 
 
 def parse_nccl_line(line: str, lineno: int, pos: int, st) -> int:
-    """One line containing ``NCCL`` at ``pos``; returns OK, TORN or 0 (not an NCCL debug line)."""
+    """One line containing ``NCCL`` at ``pos``; returns TAKEN, TORN or 0 (not an NCCL debug line)."""
     tail = line[pos + 5:]
     if tail.startswith("INFO "):
         level = "INFO"
@@ -59,10 +59,10 @@ def parse_nccl_line(line: str, lineno: int, pos: int, st) -> int:
         row["kind"] = "warn"
         row["value"] = msg
         st.nccl.add(row)
-        return OK
+        return TAKEN
     if _info_row(msg, row):
         st.nccl.add(row)
-    return OK
+    return TAKEN
 
 
 def _info_row(msg: str, row: dict[str, Any]) -> bool:
@@ -196,7 +196,7 @@ def _line(line: str, lineno: int, st) -> int:
     """An NCCL INFO / WARN debug line; lines with no settings evidence are still read by the notes."""
     said = _said(line, lineno, st)
     r = records.first_of(line, lineno, st, ("NCCL I", "NCCL W"), parse_nccl_line, "nccl")
-    return records.TAKEN_SEE_NOTES if r == OK and not said else r
+    return records.TAKEN_SEE_NOTES if r == TAKEN and not said else r
 
 
 FORMAT = records.LogFormat("nccl", take=(("NCCL", _line),), tables={"nccl": records.columns()},

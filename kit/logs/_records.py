@@ -1,14 +1,6 @@
 """The records of ``kit.logs`` (private; the bottom file: it imports no other ``kit.logs`` module but
-``_table``, so every other file can import it without a circle).
-
-- :class:`SettingEvidence` / :class:`Settings`: one reported setting value with its file and line, and what one
-  engine run reported about itself (``kit.logs.settings``);
-- :class:`LogFormat`: one log format, a row of the engine table (``_formats.formats()``): its cheap markers
-  and line parsers, its tables, whether its lines name the engine, its version banner, the settings
-  evidence its lines carry;
-- :class:`State`: what one scan accumulates: the formats' column tables, engine hits, version banners,
-  the settings evidence read on the way (``said``), warnings, counts.
-"""
+``_table``): the settings evidence (:class:`SettingEvidence`, :class:`Settings`), a row of the engine table
+(:class:`LogFormat`) and what one scan accumulates (:class:`State`)."""
 from __future__ import annotations
 
 import re
@@ -118,19 +110,11 @@ class Settings:
 
     @property
     def effective(self) -> dict:
-        out: dict[str, Any] = {}
-        for e in self.evidence:
-            if e.key in NORMALISED:
-                out[e.key] = e.value
-        return out
+        return {e.key: e.value for e in self.evidence if e.key in NORMALISED}
 
     def get(self, key: str) -> SettingEvidence | None:
         """The last (deciding) evidence for a normalised key, or for ``env:NAME`` / ``arg:NAME``."""
-        hit = None
-        for e in self.evidence:
-            if e.key == key:
-                hit = e
-        return hit
+        return next((e for e in reversed(self.evidence) if e.key == key), None)
 
     @staticmethod
     def key_for(setting: str) -> str | None:
@@ -153,10 +137,10 @@ class Settings:
         return [e for e in self.evidence if e.key == key]
 
     def to_dict(self) -> dict:
-        eff = {}
-        for k, v in self.effective.items():
-            eff[k] = sorted(v) if isinstance(v, set) else v
-        return {"engine": self.engine, "effective": eff, "args": _jsonable(self.args), "env": dict(self.env),
+        eff = {k: sorted(v) if isinstance(v, set) else v for k, v in self.effective.items()}
+        args = {k: v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else str(v)
+                for k, v in self.args.items()}
+        return {"engine": self.engine, "effective": eff, "args": args, "env": dict(self.env),
                 "evidence": [e.to_dict() for e in self.evidence], "sources": dict(self.sources)}
 
     def __repr__(self) -> str:
@@ -170,13 +154,6 @@ def _short(v) -> str:
         v = sorted(v) if isinstance(v, set) else list(v)
         return "[" + ",".join(map(str, v[:6])) + (",..." if len(v) > 6 else "") + "]"
     return repr(v)
-
-
-def _jsonable(d: dict) -> dict:
-    out = {}
-    for k, v in d.items():
-        out[k] = v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else str(v)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -172,4 +172,4 @@ def _scan_block(block: str, st: State, bulk: tuple) -> None:
 def finish(st: State) -> None:
     """Close a block still open at the end of the input (a truncated paste)."""
     if st.block is not None:
-        st.block.close_at_end(st)
+        st.block.close(st)

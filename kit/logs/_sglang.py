@@ -25,6 +25,7 @@ import pandas as pd
 from kit.errors import LogFormatError
 from kit.logs import _records as records
 from kit.logs._checks import check_values
+from kit.logs._records import TAKEN, TORN
 from kit.logs._spec import flag_after_idle
 from kit.logs._table import CHUNK, TemplateTable, merge_frames, snake, value
 
@@ -40,7 +41,6 @@ DECODE_COLUMNS = ("time", "ranks", "line", "running_req", "gen_throughput", "acc
 PREFILL_COLUMNS = ("time", "ranks", "line", "new_seq", "new_token", "cached_token", "running_req",
                    "queue_req")
 
-OK, TORN = 1, 2
 
 
 # Values are cut out of the message with one regex split; what remains is the line's *template*.
@@ -53,7 +53,7 @@ _RANKS = re.compile(r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)+")
 
 
 def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
-    """Parse one ``Prefill batch`` / ``Decode batch`` line found at ``pos``; returns OK or TORN.
+    """Parse one ``Prefill batch`` / ``Decode batch`` line found at ``pos``; returns TAKEN or TORN.
 
     Fast path: the message is split into template + values by one regex call; a template seen
     before maps straight to its columns (``st.decode_fast`` / ``st.prefill_fast``). A new template
@@ -100,13 +100,13 @@ def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
     fast.n += 1
     if fast.n >= CHUNK:
         fast.flush()
-    return OK
+    return TAKEN
 
 
 def _new_template(st, fast, kind: str, msg: str, tmpl: str, parts: list[str], pos: int, head: tuple):
     """A template not seen before, checked by the careful parser (:func:`_parse_body`): when its keys
     line up with the split values it becomes a fast-path group, returned for the caller to fill;
-    else the line's row is added as it is (OK returned), or the line is TORN.
+    else the line's row is added as it is (TAKEN returned), or the line is TORN.
     ``head``: the line's (line number, time, ranks, iteration)."""
     lineno, ts, ranks, it = head
     vb = _variant_body(msg, kind)
@@ -131,7 +131,7 @@ def _new_template(st, fast, kind: str, msg: str, tmpl: str, parts: list[str], po
     if group is None:
         row = {"line": lineno, "time": ts, "ranks": ranks, "iter": it, **row, "format": variant}
         (st.decode if kind == "Decode" else st.prefill).add(row)
-        return OK
+        return TAKEN
     return group
 
 

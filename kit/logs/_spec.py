@@ -123,7 +123,7 @@ def _from_pairs(Lu: np.ndarray, ru: np.ndarray, definition: str | None, n: int |
 
 
 def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_args: dict | None,
-                variants: dict[str, int], warnings: list[str]) -> pd.DataFrame:
+                warnings: list[str]) -> pd.DataFrame:
     """Normalised acceptance records from SGLang ``Decode batch`` rows that print ``accept len``."""
     if not len(decode) or "accept_len" not in decode.columns:
         return pd.DataFrame(columns=list(SPEC_COLUMNS))
@@ -145,9 +145,8 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
 
     # 1. which accept-rate definition the log uses
     vt = version_tuple(version)
-    if "format" in decode.columns:
-        variants = {str(f): 1 for f in decode.loc[mask, "format"].dropna().unique()}
-    old_formats = [v for v in ("dot", "bracket", "trailing") if variants.get(v)]
+    variants = set(map(str, decode.loc[mask, "format"].dropna().unique())) if "format" in decode.columns else set()
+    old_formats = variants & {"dot", "bracket", "trailing"}
     definition = None
     if vt is not None:
         definition = SGLANG_OLD if vt < (0, 5, 11) else SGLANG_NEW
@@ -265,10 +264,6 @@ def _fmt_num(x: float, fmt: str) -> str:
     return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
 
-def _num(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
-
-
 # --------------------------------------------------------------------------- summary
 
 @dataclass(frozen=True)
@@ -380,8 +375,7 @@ def summarize(spec: pd.DataFrame, *, engine: str, version: str, warnings: list[s
 def _from_sglang(state, frames: dict, *, version: str, k: int | None, mine: bool,
                  warnings: list[str]) -> pd.DataFrame:
     """SGLang's acceptance: its Decode lines' accept len / accept rate (``frames["decode"]``)."""
-    return sglang_spec(frames["decode"], version=version, k=k, server_args=state.server_args, variants={},
-                       warnings=warnings)
+    return sglang_spec(frames["decode"], version=version, k=k, server_args=state.server_args, warnings=warnings)
 
 
 def _from_vllm(state, frames: dict, *, version: str, k: int | None, mine: bool,

@@ -17,6 +17,7 @@ import pandas as pd
 from kit.errors import LogFormatError
 from kit.logs import _records as records
 from kit.logs._checks import check_values, check_vllm_spec
+from kit.logs._records import TAKEN, TORN
 from kit.logs._sglang import parse_server_args
 from kit.logs._spec import flag_after_idle
 from kit.logs._table import snake, value
@@ -59,7 +60,6 @@ _PER_POS = re.compile(r"Per-position acceptance rate: ((?:nan|[0-9.]+)(?:, (?:na
 
 THROUGHPUT_COLUMNS = ("time", "line", "engine_index", "prompt_throughput", "generation_throughput",
                       "running", "waiting", "gpu_kv_cache_usage")
-OK, TORN = 1, 2
 
 
 def _prefix(line: str, pos: int, row: dict) -> bool:
@@ -113,7 +113,7 @@ def parse_throughput(line: str, lineno: int, pos: int, st) -> int:
     st.throughput.add(row)
     st.last_gen_throughput = row["generation_throughput"]
     st.last_gen_line = lineno
-    return OK
+    return TAKEN
 
 
 def parse_spec(line: str, lineno: int, pos: int, st) -> int:
@@ -168,7 +168,7 @@ def parse_spec(line: str, lineno: int, pos: int, st) -> int:
     # The throughput line is logged right before the spec line by the same log() call.
     row["gen_throughput"] = st.last_gen_throughput if st.last_gen_line == lineno - 1 else None
     st.vllm_spec.add(row)
-    return OK
+    return TAKEN
 
 
 # --------------------------------------------------------------------------- the engine table's row
