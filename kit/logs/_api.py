@@ -6,6 +6,8 @@ import html
 import io
 import os
 import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -32,38 +34,38 @@ KINDS = ("decode", "prefill", "throughput", "spec", "bench", "nccl")
 _SNIFF = 8192
 
 
+@dataclass(eq=False, repr=False)
 class LogData:
     """One parsed log: a DataFrame per record kind plus what was learnt about the engine.
 
-    Attributes: ``name`` (file or ``host:path``), ``engine``, ``version``, ``decode``, ``prefill``,
-    ``throughput``, ``spec``, ``bench``, ``nccl`` (DataFrames; empty with the core columns when
-    absent), ``server_args`` (dict), ``lines``, ``unknown_lines``, ``torn_lines``, ``warnings``
-    (list of str), ``k`` (draft tokens per step used for normalisation, or None), ``sglang_formats``
-    (Decode-line format variants seen: ``dot`` <= 0.5.3, ``bracket`` 0.5.4, ``trailing`` 0.5.6-0.5.8,
-    ``comma`` >= 0.5.9, with counts; they date the engine when the version is unknown).
+    ``name`` (file or ``host:path``), ``engine``, ``version``, ``tables`` (``decode``, ``prefill``, ``throughput``,
+    ``spec``, ``bench``, ``nccl``, also as attributes: empty with the core columns when absent), ``server_args``
+    (dict), ``lines``, ``unknown_lines``, ``torn_lines``, ``warnings``, ``k`` (draft tokens per step used for
+    normalisation, or None), ``sglang_formats`` (Decode-line format variants seen: ``dot`` <= 0.5.3, ``bracket``
+    0.5.4, ``trailing`` 0.5.6-0.5.8, ``comma`` >= 0.5.9, with counts; they date the engine when the version is
+    unknown).
     """
 
-    def __init__(self, name: str, engine: str, version: str, tables: dict[str, pd.DataFrame],
-                 server_args: dict, lines: int, unknown: int, torn: int, warnings: list[str],
-                 k: int | None, sglang_formats: dict[str, int]) -> None:
-        self.name = name
-        self.engine = engine
-        self.version = version
-        self.tables = tables
-        self.server_args = mask_secrets(server_args) if server_args else server_args  # api_key: never repeated
-        self.lines = lines
-        self.unknown_lines = unknown
-        self.torn_lines = torn
-        self.warnings = warnings
-        self.k = k
-        self.sglang_formats = sglang_formats
-        self._provenance = None
-        self.engine_inferred = False  # True when the engine was guessed from line formats alone (see warnings)
-        # what the scan read for kit.logs.settings: evidence (line, what, payload, found) in line order,
-        # NCCL transports, the engine table's rows (whose ``batches`` read the tables)
-        self.said: list[tuple] = []
-        self.transports: dict[str, tuple[int, str]] = {}
-        self.formats: tuple = ()
+    name: str
+    engine: str
+    version: str
+    tables: dict[str, pd.DataFrame]
+    server_args: dict
+    lines: int
+    unknown_lines: int
+    torn_lines: int
+    warnings: list[str]
+    k: int | None
+    sglang_formats: dict[str, int]
+    engine_inferred: bool = False  # True when the engine was guessed from line formats alone (see warnings)
+    # what the scan read for kit.logs.settings: evidence (line, what, payload, found) in line order,
+    # NCCL transports, the engine table's rows (whose ``batches`` read the tables)
+    said: list[tuple] = field(default_factory=list)
+    transports: dict[str, tuple[int, str]] = field(default_factory=dict)
+    formats: tuple = ()
+
+    def __post_init__(self) -> None:
+        self.server_args = mask_secrets(self.server_args) if self.server_args else self.server_args  # api_key: masked
 
     decode = property(lambda self: self.tables["decode"], doc="SGLang Decode batch lines, one row each.")
     prefill = property(lambda self: self.tables["prefill"], doc="SGLang Prefill batch lines, one row each.")
@@ -83,10 +85,8 @@ class LogData:
         return {k: len(v) for k, v in self.tables.items() if len(v)}
 
     def decode_tok_s(self, *, running: int | None = 1, include_after_idle: bool = False) -> float:
-        """Median decode throughput (tok/s) over the log's windows: SGLang ``gen throughput`` of its
-        Decode lines, else vLLM ``Avg generation throughput``. By default only single-stream windows
-        (``running`` requests == 1; ``None`` takes all) and never the first window after idle, whose
-        figure is diluted by the idle time. NaN when no window qualifies."""
+        """Median decode throughput (tok/s) of the log's windows (SGLang's Decode lines, else vLLM's throughput
+        lines) with ``running`` requests (``None``: any), never a first window after idle; NaN when none."""
         if len(self.decode):
             t, col, run = self.decode, "gen_throughput", "running_req"
         else:
@@ -100,18 +100,12 @@ class LogData:
             keep &= t[run] == running
         return float(t.loc[keep, col].median()) if keep.any() else float("nan")
 
-    @property
+    @cached_property
     def provenance(self):
         """Where the parsed file came from (``kit.provenance.Provenance``: measured, third-party, sample
         ...), from the nearest session manifest or the marks in the file; ``unknown`` for text, lines
         or a file fetched from a host. Set it explicitly when known (``log.provenance = ...``)."""
-        if self._provenance is None:
-            self._provenance = provenance_of(self.name)
-        return self._provenance
-
-    @provenance.setter
-    def provenance(self, value) -> None:
-        self._provenance = value
+        return provenance_of(self.name)
 
     @property
     def caches(self) -> pd.DataFrame:
@@ -161,19 +155,13 @@ class LogData:
                 + (f"<ul>{warn}</ul>" if warn else "") + "</div>")
 
 
-# --------------------------------------------------------------------------- entry points
-
 @recorded("logs")
 def read(path: str | os.PathLike, *, host=None, engine: str | None = None, version: str | None = None,
          k: int | None = None) -> LogData:
-    """Parse a serving log, NCCL debug output or benchmark result (text, JSON or JSONL).
-
-    ``path``: a local file, or a path on ``host`` (a :mod:`kit.remote` Host: the file is copied
-    with ``host.get`` into a temporary directory, parsed, and the copy deleted).
-    ``engine`` ('sglang'/'vllm'): overrides detection. ``version``: used when the log does not print
-    one (vLLM prints its version; SGLang does not). ``k``: draft tokens per verify step, when neither
-    the log (server_args, per-position list) nor the numbers tell it.
-    """
+    """Parse a serving log, NCCL debug output or benchmark result (text, JSON or JSONL): a local file, or a path
+    on ``host`` (a :mod:`kit.remote` Host; copied into a temporary directory, parsed, the copy deleted).
+    ``engine`` overrides detection; ``version`` applies when the log prints none (SGLang's do not); ``k``: draft
+    tokens per verify step, when neither the log (server_args, per-position list) nor the numbers tell it."""
     if host is not None:
         return _read_on_host(path, host, engine=engine, version=version, k=k)
     return _read_file(path, engine=engine, version=version, k=k, parallel=True)
@@ -237,14 +225,10 @@ def parse_vllm(source, *, version: str | None = None, k: int | None = None) -> L
 
 @recorded("bench")
 def parse_bench(source) -> pd.DataFrame:
-    """Benchmark output -> one row per run with normalised columns (``tool``, ``engine``,
-    ``output_throughput`` tok/s, ``mean_tpot_ms``, ``median_ttft_ms``, ``mean_itl_ms`` ...).
-
-    ``source``: a text file with result blocks (``sglang.bench_serving``, ``vllm bench serve``,
-    ``bench_one_batch``, ``bench_one_batch_server``, ``vllm bench latency``), a JSON/JSONL result
-    file, or such text itself. LogFormatError when nothing in it is a benchmark result. What was
-    dropped on the way (an impossible value: negative, infinite, not a number) is said in
-    ``.attrs["warnings"]``."""
+    """Benchmark output (a text file of result blocks, a JSON/JSONL result file, or such text) -> one row per run
+    with normalised columns (``tool``, ``engine``, ``output_throughput`` tok/s, ``mean_tpot_ms`` ...); what was
+    dropped on the way (an impossible value) is said in ``.attrs["warnings"]``. LogFormatError when nothing in it
+    is a benchmark result."""
     data = _dispatch(source)
     if not len(data.bench):
         raise LogFormatError(f"{data.name}: no benchmark result found", path=data.name)
@@ -273,8 +257,6 @@ def spec_summary(source, *, engine: str | None = None, version: str | None = Non
     return _spec.summarize(data.spec, engine=data.engine, version=data.version, warnings=spec_warn,
                            include_after_idle=include_after_idle)
 
-
-# --------------------------------------------------------------------------- helpers
 
 def _dispatch(source, *, engine: str | None = None, version: str | None = None, k: int | None = None) -> LogData:
     if isinstance(source, LogData):
@@ -427,10 +409,8 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
     k_used = int(ks.mode().iloc[0]) if len(ks) else k
     args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
     release_freed_memory()
-    data = LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used, formats)
-    data.engine_inferred = inferred
-    data.said, data.transports, data.formats = st.said, st.transports, st.plan.formats
-    return data
+    return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used, formats,
+                   inferred, st.said, st.transports, st.plan.formats)
 
 
 def _value_counts(col: pd.Series) -> dict[str, int]:

@@ -54,6 +54,12 @@ _LABELS = {
 _METRIC = re.compile(r"^(Mean|Median|Std|Max|Min|P\d+(?:\.\d+)?) (.+?) \(ms\)$")
 _METRIC_NAMES = {"e2e latency": "e2e_latency", "e2el": "e2e_latency", "ttft": "ttft", "tpot": "tpot",
                  "itl": "itl"}
+# a section title or label only one engine's serving benchmark prints -> that engine
+_ENGINE_OF = {**dict.fromkeys(("Inter-Token Latency", "Backend", "Total generated tokens (retokenized)",
+                               "Accept length", "Max reqeuest concurrency", "Traffic request rate"), "sglang"),
+              **dict.fromkeys(("Inter-token Latency", "Speculative Decoding", "Failed requests",
+                               "Total Token throughput (tok/s)", "Maximum request concurrency",
+                               "Request rate configured (RPS)"), "vllm")}
 _PCT_LABELS = {"Acceptance rate (%)", "Cache hit rate"}
 _ONE_BATCH = re.compile(r"latency: *([0-9.]+) (m?s), (median )?throughput: *([0-9.]+) token/s")
 _LATENCY_PCT = re.compile(r"^(\d+)% percentile latency: ([0-9.eE+-]+) seconds")
@@ -134,11 +140,7 @@ class ServingBlock(Block):
                 return True
             return False
         if s.startswith("-"):
-            title = s.strip("-")
-            if title == "Inter-Token Latency":
-                self.row["engine"] = self.row["engine"] or "sglang"
-            elif title == "Inter-token Latency" or title == "Speculative Decoding":
-                self.row["engine"] = self.row["engine"] or "vllm"
+            self.row["engine"] = self.row["engine"] or _ENGINE_OF.get(s.strip("-"))
             return True
         label, sep, text = s.partition(":")
         if not sep:
@@ -159,12 +161,7 @@ class ServingBlock(Block):
         if label in _PCT_LABELS and isinstance(val, (int, float)) and not text.endswith("%"):
             val = val / 100.0
         self.row[col] = val
-        if label in ("Backend", "Total generated tokens (retokenized)", "Accept length",
-                     "Max reqeuest concurrency", "Traffic request rate"):
-            self.row["engine"] = self.row["engine"] or "sglang"
-        elif label in ("Failed requests", "Total Token throughput (tok/s)", "Maximum request concurrency",
-                       "Request rate configured (RPS)"):
-            self.row["engine"] = self.row["engine"] or "vllm"
+        self.row["engine"] = self.row["engine"] or _ENGINE_OF.get(label)
         return True
 
 
@@ -232,8 +229,6 @@ class LatencyBlock(Block):
         self.row[f"p{m.group(1)}_latency_s"] = float(m.group(2))
         return True
 
-
-# --------------------------------------------------------------------------- JSON / JSONL
 
 _JSON_RENAME = {
     "duration": "duration_s",
@@ -333,11 +328,8 @@ def parse_json_text(text: str, name: str) -> list[dict]:
 
 
 def add_decode_tok_s(bench):
-    """Add ``decode_tok_s``: the per-request decode speed a run measured, comparable across tools.
-
-    ``bench_one_batch_server`` prints it (``last_gen_throughput``); serving benchmarks give it as
-    1000 / median TPOT (ms). At batch/concurrency 1 this is single-stream tok/s; NaN when the run
-    printed neither. Returns a new frame."""
+    """``bench`` with ``decode_tok_s``, the per-request decode speed a run measured, comparable across tools:
+    ``last_gen_throughput`` (``bench_one_batch_server``), else 1000 / median TPOT (ms); NaN when neither."""
     if not len(bench):
         return bench
     out = 1000.0 / bench["median_tpot_ms"].astype(float) if "median_tpot_ms" in bench else None
@@ -349,8 +341,6 @@ def add_decode_tok_s(bench):
         out = given if out is None else given.fillna(out)
     return bench.assign(decode_tok_s=out if out is not None else float("nan"))
 
-
-# --------------------------------------------------------------------------- the engine table's row
 
 def _start(line: str, lineno: int, st) -> int:
     """A line that opens a result block (then ``st.block``); 0 when it opens none."""

@@ -101,7 +101,6 @@ def request_spans(src: RecordSource) -> StepRecords | None:
     return StepRecords(src.name, pd.DataFrame(), reqs, warnings, "request", "vllm", source=how)
 
 
-# --------------------------------------------------------------------------- transformers' continuous batching
 CB_LOOP, CB_STEP, CB_FORWARD = "generation_loop", "_generation_step", "model_forward"
 CB_FIRST, CB_DONE = "record_ttft_metric", "record_request_completion"
 
@@ -180,7 +179,6 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
                               "generation step summed over them")
 
 
-# --------------------------------------------------------------------------- SGLang request time stats
 _REQ = re.compile(r"Req Time Stats\(rid=([^,\s)]+).*?input len=(\d+), output len=(\d+), type=(\w+)\): (.*)$")
 _DUR = re.compile(r"(\w+)_duration=(-?\d+(?:\.\d+)?)ms")
 _START = re.compile(r"(?:start_time|entry_time)=(\d+(?:\.\d+)?)\b")
@@ -219,7 +217,6 @@ def request_stats(src: RecordSource) -> StepRecords | None:
                               "forward (prefill + decode) per request")
 
 
-# --------------------------------------------------------------------------- per logging interval
 def decode_intervals(src: RecordSource) -> StepRecords | None:
     """SGLang's decode lines or vLLM's throughput lines: one row per logging interval (level ``interval``), the
     time per token of one running request, ``#running-req / gen throughput``."""
@@ -247,7 +244,6 @@ def decode_intervals(src: RecordSource) -> StepRecords | None:
     return None
 
 
-# --------------------------------------------------------------------------- TensorRT-LLM iteration statistics
 def iteration_stats(src: RecordSource) -> StepRecords | None:
     """TensorRT-LLM's ``/metrics`` iteration statistics (level ``iteration``): a JSON list of objects with
     ``iter``, ``iterLatencyMS``, ``numActiveRequests``, ``timestamp`` and ``inflightBatchingStats``, or JSON

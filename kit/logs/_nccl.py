@@ -169,8 +169,6 @@ def nccl_summary(df: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------- the engine table's row
-
 _ENV_ECHO = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S+?)\.?\s*$")
 _CONNECT = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[(?:send|receive)\])? via (\w+)")
 _SHM = re.compile(r"NCCL INFO Channel \d+ : \d+\[\w+\] -> \d+\[\w+\] via direct shared memory")
@@ -192,10 +190,13 @@ def _said(line: str, lineno: int, st) -> bool:
     return False
 
 
+_nccl_line = records.first_of(("NCCL I", "NCCL W"), parse_nccl_line, "nccl")
+
+
 def _line(line: str, lineno: int, st) -> int:
     """An NCCL INFO / WARN debug line; lines with no settings evidence are still read by the notes."""
     said = _said(line, lineno, st)
-    r = records.first_of(line, lineno, st, ("NCCL I", "NCCL W"), parse_nccl_line, "nccl")
+    r = _nccl_line(line, lineno, st)
     return records.TAKEN_SEE_NOTES if r == TAKEN and not said else r
 
 

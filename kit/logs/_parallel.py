@@ -146,10 +146,8 @@ def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
 
 
 def scan_parallel(path: str, size: int, n_workers: int) -> _scan.State | None:
-    """Scan ``path`` in worker processes; the merged State, or None when the caller should scan
-    serially (too few pieces, no fork start method, a cut that turned out not to be clean, a
-    worker that died or gave no result within ``PIECE_TIMEOUT`` seconds). Errors raised by the
-    parsers in a worker are raised here."""
+    """Scan ``path`` in worker processes: the merged State, or None when the caller should scan serially (too
+    few pieces, no fork, a cut not clean after all, a worker dead or silent for ``PIECE_TIMEOUT`` s)."""
     import multiprocessing as mp  # deferred: start-up (a small log is read without worker processes)
 
     if n_workers < 2 or "fork" not in mp.get_all_start_methods():

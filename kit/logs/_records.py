@@ -156,9 +156,7 @@ def _short(v) -> str:
     return repr(v)
 
 
-# ---------------------------------------------------------------------------------------------
 # the engine table's rows and the scan state
-# ---------------------------------------------------------------------------------------------
 TAKEN, TORN, TAKEN_SEE_NOTES = 1, 2, 3   # what a line parser returns (0: not its line)
 Parser = Callable[[str, int, "State"], int]
 
@@ -246,17 +244,19 @@ class State:
         self.transports.setdefault(family, (lineno, line.strip()[:CLIP]))
 
 
-def first_of(line: str, lineno: int, st: State, markers: tuple[str, ...], parse, name: str) -> int:
+def first_of(markers: tuple[str, ...], parse, name: str) -> Parser:
     """A parser behind several markers: ``parse(line, lineno, pos, st)`` at the first of ``markers`` found in the
     line (tried in order), a line it reads counted as ``name``'s (``st.hits``); 0 when no marker is there."""
-    for marker in markers:
-        pos = line.find(marker)
-        if pos >= 0:
-            r = parse(line, lineno, pos, st)
-            if r:
-                st.hits[name] += 1
-            return r
-    return 0
+    def take(line: str, lineno: int, st: State) -> int:
+        for marker in markers:
+            pos = line.find(marker)
+            if pos >= 0:
+                r = parse(line, lineno, pos, st)
+                if r:
+                    st.hits[name] += 1
+                return r
+        return 0
+    return take
 
 
 def clip(line: str) -> str:

@@ -134,10 +134,8 @@ FIRST_BLOCK_CHARS = 1 << 15
 
 
 def scan_file(f, st: State) -> State:
-    """Scan an open text file in blocks of whole lines: lines of SGLang templates already seen are
-    pulled out of each block in bulk (one regex pass per template, C speed), only the rest of the block
-    goes through the scan's loop line by line. Same records as ``scan(f, st)``, faster on big logs. The
-    extractors are the engine table's ``bulk`` hooks (SGLang's batch lines)."""
+    """``scan(f, st)`` in blocks of whole lines: the engine table's ``bulk`` hooks take their lines out of each
+    block first (SGLang's batch lines of templates already seen, one regex pass each); the rest go line by line."""
     bulk = st.plan.bulk
     while True:
         # until the first SGLang templates are known, read small blocks: their lines go line by line

@@ -30,10 +30,8 @@ from kit.logs._spec import flag_after_idle
 from kit.logs._table import CHUNK, TemplateTable, merge_frames, snake, value
 
 # Line header: "[2025-10-22 10:27:56 TP0] " / "[2025-05-14 09:31:43.123 DP1 TP3] " / none.
-HEADER = re.compile(
-    r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)"
-    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] "
-)
+_RANK = r" (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+"
+HEADER = re.compile(r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)" f"(?P<ranks>(?:{_RANK})*)\\] ")
 _BRACKET_ITER = re.compile(r"\[(\d+)\], ")
 
 DECODE_COLUMNS = ("time", "ranks", "line", "running_req", "gen_throughput", "accept_len", "accept_rate",
@@ -41,26 +39,20 @@ DECODE_COLUMNS = ("time", "ranks", "line", "running_req", "gen_throughput", "acc
 PREFILL_COLUMNS = ("time", "ranks", "line", "new_seq", "new_token", "cached_token", "running_req",
                    "queue_req")
 
-
-
 # Values are cut out of the message with one regex split; what remains is the line's *template*.
 # Junk from another writer either changes the template (then the careful parser decides: torn) or
 # sits inside a value (then converting the value fails at flush time: the row is dropped as torn).
 _SPLIT = re.compile(r": ([^,]*)")
 FAST_HEAD = ("line", "time", "ranks", "iter")
 _RANKS_OK: dict[str, str | None] = {"": None}
-_RANKS = re.compile(r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)+")
+_RANKS = re.compile(f"(?:{_RANK})+")
 
 
-def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
-    """Parse one ``Prefill batch`` / ``Decode batch`` line found at ``pos``; returns TAKEN or TORN.
-
-    Fast path: the message is split into template + values by one regex call; a template seen
-    before maps straight to its columns (``st.decode_fast`` / ``st.prefill_fast``). A new template
-    is checked once by the careful key-by-key parser (:func:`_parse_body`), which also takes the
-    rare shapes the fast path cannot (rows then go to ``st.decode`` / ``st.prefill``).
-    The format variant of each line is kept in the ``format`` column.
-    """
+def parse_batch_line(line: str, lineno: int, pos: int, st) -> int:
+    """One ``Prefill batch`` / ``Decode batch`` line found at ``pos``: TAKEN or TORN. The message is split into
+    template + values by one regex call; a template seen before maps straight to its columns
+    (``st.decode_fast`` / ``st.prefill_fast``), a new one is checked by the careful parser first."""
+    kind = "Decode" if line.startswith("D", pos) else "Prefill"
     if pos:
         # "[2025-10-22 10:27:56 TP0] " / "[2025-10-22 10:27:56.123 DP1 TP3] " / "[2025-05-14 09:31:43] "
         if line[0] != "[" or line[pos - 2] != "]" or line[5] != "-" or line[14] != ":":
@@ -136,10 +128,8 @@ def _new_template(st, fast, kind: str, msg: str, tmpl: str, parts: list[str], po
 
 
 def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:
-    """A regex matching the message part of one template's lines, from the ``] `` that closes the
-    header to the end of the line, capturing [the iteration and] each value. It starts with a
-    literal, so the regex engine's fast literal search finds candidate lines in a text block at
-    C speed (:func:`extract_block`)."""
+    """A regex of one template's lines from the ``] `` that closes the header to the end of the line, capturing
+    [the iteration and] each value; it starts with a literal, found in a text block at C speed."""
     first = re.escape("] " + pieces[0])
     if bracket:
         first = first.replace(re.escape("[], "), r"\[(\d+)\], ", 1)
@@ -151,11 +141,9 @@ def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:
 
 
 def extract_block(block: str, first_line: int, st) -> np.ndarray:
-    """Take every line of a known template out of ``block`` (ASCII text of whole lines, the first
-    being line ``first_line``) in bulk; returns the line numbers taken (arrays), which the line scanner then
-    skips. Rows equal those of the line-by-line path (same header checks: a line with anything but
-    a clean ``[time ranks] `` header before the message is torn). Header checks, line numbers,
-    times and rank tags are computed with NumPy over all matches of a template at once."""
+    """Every line of a known template taken out of ``block`` (ASCII, whole lines, the first being line
+    ``first_line``) at once, with NumPy: the same rows and header checks as the line-by-line path; returns the
+    line numbers taken, which the line loop skips."""
     found = []
     for regex, fast, tmpl, _bracket in st.bulk_templates:
         matches = list(regex.finditer(block))
@@ -233,15 +221,12 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _variant_body(msg: str, kind: str) -> tuple[str, str] | None:
     """(format variant, body without trailing comma) of a message starting with ``kind batch``."""
     rest = msg[len(kind) + 6:]
-    if rest.startswith(", "):
-        variant, body = "comma", rest[2:]
-    elif rest.startswith(". "):
-        variant, body = "dot", rest[2:]
-    elif rest.startswith(" [], "):
-        variant, body = "bracket", rest[5:]
+    for sep, variant in ((", ", "comma"), (". ", "dot"), (" [], ", "bracket")):  # noqa: B007 (used below)
+        if rest.startswith(sep):
+            body = rest[len(sep):].rstrip()
+            break
     else:
         return None
-    body = body.rstrip()
     if body.endswith(","):
         body = body[:-1]
         if variant == "comma":
@@ -278,8 +263,6 @@ def _parse_body(body: str, kind: str) -> dict | None:
         return None
     return row
 
-
-# --------------------------------------------------------------------------- server_args
 
 def parse_server_args(text: str) -> dict[str, Any]:
     """The startup ``server_args=ServerArgs(k=v, ...)`` repr (<= 0.5.16) or ``server_args={'k': v}``
@@ -364,20 +347,9 @@ def _split_top_level(body: str, close: str) -> tuple[list[str], bool]:
     return items, False
 
 
-# --------------------------------------------------------------------------- the engine table's row
-
 _SG_DEFAULT_BACKEND = re.compile(r"Attention backend not (?:set|specified)\. Use (\w+) backend by default|"
                                  r"[Uu]sing (\w+) (?:attention )?backend instead|Use (\w+) as attention backend")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|CUDA|cpu|npu) graph bs \[([\d,\s]*)\]")
-
-
-def _batch(line: str, lineno: int, st) -> int:
-    """A ``Decode batch`` / ``Prefill batch`` line; 0 when the line only says ``batch``."""
-    return records.first_of(line, lineno, st, ("Decode batch", "Prefill batch"), _batch_at, "sglang")
-
-
-def _batch_at(line: str, lineno: int, pos: int, st) -> int:
-    return parse_batch_line(line, lineno, "Decode" if line.startswith("D", pos) else "Prefill", pos, st)
 
 
 def _dump(line: str, lineno: int, st) -> int:
@@ -453,7 +425,8 @@ def _batches(tables: dict):
 
 FORMAT = records.LogFormat(
     "sglang", engine=True, header=HEADER,
-    take=(("batch", _batch), ("server_args=", _dump)),
+    take=(("batch", records.first_of(("Decode batch", "Prefill batch"), parse_batch_line, "sglang")),
+          ("server_args=", _dump)),
     notes=(("Capture ", _captured), ("backend", _backend)),
     tables={"decode": records.columns("ISO8601"), "prefill": records.columns("ISO8601"),
             "decode_fast": lambda: TemplateTable(FAST_HEAD, "ISO8601"),

@@ -61,8 +61,6 @@ def flag_after_idle(throughput: pd.Series) -> pd.Series:
     return pd.Series(thr < cut, index=throughput.index)  # NaN < cut is False
 
 
-# --------------------------------------------------------------------------- SGLang
-
 def _n_from_server_args(args: dict | None) -> int | None:
     if not args:
         return None
@@ -192,8 +190,6 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
     return out
 
 
-# --------------------------------------------------------------------------- vLLM
-
 _VLLM_DEF = {
     "v0": "vllm V0: rate = accepted/draft tokens (counts tokens after a rejection), length = emitted/drafts",
     "v1-early": "vllm V1 (<0.8.3): rate = accepted/drafted, length = 1 + rate*k",
@@ -263,8 +259,6 @@ def vllm_spec(raw: pd.DataFrame, *, version: str, k: int | None, warnings: list[
 def _fmt_num(x: float, fmt: str) -> str:
     return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
-
-# --------------------------------------------------------------------------- summary
 
 @dataclass(frozen=True)
 class SpecSummary:
@@ -371,7 +365,6 @@ def summarize(spec: pd.DataFrame, *, engine: str, version: str, warnings: list[s
     return SpecSummary(engine, version, k, int(len(use)), excluded, al, rate, pp, definition, tuple(warnings))
 
 
-# --------------------------------------------------------------------------- the readers engines name
 def _from_sglang(state, frames: dict, *, version: str, k: int | None, mine: bool,
                  warnings: list[str]) -> pd.DataFrame:
     """SGLang's acceptance: its Decode lines' accept len / accept rate (``frames["decode"]``)."""

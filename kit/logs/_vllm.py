@@ -116,13 +116,19 @@ def parse_throughput(line: str, lineno: int, pos: int, st) -> int:
     return TAKEN
 
 
-def parse_spec(line: str, lineno: int, pos: int, st) -> int:
-    """``SpecDecoding metrics: ...`` (V1, every version) or ``Speculative metrics: ...`` (V0, early V1).
+# each variant's printed fields (snake case) of the record's columns
+_SPEC_FIELDS = {
+    "v1": {"accepted_tokens": "accepted", "draft_tokens": "drafted"},
+    "v0": {"k": "number_of_speculative_tokens", "accepted_tokens": "number_of_accepted_tokens",
+           "draft_tokens": "number_of_draft_tokens", "emitted_tokens": "number_of_emitted_tokens",
+           "system_efficiency": "system_efficiency"},
+    "v1-early": {"accepted_tokens": "number_of_accepted_tokens", "draft_tokens": "number_of_draft_tokens"},
+}
 
-    Printed values are kept as printed (``printed_*`` columns); normalisation to mean acceptance
-    length incl. bonus / draft acceptance rate excl. bonus happens after the scan, when version and
-    k are known (``kit.logs._spec``).
-    """
+
+def parse_spec(line: str, lineno: int, pos: int, st) -> int:
+    """``SpecDecoding metrics: ...`` (V1) or ``Speculative metrics: ...`` (V0, early V1), values as printed
+    (normalised after the scan, when version and k are known: ``_spec.py``)."""
     row: dict[str, Any] = {}
     if not _prefix(line, pos, row):
         return TORN
@@ -141,22 +147,13 @@ def parse_spec(line: str, lineno: int, pos: int, st) -> int:
         return TORN
     if head.startswith("SpecDecoding"):
         variant = "v1"
-        rate = fields.get("avg_draft_acceptance_rate", fields.get("draft_acceptance_rate"))
-        row["accepted_tokens"] = fields.get("accepted")
-        row["draft_tokens"] = fields.get("drafted")
-    elif "system_efficiency" in fields or "number_of_emitted_tokens" in fields:
-        variant = "v0"
-        rate = fields.get("draft_acceptance_rate")
-        row["k"] = fields.get("number_of_speculative_tokens")
-        row["accepted_tokens"] = fields.get("number_of_accepted_tokens")
-        row["draft_tokens"] = fields.get("number_of_draft_tokens")
-        row["emitted_tokens"] = fields.get("number_of_emitted_tokens")
-        row["system_efficiency"] = fields.get("system_efficiency")
     else:
-        variant = "v1-early"
-        rate = fields.get("draft_acceptance_rate")
-        row["accepted_tokens"] = fields.get("number_of_accepted_tokens")
-        row["draft_tokens"] = fields.get("number_of_draft_tokens")
+        variant = "v0" if "system_efficiency" in fields or "number_of_emitted_tokens" in fields else "v1-early"
+    rate = fields.get("draft_acceptance_rate")
+    if variant == "v1":
+        rate = fields.get("avg_draft_acceptance_rate", rate)
+    for col, printed in _SPEC_FIELDS[variant].items():
+        row[col] = fields.get(printed)
     if rate is None and row.get("accepted_tokens") is None:
         return TORN
     row["variant"] = variant
@@ -171,23 +168,18 @@ def parse_spec(line: str, lineno: int, pos: int, st) -> int:
     return TAKEN
 
 
-# --------------------------------------------------------------------------- the engine table's row
-
 _LINE = re.compile(r"(?:\([^)]*? pid=\d+\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 _BACKEND = re.compile(r"Using (?:AttentionBackendEnum\.)?([\w ]+?) backend(?: on V1 engine| out of potential)?\.?")
 _CAPTURE_SIZES = re.compile(r"['\"]?cudagraph_capture_sizes['\"]?\s*[:=]\s*\[([\d,\s]*)\]")
 
 
-def _metrics(line: str, lineno: int, st) -> int:
-    """A ``SpecDecoding metrics`` (V1) or ``Speculative metrics`` (V0) line."""
-    return records.first_of(line, lineno, st, ("SpecDecoding metrics", "Speculative metrics"), parse_spec, "vllm")
+_metrics = records.first_of(("SpecDecoding metrics", "Speculative metrics"), parse_spec, "vllm")
+_throughput_line = records.first_of(("Avg prompt throughput",), parse_throughput, "vllm")
 
 
 def _throughput(line: str, lineno: int, st) -> int:
     """The periodic ``Avg prompt throughput`` line (not one that also says ``metrics: ``)."""
-    if "metrics: " in line:
-        return 0
-    return records.first_of(line, lineno, st, ("Avg prompt throughput",), parse_throughput, "vllm")
+    return 0 if "metrics: " in line else _throughput_line(line, lineno, st)
 
 
 def _args(line: str) -> dict | None:
