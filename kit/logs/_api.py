@@ -183,17 +183,17 @@ def _read_file(path, *, engine: str | None, version: str | None, k: int | None, 
             head = fb.read(_SNIFF)
     except OSError as exc:
         raise LogFormatError(f"{name}: cannot read ({exc.strerror})", path=name) from None
-    _check_head(head, name)
+    if not head.strip():
+        raise LogFormatError(f"{name}: empty file, not a log", path=name)
+    if b"\x00" in head:
+        raise LogFormatError(f"{name}: binary file (NUL bytes), not a text log", path=name)
     if _looks_json(head):
         with open(p, encoding="utf-8", errors="replace") as f:
             return _from_bench_rows(_bench.parse_json_text(f.read(), name), name, engine, version)
     with no_gc():
         st = None
-        if parallel:
-            size = p.stat().st_size
-            n_workers = _par.workers()
-            if size >= _par.PARALLEL_MIN and n_workers > 1:
-                st = _par.scan_parallel(str(p), size, n_workers)
+        if parallel and (size := p.stat().st_size) >= _par.PARALLEL_MIN:
+            st = _par.scan_parallel(str(p), size, _par.workers())
         if st is None:
             st = _scan.new_state()
             with open(p, encoding="utf-8", errors="replace", newline=None) as f:
@@ -268,13 +268,6 @@ def _dispatch(source, *, engine: str | None = None, version: str | None = None, 
     if isinstance(source, (str, os.PathLike)):
         return read(source, engine=engine, version=version, k=k)
     return read_lines(source, engine=engine, version=version, k=k)
-
-
-def _check_head(head: bytes, name: str) -> None:
-    if not head.strip():
-        raise LogFormatError(f"{name}: empty file, not a log", path=name)
-    if b"\x00" in head:
-        raise LogFormatError(f"{name}: binary file (NUL bytes), not a text log", path=name)
 
 
 def _looks_json(head: bytes) -> bool:

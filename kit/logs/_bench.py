@@ -1,13 +1,7 @@
-"""Benchmark outputs (private to ``kit.logs``): text blocks printed by ``sglang.bench_serving``,
-``vllm bench serve``, ``sglang.bench_one_batch``, ``sglang.bench_one_batch_server`` and
-``vllm bench latency``, and their JSON / JSONL result files. One row per run, normalised column names:
-
-    tool, engine, completed, duration_s, output_throughput (tok/s), total_throughput,
-    mean/median/p99_ttft_ms, mean/median/p99_tpot_ms, mean/median/p95/p99_itl_ms,
-    mean/median_e2e_latency_ms, accept_length, spec_acceptance_rate (fraction) ...,
-    decode_tok_s (derived: per-request decode speed, see :func:`add_decode_tok_s`)
-
-Text blocks are multi-line, so the scanner hands every line to the open :class:`Block` first.
+"""Benchmark outputs (private to ``kit.logs``): the text blocks of ``sglang.bench_serving``, ``vllm bench
+serve``, ``sglang.bench_one_batch``, ``sglang.bench_one_batch_server`` and ``vllm bench latency`` (the scan
+hands every line to the open :class:`Block` first), and their JSON / JSONL result files: one row per run,
+normalised column names (``BENCH_COLUMNS`` first; ``decode_tok_s`` derived, see :func:`add_decode_tok_s`).
 """
 from __future__ import annotations
 
@@ -27,7 +21,6 @@ BENCH_COLUMNS = ("tool", "engine", "line", "completed", "duration_s", "output_th
 
 # Printed label -> column, where the generic rule (snake case, "(ms)" -> "_ms") is not enough.
 _LABELS = {
-    "Backend": "backend",
     "Traffic request rate": "request_rate",
     "Request rate configured (RPS)": "request_rate",
     "Max request concurrency": "max_concurrency",
@@ -43,13 +36,11 @@ _LABELS = {
     "Peak output token throughput (tok/s)": "peak_output_throughput",
     "Total token throughput (tok/s)": "total_throughput",
     "Total Token throughput (tok/s)": "total_throughput",  # vLLM <= 0.10
-    "Accept length": "accept_length",
     "Acceptance rate (%)": "spec_acceptance_rate",
     "Acceptance length": "spec_acceptance_length",
     "Drafts": "spec_drafts",
     "Draft tokens": "spec_draft_tokens",
     "Accepted tokens": "spec_accepted_tokens",
-    "Cache hit rate": "cache_hit_rate",
 }
 _METRIC = re.compile(r"^(Mean|Median|Std|Max|Min|P\d+(?:\.\d+)?) (.+?) \(ms\)$")
 _METRIC_NAMES = {"e2e latency": "e2e_latency", "e2el": "e2e_latency", "ttft": "ttft", "tpot": "tpot",

@@ -10,9 +10,6 @@ from typing import Any, Callable
 import kit.engines
 from kit.logs._table import Columns
 
-__all__ = ["CLIP", "ENV_KEYS", "EVIDENCE_LIMIT", "flag_keys", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES",
-           "LogFormat", "SettingEvidence", "Settings", "State", "clip", "columns", "first_of", "norm_backend", "truthy"]
-
 CLIP = 240  # characters of a line kept as an evidence's text
 DUMP_NOTE = re.compile(r"\((?:server_args dump|vLLM engine config|get_server_info JSON|launch note|NCCL echo|"
                         r"environment capture|/proc/PID/environ)\)$")

@@ -1,12 +1,9 @@
 """The one streaming scan behind ``kit.logs.read`` and ``kit.logs.settings`` (private).
 
-One pass over the lines, driven by the engine table (``_formats.formats()``): each line is offered to the
-rows' parsers in order, each behind a cheap substring check (``'batch' in line``, ``'NCCL' in line`` ...),
-so the common uninteresting line (an HTTP access log, a model-loading message) costs a handful of C-level
-scans. Records go into the formats' column tables (:class:`kit.logs._table.Columns`); raw lines are never
-kept. A line no parser took is counted as unknown, inspected for the engine's logger prefix (engine
-evidence) and read by the rows' ``notes`` (settings evidence only). The settings evidence is recorded as
-it is read (``State.say``), with its line.
+Each line is offered to the engine table's parsers in order (``_formats.formats()``), each behind a cheap
+substring check, so an uninteresting line costs a handful of C-level scans; records go into the formats'
+tables, raw lines are never kept. A line no parser took is counted as unknown, inspected for an engine's
+logger prefix (engine evidence) and read by the rows' ``notes`` (settings evidence, recorded with its line).
 """
 from __future__ import annotations
 

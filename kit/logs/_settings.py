@@ -22,11 +22,9 @@ import pandas as pd
 from kit.env import parse_topology
 from kit.errors import LogFormatError
 from kit.logs._api import fetched, read
-from kit.logs._records import CLIP, ENV_KEYS, NORMALISED, SettingEvidence, Settings, flag_keys, truthy
+from kit.logs._records import CLIP, ENV_KEYS, SettingEvidence, Settings, flag_keys, truthy
 from kit.redact import mask_secrets
 from kit.util import strip_ansi
-
-__all__ = ["SettingEvidence", "Settings", "settings", "NORMALISED"]
 
 _ENV_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _SERVER_INFO_KEYS = {"tp_size", "attention_backend", "model_path", "disable_cuda_graph", "cuda_graph_max_bs"}
