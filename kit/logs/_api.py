@@ -397,28 +397,15 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         if len(t) and "time" in t.columns and pd.api.types.is_datetime64_any_dtype(t["time"]):
             t["elapsed_s"] = pd.Series(_elapsed_s(t["time"]), index=t.index, copy=False)  # no second copy
     _torn_and_truncated(st, warnings)
-    formats = _value_counts(decode["format"]) if len(decode) and "format" in decode.columns else {}
+    formats = {}
+    if len(decode) and "format" in decode.columns:
+        formats = {str(f): int(n) for f, n in decode["format"].value_counts(sort=False).items()}
     ks = pd.to_numeric(spec["k"], errors="coerce").dropna() if len(spec) else []
     k_used = int(ks.mode().iloc[0]) if len(ks) else k
     args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
     release_freed_memory()
     return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used, formats,
                    inferred, st.said, st.transports, st.plan.formats)
-
-
-def _value_counts(col: pd.Series) -> dict[str, int]:
-    """``{value: count}`` as ``value_counts(sort=False)`` gives it (every category, in category
-    order, for a categorical), counted a slice at a time (no full-length temporaries)."""
-    if not isinstance(col.dtype, pd.CategoricalDtype):
-        return {str(f): int(n) for f, n in col.value_counts(sort=False).items()}
-    codes = col.array.codes
-    cats = col.array.categories
-    counts = np.zeros(len(cats), dtype=np.int64)
-    step = 1 << 18
-    for a in range(0, len(codes), step):
-        c = codes[a:a + step]
-        counts += np.bincount(c[c >= 0], minlength=len(cats))
-    return {str(f): int(n) for f, n in zip(cats, counts)}
 
 
 def _elapsed_s(time: pd.Series) -> np.ndarray:

@@ -118,14 +118,11 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
     export (level ``request``): one ``generation_loop`` span per scheduler iteration, its ``_generation_step``
     (the batch's forward, logits and sampling) and ``model_forward``; per request, ``record_ttft_metric`` in the
     iteration of its first token and ``record_request_completion`` in that of its last (request id their third
-    argument). No span names the requests of an iteration, so the records are per request: ``output_tokens``
-    are the working iterations from the first token's to the last's (one token each: a decoding request
-    runs in every iteration of the FIFO scheduler), ``decode`` the time between the two metrics calls,
-    ``forward`` / ``execute`` the model forward / generation step summed over those iterations (the first
-    token's included, as vLLM's ``time_in_model_forward``), and ``decode_forward`` / ``decode_execute`` over the
-    iterations after the first token's (the interval ``decode`` spans: the split on one footing). Arrival and
-    TTFT stay unknown: the request's ``created_time`` argument is ``time.perf_counter()``, not the spans' wall
-    clock."""
+    argument). Per request: ``output_tokens`` the working iterations from the first token's to the last's (a
+    decoding request runs in every iteration of the FIFO scheduler), ``decode`` the time between the two calls,
+    ``forward`` / ``execute`` the model forward / generation step summed over those iterations (as vLLM's
+    ``time_in_model_forward``), ``decode_forward`` / ``decode_execute`` over those after the first token's.
+    Arrival and TTFT stay unknown (``created_time`` is ``time.perf_counter()``, not the spans' wall clock)."""
     spans = [s for s in _spans(src.json) if isinstance(s.get("name"), str)]
     loops = {s.get("spanId"): s for s in spans if s["name"] == CB_LOOP}
     if not loops or not any(s["name"] in (CB_FIRST, CB_DONE) for s in spans):

@@ -90,14 +90,10 @@ class SettingEvidence:
 
 @dataclass
 class Settings:
-    """What one engine run reported about itself.
-
-    ``args``: the engine's argument dump (SGLang server_args / get_server_info, vLLM engine config and
-    non-default args), raw keys. ``env``: environment variables of the engine process. ``evidence``:
-    every value with its file and line. ``effective``: normalised keys (:data:`NORMALISED`) -> value,
-    the engine's report winning over the arguments (an engine that disables custom all-reduce on its
-    own says so in its log). ``sources``: the files read and what was found in each.
-    """
+    """What one engine run reported about itself: ``args`` (its argument dumps, raw keys), ``env`` (its
+    process's environment), ``evidence`` (every value with its file and line), ``effective`` (normalised keys,
+    :data:`NORMALISED`, -> value: the engine's own report wins over the arguments), ``sources`` (the files read
+    and what was found in each)."""
 
     engine: str | None = None
     args: dict = field(default_factory=dict)
@@ -162,21 +158,16 @@ Parser = Callable[[str, int, "State"], int]
 class LogFormat:
     """One log format (an engine, NCCL, benchmark output): a row of ``kit.logs._formats.formats()``.
 
-    ``take``: ``(marker, parser)`` pairs: ``parser(line, lineno, state)`` runs on a line holding ``marker``
-    (a cheap substring check first) and returns ``TAKEN``, ``TORN``, ``TAKEN_SEE_NOTES`` (taken, and the
-    ``notes`` of every format still read it) or 0 (not its line: the next pair is tried). The parser adds
-    rows to the format's tables, engine hits (``state.hits[name]``), version banners and settings evidence
-    (``state.say``). ``notes``: ``(marker, reader)`` pairs run on lines no parser took: settings evidence
-    only (``reader(line, lineno, state)`` -> True when the line was one; the first that is wins).
-    ``tables``: the state's column tables it fills (name -> factory). ``build(state, warnings)`` -> its
-    DataFrames (``LogData.tables``). ``engine``: its hits name the engine of the log (the format with the
-    most hits; ties go to the later row). ``header``: the line prefix of the engine's logger, counted as
-    evidence on lines nothing took. ``banner``: ``(markers, regex)`` of the version banner (group 1 = the
-    version). ``batches(tables)`` -> None or (a frame of ``line``, ``running`` requests and ``graph``
-    (ran a CUDA graph, or None), the text of an evidence with ``{n}`` and ``{g}``): the running batch of each
-    scheduler line, for the ``decode_batch_max`` / ``eager_decode_lines`` settings. ``bulk(block, first_line,
-    state)`` -> the line numbers it took out of a block of whole lines at C speed (lines of templates
-    already seen, ``state.bulk_templates``), which the line loop then skips.
+    ``take``: ``(marker, parser)`` pairs: ``parser(line, lineno, state)`` runs on a line holding ``marker`` and
+    returns ``TAKEN``, ``TORN``, ``TAKEN_SEE_NOTES`` (taken, and the ``notes`` still read it) or 0 (not its line),
+    adding rows to its tables, engine hits (``state.hits[name]``) and settings evidence (``state.say``).
+    ``notes``: ``(marker, reader)`` pairs for lines no parser took, settings evidence only (True: the line was
+    one). ``tables``: name -> factory; ``build(state, warnings)`` -> its DataFrames. ``engine``: its hits name
+    the log's engine (most hits; ties to the later row). ``header``: its logger's line prefix (evidence on
+    unknown lines). ``banner``: ``(markers, regex)`` of the version banner. ``batches(tables)`` -> None or (a
+    frame of ``line``, ``running`` and ``graph``, an evidence text with ``{n}`` and ``{g}``): the running batch
+    of each scheduler line. ``bulk(block, first_line, state)`` -> the line numbers it took out of a block of
+    whole lines at C speed, which the line loop then skips.
     """
 
     name: str

@@ -31,12 +31,10 @@ _SERVER_INFO_KEYS = {"tp_size", "attention_backend", "model_path", "disable_cuda
 
 
 def settings(paths: str | os.PathLike | Iterable, *, engine: str | None = None, host=None) -> Settings:
-    """Read one engine run's effective settings from its log(s), argument dumps, ``/get_server_info``
-    JSON and environment captures (see the module docstring). ``host``: the paths are on that
-    :mod:`kit.remote` host (each file copied into a temporary directory, read, the copy deleted; evidence
-    names ``host:path``). Files that hold none of these add nothing (``sources`` says so); an unreadable
-    file raises :class:`kit.errors.LogFormatError`. The engine: given, else the first argument dump's,
-    else the one ``kit.logs.read`` finds in the first log that names one."""
+    """One engine run's effective settings from its log(s), argument dumps, ``/get_server_info`` JSON and
+    environment captures (on ``host`` when given: copied, read, the copy deleted; evidence names ``host:path``).
+    A file that holds none adds nothing (``sources`` says so); an unreadable one raises LogFormatError. The
+    engine: given, else the first argument dump's, else that of the first log that names one."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     st = Settings(engine=engine)

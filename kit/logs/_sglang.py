@@ -27,7 +27,7 @@ from kit.logs import _records as records
 from kit.logs._checks import check_values
 from kit.logs._records import TAKEN, TORN
 from kit.logs._spec import flag_after_idle
-from kit.logs._table import CHUNK, TemplateTable, merge_frames, snake, value
+from kit.logs._table import CHUNK, TemplateTable, merge_frames, pairs
 
 # Line header: "[2025-10-22 10:27:56 TP0] " / "[2025-05-14 09:31:43.123 DP1 TP3] " / none.
 _RANK = r" (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+"
@@ -96,10 +96,8 @@ def parse_batch_line(line: str, lineno: int, pos: int, st) -> int:
 
 
 def _new_template(st, fast, kind: str, msg: str, tmpl: str, parts: list[str], pos: int, head: tuple):
-    """A template not seen before, checked by the careful parser (:func:`_parse_body`): when its keys
-    line up with the split values it becomes a fast-path group, returned for the caller to fill;
-    else the line's row is added as it is (TAKEN returned), or the line is TORN.
-    ``head``: the line's (line number, time, ranks, iteration)."""
+    """A template not seen before, checked by the careful parser: a new group for the caller to fill when its
+    keys line up with the split values, else TAKEN (the row added as it is) or TORN."""
     lineno, ts, ranks, it = head
     vb = _variant_body(msg, kind)
     if vb is None:
@@ -246,32 +244,15 @@ def _ranks(extra: str) -> str | None:
 def _parse_body(body: str, kind: str) -> dict | None:
     """Key-by-key parse of a batch line body -> {column: value}; None when malformed (torn)."""
     row: dict[str, Any] = {}
-    for piece in body.split(", "):
-        key, sep, text = piece.partition(": ")
-        if not sep:
-            return None
-        if key.endswith(" graph"):
-            row["graph_kind"] = key[:-6]
-            key = "graph"
-        else:
-            key = snake(key)
-        try:
-            row[key] = value(text)
-        except ValueError:
-            return None
-    if kind == "Decode" and "gen_throughput" not in row:
+    if not pairs(body, row, strict=True) or (kind == "Decode" and "gen_throughput" not in row):
         return None
     return row
 
 
 def parse_server_args(text: str) -> dict[str, Any]:
-    """The startup ``server_args=ServerArgs(k=v, ...)`` repr (<= 0.5.16) or ``server_args={'k': v}``
-    dict (>= 0.5.20) -> dict of Python values.
-
-    Works on a whole log line or just the dump. Values that are not Python literals (objects in
-    the repr) are kept as their source text. A truncated dump (pastes often are) yields the keys
-    read before the cut; the flag ``'__truncated__': True`` is then set in the result.
-    LogFormatError when the text holds neither form.
+    """The startup ``server_args=ServerArgs(k=v, ...)`` repr (<= 0.5.16) or ``server_args={'k': v}`` dict
+    (>= 0.5.20), in a log line or alone -> dict of Python values (other values as their source text). A truncated
+    dump yields the keys before the cut and ``'__truncated__': True``. LogFormatError when neither form is there.
     """
     start = text.find("server_args=")
     body = text[start + len("server_args="):] if start >= 0 else text

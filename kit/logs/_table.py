@@ -48,6 +48,28 @@ def value(text: str) -> Any:
     return int(text)
 
 
+def pairs(body: str, row: dict, *, strict: bool) -> bool:
+    """``Key: value unit, Key: value`` -> ``row[snake(key)] = value``; False on a value that is none. ``strict``
+    (SGLang's batch lines): a piece that is no pair is False too, and ``X graph: v`` gives ``graph_kind`` X and
+    ``graph``; else such a piece is skipped (vLLM's "KV fetch: 0 waiting, 1 in progress")."""
+    for piece in body.split(", "):
+        key, sep, text = piece.partition(": ")
+        if not sep:
+            if strict:
+                return False
+            continue
+        if strict and key.endswith(" graph"):
+            row["graph_kind"] = key[:-6]
+            key = "graph"
+        else:
+            key = snake(key)
+        try:
+            row[key] = value(text)
+        except ValueError:
+            return False
+    return True
+
+
 class Columns:
     """Append-only table of dict rows with varying keys (a column first seen late is back-filled with None),
     flushed to DataFrames in chunks; ``time_format``: how the ``time`` strings are read at each flush."""

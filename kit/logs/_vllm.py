@@ -20,7 +20,7 @@ from kit.logs._checks import check_values, check_vllm_spec
 from kit.logs._records import TAKEN, TORN
 from kit.logs._sglang import parse_server_args
 from kit.logs._spec import flag_after_idle
-from kit.logs._table import snake, value
+from kit.logs._table import pairs
 
 PREFIX = re.compile(
     r"(?:\((?P<proc>[^)]*?) pid=(?P<pid>\d+)\) )?"
@@ -84,19 +84,6 @@ def _prefix(line: str, pos: int, row: dict) -> bool:
     return True
 
 
-def _pairs(body: str, row: dict) -> bool:
-    """``Key: value unit, Key: value`` -> row[snake(key)] = value; False on a malformed pair."""
-    for piece in body.split(", "):
-        key, sep, text = piece.partition(": ")
-        if not sep:
-            continue  # e.g. the "1 in progress" tail of "KV fetch: 0 waiting to start, 1 in progress"
-        try:
-            row[snake(key)] = value(text)
-        except ValueError:
-            return False
-    return True
-
-
 def parse_throughput(line: str, lineno: int, pos: int, st) -> int:
     """``[Engine 000: ]Avg prompt throughput: X tokens/s, Avg generation throughput: Y tokens/s, ...``"""
     row: dict[str, Any] = {}
@@ -104,7 +91,7 @@ def parse_throughput(line: str, lineno: int, pos: int, st) -> int:
         return TORN
     row["line"] = lineno
     body = line[pos:].rstrip("\r\n .")
-    if not _pairs(body, row):
+    if not pairs(body, row, strict=False):
         return TORN
     row["prompt_throughput"] = row.pop("avg_prompt_throughput", None)
     row["generation_throughput"] = row.pop("avg_generation_throughput", None)
@@ -143,7 +130,7 @@ def parse_spec(line: str, lineno: int, pos: int, st) -> int:
         per_pos = tuple(float(x) for x in m.group(1).split(", "))
         body = body[:m.start()] + body[m.end():]
     fields: dict[str, Any] = {}
-    if not _pairs(body, fields):
+    if not pairs(body, fields, strict=False):
         return TORN
     if head.startswith("SpecDecoding"):
         variant = "v1"
