@@ -373,14 +373,12 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         if fmt.build is not None:
             frames.update(fmt.build(st, warnings))
     bench = frames.get("bench", pd.DataFrame())
-    inferred = False
-    if guessed and engine != "unknown":
-        stated = (any(e == engine for e, _, _ in st.versions) or st.server_args is not None
-                  or ("backend" in bench.columns and bench["backend"].notna().any()))
-        if not stated:
-            inferred = True
-            warnings.append(f"engine {engine!r} inferred from the line format alone (no version banner, "
-                            "server_args, engine config or Backend line): pass engine= if that is wrong")
+    stated = (any(e == engine for e, _, _ in st.versions) or st.server_args is not None
+              or ("backend" in bench.columns and bench["backend"].notna().any()))
+    inferred = guessed and engine != "unknown" and not stated
+    if inferred:
+        warnings.append(f"engine {engine!r} inferred from the line format alone (no version banner, "
+                        "server_args, engine config or Backend line): pass engine= if that is wrong")
     decode = frames.get("decode", pd.DataFrame({c: [] for c in DECODE_COLUMNS}))
     spec = _spec_table(st, {**frames, "decode": decode}, engine, version, k, warnings)
     frames.pop("vllm_spec", None)

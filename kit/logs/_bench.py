@@ -276,8 +276,7 @@ def json_row(obj: Any, name: str, index: int) -> dict:
             for p, v in val.items():
                 row[f"p{p}_latency_s"] = v
             continue
-        if col.startswith("mean_e2el") or col.startswith("median_e2el") or col.startswith("std_e2el") or (
-                col.startswith("p") and "_e2el_" in col):
+        if col.startswith(("mean_e2el", "median_e2el", "std_e2el")) or (col.startswith("p") and "_e2el_" in col):
             col = col.replace("e2el", "e2e_latency")
         if col == "spec_per_position" and isinstance(val, list):
             row[col] = tuple(float(x) / 100.0 if x > 1 else float(x) for x in val)

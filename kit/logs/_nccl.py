@@ -39,14 +39,10 @@ _INIT = re.compile(r"rank (\d+) nranks (\d+) .*Init COMPLETE")
 def parse_nccl_line(line: str, lineno: int, pos: int, st) -> int:
     """One line containing ``NCCL`` at ``pos``; returns TAKEN, TORN or 0 (not an NCCL debug line)."""
     tail = line[pos + 5:]
-    if tail.startswith("INFO "):
-        level = "INFO"
-    elif tail.startswith("WARN "):
-        level = "WARN"
-    elif tail.startswith("IN") and not tail.startswith("INFO"):
-        return TORN  # e.g. "NCCL ININFO 10-24 ..." where two writers interleaved (vllm PR #27521)
-    else:
-        return 0
+    level = tail[:4]
+    if tail[4:5] != " " or level not in ("INFO", "WARN"):
+        # e.g. "NCCL ININFO 10-24 ..." where two writers interleaved (vllm PR #27521)
+        return TORN if tail.startswith("IN") and not tail.startswith("INFO") else 0
     row: dict[str, Any] = {"line": lineno}
     if pos:
         m = _PREFIX.match(line, 0, pos)

@@ -269,17 +269,15 @@ def parse_server_args(text: str) -> dict[str, Any]:
         item = item.strip()
         if not item:
             continue
+        if i == len(items) - 1 and not complete:
+            break  # the cut fell inside this item: its value may be incomplete
         if style == "repr":
             key, sep, val = item.partition("=")
             key = key.strip()
+        elif m := re.match(r"""\s*(['"])(.*?)\1\s*:\s*""", item, re.S):
+            key, sep, val = m.group(2), ":", item[m.end():]
         else:
-            m = re.match(r"""\s*(['"])(.*?)\1\s*:\s*""", item, re.S)
-            if m is None:
-                key, sep, val = "", "", ""
-            else:
-                key, sep, val = m.group(2), ":", item[m.end():]
-        if i == len(items) - 1 and not complete:
-            break  # the cut fell inside this item: its value may be incomplete
+            continue
         if not sep or not key.isidentifier():
             continue
         try:

@@ -42,12 +42,8 @@ SGLANG_NEW = "sglang>=0.5.11: accept rate = (accept len - 1) / (N - 1)"
 
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
     """``'0.5.3.post3'`` -> (0, 5, 3); None when no leading number is found."""
-    if not version or version == "unknown":
-        return None
-    m = re.match(r"v?(\d+(?:\.\d+)*)", str(version).strip())
-    if m is None:
-        return None
-    return tuple(int(p) for p in m.group(1).split("."))
+    m = re.match(r"v?(\d+(?:\.\d+)*)", str(version).strip()) if version and version != "unknown" else None
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
 def flag_after_idle(throughput: pd.Series) -> pd.Series:
@@ -62,33 +58,23 @@ def flag_after_idle(throughput: pd.Series) -> pd.Series:
 
 
 def _n_from_server_args(args: dict | None) -> int | None:
-    if not args:
-        return None
-    steps = args.get("speculative_num_steps")
-    topk = args.get("speculative_eagle_topk")
-    ndraft = args.get("speculative_num_draft_tokens")
-    if isinstance(steps, int) and topk in (None, 1):
+    args = args or {}
+    steps, ndraft = args.get("speculative_num_steps"), args.get("speculative_num_draft_tokens")
+    if isinstance(steps, int) and args.get("speculative_eagle_topk") in (None, 1):
         return steps + 1  # sglang forces num_draft_tokens = steps + 1 for topk == 1 chains
-    if isinstance(ndraft, int):
-        return ndraft
-    return None
+    return ndraft if isinstance(ndraft, int) else None
 
 
 def _consistent(L: np.ndarray, r: np.ndarray, N: int, old: bool) -> bool:
-    if old:
-        pred, tol = L / N, 0.0051 + 0.005 / N
-    else:
-        if N < 2:
-            return False
-        pred, tol = (L - 1.0) / (N - 1), 0.0051 + 0.005 / (N - 1)
-    return bool(np.all(np.abs(pred - r) <= tol + 1e-9))
+    if not old and N < 2:
+        return False
+    d = N if old else N - 1   # the printed rate's denominator
+    pred = L / d if old else (L - 1.0) / d
+    return bool(np.all(np.abs(pred - r) <= 0.0051 + 0.005 / d + 1e-9))
 
 
 def _fit_n(L: np.ndarray, r: np.ndarray, old: bool) -> int | None:
-    for n in range(2, 65):
-        if _consistent(L, r, n, old):
-            return n
-    return None
+    return next((n for n in range(2, 65) if _consistent(L, r, n, old)), None)
 
 
 def _from_pairs(Lu: np.ndarray, ru: np.ndarray, definition: str | None, n: int | None, n_source: str | None,
