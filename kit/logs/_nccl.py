@@ -46,7 +46,7 @@ def parse_nccl_line(line: str, lineno: int, pos: int, st) -> int:
     row: dict[str, Any] = {"line": lineno}
     if pos:
         m = _PREFIX.match(line, 0, pos)
-        if m is not None and m.end() == pos and m.group("host"):
+        if m.end() == pos and m.group("host"):
             row["host"] = m.group("host")
             row["pid"] = int(m.group("pid"))
             row["dev"] = int(m.group("dev"))
@@ -73,6 +73,8 @@ def _info_row(msg: str, row: dict[str, Any]) -> bool:
         return _channel_row(msg, row)
     elif "NCCL version" in msg:
         m = _VERSION.search(msg)
+        if m is None:   # "NCCL version" cut before the number
+            return False
         row["kind"], row["value"] = "version", m.group(1)
     elif " channels" in msg and "coll channels" in msg:
         row["kind"] = "channels"

@@ -67,9 +67,7 @@ def _prefix(line: str, pos: int, row: dict) -> bool:
     if not pos:
         row["time"] = None
         return True
-    m = PREFIX.match(line, 0, pos)
-    if m is None:
-        return False
+    m = PREFIX.match(line, 0, pos)   # all optional: it always matches, maybe nothing
     rest = line[m.end():pos]
     row["time"] = m.group("ts")
     if m.group("proc") is not None:
