@@ -45,7 +45,8 @@ def _kind(path: Path) -> str:
     return "settings"
 
 
-def _expand(paths: Iterable) -> list[Path]:
+def _classify(paths: Iterable) -> tuple[dict[str, list[Path]], dict[str, str]]:
+    """The files under ``paths`` by kind (:func:`_kind`), and the inputs table that names them."""
     out: list[Path] = []
     for p in paths:
         p = Path(p)
@@ -59,14 +60,9 @@ def _expand(paths: Iterable) -> list[Path]:
             out.append(p)
         else:
             raise UsageError(f"kit audit: {p}: no such file or directory")
-    return out
-
-
-def _classify(files: list[Path]) -> tuple[dict[str, list[Path]], dict[str, str]]:
-    """Each file's kind (:func:`_kind`), grouped by kind, and the inputs table that names them."""
     by_kind: dict[str, list[Path]] = {}
     inputs: dict[str, str] = {}
-    for f in files:
+    for f in out:
         try:
             k = _kind(f)
         except OSError as exc:
@@ -88,19 +84,11 @@ def _baselines(exp_dirs: list[Path], notes: list[str]) -> list[Path]:
     return baselines
 
 
-def _in_experiment(f: Path, exp_dirs: list[Path], baselines: list[Path]) -> bool:
-    """A run of an experiment's variant: its differences from the baseline are the experiment's
-    subject (reported as effects); the baseline's own runs are audited like any run."""
-    return any(d in f.parents for d in exp_dirs) and not any(b in f.parents for b in baselines)
-
-
 def _settings_runs(settings_files: list[Path], inputs: dict[str, str], exp_dirs: list[Path],
                    baselines: list[Path]) -> tuple[dict, list[Finding]]:
     """Engine logs are runs; a folder's other files are their context when the folder holds one
     engine log (else a run of their own); a single topology capture describes every run's host."""
-    runs: dict = {}
-    findings: list[Finding] = []
-    folders: dict[Path, list[Path]] = {}
+    runs, findings, folders = {}, [], {}
     for f in settings_files:
         folders.setdefault(f.parent, []).append(f)
     parsed = {f: read_settings(f) for fs in folders.values() for f in fs}
@@ -110,18 +98,15 @@ def _settings_runs(settings_files: list[Path], inputs: dict[str, str], exp_dirs:
         engine = [f for f in fs if parsed[f].args or parsed[f].get("decode_batch_max") is not None
                   or parsed[f].get("attention_backend") is not None]
         context = [f for f in fs if f not in engine and f not in shared]
-        for f in fs:
-            role = "engine log" if f in engine else "context"
-            inputs[str(f)] = role + ": " + next(iter(parsed[f].sources.values()))
-        if len(engine) == 1:
-            groups = [engine + context]
-        else:
-            groups = [[f] for f in engine] + [[f] for f in context]
+        inputs.update({str(f): ("engine log" if f in engine else "context") + ": "
+                       + next(iter(parsed[f].sources.values())) for f in fs})
+        groups = [engine + context] if len(engine) == 1 else [[f] for f in engine] + [[f] for f in context]
         for g in groups:
             name = str(g[0])
-            s = read_settings(g + [t for t in shared if t not in g])
-            runs[name] = s
-            if not _in_experiment(g[0], exp_dirs, baselines):
+            runs[name] = s = read_settings(g + [t for t in shared if t not in g])
+            # a run of an experiment's variant: its differences from the baseline are the experiment's subject
+            # (reported as effects); the baseline's own runs are audited like any run
+            if not any(d in g[0].parents for d in exp_dirs) or any(b in g[0].parents for b in baselines):
                 findings += _rules.run_findings(name, s)
     return runs, findings
 
@@ -224,13 +209,13 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
     tree (on ``host``) to name the function that decided an ignored experiment setting."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    by_kind, inputs = _classify(_expand(paths))
+    by_kind, inputs = _classify(paths)
     notes: list[str] = []
     exp_dirs = [f.parent for f in by_kind.get("experiment", [])]
     baselines = _baselines(exp_dirs, notes)
     runs, findings = _settings_runs(by_kind.get("settings", []), inputs, exp_dirs, baselines)
     if compare:
-        findings += _rules.comparison_findings({k: v for k, v in runs.items()})
+        findings += _rules.comparison_findings(runs)
     findings += _experiment_findings(exp_dirs, host, source, notes)
     findings += _bench_findings(by_kind, notes)
     findings += _clock_findings(by_kind)
@@ -240,6 +225,3 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
         notes.append(f"{len(by_kind['trace'])} trace file(s) not checked (traces=False)")
     return Audit(order(findings), runs, inputs, notes)
 
-
-def dumps(a: Audit) -> str:
-    return json.dumps(a.to_dict(), indent=1, default=str)

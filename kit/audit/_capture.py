@@ -13,16 +13,6 @@ from kit.redact import mask_secrets
 from kit.remote import connect
 
 
-def _engine_pids(host, pid: int) -> list[int]:
-    """The process and its children (a launcher shell's child is the engine); children first."""
-    try:
-        res = host.run(f"ps -o pid= --ppid {int(pid)}", timeout=30)
-        kids = [int(x) for x in res.stdout.split() if x.isdigit()] if res.ok else []
-    except KitError:
-        kids = []
-    return kids + [int(pid)]
-
-
 def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int | None = None,
                      timeout: float = 10.0) -> dict:
     """Write ``server_info.json`` from ``url``'s ``/get_server_info`` and ``environ`` from the engine
@@ -44,7 +34,12 @@ def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int |
     if pid is not None and host is not None:
         h = connect(host) if isinstance(host, str) else host
         why = "no process"
-        for p in _engine_pids(h, pid):
+        try:   # the process's children first: a launcher shell's child is the engine
+            res = h.run(f"ps -o pid= --ppid {int(pid)}", timeout=30)
+            kids = [int(x) for x in res.stdout.split() if x.isdigit()] if res.ok else []
+        except KitError:
+            kids = []
+        for p in [*kids, int(pid)]:
             try:
                 data = h.read_bytes(f"/proc/{p}/environ")
             except KitError as exc:
