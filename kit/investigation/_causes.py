@@ -34,10 +34,6 @@ class Cause:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
-def _setting_text(settings: list[dict]) -> str:
-    return "; ".join(f"{s['setting']}: {s.get('a')!r} -> {s.get('b')!r} ({s.get('status', '')})" for s in settings)
-
-
 def rank(steps: dict, runs) -> tuple[list[Cause], list[dict]]:
     """(causes, best first: measured shares, then settings whose share no step measured, then ignored settings;
     the unexplained remainder per gap)."""
@@ -53,10 +49,11 @@ def rank(steps: dict, runs) -> tuple[list[Cause], list[dict]]:
             sets = c.get("settings") or []
             if not sets and c["source"] == "itl" and not exp.call.startswith(("kit.bench", "for url")):
                 sets = [s for s in asked if s["setting"] in exp.variant]
+            said = "; ".join(f"{s['setting']}: {s.get('a')!r} -> {s.get('b')!r} ({s.get('status', '')})" for s in sets)
             share = None if c.get("unmeasured") else 0.0 if c.get("ignored") else \
                 c["delta"] / c["gap"] if c["gap"] else math.nan
             cause = Cause(c["what"], share, c["delta"], c["noise"], c["unit"], c["gap_name"], list(c["evidence"]),
-                          c["trust"], _setting_text(sets), exp, name, list(c.get("files", [])), c["key"])
+                          c["trust"], said, exp, name, list(c.get("files", [])), c["key"])
             (ignored if c.get("ignored") else unmeasured if share is None else measured).append(cause)
     measured.sort(key=lambda c: -abs(c.share))
     remainder = []

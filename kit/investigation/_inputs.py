@@ -59,14 +59,6 @@ def _walk(paths: list[Path]) -> list[Path]:
     return files
 
 
-def _command(f: Path) -> tuple[str | None, dict]:
-    try:
-        d = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None, {}
-    return (d.get("cmd") if isinstance(d.get("cmd"), str) else None), dict(d.get("env") or {})
-
-
 def gather(run, label: str) -> RunInputs:
     """Read what ``run`` holds: the audit classifies logs, benchmarks, clocks and traces (``traces=False``: trace
     trust is read by the structure step); config, GPU capture and measured step times are found by name."""
@@ -89,7 +81,11 @@ def gather(run, label: str) -> RunInputs:
         elif f.name == "measured.json" and r.measured is None:
             r.measured = f
         elif f.name in ("variant.json", "server.json") and r.command is None:
-            r.command, r.env = _command(f)
+            try:
+                d = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            r.command, r.env = (d.get("cmd") if isinstance(d.get("cmd"), str) else None), dict(d.get("env") or {})
     have = {"bench": r.bench, "trace": r.traces, "engine log": [x for x in a.inputs.values()
                                                                if x.startswith("engine log")],
             "model config": r.config, "GPU capture": r.gpus}
