@@ -5,7 +5,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import kit.profile
 from kit.audit import _rules
@@ -111,9 +111,8 @@ def _settings_runs(settings_files: list[Path], inputs: dict[str, str], exp_dirs:
     return runs, findings
 
 
-def _experiment_findings(exp_dirs: list[Path], host, source: str | None, notes: list[str]) -> list[Finding]:
+def _experiment_findings(exp_dirs: list[Path], host, source: str | None, notes: list[str]) -> Iterator[Finding]:
     """Experiments: did each variant take effect?"""
-    findings: list[Finding] = []
     for d in exp_dirs:
         try:
             eff = experiment_effects(d, host=host, source=source)
@@ -122,22 +121,20 @@ def _experiment_findings(exp_dirs: list[Path], host, source: str | None, notes: 
             continue
         for e in eff.effects:
             if e.status == "ignored":
-                findings.append(Finding("ignored-setting", "high", e.verdict, f"{d}: {e.variant}", e.evidence,
-                                        "drop the variant, or find the predicate that overrides it "
-                                        "(kit.audit.decider with the engine source)"))
+                yield Finding("ignored-setting", "high", e.verdict, f"{d}: {e.variant}", e.evidence,
+                              "drop the variant, or find the predicate that overrides it "
+                              "(kit.audit.decider with the engine source)")
             elif e.status == "unknown":
-                findings.append(Finding("ignored-setting", "info", e.verdict, f"{d}: {e.variant}", e.evidence, ""))
+                yield Finding("ignored-setting", "info", e.verdict, f"{d}: {e.variant}", e.evidence, "")
         notes += eff.notes
-    return findings
 
 
 _VALIDITY_CODES = {"failed requests": "failed-requests", "output length": "short-outputs",
                    "warm-up": "no-warmup", "prompts seeded": "unseeded-prompts", "GPU clocks": "throttled"}
 
 
-def _bench_findings(by_kind: dict[str, list[Path]], notes: list[str]) -> list[Finding]:
+def _bench_findings(by_kind: dict[str, list[Path]], notes: list[str]) -> Iterator[Finding]:
     """Benchmark validity: each record's failed checks."""
-    findings: list[Finding] = []
     clocks_by_dir = {f.parent: f for f in by_kind.get("clocks", [])}
     for f in by_kind.get("bench", []):
         if f.name == "result.json" and (f.parent / "bench.json").is_file():
@@ -152,30 +149,25 @@ def _bench_findings(by_kind: dict[str, list[Path]], notes: list[str]) -> list[Fi
                 if c["ok"] is False:
                     code = _VALIDITY_CODES[c["check"]]
                     sev = "medium" if code in ("no-warmup", "unseeded-prompts") else "high"
-                    findings.append(Finding(code, sev, f"{c['check']}: {c['detail']}", label,
-                                            (f"{label}: {c['detail']}",),
-                                            "re-run the benchmark; its figures do not measure what was asked"))
-    return findings
+                    yield Finding(code, sev, f"{c['check']}: {c['detail']}", label, (f"{label}: {c['detail']}",),
+                                  "re-run the benchmark; its figures do not measure what was asked")
 
 
-def _clock_findings(by_kind: dict[str, list[Path]]) -> list[Finding]:
+def _clock_findings(by_kind: dict[str, list[Path]]) -> Iterator[Finding]:
     """Clock captures without a benchmark beside them: throttled or not."""
-    findings: list[Finding] = []
     for f in by_kind.get("clocks", []):
         if not any(b.parent == f.parent for b in by_kind.get("bench", [])):
             t = throttle(parse_clocks(f.read_text(encoding="utf-8", errors="replace"), str(f)))
             if t["throttled"]:
-                findings.append(Finding("throttled", "high", f"GPU throttled during the capture: SM clock down to "
-                                        f"{t['min_sm_mhz']:.0f} of {t['max_sm_mhz'] or float('nan'):.0f} MHz; "
-                                        f"reasons {t['reasons'] or 'clock below 90% of max'}", str(f),
-                                        (f"{f}: {t['slow_samples']} slow of {t['busy_samples']} busy samples",),
-                                        "cool/unpower-cap the GPU, lock clocks, and re-run"))
-    return findings
+                yield Finding("throttled", "high", f"GPU throttled during the capture: SM clock down to "
+                              f"{t['min_sm_mhz']:.0f} of {t['max_sm_mhz'] or float('nan'):.0f} MHz; "
+                              f"reasons {t['reasons'] or 'clock below 90% of max'}", str(f),
+                              (f"{f}: {t['slow_samples']} slow of {t['busy_samples']} busy samples",),
+                              "cool/unpower-cap the GPU, lock clocks, and re-run")
 
 
-def _trace_findings(trace_files: list[Path], notes: list[str]) -> list[Finding]:
+def _trace_findings(trace_files: list[Path], notes: list[str]) -> Iterator[Finding]:
     """Traces: metrics that cannot be trusted."""
-    findings: list[Finding] = []
     for f in trace_files:
         try:
             h = kit.profile.load([f]).health()
@@ -183,19 +175,16 @@ def _trace_findings(trace_files: list[Path], notes: list[str]) -> list[Finding]:
             notes.append(f"{f}: trace not read ({exc})")
             continue
         if h.capture["mode"] == "no GPU kernels":
-            findings.append(Finding("trace-metric", "info", "the trace has no GPU kernels (a CPU-only profile): "
-                                    "no GPU metric can be read from it", str(f),
-                                    (f"{f}: {h.capture['kernels']} kernels",),
-                                    "profile with CUDA activities on"))
+            yield Finding("trace-metric", "info", "the trace has no GPU kernels (a CPU-only profile): no GPU metric "
+                          "can be read from it", str(f), (f"{f}: {h.capture['kernels']} kernels",),
+                          "profile with CUDA activities on")
             continue
         bad = [m for m, v in h.metrics.items()
                if v["status"] == "unreliable" and m in ("category_shares", "step_time", "allreduce_share")]
         if bad:
             v = h.metrics[bad[0]]
-            findings.append(Finding("trace-metric", "medium", f"{', '.join(bad)} of this trace unreliable: "
-                                    f"{v['reason']}", str(f), (f"{f}: capture mode {h.capture['mode']}",),
-                                    v["fix"]))
-    return findings
+            yield Finding("trace-metric", "medium", f"{', '.join(bad)} of this trace unreliable: {v['reason']}",
+                          str(f), (f"{f}: capture mode {h.capture['mode']}",), v["fix"])
 
 
 @recorded("audit")

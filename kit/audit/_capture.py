@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from kit.env import parse_environ
 from kit.errors import KitError
 from kit.redact import mask_secrets
 from kit.remote import connect
@@ -47,8 +48,7 @@ def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int |
                 continue
             if data:
                 # secrets never leave as values: the house's credential names (kit.redact) keep their key only
-                pairs = [item.decode("utf-8", "surrogateescape").split("=", 1) for item in data.split(b"\0") if item]
-                env = mask_secrets({kv[0]: kv[1] for kv in pairs if len(kv) == 2})
+                env = mask_secrets(parse_environ(data, prefix=""))
                 text = "".join(f"{k}={v}\0" for k, v in env.items())
                 (d / "environ").write_bytes(text.encode("utf-8", "surrogateescape"))
                 out["environ"] = str(d / "environ")

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from kit.investigation._experiments import Experiment, build
+from kit.util import jsonable
 
 
 @dataclass
@@ -29,9 +30,8 @@ class Cause:
     key: str = ""
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "experiment"}
-        d["experiment"] = self.experiment.to_dict()
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+        return jsonable({**{k: v for k, v in self.__dict__.items() if k != "experiment"},
+                         "experiment": self.experiment.to_dict()})
 
 
 def rank(steps: dict, runs) -> tuple[list[Cause], list[dict]]:
@@ -61,11 +61,9 @@ def rank(steps: dict, runs) -> tuple[list[Cause], list[dict]]:
         st = steps.get(name)
         if st is None or st.status != "ran" or st.data.get("compared") is False:
             continue
-        mine = [c for c in measured if c.step == name]
-        gap_name = st.data.get("gap") or "client ITL (mean)"
-        explained = sum(c.share for c in mine)
-        remainder.append({"gap": gap_name, "step": name, "share": 1.0 - explained if mine else 1.0,
-                          "causes": len(mine)})
+        mine = [c.share for c in measured if c.step == name]
+        remainder.append({"gap": st.data.get("gap") or "client ITL (mean)", "step": name,
+                          "share": 1.0 - sum(mine) if mine else 1.0, "causes": len(mine)})
     gap = steps.get("gap")
     if not remainder and gap is not None and gap.status == "ran" and gap.data.get("beyond_noise") is not False:
         remainder.append({"gap": "decode tok/s", "step": "gap", "share": 1.0, "causes": 0,

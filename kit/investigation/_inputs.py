@@ -41,9 +41,7 @@ class RunInputs:
 def split(run) -> list[Path]:
     """A run given as a folder, a file, several joined by ``,`` or a list of them -> its paths (checked)."""
     parts = [run] if isinstance(run, (str, os.PathLike)) else list(run)
-    out: list[Path] = []
-    for p in parts:
-        out += [Path(x) for x in str(p).split(",") if x.strip()] if isinstance(p, str) else [Path(p)]
+    out = [Path(x) for p in parts for x in (p.split(",") if isinstance(p, str) else [p]) if str(x).strip()]
     for p in out:
         if not p.exists():
             raise UsageError(f"kit investigate: {p}: no such file or directory (a run is a folder, a file, "

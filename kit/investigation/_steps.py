@@ -146,8 +146,9 @@ def gap(runs, invalid: dict) -> Step:
             return s.skip(f"{r.label}: no decode tok/s in {', '.join(p.name for p in r.bench)}")
         g = got[0]
         m, lo, hi = kit.bench.mean_ci(g["tok_s"])
-        itl = g["itl_ms"]
-        p50, p99 = (_pct(itl, q, g.get("itl_printed", {}).get(k)) for q, k in ((50, "p50"), (99, "p99")))
+        # percentiles of the pooled gaps, else the figures the benchmark printed
+        p50, p99 = (float(np.percentile(g["itl_ms"], q)) if g["itl_ms"] else
+                    float(g.get("itl_printed", {}).get(k, math.nan)) for q, k in ((50, "p50"), (99, "p99")))
         sides[r.label] = {"tok_s": m, "lo": lo, "hi": hi, "n": len(g["tok_s"]), "samples": g["tok_s"],
                           "itl_p50_ms": p50, "itl_p99_ms": p99, "file": str(r.bench[0]), "what": g["what"],
                           "per_request": g.get("per_request", False), "url": g.get("url")}
@@ -165,11 +166,6 @@ def gap(runs, invalid: dict) -> Step:
         "noise not decided: fewer than two figures per side"
     s.lines.append(f"gap: {runs[1].label} decodes {rel:+.1%} vs {runs[0].label}: {verdict}")
     return s
-
-
-def _pct(xs, q, printed) -> float:
-    """Percentile ``q`` of the pooled gaps, else the figure the benchmark printed."""
-    return float(np.percentile(xs, q)) if xs else float(printed) if printed is not None else math.nan
 
 
 def _reconciled(r):
@@ -221,42 +217,40 @@ def itl(runs, invalid: dict, ms_per_token=None) -> Step:
             return s.skip(f"{r.label}: " + "; ".join(why[:2]))
         recs.append((rec, used))
     (ra, ua), (rb, ub) = recs
+    files = [str(x) for x in (*ua, *ub)]
     levels = (getattr(ra, "level", "token"), getattr(rb, "level", "token"))
     parts = [p for p in ra.parts if p in rb.parts and p in ra.tokens and p in rb.tokens]
     if levels[0] != levels[1] or min(len(ra.tokens), len(rb.tokens)) < 2 or not parts:
         s.lines += [f"{r.label}: {x!r} ({u[0]}, {u[1]})" for r, x, u in zip(runs, (ra, rb), (ua, ub))]
         s.lines.append(f"reconciled per {levels[0]} / {levels[1]} (kit.bench.reconcile's level): not part by part "
                        "on matched rows of both sides, so no part's change is weighed against noise")
-        s.data = {"levels": list(levels), "compared": False, "files": [str(x) for x in (*ua, *ub)],
+        s.data = {"levels": list(levels), "compared": False, "files": files,
                   "tables": [x.to_dict().get("table") for x in (ra, rb)]}
         s.lines += _engine_share(ra, rb, ms_per_token)
         return s
     ta, tb = (x.tokens.fillna({p: 0.0 for p in parts}) for x in (ra, rb))
     for t in (ta, tb):
         t["residual"] = t["gap"] - t[parts].sum(axis=1)
-    d_gap = float(tb["gap"].mean() - ta["gap"].mean())
-    noise_gap = _two_se(ta["gap"].to_numpy(), tb["gap"].to_numpy())
-    s.data = {"levels": list(levels), "itl_ms": (float(ta["gap"].mean()), float(tb["gap"].mean())), "delta_ms": d_gap,
-              "noise_ms": noise_gap, "parts": {}, "files": [str(x) for x in (*ua, *ub)]}
-    s.lines.append(f"client ITL (mean over {len(ta)} / {len(tb)} {levels[0]} rows): {ta['gap'].mean():.2f} -> "
-                   f"{tb['gap'].mean():.2f} ms ({d_gap:+.2f} ms, noise {noise_gap:.2f})")
+    ga, gb = float(ta["gap"].mean()), float(tb["gap"].mean())
+    d_gap, noise_gap = gb - ga, _two_se(ta["gap"].to_numpy(), tb["gap"].to_numpy())
+    s.data = {"levels": list(levels), "itl_ms": (ga, gb), "delta_ms": d_gap, "noise_ms": noise_gap, "parts": {},
+              "files": files}
+    s.lines.append(f"client ITL (mean over {len(ta)} / {len(tb)} {levels[0]} rows): {ga:.2f} -> {gb:.2f} ms "
+                   f"({d_gap:+.2f} ms, noise {noise_gap:.2f})")
     for p in [*parts, "residual"]:
-        d = float(tb[p].mean() - ta[p].mean())
-        n = _two_se(ta[p].to_numpy(), tb[p].to_numpy())
-        beyond = abs(d) > max(n, 1e-3 * abs(float(ta["gap"].mean())))
-        s.data["parts"][p] = {"a_ms": float(ta[p].mean()), "b_ms": float(tb[p].mean()), "delta_ms": d, "noise_ms": n,
-                              "beyond_noise": bool(beyond)}
-        s.lines.append(f"  {p:<9} {ta[p].mean():8.2f} -> {tb[p].mean():8.2f} ms ({d:+.2f}, noise {n:.2f})"
-                       f"{'  beyond noise' if beyond else ''}")
+        ma, mb = float(ta[p].mean()), float(tb[p].mean())
+        d, n = mb - ma, _two_se(ta[p].to_numpy(), tb[p].to_numpy())
+        beyond = abs(d) > max(n, 1e-3 * abs(ga))
+        s.data["parts"][p] = {"a_ms": ma, "b_ms": mb, "delta_ms": d, "noise_ms": n, "beyond_noise": bool(beyond)}
+        s.lines.append(f"  {p:<9} {ma:8.2f} -> {mb:8.2f} ms ({d:+.2f}, noise {n:.2f})"
+                       + ("  beyond noise" if beyond else ""))
         if beyond and p != "residual" and abs(d_gap) > noise_gap and d * d_gap > 0:
             s.candidates.append({"source": "itl", "key": p, "what": f"ITL part '{p}'", "delta": d, "noise": n,
                                  "gap": d_gap, "unit": "ms/token", "gap_name": "client ITL (mean)",
-                                 "evidence": [f"{p}: {ta[p].mean():.2f} ms/token in {runs[0].label} ({ua[1]}), "
-                                              f"{tb[p].mean():.2f} in {runs[1].label} ({ub[1]}), noise {n:.2f}",
-                                              f"client ITL {ta['gap'].mean():.2f} -> {tb['gap'].mean():.2f} ms "
-                                              f"({ua[0]}, {ub[0]})"],
-                                 "trust": "usable" if not (ra.warnings or rb.warnings) else "degraded",
-                                 "files": [str(x) for x in (*ua, *ub)]})
+                                 "evidence": [f"{p}: {ma:.2f} ms/token in {runs[0].label} ({ua[1]}), {mb:.2f} in "
+                                              f"{runs[1].label} ({ub[1]}), noise {n:.2f}",
+                                              f"client ITL {ga:.2f} -> {gb:.2f} ms ({ua[0]}, {ub[0]})"],
+                                 "trust": "usable" if not (ra.warnings or rb.warnings) else "degraded", "files": files})
     return s
 
 

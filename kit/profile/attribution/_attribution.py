@@ -134,8 +134,7 @@ _FOUND = ("frame_category", "frame_kind", "frame_name", "module", "block", "op",
 
 
 def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, infos: dict, decided: dict,
-                  fr_rules: list[Rule], seq_rules: list[Rule], res: dict, layer_ids: dict,
-                  att_launch: np.ndarray | None = None) -> None:
+                  fr_rules: list, seq_rules: list, res: dict, layer_ids: dict, att_launch: np.ndarray) -> None:
     """One thread's launches ``li`` (by time) against its CPU frames ``rows`` of ``fr``: the stack open at each
     launch decides (``_decide_stack``), unfused op sequences over the outermost ops may override a generic op;
     placement goes into ``res`` (per launch). ``infos``/``decided``: the load's memos of frames and decisions."""
@@ -147,12 +146,11 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
     for nm, kd in set(zip(names.tolist(), kinds.tolist())) - infos.keys():
         infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
     finfo = [infos[key] for key in zip(names.tolist(), kinds.tolist())]
-    att_ts = np.sort(lts[li[att_launch[li]]]) if att_launch is not None else np.empty(0)
+    att_ts = np.sort(lts[li[att_launch[li]]])
     nosoft = _attention_without_softmax(finfo, fts, fend, names, kinds, att_ts)
     top = outermost(fts, fend, kinds == "op")   # unfused op sequences over the outermost ops
     seq_of = claim([names[i] for i in top], seq_rules) if len(top) and seq_rules else []
-    top_ts = fts[top].tolist() if len(top) else []
-    top_end = fend[top].tolist() if len(top) else []
+    top_ts, top_end = fts[top].tolist(), fend[top].tolist()
     # the sweep reads single elements: Python lists (same float64 values) index ~5x faster than arrays
     fts_l, fend_l, names_l, rows_l = fts.tolist(), fend.tolist(), names.tolist(), rows.tolist()
     stack: list[int] = []
@@ -293,15 +291,13 @@ def _stacks(k: pd.DataFrame, la: pd.DataFrame, pos: np.ndarray, has: np.ndarray,
     """:func:`link`'s frame evidence and module placement of the launches ``need``, thread by thread."""
     infos: dict[tuple[str, str], _FrameInfo] = {}
     decided: dict[tuple[str, str], tuple] = {}   # (kind, subject) -> the rule's fields (_FrameInfo)
-    lts = la["ts"].to_numpy(float)
-    ltid = strings(la["tid"])
+    lts, ltid = la["ts"].to_numpy(float), strings(la["tid"])
     res = {c: [None] * len(la) for c in (*_FOUND, "layer_name")} | {"op_call": [-1] * len(la)}
-    fr_tid = fr["tid"]
     layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
     att_launch = np.zeros(len(la), bool)   # launches of a kernel named as attention (flash, fmha, paged ...)
     att_launch[pos[has & matching(k["name"], _ATT_KERNEL)]] = True
     for tid in np.unique(ltid[need]):
-        rows = np.flatnonzero(fr_tid == tid)
+        rows = np.flatnonzero(fr["tid"] == tid)
         if not len(rows):
             continue
         li = need[ltid[need] == tid]
@@ -356,10 +352,7 @@ def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: li
 def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules: list[Rule],
            name_cats: dict[str, str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(category, decided_by, evidence) per kernel, in the order of the module docstring."""
-    n = len(names)
-    cat = np.full(n, OTHER, dtype=object)
-    by = np.full(n, "none", dtype=object)
-    ev = np.full(n, None, dtype=object)
+    cat, by, ev = (np.full(len(names), v, dtype=object) for v in (OTHER, "none", None))
     user = [r for r in rules if "kernel" in r.on and r.source != PACKAGED]
     fused_rules = [r for r in rules if "fused" in r.on]
     nm = strings(names)

@@ -74,8 +74,13 @@ class Rule:
         return self._regex.search(name) is not None
 
 
-# inline flags after the leading (?i), escapes of characters by code, octal escapes and backreferences
-_NOT_FOLDABLE = re.compile(r"\\(?:[xuUN0-9])|\(\?[aiLmsux-]")
+# inline flags after the leading (?i), escapes of characters by code, octal escapes and backreferences; a class
+# starting with a literal ] ([]..], [^]..]); a class (maybe a literal \[ too: only ever a slower search) and its ranges
+_NOT_FOLDABLE = re.compile(r"\\(?:[xuUN0-9])|\(\?[aiLmsux-]|\[\^?\]")
+_CLASS = re.compile(r"\[\^?((?:\\.|[^\\\]])*)\]")
+_RANGE = re.compile(r"(\\.|[^\\])-(\\.|[^\\])")
+# what the rewrite keeps as written: escapes, a group's name and its backreference
+_TOKEN = re.compile(r"\\.|\(\?P<[^>]*>|\(\?P=[^)]*\)|[^\\(]+|\(", re.S)
 
 
 def lowered(pattern: str) -> re.Pattern | None:
@@ -87,34 +92,17 @@ def lowered(pattern: str) -> re.Pattern | None:
     and text the two decide alike: literals are lowered, escapes (``\\S``, ``\\W``) kept; a pattern the
     rewrite could change (other inline flags, ``\\x41``, a class range like ``[A-z]``) gets None and is
     searched as written."""
-    if not pattern.startswith("(?i)") or not pattern.isascii() or _NOT_FOLDABLE.search(pattern[4:]):
+    body = pattern[4:]
+    if not pattern.startswith("(?i)") or not pattern.isascii() or _NOT_FOLDABLE.search(body):
         return None
-    out, i, body, in_class = [], 0, pattern[4:], False
-    while i < len(body):
-        c = body[i]
-        if c == "\\":
-            out.append(body[i:i + 2])
-            i += 2
-            continue
-        if not in_class and body.startswith("(?P", i):   # a group's name and its backreference: as written
-            end = body.find(">" if body.startswith("(?P<", i) else ")", i)
-            if end < 0:
-                return None
-            out.append(body[i:end + 1])
-            i = end + 1
-            continue
-        if not in_class and c == "[" and (body[i + 1:i + 2] == "]" or body[i + 1:i + 3] == "^]"):
-            return None   # []..] and [^]..] start with a literal ]: not worth tracking
-        if in_class and c == "-" and out and i + 1 < len(body) and body[i + 1] != "]":
-            lo, hi = body[i - 1], body[i + 1]
-            if out[-1].startswith("\\") or not (lo.isalpha() and hi.isalpha() and lo.islower() == hi.islower()
-                                                or lo.isdigit() and hi.isdigit()):
-                return None   # [A-z], [0-Z], an escape as an end: the lowered class could differ
-        in_class = (in_class and c != "]") or (not in_class and c == "[")
-        out.append(c.lower())
-        i += 1
+    for cls in _CLASS.finditer(body):   # [A-z], [0-Z], an escape as an end: the lowered class could differ
+        if "(?P" in cls.group(1) or any(
+                lo[0] == "\\" or hi[0] == "\\" or not (lo.isalpha() and hi.isalpha() and lo.islower() == hi.islower()
+                                                  or lo.isdigit() and hi.isdigit())
+                for lo, hi in _RANGE.findall(cls.group(1))):
+            return None
     try:
-        return re.compile("".join(out))
+        return re.compile(_TOKEN.sub(lambda m: m[0] if m[0].startswith(("\\", "(?P")) else m[0].lower(), body))
     except re.error:
         return None
 
