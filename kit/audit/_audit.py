@@ -60,8 +60,7 @@ def _classify(paths: Iterable) -> tuple[dict[str, list[Path]], dict[str, str]]:
             out.append(p)
         else:
             raise UsageError(f"kit audit: {p}: no such file or directory")
-    by_kind: dict[str, list[Path]] = {}
-    inputs: dict[str, str] = {}
+    by_kind, inputs = {}, {}   # kind -> files; file -> kind
     for f in out:
         try:
             k = _kind(f)

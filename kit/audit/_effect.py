@@ -83,10 +83,10 @@ def _by_kernels(name: str, setting: str, key: str, kb: dict, kv: dict) -> Effect
     show = (lambda x: "graph replay" if x else "no graph replay") if what == "graph" else \
         (lambda x: ", ".join(sorted(x)[:3]) + (" ..." if len(x) > 3 else "") if x else "none")
     ev = (f"{kb['where']}: {what} kernels: {show(a)}", f"{kv['where']}: {what} kernels: {show(b)}")
-    if a == b:
-        return Effect(name, setting, key, "ignored", f"no effect: the engine ignored {setting} (the same {what} "
-                      f"kernels ran in both runs: {show(a)})", a, b, ev)
-    return Effect(name, setting, key, "took effect", f"took effect: {what} kernels {show(a)} -> {show(b)}", a, b, ev)
+    status, verdict = ("ignored", f"no effect: the engine ignored {setting} (the same {what} kernels ran in both "
+                                  f"runs: {show(a)})") if a == b else \
+        ("took effect", f"took effect: {what} kernels {show(a)} -> {show(b)}")
+    return Effect(name, setting, key, status, verdict, a, b, ev)
 
 
 def effect(baseline, variant, setting: str, *, name: str = "variant", kernels: tuple | None = None) -> Effect:
@@ -107,20 +107,18 @@ def _effect(baseline, variant, setting: str, name: str, key: str | None) -> Effe
     eb, ev = baseline.reported(key), variant.reported(key)
     if key.startswith("env:") and eb is None and ev is not None:
         # an environment variable: the engine's own echo or the process environment is the report
-        return Effect(name, setting, key, "took effect", f"took effect: {setting}={ev.value} in the engine's "
-                      "environment, unset in the baseline's", None, ev.value, (str(ev),))
-    if eb is None or ev is None:
-        missing = "the baseline" if eb is None else "the variant"
-        return Effect(name, setting, key, "unknown",
-                      f"unknown: {missing} did not report {key} (capture the server log with its argument dump, "
-                      f"/get_server_info or /proc/PID/environ)", eb.value if eb else None, ev.value if ev else None,
-                      tuple(str(e) for e in (eb, ev) if e is not None))
-    if eb.value == ev.value:
-        return Effect(name, setting, key, "ignored",
-                      f"no effect: the engine ignored {setting} ({key} is {ev.value!r} in both runs)",
-                      eb.value, ev.value, (str(eb), str(ev)))
-    return Effect(name, setting, key, "took effect", f"took effect: {key} {eb.value!r} -> {ev.value!r}",
-                  eb.value, ev.value, (str(eb), str(ev)))
+        status, verdict = "took effect", (f"took effect: {setting}={ev.value} in the engine's environment, unset "
+                                          "in the baseline's")
+    elif eb is None or ev is None:
+        status, verdict = "unknown", (f"unknown: {'the baseline' if eb is None else 'the variant'} did not report "
+                                      f"{key} (capture the server log with its argument dump, /get_server_info or "
+                                      "/proc/PID/environ)")
+    elif eb.value == ev.value:
+        status, verdict = "ignored", f"no effect: the engine ignored {setting} ({key} is {ev.value!r} in both runs)"
+    else:
+        status, verdict = "took effect", f"took effect: {key} {eb.value!r} -> {ev.value!r}"
+    return Effect(name, setting, key, status, verdict, eb and eb.value, ev and ev.value,
+                  tuple(str(e) for e in (eb, ev) if e is not None))
 
 
 def decider(host, source: str, evidence_text: str) -> Decider | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -80,7 +81,7 @@ class ClockSampler:
     runs. Where there is no ``nvidia-smi`` it records why in ``missing`` and samples nothing."""
 
     def __init__(self, host=None, interval_ms: int = 500, nvidia_smi: str = "nvidia-smi") -> None:
-        self.host, self.local = host or connect("local"), host is None
+        self.host, self.local = connect("local") if host is None else host, host is None
         self.interval_ms = int(interval_ms)
         self.nvidia_smi = nvidia_smi
         self.missing: str | None = None
@@ -92,8 +93,9 @@ class ClockSampler:
         args = [self.nvidia_smi, f"--query-gpu={CLOCK_QUERY}", "--format=csv,noheader,nounits",
                 f"-lms={self.interval_ms}"]
         try:
-            found = self.host.run(f"command -v {quote(self.nvidia_smi)}", timeout=30)
-            if not found.ok or not found.stdout.strip():
+            found = shutil.which(self.nvidia_smi) if self.local else \
+                self.host.run(f"command -v {quote(self.nvidia_smi)}", timeout=30).stdout.strip()
+            if not found:
                 self.missing = (f"{self.nvidia_smi} not found on this machine" if self.local else
                                 f"{name}: {self.nvidia_smi} not found") + ": clocks not sampled"
                 return self
@@ -202,21 +204,16 @@ def _check_seeded(record: dict, reqs, clocks) -> tuple:
     return None, "the record does not say how prompts were drawn"
 
 
-def _clock_summary(record: dict, clocks) -> dict | None:
-    """The ``throttle`` summary from ``clocks`` (a file, samples or a summary), else the record's own."""
-    if isinstance(clocks, (str, Path)):
-        summary = throttle(parse_clocks(Path(clocks).read_text(encoding="utf-8", errors="replace"), str(clocks)))
-        summary["source"] = f"recorded query {clocks}"
-        return summary
-    if isinstance(clocks, list):
-        return throttle(clocks)
-    if isinstance(clocks, dict):
-        return clocks
-    return record["clocks"] if isinstance(record.get("clocks"), dict) else None
-
-
 def _check_clocks(record: dict, reqs, clocks) -> tuple:
-    summary = _clock_summary(record, clocks)
+    """GPU clocks: the ``throttle`` summary of ``clocks`` (a file, samples or a summary), else the record's own."""
+    if isinstance(clocks, (str, Path)):
+        summary = {**throttle(parse_clocks(Path(clocks).read_text(encoding="utf-8", errors="replace"), str(clocks))),
+                   "source": f"recorded query {clocks}"}
+    elif isinstance(clocks, list):
+        summary = throttle(clocks)
+    else:
+        summary = clocks if isinstance(clocks, dict) else record.get("clocks")
+        summary = summary if isinstance(summary, dict) else None
     if summary is None or summary.get("throttled") is None:
         return None, (summary or {}).get("missing") or "no GPU clock samples for this run"
     if summary["throttled"]:

@@ -90,10 +90,7 @@ class Investigation:
 
     def __repr__(self) -> str:
         lines = [self.headline, ""]
-        for n in ORDER:
-            s = self.steps.get(n)
-            if s is None:
-                continue
+        for n, s in ((n, self.steps[n]) for n in ORDER if n in self.steps):
             lines.append(f"[{n}] {s.status}" + (f": {s.reason}" if s.reason else "") + f"  ({s.calls})")
             lines += [f"    {x}" for x in s.lines]
         lines.append("")

@@ -53,8 +53,7 @@ class Step:
         return None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "calls": self.calls, "status": self.status, "reason": self.reason,
-                "lines": list(self.lines), "data": self.data}
+        return {k: v for k, v in self.__dict__.items() if k != "candidates"}
 
 
 def _two_se(a, b) -> float:
@@ -141,10 +140,9 @@ def gap(runs, invalid: dict) -> Step:
         return stop
     sides = {}
     for r in runs:
-        got = [x for x in (_bench_samples(p) for p in r.bench) if x and x["tok_s"]]
-        if not got:
+        g = next((x for x in (_bench_samples(p) for p in r.bench) if x and x["tok_s"]), None)
+        if g is None:
             return s.skip(f"{r.label}: no decode tok/s in {', '.join(p.name for p in r.bench)}")
-        g = got[0]
         m, lo, hi = kit.bench.mean_ci(g["tok_s"])
         # percentiles of the pooled gaps, else the figures the benchmark printed
         p50, p99 = (float(np.percentile(g["itl_ms"], q)) if g["itl_ms"] else

@@ -109,8 +109,7 @@ def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | Non
     """The deciding frame of a stack (innermost first; the module docstring's step 3), and the unclaimed
     innermost class when only an enclosing module's role decided (a guess: GPT-2's ``Conv1D`` inside its
     attention), else None."""
-    dec = None
-    inner = None   # the innermost module frame
+    dec = inner = None   # inner: the innermost module frame
     for inf in stack:
         if inner is None and inf.module is not None:
             inner = inf
@@ -121,11 +120,9 @@ def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | Non
                 # the Linear around a weight GEMM op: decided by module, as before the op rule
                 or (dec.kind == "op" and dec.cat == GEMM and inf.kind == "module" and inf.cat == GEMM)):
             dec = inf
-    weak = None
-    if (dec is not None and dec.kind == "module" and not dec.container and inner is not None
-            and inner is not dec and inner.cat is None and not inner.layer_like):
-        weak = inner.module
-    return dec, weak
+    weak = (dec is not None and dec.kind == "module" and not dec.container and inner is not None
+            and inner is not dec and inner.cat is None and not inner.layer_like)
+    return dec, inner.module if weak else None
 
 
 # what the sweep finds per launch (a position in the launch table), copied to the kernels that launch linked;

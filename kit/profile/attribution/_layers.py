@@ -133,8 +133,7 @@ def find_layers(profile, assign: bool = False) -> LayerGuess:
             for key, streams in stream_sequences(k, use & decode if decode.any() else use, merge=False).items()}
     if not seqs:
         return LayerGuess(0, "not found", "no steps")
-    memo: dict = {}
-    guesses = {}
+    memo, guesses = {}, {}
     for key, pos in seqs.items():
         c = codes[pos]
         h = c.tobytes()

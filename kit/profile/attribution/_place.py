@@ -242,14 +242,14 @@ def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Alig
            r_phase) -> tuple[np.ndarray, pd.DataFrame]:
     """The target's stream as a whole (all steps, per rank) aligned with the reference's; per target step its
     kernels, those matched, and the reference kernels of the span its matches cover."""
-    n = len(target)
-    t_all = stream_sequences(target.assign(step=0), _in_phase(target, phase))
+    use = _in_phase(target, phase)
+    t_all = stream_sequences(target.assign(step=0), use)
     r_all = stream_sequences(reference.assign(step=0), _in_phase(reference, r_phase))
-    ref_row = np.full(n, -1, np.int64)
+    ref_row = np.full(len(target), -1, np.int64)
     if not r_all:
         return ref_row, pd.DataFrame(columns=_COLS)
-    ref_order = np.full(len(reference), -1, np.int64)   # a reference kernel's place in its stream
-    ref_stream = np.full(len(reference), -1, np.int64)  # and which stream (a span is counted within one)
+    # a reference kernel's place in its stream, and which stream (a span is counted within one)
+    ref_order, ref_stream = np.full(len(reference), -1, np.int64), np.full(len(reference), -1, np.int64)
     for streams in r_all.values():
         for v in streams.values():
             ref_order[v] = np.arange(len(v))
@@ -257,19 +257,15 @@ def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Alig
     for (rank, _), streams in t_all.items():
         r = rank if (rank, 0) in r_all else sorted(r_all)[0][0]
         for tpos in streams.values():
-            got, _ = aligner.stream(tpos, r_all[(r, 0)])
-            ref_row[tpos] = got
-    steps = target["step"].to_numpy()
-    ranks = target["rank"].to_numpy()
-    use = _in_phase(target, phase)
+            ref_row[tpos] = aligner.stream(tpos, r_all[(r, 0)])[0]
+    steps, ranks = target["step"].to_numpy(), target["rank"].to_numpy()
     rows = []
     for rank, step in sorted({(int(a), int(b)) for a, b in zip(ranks[use], steps[use])}):
         sel = use & (ranks == rank) & (steps == step)
-        hit = ref_row[sel]
-        hit = hit[hit >= 0]
+        hit = ref_row[sel & (ref_row >= 0)]
         n_t, matched = int(sel.sum()), int(len(hit))
-        n_r = sum(int(np.ptp(ref_order[hit[ref_stream[hit] == sid]]) + 1) for sid in np.unique(ref_stream[hit]))
-        n_r = max(n_r, matched)
+        n_r = max(matched, sum(int(np.ptp(ref_order[hit[ref_stream[hit] == sid]]) + 1)
+                               for sid in np.unique(ref_stream[hit])))
         rows.append((rank, step, n_t, n_r, matched))
     return ref_row, _step_table(rows)
 

@@ -70,20 +70,17 @@ def claim(names: list[str], rules: list[Rule]) -> list[Rule | None]:
     ``<category>:<name>`` (``rope:add kv-cache_write:cat``: context it cannot claim again), and claims its
     matches (named groups ``x``, ``x2`` ...: only those). Shape-only ops (``TRANSPARENT``) are left out of the
     text; one between two ops of one claim joins it, one right before a container's claim is the container's."""
-    n = len(names)
-    out: list[Rule | None] = [None] * n
-    if not n or not rules:
-        return out
+    out: list[Rule | None] = [None] * len(names)
     toks_all = [x.removeprefix("aten::").replace(" ", "_") for x in names]   # ops as the rules see them
     vis = [i for i, t in enumerate(toks_all) if t not in TRANSPARENT]
+    if not vis or not rules:
+        return out
     toks = [toks_all[i] for i in vis]
     m_ = len(vis)
     got: list[Rule | None] = [None] * m_
     for r in rules:
         rx = _anchored(r.pattern)
         words = [t if got[i] is None else f"{got[i].category.replace(' ', '_')}:{t}" for i, t in enumerate(toks)]
-        if not words:
-            break
         starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
         text = " ".join(words) + " "
         groups = [g for g in rx.groupindex if g == "x" or (g.startswith("x") and g[1:].isdigit())] or [0]
