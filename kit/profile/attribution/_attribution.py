@@ -249,9 +249,7 @@ def _frame_columns(frames: pd.DataFrame, ann: pd.DataFrame) -> dict[str, np.ndar
               **{c: t[c].astype(object).to_numpy() if c in t and is_fr else np.full(len(t), None, dtype=object)
                  for c in ("dims", "types")}}
              for t, is_fr in ((frames, True), (cpu, False)) if len(t)]
-    if not parts:
-        return None
-    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]} if parts else None
 
 
 def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.DataFrame,

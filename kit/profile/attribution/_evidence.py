@@ -85,9 +85,7 @@ def undecided_detail(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict, d
     elementwise), nothing gave (``other``), a generic op sequence guessed (readings the ops cannot tell apart),
     a generic GEMM op alone gave, or only the role of a module enclosing a class no rule claims gave (``enclosing
     module``, ``structure``); that share per category, and per innermost class no rule claims."""
-    if not len(k) or "decided_by" not in k:
-        return 0.0, {}, {}
-    tot = float(k["dur_us"].sum())
+    tot = float(k["dur_us"].sum()) if len(k) and "decided_by" in k else 0.0
     if not tot > 0:
         return 0.0, {}, {}
     sel = _undecided_mask(k, rules)

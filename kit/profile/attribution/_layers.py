@@ -40,9 +40,8 @@ class LayerGuess:
     bounds: list = field(default_factory=list, repr=False)
 
     def __repr__(self) -> str:
-        if not self.layers:
-            return f"LayerGuess(not found: {self.how})"
-        return f"LayerGuess(layers={self.layers}, confidence={self.confidence}: {self.how})"
+        return (f"LayerGuess(layers={self.layers}, confidence={self.confidence}: {self.how})" if self.layers else
+                f"LayerGuess(not found: {self.how})")
 
 
 def _period(c: np.ndarray) -> tuple[int, int, int, float]:
