@@ -364,14 +364,10 @@ def run_settings(r):
 
 
 def _flags(cmd: str | None) -> dict:
-    out: dict = {}
-    words = shlex.split(cmd or "")
-    for i, w in enumerate(words):
-        if w.startswith("--"):
-            name, _, val = w.partition("=")
-            nxt = words[i + 1] if i + 1 < len(words) else ""
-            out[name] = val or (nxt if nxt and not nxt.startswith("--") else True)
-    return out
+    """``--name`` -> its value (``--name=v`` or ``--name v``; True for a bare flag) in a command line."""
+    words = [*shlex.split(cmd or ""), ""]
+    return {w.partition("=")[0]: w.partition("=")[2] or (nxt if nxt and not nxt.startswith("--") else True)
+            for w, nxt in zip(words, words[1:]) if w.startswith("--")}
 
 
 def _asked(runs, pair) -> dict:

@@ -14,13 +14,14 @@ The category is decided by the first evidence that exists, in this order (``deci
    ``generic`` one (``mm``, ``topk``) gives way to the first enclosing frame with a meaning (the SDPA op
    around math attention's ``bmm``); an enclosing ``container`` (an MoE block, an SSM mixer) overrides what
    it encloses except the categories it ``keep``s; a weight GEMM (``aten::linear`` / ``addmm``) is gemm
-   inside any role but a container. ``enclosing module``: only a module around an innermost class no rule
-   claims gave the role (a guess, undecided). ``structure``: a class a role calls attention that runs no
-   softmax, SDPA/flash op or attention kernel is a linear recurrence (RWKV, lightning attention): ssm,
-   undecided. Graph replays take no frame evidence (their frames enclose the replay). ``sequence``: where
-   no frame decided (or a generic op did), the ``[[sequence]]`` rule claiming the outermost op around the
-   launch (``_sequences.py``). ``kernel sequence``: kernels with no CPU op around their launch (graph
-   replays, CUDA-only traces) read as the ops their names stand for, through the same rules;
+   inside any role but a container, a product of two activations the role's. ``enclosing module``: only a
+   module around an innermost class no rule claims gave the role (a guess, undecided). ``structure``: a class
+   a role calls attention that runs no softmax, SDPA/flash op or attention kernel is a linear recurrence
+   (RWKV, lightning attention): ssm, undecided. Graph replays take no frame evidence (their frames enclose
+   the replay). ``sequence``: where no frame decided (or a generic op did), the ``[[sequence]]`` rule
+   claiming the outermost op around the launch (``_sequences.py``). ``kernel sequence``: kernels with no CPU
+   op around their launch (graph replays, CUDA-only traces) read as the ops their names stand for, through
+   the same rules;
 4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the fused ops;
 5. ``kernel name``: the kernel-name rules (``kernel name (no launch)``: the launch is not in the trace);
    else ``none`` (category ``other``).
