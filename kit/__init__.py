@@ -34,28 +34,17 @@ __version__ = kit_version()
 
 _SUBMODULES = ("remote", "source", "profile", "logs", "models", "env", "ledger", "plots", "report", "errors",
                "explorer", "session", "provenance", "live", "bench", "audit", "runs", "investigation")
-_FROM_REMOTE = ("connect", "hosts", "Host", "Result", "Job")
-_FROM_LIVE = ("server", "experiment")
-_FROM_INVESTIGATION = ("investigate",)
+# a name -> the module that defines it; ``load_ipython_extension`` (``%load_ext kit``) loads IPython with kit.magics
+_FROM = {**dict.fromkeys(("connect", "hosts", "Host", "Result", "Job"), "remote"),
+         **dict.fromkeys(("server", "experiment"), "live"), "investigate": "investigation",
+         "load_ipython_extension": "magics"}
 
-__all__ = sorted(_SUBMODULES + _FROM_REMOTE + _FROM_LIVE + _FROM_INVESTIGATION
-                 + ("__version__", "load_ipython_extension"))
+__all__ = sorted((*_SUBMODULES, *_FROM, "__version__"))
 
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         return importlib.import_module(f"kit.{name}")
-    if name in _FROM_REMOTE:
-        return getattr(importlib.import_module("kit.remote"), name)
-    if name in _FROM_LIVE:
-        return getattr(importlib.import_module("kit.live"), name)
-    if name in _FROM_INVESTIGATION:
-        return getattr(importlib.import_module("kit.investigation"), name)
+    if name in _FROM:
+        return getattr(importlib.import_module(f"kit.{_FROM[name]}"), name)
     raise AttributeError(f"module 'kit' has no attribute {name!r}")
-
-
-def load_ipython_extension(ipython) -> None:
-    """``%load_ext kit`` registers the ``%%remote TARGET`` cell magic."""
-    from kit import magics  # deferred: IPython, only in a notebook that loads the extension
-
-    magics.load_ipython_extension(ipython)

@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import jsonschema
 import mcp_types as types
+import uvicorn
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
@@ -176,8 +177,6 @@ def serve_http(policy: Policy, port: int, session: Path | None = None, *, ready=
     directory of its own, removed at exit): another local user cannot call a tool, though the port is
     open to every process of the machine. ``port=0`` takes a free port; ``ready(url, token_file)`` is
     called once it listens. Sessions idle for ``session_idle_s`` are closed, at most ``MAX_SESSIONS``."""
-    import uvicorn  # deferred: only the HTTP transport needs the ASGI server
-
     token = secrets.token_urlsafe(32)
     own_dir = None
     if token_file is None:

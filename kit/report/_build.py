@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+from papermill.parameterize import parameterize_notebook
+
 from kit.errors import LedgerError, NotebookFailed, ReportError
 from kit.ledger import LEDGER_ENV, Ledger
 from kit.redact import notebook_secrets, redact_json_text, redact_notebook, redact_text
@@ -25,8 +30,6 @@ from kit.report import _assets as assets
 from kit.report import _export as export
 from kit.report._pdf import PDF_NAME, write_pdf
 from kit.util import kit_version
-
-__all__ = ["NotebookRun", "Report", "build", "discover", "execute_notebook"]
 
 MARKER = "report.json"  # written into every report; only directories holding it are replaced
 DEFAULT_CELL_TIMEOUT = 300.0
@@ -123,12 +126,6 @@ def _run_client(client, kernel_env: dict, cell_timeout: float) -> tuple[str, str
     goes to a temporary file, read back when the kernel dies: a kernel interrupted while starting (the
     kernel manager interrupts it on every shutdown, a Ctrl-C's too) would print its traceback among
     the report's lines."""
-    from nbclient.exceptions import (  # deferred: a build only (notebooks load kit.report for table)
-        CellExecutionError,
-        CellTimeoutError,
-        DeadKernelError,
-    )
-
     with tempfile.TemporaryFile("w+", prefix="kit-kernel-") as log:
         try:
             client.execute(env=kernel_env, stderr=log)
@@ -147,8 +144,7 @@ def _run_client(client, kernel_env: dict, cell_timeout: float) -> tuple[str, str
 
 def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, Any] | None = None,
                      cwd: str | os.PathLike[str] | None = None, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
-                     env: Mapping[str, str] | None = None,
-                     kernel_name: str = "python3", startup_timeout: float = 60.0) -> tuple[Any, NotebookRun]:
+                     env: Mapping[str, str] | None = None) -> tuple[Any, NotebookRun]:
     """Run one notebook in a fresh kernel; return the executed notebook and its :class:`NotebookRun`.
 
     Parameters are injected after the cell tagged ``parameters`` (papermill's rules). Execution
@@ -157,21 +153,16 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
     The kernel runs with ``KIT_RUNS=off`` (unless ``env`` sets it): a report never records into the user's
     run catalogue.
     """
-    import nbformat  # deferred: a build only (notebooks load kit.report for table)
-    from nbclient import NotebookClient  # deferred: a build only (notebooks load kit.report for table)
-
     path = Path(path)
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as exc:  # nbformat raises several unrelated types for bad files
         raise ReportError(f"notebook {path}: cannot read ({type(exc).__name__}: {exc})") from exc
     if parameters:
-        from papermill.parameterize import parameterize_notebook  # deferred: as nbformat above
-
         for cell in nb.cells:  # papermill reads .metadata.tags and .metadata.papermill unguarded
             cell.metadata.setdefault("tags", [])
         nb.metadata.setdefault("papermill", {})
-        nb = parameterize_notebook(nb, dict(parameters), kernel_name=kernel_name, language="python")
+        nb = parameterize_notebook(nb, dict(parameters), kernel_name="python3", language="python")
     current = {"index": None}
 
     def on_cell_start(cell: Any = None, cell_index: int | None = None, **_: Any) -> None:
@@ -184,7 +175,7 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
     kernel_env.update(dict(env or {}))
     kernel_env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     client = NotebookClient(
-        nb, timeout=cell_timeout, startup_timeout=startup_timeout, kernel_name=kernel_name,
+        nb, timeout=cell_timeout, startup_timeout=60.0, kernel_name="python3",
         resources={"metadata": {"path": str(Path(cwd or path.parent))}}, allow_errors=False,
         record_timing=False, on_cell_start=on_cell_start,
         extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-without-encryption warning per run
@@ -218,8 +209,6 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
 
 def _mark_failure(nb: Any, idx: int, ename: str, evalue: str) -> None:
     """Make the failure visible: an error output if the cell has none, an anchor and a top banner."""
-    import nbformat  # deferred: a build only (notebooks load kit.report for table)
-
     if idx < len(nb.cells):
         cell = nb.cells[idx]
         outputs = cell.setdefault("outputs", []) if cell.get("cell_type") == "code" else None
@@ -376,8 +365,6 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
     """Write every page, the redacted ledger copy and the ipynb copies into ``tmp``; ``index(ledger)``
     gives the index block (``None``: without the ledger, which the index notebook shows itself).
     Returns the secret values masked (the PDF is checked for them too)."""
-    import nbformat  # deferred: a build only (notebooks load kit.report for table)
-
     runs = [r for _, _, r, _ in executed]
     # A value recognised in one notebook (quoted, after a flag) is masked in all of them, where
     # another prints it bare: every page, ipynb copy and the ledger get the same set.

@@ -16,6 +16,10 @@ from __future__ import annotations
 import html as _html
 from typing import Any, Sequence
 
+from jinja2 import DictLoader
+from nbconvert import HTMLExporter
+from traitlets.config import Config
+
 from kit.redact import redact_html
 from kit.report import _assets as assets
 
@@ -76,10 +80,6 @@ details.kit-code[open]>summary{color:#0969da}
 
 def make_exporter(no_input: bool = False) -> Any:
     """An HTMLExporter (lab template) that loads nothing from the network."""
-    from jinja2 import DictLoader  # deferred: nbconvert's stack only when a page is exported
-    from nbconvert import HTMLExporter  # deferred: as above
-    from traitlets.config import Config  # deferred: as above
-
     cfg = Config()
     cfg.HTMLExporter.require_js_url = assets.REQUIRE_JS_URL
     cfg.HTMLExporter.widget_renderer_url = assets.WIDGET_RENDERER_URL

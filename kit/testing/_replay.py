@@ -8,6 +8,8 @@ import json
 import random
 from pathlib import Path
 
+import orjson
+
 _GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
 _ID_KEYS = ("correlation", "External id", "Record function id")
 
@@ -101,15 +103,9 @@ def _place_step(events: list[dict], k: int, base: float, t0: float, f: float, st
 
 
 def _write_trace(doc: dict, dest: Path) -> None:
-    try:
-        import orjson  # optional: the standard json writes it where orjson is missing
-
-        data = orjson.dumps(doc)
-    except ImportError:
-        data = json.dumps(doc).encode()
     dest.parent.mkdir(parents=True, exist_ok=True)
     with (gzip.open(dest, "wb", compresslevel=1) if dest.suffix == ".gz" else open(dest, "wb")) as fh:
-        fh.write(data)
+        fh.write(orjson.dumps(doc))
 
 
 def replay_trace(src, dest, *, steps: int | None = None, jitter: float = 0.0, slow: dict | None = None,

@@ -41,6 +41,8 @@ import time
 import uuid
 from pathlib import Path
 
+from kit.remote import connect
+
 TEST_USER = "kituser"  # prefix of the throwaway login users (kituser-<random>) made when run as root
 _SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
 
@@ -392,8 +394,6 @@ class SSHServer:
     def connect(self, user: str | None = None, **opts):
         """An open :class:`kit.remote.SSHHost` to this server, strict host-key checking (as ``user``,
         default the server's login user)."""
-        from kit.remote import connect  # deferred: paramiko loads only for a test that connects
-
         target = self.target if user is None else f"{user}@{self.host}:{self.port}"
         return connect(target, **self.connect_options(**opts))
 
