@@ -1,18 +1,12 @@
 """The hypothesis ledger: what the investigation suspected, how it was tested, and what the numbers said.
 
-An investigation is a chain of hypotheses ("AllReduce dominates decode", "the sm100 default backend
-applies on this GPU", ...). Each notebook tests one or more of them and records a verdict computed from
-its values, never typed by hand. The ledger is one JSON file beside the session, written atomically
-(temporary file + ``os.replace``) under a lock on its directory, so a crash mid-write never corrupts it
-(a killed writer's temporary file is removed by the next writer) and two notebooks or two ``Ledger``
-instances updating different hypotheses never lose each other's verdicts: ``save()`` merges what
-others saved since this instance read the file, and refuses (``LedgerError``) when both changed the
-same hypothesis. A damaged file is one ``LedgerError`` naming it, and is left as it was.
-
-Each hypothesis says where its evidence came from (``provenance``: one entry per artefact, with its
-kind: measured, third-party, sample, project-written, unknown; see ``kit.session``) and what the
-reader must know to weigh it (``caveats``, e.g. "the measurement contradicts the model"). The report
-renders it as a table at the top of ``index.html``, with a provenance column.
+Each notebook tests one or more hypotheses and records a verdict computed from its values, never typed
+by hand. The ledger is one JSON file beside the session, written atomically under a lock on its
+directory: a crash mid-write never corrupts it, and two notebooks or two ``Ledger`` instances updating
+different hypotheses never lose each other's verdicts (``save()`` merges, and refuses with
+``LedgerError`` when both changed the same hypothesis). A damaged file is one ``LedgerError`` naming it,
+and is left as it was. Each hypothesis says where its evidence came from (``provenance``: one entry per
+artefact, with its kind, see ``kit.provenance``) and what the reader must know to weigh it (``caveats``).
 
     ledger = Ledger.open("notebooks/sample/ledger.json")
     ledger.record("H1", statement="AllReduce dominates decode time on TP over PCIe",
@@ -423,10 +417,6 @@ class Ledger:
         return self.record(id, evidence=evidence.strip(), verdict=verdict, numbers=numbers, source=new_source,
                            provenance=merged, caveats=caveats)
 
-    def add(self, hypothesis: Hypothesis) -> Hypothesis:
-        """Insert or replace a whole hypothesis and save."""
-        return self.record(hypothesis.id, **{k: getattr(hypothesis, k) for k in _FIELDS if k != "id"})
-
     # ---------------------------------------------------------------- access
     def __getitem__(self, id: str) -> Hypothesis:
         try:
@@ -488,12 +478,11 @@ class Ledger:
         return pd.DataFrame([h.to_dict() for h in self._items.values()], columns=list(_FIELDS))
 
     # ---------------------------------------------------------------- display
-    def to_text(self, width: int = 100) -> str:
+    def to_text(self) -> str:
         """A plain-text table (what the terminal and the text/plain output show)."""
         if not self._items:
             return f"ledger {self.path.name}: no hypotheses"
-        lines = [f"{'id':<6} {'verdict':<10} hypothesis / evidence"]
-        lines.append("-" * min(width, 100))
+        lines = [f"{'id':<6} {'verdict':<10} hypothesis / evidence", "-" * 100]
         for h in self._items.values():
             lines.append(f"{h.id:<6} {h.verdict:<10} {h.statement}")
             if h.evidence:

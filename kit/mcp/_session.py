@@ -67,7 +67,7 @@ def ledger_record(policy: Policy, ledger: str, id: str, verdict: str, evidence: 
     provenance, each with the kind the session's manifest gives it (never assumed measured)."""
     path = ledger_path(ledger, write=True)
     prov = [_ledger_provenance(a) for a in artefacts or []]
-    led = Ledger.open(path) if path.exists() else Ledger(path)
+    led = Ledger.open(path)
     h = led.record(identifier(id, "hypothesis id"), statement=statement, test=test, evidence=evidence,
                    verdict=verdict, numbers=numbers, source=source, provenance=prov or None, caveats=caveats)
     warnings = [] if h.evidence_kind == "measured" else [f"{h.id}: evidence is {h.evidence_kind}, not measured"]

@@ -1,21 +1,13 @@
 """The tool table: one row per tool (name, function, mode, description, input schema, paged table).
 
-``mode`` is ``read`` (always listed), ``write`` (listed with ``--allow-write``) or ``run`` (listed with
-``--allow-run HOST``; its ``host`` argument may name only those hosts). A tool the server was not
-started for is not listed, and a call to it is answered as for a tool that does not exist.
-The schemas are the contract: arguments are validated against them (no extra keys, host names from
-the allowed list), and every path-typed field (``x-path``, in the field or its items) is resolved and
-checked by the server (``Policy.resolve``) before the row's function sees it:
-
-- ``file``: a local regular file inside the roots; ``tree``: a local file or directory whose every
-  entry resolves inside the roots; ``traces``: a trace file or a directory's ``rank*`` traces, as a list
-- ``new``: a file or directory the tool creates, inside the roots, that does not exist yet
-- ``host``: a path on the call's ``host`` (``tree`` on local, ``--host-root`` elsewhere)
-- ``ledger``: a session directory or its ``ledger.json`` (a write goes only into that session's ledger)
-
-Tools are grouped by capability: the host and its source (``_source.py``), traces (``_traces.py``),
-logs and benchmarks (``_logs.py``), two runs investigated (``_investigate.py``), the run catalogue
-(``_catalogue.py``), the session (``_session.py``).
+``mode`` is ``read`` (always listed), ``write`` (``--allow-write``) or ``run`` (``--allow-run HOST``; its
+``host`` argument may name only those hosts); a tool the server was not started for is answered as one
+that does not exist. The schemas are the contract: arguments are validated against them, and every
+path-typed field (``x-path``, in the field or its items) is resolved and checked by ``Policy.resolve``
+before the row's function sees it: ``file`` (a local regular file inside the roots), ``tree`` (a local
+file or directory whose every entry resolves inside the roots), ``traces`` (a trace file or a directory's
+``rank*`` traces, as a list), ``new`` (a file or directory the tool creates, not existing yet), ``host``
+(a path on the call's ``host``) and ``ledger`` (a session directory or its ``ledger.json``).
 """
 from __future__ import annotations
 

@@ -11,8 +11,6 @@ from matplotlib.figure import Figure
 
 from kit.errors import UsageError
 
-__all__ = ["concurrency_scaling", "latency_cdf", "throughput_latency"]
-
 _NAMES = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
 
 

@@ -1,15 +1,5 @@
-"""Plots of parsed serving logs and of the speculative-decoding model (re-exported by ``kit.plots``).
-
-- :func:`acceptance_over_time` — mean acceptance length (incl. bonus) and draft acceptance rate
-  per log window; after-idle windows drawn hollow (they are excluded from summaries).
-- :func:`acceptance_per_position` — pooled per-position acceptance of one or more runs.
-- :func:`throughput_over_time` — decode throughput per log window (SGLang ``gen throughput``,
-  vLLM ``Avg generation throughput``), after-idle windows hollow.
-- :func:`speedup_curves` — expected speed-up vs i.i.d. acceptance for k = 1..7 at a stated drafter
-  cost c, with the break-even line, and parsed runs marked at their measured acceptance.
-
-Every function returns the matplotlib ``Figure``; nothing is shown or saved here.
-"""
+"""Plots of parsed serving logs and of the speculative-decoding model (after-idle windows drawn hollow:
+summaries exclude them)."""
 from __future__ import annotations
 
 import math
@@ -26,8 +16,6 @@ from kit.errors import KitError
 from kit.logs import LogData, SpecSummary, spec_summary
 from kit.plots._profile import _detach
 from kit.util import percent_text
-
-__all__ = ["acceptance_over_time", "acceptance_per_position", "throughput_over_time", "speedup_curves"]
 
 
 def _percent_ticks():

@@ -15,19 +15,6 @@ from kit.errors import UsageError
 from kit.profile import category_colours
 from kit.util import clip
 
-__all__ = [
-    "CATEGORY_COLORS",
-    "MAX_WIDTH_IN",
-    "MIN_FONT_PT",
-    "ab_plot",
-    "category_shares",
-    "fit_text",
-    "link_matrix_plot",
-    "module_time",
-    "step_timeline",
-    "top_kernels",
-]
-
 CATEGORY_COLORS = {**category_colours(), "idle": "#e0e0e0"}   # categories.toml's [[category]] colours
 
 
