@@ -1,11 +1,6 @@
-"""Interactive explorer of a decode profile (ipywidgets) and the static views that back it up.
-
-``explore(profile)`` gives a live-session widget: pick a rank, a step and a category, see the time
-per category of that selection and its top kernels. Widgets need a kernel to recompute, so every
-view it shows also exists as a plain function returning a DataFrame or a matplotlib figure
-(``top_kernels``, ``category_time``, ``category_plot``); the notebooks call those, so the exported
-report is complete without a kernel.
-"""
+"""Interactive explorer of a decode profile (ipywidgets: pick a rank, a step and a category) and the static
+views behind it (``top_kernels``, ``category_time``, ``category_plot``), which the notebooks call so the
+exported report is complete without a kernel."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,19 +1,13 @@
 """Where an artefact came from: :class:`Provenance`, the manifest that records it, and the marks that
 say it without one.
 
-Every artefact has a provenance: **measured** (by this kit or the project's recorder, on which host,
-when, how), **third-party** (a public artefact and its source), **sample** (written by hand or by a
-script to a documented format: not measured) or **project-written** (code or text the project wrote).
-A session's ``provenance.json`` maps session-relative paths or folder prefixes to provenances; the
-longest matching prefix wins. A file no entry covers is read for the marks the sample writers leave (a
-first line starting ``# SAMPLE``, ``"sample": true`` in JSON); otherwise it is ``unknown``, never assumed
-measured. :class:`Evidence` is one artefact a result rests on (path, provenance, role): what a ledger
-entry stores and a caption names.
-
-This module sits at the bottom of the house (it imports only ``kit.errors``): parsers ask
-:func:`provenance_of` where a file came from without knowing about sessions (``kit.session`` keeps the
-directory layout and re-exports these names).
-"""
+Every artefact is **measured** (on which host, when, how), **third-party**, **sample** (written to a
+documented format: not measured), **project-written** or **unknown** (never assumed measured). A session's
+``provenance.json`` maps session-relative paths or folder prefixes to provenances, the longest matching
+prefix winning; a file no entry covers is read for the marks sample writers leave (a first line starting
+``# SAMPLE``, ``"sample": true`` in JSON). :class:`Evidence` is one artefact a result rests on. This module
+sits at the bottom of the house (it imports only ``kit.errors``): parsers ask :func:`provenance_of` without a
+session."""
 from __future__ import annotations
 
 import datetime as _dt

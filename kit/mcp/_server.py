@@ -1,12 +1,8 @@
-"""The MCP server: the tool table served over stdio or streamable HTTP (127.0.0.1 only), with the
-sample session and its hypothesis chain as resources and a prompt that walks the investigation.
-
-Built on the SDK's low-level ``Server`` so that the listed tools are exactly the table's rows the
-Policy allows, with their schemas as written. A call is: tool looked up among the allowed ones (else
-answered as unknown), arguments validated against its schema, host checked, the kit function run in a
-worker thread under the per-call timeout, the result paged, redacted and capped (``_result.py``). Kit
-errors and refusals come back as results with ``ok: false`` and one line, never a traceback.
-"""
+"""The MCP server on the SDK's low-level ``Server``: the listed tools are exactly the table's rows the Policy
+allows, with their schemas as written. A call: tool looked up among the allowed ones (else answered as
+unknown), arguments validated against its schema, host checked, paths resolved, the kit function run in a
+worker thread under the per-call timeout, the result paged, redacted and capped (``_result.py``). Errors come
+back as results with ``ok: false`` and one line, never a traceback."""
 from __future__ import annotations
 
 import contextlib

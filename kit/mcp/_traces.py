@@ -1,10 +1,5 @@
-"""Profiler traces: a run's breakdown (``trace_summary``), whether it can be trusted (``trace_check``),
-two runs compared by time (``trace_compare``) and by structure (``trace_diff_structure``).
-
-Trace arguments arrive as lists of checked files (``x-path: traces``: a file, or a directory's
-``rank*`` traces, every entry inside the roots); each result's trust is the worst verdict of the
-``Profile.health()`` metrics its numbers rest on.
-"""
+"""Profiler traces: ``trace_summary``, ``trace_check``, ``trace_compare``, ``trace_diff_structure``; each
+result's trust is the worst verdict of the ``Profile.health()`` metrics its numbers rest on."""
 from __future__ import annotations
 
 from typing import Any

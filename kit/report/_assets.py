@@ -1,10 +1,6 @@
-"""The report's offline assets: require.js and the widget renderer, vendored from npm at install time.
-
-``tools/vendor_assets.sh`` (``make assets``) puts them in ``kit/report/_vendor/``; every report gets a copy
-in ``assets/`` and its pages reference them by relative URL, so a page opened from disk, a share or
-an e-mail attachment loads nothing from a CDN. MathJax is replaced by a local stub (math shows as its
-TeX source); mermaid diagrams, which the notebooks do not use, point at a local stub too.
-"""
+"""The report's offline assets: require.js and the widget renderer, vendored from npm by ``make assets``
+(``tools/vendor_assets.sh``) into ``_vendor/``; every report gets a copy in ``assets/`` referenced by relative
+URL, so a page loads nothing from a CDN. MathJax and mermaid are local stubs (math shows as its TeX source)."""
 from __future__ import annotations
 
 import shutil

@@ -1,11 +1,8 @@
-"""Open an exported page in headless Chromium: screenshot, rendered DOM, and the page's own requests.
+"""Open an exported page in headless Chromium: screenshot, rendered DOM, the page's own requests, its layout.
 
-Used by the report tests and by the README screenshot. Chromium's net-log records every request of
-the network stack; requests the *page* made carry the page's ``file://`` isolation key, while the
-browser's own background traffic (update checks, account probes) carries none. ``page_requests``
-returns the former, so "the report makes no network request" is a check on the page, not on
-Chromium's housekeeping. ``file://`` loads do not go through the network stack and never appear.
-"""
+Chromium's net-log records every request of the network stack; those the *page* made carry its ``file://``
+isolation key, the browser's own background traffic none: ``page_requests`` returns the former, so "the
+report makes no network request" is a check on the page, not on Chromium's housekeeping."""
 from __future__ import annotations
 
 import html

@@ -75,11 +75,9 @@ class Report:
         if self.failed:
             first = self.failed[0]
             names = ", ".join(r.name for r in self.failed)
-            raise NotebookFailed(
-                f"{len(self.failed)} notebook(s) failed: {names}; first: {first.name} cell In[{first.failed_cell}]: "
-                f"{first.error} (page: {self.out / first.page})",
-                notebook=first.name, cell=first.failed_cell,
-            )
+            raise NotebookFailed(f"{len(self.failed)} notebook(s) failed: {names}; first: {first.name} cell "
+                                 f"In[{first.failed_cell}]: {first.error} (page: {self.out / first.page})",
+                                 notebook=first.name, cell=first.failed_cell)
 
     def __repr__(self) -> str:
         return (f"Report({self.out.name!r}, {len(self.runs)} notebooks, {len(self.failed)} failed, "
@@ -95,7 +93,11 @@ def discover(notebooks_dir: str | os.PathLike[str]) -> list[Path]:
     found = sorted(p for p in d.glob("*.ipynb") if not p.name.startswith("."))
     if not found:
         raise ReportError(f"notebooks directory {d}: no .ipynb files")
-    return [p for p in found if p.stem != "index"] + [p for p in found if p.stem == "index"]
+    return _index_last(found)
+
+
+def _index_last(paths: list[Path]) -> list[Path]:
+    return [p for p in paths if p.stem != "index"] + [p for p in paths if p.stem == "index"]
 
 
 # --------------------------------------------------------------------------------------- execution
@@ -174,12 +176,10 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
     kernel_env["KIT_RUNS"] = "off"
     kernel_env.update(dict(env or {}))
     kernel_env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-    client = NotebookClient(
-        nb, timeout=cell_timeout, startup_timeout=60.0, kernel_name="python3",
-        resources={"metadata": {"path": str(Path(cwd or path.parent))}}, allow_errors=False,
-        record_timing=False, on_cell_start=on_cell_start,
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-without-encryption warning per run
-    )
+    client = NotebookClient(nb, timeout=cell_timeout, startup_timeout=60.0, kernel_name="python3",
+                            resources={"metadata": {"path": str(Path(cwd or path.parent))}}, allow_errors=False,
+                            record_timing=False, on_cell_start=on_cell_start,
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no TCP-without-encryption warning
     t0 = time.perf_counter()
     # a Ctrl-C: noted by our handler, or by nbclient's own (it installs one on its event loop while a
     # kernel runs, cleans the kernel up and lets the cell fail, as an AssertionError or a cancelled
@@ -224,8 +224,7 @@ def _mark_failure(nb: Any, idx: int, ename: str, evalue: str) -> None:
         "<div style='border:2px solid #cf222e;background:#ffebe9;padding:8px 12px;border-radius:6px'>"
         f"<b>This notebook failed</b> at cell In [{count if count is not None else '?'}]: "
         f"<code>{_html.escape(ename)}: {_html.escape(first)}</code>. "
-        "<a href='#kit-failed-cell'>Jump to the failing cell</a>; cells after it did not run.</div>"
-    )
+        "<a href='#kit-failed-cell'>Jump to the failing cell</a>; cells after it did not run.</div>")
     for c in (anchor, banner):
         c.metadata["tags"] = ["kit-failure"]
     nb.cells.insert(idx, anchor)
@@ -241,10 +240,8 @@ def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ReportError(f"report directory {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not _is_report(out):
-        raise ReportError(
-            f"report directory {out}: exists, is not empty and is not a kit report (no {MARKER}); "
-            "refusing to replace it, choose another --out"
-        )
+        raise ReportError(f"report directory {out}: exists, is not empty and is not a kit report (no {MARKER}); "
+                          "refusing to replace it, choose another --out")
 
 
 def _is_report(out: Path) -> bool:
@@ -284,15 +281,12 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
           progress: Callable[[str], None] | None = _progress_default, pdf: bool = False) -> Report:
     """Execute the notebooks on ``session``, export them to ``out`` and write ``index.html``.
 
-    ``notebooks`` is a directory (default: the ``notebooks/`` directory that holds the session, else
-    ``./notebooks``) or a list of notebook files. Every notebook receives ``session`` and ``host``
-    as papermill parameters, plus ``parameters``; ``KIT_LEDGER`` in its environment names the
-    report's copy of the ledger. Returns a :class:`Report`; failed
-    notebooks are listed in ``report.failed`` (call ``raise_for_failures()`` to turn them into
-    :class:`~kit.errors.NotebookFailed`). Raises :class:`~kit.errors.ReportError` when nothing can be
-    written (missing session, assets or notebooks, or an ``out`` that is not a kit report).
-    ``pdf=True`` also writes the whole report as one PDF, ``<out>/report.pdf`` (``report.pdf``):
-    every page printed by headless Chromium, a bookmark per notebook, redacted like the pages.
+    ``notebooks`` is a directory (default: the project's ``notebooks/``, else ``./notebooks``) or a list of
+    notebook files. Every notebook receives ``session`` and ``host`` as papermill parameters, plus
+    ``parameters``; ``KIT_LEDGER`` in its environment names the report's copy of the ledger. Failed notebooks
+    are listed in ``report.failed`` (``raise_for_failures()`` turns them into NotebookFailed); ReportError when
+    nothing can be written (missing session, assets or notebooks, an ``out`` that is not a kit report).
+    ``pdf=True`` also writes the whole report as one PDF, ``<out>/report.pdf``, redacted like the pages.
     """
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
@@ -427,7 +421,7 @@ def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:
             raise ReportError(f"notebook {p}: not a file")
     if not paths:
         raise ReportError("no notebooks given")
-    return [p for p in paths if p.stem != "index"] + [p for p in paths if p.stem == "index"]
+    return _index_last(paths)
 
 
 def _one_parameters_cell(nb: Any) -> None:
@@ -481,18 +475,12 @@ def _relative_paths(nb: Any, roots: Mapping[str, str]) -> None:
 
 
 def _summary(report: Report, session: Path, host: str) -> dict[str, Any]:
-    return {
-        "generator": "decode-kit",
-        "kit_version": kit_version(),
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "session": session.name,
-        "host": host,
-        "notebooks": [
-            {"name": r.name, "ok": r.ok, "seconds": round(r.seconds, 2), "page": r.page,
-             "failed_cell": r.failed_cell, "error": r.error, "redactions": r.redactions}
-            for r in report.runs
-        ],
-    }
+    return {"generator": "decode-kit", "kit_version": kit_version(),
+            "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "session": session.name, "host": host,
+            "notebooks": [{"name": r.name, "ok": r.ok, "seconds": round(r.seconds, 2), "page": r.page,
+                           "failed_cell": r.failed_cell, "error": r.error, "redactions": r.redactions}
+                          for r in report.runs]}
 
 
 def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str, seconds: float) -> str:
@@ -510,14 +498,12 @@ def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str,
     else:
         ledger_html = ledger.to_html() if len(ledger) else "<p>The ledger is empty.</p>"
     return (
-        "<div class='kit-head'>"
-        "<h1>decode-kit report</h1>"
+        "<div class='kit-head'><h1>decode-kit report</h1>"
         f"<p>Session <code>{_html.escape(session.name)}</code>, host <code>{_html.escape(host)}</code>, "
         f"generated {when} by decode-kit {kit_version()} in {seconds:.0f} s.</p>"
         f"{_RUNS_START}<div class='kit-head' data-kit-block='runs'>"
         "<table><thead><tr><th>notebook</th><th>status</th><th>run time</th></tr></thead><tbody>"
-        + "".join(rows) + f"</tbody></table></div>{_RUNS_END}" + ledger_html + "</div>"
-    )
+        + "".join(rows) + f"</tbody></table></div>{_RUNS_END}" + ledger_html + "</div>")
 
 
 # The index notebook says where the run table goes (a markdown cell holding RUNS_PLACEHOLDER, after its

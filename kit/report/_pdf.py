@@ -1,12 +1,7 @@
-"""The whole report as one PDF, to send to someone outside: every page printed by headless Chromium.
-
-Each exported page (the index first, then the notebooks in run order) is printed on its own by the
-same headless Chromium the tests open pages in, so a notebook starts on a new page and figures and
-tables print as the browser lays them out (the report's print CSS leaves out the navigation bar and
-the folded code). The prints are joined with pypdf, one outline entry (bookmark) per notebook. The
-pages were redacted before they were written, so the PDF is too; the PDF's own text is checked once
-more for the secrets the build found, and a PDF that still holds one is not written.
-"""
+"""The whole report as one PDF: every page (the index first, then the notebooks in run order) printed on its
+own by headless Chromium (the print CSS leaves out the navigation bar and the folded code), joined with pypdf,
+one bookmark per notebook. The pages were redacted before they were written; the PDF's text is checked once
+more for the secrets the build found, and a PDF that still holds one is not written."""
 from __future__ import annotations
 
 import json

@@ -1,33 +1,16 @@
 """A real OpenSSH server for tests, reusable outside this project (like ``fabric.testing``): ``SSHServer`` and
-the ``sshd`` pytest fixture.
+the ``sshd`` pytest fixture (which errors, never skips, without an ``sshd`` binary, saying how to install it).
 
 ``SSHServer`` starts ``sshd`` on 127.0.0.1 at a free port with throwaway host and client keys and a
-known_hosts file, and stops it (and every process its sessions left) afterwards. As root it logs
-in as a dedicated throwaway user with a clean shell rc (a heavy root ``.bashrc`` would dominate
-latency): ``kituser-<random>``, unique to this server, so several test sessions on one machine never
-share (or remove) each other's user; ``stop()`` removes it again (``userdel -r``). Otherwise it runs
-as, and logs in as, the current user.
+known_hosts file, and stops it (and every process its sessions left) afterwards. As root it logs in as a
+throwaway user ``kituser-<random>`` with a clean shell rc, unique to this server and removed by ``stop()``;
+otherwise as the current user. That user may not be able to read the checkout (a clone in root's 0700
+home): :meth:`SSHServer.stage` copies what a session must read where it can.
 
-The login user may not be able to read the checkout (a clone in root's 0700 home): tests hand the
-files an SSH session must read to :meth:`SSHServer.stage`, which copies them into a directory that
-user can read and returns the copy's path.
-
-With pytest, ``from kit.testing import sshd`` in a ``conftest.py`` provides a session-scoped ``sshd``
-fixture::
-
-    def test_hi(sshd):
-        with sshd.connect() as host:
-            assert host.run("echo hi").stdout == "hi\\n"
-
-If no ``sshd`` binary is installed the fixture errors (never skips) and says how to install it.
-
-Options for forwarding tests: ``allow_tcp_forwarding=False`` writes ``AllowTcpForwarding no`` into the
-server's sshd_config; ``netns=True`` (root and ``ip`` from iproute2) runs the server in a network
-namespace of its own, reached through a veth pair at ``host`` (a 10.x address): what its sessions
-start and bind to 127.0.0.1 is that namespace's loopback, unreachable from the test process, as an
-engine on a remote GPU host's loopback is. :meth:`SSHServer.add_user` (root) makes another throwaway
-login user of the same server, for two users of one host side by side.
-"""
+Options: ``allow_tcp_forwarding=False`` (``AllowTcpForwarding no``); ``netns=True`` (root and iproute2: the
+server in a network namespace of its own, reached through a veth pair at a 10.x ``host``, so what its
+sessions bind to 127.0.0.1 is unreachable from the test process, as an engine on a remote host's loopback
+is); :meth:`SSHServer.add_user` (root) makes another login user of the same server."""
 from __future__ import annotations
 
 import os
@@ -183,15 +166,9 @@ class SSHServer:
             shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(src, dest)
-        for root, dirs, files in os.walk(dest) if dest.is_dir() else [(str(dest.parent), [], [dest.name])]:
-            for d in dirs:
-                os.chmod(os.path.join(root, d), os.stat(os.path.join(root, d)).st_mode | 0o755)
-            for f in files:
-                fp = os.path.join(root, f)
-                if not os.path.islink(fp):
-                    os.chmod(fp, os.stat(fp).st_mode | 0o444)
-        if dest.is_dir():
-            os.chmod(dest, os.stat(dest).st_mode | 0o755)
+        for p in [dest, *(dest.rglob("*") if dest.is_dir() else [])]:
+            if not p.is_symlink():
+                p.chmod(p.stat().st_mode | (0o755 if p.is_dir() else 0o444))
         return str(dest)
 
     def known_hosts_line(self, key_line: str | None = None) -> str:
