@@ -57,10 +57,7 @@ def category_plot(profile: Any, *, rank: int | None = None, step: int | None = N
     """Horizontal bars of GPU time per category for the selection; returns the matplotlib figure."""
     t = category_time(profile, rank=rank, step=step, phase=phase)
     own = ax is None
-    if own:
-        fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(t), 3) + 1))
-    else:
-        fig = ax.figure
+    fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(t), 3) + 1)) if own else (ax.figure, ax)
     ax.barh(t["category"][::-1], t["time_us"][::-1] / 1e3, color="#4c72b0")
     for y, (v, s) in enumerate(zip(t["time_us"][::-1], t["share"][::-1])):
         ax.text(v / 1e3, y, f" {s:.1%}", va="center", fontsize=8)

@@ -93,15 +93,12 @@ class Hypothesis:
             elif not isinstance(value, str):
                 raise LedgerError(f"hypothesis {self.id}: {name} must be a string, got {type(value).__name__}")
         self.provenance = _clean_provenance(self.id, self.provenance)
-        if self.caveats is None:
-            self.caveats = []
-        if isinstance(self.caveats, str) or not all(isinstance(c, str) for c in self.caveats):
-            raise LedgerError(f"hypothesis {self.id}: caveats must be a list of strings, got {self.caveats!r}")
-        self.caveats = list(self.caveats)
+        caveats = [] if self.caveats is None else self.caveats
+        if isinstance(caveats, str) or not all(isinstance(c, str) for c in caveats):
+            raise LedgerError(f"hypothesis {self.id}: caveats must be a list of strings, got {caveats!r}")
+        self.caveats = list(caveats)
         if self.verdict not in VERDICTS:
-            raise LedgerError(
-                f"hypothesis {self.id}: verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}"
-            )
+            raise LedgerError(f"hypothesis {self.id}: verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}")
         if self.numbers is not None and not isinstance(self.numbers, Mapping):
             raise LedgerError(f"hypothesis {self.id}: numbers must be an object of name: value, "
                               f"got {type(self.numbers).__name__}")
@@ -279,9 +276,7 @@ class Ledger:
 
     def __init__(self, path: str | os.PathLike[str], hypotheses: list[Hypothesis] | None = None) -> None:
         self.path = Path(path)
-        self._items: dict[str, Hypothesis] = {}
-        for h in hypotheses or []:
-            self._items[h.id] = h
+        self._items: dict[str, Hypothesis] = {h.id: h for h in hypotheses or []}
         # what the file held when this instance last read or wrote it: save() merges against it
         self._base: dict[str, dict[str, Any]] = {h.id: h.to_dict() for h in self._items.values()}
 
@@ -406,12 +401,8 @@ class Ledger:
         marker = f" Checked against {check}: "
         kept = old.evidence.split(marker, 1)[0].rstrip()
         evidence = (kept.rstrip(".") + "." if kept else "") + marker + finding
-        merged = None
-        if provenance is not None:
-            merged = list(old.provenance)
-            for p in _clean_provenance(id, provenance):
-                if p not in merged:
-                    merged.append(p)
+        merged = None if provenance is None else old.provenance + [
+            p for p in _clean_provenance(id, provenance) if p not in old.provenance]
         by = f"checked by {source}" if source else None
         new_source = old.source if not by or by in old.source else ", ".join(x for x in (old.source, by) if x)
         return self.record(id, evidence=evidence.strip(), verdict=verdict, numbers=numbers, source=new_source,

@@ -118,10 +118,8 @@ class Evidence:
         return self.provenance.label
 
     def to_ledger(self) -> dict[str, str]:
-        d = {"artefact": self.artefact, "kind": self.kind, "label": self.label}
-        if self.role:
-            d["role"] = self.role
-        return d
+        return {"artefact": self.artefact, "kind": self.kind, "label": self.label,
+                **({"role": self.role} if self.role else {})}
 
     def __repr__(self) -> str:
         role = f"{self.role}: " if self.role else ""
@@ -135,11 +133,7 @@ class Evidence:
 def caption(items: Iterable[Evidence | Provenance]) -> str:
     """One line for under a plot or table: the distinct provenances of what it was drawn from
     (``"Source: sample written to the ... format (not measured)"``)."""
-    labels: list[str] = []
-    for it in items:
-        lab = it.label
-        if lab not in labels:
-            labels.append(lab)
+    labels = list(dict.fromkeys(it.label for it in items))
     return "Source: " + ("; ".join(labels) if labels else "provenance not stated")
 
 

@@ -292,21 +292,14 @@ class Captures:
     header: dict[str, Any] | None = None
     evidence: list[Evidence] | None = None
 
-    FILES = {"gpus": "nvidia-smi-query-gpu.csv", "topology": "nvidia-smi-topo.txt", "header": "nvidia-smi.txt"}
-
     @classmethod
     def read(cls, session: "Session", folder: str) -> "Captures":
         out = cls(folder=folder, evidence=[])
-        parsers = {"gpus": env.parse_gpu_query, "topology": env.parse_topology,
-                   "header": env.parse_nvidia_smi_header}
-        roles = {"gpus": "GPUs", "topology": "link matrix", "header": "driver and CUDA"}
-        for name, file in cls.FILES.items():
+        for name, (file, parse, role) in _CAPTURES.items():
             path = session.path(folder, file)
-            if not path.is_file():
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-            setattr(out, name, parsers[name](text, source=str(path)))
-            out.evidence.append(session.evidence(f"{folder}/{file}", f"{roles[name]} ({folder}/)"))
+            if path.is_file():
+                setattr(out, name, parse(path.read_text(encoding="utf-8", errors="replace"), source=str(path)))
+                out.evidence.append(session.evidence(f"{folder}/{file}", f"{role} ({folder}/)"))
         return out
 
     @property
@@ -321,6 +314,12 @@ class Captures:
     def __repr__(self) -> str:
         n = 0 if self.gpus is None else len(self.gpus)
         return f"Captures({self.folder!r}: {n} GPU(s), {len(self.evidence or [])} file(s))"
+
+
+# what a machine's captures hold: field -> (file, its parser, its role in words)
+_CAPTURES = {"gpus": ("nvidia-smi-query-gpu.csv", env.parse_gpu_query, "GPUs"),
+             "topology": ("nvidia-smi-topo.txt", env.parse_topology, "link matrix"),
+             "header": ("nvidia-smi.txt", env.parse_nvidia_smi_header, "driver and CUDA")}
 
 
 def _arg(args: Mapping[str, Any], key: str) -> Any:

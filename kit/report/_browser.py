@@ -37,8 +37,12 @@ class PageLoad:
 
 
 def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Headless Chromium with the kit's flags and ``args``; ReportError where it is missing or hangs."""
+    exe = chromium_path()
+    if exe is None:
+        raise ReportError("chromium not found; install it (apt-get install chromium, or 'make system-deps' as root)")
     try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run([exe, *FLAGS, *args], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise ReportError(f"chromium did not finish within {timeout:g} s: {' '.join(args[-2:])}") from exc
 
@@ -46,14 +50,11 @@ def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
 def load(page: str | Path, *, screenshot: str | Path | None = None, window: tuple[int, int] = (1200, 1600),
          budget_ms: int = 5000, timeout: float = 90.0) -> PageLoad:
     """Load ``page`` twice in headless Chromium (net-log + DOM dump, then screenshot)."""
-    exe = chromium_path()
-    if exe is None:
-        raise ReportError("chromium not found; install it (apt-get install chromium, or 'make system-deps' as root)")
     url = Path(page).resolve().as_uri()
     result = PageLoad()
     with tempfile.TemporaryDirectory(prefix="kit-chromium-") as tmp:
         netlog = Path(tmp) / "net.json"
-        args = [exe, *FLAGS, f"--user-data-dir={tmp}/profile", f"--log-net-log={netlog}",
+        args = [f"--user-data-dir={tmp}/profile", f"--log-net-log={netlog}",
                 f"--virtual-time-budget={budget_ms}", f"--window-size={window[0]},{window[1]}", "--dump-dom", url]
         proc = _run(args, timeout)
         if proc.returncode != 0:
@@ -62,7 +63,7 @@ def load(page: str | Path, *, screenshot: str | Path | None = None, window: tupl
         result.requests = page_requests(netlog)
         if screenshot is not None:
             shot = Path(screenshot).resolve()
-            args = [exe, *FLAGS, f"--user-data-dir={tmp}/profile2", f"--virtual-time-budget={budget_ms}",
+            args = [f"--user-data-dir={tmp}/profile2", f"--virtual-time-budget={budget_ms}",
                     f"--window-size={window[0]},{window[1]}", "--hide-scrollbars", f"--screenshot={shot}", url]
             proc = _run(args, timeout)
             if proc.returncode != 0 or not shot.is_file():

@@ -13,7 +13,7 @@ from typing import Iterable
 from pypdf import PdfReader, PdfWriter
 
 from kit.errors import ReportError
-from kit.report._browser import FLAGS, _run, chromium_path
+from kit.report._browser import _run
 
 PDF_NAME = "report.pdf"
 # Chromium's switch for a print without its header (date, title) and footer (file:// URL, page number);
@@ -34,11 +34,8 @@ def pages_in_order(report_dir: Path) -> list[tuple[str, Path]]:
 
 def print_page(page: Path, pdf: Path, *, timeout: float = 120.0) -> Path:
     """Print one HTML page to ``pdf`` with headless Chromium (scripts run first: widgets, figures)."""
-    exe = chromium_path()
-    if exe is None:
-        raise ReportError("chromium not found; install it (apt-get install chromium, or 'make system-deps' as root)")
     with tempfile.TemporaryDirectory(prefix="kit-chromium-") as tmp:
-        args = [exe, *FLAGS, *_NO_HEADER, f"--user-data-dir={tmp}/profile", "--virtual-time-budget=5000",
+        args = [*_NO_HEADER, f"--user-data-dir={tmp}/profile", "--virtual-time-budget=5000",
                 f"--print-to-pdf={pdf.resolve()}", page.resolve().as_uri()]
         proc = _run(args, timeout)
     if proc.returncode != 0 or not pdf.is_file() or pdf.stat().st_size == 0:

@@ -13,6 +13,7 @@ sessions bind to 127.0.0.1 is unreachable from the test process, as an engine on
 is); :meth:`SSHServer.add_user` (root) makes another login user of the same server."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -96,6 +97,12 @@ def _parents() -> dict[int, int]:
                 continue
             out[int(entry)] = int(data[data.rfind(b")") + 2:].split()[1])
     return out
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 class SSHServer:
@@ -281,35 +288,20 @@ class SSHServer:
             time.sleep(0.05)
         return False
 
-    def _children(self) -> list[int]:
-        """PIDs of the listener's per-connection processes."""
-        return [pid for pid, pp in _parents().items() if pp == self._proc.pid] if self._proc else []
-
     def drop_connections(self) -> int:
-        """Kill every open SSH connection on the server side (the listener keeps running).
-
-        Simulates a server reboot/network drop between calls. Returns how many were dropped.
-        """
-        kids = self._children()
+        """Kill every open SSH connection on the server side (the listener keeps running), as a server reboot
+        or a network drop between calls would; returns how many were dropped."""
+        parent = _parents()
+        kids = [pid for pid, pp in parent.items() if pp == self._proc.pid] if self._proc else []
         # the privileged monitor and its unprivileged child (which holds the socket and would go on
         # serving an open channel): kill the whole tree of each connection
-        for pid in kids + self._descendants(kids):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        return len(kids)
-
-    @staticmethod
-    def _descendants(roots: list[int]) -> list[int]:
-        parent = _parents()
-        out, todo = [], list(roots)
+        tree, todo = [], list(kids)
         while todo:
             pid = todo.pop()
-            kids = [p for p, pp in parent.items() if pp == pid]
-            out.extend(kids)
-            todo.extend(kids)
-        return out
+            tree.append(pid)
+            todo.extend(p for p, pp in parent.items() if pp == pid)
+        _kill(tree)
+        return len(kids)
 
     def _session_processes(self) -> list[int]:
         """Processes started through this server's sessions, detached ones included: sshd gives every
@@ -341,11 +333,7 @@ class SSHServer:
         """Stop sshd, its connections, and whatever its sessions left running (detached jobs too)."""
         self.drop_connections()
         self._terminate()
-        for pid in self._session_processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill(self._session_processes())
         if self._user_created:
             _remove_user(self.user)
             self._user_created = False
