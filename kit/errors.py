@@ -19,15 +19,11 @@ class KitError(Exception):
 
     def __init__(self, *args: Any, **fields: Any) -> None:
         super().__init__(*args)
+        declared = {n for c in type(self).__mro__ for n in getattr(c, "__annotations__", {})}
         for name, value in fields.items():
-            if name not in _declared(type(self)):
+            if name not in declared:
                 raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}")
             setattr(self, name, value)
-
-
-def _declared(cls: type) -> set[str]:
-    """The fields an error class and its bases declare (their class-level annotations)."""
-    return {n for c in cls.__mro__ for n in getattr(c, "__annotations__", {})}
 
 
 class RemoteError(KitError):

@@ -25,9 +25,7 @@ _MISSING_STYLE = "color:#6e7781"
 
 
 def _is_missing(v: Any) -> bool:
-    if v is None:
-        return True
-    if isinstance(v, float) and math.isnan(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return True
     try:
         return v is pd.NA or v is pd.NaT or (not isinstance(v, (str, bytes)) and bool(pd.isna(v)) is True)
