@@ -303,13 +303,8 @@ class Ledger:
         return self
 
     def save(self) -> Path:
-        """Write the ledger atomically (a temporary file in the same directory, then os.replace).
-
-        Under the lock the file is re-read first: hypotheses another process or instance saved since
-        this one read the file are kept, and only the hypotheses changed here are written over them.
-        If both sides changed the same hypothesis differently, nothing is written and LedgerError
-        names it (``reload()`` and redo the change).
-        """
+        """Write the ledger atomically, merged under the lock with what others saved since this instance read
+        it; a hypothesis changed on both sides is not written, and LedgerError names it (``reload()`` and redo)."""
         with self._locked():
             disk = {h.id: h for h in _read(self.path)} if self.path.exists() else {}
             merged = dict(disk)

@@ -88,12 +88,9 @@ _stranded_lock = threading.Lock()
 
 
 async def call(policy: Policy, tools: dict, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """One tool call, checked, timed out and wrapped; the result is a JSON-ready envelope.
-
-    Arguments are validated against the tool's schema and its path-typed fields resolved and checked
-    (``Policy.resolve``) before the function runs; the function, paging, redaction and serialisation
-    all run in one worker thread under the per-call timeout. A call past its timeout is answered and
-    its thread left to finish; while ``MAX_STRANDED`` such threads still run, new calls are refused."""
+    """One tool call, checked, timed out and wrapped as a JSON-ready envelope. The function, paging, redaction
+    and serialisation run in one worker thread under the per-call timeout; a call past it is answered and its
+    thread left to finish; while ``MAX_STRANDED`` such threads still run, new calls are refused."""
     tool = tools.get(name)
     if tool is None:  # not in the table, or not allowed on this server: the same answer
         return failure(name, f"unknown tool {name!r}", refused=True)

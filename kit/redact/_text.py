@@ -9,6 +9,7 @@ The values found are also masked as literals wherever else they appear (``find_s
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 from typing import Any, Iterable, Iterator
@@ -43,10 +44,8 @@ def _markup_views(text: str) -> set[str]:
     if "\\n" in text and ("  " in text or "|" in text):  # a JSON-escaped text table: its rows, one a line
         views.add(text.replace("\\n", "\n").replace("\\t", "\t").replace('\\"', '"'))
         if text[:1] == '"' and text.rstrip()[-1:] == '"':
-            try:
+            with contextlib.suppress(ValueError):
                 views.add(str(json.loads(text)))
-            except ValueError:
-                pass
     views.discard(text)
     return views
 

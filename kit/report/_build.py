@@ -153,7 +153,7 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
     stops at the first failing cell (an exception, a cell timeout, a dead kernel); that notebook is
     returned with the error in the cell's outputs, a banner at the top and an anchor at the cell.
     The kernel runs with ``KIT_RUNS=off`` (unless ``env`` sets it): a report never records into the user's
-    run catalogue.
+    run catalogue (notebook 06 turns recording on into a catalogue of its own).
     """
     path = Path(path)
     try:
@@ -171,8 +171,6 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
         current["index"] = cell_index
 
     kernel_env = dict(os.environ)
-    # the report's notebooks record nothing into the user's run catalogue (notebook 06 turns recording on
-    # into a catalogue of its own); ``env`` may say otherwise
     kernel_env["KIT_RUNS"] = "off"
     kernel_env.update(dict(env or {}))
     kernel_env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")

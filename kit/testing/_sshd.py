@@ -46,14 +46,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _uid(name: str) -> int | None:
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return None
+
+
 def _create_user(name: str) -> pwd.struct_passwd:
     """Create a throwaway login user with Debian's default skeleton rc files, unlocked for keys.
     The name must be new: a user that exists already belongs to someone else and is never reused."""
-    try:
-        pwd.getpwnam(name)
+    if _uid(name) is not None:
         raise RuntimeError(f"test user {name} exists already; refusing to reuse (or later remove) it")
-    except KeyError:
-        pass
     made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], capture_output=True,
                           text=True, timeout=30)
     if made.returncode != 0:
@@ -67,18 +71,12 @@ def _remove_user(name: str) -> None:
     """``userdel -r`` the throwaway user this server created (its processes are gone by then), and the
     kit's private directories it left in /tmp (``kit-<uid>``, ``kit-<uid>.*``): a later user given the
     same uid must not find them."""
-    try:
-        uid = pwd.getpwnam(name).pw_uid
-    except KeyError:
-        uid = None
-    if uid is not None:
-        tmp = Path(tempfile.gettempdir())
-        for p in [tmp / f"kit-{uid}", *tmp.glob(f"kit-{uid}.*")]:
-            try:
-                if not p.is_symlink() and p.is_dir() and p.lstat().st_uid == uid:
-                    shutil.rmtree(p, ignore_errors=True)
-            except OSError:
-                pass
+    uid = _uid(name)
+    tmp = Path(tempfile.gettempdir())
+    for p in [tmp / f"kit-{uid}", *tmp.glob(f"kit-{uid}.*")] if uid is not None else []:
+        with contextlib.suppress(OSError):
+            if not p.is_symlink() and p.is_dir() and p.lstat().st_uid == uid:
+                shutil.rmtree(p, ignore_errors=True)
     for _ in range(3):
         done = subprocess.run(["userdel", "-r", name], capture_output=True, text=True, timeout=30)
         if done.returncode in (0, 6):  # 6: no such user
@@ -279,12 +277,9 @@ class SSHServer:
         while time.monotonic() < end:
             if self._proc.poll() is not None:
                 return False
-            try:
-                with socket.create_connection((self.host, self.port), timeout=1) as s:
-                    if s.recv(64).startswith(b"SSH-"):
-                        return True
-            except OSError:
-                pass
+            with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=1) as s:
+                if s.recv(64).startswith(b"SSH-"):
+                    return True
             time.sleep(0.05)
         return False
 
