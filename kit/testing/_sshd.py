@@ -283,11 +283,15 @@ class SSHServer:
             time.sleep(0.05)
         return False
 
+    def _children(self, parent: dict[int, int] | None = None) -> list[int]:
+        """PIDs of the listener's per-connection processes."""
+        return [pid for pid, pp in (parent or _parents()).items() if pp == self._proc.pid] if self._proc else []
+
     def drop_connections(self) -> int:
         """Kill every open SSH connection on the server side (the listener keeps running), as a server reboot
         or a network drop between calls would; returns how many were dropped."""
         parent = _parents()
-        kids = [pid for pid, pp in parent.items() if pp == self._proc.pid] if self._proc else []
+        kids = self._children(parent)
         # the privileged monitor and its unprivileged child (which holds the socket and would go on
         # serving an open channel): kill the whole tree of each connection
         tree, todo = [], list(kids)
