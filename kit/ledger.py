@@ -428,10 +428,8 @@ class Ledger:
         return {v: sum(1 for h in self._items.values() if h.verdict == v) for v in VERDICTS}
 
     def headlines(self, rows: Iterable[tuple[str, str, str, str]]):
-        """A table of headline numbers read from the ledger: each row of ``rows`` is (headline,
-        hypothesis id, key in its numbers, format). The value is formatted, or "not recorded"; the
-        provenance column says where it came from (:attr:`Hypothesis.provenance_label`), the last
-        which notebook set it (the hypothesis's ``source``)."""
+        """A table of headline numbers read from the ledger, each row of ``rows`` (headline, hypothesis id, key in
+        its numbers, format): the value formatted or "not recorded", where it came from, the notebook that set it."""
         out = []
         for label, hid, key, fmt in rows:
             h = self._items.get(hid)
@@ -449,10 +447,9 @@ class Ledger:
         return fmt.format(value) if value is not None else "not recorded"
 
     def cards(self, rows: Iterable[tuple[str, str, str, str]]) -> "_Cards":
-        """The verdicts as cards, one per hypothesis named in ``rows`` (the rows of :meth:`headlines`),
-        in their order: the hypothesis, its verdict, the number that decided it (its first row; the
-        others under it) and a badge saying where the evidence came from. What a reader of the report
-        sees first, before the run table and the full ledger."""
+        """The verdicts as cards, one per hypothesis named in ``rows`` (as for :meth:`headlines`), in order: its
+        verdict, the number that decided it (its first row; the others under it), where the evidence came from.
+        What a reader of the report sees first."""
         groups: dict[str, list[tuple[str, str]]] = {}
         for label, hid, key, fmt in rows:
             groups.setdefault(hid, []).append((label, self._value(hid, key, fmt, yes_no=True)))

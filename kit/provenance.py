@@ -64,12 +64,8 @@ class Provenance:
     def label(self) -> str:
         """One line for a table cell or a plot caption; says 'measured' only for measured data."""
         if self.kind == "measured":
-            bits = [f"measured on {self.host}" if self.host else "measured"]
-            if self.when:
-                bits.append(self.when)
-            if self.how:
-                bits.append(f"by {self.how}")
-            return ", ".join(bits)
+            bits = (f"measured on {self.host}" if self.host else "measured", self.when, self.how and f"by {self.how}")
+            return ", ".join(b for b in bits if b)
         if self.kind == "third-party":
             return f"third-party artefact ({self.source})" if self.source else "third-party artefact"
         if self.kind == "sample":
