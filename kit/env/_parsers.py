@@ -1,9 +1,6 @@
-"""Pure parsers for the text a host's tools print: ``nvidia-smi`` query CSV and ``topo -m``, NCCL and CUDA
-versions, ``/proc/PID/environ``. They take text (live or saved) and never run anything.
-
-Formats (tab- and space-aligned ``topo -m``,
-ANSI underline on the header, NIC rows and legend, ``GPU NUMA ID`` only on newer drivers).
-"""
+"""Pure parsers for the text a host's tools print: ``nvidia-smi`` query CSV and ``topo -m`` (tab- or
+space-aligned, ANSI underline, NIC rows and legend, ``GPU NUMA ID`` on newer drivers), NCCL and CUDA
+versions, ``/proc/PID/environ``. They take text (live or saved) and never run anything."""
 from __future__ import annotations
 
 import csv
@@ -24,7 +21,6 @@ _NUM = re.compile(r"^-?\d+(?:\.\d+)?$")
 _DEVICE = re.compile(r"^(GPU\d+|NIC\d+|mlx\S+|NODE\d+)$")
 _LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
 _LINK_ORDER = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SOC": 5, "SYS": 5}
-
 
 
 def with_units(gpus: pd.DataFrame) -> pd.DataFrame:
@@ -79,10 +75,7 @@ def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<
         if len(cells) != len(names):
             raise ParseError(f"{source}: row {i + 1} has {len(cells)} values for {len(names)} fields: {row!r}",
                              path=source)
-        rec = {}
-        for name, cell in zip(names, cells):
-            rec[name] = _gpu_value(name, cell, units)
-        records.append(rec)
+        records.append({name: _gpu_value(name, cell, units) for name, cell in zip(names, cells)})
     df = pd.DataFrame(records, columns=names)
     df.attrs["units"] = units
     return df
@@ -136,16 +129,16 @@ class Topology:
 
     def _pairs(self) -> list[str]:
         g = self.gpus
-        return [str(self.links.at[a, b]) for a in g for b in g if a != b]
+        return [p for a in g for b in g if a != b and (p := str(self.links.at[a, b])) not in ("X", "")]
 
     @property
     def worst(self) -> str | None:
-        pairs = [p for p in self._pairs() if p not in ("X", "")]
+        pairs = self._pairs()
         return max(pairs, key=link_rank) if pairs else None
 
     @property
     def kind(self) -> str:
-        pairs = [p for p in self._pairs() if p not in ("X", "")]
+        pairs = self._pairs()
         if not pairs:
             return "single GPU"
         nv = [p.startswith("NV") for p in pairs]
@@ -187,8 +180,7 @@ class Topology:
 def link_rank(token: str) -> tuple[int, int]:
     """Sort key, larger = slower: NVLink (more links faster) < PIX < PXB < PHB < NODE < SYS."""
     if token.startswith("NV"):
-        n = int(token[2:] or 0)
-        return (0, -n)
+        return (0, -int(token[2:] or 0))
     return (_LINK_ORDER.get(token, 6), 0)
 
 
@@ -294,13 +286,8 @@ def parse_environ(data: bytes | str, prefix: str | tuple[str, ...] = "NCCL_") ->
     """The variables starting with ``prefix`` in a ``/proc/PID/environ`` dump (NUL- or newline-separated)."""
     if isinstance(data, bytes):
         data = data.decode("utf-8", "replace")
-    sep = "\0" if "\0" in data else "\n"
-    out = {}
-    for item in data.split(sep):
-        key, eq, value = item.partition("=")
-        if eq and key.startswith(prefix):
-            out[key] = value
-    return dict(sorted(out.items()))
+    items = (item.partition("=") for item in data.split("\0" if "\0" in data else "\n"))
+    return dict(sorted({key: value for key, eq, value in items if eq and key.startswith(prefix)}.items()))
 
 
 def parse_os_release(text: str) -> str | None:

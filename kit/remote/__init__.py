@@ -15,10 +15,9 @@ One API for both::
         kit.bench.single_stream(fwd.url)               # (LocalHost: the direct address)
     host.private_dir("live")                           # ${TMPDIR:-/tmp}/kit-<uid>/live, mode 0700
 
-Every command runs in its own process group so a timeout kills it entirely on the host. One runner
-(``_runner.py``) decides timeout, kill, output, stdin and exit status for both host kinds.
-Errors are the RemoteError family of :mod:`kit.errors`; messages name the host and command or path.
-Callers must ``shlex.quote`` every path or pattern they put into a command string.
+Every command runs in its own process group, killed entirely on the host on a timeout. Errors are the
+RemoteError family of :mod:`kit.errors`, naming the host and command or path. Callers must
+``shlex.quote`` every path or pattern they put into a command string.
 
 Files:
 
@@ -28,7 +27,7 @@ Files:
 - ``_result.py``: Result, FileStat: the records host calls return
 - ``_runner.py``: Runner: the one command loop (timeout, process-group kill, output, stdin, exit status)
 - ``_local.py``: LocalHost: start, read and signal a subprocess on this machine
-- ``_ssh.py``: SSHHost: start, read and signal a command over a paramiko channel; SFTP
+- ``_ssh.py``: SSHHost: start, read and signal a command over a paramiko channel; files over SFTP
 - ``_ssh_config.py``: ~/.ssh/config, known_hosts and the host-key trust policy
 - ``_job.py``: Job: a long-running command with its log on the host (spawn, wait_for, stop)
 - ``_group.py``: HostGroup: one command on many hosts in parallel, one result slot per host
@@ -37,13 +36,14 @@ Files:
 - ``_private.py``: the user's private directory on a host (0700, never a planted symlink)
 - ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many:
   the policy (resume, skip, codec, many files, Ctrl-C)
-- ``_transfer_io.py``: transfer mechanics: the decompressing sink, a stream on the runner, SFTP reads and writes
+- ``_transfer_io.py``: transfer mechanics: the decompressing sink, a stream on the runner, partial names
 - ``_transfer_report.py``: Fetched, TransferReport: what a transfer returns
 """
 from __future__ import annotations
 
 from kit.remote._base import Host
 from kit.remote._connect import connect, hosts
+from kit.remote._connect import ssh_host_class as _ssh_host_class
 from kit.remote._forward import Forward
 from kit.remote._group import GroupResult, HostGroup
 from kit.remote._job import Job
@@ -61,10 +61,9 @@ __all__ = ['HOST_OPTIONS', 'add_host_options', 'connect_options', 'Fetched', 'Fi
 
 def __getattr__(name: str):
     if name == "SSHHost":  # paramiko is imported on first use
-        from kit.remote._ssh import SSHHost  # deferred: paramiko, loaded by the first SSH host
-
-        SSHHost.__module__ = __name__
-        return SSHHost
+        cls = _ssh_host_class()
+        cls.__module__ = __name__
+        return cls
     raise AttributeError(f"module 'kit.remote' has no attribute {name!r}")
 
 

@@ -9,6 +9,13 @@ from kit.remote._group import HostGroup
 from kit.remote._local import LocalHost
 
 
+def ssh_host_class() -> type:
+    """SSHHost, imported on first use."""
+    from kit.remote._ssh import SSHHost  # deferred: paramiko, loaded by the first SSH host
+
+    return SSHHost
+
+
 def connect(target: str = "local", **options) -> Host:
     """Open a host: ``"local"``, ``user@host[:port]`` or an ``~/.ssh/config`` alias.
 
@@ -26,26 +33,11 @@ def connect(target: str = "local", **options) -> Host:
         if options:
             raise UsageError(f"kit.connect('local') takes no options (got {sorted(options)})")
         return LocalHost()
-    from kit.remote._ssh import SSHHost  # deferred: paramiko, loaded by the first SSH host
-
-    host = SSHHost(target, **options)
-    host.open()
-    return host
-
-
+    return ssh_host_class()(target, **options).open()
 
 
 def hosts(targets: Iterable[str | Host], **options) -> HostGroup:
     """A group of hosts for parallel commands. Connections open lazily, each in its own thread,
     so one unreachable host costs only its own slot (its error) in ``group.run(cmd)``."""
-    members: list[Host] = []
-    for t in targets:
-        if isinstance(t, Host):
-            members.append(t)
-        elif t == "local":
-            members.append(LocalHost())
-        else:
-            from kit.remote._ssh import SSHHost  # deferred: paramiko, loaded by the first SSH host
-
-            members.append(SSHHost(t, **options))
-    return HostGroup(members)
+    return HostGroup([t if isinstance(t, Host) else LocalHost() if t == "local" else ssh_host_class()(t, **options)
+                      for t in targets])

@@ -1,9 +1,8 @@
 """Job: a long-running command (a serving engine) started detached on a host, watched through its log.
 
 Started with ``setsid`` so it owns a session and process group (pid == pgid == sid): it survives the
-SSH connection closing, and ``stop()`` can TERM, then KILL, the whole group. Everything is done with
-short shell snippets through ``host.run``, so it works the same on LocalHost and SSHHost, and a Job
-can be re-attached later from its pid and log path.
+SSH connection closing, and ``stop()`` kills the whole group. Everything goes through short snippets
+run by ``host.run``, so it works alike on every host kind and re-attaches from its pid and log path.
 """
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import re
 import time
 
 from kit.errors import CommandFailed, CommandTimeout, RemoteError
-from kit.remote._runner import alive_test, env_exports, kill_group_script
+from kit.remote._runner import alive_test, kill_group_script, shell_script
 from kit.util import clip, html_fields
 from kit.util import progress as progress_bar
 from kit.util import quote as _q
@@ -25,11 +24,9 @@ def start_job(host, cmd: str, *, log: str, env: dict | None = None, cwd: str | N
         'command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux)" >&2; exit 127; }\n'
         'off=$(stat -c %s -- "$log" 2>/dev/null || echo 0)\n'
         ': >> "$log" || exit 1\n'
-        + (f"cd -- {_q(cwd)} || exit 1\n" if cwd else "")
-        + env_exports(env, host.name)
-        + f'setsid bash --norc --noprofile -c {_q(cmd)} >> "$log" 2>&1 < /dev/null &\n'
-        'echo "$! $off"\n'
-        'printf \'%s\\n\' "$log"\n'
+        + shell_script(f'setsid bash --norc --noprofile -c {_q(cmd)} >> "$log" 2>&1 < /dev/null &\n'
+                       'echo "$! $off"\n'
+                       'printf \'%s\\n\' "$log"\n', env, cwd, host.name)
     )
     res = host.run(script, timeout=30)
     if not res.ok:
@@ -76,23 +73,18 @@ class Job:
         return res.stdout
 
     def stop(self, grace: float = 10.0) -> str:
-        """SIGTERM the job's process group and session; SIGKILL what is left after ``grace`` s.
-
-        Returns ``"terminated"``, ``"killed"`` or ``"not running"``.
-        """
-        script = kill_group_script(self.pid, grace)
-        res = self.host.run(script, timeout=grace + 30)
+        """SIGTERM the job's process group and session, SIGKILL what is left after ``grace`` s:
+        ``"terminated"``, ``"killed"`` or ``"not running"``."""
+        res = self.host.run(kill_group_script(self.pid, grace), timeout=grace + 30)
         return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "unknown"
 
     def wait_for(self, pattern: str | None = None, url: str | None = None, *, timeout: float = 600,
                  poll: float = 0.5, progress: bool = True) -> str | None:
         """Wait until the job's log matches ``pattern`` (regex) and/or ``url`` answers 2xx/3xx on the host.
 
-        With neither, waits for the job to exit. A progress bar (``kit.util.progress``) shows the elapsed time and the
-        latest log line, so a 10-minute weight load is visibly alive. Returns the matching log line
-        (or None). Raises CommandFailed if the job exits first (with the log's last lines), and
-        CommandTimeout after ``timeout`` seconds (the job is left running).
-        """
+        With neither, waits for the job to exit. A progress bar shows the elapsed time and the latest log
+        line. Returns the matching log line (or None). CommandFailed if the job exits first (with the log's
+        last line), CommandTimeout after ``timeout`` s (the job is left running)."""
         rx = re.compile(pattern) if pattern else None
         pos = self.offset
         pending = ""
@@ -172,11 +164,5 @@ class Job:
 
 
 def _what(pattern: str | None, url: str | None) -> str:
-    parts = []
-    if pattern:
-        parts.append(f"log pattern {pattern!r}")
-    if url:
-        parts.append(f"URL {url}")
+    parts = [f"log pattern {pattern!r}"] * bool(pattern) + [f"URL {url}"] * bool(url)
     return " and ".join(parts) or "exit"
-
-

@@ -14,10 +14,9 @@ import shutil
 import stat as stat_mod
 import subprocess
 
-from kit.errors import ConnectError, RemoteError
+from kit.errors import RemoteError
 from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
-from kit.remote._forward import Forward
 from kit.remote._result import FileStat
 from kit.remote._runner import Process
 
@@ -96,13 +95,10 @@ class _LocalProcess(Process):
 
 
 class LocalHost(Host):
-    """This machine. ``target`` and ``name`` are ``"local"``."""
+    """This machine."""
 
+    target = name = "local"
     is_local = True
-
-    def __init__(self) -> None:
-        self.target = "local"
-        self.name = "local"
 
     def start_process(self, script: str, *, cmd: str, stdin: bool) -> _LocalProcess:
         """``bash -c script`` in its own session (its pid is the process group the runner kills); see
@@ -115,20 +111,16 @@ class LocalHost(Host):
             raise RemoteError(f"local: cannot start {cmd!r}: {exc}", host=self.name) from exc
         return _LocalProcess(popen)
 
-    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                check: bool = True, unix_socket: str | None = None) -> Forward:
-        """Nothing to carry on this machine: the direct address as a :class:`~kit.remote.Forward`
-        (``direct=True``, ``local_port`` ignored), so code written for SSH hosts runs unchanged.
-        ``check``: ConnectError if nothing accepts connections there."""
-        if unix_socket is not None:
-            raise ConnectError(f"{self.name}: forward(unix_socket=...) carries an SSH host's port; on this "
-                               f"machine the port is reached directly", host=self.name)
-        return Forward(self, remote_port, remote_host, local_port, check=check, direct=True)
-
     # --- files ------------------------------------------------------------------------------
     def read_file(self, path: str, sink, offset: int) -> str:
         """The file itself; see :meth:`kit.remote.Host.read_file`."""
-        io_.read_local(self, path, sink, offset)
+        try:
+            with open(path, "rb") as src:
+                src.seek(offset)
+                for data in iter(lambda: src.read(io_.CHUNK), b""):
+                    sink.feed(data)
+        except OSError as exc:
+            raise io_.file_error(self, path, exc.strerror or str(exc)) from exc
         return "copy"
 
     def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,

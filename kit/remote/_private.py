@@ -1,17 +1,13 @@
 """Per-user private directories on a host, for everything the kit writes there (engine logs, pids, profiles).
 
-GPU hosts are shared. A fixed name in a world-writable directory (``/tmp/kit-live``) fails for the
-second user (the first one owns it) and is predictable, so another user can plant a symlink there and
-have the kit write, or read, through it. The kit's directory is ``${TMPDIR:-/tmp}/kit-<uid>``:
-created with ``mkdir -m 700`` (atomic: it either makes the directory or fails), then checked with
-``lstat`` semantics: a directory, not a symlink, owned by this user, mode 0700. A directory of this
-user that is merely too open (never writable by others) is tightened to 0700. Anything else (a
-symlink, another user's directory, a directory others could write into) is never used: the kit
-warns, naming the path and its owner, and uses a fresh ``mktemp -d`` directory instead, so a planted
-name can neither redirect nor block it. Sub-directories are made inside with mode 0700 and checked
-the same way; one of this user's that is more open (``0755``, made by hand or an older kit) is
-tightened to 0700, since inside a 0700 directory nobody else could have made it. In the sticky
-``/tmp``, nobody but the owner (and root) can rename or replace the directory once checked.
+GPU hosts are shared: a fixed name in a world-writable directory (``/tmp/kit-live``) fails for the second
+user and lets another user plant a symlink there. The kit's directory is ``${TMPDIR:-/tmp}/kit-<uid>``,
+made with ``mkdir -m 700`` (atomic) and checked with ``lstat`` semantics: a directory, not a symlink,
+owned by this user, mode 0700 (one of this user's that is only too open, never writable by others, is
+tightened). Anything else is never used: the kit warns, naming the path and its owner, and uses a fresh
+``mktemp -d`` directory instead, so a planted name can neither redirect nor block it. Sub-directories
+are made and checked the same way (one of this user's inside the 0700 directory is tightened). In the
+sticky ``/tmp``, nobody but the owner (and root) can rename or replace the directory once checked.
 """
 from __future__ import annotations
 

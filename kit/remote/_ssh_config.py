@@ -185,18 +185,8 @@ def load_known_hosts(client: paramiko.SSHClient, known_hosts: str | list[str] | 
 
 def expand_path(path: str, hostname: str = "", port: int = 22) -> str:
     """``~`` and the tokens OpenSSH allows in known_hosts paths: %d (home), %u (local user), %h, %p, %%."""
-    home = os.path.expanduser("~")
-    out, i = [], 0
-    while i < len(path):
-        c = path[i]
-        if c == "%" and i + 1 < len(path):
-            tok = path[i + 1]
-            out.append({"d": home, "u": getpass.getuser(), "h": hostname, "p": str(port), "%": "%"}.get(tok, c + tok))
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return os.path.expanduser("".join(out))
+    tokens = {"d": os.path.expanduser("~"), "u": getpass.getuser(), "h": hostname, "p": str(port), "%": "%"}
+    return os.path.expanduser(re.sub(r"%(.)", lambda m: tokens.get(m[1], m[0]), path, flags=re.S))
 
 
 def _read_known_hosts(path: str, name: str, info: KnownHosts, display: str) -> list[tuple[str, paramiko.PKey, str]]:

@@ -1,38 +1,27 @@
 """Transfer: files between this machine and a host at line rate, in flat memory, resumable.
 
-Beside the connection (Fabric style): ``host.transfer`` (or ``Transfer(host)``) does the work of
-``host.get``/``put``/``read_bytes``, and adds ``get_many`` and ``glob``. This module is the policy
-(what goes how: resume, skip, codec, many files, Ctrl-C); the mechanics are ``_transfer_io.py``'s,
-and every host command runs through the host's one runner.
+Beside the connection (Fabric style): ``host.transfer`` does the work of ``host.get``/``put``/``read_bytes``
+and adds ``get_many`` and ``glob``. This module is the policy (resume, skip, codec, many files, Ctrl-C);
+the mechanics are ``_transfer_io.py``'s and the transport's hooks.
 
 Why not paramiko's ``SFTPClient.get``: measured on loopback it moved 48 MB/s where ``scp`` moved
-336 MB/s; every 32 KiB request costs a Python round of request/response bookkeeping. Here:
+336 MB/s (every 32 KiB request costs a Python round of bookkeeping). So ``get``/``read_bytes`` stream
+the file as a host command's stdout (``cat``, ``tail -c +N`` to resume), run by the host's one runner
+(killed on the host when no byte arrives for ``timeout`` s, on Ctrl-C, or when ``get_many`` is
+interrupted) and written straight into the destination: memory is flat for any size. Text artefacts
+not compressed already (by suffix, >= 1 MiB) go through the host's ``zstd -1`` (or ``gzip -1``) and
+are decompressed here while written (a JSON trace shrinks 10-15x on the wire). A host without a
+POSIX shell gets SFTP reads; ``put`` is SFTP with pipelined writes.
 
-- ``get``/``read_bytes`` stream the file as a host command's stdout (``cat``, ``tail -c +N`` to
-  resume), written straight into the destination: the SSH channel window (2 MiB) bounds what is
-  buffered, so memory is flat for any size. Text artefacts that are not compressed already (traces,
-  logs, CSV, SQLite exports; by suffix, >= 1 MiB) go compressed: the host's ``zstd -1`` (or ``gzip
-  -1``) compresses, the bytes are decompressed here while being written (a JSON trace shrinks
-  10-15x on the wire). What the host has is probed once per Transfer; a host without a POSIX shell
-  gets SFTP with a bounded window of concurrent 255 KiB reads.
-- The streaming command is run by the host's runner (``Host.run(on_stdout=...)``), like any command:
-  its own process group, killed on the host when no byte arrives for ``timeout`` s (a FIFO, a hung
-  file system), on Ctrl-C, or when ``get_many`` is interrupted.
-- Resume: a download goes to ``.kit-<hash>-<size>-<mtime>.part`` beside the target. Same size and
-  mtime as the remote file (the mtime is copied on completion, like ``scp -p``): skipped. A partial
-  file of the same remote version: continued from its length. Then renamed into place atomically.
-- ``put`` is SFTP with pipelined 255 KiB writes (bounded by the channel window), to a temporary
-  name renamed into place; same skip/continue rules.
-- Progress: a tqdm bar for transfers still running after one second (``progress=True``: always).
-- ``get_many`` overlaps transfers (several channels on one connection); ``kit.hosts(...).get``
-  runs hosts in parallel. Each file's failure is kept in its own row of a :class:`TransferReport`.
-  Ctrl-C stops every file at once (each worker's command is killed on the host); the partial
-  files stay, and the next ``get_many`` continues them.
+Resume: a file goes to ``.kit-<hash>-<size>-<mtime>.part`` beside the target. Same size and mtime as
+the source (the mtime is copied on completion, like ``scp -p``): skipped. A partial file of the same
+version: continued from its length. Then renamed into place. ``get_many`` overlaps files on several
+channels of one connection, each failure kept in its own row; Ctrl-C stops every file at once, and
+the next call continues the partial files. Progress: a tqdm bar for a transfer still running after 1 s.
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import logging
 import os
@@ -40,7 +29,6 @@ import posixpath
 import stat as stat_mod
 import threading
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor, wait
 from fnmatch import fnmatchcase
 from typing import Any, Iterable
@@ -48,11 +36,9 @@ from typing import Any, Iterable
 from kit.errors import KitError, RemoteError, RemoteFileError, UsageError
 from kit.remote import _transfer_io as io_
 from kit.remote._result import FileStat
-from kit.remote._transfer_io import CHUNK, Sink, file_error, local_error
+from kit.remote._transfer_io import Sink, file_error, local_error
 from kit.remote._transfer_report import Fetched, TransferReport, local_names
 from kit.util import quote as _q
-
-__all__ = ["CHUNK", "Fetched", "Transfer", "TransferReport", "local_names", "transfer_of"]
 
 log = logging.getLogger("kit.remote")
 
@@ -69,9 +55,7 @@ _PROBE = "printf 'kit-posix\\n'; for c in zstd gzip; do command -v $c >/dev/null
 def _part_name(local_path: str, st: FileStat) -> tuple[str, str]:
     """(partial file path, glob prefix of any partial for this target)."""
     d, base = os.path.split(os.path.abspath(local_path))
-    h = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    prefix = f".kit-{h}-"
-    return os.path.join(d, f"{prefix}{st.size}-{int(st.mtime)}.part"), os.path.join(d, prefix)
+    return os.path.join(d, io_.part_name(base, st.size, st.mtime)), os.path.join(d, io_.part_prefix(base))
 
 
 def _same_version(local_path: str, st: FileStat) -> bool:
@@ -103,13 +87,9 @@ def _resume_offset(part: str, prefix: str, size: int, resume: bool) -> int:
 
 
 class Transfer:
-    """File transfers for one host (see the module docstring for how and why).
-
-    ``env``: extra environment for the host-side commands (e.g. ``{"PATH": ...}``).
-    ``workers``: concurrent files in :meth:`get_many` (each on its own channel of the one connection).
-    ``timeout``: seconds without a byte before a transfer is abandoned and its host-side process
-    group killed (default: the host's SFTP reply timeout, 120 s).
-    """
+    """File transfers for one host. ``env``: extra environment for the host-side commands;
+    ``workers``: concurrent files in :meth:`get_many`; ``timeout``: seconds without a byte before a
+    transfer is abandoned and its host-side process group killed (default: the SFTP reply timeout, 120 s)."""
 
     def __init__(self, host: Any, *, env: dict | None = None, workers: int = 4, timeout: float | None = None) -> None:
         self.host = host
@@ -178,9 +158,7 @@ class Transfer:
         t0 = time.perf_counter()
         name = self.host.name
         try:
-            st = self._stat(remote_path)
-            if st.is_dir:
-                raise file_error(self.host, remote_path, "is a directory")
+            st = self._stat(remote_path, file=True)
             if resume and _same_version(local_path, st):
                 if bar is not None:
                     bar.update(st.size)
@@ -231,24 +209,20 @@ class Transfer:
         if not self.host.streams or not self._probe()[0]:  # this machine, or no POSIX shell on the host
             with self._sftp_lock:
                 method = self.host.read_file(remote_path, sink, offset)
-            sink.finish()
-            return method
-        io_.stream(self.host, _command(remote_path, offset, codec), remote_path, sink, idle=self._idle_timeout(),
-                   env=self.env, cancel=cancel)
+        else:
+            io_.stream(self.host, _command(remote_path, offset, codec), remote_path, sink,
+                       idle=self._idle_timeout(), env=self.env, cancel=cancel)
+            method = codec or "cat"
         try:
             sink.finish()
-        except (ValueError, zlib.error) as exc:
+        except Exception as exc:  # noqa: BLE001 - ValueError, zlib.error, zstandard.ZstdError
             raise file_error(self.host, remote_path, f"{codec} stream broken ({exc})") from exc
-        except Exception as exc:  # noqa: BLE001 - zstandard.ZstdError
-            raise file_error(self.host, remote_path, f"{codec} stream broken ({exc})") from exc
-        return codec or "cat"
+        return method
 
     # --- read_bytes -----------------------------------------------------------------------------
     def read_bytes(self, path: str, *, compress: str | bool | None = "auto") -> bytes:
         """The whole file in memory (streamed like ``get``; compressed on the wire for big text files)."""
-        st = self._stat(path)
-        if st.is_dir:
-            raise file_error(self.host, path, "is a directory")
+        st = self._stat(path, file=True)
         buf = io.BytesIO()
         codec = self._pick_codec(path, st.size, compress) if stat_mod.S_ISREG(st.mode) else None
         self._download(path, _Sink(buf, codec, None), 0, codec)
@@ -256,10 +230,8 @@ class Transfer:
 
     # --- put -------------------------------------------------------------------------------------
     def put(self, local_path: str, remote_path: str, *, progress: bool | None = None, resume: bool = True) -> str:
-        """Upload ``local_path`` to ``remote_path`` through a temporary name renamed into place.
-
-        Skipped when the remote file has the same size and mtime (copied on completion); a partial
-        upload of the same local version continues from its length."""
+        """Upload ``local_path`` to ``remote_path`` through a temporary name renamed into place (skipped when
+        the remote file has the same size and mtime; a partial upload of the same version is continued)."""
         if not os.path.isfile(local_path):
             raise local_error(local_path, FileNotFoundError(2, "not a regular file"))
         with self._sftp_lock:
@@ -302,9 +274,13 @@ class Transfer:
         with self._sftp_lock:
             return self.host.listdir(path)
 
-    def _stat(self, path: str) -> FileStat:
+    def _stat(self, path: str, file: bool = False) -> FileStat:
+        """The host's stat of ``path``; ``file``: RemoteFileError for a directory."""
         with self._sftp_lock:
-            return self.host.stat(path)
+            st = self.host.stat(path)
+        if file and st.is_dir:
+            raise file_error(self.host, path, "is a directory")
+        return st
 
     def get_many(self, remote_paths: Iterable[str] | str, dest: str, *, progress: bool | None = None,
                  resume: bool = True, compress: str | bool | None = "auto",

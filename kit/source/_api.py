@@ -9,36 +9,21 @@ import sys
 from typing import TYPE_CHECKING
 
 from kit.errors import RemoteFileError, SourceError
-from kit.source._cache import CACHE, CacheInfo, SourceFile, host_name
+from kit.source._cache import CACHE, SourceFile, host_name
 from kit.source._grep import EXIT_MISSING, EXIT_UNREADABLE, build_command, error_lines, parse_output, tool_used
-from kit.source._index import Binding, ScopeInfo, index_of, syntax_note, text_enclosing, text_find
+from kit.source._index import Binding, index_of, syntax_note, text_enclosing, text_find
 from kit.source._resolve import follow_import, locate_module
-from kit.source._types import Definition, Match, Matches, Scope, Slice, SourceDiff, Symbol, Symbols, label
+from kit.source._types import Definition, Matches, Scope, Slice, SourceDiff, Symbol, Symbols, label
 from kit.util import clip, host_program
 
 if TYPE_CHECKING:  # the Host base class; kit.remote is not imported at run time for this
     from kit.remote import Host
 
-__all__ = [
-    "slice", "grep", "enclosing", "find", "definition", "evaluate", "module_path", "diff",
-    "Slice", "Match", "Matches", "Scope", "Symbol", "Symbols", "Definition", "SourceDiff",
-    "cache_info", "cache_clear", "CacheInfo",
-]
 
 _GREP_TIMEOUT_S = 120.0
 _MAX_HOPS = 12
 _NAME_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _DEFINING_KINDS = ("function", "method", "class", "variable")
-
-
-def cache_info() -> CacheInfo:
-    """Counters since the last :func:`cache_clear`: stats, transfers, bytes, hits, AST parses."""
-    return CACHE.info()
-
-
-def cache_clear() -> None:
-    """Forget every cached file and reset the counters."""
-    CACHE.clear()
 
 
 def _make_slice(source: SourceFile, start: int, end: int | None, highlight: tuple[int, ...] = ()) -> Slice:
@@ -59,9 +44,6 @@ def _make_slice(source: SourceFile, start: int, end: int | None, highlight: tupl
                  tuple(h for h in highlight if start <= h <= end), note)
 
 
-# ---------------------------------------------------------------------------------------------
-# Public functions
-# ---------------------------------------------------------------------------------------------
 def slice(host: Host, path: str, start: int, end: int | None = None, *,
           highlight: int | list[int] | None = None) -> Slice:
     """Lines ``start..end`` of ``path`` on ``host`` (``end=None``: to the end of the file).
@@ -94,12 +76,8 @@ def enclosing(host: Host, path: str, line: int) -> Scope | None:
         scope = text_enclosing(source.lines, line)
     if scope is None:
         return None
-    return _scope(source, scope, line, note)
-
-
-def _scope(source: SourceFile, scope: ScopeInfo, line: int, note: str | None) -> Scope:
-    sl = _make_slice(source, scope.start, scope.end, (line,))
-    return Scope(source.host, source.path, scope.kind, scope.name, scope.qualname, scope.start, scope.end, sl, note)
+    return Scope(source.host, source.path, scope.kind, scope.name, scope.qualname, scope.start, scope.end,
+                 _make_slice(source, scope.start, scope.end, (line,)), note)
 
 
 def find(host: Host, path: str, symbol: str) -> Symbols:
@@ -115,11 +93,9 @@ def find(host: Host, path: str, symbol: str) -> Symbols:
         bindings, note = index.find(symbol), None
     else:
         bindings, note = text_find(source.lines, symbol), syntax_note(source)
-    return Symbols([_symbol(source, b) for b in bindings], host=source.host, path=source.path, name=symbol, note=note)
-
-
-def _symbol(source: SourceFile, b: Binding) -> Symbol:
-    return Symbol(source.host, source.path, b.line, b.kind, b.name, b.value, b.enclosing, b.end_line, b.expr)
+    items = [Symbol(source.host, source.path, b.line, b.kind, b.name, b.value, b.enclosing, b.end_line, b.expr)
+             for b in bindings]
+    return Symbols(items, host=source.host, path=source.path, name=symbol, note=note)
 
 
 def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex: bool = True,
@@ -145,7 +121,7 @@ def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex:
         raise RemoteFileError(f"{name}:{path_or_dir}: no such file or directory", host=name, path=path_or_dir)
     if result.exit_code == EXIT_UNREADABLE:
         raise RemoteFileError(f"{name}:{path_or_dir}: permission denied", host=name, path=path_or_dir)
-    matches = parse_output(result.stdout, context)
+    matches = parse_output(result.stdout, context, name)
     note = None
     if result.exit_code not in (0, 1):
         first = _error_text(errors) or f"exit code {result.exit_code}"
@@ -154,8 +130,7 @@ def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex:
             hint = " (a literal string: regex=False, or -F on the command line)" if literal else ""
             raise SourceError(f"{name}:{path_or_dir}: grep for {pattern!r} failed: {first}{hint}")
         note = f"some files could not be searched: {first}"
-    items = [Match(name, m.path, m.line, m.text, m.before, m.after) for m in matches]
-    return Matches(items, host=name, pattern=pattern, path=path_or_dir, tool=tool_used(result.stderr), note=note)
+    return Matches(matches, host=name, pattern=pattern, path=path_or_dir, tool=tool_used(result.stderr), note=note)
 
 
 def _error_text(errors: list[str]) -> str:
@@ -183,11 +158,9 @@ def definition(host: Host, name: str, *, near: str, python: str | None = None, e
         raise SourceError(f"definition: {name!r} is not a (dotted) Python name")
     hname = host_name(host)
     python = default_python(host, python)
-    parts = name.split(".")
+    attr, *rest = name.split(".")
     via: list[str] = []
     path = near
-    attr = parts[0]
-    rest = parts[1:]
     seen: set[tuple[str, str]] = set()
     for _ in range(_MAX_HOPS):
         if (path, attr) in seen:
@@ -198,8 +171,8 @@ def definition(host: Host, name: str, *, near: str, python: str | None = None, e
         if index is None:
             raise SourceError(syntax_note(source).replace("results come from a text search, not the AST",
                                                             "cannot follow imports"))
-        local = _implementation_first(source, index, [b for b in index.find(attr)
-                                                       if b.kind in _DEFINING_KINDS and b.enclosing is None])
+        local = [b for b in index.find(attr) if b.kind in _DEFINING_KINDS and b.enclosing is None]
+        local.sort(key=lambda b: _is_overload(source, index, b))  # the implementation is the code that runs
         if local and not rest:
             return _definition(host, source, local[0], name, via)
         if local and rest and local[0].kind == "class":
@@ -237,11 +210,6 @@ def _is_overload(source: SourceFile, index, b: Binding) -> bool:
     return bool(re.search(r"@\s*(typing\.|t\.|typing_extensions\.)?overload\b", decorators))
 
 
-def _implementation_first(source: SourceFile, index, bindings: list[Binding]) -> list[Binding]:
-    """``@overload`` stubs after the implementation: the definition is the code that runs."""
-    return sorted(bindings, key=lambda b: _is_overload(source, index, b))
-
-
 def _module_label(path: str) -> str:
     base = posixpath.basename(path)
     return posixpath.basename(posixpath.dirname(path)) if base == "__init__.py" else base[:-3]
@@ -255,9 +223,6 @@ def _definition(host, source: SourceFile, b: Binding, name: str, via: list[str])
         if scope is not None and scope.def_line == b.line:
             sl = _make_slice(source, scope.start, scope.end, (b.line,))
     return Definition(source.host, name, source.path, b.line, b.end_line, b.kind, qual, b.value, sl, tuple(via))
-
-
-
 
 
 def evaluate(host: Host, where: Definition, *, attribute: str | None = None, args: tuple = (), call: bool = True,

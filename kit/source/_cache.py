@@ -70,17 +70,13 @@ class _Cache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._files: OrderedDict[tuple[str, str], SourceFile] = OrderedDict()
-        self._chars = 0
-        self.reset_counters()
-
-    def reset_counters(self) -> None:
-        self.stats = self.transfers = self.bytes = self.hits = self.parses = self.parse_hits = 0
+        self.clear()
 
     def clear(self) -> None:
         with self._lock:
             self._files.clear()
             self._chars = 0
-            self.reset_counters()
+            self.stats = self.transfers = self.bytes = self.hits = self.parses = self.parse_hits = 0
 
     def info(self) -> CacheInfo:
         with self._lock:
@@ -158,3 +154,13 @@ def _decode(host: str, path: str, data: bytes, size: int, mtime: float) -> Sourc
 
 
 CACHE = _Cache()
+
+
+def cache_info() -> CacheInfo:
+    """Counters since the last :func:`cache_clear`: stats, transfers, bytes, hits, AST parses."""
+    return CACHE.info()
+
+
+def cache_clear() -> None:
+    """Forget every cached file and reset the counters."""
+    CACHE.clear()

@@ -8,9 +8,9 @@ pattern is ``shlex.quote``d and patterns follow ``--``: they are data, never she
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from kit.errors import UsageError
+from kit.source._types import Match
 from kit.util import quote
 
 TOOL_MARK = "kit-source-tool:"
@@ -53,15 +53,6 @@ def build_command(path: str, pattern: str, *, context: int, regex: bool, glob: s
     )
 
 
-@dataclass(frozen=True)
-class RawMatch:
-    path: str
-    line: int
-    text: str
-    before: tuple[str, ...]
-    after: tuple[str, ...]
-
-
 _LINE = re.compile(r"^(\d+)([:-])(.*)$", re.S)
 
 
@@ -82,7 +73,7 @@ def _records(stdout: str):
         path = after
 
 
-def parse_output(stdout: str, context: int) -> list[RawMatch]:
+def parse_output(stdout: str, context: int, host: str) -> list[Match]:
     """Matches with their context lines, sorted by (path, line): rg walks directories in parallel
     and grep in readdir order, so the tool's own order is not reproducible."""
     per_file: dict[str, dict[int, tuple[bool, str]]] = {}
@@ -105,7 +96,7 @@ def parse_output(stdout: str, context: int) -> list[RawMatch]:
                 continue
             before = tuple(lines[i][1] for i in range(n - context, n) if i in lines)
             after = tuple(lines[i][1] for i in range(n + 1, n + context + 1) if i in lines)
-            out.append(RawMatch(path, n, text, before, after))
+            out.append(Match(host, path, n, text, before, after))
     return out
 
 

@@ -48,11 +48,7 @@ def code_block(path: str, lines: Sequence[str], start: int, *, title: str, highl
     formatter = HtmlFormatter(linenos="inline", linenostart=start, hl_lines=rel, noclasses=True,
                               style=_KitStyle, nobackground=True)
     body = highlight("\n".join(lines) + "\n", _lexer(path), formatter) if lines else "<pre>(no lines)</pre>"
-    parts = [f"<div style='{_BOX}'>", f"<div style='{_HEAD}'>{html.escape(title)}</div>"]
-    if note:
-        parts.append(f"<div style='{_NOTE}'>{html.escape(note)}</div>")
-    parts.append(f"<div style='padding:0 4px'>{body}</div></div>")
-    return "".join(parts)
+    return _box(title, note, f"<div style='padding:0 4px'>{body}</div>")
 
 
 def inline_code(path: str, text: str) -> str:
@@ -66,11 +62,14 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, title: str, 
     head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td style='text-align:left;vertical-align:top'>{c}</td>" for c in row)
                    + "</tr>" for row in rows)
-    parts = [f"<div style='{_BOX}'>", f"<div style='{_HEAD}'>{html.escape(title)}</div>"]
-    if note:
-        parts.append(f"<div style='{_NOTE}'>{html.escape(note)}</div>")
-    parts.append(f"<table style='font-size:90%'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
-    return "".join(parts)
+    return _box(title, note,
+                f"<table style='font-size:90%'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _box(title: str, note: str | None, body: str) -> str:
+    """A bordered box: the title, the note under it, then ``body`` (HTML)."""
+    note_html = f"<div style='{_NOTE}'>{html.escape(note)}</div>" if note else ""
+    return f"<div style='{_BOX}'><div style='{_HEAD}'>{html.escape(title)}</div>{note_html}{body}</div>"
 
 
 _DIFF_BG = {"equal": "", "replace": "#fff5b1", "delete": "#ffdce0", "insert": "#cdffd8"}

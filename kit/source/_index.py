@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import re
 from dataclasses import dataclass
 
@@ -62,41 +63,27 @@ class FileIndex:
         self._tree = tree
         self._text = text
         self._lines = lines
-        self._scopes: list[ScopeInfo] | None = None
-        self._imports: list[ImportInfo] | None = None
         self._found: dict[str, list[Binding]] = {}
 
-    # -- queries -------------------------------------------------------------------------------
-    @property
-    def scopes(self) -> list[ScopeInfo]:
-        if self._scopes is None:
-            self._scan()
-        return self._scopes
-
-    @property
-    def imports(self) -> list[ImportInfo]:
-        if self._imports is None:
-            self._scan()
-        return self._imports
+    scopes = property(lambda self: self._scan[0])
+    imports = property(lambda self: self._scan[1])
 
     def enclosing(self, line: int) -> ScopeInfo | None:
-        best = None
-        for scope in self.scopes:
-            if scope.start <= line <= scope.end and (best is None or scope.depth > best.depth):
-                best = scope
-        return best
+        """The innermost scope holding ``line``."""
+        return max((s for s in self.scopes if s.start <= line <= s.end), key=lambda s: s.depth, default=None)
 
     def find(self, name: str) -> list[Binding]:
         if name not in self._found:
-            walker = _Walker(self._text, self._lines, name, *_word_lines(self._text, name))
+            walker = _Walker(self._lines, name, *_word_lines(self._text, name))
             walker.walk(self._tree.body, [], "module")
             self._found[name] = sorted(walker.bindings, key=lambda b: (b.line, b.col))
         return list(self._found[name])
 
-    def _scan(self) -> None:
+    @functools.cached_property
+    def _scan(self) -> tuple[list[ScopeInfo], list[ImportInfo]]:
         scopes: list[ScopeInfo] = []
         imports: list[ImportInfo] = []
-        seg = _Walker(self._text, self._lines, "", [], [])._segment
+        seg = _Walker(self._lines, "", [], [])._segment
 
         def visit(body: list, stack: list[ScopeInfo], context: str) -> None:
             for node in body:
@@ -115,7 +102,7 @@ class FileIndex:
                                 visit(child.body, stack, context)
 
         visit(self._tree.body, [], "module")
-        self._scopes, self._imports = scopes, imports
+        return scopes, imports
 
 
 def _word_lines(text: str, name: str) -> tuple[list[int], list[int]]:
@@ -168,16 +155,12 @@ def _import_infos(node: ast.Import | ast.ImportFrom, statement: str) -> list[Imp
 class _Walker:
     """One ``find(name)``: walks statements overlapping the lines in ``want``, records bindings of ``name``."""
 
-    def __init__(self, text: str, lines: list[str], name: str, want: list[int], assigns: list[int]) -> None:
-        self._text = text
+    def __init__(self, lines: list[str], name: str, want: list[int], assigns: list[int]) -> None:
         self._lines = lines
         self._name = name
         self._want = want
         self._assigns = assigns  # lines where ``name`` is followed by = or := (keywords, walrus)
         self.bindings: list[Binding] = []
-
-    def walk(self, body: list[ast.stmt], stack: list[ScopeInfo], context: str) -> None:
-        self._walk(body, stack, context)
 
     def _overlaps(self, first: int, last: int, lines: list[int] | None = None) -> bool:
         lines = self._want if lines is None else lines
@@ -186,22 +169,17 @@ class _Walker:
 
     # -- the walk ------------------------------------------------------------------------------
     def _add(self, node: ast.AST, kind: str, name: str, stack: list[ScopeInfo], value: ast.AST | None = None,
-             *, line: int | None = None, end_line: int | None = None) -> None:
+             *, line: int | None = None, end_line: int | None = None, expr: ast.AST | None = None) -> None:
+        """A binding of ``name``: ``value``'s literal, ``expr`` (else ``value``) as its source text."""
         if name != self._name:
             return
         line = line or node.lineno
-        self.bindings.append(Binding(
-            line=line,
-            end_line=end_line or getattr(node, "end_lineno", None) or line,
-            col=getattr(node, "col_offset", 0),
-            kind=kind,
-            name=name,
-            value=self._literal(value),
-            expr=self._segment(value),
-            enclosing=stack[-1].qualname if stack else None,
-        ))
+        self.bindings.append(Binding(line, end_line or getattr(node, "end_lineno", None) or line,
+                                     getattr(node, "col_offset", 0), kind, name, self._literal(value),
+                                     self._segment(value if expr is None else expr),
+                                     stack[-1].qualname if stack else None))
 
-    def _walk(self, body: list[ast.stmt], stack: list[ScopeInfo], context: str) -> None:
+    def walk(self, body: list[ast.stmt], stack: list[ScopeInfo], context: str) -> None:
         for stmt in body:
             if not self._stmt(stmt, stack, context):
                 self._compound(stmt, stack, context)  # from here, so nesting costs no extra frame
@@ -249,12 +227,12 @@ class _Walker:
         if is_class:
             for base in node.bases + [k.value for k in node.keywords]:
                 self._expr(base, stack)
-            self._walk(node.body, inner, "class")
+            self.walk(node.body, inner, "class")
         else:
             self._arguments(node.args, stack, inner)
             if node.returns is not None:
                 self._expr(node.returns, stack)
-            self._walk(node.body, inner, "function")
+            self.walk(node.body, inner, "function")
 
     def _compound(self, node: ast.stmt, stack: list[ScopeInfo], context: str) -> None:
         """Compound statements: same scope, recurse into bodies and expressions."""
@@ -262,16 +240,16 @@ class _Walker:
             if isinstance(value, list):
                 stmts = [v for v in value if isinstance(v, ast.stmt)]
                 if stmts:
-                    self._walk(stmts, stack, context)
+                    self.walk(stmts, stack, context)
                 for v in value:
                     if isinstance(v, ast.excepthandler):
-                        self._walk(v.body, stack, context)
+                        self.walk(v.body, stack, context)
                     elif isinstance(v, ast.expr):
                         self._expr(v, stack)
                     elif isinstance(v, ast.withitem):
                         self._expr(v.context_expr, stack)
-                    elif hasattr(ast, "match_case") and isinstance(v, ast.match_case):
-                        self._walk(v.body, stack, context)
+                    elif isinstance(v, ast.match_case):
+                        self.walk(v.body, stack, context)
             elif isinstance(value, ast.expr):
                 self._expr(value, stack)
 
@@ -279,13 +257,10 @@ class _Walker:
                 context: str, *, expr: ast.AST | None = None) -> None:
         if isinstance(target, ast.Name):
             kind = {"module": "variable", "class": "field"}.get(context, "assignment")
-            self._add(stmt, kind, target.id, stack, value, line=target.lineno, end_line=stmt.end_lineno)
-            if value is None and expr is not None:
-                self._patch_expr(target.id, expr)
+            self._add(stmt, kind, target.id, stack, value, line=target.lineno, end_line=stmt.end_lineno, expr=expr)
         elif isinstance(target, ast.Attribute):
-            self._add(stmt, "attribute", target.attr, stack, value, line=target.lineno, end_line=stmt.end_lineno)
-            if value is None and expr is not None:
-                self._patch_expr(target.attr, expr)
+            self._add(stmt, "attribute", target.attr, stack, value, line=target.lineno, end_line=stmt.end_lineno,
+                      expr=expr)
         elif isinstance(target, (ast.Tuple, ast.List)):
             values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and \
                 len(value.elts) == len(target.elts) else [None] * len(target.elts)
@@ -293,13 +268,6 @@ class _Walker:
                 self._target(t, v, stmt, stack, context)
         elif isinstance(target, ast.Starred):
             self._target(target.value, None, stmt, stack, context)
-
-    def _patch_expr(self, name: str, expr: ast.AST) -> None:
-        if name != self._name:
-            return
-        last = self.bindings[-1]
-        self.bindings[-1] = Binding(last.line, last.end_line, last.col, last.kind, last.name, None,
-                                          self._segment(expr), last.enclosing)
 
     def _arguments(self, args: ast.arguments, outer: list[ScopeInfo], inner: list[ScopeInfo]) -> None:
         positional = args.posonlyargs + args.args
