@@ -54,19 +54,13 @@ def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<
         rows = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
     except csv.Error as exc:  # a field over csv's 128 KiB limit, a NUL byte: not nvidia-smi output
         raise ParseError(f"{source}: not nvidia-smi query output ({exc})", path=source) from None
-    units: dict[str, str] = {}
     first = [c.strip() for c in rows[0]]
-    looks_like_header = all(_FIELD.match(c) for c in first)
-    if looks_like_header and (fields is None or [_UNIT.sub(r"\g<name>", c) for c in first] == fields):
-        names = []
-        for c in first:
-            m = _UNIT.match(c)
-            names.append(m.group("name") if m else c)
-            if m:
-                units[m.group("name")] = m.group("unit")
-        rows = rows[1:]
+    header = [_UNIT.sub(r"\g<name>", c) for c in first]
+    if all(_FIELD.match(c) for c in first) and (fields is None or header == fields):
+        names, rows = header, rows[1:]
+        units = {m.group("name"): m.group("unit") for c in first if (m := _UNIT.match(c))}
     elif fields is not None:
-        names = list(fields)
+        names, units = list(fields), {}
     else:
         raise ParseError(f"{source}: nvidia-smi query output has no header; pass fields=[...]", path=source)
     records = []
@@ -187,23 +181,17 @@ def link_rank(token: str) -> tuple[int, int]:
 def parse_topology(text: str, source: str = "<text>") -> Topology:
     """``nvidia-smi topo -m`` output (tab or space aligned, ANSI escapes, NIC rows) -> :class:`Topology`."""
     lines = strip_ansi(text).replace("\r", "").split("\n")
-    start = None
-    for i, line in enumerate(lines):
-        toks = line.split()
-        if toks and toks[0] == "GPU0" and not line.startswith("GPU0"):
-            start = i  # the header row is indented (tab or spaces) and starts with GPU0
-            break
+    # the header row is indented (tab or spaces) and starts with GPU0
+    start = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"] and line[:1].isspace()), None)
     if start is None:
         raise ParseError(f"{source}: no nvidia-smi topo -m header (a row starting with GPU0) found", path=source)
     header = lines[start]
-    cols = [c.strip() for c in (header.split("\t") if "\t" in header else re.split(r"\s{2,}", header))]
-    cols = [c for c in cols if c]
+    cols = [c.strip() for c in (header.split("\t") if "\t" in header else re.split(r"\s{2,}", header)) if c.strip()]
     devices = [c for c in cols if _DEVICE.match(c)]
     extra = [c for c in cols if not _DEVICE.match(c)]
     n = len(devices)
     rows: dict[str, list[str]] = {}
     aff: dict[str, list[str | None]] = {}
-    legend: dict[str, str] = {}
     for line in lines[start + 1:]:
         if not line.strip():
             if rows:
@@ -223,10 +211,7 @@ def parse_topology(text: str, source: str = "<text>") -> Topology:
             vals = toks[1 + n:]
             aff[label] = [(v if v not in ("N/A",) else None) for v in vals[: len(extra)]] + \
                 [None] * (len(extra) - len(vals))
-    for line in lines[start:]:
-        m = re.match(r"^\s+(NIC\d+):\s*(\S+)\s*$", line)
-        if m:
-            legend[m.group(1)] = m.group(2)
+    legend = {m.group(1): m.group(2) for line in lines[start:] if (m := re.match(r"^\s+(NIC\d+):\s*(\S+)\s*$", line))}
     if "GPU0" not in rows:
         raise ParseError(f"{source}: topo -m header found but no GPU rows", path=source)
     order = [d for d in devices if d in rows]

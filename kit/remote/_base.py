@@ -62,23 +62,18 @@ class Host:
         """Run ``cmd`` with bash on the host and wait for it.
 
         ``timeout`` (s): on expiry the command's whole process group is killed on the host and
-        CommandTimeout is raised with the partial output. ``env``: extra variables (values quoted).
-        ``cwd``: working directory (``cd`` fails -> exit 1). ``check``: raise CommandFailed on a
-        non-zero exit. ``stream``: show output live (terminal or notebook cell) as it arrives.
-        ``input``: bytes/str fed to the command's stdin (otherwise stdin is empty).
-        ``stdout_file``/``stderr_file``: local paths that receive the stream as it arrives.
-        Memory is bounded whenever output goes elsewhere: with a file the Result keeps only the last
-        64 KiB of that stream, with ``stream=True`` only the last 1 MiB (``Result.truncated`` and
-        ``stdout_bytes`` say so); otherwise it keeps everything. Pass ``stdout_file=`` with
-        ``stream=True`` to both see and keep a long output. stdout and stderr are always drained
-        together, so large output never deadlocks. Output is decoded as UTF-8 with replacement.
-        A connection lost mid-command is a ConnectError naming host and command.
+        CommandTimeout carries the partial output. ``env``: extra variables (values quoted). ``cwd``:
+        working directory (``cd`` fails -> exit 1). ``check``: CommandFailed on a non-zero exit.
+        ``stream``: show output live as it arrives. ``input``: fed to stdin (otherwise empty).
+        ``stdout_file``/``stderr_file``: local paths that receive the stream as it arrives. Memory is
+        bounded whenever output goes elsewhere: the Result keeps the last 64 KiB of a stream sent to a file,
+        the last 1 MiB with ``stream=True`` (``Result.truncated`` says so), else everything. stdout and
+        stderr are drained together (no deadlock) and decoded as UTF-8 with replacement. A connection lost
+        mid-command is a ConnectError naming host and command.
 
-        For streams (what file transfers are built on): ``on_stdout`` receives stdout as raw byte
-        chunks as they arrive, nothing of it kept in the Result; ``idle_timeout`` (s) kills the
-        command when no output came for that long (CommandTimeout); ``cancel`` (a
-        ``threading.Event``) set from another thread kills it and raises KeyboardInterrupt there.
-        """
+        For streams (file transfers): ``on_stdout`` receives stdout as raw chunks, none kept;
+        ``idle_timeout`` (s) kills the command when no output came for that long (CommandTimeout);
+        ``cancel`` (a ``threading.Event``) set from another thread kills it and raises KeyboardInterrupt."""
         script = shell_script(cmd, env, cwd, self.name)
         return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
                       stdout_file=stdout_file, stderr_file=stderr_file, on_stdout=on_stdout,
@@ -147,11 +142,10 @@ class Host:
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
                 check: bool = True, unix_socket: str | None = None) -> Forward:
         """Reach ``remote_host:remote_port`` as seen from the host (default its loopback) from this
-        machine: a :class:`~kit.remote.Forward` (also a context manager) whose ``url`` to use here.
-        An SSH host carries each local connection over its SSH connection; on this machine it is the
-        direct address (``direct=True``, ``local_port`` ignored), so the same code runs on both.
-        ``check``: ConnectError at once if nothing accepts connections there. ``unix_socket`` (SSH
-        hosts): listen on that path, mode 0600, instead of 127.0.0.1, which every user here can reach."""
+        machine: a :class:`~kit.remote.Forward` (a context manager) whose ``url`` to use here, carried over
+        an SSH host's connection, the direct address on this machine. ``check``: ConnectError at once if
+        nothing accepts connections there. ``unix_socket`` (SSH hosts): listen on that path, mode 0600,
+        instead of 127.0.0.1, which every user here can reach."""
         return Forward(self, remote_port, remote_host, local_port, check=check, direct=self.is_local,
                        unix_socket=unix_socket)
 

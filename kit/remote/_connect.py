@@ -19,16 +19,13 @@ def ssh_host_class() -> type:
 def connect(target: str = "local", **options) -> Host:
     """Open a host: ``"local"``, ``user@host[:port]`` or an ``~/.ssh/config`` alias.
 
-    SSH options: ``user``, ``port``, ``key_filename``, ``known_hosts`` (path or list replacing
-    the user's and system's known_hosts files; by default those are ``UserKnownHostsFile`` and
-    ``GlobalKnownHostsFile`` of ``~/.ssh/config``, else OpenSSH's defaults; read as OpenSSH reads
-    them: ``@revoked`` keys refused, ``@cert-authority`` lines skipped with a warning), ``trust``
-    (``"strict"`` default: unknown keys refused; ``"accept-new"``: an unknown key is recorded in the kit's
-    own known_hosts file; a changed key is always refused),
-    ``kit_known_hosts`` (that file's path), ``ssh_config`` (path), ``connect_timeout`` (s),
-    ``look_for_keys``, ``allow_agent``, ``passphrase``. The SSH connection is opened now, so a
-    refused key or an unreachable host fails here.
-    """
+    SSH options: ``user``, ``port``, ``key_filename``, ``known_hosts`` (path or list replacing the
+    user's and system's files, which are by default ``UserKnownHostsFile``/``GlobalKnownHostsFile`` of
+    ``~/.ssh/config``, else OpenSSH's; read as OpenSSH does: ``@revoked`` keys refused,
+    ``@cert-authority`` lines skipped with a warning), ``trust`` (``"strict"`` default: unknown keys
+    refused; ``"accept-new"``: recorded in the kit's own known_hosts; a changed key is always refused),
+    ``kit_known_hosts`` (that file), ``ssh_config`` (path), ``connect_timeout`` (s), ``look_for_keys``,
+    ``allow_agent``, ``passphrase``. The connection opens now: a refused key or a dead host fails here."""
     if target == "local":
         if options:
             raise UsageError(f"kit.connect('local') takes no options (got {sorted(options)})")

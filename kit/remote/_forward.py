@@ -34,17 +34,14 @@ from kit.util import html_fields
 
 log = logging.getLogger("kit.remote")
 
-
 CHUNK = 64 * 1024
 OPEN_TIMEOUT_S = 15.0  # longest wait for the SSH server to answer a channel open (it connects first)
 
 
 def _url_host(addr: str) -> str:
-    if addr in ("", "0.0.0.0", "localhost"):
-        return "127.0.0.1"
-    if addr == "::":
-        return "[::1]"
-    return f"[{addr}]" if ":" in addr else addr
+    """How a URL names the address ``addr`` listens on (the wildcard addresses: loopback)."""
+    wildcard = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "localhost": "127.0.0.1", "::": "[::1]"}
+    return wildcard.get(addr, f"[{addr}]" if ":" in addr else addr)
 
 
 class _Core:
@@ -55,9 +52,7 @@ class _Core:
         self.host = host
         self.remote_host = remote_host
         self.remote_port = remote_port
-        self.connections = 0
-        self.failed = 0
-        self.lost = 0
+        self.connections = self.failed = self.lost = 0
         self.last_error = ""
         self.closed = False
         self.lock = threading.Lock()

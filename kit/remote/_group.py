@@ -31,10 +31,7 @@ class GroupResult:
         return len(self._slots)
 
     def __getitem__(self, name: str) -> Result | KitError:
-        for host, value in self._slots:
-            if host == name:
-                return value
-        raise KeyError(name)
+        return dict(self._slots)[name]
 
     @property
     def results(self) -> dict[str, Result]:
@@ -118,11 +115,10 @@ class HostGroup:
         return list(self._pool.map(fn, *args))
 
     def get(self, remote_paths, dest: str, **options):
-        """Download the same files (a list, or a glob pattern) from every host at once, each host into
-        ``dest/<host name>/``; within a host, files overlap on several channels (``Host.get_many``).
-        Returns one :class:`~kit.remote.TransferReport` (rows in host order); a host that cannot be
-        reached, or a file that fails, is a row with its error and never hides the others.
-        ``remote_paths`` may also be a dict ``{host name: paths}`` for different files per host."""
+        """Download the same files (a list, or a glob pattern) from every host at once, each into
+        ``dest/<host name>/``, overlapped within a host (``Host.get_many``). One :class:`TransferReport`
+        in host order: an unreachable host or a failed file is a row with its error. ``remote_paths`` may
+        be a dict ``{host name: paths}``."""
         names = list(self._names())
         t0 = time.perf_counter()
 

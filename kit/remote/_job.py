@@ -109,8 +109,7 @@ class Job:
                             matched = line
                     if len(pending) > 65536:
                         pending = pending[-65536:]
-                if url is not None and not url_ok:
-                    url_ok = 200 <= code < 400
+                url_ok = url_ok or 200 <= code < 400
                 elapsed = time.monotonic() - t0
                 step = int(min(elapsed, timeout)) - shown
                 if step > 0:

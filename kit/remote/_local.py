@@ -1,9 +1,5 @@
-"""LocalHost: the Host API on this machine, through subprocess (the embedded default, ``kit.connect("local")``).
-
-Commands run as ``bash --norc --noprofile -c CMD`` in their own session, so a timeout (or Ctrl-C /
-kernel interrupt) can kill the whole process group, not just the shell. This file only starts, reads
-and signals the process; the loop (timeout, kill, output, stdin, exit status) is ``_runner.py``'s.
-"""
+"""LocalHost: the Host API on this machine, through subprocess (``kit.connect("local")``): it only
+starts ``bash -c`` in its own session, reads and signals it; the loop is ``_runner.py``'s."""
 from __future__ import annotations
 
 import contextlib

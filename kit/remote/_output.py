@@ -1,9 +1,5 @@
-"""Collecting a command's output: incremental UTF-8 decoding, bounded tails, file sinks, live streaming.
-
-The runner (``_runner.py``) feeds raw byte chunks here as they arrive from the process (pipes or SSH
-channel), so the decoding rules (invalid bytes replaced, never a crash) and the memory bound when
-output goes to a file or is streamed live are the same for every host kind.
-"""
+"""Collecting a command's output: incremental UTF-8 decoding (invalid bytes replaced), bounded tails,
+file sinks, live streaming; the same for every host kind, fed by the runner."""
 from __future__ import annotations
 
 import codecs

@@ -73,10 +73,9 @@ def alive_test(pg: int) -> str:
 
 
 def kill_group_script(pg: int, grace: float = KILL_GRACE_S) -> str:
-    """The one process-group killer, as a POSIX shell snippet run on the host: SIGTERM process group
-    and session ``pg``, wait up to ``grace`` s, SIGKILL what is left. Prints ``not running``,
-    ``terminated`` or ``killed``. Commands run by the runner and detached Jobs both lead their own
-    session (pg == sid), so processes that made their own group inside it are reached too."""
+    """The one process-group killer, a POSIX shell snippet run on the host: SIGTERM group and session
+    ``pg``, wait up to ``grace`` s, SIGKILL what is left; prints ``not running``, ``terminated`` or
+    ``killed``. Commands and Jobs lead their own session, so groups made inside it are reached too."""
     pg = int(pg)
     alive = alive_test(pg)
     steps = max(1, int(round(grace / 0.1)))

@@ -56,12 +56,11 @@ _WRAPPER = ('read -r _ _ _ _ kit_pg _ 2>/dev/null < /proc/$$/stat; '
             'command -v setsid >/dev/null 2>&1 && exec setsid -w bash --norc --noprofile -c {inner}; '
             'exec bash --norc --noprofile -c {inner}')
 READ_BYTES = 1 << 20  # per recv: the channel window (2 MiB) bounds what is buffered
-# paramiko starts a re-key itself every 512 MiB either way. If the server closes a channel (a command
-# ended) while that re-key is in flight, paramiko's transport thread blocks answering the close until
-# the re-key ends, which only that thread can finish: after 30 s every call fails with "Key-exchange
-# timed out" (measured here on a 1 GiB stream; paramiko issue #822). A re-key the server starts has
-# no such window (the server sends nothing else until it ends), so the kit leaves re-keying to the
-# server: OpenSSH re-keys by its RekeyLimit (by default every 1 to 4 GiB, depending on the cipher).
+# paramiko starts a re-key itself every 512 MiB. If the server closes a channel while that re-key is in
+# flight, paramiko's transport thread blocks until the re-key ends, which only that thread can finish:
+# after 30 s every call fails with "Key-exchange timed out" (measured on a 1 GiB stream; paramiko issue
+# #822). A re-key the server starts has no such window, so the kit leaves re-keying to the server (OpenSSH
+# re-keys by its RekeyLimit, every 1 to 4 GiB by default).
 NO_CLIENT_REKEY = 1 << 62
 KEEPALIVE_S = 30  # an SSH keepalive this often keeps NAT and firewalls from dropping an idle connection
 # Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
@@ -140,13 +139,8 @@ class SSHHost(Host):
                 raise ConnectError(f"{self.name}: cannot connect to {where}: {exc or type(exc).__name__}",
                                    host=self.name) from exc
             raise
-        transport = client.get_transport()
-        raw = transport.sock
-        if isinstance(raw, socket.socket):
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport = client.get_transport()  # its socket has TCP_NODELAY already (_make_sock)
         transport.set_keepalive(KEEPALIVE_S)
-        # No re-key started by paramiko on volume: the server's (OpenSSH re-keys by its RekeyLimit)
-        # still happen and are answered. See NO_CLIENT_REKEY.
         transport.packetizer.REKEY_BYTES = transport.packetizer.REKEY_PACKETS = NO_CLIENT_REKEY
         self._client = client
 
@@ -154,8 +148,12 @@ class SSHHost(Host):
         p = self.params
         if p.proxy_jump:
             hops = [h.strip() for h in p.proxy_jump.split(",") if h.strip()]
-            # The last hop is reached through the ones before it (OpenSSH's -J order).
-            own_key = _has_identity(hops[-1], self._opts["ssh_config"])
+            # The last hop is reached through the ones before it (OpenSSH's -J order); it uses this
+            # host's key unless its own config names one.
+            try:
+                own_key = bool(resolve(hops[-1], ssh_config=self._opts["ssh_config"]).key_filenames)
+            except RemoteError:
+                own_key = False
             self._jump = SSHHost(hops[-1], key_filename=None if own_key else self._key_filename,
                                  proxy_jump=",".join(hops[:-1]) or None, **self._opts)
             self._jump.open()
@@ -164,8 +162,8 @@ class SSHHost(Host):
                 jump._kit_exec_done = True
                 _server_nodelay(jump, hops[-1])
             try:
-                return self._jump._client.get_transport().open_channel(
-                    "direct-tcpip", (p.hostname, p.port), ("127.0.0.1", 0), timeout=self._timeout)
+                return jump.open_channel("direct-tcpip", (p.hostname, p.port), ("127.0.0.1", 0),
+                                         timeout=self._timeout)
             except _ERRORS as exc:
                 self._drop()
                 raise ConnectError(f"{self.name}: jump host {hops[-1]} could not reach {p.hostname}:{p.port}: "
@@ -553,9 +551,3 @@ def _open_failure(code: int, text: str) -> str:
         return f"nothing accepts connections there on the host ({text or 'connect failed'})"
     return f"the SSH server refused the channel ({text or 'no reason given'}, code {code})"
 
-
-def _has_identity(alias: str, ssh_config) -> bool:
-    try:
-        return bool(resolve(alias, ssh_config=ssh_config).key_filenames)
-    except RemoteError:
-        return False

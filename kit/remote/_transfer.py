@@ -285,12 +285,10 @@ class Transfer:
     def get_many(self, remote_paths: Iterable[str] | str, dest: str, *, progress: bool | None = None,
                  resume: bool = True, compress: str | bool | None = "auto",
                  workers: int | None = None) -> TransferReport:
-        """Download several files into the directory ``dest``, ``workers`` at a time (each on its own
-        channel of the one connection). A string is a glob pattern (see :meth:`glob`). Files keep their
-        names; files of the same name from different directories keep their shortest distinct path.
-        Returns a :class:`TransferReport`; a file that fails is reported in its row, the others arrive.
-        Ctrl-C (KeyboardInterrupt) stops all files within a fraction of a second, their host-side
-        commands killed; partial files stay and the next call continues them (``resume=True``)."""
+        """Download several files (a list, or a glob pattern: :meth:`glob`) into the directory ``dest``,
+        ``workers`` at a time, each on its own channel. Files keep their names (the shortest distinct path
+        where names clash). A :class:`TransferReport`: a file that fails is its row, the others arrive.
+        Ctrl-C stops all files at once, their host-side commands killed; the next call continues them."""
         t0 = time.perf_counter()
         if isinstance(remote_paths, str):
             paths = self.glob(remote_paths)

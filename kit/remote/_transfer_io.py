@@ -1,13 +1,8 @@
-"""Transfer mechanics shared by the policy (``_transfer.py``) and the transports: how bytes move, with no
-decision about which file, whether, or from where.
-
-- :class:`Sink`: where a download's bytes go (a file or memory), decompressed on the way (zstd,
-  gzip; bounded output per input chunk, so a zip bomb cannot blow memory) and counted on a bar.
-- :func:`stream`: a host command whose stdout is the payload, run by the host's one runner
-  (``Host.run`` with ``on_stdout``): its process group, exit status, idle timeout, kill on
-  Ctrl-C or ``cancel`` are the runner's; this only names the failures after the file.
-- the names of partial files, and the errors that name a file.
-"""
+"""Transfer mechanics shared by the policy (``_transfer.py``) and the transports: the :class:`Sink`
+a download's bytes go to (decompressed on the way, zstd or gzip, bounded per chunk so a zip bomb
+cannot blow memory, counted on a bar), :func:`stream` (a host command whose stdout is the payload,
+run by the host's one runner; this only names its failures after the file), the names of partial
+files, and the errors that name a file."""
 from __future__ import annotations
 
 import contextlib

@@ -1,5 +1,4 @@
-"""The public calls: slice, enclosing, find, grep, definition, module_path, diff (documented in the package
-docstring)."""
+"""The public calls of kit.source (documented in the package docstring)."""
 from __future__ import annotations
 
 import difflib
@@ -46,23 +45,18 @@ def _make_slice(source: SourceFile, start: int, end: int | None, highlight: tupl
 
 def slice(host: Host, path: str, start: int, end: int | None = None, *,
           highlight: int | list[int] | None = None) -> Slice:
-    """Lines ``start..end`` of ``path`` on ``host`` (``end=None``: to the end of the file).
-
-    One ``host.stat``; the file is transferred only if not cached at this size and mtime. A range
-    past the end is clipped (``Slice.note`` says so); a start past the end raises SourceError.
-    """
+    """Lines ``start..end`` of ``path`` on ``host`` (``end=None``: to the end of the file): one
+    ``host.stat``, the file moved only if not cached at this size and mtime. A range past the end is
+    clipped (``Slice.note`` says so); a start past the end raises SourceError."""
     source = CACHE.get(host, path)
     marks = () if highlight is None else ((highlight,) if isinstance(highlight, int) else tuple(highlight))
     return _make_slice(source, int(start), None if end is None else int(end), marks)
 
 
 def enclosing(host: Host, path: str, line: int) -> Scope | None:
-    """The innermost ``def``/``class`` containing ``line`` (decorators included), or None at module level.
-
-    Its ``qualname`` reads like ``ServerArgs._handle_mamba_radix_cache``; ``slice`` is its whole source
-    with ``line`` highlighted. If the file does not parse, an indentation-based guess is returned with
-    a ``note`` saying so.
-    """
+    """The innermost ``def``/``class`` containing ``line`` (decorators included), or None at module level:
+    its ``qualname`` (``ServerArgs._handle_mamba_radix_cache``) and whole source as ``slice``, ``line``
+    highlighted. If the file does not parse, an indentation-based guess with a ``note`` saying so."""
     source = CACHE.get(host, path)
     total = len(source.lines)
     if not 1 <= line <= total:
@@ -103,11 +97,9 @@ def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex:
          tool: str = "auto") -> Matches:
     """Search a file or a directory tree on the host in one round trip (ripgrep if present, else grep -r).
 
-    ``regex=True`` uses the tool's extended syntax (rg's Rust regex / ``grep -E``), ``regex=False`` a
-    fixed string. ``glob`` filters files when searching a directory. Path, glob and pattern are quoted
-    and passed after ``--``: they are never interpreted by the shell. ``tool`` ("auto", "rg", "grep")
-    forces one search program, for tests.
-    """
+    ``regex=True``: the tool's extended syntax (rg's Rust regex / ``grep -E``), ``regex=False``: a
+    fixed string. ``glob`` filters the files of a directory. Path, glob and pattern are quoted and
+    passed after ``--``: never interpreted by the shell. ``tool`` ("auto", "rg", "grep") forces one."""
     name = host_name(host)
     if not isinstance(pattern, str) or pattern == "":
         raise SourceError(f"{name}: grep needs a non-empty pattern")
@@ -228,16 +220,14 @@ def _definition(host, source: SourceFile, b: Binding, name: str, via: list[str])
 def evaluate(host: Host, where: Definition, *, attribute: str | None = None, args: tuple = (), call: bool = True,
              python: str | None = None, env: dict | None = None, timeout: float = 120.0):
     """Ask the host's ``python`` what the definition ``where`` gives: ``where.qualname(*args)`` when
-    ``call`` (a predicate such as ``is_sm100_supported``), else its value; ``attribute`` first takes
-    an attribute of it (``evaluate(h, platform_class, attribute="is_device_capability", args=(100,))``).
+    ``call`` (a predicate such as ``is_sm100_supported``), else its value; ``attribute`` first takes an
+    attribute of it (``evaluate(h, platform_class, attribute="is_device_capability", args=(100,))``).
     ``args`` are JSON-able literals. Returns the JSON value (other objects as their repr).
 
     The file is imported as the module it is in its package (``.../sglang/srt/utils/common.py`` ->
-    ``sglang.srt.utils.common``, the package root put first on ``sys.path``), so it is registered
-    in ``sys.modules`` and its parents' ``__init__`` run as in the engine: dataclasses under
-    ``from __future__ import annotations`` and relative imports work as they do for the engine.
-    CommandFailed carries the host's last traceback line when the import or the call fails.
-    """
+    ``sglang.srt.utils.common``, the package root first on ``sys.path``), so its parents' ``__init__``
+    run and relative imports and dataclasses work as in the engine. CommandFailed carries the host's
+    last traceback line when the import or the call fails."""
     if not isinstance(where, Definition):
         raise SourceError(f"evaluate: expected a Definition (from kit.source.definition), got {type(where).__name__}")
     if where.kind not in ("function", "variable", "class"):
@@ -263,21 +253,15 @@ def default_python(host: Host, python: str | None) -> str:
 
 def module_path(host: Host, module: str, *, python: str | None = None, env: dict | None = None) -> str:
     """The file of an installed module on the host (``sglang.srt.server_args`` ->
-    ``.../site-packages/sglang/srt/server_args.py``).
-
-    Asks the host's ``python`` (``importlib.util.find_spec``, which imports the parent packages but
-    not the module itself; ``env`` e.g. sets PYTHONPATH); if that fails, reads
-    ``python -m pip show -f <top package>``. SourceError names the host and module when both fail.
-    """
+    ``.../site-packages/sglang/srt/server_args.py``): asks the host's ``python``
+    (``importlib.util.find_spec``, which imports the parents but not the module; ``env`` may set
+    PYTHONPATH), else reads ``python -m pip show -f <top package>``. SourceError names host and module."""
     return locate_module(host, module, python=default_python(host, python), env=env)
 
 
 def diff(a: Slice | Scope | Definition, b: Slice | Scope | Definition, *, context: int = 3) -> SourceDiff:
-    """Compare two regions (e.g. the same function on two hosts or in two versions).
-
-    ``str()`` is a unified diff labelled ``host:path:start-end``; in a notebook, a side-by-side table
-    with each side's own line numbers.
-    """
+    """Compare two regions (e.g. the same function on two hosts or in two versions): ``str()`` is a
+    unified diff labelled ``host:path:start-end``; in a notebook, a side-by-side table."""
     sa, sb = _as_slice(a), _as_slice(b)
     text_lines = list(difflib.unified_diff(list(sa.lines), list(sb.lines), fromfile=label(sa), tofile=label(sb),
                                            n=context, lineterm=""))

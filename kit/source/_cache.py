@@ -1,10 +1,6 @@
-"""The file cache behind kit.source: one transfer per (host, path, size, mtime), then local work.
-
-Every public kit.source call costs one ``host.stat`` per file it touches; the file's bytes cross the
-wire only when the (size, mtime) pair differs from the cached copy. Decoded lines and the parsed AST
-hang off the cached entry, so twenty slices of one 250 KB file are one transfer, twenty stats and
-one ``ast.parse``. :func:`cache_info` exposes the counters so tests and benchmarks can check that.
-"""
+"""The file cache behind kit.source: one ``host.stat`` per call, one transfer per (host, path, size,
+mtime); decoded lines and the parsed AST hang off the entry (twenty slices of one file: one
+transfer, twenty stats, one ``ast.parse``), counted by :func:`cache_info`."""
 from __future__ import annotations
 
 import ast

@@ -1,10 +1,6 @@
-"""The one shell command behind ``kit.source.grep`` and the parser of its output.
-
-The search runs on the host in one round trip: ripgrep when the host has it, else GNU ``grep -r``.
-Both print ``PATH\\0LINE:TEXT`` for matches and ``PATH\\0LINE-TEXT`` for context lines (``--null`` /
-``-Z``), so file names with colons, spaces or quotes parse back unambiguously. Every path, glob and
-pattern is ``shlex.quote``d and patterns follow ``--``: they are data, never shell code.
-"""
+"""The one shell command behind ``kit.source.grep`` and the parser of its output: ripgrep when the
+host has it, else ``grep -r``, both printing ``PATH\\0LINE:TEXT`` (``-`` for context lines), so any file
+name parses back. Path, glob and pattern are quoted and follow ``--``: data, never shell code."""
 from __future__ import annotations
 
 import re

@@ -1,9 +1,5 @@
-"""HTML for kit.source results: pygments-highlighted code with real line numbers, side-by-side diffs.
-
-Styles are inline (``noclasses=True``) so an exported report needs no stylesheet and renders the
-same offline. Lexers are built with ``stripnl=False`` so leading/trailing blank lines are kept and
-the line numbers stay those of the file.
-"""
+"""HTML for kit.source results: pygments-highlighted code with the file's line numbers (lexers with
+``stripnl=False``), side-by-side diffs; inline styles, so an exported report needs no stylesheet."""
 from __future__ import annotations
 
 import difflib

@@ -1,9 +1,5 @@
-"""AST index of one cached file: scopes (def/class ranges), name bindings, imports.
-
-Built once per cached file (it hangs off the :class:`SourceFile`), so every later ``enclosing`` or
-``find`` on that file is a dictionary lookup. When the file does not parse, the text fallbacks here
-give an indentation-based answer and the caller says that it is one.
-"""
+"""AST index of one cached file: scopes (def/class ranges), name bindings, imports, built once per
+cached file; when the file does not parse, the text fallbacks here give an indentation-based answer."""
 from __future__ import annotations
 
 import ast
@@ -52,12 +48,9 @@ class ImportInfo:
 
 class FileIndex:
     """What kit.source asks of a parsed module, computed lazily and kept with the cached file.
-
-    ``scopes`` and ``imports`` come from one walk over statements only. ``find(name)`` walks only
-    the statements whose line range contains a line where ``name`` appears as a word (found by a
-    regular expression over the text first), so its cost follows the number of hits rather than
-    the size of the file; its answer is cached per name.
-    """
+    ``scopes`` and ``imports`` come from one walk over statements. ``find(name)`` walks only the
+    statements holding a line where ``name`` appears as a word, so its cost follows the hits, not the
+    size of the file; its answer is cached per name."""
 
     def __init__(self, tree: ast.Module, text: str, lines: list[str]) -> None:
         self._tree = tree
@@ -307,28 +300,21 @@ class _Walker:
 
     # -- values --------------------------------------------------------------------------------
     def _segment(self, node: ast.AST | None, limit: int = _MAX_VALUE_CHARS) -> str | None:
-        if node is None or not hasattr(node, "lineno"):
-            return None
-        seg = self._source_segment(node)
-        if seg is None:
-            return None
-        seg = " ".join(seg.split())
-        return seg if len(seg) <= limit else seg[: limit - 3] + "..."
-
-    def _source_segment(self, node: ast.AST) -> str | None:
-        """``ast.get_source_segment`` without re-splitting the whole file on every call (it does,
-        which made indexing a 250 KB file quadratic). Column offsets are UTF-8 byte offsets."""
+        """The source of ``node`` on one line, cut at ``limit``: ``ast.get_source_segment`` without
+        re-splitting the whole file on every call (it does, which made indexing a 250 KB file
+        quadratic). Column offsets are UTF-8 byte offsets."""
         end_lineno, end_col = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
-        if end_lineno is None or end_col is None:
+        if end_lineno is None or end_col is None or not 0 < node.lineno <= end_lineno <= len(self._lines):
             return None
         first, last = node.lineno - 1, end_lineno - 1
-        if first < 0 or last >= len(self._lines):
-            return None
         if first == last:
-            return self._lines[first].encode()[node.col_offset:end_col].decode(errors="replace")
-        head = self._lines[first].encode()[node.col_offset:].decode(errors="replace")
-        tail = self._lines[last].encode()[:end_col].decode(errors="replace")
-        return "\n".join([head, *self._lines[first + 1:last], tail])
+            seg = self._lines[first].encode()[node.col_offset:end_col].decode(errors="replace")
+        else:
+            head = self._lines[first].encode()[node.col_offset:].decode(errors="replace")
+            tail = self._lines[last].encode()[:end_col].decode(errors="replace")
+            seg = "\n".join([head, *self._lines[first + 1:last], tail])
+        seg = " ".join(seg.split())
+        return seg if len(seg) <= limit else seg[: limit - 3] + "..."
 
     def _literal(self, node: ast.AST | None) -> str | None:
         if node is None:

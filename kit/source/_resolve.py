@@ -1,10 +1,6 @@
-"""Following imports on a host: which file holds module ``a.b.c``, and where does ``from M import x`` lead.
-
-Module files are looked up inside the package tree the importing file lives in (one shell round
-trip tests all candidate files), and otherwise located by asking the host's Python
-(``importlib.util.find_spec``) or, failing that, ``pip show -f``. All paths sent to the shell are
-``shlex.quote``d.
-"""
+"""Following imports on a host: which file holds module ``a.b.c``, and where ``from M import x`` leads:
+inside the package tree of the importing file (one round trip tests all candidate files), else by
+the host's Python (``importlib.util.find_spec``) or ``pip show -f``. Paths sent to a shell are quoted."""
 from __future__ import annotations
 
 import posixpath
@@ -113,12 +109,7 @@ def first_existing(host, paths: list[str]) -> str | None:
 
 
 def locate_module(host, module: str, *, python: str = "python3", env: dict | None = None) -> str:
-    """The file of an installed module on the host (``sglang.srt.server_args`` ->
-    ``.../site-packages/sglang/srt/server_args.py``).
-
-    Asks the host's ``python`` (``importlib.util.find_spec``, which imports the parent packages but
-    not the module itself); if that fails, reads ``python -m pip show -f <top package>``.
-    """
+    """The file of an installed module on the host; see :func:`kit.source.module_path`."""
     hname = host_name(host)
     if not isinstance(module, str) or not _MODULE_RE.match(module):
         raise SourceError(f"module_path: {module!r} is not a dotted module name")

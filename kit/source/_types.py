@@ -1,9 +1,6 @@
-"""The result types of kit.source: what a notebook cell shows after a slice, grep, find or diff.
-
-Each has a deterministic ``__repr__`` (no ids, no timings), a ``__str__`` for terminals (``sed -n``
-style numbered lines for code) and a ``_repr_html_`` with pygments highlighting and the file's own
-line numbers. Tabular ones (:class:`Matches`, :class:`Symbols`) are lists with ``to_frame()``.
-"""
+"""The result types of kit.source: a deterministic ``__repr__``, a ``__str__`` for terminals
+(``sed -n`` style numbered lines) and a ``_repr_html_`` highlighted with the file's own line numbers;
+the tabular ones (:class:`Matches`, :class:`Symbols`) are lists with ``to_frame()``."""
 from __future__ import annotations
 
 import html
@@ -18,11 +15,8 @@ from kit.source import _html
 
 @dataclass(frozen=True)
 class Slice:
-    """Lines ``start..end`` (1-based, inclusive) of ``path`` on ``host``.
-
-    ``str()`` prints them numbered like ``sed -n 'START,ENDp' | nl``; in a notebook they show
-    highlighted with the ``highlight`` lines marked. ``note`` says when the range was clipped.
-    """
+    """Lines ``start..end`` (1-based, inclusive) of ``path`` on ``host``, numbered like ``sed -n`` by
+    ``str()``, highlighted in a notebook; ``note`` says when the range was clipped."""
 
     host: str
     path: str
