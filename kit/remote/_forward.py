@@ -38,12 +38,6 @@ CHUNK = 64 * 1024
 OPEN_TIMEOUT_S = 15.0  # longest wait for the SSH server to answer a channel open (it connects first)
 
 
-def _url_host(addr: str) -> str:
-    """How a URL names the address ``addr`` listens on (the wildcard addresses: loopback)."""
-    wildcard = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "localhost": "127.0.0.1", "::": "[::1]"}
-    return wildcard.get(addr, f"[{addr}]" if ":" in addr else addr)
-
-
 class _Core:
     """What the threads of a forward share (the listener, the carried connections, the counters); never
     the :class:`Forward` itself, so that dropping it ends the forward."""
@@ -208,7 +202,8 @@ class Forward:
                                f"machine the port is reached directly", host=host.name)
         if direct:
             self.local_port = core.remote_port
-            self.local_host = _url_host(remote_host)
+            wildcard = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "localhost": "127.0.0.1", "::": "[::1]"}
+            self.local_host = wildcard.get(remote_host, f"[{remote_host}]" if ":" in remote_host else remote_host)
             try:
                 if check:
                     socket.create_connection(self.address, timeout=5).close()

@@ -392,8 +392,7 @@ class SSHHost(Host):
                 dst.seek(offset)
                 for data in iter(lambda: src.read(io_.CHUNK), b""):
                     dst.write(data)
-                    if bar is not None:
-                        bar.update(len(data))
+                    bar.update(len(data))
 
         def finish(sftp: paramiko.SFTPClient) -> None:
             if sftp.stat(tmp).st_size != ls.st_size:
@@ -402,13 +401,10 @@ class SSHHost(Host):
             sftp.utime(tmp, (ls.st_atime, ls.st_mtime))
             sftp.posix_rename(tmp, remote_path)
 
-        bar = io_.bar(f"{self.name}: put {os.path.basename(local_path)}", ls.st_size, offset, progress)
-        try:
+        with io_.bar(f"{self.name}: put {os.path.basename(local_path)}", ls.st_size, progress) as bar:
+            bar.update(offset)
             self.sftp_call(tmp, upload)
             self.sftp_call(remote_path, finish)
-        finally:
-            if bar is not None:
-                bar.close()
 
     def _stat_or_none(self, path: str) -> FileStat | None:
         try:

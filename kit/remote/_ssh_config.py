@@ -32,11 +32,8 @@ TRUST_MODES = ("strict", "accept-new")
 
 def default_kit_known_hosts() -> str:
     """The kit-owned known_hosts file (``$KIT_KNOWN_HOSTS`` or ``~/.config/decode-kit/known_hosts``)."""
-    env = os.environ.get("KIT_KNOWN_HOSTS")
-    if env:
-        return env
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "decode-kit", "known_hosts")
+    return os.environ.get("KIT_KNOWN_HOSTS") or os.path.join(base, "decode-kit", "known_hosts")
 
 
 @dataclass
@@ -63,8 +60,7 @@ def parse_target(target: str) -> tuple[str | None, str, int | None]:
     if not m:
         raise RemoteError(f"{target}: not a valid SSH target (expected user@host[:port] or an ~/.ssh/config alias)",
                           host=target)
-    port = int(m.group("port")) if m.group("port") else None
-    return m.group("user"), m.group("v6") or m.group("host"), port
+    return m.group("user"), m.group("v6") or m.group("host"), int(m.group("port")) if m.group("port") else None
 
 
 def resolve(target: str, *, user: str | None = None, port: int | None = None,

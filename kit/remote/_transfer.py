@@ -17,7 +17,7 @@ Resume: a file goes to ``.kit-<hash>-<size>-<mtime>.part`` beside the target. Sa
 the source (the mtime is copied on completion, like ``scp -p``): skipped. A partial file of the same
 version: continued from its length. Then renamed into place. ``get_many`` overlaps files on several
 channels of one connection, each failure kept in its own row; Ctrl-C stops every file at once, and
-the next call continues the partial files. Progress: a tqdm bar for a transfer still running after 1 s.
+the next call continues the partial files. Progress: the kit's bar, for a transfer still running after 1 s.
 """
 from __future__ import annotations
 
@@ -50,12 +50,6 @@ TEXT_SUFFIXES = (".json", ".jsonl", ".log", ".txt", ".csv", ".tsv", ".out", ".er
 PACKED_SUFFIXES = (".gz", ".tgz", ".zst", ".zstd", ".xz", ".bz2", ".lz4", ".zip", ".7z", ".br")
 CODECS = ("zstd", "gzip")
 _PROBE = "printf 'kit-posix\\n'; for c in zstd gzip; do command -v $c >/dev/null 2>&1 && echo $c; done"
-
-
-def _part_name(local_path: str, st: FileStat) -> tuple[str, str]:
-    """(partial file path, glob prefix of any partial for this target)."""
-    d, base = os.path.split(os.path.abspath(local_path))
-    return os.path.join(d, io_.part_name(base, st.size, st.mtime)), os.path.join(d, io_.part_prefix(base))
 
 
 def _same_version(local_path: str, st: FileStat) -> bool:
@@ -104,9 +98,6 @@ class Transfer:
     def __repr__(self) -> str:
         return f"Transfer({self.host!r})"
 
-    def _idle_timeout(self) -> float:
-        return float(self.timeout if self.timeout is not None else self.host.sftp_timeout)
-
     # --- what the host can do ------------------------------------------------------------------
     def _probe(self) -> tuple[bool, tuple[str, ...]]:
         """(the host runs POSIX shell commands, compressors usable), asked once."""
@@ -154,47 +145,48 @@ class Transfer:
         return local_path
 
     def _get(self, remote_path: str, local_path: str, *, progress: bool | None, resume: bool,
-             compress: str | bool | None, bar=None, cancel: threading.Event | None = None) -> Fetched:
+             compress: str | bool | None, bar=None, cancel: threading.Event | None = None,
+             st: FileStat | KitError | None = None) -> Fetched:
+        """One file's row. ``bar``: ``get_many``'s, shared (else one of its own); ``st``: its stat, made already."""
         t0 = time.perf_counter()
         name = self.host.name
         try:
-            st = self._stat(remote_path, file=True)
-            if resume and _same_version(local_path, st):
-                if bar is not None:
+            st = self._stat(remote_path, file=True) if st is None else st
+            if isinstance(st, KitError):
+                raise st
+            with (contextlib.nullcontext(bar) if bar is not None else
+                  io_.bar(f"{name}: get {posixpath.basename(remote_path)}", st.size, progress)) as bar:
+                if resume and _same_version(local_path, st):
                     bar.update(st.size)
-                return Fetched(name, remote_path, local_path, st.size, 0, time.perf_counter() - t0, "skipped")
-            part, prefix = _part_name(local_path, st)
-            try:
-                offset = _resume_offset(part, prefix, st.size, resume)
-                fh = open(part, "r+b" if offset else "wb")  # noqa: SIM115 - closed below
-            except OSError as exc:
-                raise local_error(local_path, exc) from exc
-            regular = stat_mod.S_ISREG(st.mode)
-            codec = self._pick_codec(remote_path, st.size - offset, compress) if regular else None
-            own_bar = bar is None
-            if own_bar:
-                bar = io_.bar(f"{name}: get {posixpath.basename(remote_path)}", st.size, offset, progress)
-            try:
-                fh.seek(offset)
-                fh.truncate()
-                sink = _Sink(fh, codec, bar)
-                method = self._download(remote_path, sink, offset, codec, cancel)
-                if regular and offset + sink.written != st.size:
-                    raise file_error(self.host, remote_path, f"changed during the transfer (expected {st.size:,} "
-                                                             f"bytes, got {offset + sink.written:,})")
-                fh.close()
-                os.chmod(part, st.mode & 0o777)
-                if regular:
-                    os.utime(part, (st.mtime, st.mtime))
-                os.replace(part, local_path)
-            except BaseException:
-                fh.close()
-                if not regular or not resume:  # a partial of a regular file is kept: the next get continues it
-                    io_.unlink(part)
-                raise
-            finally:
-                if own_bar and bar is not None:
-                    bar.close()
+                    return Fetched(name, remote_path, local_path, st.size, 0, time.perf_counter() - t0, "skipped")
+                d, base = os.path.split(os.path.abspath(local_path))
+                part = os.path.join(d, io_.part_name(base, st.size, st.mtime))
+                try:
+                    offset = _resume_offset(part, os.path.join(d, io_.part_prefix(base)), st.size, resume)
+                    fh = open(part, "r+b" if offset else "wb")  # noqa: SIM115 - closed below
+                except OSError as exc:
+                    raise local_error(local_path, exc) from exc
+                bar.update(offset)
+                regular = stat_mod.S_ISREG(st.mode)
+                codec = self._pick_codec(remote_path, st.size - offset, compress) if regular else None
+                try:
+                    fh.seek(offset)
+                    fh.truncate()
+                    sink = _Sink(fh, codec, bar)
+                    method = self._download(remote_path, sink, offset, codec, cancel)
+                    if regular and offset + sink.written != st.size:
+                        raise file_error(self.host, remote_path, f"changed during the transfer (expected "
+                                                                 f"{st.size:,} bytes, got {offset + sink.written:,})")
+                    fh.close()
+                    os.chmod(part, st.mode & 0o777)
+                    if regular:
+                        os.utime(part, (st.mtime, st.mtime))
+                    os.replace(part, local_path)
+                except BaseException:
+                    fh.close()
+                    if not regular or not resume:  # a partial of a regular file is kept: the next get continues it
+                        io_.unlink(part)
+                    raise
             return Fetched(name, remote_path, local_path, offset + sink.written, sink.wire,
                            time.perf_counter() - t0, method, offset)
         except KitError as exc:
@@ -211,7 +203,8 @@ class Transfer:
                 method = self.host.read_file(remote_path, sink, offset)
         else:
             io_.stream(self.host, _command(remote_path, offset, codec), remote_path, sink,
-                       idle=self._idle_timeout(), env=self.env, cancel=cancel)
+                       idle=float(self.host.sftp_timeout if self.timeout is None else self.timeout), env=self.env,
+                       cancel=cancel)
             method = codec or "cat"
         try:
             sink.finish()
@@ -262,17 +255,14 @@ class Transfer:
                     nxt.append(cand)
                     continue
                 try:
-                    names = self._listdir(base)
+                    with self._sftp_lock:
+                        names = self.host.listdir(base)
                 except RemoteFileError:
                     continue
                 nxt.extend(posixpath.join(base, n) for n in sorted(names)
                            if fnmatchcase(n, part) and (part.startswith(".") or not n.startswith(".")))
             found = nxt
         return sorted(found)
-
-    def _listdir(self, path: str) -> list[str]:
-        with self._sftp_lock:
-            return self.host.listdir(path)
 
     def _stat(self, path: str, file: bool = False) -> FileStat:
         """The host's stat of ``path``; ``file``: RemoteFileError for a directory."""
@@ -301,9 +291,18 @@ class Transfer:
             os.makedirs(dest, exist_ok=True)
         except OSError as exc:
             raise local_error(dest, exc) from exc
-        bar = io_.bar(f"{self.host.name}: get {len(paths)} files", 0, 0, progress)
-        shared = _SharedBar(bar) if bar is not None else None
         cancel = threading.Event()
+        n = max(1, min(workers or self.workers, len(paths)))
+
+        def each(fn) -> list:
+            return [fn(i) for i in range(len(paths))] if n == 1 else _in_pool(fn, len(paths), n, cancel,
+                                                                             f"kit-get-{self.host.name}")
+
+        def stat(i: int) -> FileStat | KitError:
+            try:
+                return self._stat(paths[i], file=True)
+            except KitError as exc:  # said in the file's row
+                return exc
 
         def one(i: int) -> Fetched:
             local = os.path.join(dest, names[i])
@@ -311,19 +310,13 @@ class Transfer:
                 os.makedirs(os.path.dirname(local), exist_ok=True)
             except OSError as exc:
                 return Fetched(self.host.name, paths[i], None, error=local_error(local, exc))
-            if shared is not None:
-                with contextlib.suppress(KitError):
-                    shared.grow(self._stat(paths[i]).size)
-            return self._get(paths[i], local, progress=False, resume=resume, compress=compress, bar=shared,
-                             cancel=cancel)
+            return self._get(paths[i], local, progress=False, resume=resume, compress=compress, bar=bar,
+                             cancel=cancel, st=stats[i])
 
-        n = max(1, min(workers or self.workers, len(paths)))
-        try:
-            rows = [one(i) for i in range(len(paths))] if n == 1 else _in_pool(one, len(paths), n, cancel,
-                                                                              f"kit-get-{self.host.name}")
-        finally:
-            if bar is not None:
-                bar.close()
+        stats = each(stat)  # all first, so that the bar knows the total
+        total = sum(st.size for st in stats if isinstance(st, FileStat))
+        with io_.bar(f"{self.host.name}: get {len(paths)} files", total, progress) as bar:
+            rows = each(one)
         return TransferReport(rows, time.perf_counter() - t0)
 
 
@@ -344,23 +337,6 @@ def _in_pool(fn, count: int, workers: int, cancel: threading.Event, prefix: str)
         raise
     pool.shutdown(wait=True)
     return rows
-
-
-class _SharedBar:
-    """One bar for all files of ``get_many``; its total grows as files are stat'ed."""
-
-    def __init__(self, bar) -> None:
-        self._bar = bar
-        self._lock = threading.Lock()
-
-    def update(self, n: int) -> None:
-        with self._lock:
-            self._bar.update(n)
-
-    def grow(self, size: int) -> None:
-        with self._lock:
-            self._bar.total = (self._bar.total or 0) + size
-            self._bar.refresh()
 
 
 def _command(path: str, offset: int, codec: str | None) -> str:

@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from kit.errors import CommandTimeout, ConnectError, RemoteFileError
 from kit.util import clip
+from kit.util import progress as progress_bar
 
 CHUNK = 1 << 20
 PROGRESS_DELAY_S = 1.0
@@ -64,14 +65,10 @@ def unlink(path: str) -> None:
         os.unlink(path)
 
 
-def bar(desc: str, total: int, initial: int, progress: bool | None):
-    """A tqdm bar shown for transfers still running after a second (``progress=True``: at once)."""
-    if progress is False:
-        return None
-    from tqdm.auto import tqdm  # deferred: a drawn bar only (kit --help loads kit.remote)
-
-    return tqdm(total=total, initial=initial, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False,
-                delay=0 if progress else PROGRESS_DELAY_S)
+def bar(desc: str, total: int, progress: bool | None):
+    """The bar of a transfer (:func:`kit.util.progress`), a context manager: drawn once the transfer has
+    run a second in a terminal or notebook (``progress=True``: at once; ``False``: never)."""
+    return progress_bar(desc, total, show=progress, delay=PROGRESS_DELAY_S if progress is None else 0)
 
 
 class Sink:

@@ -118,7 +118,8 @@ def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex:
     if result.exit_code not in (0, 1):
         first = _error_text(errors) or f"exit code {result.exit_code}"
         if not matches:
-            literal = regex and _regex_error(errors)
+            text = " ".join(errors).lower()
+            literal = regex and any(w in text for w in ("regex", "unmatched", "parenthes", "unclosed"))
             hint = " (a literal string: regex=False, or -F on the command line)" if literal else ""
             raise SourceError(f"{name}:{path_or_dir}: grep for {pattern!r} failed: {first}{hint}")
         note = f"some files could not be searched: {first}"
@@ -130,11 +131,6 @@ def _error_text(errors: list[str]) -> str:
     the pattern, a caret, ``error: unclosed group``); the lines are joined, the caret line left out."""
     parts = [ln.strip() for ln in errors if ln.strip() and set(ln.strip()) != {"^"}]
     return clip("; ".join(parts).replace(":; ", ": "), 200) if parts else ""
-
-
-def _regex_error(errors: list[str]) -> bool:
-    text = " ".join(errors).lower()
-    return "regex" in text or "unmatched" in text or "parenthes" in text or "unclosed" in text
 
 
 def definition(host: Host, name: str, *, near: str, python: str | None = None, env: dict | None = None) -> Definition:
