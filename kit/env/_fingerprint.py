@@ -155,11 +155,8 @@ NVIDIA_SMI_TIMEOUT_S = 20
 
 def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeout: float = 120) -> Fingerprint:
     """Fingerprint ``host`` (a kit Host): OS, CPU, GPUs, link matrix, CUDA/NCCL/engine versions, and the
-    ``NCCL_*`` variables of process ``pid`` (e.g. the running sglang/vLLM server) when given.
-
-    Probes the host lacks leave their field None with a reason in ``.missing``; only an unreachable
-    host raises (RemoteError).
-    """
+    ``NCCL_*`` variables of process ``pid`` (e.g. the running server) when given. What the host lacks leaves
+    its field None with a reason in ``.missing``; only an unreachable host raises (RemoteError)."""
     fp = Fingerprint(host=host.name, pid=pid)
     proc = f"/proc/{int(pid or 0)}"
     pid_section = "" if pid is None else (
@@ -191,14 +188,13 @@ def _sections(text: str) -> dict[str, str]:
     for line in text.split("\n"):
         m = re.match(r"^@@(\w+)(?: (.*))?$", line)
         if m and m.group(1) not in ("environ_denied", "environ_nopid"):
-            current = m.group(1)
-            if m.group(2) is not None:
-                out.setdefault(current, []).append(m.group(2))
-                current = None
+            current, value = m.groups()
+            if value is None:
+                out[current] = []  # a section: the lines up to the next marker (a repeated one replaces it)
             else:
-                out[current] = []
-            continue
-        if current is not None:
+                out.setdefault(current, []).append(value)  # ``@@name value``: one value
+                current = None
+        elif current is not None:
             out[current].append(line)
     return {k: "\n".join(v) for k, v in out.items()}
 
@@ -231,8 +227,7 @@ def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
         header = _parsers.parse_nvidia_smi_header(s.get("smi", ""), source=f"{fp.host}: nvidia-smi")
     except ParseError:
         header = {"driver": None, "cuda": None}  # said below, as a missing driver version
-    fp.cuda_driver = header["cuda"]
-    fp.driver = header["driver"]
+    fp.driver, fp.cuda_driver = header["driver"], header["cuda"]
     if fp.driver is None and fp.gpus is not None and "driver_version" in fp.gpus:
         fp.driver = str(fp.gpus["driver_version"].iloc[0])
     if fp.driver is None:

@@ -37,12 +37,9 @@ _NOUNITS = {"memory.total": "MiB", "memory.used": "MiB", "memory.free": "MiB", "
 
 
 def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<text>") -> pd.DataFrame:
-    """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` -> one row per GPU.
-
-    Column names are the query fields without units (``memory.total``); the units taken from the
-    header (or stripped from ``81559 MiB`` values) go to ``df.attrs["units"]``. Numbers become numbers,
-    ``[Not Supported]``/``[N/A]`` become None. Without a header, pass ``fields``.
-    """
+    """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` -> one row per GPU: columns are
+    the query fields without units (their units, from the header or the values, in ``df.attrs["units"]``),
+    numbers as numbers, ``[Not Supported]``/``[N/A]`` as None. Without a header, pass ``fields``."""
     lines = [ln for ln in strip_ansi(text).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise ParseError(f"{source}: no nvidia-smi query output", path=source)
@@ -92,13 +89,10 @@ def _gpu_value(name: str, cell: str, units: dict[str, str]):
 
 @dataclass
 class Topology:
-    """The link matrix of ``nvidia-smi topo -m``.
-
-    ``links``: DataFrame of link tokens (``X``, ``NV18``, ``PIX``, ``SYS`` ...) indexed by device on both
-    axes (GPUs then NICs). ``affinity``: per-GPU ``CPU Affinity``/``NUMA Affinity``/``GPU NUMA ID``.
-    ``kind`` is ``"NVLink"`` (every GPU pair over NVLink), ``"PCIe-only"`` (no NVLink), ``"mixed"`` or
-    ``"single GPU"``; ``worst`` is the slowest GPU-GPU link type.
-    """
+    """The link matrix of ``nvidia-smi topo -m``: ``links`` (link tokens, ``X``, ``NV18``, ``PIX``, ``SYS``
+    ..., by device on both axes, GPUs then NICs), ``affinity`` (per GPU: ``CPU Affinity``, ``NUMA Affinity``,
+    ``GPU NUMA ID``); ``kind``: ``"NVLink"`` (every GPU pair), ``"PCIe-only"``, ``"mixed"`` or ``"single GPU"``;
+    ``worst``: the slowest GPU-GPU link type."""
 
     links: pd.DataFrame
     affinity: pd.DataFrame

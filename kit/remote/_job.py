@@ -38,11 +38,8 @@ def start_job(host, cmd: str, *, log: str, env: dict | None = None, cwd: str | N
 
 
 class Job:
-    """A detached command on a host: ``tail``, ``alive``, ``wait_for`` readiness, ``stop``.
-
-    ``offset`` is the log's size when the job started: ``tail`` and ``wait_for`` only look at what
-    this job wrote. Re-attach to a running job with ``Job(host, pid, log)``.
-    """
+    """A detached command on a host: ``tail``, ``alive``, ``wait_for`` readiness, ``stop``. ``offset``: the
+    log's size when the job started (only what the job wrote is read). Re-attach with ``Job(host, pid, log)``."""
 
     def __init__(self, host, pid: int, log: str, *, cmd: str = "", offset: int = 0) -> None:
         self.host = host
@@ -92,15 +89,13 @@ class Job:
         matched: str | None = None
         url_ok = url is None
         t0 = time.monotonic()
-        shown = 0
         with progress_bar(f"{self.host.name}: job {self.pid}", int(timeout), unit="s",
                           show=None if progress else False) as bar:
             while True:
                 size, alive, code, new = self._poll(pos, url if not url_ok else None)
                 pos = max(pos, size)
                 if new:
-                    text = pending + new
-                    lines = text.split("\n")
+                    lines = (pending + new).split("\n")
                     pending = lines.pop()
                     for line in lines + ([pending] if pending else []):
                         if line.strip():
@@ -111,10 +106,7 @@ class Job:
                         pending = pending[-65536:]
                 url_ok = url_ok or 200 <= code < 400
                 elapsed = time.monotonic() - t0
-                step = int(min(elapsed, timeout)) - shown
-                if step > 0:
-                    bar.update(step)
-                    shown += step
+                bar.update(max(0, int(min(elapsed, timeout)) - bar.n))  # the bar counts seconds
                 bar.set_postfix_str(clip(last_line, 80), refresh=True)
                 waiting_for_something = rx is not None or url is not None
                 if waiting_for_something and (rx is None or matched is not None) and url_ok:

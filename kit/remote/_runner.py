@@ -1,17 +1,13 @@
 """Runner: the one command loop for every host kind.
 
-A transport (``_local.py``: a subprocess; ``_ssh.py``: a paramiko channel) only starts the script that
-``Host.run`` built with :func:`shell_script` and hands back a :class:`Process` that reads its output,
-takes its stdin and delivers a signal snippet on the host. Everything else is decided here, once:
-the process-group marker (a transport that cannot learn the group itself runs :data:`MARK_LINE`
-first), timeout and interrupt (the whole group and session killed by :func:`kill_group_script`, also
-``Job.stop``'s; CommandTimeout carries the partial output), output drained together into the sinks of
-``_output.py`` (no deadlock, bounded memory), stdin fed from a thread in bounded chunks, the exit
-status (128+N for signal N, -1 when an SSH server reported none), a dropped connection as a
-ConnectError naming host and command, and for streams an ``on_stdout`` callable, an idle timeout and
-a ``cancel`` event that kills the command and raises :class:`Interrupted` (how ``get_many`` relays
-Ctrl-C to its workers).
-"""
+A transport (``_local.py``, ``_ssh.py``) only starts the script ``Host.run`` built with :func:`shell_script`
+and hands back a :class:`Process` that reads its output, takes its stdin and delivers a signal snippet.
+Everything else is decided here: the process-group marker (:data:`MARK_LINE`, for a transport that cannot
+learn the group itself), timeout and interrupt (the whole group and session killed by
+:func:`kill_group_script`; CommandTimeout carries the partial output), output drained together into the
+sinks of ``_output.py``, stdin fed from a thread in bounded chunks, the exit status (128+N for signal N,
+-1 when an SSH server reported none), a dropped connection as a ConnectError, and for streams an
+``on_stdout`` callable, an idle timeout and a ``cancel`` event (how ``get_many`` relays Ctrl-C)."""
 from __future__ import annotations
 
 import contextlib

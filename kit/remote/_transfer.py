@@ -102,15 +102,14 @@ class Transfer:
     def _probe(self) -> tuple[bool, tuple[str, ...]]:
         """(the host runs POSIX shell commands, compressors usable), asked once."""
         with self._lock:
-            if self._probed is None:
-                if not self.host.streams:
-                    self._probed = (True, ())
-                else:
-                    res = self.host.run(_PROBE, env=self.env or None, timeout=30)
-                    lines = res.stdout.split()
-                    shell = bool(lines) and lines[0] == "kit-posix"
-                    local_ok = {"zstd": io_.zstandard_module() is not None, "gzip": True}
-                    self._probed = (shell, tuple(c for c in CODECS if shell and c in lines[1:] and local_ok[c]))
+            if self._probed is None and not self.host.streams:
+                self._probed = (True, ())
+            elif self._probed is None:
+                res = self.host.run(_PROBE, env=self.env or None, timeout=30)
+                lines = res.stdout.split()
+                shell = bool(lines) and lines[0] == "kit-posix"
+                local_ok = {"zstd": io_.zstandard_module() is not None, "gzip": True}
+                self._probed = (shell, tuple(c for c in CODECS if shell and c in lines[1:] and local_ok[c]))
             return self._probed
 
     def codecs(self) -> tuple[str, ...]:

@@ -21,19 +21,10 @@ def build_command(path: str, pattern: str, *, context: int, regex: bool, glob: s
     ctx = int(context)
     if ctx < 0:
         raise UsageError(f"context must be >= 0, not {ctx}")
-    rg = ["rg", "--no-heading", "--with-filename", "--line-number", "--null", "--color", "never", "-uu"]
-    gr = ["grep", "-nHZI", "--color=never"]
-    if not regex:
-        rg.append("-F")
-    gr.append("-F" if not regex else "-E")
-    if ignore_case:
-        rg.append("-i")
-        gr.append("-i")
-    if ctx:
-        rg += ["-C", str(ctx)]
-        gr += ["-C", str(ctx)]
-    rg_cmd = " ".join(rg)
-    gr_cmd = " ".join(gr)
+    both = ["-i"] * ignore_case + ["-C", str(ctx)] * bool(ctx)
+    rg_cmd = " ".join(["rg", "--no-heading", "--with-filename", "--line-number", "--null", "--color", "never", "-uu",
+                       *["-F"] * (not regex), *both])
+    gr_cmd = " ".join(["grep", "-nHZI", "--color=never", "-E" if regex else "-F", *both])
     rg_glob = f" -g {q(glob)}" if glob else ""
     gr_glob = f" --include={q(glob)}" if glob else ""
     tail = f"-- {q(pattern)} \"$p\""

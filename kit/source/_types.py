@@ -172,11 +172,9 @@ class Scope:
 
 @dataclass(frozen=True)
 class Symbol:
-    """Where a name is defined or assigned: ``kind`` is one of function, method, class, variable
-    (module level), field (class body, e.g. a dataclass field), assignment (inside a function),
-    attribute (``self.x = ...``), keyword (``f(x=...)`` at a call site), parameter, import.
-    ``value`` is the literal's source text (``"flashinfer"``, ``None``) when the value is a literal;
-    ``enclosing`` the qualified name of the def/class around it (None at module level)."""
+    """Where a name is defined or assigned: ``kind`` is function, method, class, variable (module level),
+    field (class body), assignment (in a function), attribute (``self.x = ...``), keyword (``f(x=...)``),
+    parameter or import; ``value`` the literal's source text; ``enclosing`` the def/class around it."""
 
     host: str
     path: str
