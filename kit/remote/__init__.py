@@ -2,17 +2,14 @@
 
 One API for both::
 
-    host = kit.connect("local")                        # LocalHost (subprocess)
-    host = kit.connect("kit@gpu-box:2222")             # SSHHost (paramiko, strict host keys)
-    host = kit.connect("gpu-alias")                    # alias from ~/.ssh/config (ProxyJump honoured)
+    host = kit.connect("kit@gpu-box:2222")             # SSHHost (paramiko, strict host keys); "local": LocalHost
     r = host.run("nvidia-smi -L", timeout=30)          # Result(cmd, host, stdout, stderr, exit_code, duration_s)
     job = host.spawn("python -m sglang.launch_server ...", log="/tmp/sglang.log")
     job.wait_for(pattern="fired up", timeout=900)
     kit.hosts(["a", "b"]).run("nvidia-smi topo -m")    # in parallel, one slot per host
     host.get_many("/traces/rank*.json", "local/dir")   # overlapped, compressed, resumable; a TransferReport
-    kit.hosts(["a", "b"]).get(["/tmp/trace.json"], "local/dir")  # hosts in parallel, one dir per host
     with host.forward(30000) as fwd:                   # the host's 127.0.0.1:30000, reached from here
-        kit.bench.single_stream(fwd.url)               # (LocalHost: the direct address)
+        kit.bench.single_stream(fwd.url)
     host.private_dir("live")                           # ${TMPDIR:-/tmp}/kit-<uid>/live, mode 0700
 
 Every command runs in its own process group, killed entirely on the host on a timeout. Errors are the
@@ -21,7 +18,7 @@ RemoteError family of :mod:`kit.errors`, naming the host and command or path. Ca
 
 Files:
 
-- ``_connect.py``: connect / hosts: open a LocalHost or SSHHost, or a parallel group
+- ``_connect.py``: connect / hosts: open a LocalHost or SSHHost (an ``~/.ssh/config`` alias too), or a group
 - ``_options.py``: the host options table shared by the CLI and the ``%%remote`` magic
 - ``_base.py``: Host: the API every host implements, and the helpers built on run (python, spawn)
 - ``_result.py``: Result, FileStat: the records host calls return
@@ -34,11 +31,9 @@ Files:
 - ``_output.py``: output sinks: bounded tails and files for a command's stdout/stderr
 - ``_forward.py``: Forward: a local port carried to a host's port over its SSH connection (``ssh -L``)
 - ``_private.py``: the user's private directory on a host (0700, never a planted symlink)
-- ``_transfer.py``: Transfer: get/put/read_bytes at line rate (streamed, compressed, resumable), get_many:
-  the policy (resume, skip, codec, many files, Ctrl-C)
+- ``_transfer.py``: Transfer: get/put/read_bytes/get_many: the policy (resume, skip, codec, many files, Ctrl-C)
 - ``_transfer_io.py``: transfer mechanics: the decompressing sink, a stream on the runner, partial names
-- ``_transfer_report.py``: Fetched, TransferReport: what a transfer returns
-"""
+- ``_transfer_report.py``: Fetched, TransferReport: what a transfer returns"""
 from __future__ import annotations
 
 from kit.remote._base import Host

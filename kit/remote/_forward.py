@@ -238,6 +238,7 @@ class Forward:
     lost = property(lambda self: self._core.lost, doc="connections cut by a dead SSH connection (reset here)")
     last_error = property(lambda self: self._core.last_error)
     closed = property(lambda self: self._core.closed)
+    target = property(lambda self: self._core.target, doc="``remote_host:remote_port``, as the host sees it")
 
     @property
     def url(self) -> str:
@@ -250,11 +251,6 @@ class Forward:
     def address(self):
         """``(host, port)`` to connect to here, or the Unix socket's path."""
         return self.unix_socket if self.unix_socket is not None else (self.local_host.strip("[]"), self.local_port)
-
-    @property
-    def target(self) -> str:
-        """``remote_host:remote_port``, as the host sees it."""
-        return self._core.target
 
     @property
     def active(self) -> int:
@@ -275,8 +271,7 @@ class Forward:
 
     def __repr__(self) -> str:
         how = "direct" if self.direct else f"via SSH to {self.target} on {self.host.name}"
-        state = " closed" if self.closed else ""
-        return f"Forward({self.url!r}, {how}{state})"
+        return f"Forward({self.url!r}, {how}{' closed' if self.closed else ''})"
 
     def _repr_html_(self) -> str:
         return html_fields("Forward", [("url", self.url), ("host", self.host.name), ("to", self.target),

@@ -85,13 +85,12 @@ class _Cache:
         if not isinstance(path, str) or not path:
             raise SourceError(f"{name}: empty or non-text path {path!r}")
         st = host.stat(path)
-        with self._lock:
-            self.stats += 1
-        if st.is_dir:
-            raise RemoteFileError(f"{name}:{path}: is a directory, not a file (grep searches directories)",
-                                  host=name, path=path)
         key = (host_key(host), path)
         with self._lock:
+            self.stats += 1
+            if st.is_dir:
+                raise RemoteFileError(f"{name}:{path}: is a directory, not a file (grep searches directories)",
+                                      host=name, path=path)
             cached = self._files.get(key)
             if cached is not None and cached.size == st.size and cached.mtime == st.mtime:
                 self._files.move_to_end(key)

@@ -74,28 +74,9 @@ class FileIndex:
 
     @functools.cached_property
     def _scan(self) -> tuple[list[ScopeInfo], list[ImportInfo]]:
-        scopes: list[ScopeInfo] = []
-        imports: list[ImportInfo] = []
-        seg = _Walker(self._lines, "", [], [])._segment
-
-        def visit(body: list, stack: list[ScopeInfo], context: str) -> None:
-            for node in body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    scope = _scope_of(node, stack, context)
-                    scopes.append(scope)
-                    visit(node.body, stack + [scope], "class" if scope.kind == "class" else "function")
-                elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    imports.extend(_import_infos(node, seg(node, limit=200) or ""))
-                else:
-                    for fname in ("body", "orelse", "finalbody", "handlers", "cases"):
-                        for child in getattr(node, fname, None) or []:
-                            if isinstance(child, ast.stmt):
-                                visit([child], stack, context)
-                            elif hasattr(child, "body"):  # except handlers, match cases
-                                visit(child.body, stack, context)
-
-        visit(self._tree.body, [], "module")
-        return scopes, imports
+        walker = _Walker(self._lines, None, list(range(1, len(self._lines) + 1)), [])  # every statement
+        walker.walk(self._tree.body, [], "module")
+        return walker.scopes, walker.imports
 
 
 def _word_lines(text: str, name: str) -> tuple[list[int], list[int]]:
@@ -148,12 +129,14 @@ def _import_infos(node: ast.Import | ast.ImportFrom, statement: str) -> list[Imp
 class _Walker:
     """One ``find(name)``: walks statements overlapping the lines in ``want``, records bindings of ``name``."""
 
-    def __init__(self, lines: list[str], name: str, want: list[int], assigns: list[int]) -> None:
+    def __init__(self, lines: list[str], name: str | None, want: list[int], assigns: list[int]) -> None:
         self._lines = lines
         self._name = name
         self._want = want
         self._assigns = assigns  # lines where ``name`` is followed by = or := (keywords, walrus)
         self.bindings: list[Binding] = []
+        self.scopes: list[ScopeInfo] = []  # every def/class and import walked, for the file's index
+        self.imports: list[ImportInfo] = []
 
     def _overlaps(self, first: int, last: int, lines: list[int] | None = None) -> bool:
         lines = self._want if lines is None else lines
@@ -210,6 +193,7 @@ class _Walker:
         read in the enclosing scope, the body in its own."""
         is_class = isinstance(node, ast.ClassDef)
         scope = _scope_of(node, stack, context)
+        self.scopes.append(scope)
         kind = scope.kind
         if node.name == self._name:
             self.bindings.append(Binding(node.lineno, scope.end, node.col_offset, kind, node.name, None, None,
@@ -277,11 +261,13 @@ class _Walker:
                 self._expr(default, outer)
 
     def _import(self, node: ast.Import | ast.ImportFrom, stack: list[ScopeInfo]) -> None:
-        for info in _import_infos(node, ""):
+        statement = self._segment(node, limit=200)
+        infos = _import_infos(node, statement or "")
+        self.imports.extend(infos)
+        for info in infos:
             if info.bound == self._name:
-                self.bindings.append(Binding(
-                    node.lineno, node.end_lineno or node.lineno, node.col_offset, "import", info.bound,
-                    None, self._segment(node, limit=200), stack[-1].qualname if stack else None))
+                self.bindings.append(Binding(node.lineno, node.end_lineno or node.lineno, node.col_offset, "import",
+                                             info.bound, None, statement, stack[-1].qualname if stack else None))
 
     def _expr(self, node: ast.AST, stack: list[ScopeInfo]) -> None:
         """Keyword arguments at call sites and walrus targets, anywhere inside an expression."""

@@ -25,8 +25,10 @@ def follow_import(host, source: SourceFile, index: FileIndex, attr: str, *, pyth
     stars = [i for i in index.imports if i.bound == "*"]
     for imp in candidates + stars:
         hop = f"{source.path}:{imp.line}: {imp.statement}"
-        if imp.attr is None:  # import a.b.c [as x]
-            return _resolve_module(host, source.path, imp.module, 0, python=python, env=env), None, hop, True
+        if imp.attr is None:  # import a.b.c [as x]: inside the package tree, else where the host's python finds it
+            candidates = _module_candidates(source.path, imp.module, 0)
+            found = first_existing(host, candidates) if candidates else None
+            return found or locate_module(host, imp.module, python=python, env=env), None, hop, True
         sub_name = f"{imp.module}.{imp.attr}" if imp.module else imp.attr
         sub = [] if imp.attr == "*" else _module_candidates(source.path, sub_name, imp.level)
         mod = _module_candidates(source.path, imp.module, imp.level)
@@ -87,25 +89,12 @@ def _module_candidates(near: str, module: str, level: int) -> list[str]:
     return out
 
 
-def _resolve_module(host, near: str, module: str, level: int, *, python: str, env: dict | None) -> str:
-    """The file of ``module`` (relative to ``near`` when ``level`` > 0) on the host."""
-    candidates = _module_candidates(near, module, level)
-    found = first_existing(host, candidates) if candidates else None
-    if found:
-        return found
-    if level:
-        raise SourceError(f"{host_name(host)}:{near}: relative import {'.' * level}{module} not found")
-    return locate_module(host, module, python=python, env=env)
-
-
 def first_existing(host, paths: list[str]) -> str | None:
     """The first of ``paths`` that is a regular file on the host, in one round trip."""
     quoted = " ".join(shlex.quote(p) for p in paths)
     cmd = f"for p in {quoted}; do if [ -f \"$p\" ]; then printf '%s\\n' \"$p\"; exit 0; fi; done; exit 1"
     result = host.run(cmd, timeout=RUN_TIMEOUT_S)
-    if result.exit_code == 0 and result.stdout.strip():
-        return result.stdout.rstrip("\n").split("\n")[0]
-    return None
+    return result.stdout.split("\n")[0] if result.exit_code == 0 and result.stdout.strip() else None
 
 
 def locate_module(host, module: str, *, python: str = "python3", env: dict | None = None) -> str:
