@@ -24,9 +24,8 @@ _LINK_ORDER = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SOC": 5, "SYS": 5}
 
 
 def with_units(gpus: pd.DataFrame) -> pd.DataFrame:
-    """A copy of a :func:`parse_gpu_query` table for display, each column that has a unit named with
-    it (``memory.total [MiB]``): the numbers alone do not say whether they are MiB or GB. Where the
-    query printed no units (``--format=csv,nounits``), nvidia-smi's own units are named."""
+    """A copy of a :func:`parse_gpu_query` table for display, each column with a unit named with it
+    (``memory.total [MiB]``; nvidia-smi's own units where the query printed none)."""
     units = {**_NOUNITS, **gpus.attrs.get("units", {})}
     return gpus.rename(columns={c: f"{c} [{units[c]}]" for c in gpus.columns if c in units})
 
@@ -243,9 +242,8 @@ def parse_nccl_version(text: str | int | tuple | list) -> str | None:
 
 
 def parse_nvidia_smi_header(text: str, source: str = "<text>") -> dict[str, str | None]:
-    """Driver and CUDA versions from the ``nvidia-smi`` banner (``Driver Version: 550.54.15   CUDA Version: 12.4``)
-    or from ``nvidia-smi -q`` (``Driver Version : 580.126.20``). ParseError, naming ``source``, when
-    the text holds neither (never a silent None for both)."""
+    """Driver and CUDA versions from the ``nvidia-smi`` banner or ``nvidia-smi -q``; ParseError naming
+    ``source`` when the text holds neither (never a silent None for both)."""
     text = strip_ansi(text)
     drv = re.search(r"Driver Version\s*:\s*([\d.]+)", text)
     cuda = re.search(r"CUDA Version\s*:\s*([\d.]+)", text)

@@ -103,8 +103,7 @@ class Host:
 
     def open_channel(self, dest: tuple[str, int], src: tuple[str, int], timeout: float):
         """A connection to ``dest`` as the host sees it, carried over the host's own connection (an SSH
-        ``direct-tcpip`` channel), what :class:`~kit.remote.Forward` relays through; ConnectError naming
-        host and address."""
+        ``direct-tcpip`` channel) for :class:`~kit.remote.Forward`; ConnectError naming host and address."""
         raise NotImplementedError(f"{type(self).__name__} reaches addresses directly: no channel to open")
 
     def stat(self, path: str) -> FileStat:
@@ -160,9 +159,8 @@ class Host:
         return self.read_bytes(path).decode("utf-8", errors)
 
     def python(self, code: str, *, python: str = "python3", timeout: float = 60, env: dict | None = None) -> Any:
-        """Run ``code`` in the host's Python and return the JSON value of its last expression, e.g.
-        ``host.python("import torch; torch.cuda.get_device_capability()")`` -> ``[9, 0]``. CommandFailed
-        (with the traceback's last line) if the snippet raised."""
+        """The JSON value of the last expression of ``code`` run by the host's Python (``host.python("import
+        torch; torch.cuda.get_device_capability()")`` -> ``[9, 0]``); CommandFailed with its traceback's last line."""
         cmd = f"{shlex.quote(python)} -c {shlex.quote(_PY_DRIVER)}"
         res = self.run(cmd, timeout=timeout, env=env, input=code)
         if not res.ok:

@@ -3,7 +3,6 @@ starts ``bash -c`` in its own session, reads and signals it; the loop is ``_runn
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import selectors
 import shutil
@@ -37,10 +36,8 @@ class _LocalProcess(Process):
         chunks = []
         for key, _ in self._sel.select(wait):
             try:
-                data = os.read(key.fd, READ_BYTES)
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
+                data = os.read(key.fd, READ_BYTES)  # retried on EINTR by Python itself (PEP 475)
+            except OSError:
                 data = b""
             if data:
                 chunks.append((key.data, data))
@@ -49,15 +46,11 @@ class _LocalProcess(Process):
                 key.fileobj.close()
         return chunks
 
-    def write(self, data: bytes) -> bool:
+    def write(self, data: bytes) -> None:
         fd = self._popen.stdin.fileno()
         view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError:  # BrokenPipe: the command exited without reading everything
-            return False
-        return True
+        while view:
+            view = view[os.write(fd, view):]
 
     def close_stdin(self) -> None:
         if self._popen.stdin is not None and not self._popen.stdin.closed:

@@ -101,9 +101,9 @@ class OutputSink:
 
 
 def open_sinks(stdout_file: str | None, stderr_file: str | None, stream: bool) -> tuple[OutputSink, OutputSink]:
-    """The stdout and stderr sinks of one command, opened before it starts (a bad local output path is a
-    RemoteFileError naming it, and the command never runs). The Result keeps everything, unless the
-    stream goes to a file (the last ``TAIL_BYTES``) or is shown live (the last ``STREAM_TAIL_BYTES``)."""
+    """The stdout and stderr sinks of one command, opened before it starts (a bad local path is a RemoteFileError
+    naming it). Everything is kept unless the stream goes to a file (the last ``TAIL_BYTES``) or is shown live
+    (the last ``STREAM_TAIL_BYTES``)."""
     sinks: list[OutputSink] = []
     try:
         for path, echo in ((stdout_file, sys.stdout), (stderr_file, sys.stderr)):

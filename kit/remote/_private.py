@@ -25,14 +25,12 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 # when the usual name was refused.
 _SCRIPT = r'''
 u=$(id -u) || exit 1
-ok() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(stat -c %u -- "$1")" = "$u" ] && [ "$(stat -c %a -- "$1")" = 700 ]; }
+mine() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(stat -c %u -- "$1")" = "$u" ]; }
+ok() { mine "$1" && [ "$(stat -c %a -- "$1")" = 700 ]; }
 b=${TMPDIR:-/tmp}; b=${b%/}; [ -n "$b" ] || b=/tmp
 d="$b/kit-$u"
 mkdir -m 700 -- "$d" 2>/dev/null
-if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = "$u" ] &&
-   [ $(( 0$(stat -c %a -- "$d") & 022 )) = 0 ]; then
-  chmod 700 -- "$d"
-fi
+if mine "$d" && [ $(( 0$(stat -c %a -- "$d") & 022 )) = 0 ]; then chmod 700 -- "$d"; fi
 if ! ok "$d"; then
   echo "KITPLANTED $d $(stat -c '%U %a %F' -- "$d" 2>/dev/null || echo '? ? missing')"
   d=$(mktemp -d "$b/kit-$u.XXXXXXXX") || exit 1
@@ -42,7 +40,7 @@ for s in SUBS; do
   d="$d/$s"
   mkdir -m 700 -- "$d" 2>/dev/null
   # inside a 0700 directory of this user, only this user (or root) made it: a 0755 one is tightened
-  if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = "$u" ]; then chmod 700 -- "$d"; fi
+  if mine "$d"; then chmod 700 -- "$d"; fi
   ok "$d" || { echo "kit: $d is not a private directory of uid $u: $(stat -c '%U %a %F' -- "$d" 2>&1)" >&2; exit 1; }
 done
 printf '%s\n' "$d"
@@ -50,9 +48,8 @@ printf '%s\n' "$d"
 
 
 def private_dir(host, sub: str = "") -> str:
-    """The absolute path of this user's private directory on ``host`` (``sub``: a sub-directory, made
-    inside it; ``/`` separates levels). Cached per host object. RemoteError naming the host if it
-    cannot be made safely."""
+    """This user's private directory on ``host``, with ``sub`` (``/`` between levels) made inside it; cached
+    per host object. RemoteError naming the host if it cannot be made safely."""
     parts = [p for p in sub.split("/") if p]
     bad = [p for p in parts if not _NAME.match(p) or p in (".", "..")]
     if bad:

@@ -102,8 +102,8 @@ class Process:
         """Output that arrived within ``wait`` seconds: ``(1, bytes)`` for stdout, ``(2, bytes)`` for stderr."""
         raise NotImplementedError
 
-    def write(self, data: bytes) -> bool:
-        """Send one chunk of stdin (blocking). False when the command no longer takes input."""
+    def write(self, data: bytes) -> None:
+        """Send one chunk of stdin (blocking); fails when the command no longer takes input."""
         raise NotImplementedError
 
     def close_stdin(self) -> None:
@@ -264,9 +264,8 @@ class Runner:
 
     def _await_pg(self, proc: Process, out: OutputSink | None, err: OutputSink | None,
                   limit: float = PG_WAIT_S) -> None:
-        """Keep reading until the command has reported its process group (a timeout or interrupt can
-        come before that first line arrives); without it the command could not be killed. Output
-        read meanwhile goes to the sinks, or nowhere when they are None."""
+        """Read until the command reported its process group (a timeout or interrupt can come before that
+        first line; without it the command cannot be killed); output goes to the sinks, or nowhere (None)."""
         end = time.monotonic() + limit
         with contextlib.suppress(*proc.errors):
             while proc.pg is None and not proc.eof and time.monotonic() < end:
@@ -307,9 +306,8 @@ def _feed(proc: Process, data: str | bytes) -> None:
     buf = memoryview(data.encode() if isinstance(data, str) else data)
     try:
         for i in range(0, len(buf), STDIN_CHUNK):
-            if not proc.write(bytes(buf[i:i + STDIN_CHUNK])):
-                return
-    except Exception as exc:  # noqa: BLE001 - the reading side reports failures; this thread must not die loudly
+            proc.write(bytes(buf[i:i + STDIN_CHUNK]))
+    except Exception as exc:  # noqa: BLE001 - the command ended (a broken pipe) or the reading side reports it
         log.debug("stdin feed stopped: %s", exc)
     finally:
         with contextlib.suppress(Exception):  # best effort on a finished command

@@ -466,12 +466,8 @@ class _SSHProcess(Process):
             self.eof = True
         return chunks
 
-    def write(self, data: bytes) -> bool:
-        try:
-            self._chan.sendall(data)
-        except _ERRORS:  # the command ended, or was killed
-            return False
-        return True
+    def write(self, data: bytes) -> None:
+        self._chan.sendall(data)
 
     def close_stdin(self) -> None:
         self._chan.shutdown_write()

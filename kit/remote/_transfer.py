@@ -81,9 +81,8 @@ def _resume_offset(part: str, prefix: str, size: int, resume: bool) -> int:
 
 
 class Transfer:
-    """File transfers for one host. ``env``: extra environment for the host-side commands;
-    ``workers``: concurrent files in :meth:`get_many`; ``timeout``: seconds without a byte before a
-    transfer is abandoned and its host-side process group killed (default: the SFTP reply timeout, 120 s)."""
+    """File transfers for one host. ``env``: extra environment for its commands; ``workers``: files at
+    once in :meth:`get_many`; ``timeout``: seconds without a byte before a transfer's process group is killed."""
 
     def __init__(self, host: Any, *, env: dict | None = None, workers: int = 4, timeout: float | None = None) -> None:
         self.host = host
@@ -120,10 +119,7 @@ class Transfer:
         if not self.host.streams or compress in (None, False, "none"):
             return None
         if compress == "auto" or compress is True:
-            if compress == "auto" and not _auto_codec(path, size):
-                return None
-            have = self.codecs()
-            return have[0] if have else None
+            return next(iter(self.codecs()), None) if compress is True or _auto_codec(path, size) else None
         if compress not in CODECS:
             raise UsageError(f"compress must be 'auto', True, False, 'zstd' or 'gzip', not {compress!r}")
         if compress not in self.codecs():
@@ -232,9 +228,8 @@ class Transfer:
 
     # --- many files -------------------------------------------------------------------------------
     def glob(self, pattern: str) -> list[str]:
-        """Paths on the host matching a shell-style ``pattern`` (``*``, ``?``, ``[...]`` in any path
-        component), sorted. Matched by listing directories over SFTP (locally: the file system), so
-        nothing is ever expanded by a shell."""
+        """Paths on the host matching a shell-style ``pattern`` (``*``, ``?``, ``[...]`` in any component), sorted;
+        matched by listing directories (SFTP, or the file system here), never expanded by a shell."""
         if not pattern.startswith("/"):
             raise UsageError(f"{getattr(self.host, 'name', self.host)}: glob pattern {pattern!r} is relative; give an "
                              "absolute path on the host (a relative pattern has no directory to start from there)")
