@@ -282,5 +282,3 @@ def _fill_versions(fp: Fingerprint, s: dict[str, str], host, python: str, timeou
     fp.nccl = fp.nccl or _parsers.parse_nccl_version(s.get("nccl_so", ""))
     if fp.nccl is None:
         fp.missing["nccl"] = "no torch.cuda.nccl, nvidia-nccl wheel or libnccl.so found"
-
-

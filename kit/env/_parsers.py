@@ -149,12 +149,9 @@ class Topology:
         return f"Topology({self.summary})"
 
     def _repr_html_(self) -> str:
-        def colour(v: str) -> str:
-            if v == "X":
-                return "#eeeeee"
-            if v.startswith("NV"):
-                return "#c8e6c9"
-            return {"PIX": "#fff9c4", "PXB": "#ffe0b2", "PHB": "#ffccbc", "NODE": "#ffab91"}.get(v, "#ef9a9a")
+        def colour(v: str) -> str:  # NVLink green, then lighter to darker as the link gets slower
+            links = {"X": "#eeeeee", "PIX": "#fff9c4", "PXB": "#ffe0b2", "PHB": "#ffccbc", "NODE": "#ffab91"}
+            return "#c8e6c9" if v.startswith("NV") else links.get(v, "#ef9a9a")
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.links.columns)
         body = "".join(
             f"<tr><th>{html.escape(r)}</th>" + "".join(

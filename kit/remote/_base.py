@@ -16,7 +16,7 @@ from kit.remote._forward import Forward, close_forwards
 from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
 from kit.remote._private import private_dir
-from kit.remote._result import FileStat, Result
+from kit.remote._result import Closing, FileStat, Result
 from kit.remote._runner import Process, Runner, shell_script
 from kit.remote._transfer import transfer_of
 from kit.util import html_fields
@@ -45,7 +45,7 @@ sys.stdout.write("\x1eKITJSON " + s + "\n")
 '''
 
 
-class Host:
+class Host(Closing):
     """Base class of LocalHost and SSHHost: one API to run commands and read files on a machine."""
 
     target: str = ""
@@ -178,12 +178,6 @@ class Host:
         """Start ``cmd`` detached (own session, survives disconnect), output appended to ``log``: a
         :class:`~kit.remote.Job` to tail, wait for readiness, and stop."""
         return start_job(self, cmd, log=log, env=env, cwd=cwd)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.target!r})"

@@ -30,6 +30,7 @@ import urllib.parse
 import weakref
 
 from kit.errors import ConnectError
+from kit.remote._result import Closing
 from kit.util import html_fields
 
 log = logging.getLogger("kit.remote")
@@ -183,7 +184,7 @@ class _Core:
             log.warning("%s", msg)
 
 
-class Forward:
+class Forward(Closing):
     """A local address that reaches ``remote_host:remote_port`` on ``host`` (see
     :meth:`kit.remote.Host.forward`): ``url``, ``local_port``, ``address``; ``connections`` counts the
     connections carried, ``failed`` those whose channel could not be opened or was lost (``last_error``
@@ -262,12 +263,6 @@ class Forward:
         """Stop listening, close every carried connection and wait for its threads (idempotent)."""
         self._finalizer.detach()
         self._core.close()
-
-    def __enter__(self) -> "Forward":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         how = "direct" if self.direct else f"via SSH to {self.target} on {self.host.name}"

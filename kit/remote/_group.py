@@ -11,7 +11,7 @@ from typing import Iterator
 
 from kit.errors import KitError
 from kit.remote._base import Host
-from kit.remote._result import Result
+from kit.remote._result import Closing, Result
 from kit.remote._transfer_report import Fetched, TransferReport
 from kit.util import html_fields
 
@@ -76,7 +76,7 @@ class GroupResult:
                 f"<tbody>{''.join(rows)}</tbody></table>")
 
 
-class HostGroup:
+class HostGroup(Closing):
     """Several hosts addressed together (``kit.hosts([...])``). Connections open lazily, in parallel."""
 
     def __init__(self, hosts: list[Host], max_workers: int | None = None) -> None:
@@ -141,9 +141,3 @@ class HostGroup:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -7,6 +7,16 @@ from dataclasses import dataclass
 from kit.util import clip
 
 
+class Closing:
+    """``with x: ...`` closes ``x`` at the end (hosts, groups, forwards)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 @dataclass(frozen=True)
 class Result:
     """The outcome of one command on one host. ``ok`` is ``exit_code == 0``.

@@ -542,4 +542,3 @@ def _open_failure(code: int, text: str) -> str:
     if code == 2:  # SSH_OPEN_CONNECT_FAILED
         return f"nothing accepts connections there on the host ({text or 'connect failed'})"
     return f"the SSH server refused the channel ({text or 'no reason given'}, code {code})"
-

@@ -287,4 +287,3 @@ def _as_slice(x) -> Slice:
     if isinstance(sl, Slice):
         return sl
     raise SourceError(f"diff: expected a Slice, Scope or Definition, got {type(x).__name__}")
-

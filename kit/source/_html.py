@@ -74,29 +74,19 @@ _DIFF_BG = {"equal": "", "replace": "#fff5b1", "delete": "#ffdce0", "insert": "#
 def side_by_side(a_title: str, a_lines: Sequence[str], a_start: int,
                  b_title: str, b_lines: Sequence[str], b_start: int) -> str:
     """Two columns with each side's own line numbers; changed rows tinted."""
-    rows = []
-    matcher = difflib.SequenceMatcher(a=list(a_lines), b=list(b_lines), autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        span = max(i2 - i1, j2 - j1)
-        for k in range(span):
-            ia, jb = i1 + k, j1 + k
-            left = (a_start + ia, a_lines[ia]) if ia < i2 else None
-            right = (b_start + jb, b_lines[jb]) if jb < j2 else None
-            rows.append((op, left, right))
     cell = "font-family:monospace;white-space:pre;padding:0 6px"
     num = "font-family:monospace;color:#888;text-align:right;padding:0 4px"
     out = [f"<div style='{_BOX}'><table style='border-collapse:collapse;font-size:90%'>",
            f"<thead><tr><th colspan=2 style='{_HEAD}'>{html.escape(a_title)}</th>"
            f"<th colspan=2 style='{_HEAD}'>{html.escape(b_title)}</th></tr></thead><tbody>"]
-    for op, left, right in rows:
-        bg = _DIFF_BG[op]
-        style = f"background:{bg};" if bg else ""
-        tds = []
-        for side in (left, right):
-            if side is None:
-                tds.append(f"<td style='{num}'></td><td style='{cell};{style}'></td>")
-            else:
-                tds.append(f"<td style='{num}'>{side[0]}</td><td style='{cell};{style}'>{html.escape(side[1])}</td>")
-        out.append("<tr>" + "".join(tds) + "</tr>")
+    matcher = difflib.SequenceMatcher(a=list(a_lines), b=list(b_lines), autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        style = f"background:{_DIFF_BG[op]};" if _DIFF_BG[op] else ""
+        for k in range(max(i2 - i1, j2 - j1)):  # a row per line of the longer side, its own numbers on each
+            sides = ((a_start + i1 + k, a_lines[i1 + k]) if i1 + k < i2 else None,
+                     (b_start + j1 + k, b_lines[j1 + k]) if j1 + k < j2 else None)
+            out.append("<tr>" + "".join(f"<td style='{num}'></td><td style='{cell};{style}'></td>" if side is None else
+                                        f"<td style='{num}'>{side[0]}</td><td style='{cell};{style}'>"
+                                        f"{html.escape(side[1])}</td>" for side in sides) + "</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)

@@ -393,4 +393,3 @@ def syntax_note(source: SourceFile) -> str:
     where = f"line {err.lineno}" if err is not None and err.lineno else "unknown line"
     msg = err.msg if err is not None else "unparseable"
     return f"{source.where}: syntax error at {where} ({msg}); results come from a text search, not the AST"
-

@@ -144,4 +144,3 @@ def _pip_show(host, module: str, python: str, env: dict | None) -> str | None:
             if location and w in files:
                 return posixpath.join(location, w)
     return None
-

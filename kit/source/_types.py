@@ -297,4 +297,3 @@ class SourceDiff:
 
 def label(s: Slice) -> str:
     return f"{s.host}:{s.path}:{s.start}-{s.end}"
-
