@@ -34,7 +34,7 @@ def start_job(host, cmd: str, *, log: str, env: dict | None = None, cwd: str | N
                             host=host.name, result=res)
     first, _, abs_log = res.stdout.partition("\n")
     pid, off = first.split()
-    return Job(host, int(pid), abs_log[:-1] if abs_log.endswith("\n") else abs_log, cmd=cmd, offset=int(off))
+    return Job(host, int(pid), abs_log.removesuffix("\n"), cmd=cmd, offset=int(off))
 
 
 class Job:

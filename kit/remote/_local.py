@@ -120,11 +120,10 @@ class LocalHost(Host):
             shutil.copyfile(local_path, part)
             os.chmod(part, os.stat(local_path).st_mode & 0o777)
             os.replace(part, remote_path)
-        except OSError as exc:
+        except BaseException as exc:
             io_.unlink(part)
-            raise io_.local_error(remote_path, exc) from exc
-        except BaseException:
-            io_.unlink(part)
+            if isinstance(exc, OSError):
+                raise io_.local_error(remote_path, exc) from exc
             raise
 
     def listdir(self, path: str) -> list[str]:

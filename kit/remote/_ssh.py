@@ -443,10 +443,9 @@ class _SSHProcess(Process):
         self._chan = chan
 
     def read(self, wait: float) -> list[tuple[int, bytes]]:
-        chan = self._chan
         chunks = self._ready()
         if not chunks and not self.eof:
-            select.select([chan], [], [], wait)
+            select.select([self._chan], [], [], wait)
             chunks = self._ready()
         return chunks
 
@@ -475,12 +474,11 @@ class _SSHProcess(Process):
     def exit_status(self, wait: float) -> int | None:
         chan = self._chan
         if not chan.status_event.wait(wait):
-            if not self._host._transport_active():
-                raise EOFError("the connection closed before the command's exit status arrived")
-            return None
-        if chan.exit_status == -1 and self._lost():
-            raise EOFError("the connection closed before the command's exit status arrived")
-        return chan.exit_status
+            if self._host._transport_active():
+                return None
+        elif chan.exit_status != -1 or not self._lost():
+            return chan.exit_status
+        raise EOFError("the connection closed before the command's exit status arrived")
 
     def _lost(self, settle: float = 1.0) -> bool:
         """Whether the connection died. paramiko closes the channels of a dying transport just before

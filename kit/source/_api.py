@@ -109,10 +109,9 @@ def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex:
                         ignore_case=ignore_case, tool=tool)
     result = host.run(cmd, timeout=timeout)
     errors = error_lines(result.stderr)
-    if result.exit_code == EXIT_MISSING:
-        raise RemoteFileError(f"{name}:{path_or_dir}: no such file or directory", host=name, path=path_or_dir)
-    if result.exit_code == EXIT_UNREADABLE:
-        raise RemoteFileError(f"{name}:{path_or_dir}: permission denied", host=name, path=path_or_dir)
+    why = {EXIT_MISSING: "no such file or directory", EXIT_UNREADABLE: "permission denied"}.get(result.exit_code)
+    if why:
+        raise RemoteFileError(f"{name}:{path_or_dir}: {why}", host=name, path=path_or_dir)
     matches = parse_output(result.stdout, context, name)
     note = None
     if result.exit_code not in (0, 1):
