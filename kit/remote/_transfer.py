@@ -315,9 +315,8 @@ class Transfer:
 
 
 def _in_pool(fn, count: int, workers: int, cancel: threading.Event, prefix: str) -> list:
-    """``[fn(i) for i in range(count)]`` on ``workers`` threads. An interrupt here (Ctrl-C) sets
-    ``cancel``, which every running ``fn`` watches (its command is killed at once), drops the
-    calls not started, waits for the running ones to stop, and is raised again."""
+    """``[fn(i) for i in range(count)]`` on ``workers`` threads. Ctrl-C here sets ``cancel`` (each running
+    ``fn``'s command is killed at once), drops the calls not started, waits for the running ones, and is raised."""
     pool = ThreadPoolExecutor(workers, thread_name_prefix=prefix)
     futures = [pool.submit(fn, i) for i in range(count)]
     try:

@@ -27,18 +27,15 @@ _DEFINING_KINDS = ("function", "method", "class", "variable")
 
 def _make_slice(source: SourceFile, start: int, end: int | None, highlight: tuple[int, ...] = ()) -> Slice:
     total = len(source.lines)
+    end = total if end is None else end
     if start < 1:
         raise SourceError(f"{source.where}: line numbers start at 1, got start={start}")
-    if end is None:
-        end = total
     if end < start:
         raise SourceError(f"{source.where}: empty range {start}-{end} (end before start)")
     if start > total:
         raise SourceError(f"{source.where}: start line {start} is past the end of the file ({total} lines)")
-    note = None
-    if end > total:
-        note = f"clipped: asked for {start}-{end}, the file has {total} lines"
-        end = total
+    note = f"clipped: asked for {start}-{end}, the file has {total} lines" if end > total else None
+    end = min(end, total)
     return Slice(source.host, source.path, start, end, tuple(source.lines[start - 1:end]), total,
                  tuple(h for h in highlight if start <= h <= end), note)
 
@@ -133,14 +130,11 @@ def _error_text(errors: list[str]) -> str:
 
 
 def definition(host: Host, name: str, *, near: str, python: str | None = None, env: dict | None = None) -> Definition:
-    """Follow ``name`` as used in the file ``near`` to where it is defined, through that file's imports.
-
-    ``from tinyserve.srt.utils import is_sm100_supported`` in ``near`` leads to ``utils/__init__.py``,
-    whose ``from .common import ...`` leads to ``utils/common.py``: the result is that function, its
-    Slice, and the hops taken (``via``). Absolute imports are resolved inside the package tree that
-    ``near`` lives in; other packages are located with :func:`module_path` in the host's ``python``.
-    Dotted names (``utils.is_sm100_supported``) follow the module then the attribute.
-    """
+    """Follow ``name`` as used in the file ``near`` to where it is defined, through that file's imports:
+    ``from tinyserve.srt.utils import is_sm100_supported`` leads to ``utils/__init__.py``, whose ``from .common
+    import ...`` leads to ``utils/common.py``; the result is that function, its Slice and the hops (``via``).
+    Absolute imports are resolved inside the package tree of ``near``, other packages with :func:`module_path`
+    in the host's ``python``; a dotted name (``utils.is_sm100_supported``) follows the module, then the attribute."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise SourceError(f"definition: {name!r} is not a (dotted) Python name")
     hname = host_name(host)

@@ -140,8 +140,7 @@ def _decode(host: str, path: str, data: bytes, size: int, mtime: float) -> Sourc
         line = data.count(b"\n", 0, exc.start) + 1
         raise SourceError(f"{host}:{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
                           f"{exc.start}, line {line})") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     lines = _LINE_SPLIT.split(text)
     if lines and lines[-1] == "":
         lines.pop()

@@ -114,16 +114,12 @@ def _scope_of(node, stack: list[ScopeInfo], context: str) -> ScopeInfo:
 
 
 def _import_infos(node: ast.Import | ast.ImportFrom, statement: str) -> list[ImportInfo]:
-    out = []
-    for alias in node.names:
-        if isinstance(node, ast.Import):
-            bound = alias.asname or alias.name.split(".")[0]
-            module = alias.name if alias.asname else alias.name.split(".")[0]
-            out.append(ImportInfo(node.lineno, module, None, 0, bound, statement))
-        else:
-            out.append(ImportInfo(node.lineno, node.module or "", alias.name, node.level,
-                                  alias.asname or alias.name, statement))
-    return out
+    if isinstance(node, ast.ImportFrom):
+        return [ImportInfo(node.lineno, node.module or "", a.name, node.level, a.asname or a.name, statement)
+                for a in node.names]
+    # ``import a.b`` binds ``a`` (to the module a); ``import a.b as x`` binds ``x`` to a.b
+    return [ImportInfo(node.lineno, a.name if a.asname else a.name.split(".")[0], None, 0,
+                       a.asname or a.name.split(".")[0], statement) for a in node.names]
 
 
 class _Walker:

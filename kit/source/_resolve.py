@@ -3,6 +3,7 @@ inside the package tree of the importing file (one round trip tests all candidat
 the host's Python (``importlib.util.find_spec``) or ``pip show -f``. Paths sent to a shell are quoted."""
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 import shlex
@@ -105,7 +106,6 @@ def locate_module(host, module: str, *, python: str = "python3", env: dict | Non
     code = ("import importlib.util as _u\n"
             f"_s = _u.find_spec({module!r})\n"
             "[_s.origin if _s else None, list(_s.submodule_search_locations or []) if _s else []]")
-    first_error = None
     try:
         origin, locations = host.python(code, python=python, env=env, timeout=RUN_TIMEOUT_S)
         if origin and origin not in ("built-in", "frozen"):
@@ -130,17 +130,10 @@ def _pip_show(host, module: str, python: str, env: dict | None) -> str | None:
         res = host.run(f"{shlex.quote(python)} -m pip show -f {shlex.quote(dist)}", timeout=RUN_TIMEOUT_S, env=env)
         if not res.ok:
             continue
-        location, files, in_files = None, [], False
-        for line in res.stdout.splitlines():
-            if line.startswith("Location:"):
-                location = line.split(":", 1)[1].strip()
-            elif line.startswith("Files:"):
-                in_files = True
-            elif in_files and line.startswith(" "):
-                files.append(line.strip())
-            elif in_files:
-                in_files = False
-        for w in want:
-            if location and w in files:
-                return posixpath.join(location, w)
+        head, _, tail = res.stdout.partition("\nFiles:")  # the file list: the indented lines after it
+        location = re.search(r"^Location:(.*)$", head, re.M)
+        files = {ln.strip() for ln in itertools.takewhile(lambda ln: ln.startswith(" "), tail.splitlines()[1:])}
+        found = next((w for w in want if w in files), None)
+        if location and found:
+            return posixpath.join(location.group(1).strip(), found)
     return None
