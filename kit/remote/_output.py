@@ -10,10 +10,8 @@ from typing import IO, Callable
 
 from kit.errors import RemoteFileError
 
-# When output is written to a file, the Result keeps only this many trailing bytes in memory.
-TAIL_BYTES = 64 * 1024
-# When output is streamed (shown live) and not written to a file, the Result keeps this much.
-STREAM_TAIL_BYTES = 1024 * 1024
+TAIL_BYTES = 64 * 1024  # what the Result keeps of output written to a file (the tail)
+STREAM_TAIL_BYTES = 1024 * 1024  # what it keeps of output streamed (shown live) and not written to a file
 
 
 class OutputSink:

@@ -26,14 +26,10 @@ from kit.util import clip
 
 log = logging.getLogger("kit.remote")
 
-# Bytes of stdin handed to the transport per write: large inputs cost memory only once (the caller's).
-STDIN_CHUNK = 64 * 1024
-# Seconds between SIGTERM and SIGKILL when a command is killed on timeout or interrupt.
-KILL_GRACE_S = 1.0
-# Longest wait for the command to report its process group after a timeout (SSH only).
-PG_WAIT_S = 5.0
-# Longest wait between two looks at a ``cancel`` event.
-CANCEL_POLL_S = 0.1
+STDIN_CHUNK = 64 * 1024  # bytes of stdin per write: a large input costs memory only once (the caller's)
+KILL_GRACE_S = 1.0  # seconds between SIGTERM and SIGKILL when a command is killed on timeout or interrupt
+PG_WAIT_S = 5.0  # longest wait for the command to report its process group after a timeout (SSH only)
+CANCEL_POLL_S = 0.1  # longest wait between two looks at a ``cancel`` event
 
 
 # The marker protocol: the first stdout line of a ``marked`` process reports its process group.

@@ -63,8 +63,7 @@ READ_BYTES = 1 << 20  # per recv: the channel window (2 MiB) bounds what is buff
 # re-keys by its RekeyLimit, every 1 to 4 GiB by default).
 NO_CLIENT_REKEY = 1 << 62
 KEEPALIVE_S = 30  # an SSH keepalive this often keeps NAT and firewalls from dropping an idle connection
-# Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
-SFTP_TIMEOUT_S = 120.0
+SFTP_TIMEOUT_S = 120.0  # longest wait for any one SFTP reply (a hung file system must not hang the caller)
 SFTP_REQUEST = 255 * 1024
 _ERRORS = (paramiko.SSHException, OSError, EOFError)  # what paramiko raises when a connection or channel fails
 
@@ -282,7 +281,6 @@ class SSHHost(Host):
         with self._lock:
             self._drop()
 
-    # --- commands ---------------------------------------------------------------------------
     def start_process(self, script: str, *, cmd: str, stdin: bool) -> "_SSHProcess":
         """Start ``script`` on a channel as the leader of its own process group, reporting that group
         first (the runner's marker line); see :meth:`kit.remote.Host.start_process`."""

@@ -207,7 +207,6 @@ class Transfer:
             raise file_error(self.host, remote_path, f"{codec} stream broken ({exc})") from exc
         return method
 
-    # --- read_bytes -----------------------------------------------------------------------------
     def read_bytes(self, path: str, *, compress: str | bool | None = "auto") -> bytes:
         """The whole file in memory (streamed like ``get``; compressed on the wire for big text files)."""
         st = self._stat(path, file=True)
@@ -216,7 +215,6 @@ class Transfer:
         self._download(path, _Sink(buf, codec, None), 0, codec)
         return buf.getvalue()
 
-    # --- put -------------------------------------------------------------------------------------
     def put(self, local_path: str, remote_path: str, *, progress: bool | None = None, resume: bool = True) -> str:
         """Upload ``local_path`` to ``remote_path`` through a temporary name renamed into place (skipped when
         the remote file has the same size and mtime; a partial upload of the same version is continued)."""

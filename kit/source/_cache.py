@@ -14,8 +14,7 @@ from typing import Any
 from kit.errors import RemoteFileError, SourceError
 from kit.util import no_gc
 
-# Total decoded text kept in memory before the least recently used files are dropped.
-MAX_CACHE_CHARS = 256 * 1024 * 1024
+MAX_CACHE_CHARS = 256 * 1024 * 1024  # decoded text kept before the least recently used files are dropped
 _BINARY_PROBE = 8192
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
 
