@@ -165,9 +165,8 @@ WAIT_WRITERS_S = 60.0
 
 
 def hold_writing(root: Path) -> int:
-    """A shared lock on the store's ``runs/.writing``, held by a run's writer that outlives the ``kit``
-    command (the lock goes with the returned descriptor, and with the process). Several writers hold it
-    at once; a reader waits for them (:func:`wait_writers`)."""
+    """A shared lock on :data:`WRITING` for a run's writer that outlives the ``kit`` command (several hold it at
+    once; a reader waits for them, :func:`wait_writers`): its descriptor, the lock going with it."""
     private_dirs(root / "runs", root)
     fd = os.open(root / "runs" / WRITING, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     fcntl.flock(fd, fcntl.LOCK_SH)
@@ -218,10 +217,8 @@ def _lock(root: Path):
 
 def compact(root: "str | os.PathLike | None" = None) -> int:
     """Merge the loose run files of the store (default one's own) into one pack, so queries open fewer
-    files; returns how many runs were merged (0 when another process is compacting). Packs are left as
-    they are: each holds at most a few thousand rows. Loose files whose runs a pack already holds (a
-    compaction killed after writing its pack) are deleted, not packed again; unreadable files are
-    skipped with a warning and left where they are; debris of kills is swept (:func:`sweep`)."""
+    files; returns how many runs were merged (0 when another process is compacting). Packs are left as they
+    are; loose files a pack already holds, unreadable ones and debris: as the module docstring says."""
     root = Path(root) if root is not None else store_dir()
     if root is None:
         return 0
