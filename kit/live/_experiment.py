@@ -461,6 +461,8 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
                          f"{base_cmd}", note="per-variant command and environment in variant.json"))
     bench_kw = {"requests": 6, "warmup": 2, "max_tokens": 64, "prompt_tokens": 32, **(bench or {}),
                 "concurrency": (1,), "repeats": 1}
+    server_kw = dict(port=port, engine=engine, ready_timeout=ready_timeout, progress=progress, url=url, cwd=cwd,
+                     group=group, **({"workdir": workdir} if workdir else {}))  # None: the Server's default
     exp = Experiment(sess, name, alpha=alpha, min_effect=min_effect)
     runs: dict[int, list[dict | None]] = {i: [None] * repeats for i in range(len(variants))}
     for i, v in enumerate(variants):
@@ -480,9 +482,7 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
         v = variants[i]
         if runs[i][r] is not None:
             continue
-        runs[i][r] = _one_run(h, sess, d, v, r, k, name=name, group=group, port=port, engine=engine,
-                              ready_timeout=ready_timeout, progress=progress, url=url, cwd=cwd, workdir=workdir,
-                              bench_kw=bench_kw, profile=profile and r == 0, profile_steps=profile_steps)
+        runs[i][r] = _one_run(h, sess, d, v, r, k, name, server_kw, bench_kw, profile and r == 0, profile_steps)
         result = _aggregate(v, runs[i], h.name)
         _write_json(d / v["slug"] / "result.json", result)
         if on_variant is not None:
@@ -501,8 +501,8 @@ def _bench_row(res: LoadResult) -> dict:
             "failed": rep["requests_failed"]}
 
 
-def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, engine, ready_timeout, progress,
-             url, cwd, workdir, bench_kw, profile, profile_steps) -> dict:
+def _one_run(h, sess, d: Path, v: dict, r: int, k: int, name: str, server_kw: dict, bench_kw: dict, profile: bool,
+             profile_steps: int) -> dict:
     """One engine start, one bench repeat (and a profile), stop; ``rep<r>/run.json`` written last."""
     rdir = d / v["slug"] / f"rep{r}"
     rdir.mkdir(parents=True, exist_ok=True)
@@ -511,10 +511,8 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
                            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     srv = None
     try:
-        srv = Server(h, v["cmd"], env=v["env"], port=port, engine=engine, session=sess,
-                     name=f"{name}-{v['slug']}-r{r}", ready_timeout=ready_timeout, progress=progress, url=url,
-                     cwd=cwd, log=rdir / "server.log", record=rdir / "engine.json", group=group,
-                     **({"workdir": workdir} if workdir else {}))  # None: the Server's default
+        srv = Server(h, v["cmd"], env=v["env"], session=sess, name=f"{name}-{v['slug']}-r{r}",
+                     log=rdir / "server.log", record=rdir / "engine.json", **server_kw)
         with srv:
             # what the engine reports about itself (get_server_info, /proc/PID/environ), for kit.audit
             run["settings"] = capture_settings(srv.url, rdir, host=h, pid=srv.job.pid if srv.job else None)
@@ -533,7 +531,8 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
     run["server"] = srv.describe() if srv is not None else {}
     run["engine"] = ({"pid": srv.job.pid if srv.job else None, "tag": srv.tag, "port": srv.port,
                       "port_owner": srv.owner, "stopped": srv.stopped} if srv is not None else
-                     {"pid": None, "tag": None, "port": port, "port_owner": "not started", "stopped": None})
+                     {"pid": None, "tag": None, "port": server_kw["port"], "port_owner": "not started",
+                      "stopped": None})
     run["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     _write_json(rdir / "run.json", run)
     return run

@@ -288,7 +288,7 @@ class Server:
         if with_health:
             owner = (f'if [ "$c" = 200 ]; then\n{_engine.owner_script(self.port, self.tag, self.job.pid)}else o=-; fi\n'
                      if self.check_port else "o=unchecked\n")
-            urls = " ".join(_q(f"{self.local_url}{p}") for p in ("/health", "/v1/models"))
+            urls = " ".join(_q(f"{self.local_url}{p}") for p in _reach.HEALTH_PATHS)
             health = ("c=0; for u in " + urls + "; do "
                       "if command -v curl >/dev/null 2>&1; then "
                       "k=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 \"$u\" 2>/dev/null); "
