@@ -18,12 +18,9 @@ def _select(profile: Any, *, rank: int | None = None, step: int | None = None, c
     k = profile.kernels
     if phase and phase != "all" and "phase" in k:
         k = k[k["phase"] == phase]
-    if rank is not None:
-        k = k[k["rank"] == rank]
-    if step is not None:
-        k = k[k["step"] == step]
-    if category is not None:
-        k = k[k["category"] == category]
+    for column, value in (("rank", rank), ("step", step), ("category", category)):
+        if value is not None:
+            k = k[k[column] == value]
     return k
 
 

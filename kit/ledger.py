@@ -18,6 +18,7 @@ artefact, with its kind, see ``kit.provenance``) and what the reader must know t
 from __future__ import annotations
 
 import contextlib
+import glob
 import html
 import json
 import math
@@ -29,6 +30,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import pandas as pd
 
 from kit.errors import LedgerError
+from kit.provenance import KIND_COLOURS
 from kit.util import write_atomic
 
 try:
@@ -175,9 +177,7 @@ def _clean_provenance(hid: str, items: Any) -> list[dict[str, str]]:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 _BADGE = {"confirmed": "#1a7f37", "rejected": "#cf222e", "open": "#6e7781"}
@@ -185,7 +185,6 @@ _BADGE = {"confirmed": "#1a7f37", "rejected": "#cf222e", "open": "#6e7781"}
 
 _COLUMNS = (("id", 4), ("verdict", 8), ("hypothesis", 15), ("test", 15), ("evidence", 22), ("provenance", 15),
             ("numbers", 13), ("set by", 8))
-_KIND_COLOUR = {"measured": "#1a7f37", "third-party": "#0969da", "sample": "#9a6700", "project-written": "#6e7781"}
 
 
 def _provenance_html(h: Hypothesis) -> str:
@@ -197,7 +196,7 @@ def _provenance_html(h: Hypothesis) -> str:
         groups.setdefault((p.get("kind", "unknown"), p.get("label", "")), []).append(p)
     items = []
     for (kind, label), entries in sorted(groups.items(), key=lambda kv: _kind_rank(kv[0][0])):
-        colour = _KIND_COLOUR.get(kind, "#6e7781")
+        colour = KIND_COLOURS.get(kind, "#6e7781")
         seen: dict[str, list[str]] = {}
         for e in entries:
             if e.get("artefact"):
@@ -242,7 +241,7 @@ class _Cards:
         colour = _BADGE.get(h.verdict, "#6e7781")
         (label, value), rest = nums[0], nums[1:]
         kind = h.evidence_kind
-        pill = _KIND_COLOUR.get(kind.split(":")[0], "#9a6700" if kind.startswith("mixed") else "#6e7781")
+        pill = KIND_COLOURS.get(kind.split(":")[0], "#9a6700" if kind.startswith("mixed") else "#6e7781")
         more = "".join(f"<div style='font-size:12px;color:#57606a'>{html.escape(lab)}: <b>{html.escape(v)}</b></div>"
                        for lab, v in rest)
         return (_CARD.format(colour=colour)
@@ -530,14 +529,9 @@ def _read(path: Path) -> list[Hypothesis]:
 def _remove_stale_temps(path: Path) -> None:
     """Temporary files of writers killed mid-write (kill -9). Called with the lock held: no live
     writer has one open then."""
-    try:
-        names = os.listdir(path.parent)
-    except OSError:
-        return
-    for name in names:
-        if name.startswith(f".{path.name}.") and name.endswith(".tmp"):
-            with contextlib.suppress(OSError):
-                os.unlink(path.parent / name)
+    for temp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            temp.unlink()
 
 
 def _write_atomic(path: Path, text: str) -> None:
