@@ -30,7 +30,6 @@ from typing import Any, Iterable, Iterator, Mapping
 import pandas as pd
 
 from kit.errors import LedgerError
-from kit.provenance import KIND_COLOURS
 from kit.util import write_atomic
 
 try:
@@ -185,6 +184,7 @@ _BADGE = {"confirmed": "#1a7f37", "rejected": "#cf222e", "open": "#6e7781"}
 
 _COLUMNS = (("id", 4), ("verdict", 8), ("hypothesis", 15), ("test", 15), ("evidence", 22), ("provenance", 15),
             ("numbers", 13), ("set by", 8))
+_KIND_COLOUR = {"measured": "#1a7f37", "third-party": "#0969da", "sample": "#9a6700", "project-written": "#6e7781"}
 
 
 def _provenance_html(h: Hypothesis) -> str:
@@ -196,7 +196,7 @@ def _provenance_html(h: Hypothesis) -> str:
         groups.setdefault((p.get("kind", "unknown"), p.get("label", "")), []).append(p)
     items = []
     for (kind, label), entries in sorted(groups.items(), key=lambda kv: _kind_rank(kv[0][0])):
-        colour = KIND_COLOURS.get(kind, "#6e7781")
+        colour = _KIND_COLOUR.get(kind, "#6e7781")
         seen: dict[str, list[str]] = {}
         for e in entries:
             if e.get("artefact"):
@@ -241,7 +241,7 @@ class _Cards:
         colour = _BADGE.get(h.verdict, "#6e7781")
         (label, value), rest = nums[0], nums[1:]
         kind = h.evidence_kind
-        pill = KIND_COLOURS.get(kind.split(":")[0], "#9a6700" if kind.startswith("mixed") else "#6e7781")
+        pill = _KIND_COLOUR.get(kind.split(":")[0], "#9a6700" if kind.startswith("mixed") else "#6e7781")
         more = "".join(f"<div style='font-size:12px;color:#57606a'>{html.escape(lab)}: <b>{html.escape(v)}</b></div>"
                        for lab, v in rest)
         return (_CARD.format(colour=colour)

@@ -25,7 +25,6 @@ __all__ = ["KINDS", "MANIFEST", "UNKNOWN", "Evidence", "Provenance", "caption", 
 
 KINDS = ("measured", "third-party", "sample", "project-written", "unknown")
 MANIFEST = "provenance.json"
-KIND_COLOURS = {"measured": "#1a7f37", "third-party": "#0969da", "sample": "#9a6700"}   # others grey, #6e7781
 _SNIFF_BYTES = 4096
 _MAX_UP = 12              # provenance_of: how many parent directories are searched for a manifest
 
@@ -90,7 +89,7 @@ class Provenance:
         return f"Provenance({self.label!r})"
 
     def _repr_html_(self) -> str:
-        colour = KIND_COLOURS.get(self.kind, "#6e7781")
+        colour = {"measured": "#1a7f37", "third-party": "#0969da", "sample": "#9a6700"}.get(self.kind, "#6e7781")
         return f'<span style="color:{colour}">{html.escape(self.label)}</span>'
 
 
