@@ -131,6 +131,8 @@ def test_local_forward_is_the_direct_address():
     with pytest.raises(ConnectError) as err:
         host.forward(port)
     assert str(err.value).startswith(f"local: nothing accepts connections at 127.0.0.1:{port}")
+    with pytest.raises(ConnectError, match=r"^local: forward\(unix_socket=...\) carries an SSH host's port"):
+        host.forward(port, unix_socket="/nonexistent/sock")
 
 
 # --- over SSH ------------------------------------------------------------------------------------------
