@@ -297,15 +297,17 @@ def frames(raw: dict) -> dict:
     import numpy as np  # deferred: pandas after prefetch's workers have started (module docstring)
     import pandas as pd  # deferred: as numpy
 
+    from kit.profile.reading._columns import categorical  # deferred: pandas, as numpy
+
     make = {"i": lambda v: np.asarray(v, dtype=np.int64), "f": lambda v: np.asarray(v, dtype=np.float64),
             "o": lambda v: pd.Series(v, dtype=object), "s": lambda v: pd.Series([str(t) for t in v], dtype=object),
-            "c": pd.Categorical}
+            "c": categorical}
     out = {}
     for table, spec in FRAME_COLUMNS.items():
         cols = raw.get(table) or {}
         n = len(cols.get("name", ()))
         got = {c: cols.get(c) if cols.get(c) is not None else [1 if c == "count" else None] * n for c in spec}
-        out[table] = pd.DataFrame({c: pd.Categorical(got[c], categories=how) if isinstance(how, list)
+        out[table] = pd.DataFrame({c: categorical(got[c], how) if isinstance(how, list)
                                    else make[how](got[c]) for c, how in spec.items()})
     return {**out, **{key: raw[key] for key in ("meta", "warnings", "events", "bytes", "truncated")}}
 

@@ -13,6 +13,28 @@ def _categorical(s: pd.Series) -> pd.Series:
     return s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
 
 
+def categorical(values, categories: list | None = None) -> pd.Categorical:
+    """``pd.Categorical(values, categories)`` of text (``str``, a missing value None), coded through a dict:
+    ~5x faster than pandas' factorising of Python strings. Values that are not all text go to pandas."""
+    vals = values.tolist() if isinstance(values, np.ndarray) else values
+    if categories is None:
+        uniq = set(vals)
+        uniq.discard(None)
+        if not uniq or not all(type(u) is str for u in uniq):
+            return pd.Categorical(values)
+        categories = sorted(uniq)
+    code = _Codes((c, i) for i, c in enumerate(categories))
+    return pd.Categorical.from_codes(np.fromiter(map(code.__getitem__, vals), np.int64, len(vals)),
+                                     categories=categories)
+
+
+class _Codes(dict):
+    """A category's code; -1 (missing) for a value of no category."""
+
+    def __missing__(self, key) -> int:
+        return -1
+
+
 def strings(s: pd.Series) -> np.ndarray:
     """A column as an object array of ``str``, one shared object per distinct value (what
     ``astype(str).to_numpy()`` gives, a missing value as ``"nan"``)."""

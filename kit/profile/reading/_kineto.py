@@ -86,8 +86,6 @@ _KEY = re.compile(rb'"([^"\\]{1,80})"\s*:')
 _NAME_FIELD = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.){0,160})"')
 _REPLACEMENT = "\ufffd".encode()
 
-# epoch microseconds are ~1.7e15; anything below 1e14 (3 years after 1970) is relative
-_ABSOLUTE_US = 1e14
 DECODERS = ("msgspec", "orjson")
 
 
@@ -415,15 +413,3 @@ def _salvage(col: _Collector, rest: bytes) -> int:
             col.add_dicts(evs)
             return cut
     return 0
-
-
-def absolute_offset_us(meta: dict, first_ts: float | None) -> tuple[float, str | None]:
-    """Microseconds to add to this file's ``ts`` to get epoch time, and a warning if unknown."""
-    base_ns = meta.get("baseTimeNanoseconds")
-    if first_ts is None:
-        return 0.0, None
-    if first_ts >= _ABSOLUTE_US:
-        return 0.0, None
-    if isinstance(base_ns, (int, float)) and base_ns > 0:
-        return base_ns / 1000.0, None
-    return 0.0, "timestamps are relative and no baseTimeNanoseconds was found: cross-rank alignment unknown"
