@@ -21,6 +21,7 @@ from kit.profile.attribution._categories import Rule, categorise, category_order
 from kit.profile.attribution._names import SYNC_OPS
 from kit.profile.reading import _cache
 from kit.profile.reading._columns import among, categorical, strings
+from kit.profile.reading._validate import check_frames
 from kit.profile.steps._windows import assign_steps
 
 _RANK_RE = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I), re.compile(r"TP-(\d+)"),
@@ -38,6 +39,41 @@ _STEP_COLUMNS = ["rank", "step", "name", "phase", "start_us", "end_us", "wall_us
 _ABSOLUTE_US = 1e14
 _COMM_COLUMNS = ["rank", "name", "start_us", "tid", "collective", "group_size", "in_nelems", "out_nelems", "dtype",
                  "pg"]
+
+
+# each raw table's columns and how its frame holds them: "i" int64, "f" float64, "o" object, "s" object of str,
+# "c" categorical (a list: categorical of those categories); a table or column a file lacks is empty or None
+# (``count``: 1)
+FRAME_COLUMNS = {
+    "kernels": {"device": "i", "stream": "i", "name": "c", "ts": "f", "dur": "f", "correlation": "i",
+                "kind": ["kernel", "memcpy", "memset"], "collective": "o", "count": "i"},
+    "annotations": {"name": "o", "ts": "f", "dur": "f", "side": "o", "device": "i", "stream": "i", "tid": "o"},
+    "launches": {"name": "c", "ts": "f", "dur": "f", "correlation": "i", "tid": "s"},
+    "frames": {"name": "c", "ts": "f", "dur": "f", "tid": "s", "kind": ["op", "module", "function"], "dims": "c",
+               "types": "c"},
+    "comms": {"name": "o", "ts": "f", "tid": "s", "collective": "o", "group_size": "i", "in_nelems": "i",
+              "out_nelems": "i", "dtype": "o", "pg": "o"},
+}
+
+
+def frames(raw: dict) -> dict:
+    """Raw column lists of one file -> DataFrames (``FRAME_COLUMNS``), with the file's meta and counts."""
+    make = {"i": lambda v: np.asarray(v, dtype=np.int64), "f": lambda v: np.asarray(v, dtype=np.float64),
+            "o": lambda v: pd.Series(v, dtype=object), "s": lambda v: pd.Series([str(t) for t in v], dtype=object),
+            "c": categorical}
+    out = {}
+    for table, spec in FRAME_COLUMNS.items():
+        cols = raw.get(table) or {}
+        n = len(cols.get("name", ()))
+        got = {c: cols.get(c) if cols.get(c) is not None else [1 if c == "count" else None] * n for c in spec}
+        out[table] = pd.DataFrame({c: categorical(got[c], how) if isinstance(how, list)
+                                   else make[how](got[c]) for c, how in spec.items()})
+    return {**out, **{key: raw[key] for key in ("meta", "warnings", "events", "bytes", "truncated")}}
+
+
+def checked_frames(raw: dict, name: str) -> dict:
+    """:func:`frames`, then unusable rows dropped and counted (``_validate.check_frames``, every format)."""
+    return check_frames(frames(raw), name)
 
 
 def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False,

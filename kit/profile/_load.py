@@ -27,7 +27,6 @@ from kit.profile.attribution._categories import build_rules
 from kit.profile.reading import _cache
 from kit.profile.reading._io import detect, split
 from kit.profile.reading._read import merge, read_raw
-from kit.profile.reading._validate import check_frames
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -277,41 +276,6 @@ def load(paths: list[Path], rules: list, cache: bool, prefetched: Prefetch | Non
     return prof
 
 
-# each raw table's columns and how its frame holds them: "i" int64, "f" float64, "o" object, "s" object of str,
-# "c" categorical (a list: categorical of those categories); a table or column a file lacks is empty or None
-# (``count``: 1)
-FRAME_COLUMNS = {
-    "kernels": {"device": "i", "stream": "i", "name": "c", "ts": "f", "dur": "f", "correlation": "i",
-                "kind": ["kernel", "memcpy", "memset"], "collective": "o", "count": "i"},
-    "annotations": {"name": "o", "ts": "f", "dur": "f", "side": "o", "device": "i", "stream": "i", "tid": "o"},
-    "launches": {"name": "c", "ts": "f", "dur": "f", "correlation": "i", "tid": "s"},
-    "frames": {"name": "c", "ts": "f", "dur": "f", "tid": "s", "kind": ["op", "module", "function"], "dims": "c",
-               "types": "c"},
-    "comms": {"name": "o", "ts": "f", "tid": "s", "collective": "o", "group_size": "i", "in_nelems": "i",
-              "out_nelems": "i", "dtype": "o", "pg": "o"},
-}
-
-
-def frames(raw: dict) -> dict:
-    """Raw column lists of one file -> DataFrames (``FRAME_COLUMNS``), with the file's meta and counts."""
-    import numpy as np  # deferred: pandas after prefetch's workers have started (module docstring)
-    import pandas as pd  # deferred: as numpy
-
-    from kit.profile.reading._columns import categorical  # deferred: pandas, as numpy
-
-    make = {"i": lambda v: np.asarray(v, dtype=np.int64), "f": lambda v: np.asarray(v, dtype=np.float64),
-            "o": lambda v: pd.Series(v, dtype=object), "s": lambda v: pd.Series([str(t) for t in v], dtype=object),
-            "c": categorical}
-    out = {}
-    for table, spec in FRAME_COLUMNS.items():
-        cols = raw.get(table) or {}
-        n = len(cols.get("name", ()))
-        got = {c: cols.get(c) if cols.get(c) is not None else [1 if c == "count" else None] * n for c in spec}
-        out[table] = pd.DataFrame({c: categorical(got[c], how) if isinstance(how, list)
-                                   else make[how](got[c]) for c, how in spec.items()})
-    return {**out, **{key: raw[key] for key in ("meta", "warnings", "events", "bytes", "truncated")}}
-
-
 def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = True, parallel: bool | None = None,
                prefetched: Prefetch | None = None) -> list[dict]:
     """Per-file parsed tables (read from and written to the cache when ``cache``), in the order of
@@ -339,12 +303,9 @@ def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = T
     return results  # type: ignore[return-value]
 
 
-def checked_frames(raw: dict, name: str) -> dict:
-    """:func:`frames`, then unusable rows dropped and counted (``_validate.check_frames``, every format)."""
-    return check_frames(frames(raw), name)
-
-
 def _done(path: Path, raw: dict, store: bool) -> dict:
+    from kit.profile._assemble import checked_frames  # deferred: pandas, after prefetch (module docstring)
+
     fr = checked_frames(raw, path.name)
     if store:
         _cache.store(path, fr)

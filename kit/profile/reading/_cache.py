@@ -228,15 +228,6 @@ def file_key(path: Path) -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:32]
 
 
-def has(path: Path) -> bool:
-    """Whether a cache entry for ``path`` exists (cheap: no pandas; checked when read)."""
-    root, _ = _root()
-    try:
-        return (root / file_key(path) / "meta.json").is_file()
-    except OSError:
-        return False
-
-
 def load(path: Path) -> dict | None:
     """The cached parse of ``path``, or None (none, unreadable, or failing its digest)."""
     root, key = _root()
