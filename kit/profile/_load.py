@@ -9,8 +9,8 @@ From paths to tables, in one place:
    pandas was imported, by a process pool when the files are big, or in this process;
 4. ``_assemble.assemble`` puts the parsed files together into a profile, and it is stored.
 
-pandas and numpy are imported inside the functions that build frames, so ``prefetch`` (the CLI
-calls it first) starts the workers before the ~0.5 s pandas import, and the two overlap.
+pandas and numpy come with ``_assemble``, imported inside the functions that build frames, so ``prefetch``
+(the CLI calls it first) starts the workers before the ~0.5 s pandas import, and the two overlap.
 """
 from __future__ import annotations
 
@@ -45,11 +45,8 @@ def system_arrow_pool():
     string columns of parsing and attribution pile up in the peak RSS (+40 MiB on a 229 MB trace);
     the system allocator returns them. Only the pool for new buffers changes, and only while
     loading: the previous pool is restored and buffers already made keep theirs."""
-    try:
-        import pyarrow as pa  # deferred: after prefetch's workers have started (module docstring)
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        yield
-        return
+    import pyarrow as pa  # deferred: after prefetch's workers have started (module docstring)
+
     old = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     try:

@@ -72,8 +72,7 @@ def read_table(path: Path, digest=None):
 
     data = path.read_bytes()
     if digest is not None:
-        digest.update(path.name.encode() + b"\0" + len(data).to_bytes(8, "little"))
-        digest.update(data)
+        _seal(digest, path.name, data)
     return feather.read_table(pa.BufferReader(data), memory_map=False).to_pandas()
 
 
@@ -154,6 +153,12 @@ def _digest(key: bytes, name: str):
     return hashlib.blake2b(name.encode(), key=key, digest_size=32)
 
 
+def _seal(h, name: str, data: bytes) -> None:
+    """One file of an entry into its digest: name, length, bytes."""
+    h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little"))
+    h.update(data)
+
+
 def _reject(d: Path, why: str) -> None:
     _warn("profile cache entry %s %s: ignored, rebuilt", d, why)
     shutil.rmtree(d, ignore_errors=True)
@@ -171,9 +176,7 @@ def _write_entry(root: Path, key: bytes, final: Path, tables: dict, info_name: s
         names = [info_name] + [f"{n}.arrow" for n in tables]
         h = _digest(key, final.name)
         for n in names:
-            data = (tmp / n).read_bytes()
-            h.update(n.encode() + b"\0" + len(data).to_bytes(8, "little"))
-            h.update(data)
+            _seal(h, n, (tmp / n).read_bytes())
         (tmp / "digest").write_text(json.dumps({"files": names, "blake2b": h.hexdigest()}))
         try:
             os.replace(tmp, final)
@@ -208,8 +211,7 @@ def _read_entry(d: Path, key: bytes, info_name: str, tables) -> dict | None:
         return None
     h = _digest(key, d.name)
     raw = (d / info_name).read_bytes()
-    h.update(info_name.encode() + b"\0" + len(raw).to_bytes(8, "little"))
-    h.update(raw)
+    _seal(h, info_name, raw)
     names = [f"{n}.arrow" for n in tables]
     if seal.get("files") != [info_name] + names:
         _reject(d, "lists other files than it should (edited or planted)")
