@@ -21,6 +21,7 @@ from kit.profile.attribution._categories import Rule, categorise, category_order
 from kit.profile.attribution._names import SYNC_OPS
 from kit.profile.reading import _cache
 from kit.profile.reading._columns import among, categorical, strings
+from kit.profile.reading._read import FRAME_COLUMNS
 from kit.profile.reading._validate import check_frames
 from kit.profile.steps._windows import assign_steps
 
@@ -41,21 +42,6 @@ _COMM_COLUMNS = ["rank", "name", "start_us", "tid", "collective", "group_size", 
                  "pg"]
 
 
-# each raw table's columns and how its frame holds them: "i" int64, "f" float64, "o" object, "s" object of str,
-# "c" categorical (a list: categorical of those categories); a table or column a file lacks is empty or None
-# (``count``: 1)
-FRAME_COLUMNS = {
-    "kernels": {"device": "i", "stream": "i", "name": "c", "ts": "f", "dur": "f", "correlation": "i",
-                "kind": ["kernel", "memcpy", "memset"], "collective": "o", "count": "i"},
-    "annotations": {"name": "o", "ts": "f", "dur": "f", "side": "o", "device": "i", "stream": "i", "tid": "o"},
-    "launches": {"name": "c", "ts": "f", "dur": "f", "correlation": "i", "tid": "s"},
-    "frames": {"name": "c", "ts": "f", "dur": "f", "tid": "s", "kind": ["op", "module", "function"], "dims": "c",
-               "types": "c"},
-    "comms": {"name": "o", "ts": "f", "tid": "s", "collective": "o", "group_size": "i", "in_nelems": "i",
-              "out_nelems": "i", "dtype": "o", "pg": "o"},
-}
-
-
 def frames(raw: dict) -> dict:
     """Raw column lists of one file -> DataFrames (``FRAME_COLUMNS``), with the file's meta and counts."""
     make = {"i": lambda v: np.asarray(v, dtype=np.int64), "f": lambda v: np.asarray(v, dtype=np.float64),
@@ -64,7 +50,7 @@ def frames(raw: dict) -> dict:
     out = {}
     for table, spec in FRAME_COLUMNS.items():
         cols = raw.get(table) or {}
-        n = len(cols.get("name", ()))
+        n = len(cols.get("ts", ()))   # every table has ts (a text column may come coded: _read.coded)
         got = {c: cols.get(c) if cols.get(c) is not None else [1 if c == "count" else None] * n for c in spec}
         out[table] = pd.DataFrame({c: categorical(got[c], how) if isinstance(how, list)
                                    else make[how](got[c]) for c, how in spec.items()})

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from kit.profile.attribution._categories import build_rules
 from kit.profile.reading import _cache
 from kit.profile.reading._io import detect, split
-from kit.profile.reading._read import merge, read_raw
+from kit.profile.reading._read import coded, merge, read_raw
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -73,7 +73,8 @@ class ForkedParse:
                 os.close(rfd)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)   # Ctrl-C ends it with the parent's group
                 try:
-                    out = pickle.dumps((True, read_raw(path, fmt, part)), protocol=pickle.HIGHEST_PROTOCOL)
+                    raw = read_raw(path, fmt, part)   # a whole file's text columns coded here (a part's after merge)
+                    out = pickle.dumps((True, raw if part else coded(raw)), protocol=pickle.HIGHEST_PROTOCOL)
                 except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
                     out = _pickled_error(exc)
                 with os.fdopen(wfd, "wb") as f:
