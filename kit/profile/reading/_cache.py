@@ -57,19 +57,23 @@ PARSER_VERSION = "7"  # 2: rows checked by _validate.check_frames; 3: frames and
 _TABLES = ("kernels", "annotations", "launches", "frames", "comms")
 
 
+def _arrow():
+    """pyarrow and its Feather module, loaded after the parse worker's fork (``_load.prefetch``)."""
+    import pyarrow as pa  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
+    from pyarrow import feather  # deferred: as pyarrow
+
+    return pa, feather
+
+
 def write_table(df, path: Path) -> None:
     """One DataFrame as an uncompressed Arrow IPC file (its index is not kept)."""
-    import pyarrow as pa  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
-    from pyarrow import feather  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
-
+    pa, feather = _arrow()
     feather.write_feather(pa.Table.from_pandas(df, preserve_index=False), str(path), compression="uncompressed")
 
 
 def read_table(path: Path, digest=None):
     """A table :func:`write_table` wrote, as a DataFrame (its bytes fed to ``digest`` on the way)."""
-    import pyarrow as pa  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
-    from pyarrow import feather  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
-
+    pa, feather = _arrow()
     data = path.read_bytes()
     if digest is not None:
         _seal(digest, path.name, data)
