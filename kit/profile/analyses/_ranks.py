@@ -27,7 +27,6 @@ from __future__ import annotations
 import html
 import math
 import statistics
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +46,7 @@ from kit.util import call_settings, frame_figures, recorded
 from kit.util import progress as progress_bar
 
 _TOP = 400        # kernel families / (layer, family) pairs kept per rank
+_WHERE = ["what", "name", "straggler_us", "median_us", "excess_us"]
 
 
 @dataclass
@@ -127,17 +127,15 @@ def ranks(paths, *, phase: str = "decode", host=None, rules=None, python: str = 
     total = len(local) + sum(len(ps) for _, ps in remote.values())
     if not total:
         raise TraceError("ranks: no trace files given")
-    lock = threading.Lock()
     digests: list[RankDigest] = []
     pool = ThreadPoolExecutor(max(1, len(remote)), thread_name_prefix="kit-ranks")
     with progress_bar("ranks", total, unit="rank", show=progress) as bar, pool:
-        def tick(n):
-            with lock:
-                bar.update(n)
-        futs = [pool.submit(_host_digests, h, ps, phase, rule_list, python, timeout, tick) for h, ps in remote.values()]
+        # the bar counts under its own lock: the hosts' threads tick it directly
+        futs = [pool.submit(_host_digests, h, ps, phase, rule_list, python, timeout, bar.update)
+                for h, ps in remote.values()]
         for f in local:
             digests.append(digest(load([f], rules=rules), phase, f))
-            tick(1)
+            bar.update(1)
         for fut in futs:
             digests.extend(fut.result())
     return view(digests, phase)
@@ -151,8 +149,8 @@ def _mad(xs) -> float:
 
 
 def _excess(s: pd.Series, others: list[pd.Series], what: str, fmt) -> pd.DataFrame:
-    if s is None or not others:
-        return pd.DataFrame(columns=["what", "name", "straggler_us", "median_us", "excess_us"])
+    if not others:
+        return pd.DataFrame(columns=_WHERE)
     table = pd.concat(others, axis=1).fillna(0.0)
     med = table.median(axis=1).reindex(s.index.union(table.index), fill_value=0.0)
     mine = s.reindex(med.index, fill_value=0.0)
@@ -188,7 +186,7 @@ def view(digests: list[RankDigest], phase: str) -> "RankView":
 
 def _straggler(digests, per_rank) -> tuple[dict, pd.DataFrame]:
     ok = per_rank[per_rank["steps"] > 0]
-    none = pd.DataFrame(columns=["what", "name", "straggler_us", "median_us", "excess_us"])
+    none = pd.DataFrame(columns=_WHERE)
     if len(ok) < 3:
         return {"rank": None, "decided": False, "reason": f"{len(ok)} rank(s) with steps: at least 3 are needed"}, none
     i = ok["compute_us"].idxmax()
@@ -243,9 +241,8 @@ def _skew(per_rank: pd.DataFrame, warnings: list[str]) -> dict:
 
 @dataclass(eq=False)
 class RankView:
-    """The cross-rank view of one job (see the module docstring): ``per_rank``, ``straggler`` (a dict: rank or
-    None, decided, excess and its bar, reason), ``where`` (families / layers / (layer, family) where the
-    straggler loses time), ``collective_skew`` and ``warnings``."""
+    """The cross-rank view of one job (module docstring); ``straggler`` is a dict: rank or None, decided,
+    excess and its bar, reason."""
 
     phase: str
     per_rank: pd.DataFrame

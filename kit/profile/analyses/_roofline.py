@@ -41,14 +41,10 @@ def _mnk(op: str, dims: list, types: list) -> tuple[int, int, int, int, int] | N
         if op == "aten::bmm":
             (b, m, k), (_, k2, n) = d[0], d[1]
             return (b, m, n, k, elt) if k == k2 else None
-        if op == "aten::linear":
+        if op in ("aten::linear", "aten::matmul"):   # x [..., K] times a weight [N, K] / a matrix [K, N]
             x, w = d[0], d[1]
-            m = int(np.prod(x[:-1])) if len(x) > 1 else 1
-            return (1, m, w[0], w[1], elt) if x[-1] == w[1] else None
-        if op == "aten::matmul":
-            x, w = d[0], d[1]
-            m = int(np.prod(x[:-1])) if len(x) > 1 else 1
-            return (1, m, w[-1], w[-2], elt) if x[-1] == w[-2] else None
+            n, k = (w[0], w[1]) if op == "aten::linear" else (w[-1], w[-2])
+            return (1, int(np.prod(x[:-1])) if len(x) > 1 else 1, n, k, elt) if x[-1] == k else None
     except (TypeError, ValueError, IndexError):
         return None
     return None
