@@ -168,10 +168,8 @@ def _table(row: np.ndarray, dur: np.ndarray, codes: np.ndarray, names: list[str]
 def _busy(row: np.ndarray, start: np.ndarray, dur: np.ndarray, n_steps: int) -> np.ndarray:
     """Per step: the GPU's busy time, the union of its kernels' intervals (0 without kernels)."""
     busy = np.zeros(n_steps)
-    o = _arrays.stable_order(row)
-    for ix in np.split(o, np.flatnonzero(np.diff(row[o])) + 1):
-        if len(ix):
-            busy[row[ix[0]]] = _arrays.length(_arrays.union(start[ix], start[ix] + dur[ix]))
+    for r, ix in _arrays.groups(row).items():
+        busy[r] = _arrays.length(_arrays.union(start[ix], start[ix] + dur[ix]))
     return busy
 
 

@@ -142,8 +142,6 @@ def ranks(paths, *, phase: str = "decode", host=None, rules=None, python: str = 
 
 
 def _mad(xs) -> float:
-    if len(xs) < 2:
-        return 0.0
     m = statistics.median(xs)
     return statistics.median(abs(x - m) for x in xs)
 
@@ -211,12 +209,10 @@ def _straggler(digests, per_rank) -> tuple[dict, pd.DataFrame]:
         return s, none
     d = next(x for x in digests if x.rank == int(r["rank"]))
     rest = [x for x in digests if x is not d and len(x.step_us)]
-    parts = [_excess(d.families, [x.families for x in rest], "family", str)]
-    if d.layers is not None:
-        parts.append(_excess(d.layers, [x.layers for x in rest if x.layers is not None], "layer",
-                             lambda i: f"layer {i}"))
-        parts.append(_excess(d.layer_families, [x.layer_families for x in rest if x.layer_families is not None],
-                             "layer+family", lambda i: f"layer {i[0]}: {i[1]}"))
+    parts = [_excess(getattr(d, a), [getattr(x, a) for x in rest if getattr(x, a) is not None], what, fmt)
+             for a, what, fmt in (("families", "family", str), ("layers", "layer", lambda i: f"layer {i}"),
+                                  ("layer_families", "layer+family", lambda i: f"layer {i[0]}: {i[1]}"))
+             if getattr(d, a) is not None]
     where = pd.concat([p[p["excess_us"] > 0.05 * excess] for p in parts], ignore_index=True)
     where = where.sort_values("excess_us", ascending=False, kind="stable").reset_index(drop=True)
     for what, key in (("family", "kernel"), ("layer", "layer"), ("layer+family", "at")):

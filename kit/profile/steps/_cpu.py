@@ -442,12 +442,9 @@ def cpu_side(p, phase: str = "all") -> dict:
             v["reason"] = ("no step has a known span (kernels without durations and no GPU-side annotation or "
                            "host wait per step): step time unknown")
         per_rank.append({"rank": r, **v})
-    table = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=STEP_COLUMNS)
-    gap_t = pd.concat(gaps, ignore_index=True) if gaps else pd.DataFrame(columns=GAP_COLUMNS)
-    pr = pd.DataFrame(per_rank)
-    head = max(per_rank, key=lambda d: d.get("step_us", -1.0)) if per_rank else {"verdict": "undecided",
-                                                                                   "reason": "no rank"}
-    return {"steps": table, "gaps": gap_t, "per_rank": pr, "verdict": head}
+    # a Profile has a rank per trace file; the headline is the slowest rank's
+    return {"steps": pd.concat(steps, ignore_index=True), "gaps": pd.concat(gaps, ignore_index=True),
+            "per_rank": pd.DataFrame(per_rank), "verdict": max(per_rank, key=lambda d: d.get("step_us", -1.0))}
 
 
 def to_json(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, steps: pd.DataFrame | None = None) -> dict:
