@@ -480,12 +480,8 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
             step_ms: tuple[float, float] | None = None, measured_source: str | None = None,
             ops: bool = True) -> Comparison:
     """Compare run ``a`` with run ``b`` (Profiles, or trace paths to load): see the module docstring.
-
-    ``step_ms``: per-step times of A and B measured outside the profiler (ms); the difference to
-    explain is then theirs and the trace's shortfall is the ``unattributed`` row. ``ops``: also
-    split by aten op / nn.Module where both profiles link kernels to CPU ops (from the Profiles'
-    kernel tables; the trace files are not read again).
-    """
+    ``step_ms``: per-step times of A and B measured outside the profiler (ms), the difference to explain;
+    ``ops``: also split by aten op and nn.Module where both profiles link kernels to CPU ops."""
     pa, pb = Profile.of(a), Profile.of(b)
     la, lb = labels or ("A", "B")
     warnings = [f"{la}: {w}" for w in pa.warnings] + [f"{lb}: {w}" for w in pb.warnings]

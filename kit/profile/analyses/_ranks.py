@@ -262,13 +262,11 @@ class RankView:
         pr = self.per_rank
         s = self.straggler
         steps = pr["step_us"].dropna()
-        if not len(steps):      # no step of this phase in any rank: no step time to print (it read "step nan us")
-            lines = [f"RankView({len(pr)} ranks, phase {self.phase}: no {self.phase} step in any rank; give --phase "
-                     "all or a trace with step markers)", f"straggler: {s['reason']}"]
-        else:
-            lines = [f"RankView({len(pr)} ranks, phase {self.phase}: step {steps.median():,.1f} us median, "
-                     f"{steps.min():,.1f}-{steps.max():,.1f}; compute {pr['compute_us'].dropna().median():,.1f} us "
-                     f"median per step)", f"straggler: {s['reason']}"]
+        # no step of this phase in any rank: no step time to print (it read "step nan us")
+        head = (f"no {self.phase} step in any rank; give --phase all or a trace with step markers" if not len(steps)
+                else f"step {steps.median():,.1f} us median, {steps.min():,.1f}-{steps.max():,.1f}; compute "
+                f"{pr['compute_us'].dropna().median():,.1f} us median per step")
+        lines = [f"RankView({len(pr)} ranks, phase {self.phase}: {head})", f"straggler: {s['reason']}"]
         if s.get("decided"):
             layer = s.get("layer") or "unknown: " + s.get("layers", "")
             lines.append(f"  where: {s.get('at') or s.get('kernel')} ({layer})")

@@ -27,6 +27,7 @@ from kit.profile.attribution._categories import GEMM, MOE
 
 __all__ = ["roofline"]
 
+
 def _mnk(op: str, dims: list, types: list) -> tuple[int, int, int, int, int] | None:
     """(B, M, N, K, element bytes) of a GEMM op call, or None if the dims do not fit."""
     try:
@@ -84,8 +85,6 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
             "tb_s", "tflop_s", "bw_share", "flop_share", "intensity", "bound"]
     warnings = []
     rows = []
-    if "op_call" not in k:
-        k = k.assign(op_call=-1, input_dims=None, input_types=None)
     for f, kf in k.groupby("file", observed=True):
         kf = kf[kf["op_call"] >= 0]
         if not len(kf) or kf["input_dims"].isna().all():

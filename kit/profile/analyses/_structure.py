@@ -390,8 +390,7 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
         warnings.append(f"'{LM_HEAD_BY_PLACE}': the last GEMM of each step, taken as the lm head by its place; the "
                         "trace recorded no shapes to confirm that its N is the vocabulary (record_shapes=True would)")
     nodes = _node_rows(*((wa, wb, ka, kb) if basis == "wall" else (ka, kb, ka, kb)))
-    floor = 1e-3 * float(step_a.mean())
-    nodes["beyond_noise"] = nodes["delta_us"].abs() > np.maximum(nodes["noise_us"], floor)
+    nodes["beyond_noise"] = nodes["delta_us"].abs() > np.maximum(nodes["noise_us"], 1e-3 * float(step_a.mean()))
     delta = float(step_b.mean() - step_a.mean())
     nodes["share"] = nodes["delta_us"] / delta if delta else np.nan
     nodes["merged"] = _merged(nodes)
