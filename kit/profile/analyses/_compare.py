@@ -209,11 +209,11 @@ def _layers(codes: np.ndarray, names: list[str], layer: np.ndarray, dur: np.ndar
 def _split_by_op(run: _Run, k: pd.DataFrame, pos: np.ndarray, dur: np.ndarray, n: int) -> None:
     """``by_op`` and ``by_module`` of ``run`` (and by module and layer), where the kernels link to CPU ops."""
     for key, col in (("by_op", "op_top"), ("by_module", "module")):
-        lab = _labelled(k[col], pos) if col in k else None
+        lab = _labelled(k[col], pos)
         if lab is None:
             continue
         setattr(run, key, _per_label(*lab, dur, n))
-        if key == "by_module" and "layer" in k:
+        if key == "by_module":
             run.layers = _layers(*lab, k["layer"].to_numpy()[pos], dur, n)
 
 

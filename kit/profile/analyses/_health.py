@@ -157,8 +157,7 @@ def capture_facts(p) -> dict:
             idle = max(0.0, 1.0 - float(dur[in_step].sum()) / wall)
     world = max([int((r.get("distributed") or {}).get("world_size", 1) or 1)
                  for r in p.meta.get("ranks", {}).values()] or [1])
-    from_gpu = (bool(len(steps)) and "span_from" in steps
-                and set(steps["span_from"].astype(str)) == {"gpu annotation"})
+    from_gpu = bool(len(steps)) and set(steps["span_from"].astype(str)) == {"gpu annotation"}
     return {"mode": mode, "kernels": n, "steps_from_gpu_annotations": from_gpu, "gpu_time_us": total,
             "graph_kernels": n_graph,
             "zero_duration_kernels": zero_all, "graph_block_share": block_share,
@@ -181,8 +180,7 @@ def _flag_facts(p, total: float) -> dict:
     und, per, cls = undecided_detail(k, p.rules) if len(k) and total > 0 else (0.0, {}, {})
     cut = [w.split("GPU time lost: ", 1)[1].split(". Category shares", 1)[0] for w in p.warnings
            if "truncated trace" in w and "GPU time lost: " in w]
-    unknown = int(steps["span_from"].astype(str).str.startswith("unknown").sum()) \
-        if len(steps) and "span_from" in steps else 0
+    unknown = int(steps["span_from"].astype(str).str.startswith("unknown").sum()) if len(steps) else 0
     return {"undecided_share": und, "undecided_by_category": per, "undecided_classes": cls,
             "truncation": "; ".join(cut) or None, "steps_span_unknown": unknown}
 

@@ -34,7 +34,7 @@ def rank_figures(k: pd.DataFrame, steps: pd.DataFrame) -> dict:
     kernel_us = float(k["dur_us"].sum())
     # no kernel start, or step spans unknown (graph replay without kernel durations nor a GPU-side
     # annotation): no wall time, never the 0 us span of zero-duration kernels
-    if not len(s) or np.isnan(s).all() or (len(steps) and steps["wall_us"].isna().all() and "span_from" in steps
+    if not len(s) or np.isnan(s).all() or (len(steps) and steps["wall_us"].isna().all()
                                            and steps["span_from"].astype(str).str.startswith("unknown").any()):
         return {**_NO_TIMES, "kernel_us": kernel_us, "wall_us": np.nan}
     if len(steps) and steps["wall_us"].notna().any():
@@ -186,7 +186,7 @@ def _per_rank(p, k, steps, phase_used: str, warnings: list[str]) -> tuple[pd.Dat
         if zero >= 0.5:
             # most kernels carry no duration (graph replay without per-kernel timing): their time would
             # count as GPU idle and their categories as 0 ms, so neither is given
-            src = ", ".join(sorted(set(sr["span_from"].astype(str)))) if "span_from" in sr and len(sr) else "kernels"
+            src = ", ".join(sorted(set(sr["span_from"].astype(str)))) if len(sr) else "kernels"
             fig.update(_NO_TIMES, allreduce_us=np.nan)
             unavailable = (f"{100 * zero:.0f}% of rank {r}'s {phase_used} kernels were recorded without duration "
                            f"(CUDA-graph replay without per-kernel timing): category times, GPU idle and exposed "

@@ -234,9 +234,8 @@ class _Calls:
         codes, uniq = _arrays.text(rt["name"])
         self.codes, self.uniq = codes[rows][o], uniq
         kind = np.array([KINDS.index(_kind_of(n)) for n in uniq], np.int8)[self.codes]
-        if "kind" in rt:
-            kc, ku = _arrays.text(rt["kind"])
-            kind[(ku == "op")[kc[rows][o]]] = _OP
+        kc, ku = _arrays.text(rt["kind"])
+        kind[(ku == "op")[kc[rows][o]]] = _OP
         self.kind = kind
         is_l = kind == _LAUNCH
         self.nested = np.zeros(len(kind), bool)
@@ -345,8 +344,6 @@ def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: 
     at = kpos[g["kernel"][top]]                  # the kernels that ended the gaps, as rows of ``k``
 
     def col(c):
-        if c not in k:
-            return [None] * len(top)
         return [x if isinstance(x, str) and x else None for x in _arrays.values_at(k[c], at)]
 
     op_top, op = col("op_top"), col("op")
