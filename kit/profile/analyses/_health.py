@@ -314,12 +314,10 @@ def health(p) -> Health:
     """The trust verdict of a :class:`Profile` (see the module docstring)."""
     c = capture_facts(p)
     notes: list[str] = []
-    metrics: dict[str, dict] = {}
     if c["mode"] == "no GPU kernels":
-        for m in METRICS:
-            metrics[m] = _m(UNRELIABLE, "the trace has no GPU kernels", "profile with CUDA activities on")
-        return Health(list(p.files), c, metrics, notes)
-    metrics["category_shares"] = _category_shares(c)
+        return Health(list(p.files), c, {m: _m(UNRELIABLE, "the trace has no GPU kernels",
+                                               "profile with CUDA activities on") for m in METRICS}, notes)
+    metrics = {"category_shares": _category_shares(c)}
     if c["mixed_phases"] and metrics["category_shares"]["status"] == USABLE:
         notes.append("prefill and decode steps share this window: use summary(phase='decode') or 'prefill'; the "
                      "'all' view mixes them")
