@@ -1,30 +1,7 @@
-"""Every exception decode-kit raises, in one tree.
+"""Every exception decode-kit raises, in one tree under :class:`KitError` (each class says when it is raised).
 
 Each message is one line that names the host, file or command involved and what was wrong,
 so a failing notebook cell says what to fix without a traceback dive.
-
-    KitError                      base of everything the kit raises on purpose
-    ├── RemoteError               running things on a host (local or SSH)
-    │   ├── ConnectError          host unreachable, DNS, refused, jump host failed
-    │   ├── AuthError             no key accepted, bad passphrase
-    │   ├── HostKeyError          unknown host key refused, or a changed key (never trusted)
-    │   ├── CommandTimeout        command outlived its timeout; carries the partial output
-    │   ├── CommandFailed         check=True and the command exited non-zero; carries stderr tail
-    │   └── RemoteFileError       a path on the host is missing, a directory, unreadable ...
-    ├── SourceError               source slicing: binary file, bad range, symbol not found
-    ├── ParseError                an input file is not what its parser reads
-    │   ├── TraceError            profiler trace / nsys export unreadable
-    │   └── LogFormatError        serving log / benchmark output unreadable
-    ├── ModelError                analytical model given impossible parameters
-    ├── UsageError                a kit call given an argument it does not take (also a ValueError)
-    ├── LedgerError               hypothesis ledger file unreadable or an invalid verdict
-    ├── SessionError              session directory or its provenance manifest missing or damaged
-    ├── ServerError               a live server did not start, died, or its profiler failed
-    ├── BenchError                a benchmark could not reach the server, or every request failed
-    ├── ExperimentError           an experiment's matrix or stored state is unusable
-    ├── CacheError                the profile cache directory is not this user's own (shared, planted)
-    └── ReportError               report generation failed
-        └── NotebookFailed        a notebook raised; names the notebook and cell
 """
 from __future__ import annotations
 
@@ -42,15 +19,11 @@ class KitError(Exception):
 
     def __init__(self, *args: Any, **fields: Any) -> None:
         super().__init__(*args)
+        declared = {n for c in type(self).__mro__ for n in getattr(c, "__annotations__", {})}
         for name, value in fields.items():
-            if name not in _declared(type(self)):
+            if name not in declared:
                 raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}")
             setattr(self, name, value)
-
-
-def _declared(cls: type) -> set[str]:
-    """The fields an error class and its bases declare (their class-level annotations)."""
-    return {n for c in cls.__mro__ for n in getattr(c, "__annotations__", {})}
 
 
 class RemoteError(KitError):

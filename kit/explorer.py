@@ -1,11 +1,6 @@
-"""Interactive explorer of a decode profile (ipywidgets) and the static views that back it up.
-
-``explore(profile)`` gives a live-session widget: pick a rank, a step and a category, see the time
-per category of that selection and its top kernels. Widgets need a kernel to recompute, so every
-view it shows also exists as a plain function returning a DataFrame or a matplotlib figure
-(``top_kernels``, ``category_time``, ``category_plot``); the notebooks call those, so the exported
-report is complete without a kernel.
-"""
+"""Interactive explorer of a decode profile (ipywidgets: pick a rank, a step and a category) and the static
+views behind it (``top_kernels``, ``category_time``, ``category_plot``), which the notebooks call so the
+exported report is complete without a kernel."""
 from __future__ import annotations
 
 from typing import Any
@@ -62,10 +57,7 @@ def category_plot(profile: Any, *, rank: int | None = None, step: int | None = N
     """Horizontal bars of GPU time per category for the selection; returns the matplotlib figure."""
     t = category_time(profile, rank=rank, step=step, phase=phase)
     own = ax is None
-    if own:
-        fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(t), 3) + 1))
-    else:
-        fig = ax.figure
+    fig, ax = plt.subplots(figsize=(7, 0.35 * max(len(t), 3) + 1)) if own else (ax.figure, ax)
     ax.barh(t["category"][::-1], t["time_us"][::-1] / 1e3, color="#4c72b0")
     for y, (v, s) in enumerate(zip(t["time_us"][::-1], t["share"][::-1])):
         ax.text(v / 1e3, y, f" {s:.1%}", va="center", fontsize=8)

@@ -1,18 +1,12 @@
 """The hypothesis ledger: what the investigation suspected, how it was tested, and what the numbers said.
 
-An investigation is a chain of hypotheses ("AllReduce dominates decode", "the sm100 default backend
-applies on this GPU", ...). Each notebook tests one or more of them and records a verdict computed from
-its values, never typed by hand. The ledger is one JSON file beside the session, written atomically
-(temporary file + ``os.replace``) under a lock on its directory, so a crash mid-write never corrupts it
-(a killed writer's temporary file is removed by the next writer) and two notebooks or two ``Ledger``
-instances updating different hypotheses never lose each other's verdicts: ``save()`` merges what
-others saved since this instance read the file, and refuses (``LedgerError``) when both changed the
-same hypothesis. A damaged file is one ``LedgerError`` naming it, and is left as it was.
-
-Each hypothesis says where its evidence came from (``provenance``: one entry per artefact, with its
-kind: measured, third-party, sample, project-written, unknown; see ``kit.session``) and what the
-reader must know to weigh it (``caveats``, e.g. "the measurement contradicts the model"). The report
-renders it as a table at the top of ``index.html``, with a provenance column.
+Each notebook tests one or more hypotheses and records a verdict computed from its values, never typed
+by hand. The ledger is one JSON file beside the session, written atomically under a lock on its
+directory: a crash mid-write never corrupts it, and two notebooks or two ``Ledger`` instances updating
+different hypotheses never lose each other's verdicts (``save()`` merges, and refuses with
+``LedgerError`` when both changed the same hypothesis). A damaged file is one ``LedgerError`` naming it,
+and is left as it was. Each hypothesis says where its evidence came from (``provenance``: one entry per
+artefact, with its kind, see ``kit.provenance``) and what the reader must know to weigh it (``caveats``).
 
     ledger = Ledger.open("notebooks/sample/ledger.json")
     ledger.record("H1", statement="AllReduce dominates decode time on TP over PCIe",
@@ -99,15 +93,12 @@ class Hypothesis:
             elif not isinstance(value, str):
                 raise LedgerError(f"hypothesis {self.id}: {name} must be a string, got {type(value).__name__}")
         self.provenance = _clean_provenance(self.id, self.provenance)
-        if self.caveats is None:
-            self.caveats = []
-        if isinstance(self.caveats, str) or not all(isinstance(c, str) for c in self.caveats):
-            raise LedgerError(f"hypothesis {self.id}: caveats must be a list of strings, got {self.caveats!r}")
-        self.caveats = list(self.caveats)
+        caveats = [] if self.caveats is None else self.caveats
+        if isinstance(caveats, str) or not all(isinstance(c, str) for c in caveats):
+            raise LedgerError(f"hypothesis {self.id}: caveats must be a list of strings, got {caveats!r}")
+        self.caveats = list(caveats)
         if self.verdict not in VERDICTS:
-            raise LedgerError(
-                f"hypothesis {self.id}: verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}"
-            )
+            raise LedgerError(f"hypothesis {self.id}: verdict {self.verdict!r} is not one of {', '.join(VERDICTS)}")
         if self.numbers is not None and not isinstance(self.numbers, Mapping):
             raise LedgerError(f"hypothesis {self.id}: numbers must be an object of name: value, "
                               f"got {type(self.numbers).__name__}")
@@ -285,9 +276,7 @@ class Ledger:
 
     def __init__(self, path: str | os.PathLike[str], hypotheses: list[Hypothesis] | None = None) -> None:
         self.path = Path(path)
-        self._items: dict[str, Hypothesis] = {}
-        for h in hypotheses or []:
-            self._items[h.id] = h
+        self._items: dict[str, Hypothesis] = {h.id: h for h in hypotheses or []}
         # what the file held when this instance last read or wrote it: save() merges against it
         self._base: dict[str, dict[str, Any]] = {h.id: h.to_dict() for h in self._items.values()}
 
@@ -314,13 +303,8 @@ class Ledger:
         return self
 
     def save(self) -> Path:
-        """Write the ledger atomically (a temporary file in the same directory, then os.replace).
-
-        Under the lock the file is re-read first: hypotheses another process or instance saved since
-        this one read the file are kept, and only the hypotheses changed here are written over them.
-        If both sides changed the same hypothesis differently, nothing is written and LedgerError
-        names it (``reload()`` and redo the change).
-        """
+        """Write the ledger atomically, merged under the lock with what others saved since this instance read
+        it; a hypothesis changed on both sides is not written, and LedgerError names it (``reload()`` and redo)."""
         with self._locked():
             disk = {h.id: h for h in _read(self.path)} if self.path.exists() else {}
             merged = dict(disk)
@@ -412,20 +396,12 @@ class Ledger:
         marker = f" Checked against {check}: "
         kept = old.evidence.split(marker, 1)[0].rstrip()
         evidence = (kept.rstrip(".") + "." if kept else "") + marker + finding
-        merged = None
-        if provenance is not None:
-            merged = list(old.provenance)
-            for p in _clean_provenance(id, provenance):
-                if p not in merged:
-                    merged.append(p)
+        merged = None if provenance is None else old.provenance + [
+            p for p in _clean_provenance(id, provenance) if p not in old.provenance]
         by = f"checked by {source}" if source else None
         new_source = old.source if not by or by in old.source else ", ".join(x for x in (old.source, by) if x)
         return self.record(id, evidence=evidence.strip(), verdict=verdict, numbers=numbers, source=new_source,
                            provenance=merged, caveats=caveats)
-
-    def add(self, hypothesis: Hypothesis) -> Hypothesis:
-        """Insert or replace a whole hypothesis and save."""
-        return self.record(hypothesis.id, **{k: getattr(hypothesis, k) for k in _FIELDS if k != "id"})
 
     # ---------------------------------------------------------------- access
     def __getitem__(self, id: str) -> Hypothesis:
@@ -452,10 +428,8 @@ class Ledger:
         return {v: sum(1 for h in self._items.values() if h.verdict == v) for v in VERDICTS}
 
     def headlines(self, rows: Iterable[tuple[str, str, str, str]]):
-        """A table of headline numbers read from the ledger: each row of ``rows`` is (headline,
-        hypothesis id, key in its numbers, format). The value is formatted, or "not recorded"; the
-        provenance column says where it came from (:attr:`Hypothesis.provenance_label`), the last
-        which notebook set it (the hypothesis's ``source``)."""
+        """A table of headline numbers read from the ledger, each row of ``rows`` (headline, hypothesis id, key in
+        its numbers, format): the value formatted or "not recorded", where it came from, the notebook that set it."""
         out = []
         for label, hid, key, fmt in rows:
             h = self._items.get(hid)
@@ -473,10 +447,9 @@ class Ledger:
         return fmt.format(value) if value is not None else "not recorded"
 
     def cards(self, rows: Iterable[tuple[str, str, str, str]]) -> "_Cards":
-        """The verdicts as cards, one per hypothesis named in ``rows`` (the rows of :meth:`headlines`),
-        in their order: the hypothesis, its verdict, the number that decided it (its first row; the
-        others under it) and a badge saying where the evidence came from. What a reader of the report
-        sees first, before the run table and the full ledger."""
+        """The verdicts as cards, one per hypothesis named in ``rows`` (as for :meth:`headlines`), in order: its
+        verdict, the number that decided it (its first row; the others under it), where the evidence came from.
+        What a reader of the report sees first."""
         groups: dict[str, list[tuple[str, str]]] = {}
         for label, hid, key, fmt in rows:
             groups.setdefault(hid, []).append((label, self._value(hid, key, fmt, yes_no=True)))
@@ -488,12 +461,11 @@ class Ledger:
         return pd.DataFrame([h.to_dict() for h in self._items.values()], columns=list(_FIELDS))
 
     # ---------------------------------------------------------------- display
-    def to_text(self, width: int = 100) -> str:
+    def to_text(self) -> str:
         """A plain-text table (what the terminal and the text/plain output show)."""
         if not self._items:
             return f"ledger {self.path.name}: no hypotheses"
-        lines = [f"{'id':<6} {'verdict':<10} hypothesis / evidence"]
-        lines.append("-" * min(width, 100))
+        lines = [f"{'id':<6} {'verdict':<10} hypothesis / evidence", "-" * 100]
         for h in self._items.values():
             lines.append(f"{h.id:<6} {h.verdict:<10} {h.statement}")
             if h.evidence:

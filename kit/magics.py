@@ -1,16 +1,11 @@
-"""The ``%%remote TARGET`` cell magic (``%load_ext kit``): run the cell body with ``bash -s`` on a host.
-
-::
+"""The ``%%remote TARGET`` cell magic (``%load_ext kit``): run the cell body with ``bash -s`` on a host::
 
     %%remote gpu-box --timeout 60
     nvidia-smi topo -m
-    pip list 2>/dev/null | grep -i -E 'sglang|vllm|flashinfer'
 
-TARGET is ``local``, ``user@host[:port]``, an ``~/.ssh/config`` alias, or the name of a variable
-holding a kit Host. Output streams into the cell as it arrives; the :class:`~kit.remote.Result` is
-stored in ``_remote``; a non-zero exit raises CommandFailed (``--no-raise-error`` to only report it).
-Connections are kept per target, so later cells reuse them.
-"""
+TARGET is ``local``, ``user@host[:port]``, an ``~/.ssh/config`` alias, or a variable holding a kit Host.
+Output streams into the cell; the :class:`~kit.remote.Result` is stored in ``_remote``; a non-zero exit
+raises CommandFailed (``--no-raise-error`` to only report it). Connections are kept per target."""
 from __future__ import annotations
 
 import sys

@@ -1,19 +1,13 @@
 """Where an artefact came from: :class:`Provenance`, the manifest that records it, and the marks that
 say it without one.
 
-Every artefact has a provenance: **measured** (by this kit or the project's recorder, on which host,
-when, how), **third-party** (a public artefact and its source), **sample** (written by hand or by a
-script to a documented format: not measured) or **project-written** (code or text the project wrote).
-A session's ``provenance.json`` maps session-relative paths or folder prefixes to provenances; the
-longest matching prefix wins. A file no entry covers is read for the marks the sample writers leave (a
-first line starting ``# SAMPLE``, ``"sample": true`` in JSON); otherwise it is ``unknown``, never assumed
-measured. :class:`Evidence` is one artefact a result rests on (path, provenance, role): what a ledger
-entry stores and a caption names.
-
-This module sits at the bottom of the house (it imports only ``kit.errors``): parsers ask
-:func:`provenance_of` where a file came from without knowing about sessions (``kit.session`` keeps the
-directory layout and re-exports these names).
-"""
+Every artefact is **measured** (on which host, when, how), **third-party**, **sample** (written to a
+documented format: not measured), **project-written** or **unknown** (never assumed measured). A session's
+``provenance.json`` maps session-relative paths or folder prefixes to provenances, the longest matching
+prefix winning; a file no entry covers is read for the marks sample writers leave (a first line starting
+``# SAMPLE``, ``"sample": true`` in JSON). :class:`Evidence` is one artefact a result rests on. This module
+sits at the bottom of the house (it imports only ``kit.errors``): parsers ask :func:`provenance_of` without a
+session."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -70,12 +64,8 @@ class Provenance:
     def label(self) -> str:
         """One line for a table cell or a plot caption; says 'measured' only for measured data."""
         if self.kind == "measured":
-            bits = [f"measured on {self.host}" if self.host else "measured"]
-            if self.when:
-                bits.append(self.when)
-            if self.how:
-                bits.append(f"by {self.how}")
-            return ", ".join(bits)
+            bits = (f"measured on {self.host}" if self.host else "measured", self.when, self.how and f"by {self.how}")
+            return ", ".join(b for b in bits if b)
         if self.kind == "third-party":
             return f"third-party artefact ({self.source})" if self.source else "third-party artefact"
         if self.kind == "sample":
@@ -124,10 +114,8 @@ class Evidence:
         return self.provenance.label
 
     def to_ledger(self) -> dict[str, str]:
-        d = {"artefact": self.artefact, "kind": self.kind, "label": self.label}
-        if self.role:
-            d["role"] = self.role
-        return d
+        return {"artefact": self.artefact, "kind": self.kind, "label": self.label,
+                **({"role": self.role} if self.role else {})}
 
     def __repr__(self) -> str:
         role = f"{self.role}: " if self.role else ""
@@ -141,11 +129,7 @@ class Evidence:
 def caption(items: Iterable[Evidence | Provenance]) -> str:
     """One line for under a plot or table: the distinct provenances of what it was drawn from
     (``"Source: sample written to the ... format (not measured)"``)."""
-    labels: list[str] = []
-    for it in items:
-        lab = it.label
-        if lab not in labels:
-            labels.append(lab)
+    labels = list(dict.fromkeys(it.label for it in items))
     return "Source: " + ("; ".join(labels) if labels else "provenance not stated")
 
 

@@ -1,32 +1,22 @@
 """An investigation session: where its artefacts live, and where each one came from.
 
-A session is a directory. Its layout is fixed here, once, so notebooks stop building paths::
+A session is a directory. Its layout is fixed here, once (:data:`LAYOUT`), so notebooks stop building paths::
 
     traces/<scenario>/rank*.trace.json.gz   profiler traces, one folder per scenario
     traces/<scenario>/measured.json         truth recorded outside the profiler (CUDA-event step times)
-    logs/                                   serving logs, NCCL_DEBUG logs
-    bench/                                  benchmark results
-    env/                                    captures of the machine the traces were recorded on
-    server/                                 captures of the serving host under investigation
-    model/                                  the model's config.json
+    logs/ bench/ model/                     serving and NCCL logs, benchmark results, the model's config.json
+    env/ server/                            captures of the trace machine and of the serving host
     experiments/<name>/                     configuration sweeps (one folder per variant)
-    ledger.json                             the hypotheses and their verdicts
-    provenance.json                         where each artefact came from
+    ledger.json provenance.json             the hypotheses and their verdicts; where each artefact came from
 
-Every artefact has a :class:`Provenance` (measured, third-party, sample, project-written or unknown);
-``provenance.json`` maps session-relative paths or folder prefixes to provenances, the longest matching
-prefix winning, and a file no entry covers is read for the marks sample writers leave. That lives in
-``kit.provenance`` (at the bottom of the house, so that parsers can ask without a session); this module
-re-exports its names.
+Where each artefact came from lives in ``kit.provenance`` (at the bottom of the house, so that parsers
+can ask without a session); this module re-exports its names.
 
     s = kit.session.open("notebooks/sample")
     s.path("logs", "sglang.log")           # Path inside the session
-    s.provenance("logs/sglang.log")        # Provenance(kind='sample', ...)
     s.provenance("logs/sglang.log").label  # 'sample written to the SGLang 0.5.9 format (not measured)'
     s.record("traces/tp1_eager", Provenance.measured(host="h200", how="tools/record_decode_traces.py"))
-    s.ledger()                             # the Ledger notebooks record into ($KIT_LEDGER honoured)
     s.evidence("logs/sglang.log", role="step time")  # an Evidence for a ledger entry or a plot caption
-    kit.session.provenance_of("notebooks/sample/logs/sglang.log")  # for parsers: no session needed
 
 A session whose manifest marks ``ledger.json`` as ``project-written`` keeps it as posed: notebooks
 run by hand record into ``.kit/ledger.json`` beside it (seeded from the posed file, git-ignored),
@@ -184,15 +174,6 @@ class Session:
         """Where the artefact at ``path`` (session-relative or absolute) came from."""
         return lookup(self.manifest(), self.root, self._rel(path))
 
-    def provenances(self, paths: Iterable[str | os.PathLike[str]]) -> list[Provenance]:
-        """The distinct provenances of several artefacts, in first-seen order."""
-        out: list[Provenance] = []
-        for p in paths:
-            pv = self.provenance(p)
-            if pv not in out:
-                out.append(pv)
-        return out
-
     def record(self, path: str | os.PathLike[str], provenance: Provenance) -> None:
         """Say where ``path`` (a file or a folder prefix) came from, in ``provenance.json``."""
         rel = self._rel(path)
@@ -311,21 +292,14 @@ class Captures:
     header: dict[str, Any] | None = None
     evidence: list[Evidence] | None = None
 
-    FILES = {"gpus": "nvidia-smi-query-gpu.csv", "topology": "nvidia-smi-topo.txt", "header": "nvidia-smi.txt"}
-
     @classmethod
     def read(cls, session: "Session", folder: str) -> "Captures":
         out = cls(folder=folder, evidence=[])
-        parsers = {"gpus": env.parse_gpu_query, "topology": env.parse_topology,
-                   "header": env.parse_nvidia_smi_header}
-        roles = {"gpus": "GPUs", "topology": "link matrix", "header": "driver and CUDA"}
-        for name, file in cls.FILES.items():
+        for name, (file, parse, role) in _CAPTURES.items():
             path = session.path(folder, file)
-            if not path.is_file():
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-            setattr(out, name, parsers[name](text, source=str(path)))
-            out.evidence.append(session.evidence(f"{folder}/{file}", f"{roles[name]} ({folder}/)"))
+            if path.is_file():
+                setattr(out, name, parse(path.read_text(encoding="utf-8", errors="replace"), source=str(path)))
+                out.evidence.append(session.evidence(f"{folder}/{file}", f"{role} ({folder}/)"))
         return out
 
     @property
@@ -340,6 +314,12 @@ class Captures:
     def __repr__(self) -> str:
         n = 0 if self.gpus is None else len(self.gpus)
         return f"Captures({self.folder!r}: {n} GPU(s), {len(self.evidence or [])} file(s))"
+
+
+# what a machine's captures hold: field -> (file, its parser, its role in words)
+_CAPTURES = {"gpus": ("nvidia-smi-query-gpu.csv", env.parse_gpu_query, "GPUs"),
+             "topology": ("nvidia-smi-topo.txt", env.parse_topology, "link matrix"),
+             "header": ("nvidia-smi.txt", env.parse_nvidia_smi_header, "driver and CUDA")}
 
 
 def _arg(args: Mapping[str, Any], key: str) -> Any:

@@ -1,10 +1,6 @@
-"""The kit's noise rule and NaN test, in one low place that every analysis can import.
-
-A difference of two means is *beyond noise* when it exceeds two standard errors of the difference
-(:func:`noise`: ``2 * sqrt(se_a**2 + se_b**2)``, each run's standard error from its own spread). The
-profile comparison, the structural diff, the rank view and both gates (profile: medians; benchmark: means
-and quantiles) all decide by it.
-"""
+"""The kit's noise rule and NaN test, in one low place that every analysis can import: a difference of two
+means is *beyond noise* when it exceeds two standard errors of the difference (:func:`noise`); the profile
+comparison, the structural diff, the rank view and both gates decide by it."""
 from __future__ import annotations
 
 import math

@@ -151,3 +151,14 @@ def test_the_program_exit_flushes_output_runs_atexit_and_keeps_the_code(tmp_path
         assert json.loads(out.read_text())   # complete JSON: the buffered tail was flushed
     else:
         assert p.stderr.decode().count("\n") == 1 and "missing.log" in p.stderr.decode()
+
+
+def test_compare_reads_its_options_after_the_traces():
+    """``kit profile compare A -- B --reference-a REF``: the options after the traces are read, and an option's
+    value is never taken as a trace (``--reference-a``'s was)."""
+    from kit.cli._profile import _split
+
+    args = build_parser(["profile"]).parse_args(["profile", "compare", "a.json"])
+    got = _split(["a.json", "--", "b.json", "--reference-a", "ref.json", "--step-ms", "1", "2", "--json"], args)
+    assert got == (["a.json"], ["b.json"])
+    assert (args.reference_a, args.step_ms, args.json) == ("ref.json", [1.0, 2.0], True)

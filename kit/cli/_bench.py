@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import sys
 
+from kit import runs
 from kit.cli._logs import dump
+from kit.cli._serve import add_engine_options, engine_names
 from kit.util import frame_records
 
 
-def register(subparsers) -> None:
-    bench = subparsers.add_parser("bench", help="run a benchmark; parse, reconcile and compare benchmark output")
+def register(bench) -> None:
     bsub = bench.add_subparsers(dest="bench_command", metavar="SUBCOMMAND")
-    from kit.cli._bench_run import register_run  # deferred: start-up (the command's work loads only when it runs)
-
-    register_run(bsub)
+    _register_run(bsub)
     b = bsub.add_parser("parse", help="benchmark text blocks or JSON/JSONL results -> one row per run")
     b.add_argument("file", help="benchmark output: text blocks, a JSON result or JSONL results")
     b.add_argument("--json", action="store_true", help="print every row as JSON")
@@ -38,7 +37,7 @@ def register(subparsers) -> None:
                                       "(JSON) or TensorRT-LLM /metrics iteration statistics (JSON)")
     r.add_argument("--trace", help="a trace of this run or one at the same load: splits the forward into GPU busy/idle")
     r.add_argument("--json", action="store_true", help="print the reconciliation as JSON")
-    r.set_defaults(func=_reconcile)
+    r.set_defaults(func="kit.cli._bench_run:reconcile")
     c = bsub.add_parser("compare", help="a benchmark result against a named baseline benchmark (regression gate)")
     c.add_argument("file", help="benchmark output, as for 'kit bench parse'")
     c.add_argument("--baseline", required=True, metavar="NAME",
@@ -53,8 +52,6 @@ def register(subparsers) -> None:
 
 
 def _compare(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     g = runs.bench_gate(args.baseline, args.file, threshold=args.threshold)
     if args.json:
         dump(g.to_dict())
@@ -64,9 +61,7 @@ def _compare(args) -> int:
 
 
 def _bench(args) -> int:
-    from kit.runs import bench_rows  # deferred: start-up (a command loads its work only when it runs)
-
-    df = bench_rows(args.file)  # other tools' output and the kit's own results alike
+    df = runs.bench_rows(args.file)  # other tools' output and the kit's own results alike
     for w in df.attrs.get("warnings", []):  # what was dropped on the way; the engine guess is said per row below
         if "inferred from the line format" in w:
             continue
@@ -87,24 +82,47 @@ def _bench(args) -> int:
     return 0
 
 
-def _reconcile(args) -> int:
-    from kit import bench  # deferred: start-up (a command loads its work only when it runs)
-
-    rec = bench.reconcile(args.client, args.engine_log, trace=args.trace)
-    for w in rec.warnings:
-        print(f"kit: warning: {w}", file=sys.stderr)
-    if args.json:
-        dump(rec.to_dict())
-        return 0 if not rec.refused else 1
-    if rec.refused:
-        print(f"kit: reconciliation refused: {rec.refused}", file=sys.stderr)
-        return 1
-    if rec.level == "token":
-        print(f"{rec.table.attrs['tokens']} gaps; clock offset (engine - client) {rec.offset_ms:+.2f} "
-              f"+/- {rec.offset_bound_ms:.2f} ms; times in ms per token")
-    else:   # the engine records less than each token: the level is said first
-        n = rec.table.attrs["tokens"]
-        print({"request": f"per request: {n} requests", "interval": f"per interval: {n} intervals"}.get(
-            rec.level, f"as distributions: {n} client gaps against the engine's periods") + "; times in ms per token")
-    print(rec.table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    return 0
+def _register_run(bsub) -> None:
+    r = bsub.add_parser("run", help="benchmark a live server: single stream, concurrencies, rates, sessions, "
+                        "trace replay, saturation")
+    r.add_argument("url", nargs="?", help="the server's base URL (http://host:port); not with --serve")
+    load = r.add_argument_group("load (default: single stream, concurrency 1 2 4, 3 repeats)")
+    load.add_argument("--concurrency", type=int, nargs="+", metavar="N", help="closed-loop levels: N workers each")
+    load.add_argument("--rate", type=float, nargs="+", metavar="R", help="open-loop levels: R requests per second")
+    load.add_argument("--arrival", choices=("poisson", "constant"), default="poisson",
+                      help="open-loop arrivals (default poisson)")
+    load.add_argument("--users", type=int, nargs="+", metavar="U", help="multi-turn levels: U concurrent users")
+    load.add_argument("--turns", type=int, default=4, help="turns per user session (default 4)")
+    load.add_argument("--trace", metavar="FILE", help="replay a trace (Mooncake or WEKA JSONL): its arrivals, lengths")
+    load.add_argument("--time-scale", type=float, nargs="+", default=[1.0], metavar="S",
+                      help="trace replay speed per level: 0.5 = twice as fast (default 1)")
+    load.add_argument("--saturation", action="store_true",
+                      help="raise the request rate until goodput stops rising (the knee)")
+    load.add_argument("--start", type=float, default=1.0, help="saturation: first rate, req/s (default 1)")
+    load.add_argument("--step", type=float, default=1.0, help="saturation: rate step, req/s (default 1)")
+    load.add_argument("--max-levels", type=int, default=12, help="saturation: most rates tried (default 12)")
+    req = r.add_argument_group("requests")
+    req.add_argument("--requests", type=int, help="requests per level and repeat (default 100; single stream 8)")
+    req.add_argument("--repeats", type=int, help="runs of every level, in rounds (default 1; single stream 3)")
+    req.add_argument("--warmup", type=int, default=2, help="unmeasured requests first (default 2)")
+    req.add_argument("--prompt-tokens", type=int, help="prompt length in words (default 128; single stream 32)")
+    req.add_argument("--max-tokens", type=int, help="tokens generated per request (default 128; single stream 64)")
+    req.add_argument("--prompts", default="random",
+                     help="random (default), random-ids, same, or a dataset file (ShareGPT, JSONL)")
+    req.add_argument("--seed", type=int, help="prompt seed (default: a new one, recorded; single stream 0)")
+    req.add_argument("--model", help="the model name to ask for (default: the first the server lists)")
+    req.add_argument("--chat", action="store_true", help="use /v1/chat/completions instead of /v1/completions")
+    req.add_argument("--slo", action="append", default=[], metavar="METRIC=MS",
+                     help="a service-level objective for goodput: ttft_ms, tpot_ms, itl_ms or e2e_ms (repeatable)")
+    req.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
+    out = r.add_argument_group("output")
+    out.add_argument("--out", metavar="FILE", help="save the result (every request) as JSON, atomically")
+    out.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
+    out.add_argument("--plot", metavar="FILE", help="save the throughput-latency figure (PNG, SVG or PDF)")
+    srv = r.add_argument_group("starting the engine (--serve)")
+    srv.add_argument("--serve", choices=engine_names(), metavar="ENGINE",
+                     help=f"start ENGINE first ({', '.join(engine_names())}), benchmark it, stop it")
+    srv.add_argument("--engine-args", default="", metavar="'ARGS'",
+                     help="the engine's own arguments, one quoted string (with --serve)")
+    add_engine_options(srv)
+    r.set_defaults(func="kit.cli._bench_run:run")   # its module (the benchmark client) loads only when it runs

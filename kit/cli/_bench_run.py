@@ -1,4 +1,5 @@
-"""``kit bench run``: the kit's benchmark client from the command line (``kit.bench`` does the work).
+"""The ``kit bench`` commands whose work is ``kit.bench``'s (the benchmark client, loaded only when one of them
+runs; their options are in ``_bench.py``): ``run`` and ``reconcile``.
 
     kit bench run URL                                  # single stream: concurrency 1, 2, 4, 3 repeats
     kit bench run URL --concurrency 1 8 32 --requests 200
@@ -20,6 +21,10 @@ import os
 import shlex
 import sys
 
+from kit import bench
+from kit.bench import DEFINITIONS
+from kit.cli._logs import dump
+from kit.cli._serve import ready_line, start_engine
 from kit.errors import UsageError
 
 # table columns: (summary key, header, decimals)
@@ -30,64 +35,14 @@ _TABLE = (("level", "level", None), ("requests_ok", "ok", 0), ("requests_failed"
           ("goodput", "goodput req/s", 2))
 
 
-def register_run(bsub) -> None:
-    from kit.cli._serve import add_engine_options, engine_names  # deferred: start-up
-
-    r = bsub.add_parser("run", help="benchmark a live server: single stream, concurrencies, rates, sessions, "
-                        "trace replay, saturation")
-    r.add_argument("url", nargs="?", help="the server's base URL (http://host:port); not with --serve")
-    load = r.add_argument_group("load (default: single stream, concurrency 1 2 4, 3 repeats)")
-    load.add_argument("--concurrency", type=int, nargs="+", metavar="N", help="closed-loop levels: N workers each")
-    load.add_argument("--rate", type=float, nargs="+", metavar="R", help="open-loop levels: R requests per second")
-    load.add_argument("--arrival", choices=("poisson", "constant"), default="poisson",
-                      help="open-loop arrivals (default poisson)")
-    load.add_argument("--users", type=int, nargs="+", metavar="U", help="multi-turn levels: U concurrent users")
-    load.add_argument("--turns", type=int, default=4, help="turns per user session (default 4)")
-    load.add_argument("--trace", metavar="FILE", help="replay a trace (Mooncake or WEKA JSONL): its arrivals, lengths")
-    load.add_argument("--time-scale", type=float, nargs="+", default=[1.0], metavar="S",
-                      help="trace replay speed per level: 0.5 = twice as fast (default 1)")
-    load.add_argument("--saturation", action="store_true",
-                      help="raise the request rate until goodput stops rising (the knee)")
-    load.add_argument("--start", type=float, default=1.0, help="saturation: first rate, req/s (default 1)")
-    load.add_argument("--step", type=float, default=1.0, help="saturation: rate step, req/s (default 1)")
-    load.add_argument("--max-levels", type=int, default=12, help="saturation: most rates tried (default 12)")
-    req = r.add_argument_group("requests")
-    req.add_argument("--requests", type=int, help="requests per level and repeat (default 100; single stream 8)")
-    req.add_argument("--repeats", type=int, help="runs of every level, in rounds (default 1; single stream 3)")
-    req.add_argument("--warmup", type=int, default=2, help="unmeasured requests first (default 2)")
-    req.add_argument("--prompt-tokens", type=int, help="prompt length in words (default 128; single stream 32)")
-    req.add_argument("--max-tokens", type=int, help="tokens generated per request (default 128; single stream 64)")
-    req.add_argument("--prompts", default="random",
-                     help="random (default), random-ids, same, or a dataset file (ShareGPT, JSONL)")
-    req.add_argument("--seed", type=int, help="prompt seed (default: a new one, recorded; single stream 0)")
-    req.add_argument("--model", help="the model name to ask for (default: the first the server lists)")
-    req.add_argument("--chat", action="store_true", help="use /v1/chat/completions instead of /v1/completions")
-    req.add_argument("--slo", action="append", default=[], metavar="METRIC=MS",
-                     help="a service-level objective for goodput: ttft_ms, tpot_ms, itl_ms or e2e_ms (repeatable)")
-    req.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
-    out = r.add_argument_group("output")
-    out.add_argument("--out", metavar="FILE", help="save the result (every request) as JSON, atomically")
-    out.add_argument("--json", action="store_true", help="print the result as JSON instead of the table")
-    out.add_argument("--plot", metavar="FILE", help="save the throughput-latency figure (PNG, SVG or PDF)")
-    srv = r.add_argument_group("starting the engine (--serve)")
-    srv.add_argument("--serve", choices=engine_names(), metavar="ENGINE",
-                     help=f"start ENGINE first ({', '.join(engine_names())}), benchmark it, stop it")
-    srv.add_argument("--engine-args", default="", metavar="'ARGS'",
-                     help="the engine's own arguments, one quoted string (with --serve)")
-    add_engine_options(srv)
-    r.set_defaults(func=_run)
-
-
 def _slo(items: list[str]) -> dict | None:
     slo = {}
     for item in items:
-        name, eq, value = item.partition("=")
+        name, _, value = item.partition("=")   # no '=': no value, refused below
         try:
             slo[name.strip()] = float(value)
         except ValueError:
             raise UsageError(f"--slo {item!r}: expected METRIC=MS (ttft_ms=500)") from None
-        if not eq:
-            raise UsageError(f"--slo {item!r}: expected METRIC=MS (ttft_ms=500)")
     return slo or None
 
 
@@ -101,10 +56,8 @@ def _kwargs(args) -> dict:
     return kw
 
 
-def measure(args, url: str):
+def _measure(args, url: str):
     """Run the benchmark the options ask for against ``url``: a :class:`kit.bench.LoadResult`."""
-    from kit import bench  # deferred: start-up (the command's work loads only when it runs)
-
     kw = _kwargs(args)
     slo = _slo(args.slo)
     loads = [x for x in (args.concurrency, args.rate, args.users, args.trace) if x]
@@ -116,18 +69,13 @@ def measure(args, url: str):
     if not loads:
         if slo:
             raise UsageError("--slo needs a load (--concurrency, --rate, --users, --trace)")
-        kw.setdefault("timeout", 120.0)
-        single = {k: v for k, v in kw.items() if k in ("model", "chat", "prompt_tokens", "max_tokens", "requests",
-                                                       "warmup", "repeats", "timeout", "prompts", "seed")}
-        return bench.single_stream(url, **single)
+        return bench.single_stream(url, **kw)
     return bench.sweep(url, concurrencies=args.concurrency, rates=args.rate, users=args.users, trace=args.trace,
                        time_scales=args.time_scale, arrival=args.arrival, turns=args.turns, slo=slo, **kw)
 
 
-def table(res) -> str:
+def _table(res) -> str:
     """The result as a fixed-width table, one row per level, with the definitions underneath."""
-    from kit.bench import DEFINITIONS  # deferred: start-up (the command's work loads only when it runs)
-
     rows = res.summary()
     cols = [c for c in _TABLE if any(r.get(c[0]) is not None for r in rows)]
     cells = [[h for _, h, _ in cols]]
@@ -151,7 +99,8 @@ def table(res) -> str:
     return "\n".join(text + [f"note: {n}" for n in notes] + [DEFINITIONS])
 
 
-def _run(args) -> int:
+def run(args) -> int:
+    """``kit bench run`` (its options: ``kit.cli._bench``)."""
     if args.serve and args.url:
         raise UsageError("kit bench run: give a URL or --serve ENGINE, not both")
     if not args.serve and not args.url:
@@ -161,14 +110,12 @@ def _run(args) -> int:
     if args.out:
         _check_writable(args.out)
     if args.serve:
-        from kit.cli._serve import ready_line, start_engine  # deferred: start-up
-
         with start_engine(args, args.serve, shlex.split(args.engine_args)) as srv:
             print(ready_line(srv, args.serve), file=sys.stderr, flush=True)
-            res = measure(args, srv.url)
+            res = _measure(args, srv.url)
             res.data["engine"], res.data["server"] = args.serve, srv.describe()  # what was measured, started how
     else:
-        res = measure(args, args.url)
+        res = _measure(args, args.url)
     if args.out:
         res.save(args.out)
         print(f"kit: saved {args.out}", file=sys.stderr)
@@ -178,7 +125,7 @@ def _run(args) -> int:
     if args.json:
         sys.stdout.write(res.to_json() + "\n")
     else:
-        print(table(res))
+        print(_table(res))
     return 0
 
 
@@ -189,3 +136,25 @@ def _check_writable(path: str) -> None:
         raise UsageError(f"--out {path}: is a directory")
     if not os.path.isdir(d) or not os.access(d, os.W_OK):
         raise UsageError(f"--out {path}: cannot write in {d}")
+
+
+def reconcile(args) -> int:
+    """``kit bench reconcile`` (its options: ``kit.cli._bench``)."""
+    rec = bench.reconcile(args.client, args.engine_log, trace=args.trace)
+    for w in rec.warnings:
+        print(f"kit: warning: {w}", file=sys.stderr)
+    if args.json:
+        dump(rec.to_dict())
+        return 0 if not rec.refused else 1
+    if rec.refused:
+        print(f"kit: reconciliation refused: {rec.refused}", file=sys.stderr)
+        return 1
+    if rec.level == "token":
+        print(f"{rec.table.attrs['tokens']} gaps; clock offset (engine - client) {rec.offset_ms:+.2f} "
+              f"+/- {rec.offset_bound_ms:.2f} ms; times in ms per token")
+    else:   # the engine records less than each token: the level is said first
+        n = rec.table.attrs["tokens"]
+        print({"request": f"per request: {n} requests", "interval": f"per interval: {n} intervals"}.get(
+            rec.level, f"as distributions: {n} client gaps against the engine's periods") + "; times in ms per token")
+    print(rec.table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    return 0

@@ -22,46 +22,14 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 import zlib
 
+import kit.engines
+from kit.bench import list_models, stream_request
 from kit.errors import KitError, UsageError
-
-
-class _EngineNames:
-    """``--engine``'s choices, read from the engine registry when argparse first asks (a help, an ``--engine``
-    given; the option names a ``metavar``, so adding it lists nothing): building the ``kit profile`` parser
-    then loads no engine, and a summary's parse starts sooner."""
-
-    def __contains__(self, name: object) -> bool:
-        return name in _engines().names()
-
-    def __iter__(self):
-        return iter(_engines().names())
-
-
-def _engines():
-    import kit.engines  # deferred: start-up (the engines load only when capture runs or lists them)
-
-    return kit.engines
-
-
-def register_capture(psub) -> None:
-    c = psub.add_parser("capture", help="record a running engine's torch profile through its profiler endpoints")
-    c.add_argument("url", help="the engine's base URL, on this machine (http://127.0.0.1:PORT)")
-    c.add_argument("--steps", type=int, help="forward steps to record (SGLang, tinyserve: the engine stops itself)")
-    c.add_argument("--seconds", type=float, help="record this long, then /stop_profile (vLLM: needed)")
-    c.add_argument("--out", default="traces/capture", metavar="DIR",
-                   help="where the traces go (default ./traces/capture; files rank<N>.trace.json.gz)")
-
-    c.add_argument("--engine", choices=_EngineNames(), default="sglang", metavar="ENGINE",
-                   help="the engine, for its profiler protocol: %(choices)s (default sglang: SGLang's "
-                   "/start_profile, which tinyserve speaks too)")
-    c.add_argument("--trace-dir", metavar="DIR", help="vLLM: its VLLM_TORCH_PROFILER_DIR, where it writes traces")
-    c.add_argument("--no-load", action="store_true",
-                   help="send no requests while recording (the engine's own traffic is profiled)")
-    c.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for complete traces (default 300)")
-    c.set_defaults(func=_capture)
 
 
 def _local(url: str) -> bool:
@@ -75,9 +43,6 @@ def _local(url: str) -> bool:
 
 
 def _post(url: str, path: str, body: dict | None) -> tuple[int, str]:
-    import urllib.error  # deferred: start-up (the command's work loads only when it runs)
-    import urllib.request  # deferred: start-up (the command's work loads only when it runs)
-
     req = urllib.request.Request(url.rstrip("/") + path, data=json.dumps(body or {}).encode() if body else b"",
                                  headers={"Content-Type": "application/json"}, method="POST")
     try:
@@ -124,8 +89,6 @@ def _wait(d: str, before: dict[str, int], timeout: float) -> list[str]:
 
 def _drive(url: str, stop) -> None:
     """Keep the engine busy while it records: streamed requests, one after another."""
-    from kit.bench import list_models, stream_request  # deferred: start-up (the command's work loads only when it runs)
-
     try:
         model = list_models(url)[0]
     except Exception:  # noqa: BLE001 - an engine that lists no model still serves a request without a name
@@ -138,8 +101,6 @@ def _abandon(url: str, d: str, before: dict[str, int]) -> None:
     """Stop a recording given up on (Ctrl-C): ``/stop_profile``, one short request so that an engine
     which closes the profile at its next step takes one, and a few seconds for its file to land, so
     the directory is not removed under the engine's writer. Best effort: the interrupt goes on."""
-    from kit.bench import stream_request  # deferred: start-up (the command's work loads only when it runs)
-
     _post(url, "/stop_profile", None)
     stream_request(url, model="", prompt="stop", max_tokens=2, timeout=10)
     deadline = time.monotonic() + 5
@@ -171,11 +132,12 @@ def _place(files: list[str], out: str) -> list[str]:
     return placed
 
 
-def _capture(args) -> int:
+def capture(args) -> int:
+    """``kit profile capture`` (its options: ``kit.cli._profile``)."""
     if (args.steps is None) == (args.seconds is None):
         raise UsageError("kit profile capture: give --steps N or --seconds S")
 
-    eng = _engines().engine(args.engine)
+    eng = kit.engines.engine(args.engine)
     fixed_dir = eng.profile_dir_env  # the engine writes where a variable set at its start says (vLLM)
     if fixed_dir and not args.trace_dir:
         raise UsageError(f"kit profile capture --engine {eng.name}: give --trace-dir (its {fixed_dir}: "

@@ -16,11 +16,12 @@ import re
 import sys
 from pathlib import Path
 
+import kit.runs
 from kit.errors import UsageError
+from kit.investigation import investigate
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser("investigate", help="why is run B slower than run A: ranked causes and experiments")
+def register(p) -> None:
     p.add_argument("a", metavar="A", help="run A: a folder, a file, or files joined by ','")
     p.add_argument("b", metavar="B", help="run B, the same way")
     p.add_argument("--labels", nargs=2, metavar=("LA", "LB"), help="names of the two runs (default A B)")
@@ -36,8 +37,6 @@ def _resolve(arg: str) -> str | list[str]:
     """A path as given; else a catalogue run id -> the local inputs it recorded (a changed file is refused)."""
     if any(Path(x).exists() for x in arg.split(",")) or not RUN_ID.fullmatch(arg):
         return arg
-    import kit.runs  # deferred: the catalogue loads only for a run id
-
     run = kit.runs.get(arg)
     paths = []
     for i in run.get("inputs") or []:
@@ -55,8 +54,6 @@ def _resolve(arg: str) -> str | list[str]:
 
 
 def _investigate(args) -> int:
-    from kit.investigation import investigate  # deferred: start-up (a command loads its work only when it runs)
-
     inv = investigate(_resolve(args.a), _resolve(args.b), labels=tuple(args.labels) if args.labels else None)
     ids = inv.record(args.ledger) if args.ledger else []
     if args.json:

@@ -1,7 +1,5 @@
-"""``kit logs parse`` and ``kit logs spec`` (registered by ``kit.cli``).
-
-    kit logs parse LOG [--json]                                   tables found, counts, warnings
-    kit logs spec LOG [--engine E --version V --k K] [--json]     normalised acceptance + pooled summary
+"""``kit logs parse LOG`` (tables found, counts, warnings) and ``kit logs spec LOG`` (normalised acceptance and
+the pooled summary).
 
 ``kit logs spec --json`` prints
 ``{"engine", "version", "k", "records": [{"line", "time", "mean_acceptance_length", "draft_acceptance_rate",
@@ -17,12 +15,12 @@ import os
 import sys
 
 import kit.engines
+from kit import logs
 from kit.util import frame_records, progress
 
 
-def register(subparsers) -> None:
-    logs = subparsers.add_parser("logs", help="parse serving logs (SGLang, vLLM, NCCL_DEBUG)")
-    lsub = logs.add_subparsers(dest="logs_command", metavar="SUBCOMMAND")
+def register(parser) -> None:
+    lsub = parser.add_subparsers(dest="logs_command", metavar="SUBCOMMAND")
     p = lsub.add_parser("parse", help="parse a log: record kinds, counts, engine, version, warnings")
     p.add_argument("log", help="a serving log (.log, .gz or .zst)")
     p.add_argument("--engine", choices=kit.engines.names(), help="the engine, if the log does not say")
@@ -36,13 +34,11 @@ def register(subparsers) -> None:
     s.add_argument("--k", type=int, help="draft tokens per verify step, if the log does not say")
     s.add_argument("--json", action="store_true", help="print the records and the summary as JSON")
     s.set_defaults(func=_spec)
-    logs.set_defaults(func=lambda a: (logs.print_help(), 2)[1])
+    parser.set_defaults(func=lambda a: (parser.print_help(), 2)[1])
 
 
 def _read(args, **kw):
     """``logs.read`` with a progress bar for long logs (terminal only, after 2 s)."""
-    from kit import logs  # deferred: start-up (a command loads its work only when it runs)
-
     size = os.path.getsize(args.log) if os.path.isfile(args.log) else None
     with progress("reading log", size) as bar:
         data = logs.read(args.log, engine=args.engine, version=args.engine_version, **kw)
@@ -66,8 +62,6 @@ def _parse(args) -> int:
 
 
 def _spec(args) -> int:
-    from kit import logs  # deferred: start-up (a command loads its work only when it runs)
-
     data = _read(args, k=args.k)
     if not len(data.spec):  # nothing to summarise: say so and fail, never print NaN as an answer
         print(f"kit: error: {args.log}: no speculative-decoding lines (engine {data.engine or 'unknown'}, "
@@ -82,8 +76,8 @@ def _spec(args) -> int:
         for r in recs:
             r["after_idle"] = bool(r.get("after_idle"))
         dump({"engine": data.engine, "version": data.version, "k": summary.k, "records": recs,
-               "summary": {"mean_acceptance_length": _round(_num(summary.mean_acceptance_length)),
-                           "draft_acceptance_rate": _round(_num(summary.draft_acceptance_rate)),
+               "summary": {"mean_acceptance_length": _round(summary.mean_acceptance_length),
+                           "draft_acceptance_rate": _round(summary.draft_acceptance_rate),
                            "windows": summary.windows, "excluded_windows": summary.excluded_windows,
                            "definition": summary.definition, "comparable": summary.comparable}})
         return 0
@@ -107,10 +101,6 @@ def _round(x, places: int = 4):
     if isinstance(x, float):
         return None if math.isnan(x) else round(x, places)
     return x
-
-
-def _num(x):
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
 def dump(obj) -> None:

@@ -11,54 +11,49 @@ import sys
 import threading
 
 from kit.errors import KitError
-from kit.util import command_line as util_command_line
 from kit.util import deferred, flush, flush_detached, kit_version, pending, recording_on, set_command_line
 
-# Each module defines ``register(subparsers)`` adding its sub-commands; a sub-command's
-# handler is stored as ``func`` and returns the process exit code.
-_COMMAND_MODULES = (
-    "kit.cli._remote",   # kit run, kit env
-    "kit.cli._source",   # kit source slice|grep|find
-    "kit.cli._profile",  # kit profile summary|compare (and check, registered from _audit)
-    "kit.cli._logs",     # kit logs parse|spec
-    "kit.cli._bench",    # kit bench run|parse|reconcile|compare
-    "kit.cli._serve",    # kit serve
-    "kit.cli._report",   # kit report
-    "kit.cli._audit",    # kit audit
-    "kit.cli._mcp",      # kit mcp
-    "kit.cli._runs",     # kit runs list|show|query|table|baseline|baselines|export|compact
-    "kit.cli._investigate",  # kit investigate A B
-)
-# the module that registers each top-level command: a command line that names one imports that module
-# only (``kit profile summary`` does not import the SSH layer behind ``kit run``); help and unknown
-# commands build the whole parser. tests/test_cli_leftovers.py checks this table against the modules.
-COMMANDS = {"run": "kit.cli._remote", "env": "kit.cli._remote", "source": "kit.cli._source",
-            "profile": "kit.cli._profile", "logs": "kit.cli._logs", "bench": "kit.cli._bench",
-            "report": "kit.cli._report", "audit": "kit.cli._audit",
-            "mcp": "kit.cli._mcp", "investigate": "kit.cli._investigate", "serve": "kit.cli._serve",
-            "runs": "kit.cli._runs"}
+# Every command: the function that adds its options to the parser ``kit`` made for it (``module:function``) and
+# its one-line help, in the order ``kit --help`` lists them. ``kit --help`` is built from this table alone; a
+# command line that names a command imports that command's module only (``kit profile summary`` does not import
+# the SSH layer behind ``kit run``), which then imports its work at module level.
+COMMANDS = {
+    "run": ("kit.cli._remote:register_run", "run a command on a host (local or SSH); exits with its code"),
+    "env": ("kit.cli._remote:register_env", "fingerprint a host: OS, GPUs, link matrix, CUDA/NCCL/engine versions"),
+    "source": ("kit.cli._source:register", "read, search and navigate source files on a host"),
+    "profile": ("kit.cli._profile:register", "decode profiles (Kineto / nsys traces)"),
+    "logs": ("kit.cli._logs:register", "parse serving logs (SGLang, vLLM, NCCL_DEBUG)"),
+    "bench": ("kit.cli._bench:register", "run a benchmark; parse, reconcile and compare benchmark output"),
+    "serve": ("kit.cli._serve:register", "start a serving engine, wait until it serves, stop it on Ctrl-C"),
+    "report": ("kit.cli._report:register", "run every notebook on a session and export the offline HTML report"),
+    "audit": ("kit.cli._audit:register", "silent slow paths, ignored settings and run validity of engine runs"),
+    "mcp": ("kit.cli._mcp:register",
+            "serve the kit's analyses as MCP tools (stdio, or HTTP on 127.0.0.1); read-only by default"),
+    "runs": ("kit.cli._runs:register", "the run catalogue: list, show and query recorded runs; baselines"),
+    "investigate": ("kit.cli._investigate:register", "why is run B slower than run A: ranked causes and experiments"),
+}
 
 
-def command_line() -> str | None:
-    """The ``kit`` command line this process is running (``kit profile summary x.json.gz``), else None
-    (held in one place, ``kit.util.command_line``)."""
-    return util_command_line()
+def load(ref: str):
+    """The function ``module:function`` names: a command's ``register`` (:data:`COMMANDS`) or a handler given
+    by name (``set_defaults(func="kit.cli._capture:capture")``), whose module then loads only when it runs."""
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The ``kit`` parser: every command, or only the one ``argv`` names (its first word)."""
+def build_parser(argv: list[str] | None = None, *, options: bool = True) -> argparse.ArgumentParser:
+    """The ``kit`` parser: every command, or only the one ``argv`` names (its first word); ``options=False``:
+    the commands from :data:`COMMANDS` alone, without their options (what ``kit --help`` prints)."""
     parser = argparse.ArgumentParser(prog="kit", description="decode-kit: LLM-serving decode investigations")
     parser.add_argument("--version", action="version", version=f"decode-kit {kit_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     first = argv[0] if argv else None
-    for name in (COMMANDS[first],) if first in COMMANDS else _COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.register(sub)
+    for name, (register, text) in COMMANDS.items():
+        if first in COMMANDS and name != first:
+            continue
+        p = sub.add_parser(name, help=text)
+        if options:
+            load(register)(p)
     _describe(sub)
     return parser
 
@@ -79,7 +74,7 @@ def main(argv: list[str] | None = None, detach: bool = False) -> int:
     """Run one ``kit`` command line; its exit code. ``detach``: the runs it recorded are written by a child
     that outlives this process (the ``kit`` program, :func:`run`), else here, after the answer."""
     argv = sys.argv[1:] if argv is None else argv
-    parser = build_parser(argv)
+    parser = build_parser(argv, options=bool(argv) and argv[0] in COMMANDS)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -96,7 +91,8 @@ def main(argv: list[str] | None = None, detach: bool = False) -> int:
 def _answer(args) -> int:
     """Run the command; its exit code, with a kit error as one line (1), a reader gone away as 141."""
     try:
-        code = int(args.func(args) or 0)
+        func = load(args.func) if isinstance(args.func, str) else args.func
+        code = int(func(args) or 0)
         sys.stdout.flush()  # here, so that a reader gone away (| head) is seen now, not at exit
         return code
     except BrokenPipeError:

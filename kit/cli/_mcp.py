@@ -2,18 +2,19 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import sys
+from pathlib import Path
 
 from kit.errors import UsageError
+from kit.mcp import Policy, serve_http, serve_stdio
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "mcp", help="serve the kit's analyses as MCP tools (stdio, or HTTP on 127.0.0.1); read-only by default",
-        description="Read-only unless allowed: tools that write (ledger_record) are listed only with "
-                    "--allow-write, tools that run code (source_evaluate, report_build) only with --allow-run "
-                    "HOST, and then for the hosts named.")
+def register(p) -> None:
+    p.description = ("Read-only unless allowed: tools that write (ledger_record) are listed only with "
+                     "--allow-write, tools that run code (source_evaluate, report_build) only with --allow-run "
+                     "HOST, and then for the hosts named.")
     p.add_argument("--http", type=int, metavar="PORT", default=None,
                    help="serve streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio (0: a free port)")
     p.add_argument("--root", action="append", default=[], metavar="DIR",
@@ -41,10 +42,6 @@ def register(subparsers) -> None:
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from pathlib import Path  # deferred: start-up (a command loads its work only when it runs)
-
-    from kit.mcp import Policy, serve_http, serve_stdio  # deferred: start-up
-
     extra = {k: v for k, v in (("timeout_s", args.timeout), ("max_output", args.max_output)) if v is not None}
     host_roots = tuple(tuple(x.split("=", 1)) for x in args.host_root if "=" in x)
     if len(host_roots) != len(args.host_root):
@@ -73,8 +70,6 @@ def _mcp(args: argparse.Namespace) -> int:
 def _exit() -> None:
     """End the process now that the client has gone: a call abandoned at its timeout may still hold a
     worker thread, which the interpreter's normal exit would wait for. Exit handlers run first."""
-    import atexit  # deferred: start-up (a command loads its work only when it runs)
-
     sys.stdout.flush()
     sys.stderr.flush()
     atexit._run_exitfuncs()

@@ -1,14 +1,4 @@
-"""``kit profile summary`` (registered by ``kit.cli``).
-
-    kit profile summary TRACE... [--json] [--phase decode|prefill|all] [--rules FILE] [--top N] [--no-cache]
-                                 [--by category|module|layer] [--check-attribution] [--reference REF...]
-
-    kit profile compare A_TRACE... -- B_TRACE... [--json] [--phase decode|prefill|all] [--labels A B]
-                        [--step-ms A_MS B_MS] [--no-cache] [--reference-a REF] [--reference-b REF]
-    kit profile compare --baseline NAME B_TRACE... [--fail-on-regression] [--threshold F] [--html FILE] [--json]
-    kit profile ranks TRACE... [--phase decode|prefill|all] [--json]     (kit.profile.ranks: many ranks of one job)
-
-    kit profile diff A_TRACE B_TRACE [--basis kernel|wall] [--settings A_LOG B_LOG] [--json]
+"""``kit profile summary|compare|ranks|diff|check|capture``: traces from a shell (each option in its ``--help``).
 
 ``diff`` compares two runs (two engines, two versions) node by node, layer kind x operation family
 (``kit.profile.diff_structure``), with the settings that differ in the two runs' logs beside the nodes
@@ -19,14 +9,10 @@ they can explain.
 noise and lists kernel families found in one run only, then the CPU side of both runs (launches per
 step, graph or eager, CPU time, syncs, verdict: the cause of the GPU-idle and launch-gap parts) and
 the kernel time per ``nn.Module`` class; ``--json`` prints ``Comparison.to_dict()`` (README).
-With ``--baseline NAME`` run A is the named baseline of the run catalogue (``kit runs baseline``; its
-trace files, checked against their recorded sha256) and the answer is the regression gate's verdict
-(``kit.runs.profile_gate``): regression / improvement / pass / inconclusive, what it judged on and where;
-``--fail-on-regression`` exits 3 on a regression and 4 when the gate could not decide (too few steps, a
-difference inside a noise wider than the threshold, a launch-bound run whose only change is the profiled
-step time): a gate that cannot decide does not pass. ``--step-ms BASELINE_MS THIS_MS`` gives both runs'
-step times measured without the profiler, which the gate then judges (against the threshold: no spread
-known). ``--html FILE`` writes the one-page diff, ``--json`` prints ``Gate.to_dict()``.
+With ``--baseline NAME`` run A is the named baseline of the run catalogue (``kit runs baseline``) and the
+answer is the regression gate's verdict (``kit.runs.profile_gate``, whose module says how it decides);
+``--fail-on-regression`` exits 3 on a regression and 4 when the gate could not decide, ``--html FILE`` writes
+the one-page diff, ``--json`` prints ``Gate.to_dict()``.
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
@@ -54,13 +40,35 @@ import json
 import os
 import sys
 
+from kit import profile
 from kit.errors import KitError
 from kit.stats import is_nan
 from kit.util import frame_records, print_result, progress
 
+_STEP_MARKER = ("the name of the range that is one step of the serving loop (numbers in names match any number: "
+                "ProfilerStep finds ProfilerStep#3; a module class finds its calls); default: the engines' markers, "
+                "else a repeated range that tiles the run, ProfilerStep#N, graph launches")
 
-def register(subparsers) -> None:
-    prof = subparsers.add_parser("profile", help="decode profiles (Kineto / nsys traces)")
+
+class _EngineNames:
+    """``capture --engine``'s choices, read from the engine registry when argparse first asks (a help, an
+    ``--engine`` given; the option names a ``metavar``, so adding it lists nothing): building the ``kit profile``
+    parser then loads no engine, and a summary's parse starts sooner."""
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())
+
+    @staticmethod
+    def _names() -> list[str]:
+        import kit.engines  # deferred: the engines load only when capture runs or lists them (see the class)
+
+        return kit.engines.names()
+
+
+def register(prof) -> None:
     psub = prof.add_subparsers(dest="profile_command", metavar="SUBCOMMAND")
     s = psub.add_parser("summary", help="kernel-category shares, idle, comm and AllReduce spread of traces")
     s.add_argument("traces", nargs="+", metavar="TRACE",
@@ -76,10 +84,7 @@ def register(subparsers) -> None:
     s.add_argument("--reference", nargs="+", metavar="REF",
                    help="a run of the same model and configuration with CPU ops (ideally with_stack): places "
                         "graph-replayed kernels and kernels of traces without stack by alignment")
-    s.add_argument("--step-marker", metavar="NAME",
-                   help="the name of the range that is one step of the serving loop (numbers in names match any "
-                        "number: ProfilerStep finds ProfilerStep#3; a module class finds its calls); default: the "
-                        "engines' markers, else a repeated range that tiles the run, ProfilerStep#N, graph launches")
+    s.add_argument("--step-marker", metavar="NAME", help=_STEP_MARKER)
     s.add_argument("--check-attribution", action="store_true",
                    help="also attribute without the Python frames and report how much kernel time agrees "
                         "(traces recorded with with_stack=True)")
@@ -95,10 +100,7 @@ def register(subparsers) -> None:
                    help="step times measured outside the profiler (ms): the difference to explain; with --baseline "
                    "the baseline's and this run's, which the gate judges")
     c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
-    c.add_argument("--step-marker", metavar="NAME",
-                   help="the name of the range that is one step of the serving loop (numbers in names match any "
-                        "number: ProfilerStep finds ProfilerStep#3; a module class finds its calls); default: the "
-                        "engines' markers, else a repeated range that tiles the run, ProfilerStep#N, graph launches")
+    c.add_argument("--step-marker", metavar="NAME", help=_STEP_MARKER)
     c.add_argument("--baseline", metavar="NAME", help="run A is this named baseline of the run catalogue "
                    "(kit runs baseline): give run B's traces only; prints the regression gate's verdict")
     c.add_argument("--fail-on-regression", action="store_true", help="with --baseline: exit 3 on a regression, "
@@ -116,22 +118,20 @@ def register(subparsers) -> None:
                    help="which steps (default decode)")
     r.add_argument("--json", action="store_true", help="print per_rank, straggler, where and collective_skew as JSON")
     r.set_defaults(func=_ranks)
-    from kit.cli._audit import register_check  # deferred: start-up (a command loads its work only when it runs)
-
-    register_check(psub)  # kit profile check
-    from kit.cli._capture import register_capture  # deferred: start-up (the command's work loads only when it runs)
-
-    register_capture(psub)  # kit profile capture
+    c = psub.add_parser("check", help="can this trace be trusted? capture mode and per-metric health")
+    c.add_argument("traces", nargs="+", metavar="TRACE", help="one trace file per rank")
+    c.add_argument("--json", action="store_true", help="print Profile.health() as JSON")
+    c.add_argument("--no-cache", action="store_true", help="do not read or write the parsed-trace cache")
+    c.add_argument("--reference", nargs="+", metavar="REF",
+                   help="a run of the same model and configuration with CPU ops: places graph-replayed kernels")
+    c.set_defaults(func=_check)
+    _register_capture(psub)
     prof.set_defaults(func=lambda a: (prof.print_help(), 2)[1])
 
 
 def _summary(args) -> int:
     # start parsing big traces in worker processes first: the pandas import below then overlaps it
-    from kit.profile import prefetch  # deferred: start-up (a command loads its work only when it runs)
-
-    with prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
-        from kit import profile  # deferred: start-up (a command loads its work only when it runs)
-
+    with profile.prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         with progress("parsing", _bytes(args.traces)) as bar:
             p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
                              reference=getattr(args, "reference", None),
@@ -148,7 +148,7 @@ def _summary(args) -> int:
         if check is not None:
             d["check_attribution"] = check.to_dict()
         if p.placement is not None:
-            d["placement"] = placement_dict(p.placement)
+            d["placement"] = _placement_dict(p.placement)
         if found is not None:
             d["layers_found"] = {"layers": found.layers, "confidence": found.confidence, "how": found.how}
         if by != "category":
@@ -189,34 +189,26 @@ def _bytes(paths) -> int | None:
         return None
 
 
+# compare's options given after its traces (argparse reads none after the first trace): attribute, values, type
+_LATE = {"--json": ("json", 0, None), "--no-cache": ("no_cache", 0, None),
+         "--fail-on-regression": ("fail_on_regression", 0, None), "--phase": ("phase", 1, str),
+         "--baseline": ("baseline", 1, str), "--html": ("html", 1, str), "--threshold": ("threshold", 1, float),
+         "--reference-a": ("reference_a", 1, str), "--reference-b": ("reference_b", 1, str),
+         "--labels": ("labels", 2, str), "--step-ms": ("step_ms", 2, float)}
+
+
 def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
-    """Traces of A and B from ``A... -- B...``; options given after the traces are read here too."""
+    """Traces of A and B from ``A... -- B...``; options given after the traces (:data:`_LATE`) are read here too."""
     rest, i = [], 0
     while i < len(tokens):
-        t = tokens[i]
-        if t == "--json":
-            args.json = True
-        elif t == "--no-cache":
-            args.no_cache = True
-        elif t == "--phase" and i + 1 < len(tokens):
-            args.phase = tokens[i + 1]
+        attr, n, kind = _LATE.get(tokens[i], (None, 0, None))
+        if attr is None or i + n >= len(tokens):
+            rest.append(tokens[i])
             i += 1
-        elif t == "--labels" and i + 2 < len(tokens):
-            args.labels = tokens[i + 1:i + 3]
-            i += 2
-        elif t in ("--reference-a", "--reference-b") and i + 1 < len(tokens):
-            setattr(args, t[2:].replace("-", "_"), tokens[i + 1])
-        elif t == "--fail-on-regression":
-            args.fail_on_regression = True
-        elif t in ("--baseline", "--threshold", "--html") and i + 1 < len(tokens):
-            setattr(args, t[2:], float(tokens[i + 1]) if t == "--threshold" else tokens[i + 1])
-            i += 1
-        elif t == "--step-ms" and i + 2 < len(tokens):
-            args.step_ms = [float(tokens[i + 1]), float(tokens[i + 2])]
-            i += 2
-        else:
-            rest.append(t)
-        i += 1
+            continue
+        values = [kind(v) for v in tokens[i + 1:i + 1 + n]]
+        setattr(args, attr, True if n == 0 else values[0] if n == 1 else values)
+        i += n + 1
     if args.baseline:
         return ([], rest) if rest and "--" not in rest else None
     if rest.count("--") != 1:
@@ -227,8 +219,6 @@ def _split(tokens: list[str], args) -> tuple[list[str], list[str]] | None:
 
 
 def _compare(args) -> int:
-    from kit import profile  # deferred: start-up (a command loads its work only when it runs)
-
     ab = _split(list(args.traces), args)
     if ab is not None and args.baseline:
         return _gate(args, ab[1])
@@ -268,7 +258,7 @@ def _compare(args) -> int:
     return 0
 
 
-def placement_dict(pl) -> dict:
+def _placement_dict(pl) -> dict:
     """A placement as JSON: reference, score, shares, reasons, refused, per-layer scores."""
     layers = [] if pl.layers is None or not len(pl.layers) else [
         {"layer": int(r.layer), "score": round(float(r.score), 4), "time_us": round(float(r.time_us), 3)}
@@ -313,16 +303,13 @@ def _register_diff(psub) -> None:
                    help="each run's engine log (or settings dump): the settings that differ, beside the nodes")
     d.add_argument("--reference-a", metavar="REF", help="a reference run (eager, with stack) placing A's kernels")
     d.add_argument("--reference-b", metavar="REF", help="a reference run (eager, with stack) placing B's kernels")
-    d.add_argument("--step-marker", metavar="NAME",
-                   help="the name of the range that is one step of the serving loop (numbers in names match any "
-                        "number: ProfilerStep finds ProfilerStep#3; a module class finds its calls); default: the "
-                        "engines' markers, else a repeated range that tiles the run, ProfilerStep#N, graph launches")
+    d.add_argument("--step-marker", metavar="NAME", help=_STEP_MARKER)
     d.add_argument("--json", action="store_true", help="print the diff as JSON")
     d.set_defaults(func=_diff)
 
 
 def _diff(args) -> int:
-    from kit import logs, profile  # deferred: start-up (a command loads its work only when it runs)
+    from kit import logs  # deferred: it loads pandas, which a summary imports only after its parse has started
 
     try:
         settings = (logs.settings([args.settings[0]]), logs.settings([args.settings[1]])) if args.settings else None
@@ -343,7 +330,7 @@ def _diff(args) -> int:
 
 
 def _gate(args, traces: list[str]) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
+    from kit import runs  # deferred: the catalogue loads (before the answer) only for a gate
 
     g = runs.profile_gate(args.baseline, traces, phase=args.phase, threshold=args.threshold, cache=not args.no_cache,
                           step_ms=tuple(args.step_ms) if args.step_ms else None)
@@ -356,8 +343,6 @@ def _gate(args, traces: list[str]) -> int:
 
 
 def _ranks(args) -> int:
-    from kit import profile  # deferred: start-up (a command loads its work only when it runs)
-
     v = profile.ranks(args.traces, phase=args.phase)
     if args.json:
         json.dump({"phase": v.phase, "per_rank": frame_records(v.per_rank), "straggler": v.straggler,
@@ -367,3 +352,30 @@ def _ranks(args) -> int:
     else:
         print(repr(v))
     return 0
+
+
+def _check(args) -> int:
+    p = profile.load(args.traces, cache=not args.no_cache, reference=getattr(args, "reference", None))
+    h = p.health()
+    if p.placement is not None and not args.json:
+        print(repr(p.placement))
+    print_result(h, args.json)
+    return 0
+
+
+def _register_capture(psub) -> None:
+    c = psub.add_parser("capture", help="record a running engine's torch profile through its profiler endpoints")
+    c.add_argument("url", help="the engine's base URL, on this machine (http://127.0.0.1:PORT)")
+    c.add_argument("--steps", type=int, help="forward steps to record (SGLang, tinyserve: the engine stops itself)")
+    c.add_argument("--seconds", type=float, help="record this long, then /stop_profile (vLLM: needed)")
+    c.add_argument("--out", default="traces/capture", metavar="DIR",
+                   help="where the traces go (default ./traces/capture; files rank<N>.trace.json.gz)")
+
+    c.add_argument("--engine", choices=_EngineNames(), default="sglang", metavar="ENGINE",
+                   help="the engine, for its profiler protocol: %(choices)s (default sglang: SGLang's "
+                   "/start_profile, which tinyserve speaks too)")
+    c.add_argument("--trace-dir", metavar="DIR", help="vLLM: its VLLM_TORCH_PROFILER_DIR, where it writes traces")
+    c.add_argument("--no-load", action="store_true",
+                   help="send no requests while recording (the engine's own traffic is profiled)")
+    c.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for complete traces (default 300)")
+    c.set_defaults(func="kit.cli._capture:capture")   # its module (the HTTP client) loads only when it runs

@@ -8,17 +8,17 @@ from kit.errors import CommandTimeout
 from kit.remote import add_host_options, connect, connect_options
 
 
-def register(subparsers) -> None:
-    run = subparsers.add_parser("run", help="run a command on a host (local or SSH); exits with its code",
-                                description="Run CMD on the host with bash, output streamed. "
-                                            "Example: kit run --host gpu-box --timeout 30 -- nvidia-smi -L")
+def register_run(run) -> None:
+    run.description = ("Run CMD on the host with bash, output streamed. "
+                       "Example: kit run --host gpu-box --timeout 30 -- nvidia-smi -L")
     host_args(run)
     run.add_argument("--timeout", type=float, default=None, help="seconds; the command's process group is killed after")
     run.add_argument("--cwd", default=None, help="working directory on the host")
     run.add_argument("cmd", nargs="+", help="the command (after --); words are joined with spaces, like ssh")
     run.set_defaults(func=_run)
 
-    env = subparsers.add_parser("env", help="fingerprint a host: OS, GPUs, link matrix, CUDA/NCCL/engine versions")
+
+def register_env(env) -> None:
     host_args(env)
     env.add_argument("--json", action="store_true", help="print JSON instead of the table")
     env.add_argument("--pid", type=int, default=None, help="also read the NCCL_* variables of this process")
@@ -49,7 +49,7 @@ def _run(args) -> int:
 
 
 def _env(args) -> int:
-    from kit.env import fingerprint  # deferred: start-up (a command loads its work only when it runs)
+    from kit.env import fingerprint  # deferred: it loads pandas, which kit run (this module) does not need
 
     with connect_args(args) as host:
         fp = fingerprint(host, pid=args.pid, python=args.python)

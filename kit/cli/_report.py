@@ -2,19 +2,18 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
 
+from kit import report
 from kit.errors import ReportError
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
-        "report", help="run every notebook on a session and export the offline HTML report",
-        description="Execute every notebook (papermill parameters: session, host), redact "
-                    "secrets, export HTML with local assets (code folded behind 'show code'), and write "
-                    "index.html: verdict cards, the run table, the ledger; --pdf adds the whole report as one PDF. "
-                    "Exits 1 naming the notebook and cell when a notebook fails (its page is still written).",
-    )
+def register(p: argparse.ArgumentParser) -> None:
+    p.description = ("Execute every notebook (papermill parameters: session, host), redact "
+                     "secrets, export HTML with local assets (code folded behind 'show code'), and write "
+                     "index.html: verdict cards, the run table, the ledger; --pdf adds the whole report as one PDF. "
+                     "Exits 1 naming the notebook and cell when a notebook fails (its page is still written).")
     p.add_argument("--session", default="notebooks/sample", help="session directory (default: notebooks/sample)")
     p.add_argument("--out", default="report", help="report directory, replaced as a whole (default: report)")
     p.add_argument("--no-input", action="store_true",
@@ -32,9 +31,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _parse_params(items: list[str]) -> dict:
-    import ast  # deferred: start-up (a command loads its work only when it runs)
-
-
     out = {}
     for item in items:
         name, sep, raw = item.partition("=")
@@ -48,8 +44,6 @@ def _parse_params(items: list[str]) -> dict:
 
 
 def _handle(args: argparse.Namespace) -> int:
-    from kit import report  # deferred: start-up (a command loads its work only when it runs)
-
     try:
         rep = report.build(args.session, args.out, notebooks=args.notebooks, host=args.host,
                            no_input=args.no_input, cell_timeout=args.timeout, parameters=_parse_params(args.param),

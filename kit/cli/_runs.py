@@ -1,13 +1,5 @@
-"""``kit runs``: the run catalogue (``kit.runs``) from the command line.
-
-    kit runs list [--kind K] [--limit N] [--json]        the latest runs, newest first
-    kit runs show RUN_ID [--json]                        one run: inputs, settings, figures, facts, tables
-    kit runs query SQL [--json] [--store DIR]...         SQL over the views runs, figures, facts, inputs, run_tables
-    kit runs table RUN_ID NAME [--json]                  a table the run recorded
-    kit runs baseline NAME [RUN_ID] [--note TEXT]        name a run as baseline NAME (without RUN_ID: show it)
-    kit runs baselines [--json]                          every named baseline
-    kit runs export DIR [--where SQL]                    copy runs (and their tables) into a store to hand over
-    kit runs compact                                     merge loose run files into one pack
+"""``kit runs list|show|query|table|baseline|baselines|export|compact``: the run catalogue (``kit.runs``) from
+the command line.
 
 ``--store DIR`` (repeatable) reads those stores instead of one's own and ``$KIT_RUNS_SHARED``.
 """
@@ -16,11 +8,13 @@ from __future__ import annotations
 import json
 import sys
 
-from kit.util import frame_records
+import pandas as pd
+
+from kit import runs
+from kit.util import clip, frame_records
 
 
-def register(subparsers) -> None:
-    r = subparsers.add_parser("runs", help="the run catalogue: list, show and query recorded runs; baselines")
+def register(r) -> None:
     rsub = r.add_subparsers(dest="runs_command", metavar="SUBCOMMAND")
     lst = rsub.add_parser("list", help="the latest recorded runs, newest first")
     lst.add_argument("--kind", help="only runs of this kind (summary, comparison, logs, bench, audit, experiment)")
@@ -59,8 +53,6 @@ def _print_frame(df, as_json: bool) -> int:
     elif not len(df):
         print("(no rows)")
     else:
-        import pandas as pd  # deferred: start-up (a command loads its work only when it runs)
-
         with pd.option_context("display.max_rows", 500, "display.max_columns", 50, "display.width", 200,
                                "display.max_colwidth", 60):
             # a missing value prints as '-', not NaN/None
@@ -69,8 +61,6 @@ def _print_frame(df, as_json: bool) -> int:
 
 
 def _list(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     df = runs.runs(args.kind, limit=args.limit, stores=args.store)
     if not args.json and len(df):
         df = df.assign(created=df["created"].dt.strftime("%Y-%m-%d %H:%M:%S"),
@@ -85,8 +75,6 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     run = runs.get(args.run_id, stores=args.store)
     if args.json:
         json.dump(run, sys.stdout, indent=1, default=str)
@@ -110,8 +98,6 @@ def _show(args) -> int:
 
 
 def _query(args) -> int:
-    from kit import runs  # rows(), not query(): no pandas, so a query from a shell answers in a fraction of a second
-
     cols, data = runs.rows(args.sql, stores=args.store)
     if args.json:
         json.dump([dict(zip(cols, r)) for r in data], sys.stdout, indent=1, default=str)
@@ -131,19 +117,14 @@ def _query(args) -> int:
 def _cell(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
-    s = "" if v is None else str(v)
-    return s if len(s) <= 60 else s[:57] + "..."
+    return clip("" if v is None else str(v), 60)
 
 
 def _table(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     return _print_frame(runs.table(args.run_id, args.name, stores=args.store), args.json)
 
 
 def _baseline(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     if args.run_id is None:
         b = runs.baseline(args.name, stores=args.store)
         ptr = b["baseline"]
@@ -156,21 +137,15 @@ def _baseline(args) -> int:
 
 
 def _baselines(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     return _print_frame(runs.baselines(stores=args.store), args.json)
 
 
 def _export(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     n = runs.export(args.dest, args.where, stores=args.store)
     print(f"{n} runs copied to {args.dest}")
     return 0
 
 
 def _compact(args) -> int:
-    from kit import runs  # deferred: start-up (a command loads its work only when it runs)
-
     print(f"{runs.compact()} loose run files merged")
     return 0

@@ -58,9 +58,8 @@ def add_engine_options(p) -> None:
                    help="where its log and records go (default ./live-session)")
 
 
-def register(subparsers) -> None:
-    s = subparsers.add_parser("serve", help="start a serving engine, wait until it serves, stop it on Ctrl-C",
-                              usage="kit serve [--host H] [--port P] [--env NAME=VALUE] ... ENGINE [ARG ...]")
+def register(s) -> None:
+    s.usage = "kit serve [--host H] [--port P] [--env NAME=VALUE] ... ENGINE [ARG ...]"
     s.add_argument("engine", choices=engine_names(), metavar="ENGINE",
                    help=f"the engine: {', '.join(engine_names())} (tinyserve needs no arguments)")
     s.add_argument("args", nargs=argparse.REMAINDER, metavar="ARG",
@@ -71,7 +70,7 @@ def register(subparsers) -> None:
 
 def start_engine(args, engine: str, engine_args: list[str]):
     """A started :class:`kit.live.Server` for ``engine`` with the shared options of ``args``."""
-    from kit.live import server  # deferred: start-up (the command's work loads only when it runs)
+    from kit.live import server  # deferred: kit bench's parser takes this module's options, not kit.live (HTTP)
 
     cmd, env, kind = engine_command(engine, engine_args)
     for item in args.env:

@@ -1,22 +1,21 @@
 """``kit source slice|grep|find``: the kit.source functions from a shell, on any host."""
 from __future__ import annotations
 
-import argparse
 import json
 
+from kit import source
 from kit.cli._remote import connect_args, host_args
 from kit.errors import KitError
 
 
-def register(subparsers) -> None:
-    parser = subparsers.add_parser("source", help="read, search and navigate source files on a host")
+def register(parser) -> None:
     sub = parser.add_subparsers(dest="source_command", metavar="ACTION")
 
     p = sub.add_parser("slice", help="print lines START..END of PATH with line numbers (like sed -n)")
     p.add_argument("path", help="file on the host")
     p.add_argument("start", type=int, help="first line (1-based)")
     p.add_argument("end", type=int, help="last line (inclusive)")
-    _host_arg(p)
+    host_args(p, short_identity=False)  # -i is grep's --ignore-case here
     p.set_defaults(func=_slice)
 
     p = sub.add_parser("grep", help="search a file or directory on the host (rg if present, else grep -r)",
@@ -29,7 +28,7 @@ def register(subparsers) -> None:
     p.add_argument("-F", "--fixed-strings", action="store_true", help="PATTERN is a fixed string, not a regex")
     p.add_argument("-i", "--ignore-case", action="store_true", help="match without regard to case")
     p.add_argument("--glob", default="*.py", help="file name filter inside directories (default *.py; '' for all)")
-    _host_arg(p)
+    host_args(p, short_identity=False)  # -i is grep's --ignore-case here
     p.set_defaults(func=_grep)
 
     p = sub.add_parser("find", help="every definition/assignment of SYMBOL in PATH (functions, fields, keywords...)")
@@ -37,27 +36,19 @@ def register(subparsers) -> None:
     p.add_argument("symbol", help="name to look for (a function, field, keyword argument...)")
     p.add_argument("--json", action="store_true",
                    help="print a JSON list of {path, line, kind, name, value, enclosing}")
-    _host_arg(p)
+    host_args(p, short_identity=False)  # -i is grep's --ignore-case here
     p.set_defaults(func=_find)
 
     parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
 
 
-def _host_arg(p: argparse.ArgumentParser) -> None:
-    host_args(p, short_identity=False)  # -i is grep's --ignore-case here
-
-
 def _slice(args) -> int:
-    from kit import source  # deferred: start-up (a command loads its work only when it runs)
-
     with connect_args(args) as host:
         print(source.slice(host, args.path, args.start, args.end))
     return 0
 
 
 def _grep(args) -> int:
-    from kit import source  # deferred: start-up (a command loads its work only when it runs)
-
     with connect_args(args) as host:
         pattern, path = _grep_order(host, args.pattern, args.path)
         matches = source.grep(host, path, pattern, context=args.context, regex=not args.fixed_strings,
@@ -84,8 +75,6 @@ def _exists(host, path: str) -> bool:
 
 
 def _find(args) -> int:
-    from kit import source  # deferred: start-up (a command loads its work only when it runs)
-
     with connect_args(args) as host:
         symbols = source.find(host, args.path, args.symbol)
     if args.json:

@@ -1,25 +1,15 @@
-"""Serving logs and benchmark output: a log's tables (``logs_parse``), speculative acceptance
-(``logs_spec``), effective settings (``logs_settings``), the audit's findings (``audit``), benchmark
-results (``bench_records``) and a client's inter-token latency against the engine's records
-(``bench_reconcile``).
-
-Paths arrive checked (``x-path: file`` or ``tree``: inside the roots, every entry of a directory too);
-each function reads them with the kit's own readers.
-"""
+"""Serving logs and benchmark output: ``logs_parse``, ``logs_spec``, ``logs_settings``, ``audit``,
+``bench_records`` and ``bench_reconcile``; paths arrive checked, each function reads them with the kit's own
+readers."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from kit import audit as kit_audit
 from kit import bench, logs
 from kit.mcp._policy import Policy
 from kit.mcp._result import Answer, file_provenance
 from kit.util import frame_records
-
-
-def _log_provenance(path: str, role: str = "log") -> list[dict[str, Any]]:
-    return [file_provenance("local", path, role)]
 
 
 def logs_parse(policy: Policy, path: str, table: str | None = None, engine: str | None = None,
@@ -30,13 +20,14 @@ def logs_parse(policy: Policy, path: str, table: str | None = None, engine: str 
         out["rows"] = data.to_dict(tables=True)["tables"].get(table, [])
     trust = "degraded" if data.warnings else "usable"
     reasons = list(data.warnings) or ["every line parsed or counted as unknown/torn"]
-    return Answer(out, _log_provenance(path), trust, reasons, list(data.warnings), table="rows" if table else None)
+    return Answer(out, [file_provenance("local", path, "log")], trust, reasons, list(data.warnings),
+                  table="rows" if table else None)
 
 
 def logs_spec(policy: Policy, path: str, version: str | None = None, k: int | None = None) -> Answer:
     data = logs.read(path, version=version, k=k)
     if not len(data.spec):
-        return Answer({"records": [], "summary": None}, _log_provenance(path), "undecided",
+        return Answer({"records": [], "summary": None}, [file_provenance("local", path, "log")], "undecided",
                       [f"no speculative-decoding lines (engine {data.engine or 'unknown'}, version "
                        f"{data.version or 'unknown'}); nothing to summarise"], list(data.warnings))
     s = logs.spec_summary(data)
@@ -49,13 +40,13 @@ def logs_spec(policy: Policy, path: str, version: str | None = None, k: int | No
         trust, reasons = "degraded", list(s.warnings)
     else:
         trust, reasons = "usable", [f"definition applied: {s.definition}"]
-    return Answer(out, _log_provenance(path), trust, reasons, list(s.warnings), table="records")
+    return Answer(out, [file_provenance("local", path, "log")], trust, reasons, list(s.warnings), table="records")
 
 
 def logs_settings(policy: Policy, paths: list[str]) -> Answer:
     st = logs.settings(paths)
     out = st.to_dict()
-    prov = [x for p in paths for x in _log_provenance(p, "settings source")]
+    prov = [file_provenance("local", p, "settings source") for p in paths]
     return Answer(out, prov, "not assessed",
                   ["the settings the engine itself reported, each with its file:line; kit audit judges them"],
                   table="evidence")
@@ -68,7 +59,7 @@ def audit(policy: Policy, paths: list[str]) -> Answer:
     high = any(f.severity == "high" for f in flagged)
     trust = "usable" if a.clean else "unreliable" if high else "degraded"
     reasons = list(dict.fromkeys(f"{f.severity}: {f.code}: {f.verdict}" for f in flagged)) or ["no finding flagged"]
-    prov = [x for p in paths for x in _log_provenance(p, "audited artefact")]
+    prov = [file_provenance("local", p, "audited artefact") for p in paths]
     return Answer(out, prov, trust, reasons, list(a.notes), table="findings")
 
 
@@ -103,7 +94,8 @@ def _stored_bench(kind: str):
         else:
             trust, reasons = "not assessed", ["no run validity recorded (kit.audit.check_run decides it)"]
         out = {"kind": kind, "url": data.get("url"), "model": data.get("model"), "rows": rows}
-        return Answer(out, _log_provenance(path, f"kit.bench {kind} result"), trust, reasons, flags, table="rows")
+        return Answer(out, [file_provenance("local", path, f"kit.bench {kind} result")], trust, reasons, flags,
+                      table="rows")
 
     return read
 
@@ -112,7 +104,7 @@ def _printed_bench(path: str, data: dict | None) -> Answer:
     df = logs.parse_bench(path)
     warnings = list(df.attrs.get("warnings", []))
     out = {"kind": "benchmark output", "rows": frame_records(df), "columns": list(df.columns)}
-    return Answer(out, _log_provenance(path, "benchmark output"), "degraded" if warnings else "not assessed",
+    return Answer(out, [file_provenance("local", path, "benchmark output")], "degraded" if warnings else "not assessed",
                   warnings or ["parsed as printed; run validity is kit audit's (check_run) question"],
                   warnings, table="rows")
 

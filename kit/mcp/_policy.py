@@ -1,12 +1,9 @@
 """What a tool call may touch: hosts, local paths, patterns, environment names; refused before anything runs.
 
-A tool argument comes from a model, which may have read a hostile log or web page. So every argument
-that reaches a file system or a host is checked here, on the server, before the kit's function is
-called: host names against the hosts the server was started for, local paths against its roots (after
-resolving symlinks and ``..``), host paths and patterns for characters that have no business in them.
-Values then go to the kit's own functions, which quote what they send to a shell (``kit.util.quote``);
-no tool takes a command line.
-"""
+A tool argument comes from a model, which may have read a hostile log or web page: every argument that
+reaches a file system or a host is checked here, on the server, before the kit's function is called (host
+names against the server's hosts, local paths against its roots after resolving symlinks and ``..``, host
+paths and patterns for characters that have no business in them)."""
 from __future__ import annotations
 
 import os

@@ -50,7 +50,7 @@ def read_resource(session: Path | None, uri: str) -> tuple[str, str, str]:
     if root is None or uri not in {r.uri for r in resources(session)}:
         raise UsageError(f"resource {uri!r}: not one this server lists")
     if uri == CHAIN:
-        text, mime = Ledger.open(root / "ledger.json").to_text(width=200), "text/plain"
+        text, mime = Ledger.open(root / "ledger.json").to_text(), "text/plain"
     else:
         name, mime, _ = _FILES[uri]
         text = (root / name).read_text(encoding="utf-8")

@@ -1,17 +1,12 @@
 """One tool result: the answer with its provenance, trust verdict and warnings as fields, paged,
-redacted and capped.
-
-Every result has the same top-level keys, so an agent finds the caveats where it finds the numbers::
+redacted and capped. Every result has the same top-level keys, so an agent finds the caveats where it
+finds the numbers::
 
     {"tool": ..., "ok": true, "result": {...}, "provenance": [...], "trust": {"verdict": ..., "reasons": [...]},
      "warnings": [...], "page": {"table": "rows", "offset": 0, "limit": 200, "total": 1234, "next_offset": 200},
      "redacted": 0}
 
-``trust.verdict`` is one of ``usable`` / ``degraded`` / ``unreliable`` / ``undecided`` / ``not assessed``;
-a tool that has no trust check of its own says ``not assessed`` with the reason, never ``usable``.
-Secrets are masked by kit.redact (the same rules the HTML report applies) in every
-string of the result, keys included.
-"""
+A tool that has no trust check of its own says ``not assessed`` with the reason, never ``usable``."""
 from __future__ import annotations
 
 import datetime as _dt

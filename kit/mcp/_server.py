@@ -1,12 +1,8 @@
-"""The MCP server: the tool table served over stdio or streamable HTTP (127.0.0.1 only), with the
-sample session and its hypothesis chain as resources and a prompt that walks the investigation.
-
-Built on the SDK's low-level ``Server`` so that the listed tools are exactly the table's rows the
-Policy allows, with their schemas as written. A call is: tool looked up among the allowed ones (else
-answered as unknown), arguments validated against its schema, host checked, the kit function run in a
-worker thread under the per-call timeout, the result paged, redacted and capped (``_result.py``). Kit
-errors and refusals come back as results with ``ok: false`` and one line, never a traceback.
-"""
+"""The MCP server on the SDK's low-level ``Server``: the listed tools are exactly the table's rows the Policy
+allows, with their schemas as written. A call: tool looked up among the allowed ones (else answered as
+unknown), arguments validated against its schema, host checked, paths resolved, the kit function run in a
+worker thread under the per-call timeout, the result paged, redacted and capped (``_result.py``). Errors come
+back as results with ``ok: false`` and one line, never a traceback."""
 from __future__ import annotations
 
 import contextlib
@@ -24,6 +20,7 @@ from typing import Any
 import anyio
 import jsonschema
 import mcp_types as types
+import uvicorn
 from mcp.server import Server
 from mcp.server.stdio import stdio_server
 
@@ -91,12 +88,9 @@ _stranded_lock = threading.Lock()
 
 
 async def call(policy: Policy, tools: dict, name: str, args: dict[str, Any]) -> dict[str, Any]:
-    """One tool call, checked, timed out and wrapped; the result is a JSON-ready envelope.
-
-    Arguments are validated against the tool's schema and its path-typed fields resolved and checked
-    (``Policy.resolve``) before the function runs; the function, paging, redaction and serialisation
-    all run in one worker thread under the per-call timeout. A call past its timeout is answered and
-    its thread left to finish; while ``MAX_STRANDED`` such threads still run, new calls are refused."""
+    """One tool call, checked, timed out and wrapped as a JSON-ready envelope. The function, paging, redaction
+    and serialisation run in one worker thread under the per-call timeout; a call past it is answered and its
+    thread left to finish; while ``MAX_STRANDED`` such threads still run, new calls are refused."""
     tool = tools.get(name)
     if tool is None:  # not in the table, or not allowed on this server: the same answer
         return failure(name, f"unknown tool {name!r}", refused=True)
@@ -176,8 +170,6 @@ def serve_http(policy: Policy, port: int, session: Path | None = None, *, ready=
     directory of its own, removed at exit): another local user cannot call a tool, though the port is
     open to every process of the machine. ``port=0`` takes a free port; ``ready(url, token_file)`` is
     called once it listens. Sessions idle for ``session_idle_s`` are closed, at most ``MAX_SESSIONS``."""
-    import uvicorn  # deferred: only the HTTP transport needs the ASGI server
-
     token = secrets.token_urlsafe(32)
     own_dir = None
     if token_file is None:

@@ -1,11 +1,6 @@
-"""The session: its hypothesis chain (``ledger_read``), its runs and artefacts (``session_catalogue``)
-and, where the server allows, a verdict recorded (``ledger_record``: write) and the report built
-(``report_build``: run, on this machine).
-
-A ledger argument names a session directory or its ``ledger.json`` (``x-path: ledger``); a write goes
-only into that session's ledger (its working copy ``.kit/ledger.json`` for a directory), never to a file
-of another name. The report's output directory is a new one inside the roots (``x-path: new``).
-"""
+"""The session: ``ledger_read``, ``session_catalogue`` and, where the server allows, ``ledger_record`` (write)
+and ``report_build`` (run, on this machine). A write goes only into the named session's ledger (its working
+copy ``.kit/ledger.json`` for a directory), never to a file of another name."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -67,7 +62,7 @@ def ledger_record(policy: Policy, ledger: str, id: str, verdict: str, evidence: 
     provenance, each with the kind the session's manifest gives it (never assumed measured)."""
     path = ledger_path(ledger, write=True)
     prov = [_ledger_provenance(a) for a in artefacts or []]
-    led = Ledger.open(path) if path.exists() else Ledger(path)
+    led = Ledger.open(path)
     h = led.record(identifier(id, "hypothesis id"), statement=statement, test=test, evidence=evidence,
                    verdict=verdict, numbers=numbers, source=source, provenance=prov or None, caveats=caveats)
     warnings = [] if h.evidence_kind == "measured" else [f"{h.id}: evidence is {h.evidence_kind}, not measured"]

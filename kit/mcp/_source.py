@@ -1,11 +1,7 @@
-"""The host and its source: what a host is (``env_fingerprint``), its source text (``source_slice``,
-``source_grep``, ``source_find``, ``source_definition``) and, as a run tool, a predicate called with the
-host's Python (``source_evaluate``).
-
-Paths arrive checked and resolved by the server (``x-path: host`` in the schema: inside the roots on
-``local``, inside ``--host-root`` elsewhere); a definition followed through imports is checked again
-where it lands, since a relative import may climb above the root. Nothing here builds a command line.
-"""
+"""The host and its source: ``env_fingerprint``, ``source_slice``, ``source_grep``, ``source_find``,
+``source_definition`` and, as a run tool, a predicate called with the host's Python (``source_evaluate``).
+Paths arrive checked (``x-path: host``); a definition followed through imports is checked again where it
+lands, since a relative import may climb above the root."""
 from __future__ import annotations
 
 import dataclasses

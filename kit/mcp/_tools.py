@@ -1,21 +1,13 @@
 """The tool table: one row per tool (name, function, mode, description, input schema, paged table).
 
-``mode`` is ``read`` (always listed), ``write`` (listed with ``--allow-write``) or ``run`` (listed with
-``--allow-run HOST``; its ``host`` argument may name only those hosts). A tool the server was not
-started for is not listed, and a call to it is answered as for a tool that does not exist.
-The schemas are the contract: arguments are validated against them (no extra keys, host names from
-the allowed list), and every path-typed field (``x-path``, in the field or its items) is resolved and
-checked by the server (``Policy.resolve``) before the row's function sees it:
-
-- ``file``: a local regular file inside the roots; ``tree``: a local file or directory whose every
-  entry resolves inside the roots; ``traces``: a trace file or a directory's ``rank*`` traces, as a list
-- ``new``: a file or directory the tool creates, inside the roots, that does not exist yet
-- ``host``: a path on the call's ``host`` (``tree`` on local, ``--host-root`` elsewhere)
-- ``ledger``: a session directory or its ``ledger.json`` (a write goes only into that session's ledger)
-
-Tools are grouped by capability: the host and its source (``_source.py``), traces (``_traces.py``),
-logs and benchmarks (``_logs.py``), two runs investigated (``_investigate.py``), the run catalogue
-(``_catalogue.py``), the session (``_session.py``).
+``mode`` is ``read`` (always listed), ``write`` (``--allow-write``) or ``run`` (``--allow-run HOST``; its
+``host`` argument may name only those hosts); a tool the server was not started for is answered as one
+that does not exist. The schemas are the contract: arguments are validated against them, and every
+path-typed field (``x-path``, in the field or its items) is resolved and checked by ``Policy.resolve``
+before the row's function sees it: ``file`` (a local regular file inside the roots), ``tree`` (a local
+file or directory whose every entry resolves inside the roots), ``traces`` (a trace file or a directory's
+``rank*`` traces, as a list), ``new`` (a file or directory the tool creates, not existing yet), ``host``
+(a path on the call's ``host``) and ``ledger`` (a session directory or its ``ledger.json``).
 """
 from __future__ import annotations
 
@@ -45,6 +37,7 @@ PAGING = {"offset": {"type": "integer", "minimum": 0, "default": 0, "description
           "limit": {"type": "integer", "minimum": 1, "maximum": 5000, "default": DEFAULT_PAGE,
                     "description": "rows per page"}}
 VERDICT = {"type": "string", "enum": ["open", "confirmed", "rejected"]}
+LABELS = {"type": "array", "items": {"type": "string", "maxLength": 40}, "minItems": 2, "maxItems": 2}  # run A's, B's
 REFERENCE = {"reference": _path("traces", description="a reference run's trace (a file or a directory), passed to "
                                                     "kit.profile.load(reference=)")}
 
@@ -113,15 +106,13 @@ TOOLS: tuple[Tool, ...] = (
          {"paths": TRACES}, ["paths"], reference=True),
     Tool("trace_compare", _traces.trace_compare, "read",
          "Where the step-time difference of two runs goes: parts that add up to it, kernel families, per rank.",
-         {"a": TRACES, "b": TRACES, "phase": PHASE,
-          "labels": {"type": "array", "items": {"type": "string", "maxLength": 40}, "minItems": 2, "maxItems": 2}},
-         ["a", "b"], table=True),
+         {"a": TRACES, "b": TRACES, "phase": PHASE, "labels": LABELS}, ["a", "b"], table=True),
     Tool("trace_diff_structure", _traces.trace_diff_structure, "read",
          "Two runs (two engines, two versions) node by node: layer kind x operation family (qkv/o proj, "
          "attention, norm, gate/up, down, router, experts, all-reduce ...), delta and noise per node, fusions, "
          "differing settings.",
          {"a": TRACES, "b": TRACES, "phase": PHASE, "basis": {"type": "string", "enum": ["kernel", "wall"]},
-          "labels": {"type": "array", "items": {"type": "string", "maxLength": 40}, "minItems": 2, "maxItems": 2},
+          "labels": LABELS,
           "settings": {"type": "array", "items": FILE, "minItems": 2, "maxItems": 2,
                        "description": "each run's engine log, for the settings that differ"},
           "references": {"type": "array", "items": {**_path("traces"), "type": ["string", "null"]}, "minItems": 2,
@@ -159,9 +150,7 @@ TOOLS: tuple[Tool, ...] = (
          "Why is run B slower than run A: validity, the client gap with intervals, ITL reconciliation, structural "
          "diff, settings that differ or were ignored, speed of light; causes ranked by share of the gap beyond noise, "
          "each with evidence, trust, setting and a confirming kit.experiment; the unexplained remainder.",
-         {"a": TREES, "b": TREES, "labels": {"type": "array", "items": {"type": "string", "maxLength": 40},
-                                             "minItems": 2, "maxItems": 2}},
-         ["a", "b"], table=True),
+         {"a": TREES, "b": TREES, "labels": LABELS}, ["a", "b"], table=True),
     Tool("runs_list", _catalogue.runs_list, "read",
          "The run catalogue's latest runs, newest first, at most 1000, paged (summaries, comparisons, benchmarks, "
          "log parses, audits, experiments).",

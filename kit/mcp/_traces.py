@@ -1,10 +1,5 @@
-"""Profiler traces: a run's breakdown (``trace_summary``), whether it can be trusted (``trace_check``),
-two runs compared by time (``trace_compare``) and by structure (``trace_diff_structure``).
-
-Trace arguments arrive as lists of checked files (``x-path: traces``: a file, or a directory's
-``rank*`` traces, every entry inside the roots); each result's trust is the worst verdict of the
-``Profile.health()`` metrics its numbers rest on.
-"""
+"""Profiler traces: ``trace_summary``, ``trace_check``, ``trace_compare``, ``trace_diff_structure``; each
+result's trust is the worst verdict of the ``Profile.health()`` metrics its numbers rest on."""
 from __future__ import annotations
 
 from typing import Any
@@ -31,13 +26,15 @@ def _health_trust(health, metrics: tuple[str, ...]) -> tuple[str, list[str]]:
     return verdict, reasons or [f"{', '.join(metrics)}: usable"]
 
 
-def _pair_trust(runs) -> tuple[str, list[str]]:
+def _pair(pa, pb, labels: tuple[str, str], result, table: str) -> Answer:
+    """A two-run result, trusted as the worse of both runs' category shares and step time."""
     verdict, reasons = "usable", []
-    for label, p in runs:
+    for label, p in zip(labels, (pa, pb)):
         v, r = _health_trust(p.health(), ("category_shares", "step_time"))
         verdict = worse(verdict, v)
         reasons += [f"{label}: {x}" for x in r]
-    return verdict, reasons
+    prov = _provenance(pa, f"run {labels[0]}") + _provenance(pb, f"run {labels[1]}")
+    return Answer(result.to_dict(), prov, verdict, reasons, list(result.warnings), table=table)
 
 
 def _provenance(p, role: str) -> list[dict[str, Any]]:
@@ -71,10 +68,7 @@ def trace_compare(policy: Policy, a: list[str], b: list[str], phase: str = "deco
                   labels: list[str] | None = None) -> Answer:
     pa, pb = profile.Profile.of(a), profile.Profile.of(b)
     la, lb = (labels or ["A", "B"])[:2]
-    c = profile.compare(pa, pb, phase=phase, labels=(la, lb))
-    trust, reasons = _pair_trust(((la, pa), (lb, pb)))
-    prov = _provenance(pa, f"run {la}") + _provenance(pb, f"run {lb}")
-    return Answer(c.to_dict(), prov, trust, reasons, list(c.warnings), table="families")
+    return _pair(pa, pb, (la, lb), profile.compare(pa, pb, phase=phase, labels=(la, lb)), "families")
 
 
 def trace_diff_structure(policy: Policy, a: list[str], b: list[str], phase: str = "decode", basis: str = "kernel",
@@ -87,6 +81,4 @@ def trace_diff_structure(policy: Policy, a: list[str], b: list[str], phase: str 
     la, lb = (labels or ["A", "B"])[:2]
     sets = (logs.settings([settings[0]]), logs.settings([settings[1]])) if settings else None
     d = profile.diff_structure(pa, pb, phase=phase, basis=basis, labels=(la, lb), settings=sets)
-    trust, reasons = _pair_trust(((la, pa), (lb, pb)))
-    prov = _provenance(pa, f"run {la}") + _provenance(pb, f"run {lb}")
-    return Answer(d.to_dict(), prov, trust, reasons, list(d.warnings), table="nodes")
+    return _pair(pa, pb, (la, lb), d, "nodes")

@@ -9,8 +9,6 @@ from matplotlib.patches import Patch
 from kit.plots._profile import CATEGORY_COLORS, MAX_WIDTH_IN, _detach
 from kit.util import clip, signed
 
-__all__ = ["compare_waterfall", "compare_families"]
-
 _KIND_COLORS = {"overlap": "#c5b0d5", "gpu-idle": CATEGORY_COLORS["idle"], "launch-gap": "#b0b0b0",
                 "unattributed": "#ffffff"}
 

@@ -11,27 +11,13 @@ from matplotlib.figure import Figure
 
 from kit.errors import UsageError
 
-__all__ = ["concurrency_scaling", "latency_cdf", "throughput_latency"]
-
 _NAMES = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
-
-
-def _bad_metric(metric: str) -> UsageError:
-    return UsageError(f"metric must be one of {', '.join(_NAMES)}, not {metric!r}")
+_FIELD = {"ttft_ms": "ttft", "tpot_ms": "tpot", "e2e_ms": "latency"}   # a request's field of each metric (not ITL)
 
 
 def _values(level: dict, metric: str) -> np.ndarray:
     ok = [r for r in level["requests"] if r.get("ok")]
-    if metric == "ttft_ms":
-        xs = [r["ttft"] for r in ok]
-    elif metric == "itl_ms":
-        xs = [x for r in ok for x in r["itl"]]
-    elif metric == "tpot_ms":
-        xs = [r["tpot"] for r in ok if r.get("tpot") is not None]
-    elif metric == "e2e_ms":
-        xs = [r["latency"] for r in ok]
-    else:
-        raise _bad_metric(metric)
+    xs = [x for r in ok for x in r["itl"]] if metric == "itl_ms" else [r.get(_FIELD[metric]) for r in ok]
     a = np.asarray([x for x in xs if x is not None and math.isfinite(x)], dtype=float) * 1e3
     return np.sort(a)
 
@@ -40,7 +26,7 @@ def latency_cdf(result, *, metric: str = "ttft_ms", title: str | None = None, ax
     """Empirical CDF of ``metric`` (``ttft_ms``, ``itl_ms``, ``tpot_ms``, ``e2e_ms``), one line per
     level, with p50/p90/p99 marked: the tail that a mean hides."""
     if metric not in _NAMES:
-        raise _bad_metric(metric)
+        raise UsageError(f"metric must be one of {', '.join(_NAMES)}, not {metric!r}")
     fig, ax = (plt.subplots(figsize=(6.4, 3.6), constrained_layout=True) if ax is None else (ax.figure, ax))
     for lv in result.levels:
         xs = _values(lv, metric)

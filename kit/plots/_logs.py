@@ -1,15 +1,5 @@
-"""Plots of parsed serving logs and of the speculative-decoding model (re-exported by ``kit.plots``).
-
-- :func:`acceptance_over_time` — mean acceptance length (incl. bonus) and draft acceptance rate
-  per log window; after-idle windows drawn hollow (they are excluded from summaries).
-- :func:`acceptance_per_position` — pooled per-position acceptance of one or more runs.
-- :func:`throughput_over_time` — decode throughput per log window (SGLang ``gen throughput``,
-  vLLM ``Avg generation throughput``), after-idle windows hollow.
-- :func:`speedup_curves` — expected speed-up vs i.i.d. acceptance for k = 1..7 at a stated drafter
-  cost c, with the break-even line, and parsed runs marked at their measured acceptance.
-
-Every function returns the matplotlib ``Figure``; nothing is shown or saved here.
-"""
+"""Plots of parsed serving logs and of the speculative-decoding model (after-idle windows drawn hollow:
+summaries exclude them)."""
 from __future__ import annotations
 
 import math
@@ -26,8 +16,6 @@ from kit.errors import KitError
 from kit.logs import LogData, SpecSummary, spec_summary
 from kit.plots._profile import _detach
 from kit.util import percent_text
-
-__all__ = ["acceptance_over_time", "acceptance_per_position", "throughput_over_time", "speedup_curves"]
 
 
 def _percent_ticks():
@@ -50,9 +38,13 @@ def _x(df: pd.DataFrame) -> tuple[pd.Series, str]:
 
 def _label(data, default: str) -> str:
     name = getattr(data, "name", None)
-    if name:
-        return str(name).rsplit("/", 1)[-1]
-    return default
+    return str(name).rsplit("/", 1)[-1] if name else default
+
+
+def _runs(runs) -> dict:
+    """One run or a ``{label: run}`` mapping as ``{label: run}``, each LogData summarised (``spec_summary``)."""
+    runs = runs if isinstance(runs, Mapping) else {_label(runs, "run"): runs}
+    return {label: spec_summary(r) if isinstance(r, LogData) else r for label, r in runs.items()}
 
 
 def acceptance_over_time(data, *, title: str | None = None) -> Figure:
@@ -90,12 +82,8 @@ def acceptance_over_time(data, *, title: str | None = None) -> Figure:
 def acceptance_per_position(runs, *, title: str | None = None) -> Figure:
     """Per-position acceptance (probability that draft token i is accepted) of one run or of a
     ``{label: run}`` mapping; a run is a LogData, a SpecSummary or a sequence of rates."""
-    if not isinstance(runs, Mapping):
-        runs = {_label(runs, "run"): runs}
     series: dict[str, list[float]] = {}
-    for label, run in runs.items():
-        if isinstance(run, LogData):
-            run = spec_summary(run)
+    for label, run in _runs(runs).items():
         pp = run.per_position if isinstance(run, SpecSummary) else run
         if pp:
             series[str(label)] = [float(p) for p in pp]
@@ -166,11 +154,7 @@ def speedup_curves(c: float = 0.15, ks: Iterable[int] = range(1, 8), runs=None, 
         ax.plot(d["acceptance"], d["speedup"], color=colors[k], lw=1.4, label=lab)
     ax.axhline(1.0, color="#444444", lw=0.8, ls="--")
     if runs is not None:
-        if not isinstance(runs, Mapping):
-            runs = {_label(runs, "run"): runs}
-        for label, run in runs.items():
-            if isinstance(run, LogData):
-                run = spec_summary(run)
+        for label, run in _runs(runs).items():
             if not isinstance(run, SpecSummary) or not run.k or math.isnan(run.mean_acceptance_length) \
                     or math.isnan(run.draft_acceptance_rate):
                 continue

@@ -15,19 +15,6 @@ from kit.errors import UsageError
 from kit.profile import category_colours
 from kit.util import clip
 
-__all__ = [
-    "CATEGORY_COLORS",
-    "MAX_WIDTH_IN",
-    "MIN_FONT_PT",
-    "ab_plot",
-    "category_shares",
-    "fit_text",
-    "link_matrix_plot",
-    "module_time",
-    "step_timeline",
-    "top_kernels",
-]
-
 CATEGORY_COLORS = {**category_colours(), "idle": "#e0e0e0"}   # categories.toml's [[category]] colours
 
 
@@ -240,10 +227,7 @@ def link_matrix_plot(topology: Any, *, title: str | None = None, ax: Any = None)
     m = topology.gpu_links
     n = len(m)
     own = ax is None  # a figure made here is closed before it is returned; a caller's axes are not
-    if own:
-        fig, ax = plt.subplots(figsize=(1.0 + 0.6 * max(n, 2), 0.8 + 0.5 * max(n, 2)))
-    else:
-        fig = ax.figure
+    fig, ax = plt.subplots(figsize=(1.0 + 0.6 * max(n, 2), 0.8 + 0.5 * max(n, 2))) if own else (ax.figure, ax)
     seen = {}
     for i, row in enumerate(m.index):
         for j, col in enumerate(m.columns):
@@ -270,10 +254,7 @@ def ab_plot(table: pd.DataFrame, *, value: str = "tok_s", label: str = "config",
     """Bars of ``value`` per configuration, annotated with the ratio to ``baseline`` (a label)."""
     t = table[[label, value]].dropna()
     own = ax is None
-    if own:
-        fig, ax = plt.subplots(figsize=(8, 0.45 * max(len(t), 3) + 1.2))
-    else:
-        fig = ax.figure
+    fig, ax = plt.subplots(figsize=(8, 0.45 * max(len(t), 3) + 1.2)) if own else (ax.figure, ax)
     has_base = baseline is not None and (t[label] == baseline).any()
     base = float(t.loc[t[label] == baseline, value].iloc[0]) if has_base else None
     colours = ["#8c959f" if lab == baseline else "#4c72b0" for lab in t[label]]

@@ -10,8 +10,6 @@ from matplotlib.figure import Figure
 
 from kit.plots._profile import MAX_WIDTH_IN, fit_text
 
-__all__ = ["itl_waterfall"]
-
 _COLORS = {"http": "#8172b3", "output": "#937860", "prefill": "#da8bc3", "host": "#ccb974", "sched": "#b0b0b0",
            "forward": "#4c72b0", "gpu_busy": "#4c72b0", "gpu_idle": "#c7d3e8", "residual": "#ffffff"}
 

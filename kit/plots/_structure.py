@@ -8,8 +8,6 @@ from kit.plots._compare import waterfall
 from kit.plots._profile import _detach
 from kit.util import clip
 
-__all__ = ["structure_waterfall"]
-
 
 def structure_waterfall(diff, *, top: int = 8, title: str | None = None) -> Figure:
     """A's step time, then the ``top`` largest node differences (the rest as one bar), then B's step time.

@@ -2,20 +2,13 @@
 result or a notebook copy.
 
 A low package (it imports no other kit package): the report masks its pages with it, the run catalogue
-its runs, the MCP server its results, so none of them imports another for it. Its detector set
-(detect-secrets' plugins, which bring ``requests`` with them) loads on the first text redacted, never at
-import: a command that redacts nothing pays nothing.
+its runs, the MCP server its results. Its detector set (detect-secrets' plugins, which bring ``requests``
+with them, ``_plugins.py``) loads on the first text redacted, never at import.
 
-Files:
-
-- ``_text.py``: :func:`redact_text`, :func:`redact_json_text`, :func:`find_secrets`: spans masked, values found
-  through markup masked as literals everywhere
-- ``_notebook.py``: :func:`redact_notebook`, :func:`notebook_secrets`, :func:`redact_html` (the exported page)
-- ``_detect.py``: where the secrets of a text are: the pattern table (``_patterns.py``), detect-secrets'
-  plugins, keywords and entropy, text tables (``_tables.py``)
-- ``_cmdline.py``: the rules for credentials typed on command lines (sshpass -p, mysql -p, logins, --token)
-- ``_names.py``: :func:`secret_name` (is a key a credential's name) and :func:`mask_secrets` (an argument dump
-  or environment with those values masked)
+Files: ``_text.py`` (text and JSON: spans masked, values found through markup masked as literals
+everywhere), ``_notebook.py`` (notebooks and the exported page), ``_detect.py`` (where a text's secrets
+are), ``_patterns.py`` (the pattern table), ``_tables.py`` (text tables), ``_cmdline.py`` (credentials
+typed on command lines), ``_names.py`` (:func:`secret_name`, :func:`mask_secrets`).
 """
 from __future__ import annotations
 

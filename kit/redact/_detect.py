@@ -8,8 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from functools import lru_cache
-from typing import Any, Iterator
+from typing import Iterator
 
 from kit.redact._cmdline import HINTS as CMDLINE_HINTS
 from kit.redact._names import MASK
@@ -27,28 +26,13 @@ from kit.redact._patterns import (
 from kit.redact._tables import aligned_spans, table_spans
 
 
-@lru_cache(maxsize=1)
-def _ds() -> tuple[list[re.Pattern[str]], list[tuple[re.Pattern[str], int]], Any, Any]:
-    r"""detect-secrets' regex plugins (their ``denylist`` patterns), keyword regexes and entropy
-    scorers. Public IPs are not credentials, the keyword and entropy plugins are applied below.
-    The plugins' keyword-style patterns (IBM, Cloudant, SoftLayer: ``(?<=\W)...(key|pwd|pass|token)``)
-    try every position of a text; they run only on the lines holding such a word (see ``_spans``)."""
-    # deferred: the detector set (detect-secrets, and requests with it) loads on the first text redacted
-    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class  # deferred: see above
-    from detect_secrets.plugins import keyword  # deferred: see above
-    from detect_secrets.plugins.base import RegexBasedDetector  # deferred: see above
-    from detect_secrets.plugins.high_entropy_strings import (  # deferred: see above
-        Base64HighEntropyString,
-        HexHighEntropyString,
-    )
+def _ds():
+    """detect-secrets' detector set (``_plugins.py``). Its keyword-style patterns (IBM, Cloudant, SoftLayer:
+    ``(?<=\\W)...(key|pwd|pass|token)``) try every position of a text; they run only on the lines holding
+    such a word (see :func:`secret_spans`)."""
+    from kit.redact import _plugins  # deferred: the detector set (and requests with it) loads on the first text
 
-    regexes: list[re.Pattern[str]] = []
-    for cls in get_mapping_from_secret_type_to_class().values():
-        if issubclass(cls, RegexBasedDetector) and cls.__name__ not in ("IPPublicDetector", "PrivateKeyDetector"):
-            regexes.extend(cls().denylist)
-    kw = (list(keyword.CONFIG_DENYLIST_REGEX_TO_GROUP.items())
-          + list(keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP.items()))
-    return regexes, kw, Base64HighEntropyString(), HexHighEntropyString()
+    return _plugins
 
 
 _HINT = re.compile(r"(?i)key|pw|pass|token|secret")
@@ -103,7 +87,7 @@ def _decodes_to_text(s: str) -> bool:
 
 
 def _entropy_spans(text: str) -> Iterator[tuple[int, int]]:
-    _, _, b64, hx = _ds()
+    b64, hx = _ds().B64, _ds().HEX
     if '"' not in text and "'" not in text:
         return
     for m in b64.regex.finditer(text):
@@ -133,16 +117,11 @@ def _entropy_spans(text: str) -> Iterator[tuple[int, int]]:
 def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
     """detect-secrets' keyword regexes on the lines holding a secret word (they run to the end of
     a line), each hit cut at the end of its token; (start, end, is_code)."""
-    from detect_secrets.filters.heuristic import (  # deferred: the detector set, as in _ds
-        is_indirect_reference,
-        is_templated_secret,
-    )
-
-    _, kw, _, _ = _ds()
+    ds = _ds()
     for start, line in _lines_with(text, SECRET_WORD):
         if len(line) > 4000:
             continue
-        for rx, group in kw:
+        for rx, group in ds.KEYWORDS:
             for m in rx.finditer(line):
                 a, b = m.span(group)
                 quoted = a > 0 and line[a - 1] in "\"'`"
@@ -150,11 +129,11 @@ def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
                     cut = _KW_END.search(line, a, b)
                     b = cut.start() if cut else b
                 value = line[a:b]
-                if not value.strip() or MASK in value or is_templated_secret(value) or value.startswith("$"):
+                if not value.strip() or MASK in value or ds.is_templated_secret(value) or value.startswith("$"):
                     continue
                 if re.search(r"[!=]=", line[m.start():a]):  # a comparison, not an assignment
                     continue
-                code = not quoted and (CODE.fullmatch(value) is not None or is_indirect_reference(line[m.start():]))
+                code = not quoted and (CODE.fullmatch(value) is not None or ds.is_indirect_reference(line[m.start():]))
                 yield start + a, start + b, code
 
 
@@ -184,9 +163,8 @@ def secret_spans(text: str) -> list[tuple[int, int, bool]]:
             quoted = m.start("s") > 0 and text[m.start("s") - 1] in "\"'"
             code = pattern is NAME_RULE and not quoted and CODE.fullmatch(value.strip()) is not None
             found.append((*m.span("s"), code))
-    regexes, _, _, _ = _ds()
     hinted_lines: list[tuple[int, str]] | None = None
-    for rx in regexes:
+    for rx in _ds().REGEXES:
         if _hinted(rx):
             if hinted_lines is None:
                 hinted_lines = list(_lines_with(text, _HINT))

@@ -1,33 +1,15 @@
-"""Secret redaction of text, JSON, HTML and notebooks: nothing that looks like a credential is written.
-
-Applied to every cell source, every text output (stream, text/plain, text/html, markdown, JSON,
-error messages and tracebacks) and the widget state of each executed notebook before export, to the
-report's copy of the ledger, then once more to every final HTML page outside ``data:`` URIs as a
-safety net. Patterns are deliberately broad: a redacted non-secret costs a reader a second; a leaked
-token costs a rotation.
-
-Three sources of detection, each naming the secret span only (the reader still sees which variable,
-header or key was redacted):
-
-1. ``detect-secrets``' regex plugins (AWS, GitHub, GitLab, Slack, Stripe, OpenAI, JWT, npm, PyPI,
-   SendGrid, Twilio, Azure, IBM, Discord, Telegram, Mailchimp, basic-auth URLs, ...), a maintained
-   set of provider formats; its keyword detector's denylist regexes (``password = ...``,
-   ``secret: ...``) with its false-positive filters; its high-entropy string scorers, gated (below).
-2. Rules for what this field prints: environment dumps and ``NAME=value`` for any upper-case name
-   ending in a secret word (``HF_TOKEN``, ``NCCL_IB_SECRET_KEY``, ``DJANGO_SECRET_KEY``,
-   ``PGPASSWORD``), ``aws_secret_access_key`` in the credentials-file and boto3 spellings, a bare
-   AWS secret beside an ``AKIA``/``ASIA`` id, ``curl -u user:pass``, NVIDIA ``nvapi-`` keys, URLs
-   with credentials, ``Authorization:`` headers, ``--token``-style flags, PEM private key blocks.
-3. High entropy: a quoted string that detect-secrets scores above its limits is a secret when a
-   secret word is on its line; without one, only a 20-100 character mixed-case base64 string that
-   does not decode to text and does not look like an identifier, a digest or plotly's ``bdata``
-   (hashes, UUIDs, git SHAs, kernel names and base64-encoded text in trace args stay).
+"""Secret redaction of text and JSON: every secret span masked (``_detect.py`` says where they are: the
+pattern table, detect-secrets' provider regexes, keyword and gated entropy detectors, text tables), each
+naming the secret span only, so the reader still sees which variable, header or key was redacted.
+Patterns are deliberately broad: a redacted non-secret costs a reader a second; a leaked token costs a
+rotation.
 
 The values found are also masked as literals wherever else they appear (``find_secrets`` +
 ``redact_text(..., extra)``), so a secret split by HTML or ANSI markup in one place is still masked.
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 from typing import Any, Iterable, Iterator
@@ -62,10 +44,8 @@ def _markup_views(text: str) -> set[str]:
     if "\\n" in text and ("  " in text or "|" in text):  # a JSON-escaped text table: its rows, one a line
         views.add(text.replace("\\n", "\n").replace("\\t", "\t").replace('\\"', '"'))
         if text[:1] == '"' and text.rstrip()[-1:] == '"':
-            try:
+            with contextlib.suppress(ValueError):
                 views.add(str(json.loads(text)))
-            except ValueError:
-                pass
     views.discard(text)
     return views
 

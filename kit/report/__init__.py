@@ -2,13 +2,10 @@
 
 ``kit report`` / ``make report`` call :func:`build`. Each notebook runs in a real kernel (nbclient)
 with papermill parameters injected after its ``parameters`` cell (``session``, ``host``), a
-per-cell timeout, and its own working directory. Sources and outputs are redacted by ``kit.redact`` (detect-secrets'
-provider, keyword and entropy detectors plus rules for what serving hosts print: environment dumps,
-NCCL/HF variables, AWS credentials, URLs with credentials, Authorization headers, private keys,
-passwords and tokens typed on command lines)
-before nbconvert exports them with the vendored
-assets referenced by relative ``assets/`` URLs, so the pages make no network request. A notebook that
-fails still gets a page with a banner linking to the failing cell, and the run reports it.
+per-cell timeout, and its own working directory. Sources and outputs are redacted by ``kit.redact``
+before nbconvert exports them with the vendored assets referenced by relative ``assets/`` URLs, so the
+pages make no network request. A notebook that fails still gets a page with a banner linking to the
+failing cell, and the run reports it.
 
 The report is written into a temporary directory beside ``out`` and swapped in at the end: an
 existing report is never half-overwritten, and a directory that is not a kit report is never replaced.
@@ -23,24 +20,32 @@ Files:
 - ``_export.py``: notebook -> offline HTML page
 - ``_assets.py``: the vendored JavaScript every report carries
 - ``_browser.py``: headless Chromium: load an exported page, measure its layout, print it to PDF
+- ``_pdf.py``: the whole report as one PDF
 - ``_table.py``: ``table(df)``: a DataFrame rendered to fit a page (text left, numbers right, missing
   values as "-" or their reason, long names shortened with the full name on hover, footnotes)
 """
 from __future__ import annotations
 
-from kit.report._build import (
-    DEFAULT_CELL_TIMEOUT,
-    MARKER,
-    NotebookRun,
-    Report,
-    build,
-    discover,
-    execute_notebook,
-)
+import importlib
+
 from kit.report._table import Table, table
 from kit.util import publish
 
 __all__ = ['DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'Table', 'build', 'discover', 'execute_notebook',
            'table']
+
+# The build (nbclient, nbconvert, papermill, pypdf) loads on first use: notebooks import kit.report for table.
+_BUILD = ('DEFAULT_CELL_TIMEOUT', 'MARKER', 'NotebookRun', 'Report', 'build', 'discover', 'execute_notebook')
+
+
+def __getattr__(name: str):
+    if name not in _BUILD:
+        raise AttributeError(f"module 'kit.report' has no attribute {name!r}")
+    build_module = importlib.import_module("kit.report._build")
+    ns = {"__name__": __name__, **{n: getattr(build_module, n) for n in _BUILD}}
+    publish(ns, _BUILD)
+    globals().update({n: ns[n] for n in _BUILD})
+    return ns[name]
+
 
 publish(globals(), __all__)

@@ -1,10 +1,6 @@
-"""The report's offline assets: require.js and the widget renderer, vendored from npm at install time.
-
-``tools/vendor_assets.sh`` (``make assets``) puts them in ``kit/report/_vendor/``; every report gets a copy
-in ``assets/`` and its pages reference them by relative URL, so a page opened from disk, a share or
-an e-mail attachment loads nothing from a CDN. MathJax is replaced by a local stub (math shows as its
-TeX source); mermaid diagrams, which the notebooks do not use, point at a local stub too.
-"""
+"""The report's offline assets: require.js and the widget renderer, vendored from npm by ``make assets``
+(``tools/vendor_assets.sh``) into ``_vendor/``; every report gets a copy in ``assets/`` referenced by relative
+URL, so a page loads nothing from a CDN. MathJax and mermaid are local stubs (math shows as its TeX source)."""
 from __future__ import annotations
 
 import shutil
@@ -28,26 +24,20 @@ _MATHJAX_STUB = (
 _MERMAID_STUB = "/* decode-kit offline report: mermaid is not bundled. */\nexport default undefined;\n"
 
 
-def check_vendored(vendor_dir: Path = VENDOR_DIR) -> Path:
-    """Return the vendor directory, or raise ReportError saying how to vendor the assets."""
+def check_vendored(vendor_dir: Path = VENDOR_DIR) -> None:
+    """Raise ReportError saying how to vendor the assets where one is missing."""
     missing = [name for name in REQUIRED if not (vendor_dir / name).is_file()]
     if missing:
-        raise ReportError(
-            f"report assets missing in {vendor_dir}: {', '.join(missing)}; run 'make assets' "
-            "(tools/vendor_assets.sh fetches requirejs and @jupyter-widgets/html-manager with npm)"
-        )
-    return vendor_dir
+        raise ReportError(f"report assets missing in {vendor_dir}: {', '.join(missing)}; run 'make assets' "
+                          "(tools/vendor_assets.sh fetches requirejs and @jupyter-widgets/html-manager with npm)")
 
 
-def copy_assets(dest: Path, vendor_dir: Path = VENDOR_DIR) -> list[str]:
-    """Copy the vendored files and the stubs into ``dest`` (the report's ``assets/``); return names."""
-    check_vendored(vendor_dir)
+def copy_assets(dest: Path) -> None:
+    """Copy the vendored files and the stubs into ``dest`` (the report's ``assets/``)."""
+    check_vendored()
     dest.mkdir(parents=True, exist_ok=True)
-    names = []
-    for src in sorted(vendor_dir.iterdir()):
+    for src in sorted(VENDOR_DIR.iterdir()):
         if src.is_file():
             shutil.copy2(src, dest / src.name)
-            names.append(src.name)
     (dest / "mathjax-stub.js").write_text(_MATHJAX_STUB)
     (dest / "mermaid-stub.mjs").write_text(_MERMAID_STUB)
-    return names + ["mathjax-stub.js", "mermaid-stub.mjs"]

@@ -1,11 +1,8 @@
-"""Open an exported page in headless Chromium: screenshot, rendered DOM, and the page's own requests.
+"""Open an exported page in headless Chromium: screenshot, rendered DOM, the page's own requests, its layout.
 
-Used by the report tests and by the README screenshot. Chromium's net-log records every request of
-the network stack; requests the *page* made carry the page's ``file://`` isolation key, while the
-browser's own background traffic (update checks, account probes) carries none. ``page_requests``
-returns the former, so "the report makes no network request" is a check on the page, not on
-Chromium's housekeeping. ``file://`` loads do not go through the network stack and never appear.
-"""
+Chromium's net-log records every request of the network stack; those the *page* made carry its ``file://``
+isolation key, the browser's own background traffic none: ``page_requests`` returns the former, so "the
+report makes no network request" is a check on the page, not on Chromium's housekeeping."""
 from __future__ import annotations
 
 import html
@@ -40,8 +37,12 @@ class PageLoad:
 
 
 def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Headless Chromium with the kit's flags and ``args``; ReportError where it is missing or hangs."""
+    exe = chromium_path()
+    if exe is None:
+        raise ReportError("chromium not found; install it (apt-get install chromium, or 'make system-deps' as root)")
     try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run([exe, *FLAGS, *args], capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise ReportError(f"chromium did not finish within {timeout:g} s: {' '.join(args[-2:])}") from exc
 
@@ -49,14 +50,11 @@ def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess:
 def load(page: str | Path, *, screenshot: str | Path | None = None, window: tuple[int, int] = (1200, 1600),
          budget_ms: int = 5000, timeout: float = 90.0) -> PageLoad:
     """Load ``page`` twice in headless Chromium (net-log + DOM dump, then screenshot)."""
-    exe = chromium_path()
-    if exe is None:
-        raise ReportError("chromium not found; install it (apt-get install chromium, or 'make system-deps' as root)")
     url = Path(page).resolve().as_uri()
     result = PageLoad()
     with tempfile.TemporaryDirectory(prefix="kit-chromium-") as tmp:
         netlog = Path(tmp) / "net.json"
-        args = [exe, *FLAGS, f"--user-data-dir={tmp}/profile", f"--log-net-log={netlog}",
+        args = [f"--user-data-dir={tmp}/profile", f"--log-net-log={netlog}",
                 f"--virtual-time-budget={budget_ms}", f"--window-size={window[0]},{window[1]}", "--dump-dom", url]
         proc = _run(args, timeout)
         if proc.returncode != 0:
@@ -65,7 +63,7 @@ def load(page: str | Path, *, screenshot: str | Path | None = None, window: tupl
         result.requests = page_requests(netlog)
         if screenshot is not None:
             shot = Path(screenshot).resolve()
-            args = [exe, *FLAGS, f"--user-data-dir={tmp}/profile2", f"--virtual-time-budget={budget_ms}",
+            args = [f"--user-data-dir={tmp}/profile2", f"--virtual-time-budget={budget_ms}",
                     f"--window-size={window[0]},{window[1]}", "--hide-scrollbars", f"--screenshot={shot}", url]
             proc = _run(args, timeout)
             if proc.returncode != 0 or not shot.is_file():

@@ -18,6 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+import nbformat
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+from papermill.parameterize import parameterize_notebook
+
 from kit.errors import LedgerError, NotebookFailed, ReportError
 from kit.ledger import LEDGER_ENV, Ledger
 from kit.redact import notebook_secrets, redact_json_text, redact_notebook, redact_text
@@ -25,8 +30,6 @@ from kit.report import _assets as assets
 from kit.report import _export as export
 from kit.report._pdf import PDF_NAME, write_pdf
 from kit.util import kit_version
-
-__all__ = ["NotebookRun", "Report", "build", "discover", "execute_notebook"]
 
 MARKER = "report.json"  # written into every report; only directories holding it are replaced
 DEFAULT_CELL_TIMEOUT = 300.0
@@ -72,11 +75,9 @@ class Report:
         if self.failed:
             first = self.failed[0]
             names = ", ".join(r.name for r in self.failed)
-            raise NotebookFailed(
-                f"{len(self.failed)} notebook(s) failed: {names}; first: {first.name} cell In[{first.failed_cell}]: "
-                f"{first.error} (page: {self.out / first.page})",
-                notebook=first.name, cell=first.failed_cell,
-            )
+            raise NotebookFailed(f"{len(self.failed)} notebook(s) failed: {names}; first: {first.name} cell "
+                                 f"In[{first.failed_cell}]: {first.error} (page: {self.out / first.page})",
+                                 notebook=first.name, cell=first.failed_cell)
 
     def __repr__(self) -> str:
         return (f"Report({self.out.name!r}, {len(self.runs)} notebooks, {len(self.failed)} failed, "
@@ -92,7 +93,11 @@ def discover(notebooks_dir: str | os.PathLike[str]) -> list[Path]:
     found = sorted(p for p in d.glob("*.ipynb") if not p.name.startswith("."))
     if not found:
         raise ReportError(f"notebooks directory {d}: no .ipynb files")
-    return [p for p in found if p.stem != "index"] + [p for p in found if p.stem == "index"]
+    return _index_last(found)
+
+
+def _index_last(paths: list[Path]) -> list[Path]:
+    return [p for p in paths if p.stem != "index"] + [p for p in paths if p.stem == "index"]
 
 
 # --------------------------------------------------------------------------------------- execution
@@ -123,12 +128,6 @@ def _run_client(client, kernel_env: dict, cell_timeout: float) -> tuple[str, str
     goes to a temporary file, read back when the kernel dies: a kernel interrupted while starting (the
     kernel manager interrupts it on every shutdown, a Ctrl-C's too) would print its traceback among
     the report's lines."""
-    from nbclient.exceptions import (  # deferred: a build only (notebooks load kit.report for table)
-        CellExecutionError,
-        CellTimeoutError,
-        DeadKernelError,
-    )
-
     with tempfile.TemporaryFile("w+", prefix="kit-kernel-") as log:
         try:
             client.execute(env=kernel_env, stderr=log)
@@ -147,48 +146,38 @@ def _run_client(client, kernel_env: dict, cell_timeout: float) -> tuple[str, str
 
 def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, Any] | None = None,
                      cwd: str | os.PathLike[str] | None = None, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
-                     env: Mapping[str, str] | None = None,
-                     kernel_name: str = "python3", startup_timeout: float = 60.0) -> tuple[Any, NotebookRun]:
+                     env: Mapping[str, str] | None = None) -> tuple[Any, NotebookRun]:
     """Run one notebook in a fresh kernel; return the executed notebook and its :class:`NotebookRun`.
 
     Parameters are injected after the cell tagged ``parameters`` (papermill's rules). Execution
     stops at the first failing cell (an exception, a cell timeout, a dead kernel); that notebook is
     returned with the error in the cell's outputs, a banner at the top and an anchor at the cell.
     The kernel runs with ``KIT_RUNS=off`` (unless ``env`` sets it): a report never records into the user's
-    run catalogue.
+    run catalogue (notebook 06 turns recording on into a catalogue of its own).
     """
-    import nbformat  # deferred: a build only (notebooks load kit.report for table)
-    from nbclient import NotebookClient  # deferred: a build only (notebooks load kit.report for table)
-
     path = Path(path)
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as exc:  # nbformat raises several unrelated types for bad files
         raise ReportError(f"notebook {path}: cannot read ({type(exc).__name__}: {exc})") from exc
     if parameters:
-        from papermill.parameterize import parameterize_notebook  # deferred: as nbformat above
-
         for cell in nb.cells:  # papermill reads .metadata.tags and .metadata.papermill unguarded
             cell.metadata.setdefault("tags", [])
         nb.metadata.setdefault("papermill", {})
-        nb = parameterize_notebook(nb, dict(parameters), kernel_name=kernel_name, language="python")
+        nb = parameterize_notebook(nb, dict(parameters), kernel_name="python3", language="python")
     current = {"index": None}
 
     def on_cell_start(cell: Any = None, cell_index: int | None = None, **_: Any) -> None:
         current["index"] = cell_index
 
     kernel_env = dict(os.environ)
-    # the report's notebooks record nothing into the user's run catalogue (notebook 06 turns recording on
-    # into a catalogue of its own); ``env`` may say otherwise
     kernel_env["KIT_RUNS"] = "off"
     kernel_env.update(dict(env or {}))
     kernel_env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-    client = NotebookClient(
-        nb, timeout=cell_timeout, startup_timeout=startup_timeout, kernel_name=kernel_name,
-        resources={"metadata": {"path": str(Path(cwd or path.parent))}}, allow_errors=False,
-        record_timing=False, on_cell_start=on_cell_start,
-        extra_arguments=["--IPKernelApp.log_level=ERROR"],  # not the TCP-without-encryption warning per run
-    )
+    client = NotebookClient(nb, timeout=cell_timeout, startup_timeout=60.0, kernel_name="python3",
+                            resources={"metadata": {"path": str(Path(cwd or path.parent))}}, allow_errors=False,
+                            record_timing=False, on_cell_start=on_cell_start,
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])  # no TCP-without-encryption warning
     t0 = time.perf_counter()
     # a Ctrl-C: noted by our handler, or by nbclient's own (it installs one on its event loop while a
     # kernel runs, cleans the kernel up and lets the cell fail, as an AssertionError or a cancelled
@@ -218,8 +207,6 @@ def execute_notebook(path: str | os.PathLike[str], *, parameters: Mapping[str, A
 
 def _mark_failure(nb: Any, idx: int, ename: str, evalue: str) -> None:
     """Make the failure visible: an error output if the cell has none, an anchor and a top banner."""
-    import nbformat  # deferred: a build only (notebooks load kit.report for table)
-
     if idx < len(nb.cells):
         cell = nb.cells[idx]
         outputs = cell.setdefault("outputs", []) if cell.get("cell_type") == "code" else None
@@ -235,8 +222,7 @@ def _mark_failure(nb: Any, idx: int, ename: str, evalue: str) -> None:
         "<div style='border:2px solid #cf222e;background:#ffebe9;padding:8px 12px;border-radius:6px'>"
         f"<b>This notebook failed</b> at cell In [{count if count is not None else '?'}]: "
         f"<code>{_html.escape(ename)}: {_html.escape(first)}</code>. "
-        "<a href='#kit-failed-cell'>Jump to the failing cell</a>; cells after it did not run.</div>"
-    )
+        "<a href='#kit-failed-cell'>Jump to the failing cell</a>; cells after it did not run.</div>")
     for c in (anchor, banner):
         c.metadata["tags"] = ["kit-failure"]
     nb.cells.insert(idx, anchor)
@@ -252,10 +238,8 @@ def _check_out(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise ReportError(f"report directory {out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not _is_report(out):
-        raise ReportError(
-            f"report directory {out}: exists, is not empty and is not a kit report (no {MARKER}); "
-            "refusing to replace it, choose another --out"
-        )
+        raise ReportError(f"report directory {out}: exists, is not empty and is not a kit report (no {MARKER}); "
+                          "refusing to replace it, choose another --out")
 
 
 def _is_report(out: Path) -> bool:
@@ -295,15 +279,12 @@ def build(session: str | os.PathLike[str], out: str | os.PathLike[str] = "report
           progress: Callable[[str], None] | None = _progress_default, pdf: bool = False) -> Report:
     """Execute the notebooks on ``session``, export them to ``out`` and write ``index.html``.
 
-    ``notebooks`` is a directory (default: the ``notebooks/`` directory that holds the session, else
-    ``./notebooks``) or a list of notebook files. Every notebook receives ``session`` and ``host``
-    as papermill parameters, plus ``parameters``; ``KIT_LEDGER`` in its environment names the
-    report's copy of the ledger. Returns a :class:`Report`; failed
-    notebooks are listed in ``report.failed`` (call ``raise_for_failures()`` to turn them into
-    :class:`~kit.errors.NotebookFailed`). Raises :class:`~kit.errors.ReportError` when nothing can be
-    written (missing session, assets or notebooks, or an ``out`` that is not a kit report).
-    ``pdf=True`` also writes the whole report as one PDF, ``<out>/report.pdf`` (``report.pdf``):
-    every page printed by headless Chromium, a bookmark per notebook, redacted like the pages.
+    ``notebooks`` is a directory (default: the project's ``notebooks/``, else ``./notebooks``) or a list of
+    notebook files. Every notebook receives ``session`` and ``host`` as papermill parameters, plus
+    ``parameters``; ``KIT_LEDGER`` in its environment names the report's copy of the ledger. Failed notebooks
+    are listed in ``report.failed`` (``raise_for_failures()`` turns them into NotebookFailed); ReportError when
+    nothing can be written (missing session, assets or notebooks, an ``out`` that is not a kit report).
+    ``pdf=True`` also writes the whole report as one PDF, ``<out>/report.pdf``, redacted like the pages.
     """
     say = progress or (lambda _m: None)
     t_start = time.perf_counter()
@@ -376,8 +357,6 @@ def _export_all(tmp: Path, executed: list[tuple[Path, Any, NotebookRun, set[str]
     """Write every page, the redacted ledger copy and the ipynb copies into ``tmp``; ``index(ledger)``
     gives the index block (``None``: without the ledger, which the index notebook shows itself).
     Returns the secret values masked (the PDF is checked for them too)."""
-    import nbformat  # deferred: a build only (notebooks load kit.report for table)
-
     runs = [r for _, _, r, _ in executed]
     # A value recognised in one notebook (quoted, after a flag) is masked in all of them, where
     # another prints it bare: every page, ipynb copy and the ledger get the same set.
@@ -440,7 +419,7 @@ def _resolve_notebooks(notebooks: Any, session: Path) -> list[Path]:
             raise ReportError(f"notebook {p}: not a file")
     if not paths:
         raise ReportError("no notebooks given")
-    return [p for p in paths if p.stem != "index"] + [p for p in paths if p.stem == "index"]
+    return _index_last(paths)
 
 
 def _one_parameters_cell(nb: Any) -> None:
@@ -494,18 +473,12 @@ def _relative_paths(nb: Any, roots: Mapping[str, str]) -> None:
 
 
 def _summary(report: Report, session: Path, host: str) -> dict[str, Any]:
-    return {
-        "generator": "decode-kit",
-        "kit_version": kit_version(),
-        "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "session": session.name,
-        "host": host,
-        "notebooks": [
-            {"name": r.name, "ok": r.ok, "seconds": round(r.seconds, 2), "page": r.page,
-             "failed_cell": r.failed_cell, "error": r.error, "redactions": r.redactions}
-            for r in report.runs
-        ],
-    }
+    return {"generator": "decode-kit", "kit_version": kit_version(),
+            "created_utc": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "session": session.name, "host": host,
+            "notebooks": [{"name": r.name, "ok": r.ok, "seconds": round(r.seconds, 2), "page": r.page,
+                           "failed_cell": r.failed_cell, "error": r.error, "redactions": r.redactions}
+                          for r in report.runs]}
 
 
 def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str, seconds: float) -> str:
@@ -523,14 +496,12 @@ def _index_block(runs: list[NotebookRun], ledger: Any, session: Path, host: str,
     else:
         ledger_html = ledger.to_html() if len(ledger) else "<p>The ledger is empty.</p>"
     return (
-        "<div class='kit-head'>"
-        "<h1>decode-kit report</h1>"
+        "<div class='kit-head'><h1>decode-kit report</h1>"
         f"<p>Session <code>{_html.escape(session.name)}</code>, host <code>{_html.escape(host)}</code>, "
         f"generated {when} by decode-kit {kit_version()} in {seconds:.0f} s.</p>"
         f"{_RUNS_START}<div class='kit-head' data-kit-block='runs'>"
         "<table><thead><tr><th>notebook</th><th>status</th><th>run time</th></tr></thead><tbody>"
-        + "".join(rows) + f"</tbody></table></div>{_RUNS_END}" + ledger_html + "</div>"
-    )
+        + "".join(rows) + f"</tbody></table></div>{_RUNS_END}" + ledger_html + "</div>")
 
 
 # The index notebook says where the run table goes (a markdown cell holding RUNS_PLACEHOLDER, after its

@@ -1,20 +1,18 @@
 """HTML export of executed notebooks with nbconvert, wired to the report's local assets.
 
-One ``HTMLExporter`` (lab template) is built per report and reused for every page. Its CDN knobs
-point at relative ``assets/`` URLs, every page gets a navigation bar, and the finished HTML passes
-through the redaction safety net.
-
-A report is read by people who want the findings, not the Python: every code cell's input sits in a
-closed ``<details>`` ("show code"), opened by a click with no script, so the page reads the same
-offline, printed or in a PDF. A cell tagged ``show-code`` (:data:`SHOW_CODE_TAG`) keeps its code in
-view, where the code is the point. The ``ipynb/`` copies keep everything. The report's CSS makes
-tables fit the page: long text wraps at word boundaries, and printing (``kit report --pdf``) leaves
-the navigation bar out and keeps figures and table rows whole.
-"""
+One ``HTMLExporter`` (lab template) is built per report and reused for every page: its CDN knobs point at
+relative ``assets/`` URLs, every page gets a navigation bar, and the finished HTML passes through the
+redaction safety net. Every code cell's input sits in a closed ``<details>`` ("show code") unless tagged
+``show-code`` (:data:`SHOW_CODE_TAG`), so the page reads the same offline, printed or in a PDF. The CSS
+makes tables fit the page and printing leaves the navigation bar out."""
 from __future__ import annotations
 
 import html as _html
 from typing import Any, Sequence
+
+from jinja2 import DictLoader
+from nbconvert import HTMLExporter
+from traitlets.config import Config
 
 from kit.redact import redact_html
 from kit.report import _assets as assets
@@ -76,10 +74,6 @@ details.kit-code[open]>summary{color:#0969da}
 
 def make_exporter(no_input: bool = False) -> Any:
     """An HTMLExporter (lab template) that loads nothing from the network."""
-    from jinja2 import DictLoader  # deferred: nbconvert's stack only when a page is exported
-    from nbconvert import HTMLExporter  # deferred: as above
-    from traitlets.config import Config  # deferred: as above
-
     cfg = Config()
     cfg.HTMLExporter.require_js_url = assets.REQUIRE_JS_URL
     cfg.HTMLExporter.widget_renderer_url = assets.WIDGET_RENDERER_URL

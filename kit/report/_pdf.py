@@ -1,12 +1,7 @@
-"""The whole report as one PDF, to send to someone outside: every page printed by headless Chromium.
-
-Each exported page (the index first, then the notebooks in run order) is printed on its own by the
-same headless Chromium the tests open pages in, so a notebook starts on a new page and figures and
-tables print as the browser lays them out (the report's print CSS leaves out the navigation bar and
-the folded code). The prints are joined with pypdf, one outline entry (bookmark) per notebook. The
-pages were redacted before they were written, so the PDF is too; the PDF's own text is checked once
-more for the secrets the build found, and a PDF that still holds one is not written.
-"""
+"""The whole report as one PDF: every page (the index first, then the notebooks in run order) printed on its
+own by headless Chromium (the print CSS leaves out the navigation bar and the folded code), joined with pypdf,
+one bookmark per notebook. The pages were redacted before they were written; the PDF's text is checked once
+more for the secrets the build found, and a PDF that still holds one is not written."""
 from __future__ import annotations
 
 import json
@@ -15,8 +10,10 @@ import tempfile
 from pathlib import Path
 from typing import Iterable
 
+from pypdf import PdfReader, PdfWriter
+
 from kit.errors import ReportError
-from kit.report._browser import FLAGS, _run, chromium_path
+from kit.report._browser import _run
 
 PDF_NAME = "report.pdf"
 # Chromium's switch for a print without its header (date, title) and footer (file:// URL, page number);
@@ -35,13 +32,10 @@ def pages_in_order(report_dir: Path) -> list[tuple[str, Path]]:
     return index[:1] + [p for p in found if p[1].name != "index.html"]
 
 
-def print_page(page: Path, pdf: Path, *, budget_ms: int = 5000, timeout: float = 120.0) -> Path:
+def print_page(page: Path, pdf: Path, *, timeout: float = 120.0) -> Path:
     """Print one HTML page to ``pdf`` with headless Chromium (scripts run first: widgets, figures)."""
-    exe = chromium_path()
-    if exe is None:
-        raise ReportError("chromium not found; install it (apt-get install chromium, or 'make system-deps' as root)")
     with tempfile.TemporaryDirectory(prefix="kit-chromium-") as tmp:
-        args = [exe, *FLAGS, *_NO_HEADER, f"--user-data-dir={tmp}/profile", f"--virtual-time-budget={budget_ms}",
+        args = [*_NO_HEADER, f"--user-data-dir={tmp}/profile", "--virtual-time-budget=5000",
                 f"--print-to-pdf={pdf.resolve()}", page.resolve().as_uri()]
         proc = _run(args, timeout)
     if proc.returncode != 0 or not pdf.is_file() or pdf.stat().st_size == 0:
@@ -51,20 +45,16 @@ def print_page(page: Path, pdf: Path, *, budget_ms: int = 5000, timeout: float =
 
 
 def write_pdf(report_dir: str | os.PathLike[str], pdf: str | os.PathLike[str] | None = None, *,
-              secrets: Iterable[str] = (), timeout: float = 120.0) -> Path:
+              secrets: Iterable[str] = ()) -> Path:
     """Print every page of the report in ``report_dir`` and join them into one PDF (default
     ``<report_dir>/report.pdf``), one bookmark per notebook; return its path. Raises ReportError when
-    Chromium or pypdf is missing, a page cannot be printed, or the PDF's text holds one of ``secrets``."""
-    try:
-        from pypdf import PdfReader, PdfWriter  # deferred: only kit report --pdf reads or writes a PDF
-    except ImportError as exc:
-        raise ReportError("kit report --pdf needs pypdf (pip install pypdf)") from exc
+    Chromium is missing, a page cannot be printed, or the PDF's text holds one of ``secrets``."""
     report_dir = Path(report_dir)
     target = Path(pdf) if pdf is not None else report_dir / PDF_NAME
     writer = PdfWriter()
     with tempfile.TemporaryDirectory(prefix="kit-pdf-") as tmp:
         for i, (title, page) in enumerate(pages_in_order(report_dir)):
-            part = print_page(page, Path(tmp) / f"{i:02d}.pdf", timeout=timeout)
+            part = print_page(page, Path(tmp) / f"{i:02d}.pdf")
             writer.append(PdfReader(part), outline_item=title)
         writer.add_metadata({"/Title": f"decode-kit report: {report_dir.name}", "/Creator": "decode-kit"})
         joined = Path(tmp) / PDF_NAME
@@ -86,8 +76,6 @@ def _same_device(a: Path, b: Path) -> bool:
 def _check_secrets(pdf: Path, secrets: list[str], target: Path) -> None:
     if not secrets:
         return
-    from pypdf import PdfReader  # deferred: as in write_pdf
-
     text = "".join(p.extract_text() or "" for p in PdfReader(pdf).pages)
     flat = "".join(text.split())  # a printed line may wrap inside a long value
     leaked = sum(1 for s in secrets if s in text or "".join(s.split()) in flat)

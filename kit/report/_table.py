@@ -1,13 +1,9 @@
 """Tables a reader can read: a DataFrame rendered to fit the page, for notebooks and the report.
 
-pandas' own HTML right-aligns every cell, prints ``NaN``/``None`` where a value is missing, and never
-wraps or shortens, so a table of configurations scrolls sideways and a headline is cut off. ``table``
-renders it the way a report reads: text left, numbers right (fixed decimals per column, no ``-0``),
-units in the headers, a missing value as ``-`` or the reason it is missing ("not in log"), long text
-wrapped at word boundaries, a long name (a kernel, a path: one unbroken word) shortened with the full
-name on hover, and text columns the caller names moved to numbered footnotes under the table. The
-styles are inline, so the table reads the same in JupyterLab, in the exported page and in the PDF.
-"""
+pandas' own HTML right-aligns every cell, prints ``NaN``/``None`` and never wraps, so a table of
+configurations scrolls sideways. ``table`` renders text left and numbers right, a missing value as ``-`` or
+its reason, long names shortened with the full name on hover, in inline styles that read the same in
+JupyterLab, the exported page and the PDF."""
 from __future__ import annotations
 
 import html
@@ -29,9 +25,7 @@ _MISSING_STYLE = "color:#6e7781"
 
 
 def _is_missing(v: Any) -> bool:
-    if v is None:
-        return True
-    if isinstance(v, float) and math.isnan(v):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
         return True
     try:
         return v is pd.NA or v is pd.NaT or (not isinstance(v, (str, bytes)) and bool(pd.isna(v)) is True)

@@ -33,19 +33,22 @@ item), facts (verdicts, engines), warnings, and its tables as Parquet. Everythin
 """
 from __future__ import annotations
 
-from kit.runs import _record
-from kit.runs._bench_gate import BenchGate, bench_gate, bench_rows
-from kit.runs._gate import Gate, gate, profile_gate
-from kit.runs._query import connect, get, query, rows, runs, table
 from kit.runs._record import Recorded, failures, file_hash, prehash, record, record_call, set_command
-from kit.runs._share import baseline, baselines, export, set_baseline
+from kit.runs._record import hold_store as _hold_store
 from kit.runs._store import compact, store_dir
-from kit.util import publish, recorded, set_writer
+from kit.util import lazy_names, publish, recorded, set_writer
 
 __all__ = ["BenchGate", "Gate", "Recorded", "baseline", "baselines", "bench_gate", "bench_rows", "compact", "connect",
            "export", "failures", "file_hash", "gate", "get", "prehash", "profile_gate", "query", "record",
            "record_call", "recorded", "rows", "runs", "set_baseline", "set_command", "store_dir", "table"]
 
+# Loaded on first use: the ``kit`` command imports this package after its answer, to install the writer of the
+# run it recorded (below), so what a query or a gate needs (DuckDB, the trace and log readers) is not imported then.
+_WHERE = {"BenchGate": "_bench_gate", "bench_gate": "_bench_gate", "bench_rows": "_bench_gate", "Gate": "_gate",
+          "gate": "_gate", "profile_gate": "_gate", "connect": "_query", "get": "_query", "query": "_query",
+          "rows": "_query", "runs": "_query", "table": "_query", "baseline": "_share", "baselines": "_share",
+          "export": "_share", "set_baseline": "_share"}
 
-publish(globals(), __all__)
-set_writer(record_call, _record.hold_store)   # the catalogue registers itself: recorded calls are written here
+__getattr__, __dir__ = lazy_names(globals(), _WHERE)
+publish(globals(), [n for n in __all__ if n not in _WHERE])
+set_writer(record_call, _hold_store)   # the catalogue registers itself: recorded calls are written here

@@ -30,11 +30,16 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+import pandas as pd
+
 from kit import stats
 from kit.errors import LogFormatError, UsageError
+from kit.logs import parse_bench
 from kit.runs._gate import Verdict
+from kit.runs._query import table
+from kit.runs._share import baseline as get_baseline
 from kit.stats import is_nan, sq_se
-from kit.util import recorded
+from kit.util import call_settings, frame_records, recorded
 
 # metric, its standard deviation column, which way is better, the quantile (None: a mean or a rate)
 _LAT = [(f"{stat}_{m}_ms", f"std_{m}_ms", "lower", q) for m in ("ttft", "tpot", "itl")
@@ -59,9 +64,6 @@ class BenchGate(Verdict):
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this gate: each metric's relative change and the verdict."""
-
-        from kit.util import call_settings  # deferred: start-up (the command's work loads only when it runs)
-
         figs = [(f"change.{r.metric}", r.change, r.run or None) for r in self.table.itertuples()
                 if r.change == r.change]   # a metric not compared has no change
         src = args.get("source")
@@ -87,8 +89,6 @@ class BenchGate(Verdict):
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        from kit.util import frame_records  # deferred: start-up (the command's work loads only when it runs)
-
         return {"baseline": self.baseline, "baseline_run": self.baseline_run, "verdict": self.verdict,
                 "source": self.source, "metrics": frame_records(self.table), "warnings": self.warnings}
 
@@ -173,12 +173,10 @@ def bench_rows(source):
     """Benchmark output as rows (``kit.logs.parse_bench``: other tools' output, and the kit's own results
     through its one reader, ``kit.logs.read_kit_result``); an older kit single-stream file, whose figures
     the parser does not compute, through ``kit.bench.read_result``."""
-    from kit.logs import parse_bench  # deferred: start-up (the command's work loads only when it runs)
-
     try:
         return parse_bench(source)
     except LogFormatError:
-        from kit import bench  # deferred: start-up (the command's work loads only when it runs)
+        from kit import bench  # deferred: it loads HTTP; kit bench parse reads other files without it
 
         own = bench.read_result(source) if isinstance(source, (str, os.PathLike)) and os.path.isfile(source) else None
         if own is None:
@@ -190,7 +188,6 @@ def _z(m: int) -> float:
     """Standard errors a difference must exceed when ``m`` metrics are judged together: two for one metric
     (the house rule), widened so that all ``m`` together keep its false-alarm rate (Bonferroni, 2.5% / m one-sided):
     20 clean repeats of a dozen metrics must pass."""
-
     return max(2.0, NormalDist().inv_cdf(1 - 0.025 / max(m, 1)))
 
 
@@ -211,7 +208,6 @@ def _failures(a, b, threshold: float) -> dict | None:
 
 def _dropped(new) -> set:
     """The metrics whose values the parser dropped as not numbers (its warnings name them)."""
-
     out = set()
     for w in new.attrs.get("warnings", []) if hasattr(new, "attrs") else []:
         m = re.search(r"value\(s\) of (\w+) dropped", str(w))
@@ -224,11 +220,6 @@ def _dropped(new) -> set:
 def bench_gate(baseline: str, source, *, threshold: float = 0.02, stores=None) -> BenchGate:
     """Benchmark output ``source`` (what ``kit.logs.parse_bench`` reads) against the benchmark baseline
     named ``baseline``: regression / improvement / pass per metric and overall (module docstring)."""
-    import pandas as pd  # deferred: start-up (the command's work loads only when it runs)
-
-    from kit.runs._query import table  # deferred: start-up (the command's work loads only when it runs)
-    from kit.runs._share import baseline as get_baseline  # deferred: start-up
-
     run = get_baseline(baseline, stores=stores)
     if "rows" not in (run["tables"] or []):
         raise UsageError(f"baseline {baseline}: run {run['run_id']} ({run['kind']}) holds no benchmark rows "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kit.util import call_settings, describe, frame_figures
+from kit.util import call_settings, frame_figures
 
 
 def _frame(df, args) -> dict:
@@ -35,7 +35,8 @@ def _provenance(inputs) -> str | None:
 
 def extract(result: Any, args: dict) -> dict:
     """Keyword arguments of :func:`kit.runs.record` for ``result`` of a call made with ``args``."""
-    out = describe(result, args)
+    own = getattr(result, "to_record", None)
+    out = own(args) if callable(own) else None
     if out is None:
         import pandas as pd  # deferred: only a DataFrame result needs it, and then pandas is loaded already
 

@@ -42,7 +42,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kit import stats
+import numpy as np
+import pandas as pd
+
+from kit import profile, stats
 from kit.errors import UsageError
 from kit.runs._record import file_hash
 from kit.runs._share import baseline as get_baseline
@@ -142,8 +145,6 @@ class Gate(Verdict):
 
 
 def _where(cmp) -> Any:
-    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
-
     parts = cmp.parts[(cmp.parts["beyond_noise"]) & (cmp.parts["kind"] != "total")]
     fam = cmp.families[cmp.families["beyond_noise"]] if "beyond_noise" in cmp.families else cmp.families.iloc[:0]
     rows = [{"what": "part", "name": r.part, "a_us": r.a_us, "b_us": r.b_us, "delta_us": r.delta_us,
@@ -165,9 +166,6 @@ def step_series(profile, phase: str = "decode") -> Any:
     """Per step of ``profile``'s busiest rank in ``phase`` (all steps when none is marked so): ``step_us``
     (start of the step's GPU work to the next step's; the last step its GPU span plus the median gap),
     ``kernel_us`` (its kernels' time) and one column per kernel category (``cat:<name>``)."""
-    import numpy as np  # deferred: pandas and numpy load only for a gate's or a table's frames
-    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
-
     k, steps = profile.kernels, profile.steps
     if not len(k) or not len(steps):
         return pd.DataFrame(columns=["step", "step_us", "kernel_us"])
@@ -195,8 +193,6 @@ def step_series(profile, phase: str = "decode") -> Any:
 def median_difference(a, b) -> tuple[float, float, float, float]:
     """(median of ``a``, of ``b``, their difference, its noise: two standard errors of the difference of
     medians from each side's MAD); NaN noise with fewer than two values on a side."""
-    import numpy as np  # deferred: pandas and numpy load only for a gate's or a table's frames
-
     a, b = np.asarray(a, float), np.asarray(b, float)
     a, b = a[np.isfinite(a)], b[np.isfinite(b)]
     if not len(a) or not len(b):
@@ -303,8 +299,6 @@ def _decide(checks, basis: str, steps: tuple[int, int]) -> tuple[str, str]:
 def gate(cmp, profiles: tuple, *, baseline: str = "A", baseline_run: str = "", threshold: float = 0.02) -> Gate:
     """The verdict on ``cmp`` (a ``kit.profile.Comparison`` of the baseline A against the run B), whose two
     ``profiles`` (A, B) give the per-step distributions (:func:`step_series`)."""
-    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
-
     if not 0 <= threshold < 1:
         raise UsageError(f"gate: threshold is a fraction of the baseline's step time (0-1), not {threshold!r}")
     series = tuple(step_series(p, cmp.phase) for p in profiles)
@@ -333,7 +327,6 @@ def gate(cmp, profiles: tuple, *, baseline: str = "A", baseline_run: str = "", t
 def baseline_inputs(name: str, *, stores=None) -> tuple[dict, list[str]]:
     """The baseline run and its trace files (the run's own, or run B's of a comparison), each checked
     against the sha256 recorded with it."""
-
     run = get_baseline(name, stores=stores)
     ins = run["inputs"] or []
     picked = [i for i in ins if i["role"] == "b"] or [i for i in ins if i["role"] in ("", None)]
@@ -359,12 +352,10 @@ def profile_gate(baseline: str, traces, *, phase: str = "decode", threshold: flo
     """Compare the run of ``traces`` with the baseline named ``baseline`` (``kit runs baseline``) and decide:
     regression, improvement, pass or inconclusive (see the module docstring). ``step_ms``: the baseline's and
     this run's step times measured outside the profiler (ms), the step time the gate then judges."""
-    from kit.profile import compare, load  # deferred: the trace reader loads only for a profile gate
-
     run, paths = baseline_inputs(baseline, stores=stores)
-    pa = load(paths, cache=cache)
-    pb = load(list(traces) if not isinstance(traces, (str, Path)) else [str(traces)], cache=cache)
-    cmp = compare(pa, pb, phase=phase, labels=(baseline, label), step_ms=step_ms,
+    pa = profile.load(paths, cache=cache)
+    pb = profile.load(list(traces) if not isinstance(traces, (str, Path)) else [str(traces)], cache=cache)
+    cmp = profile.compare(pa, pb, phase=phase, labels=(baseline, label), step_ms=step_ms,
                   measured_source="--step-ms" if step_ms else None)
     return gate(cmp, (pa, pb), baseline=baseline, baseline_run=run["run_id"], threshold=threshold)
 

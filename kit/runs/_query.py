@@ -10,8 +10,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from kit.errors import UsageError
 from kit.runs import _store
+from kit.runs._schema import RUN_SCHEMA, VIEWS
 
 
 def _stores(stores) -> list[Path]:
@@ -28,31 +33,20 @@ def _store_rows(store: Path):
     t = _store.read_runs(store)
     if t is None:
         return None
-    import pyarrow.compute as pc  # deferred: pyarrow loads only to read or write the store
-
     is_pack = pc.match_substring(t.column("filename"), "/pack-")
     packed = set(t.filter(is_pack).column("run_id").to_pylist())
     if not packed:
         return t
-    return t.filter(pc.or_(is_pack, pc.invert(pc.is_in(t.column("run_id"), value_set=_pa().array(sorted(packed),
-                                                                                               _pa().string())))))
-
-
-def _pa():
-    import pyarrow as pa  # deferred: pyarrow loads only to read or write the store
-
-    return pa
+    loose_unpacked = pc.invert(pc.is_in(t.column("run_id"), value_set=pa.array(sorted(packed), pa.string())))
+    return t.filter(pc.or_(is_pack, loose_unpacked))
 
 
 def connect(stores=None):
     """A DuckDB connection with the views ``runs``, ``figures``, ``facts``, ``inputs``, ``run_tables``
     over ``stores`` (default: one's own store and ``$KIT_RUNS_SHARED``). Every view keeps one row per
     run id (a run in two packs, or in a copy of a copy, counts once)."""
-    import duckdb  # deferred: DuckDB loads only for SQL over the store
+    import duckdb  # deferred: kit bench parse loads this module (bench_rows) and needs no SQL
 
-    from kit.runs._schema import RUN_SCHEMA, VIEWS  # deferred: loaded with DuckDB, for SQL only
-
-    pa = _pa()
     try:
         parts = [t for s in _stores(stores) if (t := _store_rows(s)) is not None]
     except FileNotFoundError:   # a compaction removed a loose file while it was listed: list again
@@ -81,23 +75,20 @@ def query(sql: str, *, stores=None):
     and return a DataFrame. Example: runs of last week with p99 ITL above 20 ms::
         kit.runs.query("SELECT run_id, created, value FROM figures WHERE name = 'p99_itl_ms' AND value > 20 "
                        "AND created > now() - INTERVAL 7 DAY")"""
-    import duckdb  # deferred: DuckDB loads only for SQL over the store
-
-    con = connect(stores)
-    try:
-        return con.execute(sql).df()
-    except duckdb.Error as exc:
-        raise UsageError(f"kit.runs.query: {str(exc).splitlines()[0]}") from None
+    return _fetch(sql, stores, lambda cur: cur.df())
 
 
 def rows(sql: str, *, stores=None) -> tuple[list[str], list[tuple]]:
-    """``sql``'s column names and rows as Python values, without pandas (what ``kit runs query`` prints)."""
-    import duckdb  # deferred: DuckDB loads only for SQL over the store
+    """``sql``'s column names and rows as Python values (what ``kit runs query`` prints)."""
+    return _fetch(sql, stores, lambda cur: ([d[0] for d in cur.description], cur.fetchall()))
 
-    con = connect(stores)
+
+def _fetch(sql: str, stores, fetch):
+    """``fetch(cursor)`` of ``sql`` run over the catalogue; DuckDB's error as a one-line UsageError."""
+    import duckdb  # deferred: kit bench parse loads this module (bench_rows) and needs no SQL
+
     try:
-        cur = con.execute(sql)
-        return [d[0] for d in cur.description], cur.fetchall()
+        return fetch(connect(stores).execute(sql))
     except duckdb.Error as exc:
         raise UsageError(f"kit.runs.query: {str(exc).splitlines()[0]}") from None
 
@@ -128,8 +119,6 @@ def get(run_id: str, *, stores=None) -> dict:
 
 def table(run_id: str, name: str, *, stores=None):
     """A table a run recorded (``name`` as listed in its ``tables``), as a DataFrame."""
-    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
-
     run = get(run_id, stores=stores)
     if name not in (run["tables"] or []):
         have = ", ".join(run["tables"] or []) or "none"

@@ -1,12 +1,10 @@
 """Recording a run: who, when, where, inputs by content hash, settings, figures, tables, all redacted.
 
-:func:`record` is the explicit call (it raises on a bad argument or an unwritable store). :func:`recorded`
-is the decorator the kit's public entry points wear (one line each; it lives in ``kit.util`` and calls
-:func:`record_call`, which ``kit/__init__.py`` installs, so no low package imports the catalogue): it
-records what the call returned
-through the extractor for its type (``_extract.py``), never fails the call (a recording error becomes
-one warning line on stderr) and records only the outermost decorated call, so ``kit audit`` reading
-traces is one run, not one per trace summary.
+:func:`record` is the explicit call (it raises on a bad argument or an unwritable store). The decorator
+``kit.util.recorded`` the kit's entry points wear hands the outermost decorated call's result to
+:func:`record_call` (installed by ``kit.runs`` when it loads, so no low package imports the catalogue), which
+records what the result's ``to_record`` says (``_extract.py``) and never fails the call (a recording error
+becomes one warning line on stderr and one line in the store's ``failures.jsonl``).
 
 Secrets: the command line, the settings, every path and text fact, warning and string cell of a table
 go through ``kit.redact`` (the same rules as the HTML report) before they are written.
@@ -52,10 +50,9 @@ class Recorded:
         return f"Recorded({self.kind} {self.run_id}: {self.figures} figures, tables {self.tables})"
 
 
-def set_command(argv: list[str]) -> None:
-    """Remember the ``kit`` command line of this process; runs recorded under it carry it (redacted). The
-    command line is held in one place, ``kit.util.set_command_line``; this is its name in the catalogue."""
-    set_command_line(argv)
+set_command = set_command_line
+"""Remember the ``kit`` command line of this process (``kit.util.set_command_line``, its name in the catalogue):
+runs recorded under it carry it, redacted."""
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -110,9 +107,7 @@ _PENDING: dict[str, object] = {}
 
 def prehash(paths) -> None:
     """Start hashing the local files among ``paths`` in a background thread (hashlib releases the GIL), so a
-    command that records them later finds the digests ready: the CLI calls it before parsing a trace. Does
-    nothing when recording is off. The redaction rules are not loaded here: the ``kit`` command records after
-    it has printed its answer, so their import (detect-secrets, requests) never competes with the parse."""
+    call that records them later (after a long parse) finds the digests ready. Does nothing when recording is off."""
     if _store.store_dir() is None:
         return
     todo = []

@@ -13,6 +13,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
+
 from kit.errors import UsageError
 from kit.runs import _query, _store
 from kit.runs._record import _who
@@ -30,8 +32,6 @@ def _root(root) -> Path:
 
 def set_baseline(name: str, run_id: str, *, note: str | None = None, root=None) -> dict:
     """Name run ``run_id`` (a unique prefix is enough) baseline ``name``; returns the pointer."""
-
-
     if not _NAME.match(name or ""):
         raise UsageError(f"kit.runs: baseline name {name!r}: letters, digits, '.', '_', '-' only (at most 100)")
     r = _root(root)
@@ -62,8 +62,6 @@ def baseline(name: str, *, stores=None) -> dict:
 
 def baselines(*, stores=None):
     """Every named baseline: name, run id, kind, who named it, when, note."""
-    import pandas as pd  # deferred: pandas and numpy load only for a gate's or a table's frames
-
     rows = []
     for d in _query._stores(stores):
         for p in sorted((d / "baselines").glob("*.json")):

@@ -227,8 +227,6 @@ def compact(root: "str | os.PathLike | None" = None) -> int:
     they are: each holds at most a few thousand rows. Loose files whose runs a pack already holds (a
     compaction killed after writing its pack) are deleted, not packed again; unreadable files are
     skipped with a warning and left where they are; debris of kills is swept (:func:`sweep`)."""
-    import pyarrow.parquet as pq  # deferred: pyarrow loads only to read or write the store
-
     root = Path(root) if root is not None else store_dir()
     if root is None:
         return 0
@@ -238,11 +236,7 @@ def compact(root: "str | os.PathLike | None" = None) -> int:
             return 0
         sweep(root)
         files = run_files(root)
-        packs = [p for p in files if p.name.startswith("pack-")]
-        packed = set()
-        for p in packs:
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                packed |= set(pq.read_table(p, columns=["run_id"]).column("run_id").to_pylist())
+        packed = _packed(files)
         loose, rows = [], []
         for p in (f for f in files if not f.name.startswith("pack-")):
             t = read_runs(root, [p])
@@ -267,10 +261,21 @@ def compact(root: "str | os.PathLike | None" = None) -> int:
         return len(loose)
 
 
+def _packed(files: list[Path]) -> set[str]:
+    """The run ids the packs among ``files`` hold (an unreadable pack holds none)."""
+    import pyarrow.parquet as pq  # deferred: pyarrow loads only to read or write the store
+
+    out: set[str] = set()
+    for p in files:
+        if p.name.startswith("pack-"):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                out |= set(pq.read_table(p, columns=["run_id"]).column("run_id").to_pylist())
+    return out
+
+
 def sweep(root: Path, *, age_s: float = SWEEP_AGE_S) -> int:
     """Delete what kills and full disks leave in a store: temporary files (``.*.tmp``) and table
     directories of runs that were never written, once older than ``age_s``; returns how many."""
-
     now, gone = time.time(), 0
     for d in (root / "runs", *((root / "tables").iterdir() if (root / "tables").is_dir() else ())):
         for e in os.scandir(d) if d.is_dir() else ():
@@ -280,15 +285,8 @@ def sweep(root: Path, *, age_s: float = SWEEP_AGE_S) -> int:
                     os.unlink(e.path)
                     gone += 1
     if (root / "tables").is_dir():
-        recorded = set()
-        for f in run_files(root):
-            if f.name.startswith("pack-"):
-                with contextlib.suppress(OSError, ValueError, KeyError):
-                    import pyarrow.parquet as pq  # deferred: pyarrow loads only to read or write the store
-
-                    recorded |= set(pq.read_table(f, columns=["run_id"]).column("run_id").to_pylist())
-            else:
-                recorded.add(f.stem)
+        files = run_files(root)
+        recorded = _packed(files) | {f.stem for f in files if not f.name.startswith("pack-")}
         for e in os.scandir(root / "tables"):
             if (e.is_dir(follow_symlinks=False) and e.name not in recorded
                     and now - e.stat(follow_symlinks=False).st_mtime > age_s):

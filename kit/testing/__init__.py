@@ -1,17 +1,8 @@
-"""Test helpers the kit's own tests use and users may reuse (like ``fabric.testing``).
+"""Test helpers the kit's own tests use and users may reuse (like ``fabric.testing``): ``from kit.testing
+import sshd`` in a ``conftest.py`` provides a session-scoped ``sshd`` fixture, a real OpenSSH server.
 
-With pytest, ``from kit.testing import sshd`` in a ``conftest.py`` provides a session-scoped ``sshd`` fixture:
-a real OpenSSH server on 127.0.0.1 (see :class:`SSHServer`).
-
-Files:
-
-- ``_sshd.py``: :class:`SSHServer` (sshd at a free port, throwaway keys and login users, network namespace
-  and forwarding options), :func:`find_sshd`, the ``sshd`` fixture
-- ``_replay.py``: :func:`replay_trace`: a real trace's steps replayed (many steps, ranks with jitter, planted
-  slow kernels)
-- ``_host/stream_probe.py``: :data:`STREAM_PROBE`'s program (a child process that streams from a host and
-  reports its memory and key exchanges), a real file
-"""
+Files: ``_sshd.py`` (:class:`SSHServer`, :func:`find_sshd`, the fixture), ``_replay.py`` (:func:`replay_trace`),
+``_host/stream_probe.py`` (:data:`STREAM_PROBE`'s program, a real file)."""
 from __future__ import annotations
 
 from importlib import resources

@@ -8,28 +8,29 @@ import json
 import random
 from pathlib import Path
 
+import orjson
+
 _GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"}
 _ID_KEYS = ("correlation", "External id", "Record function id")
 
 
 def _step_of(events: list[dict], prefix: str) -> tuple[list[tuple[float, float]], dict[int, int]]:
     """The step windows (CPU annotations named ``prefix<N>``) and, per event index, its step."""
-    wins = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in events
-                  if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix))
-    if not wins:
+    marks = sorted((e for e in events if e.get("cat") == "user_annotation"
+                    and str(e.get("name", "")).startswith(prefix)), key=lambda e: (e["ts"], e["ts"] + e.get("dur", 0)))
+    if not marks:
         raise ValueError(f"no step annotations named {prefix}N in the trace")
+    wins = [(e["ts"], e["ts"] + e.get("dur", 0)) for e in marks]
+    named = {e["name"]: i for i, e in enumerate(marks)}
     starts = [w[0] for w in wins]
 
     def window(ts):
-
         i = bisect.bisect_right(starts, ts) - 1
         return i if i >= 0 and ts <= wins[i][1] else None
+
     by_corr, step = {}, {}
-    named = {e["name"]: i for i, e in enumerate(sorted(
-        (e for e in events if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix)),
-        key=lambda e: e["ts"]))}
     for e in events:
-        if e.get("cat") == "cuda_runtime" or e.get("cat") == "cuda_driver":
+        if e.get("cat") in ("cuda_runtime", "cuda_driver"):
             s = window(e["ts"])
             if s is not None:
                 by_corr[e.get("args", {}).get("correlation")] = s
@@ -101,15 +102,9 @@ def _place_step(events: list[dict], k: int, base: float, t0: float, f: float, st
 
 
 def _write_trace(doc: dict, dest: Path) -> None:
-    try:
-        import orjson  # optional: the standard json writes it where orjson is missing
-
-        data = orjson.dumps(doc)
-    except ImportError:
-        data = json.dumps(doc).encode()
     dest.parent.mkdir(parents=True, exist_ok=True)
     with (gzip.open(dest, "wb", compresslevel=1) if dest.suffix == ".gz" else open(dest, "wb")) as fh:
-        fh.write(data)
+        fh.write(orjson.dumps(doc))
 
 
 def replay_trace(src, dest, *, steps: int | None = None, jitter: float = 0.0, slow: dict | None = None,

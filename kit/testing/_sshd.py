@@ -1,35 +1,19 @@
 """A real OpenSSH server for tests, reusable outside this project (like ``fabric.testing``): ``SSHServer`` and
-the ``sshd`` pytest fixture.
+the ``sshd`` pytest fixture (which errors, never skips, without an ``sshd`` binary, saying how to install it).
 
 ``SSHServer`` starts ``sshd`` on 127.0.0.1 at a free port with throwaway host and client keys and a
-known_hosts file, and stops it (and every process its sessions left) afterwards. As root it logs
-in as a dedicated throwaway user with a clean shell rc (a heavy root ``.bashrc`` would dominate
-latency): ``kituser-<random>``, unique to this server, so several test sessions on one machine never
-share (or remove) each other's user; ``stop()`` removes it again (``userdel -r``). Otherwise it runs
-as, and logs in as, the current user.
+known_hosts file, and stops it (and every process its sessions left) afterwards. As root it logs in as a
+throwaway user ``kituser-<random>`` with a clean shell rc, unique to this server and removed by ``stop()``;
+otherwise as the current user. That user may not be able to read the checkout (a clone in root's 0700
+home): :meth:`SSHServer.stage` copies what a session must read where it can.
 
-The login user may not be able to read the checkout (a clone in root's 0700 home): tests hand the
-files an SSH session must read to :meth:`SSHServer.stage`, which copies them into a directory that
-user can read and returns the copy's path.
-
-With pytest, ``from kit.testing import sshd`` in a ``conftest.py`` provides a session-scoped ``sshd``
-fixture::
-
-    def test_hi(sshd):
-        with sshd.connect() as host:
-            assert host.run("echo hi").stdout == "hi\\n"
-
-If no ``sshd`` binary is installed the fixture errors (never skips) and says how to install it.
-
-Options for forwarding tests: ``allow_tcp_forwarding=False`` writes ``AllowTcpForwarding no`` into the
-server's sshd_config; ``netns=True`` (root and ``ip`` from iproute2) runs the server in a network
-namespace of its own, reached through a veth pair at ``host`` (a 10.x address): what its sessions
-start and bind to 127.0.0.1 is that namespace's loopback, unreachable from the test process, as an
-engine on a remote GPU host's loopback is. :meth:`SSHServer.add_user` (root) makes another throwaway
-login user of the same server, for two users of one host side by side.
-"""
+Options: ``allow_tcp_forwarding=False`` (``AllowTcpForwarding no``); ``netns=True`` (root and iproute2: the
+server in a network namespace of its own, reached through a veth pair at a 10.x ``host``, so what its
+sessions bind to 127.0.0.1 is unreachable from the test process, as an engine on a remote host's loopback
+is); :meth:`SSHServer.add_user` (root) makes another login user of the same server."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -40,6 +24,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from kit.remote import connect
 
 TEST_USER = "kituser"  # prefix of the throwaway login users (kituser-<random>) made when run as root
 _SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd", "/sbin/sshd")
@@ -60,14 +46,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _uid(name: str) -> int | None:
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return None
+
+
 def _create_user(name: str) -> pwd.struct_passwd:
     """Create a throwaway login user with Debian's default skeleton rc files, unlocked for keys.
     The name must be new: a user that exists already belongs to someone else and is never reused."""
-    try:
-        pwd.getpwnam(name)
+    if _uid(name) is not None:
         raise RuntimeError(f"test user {name} exists already; refusing to reuse (or later remove) it")
-    except KeyError:
-        pass
     made = subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], capture_output=True,
                           text=True, timeout=30)
     if made.returncode != 0:
@@ -81,18 +71,12 @@ def _remove_user(name: str) -> None:
     """``userdel -r`` the throwaway user this server created (its processes are gone by then), and the
     kit's private directories it left in /tmp (``kit-<uid>``, ``kit-<uid>.*``): a later user given the
     same uid must not find them."""
-    try:
-        uid = pwd.getpwnam(name).pw_uid
-    except KeyError:
-        uid = None
-    if uid is not None:
-        tmp = Path(tempfile.gettempdir())
-        for p in [tmp / f"kit-{uid}", *tmp.glob(f"kit-{uid}.*")]:
-            try:
-                if not p.is_symlink() and p.is_dir() and p.lstat().st_uid == uid:
-                    shutil.rmtree(p, ignore_errors=True)
-            except OSError:
-                pass
+    uid = _uid(name)
+    tmp = Path(tempfile.gettempdir())
+    for p in [tmp / f"kit-{uid}", *tmp.glob(f"kit-{uid}.*")] if uid is not None else []:
+        with contextlib.suppress(OSError):
+            if not p.is_symlink() and p.is_dir() and p.lstat().st_uid == uid:
+                shutil.rmtree(p, ignore_errors=True)
     for _ in range(3):
         done = subprocess.run(["userdel", "-r", name], capture_output=True, text=True, timeout=30)
         if done.returncode in (0, 6):  # 6: no such user
@@ -111,6 +95,12 @@ def _parents() -> dict[int, int]:
                 continue
             out[int(entry)] = int(data[data.rfind(b")") + 2:].split()[1])
     return out
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 class SSHServer:
@@ -181,15 +171,9 @@ class SSHServer:
             shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(src, dest)
-        for root, dirs, files in os.walk(dest) if dest.is_dir() else [(str(dest.parent), [], [dest.name])]:
-            for d in dirs:
-                os.chmod(os.path.join(root, d), os.stat(os.path.join(root, d)).st_mode | 0o755)
-            for f in files:
-                fp = os.path.join(root, f)
-                if not os.path.islink(fp):
-                    os.chmod(fp, os.stat(fp).st_mode | 0o444)
-        if dest.is_dir():
-            os.chmod(dest, os.stat(dest).st_mode | 0o755)
+        for p in [dest, *(dest.rglob("*") if dest.is_dir() else [])]:
+            if not p.is_symlink():
+                p.chmod(p.stat().st_mode | (0o755 if p.is_dir() else 0o444))
         return str(dest)
 
     def known_hosts_line(self, key_line: str | None = None) -> str:
@@ -293,44 +277,30 @@ class SSHServer:
         while time.monotonic() < end:
             if self._proc.poll() is not None:
                 return False
-            try:
-                with socket.create_connection((self.host, self.port), timeout=1) as s:
-                    if s.recv(64).startswith(b"SSH-"):
-                        return True
-            except OSError:
-                pass
+            with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=1) as s:
+                if s.recv(64).startswith(b"SSH-"):
+                    return True
             time.sleep(0.05)
         return False
 
-    def _children(self) -> list[int]:
+    def _children(self, parent: dict[int, int] | None = None) -> list[int]:
         """PIDs of the listener's per-connection processes."""
-        return [pid for pid, pp in _parents().items() if pp == self._proc.pid] if self._proc else []
+        return [pid for pid, pp in (parent or _parents()).items() if pp == self._proc.pid] if self._proc else []
 
     def drop_connections(self) -> int:
-        """Kill every open SSH connection on the server side (the listener keeps running).
-
-        Simulates a server reboot/network drop between calls. Returns how many were dropped.
-        """
-        kids = self._children()
+        """Kill every open SSH connection on the server side (the listener keeps running), as a server reboot
+        or a network drop between calls would; returns how many were dropped."""
+        parent = _parents()
+        kids = self._children(parent)
         # the privileged monitor and its unprivileged child (which holds the socket and would go on
         # serving an open channel): kill the whole tree of each connection
-        for pid in kids + self._descendants(kids):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        return len(kids)
-
-    @staticmethod
-    def _descendants(roots: list[int]) -> list[int]:
-        parent = _parents()
-        out, todo = [], list(roots)
+        tree, todo = [], list(kids)
         while todo:
             pid = todo.pop()
-            kids = [p for p, pp in parent.items() if pp == pid]
-            out.extend(kids)
-            todo.extend(kids)
-        return out
+            tree.append(pid)
+            todo.extend(p for p, pp in parent.items() if pp == pid)
+        _kill(tree)
+        return len(kids)
 
     def _session_processes(self) -> list[int]:
         """Processes started through this server's sessions, detached ones included: sshd gives every
@@ -362,11 +332,7 @@ class SSHServer:
         """Stop sshd, its connections, and whatever its sessions left running (detached jobs too)."""
         self.drop_connections()
         self._terminate()
-        for pid in self._session_processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill(self._session_processes())
         if self._user_created:
             _remove_user(self.user)
             self._user_created = False
@@ -392,8 +358,6 @@ class SSHServer:
     def connect(self, user: str | None = None, **opts):
         """An open :class:`kit.remote.SSHHost` to this server, strict host-key checking (as ``user``,
         default the server's login user)."""
-        from kit.remote import connect  # deferred: paramiko loads only for a test that connects
-
         target = self.target if user is None else f"{user}@{self.host}:{self.port}"
         return connect(target, **self.connect_options(**opts))
 

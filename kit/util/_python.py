@@ -1,10 +1,11 @@
-"""The interpreter's side: pausing the garbage collector for allocation bursts, and giving the names a package
-re-exports that package as their module."""
+"""The interpreter's side: pausing the garbage collector for allocation bursts, giving the names a package
+re-exports that package as their module, and loading a package's names on first use."""
 from __future__ import annotations
 
 import contextlib
 import gc
-from typing import Iterable, Iterator
+import importlib
+from typing import Callable, Iterable, Iterator
 
 
 @contextlib.contextmanager
@@ -37,3 +38,25 @@ def publish(namespace: dict, names: Iterable[str]) -> None:
                     obj.__module__ = package
             except (AttributeError, TypeError):
                 pass
+
+
+def lazy_names(namespace: dict, where: dict[str, str]) -> tuple[Callable, Callable]:
+    """``__getattr__`` and ``__dir__`` for a package whose names load on first use: ``where`` maps each name to
+    the private module holding it; the first use of a name imports that module and adds all the names it holds
+    to ``namespace`` (the package's globals), published (:func:`publish`)."""
+    package = namespace["__name__"]
+
+    def __getattr__(name: str):
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        module = importlib.import_module(f"{package}.{where[name]}")
+        names = [n for n, m in where.items() if m == where[name]]
+        ns = {"__name__": package, **{n: getattr(module, n) for n in names}}
+        publish(ns, names)
+        namespace.update({n: ns[n] for n in names})
+        return ns[name]
+
+    def __dir__() -> list[str]:
+        return sorted(set(namespace) | set(where))
+
+    return __getattr__, __dir__

@@ -3,10 +3,10 @@ the catalogue installs, and the ``kit`` command line this process runs.
 
 A result records itself: its type defines ``to_record(args) -> dict`` beside ``to_dict()`` (the keyword
 arguments of ``kit.runs.record``: inputs, settings, figures, facts, tables, warnings, label), in its own
-package; a type the kit does not own (a DataFrame) is described by a function given to
-:func:`register_record`. Nothing here imports the catalogue: ``kit.runs`` installs its writer when it is
-loaded (:func:`set_writer`), so a program records once it has loaded the catalogue (``import kit.runs``;
-the ``kit`` command and the MCP server do), and the packages low in the house never import it.
+package (a type the kit does not own, a DataFrame, gets the catalogue's default). Nothing here imports the
+catalogue: ``kit.runs`` installs its writer when it is loaded (:func:`set_writer`), so a program records once
+it has loaded the catalogue (``import kit.runs``; the ``kit`` command and the MCP server do), and the packages
+low in the house never import it.
 
 The ``kit`` command defers its runs (:func:`deferred`): a recorded call queues its result and the command
 writes the queue after it has printed its answer, in a child that outlives it (:func:`flush_detached`), so
@@ -19,11 +19,10 @@ import contextvars
 import functools
 import os
 import time
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 _OFF = ("off", "0", "no", "false")
 _WRITER: list = []   # [the writer, its hold()], or empty
-_DESCRIBERS: dict[type, Callable[[Any, dict], dict]] = {}
 _RECORDING: contextvars.ContextVar[bool] = contextvars.ContextVar("kit_recording", default=False)
 _QUEUE: list[tuple] = []
 _DEFERRED: list[bool] = []
@@ -40,23 +39,6 @@ def set_writer(fn: Callable[..., None] | None, hold: Callable[[], int] | None = 
     catalogue installs its own when loaded; ``None`` removes it). ``hold()``: a lock held (the descriptor
     returned) while a detached child writes (:func:`flush_detached`)."""
     _WRITER[:] = [fn, hold] if fn is not None else []
-
-
-def register_record(cls: type, describe: Callable[[Any, dict], dict]) -> None:
-    """``describe(result, args)`` says what a result of ``cls`` records, for a type that cannot define
-    ``to_record`` itself (a DataFrame)."""
-    _DESCRIBERS[cls] = describe
-
-
-def describe(result: Any, args: dict) -> dict | None:
-    """What ``result`` records (its ``to_record(args)``, or its registered describer), None if nothing."""
-    own = getattr(result, "to_record", None)
-    if callable(own):
-        return own(args)
-    for cls in type(result).__mro__:
-        if cls in _DESCRIBERS:
-            return _DESCRIBERS[cls](result, args)
-    return None
 
 
 @contextlib.contextmanager

@@ -78,7 +78,7 @@ def test_the_cli_and_mcp_take_every_registered_engine():
     from kit.mcp import _tools
 
     p = argparse.ArgumentParser()
-    _logs.register(p.add_subparsers())
+    _logs.register(p.add_subparsers().add_parser("logs"))
     for name in engines.names():   # --engine trtllm, transformers, ... as well as sglang and vllm
         assert p.parse_args(["logs", "parse", "x.log", "--engine", name]).engine == name
     tool = next(t for t in _tools.TOOLS if t.name == "logs_parse")
