@@ -18,12 +18,9 @@ def _select(profile: Any, *, rank: int | None = None, step: int | None = None, c
     k = profile.kernels
     if phase and phase != "all" and "phase" in k:
         k = k[k["phase"] == phase]
-    if rank is not None:
-        k = k[k["rank"] == rank]
-    if step is not None:
-        k = k[k["step"] == step]
-    if category is not None:
-        k = k[k["category"] == category]
+    for column, value in (("rank", rank), ("step", step), ("category", category)):
+        if value is not None:
+            k = k[k[column] == value]
     return k
 
 
@@ -77,9 +74,8 @@ def explore(profile: Any, *, phase: str = "decode", n: int = 10) -> Any:
     ranks = sorted(int(r) for r in k["rank"].dropna().unique())
     steps = sorted(int(s) for s in k["step"].dropna().unique()) if "step" in k else []
     cats = sorted(str(c) for c in k["category"].dropna().unique())
-    rank_w = widgets.Dropdown(options=[("all", None)] + [(str(r), r) for r in ranks], description="rank")
-    step_w = widgets.Dropdown(options=[("all", None)] + [(str(s), s) for s in steps], description="step")
-    cat_w = widgets.Dropdown(options=[("all", None)] + [(c, c) for c in cats], description="category")
+    rank_w, step_w, cat_w = (widgets.Dropdown(options=[("all", None)] + [(str(v), v) for v in values], description=name)
+                             for name, values in (("rank", ranks), ("step", steps), ("category", cats)))
     out = widgets.Output()
 
     def render(*_: Any) -> None:

@@ -18,6 +18,7 @@ artefact, with its kind, see ``kit.provenance``) and what the reader must know t
 from __future__ import annotations
 
 import contextlib
+import glob
 import html
 import json
 import math
@@ -175,9 +176,7 @@ def _clean_provenance(hid: str, items: Any) -> list[dict[str, str]]:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 _BADGE = {"confirmed": "#1a7f37", "rejected": "#cf222e", "open": "#6e7781"}
@@ -530,14 +529,9 @@ def _read(path: Path) -> list[Hypothesis]:
 def _remove_stale_temps(path: Path) -> None:
     """Temporary files of writers killed mid-write (kill -9). Called with the lock held: no live
     writer has one open then."""
-    try:
-        names = os.listdir(path.parent)
-    except OSError:
-        return
-    for name in names:
-        if name.startswith(f".{path.name}.") and name.endswith(".tmp"):
-            with contextlib.suppress(OSError):
-                os.unlink(path.parent / name)
+    for temp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):
+            temp.unlink()
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -8,11 +8,9 @@ run validity for every log, benchmark, experiment and trace.
     kit.audit.experiment_effects("experiments/NAME", source="engine/pkg")  # took effect / ignored / unknown
     kit.audit.check_run("bench.json", "clocks.csv")   # Validity: failed, short outputs, warm-up, seeded, clocks
 
-The settings of a run come from what the engine itself reported (``kit.logs.settings``: server-args
-dumps, ``/get_server_info``, vLLM config lines, ``/proc/PID/environ``, log lines); the rules are in
-``_rules.py``. A variant of an experiment whose effective settings equal the baseline's is reported
-"no effect: the engine ignored X", and :func:`decider` names the engine function that overrode it
-(``kit.source``). Trace trust is ``kit.profile.Profile.health()``; the audit lists its unreliable metrics.
+The settings of a run are what the engine itself reported (``kit.logs.settings``). A variant of an experiment
+whose effective settings equal the baseline's is "no effect: the engine ignored X", and :func:`decider` names
+the engine function that overrode it (``kit.source``). Trace trust is ``kit.profile.Profile.health()``.
 
 Files:
 

@@ -5,7 +5,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import kit.profile
 from kit.audit import _rules
@@ -45,7 +45,8 @@ def _kind(path: Path) -> str:
     return "settings"
 
 
-def _expand(paths: Iterable) -> list[Path]:
+def _classify(paths: Iterable) -> tuple[dict[str, list[Path]], dict[str, str]]:
+    """The files under ``paths`` by kind (:func:`_kind`), and the inputs table that names them."""
     out: list[Path] = []
     for p in paths:
         p = Path(p)
@@ -59,14 +60,8 @@ def _expand(paths: Iterable) -> list[Path]:
             out.append(p)
         else:
             raise UsageError(f"kit audit: {p}: no such file or directory")
-    return out
-
-
-def _classify(files: list[Path]) -> tuple[dict[str, list[Path]], dict[str, str]]:
-    """Each file's kind (:func:`_kind`), grouped by kind, and the inputs table that names them."""
-    by_kind: dict[str, list[Path]] = {}
-    inputs: dict[str, str] = {}
-    for f in files:
+    by_kind, inputs = {}, {}   # kind -> files; file -> kind
+    for f in out:
         try:
             k = _kind(f)
         except OSError as exc:
@@ -88,19 +83,11 @@ def _baselines(exp_dirs: list[Path], notes: list[str]) -> list[Path]:
     return baselines
 
 
-def _in_experiment(f: Path, exp_dirs: list[Path], baselines: list[Path]) -> bool:
-    """A run of an experiment's variant: its differences from the baseline are the experiment's
-    subject (reported as effects); the baseline's own runs are audited like any run."""
-    return any(d in f.parents for d in exp_dirs) and not any(b in f.parents for b in baselines)
-
-
 def _settings_runs(settings_files: list[Path], inputs: dict[str, str], exp_dirs: list[Path],
                    baselines: list[Path]) -> tuple[dict, list[Finding]]:
     """Engine logs are runs; a folder's other files are their context when the folder holds one
     engine log (else a run of their own); a single topology capture describes every run's host."""
-    runs: dict = {}
-    findings: list[Finding] = []
-    folders: dict[Path, list[Path]] = {}
+    runs, findings, folders = {}, [], {}
     for f in settings_files:
         folders.setdefault(f.parent, []).append(f)
     parsed = {f: read_settings(f) for fs in folders.values() for f in fs}
@@ -110,25 +97,21 @@ def _settings_runs(settings_files: list[Path], inputs: dict[str, str], exp_dirs:
         engine = [f for f in fs if parsed[f].args or parsed[f].get("decode_batch_max") is not None
                   or parsed[f].get("attention_backend") is not None]
         context = [f for f in fs if f not in engine and f not in shared]
-        for f in fs:
-            role = "engine log" if f in engine else "context"
-            inputs[str(f)] = role + ": " + next(iter(parsed[f].sources.values()))
-        if len(engine) == 1:
-            groups = [engine + context]
-        else:
-            groups = [[f] for f in engine] + [[f] for f in context]
+        inputs.update({str(f): ("engine log" if f in engine else "context") + ": "
+                       + next(iter(parsed[f].sources.values())) for f in fs})
+        groups = [engine + context] if len(engine) == 1 else [[f] for f in engine] + [[f] for f in context]
         for g in groups:
             name = str(g[0])
-            s = read_settings(g + [t for t in shared if t not in g])
-            runs[name] = s
-            if not _in_experiment(g[0], exp_dirs, baselines):
+            runs[name] = s = read_settings(g + [t for t in shared if t not in g])
+            # a run of an experiment's variant: its differences from the baseline are the experiment's subject
+            # (reported as effects); the baseline's own runs are audited like any run
+            if not any(d in g[0].parents for d in exp_dirs) or any(b in g[0].parents for b in baselines):
                 findings += _rules.run_findings(name, s)
     return runs, findings
 
 
-def _experiment_findings(exp_dirs: list[Path], host, source: str | None, notes: list[str]) -> list[Finding]:
+def _experiment_findings(exp_dirs: list[Path], host, source: str | None, notes: list[str]) -> Iterator[Finding]:
     """Experiments: did each variant take effect?"""
-    findings: list[Finding] = []
     for d in exp_dirs:
         try:
             eff = experiment_effects(d, host=host, source=source)
@@ -137,22 +120,20 @@ def _experiment_findings(exp_dirs: list[Path], host, source: str | None, notes: 
             continue
         for e in eff.effects:
             if e.status == "ignored":
-                findings.append(Finding("ignored-setting", "high", e.verdict, f"{d}: {e.variant}", e.evidence,
-                                        "drop the variant, or find the predicate that overrides it "
-                                        "(kit.audit.decider with the engine source)"))
+                yield Finding("ignored-setting", "high", e.verdict, f"{d}: {e.variant}", e.evidence,
+                              "drop the variant, or find the predicate that overrides it "
+                              "(kit.audit.decider with the engine source)")
             elif e.status == "unknown":
-                findings.append(Finding("ignored-setting", "info", e.verdict, f"{d}: {e.variant}", e.evidence, ""))
+                yield Finding("ignored-setting", "info", e.verdict, f"{d}: {e.variant}", e.evidence, "")
         notes += eff.notes
-    return findings
 
 
 _VALIDITY_CODES = {"failed requests": "failed-requests", "output length": "short-outputs",
                    "warm-up": "no-warmup", "prompts seeded": "unseeded-prompts", "GPU clocks": "throttled"}
 
 
-def _bench_findings(by_kind: dict[str, list[Path]], notes: list[str]) -> list[Finding]:
+def _bench_findings(by_kind: dict[str, list[Path]], notes: list[str]) -> Iterator[Finding]:
     """Benchmark validity: each record's failed checks."""
-    findings: list[Finding] = []
     clocks_by_dir = {f.parent: f for f in by_kind.get("clocks", [])}
     for f in by_kind.get("bench", []):
         if f.name == "result.json" and (f.parent / "bench.json").is_file():
@@ -167,30 +148,25 @@ def _bench_findings(by_kind: dict[str, list[Path]], notes: list[str]) -> list[Fi
                 if c["ok"] is False:
                     code = _VALIDITY_CODES[c["check"]]
                     sev = "medium" if code in ("no-warmup", "unseeded-prompts") else "high"
-                    findings.append(Finding(code, sev, f"{c['check']}: {c['detail']}", label,
-                                            (f"{label}: {c['detail']}",),
-                                            "re-run the benchmark; its figures do not measure what was asked"))
-    return findings
+                    yield Finding(code, sev, f"{c['check']}: {c['detail']}", label, (f"{label}: {c['detail']}",),
+                                  "re-run the benchmark; its figures do not measure what was asked")
 
 
-def _clock_findings(by_kind: dict[str, list[Path]]) -> list[Finding]:
+def _clock_findings(by_kind: dict[str, list[Path]]) -> Iterator[Finding]:
     """Clock captures without a benchmark beside them: throttled or not."""
-    findings: list[Finding] = []
     for f in by_kind.get("clocks", []):
         if not any(b.parent == f.parent for b in by_kind.get("bench", [])):
             t = throttle(parse_clocks(f.read_text(encoding="utf-8", errors="replace"), str(f)))
             if t["throttled"]:
-                findings.append(Finding("throttled", "high", f"GPU throttled during the capture: SM clock down to "
-                                        f"{t['min_sm_mhz']:.0f} of {t['max_sm_mhz'] or float('nan'):.0f} MHz; "
-                                        f"reasons {t['reasons'] or 'clock below 90% of max'}", str(f),
-                                        (f"{f}: {t['slow_samples']} slow of {t['busy_samples']} busy samples",),
-                                        "cool/unpower-cap the GPU, lock clocks, and re-run"))
-    return findings
+                yield Finding("throttled", "high", f"GPU throttled during the capture: SM clock down to "
+                              f"{t['min_sm_mhz']:.0f} of {t['max_sm_mhz'] or float('nan'):.0f} MHz; "
+                              f"reasons {t['reasons'] or 'clock below 90% of max'}", str(f),
+                              (f"{f}: {t['slow_samples']} slow of {t['busy_samples']} busy samples",),
+                              "cool/unpower-cap the GPU, lock clocks, and re-run")
 
 
-def _trace_findings(trace_files: list[Path], notes: list[str]) -> list[Finding]:
+def _trace_findings(trace_files: list[Path], notes: list[str]) -> Iterator[Finding]:
     """Traces: metrics that cannot be trusted."""
-    findings: list[Finding] = []
     for f in trace_files:
         try:
             h = kit.profile.load([f]).health()
@@ -198,19 +174,16 @@ def _trace_findings(trace_files: list[Path], notes: list[str]) -> list[Finding]:
             notes.append(f"{f}: trace not read ({exc})")
             continue
         if h.capture["mode"] == "no GPU kernels":
-            findings.append(Finding("trace-metric", "info", "the trace has no GPU kernels (a CPU-only profile): "
-                                    "no GPU metric can be read from it", str(f),
-                                    (f"{f}: {h.capture['kernels']} kernels",),
-                                    "profile with CUDA activities on"))
+            yield Finding("trace-metric", "info", "the trace has no GPU kernels (a CPU-only profile): no GPU metric "
+                          "can be read from it", str(f), (f"{f}: {h.capture['kernels']} kernels",),
+                          "profile with CUDA activities on")
             continue
         bad = [m for m, v in h.metrics.items()
                if v["status"] == "unreliable" and m in ("category_shares", "step_time", "allreduce_share")]
         if bad:
             v = h.metrics[bad[0]]
-            findings.append(Finding("trace-metric", "medium", f"{', '.join(bad)} of this trace unreliable: "
-                                    f"{v['reason']}", str(f), (f"{f}: capture mode {h.capture['mode']}",),
-                                    v["fix"]))
-    return findings
+            yield Finding("trace-metric", "medium", f"{', '.join(bad)} of this trace unreliable: {v['reason']}",
+                          str(f), (f"{f}: capture mode {h.capture['mode']}",), v["fix"])
 
 
 @recorded("audit")
@@ -224,13 +197,13 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
     tree (on ``host``) to name the function that decided an ignored experiment setting."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    by_kind, inputs = _classify(_expand(paths))
+    by_kind, inputs = _classify(paths)
     notes: list[str] = []
     exp_dirs = [f.parent for f in by_kind.get("experiment", [])]
     baselines = _baselines(exp_dirs, notes)
     runs, findings = _settings_runs(by_kind.get("settings", []), inputs, exp_dirs, baselines)
     if compare:
-        findings += _rules.comparison_findings({k: v for k, v in runs.items()})
+        findings += _rules.comparison_findings(runs)
     findings += _experiment_findings(exp_dirs, host, source, notes)
     findings += _bench_findings(by_kind, notes)
     findings += _clock_findings(by_kind)
@@ -240,6 +213,3 @@ def audit(paths, *, compare: bool = False, traces: bool = True, host=None, sourc
         notes.append(f"{len(by_kind['trace'])} trace file(s) not checked (traces=False)")
     return Audit(order(findings), runs, inputs, notes)
 
-
-def dumps(a: Audit) -> str:
-    return json.dumps(a.to_dict(), indent=1, default=str)

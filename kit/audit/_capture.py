@@ -8,19 +8,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from kit.env import parse_environ
 from kit.errors import KitError
 from kit.redact import mask_secrets
 from kit.remote import connect
-
-
-def _engine_pids(host, pid: int) -> list[int]:
-    """The process and its children (a launcher shell's child is the engine); children first."""
-    try:
-        res = host.run(f"ps -o pid= --ppid {int(pid)}", timeout=30)
-        kids = [int(x) for x in res.stdout.split() if x.isdigit()] if res.ok else []
-    except KitError:
-        kids = []
-    return kids + [int(pid)]
 
 
 def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int | None = None,
@@ -44,7 +35,12 @@ def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int |
     if pid is not None and host is not None:
         h = connect(host) if isinstance(host, str) else host
         why = "no process"
-        for p in _engine_pids(h, pid):
+        try:   # the process's children first: a launcher shell's child is the engine
+            res = h.run(f"ps -o pid= --ppid {int(pid)}", timeout=30)
+            kids = [int(x) for x in res.stdout.split() if x.isdigit()] if res.ok else []
+        except KitError:
+            kids = []
+        for p in [*kids, int(pid)]:
             try:
                 data = h.read_bytes(f"/proc/{p}/environ")
             except KitError as exc:
@@ -52,8 +48,7 @@ def capture_settings(url: str | None, into: str | Path, *, host=None, pid: int |
                 continue
             if data:
                 # secrets never leave as values: the house's credential names (kit.redact) keep their key only
-                pairs = [item.decode("utf-8", "surrogateescape").split("=", 1) for item in data.split(b"\0") if item]
-                env = mask_secrets({kv[0]: kv[1] for kv in pairs if len(kv) == 2})
+                env = mask_secrets(parse_environ(data, prefix=""))
                 text = "".join(f"{k}={v}\0" for k, v in env.items())
                 (d / "environ").write_bytes(text.encode("utf-8", "surrogateescape"))
                 out["environ"] = str(d / "environ")

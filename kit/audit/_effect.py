@@ -77,36 +77,22 @@ def _plain(v):
 KERNEL_KEYS = {"attention_backend": "attention", "custom_all_reduce": "allreduce", "cuda_graph": "graph"}
 
 
-def kernel_evidence(traces: list) -> dict | None:
-    """Which attention and all-reduce kernel families ran, and whether kernels were replayed from CUDA
-    graphs, in one run's trace files (``{"attention": set, "allreduce": set, "graph": bool, "where": str}``)."""
-    k = kit.profile.load(traces).kernels
-    if not len(k) or "category" not in k:
-        return None  # a CPU-only profile: no kernel evidence
-    cat = k["category"].astype(str)
-    names = k["name"].astype(str)
-    family = kit.profile.kernel_family
-    return {"attention": {family(n)[:80] for n in names[cat == "attention"]},
-            "allreduce": {family(n)[:80] for n in names[cat == "allreduce"]},
-            "graph": bool(k["graph"].astype(bool).any()), "where": str(traces[0])}
-
-
 def _by_kernels(name: str, setting: str, key: str, kb: dict, kv: dict) -> Effect:
     what = KERNEL_KEYS[key]
     a, b = kb[what], kv[what]
     show = (lambda x: "graph replay" if x else "no graph replay") if what == "graph" else \
         (lambda x: ", ".join(sorted(x)[:3]) + (" ..." if len(x) > 3 else "") if x else "none")
     ev = (f"{kb['where']}: {what} kernels: {show(a)}", f"{kv['where']}: {what} kernels: {show(b)}")
-    if a == b:
-        return Effect(name, setting, key, "ignored", f"no effect: the engine ignored {setting} (the same {what} "
-                      f"kernels ran in both runs: {show(a)})", a, b, ev)
-    return Effect(name, setting, key, "took effect", f"took effect: {what} kernels {show(a)} -> {show(b)}", a, b, ev)
+    status, verdict = ("ignored", f"no effect: the engine ignored {setting} (the same {what} kernels ran in both "
+                                  f"runs: {show(a)})") if a == b else \
+        ("took effect", f"took effect: {what} kernels {show(a)} -> {show(b)}")
+    return Effect(name, setting, key, status, verdict, a, b, ev)
 
 
 def effect(baseline, variant, setting: str, *, name: str = "variant", kernels: tuple | None = None) -> Effect:
     """The verdict for one changed ``setting`` (``--flag`` or ``ENV_NAME``) between two runs'
-    :class:`kit.logs.Settings` (see the module docstring). ``kernels``: the two runs'
-    :func:`kernel_evidence`, which decides where the logs do not report the setting."""
+    :class:`kit.logs.Settings` (see the module docstring). ``kernels``: the two runs' kernel evidence
+    (``_kernels``), which decides where the logs do not report the setting."""
     key = Settings.key_for(setting)
     e = _effect(baseline, variant, setting, name, key)
     if e.status == "unknown" and key in KERNEL_KEYS and kernels and all(kernels):
@@ -119,28 +105,20 @@ def _effect(baseline, variant, setting: str, name: str, key: str | None) -> Effe
         return Effect(name, setting, None, "unknown", f"unknown: the kit has no engine report to read for {setting}",
                       evidence=())
     eb, ev = baseline.reported(key), variant.reported(key)
-    if key.startswith("env:") and (eb is None or ev is None):
+    if key.startswith("env:") and eb is None and ev is not None:
         # an environment variable: the engine's own echo or the process environment is the report
-        if ev is not None and eb is None:
-            return Effect(name, setting, key, "took effect", f"took effect: {setting}={ev.value} in the engine's "
-                          "environment, unset in the baseline's", None, ev.value, (str(ev),))
-    if eb is None or ev is None:
-        missing = "the baseline" if eb is None else "the variant"
-        return Effect(name, setting, key, "unknown",
-                      f"unknown: {missing} did not report {key} (capture the server log with its argument dump, "
-                      f"/get_server_info or /proc/PID/environ)", eb.value if eb else None, ev.value if ev else None,
-                      tuple(str(e) for e in (eb, ev) if e is not None))
-    if eb.value == ev.value:
-        return Effect(name, setting, key, "ignored",
-                      f"no effect: the engine ignored {setting} ({key} is {ev.value!r} in both runs)",
-                      eb.value, ev.value, (str(eb), str(ev)))
-    return Effect(name, setting, key, "took effect", f"took effect: {key} {eb.value!r} -> {ev.value!r}",
-                  eb.value, ev.value, (str(eb), str(ev)))
-
-
-def message_of(line: str) -> str:
-    """The engine's message in a log line, without the logger's prefix."""
-    return _PREFIX.sub("", line.strip()).strip()
+        status, verdict = "took effect", (f"took effect: {setting}={ev.value} in the engine's environment, unset "
+                                          "in the baseline's")
+    elif eb is None or ev is None:
+        status, verdict = "unknown", (f"unknown: {'the baseline' if eb is None else 'the variant'} did not report "
+                                      f"{key} (capture the server log with its argument dump, /get_server_info or "
+                                      "/proc/PID/environ)")
+    elif eb.value == ev.value:
+        status, verdict = "ignored", f"no effect: the engine ignored {setting} ({key} is {ev.value!r} in both runs)"
+    else:
+        status, verdict = "took effect", f"took effect: {key} {eb.value!r} -> {ev.value!r}"
+    return Effect(name, setting, key, status, verdict, eb and eb.value, ev and ev.value,
+                  tuple(str(e) for e in (eb, ev) if e is not None))
 
 
 def decider(host, source: str, evidence_text: str) -> Decider | None:
@@ -148,13 +126,11 @@ def decider(host, source: str, evidence_text: str) -> Decider | None:
     the function that printed it and the condition above it; None when not found."""
     import kit.source  # deferred: its pygments is not for the clock sampler that kit.bench imports from here
 
-    msg = message_of(evidence_text)
-    words = msg.split()
+    words = _PREFIX.sub("", evidence_text.strip()).split()   # the engine's message without the logger's prefix
     if len(words) < 3:
         return None
     for n in (6, 5, 4, 3):  # the longest plain-text head of the message the source holds verbatim
-        head = " ".join(words[:n])
-        head = _SENTINEL.split(head)[0].strip()
+        head = _SENTINEL.split(" ".join(words[:n]))[0].strip()
         if len(head) < 12:
             continue
         try:
@@ -171,35 +147,26 @@ def decider(host, source: str, evidence_text: str) -> Decider | None:
                 if re.match(r"\s*(?:el)?if\b", text):
                     cond = text.strip()
                     break
-            return Decider(scope.qualname if scope else "<module>", m.path, m.line, cond,
-                           _predicates(host, m.path, cond))
+            preds = []   # the functions the condition calls, each with where kit.source.definition finds it
+            for name in dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)\(", cond)):
+                if name in {"int", "str", "len", "bool", "float", "getattr", "isinstance", "get", "any", "all"}:
+                    continue
+                try:
+                    d = kit.source.definition(host, name, near=m.path)
+                    preds.append(f"{name}() defined at {d.path}:{d.line}")
+                except Exception:  # noqa: BLE001 - a builtin or a name the source cannot resolve: named without a place
+                    preds.append(f"{name}()")
+            return Decider(scope.qualname if scope else "<module>", m.path, m.line, cond, tuple(preds))
     return None
 
 
-def _predicates(host, path: str, condition: str) -> tuple[str, ...]:
-    """The functions the condition calls, each with where ``kit.source.definition`` finds it."""
-    import kit.source  # deferred: its pygments is not for the clock sampler that kit.bench imports from here
-
-    out = []
-    for name in dict.fromkeys(re.findall(r"\b([A-Za-z_]\w*)\(", condition)):
-        if name in {"int", "str", "len", "bool", "float", "getattr", "isinstance", "get", "any", "all"}:
-            continue
-        try:
-            d = kit.source.definition(host, name, near=path)
-        except Exception:  # noqa: BLE001 - a builtin or a name the source cannot resolve: named without a place
-            out.append(f"{name}()")
-            continue
-        out.append(f"{name}() defined at {d.path}:{d.line}")
-    return tuple(out)
-
-
+@dataclass(repr=False)
 class Effects:
     """The effect verdicts of every variant of a stored experiment (``table()``, ``to_dict()``)."""
 
-    def __init__(self, name: str, effects: list[Effect], notes: list[str]) -> None:
-        self.name = name
-        self.effects = effects
-        self.notes = notes
+    name: str
+    effects: list[Effect]
+    notes: list[str]
 
     def table(self) -> pd.DataFrame:
         return pd.DataFrame([{"variant": e.variant, "setting": e.setting, "status": e.status, "verdict": e.verdict,
@@ -207,17 +174,12 @@ class Effects:
                               "evidence": e.evidence[-1] if e.evidence else ""} for e in self.effects],
                             columns=["variant", "setting", "status", "verdict", "decided by", "evidence"])
 
-    def of(self, variant: str) -> list[Effect]:
-        return [e for e in self.effects if e.variant == variant]
-
     def to_dict(self) -> dict:
         return {"experiment": self.name, "effects": [e.to_dict() for e in self.effects], "notes": list(self.notes)}
 
     def __repr__(self) -> str:
         lines = [f"Effects({self.name}: {len(self.effects)} changed setting(s))"]
-        for e in self.effects:
-            lines.append(f"  {e.variant}: {e.verdict}")
-        lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  {e.variant}: {e.verdict}" for e in self.effects] + [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
@@ -235,11 +197,19 @@ def _variant_files(d: Path) -> list[Path]:
 
 
 def _kernels(vdir: Path, notes: list) -> dict | None:
-    traces = sorted(vdir.glob("traces/*.json.gz")) or sorted(vdir.glob("rep*/traces/*.json.gz"))[:1]
+    """Which attention and all-reduce kernel families ran in a variant's first trace, and whether kernels were
+    replayed from CUDA graphs (``{"attention": set, "allreduce": set, "graph": bool, "where": str}``), or None."""
+    traces = (sorted(vdir.glob("traces/*.json.gz")) or sorted(vdir.glob("rep*/traces/*.json.gz")))[:1]
     if not traces:
         return None
     try:
-        return kernel_evidence(traces[:1])
+        k = kit.profile.load(traces).kernels
+        if not len(k) or "category" not in k:
+            return None  # a CPU-only profile: no kernel evidence
+        cat, names, family = k["category"].astype(str), k["name"].astype(str), kit.profile.kernel_family
+        return {"attention": {family(n)[:80] for n in names[cat == "attention"]},
+                "allreduce": {family(n)[:80] for n in names[cat == "allreduce"]},
+                "graph": bool(k["graph"].astype(bool).any()), "where": str(traces[0])}
     except Exception as exc:  # noqa: BLE001 - a trace that cannot be read decides nothing; said in notes
         notes.append(f"{traces[0]}: trace not read ({exc})")
         return None

@@ -1,11 +1,10 @@
 """Finding and Audit: what an audit reports, with severity, a one-line verdict and its evidence."""
 from __future__ import annotations
 
-import collections
 import html
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
@@ -16,16 +15,10 @@ SEVERITIES = ("high", "medium", "low", "info")
 
 @dataclass(frozen=True)
 class Finding:
-    """One silent slow path or doubtful setting.
-
-    ``code``: a stable identifier (``graph-coverage``, ``eager-decode``, ``custom-all-reduce-off``,
-    ``p2p-off``, ``attention-backend``, ``debug-variable``, ``overlap-off``, ``slow-tokenizer``,
-    ``speculative``, ``mismatch``, ``failed-requests``, ``short-outputs``, ``no-warmup``,
-    ``unseeded-prompts``, ``throttled``, ``trace-metric``, ``ignored-setting``). ``severity``: high
-    (numbers measured under it are wrong for the question asked), medium (a slow path to confirm),
-    low (worth knowing), info (context, not a defect). ``run``: which run (a file or folder) it concerns.
-    ``evidence``: ``file:line: text`` strings. ``fix``: what would remove it or decide it.
-    """
+    """One silent slow path or doubtful setting: a stable ``code`` (``graph-coverage``, ``throttled`` ...: see
+    ``_rules.py`` and ``_audit.py``), its ``severity`` (high: numbers measured under it are wrong for the question;
+    medium: a slow path to confirm; low: worth knowing; info: context, not a defect), the ``run`` (file or folder)
+    it concerns, ``evidence`` (``file:line: text``) and the ``fix`` that would remove or decide it."""
 
     code: str
     severity: str
@@ -35,8 +28,7 @@ class Finding:
     fix: str = ""
 
     def to_dict(self) -> dict:
-        return {"code": self.code, "severity": self.severity, "verdict": self.verdict, "run": self.run,
-                "evidence": list(self.evidence), "fix": self.fix}
+        return {**asdict(self), "evidence": list(self.evidence)}
 
 
 @dataclass
@@ -58,13 +50,17 @@ class Audit:
     def clean(self) -> bool:
         return not self.flagged
 
+    @property
+    def counts(self) -> dict[str, int]:
+        return {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES}
+
     def table(self) -> pd.DataFrame:
         rows = [{"severity": f.severity, "code": f.code, "run": f.run, "verdict": f.verdict,
                  "evidence": f.evidence[0] if f.evidence else "", "fix": f.fix} for f in self.findings]
         return pd.DataFrame(rows, columns=["severity", "code", "run", "verdict", "evidence", "fix"])
 
     def to_dict(self) -> dict:
-        return {"clean": self.clean, "counts": {s: sum(f.severity == s for f in self.findings) for s in SEVERITIES},
+        return {"clean": self.clean, "counts": self.counts,
                 "findings": [f.to_dict() for f in self.findings],
                 "runs": {r: s.to_dict() for r, s in self.runs.items()}, "inputs": dict(self.inputs),
                 "notes": list(self.notes)}
@@ -75,17 +71,14 @@ class Audit:
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this audit: findings per severity and the findings table."""
         rows = [{"code": f.code, "severity": f.severity, "verdict": f.verdict, "run": f.run} for f in self.findings]
-        sev = collections.Counter(r["severity"] for r in rows)
         paths = args.get("paths")
-        paths = [paths] if isinstance(paths, str) else list(paths or [])
-        return {"inputs": paths, "settings": call_settings(args),
-                "figures": [(f"findings.{k}", v) for k, v in sev.items()],
+        return {"inputs": [paths] if isinstance(paths, str) else list(paths or []), "settings": call_settings(args),
+                "figures": [(f"findings.{k}", v) for k, v in self.counts.items() if v],
                 "tables": {"findings": pd.DataFrame(rows, columns=["code", "severity", "verdict", "run"])}}
 
     def __repr__(self) -> str:
         head = (f"Audit: {len(self.runs)} run(s), {len(self.inputs)} file(s): "
-                + ("nothing flagged" if self.clean else
-                   ", ".join(f"{n} {s}" for s in SEVERITIES if (n := sum(f.severity == s for f in self.findings)))))
+                + ("nothing flagged" if self.clean else ", ".join(f"{n} {s}" for s, n in self.counts.items() if n)))
         lines = [head]
         for run, st in self.runs.items():   # what each run was read as: its engine and what each file held
             read = "; ".join(f"{os.path.basename(k)}: {v}" for k, v in st.sources.items())

@@ -1,6 +1,8 @@
 """The audit rules over one run's :class:`kit.logs.Settings` and over a comparison of runs."""
 from __future__ import annotations
 
+from typing import Iterator
+
 from kit.audit._findings import Finding
 
 # Environment variables that slow a serving engine down when left on: name -> (values that are "on"
@@ -45,81 +47,73 @@ def _on(value: str, values) -> bool:
     return str(value).strip().upper() in {v.upper() for v in values}
 
 
-def run_findings(run: str, s) -> list[Finding]:
+def run_findings(run: str, s) -> Iterator[Finding]:
     """Every rule that one run's settings trigger."""
-    out: list[Finding] = []
     eff = s.effective
     # graph coverage against the batches actually run
     top, bmax = eff.get("cuda_graph_max_bs"), eff.get("decode_batch_max")
     if top is not None and bmax is not None and eff.get("cuda_graph") is not False and bmax > top:
-        out.append(Finding("graph-coverage", "high",
-                           f"decode ran batches of up to {bmax} but the largest captured CUDA graph is {top}: "
-                           f"those steps run eager (several times the per-token latency)", run,
-                           _ev(s.get("decode_batch_max"), s.get("cuda_graph_max_bs")),
-                           f"raise cuda_graph_max_bs (SGLang --cuda-graph-max-bs / vLLM max_cudagraph_capture_size) "
-                           f"to at least {bmax}, or cap max_running_requests"))
+        yield Finding("graph-coverage", "high",
+                      f"decode ran batches of up to {bmax} but the largest captured CUDA graph is {top}: "
+                      f"those steps run eager (several times the per-token latency)", run,
+                      _ev(s.get("decode_batch_max"), s.get("cuda_graph_max_bs")),
+                      f"raise cuda_graph_max_bs (SGLang --cuda-graph-max-bs / vLLM max_cudagraph_capture_size) "
+                      f"to at least {bmax}, or cap max_running_requests")
     n_eager = eff.get("eager_decode_lines") or 0
     if n_eager and eff.get("cuda_graph") is not False:
-        out.append(Finding("eager-decode", "high",
-                           f"{n_eager} decode line(s) say the step ran without a CUDA graph although graphs are on",
-                           run, _ev(s.get("eager_decode_lines"), s.get("cuda_graph_max_bs")),
-                           "find why those batches fell back to eager (batch above the largest graph, "
-                           "speculative or LoRA paths)"))
+        yield Finding("eager-decode", "high",
+                      f"{n_eager} decode line(s) say the step ran without a CUDA graph although graphs are on",
+                      run, _ev(s.get("eager_decode_lines"), s.get("cuda_graph_max_bs")),
+                      "find why those batches fell back to eager (batch above the largest graph, "
+                      "speculative or LoRA paths)")
     for key, (code, verdict, fix) in OFF.items():
         if eff.get(key) is False:
-            out.append(Finding(code, "medium", verdict, run, _ev(s.reported(key)), fix))
+            yield Finding(code, "medium", verdict, run, _ev(s.reported(key)), fix)
     # custom all-reduce and P2P
     tp = eff.get("tp_size")
     if eff.get("custom_all_reduce") is False and (tp is None or tp > 1):
         itself = "disabled" in s.reported("custom_all_reduce").text.lower()
-        out.append(Finding("custom-all-reduce-off", "medium",
-                           "custom all-reduce is off: every tensor-parallel all-reduce goes through NCCL"
-                           + (" (the engine disabled it itself)" if itself else ""),
-                           run, _ev(s.reported("custom_all_reduce")),
-                           "expected on more than two PCIe-only GPUs; on NVLink check P2P and the engine's flags"))
+        yield Finding("custom-all-reduce-off", "medium",
+                      "custom all-reduce is off: every tensor-parallel all-reduce goes through NCCL"
+                      + (" (the engine disabled it itself)" if itself else ""),
+                      run, _ev(s.reported("custom_all_reduce")),
+                      "expected on more than two PCIe-only GPUs; on NVLink check P2P and the engine's flags")
     elif (eff.get("topology") == "PCIe-only" and tp is not None and tp > 2
           and eff.get("custom_all_reduce") is not False):
-        out.append(Finding("custom-all-reduce-off", "medium",
-                           f"tp_size {tp} on PCIe-only GPUs: the engine disables custom all-reduce on more than two "
-                           f"PCIe-only GPUs, so --disable-custom-all-reduce changes nothing here", run,
-                           _ev(s.get("topology"), s.get("tp_size")),
-                           "look for 'Custom allreduce is disabled' in the engine log; tune NCCL instead"))
+        yield Finding("custom-all-reduce-off", "medium",
+                      f"tp_size {tp} on PCIe-only GPUs: the engine disables custom all-reduce on more than two "
+                      f"PCIe-only GPUs, so --disable-custom-all-reduce changes nothing here", run,
+                      _ev(s.get("topology"), s.get("tp_size")),
+                      "look for 'Custom allreduce is disabled' in the engine log; tune NCCL instead")
     backend = eff.get("attention_backend")
     if backend in SLOW_BACKENDS:
-        out.append(Finding("attention-backend", "medium",
-                           f"attention runs on {backend} ({SLOW_BACKENDS[backend]}), a fallback, not a fast kernel",
-                           run, _ev(s.reported("attention_backend")),
-                           "set the engine's fast backend for this GPU (flashinfer, fa3, trtllm ...)"))
+        yield Finding("attention-backend", "medium",
+                      f"attention runs on {backend} ({SLOW_BACKENDS[backend]}), a fallback, not a fast kernel",
+                      run, _ev(s.reported("attention_backend")),
+                      "set the engine's fast backend for this GPU (flashinfer, fa3, trtllm ...)")
     for name, value in sorted(s.env.items()):
         rule = DEBUG_VARIABLES.get(name)
         if rule and _on(value, rule[0]):
-            out.append(Finding("debug-variable", rule[1], f"{name}={value} is set in the engine's environment: "
-                               f"{rule[2]}", run, _ev(s.get(f"env:{name}")), f"unset {name} for measurements"))
+            yield Finding("debug-variable", rule[1], f"{name}={value} is set in the engine's environment: "
+                          f"{rule[2]}", run, _ev(s.get(f"env:{name}")), f"unset {name} for measurements")
     if eff.get("tokenizer_mode") == "slow":
-        out.append(Finding("slow-tokenizer", "medium", "the slow (Python) tokenizer is used", run,
-                           _ev(s.get("tokenizer_mode")), "use the fast tokenizer (tokenizer_mode='auto')"))
+        yield Finding("slow-tokenizer", "medium", "the slow (Python) tokenizer is used", run,
+                      _ev(s.get("tokenizer_mode")), "use the fast tokenizer (tokenizer_mode='auto')")
     spec = eff.get("speculative")
     if spec:
-        out.append(Finding("speculative", "info", f"speculative decoding is on ({spec}): per-token figures depend "
-                           "on acceptance", run, _ev(s.get("speculative")),
-                           "compare with acceptance (kit.logs.spec_summary)"))
-    return out
+        yield Finding("speculative", "info", f"speculative decoding is on ({spec}): per-token figures depend "
+                      "on acceptance", run, _ev(s.get("speculative")),
+                      "compare with acceptance (kit.logs.spec_summary)")
 
 
-def comparison_findings(runs: dict) -> list[Finding]:
+def comparison_findings(runs: dict) -> Iterator[Finding]:
     """Settings that differ between runs that are meant to be compared (the first is the reference)."""
-    names = list(runs)
-    if len(names) < 2:
-        return []
-    ref = names[0]
-    a = runs[ref].effective
-    out = []
-    for other in names[1:]:
-        b = runs[other].effective
+    ref, *others = list(runs) or [None]
+    for other in others:
+        a, b = runs[ref].effective, runs[other].effective
         for key in COMPARED:
             if key in a and key in b and a[key] != b[key]:
-                out.append(Finding("mismatch", "high",
-                                   f"{key} differs between the sides: {a[key]!r} in {ref}, {b[key]!r} in {other}",
-                                   f"{ref} vs {other}", _ev(runs[ref].get(key), runs[other].get(key)),
-                                   "make the two sides equal in everything but the change under test"))
-    return out
+                yield Finding("mismatch", "high",
+                              f"{key} differs between the sides: {a[key]!r} in {ref}, {b[key]!r} in {other}",
+                              f"{ref} vs {other}", _ev(runs[ref].get(key), runs[other].get(key)),
+                              "make the two sides equal in everything but the change under test")

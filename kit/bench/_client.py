@@ -121,7 +121,6 @@ def list_models(url: str, timeout: float = 10.0) -> list[str]:
 
 
 def _chunk_tokens(obj: dict, chat: bool) -> tuple[str, str]:
-    """(reasoning text, answer text) of one streamed chunk."""
     reason = answer = ""
     for ch in obj.get("choices") or []:
         if chat:
@@ -134,16 +133,13 @@ def _chunk_tokens(obj: dict, chat: bool) -> tuple[str, str]:
 
 
 class IncompleteStream(Exception):
-    """The stream ended before its terminator (``data: [DONE]``, or a chunk with a ``finish_reason`` and
-    then a clean end): the server, a proxy or an SSH forward closed or reset the connection mid-reply.
-    Engines that end a reply by closing the connection give no other sign, so such a request is failed,
-    never a short success."""
+    """The stream ended or broke before ``data: [DONE]`` (or a last chunk with a ``finish_reason``): the
+    server, a proxy or an SSH forward closed the connection mid-reply. Such a request is failed, never a
+    short success (engines that end a reply by closing the connection give no other sign)."""
 
 
 def _sse_data(resp):
-    """The ``data:`` payloads of a server-sent event stream, up to ``[DONE]``; IncompleteStream when
-    the stream ends (EOF) or breaks (reset, torn chunk) before it, unless its last chunk gave a
-    ``finish_reason`` (the reply's own end)."""
+    """The ``data:`` payloads of a server-sent event stream, up to ``[DONE]`` (IncompleteStream before it)."""
     last = b""
     while True:
         try:
@@ -179,7 +175,6 @@ def _finished(body: bytes) -> bool:
 
 
 def _payload(model: str, prompt, max_tokens: int, chat: bool, extra: dict | None) -> bytes:
-    """The JSON body of one streaming request (usage asked for in the last chunk)."""
     payload = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
                "ignore_eos": True, "stream_options": {"include_usage": True}}
     if chat:  # a prompt that is a list of messages (a multi-turn session) is sent as it is
@@ -197,8 +192,7 @@ _NO_IGNORE_EOS: set[str] = set()
 
 
 def _count_tokens(out: RequestTiming, usage: dict | None, reason_chunks: int) -> None:
-    """Output, prompt, reasoning and answer token counts: the server's usage where it gave one, else
-    the chunks counted."""
+    """Token counts: the server's usage where it gave one, else the chunks counted."""
     out.output_tokens = int(usage.get("completion_tokens", out.chunks)) if usage else out.chunks
     out.prompt_tokens = usage.get("prompt_tokens") if usage else None
     details = (usage or {}).get("completion_tokens_details") or {}
@@ -221,11 +215,9 @@ def _send(conn, path: str, data: bytes, t0: float) -> list[float]:
     return marks
 
 
-def _phases(marks: list[float]) -> dict:
-    """HTTP phases in ms from the marks [start, connected, sent, headers, end] (as aiperf exports
-    them): connect, send, wait (sent to the response headers), receive (headers to the stream's end)."""
-    names = ("connect_ms", "send_ms", "wait_ms", "receive_ms")
-    return {k: (b - a) * 1e3 for k, a, b in zip(names, marks, marks[1:])}
+# HTTP phases as aiperf exports them, between the marks [start, connected, sent, headers, end]: wait is sent
+# to the response headers, receive the headers to the stream's end
+PHASES = ("connect_ms", "send_ms", "wait_ms", "receive_ms")
 
 
 def stream_request(url: str, *, model: str, prompt, max_tokens: int, chat: bool = False,
@@ -292,7 +284,8 @@ def _stream(url: str, data: bytes, chat: bool, timeout: float) -> RequestTiming:
             return out
         out.latency = last - t0
         out.text = "".join(parts)
-        out.phases = _phases(marks + [time.perf_counter()])
+        marks.append(time.perf_counter())
+        out.phases = {k: (b - a) * 1e3 for k, a, b in zip(PHASES, marks, marks[1:])}
         _count_tokens(out, usage, reason_chunks)
         out.ok = True
         return out

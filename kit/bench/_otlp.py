@@ -19,6 +19,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from kit import logs
 from kit.errors import BenchError, LogFormatError
 
 MAX_BODY = 64 << 20
@@ -29,8 +30,6 @@ class OTLPReceiver:
     ``exports`` (requests stored) and ``refused``; a context manager that stops it on exit."""
 
     def __init__(self, path, *, host: str = "127.0.0.1", port: int = 0) -> None:
-        from kit import logs  # deferred: kit.logs loads pandas, which the receiver needs only once it starts
-
         self.path = Path(path)
         self.exports = 0
         self.refused = 0
@@ -98,7 +97,6 @@ class OTLPReceiver:
 
 
 def otlp_receiver(path, *, host: str = "127.0.0.1", port: int = 0) -> OTLPReceiver:
-    """Start the kit's OTLP/HTTP trace receiver, appending each export to ``path`` (JSON lines); give its
-    ``endpoint`` to the engine (vLLM: ``--otlp-traces-endpoint`` with ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=
-    http/protobuf``) and ``path`` to ``kit.bench.reconcile``."""
+    """Start the kit's OTLP/HTTP trace receiver (see the module docstring), appending each export to ``path``;
+    give its ``endpoint`` to the engine and ``path`` to ``kit.bench.reconcile``."""
     return OTLPReceiver(path, host=host, port=port)

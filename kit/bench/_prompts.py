@@ -51,35 +51,56 @@ def new_seed() -> int:
     return random.SystemRandom().randrange(1, 2 ** 31)
 
 
+class PromptPool:
+    """A benchmark's prompts, handed out in order (``take``) so no two requests share one, unless a dataset or
+    list is smaller than the requests: then cycled, and said once by ``close`` (a warning, and in ``notes``)."""
+
+    def __init__(self, source: str | Sequence = "random", prompt_tokens: int = 128, seed: int = 0,
+                 notes: list | None = None) -> None:
+        self.source, self.prompt_tokens, self.seed, self.notes = source, prompt_tokens, seed, notes
+        self.items, self.next = None, 0
+        if isinstance(source, str) and source == "same":  # one fixed text, asked for: said as "same", no warning
+            self.items = [" ".join(f"w{i % 97}" for i in range(max(1, prompt_tokens)))]
+        elif not (isinstance(source, str) and source in ("random", "random-ids")):
+            self.items = list(source) if isinstance(source, (list, tuple)) else read_dataset(Path(source), notes)
+            if not self.items:
+                raise BenchError(f"{source}: no prompts")
+
+    def take(self, n: int, lengths: Sequence[int] | None = None) -> list:
+        """The next ``n`` prompts; ``lengths``: one prompt length each (synthetic sources)."""
+        start, self.next = self.next, self.next + n
+        rng = random.Random(self.seed)
+        size = list(lengths) if lengths is not None else [self.prompt_tokens] * n
+        if self.items is not None:
+            return [self.items[(start + i) % len(self.items)] for i in range(n)]
+        if self.source == "random":
+            return [words(max(1, size[i]), rng, f"q{self.seed}x{start + i}") for i in range(n)]
+        return [[1000 + ((start + i) * 7919 + self.seed) % 30000]
+                + [rng.randrange(1000, 31000) for _ in range(max(0, size[i] - 1))] for i in range(n)]
+
+    def close(self) -> None:
+        if self.items is not None and self.next > len(self.items) and self.source != "same":
+            what = self.source if isinstance(self.source, str) else "the prompt list"
+            _note(self.notes, f"{what}: {len(self.items)} prompts for {self.next} requests: each sent up to "
+                              f"{-(-self.next // len(self.items))} times (a prefix cache sees the repeats; "
+                              "distinct_prompts counts the texts really sent)")
+
+
 def make_prompts(n: int, *, source: str | Sequence = "random", prompt_tokens: int = 128, seed: int = 0,
                  lengths: Sequence[int] | None = None, notes: list | None = None, start: int = 0) -> list:
     """``n`` prompts, distinct from each other from their first token on.
 
     ``source``: ``"random"`` (random words, about one token each, led by a unique one),
-    ``"random-ids"`` (lists of random token ids for ``/v1/completions``), a path to a dataset file
-    (see the module docstring for the formats; used in order, cycled if shorter, with a warning), or
-    a list of prompts (cycled the same way). ``lengths``: one prompt length per prompt (synthetic
-    sources), else ``prompt_tokens`` each. ``notes``: a list that gets the warnings given. ``start``:
-    the index of the first prompt (a later batch of the same benchmark: distinct from the earlier)."""
-    rng = random.Random(seed)
-    size = list(lengths) if lengths is not None else [prompt_tokens] * n
-    if isinstance(source, (list, tuple)):
-        items = list(source)
-    elif source == "random":
-        return [words(max(1, size[i]), rng, f"q{seed}x{start + i}") for i in range(n)]
-    elif source == "random-ids":
-        return [[1000 + ((start + i) * 7919 + seed) % 30000]
-                + [rng.randrange(1000, 31000) for _ in range(max(0, size[i] - 1))] for i in range(n)]
-    else:
-        items = read_dataset(Path(source), notes)
-    if not items:
-        raise BenchError(f"{source}: no prompts")
-    if start + n > len(items):
-        what = source if isinstance(source, str) else "the prompt list"
-        _note(notes, f"{what}: {len(items)} prompts for {start + n} requests: each sent up to "
-                     f"{-(-(start + n) // len(items))} times (a prefix cache sees the repeats; distinct_prompts "
-                     "counts the texts really sent)")
-    return [items[(start + i) % len(items)] for i in range(n)]
+    ``"random-ids"`` (lists of random token ids for ``/v1/completions``), ``"same"`` (one fixed text), a path
+    to a dataset file (see the module docstring for the formats; used in order, cycled if shorter, with a
+    warning), or a list of prompts (cycled the same way). ``lengths``: one prompt length per prompt (synthetic
+    sources), else ``prompt_tokens`` each. ``notes``: a list that gets the warnings given. ``start``: the index
+    of the first prompt (a later batch of the same benchmark: distinct from the earlier)."""
+    pool = PromptPool(source, prompt_tokens, seed, notes)
+    pool.next = start
+    out = pool.take(n, lengths)
+    pool.close()
+    return out
 
 
 def _note(notes: list | None, msg: str) -> None:

@@ -59,6 +59,8 @@ PARTS: dict[str, tuple[str, str]] = {
     "gpu_busy": ("GPU forward: busy", "engine step records x busy share of the trace's decode steps"),
     "gpu_idle": ("GPU forward: idle in the step", "engine step records x idle share of the trace's decode steps"),
 }
+_LABELS = {**PARTS, "residual": ("residual", "client gap - the parts (tokens without full records)"),
+           "gap": ("client ITL", "the kit's client records")}
 CLOCK_SLACK_S = 0.0005   # timestamps rounded to 1 us and taken a few us apart: an interval this far empty is noise
 
 
@@ -103,11 +105,9 @@ class Reconciliation:
 
     def to_dict(self) -> dict:
         return {"refused": self.refused, "level": self.level, "provenance": self.provenance,
-                "offset_ms": _num(self.offset_ms),
-                "hidden_host_ms": _num(self.hidden_host_ms),
-                "offset_bound_ms": _num(self.offset_bound_ms),
-                "busy_share": _num(self.busy_share), "trace": self.trace, "engine": self.engine,
-                "warnings": list(self.warnings), "parts": list(self.parts),
+                "offset_ms": _num(self.offset_ms), "hidden_host_ms": _num(self.hidden_host_ms),
+                "offset_bound_ms": _num(self.offset_bound_ms), "busy_share": _num(self.busy_share),
+                "trace": self.trace, "engine": self.engine, "warnings": list(self.warnings), "parts": list(self.parts),
                 "table": [] if self.table is None else frame_records(self.table),
                 "tokens": len(self.tokens) if self.tokens is not None else 0}
 
@@ -164,10 +164,9 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     whose decode steps' busy share splits the forward."""
     recs = engine if hasattr(engine, "steps") and hasattr(engine, "requests") else logs.step_records(engine)
     reqs = _client_requests(client)
-    warnings = list(recs.warnings)
+    warnings, provenance = list(recs.warnings), _provenance(client, engine)
     if getattr(recs, "level", "step") != "step":
-        base = Reconciliation(None, None, [], engine=recs.name, warnings=warnings)
-        base.provenance = _provenance(client, engine)
+        base = Reconciliation(None, None, [], engine=recs.name, warnings=warnings, provenance=provenance)
         return reconcile_coarse(reqs, recs, base, _table)
     recs, faults, unusable = checked(recs)   # the input step: unusable step records dropped and counted
     warnings += faults
@@ -180,8 +179,7 @@ def reconcile(client, engine, *, trace=None) -> Reconciliation:
     gpu = ["forward"] if is_nan(busy) else ["gpu_busy", "gpu_idle"]
     parts = [*gpu, "sched", "host", "prefill", "output", "http"]   # along the token's path
     base = Reconciliation(None, None, parts, offset_ms=offset * 1e3, offset_bound_ms=bound * 1e3, busy_share=busy,
-                          trace=trace_name, engine=recs.name, refused=why, warnings=warnings)
-    base.provenance = _provenance(client, engine)
+                          trace=trace_name, engine=recs.name, refused=why, warnings=warnings, provenance=provenance)
     if unusable or why:
         base.refused = unusable or why
         return base
@@ -315,7 +313,7 @@ def _parts(ct: list[float], e: dict, step: dict, k: int, busy: float) -> dict:
 BANDS = ("mean", "median_band", "slowest_1pct")   # all tokens; gaps between p45 and p55; gaps at or over p99
 
 
-def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan):
+def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan, labels: dict = _LABELS):
     """Per part: its mean over all tokens, over the tokens whose gap is around the median (p45-p55) and over the
     slowest 1 % (means over bands of tokens, named so: a part's band means are not its percentiles). A part
     below zero that lies inside the clock offset's bound is 0, said in ``shown`` ("0 (within +-x ms ...)").
@@ -334,9 +332,7 @@ def _table(tokens, parts: list[str], trace_name: str, bound_ms: float = math.nan
     bands = dict(zip(BANDS, (t, mid, t[t["gap"] >= top])))
     rows = []
     for name in [*parts, "residual", "gap"]:
-        label, source = PARTS.get(name, ("residual", "client gap - the parts (tokens without full records)"))
-        if name == "gap":
-            label, source = "client ITL", "the kit's client records"
+        label, source = labels[name]
         if name in ("gpu_busy", "gpu_idle") and trace_name:
             source += f" ({trace_name})"
         if name == "forward" and trace_name:     # a trace was given: the real reason it did not split the forward

@@ -39,6 +39,8 @@ COARSE_PARTS: dict[str, tuple[str, str]] = {
     "engine_period": ("engine time per token", "engine per interval: #running requests / generation throughput"),
     "outside": ("outside the engine", "client gap - the engine's time per token (output path, detokenize, HTTP, "
                                      "client)"),
+    "residual": ("residual", "client gap - the parts (rows whose engine record lacks a part)"),
+    "gap": ("client ITL", "the kit's client records"),
 }
 LEVEL_NOTE = {
     "request": "per request, not per token: each row is one request's mean gap (the engine records requests, "
@@ -71,7 +73,7 @@ def reconcile_coarse(reqs: list[dict], recs, base, table):
         base.table = _distribution_table(reqs, recs, parts)
     else:
         base.tokens = pd.DataFrame(rows)
-        base.table = _relabel(table(base.tokens, parts, ""), parts)
+        base.table = table(base.tokens, parts, "", labels=COARSE_PARTS)
     base.table.attrs["level"] = level
     return base
 
@@ -82,11 +84,6 @@ def _norm_id(s) -> str:
         if s.startswith(p):
             return s[len(p):]
     return s
-
-
-def _client_span(r: dict) -> tuple[int, float]:
-    itl = [g for g in (r.get("itl") or []) if g is not None]
-    return len(itl) + 1, float(sum(itl))
 
 
 def _request_rows(reqs: list[dict], recs, warnings: list[str]) -> tuple[list[dict], list[str]]:
@@ -102,7 +99,8 @@ def _request_rows(reqs: list[dict], recs, warnings: list[str]) -> tuple[list[dic
         if rec is None:
             unmatched += 1
             continue
-        chunks, span = _client_span(r)
+        itl = [g for g in (r.get("itl") or []) if g is not None]
+        chunks, span = len(itl) + 1, float(sum(itl))
         n = rec.get("output_tokens")
         if chunks < 2 or not n or is_nan(n) or n < 2:
             continue
@@ -202,7 +200,7 @@ def _distribution_table(reqs: list[dict], recs, parts: list[str]) -> pd.DataFram
     stats = {"mean": np.mean, "p50": lambda a: np.quantile(a, 0.5), "p99": lambda a: np.quantile(a, 0.99)}
     rows = []
     for name in [*parts, "gap"]:
-        label, source = COARSE_PARTS.get(name, ("client ITL", "the kit's client records"))
+        label, source = COARSE_PARTS[name]
         row = {"part": "client ITL" if name == "gap" else name, "label": label}
         for b, f in stats.items():
             c = 1e3 * f(client) if len(client) else math.nan
@@ -216,11 +214,3 @@ def _distribution_table(reqs: list[dict], recs, parts: list[str]) -> pd.DataFram
     out.attrs.update(unit="ms", tokens=len(client))
     return out
 
-
-def _relabel(table: pd.DataFrame, parts: list[str]) -> pd.DataFrame:
-    for i, p in enumerate(table["part"]):
-        if p in COARSE_PARTS:
-            table.loc[i, "label"], table.loc[i, "source"] = COARSE_PARTS[p]
-        elif p == "residual":
-            table.loc[i, "source"] = "client gap - the parts (rows whose engine record lacks a part)"
-    return table

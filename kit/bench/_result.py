@@ -1,7 +1,6 @@
-"""LoadResult, the one result type of every kit benchmark (``single_stream``, ``load_test``, ``sweep``,
-the searches), the figures of a load level as ``vllm bench serve``, SGLang ``bench_serving``, aiperf
-and guidellm compute them, and :func:`read_result`, the one reader of the kit's own result files (the
-levels themselves are run by :mod:`kit.bench._sweep`).
+"""LoadResult, the one result type of every kit benchmark, the figures of a load level as ``vllm bench serve``,
+SGLang ``bench_serving``, aiperf and guidellm compute them, and :func:`read_result`, the one reader of the kit's
+own result files.
 
 Per level: mean, p50, p90, p99 of TTFT, ITL, TPOT and E2E (ms), request and output-token throughput,
 **goodput** (requests per second that met every SLO given, as vLLM's ``--goodput``), one stream's
@@ -24,13 +23,13 @@ from typing import Any
 
 import pandas as pd
 
-from kit.bench._prompts import make_prompts
-from kit.bench._stats import TOO_FEW, mean_ci, median, percentile
+from kit.bench._client import PHASES
+from kit.bench._stats import TOO_FEW, finite, mean_ci, median, percentile
 from kit.bench._steady import steady_state
 from kit.errors import BenchError, LogFormatError
 from kit.logs import kit_rows, normalise_kit_result, read_kit_result
 from kit.stats import is_nan
-from kit.util import call_settings, frame_figures, write_atomic
+from kit.util import call_settings, frame_figures, jsonable, write_atomic
 
 DEFINITIONS = ("TTFT, ITL, TPOT as vLLM's `vllm bench serve` (and SGLang's bench_serving) define them: "
                "TTFT = first token chunk (answer text or reasoning) - send; ITL = gaps between token chunks; "
@@ -42,12 +41,11 @@ LATENCIES = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 # figures that get an interval over repeats
 CI_KEYS = ("decode_tok_s", "request_throughput", "output_tok_s", "goodput", "ttft_ms_mean", "ttft_ms_p50",
            "ttft_ms_p99", "itl_ms_p50", "itl_ms_p99", "tpot_ms_mean", "e2e_ms_p50", "e2e_ms_p99")
-PHASES = ("connect_ms", "send_ms", "wait_ms", "receive_ms")
-__all__ = ["DEFINITIONS", "LoadResult", "level_entry", "make_prompts", "meets", "read_result", "summarize"]
+__all__ = ["DEFINITIONS", "LoadResult", "level_entry", "meets", "read_result", "summarize"]
 
 
 def _dist(values: list[float]) -> dict[str, float]:
-    xs = [v for v in values if v is not None and math.isfinite(v)]
+    xs = finite(values)
     if not xs:
         return {s: math.nan for s in (*STATS, "std")}
     mean = sum(xs) / len(xs)
@@ -234,7 +232,7 @@ class LoadResult:
 
     def to_json(self) -> str:
         """The result as strict JSON (NaN, which JSON has not, as null): what ``save`` writes."""
-        return json.dumps(_finite(self.data), indent=1, default=str, allow_nan=False)
+        return json.dumps(jsonable(self.data), indent=1, default=str, allow_nan=False)
 
     @classmethod
     def load(cls, path: str | Path) -> "LoadResult":
@@ -261,7 +259,7 @@ class LoadResult:
 
     def to_record(self, args: dict) -> dict:
         """What the run catalogue records of this benchmark: the summary table and its figures per level."""
-        table = pd.DataFrame(self.summary())
+        table = self.table
         key = "level" if "level" in table.columns else "concurrency" if "concurrency" in table.columns else None
         url = args.get("url") or self.data.get("url")
         return {"inputs": [url] if url else [], "settings": call_settings(args), "figures": frame_figures(table, key),
@@ -312,16 +310,4 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return "" if math.isnan(v) else f"{v:.2f}"
     return html.escape(str(v))
-
-
-def _finite(o):
-    """``o`` with every NaN or infinite float as None (nested dicts, lists and tuples)."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
-    if isinstance(o, dict):
-        return {k: _finite(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_finite(v) for v in o]
-    return o
-
 

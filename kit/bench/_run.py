@@ -14,13 +14,12 @@ import time
 import warnings
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kit.audit import ClockSampler
 from kit.bench._client import RequestTiming, stream_request
 from kit.bench._prompts import prompt_hash
 from kit.bench._watch import LagMonitor, MetricsSampler, gpu_summary
-from kit.bench._workloads import closed_loop, run_sessions
 
 
 @dataclass
@@ -87,6 +86,29 @@ def run_open(st: Setup, specs: list[dict]) -> tuple[list, float, int]:
     return [r for r in results if r is not None], time.perf_counter() - t0, late
 
 
+def closed_loop(items: Sequence[Any], workers: int, do: Callable[[Any], None], join_s: float) -> float:
+    """``do(item)`` for every item, by ``workers`` threads each taking the next item when its last one is
+    done (a closed loop); the wall seconds. A thread still running after ``join_s`` is left behind."""
+    todo = list(items)[::-1]
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not todo:
+                    return
+                item = todo.pop()
+            do(item)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_s)
+    return time.perf_counter() - t0
+
+
 def run_closed(st: Setup, specs: list[dict], conc: int) -> tuple[list, float, int]:
     """``len(specs)`` requests by ``conc`` workers, each one request at a time."""
     lock = threading.Lock()
@@ -101,10 +123,31 @@ def run_closed(st: Setup, specs: list[dict], conc: int) -> tuple[list, float, in
 
 
 def run_users(st: Setup, plan: dict, users: int) -> tuple[list, float, int]:
-    """A sessions level: ``plan`` = {sessions, max_tokens, think_ms}."""
-    pairs, wall = run_sessions(st.url, st.model, plan["sessions"], users, plan["max_tokens"], st.chat, st.timeout,
-                               plan.get("think_ms", 0.0))
-    return pairs, wall, 0
+    """A sessions level (``plan`` = {sessions, max_tokens, think_ms}) by ``users`` workers: each turn after the
+    previous one's answer, sent with the whole conversation so far (a list of messages, or their texts joined
+    for ``/v1/completions``)."""
+    lock = threading.Lock()
+    out: list = []
+    sessions, max_tokens, think_ms = plan["sessions"], plan["max_tokens"], plan.get("think_ms", 0.0)
+    n_turns = len(sessions[0]["turns"]) if sessions else 0
+
+    def one_session(s: dict) -> None:
+        history = [{"role": "system", "content": s["prefix"]}] if s["prefix"] else []
+        for k, text in enumerate(s["turns"]):
+            if k and think_ms > 0:
+                time.sleep(think_ms / 1e3)
+            history = history + [{"role": "user", "content": text}]
+            mt = max_tokens[(s["session"] * n_turns + k) % len(max_tokens)]
+            spec = {"session": s["session"], "turn": k, "max_tokens": mt,
+                    "prompt": history if st.chat else "\n".join(m["content"] for m in history)}
+            r = _send(st, spec)
+            with lock:
+                out.append((spec, r))
+            if not r.ok:
+                return  # the conversation cannot go on without its answer
+            history = history + [{"role": "assistant", "content": r.text}]
+
+    return out, closed_loop(sessions, users, one_session, st.timeout * max(1, n_turns) * max(1, len(sessions)) + 5), 0
 
 
 def records(pairs: list, rep: int, first_id: int) -> list[dict]:

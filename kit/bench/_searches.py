@@ -1,12 +1,4 @@
-"""Searches over load levels, run and judged here: the saturation knee and Pareto sweeps over lengths x
-concurrency.
-
-``saturation`` raises the request rate step by step (open loop) until goodput (requests per second
-that met every SLO; request throughput without SLOs) has not risen by ``min_gain`` for ``patience``
-levels; the knee is the last rate that still raised it: the server's useful capacity lies between
-the knee and the next rate tried. ``pareto_sweep`` runs every (input, output) length pair at every
-concurrency and marks the levels on the front of total throughput against one stream's speed
-(``user_tok_s``): the settings worth choosing between.
+"""Searches over load levels: the saturation knee (over rates) and Pareto sweeps (over lengths x concurrency).
 """
 from __future__ import annotations
 
@@ -56,9 +48,11 @@ def _merge(results: list[LoadResult]) -> dict[str, Any]:
 def saturation(url: str, *, start: float = 1.0, step: float = 1.0, rates: Sequence[float] | None = None,
                max_levels: int = 12, min_gain: float = 0.05, patience: int = 2, slo: dict | None = None,
                seed: int | None = None, warmup: int = 2, **kw) -> LoadResult:
-    """Open-loop levels at ``rates`` (or ``start``, ``start + step``, ...) until goodput stops rising;
-    the result's ``data["saturation"]`` gives the knee rate, its goodput, the next rate tried and why
-    the search stopped. Every other keyword as :func:`kit.bench.sweep` (e.g. ``requests``, ``arrival``)."""
+    """Open-loop levels at ``rates`` (or ``start``, ``start + step``, ...) until goodput (request throughput
+    without SLOs) has not risen by ``min_gain`` for ``patience`` levels; the knee is the last rate that still
+    raised it: the server's useful capacity lies between it and the next rate tried. The result's
+    ``data["saturation"]`` gives the knee rate, its goodput, the next rate tried and why the search stopped.
+    Every other keyword as :func:`kit.bench.sweep` (e.g. ``requests``, ``arrival``)."""
     plan = list(rates) if rates else [start + step * i for i in range(max_levels)]
     if not plan or any(r <= 0 for r in plan):
         raise BenchError(f"saturation: rates must be positive, not {plan}")
@@ -97,7 +91,8 @@ def pareto_sweep(url: str, *, concurrencies: Sequence[int], lengths: Sequence[tu
                  maximize: tuple[str, ...] = ("output_tok_s", "user_tok_s"), seed: int | None = None,
                  warmup: int = 2, **kw) -> LoadResult:
     """Every (prompt tokens, output tokens) pair of ``lengths`` at every concurrency; each level's
-    summary gets ``pareto`` (on the front of ``maximize``) and ``data["pareto"]`` lists the front."""
+    summary gets ``pareto`` (on the front of ``maximize``: total throughput against one stream's speed, the
+    settings worth choosing between) and ``data["pareto"]`` lists the front."""
     if not lengths or not concurrencies:
         raise BenchError("pareto_sweep: give lengths [(prompt, output), ...] and concurrencies")
     seed = new_seed() if seed is None else int(seed)

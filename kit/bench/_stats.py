@@ -7,6 +7,7 @@ fraction, as in Numerical Recipes §6.4), accurate to ~1e-10, which is plenty fo
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Sequence
 
 
@@ -75,7 +76,7 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
     Student-t interval of their logarithms, back-transformed, so it never reaches below zero (a TTFT of
     7.4 ms from 2 repeats was printed as [-5.1, 19.9]); other values get the plain Student-t interval.
     Fewer than :data:`MIN_REPEATS` values give no interval (NaN bounds: :data:`TOO_FEW`)."""
-    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    xs = finite(values)
     n = len(xs)
     if n == 0:
         return (math.nan, math.nan, math.nan)
@@ -95,8 +96,7 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> tuple[float, float,
 
 def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     """Welch's unequal-variance t-test of mean(b) vs mean(a): (t, two-sided p). NaN if undefined."""
-    xa = [float(v) for v in a if v is not None and math.isfinite(float(v))]
-    xb = [float(v) for v in b if v is not None and math.isfinite(float(v))]
+    xa, xb = finite(a), finite(b)
     if len(xa) < 2 or len(xb) < 2:
         return (math.nan, math.nan)
     ma, mb = sum(xa) / len(xa), sum(xb) / len(xb)
@@ -110,17 +110,19 @@ def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
     return (t, t_sf2(t, df))
 
 
+def finite(values: Sequence[float]) -> list[float]:
+    """The values that are finite numbers (None, NaN and inf left out)."""
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
 def median(values: Sequence[float]) -> float:
-    xs = sorted(float(v) for v in values if v is not None and math.isfinite(float(v)))
-    if not xs:
-        return math.nan
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
+    xs = finite(values)
+    return statistics.median(xs) if xs else math.nan
 
 
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile (numpy's default method), ``q`` in 0..100."""
-    xs = sorted(float(v) for v in values if v is not None and math.isfinite(float(v)))
+    xs = sorted(finite(values))
     if not xs:
         return math.nan
     k = (len(xs) - 1) * q / 100.0

@@ -22,13 +22,12 @@ from __future__ import annotations
 import contextlib
 import random
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 from kit.audit import ClockSampler, check_run
-from kit.bench._client import get_json, stream_request
-from kit.bench._prompts import make_prompts, new_seed, read_dataset, sample_lengths
+from kit.bench._client import list_models, stream_request
+from kit.bench._prompts import PromptPool, new_seed, sample_lengths
 from kit.bench._result import LoadResult, level_entry, meets
 from kit.bench._run import Setup, arrivals, records, run_closed, run_level, run_open, run_users
 from kit.bench._workloads import read_trace, session_plan
@@ -38,47 +37,11 @@ from kit.util import progress, recorded
 ARRIVALS = ("poisson", "constant")
 
 
-class _Pool:
-    """The benchmark's prompts, handed out in order so no two requests of a sweep share one (unless
-    the dataset is smaller than the requests: then cycled, and said)."""
-
-    def __init__(self, source, prompt_tokens: int, seed: int, notes: list) -> None:
-        self.source, self.prompt_tokens, self.seed, self.notes = source, prompt_tokens, seed, notes
-        self.items = None
-        if isinstance(source, str) and source == "same":  # one fixed text, asked for: said as "same", no warning
-            self.items = [" ".join(f"w{i % 97}" for i in range(max(1, prompt_tokens)))]
-        elif not (isinstance(source, str) and source in ("random", "random-ids")):
-            self.items = list(source) if isinstance(source, (list, tuple)) else read_dataset(Path(source), notes)
-            if not self.items:
-                raise BenchError(f"{source}: no prompts")
-        self.next = 0
-
-    def take(self, n: int, lengths: list[int] | None = None) -> list[tuple[int, Any]]:
-        first, self.next = self.next, self.next + n
-        if self.items is None:
-            ps = make_prompts(n, source=self.source, prompt_tokens=self.prompt_tokens, seed=self.seed,
-                              lengths=lengths, start=first)
-        else:
-            ps = [self.items[(first + i) % len(self.items)] for i in range(n)]
-        return list(zip(range(first, first + n), ps))
-
-    def close(self) -> None:
-        if self.items is not None and self.next > len(self.items) and self.source != "same":
-            what = self.source if isinstance(self.source, str) else "the prompt list"
-            msg = (f"{what}: {len(self.items)} prompts for {self.next} requests: each sent up to "
-                   f"{-(-self.next // len(self.items))} times (a prefix cache sees the repeats; distinct_prompts "
-                   "counts the texts really sent)")
-
-            warnings.warn(msg, stacklevel=3)
-            self.notes.append(msg)
-
-
 def _served_model(url: str) -> str:
-    data = get_json(url, "/v1/models")
-    try:
-        return data["data"][0]["id"]
-    except (KeyError, IndexError, TypeError):
-        raise BenchError(f"{url}/v1/models: no model listed ({str(data)[:120]})") from None
+    models = list_models(url)
+    if not models:
+        raise BenchError(f"{url}/v1/models: no model listed")
+    return models[0]
 
 
 def _label(mode: str, target, opts: dict) -> str:
@@ -86,7 +49,7 @@ def _label(mode: str, target, opts: dict) -> str:
             "users": lambda: f"u={target} x{opts['turns']} turns", "trace": lambda: f"trace x{target:g}"}[mode]()
 
 
-def _specs(mode: str, target, opts: dict, pool: _Pool, seed: int) -> Any:
+def _specs(mode: str, target, opts: dict, pool: PromptPool, seed: int) -> Any:
     """What one run of a level sends: a list of specs, or a session plan for ``users``."""
     rng = random.Random(seed)
     n = opts["requests"]
@@ -100,10 +63,12 @@ def _specs(mode: str, target, opts: dict, pool: _Pool, seed: int) -> Any:
         return {"sessions": plan, "max_tokens": out_len, "think_ms": opts["think_ms"]}
     lens = sample_lengths(opts["input_lengths"], n, rng, "input_lengths") if opts["input_lengths"] else None
     at = arrivals(n, target, opts["arrival"], seed) if mode == "rate" else [0.0] * n
-    return [{"id": i, "prompt": p, "max_tokens": m, "at": a} for (i, p), m, a in zip(pool.take(n, lens), out_len, at)]
+    first = pool.next
+    return [{"id": first + i, "prompt": p, "max_tokens": m, "at": a}
+            for i, (p, m, a) in enumerate(zip(pool.take(n, lens), out_len, at))]
 
 
-def _runner(st: Setup, mode: str, target, opts: dict, pool: _Pool, seed: int, rep: int, k: int):
+def _runner(st: Setup, mode: str, target, opts: dict, pool: PromptPool, seed: int, rep: int, k: int):
     def run(attempt: int):
         specs = _specs(mode, target, opts, pool, seed + 7919 * (k + 1) + 104729 * rep + 15485863 * attempt)
         if mode == "users":
@@ -146,8 +111,8 @@ def sweep(url: str, *, rates: Sequence[float] | None = None, concurrencies: Sequ
     model = model or _served_model(url)
     notes: list[str] = []
     st = Setup(url, model, chat, timeout, max_inflight, stall_ms, rerun_stalled, metrics, gpu=gpu, notes=notes)
-    pool = _Pool(prompts, prompt_tokens, seed, notes)
-    for _, p in pool.take(max(0, warmup)):
+    pool = PromptPool(prompts, prompt_tokens, seed, notes)
+    for p in pool.take(max(0, warmup)):
         stream_request(url, model=model, prompt=p, max_tokens=max_tokens, chat=chat, timeout=timeout)
     opts = dict(requests=requests, max_tokens=max_tokens, input_lengths=input_lengths, output_lengths=output_lengths,
                 turns=turns, turn_tokens=turn_tokens, shared_prefix_tokens=shared_prefix_tokens, think_ms=think_ms,

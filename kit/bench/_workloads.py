@@ -1,4 +1,4 @@
-"""Load kinds beyond one prompt per request: multi-turn and agentic sessions, and trace replay.
+"""What the load kinds beyond one prompt per request send (``_run.py`` runs them): sessions and trace replay.
 
 **Sessions** (``users=``): each user runs conversations one after another, each of ``turns`` turns;
 turn k is sent with every earlier turn (its prompts and the answers the server really streamed) as
@@ -20,12 +20,8 @@ from __future__ import annotations
 
 import json
 import random
-import threading
-import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
 
-from kit.bench._client import stream_request
 from kit.bench._prompts import words
 from kit.errors import BenchError
 
@@ -122,56 +118,3 @@ def session_plan(n_sessions: int, turns: int, turn_tokens: int, shared_prefix_to
     prefix = words(shared_prefix_tokens, rng, f"tools{seed}") if shared_prefix_tokens > 0 else ""
     return [{"session": s, "prefix": prefix,
              "turns": [words(turn_tokens, rng, f"s{seed}u{s}t{k}") for k in range(turns)]} for s in range(n_sessions)]
-
-
-def _turn_prompt(history: list[dict], chat: bool):
-    return history if chat else "\n".join(m["content"] for m in history)
-
-
-def closed_loop(items: Sequence[Any], workers: int, do: Callable[[Any], None], join_s: float) -> float:
-    """``do(item)`` for every item, by ``workers`` threads each taking the next item when its last one is
-    done (a closed loop); the wall seconds. A thread still running after ``join_s`` is left behind."""
-    todo = list(items)[::-1]
-    lock = threading.Lock()
-
-    def worker() -> None:
-        while True:
-            with lock:
-                if not todo:
-                    return
-                item = todo.pop()
-            do(item)
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(max(1, workers))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(join_s)
-    return time.perf_counter() - t0
-
-
-def run_sessions(url: str, model: str, plan: list[dict], users: int, max_tokens: list[int], chat: bool,
-                 timeout: float, think_ms: float = 0.0) -> tuple[list[tuple[dict, object]], float]:
-    """Run the sessions of ``plan`` by ``users`` workers, each turn after the previous one's answer,
-    sent with the whole conversation so far; returns ((info, timing) per request, wall seconds)."""
-    lock = threading.Lock()
-    out: list[tuple[dict, object]] = []
-    n_turns = len(plan[0]["turns"]) if plan else 0
-
-    def one_session(s: dict) -> None:
-        history = [{"role": "system", "content": s["prefix"]}] if s["prefix"] else []
-        for k, text in enumerate(s["turns"]):
-            if k and think_ms > 0:
-                time.sleep(think_ms / 1e3)
-            history = history + [{"role": "user", "content": text}]
-            prompt = _turn_prompt(history, chat)
-            mt = max_tokens[(s["session"] * n_turns + k) % len(max_tokens)]
-            r = stream_request(url, model=model, prompt=prompt, max_tokens=mt, chat=chat, timeout=timeout)
-            with lock:
-                out.append(({"session": s["session"], "turn": k, "prompt": prompt, "max_tokens": mt}, r))
-            if not r.ok:
-                return  # the conversation cannot go on without its answer
-            history = history + [{"role": "assistant", "content": r.text}]
-
-    return out, closed_loop(plan, users, one_session, timeout * max(1, n_turns) * max(1, len(plan)) + 5)

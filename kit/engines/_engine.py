@@ -1,10 +1,5 @@
 """The record of one engine (private to ``kit.engines``): :class:`Engine`, a row of the registry, and the
 small records its fields hold (:class:`StepMarker`, :class:`GraphOff`).
-
-An engine's module builds one ``ENGINE = Engine(...)``; everything the kit knows about that engine is a
-field here, read by the package that needs it (``kit.logs`` its log formats, speculative metrics and
-record readers; ``kit.profile`` its step markers; ``kit.live`` its launch phases, port, profiler and
-graph-off mode; ``kit.env`` its version probe; ``kit.cli`` and ``kit.mcp`` its name).
 """
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """The host fingerprint: what machine a measurement came from (OS, CPU, GPUs, link matrix, versions,
-and the NCCL_* variables of the running server), plus the pure parsers it is built on.
+the NCCL_* variables of the running server), and the pure parsers it is built on.
 
-``fingerprint(host)`` runs one shell round trip and one Python probe on the host; every field a host
-cannot answer (no GPU, no nvidia-smi, no torch, pid not readable) is ``None`` with the reason in
-``missing``, never an exception. The parsers take text, so saved outputs can be read too::
+``fingerprint(host)`` runs one shell round trip and one Python probe; a field the host cannot answer is
+``None`` with the reason in ``missing``. The parsers take text, so saved outputs can be read too::
 
     kit.env.parse_topology(open("topo.txt").read()).summary   # '8 GPUs, PCIe-only (worst link SYS)'
 
@@ -11,8 +10,7 @@ Files:
 
 - ``_fingerprint.py``: fingerprint(host) -> Fingerprint: one probe command, then the parsers
 - ``_parsers.py``: nvidia-smi, topology, os-release, nvcc, NCCL version and environment parsers
-- ``_host/versions_probe.py``: the program fingerprint() runs with the host's Python (package data)
-"""
+- ``_host/versions_probe.py``: the program fingerprint() runs with the host's Python (package data)"""
 from __future__ import annotations
 
 from kit.env._fingerprint import GPU_FIELDS, Fingerprint, fingerprint

@@ -153,23 +153,18 @@ echo '@@end'
 NVIDIA_SMI_TIMEOUT_S = 20
 
 
-
 def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeout: float = 120) -> Fingerprint:
     """Fingerprint ``host`` (a kit Host): OS, CPU, GPUs, link matrix, CUDA/NCCL/engine versions, and the
-    ``NCCL_*`` variables of process ``pid`` (e.g. the running sglang/vLLM server) when given.
-
-    Probes the host lacks leave their field None with a reason in ``.missing``; only an unreachable
-    host raises (RemoteError).
-    """
+    ``NCCL_*`` variables of process ``pid`` (e.g. the running server) when given. What the host lacks leaves
+    its field None with a reason in ``.missing``; only an unreachable host raises (RemoteError)."""
     fp = Fingerprint(host=host.name, pid=pid)
-    script = _PROBE.replace("FIELDS_OLD", ",".join(f for f in GPU_FIELDS if f != "compute_cap"))
-    script = script.replace("FIELDS", ",".join(GPU_FIELDS)).replace("PROBE_S", f"{NVIDIA_SMI_TIMEOUT_S:g}")
-    pid_section = ""
-    if pid is not None:
-        proc = f"/proc/{int(pid)}"
-        pid_section = (f"echo '@@environ'; if [ -r {proc}/environ ]; then tr '\\0' '\\n' < {proc}/environ; "
-                       f"elif [ -e /proc/{int(pid)} ]; then echo '@@environ_denied'; else echo '@@environ_nopid'; fi")
-    script = script.replace("PID_SECTION", pid_section)
+    proc = f"/proc/{int(pid or 0)}"
+    pid_section = "" if pid is None else (
+        f"echo '@@environ'; if [ -r {proc}/environ ]; then tr '\\0' '\\n' < {proc}/environ; "
+        f"elif [ -e {proc} ]; then echo '@@environ_denied'; else echo '@@environ_nopid'; fi")
+    script = (_PROBE.replace("FIELDS_OLD", ",".join(f for f in GPU_FIELDS if f != "compute_cap"))
+              .replace("FIELDS", ",".join(GPU_FIELDS)).replace("PROBE_S", f"{NVIDIA_SMI_TIMEOUT_S:g}")
+              .replace("PID_SECTION", pid_section))
     res = host.run(script, timeout=timeout)
     sections = _sections(res.stdout)
     _fill_system(fp, sections)
@@ -177,12 +172,11 @@ def fingerprint(host, *, pid: int | None = None, python: str = "python3", timeou
     _fill_versions(fp, sections, host, python, timeout)
     if pid is not None:
         env = sections.get("environ")
-        if env is None:
-            fp.missing["nccl_env"] = f"could not read /proc/{pid}/environ"
-        elif env.strip() == "@@environ_denied":
-            fp.missing["nccl_env"] = f"/proc/{pid}/environ not readable (process of another user?)"
-        elif env.strip() == "@@environ_nopid":
-            fp.missing["nccl_env"] = f"no process {pid} on {host.name}"
+        why = {None: f"could not read /proc/{pid}/environ",
+               "@@environ_denied": f"/proc/{pid}/environ not readable (process of another user?)",
+               "@@environ_nopid": f"no process {pid} on {host.name}"}.get(env and env.strip())
+        if why:
+            fp.missing["nccl_env"] = why
         else:
             fp.nccl_env = mask_secrets(_parsers.parse_environ(env, "NCCL_"))  # NCCL_IB_SECRET_KEY
     return fp
@@ -194,14 +188,13 @@ def _sections(text: str) -> dict[str, str]:
     for line in text.split("\n"):
         m = re.match(r"^@@(\w+)(?: (.*))?$", line)
         if m and m.group(1) not in ("environ_denied", "environ_nopid"):
-            current = m.group(1)
-            if m.group(2) is not None:
-                out.setdefault(current, []).append(m.group(2))
-                current = None
+            current, value = m.groups()
+            if value is None:
+                out[current] = []  # a section: the lines up to the next marker (a repeated one replaces it)
             else:
-                out[current] = []
-            continue
-        if current is not None:
+                out.setdefault(current, []).append(value)  # ``@@name value``: one value
+                current = None
+        elif current is not None:
             out[current].append(line)
     return {k: "\n".join(v) for k, v in out.items()}
 
@@ -234,8 +227,7 @@ def _fill_gpus(fp: Fingerprint, s: dict[str, str]) -> None:
         header = _parsers.parse_nvidia_smi_header(s.get("smi", ""), source=f"{fp.host}: nvidia-smi")
     except ParseError:
         header = {"driver": None, "cuda": None}  # said below, as a missing driver version
-    fp.cuda_driver = header["cuda"]
-    fp.driver = header["driver"]
+    fp.driver, fp.cuda_driver = header["driver"], header["cuda"]
     if fp.driver is None and fp.gpus is not None and "driver_version" in fp.gpus:
         fp.driver = str(fp.gpus["driver_version"].iloc[0])
     if fp.driver is None:
@@ -255,22 +247,18 @@ def _parse_into(fp: Fingerprint, field_name: str, s: dict[str, str], section: st
         fp.missing[field_name] = str(exc)
 
 
-def _engine_distributions() -> list[tuple[str, list[str]]]:
-    """Each engine of the registry that is a Python distribution, with its distribution names."""
-    return [(e.name, list(e.distributions)) for e in kit.engines.engines() if e.distributions]
-
-
 def _fill_versions(fp: Fingerprint, s: dict[str, str], host, python: str, timeout: float) -> None:
     fp.cuda_toolkit = _parsers.parse_nvcc_version(s.get("nvcc", ""))
     if fp.cuda_toolkit is None:
         fp.missing["cuda_toolkit"] = "nvcc not found"
-    nccl_so = _parsers.parse_nccl_version(s.get("nccl_so", ""))
+    # each engine of the registry that is a Python distribution, with its distribution names
+    engines = [(e.name, list(e.distributions)) for e in kit.engines.engines() if e.distributions]
     try:
-        probe = host_program("kit.env", "versions_probe.py", f"probe({_engine_distributions()!r})")
-        info = host.python(probe, python=python, timeout=timeout)
+        info = host.python(host_program("kit.env", "versions_probe.py", f"probe({engines!r})"), python=python,
+                           timeout=timeout)
     except KitError as exc:
         info = None
-        for key in ("python",) + _VERSION_FIELDS + tuple(name for name, _ in _engine_distributions()):
+        for key in ("python", *_VERSION_FIELDS, *(name for name, _ in engines)):
             fp.missing[key] = f"{python} probe failed: {exc}"
     if info:
         fp.python = info.get("python")
@@ -291,9 +279,6 @@ def _fill_versions(fp: Fingerprint, s: dict[str, str], host, python: str, timeou
             fp.nccl = _parsers.parse_nccl_version(info["torch_nccl"])
         elif info.get("nccl_wheel"):
             fp.nccl = _parsers.parse_nccl_version(info["nccl_wheel"])
-    if fp.nccl is None:
-        fp.nccl = nccl_so
+    fp.nccl = fp.nccl or _parsers.parse_nccl_version(s.get("nccl_so", ""))
     if fp.nccl is None:
         fp.missing["nccl"] = "no torch.cuda.nccl, nvidia-nccl wheel or libnccl.so found"
-
-

@@ -1,9 +1,6 @@
-"""Pure parsers for the text a host's tools print: ``nvidia-smi`` query CSV and ``topo -m``, NCCL and CUDA
-versions, ``/proc/PID/environ``. They take text (live or saved) and never run anything.
-
-Formats (tab- and space-aligned ``topo -m``,
-ANSI underline on the header, NIC rows and legend, ``GPU NUMA ID`` only on newer drivers).
-"""
+"""Pure parsers for the text a host's tools print: ``nvidia-smi`` query CSV and ``topo -m`` (tab- or
+space-aligned, ANSI underline, NIC rows and legend, ``GPU NUMA ID`` on newer drivers), NCCL and CUDA
+versions, ``/proc/PID/environ``. They take text (live or saved) and never run anything."""
 from __future__ import annotations
 
 import csv
@@ -26,11 +23,9 @@ _LINK = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
 _LINK_ORDER = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SOC": 5, "SYS": 5}
 
 
-
 def with_units(gpus: pd.DataFrame) -> pd.DataFrame:
-    """A copy of a :func:`parse_gpu_query` table for display, each column that has a unit named with
-    it (``memory.total [MiB]``): the numbers alone do not say whether they are MiB or GB. Where the
-    query printed no units (``--format=csv,nounits``), nvidia-smi's own units are named."""
+    """A copy of a :func:`parse_gpu_query` table for display, each column with a unit named with it
+    (``memory.total [MiB]``; nvidia-smi's own units where the query printed none)."""
     units = {**_NOUNITS, **gpus.attrs.get("units", {})}
     return gpus.rename(columns={c: f"{c} [{units[c]}]" for c in gpus.columns if c in units})
 
@@ -41,12 +36,9 @@ _NOUNITS = {"memory.total": "MiB", "memory.used": "MiB", "memory.free": "MiB", "
 
 
 def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<text>") -> pd.DataFrame:
-    """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` -> one row per GPU.
-
-    Column names are the query fields without units (``memory.total``); the units taken from the
-    header (or stripped from ``81559 MiB`` values) go to ``df.attrs["units"]``. Numbers become numbers,
-    ``[Not Supported]``/``[N/A]`` become None. Without a header, pass ``fields``.
-    """
+    """``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` -> one row per GPU: columns are
+    the query fields without units (their units, from the header or the values, in ``df.attrs["units"]``),
+    numbers as numbers, ``[Not Supported]``/``[N/A]`` as None. Without a header, pass ``fields``."""
     lines = [ln for ln in strip_ansi(text).splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise ParseError(f"{source}: no nvidia-smi query output", path=source)
@@ -58,19 +50,13 @@ def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<
         rows = list(csv.reader(io.StringIO("\n".join(lines)), skipinitialspace=True))
     except csv.Error as exc:  # a field over csv's 128 KiB limit, a NUL byte: not nvidia-smi output
         raise ParseError(f"{source}: not nvidia-smi query output ({exc})", path=source) from None
-    units: dict[str, str] = {}
     first = [c.strip() for c in rows[0]]
-    looks_like_header = all(_FIELD.match(c) for c in first)
-    if looks_like_header and (fields is None or [_UNIT.sub(r"\g<name>", c) for c in first] == fields):
-        names = []
-        for c in first:
-            m = _UNIT.match(c)
-            names.append(m.group("name") if m else c)
-            if m:
-                units[m.group("name")] = m.group("unit")
-        rows = rows[1:]
+    header = [_UNIT.sub(r"\g<name>", c) for c in first]
+    if all(_FIELD.match(c) for c in first) and (fields is None or header == fields):
+        names, rows = header, rows[1:]
+        units = {m.group("name"): m.group("unit") for c in first if (m := _UNIT.match(c))}
     elif fields is not None:
-        names = list(fields)
+        names, units = list(fields), {}
     else:
         raise ParseError(f"{source}: nvidia-smi query output has no header; pass fields=[...]", path=source)
     records = []
@@ -79,10 +65,7 @@ def parse_gpu_query(text: str, fields: list[str] | None = None, source: str = "<
         if len(cells) != len(names):
             raise ParseError(f"{source}: row {i + 1} has {len(cells)} values for {len(names)} fields: {row!r}",
                              path=source)
-        rec = {}
-        for name, cell in zip(names, cells):
-            rec[name] = _gpu_value(name, cell, units)
-        records.append(rec)
+        records.append({name: _gpu_value(name, cell, units) for name, cell in zip(names, cells)})
     df = pd.DataFrame(records, columns=names)
     df.attrs["units"] = units
     return df
@@ -105,13 +88,10 @@ def _gpu_value(name: str, cell: str, units: dict[str, str]):
 
 @dataclass
 class Topology:
-    """The link matrix of ``nvidia-smi topo -m``.
-
-    ``links``: DataFrame of link tokens (``X``, ``NV18``, ``PIX``, ``SYS`` ...) indexed by device on both
-    axes (GPUs then NICs). ``affinity``: per-GPU ``CPU Affinity``/``NUMA Affinity``/``GPU NUMA ID``.
-    ``kind`` is ``"NVLink"`` (every GPU pair over NVLink), ``"PCIe-only"`` (no NVLink), ``"mixed"`` or
-    ``"single GPU"``; ``worst`` is the slowest GPU-GPU link type.
-    """
+    """The link matrix of ``nvidia-smi topo -m``: ``links`` (link tokens, ``X``, ``NV18``, ``PIX``, ``SYS``
+    ..., by device on both axes, GPUs then NICs), ``affinity`` (per GPU: ``CPU Affinity``, ``NUMA Affinity``,
+    ``GPU NUMA ID``); ``kind``: ``"NVLink"`` (every GPU pair), ``"PCIe-only"``, ``"mixed"`` or ``"single GPU"``;
+    ``worst``: the slowest GPU-GPU link type."""
 
     links: pd.DataFrame
     affinity: pd.DataFrame
@@ -136,16 +116,16 @@ class Topology:
 
     def _pairs(self) -> list[str]:
         g = self.gpus
-        return [str(self.links.at[a, b]) for a in g for b in g if a != b]
+        return [p for a in g for b in g if a != b and (p := str(self.links.at[a, b])) not in ("X", "")]
 
     @property
     def worst(self) -> str | None:
-        pairs = [p for p in self._pairs() if p not in ("X", "")]
+        pairs = self._pairs()
         return max(pairs, key=link_rank) if pairs else None
 
     @property
     def kind(self) -> str:
-        pairs = [p for p in self._pairs() if p not in ("X", "")]
+        pairs = self._pairs()
         if not pairs:
             return "single GPU"
         nv = [p.startswith("NV") for p in pairs]
@@ -169,12 +149,9 @@ class Topology:
         return f"Topology({self.summary})"
 
     def _repr_html_(self) -> str:
-        def colour(v: str) -> str:
-            if v == "X":
-                return "#eeeeee"
-            if v.startswith("NV"):
-                return "#c8e6c9"
-            return {"PIX": "#fff9c4", "PXB": "#ffe0b2", "PHB": "#ffccbc", "NODE": "#ffab91"}.get(v, "#ef9a9a")
+        def colour(v: str) -> str:  # NVLink green, then lighter to darker as the link gets slower
+            links = {"X": "#eeeeee", "PIX": "#fff9c4", "PXB": "#ffe0b2", "PHB": "#ffccbc", "NODE": "#ffab91"}
+            return "#c8e6c9" if v.startswith("NV") else links.get(v, "#ef9a9a")
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.links.columns)
         body = "".join(
             f"<tr><th>{html.escape(r)}</th>" + "".join(
@@ -187,31 +164,24 @@ class Topology:
 def link_rank(token: str) -> tuple[int, int]:
     """Sort key, larger = slower: NVLink (more links faster) < PIX < PXB < PHB < NODE < SYS."""
     if token.startswith("NV"):
-        n = int(token[2:] or 0)
-        return (0, -n)
+        return (0, -int(token[2:] or 0))
     return (_LINK_ORDER.get(token, 6), 0)
 
 
 def parse_topology(text: str, source: str = "<text>") -> Topology:
     """``nvidia-smi topo -m`` output (tab or space aligned, ANSI escapes, NIC rows) -> :class:`Topology`."""
     lines = strip_ansi(text).replace("\r", "").split("\n")
-    start = None
-    for i, line in enumerate(lines):
-        toks = line.split()
-        if toks and toks[0] == "GPU0" and not line.startswith("GPU0"):
-            start = i  # the header row is indented (tab or spaces) and starts with GPU0
-            break
+    # the header row is indented (tab or spaces) and starts with GPU0
+    start = next((i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"] and line[:1].isspace()), None)
     if start is None:
         raise ParseError(f"{source}: no nvidia-smi topo -m header (a row starting with GPU0) found", path=source)
     header = lines[start]
-    cols = [c.strip() for c in (header.split("\t") if "\t" in header else re.split(r"\s{2,}", header))]
-    cols = [c for c in cols if c]
+    cols = [c.strip() for c in (header.split("\t") if "\t" in header else re.split(r"\s{2,}", header)) if c.strip()]
     devices = [c for c in cols if _DEVICE.match(c)]
     extra = [c for c in cols if not _DEVICE.match(c)]
     n = len(devices)
     rows: dict[str, list[str]] = {}
     aff: dict[str, list[str | None]] = {}
-    legend: dict[str, str] = {}
     for line in lines[start + 1:]:
         if not line.strip():
             if rows:
@@ -231,10 +201,7 @@ def parse_topology(text: str, source: str = "<text>") -> Topology:
             vals = toks[1 + n:]
             aff[label] = [(v if v not in ("N/A",) else None) for v in vals[: len(extra)]] + \
                 [None] * (len(extra) - len(vals))
-    for line in lines[start:]:
-        m = re.match(r"^\s+(NIC\d+):\s*(\S+)\s*$", line)
-        if m:
-            legend[m.group(1)] = m.group(2)
+    legend = {m.group(1): m.group(2) for line in lines[start:] if (m := re.match(r"^\s+(NIC\d+):\s*(\S+)\s*$", line))}
     if "GPU0" not in rows:
         raise ParseError(f"{source}: topo -m header found but no GPU rows", path=source)
     order = [d for d in devices if d in rows]
@@ -272,9 +239,8 @@ def parse_nccl_version(text: str | int | tuple | list) -> str | None:
 
 
 def parse_nvidia_smi_header(text: str, source: str = "<text>") -> dict[str, str | None]:
-    """Driver and CUDA versions from the ``nvidia-smi`` banner (``Driver Version: 550.54.15   CUDA Version: 12.4``)
-    or from ``nvidia-smi -q`` (``Driver Version : 580.126.20``). ParseError, naming ``source``, when
-    the text holds neither (never a silent None for both)."""
+    """Driver and CUDA versions from the ``nvidia-smi`` banner or ``nvidia-smi -q``; ParseError naming
+    ``source`` when the text holds neither (never a silent None for both)."""
     text = strip_ansi(text)
     drv = re.search(r"Driver Version\s*:\s*([\d.]+)", text)
     cuda = re.search(r"CUDA Version\s*:\s*([\d.]+)", text)
@@ -294,13 +260,8 @@ def parse_environ(data: bytes | str, prefix: str | tuple[str, ...] = "NCCL_") ->
     """The variables starting with ``prefix`` in a ``/proc/PID/environ`` dump (NUL- or newline-separated)."""
     if isinstance(data, bytes):
         data = data.decode("utf-8", "replace")
-    sep = "\0" if "\0" in data else "\n"
-    out = {}
-    for item in data.split(sep):
-        key, eq, value = item.partition("=")
-        if eq and key.startswith(prefix):
-            out[key] = value
-    return dict(sorted(out.items()))
+    items = (item.partition("=") for item in data.split("\0" if "\0" in data else "\n"))
+    return dict(sorted({key: value for key, eq, value in items if eq and key.startswith(prefix)}.items()))
 
 
 def parse_os_release(text: str) -> str | None:

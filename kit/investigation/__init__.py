@@ -8,20 +8,11 @@
 
 A run is a folder (or a file, or several joined by ``,``) holding what was captured: traces (a ``reference/``
 folder beside graph replays places their kernels), engine logs and settings captures, benchmark results, the
-model's ``config.json`` and ``nvidia-smi --query-gpu`` output. Nothing here analyses anything the kit does
-not already analyse elsewhere; each step calls one of the kit's analyses and says which:
-
-- ``inputs``: what each run holds (``kit.audit.audit(..., traces=False).inputs``), and what is missing;
-- ``validity``: can each run be trusted (``kit.audit``: failed requests, short outputs, throttled clocks); an
-  invalid run is said first, and nothing it affects is ranked;
-- ``gap``: the client-visible gap: decode tok/s with 95 % intervals and Welch's test (``kit.bench.mean_ci``,
-  ``welch``), ITL p50/p99 (benchmark files read by ``kit.logs.parse_bench`` or the kit's own results);
-- ``itl``: where each side's inter-token latency goes (``kit.bench.reconcile``), part by part, beyond noise;
-- ``structure``: where the step goes (``kit.profile.diff_structure``, graph replays placed with their
-  reference, settings beside the nodes);
-- ``settings``: the effective settings that differ (``kit.logs.settings``) and whether a flag asked
-  differently took effect (``kit.audit.effect``);
-- ``floor``: each side's decode speed of light (``kit.models.decode_floor``).
+model's ``config.json`` and ``nvidia-smi --query-gpu`` output. Each step calls one of the kit's analyses and
+says which: ``inputs`` (``kit.audit``), ``validity`` (``kit.audit``: an invalid run is said first, nothing it
+affects is ranked), ``gap`` (decode tok/s with 95 % intervals and Welch's test, ITL p50/p99), ``itl``
+(``kit.bench.reconcile``, part by part), ``structure`` (``kit.profile.diff_structure``), ``settings``
+(``kit.logs.settings``, ``kit.audit.effect``), ``floor`` (``kit.models.decode_floor``).
 
 Files:
 

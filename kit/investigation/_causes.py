@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from kit.investigation._experiments import Experiment, build
+from kit.util import jsonable
 
 
 @dataclass
@@ -29,13 +30,8 @@ class Cause:
     key: str = ""
 
     def to_dict(self) -> dict:
-        d = {k: v for k, v in self.__dict__.items() if k != "experiment"}
-        d["experiment"] = self.experiment.to_dict()
-        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
-
-
-def _setting_text(settings: list[dict]) -> str:
-    return "; ".join(f"{s['setting']}: {s.get('a')!r} -> {s.get('b')!r} ({s.get('status', '')})" for s in settings)
+        return jsonable({**{k: v for k, v in self.__dict__.items() if k != "experiment"},
+                         "experiment": self.experiment.to_dict()})
 
 
 def rank(steps: dict, runs) -> tuple[list[Cause], list[dict]]:
@@ -53,10 +49,11 @@ def rank(steps: dict, runs) -> tuple[list[Cause], list[dict]]:
             sets = c.get("settings") or []
             if not sets and c["source"] == "itl" and not exp.call.startswith(("kit.bench", "for url")):
                 sets = [s for s in asked if s["setting"] in exp.variant]
+            said = "; ".join(f"{s['setting']}: {s.get('a')!r} -> {s.get('b')!r} ({s.get('status', '')})" for s in sets)
             share = None if c.get("unmeasured") else 0.0 if c.get("ignored") else \
                 c["delta"] / c["gap"] if c["gap"] else math.nan
             cause = Cause(c["what"], share, c["delta"], c["noise"], c["unit"], c["gap_name"], list(c["evidence"]),
-                          c["trust"], _setting_text(sets), exp, name, list(c.get("files", [])), c["key"])
+                          c["trust"], said, exp, name, list(c.get("files", [])), c["key"])
             (ignored if c.get("ignored") else unmeasured if share is None else measured).append(cause)
     measured.sort(key=lambda c: -abs(c.share))
     remainder = []
@@ -64,11 +61,9 @@ def rank(steps: dict, runs) -> tuple[list[Cause], list[dict]]:
         st = steps.get(name)
         if st is None or st.status != "ran" or st.data.get("compared") is False:
             continue
-        mine = [c for c in measured if c.step == name]
-        gap_name = st.data.get("gap") or "client ITL (mean)"
-        explained = sum(c.share for c in mine)
-        remainder.append({"gap": gap_name, "step": name, "share": 1.0 - explained if mine else 1.0,
-                          "causes": len(mine)})
+        mine = [c.share for c in measured if c.step == name]
+        remainder.append({"gap": st.data.get("gap") or "client ITL (mean)", "step": name,
+                          "share": 1.0 - sum(mine) if mine else 1.0, "causes": len(mine)})
     gap = steps.get("gap")
     if not remainder and gap is not None and gap.status == "ran" and gap.data.get("beyond_noise") is not False:
         remainder.append({"gap": "decode tok/s", "step": "gap", "share": 1.0, "causes": 0,

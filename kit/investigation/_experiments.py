@@ -44,13 +44,6 @@ class Experiment:
                                                          "fill in what <...> names)"))
 
 
-def repeats_for(delta: float, noise: float, n: int = 3) -> int:
-    """Runs per variant for two standard errors to stay under half the effect (3 to 20)."""
-    if not (delta and noise == noise and noise > 0):
-        return 5
-    return int(min(20, max(3, math.ceil(n * (2.0 * noise / abs(delta)) ** 2))))
-
-
 def _value(v):
     return None if v in (None, "None", False, "False") else (True if v in (True, "True") else v)
 
@@ -62,20 +55,20 @@ def build(cause: dict, runs, asked: list[dict]) -> Experiment:
         rx = PART_SETTINGS.get(cause["key"])
         setting = next((a for a in asked if rx and re.search(rx, a["setting"], re.I)), None)
     a, b = runs
-    n = repeats_for(cause["delta"], cause["noise"])
-    unit, half = cause.get("unit", ""), cause["delta"] / 2.0
-    if cause.get("unmeasured"):
-        half, unit = math.nan, "tok/s"
-    confirm = (f"the variant moves {cause.get('gap_name') or 'the figure'} by at least {half:+.2f} {unit} toward "
-               f"{b.label} (p < 0.05)")
-    refute = "the change is within noise, or under half of that"
-    if cause.get("unmeasured"):
-        confirm = (f"switching it moves decode tok/s toward {b.label if cause.get('base_side', 0) == 0 else a.label}"
-                   " beyond noise (p < 0.05); its share of the gap is then the change it makes")
-        refute = "tok/s moves within noise"
+    # runs per variant for two standard errors to stay under half the effect (3 to 20; 5: the noise is unknown)
+    d, e = cause["delta"], cause["noise"]
+    n = int(min(20, max(3, math.ceil(3 * (2.0 * e / abs(d)) ** 2)))) if d and e == e and e > 0 else 5
     if cause.get("ignored"):
         confirm, refute = ("the two values give the same effective setting and tok/s within noise",
                            "the engine reports a different value, or tok/s moves beyond noise")
+    elif cause.get("unmeasured"):
+        confirm = (f"switching it moves decode tok/s toward {b.label if cause.get('base_side', 0) == 0 else a.label}"
+                   " beyond noise (p < 0.05); its share of the gap is then the change it makes")
+        refute = "tok/s moves within noise"
+    else:
+        confirm = (f"the variant moves {cause.get('gap_name') or 'the figure'} by at least {cause['delta'] / 2.0:+.2f} "
+                   f"{cause.get('unit', '')} toward {b.label} (p < 0.05)")
+        refute = "the change is within noise, or under half of that"
     if cause["key"] == "http" and setting is None:
         urls = [str(x) for x in cause.get("urls", ()) if x]
         call = (f"for url in {tuple(urls)!r}: kit.bench.load_test(url, concurrency=1, requests=20)" if len(urls) == 2

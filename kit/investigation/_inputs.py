@@ -41,9 +41,7 @@ class RunInputs:
 def split(run) -> list[Path]:
     """A run given as a folder, a file, several joined by ``,`` or a list of them -> its paths (checked)."""
     parts = [run] if isinstance(run, (str, os.PathLike)) else list(run)
-    out: list[Path] = []
-    for p in parts:
-        out += [Path(x) for x in str(p).split(",") if x.strip()] if isinstance(p, str) else [Path(p)]
+    out = [Path(x) for p in parts for x in (p.split(",") if isinstance(p, str) else [p]) if str(x).strip()]
     for p in out:
         if not p.exists():
             raise UsageError(f"kit investigate: {p}: no such file or directory (a run is a folder, a file, "
@@ -57,14 +55,6 @@ def _walk(paths: list[Path]) -> list[Path]:
         files += sorted(x for x in p.rglob("*") if x.is_file() and not any(s.startswith(".") for s in x.parts[-3:])) \
             if p.is_dir() else [p]
     return files
-
-
-def _command(f: Path) -> tuple[str | None, dict]:
-    try:
-        d = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None, {}
-    return (d.get("cmd") if isinstance(d.get("cmd"), str) else None), dict(d.get("env") or {})
 
 
 def gather(run, label: str) -> RunInputs:
@@ -89,7 +79,11 @@ def gather(run, label: str) -> RunInputs:
         elif f.name == "measured.json" and r.measured is None:
             r.measured = f
         elif f.name in ("variant.json", "server.json") and r.command is None:
-            r.command, r.env = _command(f)
+            try:
+                d = json.loads(f.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            r.command, r.env = (d.get("cmd") if isinstance(d.get("cmd"), str) else None), dict(d.get("env") or {})
     have = {"bench": r.bench, "trace": r.traces, "engine log": [x for x in a.inputs.values()
                                                                if x.startswith("engine log")],
             "model config": r.config, "GPU capture": r.gpus}

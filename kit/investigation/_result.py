@@ -14,7 +14,7 @@ from kit.investigation._causes import Cause, rank
 from kit.investigation._inputs import gather
 from kit.ledger import Ledger
 from kit.provenance import Evidence, provenance_of
-from kit.util import call_settings, recorded
+from kit.util import call_settings, jsonable, recorded
 
 ORDER = ("inputs", "validity", "gap", "itl", "structure", "settings", "floor")
 
@@ -51,21 +51,16 @@ class Investigation:
         if measuring and all(st.status != "ran" for st in measuring):
             return (f"{b} vs {a}: nothing to compare (" + "; ".join(f"{st.name}: {st.reason}" for st in
                                                                          measuring)[:300] + ")")
-        said = self._gap_text()
+        gap, said = self.steps.get("gap"), ""
+        if gap is not None and gap.status == "ran":
+            rel, p = gap.data["relative"], gap.data.get("p")
+            said = (f" (decode tok/s {rel:+.1%}; noise not decided: one figure per side)" if p != p else
+                    f" (decode tok/s {rel:+.1%}, Welch p = {p:.3g})")
         cands = [c.what for c in self.causes if c.share is None]
         if cands:
             return (f"{b} vs {a}: no cause beyond noise found{said}; candidates from the settings (share "
                     f"unknown): {'; '.join(cands[:3])}")
         return f"{b} vs {a}: no cause beyond noise{said}"
-
-    def _gap_text(self) -> str:
-        gap = self.steps.get("gap")
-        if gap is None or gap.status != "ran":
-            return ""
-        rel, p = gap.data["relative"], gap.data.get("p")
-        if p != p:
-            return f" (decode tok/s {rel:+.1%}; noise not decided: one figure per side)"
-        return f" (decode tok/s {rel:+.1%}, Welch p = {p:.3g})"
 
     def to_dict(self) -> dict:
         return {"labels": list(self.labels), "headline": self.headline, "invalid": self.invalid,
@@ -82,7 +77,7 @@ class Investigation:
                 "tables": {"causes": self.table()}}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, default=_plain)
+        return json.dumps(jsonable(self.to_dict()), indent=1)
 
     def table(self):
         """The ranked causes as a DataFrame (one row per cause, then one per unexplained remainder)."""
@@ -95,16 +90,14 @@ class Investigation:
 
     def __repr__(self) -> str:
         lines = [self.headline, ""]
-        for n in ORDER:
-            s = self.steps.get(n)
-            if s is None:
-                continue
+        for n, s in ((n, self.steps[n]) for n in ORDER if n in self.steps):
             lines.append(f"[{n}] {s.status}" + (f": {s.reason}" if s.reason else "") + f"  ({s.calls})")
             lines += [f"    {x}" for x in s.lines]
         lines.append("")
         if not self.ranked and not self.invalid:
-            lines.append("causes: none beyond noise"
-                         + (": the gap is within noise" if self._within_noise() else "")
+            g = self.steps.get("gap")
+            within = g is not None and g.status == "ran" and g.data.get("beyond_noise") is False
+            lines.append("causes: none beyond noise" + (": the gap is within noise" if within else "")
                          + ("; below: settings, with no share of the gap" if self.causes else ""))
         for i, c in enumerate(self.causes, 1):
             share = "share unknown" if c.share is None else f"{c.share:.0%} of the {c.gap_name} gap" \
@@ -120,10 +113,6 @@ class Investigation:
                          + (f"; {r['why']}" if r.get("why") else "") + ")")
         return "\n".join(lines)
 
-    def _within_noise(self) -> bool:
-        g = self.steps.get("gap")
-        return g is not None and g.status == "ran" and g.data.get("beyond_noise") is False
-
     def _repr_html_(self) -> str:
         return "<pre>" + html.escape(repr(self)) + "</pre>"
 
@@ -131,10 +120,9 @@ class Investigation:
         """Each cause into ``ledger`` (a :class:`kit.ledger.Ledger` or its path) as an open hypothesis with its
         evidence, numbers and files; returns the ids (``AB1``, ``AB2`` ...)."""
         led = ledger if isinstance(ledger, Ledger) else Ledger.open(ledger)
-        ids = []
+        ids = [f"{prefix}{i}" for i in range(1, len(self.causes) + 1)]
         a, b = self.labels
-        for i, c in enumerate(self.causes, 1):
-            hid = f"{prefix}{i}"
+        for hid, c in zip(ids, self.causes):
             share = "may explain part of the gap (share unknown: no step could apportion it)" if c.share is None else \
                 "explains none of the gap (ignored)" if c.share == 0 else \
                 f"explains {c.share:.0%} of the {c.gap_name} gap"
@@ -144,16 +132,7 @@ class Investigation:
                        numbers={"share": None if c.share is None or not math.isfinite(c.share) else round(c.share, 4),
                                 "delta": round(c.delta, 4), "noise": None if c.noise != c.noise else round(c.noise, 4),
                                 "unit": c.unit, "trust": c.trust})
-            ids.append(hid)
         return ids
-
-
-def _plain(o):
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    if hasattr(o, "item"):
-        return o.item()
-    return str(o)
 
 
 @recorded("investigate")

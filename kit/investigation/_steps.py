@@ -53,8 +53,7 @@ class Step:
         return None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "calls": self.calls, "status": self.status, "reason": self.reason,
-                "lines": list(self.lines), "data": self.data}
+        return {k: v for k, v in self.__dict__.items() if k != "candidates"}
 
 
 def _two_se(a, b) -> float:
@@ -83,8 +82,8 @@ def validity(runs) -> Step:
     for r in runs:
         bad = [f for f in r.audit.findings if f.code in INVALIDATING and f.severity == "high"]
         for f in bad:
-            invalid.setdefault(r.label, [])
-            invalid[r.label] += [x for x in INVALIDATING[f.code] if x not in invalid[r.label]]
+            got = invalid.setdefault(r.label, [])
+            got += [x for x in INVALIDATING[f.code] if x not in got]
             s.lines.append(f"{r.label} INVALID: {f.code}: {f.verdict} ({f.evidence[0] if f.evidence else f.run})")
         if not bad:
             s.lines.append(f"{r.label}: no failed requests, short outputs or throttling found")
@@ -141,13 +140,13 @@ def gap(runs, invalid: dict) -> Step:
         return stop
     sides = {}
     for r in runs:
-        got = [x for x in (_bench_samples(p) for p in r.bench) if x and x["tok_s"]]
-        if not got:
+        g = next((x for x in (_bench_samples(p) for p in r.bench) if x and x["tok_s"]), None)
+        if g is None:
             return s.skip(f"{r.label}: no decode tok/s in {', '.join(p.name for p in r.bench)}")
-        g = got[0]
         m, lo, hi = kit.bench.mean_ci(g["tok_s"])
-        itl = g["itl_ms"]
-        p50, p99 = (_pct(itl, q, g.get("itl_printed", {}).get(k)) for q, k in ((50, "p50"), (99, "p99")))
+        # percentiles of the pooled gaps, else the figures the benchmark printed
+        p50, p99 = (float(np.percentile(g["itl_ms"], q)) if g["itl_ms"] else
+                    float(g.get("itl_printed", {}).get(k, math.nan)) for q, k in ((50, "p50"), (99, "p99")))
         sides[r.label] = {"tok_s": m, "lo": lo, "hi": hi, "n": len(g["tok_s"]), "samples": g["tok_s"],
                           "itl_p50_ms": p50, "itl_p99_ms": p99, "file": str(r.bench[0]), "what": g["what"],
                           "per_request": g.get("per_request", False), "url": g.get("url")}
@@ -165,13 +164,6 @@ def gap(runs, invalid: dict) -> Step:
         "noise not decided: fewer than two figures per side"
     s.lines.append(f"gap: {runs[1].label} decodes {rel:+.1%} vs {runs[0].label}: {verdict}")
     return s
-
-
-def _pct(xs, q, printed) -> float:
-    """Percentile ``q`` of the pooled gaps, else the figure the benchmark printed."""
-    if not xs:
-        return float(printed) if printed is not None else math.nan
-    return float(np.percentile(xs, q))
 
 
 def _reconciled(r):
@@ -200,8 +192,8 @@ def _engine_share(ra, rb, ms_per_token) -> list[str]:
     for rec in (ra, rb):
         t = rec.table.set_index("part") if rec.table is not None and len(rec.table) else None
         part = next((p for p in ("engine_decode", "engine_period") if t is not None and p in t.index), None)
-        col = next((c for c in ("median_band", "p50") if t is not None and c in t.columns), None)  # wt-46 renames it
-        means.append((part, float(t.loc[part, col])) if part and col else (None, math.nan))
+        mid = rec.band_columns[0]   # the column around the median (``Reconciliation.band_columns``)
+        means.append((part, float(t.loc[part, mid])) if part and mid in t.columns else (None, math.nan))
     if None in (means[0][0], means[1][0]) or not ms_per_token:
         return []
     d_engine, d_gap = means[1][1] - means[0][1], ms_per_token[1] - ms_per_token[0]
@@ -223,43 +215,40 @@ def itl(runs, invalid: dict, ms_per_token=None) -> Step:
             return s.skip(f"{r.label}: " + "; ".join(why[:2]))
         recs.append((rec, used))
     (ra, ua), (rb, ub) = recs
+    files = [str(x) for x in (*ua, *ub)]
     levels = (getattr(ra, "level", "token"), getattr(rb, "level", "token"))
     parts = [p for p in ra.parts if p in rb.parts and p in ra.tokens and p in rb.tokens]
     if levels[0] != levels[1] or min(len(ra.tokens), len(rb.tokens)) < 2 or not parts:
         s.lines += [f"{r.label}: {x!r} ({u[0]}, {u[1]})" for r, x, u in zip(runs, (ra, rb), (ua, ub))]
         s.lines.append(f"reconciled per {levels[0]} / {levels[1]} (kit.bench.reconcile's level): not part by part "
                        "on matched rows of both sides, so no part's change is weighed against noise")
-        s.data = {"levels": list(levels), "compared": False, "files": [str(x) for x in (*ua, *ub)],
+        s.data = {"levels": list(levels), "compared": False, "files": files,
                   "tables": [x.to_dict().get("table") for x in (ra, rb)]}
         s.lines += _engine_share(ra, rb, ms_per_token)
         return s
-    ta, tb = ra.tokens.fillna({p: 0.0 for p in parts}), rb.tokens.fillna({p: 0.0 for p in parts})
+    ta, tb = (x.tokens.fillna({p: 0.0 for p in parts}) for x in (ra, rb))
     for t in (ta, tb):
-        t["residual"] = t["gap"] - t[[p for p in parts if p in t]].sum(axis=1)
-    d_gap = float(tb["gap"].mean() - ta["gap"].mean())
-    noise_gap = _two_se(ta["gap"].to_numpy(), tb["gap"].to_numpy())
-    s.data = {"levels": list(levels), "itl_ms": (float(ta["gap"].mean()), float(tb["gap"].mean())), "delta_ms": d_gap,
-              "noise_ms": noise_gap, "parts": {}, "files": [str(x) for x in (*ua, *ub)]}
-    s.lines.append(f"client ITL (mean over {len(ta)} / {len(tb)} {levels[0]} rows): {ta['gap'].mean():.2f} -> "
-                   f"{tb['gap'].mean():.2f} "
-                   f"ms ({d_gap:+.2f} ms, noise {noise_gap:.2f})")
+        t["residual"] = t["gap"] - t[parts].sum(axis=1)
+    ga, gb = float(ta["gap"].mean()), float(tb["gap"].mean())
+    d_gap, noise_gap = gb - ga, _two_se(ta["gap"].to_numpy(), tb["gap"].to_numpy())
+    s.data = {"levels": list(levels), "itl_ms": (ga, gb), "delta_ms": d_gap, "noise_ms": noise_gap, "parts": {},
+              "files": files}
+    s.lines.append(f"client ITL (mean over {len(ta)} / {len(tb)} {levels[0]} rows): {ga:.2f} -> {gb:.2f} ms "
+                   f"({d_gap:+.2f} ms, noise {noise_gap:.2f})")
     for p in [*parts, "residual"]:
-        d = float(tb[p].mean() - ta[p].mean())
-        n = _two_se(ta[p].to_numpy(), tb[p].to_numpy())
-        beyond = abs(d) > max(n, 1e-3 * abs(float(ta["gap"].mean())))
-        s.data["parts"][p] = {"a_ms": float(ta[p].mean()), "b_ms": float(tb[p].mean()), "delta_ms": d, "noise_ms": n,
-                              "beyond_noise": bool(beyond)}
-        s.lines.append(f"  {p:<9} {ta[p].mean():8.2f} -> {tb[p].mean():8.2f} ms ({d:+.2f}, noise {n:.2f})"
-                       f"{'  beyond noise' if beyond else ''}")
+        ma, mb = float(ta[p].mean()), float(tb[p].mean())
+        d, n = mb - ma, _two_se(ta[p].to_numpy(), tb[p].to_numpy())
+        beyond = abs(d) > max(n, 1e-3 * abs(ga))
+        s.data["parts"][p] = {"a_ms": ma, "b_ms": mb, "delta_ms": d, "noise_ms": n, "beyond_noise": bool(beyond)}
+        s.lines.append(f"  {p:<9} {ma:8.2f} -> {mb:8.2f} ms ({d:+.2f}, noise {n:.2f})"
+                       + ("  beyond noise" if beyond else ""))
         if beyond and p != "residual" and abs(d_gap) > noise_gap and d * d_gap > 0:
             s.candidates.append({"source": "itl", "key": p, "what": f"ITL part '{p}'", "delta": d, "noise": n,
                                  "gap": d_gap, "unit": "ms/token", "gap_name": "client ITL (mean)",
-                                 "evidence": [f"{p}: {ta[p].mean():.2f} ms/token in {runs[0].label} ({ua[1]}), "
-                                              f"{tb[p].mean():.2f} in {runs[1].label} ({ub[1]}), noise {n:.2f}",
-                                              f"client ITL {ta['gap'].mean():.2f} -> {tb['gap'].mean():.2f} ms "
-                                              f"({ua[0]}, {ub[0]})"],
-                                 "trust": "usable" if not (ra.warnings or rb.warnings) else "degraded",
-                                 "files": [str(x) for x in (*ua, *ub)]})
+                                 "evidence": [f"{p}: {ma:.2f} ms/token in {runs[0].label} ({ua[1]}), {mb:.2f} in "
+                                              f"{runs[1].label} ({ub[1]}), noise {n:.2f}",
+                                              f"client ITL {ga:.2f} -> {gb:.2f} ms ({ua[0]}, {ub[0]})"],
+                                 "trust": "usable" if not (ra.warnings or rb.warnings) else "degraded", "files": files})
     return s
 
 
@@ -272,10 +261,8 @@ def _bound(p) -> dict:
 
 
 def _attention_kernels(p) -> str:
-    k = p.kernels
-    names = k.loc[k["category"].astype(str) == "attention", "name"].astype(str)
-    top = names.value_counts().index[:2].tolist()
-    return ", ".join(n[:60] for n in top) or "none"
+    names = p.kernels.loc[p.kernels["category"].astype(str) == "attention", "name"].astype(str)
+    return ", ".join(n[:60] for n in names.value_counts().index[:2]) or "none"
 
 
 def _unprofiled_ms(r) -> float | None:
@@ -307,8 +294,7 @@ def structure(runs, settings_pair, invalid: dict) -> Step:
     if stop := s.gate(runs, invalid, "(validity: throttled GPU): its trace is not compared", "traces", "trace"):
         return stop
     try:
-        pa, pb = (kit.profile.load(r.traces, reference=r.references) if r.references else kit.profile.load(r.traces)
-                  for r in runs)
+        pa, pb = (kit.profile.load(r.traces, reference=r.references or None) for r in runs)
         d = kit.profile.diff_structure(pa, pb, labels=(runs[0].label, runs[1].label), settings=settings_pair)
     except KitError as exc:
         return s.skip(f"diff_structure refused: {str(exc).splitlines()[0]}")
@@ -316,21 +302,17 @@ def structure(runs, settings_pair, invalid: dict) -> Step:
     bound = (_bound(pa), _bound(pb))
     graphs = tuple((b.get("graph_launches") or 0) > 0 for b in bound)   # replays graphs (mode graph or mixed)
     n = d.nodes
-    idle = n["family"].isin(["GPU idle"])
     kernels_only = n[~n["family"].isin(["GPU idle", "overlap"])]
+    gap_us, gap_name, why, ranked = d.delta_us, "decode step (trace)", "step times usable on both sides", n
     if graphs[0] != graphs[1]:
-        gap_us, gap_name = d.delta_us, "decode step (trace)"
         why = (f"{runs[0].label if graphs[0] else runs[1].label} replays CUDA graphs, the other launches kernel by "
                "kernel: the step's GPU idle (launch gaps) is ranked with the kernels")
-        ranked = n
     elif any(h.get("status") not in (None, "usable") for h in health):
-        gap_us, gap_name = float(kernels_only["delta_us"].sum()), "GPU time per step (trace kernels)"
+        gap_us, gap_name, ranked = float(kernels_only["delta_us"].sum()), "GPU time per step (trace kernels)", \
+            kernels_only
         why = ("step time under the profiler is " + "; ".join(
             f"{r.label}: {h.get('status')} ({h.get('reason', '')[:90]})" for r, h in zip(runs, health)
             if h.get("status") != "usable") + ": the nodes explain the GPU-time gap; GPU idle is listed, not ranked")
-        ranked = kernels_only
-    else:
-        gap_us, gap_name, why, ranked = d.delta_us, "decode step (trace)", "step times usable on both sides", n
     s.lines.append(repr(d).splitlines()[0])
     for r in runs:
         folders = sorted({str(f.parent) for f in r.traces})
@@ -340,7 +322,7 @@ def structure(runs, settings_pair, invalid: dict) -> Step:
     s.lines.append(f"gap explained: {gap_name} {gap_us:+,.1f} us ({why})")
     s.lines += _measured(runs, gap_us, gap_name)
     s.lines += [f"note: {w}" for w in d.warnings]
-    idle_row = n[idle]
+    idle_row = n[n["family"] == "GPU idle"]
     if len(idle_row) and ranked is kernels_only:
         r0 = idle_row.iloc[0]
         s.lines.append(f"GPU idle (CPU side, not ranked): {r0.a_us:,.1f} -> {r0.b_us:,.1f} us/step")
@@ -377,22 +359,15 @@ def structure(runs, settings_pair, invalid: dict) -> Step:
 
 def run_settings(r):
     """A run's :class:`kit.logs.Settings`: the audit's first run with an engine log, else the logs read together."""
-    runs = getattr(r.audit, "runs", {}) or {}
-    for st in runs.values():
-        if st.args or st.effective:
-            return st
-    return kit.logs.settings(r.logs) if r.logs else None
+    st = next((st for st in (getattr(r.audit, "runs", {}) or {}).values() if st.args or st.effective), None)
+    return st if st is not None else kit.logs.settings(r.logs) if r.logs else None
 
 
 def _flags(cmd: str | None) -> dict:
-    out: dict = {}
-    words = shlex.split(cmd or "")
-    for i, w in enumerate(words):
-        if w.startswith("--"):
-            name, _, val = w.partition("=")
-            nxt = words[i + 1] if i + 1 < len(words) else ""
-            out[name] = val or (nxt if nxt and not nxt.startswith("--") else True)
-    return out
+    """``--name`` -> its value (``--name=v`` or ``--name v``; True for a bare flag) in a command line."""
+    words = [*shlex.split(cmd or ""), ""]
+    return {w.partition("=")[0]: w.partition("=")[2] or (nxt if nxt and not nxt.startswith("--") else True)
+            for w, nxt in zip(words, words[1:]) if w.startswith("--")}
 
 
 def _asked(runs, pair) -> dict:
@@ -443,35 +418,28 @@ def settings(runs, pair) -> Step:
 
 
 # kit.audit slow-path findings -> the normalised setting behind them
-SLOW_PATHS = {"overlap-off": "overlap_schedule", "eager-decode": "cuda_graph",
+SLOW_PATHS = {"overlap-off": "overlap_schedule", "eager-decode": "cuda_graph", "p2p-off": "p2p",
               "custom-all-reduce-off": "custom_all_reduce", "attention-backend": "attention_backend",
-              "graph-coverage": "cuda_graph_max_bs",
-              "slow-tokenizer": "tokenizer_mode", "p2p-off": "p2p"}
+              "graph-coverage": "cuda_graph_max_bs", "slow-tokenizer": "tokenizer_mode"}
 
 
 def _flag_for(st, key: str):
     """The engine argument (``--name``) and value that set normalised ``key`` in a run, else (None, None)."""
-    if st is None:
-        return None, None
-    for arg, val in st.args.items():
-        if type(st).key_for("--" + str(arg)) == key:
-            return "--" + str(arg).replace("_", "-"), val
-    return None, None
+    return next((("--" + str(arg).replace("_", "-"), val) for arg, val in (st.args if st is not None else {}).items()
+                 if type(st).key_for("--" + str(arg)) == key), (None, None))
 
 
 def _unmeasured(runs, pair, differ: list[dict]) -> list[dict]:
     """Settings that differ (reported by both runs) or that the audit flags as a slow path on one side: candidate
     causes whose share no step measured (no trace or records to apportion the gap)."""
-    out = []
-    flagged = {}
+    out, flagged = [], {}
     for i, r in enumerate(runs):
         for f in r.audit.findings:
             if f.code in SLOW_PATHS and f.severity in ("high", "medium"):
                 flagged.setdefault(SLOW_PATHS[f.code], (i, f))
     for d in differ:
         key = d["setting"]
-        both = d["a"] is not None and d["b"] is not None
-        if not both and key not in flagged:
+        if (d["a"] is None or d["b"] is None) and key not in flagged:
             continue
         side, finding = flagged.get(key, (1, None))
         flag, val = _flag_for(pair[side], key)
@@ -492,10 +460,9 @@ def floor(runs, pair, gap_step: Step) -> Step:
     s = Step("floor", "kit.models.decode_floor(config.json, nvidia-smi --query-gpu, tp from the engine's settings)")
     sides = {}
     for r, st in zip(runs, pair):
-        if r.config is None or r.gpus is None:
-            s.lines.append(f"{r.label}: no " + " and no ".join(x for x, v in (("model config.json", r.config),
-                                                                               ("nvidia-smi --query-gpu capture",
-                                                                                r.gpus)) if v is None))
+        if missing := [x for x, v in (("model config.json", r.config), ("nvidia-smi --query-gpu capture", r.gpus))
+                       if v is None]:
+            s.lines.append(f"{r.label}: no " + " and no ".join(missing))
             continue
         tp = int((st.effective.get("tp_size") if st is not None else None) or 1)
         ms = (gap_step.data.get("ms_per_token") or (None, None))[runs.index(r)] if gap_step.status == "ran" else None

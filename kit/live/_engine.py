@@ -64,10 +64,10 @@ def owner_script(port: int, tag: str, sid: int | None) -> str:
         "fi\n")
 
 
-def port_holder_script(port: int) -> str:
-    """Shell printing ``pid<TAB>command`` of each process holding a listening socket on ``port``
-    (nothing when the port is free; ``?<TAB>reason`` when the holder cannot be seen)."""
-    return (
+def port_holder(host, port: int) -> list[tuple[str, str]]:
+    """[(pid, command)] of the processes listening on ``port`` on ``host``; [] when it is free (``?`` and the
+    reason when the holder cannot be seen)."""
+    script = (
         f"inos=$({_listen_inodes(port)})\n"
         "[ -z \"$inos\" ] && exit 0\n"
         "found=0\n"
@@ -79,29 +79,20 @@ def port_holder_script(port: int) -> str:
         "done\n"
         "[ $found = 0 ] && printf '?\\t%s\\n' 'a process this user cannot see (another user, or a container)'\n"
         "exit 0\n")
-
-
-def port_holder(host, port: int) -> list[tuple[str, str]]:
-    """[(pid, command)] of the processes listening on ``port`` on ``host``; [] when it is free."""
-    res = host.run(port_holder_script(port), timeout=60)
-    out = []
-    for line in res.stdout.splitlines():
-        pid, _, cmd = line.partition("\t")
-        if pid:
-            out.append((pid, cmd.strip()))
-    return out
+    lines = (line.partition("\t") for line in host.run(script, timeout=60).stdout.splitlines())
+    return [(pid, cmd.strip()) for pid, _, cmd in lines if pid]
 
 
 def describe_holders(holders: list[tuple[str, str]]) -> str:
     return "; ".join(f"pid {p} ({c})" if p != "?" else c for p, c in holders) or "nobody"
 
 
-def kill_tagged_script(var: str, value: str, grace: float) -> str:
-    """Shell: TERM every process carrying ``var=value``, KILL what is left after ``grace`` s; prints
-    the pids it found (one line, may be empty) then ``terminated``/``killed``/``none``."""
+def kill_tagged(host, var: str, value: str, grace: float = 5.0) -> tuple[list[int], str]:
+    """Stop every process on ``host`` whose environment holds ``var=value`` (TERM, then KILL what is left after
+    ``grace`` s): (pids found, ``terminated``/``killed``/``none``)."""
     steps = max(1, int(round(grace / 0.1)))
     find = _env_pids(var, value)
-    return (
+    script = (
         f"p=$({find} | tr '\\n' ' ')\n"
         "echo \"$p\"\n"
         "[ -z \"$p\" ] && { echo none; exit 0; }\n"
@@ -109,11 +100,7 @@ def kill_tagged_script(var: str, value: str, grace: float) -> str:
         f"i=0; while [ $i -lt {steps} ]; do q=$({find}); [ -z \"$q\" ] && break; sleep 0.1; i=$((i+1)); done\n"
         f"q=$({find} | tr '\\n' ' ')\n"
         "if [ -n \"$q\" ]; then kill -KILL $q 2>/dev/null; echo killed; else echo terminated; fi\n")
-
-
-def kill_tagged(host, var: str, value: str, grace: float = 5.0) -> tuple[list[int], str]:
-    """Stop every process on ``host`` whose environment holds ``var=value``: (pids found, how)."""
-    res = host.run(kill_tagged_script(var, value, grace), timeout=grace + 60)
+    res = host.run(script, timeout=grace + 60)
     lines = res.stdout.splitlines()
     pids = [int(x) for x in (lines[0].split() if lines else []) if x.isdigit()]
     return pids, (lines[-1].strip() if len(lines) > 1 else "none")
@@ -124,15 +111,14 @@ def tagged_pids(host, var: str, value: str) -> list[int]:
     return sorted(int(x) for x in res.stdout.split() if x.isdigit())
 
 
-def free_port_script() -> str:
-    """Shell printing a TCP port nobody listens on (python3 binds port 0; else a scan of /proc/net/tcp)."""
-    return (
-        "if command -v python3 >/dev/null 2>&1; then "
-        "python3 -c 'import socket; s=socket.socket(); s.bind((\"\", 0)); print(s.getsockname()[1])'; exit; fi\n"
-        "used=$(awk 'FNR>1 {n=split($2,a,\":\"); print a[n]}' /proc/net/tcp /proc/net/tcp6 2>/dev/null)\n"
-        "p=$(( 20000 + $$ % 30000 ))\n"
-        "while echo \"$used\" | grep -qix \"$(printf '%04X' $p)\"; do p=$((p+1)); done\n"
-        "echo $p\n")
+# shell printing a TCP port nobody listens on (python3 binds port 0; else a scan of /proc/net/tcp)
+FREE_PORT = (
+    "if command -v python3 >/dev/null 2>&1; then "
+    "python3 -c 'import socket; s=socket.socket(); s.bind((\"\", 0)); print(s.getsockname()[1])'; exit; fi\n"
+    "used=$(awk 'FNR>1 {n=split($2,a,\":\"); print a[n]}' /proc/net/tcp /proc/net/tcp6 2>/dev/null)\n"
+    "p=$(( 20000 + $$ % 30000 ))\n"
+    "while echo \"$used\" | grep -qix \"$(printf '%04X' $p)\"; do p=$((p+1)); done\n"
+    "echo $p\n")
 
 
 # -- the driver: SIGTERM / SIGHUP stop every engine ---------------------------------------------

@@ -52,13 +52,12 @@ from kit.live import _engine
 from kit.live._server import Server, _open_session
 from kit.remote import Host, connect
 from kit.session import Provenance
+from kit.stats import is_nan
 from kit.util import call_settings, frame_figures, recorded, write_atomic
 from kit.util import quote as _q
 
-FLAG_NAME = re.compile(r"-?-[A-Za-z0-9][A-Za-z0-9_.-]*")
-"""A command-line flag name as the kit puts it on a host's command line (``--name``, ``-tp``)."""
+FLAG_NAME = re.compile(r"-?-[A-Za-z0-9][A-Za-z0-9_.-]*")   # --name, -tp
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-"""An environment variable name."""
 
 
 def _check_name(kind: str, key) -> None:
@@ -308,7 +307,7 @@ class Experiment:
                                                    "speed-up (95% CI by round)", "p", "significant", "not valid"))
         body = ""
         for r in self.rows():
-            known = r["n"] > 1 and r["tok_s_lo"] == r["tok_s_lo"]
+            known = r["n"] > 1 and not is_nan(r["tok_s_lo"])
             ci = (f"{r['tok_s']:.1f} [{r['tok_s_lo']:.1f}, {r['tok_s_hi']:.1f}]" if known else
                   f"{r['tok_s']:.1f} (too few repeats for an interval)" if r["n"] > 1 else
                   f"{r['tok_s']:.1f}" if r["n"] else "")
@@ -316,16 +315,12 @@ class Experiment:
                      f"<td>{r['ttft_ms']:.1f}</td><td>{r['itl_ms']:.2f}</td><td>{r['speedup']:.3f}"
                      + (f" [{r['speedup_lo']:.3f}, {r['speedup_hi']:.3f}]"
                         if not math.isnan(r.get("speedup_lo", math.nan)) else "") + "</td>"
-                     f"<td>{_p(r['p_value'])}</td>"
+                     f"<td>{'' if math.isnan(r['p_value']) else format(r['p_value'], '.3g')}</td>"
                      f"<td>{'yes' if r['significant'] else ''}</td>"
                      f"<td>{html.escape(r['validity']) if r.get('valid') is False else ''}</td></tr>")
         covers = (self.meta.get("statistics") or {}).get("covers", "")
         return (f"<div><b>experiment</b> <code>{html.escape(self.name)}</code><table><tr>{head}</tr>{body}</table>"
                 + (f"<small>95 % intervals: {html.escape(covers)}</small>" if covers else "") + "</div>")
-
-
-def _p(p: float) -> str:
-    return "" if math.isnan(p) else f"{p:.3g}"
 
 
 def _group_id(sess, name: str) -> str:
@@ -454,8 +449,7 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
     leftovers: list = []
     if old.is_file():
         prev = json.loads(old.read_text(encoding="utf-8"))
-        if [v["cmd"] for v in prev.get("variants", [])] != [v["cmd"] for v in variants] or \
-                [v["env"] for v in prev.get("variants", [])] != [v["env"] for v in variants]:
+        if [(v["cmd"], v["env"]) for v in prev.get("variants", [])] != [(v["cmd"], v["env"]) for v in variants]:
             raise ExperimentError(f"{old}: a different experiment is stored under the name {name!r}; "
                                   f"choose another name or remove that folder")
         leftovers = list(prev.get("leftovers", []))
@@ -465,10 +459,10 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
     sess.record(f"experiments/{name}", Provenance.measured(
         host=h.name, how=f"kit.experiment ({mode}, {repeats} repeats{', interleaved' if interleave else ''}): "
                          f"{base_cmd}", note="per-variant command and environment in variant.json"))
-    bench_kw = {"requests": 6, "warmup": 2, "max_tokens": 64, "prompt_tokens": 32}
-    bench_kw.update(bench or {})
-    bench_kw["concurrency"] = (1,)
-    bench_kw["repeats"] = 1
+    bench_kw = {"requests": 6, "warmup": 2, "max_tokens": 64, "prompt_tokens": 32, **(bench or {}),
+                "concurrency": (1,), "repeats": 1}
+    server_kw = dict(port=port, engine=engine, ready_timeout=ready_timeout, progress=progress, url=url, cwd=cwd,
+                     group=group, **({"workdir": workdir} if workdir else {}))  # None: the Server's default
     exp = Experiment(sess, name, alpha=alpha, min_effect=min_effect)
     runs: dict[int, list[dict | None]] = {i: [None] * repeats for i in range(len(variants))}
     for i, v in enumerate(variants):
@@ -488,9 +482,7 @@ def experiment(base_cmd: str, *, matrix: dict | None = None, flags: dict | None 
         v = variants[i]
         if runs[i][r] is not None:
             continue
-        runs[i][r] = _one_run(h, sess, d, v, r, k, name=name, group=group, port=port, engine=engine,
-                              ready_timeout=ready_timeout, progress=progress, url=url, cwd=cwd, workdir=workdir,
-                              bench_kw=bench_kw, profile=profile and r == 0, profile_steps=profile_steps)
+        runs[i][r] = _one_run(h, sess, d, v, r, k, name, server_kw, bench_kw, profile and r == 0, profile_steps)
         result = _aggregate(v, runs[i], h.name)
         _write_json(d / v["slug"] / "result.json", result)
         if on_variant is not None:
@@ -509,8 +501,8 @@ def _bench_row(res: LoadResult) -> dict:
             "failed": rep["requests_failed"]}
 
 
-def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, engine, ready_timeout, progress,
-             url, cwd, workdir, bench_kw, profile, profile_steps) -> dict:
+def _one_run(h, sess, d: Path, v: dict, r: int, k: int, name: str, server_kw: dict, bench_kw: dict, profile: bool,
+             profile_steps: int) -> dict:
     """One engine start, one bench repeat (and a profile), stop; ``rep<r>/run.json`` written last."""
     rdir = d / v["slug"] / f"rep{r}"
     rdir.mkdir(parents=True, exist_ok=True)
@@ -519,10 +511,8 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
                            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     srv = None
     try:
-        srv = Server(h, v["cmd"], env=v["env"], port=port, engine=engine, session=sess,
-                     name=f"{name}-{v['slug']}-r{r}", ready_timeout=ready_timeout, progress=progress, url=url,
-                     cwd=cwd, log=rdir / "server.log", record=rdir / "engine.json", group=group,
-                     **({"workdir": workdir} if workdir else {}))  # None: the Server's default
+        srv = Server(h, v["cmd"], env=v["env"], session=sess, name=f"{name}-{v['slug']}-r{r}",
+                     log=rdir / "server.log", record=rdir / "engine.json", **server_kw)
         with srv:
             # what the engine reports about itself (get_server_info, /proc/PID/environ), for kit.audit
             run["settings"] = capture_settings(srv.url, rdir, host=h, pid=srv.job.pid if srv.job else None)
@@ -541,7 +531,8 @@ def _one_run(h, sess, d: Path, v: dict, r: int, k: int, *, name, group, port, en
     run["server"] = srv.describe() if srv is not None else {}
     run["engine"] = ({"pid": srv.job.pid if srv.job else None, "tag": srv.tag, "port": srv.port,
                       "port_owner": srv.owner, "stopped": srv.stopped} if srv is not None else
-                     {"pid": None, "tag": None, "port": port, "port_owner": "not started", "stopped": None})
+                     {"pid": None, "tag": None, "port": server_kw["port"], "port_owner": "not started",
+                      "stopped": None})
     run["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     _write_json(rdir / "run.json", run)
     return run

@@ -1,10 +1,22 @@
 """Profiling a live engine through its own HTTP endpoints (``Server.profile``): start and stop the torch
 profiler, keep requests flowing while it records, wait for complete trace files and pull them into the session.
 
-Endpoints (see ``_server.py``'s docstring for where each was read): SGLang's ``/start_profile`` with a body
-(``output_dir``, ``activities``, ``num_steps``), vLLM's ``/start_profile`` and ``/stop_profile`` without one.
-A POST goes through the engine's host (curl, else python3; the engine may listen on its loopback only), or
-through the SSH forward when the server is reached through one.
+A POST goes through the engine's host (curl, else python3: the engine may listen on its loopback only), or
+through the SSH forward when the server is reached through one. The endpoints, as read from the engines' source:
+
+- **SGLang** (0.5.9 ``srt/entrypoints/http_server.py`` ``/start_profile`` GET|POST, body
+  ``ProfileReqInput`` in ``srt/managers/io_struct.py``): ``output_dir`` (default
+  ``$SGLANG_TORCH_PROFILER_DIR`` or ``/tmp``), ``start_step``, ``num_steps`` (stops by itself
+  after that many forward steps), ``activities`` (``CPU``, ``GPU``, ``MEM``, ``RPD``),
+  ``profile_by_stage``, ``with_stack``, ``record_shapes``, ``merge_profiles``, ``profile_prefix``,
+  ``profile_stages``; ``/stop_profile`` takes no body. Files
+  ``{output_dir}/{profile_id}-TP-{rank}[-DP-..][-PP-..][-EP-..].trace.json.gz`` where
+  ``profile_id`` is ``str(time.time())`` (``managers/scheduler_profiler_mixin.py``).
+- **vLLM** (``entrypoints/openai/api_server.py``, vllm-project/vllm at commit 048027f, and the later
+  ``entrypoints/serve/profile`` router): ``POST /start_profile`` and ``POST /stop_profile``, no
+  body; the routes exist only when ``VLLM_TORCH_PROFILER_DIR`` is set at start (newer releases:
+  ``--profiler-config``); traces ``*.pt.trace.json.gz`` land in that directory. There is no step
+  count, so ``profile(steps=...)`` is refused for vLLM: use ``seconds=``.
 """
 from __future__ import annotations
 
@@ -16,6 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable
 
+from kit import profile as _profile
+from kit.bench import list_models, stream_request
 from kit.errors import ServerError
 from kit.live import _reach
 from kit.util import clip
@@ -77,8 +91,8 @@ def profile(server, steps: int | None = None, seconds: float | None = None, *, l
                                   args=(server, stop_load, max_tokens) if load is True else (), daemon=True)
     code, text = post(server, "/start_profile", body)
     if code != 200:
-        raise ServerError(f"{server.host.name}: {server.local_url}/start_profile answered HTTP {code}: "
-                          f"{clip(text.strip(), 200)!r}", host=server.host.name, tail=server.tail(15))
+        raise server._error(f"{server.local_url}/start_profile answered HTTP {code}: {clip(text.strip(), 200)!r}",
+                            tail=server.tail(15))
     if loader is not None:
         loader.start()
     try:
@@ -86,8 +100,8 @@ def profile(server, steps: int | None = None, seconds: float | None = None, *, l
             time.sleep(float(seconds))
             code, text = post(server, "/stop_profile", None)
             if code != 200:
-                raise ServerError(f"{server.host.name}: {server.local_url}/stop_profile answered HTTP {code}: "
-                                  f"{clip(text.strip(), 200)!r}", host=server.host.name, tail=server.tail(15))
+                raise server._error(f"{server.local_url}/stop_profile answered HTTP {code}: "
+                                    f"{clip(text.strip(), 200)!r}", tail=server.tail(15))
         files = _wait_traces(server, d, before, timeout)
     finally:
         stop_load.set()
@@ -100,17 +114,10 @@ def profile(server, steps: int | None = None, seconds: float | None = None, *, l
     server._record(str(out_dir), how)
     if not parse:
         return local
-    from kit import profile as _profile  # deferred: pandas and the trace reader, only to parse what was pulled
-
     return _profile.load(local)
 
 def _drive(server, stop: threading.Event, max_tokens: int) -> None:
-    from kit.bench import stream_request  # deferred: the client loads only while a profile records
-
-    model = None
     try:
-        from kit.bench import list_models  # deferred: as stream_request
-
         model = list_models(server.url)[0]
     except Exception:  # noqa: BLE001 - the engine may not list models; send without a name
         model = ""
@@ -129,13 +136,11 @@ def _wait_traces(server, d: str, before: dict[str, int], timeout: float) -> list
                 return sorted(now)
         last = now
         if not server.alive:
-            raise ServerError(f"{server.host.name}: server {server.name} died while profiling; log ends: "
-                              f"{clip(' | '.join(list(server._tail)[-3:]), 300)}", host=server.host.name,
-                              tail=server.tail(15))
+            raise server._error(f"server {server.name} died while profiling; log ends: "
+                                f"{clip(' | '.join(list(server._tail)[-3:]), 300)}", tail=server.tail(15))
         if time.monotonic() - t0 > timeout:
-            raise ServerError(f"{server.host.name}: no complete trace in {d} after {timeout:g} s "
-                              f"(server {server.name}); last log line: {clip(server.tail(1), 200)!r}",
-                              host=server.host.name, tail=server.tail(15))
+            raise server._error(f"no complete trace in {d} after {timeout:g} s (server {server.name}); last log "
+                                f"line: {clip(server.tail(1), 200)!r}", tail=server.tail(15))
         time.sleep(max(server.poll, 0.5))
 
 def _pull(server, files: list[str], out_dir: Path) -> list[Path]:

@@ -6,23 +6,7 @@ poll returns the new log bytes, whether the job is alive and the health endpoint
 is appended to the session (``logs/<name>.log``), the phase (weights, KV cache, graph capture,
 ready) is read from it and shown in a tqdm bar. A process that dies raises ServerError with the
 log's last lines. ``stop()`` runs from the context manager, on any exception while starting, and at
-interpreter exit, so no engine is left behind.
-
-Profiler endpoints, as read from the engines' source:
-
-- **SGLang** (0.5.9 ``srt/entrypoints/http_server.py`` ``/start_profile`` GET|POST, body
-  ``ProfileReqInput`` in ``srt/managers/io_struct.py``): ``output_dir`` (default
-  ``$SGLANG_TORCH_PROFILER_DIR`` or ``/tmp``), ``start_step``, ``num_steps`` (stops by itself
-  after that many forward steps), ``activities`` (``CPU``, ``GPU``, ``MEM``, ``RPD``),
-  ``profile_by_stage``, ``with_stack``, ``record_shapes``, ``merge_profiles``, ``profile_prefix``,
-  ``profile_stages``; ``/stop_profile`` takes no body. Files
-  ``{output_dir}/{profile_id}-TP-{rank}[-DP-..][-PP-..][-EP-..].trace.json.gz`` where
-  ``profile_id`` is ``str(time.time())`` (``managers/scheduler_profiler_mixin.py``).
-- **vLLM** (``entrypoints/openai/api_server.py``, vllm-project/vllm at commit 048027f, and the later
-  ``entrypoints/serve/profile`` router): ``POST /start_profile`` and ``POST /stop_profile``, no
-  body; the routes exist only when ``VLLM_TORCH_PROFILER_DIR`` is set at start (newer releases:
-  ``--profiler-config``); traces ``*.pt.trace.json.gz`` land in that directory. There is no step
-  count, so ``profile(steps=...)`` is refused for vLLM: use ``seconds=``.
+interpreter exit, so no engine is left behind. The profiler endpoints: ``_profiling.py``.
 """
 from __future__ import annotations
 
@@ -115,8 +99,7 @@ class Server:
             raise ServerError(f"{exc} (or None: guessed from the command)") from None
         self.engine = "" if self.engine_def.name == "unknown" else self.engine_def.name
         m = re.search(r"--port[= ](\d+)", cmd)
-        self._free_port = port == "free"
-        if self._free_port:
+        if port == "free":
             if m:
                 raise ServerError(f"port='free' but the command already has {m.group(0)!r}")
             port = self._pick_free_port()
@@ -160,11 +143,10 @@ class Server:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def _pick_free_port(self) -> int:
-        res = self.host.run(_engine.free_port_script(), timeout=30)
+        res = self.host.run(_engine.FREE_PORT, timeout=30)
         out = res.stdout.strip().splitlines()
         if not res.ok or not out or not out[-1].isdigit():
-            raise ServerError(f"{self.host.name}: cannot find a free port ({clip(res.stderr.strip(), 200)!r})",
-                              host=self.host.name)
+            raise self._error(f"cannot find a free port ({clip(res.stderr.strip(), 200)!r})", tail="")
         return int(out[-1])
 
     def _refuse_busy_port(self) -> None:
@@ -173,10 +155,9 @@ class Server:
             return
         holders = _engine.port_holder(self.host, self.port)
         if holders:
-            raise ServerError(
-                f"{self.host.name}: port {self.port} is already in use by {_engine.describe_holders(holders)}; "
-                f"server {self.name} not started (stop that process, or use another port, e.g. port='free')",
-                host=self.host.name)
+            raise self._error(f"port {self.port} is already in use by {_engine.describe_holders(holders)}; server "
+                              f"{self.name} not started (stop that process, or use another port, e.g. port='free')",
+                              tail="")
 
     def start(self) -> "Server":
         """Start the command and wait until its own process listens on the port and answers
@@ -200,7 +181,7 @@ class Server:
         self._pos = self.job.offset
         try:
             self._write_record()
-            self._record_provenance()
+            self._record(str(self.log_path), "kit.live server log (followed from the host)")
             self._wait_ready()
             if not self._url_given:  # reached from here directly, or through a forward (kit/live/_reach.py)
                 self.url, self._forward = _reach.reach(self.host, self.port, self.url, self.forward, self.name)
@@ -277,8 +258,7 @@ class Server:
         left = self.pids()
         self._update_record(stopped=how, left=left)
         if left:
-            raise ServerError(f"{self.host.name}: server {self.name} (pid {self.job.pid}) still running after kill: "
-                              f"pids {left}", host=self.host.name)
+            raise self._error(f"server {self.name} (pid {self.job.pid}) still running after kill: pids {left}", tail="")
         return how
 
     # -- log ------------------------------------------------------------------------------------
@@ -293,6 +273,11 @@ class Server:
         self.sync_log()
         return "\n".join(list(self._tail)[-n:])
 
+    def _error(self, msg: str, tail: str | None = None) -> ServerError:
+        """A ServerError naming the host, with the log's last 15 lines (as read so far) unless ``tail`` is given."""
+        return ServerError(f"{self.host.name}: {msg}", host=self.host.name,
+                           tail="\n".join(list(self._tail)[-15:]) if tail is None else tail)
+
     def _poll(self, *, with_health: bool, limit: int = 1 << 20) -> tuple[int, bool, bool, str]:
         """One round trip: log size, alive, healthy (and, when healthy, who owns the port, in
         ``self.owner``), and the new log bytes. The bytes come base64-encoded, exactly ``size - pos``
@@ -303,7 +288,7 @@ class Server:
         if with_health:
             owner = (f'if [ "$c" = 200 ]; then\n{_engine.owner_script(self.port, self.tag, self.job.pid)}else o=-; fi\n'
                      if self.check_port else "o=unchecked\n")
-            urls = " ".join(_q(f"{self.local_url}{p}") for p in ("/health", "/v1/models"))
+            urls = " ".join(_q(f"{self.local_url}{p}") for p in _reach.HEALTH_PATHS)
             health = ("c=0; for u in " + urls + "; do "
                       "if command -v curl >/dev/null 2>&1; then "
                       "k=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 \"$u\" 2>/dev/null); "
@@ -320,15 +305,15 @@ class Server:
         try:
             res = self.host.run(script, timeout=30)
         except CommandTimeout as exc:
-            raise ServerError(f"{self.host.name}: polling server {self.name} timed out", host=self.host.name) from exc
+            raise self._error(f"polling server {self.name} timed out", tail="") from exc
         head, _, body = res.stdout.partition("\n")
         try:
             size, alive, code, owner = head.split()
             size = int(size)
             data = base64.b64decode(body.strip(), validate=True) if body.strip() else b""
         except (ValueError, binascii.Error):
-            raise ServerError(f"{self.host.name}: cannot poll server {self.name} (log {self.job.log}): "
-                              f"{clip(res.stderr.strip() or head, 200)!r}", host=self.host.name) from None
+            raise self._error(f"cannot poll server {self.name} (log {self.job.log}): "
+                              f"{clip(res.stderr.strip() or head, 200)!r}", tail="") from None
         if owner != "-":
             self.owner = owner
         if data:
@@ -348,13 +333,6 @@ class Server:
         return size, alive == "1", code == "200", ""
 
     # -- readiness ------------------------------------------------------------------------------
-    def _phase_of(self, lines: str) -> list[str]:
-        hits = []
-        for phase, rx in self.engine_def.phases:
-            if phase not in self.phases and re.search(rx, lines):
-                hits.append(phase)
-        return hits
-
     def _wait_ready(self) -> None:
         phases = [p for p, _ in self.engine_def.phases]
         bar = _bar(self, len(phases)) if self.progress else None
@@ -363,8 +341,8 @@ class Server:
             while True:
                 _, alive, healthy, text = self._poll(with_health=True)
                 now = time.monotonic() - self._t0
-                for ph in self._phase_of(text):
-                    self.phases[ph] = round(now, 3)
+                self.phases.update({ph: round(now, 3) for ph, rx in self.engine_def.phases
+                                    if ph not in self.phases and re.search(rx, text)})
                 ready = healthy and alive and self.owner in ("own", "unknown", "unchecked")
                 if ready and "ready" not in self.phases:
                     self.phases["ready"] = round(now, 3)
@@ -383,39 +361,32 @@ class Server:
                     return
                 if not alive:
                     self.sync_log()
-                    tail = "\n".join(list(self._tail)[-15:])
                     phase = phases[current] if current >= 0 else "start-up"
                     holders = _engine.port_holder(self.host, self.port) if self.check_port else []
+                    last = " | ".join(list(self._tail)[-3:])
                     if holders:
-                        raise ServerError(
-                            f"{self.host.name}: server {self.name} died after {now:.1f} s and port {self.port} is "
-                            f"held by {_engine.describe_holders(holders)}, not by this engine; nothing was measured "
-                            f"(log {self.log_path}); last lines: {clip(' | '.join(list(self._tail)[-3:]), 300)}",
-                            host=self.host.name, tail=tail)
-                    raise ServerError(
-                        f"{self.host.name}: server {self.name} died during {phase} after {now:.1f} s "
-                        f"(log {self.log_path}); last lines: {clip(' | '.join(list(self._tail)[-3:]), 400)}",
-                        host=self.host.name, tail=tail)
+                        raise self._error(
+                            f"server {self.name} died after {now:.1f} s and port {self.port} is held by "
+                            f"{_engine.describe_holders(holders)}, not by this engine; nothing was measured "
+                            f"(log {self.log_path}); last lines: {clip(last, 300)}")
+                    raise self._error(f"server {self.name} died during {phase} after {now:.1f} s "
+                                      f"(log {self.log_path}); last lines: {clip(last, 400)}")
                 if now > self.ready_timeout:
                     if healthy and self.owner == "none":
-                        raise ServerError(
-                            f"{self.host.name}: server {self.name}: {self.local_url} answers but no process listens "
-                            f"on port {self.port} in the host's /proc/net/tcp (an engine in a container or another "
-                            f"network namespace?); stopped after {self.ready_timeout:g} s; if a proxy of this engine "
-                            f"holds the port, pass check_port=False", host=self.host.name,
-                            tail="\n".join(list(self._tail)[-15:]))
+                        raise self._error(
+                            f"server {self.name}: {self.local_url} answers but no process listens on port "
+                            f"{self.port} in the host's /proc/net/tcp (an engine in a container or another network "
+                            f"namespace?); stopped after {self.ready_timeout:g} s; if a proxy of this engine holds "
+                            "the port, pass check_port=False")
                     if healthy and self.owner == "other":
-                        raise ServerError(
-                            f"{self.host.name}: server {self.name}: port {self.port} answers but is held by "
-                            f"{_engine.describe_holders(_engine.port_holder(self.host, self.port))}, "
-                            "not by this engine "
-                            f"(after {self.ready_timeout:g} s); stopped, nothing measured", host=self.host.name,
-                            tail="\n".join(list(self._tail)[-15:]))
-                    raise ServerError(
-                        f"{self.host.name}: server {self.name} not ready after {self.ready_timeout:g} s "
-                        f"(phase {phases[current] if current >= 0 else 'start-up'}); stopped; last line: "
-                        f"{clip(self._tail[-1] if self._tail else '', 200)!r}", host=self.host.name,
-                        tail="\n".join(list(self._tail)[-15:]))
+                        raise self._error(
+                            f"server {self.name}: port {self.port} answers but is held by "
+                            f"{_engine.describe_holders(_engine.port_holder(self.host, self.port))}, not by this "
+                            f"engine (after {self.ready_timeout:g} s); stopped, nothing measured")
+                    raise self._error(
+                        f"server {self.name} not ready after {self.ready_timeout:g} s (phase "
+                        f"{phases[current] if current >= 0 else 'start-up'}); stopped; last line: "
+                        f"{clip(self._tail[-1] if self._tail else '', 200)!r}")
                 time.sleep(self.poll)
         finally:
             if bar is not None:
@@ -442,18 +413,16 @@ class Server:
     # -- bench ----------------------------------------------------------------------------------
     def bench(self, *, name: str | None = None, **kwargs):
         """``kit.bench.single_stream`` against this server, saved to ``bench/<name>.json`` with provenance."""
-        name = name or f"{self.name}-bench"
-        res = single_stream(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
-        self._record(f"bench/{name}.json", "kit.bench.single_stream " + json.dumps(
-            {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list, tuple))}))
-        return res
+        return self._bench(single_stream, name or f"{self.name}-bench", kwargs)
 
     def load(self, *, name: str | None = None, **kwargs):
         """``kit.bench.sweep`` (request rates and/or concurrencies) against this server, every request
         saved to ``bench/<name>.json`` with provenance; returns the :class:`kit.bench.LoadResult`."""
-        name = name or f"{self.name}-load"
-        res = sweep(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
-        self._record(f"bench/{name}.json", "kit.bench.sweep " + json.dumps(
+        return self._bench(sweep, name or f"{self.name}-load", kwargs)
+
+    def _bench(self, run: Callable, name: str, kwargs: dict):
+        res = run(self.url, save=self.session.path("bench", f"{name}.json"), **kwargs)
+        self._record(f"bench/{name}.json", f"kit.bench.{run.__name__} " + json.dumps(
             {k: v for k, v in kwargs.items() if isinstance(v, (int, float, str, bool, list, tuple, dict))}))
         return res
 
@@ -471,9 +440,6 @@ class Server:
         env = " ".join(f"{k}={v}" for k, v in sorted(self.env.items()))
         self.session.record(rel, Provenance.measured(host=self.host.name, how=how,
                                                      note=f"server: {(env + ' ') if env else ''}{self.cmd}"))
-
-    def _record_provenance(self) -> None:
-        self._record(str(self.log_path), "kit.live server log (followed from the host)")
 
     def __repr__(self) -> str:
         state = self.stopped or ("ready" if self.ready_s is not None else "starting" if self.job else "not started")

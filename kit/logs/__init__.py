@@ -38,31 +38,7 @@ or 400-digit count, text in a numeric field) is dropped and counted in a warning
 at all, or a JSON that is not a benchmark result raises :class:`kit.errors.LogFormatError` with one line
 naming the file.
 
-Files:
-
-- ``_api.py``: read / parse_* / spec_summary and LogData: the public façade
-- ``_records.py``: the records, at the bottom: ``Settings``/``SettingEvidence``, ``LogFormat`` (a row of the
-  engine table), the scan ``State``
-- ``_formats.py``: the engine table: one row per log format, in the order the scan tries them
-- ``_scan.py``: the one scan: each line offered to the table's parsers behind cheap substring checks,
-  settings evidence recorded with its line as it reads
-- ``_parallel.py``: large local files cut at line boundaries and scanned by worker processes
-- ``_table.py``: column lists -> typed pandas tables
-- ``_checks.py``: physical-range checks: impossible values (negative, infinite, not numbers) dropped and counted
-- ``_sglang.py``: SGLang server log lines (Decode/Prefill batch, server_args dump, graph sizes, backend)
-- ``_vllm.py``: vLLM server log lines (throughput, speculative metrics, engine config, version, backend)
-- ``_bench.py``: benchmark result blocks and JSON/JSONL results
-- ``_nccl.py``: NCCL_DEBUG=INFO lines (and the environment echoes and transports they show)
-- ``_common.py``: lines any engine prints: custom all-reduce off, no P2P, slow tokenizer, launch notes
-- ``_settings.py``: effective settings of an engine run (``settings(paths, host=)`` -> :class:`Settings`):
-  the evidence the scan recorded, plus ``/get_server_info`` JSON, environment and topology captures
-- ``_steps.py``: an engine's own records for latency reconciliation (``step_records``: the finest level a file
-  holds, by the readers each engine names in ``kit.engines``; one record type, ``StepRecords``, with its
-  ``level``); tinyserve's Step/Request record lines as a row of the one scan
-- ``_otlp.py``: an OTLP trace export in protobuf -> its OTLP/JSON form (``otlp_json``), no protobuf library
-- ``_engine_records.py``: the coarser records: vLLM's OTLP request spans, SGLang's request time statistics
-  (a row of the scan) and decode lines per interval, vLLM's throughput lines, TensorRT-LLM's iteration statistics
-- ``_spec.py``: speculative acceptance normalised across engines and versions; SpecSummary
+Each private module's docstring says what it holds (``_api.py`` the façade; CONTRIBUTING.md maps them).
 
 A new engine's log format is named by its engine module (``kit.engines``); ``_formats.py`` builds the table
 from the registry. What an engine module outside the kit needs is public: :class:`LogFormat` (a row: its

@@ -6,6 +6,8 @@ import html
 import io
 import os
 import tempfile
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -32,38 +34,38 @@ KINDS = ("decode", "prefill", "throughput", "spec", "bench", "nccl")
 _SNIFF = 8192
 
 
+@dataclass(eq=False, repr=False)
 class LogData:
     """One parsed log: a DataFrame per record kind plus what was learnt about the engine.
 
-    Attributes: ``name`` (file or ``host:path``), ``engine``, ``version``, ``decode``, ``prefill``,
-    ``throughput``, ``spec``, ``bench``, ``nccl`` (DataFrames; empty with the core columns when
-    absent), ``server_args`` (dict), ``lines``, ``unknown_lines``, ``torn_lines``, ``warnings``
-    (list of str), ``k`` (draft tokens per step used for normalisation, or None), ``sglang_formats``
-    (Decode-line format variants seen: ``dot`` <= 0.5.3, ``bracket`` 0.5.4, ``trailing`` 0.5.6-0.5.8,
-    ``comma`` >= 0.5.9, with counts; they date the engine when the version is unknown).
+    ``name`` (file or ``host:path``), ``engine``, ``version``, ``tables`` (``decode``, ``prefill``, ``throughput``,
+    ``spec``, ``bench``, ``nccl``, also as attributes: empty with the core columns when absent), ``server_args``
+    (dict), ``lines``, ``unknown_lines``, ``torn_lines``, ``warnings``, ``k`` (draft tokens per step used for
+    normalisation, or None), ``sglang_formats`` (Decode-line format variants seen: ``dot`` <= 0.5.3, ``bracket``
+    0.5.4, ``trailing`` 0.5.6-0.5.8, ``comma`` >= 0.5.9, with counts; they date the engine when the version is
+    unknown).
     """
 
-    def __init__(self, name: str, engine: str, version: str, tables: dict[str, pd.DataFrame],
-                 server_args: dict, lines: int, unknown: int, torn: int, warnings: list[str],
-                 k: int | None, sglang_formats: dict[str, int]) -> None:
-        self.name = name
-        self.engine = engine
-        self.version = version
-        self.tables = tables
-        self.server_args = mask_secrets(server_args) if server_args else server_args  # api_key: never repeated
-        self.lines = lines
-        self.unknown_lines = unknown
-        self.torn_lines = torn
-        self.warnings = warnings
-        self.k = k
-        self.sglang_formats = sglang_formats
-        self._provenance = None
-        self.engine_inferred = False  # True when the engine was guessed from line formats alone (see warnings)
-        # what the scan read for kit.logs.settings: evidence (line, what, payload, found) in line order,
-        # NCCL transports, the engine table's rows (whose ``batches`` read the tables)
-        self.said: list[tuple] = []
-        self.transports: dict[str, tuple[int, str]] = {}
-        self.formats: tuple = ()
+    name: str
+    engine: str
+    version: str
+    tables: dict[str, pd.DataFrame]
+    server_args: dict
+    lines: int
+    unknown_lines: int
+    torn_lines: int
+    warnings: list[str]
+    k: int | None
+    sglang_formats: dict[str, int]
+    engine_inferred: bool = False  # True when the engine was guessed from line formats alone (see warnings)
+    # what the scan read for kit.logs.settings: evidence (line, what, payload, found) in line order,
+    # NCCL transports, the engine table's rows (whose ``batches`` read the tables)
+    said: list[tuple] = field(default_factory=list)
+    transports: dict[str, tuple[int, str]] = field(default_factory=dict)
+    formats: tuple = ()
+
+    def __post_init__(self) -> None:
+        self.server_args = mask_secrets(self.server_args) if self.server_args else self.server_args  # api_key: masked
 
     decode = property(lambda self: self.tables["decode"], doc="SGLang Decode batch lines, one row each.")
     prefill = property(lambda self: self.tables["prefill"], doc="SGLang Prefill batch lines, one row each.")
@@ -83,10 +85,8 @@ class LogData:
         return {k: len(v) for k, v in self.tables.items() if len(v)}
 
     def decode_tok_s(self, *, running: int | None = 1, include_after_idle: bool = False) -> float:
-        """Median decode throughput (tok/s) over the log's windows: SGLang ``gen throughput`` of its
-        Decode lines, else vLLM ``Avg generation throughput``. By default only single-stream windows
-        (``running`` requests == 1; ``None`` takes all) and never the first window after idle, whose
-        figure is diluted by the idle time. NaN when no window qualifies."""
+        """Median decode throughput (tok/s) of the log's windows (SGLang's Decode lines, else vLLM's throughput
+        lines) with ``running`` requests (``None``: any), never a first window after idle; NaN when none."""
         if len(self.decode):
             t, col, run = self.decode, "gen_throughput", "running_req"
         else:
@@ -100,18 +100,12 @@ class LogData:
             keep &= t[run] == running
         return float(t.loc[keep, col].median()) if keep.any() else float("nan")
 
-    @property
+    @cached_property
     def provenance(self):
         """Where the parsed file came from (``kit.provenance.Provenance``: measured, third-party, sample
         ...), from the nearest session manifest or the marks in the file; ``unknown`` for text, lines
         or a file fetched from a host. Set it explicitly when known (``log.provenance = ...``)."""
-        if self._provenance is None:
-            self._provenance = provenance_of(self.name)
-        return self._provenance
-
-    @provenance.setter
-    def provenance(self, value) -> None:
-        self._provenance = value
+        return provenance_of(self.name)
 
     @property
     def caches(self) -> pd.DataFrame:
@@ -161,19 +155,13 @@ class LogData:
                 + (f"<ul>{warn}</ul>" if warn else "") + "</div>")
 
 
-# --------------------------------------------------------------------------- entry points
-
 @recorded("logs")
 def read(path: str | os.PathLike, *, host=None, engine: str | None = None, version: str | None = None,
          k: int | None = None) -> LogData:
-    """Parse a serving log, NCCL debug output or benchmark result (text, JSON or JSONL).
-
-    ``path``: a local file, or a path on ``host`` (a :mod:`kit.remote` Host: the file is copied
-    with ``host.get`` into a temporary directory, parsed, and the copy deleted).
-    ``engine`` ('sglang'/'vllm'): overrides detection. ``version``: used when the log does not print
-    one (vLLM prints its version; SGLang does not). ``k``: draft tokens per verify step, when neither
-    the log (server_args, per-position list) nor the numbers tell it.
-    """
+    """Parse a serving log, NCCL debug output or benchmark result (text, JSON or JSONL): a local file, or a path
+    on ``host`` (a :mod:`kit.remote` Host; copied into a temporary directory, parsed, the copy deleted).
+    ``engine`` overrides detection; ``version`` applies when the log prints none (SGLang's do not); ``k``: draft
+    tokens per verify step, when neither the log (server_args, per-position list) nor the numbers tell it."""
     if host is not None:
         return _read_on_host(path, host, engine=engine, version=version, k=k)
     return _read_file(path, engine=engine, version=version, k=k, parallel=True)
@@ -195,17 +183,17 @@ def _read_file(path, *, engine: str | None, version: str | None, k: int | None, 
             head = fb.read(_SNIFF)
     except OSError as exc:
         raise LogFormatError(f"{name}: cannot read ({exc.strerror})", path=name) from None
-    _check_head(head, name)
+    if not head.strip():
+        raise LogFormatError(f"{name}: empty file, not a log", path=name)
+    if b"\x00" in head:
+        raise LogFormatError(f"{name}: binary file (NUL bytes), not a text log", path=name)
     if _looks_json(head):
         with open(p, encoding="utf-8", errors="replace") as f:
             return _from_bench_rows(_bench.parse_json_text(f.read(), name), name, engine, version)
     with no_gc():
         st = None
-        if parallel:
-            size = p.stat().st_size
-            n_workers = _par.workers()
-            if size >= _par.PARALLEL_MIN and n_workers > 1:
-                st = _par.scan_parallel(str(p), size, n_workers)
+        if parallel and (size := p.stat().st_size) >= _par.PARALLEL_MIN:
+            st = _par.scan_parallel(str(p), size, _par.workers())
         if st is None:
             st = _scan.new_state()
             with open(p, encoding="utf-8", errors="replace", newline=None) as f:
@@ -237,14 +225,10 @@ def parse_vllm(source, *, version: str | None = None, k: int | None = None) -> L
 
 @recorded("bench")
 def parse_bench(source) -> pd.DataFrame:
-    """Benchmark output -> one row per run with normalised columns (``tool``, ``engine``,
-    ``output_throughput`` tok/s, ``mean_tpot_ms``, ``median_ttft_ms``, ``mean_itl_ms`` ...).
-
-    ``source``: a text file with result blocks (``sglang.bench_serving``, ``vllm bench serve``,
-    ``bench_one_batch``, ``bench_one_batch_server``, ``vllm bench latency``), a JSON/JSONL result
-    file, or such text itself. LogFormatError when nothing in it is a benchmark result. What was
-    dropped on the way (an impossible value: negative, infinite, not a number) is said in
-    ``.attrs["warnings"]``."""
+    """Benchmark output (a text file of result blocks, a JSON/JSONL result file, or such text) -> one row per run
+    with normalised columns (``tool``, ``engine``, ``output_throughput`` tok/s, ``mean_tpot_ms`` ...); what was
+    dropped on the way (an impossible value) is said in ``.attrs["warnings"]``. LogFormatError when nothing in it
+    is a benchmark result."""
     data = _dispatch(source)
     if not len(data.bench):
         raise LogFormatError(f"{data.name}: no benchmark result found", path=data.name)
@@ -274,8 +258,6 @@ def spec_summary(source, *, engine: str | None = None, version: str | None = Non
                            include_after_idle=include_after_idle)
 
 
-# --------------------------------------------------------------------------- helpers
-
 def _dispatch(source, *, engine: str | None = None, version: str | None = None, k: int | None = None) -> LogData:
     if isinstance(source, LogData):
         return source
@@ -286,13 +268,6 @@ def _dispatch(source, *, engine: str | None = None, version: str | None = None, 
     if isinstance(source, (str, os.PathLike)):
         return read(source, engine=engine, version=version, k=k)
     return read_lines(source, engine=engine, version=version, k=k)
-
-
-def _check_head(head: bytes, name: str) -> None:
-    if not head.strip():
-        raise LogFormatError(f"{name}: empty file, not a log", path=name)
-    if b"\x00" in head:
-        raise LogFormatError(f"{name}: binary file (NUL bytes), not a text log", path=name)
 
 
 def _looks_json(head: bytes) -> bool:
@@ -398,14 +373,12 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         if fmt.build is not None:
             frames.update(fmt.build(st, warnings))
     bench = frames.get("bench", pd.DataFrame())
-    inferred = False
-    if guessed and engine != "unknown":
-        stated = (any(e == engine for e, _, _ in st.versions) or st.server_args is not None
-                  or ("backend" in bench.columns and bench["backend"].notna().any()))
-        if not stated:
-            inferred = True
-            warnings.append(f"engine {engine!r} inferred from the line format alone (no version banner, "
-                            "server_args, engine config or Backend line): pass engine= if that is wrong")
+    stated = (any(e == engine for e, _, _ in st.versions) or st.server_args is not None
+              or ("backend" in bench.columns and bench["backend"].notna().any()))
+    inferred = guessed and engine != "unknown" and not stated
+    if inferred:
+        warnings.append(f"engine {engine!r} inferred from the line format alone (no version banner, "
+                        "server_args, engine config or Backend line): pass engine= if that is wrong")
     decode = frames.get("decode", pd.DataFrame({c: [] for c in DECODE_COLUMNS}))
     spec = _spec_table(st, {**frames, "decode": decode}, engine, version, k, warnings)
     frames.pop("vllm_spec", None)
@@ -422,30 +395,15 @@ def _build(st: _scan.State, name: str, engine: str | None, version: str | None, 
         if len(t) and "time" in t.columns and pd.api.types.is_datetime64_any_dtype(t["time"]):
             t["elapsed_s"] = pd.Series(_elapsed_s(t["time"]), index=t.index, copy=False)  # no second copy
     _torn_and_truncated(st, warnings)
-    formats = _value_counts(decode["format"]) if len(decode) and "format" in decode.columns else {}
+    formats = {}
+    if len(decode) and "format" in decode.columns:
+        formats = {str(f): int(n) for f, n in decode["format"].value_counts(sort=False).items()}
     ks = pd.to_numeric(spec["k"], errors="coerce").dropna() if len(spec) else []
     k_used = int(ks.mode().iloc[0]) if len(ks) else k
     args = {kk: v for kk, v in (st.server_args or {}).items() if kk != "__truncated__"}
     release_freed_memory()
-    data = LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used, formats)
-    data.engine_inferred = inferred
-    data.said, data.transports, data.formats = st.said, st.transports, st.plan.formats
-    return data
-
-
-def _value_counts(col: pd.Series) -> dict[str, int]:
-    """``{value: count}`` as ``value_counts(sort=False)`` gives it (every category, in category
-    order, for a categorical), counted a slice at a time (no full-length temporaries)."""
-    if not isinstance(col.dtype, pd.CategoricalDtype):
-        return {str(f): int(n) for f, n in col.value_counts(sort=False).items()}
-    codes = col.array.codes
-    cats = col.array.categories
-    counts = np.zeros(len(cats), dtype=np.int64)
-    step = 1 << 18
-    for a in range(0, len(codes), step):
-        c = codes[a:a + step]
-        counts += np.bincount(c[c >= 0], minlength=len(cats))
-    return {str(f): int(n) for f, n in zip(cats, counts)}
+    return LogData(name, engine, version, tables, args, st.lines, st.unknown, st.torn, warnings, k_used, formats,
+                   inferred, st.said, st.transports, st.plan.formats)
 
 
 def _elapsed_s(time: pd.Series) -> np.ndarray:

@@ -1,13 +1,7 @@
-"""Benchmark outputs (private to ``kit.logs``): text blocks printed by ``sglang.bench_serving``,
-``vllm bench serve``, ``sglang.bench_one_batch``, ``sglang.bench_one_batch_server`` and
-``vllm bench latency``, and their JSON / JSONL result files. One row per run, normalised column names:
-
-    tool, engine, completed, duration_s, output_throughput (tok/s), total_throughput,
-    mean/median/p99_ttft_ms, mean/median/p99_tpot_ms, mean/median/p95/p99_itl_ms,
-    mean/median_e2e_latency_ms, accept_length, spec_acceptance_rate (fraction) ...,
-    decode_tok_s (derived: per-request decode speed, see :func:`add_decode_tok_s`)
-
-Text blocks are multi-line, so the scanner hands every line to the open :class:`Block` first.
+"""Benchmark outputs (private to ``kit.logs``): the text blocks of ``sglang.bench_serving``, ``vllm bench
+serve``, ``sglang.bench_one_batch``, ``sglang.bench_one_batch_server`` and ``vllm bench latency`` (the scan
+hands every line to the open :class:`Block` first), and their JSON / JSONL result files: one row per run,
+normalised column names (``BENCH_COLUMNS`` first; ``decode_tok_s`` derived, see :func:`add_decode_tok_s`).
 """
 from __future__ import annotations
 
@@ -27,7 +21,6 @@ BENCH_COLUMNS = ("tool", "engine", "line", "completed", "duration_s", "output_th
 
 # Printed label -> column, where the generic rule (snake case, "(ms)" -> "_ms") is not enough.
 _LABELS = {
-    "Backend": "backend",
     "Traffic request rate": "request_rate",
     "Request rate configured (RPS)": "request_rate",
     "Max request concurrency": "max_concurrency",
@@ -43,22 +36,27 @@ _LABELS = {
     "Peak output token throughput (tok/s)": "peak_output_throughput",
     "Total token throughput (tok/s)": "total_throughput",
     "Total Token throughput (tok/s)": "total_throughput",  # vLLM <= 0.10
-    "Accept length": "accept_length",
     "Acceptance rate (%)": "spec_acceptance_rate",
     "Acceptance length": "spec_acceptance_length",
     "Drafts": "spec_drafts",
     "Draft tokens": "spec_draft_tokens",
     "Accepted tokens": "spec_accepted_tokens",
-    "Cache hit rate": "cache_hit_rate",
 }
 _METRIC = re.compile(r"^(Mean|Median|Std|Max|Min|P\d+(?:\.\d+)?) (.+?) \(ms\)$")
 _METRIC_NAMES = {"e2e latency": "e2e_latency", "e2el": "e2e_latency", "ttft": "ttft", "tpot": "tpot",
                  "itl": "itl"}
+# a section title or label only one engine's serving benchmark prints -> that engine
+_ENGINE_OF = {**dict.fromkeys(("Inter-Token Latency", "Backend", "Total generated tokens (retokenized)",
+                               "Accept length", "Max reqeuest concurrency", "Traffic request rate"), "sglang"),
+              **dict.fromkeys(("Inter-token Latency", "Speculative Decoding", "Failed requests",
+                               "Total Token throughput (tok/s)", "Maximum request concurrency",
+                               "Request rate configured (RPS)"), "vllm")}
 _PCT_LABELS = {"Acceptance rate (%)", "Cache hit rate"}
 _ONE_BATCH = re.compile(r"latency: *([0-9.]+) (m?s), (median )?throughput: *([0-9.]+) token/s")
 _LATENCY_PCT = re.compile(r"^(\d+)% percentile latency: ([0-9.eE+-]+) seconds")
 
 SERVING_END = "=" * 50
+_SERVING_TOOLS = {"sglang": "sglang.bench_serving", "vllm": "vllm bench serve"}
 
 
 def _label_column(label: str) -> str:
@@ -81,33 +79,43 @@ def _conv(text: str) -> Any:
 
 
 class Block:
-    """An open multi-line benchmark block; ``feed`` returns False when the line ends it (the line
-    is then offered to the other parsers)."""
+    """An open multi-line benchmark block (``st.block``): the scan offers it every line first (:meth:`take`)."""
 
     def __init__(self, tool: str, lineno: int, engine: str | None = None) -> None:
         self.row: dict[str, Any] = {"tool": tool, "engine": engine, "line": lineno}
         self.closed = False
         self.per_position: list[float] = []
-        self.phase: str | None = None
 
     def feed(self, line: str) -> bool:  # overridden
         raise NotImplementedError
 
     def take(self, st, line: str) -> bool:
-        """The scan's hook while this block is open (``st.block``): see :func:`take`."""
-        return take(st, line)
+        """True when the block took ``line`` (closed at its end); else the block is closed (truncated, for a
+        serving block) and the line is read as any other."""
+        if self.feed(line):
+            if self.closed:
+                self.close(st, truncated=False)
+            return True
+        self.close(st, truncated=isinstance(self, ServingBlock))
+        return False
 
-    def close_at_end(self, st) -> None:
-        """The scan's hook at the end of the input: see :func:`close`."""
-        close(st)
-
-    def finish(self, st, truncated: bool) -> None:
+    def close(self, st, truncated: bool | None = None) -> None:
+        """The block's row added to ``st.bench``; ``truncated`` None: at the end of the input (a serving block
+        not closed by its end line was cut)."""
         row = self.row
+        if truncated is None:
+            truncated = isinstance(self, ServingBlock) and not self.closed
+        st.block = None
+        if row["tool"] == "serving":
+            row["tool"] = _SERVING_TOOLS.get(row["engine"], "bench serve")
         if self.per_position:
             row["spec_per_position"] = tuple(self.per_position)
         if truncated:
             row["truncated"] = True
         st.bench.add(row)
+        st.hits["bench"] += 1
+        if row["engine"] in st.hits:
+            st.hits[row["engine"]] += 1
 
 
 class ServingBlock(Block):
@@ -123,11 +131,7 @@ class ServingBlock(Block):
                 return True
             return False
         if s.startswith("-"):
-            title = s.strip("-")
-            if title == "Inter-Token Latency":
-                self.row["engine"] = self.row["engine"] or "sglang"
-            elif title == "Inter-token Latency" or title == "Speculative Decoding":
-                self.row["engine"] = self.row["engine"] or "vllm"
+            self.row["engine"] = self.row["engine"] or _ENGINE_OF.get(s.strip("-"))
             return True
         label, sep, text = s.partition(":")
         if not sep:
@@ -148,12 +152,7 @@ class ServingBlock(Block):
         if label in _PCT_LABELS and isinstance(val, (int, float)) and not text.endswith("%"):
             val = val / 100.0
         self.row[col] = val
-        if label in ("Backend", "Total generated tokens (retokenized)", "Accept length",
-                     "Max reqeuest concurrency", "Traffic request rate"):
-            self.row["engine"] = self.row["engine"] or "sglang"
-        elif label in ("Failed requests", "Total Token throughput (tok/s)", "Maximum request concurrency",
-                       "Request rate configured (RPS)"):
-            self.row["engine"] = self.row["engine"] or "vllm"
+        self.row["engine"] = self.row["engine"] or _ENGINE_OF.get(label)
         return True
 
 
@@ -162,39 +161,27 @@ class OneBatchBlock(Block):
 
     def feed(self, line: str) -> bool:
         s = line.strip()
-        if s.startswith("Decode"):
-            if "Batch size:" in s:
-                try:
-                    self.row["batch_size"] = int(s.split("Batch size:", 1)[1].split(",", 1)[0])
-                except ValueError:
-                    return False
-                return True
-            if s.startswith("Decode.  ") or s.startswith("Decode. "):
-                m = _ONE_BATCH.search(s)
-                if m is None:
-                    return False
-                lat = float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
-                self.row["median_decode_latency_s"] = lat
-                self.row["median_tpot_ms"] = round(lat * 1000.0, 9)
-                self.row["output_throughput"] = float(m.group(4))
-                return True
-            return False
-        if s.startswith("Total. "):
-            m = _ONE_BATCH.search(s)
-            if m is None:
+        if s.startswith("Decode") and "Batch size:" in s:
+            try:
+                self.row["batch_size"] = int(s.split("Batch size:", 1)[1].split(",", 1)[0])
+            except ValueError:
                 return False
-            self.row["total_latency_s"] = float(m.group(1))
-            self.row["overall_throughput"] = float(m.group(4))
-            self.closed = True
             return True
-        return False
+        if s.startswith("Decode. "):
+            return self.summary(s, "median_decode_latency_s", "output_throughput")
+        self.closed = s.startswith("Total. ")
+        return self.closed and self.summary(s, "total_latency_s", "overall_throughput")
 
-    def start(self, s: str) -> bool:
+    def summary(self, s: str, latency: str, throughput: str) -> bool:
+        """A ``latency: X s, [median ]throughput: Y token/s`` line (the median decode latency also in ms)."""
         m = _ONE_BATCH.search(s)
         if m is None:
             return False
-        self.row["prefill_latency_s"] = float(m.group(1))
-        self.row["prefill_throughput"] = float(m.group(4))
+        decode = latency == "median_decode_latency_s"   # the one printed in ms too, and the TPOT
+        lat = self.row[latency] = float(m.group(1)) / (1000.0 if decode and m.group(2) == "ms" else 1.0)
+        if decode:
+            self.row["median_tpot_ms"] = round(lat * 1000.0, 9)
+        self.row[throughput] = float(m.group(4))
         return True
 
 
@@ -234,36 +221,6 @@ class LatencyBlock(Block):
         return True
 
 
-def start_block(line: str, lineno: int, st) -> Block | None:
-    """A block starting on this line, or None. Cheap checks first: called for every line."""
-    if "Benchmark Result" in line and line.lstrip().startswith("="):
-        return ServingBlock("serving", lineno)
-    s = line.strip()
-    if s.startswith("Prefill. latency:"):
-        blk = OneBatchBlock("sglang.bench_one_batch", lineno, "sglang")
-        blk.row["phase"] = st.bench_phase
-        return blk if blk.start(s) else None
-    if s.startswith("batch size: "):
-        blk = OneBatchServerBlock("sglang.bench_one_batch_server", lineno, "sglang")
-        return blk if blk.feed(s) else None
-    if s.startswith("Avg latency: ") and s.endswith("seconds"):
-        blk = LatencyBlock("vllm bench latency", lineno, "vllm")
-        try:
-            blk.row["avg_latency_s"] = float(s.split()[2])
-        except (ValueError, IndexError):
-            return None
-        return blk
-    return None
-
-
-def finish_serving_tool(row: dict) -> None:
-    if row.get("tool") == "serving":
-        eng = row.get("engine")
-        row["tool"] = {"sglang": "sglang.bench_serving", "vllm": "vllm bench serve"}.get(eng, "bench serve")
-
-
-# --------------------------------------------------------------------------- JSON / JSONL
-
 _JSON_RENAME = {
     "duration": "duration_s",
     "total_token_throughput": "total_throughput",
@@ -275,7 +232,6 @@ _JSON_RENAME = {
     "total_latency": "total_latency_s",
     "latency": "latency_s",
     "last_ttft": "last_ttft_s",
-    "last_gen_throughput": "last_gen_throughput",
     "acc_length": "accept_length",
     "avg_latency": "avg_latency_s",
     "spec_decode_acceptance_rate": "spec_acceptance_rate",
@@ -320,8 +276,7 @@ def json_row(obj: Any, name: str, index: int) -> dict:
             for p, v in val.items():
                 row[f"p{p}_latency_s"] = v
             continue
-        if col.startswith("mean_e2el") or col.startswith("median_e2el") or col.startswith("std_e2el") or (
-                col.startswith("p") and "_e2el_" in col):
+        if col.startswith(("mean_e2el", "median_e2el", "std_e2el")) or (col.startswith("p") and "_e2el_" in col):
             col = col.replace("e2el", "e2e_latency")
         if col == "spec_per_position" and isinstance(val, list):
             row[col] = tuple(float(x) / 100.0 if x > 1 else float(x) for x in val)
@@ -363,11 +318,8 @@ def parse_json_text(text: str, name: str) -> list[dict]:
 
 
 def add_decode_tok_s(bench):
-    """Add ``decode_tok_s``: the per-request decode speed a run measured, comparable across tools.
-
-    ``bench_one_batch_server`` prints it (``last_gen_throughput``); serving benchmarks give it as
-    1000 / median TPOT (ms). At batch/concurrency 1 this is single-stream tok/s; NaN when the run
-    printed neither. Returns a new frame."""
+    """``bench`` with ``decode_tok_s``, the per-request decode speed a run measured, comparable across tools:
+    ``last_gen_throughput`` (``bench_one_batch_server``), else 1000 / median TPOT (ms); NaN when neither."""
     if not len(bench):
         return bench
     out = 1000.0 / bench["median_tpot_ms"].astype(float) if "median_tpot_ms" in bench else None
@@ -380,39 +332,24 @@ def add_decode_tok_s(bench):
     return bench.assign(decode_tok_s=out if out is not None else float("nan"))
 
 
-
-# --------------------------------------------------------------------------- the engine table's row
-
-def take(st, line: str) -> bool:
-    """Feed ``line`` to the open block (``st.block``): True when the block took it (closed at its end);
-    else the block is closed (truncated, for a serving block) and the line is read as any other."""
-    blk = st.block
-    if blk.feed(line):
-        if blk.closed:
-            close(st, truncated=False)
-        return True
-    close(st, truncated=isinstance(blk, ServingBlock))
-    return False
-
-
-def close(st, truncated: bool | None = None) -> None:
-    """Close the open block; ``truncated`` None: at the end of the input (a serving block not closed by its
-    end line was cut)."""
-    blk = st.block
-    if truncated is None:
-        truncated = isinstance(blk, ServingBlock) and not blk.closed
-    st.block = None
-    finish_serving_tool(blk.row)
-    blk.finish(st, truncated)
-    st.hits["bench"] += 1
-    eng = blk.row.get("engine")
-    if eng in st.hits:
-        st.hits[eng] += 1
-
-
 def _start(line: str, lineno: int, st) -> int:
-    """A line that opens a result block."""
-    blk = start_block(line, lineno, st)
+    """A line that opens a result block (then ``st.block``); 0 when it opens none."""
+    s, blk = line.strip(), None
+    if "Benchmark Result" in line and s.startswith("="):
+        blk = ServingBlock("serving", lineno)
+    elif s.startswith("Prefill. latency:"):
+        blk = OneBatchBlock("sglang.bench_one_batch", lineno, "sglang")
+        blk.row["phase"] = st.bench_phase
+        blk = blk if blk.summary(s, "prefill_latency_s", "prefill_throughput") else None
+    elif s.startswith("batch size: "):
+        blk = OneBatchServerBlock("sglang.bench_one_batch_server", lineno, "sglang")
+        blk = blk if blk.feed(s) else None
+    elif s.startswith("Avg latency: ") and s.endswith("seconds"):
+        blk = LatencyBlock("vllm bench latency", lineno, "vllm")
+        try:
+            blk.row["avg_latency_s"] = float(s.split()[2])
+        except (ValueError, IndexError):
+            blk = None
     if blk is None:
         return 0
     st.block = blk

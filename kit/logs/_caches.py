@@ -1,11 +1,6 @@
-"""Cache usage that engines print, side by side: the KV cache and, for hybrids, the SWA and Mamba
-caches (private to ``kit.logs``).
-
-SGLang prints per Decode/Prefill line ``token usage`` (dense models), or ``#full token`` / ``full
-token usage`` plus ``#swa token`` / ``swa token usage`` (sliding-window hybrids) or ``mamba num`` /
-``mamba usage`` (Mamba / linear-attention hybrids: NemotronH, Qwen3-Next ...); vLLM V1 prints ``GPU KV
-cache usage: x%`` in its periodic throughput line. The Mamba cache holds one fixed-size state per
-running request (conv + SSM state), not per token: ``mamba num`` counts the states in use.
+"""Cache usage that engines print, side by side (private to ``kit.logs``): SGLang's ``token usage`` (dense),
+``full``/``swa token usage`` (sliding-window hybrids) or ``mamba usage`` (Mamba / linear-attention hybrids, one
+state per running request, not per token) per Decode/Prefill line; vLLM's ``GPU KV cache usage: x%``.
 """
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """Physical-range checks where printed values have become numbers (private to ``kit.logs``).
 
-Everything a serving log or a benchmark prints as a number is a count, a length, a duration, a
-throughput, a usage or a fraction: never negative, never infinite, never beyond ``LIMIT``, and a
-fraction (acceptance rate, cache hit rate) never above 1. A value that breaks this (a torn write,
-a bug, a hand-edited file: ``accept len: -1.00``, ``Output token throughput (tok/s): -62``,
-``10**400``, ``"ab"`` in a numeric field) is dropped, never used, and counted in one warning per
-column that names the first line holding it. NaN stays: engines print ``nan`` for an empty window
-and it is already "no value" to every statistic.
-
-How much goes with a bad value: a decode line keeps its other fields, but its acceptance pair
-(``accept_len``, ``accept_rate``) goes together, since the pair decides the acceptance definition;
-a vLLM acceptance record goes whole (its fields are one measurement); a benchmark run keeps its
+Everything a serving log or a benchmark prints as a number is a count, a length, a duration, a throughput, a
+usage or a fraction: never negative, never infinite, never beyond ``LIMIT``, a fraction never above 1. A value
+that breaks this (a torn write, a bug, a hand-edited file) is dropped and counted in one warning per column that
+names its first line; NaN (an empty window) stays. A decode line keeps its other fields but loses its acceptance
+pair together (the pair decides the definition); a vLLM acceptance record goes whole; a benchmark run keeps its
 other figures.
 """
 from __future__ import annotations
@@ -66,10 +60,7 @@ def _bad_mask(col: str, s: pd.Series) -> np.ndarray:
     """Rows whose value of ``col`` is bad, vectorised for numeric columns."""
     if s.dtype.kind in "iuf":
         a = s.to_numpy()
-        if s.dtype.kind == "f":
-            bad = np.isinf(a) | (a < 0) | (a > LIMIT)
-        else:
-            bad = (a < 0) | (a > LIMIT)
+        bad = np.isinf(a) | (a < 0) | (a > LIMIT)
         if col in FRACTIONS:
             bad |= a > 1.0 + 1e-9
         return np.asarray(bad, dtype=bool)

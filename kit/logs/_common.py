@@ -26,18 +26,18 @@ def _custom_ar_off(line: str, lineno: int, st) -> int:
     return records.TAKEN
 
 
-def _p2p_off(line: str, lineno: int, st) -> bool:
-    if not _P2P_OFF.search(line):
-        return False
-    st.say(lineno, "value", ("p2p", False, records.clip(line)), "P2P line")
-    return True
+def _says(regex: re.Pattern, key: str, value, found: str):
+    """A note: a line that ``regex`` finds says ``key`` is ``value``."""
+    def note(line: str, lineno: int, st) -> bool:
+        if not regex.search(line):
+            return False
+        st.say(lineno, "value", (key, value, records.clip(line)), found)
+        return True
+    return note
 
 
-def _slow_tokenizer(line: str, lineno: int, st) -> bool:
-    if not _SLOW_TOKENIZER.search(line):
-        return False
-    st.say(lineno, "value", ("tokenizer_mode", "slow", records.clip(line)), "slow tokenizer line")
-    return True
+_p2p_off = _says(_P2P_OFF, "p2p", False, "P2P line")
+_slow_tokenizer = _says(_SLOW_TOKENIZER, "tokenizer_mode", "slow", "slow tokenizer line")
 
 
 def _launched(line: str, lineno: int, st) -> bool:

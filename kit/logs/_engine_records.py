@@ -1,28 +1,9 @@
 """Engine records coarser than tinyserve's per-step lines, one reader per format (private to ``kit.logs``).
 
 Each engine names its readers in its module (``kit.engines``); :func:`kit.logs.step_records` offers a file to
-them and keeps the finest level found. Every reader returns a :class:`kit.logs._steps.StepRecords` or None
-(not its format):
-
-- :func:`request_spans` (vLLM, level ``request``): OpenTelemetry request spans as OTLP/JSON (an
-  ``ExportTraceServiceRequest`` document, or JSON lines of them as a collector's file exporter writes, or the
-  kit's own receiver's file): the ``llm_request`` spans of ``--otlp-traces-endpoint``, attributes
-  ``gen_ai.request.id``, ``gen_ai.usage.completion_tokens``, ``gen_ai.latency.time_in_queue``,
-  ``time_to_first_token``, ``e2e``, ``time_in_model_prefill`` / ``_decode`` / ``_inference``, and with
-  ``--collect-detailed-traces`` ``time_in_scheduler``, ``time_in_model_forward``, ``time_in_model_execute``
-  (seconds, the names of ``vllm/tracing.py``'s ``SpanAttributes``); the span's start is the arrival.
-- :func:`cb_spans` (transformers' continuous batching, level ``request``): the spans its ``traced`` decorator
-  emits (transformers 5.0 to 5.8, ``transformers/utils/metrics.py``) in the same OTLP/JSON forms: iterations
-  (``generation_loop``), their step and model forward, and each request's first-token and completion calls.
-- :data:`SGLANG_REQUESTS` and :func:`request_stats` (SGLang, level ``request``): the lines of
-  ``--enable-request-time-stats-logging``, ``Req Time Stats(rid=R, input len=N, output len=M, type=unified):
-  queue_duration=Xms, forward_duration=Yms, start_time=T`` (a row of the one log scan).
-- :func:`decode_intervals` (SGLang ``Decode batch`` lines, vLLM throughput lines, level ``interval``): the
-  time per token of one running request in each logging interval, ``#running-req / gen throughput``.
-- :func:`iteration_stats` (TensorRT-LLM, level ``iteration``): ``/metrics`` iteration statistics, a JSON list
-  of objects with ``iter``, ``iterLatencyMS``, ``numActiveRequests``, ``timestamp`` and
-  ``inflightBatchingStats`` (``numContextRequests``, ``numGenRequests``, ...), or JSON lines of such lists
-  (one per poll).
+them and keeps the finest level found. Every reader returns a :class:`kit.logs._steps.StepRecords`, or None when
+the file is not its format. OTLP/JSON comes as an ``ExportTraceServiceRequest`` document, JSON lines of them (a
+collector's file exporter) or the kit's own receiver's file.
 """
 from __future__ import annotations
 
@@ -90,7 +71,9 @@ def _ns(s: dict, key: str) -> float:
 
 
 def request_spans(src: RecordSource) -> StepRecords | None:
-    """vLLM's OpenTelemetry request spans from an OTLP/JSON export (level ``request``)."""
+    """vLLM's OpenTelemetry ``llm_request`` spans (``--otlp-traces-endpoint``; forward and execute times with
+    ``--collect-detailed-traces``) from an OTLP/JSON export (level ``request``): the attributes of
+    :data:`SPAN_COLUMNS`, in seconds; the span's start is the arrival."""
     spans = [s for s in _spans(src.json) if s.get("name") == REQUEST_SPAN]
     if not spans:
         return None
@@ -118,7 +101,6 @@ def request_spans(src: RecordSource) -> StepRecords | None:
     return StepRecords(src.name, pd.DataFrame(), reqs, warnings, "request", "vllm", source=how)
 
 
-# --------------------------------------------------------------------------- transformers' continuous batching
 CB_LOOP, CB_STEP, CB_FORWARD = "generation_loop", "_generation_step", "model_forward"
 CB_FIRST, CB_DONE = "record_ttft_metric", "record_request_completion"
 
@@ -132,18 +114,15 @@ def _cb_request_id(s: dict):
 
 
 def cb_spans(src: RecordSource) -> StepRecords | None:
-    """transformers' continuous-batching spans (``transformers.utils.metrics``' ``traced``) from an OTLP/JSON
+    """transformers' continuous-batching spans (5.0 to 5.8: ``transformers.utils.metrics``' ``traced``) from OTLP/JSON
     export (level ``request``): one ``generation_loop`` span per scheduler iteration, its ``_generation_step``
     (the batch's forward, logits and sampling) and ``model_forward``; per request, ``record_ttft_metric`` in the
     iteration of its first token and ``record_request_completion`` in that of its last (request id their third
-    argument). No span names the requests of an iteration, so the records are per request: ``output_tokens``
-    are the working iterations from the first token's to the last's (one token each: a decoding request
-    runs in every iteration of the FIFO scheduler), ``decode`` the time between the two metrics calls,
-    ``forward`` / ``execute`` the model forward / generation step summed over those iterations (the first
-    token's included, as vLLM's ``time_in_model_forward``), and ``decode_forward`` / ``decode_execute`` over the
-    iterations after the first token's (the interval ``decode`` spans: the split on one footing). Arrival and
-    TTFT stay unknown: the request's ``created_time`` argument is ``time.perf_counter()``, not the spans' wall
-    clock."""
+    argument). Per request: ``output_tokens`` the working iterations from the first token's to the last's (a
+    decoding request runs in every iteration of the FIFO scheduler), ``decode`` the time between the two calls,
+    ``forward`` / ``execute`` the model forward / generation step summed over those iterations (as vLLM's
+    ``time_in_model_forward``), ``decode_forward`` / ``decode_execute`` over those after the first token's.
+    Arrival and TTFT stay unknown (``created_time`` is ``time.perf_counter()``, not the spans' wall clock)."""
     spans = [s for s in _spans(src.json) if isinstance(s.get("name"), str)]
     loops = {s.get("spanId"): s for s in spans if s["name"] == CB_LOOP}
     if not loops or not any(s["name"] in (CB_FIRST, CB_DONE) for s in spans):
@@ -197,7 +176,6 @@ def cb_spans(src: RecordSource) -> StepRecords | None:
                               "generation step summed over them")
 
 
-# --------------------------------------------------------------------------- SGLang request time stats
 _REQ = re.compile(r"Req Time Stats\(rid=([^,\s)]+).*?input len=(\d+), output len=(\d+), type=(\w+)\): (.*)$")
 _DUR = re.compile(r"(\w+)_duration=(-?\d+(?:\.\d+)?)ms")
 _START = re.compile(r"(?:start_time|entry_time)=(\d+(?:\.\d+)?)\b")
@@ -224,7 +202,8 @@ SGLANG_REQUESTS = LogFormat(
 
 
 def request_stats(src: RecordSource) -> StepRecords | None:
-    """SGLang's request time statistics lines (level ``request``)."""
+    """SGLang's ``--enable-request-time-stats-logging`` lines, ``Req Time Stats(rid=R, input len=N, output len=M,
+    type=unified): queue_duration=Xms, forward_duration=Yms, start_time=T`` (level ``request``)."""
     log = src.log
     t = log.tables.get("sglang_requests") if log is not None else None
     if t is None or not len(t):
@@ -235,9 +214,9 @@ def request_stats(src: RecordSource) -> StepRecords | None:
                               "forward (prefill + decode) per request")
 
 
-# --------------------------------------------------------------------------- per logging interval
 def decode_intervals(src: RecordSource) -> StepRecords | None:
-    """SGLang's decode lines or vLLM's throughput lines: one row per logging interval (level ``interval``)."""
+    """SGLang's decode lines or vLLM's throughput lines: one row per logging interval (level ``interval``), the
+    time per token of one running request, ``#running-req / gen throughput``."""
     log = src.log
     if log is None:
         return None
@@ -262,9 +241,10 @@ def decode_intervals(src: RecordSource) -> StepRecords | None:
     return None
 
 
-# --------------------------------------------------------------------------- TensorRT-LLM iteration statistics
 def iteration_stats(src: RecordSource) -> StepRecords | None:
-    """TensorRT-LLM's ``/metrics`` iteration statistics (level ``iteration``)."""
+    """TensorRT-LLM's ``/metrics`` iteration statistics (level ``iteration``): a JSON list of objects with
+    ``iter``, ``iterLatencyMS``, ``numActiveRequests``, ``timestamp`` and ``inflightBatchingStats``, or JSON
+    lines of such lists (one per poll)."""
     doc = src.json
     items = doc if isinstance(doc, list) else [doc]
     flat = [x for it in items for x in (it if isinstance(it, list) else [it])]

@@ -1,13 +1,8 @@
-"""The engine table (private to ``kit.logs``): every log format ``kit.logs`` reads, one row each.
-
-A row is a :class:`kit.logs._records.LogFormat`. The engines' rows come from the registry
-(``kit.engines``: each engine names its formats, as an object or as ``"package.module:ATTR"``, in registry
-order), then the formats no engine owns: NCCL, benchmark output, lines any engine prints. The one scan
-(``_scan.py``) tries the rows' parsers in this order on every line; ``read`` builds each row's tables and
-``settings`` reads the evidence the scan recorded.
-
-A new engine's log format is named by its engine module (``kit/engines/``); its parsers may live there or
-in a file here (``tests/engines/test_toy_engine.py`` adds one as one file).
+"""The engine table (private to ``kit.logs``): every log format ``kit.logs`` reads, one
+:class:`kit.logs._records.LogFormat` row each, in the order the one scan tries them: the engines' formats from
+the registry (``kit.engines``: each engine names its own, as an object or as ``"package.module:ATTR"``), then
+those no engine owns (NCCL, benchmark output, lines any engine prints). ``tests/engines/test_toy_engine.py`` adds
+one as one file.
 """
 from __future__ import annotations
 

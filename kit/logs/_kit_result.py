@@ -1,13 +1,8 @@
-"""The kit's own benchmark result files (``kit.bench`` results, ``kit bench run --out``): recognised and read
-into one shape here, the one reader that ``kit audit``, ``kit bench parse``/``compare``, ``kit.bench`` and
-the MCP tools share.
-
-The shape is ``kit.bench.LoadResult``'s: run settings at the top and ``levels``, each with its
-``mode``, ``target``, ``label``, ``summary`` (the figures) and ``requests`` (every request). An older
-single-stream file (``repeats`` rows and a flat ``requests`` list, one concurrency sweep) is regrouped
-into concurrency levels with ``runs`` (the wall time of each repeat) and no ``summary``: the figures
-are ``kit.bench``'s to compute (parsers compute no statistics). :func:`kit_rows` gives a result's
-levels in the columns of other tools' benchmark output, so one gate and one table read both.
+"""The kit's own benchmark result files (``kit.bench`` results, ``kit bench run --out``) in one shape, the one
+reader that ``kit audit``, ``kit bench parse``/``compare``, ``kit.bench`` and the MCP tools share: that of
+``kit.bench.LoadResult`` (run settings, and ``levels`` each with ``mode``, ``target``, ``label``, ``summary`` and
+``requests``). An older single-stream file (``repeats`` and a flat ``requests`` list) is regrouped into
+concurrency levels with ``runs`` and no ``summary`` (the figures are ``kit.bench``'s to compute).
 """
 from __future__ import annotations
 

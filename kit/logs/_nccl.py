@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from kit.logs import _records as records
+from kit.logs._records import TAKEN, TORN
 from kit.redact import SECRET_MASK, secret_name
 
 NCCL_COLUMNS = ("line", "host", "pid", "dev", "kind", "name", "value", "channel", "nchannels", "ring",
@@ -33,24 +34,19 @@ _VERSION = re.compile(r"NCCL version (\S+)")
 _CHANNELS = re.compile(r"(\d+) (coll|collnet|nvls|p2p) channels(?!( per peer))")
 _INIT = re.compile(r"rank (\d+) nranks (\d+) .*Init COMPLETE")
 
-OK, TORN = 1, 2
 
 
 def parse_nccl_line(line: str, lineno: int, pos: int, st) -> int:
-    """One line containing ``NCCL`` at ``pos``; returns OK, TORN or 0 (not an NCCL debug line)."""
+    """One line containing ``NCCL`` at ``pos``; returns TAKEN, TORN or 0 (not an NCCL debug line)."""
     tail = line[pos + 5:]
-    if tail.startswith("INFO "):
-        level = "INFO"
-    elif tail.startswith("WARN "):
-        level = "WARN"
-    elif tail.startswith("IN") and not tail.startswith("INFO"):
-        return TORN  # e.g. "NCCL ININFO 10-24 ..." where two writers interleaved (vllm PR #27521)
-    else:
-        return 0
+    level = tail[:4]
+    if tail[4:5] != " " or level not in ("INFO", "WARN"):
+        # e.g. "NCCL ININFO 10-24 ..." where two writers interleaved (vllm PR #27521)
+        return TORN if tail.startswith("IN") and not tail.startswith("INFO") else 0
     row: dict[str, Any] = {"line": lineno}
     if pos:
         m = _PREFIX.match(line, 0, pos)
-        if m is not None and m.end() == pos and m.group("host"):
+        if m.end() == pos and m.group("host"):
             row["host"] = m.group("host")
             row["pid"] = int(m.group("pid"))
             row["dev"] = int(m.group("dev"))
@@ -59,10 +55,10 @@ def parse_nccl_line(line: str, lineno: int, pos: int, st) -> int:
         row["kind"] = "warn"
         row["value"] = msg
         st.nccl.add(row)
-        return OK
+        return TAKEN
     if _info_row(msg, row):
         st.nccl.add(row)
-    return OK
+    return TAKEN
 
 
 def _info_row(msg: str, row: dict[str, Any]) -> bool:
@@ -77,6 +73,8 @@ def _info_row(msg: str, row: dict[str, Any]) -> bool:
         return _channel_row(msg, row)
     elif "NCCL version" in msg:
         m = _VERSION.search(msg)
+        if m is None:   # "NCCL version" cut before the number
+            return False
         row["kind"], row["value"] = "version", m.group(1)
     elif " channels" in msg and "coll channels" in msg:
         row["kind"] = "channels"
@@ -169,8 +167,6 @@ def nccl_summary(df: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-# --------------------------------------------------------------------------- the engine table's row
-
 _ENV_ECHO = re.compile(r"NCCL INFO (NCCL_\w+) set by environment to (\S+?)\.?\s*$")
 _CONNECT = re.compile(r"NCCL INFO Channel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[(?:send|receive)\])? via (\w+)")
 _SHM = re.compile(r"NCCL INFO Channel \d+ : \d+\[\w+\] -> \d+\[\w+\] via direct shared memory")
@@ -192,11 +188,14 @@ def _said(line: str, lineno: int, st) -> bool:
     return False
 
 
+_nccl_line = records.first_of(("NCCL I", "NCCL W"), parse_nccl_line, "nccl")
+
+
 def _line(line: str, lineno: int, st) -> int:
     """An NCCL INFO / WARN debug line; lines with no settings evidence are still read by the notes."""
     said = _said(line, lineno, st)
-    r = records.first_of(line, lineno, st, ("NCCL I", "NCCL W"), parse_nccl_line, "nccl")
-    return records.TAKEN_SEE_NOTES if r == OK and not said else r
+    r = _nccl_line(line, lineno, st)
+    return records.TAKEN_SEE_NOTES if r == TAKEN and not said else r
 
 
 FORMAT = records.LogFormat("nccl", take=(("NCCL", _line),), tables={"nccl": records.columns()},

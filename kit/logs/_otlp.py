@@ -3,12 +3,8 @@
 vLLM exports its request spans over gRPC or OTLP/HTTP in protobuf (``vllm/tracing.py``: protocol ``grpc`` or
 ``http/protobuf``, never JSON), so the kit's own receiver (``kit.bench.otlp_receiver``) gets protobuf bodies
 and stores them as the JSON the span reader (``_engine_records.request_spans``) reads. The wire format is
-decoded here by hand, only the messages spans need (field numbers of ``opentelemetry/proto``:
-``ExportTraceServiceRequest`` 1 resource_spans; ``ResourceSpans`` 1 resource, 2 scope_spans;
-``ScopeSpans`` 1 scope, 2 spans; ``Span`` 1 trace_id, 2 span_id, 4 parent_span_id, 5 name, 6 kind,
-7/8 start/end time (fixed64 ns), 9 attributes; ``KeyValue`` 1 key, 2 value; ``AnyValue`` 1 string, 2 bool,
-3 int, 4 double; ``InstrumentationScope`` 1 name, 2 version; ``Resource`` 1 attributes): no protobuf
-library. A body that is not such a message raises ``LogFormatError``.
+decoded here by hand, only the messages spans need (the field numbers of ``opentelemetry/proto`` in the tables
+below): no protobuf library. A body that is not such a message raises ``LogFormatError``.
 """
 from __future__ import annotations
 
@@ -55,6 +51,7 @@ def _fields(b: bytes):
 
 
 def _any(b: bytes) -> dict:
+    """An ``AnyValue`` (a oneof: the first of string 1, bool 2, int 3, double 4)."""
     for num, wt, v in _fields(b):
         if num == 1 and wt == 2:
             return {"stringValue": v.decode("utf-8", "replace")}
@@ -67,56 +64,45 @@ def _any(b: bytes) -> dict:
     return {}
 
 
-def _kv(b: bytes) -> dict:
-    out: dict = {"key": "", "value": {}}
-    for num, wt, v in _fields(b):
-        if num == 1 and wt == 2:
-            out["key"] = v.decode("utf-8", "replace")
-        elif num == 2 and wt == 2:
-            out["value"] = _any(v)
-    return out
+def _message(schema: dict, start):
+    """A reader of one message kind: ``schema`` maps (field number, wire type) to (JSON key, reader of the
+    value); ``start()`` the JSON object before any field, whose lists gather the repeated fields."""
+    def read(b: bytes) -> dict:
+        out = start()
+        for num, wt, v in _fields(b):
+            if (num, wt) in schema:
+                key, value = schema[num, wt]
+                if isinstance(out.get(key), list):
+                    out[key].append(value(v))
+                else:
+                    out[key] = value(v)
+        return out
+    return read
 
 
-def _span(b: bytes) -> dict:
-    s: dict = {"attributes": []}
-    for num, wt, v in _fields(b):
-        if wt == 2 and num in (1, 2, 4):
-            s[{1: "traceId", 2: "spanId", 4: "parentSpanId"}[num]] = v.hex()
-        elif num == 5 and wt == 2:
-            s["name"] = v.decode("utf-8", "replace")
-        elif num == 6 and wt == 0:
-            s["kind"] = v
-        elif num in (7, 8) and wt == 1:
-            s["startTimeUnixNano" if num == 7 else "endTimeUnixNano"] = str(struct.unpack("<Q", v)[0])
-        elif num == 9 and wt == 2:
-            s["attributes"].append(_kv(v))
-    return s
+def _text(v: bytes) -> str:
+    return v.decode("utf-8", "replace")
 
 
-def _scope_spans(b: bytes) -> dict:
-    out: dict = {"scope": {}, "spans": []}
-    for num, wt, v in _fields(b):
-        if num == 1 and wt == 2:
-            out["scope"] = {("name" if n == 1 else "version"): x.decode("utf-8", "replace")
-                            for n, w, x in _fields(v) if n in (1, 2) and w == 2}
-        elif num == 2 and wt == 2:
-            out["spans"].append(_span(v))
-    return out
+def _nanos(v: bytes) -> str:
+    return str(struct.unpack("<Q", v)[0])
 
 
-def _resource_spans(b: bytes) -> dict:
-    out: dict = {"resource": {"attributes": []}, "scopeSpans": []}
-    for num, wt, v in _fields(b):
-        if num == 1 and wt == 2:
-            out["resource"]["attributes"] = [_kv(x) for n, w, x in _fields(v) if n == 1 and w == 2]
-        elif num == 2 and wt == 2:
-            out["scopeSpans"].append(_scope_spans(v))
-    return out
+_kv = _message({(1, 2): ("key", _text), (2, 2): ("value", _any)}, lambda: {"key": "", "value": {}})
+_span = _message({(1, 2): ("traceId", bytes.hex), (2, 2): ("spanId", bytes.hex), (4, 2): ("parentSpanId", bytes.hex),
+                  (5, 2): ("name", _text), (6, 0): ("kind", int), (7, 1): ("startTimeUnixNano", _nanos),
+                  (8, 1): ("endTimeUnixNano", _nanos), (9, 2): ("attributes", _kv)}, lambda: {"attributes": []})
+_scope = _message({(1, 2): ("name", _text), (2, 2): ("version", _text)}, dict)
+_scope_spans = _message({(1, 2): ("scope", _scope), (2, 2): ("spans", _span)}, lambda: {"scope": {}, "spans": []})
+_resource = _message({(1, 2): ("attributes", _kv)}, lambda: {"attributes": []})
+_resource_spans = _message({(1, 2): ("resource", _resource), (2, 2): ("scopeSpans", _scope_spans)},
+                           lambda: {"resource": {"attributes": []}, "scopeSpans": []})
+_request = _message({(1, 2): ("resourceSpans", _resource_spans)}, lambda: {"resourceSpans": []})
 
 
 def otlp_json(body: bytes, *, name: str = "<otlp>") -> dict:
     """An OTLP ``ExportTraceServiceRequest`` in protobuf -> its OTLP/JSON form (``resourceSpans`` ...)."""
     try:
-        return {"resourceSpans": [_resource_spans(v) for num, wt, v in _fields(bytes(body)) if num == 1 and wt == 2]}
+        return _request(bytes(body))
     except (ValueError, struct.error) as exc:
         raise LogFormatError(f"{name}: not an OTLP trace export request in protobuf ({exc})") from None

@@ -1,31 +1,18 @@
 """Parallel scan of a large log file over byte ranges (private to ``kit.logs``).
 
-A big log is cut into pieces of about ``PIECE`` bytes at *clean* line boundaries, and worker
-processes (one per core, see :func:`workers`) scan the pieces with the same code as the serial path
-(:func:`kit.logs._scan.scan_file`). The main process receives, in file order, each piece's SGLang
-batch rows as converted column arrays (already in line order) and its other records as row dicts
-(column lists when all rows of a kind have the same keys), which it adds to its own column lists
-exactly as the serial scan would (same columns, back-fill and flush points, hence the same
-dtypes), and merges everything into one :class:`~kit.logs._scan.State`,
-on which ``kit.logs`` builds the tables as for a serial scan. A worker holds one piece at a time,
-so its memory is flat in file size; the main process holds the table chunks.
+The file is cut into pieces of about ``PIECE`` bytes at clean line boundaries; forked worker processes (one per
+core, :func:`workers`) scan them with the serial code (``_scan.scan_file``), one piece in memory at a time. The
+calling process adds each piece's rows, in file order, to its own tables exactly as the serial scan would (same
+columns, back-fill and flush points, hence the same dtypes) and builds the tables as for a serial scan.
 
-What one line of a log can carry over to the next, and how it stays exact across a cut:
-
-* an open benchmark block, and the vLLM throughput line that the next ``SpecDecoding`` line takes
-  its throughput from: a cut is only made after a line starting with ``[`` or ``(`` (an SGLang or
-  vLLM logger header), which closes any block, and never after a throughput line;
-* line numbers: each piece counts from 1; the main process adds the lines of the pieces before;
-* the ``Warmup ...``/``Benchmark ...`` phase of ``bench_one_batch`` output: a piece starts with a
-  placeholder phase, replaced at merge time by the phase the pieces before it ended with;
-* engine evidence from unknown lines (only the first ``EVIDENCE_LIMIT`` unknown lines of the file
-  are inspected): recorded with each hit's ordinal and counted at merge time;
-* the "first window after idle" flag, the speculative normalisation and everything else that
-  looks at the whole run are computed once on the merged tables, as in the serial path.
-
-A piece whose cut cannot be made clean (no header line within ``SEARCH`` bytes) is merged with the
-next one; when fewer than two pieces remain, or a worker process dies, the caller scans serially.
-Workers are forked (no re-import); set ``KIT_LOG_WORKERS=1`` to always scan in the calling process.
+What one line carries over to the next stays exact across a cut: a cut is made only after an SGLang or vLLM
+logger line (starting with ``[`` or ``(``, which closes any benchmark block) that is not a throughput line (the
+next ``SpecDecoding`` line takes its throughput); line numbers are shifted by the lines of the pieces before; a
+piece starts with a placeholder ``bench_one_batch`` phase, replaced by the phase the pieces before ended with;
+engine evidence of unknown lines (only the file's first ``EVIDENCE_LIMIT`` are inspected) is recorded with its
+ordinal and counted at merge time; what looks at the whole run (after-idle flags, speculative normalisation)
+is computed on the merged tables. Too few pieces, or a worker that dies: the caller scans serially
+(``KIT_LOG_WORKERS=1``: always).
 """
 from __future__ import annotations
 
@@ -68,19 +55,15 @@ def plan(path: str, size: int) -> list[tuple[int, int]]:
     with open(path, "rb") as f:
         nominal = PIECE
         while nominal < size - PIECE // 2:
-            f.seek(max(nominal - 1, cuts[-1]))
-            window = f.read(SEARCH)
             base = max(nominal - 1, cuts[-1])
-            pos = window.find(b"\n")  # end of the (partial) line the nominal cut falls in
-            cut = None
-            while pos >= 0:
-                nxt = window.find(b"\n", pos + 1)
-                if nxt < 0:
+            f.seek(base)
+            lines = f.read(SEARCH).split(b"\n")  # the first: the (partial) line the nominal cut falls in
+            cut, end = None, base + len(lines[0]) + 1
+            for line in lines[1:-1]:   # the last one has no end in the window
+                end += len(line) + 1
+                if _clean_after(line):
+                    cut = end
                     break
-                if _clean_after(window[pos + 1:nxt + 1]):
-                    cut = base + nxt + 1
-                    break
-                pos = nxt
             if cut is not None and cut < size:
                 cuts.append(cut)
                 nominal = cut + PIECE
@@ -163,10 +146,8 @@ def _scan_piece(task: tuple[str, int, int, bool, int]) -> dict:
 
 
 def scan_parallel(path: str, size: int, n_workers: int) -> _scan.State | None:
-    """Scan ``path`` in worker processes; the merged State, or None when the caller should scan
-    serially (too few pieces, no fork start method, a cut that turned out not to be clean, a
-    worker that died or gave no result within ``PIECE_TIMEOUT`` seconds). Errors raised by the
-    parsers in a worker are raised here."""
+    """Scan ``path`` in worker processes: the merged State, or None when the caller should scan serially (too
+    few pieces, no fork, a cut not clean after all, a worker dead or silent for ``PIECE_TIMEOUT`` s)."""
     import multiprocessing as mp  # deferred: start-up (a small log is read without worker processes)
 
     if n_workers < 2 or "fork" not in mp.get_all_start_methods():

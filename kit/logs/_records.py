@@ -1,14 +1,6 @@
 """The records of ``kit.logs`` (private; the bottom file: it imports no other ``kit.logs`` module but
-``_table``, so every other file can import it without a circle).
-
-- :class:`SettingEvidence` / :class:`Settings`: one reported setting value with its file and line, and what one
-  engine run reported about itself (``kit.logs.settings``);
-- :class:`LogFormat`: one log format, a row of the engine table (``_formats.formats()``): its cheap markers
-  and line parsers, its tables, whether its lines name the engine, its version banner, the settings
-  evidence its lines carry;
-- :class:`State`: what one scan accumulates: the formats' column tables, engine hits, version banners,
-  the settings evidence read on the way (``said``), warnings, counts.
-"""
+``_table``): the settings evidence (:class:`SettingEvidence`, :class:`Settings`), a row of the engine table
+(:class:`LogFormat`) and what one scan accumulates (:class:`State`)."""
 from __future__ import annotations
 
 import re
@@ -17,9 +9,6 @@ from typing import Any, Callable
 
 import kit.engines
 from kit.logs._table import Columns
-
-__all__ = ["CLIP", "ENV_KEYS", "EVIDENCE_LIMIT", "flag_keys", "NORMALISED", "TAKEN", "TORN", "TAKEN_SEE_NOTES",
-           "LogFormat", "SettingEvidence", "Settings", "State", "clip", "columns", "first_of", "norm_backend", "truthy"]
 
 CLIP = 240  # characters of a line kept as an evidence's text
 DUMP_NOTE = re.compile(r"\((?:server_args dump|vLLM engine config|get_server_info JSON|launch note|NCCL echo|"
@@ -101,14 +90,10 @@ class SettingEvidence:
 
 @dataclass
 class Settings:
-    """What one engine run reported about itself.
-
-    ``args``: the engine's argument dump (SGLang server_args / get_server_info, vLLM engine config and
-    non-default args), raw keys. ``env``: environment variables of the engine process. ``evidence``:
-    every value with its file and line. ``effective``: normalised keys (:data:`NORMALISED`) -> value,
-    the engine's report winning over the arguments (an engine that disables custom all-reduce on its
-    own says so in its log). ``sources``: the files read and what was found in each.
-    """
+    """What one engine run reported about itself: ``args`` (its argument dumps, raw keys), ``env`` (its
+    process's environment), ``evidence`` (every value with its file and line), ``effective`` (normalised keys,
+    :data:`NORMALISED`, -> value: the engine's own report wins over the arguments), ``sources`` (the files read
+    and what was found in each)."""
 
     engine: str | None = None
     args: dict = field(default_factory=dict)
@@ -118,19 +103,11 @@ class Settings:
 
     @property
     def effective(self) -> dict:
-        out: dict[str, Any] = {}
-        for e in self.evidence:
-            if e.key in NORMALISED:
-                out[e.key] = e.value
-        return out
+        return {e.key: e.value for e in self.evidence if e.key in NORMALISED}
 
     def get(self, key: str) -> SettingEvidence | None:
         """The last (deciding) evidence for a normalised key, or for ``env:NAME`` / ``arg:NAME``."""
-        hit = None
-        for e in self.evidence:
-            if e.key == key:
-                hit = e
-        return hit
+        return next((e for e in reversed(self.evidence) if e.key == key), None)
 
     @staticmethod
     def key_for(setting: str) -> str | None:
@@ -153,10 +130,10 @@ class Settings:
         return [e for e in self.evidence if e.key == key]
 
     def to_dict(self) -> dict:
-        eff = {}
-        for k, v in self.effective.items():
-            eff[k] = sorted(v) if isinstance(v, set) else v
-        return {"engine": self.engine, "effective": eff, "args": _jsonable(self.args), "env": dict(self.env),
+        eff = {k: sorted(v) if isinstance(v, set) else v for k, v in self.effective.items()}
+        args = {k: v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else str(v)
+                for k, v in self.args.items()}
+        return {"engine": self.engine, "effective": eff, "args": args, "env": dict(self.env),
                 "evidence": [e.to_dict() for e in self.evidence], "sources": dict(self.sources)}
 
     def __repr__(self) -> str:
@@ -172,16 +149,7 @@ def _short(v) -> str:
     return repr(v)
 
 
-def _jsonable(d: dict) -> dict:
-    out = {}
-    for k, v in d.items():
-        out[k] = v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else str(v)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
 # the engine table's rows and the scan state
-# ---------------------------------------------------------------------------------------------
 TAKEN, TORN, TAKEN_SEE_NOTES = 1, 2, 3   # what a line parser returns (0: not its line)
 Parser = Callable[[str, int, "State"], int]
 
@@ -190,21 +158,16 @@ Parser = Callable[[str, int, "State"], int]
 class LogFormat:
     """One log format (an engine, NCCL, benchmark output): a row of ``kit.logs._formats.formats()``.
 
-    ``take``: ``(marker, parser)`` pairs: ``parser(line, lineno, state)`` runs on a line holding ``marker``
-    (a cheap substring check first) and returns ``TAKEN``, ``TORN``, ``TAKEN_SEE_NOTES`` (taken, and the
-    ``notes`` of every format still read it) or 0 (not its line: the next pair is tried). The parser adds
-    rows to the format's tables, engine hits (``state.hits[name]``), version banners and settings evidence
-    (``state.say``). ``notes``: ``(marker, reader)`` pairs run on lines no parser took: settings evidence
-    only (``reader(line, lineno, state)`` -> True when the line was one; the first that is wins).
-    ``tables``: the state's column tables it fills (name -> factory). ``build(state, warnings)`` -> its
-    DataFrames (``LogData.tables``). ``engine``: its hits name the engine of the log (the format with the
-    most hits; ties go to the later row). ``header``: the line prefix of the engine's logger, counted as
-    evidence on lines nothing took. ``banner``: ``(markers, regex)`` of the version banner (group 1 = the
-    version). ``batches(tables)`` -> None or (a frame of ``line``, ``running`` requests and ``graph``
-    (ran a CUDA graph, or None), the text of an evidence with ``{n}`` and ``{g}``): the running batch of each
-    scheduler line, for the ``decode_batch_max`` / ``eager_decode_lines`` settings. ``bulk(block, first_line,
-    state)`` -> the line numbers it took out of a block of whole lines at C speed (lines of templates
-    already seen, ``state.bulk_templates``), which the line loop then skips.
+    ``take``: ``(marker, parser)`` pairs: ``parser(line, lineno, state)`` runs on a line holding ``marker`` and
+    returns ``TAKEN``, ``TORN``, ``TAKEN_SEE_NOTES`` (taken, and the ``notes`` still read it) or 0 (not its line),
+    adding rows to its tables, engine hits (``state.hits[name]``) and settings evidence (``state.say``).
+    ``notes``: ``(marker, reader)`` pairs for lines no parser took, settings evidence only (True: the line was
+    one). ``tables``: name -> factory; ``build(state, warnings)`` -> its DataFrames. ``engine``: its hits name
+    the log's engine (most hits; ties to the later row). ``header``: its logger's line prefix (evidence on
+    unknown lines). ``banner``: ``(markers, regex)`` of the version banner. ``batches(tables)`` -> None or (a
+    frame of ``line``, ``running`` and ``graph``, an evidence text with ``{n}`` and ``{g}``): the running batch
+    of each scheduler line. ``bulk(block, first_line, state)`` -> the line numbers it took out of a block of
+    whole lines at C speed, which the line loop then skips.
     """
 
     name: str
@@ -269,17 +232,19 @@ class State:
         self.transports.setdefault(family, (lineno, line.strip()[:CLIP]))
 
 
-def first_of(line: str, lineno: int, st: State, markers: tuple[str, ...], parse, name: str) -> int:
+def first_of(markers: tuple[str, ...], parse, name: str) -> Parser:
     """A parser behind several markers: ``parse(line, lineno, pos, st)`` at the first of ``markers`` found in the
     line (tried in order), a line it reads counted as ``name``'s (``st.hits``); 0 when no marker is there."""
-    for marker in markers:
-        pos = line.find(marker)
-        if pos >= 0:
-            r = parse(line, lineno, pos, st)
-            if r:
-                st.hits[name] += 1
-            return r
-    return 0
+    def take(line: str, lineno: int, st: State) -> int:
+        for marker in markers:
+            pos = line.find(marker)
+            if pos >= 0:
+                r = parse(line, lineno, pos, st)
+                if r:
+                    st.hits[name] += 1
+                return r
+        return 0
+    return take
 
 
 def clip(line: str) -> str:

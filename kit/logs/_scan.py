@@ -1,12 +1,9 @@
 """The one streaming scan behind ``kit.logs.read`` and ``kit.logs.settings`` (private).
 
-One pass over the lines, driven by the engine table (``_formats.formats()``): each line is offered to the
-rows' parsers in order, each behind a cheap substring check (``'batch' in line``, ``'NCCL' in line`` ...),
-so the common uninteresting line (an HTTP access log, a model-loading message) costs a handful of C-level
-scans. Records go into the formats' column tables (:class:`kit.logs._table.Columns`); raw lines are never
-kept. A line no parser took is counted as unknown, inspected for the engine's logger prefix (engine
-evidence) and read by the rows' ``notes`` (settings evidence only). The settings evidence is recorded as
-it is read (``State.say``), with its line.
+Each line is offered to the engine table's parsers in order (``_formats.formats()``), each behind a cheap
+substring check, so an uninteresting line costs a handful of C-level scans; records go into the formats'
+tables, raw lines are never kept. A line no parser took is counted as unknown, inspected for an engine's
+logger prefix (engine evidence) and read by the rows' ``notes`` (settings evidence, recorded with its line).
 """
 from __future__ import annotations
 
@@ -134,10 +131,8 @@ FIRST_BLOCK_CHARS = 1 << 15
 
 
 def scan_file(f, st: State) -> State:
-    """Scan an open text file in blocks of whole lines: lines of SGLang templates already seen are
-    pulled out of each block in bulk (one regex pass per template, C speed), only the rest of the block
-    goes through the scan's loop line by line. Same records as ``scan(f, st)``, faster on big logs. The
-    extractors are the engine table's ``bulk`` hooks (SGLang's batch lines)."""
+    """``scan(f, st)`` in blocks of whole lines: the engine table's ``bulk`` hooks take their lines out of each
+    block first (SGLang's batch lines of templates already seen, one regex pass each); the rest go line by line."""
     bulk = st.plan.bulk
     while True:
         # until the first SGLang templates are known, read small blocks: their lines go line by line
@@ -172,4 +167,4 @@ def _scan_block(block: str, st: State, bulk: tuple) -> None:
 def finish(st: State) -> None:
     """Close a block still open at the end of the input (a truncated paste)."""
     if st.block is not None:
-        st.block.close_at_end(st)
+        st.block.close(st)

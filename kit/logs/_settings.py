@@ -1,23 +1,13 @@
 """Effective settings of one engine run, from what the engine itself reports (private to ``kit.logs``).
 
-Inputs, each recognised by its content (one file may hold several):
-
-- SGLang's ``server_args=ServerArgs(...)`` / ``server_args={...}`` dump (values after the engine's own
-  ``__post_init__``) and the JSON of ``GET /get_server_info`` (a flat dict of the same fields);
-- vLLM's ``non-default args: {...}`` and ``Initializing a V1 LLM engine ... with config: ...`` lines;
-- the engine process's environment: ``/proc/PID/environ`` (NUL-separated) or ``KEY=VALUE`` lines,
-  ``# launched with KEY=VALUE`` notes and NCCL's ``NCCL_X set by environment to V`` echoes;
-- what the log shows the engine did: the attention backend it chose, the CUDA-graph batch sizes it
-  captured, custom all-reduce and P2P lines, ``cuda graph: True/False`` and the running batch of
-  each SGLang decode line (vLLM: ``Running: N reqs``), NCCL transports, protocol and algorithm.
-
-A log is read by the one scan behind ``kit.logs.read`` (``_scan.py``, the engine table ``_formats.py``),
-which records each value with its line as it reads (``LogData.said``); this file turns that into
-:class:`SettingEvidence` and reads the files that are not logs. Every value keeps its evidence (file, line, the
-line itself; for the largest batch and the eager decode lines, which come from the tables, the row's
-fields as parsed), so an audit or an A/B verdict can point at it. :func:`settings` returns
-:class:`Settings`; ``Settings.effective`` is the normalised view (the same key names for both engines)
-that experiments compare.
+Inputs, each recognised by its content (one file may hold several): SGLang's ``server_args`` dump and the JSON
+of ``GET /get_server_info``; vLLM's ``non-default args`` and ``with config:`` lines; the engine process's
+environment (``/proc/PID/environ``, ``KEY=VALUE`` lines, ``# launched with`` notes, NCCL's echoes); an
+``nvidia-smi topo -m`` capture; and what the log shows the engine did (the attention backend it chose, the
+CUDA-graph sizes it captured, custom all-reduce and P2P lines, the running batch and graph of each decode line,
+NCCL transports). A log is read by the one scan behind ``kit.logs.read``, which records each value with its
+line (``LogData.said``); every value keeps its evidence (file, line, the line itself), so an audit or an A/B
+verdict can point at it. ``Settings.effective`` is the normalised view (the same keys for every engine).
 """
 from __future__ import annotations
 
@@ -32,23 +22,19 @@ import pandas as pd
 from kit.env import parse_topology
 from kit.errors import LogFormatError
 from kit.logs._api import fetched, read
-from kit.logs._records import CLIP, ENV_KEYS, NORMALISED, SettingEvidence, Settings, flag_keys, truthy
+from kit.logs._records import CLIP, ENV_KEYS, SettingEvidence, Settings, flag_keys, truthy
 from kit.redact import mask_secrets
 from kit.util import strip_ansi
-
-__all__ = ["SettingEvidence", "Settings", "settings", "NORMALISED"]
 
 _ENV_LINE = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _SERVER_INFO_KEYS = {"tp_size", "attention_backend", "model_path", "disable_cuda_graph", "cuda_graph_max_bs"}
 
 
 def settings(paths: str | os.PathLike | Iterable, *, engine: str | None = None, host=None) -> Settings:
-    """Read one engine run's effective settings from its log(s), argument dumps, ``/get_server_info``
-    JSON and environment captures (see the module docstring). ``host``: the paths are on that
-    :mod:`kit.remote` host (each file copied into a temporary directory, read, the copy deleted; evidence
-    names ``host:path``). Files that hold none of these add nothing (``sources`` says so); an unreadable
-    file raises :class:`kit.errors.LogFormatError`. The engine: given, else the first argument dump's,
-    else the one ``kit.logs.read`` finds in the first log that names one."""
+    """One engine run's effective settings from its log(s), argument dumps, ``/get_server_info`` JSON and
+    environment captures (on ``host`` when given: copied, read, the copy deleted; evidence names ``host:path``).
+    A file that holds none adds nothing (``sources`` says so); an unreadable one raises LogFormatError. The
+    engine: given, else the first argument dump's, else that of the first log that names one."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     st = Settings(engine=engine)
@@ -146,11 +132,12 @@ def _topology(st: Settings, name: str, text_head: str) -> bool:
 def _add_env(st: Settings, env: dict, name: str, line: int | None, how: str) -> None:
     for k, v in mask_secrets(env).items():  # a token in an environment capture is never repeated
         st.env[k] = v
-        st.evidence.append(SettingEvidence(f"env:{k}", v, name, line, f"{k}={v} ({how})"[:CLIP]))
+        said = f"{k}={v} ({how})"
+        st.evidence.append(SettingEvidence(f"env:{k}", v, name, line, said[:CLIP]))
         if k in ENV_KEYS:
-            st.evidence.append(SettingEvidence(ENV_KEYS[k], v, name, line, f"{k}={v} ({how})"))
+            st.evidence.append(SettingEvidence(ENV_KEYS[k], v, name, line, said))
         if k == "NCCL_P2P_DISABLE" and truthy(v):
-            st.evidence.append(SettingEvidence("p2p", False, name, line, f"{k}={v} ({how})"))
+            st.evidence.append(SettingEvidence("p2p", False, name, line, said))
 
 
 def _add_args(st: Settings, args: dict, name: str, line: int | None, text: str, engine: str | None) -> None:
@@ -173,10 +160,9 @@ def _add_args(st: Settings, args: dict, name: str, line: int | None, text: str, 
     if isinstance(bs, str):
         bs = [int(x) for x in re.findall(r"\d+", bs)] or None
     if isinstance(bs, (list, tuple)) and bs and not truthy(args.get("disable_cuda_graph")):
-        st.evidence.append(SettingEvidence("cuda_graph_bs", sorted(int(b) for b in bs), name, line,
-                                    f"cuda_graph_bs={list(bs)} ({text})"[:CLIP]))
-        st.evidence.append(SettingEvidence("cuda_graph_max_bs", max(int(b) for b in bs), name, line,
-                                    f"cuda_graph_bs={list(bs)} ({text})"[:CLIP]))
+        said = f"cuda_graph_bs={list(bs)} ({text})"[:CLIP]
+        st.evidence.append(SettingEvidence("cuda_graph_bs", sorted(int(b) for b in bs), name, line, said))
+        st.evidence.append(SettingEvidence("cuda_graph_max_bs", max(int(b) for b in bs), name, line, said))
     if "speculative_algorithm" in args or "speculative_config" in args:
         spec = args.get("speculative_algorithm") or args.get("speculative_config")
         if spec in ("None", ""):
@@ -250,9 +236,7 @@ def _transport_evidence(st: Settings, transports: dict, name: str) -> list[str]:
 def _finish(st: Settings) -> None:
     """Order the evidence so that the engine's own report decides: argument dumps first, then log
     lines in file order (a later line wins in ``effective``)."""
-    def rank(e: SettingEvidence) -> int:
-        return 0 if e.line is None else 1
-    st.evidence.sort(key=rank)
+    st.evidence.sort(key=lambda e: e.line is not None)
     eff = st.effective
     if "cuda_graph" not in eff and eff.get("cuda_graph_bs"):
         bs = st.get("cuda_graph_bs")

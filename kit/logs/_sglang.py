@@ -25,14 +25,13 @@ import pandas as pd
 from kit.errors import LogFormatError
 from kit.logs import _records as records
 from kit.logs._checks import check_values
+from kit.logs._records import TAKEN, TORN
 from kit.logs._spec import flag_after_idle
-from kit.logs._table import CHUNK, TemplateTable, merge_frames, snake, value
+from kit.logs._table import CHUNK, TemplateTable, merge_frames, pairs
 
 # Line header: "[2025-10-22 10:27:56 TP0] " / "[2025-05-14 09:31:43.123 DP1 TP3] " / none.
-HEADER = re.compile(
-    r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)"
-    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] "
-)
+_RANK = r" (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+"
+HEADER = re.compile(r"\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)" f"(?P<ranks>(?:{_RANK})*)\\] ")
 _BRACKET_ITER = re.compile(r"\[(\d+)\], ")
 
 DECODE_COLUMNS = ("time", "ranks", "line", "running_req", "gen_throughput", "accept_len", "accept_rate",
@@ -40,27 +39,20 @@ DECODE_COLUMNS = ("time", "ranks", "line", "running_req", "gen_throughput", "acc
 PREFILL_COLUMNS = ("time", "ranks", "line", "new_seq", "new_token", "cached_token", "running_req",
                    "queue_req")
 
-OK, TORN = 1, 2
-
-
 # Values are cut out of the message with one regex split; what remains is the line's *template*.
 # Junk from another writer either changes the template (then the careful parser decides: torn) or
 # sits inside a value (then converting the value fails at flush time: the row is dropped as torn).
 _SPLIT = re.compile(r": ([^,]*)")
 FAST_HEAD = ("line", "time", "ranks", "iter")
 _RANKS_OK: dict[str, str | None] = {"": None}
-_RANKS = re.compile(r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)+")
+_RANKS = re.compile(f"(?:{_RANK})+")
 
 
-def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
-    """Parse one ``Prefill batch`` / ``Decode batch`` line found at ``pos``; returns OK or TORN.
-
-    Fast path: the message is split into template + values by one regex call; a template seen
-    before maps straight to its columns (``st.decode_fast`` / ``st.prefill_fast``). A new template
-    is checked once by the careful key-by-key parser (:func:`_parse_body`), which also takes the
-    rare shapes the fast path cannot (rows then go to ``st.decode`` / ``st.prefill``).
-    The format variant of each line is kept in the ``format`` column.
-    """
+def parse_batch_line(line: str, lineno: int, pos: int, st) -> int:
+    """One ``Prefill batch`` / ``Decode batch`` line found at ``pos``: TAKEN or TORN. The message is split into
+    template + values by one regex call; a template seen before maps straight to its columns
+    (``st.decode_fast`` / ``st.prefill_fast``), a new one is checked by the careful parser first."""
+    kind = "Decode" if line.startswith("D", pos) else "Prefill"
     if pos:
         # "[2025-10-22 10:27:56 TP0] " / "[2025-10-22 10:27:56.123 DP1 TP3] " / "[2025-05-14 09:31:43] "
         if line[0] != "[" or line[pos - 2] != "]" or line[5] != "-" or line[14] != ":":
@@ -100,14 +92,12 @@ def parse_batch_line(line: str, lineno: int, kind: str, pos: int, st) -> int:
     fast.n += 1
     if fast.n >= CHUNK:
         fast.flush()
-    return OK
+    return TAKEN
 
 
 def _new_template(st, fast, kind: str, msg: str, tmpl: str, parts: list[str], pos: int, head: tuple):
-    """A template not seen before, checked by the careful parser (:func:`_parse_body`): when its keys
-    line up with the split values it becomes a fast-path group, returned for the caller to fill;
-    else the line's row is added as it is (OK returned), or the line is TORN.
-    ``head``: the line's (line number, time, ranks, iteration)."""
+    """A template not seen before, checked by the careful parser: a new group for the caller to fill when its
+    keys line up with the split values, else TAKEN (the row added as it is) or TORN."""
     lineno, ts, ranks, it = head
     vb = _variant_body(msg, kind)
     if vb is None:
@@ -131,15 +121,13 @@ def _new_template(st, fast, kind: str, msg: str, tmpl: str, parts: list[str], po
     if group is None:
         row = {"line": lineno, "time": ts, "ranks": ranks, "iter": it, **row, "format": variant}
         (st.decode if kind == "Decode" else st.prefill).add(row)
-        return OK
+        return TAKEN
     return group
 
 
 def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:
-    """A regex matching the message part of one template's lines, from the ``] `` that closes the
-    header to the end of the line, capturing [the iteration and] each value. It starts with a
-    literal, so the regex engine's fast literal search finds candidate lines in a text block at
-    C speed (:func:`extract_block`)."""
+    """A regex of one template's lines from the ``] `` that closes the header to the end of the line, capturing
+    [the iteration and] each value; it starts with a literal, found in a text block at C speed."""
     first = re.escape("] " + pieces[0])
     if bracket:
         first = first.replace(re.escape("[], "), r"\[(\d+)\], ", 1)
@@ -151,11 +139,9 @@ def template_regex(pieces: list[str], bracket: bool) -> re.Pattern:
 
 
 def extract_block(block: str, first_line: int, st) -> np.ndarray:
-    """Take every line of a known template out of ``block`` (ASCII text of whole lines, the first
-    being line ``first_line``) in bulk; returns the line numbers taken (arrays), which the line scanner then
-    skips. Rows equal those of the line-by-line path (same header checks: a line with anything but
-    a clean ``[time ranks] `` header before the message is torn). Header checks, line numbers,
-    times and rank tags are computed with NumPy over all matches of a template at once."""
+    """Every line of a known template taken out of ``block`` (ASCII, whole lines, the first being line
+    ``first_line``) at once, with NumPy: the same rows and header checks as the line-by-line path; returns the
+    line numbers taken, which the line loop skips."""
     found = []
     for regex, fast, tmpl, _bracket in st.bulk_templates:
         matches = list(regex.finditer(block))
@@ -233,15 +219,12 @@ def _runs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _variant_body(msg: str, kind: str) -> tuple[str, str] | None:
     """(format variant, body without trailing comma) of a message starting with ``kind batch``."""
     rest = msg[len(kind) + 6:]
-    if rest.startswith(", "):
-        variant, body = "comma", rest[2:]
-    elif rest.startswith(". "):
-        variant, body = "dot", rest[2:]
-    elif rest.startswith(" [], "):
-        variant, body = "bracket", rest[5:]
+    for sep, variant in ((", ", "comma"), (". ", "dot"), (" [], ", "bracket")):  # noqa: B007 (used below)
+        if rest.startswith(sep):
+            body = rest[len(sep):].rstrip()
+            break
     else:
         return None
-    body = body.rstrip()
     if body.endswith(","):
         body = body[:-1]
         if variant == "comma":
@@ -261,34 +244,15 @@ def _ranks(extra: str) -> str | None:
 def _parse_body(body: str, kind: str) -> dict | None:
     """Key-by-key parse of a batch line body -> {column: value}; None when malformed (torn)."""
     row: dict[str, Any] = {}
-    for piece in body.split(", "):
-        key, sep, text = piece.partition(": ")
-        if not sep:
-            return None
-        if key.endswith(" graph"):
-            row["graph_kind"] = key[:-6]
-            key = "graph"
-        else:
-            key = snake(key)
-        try:
-            row[key] = value(text)
-        except ValueError:
-            return None
-    if kind == "Decode" and "gen_throughput" not in row:
+    if not pairs(body, row, strict=True) or (kind == "Decode" and "gen_throughput" not in row):
         return None
     return row
 
 
-# --------------------------------------------------------------------------- server_args
-
 def parse_server_args(text: str) -> dict[str, Any]:
-    """The startup ``server_args=ServerArgs(k=v, ...)`` repr (<= 0.5.16) or ``server_args={'k': v}``
-    dict (>= 0.5.20) -> dict of Python values.
-
-    Works on a whole log line or just the dump. Values that are not Python literals (objects in
-    the repr) are kept as their source text. A truncated dump (pastes often are) yields the keys
-    read before the cut; the flag ``'__truncated__': True`` is then set in the result.
-    LogFormatError when the text holds neither form.
+    """The startup ``server_args=ServerArgs(k=v, ...)`` repr (<= 0.5.16) or ``server_args={'k': v}`` dict
+    (>= 0.5.20), in a log line or alone -> dict of Python values (other values as their source text). A truncated
+    dump yields the keys before the cut and ``'__truncated__': True``. LogFormatError when neither form is there.
     """
     start = text.find("server_args=")
     body = text[start + len("server_args="):] if start >= 0 else text
@@ -305,17 +269,15 @@ def parse_server_args(text: str) -> dict[str, Any]:
         item = item.strip()
         if not item:
             continue
+        if i == len(items) - 1 and not complete:
+            break  # the cut fell inside this item: its value may be incomplete
         if style == "repr":
             key, sep, val = item.partition("=")
             key = key.strip()
+        elif m := re.match(r"""\s*(['"])(.*?)\1\s*:\s*""", item, re.S):
+            key, sep, val = m.group(2), ":", item[m.end():]
         else:
-            m = re.match(r"""\s*(['"])(.*?)\1\s*:\s*""", item, re.S)
-            if m is None:
-                key, sep, val = "", "", ""
-            else:
-                key, sep, val = m.group(2), ":", item[m.end():]
-        if i == len(items) - 1 and not complete:
-            break  # the cut fell inside this item: its value may be incomplete
+            continue
         if not sep or not key.isidentifier():
             continue
         try:
@@ -364,20 +326,9 @@ def _split_top_level(body: str, close: str) -> tuple[list[str], bool]:
     return items, False
 
 
-# --------------------------------------------------------------------------- the engine table's row
-
 _SG_DEFAULT_BACKEND = re.compile(r"Attention backend not (?:set|specified)\. Use (\w+) backend by default|"
                                  r"[Uu]sing (\w+) (?:attention )?backend instead|Use (\w+) as attention backend")
 _CAPTURE_BS = re.compile(r"Capture (?:cuda|CUDA|cpu|npu) graph bs \[([\d,\s]*)\]")
-
-
-def _batch(line: str, lineno: int, st) -> int:
-    """A ``Decode batch`` / ``Prefill batch`` line; 0 when the line only says ``batch``."""
-    return records.first_of(line, lineno, st, ("Decode batch", "Prefill batch"), _batch_at, "sglang")
-
-
-def _batch_at(line: str, lineno: int, pos: int, st) -> int:
-    return parse_batch_line(line, lineno, "Decode" if line.startswith("D", pos) else "Prefill", pos, st)
 
 
 def _dump(line: str, lineno: int, st) -> int:
@@ -453,7 +404,8 @@ def _batches(tables: dict):
 
 FORMAT = records.LogFormat(
     "sglang", engine=True, header=HEADER,
-    take=(("batch", _batch), ("server_args=", _dump)),
+    take=(("batch", records.first_of(("Decode batch", "Prefill batch"), parse_batch_line, "sglang")),
+          ("server_args=", _dump)),
     notes=(("Capture ", _captured), ("backend", _backend)),
     tables={"decode": records.columns("ISO8601"), "prefill": records.columns("ISO8601"),
             "decode_fast": lambda: TemplateTable(FAST_HEAD, "ISO8601"),

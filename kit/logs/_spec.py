@@ -42,12 +42,8 @@ SGLANG_NEW = "sglang>=0.5.11: accept rate = (accept len - 1) / (N - 1)"
 
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
     """``'0.5.3.post3'`` -> (0, 5, 3); None when no leading number is found."""
-    if not version or version == "unknown":
-        return None
-    m = re.match(r"v?(\d+(?:\.\d+)*)", str(version).strip())
-    if m is None:
-        return None
-    return tuple(int(p) for p in m.group(1).split("."))
+    m = re.match(r"v?(\d+(?:\.\d+)*)", str(version).strip()) if version and version != "unknown" else None
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
 def flag_after_idle(throughput: pd.Series) -> pd.Series:
@@ -61,36 +57,24 @@ def flag_after_idle(throughput: pd.Series) -> pd.Series:
     return pd.Series(thr < cut, index=throughput.index)  # NaN < cut is False
 
 
-# --------------------------------------------------------------------------- SGLang
-
 def _n_from_server_args(args: dict | None) -> int | None:
-    if not args:
-        return None
-    steps = args.get("speculative_num_steps")
-    topk = args.get("speculative_eagle_topk")
-    ndraft = args.get("speculative_num_draft_tokens")
-    if isinstance(steps, int) and topk in (None, 1):
+    args = args or {}
+    steps, ndraft = args.get("speculative_num_steps"), args.get("speculative_num_draft_tokens")
+    if isinstance(steps, int) and args.get("speculative_eagle_topk") in (None, 1):
         return steps + 1  # sglang forces num_draft_tokens = steps + 1 for topk == 1 chains
-    if isinstance(ndraft, int):
-        return ndraft
-    return None
+    return ndraft if isinstance(ndraft, int) else None
 
 
 def _consistent(L: np.ndarray, r: np.ndarray, N: int, old: bool) -> bool:
-    if old:
-        pred, tol = L / N, 0.0051 + 0.005 / N
-    else:
-        if N < 2:
-            return False
-        pred, tol = (L - 1.0) / (N - 1), 0.0051 + 0.005 / (N - 1)
-    return bool(np.all(np.abs(pred - r) <= tol + 1e-9))
+    if not old and N < 2:
+        return False
+    d = N if old else N - 1   # the printed rate's denominator
+    pred = L / d if old else (L - 1.0) / d
+    return bool(np.all(np.abs(pred - r) <= 0.0051 + 0.005 / d + 1e-9))
 
 
 def _fit_n(L: np.ndarray, r: np.ndarray, old: bool) -> int | None:
-    for n in range(2, 65):
-        if _consistent(L, r, n, old):
-            return n
-    return None
+    return next((n for n in range(2, 65) if _consistent(L, r, n, old)), None)
 
 
 def _from_pairs(Lu: np.ndarray, ru: np.ndarray, definition: str | None, n: int | None, n_source: str | None,
@@ -123,7 +107,7 @@ def _from_pairs(Lu: np.ndarray, ru: np.ndarray, definition: str | None, n: int |
 
 
 def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_args: dict | None,
-                variants: dict[str, int], warnings: list[str]) -> pd.DataFrame:
+                warnings: list[str]) -> pd.DataFrame:
     """Normalised acceptance records from SGLang ``Decode batch`` rows that print ``accept len``."""
     if not len(decode) or "accept_len" not in decode.columns:
         return pd.DataFrame(columns=list(SPEC_COLUMNS))
@@ -145,9 +129,8 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
 
     # 1. which accept-rate definition the log uses
     vt = version_tuple(version)
-    if "format" in decode.columns:
-        variants = {str(f): 1 for f in decode.loc[mask, "format"].dropna().unique()}
-    old_formats = [v for v in ("dot", "bracket", "trailing") if variants.get(v)]
+    variants = set(map(str, decode.loc[mask, "format"].dropna().unique())) if "format" in decode.columns else set()
+    old_formats = variants & {"dot", "bracket", "trailing"}
     definition = None
     if vt is not None:
         definition = SGLANG_OLD if vt < (0, 5, 11) else SGLANG_NEW
@@ -192,8 +175,6 @@ def sglang_spec(decode: pd.DataFrame, *, version: str, k: int | None, server_arg
     }, copy=False)
     return out
 
-
-# --------------------------------------------------------------------------- vLLM
 
 _VLLM_DEF = {
     "v0": "vllm V0: rate = accepted/draft tokens (counts tokens after a rejection), length = emitted/drafts",
@@ -264,12 +245,6 @@ def vllm_spec(raw: pd.DataFrame, *, version: str, k: int | None, warnings: list[
 def _fmt_num(x: float, fmt: str) -> str:
     return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else fmt.format(x)
 
-
-def _num(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-# --------------------------------------------------------------------------- summary
 
 @dataclass(frozen=True)
 class SpecSummary:
@@ -376,12 +351,10 @@ def summarize(spec: pd.DataFrame, *, engine: str, version: str, warnings: list[s
     return SpecSummary(engine, version, k, int(len(use)), excluded, al, rate, pp, definition, tuple(warnings))
 
 
-# --------------------------------------------------------------------------- the readers engines name
 def _from_sglang(state, frames: dict, *, version: str, k: int | None, mine: bool,
                  warnings: list[str]) -> pd.DataFrame:
     """SGLang's acceptance: its Decode lines' accept len / accept rate (``frames["decode"]``)."""
-    return sglang_spec(frames["decode"], version=version, k=k, server_args=state.server_args, variants={},
-                       warnings=warnings)
+    return sglang_spec(frames["decode"], version=version, k=k, server_args=state.server_args, warnings=warnings)
 
 
 def _from_vllm(state, frames: dict, *, version: str, k: int | None, mine: bool,

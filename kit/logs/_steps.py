@@ -1,21 +1,12 @@
 """An engine's own records of its steps and requests: the engine's clock of a token (private to ``kit.logs``).
 
-A latency reconciliation (``kit.bench.reconcile``) needs what the engine itself measured. Engines publish it
-at different levels; each engine names its readers in its module (``kit.engines``: ``Engine.records``) and
-:func:`step_records` takes the finest level a file holds (``LEVELS``, finest first):
-
-- ``step``: one record per decode step and per-token times per request (tinyserve's ``Step record: {json}`` /
-  ``Request record: {json}`` lines, ``TINYSERVE_STEP_RECORDS=1``): :data:`TINYSERVE`, a row of the one log
-  scan (its tables ``engine_steps`` / ``engine_requests``);
-- ``request``: one record per request (vLLM's OpenTelemetry request spans, SGLang's request time statistics):
-  ``_engine_records.py``;
-- ``iteration``: one record per scheduler iteration without request ids (TensorRT-LLM's iteration statistics);
-- ``interval``: one record per logging interval (SGLang's ``Decode batch`` lines, vLLM's throughput lines),
-  a throughput per interval on a clock printed to the second.
-
-Every reader gives one record type, :class:`StepRecords`, whose ``level`` says which tables it fills. A record
-line whose payload is not JSON, or lacks a field its kind needs, is dropped and counted in ``warnings`` with
-its first line number; a file with no record at all raises ``LogFormatError`` naming what each engine needs.
+A latency reconciliation (``kit.bench.reconcile``) needs what the engine itself measured, published at different
+levels (:data:`LEVELS`, finest first: per decode step, request, scheduler iteration, logging interval); each
+engine names its readers (``kit.engines``: ``Engine.records``; the coarser ones in ``_engine_records.py``) and
+:func:`step_records` takes the finest level a file holds, as one type, :class:`StepRecords`. tinyserve's
+``Step record: {json}`` / ``Request record: {json}`` lines (``TINYSERVE_STEP_RECORDS=1``) are a row of the one
+log scan, :data:`TINYSERVE`: a line whose payload is not JSON, or lacks a field its kind needs, is dropped and
+counted in ``warnings`` with its first line number.
 """
 from __future__ import annotations
 

@@ -1,13 +1,10 @@
-"""Column accumulation and value conversion shared by the log parsers (private to ``kit.logs``).
-
-Parsers stream a log line by line and append one dict per record to a :class:`Columns`; columns are
-plain Python lists that are turned into a DataFrame every ``CHUNK`` rows, so a multi-GB log never
-holds more than one chunk of Python objects (the finished chunks are compact NumPy/Arrow columns).
-Fields come and go between versions, so a column first seen late is back-filled with ``None``.
+"""Column accumulation and value conversion shared by the log parsers (private to ``kit.logs``): rows are
+turned into arrays every ``CHUNK`` rows, so a multi-GB log never holds more than one chunk of Python objects.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 from typing import Any
 
@@ -20,20 +17,13 @@ CHUNK = 16384
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 _UNITS = re.compile(r"\s*\((?:token/s|tok/s|req/s|tokens/s|ms|s|%)\)\s*$")
 
-_KEY_CACHE: dict[str, str] = {}
 
 
-
+@functools.cache
 def snake(key: str) -> str:
     """Normalise a printed label to a column name: ``'#running-req'`` -> ``'running_req'``,
     ``'gen throughput (token/s)'`` -> ``'gen_throughput'``, ``'token usage'`` -> ``'token_usage'``."""
-    cached = _KEY_CACHE.get(key)
-    if cached is not None:
-        return cached
-    name = _UNITS.sub("", key.strip()).lstrip("#").lower()
-    name = _NON_ALNUM.sub("_", name).strip("_")
-    _KEY_CACHE[key] = name
-    return name
+    return _NON_ALNUM.sub("_", _UNITS.sub("", key.strip()).lstrip("#").lower()).strip("_")
 
 
 def value(text: str) -> Any:
@@ -58,12 +48,31 @@ def value(text: str) -> Any:
     return int(text)
 
 
-class Columns:
-    """Append-only table built from dict rows with varying keys, flushed to DataFrames in chunks.
+def pairs(body: str, row: dict, *, strict: bool) -> bool:
+    """``Key: value unit, Key: value`` -> ``row[snake(key)] = value``; False on a value that is none. ``strict``
+    (SGLang's batch lines): a piece that is no pair is False too, and ``X graph: v`` gives ``graph_kind`` X and
+    ``graph``; else such a piece is skipped (vLLM's "KV fetch: 0 waiting, 1 in progress")."""
+    for piece in body.split(", "):
+        key, sep, text = piece.partition(": ")
+        if not sep:
+            if strict:
+                return False
+            continue
+        if strict and key.endswith(" graph"):
+            row["graph_kind"] = key[:-6]
+            key = "graph"
+        else:
+            key = snake(key)
+        try:
+            row[key] = value(text)
+        except ValueError:
+            return False
+    return True
 
-    ``time_format``: how the ``time`` column's strings are turned into datetimes at each flush
-    (``'ISO8601'`` for SGLang, ``'%m-%d %H:%M:%S'`` for vLLM, which prints no year).
-    """
+
+class Columns:
+    """Append-only table of dict rows with varying keys (a column first seen late is back-filled with None),
+    flushed to DataFrames in chunks; ``time_format``: how the ``time`` strings are read at each flush."""
 
     __slots__ = ("cols", "n", "frames", "time_format")
 
@@ -143,21 +152,15 @@ class Columns:
 
 def to_datetime(series: pd.Series, fmt: str | None) -> pd.Series:
     """Printed timestamps -> datetime64; unparseable or missing ones become NaT."""
-    if fmt is None:
-        fmt = "ISO8601"
-    return pd.to_datetime(series, format=fmt, errors="coerce")
+    return pd.to_datetime(series, format=fmt or "ISO8601", errors="coerce")
 
 
 class TemplateTable:
-    """Fast store for lines that repeat one *template* (the line with its values cut out).
-
-    A serving log prints the same ``Decode batch`` message shape thousands of times; only the values
-    change. The scanner splits a line into template + value strings with one regex call, looks the
-    template up here (its column names were worked out once, by the careful key-by-key parser) and
-    appends the raw strings. Lines of known templates are also taken in bulk, a text block at a time
-    (``kit.logs._sglang.extract_block``), into ``bulk``. Values are converted to numbers per column,
-    vectorised, when a chunk is flushed. ``head`` names the fixed leading fields of each row
-    (``line``, ``time``, ``ranks``, ``iter``).
+    """Fast store for lines that repeat one *template* (the line with its values cut out): a serving log
+    prints the same ``Decode batch`` shape thousands of times. Each template's column names are worked out once
+    (by the careful key-by-key parser); its rows come as raw value strings, line by line (``groups``) or a text
+    block at a time (``bulk``, ``kit.logs._sglang.extract_block``), converted per column, vectorised, at each
+    flush. ``head``: the fixed leading fields of each row (``line``, ``time``, ``ranks``, ``iter``).
     """
 
     __slots__ = ("groups", "bulk", "meta", "slow", "n", "flushed", "frames", "time_format", "head", "bad_lines",
@@ -352,17 +355,12 @@ def assemble_columns(chunks: list[dict[str, np.ndarray]], first: tuple[str, ...]
 
 
 _CATEGORICAL = {"ranks", "format", "graph_kind", "engine", "version", "definition"}
-_DTYPES: dict[tuple, pd.CategoricalDtype] = {}
 
 
+@functools.lru_cache(maxsize=256)
 def _categories(values: tuple[str, ...]) -> pd.CategoricalDtype:
     """The (cached) CategoricalDtype with these sorted string categories."""
-    dtype = _DTYPES.get(values)
-    if dtype is None:
-        if len(_DTYPES) > 256:
-            _DTYPES.clear()
-        dtype = _DTYPES[values] = pd.CategoricalDtype(pd.Index(list(values)))
-    return dtype
+    return pd.CategoricalDtype(pd.Index(list(values)))
 
 
 def to_categorical(col: np.ndarray) -> pd.Categorical:
@@ -380,10 +378,8 @@ def to_categorical(col: np.ndarray) -> pd.Categorical:
 
 
 def _union_categorical(chunks: list[dict], lengths: list[int], name: str) -> pd.Categorical | None:
-    """Join one column given as Categoricals (or object arrays) chunk by chunk, by codes, without
-    going through Python objects: the same column as ``pd.Categorical(np.concatenate(...))``
-    (sorted categories). None when the chunks' categories cannot be joined (then the caller goes
-    the object way); the chunks are left untouched in that case."""
+    """``pd.Categorical(np.concatenate(...))`` of one column's chunks, joined by codes; None (the chunks left
+    untouched) when their categories cannot be joined."""
     pieces = []
     empty = next(a for a in (ch.get(name) for ch in chunks) if isinstance(a, pd.Categorical)).categories[:0]
     for ch, n in zip(chunks, lengths):
@@ -419,10 +415,8 @@ _BOOLS = {"True": True, "False": False}
 
 
 def convert_column(col: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """Raw value strings of one column (object array) -> (numbers, bad-row mask or None).
-
-    int64 / float64 / bool; a ``%`` value gives a fraction. A value that does not convert (junk
-    written into the line by another process) marks its row bad; the caller drops such rows."""
+    """Raw value strings of one column -> (int64 / float64 / bool, ``%`` as a fraction; a mask of the rows whose
+    value does not convert, junk of another writer, which the caller drops, or None)."""
     first = col[0].rstrip()
     n = len(col)
     try:

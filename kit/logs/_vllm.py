@@ -17,9 +17,10 @@ import pandas as pd
 from kit.errors import LogFormatError
 from kit.logs import _records as records
 from kit.logs._checks import check_values, check_vllm_spec
+from kit.logs._records import TAKEN, TORN
 from kit.logs._sglang import parse_server_args
 from kit.logs._spec import flag_after_idle
-from kit.logs._table import snake, value
+from kit.logs._table import pairs
 
 PREFIX = re.compile(
     r"(?:\((?P<proc>[^)]*?) pid=(?P<pid>\d+)\) )?"
@@ -59,7 +60,6 @@ _PER_POS = re.compile(r"Per-position acceptance rate: ((?:nan|[0-9.]+)(?:, (?:na
 
 THROUGHPUT_COLUMNS = ("time", "line", "engine_index", "prompt_throughput", "generation_throughput",
                       "running", "waiting", "gpu_kv_cache_usage")
-OK, TORN = 1, 2
 
 
 def _prefix(line: str, pos: int, row: dict) -> bool:
@@ -67,9 +67,7 @@ def _prefix(line: str, pos: int, row: dict) -> bool:
     if not pos:
         row["time"] = None
         return True
-    m = PREFIX.match(line, 0, pos)
-    if m is None:
-        return False
+    m = PREFIX.match(line, 0, pos)   # all optional: it always matches, maybe nothing
     rest = line[m.end():pos]
     row["time"] = m.group("ts")
     if m.group("proc") is not None:
@@ -84,19 +82,6 @@ def _prefix(line: str, pos: int, row: dict) -> bool:
     return True
 
 
-def _pairs(body: str, row: dict) -> bool:
-    """``Key: value unit, Key: value`` -> row[snake(key)] = value; False on a malformed pair."""
-    for piece in body.split(", "):
-        key, sep, text = piece.partition(": ")
-        if not sep:
-            continue  # e.g. the "1 in progress" tail of "KV fetch: 0 waiting to start, 1 in progress"
-        try:
-            row[snake(key)] = value(text)
-        except ValueError:
-            return False
-    return True
-
-
 def parse_throughput(line: str, lineno: int, pos: int, st) -> int:
     """``[Engine 000: ]Avg prompt throughput: X tokens/s, Avg generation throughput: Y tokens/s, ...``"""
     row: dict[str, Any] = {}
@@ -104,7 +89,7 @@ def parse_throughput(line: str, lineno: int, pos: int, st) -> int:
         return TORN
     row["line"] = lineno
     body = line[pos:].rstrip("\r\n .")
-    if not _pairs(body, row):
+    if not pairs(body, row, strict=False):
         return TORN
     row["prompt_throughput"] = row.pop("avg_prompt_throughput", None)
     row["generation_throughput"] = row.pop("avg_generation_throughput", None)
@@ -113,16 +98,22 @@ def parse_throughput(line: str, lineno: int, pos: int, st) -> int:
     st.throughput.add(row)
     st.last_gen_throughput = row["generation_throughput"]
     st.last_gen_line = lineno
-    return OK
+    return TAKEN
+
+
+# each variant's printed fields (snake case) of the record's columns
+_SPEC_FIELDS = {
+    "v1": {"accepted_tokens": "accepted", "draft_tokens": "drafted"},
+    "v0": {"k": "number_of_speculative_tokens", "accepted_tokens": "number_of_accepted_tokens",
+           "draft_tokens": "number_of_draft_tokens", "emitted_tokens": "number_of_emitted_tokens",
+           "system_efficiency": "system_efficiency"},
+    "v1-early": {"accepted_tokens": "number_of_accepted_tokens", "draft_tokens": "number_of_draft_tokens"},
+}
 
 
 def parse_spec(line: str, lineno: int, pos: int, st) -> int:
-    """``SpecDecoding metrics: ...`` (V1, every version) or ``Speculative metrics: ...`` (V0, early V1).
-
-    Printed values are kept as printed (``printed_*`` columns); normalisation to mean acceptance
-    length incl. bonus / draft acceptance rate excl. bonus happens after the scan, when version and
-    k are known (``kit.logs._spec``).
-    """
+    """``SpecDecoding metrics: ...`` (V1) or ``Speculative metrics: ...`` (V0, early V1), values as printed
+    (normalised after the scan, when version and k are known: ``_spec.py``)."""
     row: dict[str, Any] = {}
     if not _prefix(line, pos, row):
         return TORN
@@ -137,26 +128,17 @@ def parse_spec(line: str, lineno: int, pos: int, st) -> int:
         per_pos = tuple(float(x) for x in m.group(1).split(", "))
         body = body[:m.start()] + body[m.end():]
     fields: dict[str, Any] = {}
-    if not _pairs(body, fields):
+    if not pairs(body, fields, strict=False):
         return TORN
     if head.startswith("SpecDecoding"):
         variant = "v1"
-        rate = fields.get("avg_draft_acceptance_rate", fields.get("draft_acceptance_rate"))
-        row["accepted_tokens"] = fields.get("accepted")
-        row["draft_tokens"] = fields.get("drafted")
-    elif "system_efficiency" in fields or "number_of_emitted_tokens" in fields:
-        variant = "v0"
-        rate = fields.get("draft_acceptance_rate")
-        row["k"] = fields.get("number_of_speculative_tokens")
-        row["accepted_tokens"] = fields.get("number_of_accepted_tokens")
-        row["draft_tokens"] = fields.get("number_of_draft_tokens")
-        row["emitted_tokens"] = fields.get("number_of_emitted_tokens")
-        row["system_efficiency"] = fields.get("system_efficiency")
     else:
-        variant = "v1-early"
-        rate = fields.get("draft_acceptance_rate")
-        row["accepted_tokens"] = fields.get("number_of_accepted_tokens")
-        row["draft_tokens"] = fields.get("number_of_draft_tokens")
+        variant = "v0" if "system_efficiency" in fields or "number_of_emitted_tokens" in fields else "v1-early"
+    rate = fields.get("draft_acceptance_rate")
+    if variant == "v1":
+        rate = fields.get("avg_draft_acceptance_rate", rate)
+    for col, printed in _SPEC_FIELDS[variant].items():
+        row[col] = fields.get(printed)
     if rate is None and row.get("accepted_tokens") is None:
         return TORN
     row["variant"] = variant
@@ -168,26 +150,21 @@ def parse_spec(line: str, lineno: int, pos: int, st) -> int:
     # The throughput line is logged right before the spec line by the same log() call.
     row["gen_throughput"] = st.last_gen_throughput if st.last_gen_line == lineno - 1 else None
     st.vllm_spec.add(row)
-    return OK
+    return TAKEN
 
-
-# --------------------------------------------------------------------------- the engine table's row
 
 _LINE = re.compile(r"(?:\([^)]*? pid=\d+\) )?(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d{2}-\d{2} \d{2}:\d{2}:\d{2}")
 _BACKEND = re.compile(r"Using (?:AttentionBackendEnum\.)?([\w ]+?) backend(?: on V1 engine| out of potential)?\.?")
 _CAPTURE_SIZES = re.compile(r"['\"]?cudagraph_capture_sizes['\"]?\s*[:=]\s*\[([\d,\s]*)\]")
 
 
-def _metrics(line: str, lineno: int, st) -> int:
-    """A ``SpecDecoding metrics`` (V1) or ``Speculative metrics`` (V0) line."""
-    return records.first_of(line, lineno, st, ("SpecDecoding metrics", "Speculative metrics"), parse_spec, "vllm")
+_metrics = records.first_of(("SpecDecoding metrics", "Speculative metrics"), parse_spec, "vllm")
+_throughput_line = records.first_of(("Avg prompt throughput",), parse_throughput, "vllm")
 
 
 def _throughput(line: str, lineno: int, st) -> int:
     """The periodic ``Avg prompt throughput`` line (not one that also says ``metrics: ``)."""
-    if "metrics: " in line:
-        return 0
-    return records.first_of(line, lineno, st, ("Avg prompt throughput",), parse_throughput, "vllm")
+    return 0 if "metrics: " in line else _throughput_line(line, lineno, st)
 
 
 def _args(line: str) -> dict | None:

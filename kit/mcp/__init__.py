@@ -10,11 +10,6 @@ call has a timeout and an output cap.
 
     build_server(Policy(run_hosts=("local",)))   # an mcp.server.Server, for in-process use
     TOOLS                                        # the table: name, function, mode, schema
-
-Files: ``_policy.py`` (what a call may touch), ``_tools.py`` (the tool table), the tools by capability
-(``_source.py``, ``_traces.py``, ``_logs.py``, ``_investigate.py``, ``_catalogue.py``, ``_session.py``),
-``_result.py`` (the result envelope), ``_resources.py`` (resources and the prompt), ``_server.py`` (the SDK
-server).
 """
 from __future__ import annotations
 

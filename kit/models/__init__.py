@@ -1,21 +1,14 @@
-"""Analytical models an investigation checks measurements against.
-
-- AllReduce cost of tensor-parallel decode (alpha/beta link model, presets, fit to a sweep) and the
-  speculative-decoding break-even model (``_core.py``; its docstring has the formulas).
-- The decode speed of light: :func:`decode_floor` gives the minimum time of a decode step for a
-  model on a GPU (bytes that must move per step over the memory bandwidth, plus the all-reduce
-  floor for the TP size and link) and what a measured step is against it; model shapes come from a
-  Hugging Face ``config.json`` (:func:`model_shape`), GPU specs from a table shipped with sources
-  (``gpus.toml``, :func:`gpu_spec`, user-extendable).
+"""Analytical models an investigation checks measurements against: AllReduce cost of tensor-parallel decode,
+speculative-decoding break-even, and the decode speed of light (:func:`decode_floor`: the bytes a step must move
+over the GPU's memory bandwidth, plus the all-reduce floor, against a measured step).
 
 Files:
 
-- ``_core.py``: AllReduce cost model, link presets and fit; speculative decoding expected tokens,
-  speed-up, break-even
+- ``_core.py``: AllReduce cost model, link presets and fit; speculative decoding tokens, speed-up, break-even
 - ``_shapes.py``: model shapes (dense, MoE, MLA, hybrids) from a config.json dict, file or host path
-- ``_hybrid.py``: hybrid layouts (which layer is attention, Mamba, gated DeltaNet, MLP, MoE) and the
-  state-space mixer's weights and per-sequence state
-- ``_gpus.py``: the GPU spec table (``gpus.toml``) and lookup by name / host fingerprint
+- ``_hybrid.py``: hybrid layouts (attention, Mamba, gated DeltaNet, MLP, MoE per layer) and the mixer's
+  weights and per-sequence state
+- ``_gpus.py``: the GPU spec table (``gpus.toml``, user-extendable) and lookup by name / host fingerprint
 - ``_floor.py``: bytes per decode step, the memory-bandwidth and all-reduce floor, efficiency
 """
 from __future__ import annotations

@@ -40,7 +40,10 @@ __all__ = ["LinkModel", "LINKS", "link", "fit", "allreduce_time_us", "allreduce_
            "expected_tokens", "speedup", "break_even", "spec_estimate", "spec_from_summary", "SpecEstimate",
            "speedup_curves", "acceptance_for_length", "drafter_cost"]
 
-ALGORITHMS = ("ring", "twoshot", "oneshot")
+# algorithm -> (number of alpha steps, bytes factor on S/beta) on n GPUs
+_TERMS = {"ring": lambda n: (2.0 * (n - 1), 2.0 * (n - 1) / n), "twoshot": lambda n: (2.0, 2.0 * (n - 1) / n),
+          "oneshot": lambda n: (1.0, float(n - 1))}
+ALGORITHMS = tuple(_TERMS)
 
 
 # --------------------------------------------------------------------------- links
@@ -97,16 +100,11 @@ def link(name_or_model: str | LinkModel) -> LinkModel:
 
 
 def _terms(n: int, algorithm: str) -> tuple[float, float]:
-    """(number of alpha steps, bytes factor on S/beta) for an algorithm on n GPUs."""
     if n < 2:
         raise ModelError(f"all-reduce needs at least 2 GPUs, got tp={n}")
-    if algorithm == "ring":
-        return 2.0 * (n - 1), 2.0 * (n - 1) / n
-    if algorithm == "twoshot":
-        return 2.0, 2.0 * (n - 1) / n
-    if algorithm == "oneshot":
-        return 1.0, float(n - 1)
-    raise ModelError(f"unknown all-reduce algorithm {algorithm!r}; one of {', '.join(ALGORITHMS)}")
+    if algorithm not in _TERMS:
+        raise ModelError(f"unknown all-reduce algorithm {algorithm!r}; one of {', '.join(ALGORITHMS)}")
+    return _TERMS[algorithm](n)
 
 
 def allreduce_time_us(message_bytes: float, n: int, lnk: str | LinkModel, algorithm: str = "ring") -> float:
@@ -189,20 +187,16 @@ class AllReduceCost:
             s += f"; {self.share:.0%} of the given {self.step_time_ms:.2f} ms step"
         return s + ")"
 
-
-def _allreduce_html(self: "AllReduceCost") -> str:
-    rows = [("tensor-parallel size", self.tp), ("algorithm", self.algorithm), ("link", self.link.name),
-            ("message", f"{self.message_bytes} B, {self.calls_per_step} calls per step"),
-            ("per call", f"{self.per_call_us:.2f} us (latency {self.latency_term_us:.2f} + bandwidth "
-                         f"{self.bandwidth_term_us:.2f})"),
-            ("per token", f"{self.per_token_us / 1e3:.3f} ms ({self.bound})")]
-    rows += [(f"{a} per token", f"{t * self.calls_per_step / 1e3:.3f} ms") for a, t in self.by_algorithm_us.items()]
-    if self.share is not None and self.step_time_ms:
-        rows.append(("share of the given step", f"{self.share:.1%} of {self.step_time_ms:.2f} ms"))
-    return html_fields("AllReduceCost (model prediction)", rows)
-
-
-AllReduceCost._repr_html_ = _allreduce_html
+    def _repr_html_(self) -> str:
+        rows = [("tensor-parallel size", self.tp), ("algorithm", self.algorithm), ("link", self.link.name),
+                ("message", f"{self.message_bytes} B, {self.calls_per_step} calls per step"),
+                ("per call", f"{self.per_call_us:.2f} us (latency {self.latency_term_us:.2f} + bandwidth "
+                             f"{self.bandwidth_term_us:.2f})"),
+                ("per token", f"{self.per_token_us / 1e3:.3f} ms ({self.bound})")]
+        rows += [(f"{a} per token", f"{t * self.calls_per_step / 1e3:.3f} ms") for a, t in self.by_algorithm_us.items()]
+        if self.share is not None and self.step_time_ms:
+            rows.append(("share of the given step", f"{self.share:.1%} of {self.step_time_ms:.2f} ms"))
+        return html_fields("AllReduceCost (model prediction)", rows)
 
 
 def _kib(b: float) -> str:
@@ -347,20 +341,17 @@ class SpecEstimate:
                 f"-> {self.expected_tokens:.2f} tokens/verify, expected x{self.speedup:.2f} ({self.verdict}); "
                 f"break-even acceptance {be}; basis: {self.basis})")
 
-
-def _spec_estimate_html(self: "SpecEstimate") -> str:
-    return html_fields("SpecEstimate", [
-        ("draft tokens per step (k)", self.k),
-        ("drafter cost c", f"{self.c:g} ({'inferred from tok/s' if self.c_measured else 'assumed'})"),
-        ("acceptance", f"{self.acceptance:.1%}" if self.acceptance is not None else "?"),
-        ("expected tokens per verify", f"{self.expected_tokens:.3f}"),
-        ("expected speed-up", f"x{self.speedup:.3f} ({self.verdict})"),
-        ("break-even i.i.d. acceptance", f"{self.break_even:.1%}" if self.break_even is not None else "none (c >= 1)"),
-        ("break-even acceptance length", f"{1 + self.k * self.c:.3f}"),
-        ("basis", self.basis)])
-
-
-SpecEstimate._repr_html_ = _spec_estimate_html
+    def _repr_html_(self) -> str:
+        be = f"{self.break_even:.1%}" if self.break_even is not None else "none (c >= 1)"
+        return html_fields("SpecEstimate", [
+            ("draft tokens per step (k)", self.k),
+            ("drafter cost c", f"{self.c:g} ({'inferred from tok/s' if self.c_measured else 'assumed'})"),
+            ("acceptance", f"{self.acceptance:.1%}" if self.acceptance is not None else "?"),
+            ("expected tokens per verify", f"{self.expected_tokens:.3f}"),
+            ("expected speed-up", f"x{self.speedup:.3f} ({self.verdict})"),
+            ("break-even i.i.d. acceptance", be),
+            ("break-even acceptance length", f"{1 + self.k * self.c:.3f}"),
+            ("basis", self.basis)])
 
 
 def spec_estimate(a: float | None = None, *, k: int, c: float, per_position: Sequence[float] | None = None,

@@ -51,11 +51,10 @@ WEIGHT_FORMATS: dict[str, tuple[float, str]] = {
 KV_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0}
 
 
-def _fmt_bytes(fmt: str) -> float:
-    try:
-        return WEIGHT_FORMATS[fmt][0]
-    except KeyError:
-        raise ModelError(f"unknown weight format {fmt!r}; one of {', '.join(WEIGHT_FORMATS)}") from None
+def _row(table: dict, key: str, what: str):
+    if key not in table:
+        raise ModelError(f"unknown {what} {key!r}; one of {', '.join(table)}")
+    return table[key]
 
 
 @dataclass(eq=False)
@@ -223,10 +222,7 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
         raise ModelError(f"decode_floor: tp and batch must be >= 1 and context >= 0 (tp={tp}, batch={batch}, "
                          f"context={context})")
     fmt = weight_format or shape.weight_format
-    wb = _fmt_bytes(fmt)
-    if kv_dtype not in KV_BYTES:
-        raise ModelError(f"unknown KV dtype {kv_dtype!r}; one of {', '.join(KV_BYTES)}")
-    kvb = KV_BYTES[kv_dtype]
+    wb, kvb = _row(WEIGHT_FORMATS, fmt, "weight format")[0], _row(KV_BYTES, kv_dtype, "KV dtype")
     s = shape
     hit = routed_experts_hit(s.experts, s.experts_per_token, batch)
     if s.attention == "mla":
@@ -235,8 +231,7 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
         per_rank_heads = -(-s.kv_heads // tp)
         kv_split, kv_note = s.kv_heads / per_rank_heads, f"{per_rank_heads} of {s.kv_heads} KV heads per rank"
     st_dtype = ssm_state_dtype or s.ssm_state_dtype or "bf16"
-    if st_dtype not in KV_BYTES:
-        raise ModelError(f"unknown SSM state dtype {st_dtype!r}; one of {', '.join(KV_BYTES)}")
+    _row(KV_BYTES, st_dtype, "SSM state dtype")
     mx = s.mixer
     rows = [
         ("attention weights", s.attention_layers * s.attention_params(), wb, tp,
@@ -262,14 +257,9 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
     per_gpu = float(parts["bytes_per_gpu"].sum())
     memory_us = per_gpu / (spec.mem_bw_gbps * 1e3)
     weights = parts[~parts["part"].isin(("KV cache", "SSM state (read+write)"))]["params"].sum()
-    attn_flops = 0.0
-    if s.attention == "mla":
-        attn_flops = 2.0 * batch * context * s.attention_layers * s.heads * (s.kv_lora_rank * 2 + s.qk_rope_head_dim)
-    else:
-        attn_flops = 2.0 * batch * context * s.attention_layers * s.heads * s.head_dim * 2
-    flops = 2.0 * weights * batch + attn_flops
+    per_head = s.kv_lora_rank * 2 + s.qk_rope_head_dim if s.attention == "mla" else s.head_dim * 2
+    flops = 2.0 * weights * batch + 2.0 * batch * context * s.attention_layers * s.heads * per_head
     compute_us = flops / tp / (spec.peak_tflops(fmt) * 1e6)
-    ar = None
     inputs = {"model": f"{s.name} from {s.source or 'given shape'}", "gpu": _gpu_input(spec, fmt, gpu)}
     inputs["weight format"] = (f"{fmt} ({WEIGHT_FORMATS[fmt][1]}), "
                                + ("given" if weight_format else "from the config"))
@@ -280,8 +270,7 @@ def decode_floor(model: Any, gpu: Any = None, *, host=None, tp: int = 1, batch: 
     if s.assumed:
         inputs["defaults assumed"] = "; ".join(f"{k}={v}" for k, v in s.assumed) + \
             " (the config leaves them out; the transformers config class's defaults)"
-    if tp > 1:
-        ar = _step_allreduce(s, spec, tp, batch, link, algorithm, allreduces_per_layer, inputs)
+    ar = _step_allreduce(s, spec, tp, batch, link, algorithm, allreduces_per_layer, inputs) if tp > 1 else None
     floor = max(memory_us, compute_us) + (ar.per_step_us if ar else 0.0)
     if measured_step_ms is not None:
         if measured_step_ms <= 0:

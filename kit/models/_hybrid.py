@@ -126,13 +126,9 @@ _M2 = {
     "nemotron_h": {"heads": ("mamba_num_heads", 128), "expand": ("expand", 2, "mamba_expand"),
                    "head_dim": ("mamba_head_dim", 64), "state": ("ssm_state_size", 128),
                    "groups": ("n_groups", 8, "mamba_n_groups"), "conv": ("conv_kernel", 4, "mamba_d_conv")},
-    "granitemoehybrid": {"heads": ("mamba_n_heads", 128), "expand": ("mamba_expand", 2),
-                         "head_dim": ("mamba_d_head", None), "state": ("mamba_d_state", 256),
-                         "groups": ("mamba_n_groups", 1), "conv": ("mamba_d_conv", 4)},
-    "bamba": {"heads": ("mamba_n_heads", 128), "expand": ("mamba_expand", 2), "head_dim": ("mamba_d_head", None),
-              "state": ("mamba_d_state", 256), "groups": ("mamba_n_groups", 1), "conv": ("mamba_d_conv", 4)},
-    "falcon_h1": {"heads": ("mamba_n_heads", 128), "expand": ("mamba_expand", 2), "head_dim": ("mamba_d_head", None),
-                  "state": ("mamba_d_state", 256), "groups": ("mamba_n_groups", 1), "conv": ("mamba_d_conv", 4)},
+    **dict.fromkeys(("granitemoehybrid", "bamba", "falcon_h1"), {  # the same keys and defaults
+        "heads": ("mamba_n_heads", 128), "expand": ("mamba_expand", 2), "head_dim": ("mamba_d_head", None),
+        "state": ("mamba_d_state", 256), "groups": ("mamba_n_groups", 1), "conv": ("mamba_d_conv", 4)}),
 }
 
 

@@ -79,7 +79,6 @@ class ModelShape:
 
     @property
     def dense_layers(self) -> int:
-        """Layers with a dense MLP."""
         return self._count(1, ("mlp",)) if self.layer_kinds else self.layers - self.moe_layers
 
     @property
@@ -123,11 +122,9 @@ class ModelShape:
         return self.mlp_matrices * self.hidden * self.intermediate
 
     def expert_params(self) -> int:
-        """Weights of one routed expert."""
         return self.mlp_matrices * self.hidden * self.expert_intermediate
 
     def shared_params(self) -> int:
-        """Shared-expert weights of one MoE layer."""
         return self.mlp_matrices * self.hidden * self.shared_intermediate
 
     def router_params(self) -> int:
@@ -282,7 +279,7 @@ def _from_dict(cfg: dict, src: str, name: str | None) -> ModelShape:
                       weight_format=fmt, source=src, **kw)
 
 
-def _hybrid_moe(mt: str, cfg: dict, src: str, inter: int) -> tuple[int, int, int, int, int]:
+def _hybrid_moe(mt: str, cfg: dict, inter: int) -> tuple[int, int, int, int, int]:
     """(experts, top-k, expert width, shared width, dense MLP width) of a hybrid family."""
     g = cfg.get
     if mt == "nemotron_h":
@@ -304,7 +301,7 @@ def _hybrid_moe(mt: str, cfg: dict, src: str, inter: int) -> tuple[int, int, int
 def _hybrid_shape(cfg: dict, src: str, name: str, hidden: int, layers: int, heads: int) -> ModelShape:
     mt = str(cfg.get("model_type", "")).lower()
     inter = int(cfg.get("intermediate_size") or 0)
-    experts, topk, e_inter, shared, dense_inter = _hybrid_moe(mt, cfg, src, inter)
+    experts, topk, e_inter, shared, dense_inter = _hybrid_moe(mt, cfg, inter)
     kinds, mixer, assumed = hybrid_layout(cfg, src, layers, hidden, moe=experts > 0)
     moe_layers = sum(1 for k in kinds if k.endswith("+moe"))
     if experts and not moe_layers:

@@ -7,17 +7,6 @@ Every figure is returned closed in pyplot (nothing is shown or saved here): a no
 as the cell's value or through ``display(fig)`` inside a loop. Colours are fixed per category so figures
 side by side compare. Notebooks put the provenance of what a figure was drawn from in its title
 (``kit.session.caption``).
-
-Files:
-
-- ``_profile.py``: from a :class:`kit.profile.Summary`: category shares, step timeline, top kernels, module
-  view; the link matrix of a :class:`kit.env.Topology`, A/B bars; the sizes every figure keeps to
-- ``_logs.py``: from :mod:`kit.logs` / :mod:`kit.models`: acceptance and throughput over time, acceptance per
-  position, speed-up curves
-- ``_compare.py``: from a :class:`kit.profile.Comparison`: the waterfall from A's step to B's, kernel families
-- ``_structure.py``: the structural waterfall of a :class:`kit.profile.StructuralDiff`
-- ``_load.py``: from a :class:`kit.bench.LoadResult`: latency CDF, throughput against latency, concurrency
-- ``_reconcile.py``: the inter-token latency waterfall of a :class:`kit.bench.Reconciliation`
 """
 from __future__ import annotations
 

@@ -94,12 +94,9 @@ def category_shares(summaries, *, of: str = "wall", title: str | None = None) ->
     if of not in ("wall", "kernel"):
         raise UsageError(f"of must be 'wall' or 'kernel', not {of!r}")
     if isinstance(summaries, Mapping):
-        rows, walls = {}, {}
-        for label, s in summaries.items():
-            rows[str(label)] = s.categories.set_index("category")["time_us"]
-            walls[str(label)] = s.wall_time_us
-        table = pd.DataFrame(rows).T.fillna(0.0)
-        wall = pd.Series(walls, dtype=float)
+        table = pd.DataFrame({str(label): s.categories.set_index("category")["time_us"]
+                              for label, s in summaries.items()}).T.fillna(0.0)
+        wall = pd.Series({str(label): s.wall_time_us for label, s in summaries.items()}, dtype=float)
         xlabel = "configuration"
     else:
         table = summaries.rank_categories.copy().fillna(0.0)

@@ -4,11 +4,6 @@ result or a notebook copy.
 A low package (it imports no other kit package): the report masks its pages with it, the run catalogue
 its runs, the MCP server its results. Its detector set (detect-secrets' plugins, which bring ``requests``
 with them, ``_plugins.py``) loads on the first text redacted, never at import.
-
-Files: ``_text.py`` (text and JSON: spans masked, values found through markup masked as literals
-everywhere), ``_notebook.py`` (notebooks and the exported page), ``_detect.py`` (where a text's secrets
-are), ``_patterns.py`` (the pattern table), ``_tables.py`` (text tables), ``_cmdline.py`` (credentials
-typed on command lines), ``_names.py`` (:func:`secret_name`, :func:`mask_secrets`).
 """
 from __future__ import annotations
 

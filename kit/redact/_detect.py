@@ -137,7 +137,6 @@ def _keyword_spans(text: str) -> Iterator[tuple[int, int, bool]]:
                 yield start + a, start + b, code
 
 
-
 def secret_spans(text: str) -> list[tuple[int, int, bool]]:
     """Every secret span in ``text``: (start, end, is_code). Code spans (``password=pw``) are masked
     in place but never hunted as literals elsewhere."""

@@ -1,10 +1,9 @@
 """The Host base class: the API every host kind implements.
 
-The base class implements ``run`` once (the script built by ``_runner.shell_script``, driven by the one
-loop in ``_runner.py``) and everything that can be expressed through it (``python``, ``read_text``,
-``spawn``), so LocalHost and SSHHost only implement transport through public hooks: ``start_process``
-(start a script in its own process group), ``stat``, ``open_channel`` (a forwarded connection) and file
-access. The records it returns live in ``_result.py``.
+``run`` is written once here (driven by the one loop in ``_runner.py``), with everything expressed
+through it (``python``, ``read_text``, ``spawn``) and the files through the host's Transfer, so a
+transport only implements the public hooks: ``start_process``, ``stat``, ``read_file``, ``write_file``,
+``listdir``, ``open_channel`` and ``streams``.
 """
 from __future__ import annotations
 
@@ -17,13 +16,10 @@ from kit.remote._forward import Forward, close_forwards
 from kit.remote._job import Job, start_job
 from kit.remote._output import tail_lines
 from kit.remote._private import private_dir
-from kit.remote._result import FileStat, Result
+from kit.remote._result import Closing, FileStat, Result
 from kit.remote._runner import Process, Runner, shell_script
 from kit.remote._transfer import transfer_of
 from kit.util import html_fields
-
-__all__ = ["FileStat", "Host", "Result"]
-
 
 # Runs a snippet read from stdin: statements exec'd, the last expression's value printed as JSON on
 # a marker line. The snippet's own prints go to stderr so stdout only carries the value.
@@ -49,7 +45,7 @@ sys.stdout.write("\x1eKITJSON " + s + "\n")
 '''
 
 
-class Host:
+class Host(Closing):
     """Base class of LocalHost and SSHHost: one API to run commands and read files on a machine."""
 
     target: str = ""
@@ -66,23 +62,18 @@ class Host:
         """Run ``cmd`` with bash on the host and wait for it.
 
         ``timeout`` (s): on expiry the command's whole process group is killed on the host and
-        CommandTimeout is raised with the partial output. ``env``: extra variables (values quoted).
-        ``cwd``: working directory (``cd`` fails -> exit 1). ``check``: raise CommandFailed on a
-        non-zero exit. ``stream``: show output live (terminal or notebook cell) as it arrives.
-        ``input``: bytes/str fed to the command's stdin (otherwise stdin is empty).
-        ``stdout_file``/``stderr_file``: local paths that receive the stream as it arrives.
-        Memory is bounded whenever output goes elsewhere: with a file the Result keeps only the last
-        64 KiB of that stream, with ``stream=True`` only the last 1 MiB (``Result.truncated`` and
-        ``stdout_bytes`` say so); otherwise it keeps everything. Pass ``stdout_file=`` with
-        ``stream=True`` to both see and keep a long output. stdout and stderr are always drained
-        together, so large output never deadlocks. Output is decoded as UTF-8 with replacement.
-        A connection lost mid-command is a ConnectError naming host and command.
+        CommandTimeout carries the partial output. ``env``: extra variables (values quoted). ``cwd``:
+        working directory (``cd`` fails -> exit 1). ``check``: CommandFailed on a non-zero exit.
+        ``stream``: show output live as it arrives. ``input``: fed to stdin (otherwise empty).
+        ``stdout_file``/``stderr_file``: local paths that receive the stream as it arrives. Memory is
+        bounded whenever output goes elsewhere: the Result keeps the last 64 KiB of a stream sent to a file,
+        the last 1 MiB with ``stream=True`` (``Result.truncated`` says so), else everything. stdout and
+        stderr are drained together (no deadlock) and decoded as UTF-8 with replacement. A connection lost
+        mid-command is a ConnectError naming host and command.
 
-        For streams (what file transfers are built on): ``on_stdout`` receives stdout as raw byte
-        chunks as they arrive, nothing of it kept in the Result; ``idle_timeout`` (s) kills the
-        command when no output came for that long (CommandTimeout); ``cancel`` (a
-        ``threading.Event``) set from another thread kills it and raises KeyboardInterrupt there.
-        """
+        For streams (file transfers): ``on_stdout`` receives stdout as raw chunks, none kept;
+        ``idle_timeout`` (s) kills the command when no output came for that long (CommandTimeout);
+        ``cancel`` (a ``threading.Event``) set from another thread kills it and raises KeyboardInterrupt."""
         script = shell_script(cmd, env, cwd, self.name)
         return Runner(self.name, cmd, timeout=timeout, check=check, stream=stream, input=input,
                       stdout_file=stdout_file, stderr_file=stderr_file, on_stdout=on_stdout,
@@ -91,32 +82,28 @@ class Host:
 
     # --- transport hooks, implemented by subclasses ------------------------------------------------
     def start_process(self, script: str, *, cmd: str, stdin: bool) -> Process:
-        """Start ``script`` with bash on the host as the leader of its own process group and session
-        (so that the runner can kill all of it), stdin open when ``stdin``; a :class:`Process` the runner
-        drives. ``cmd``: the caller's command, for error messages. A transport that cannot know the
-        group itself sets ``Process.marked`` and runs ``_runner.MARK_LINE`` first."""
+        """Start ``script`` with bash on the host as the leader of its own process group and session, stdin
+        open when ``stdin``; the :class:`Process` the runner drives (``cmd`` names it in errors). A transport
+        that cannot know the group itself sets ``Process.marked`` and runs ``_runner.MARK_LINE`` first."""
         raise NotImplementedError
 
     def read_file(self, path: str, sink, offset: int) -> str:
-        """Transport hook for :class:`~kit.remote.Transfer`: the bytes of ``path`` from ``offset`` into
-        ``sink`` without a shell (this machine: the file itself; SSH: SFTP); returns the method's name."""
+        """The bytes of ``path`` from ``offset`` into ``sink`` without a shell; returns the method's name."""
         raise NotImplementedError
 
     def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,
                    progress: bool | None = None) -> None:
-        """Transport hook for :class:`~kit.remote.Transfer`: ``local_path`` to ``remote_path``, through a
-        temporary name renamed into place (``resume``: an unchanged file is skipped, a partial one continued)."""
+        """``local_path`` to ``remote_path`` through a temporary name renamed into place (``resume``: an
+        unchanged file is skipped, a partial one continued)."""
         raise NotImplementedError
 
     def listdir(self, path: str) -> list[str]:
-        """Transport hook for :class:`~kit.remote.Transfer`: the names in the directory ``path``
-        (RemoteFileError naming host and path)."""
+        """The names in the directory ``path`` (RemoteFileError naming host and path)."""
         raise NotImplementedError
 
     def open_channel(self, dest: tuple[str, int], src: tuple[str, int], timeout: float):
         """A connection to ``dest`` as the host sees it, carried over the host's own connection (an SSH
-        ``direct-tcpip`` channel): what :class:`~kit.remote.Forward` relays local connections through.
-        ConnectError naming host and address. A host that reaches addresses directly has none."""
+        ``direct-tcpip`` channel) for :class:`~kit.remote.Forward`; ConnectError naming host and address."""
         raise NotImplementedError(f"{type(self).__name__} reaches addresses directly: no channel to open")
 
     def stat(self, path: str) -> FileStat:
@@ -154,11 +141,12 @@ class Host:
     def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
                 check: bool = True, unix_socket: str | None = None) -> Forward:
         """Reach ``remote_host:remote_port`` as seen from the host (default its loopback) from this
-        machine: a :class:`~kit.remote.Forward` (also a context manager) whose ``url`` to use here.
-        An SSH host carries each local connection over its SSH connection; this machine needs none.
-        ``unix_socket`` (SSH hosts): listen on that path, mode 0600, instead of 127.0.0.1, which every
-        user of this machine can reach."""
-        return Forward(self, remote_port, remote_host, local_port, check=check, unix_socket=unix_socket)
+        machine: a :class:`~kit.remote.Forward` (a context manager) whose ``url`` to use here, carried over
+        an SSH host's connection, the direct address on this machine. ``check``: ConnectError at once if
+        nothing accepts connections there. ``unix_socket`` (SSH hosts): listen on that path, mode 0600,
+        instead of 127.0.0.1, which every user here can reach."""
+        return Forward(self, remote_port, remote_host, local_port, check=check, direct=self.is_local,
+                       unix_socket=unix_socket)
 
     def private_dir(self, sub: str = "") -> str:
         """This user's private directory on the host (mode 0700, ``${TMPDIR:-/tmp}/kit-<uid>``, never
@@ -171,12 +159,8 @@ class Host:
         return self.read_bytes(path).decode("utf-8", errors)
 
     def python(self, code: str, *, python: str = "python3", timeout: float = 60, env: dict | None = None) -> Any:
-        """Run ``code`` in the host's Python and return the JSON value of its last expression.
-
-        Used to ask what code would do on that host's hardware and install, e.g.
-        ``host.python("import torch; torch.cuda.get_device_capability()")`` -> ``[9, 0]``.
-        Raises CommandFailed (with the traceback's last line) if the snippet raised.
-        """
+        """The JSON value of the last expression of ``code`` run by the host's Python (``host.python("import
+        torch; torch.cuda.get_device_capability()")`` -> ``[9, 0]``); CommandFailed with its traceback's last line."""
         cmd = f"{shlex.quote(python)} -c {shlex.quote(_PY_DRIVER)}"
         res = self.run(cmd, timeout=timeout, env=env, input=code)
         if not res.ok:
@@ -191,17 +175,9 @@ class Host:
                             host=self.name, result=res)
 
     def spawn(self, cmd: str, *, log: str, env: dict | None = None, cwd: str | None = None) -> Job:
-        """Start ``cmd`` detached (own session, survives disconnect), output appended to ``log``.
-
-        Returns a :class:`~kit.remote.Job` to tail, wait for readiness, and stop it.
-        """
+        """Start ``cmd`` detached (own session, survives disconnect), output appended to ``log``: a
+        :class:`~kit.remote.Job` to tail, wait for readiness, and stop."""
         return start_job(self, cmd, log=log, env=env, cwd=cwd)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.target!r})"

@@ -1,30 +1,22 @@
 """Forward: reach a port of a host from this machine, through the host's own SSH connection (``ssh -L``).
 
-An engine on a GPU host usually listens on the host's loopback or behind a firewall; the kit already
-holds an SSH connection to that host. ``host.forward(port)`` listens on this machine's 127.0.0.1 (a
-free port unless one is given) and carries every accepted connection to ``remote_host:remote_port``
-as a ``direct-tcpip`` channel of that connection, like ``ssh -L`` or Fabric's ``forward_local``.
+``host.forward(port)`` listens on this machine's 127.0.0.1 (a free port unless one is given) and carries
+every accepted connection to ``remote_host:remote_port`` as a ``direct-tcpip`` channel of the connection
+the kit already holds, like ``ssh -L`` or Fabric's ``forward_local``.
 
-- Connections are independent: each has its own channel and two pump threads (one per direction,
-  blocking reads, ``TCP_NODELAY`` on the local side), so 64 concurrent streaming requests go through
-  at once instead of one after another. Half-closes are passed on (EOF one way keeps the other open).
-- ``check`` (default) opens one channel at creation, so a server that refuses forwarding
-  (``AllowTcpForwarding no``) or a port where nothing listens on the host is a one-line ConnectError
-  naming host and address at once, not a reset connection later. A later failure (the engine died)
-  closes that client's connection; the message is kept in ``last_error`` and logged once.
+- Each connection has its own channel and two pump threads (blocking reads, ``TCP_NODELAY`` here), so
+  64 streaming requests go through at once; half-closes are passed on.
+- ``check`` (default) opens one channel at creation, so a refused forward (``AllowTcpForwarding no``)
+  or a port where nothing listens is a one-line ConnectError at once. A later failure closes that
+  client's connection, kept in ``last_error`` and logged once.
 - A channel that ends without the target's EOF (the SSH connection died under it) resets the local
-  connection (RST, ``SO_LINGER`` 0) instead of ending it with a FIN, and says so in the log
-  ("SSH connection lost", ``lost``): a client never takes a cut reply for a whole one. A clean end of
-  the target's reply is passed on as a clean end.
-- ``close()`` (or leaving the ``with`` block, or dropping the last reference to the object: a
-  finalizer, since the threads hold only the forward's core, never the object) stops listening,
-  closes every channel and local socket, and joins the threads: nothing is left listening.
-  ``host.close()`` closes the host's forwards too; a closed forward never reconnects the host.
-- Who can connect: the TCP listener is on 127.0.0.1, so **every user of this machine** can reach
-  the forwarded port (as with ``ssh -L``); ``unix_socket=PATH`` listens on a Unix socket of mode
-  0600 instead (this user and root only).
-- On this machine (``LocalHost``) nothing needs carrying: ``forward`` returns the direct address
-  (``direct=True``, ``local_port == remote_port``), so the same code runs on both kinds of host.
+  connection (RST) instead of ending it: a client never takes a cut reply for a whole one.
+- ``close()``, leaving the ``with`` block, dropping the object (a finalizer: the threads hold only the
+  forward's core) or closing the host stops listening and joins the threads; a closed forward never
+  reconnects the host.
+- The TCP listener is reachable by **every user of this machine** (as with ``ssh -L``);
+  ``unix_socket=PATH`` listens on a Unix socket of mode 0600 instead.
+- On this machine (``LocalHost``) nothing needs carrying: the direct address (``direct=True``).
 """
 from __future__ import annotations
 
@@ -38,36 +30,24 @@ import urllib.parse
 import weakref
 
 from kit.errors import ConnectError
+from kit.remote._result import Closing
 from kit.util import html_fields
 
 log = logging.getLogger("kit.remote")
-
-__all__ = ["Forward"]
 
 CHUNK = 64 * 1024
 OPEN_TIMEOUT_S = 15.0  # longest wait for the SSH server to answer a channel open (it connects first)
 
 
-def _url_host(addr: str) -> str:
-    if addr in ("", "0.0.0.0", "localhost"):
-        return "127.0.0.1"
-    if addr == "::":
-        return "[::1]"
-    return f"[{addr}]" if ":" in addr else addr
-
-
 class _Core:
-    """What the threads of a forward share: the listener, the carried connections, the counters. The
-    threads hold this, never the :class:`Forward`, so dropping the Forward object ends the forward (its
-    finalizer closes the core)."""
+    """What the threads of a forward share (the listener, the carried connections, the counters); never
+    the :class:`Forward` itself, so that dropping it ends the forward."""
 
     def __init__(self, host, remote_host: str, remote_port: int) -> None:
         self.host = host
         self.remote_host = remote_host
         self.remote_port = remote_port
-        self.connections = 0
-        self.failed = 0
-        self.lost = 0
+        self.connections = self.failed = self.lost = 0
         self.last_error = ""
         self.closed = False
         self.lock = threading.Lock()
@@ -204,14 +184,11 @@ class _Core:
             log.warning("%s", msg)
 
 
-class Forward:
-    """A local address that reaches ``remote_host:remote_port`` on ``host``. Make one with
-    :meth:`kit.remote.Host.forward`. ``url`` (``http://127.0.0.1:<local_port>``), ``local_port``,
-    ``address``; ``connections`` counts the connections carried, ``failed`` those whose channel could
-    not be opened or was lost (``last_error`` says why; ``lost``: cut by a dead SSH connection).
-    ``close()`` is idempotent; the forward also ends when this object is garbage-collected and when
-    its host is closed. ``unix_socket``: listen on that path (mode 0600, this user only) instead of
-    a TCP port of 127.0.0.1, which every local user can connect to."""
+class Forward(Closing):
+    """A local address that reaches ``remote_host:remote_port`` on ``host`` (see
+    :meth:`kit.remote.Host.forward`): ``url``, ``local_port``, ``address``; ``connections`` counts the
+    connections carried, ``failed`` those whose channel could not be opened or was lost (``last_error``
+    says why; ``lost``: cut by a dead SSH connection). ``close()`` is idempotent."""
 
     def __init__(self, host, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
                  check: bool = True, direct: bool = False, unix_socket: str | None = None) -> None:
@@ -221,30 +198,37 @@ class Forward:
         self._core = core = _Core(host, remote_host, int(remote_port))
         if not 0 < core.remote_port < 65536:
             raise ConnectError(f"{host.name}: forward: port {remote_port!r} out of range", host=host.name)
+        if direct and unix_socket is not None:
+            raise ConnectError(f"{host.name}: forward(unix_socket=...) carries an SSH host's port; on this "
+                               f"machine the port is reached directly", host=host.name)
         if direct:
             self.local_port = core.remote_port
-            self.local_host = _url_host(remote_host)
-            if check:
-                self._check_direct()
-            self._finalizer = weakref.finalize(self, core.close)
-            _register(host, self)
-            return
-        self.local_host = "127.0.0.1"
-        core.listener = self._listen(int(local_port), unix_socket)
-        core.unix_path = unix_socket
-        self.local_port = core.listener.getsockname()[1] if unix_socket is None else 0
-        core.where = self.url
-        try:
-            if check:
-                core.open().close()
-        except BaseException:
-            _shut(core.listener)
-            core.unlink()
-            raise
-        core.acceptor = threading.Thread(target=core.accept, daemon=True,
-                                         name=f"kit-forward-{self.local_port or os.path.basename(unix_socket)}")
-        core.acceptor.start()
-        self._finalizer = weakref.finalize(self, core.close, "its Forward object was garbage-collected")
+            wildcard = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "localhost": "127.0.0.1", "::": "[::1]"}
+            self.local_host = wildcard.get(remote_host, f"[{remote_host}]" if ":" in remote_host else remote_host)
+            try:
+                if check:
+                    socket.create_connection(self.address, timeout=5).close()
+            except OSError as exc:
+                raise ConnectError(f"{host.name}: nothing accepts connections at {self.target} "
+                                   f"({exc.strerror or exc})", host=host.name) from exc
+        else:
+            self.local_host = "127.0.0.1"
+            core.listener = self._listen(int(local_port), unix_socket)
+            core.unix_path = unix_socket
+            self.local_port = core.listener.getsockname()[1] if unix_socket is None else 0
+            core.where = self.url
+            try:
+                if check:
+                    core.open().close()
+            except BaseException:
+                _shut(core.listener)
+                core.unlink()
+                raise
+            core.acceptor = threading.Thread(target=core.accept, daemon=True,
+                                             name=f"kit-forward-{self.local_port or os.path.basename(unix_socket)}")
+            core.acceptor.start()
+        why = "" if direct else "its Forward object was garbage-collected"
+        self._finalizer = weakref.finalize(self, core.close, why)
         _register(host, self)
 
     # --- public --------------------------------------------------------------------------------
@@ -255,6 +239,7 @@ class Forward:
     lost = property(lambda self: self._core.lost, doc="connections cut by a dead SSH connection (reset here)")
     last_error = property(lambda self: self._core.last_error)
     closed = property(lambda self: self._core.closed)
+    target = property(lambda self: self._core.target, doc="``remote_host:remote_port``, as the host sees it")
 
     @property
     def url(self) -> str:
@@ -269,11 +254,6 @@ class Forward:
         return self.unix_socket if self.unix_socket is not None else (self.local_host.strip("[]"), self.local_port)
 
     @property
-    def target(self) -> str:
-        """``remote_host:remote_port``, as the host sees it."""
-        return self._core.target
-
-    @property
     def active(self) -> int:
         """Connections open right now."""
         with self._core.lock:
@@ -284,16 +264,9 @@ class Forward:
         self._finalizer.detach()
         self._core.close()
 
-    def __enter__(self) -> "Forward":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         how = "direct" if self.direct else f"via SSH to {self.target} on {self.host.name}"
-        state = " closed" if self.closed else ""
-        return f"Forward({self.url!r}, {how}{state})"
+        return f"Forward({self.url!r}, {how}{' closed' if self.closed else ''})"
 
     def _repr_html_(self) -> str:
         return html_fields("Forward", [("url", self.url), ("host", self.host.name), ("to", self.target),
@@ -319,13 +292,6 @@ class Forward:
             raise ConnectError(f"{self.host.name}: cannot listen on {where} here to forward "
                                f"{self.target}: {exc.strerror or exc}", host=self.host.name) from exc
         return s
-
-    def _check_direct(self) -> None:
-        try:
-            socket.create_connection(self.address, timeout=5).close()
-        except OSError as exc:
-            raise ConnectError(f"{self.host.name}: nothing accepts connections at {self.target} "
-                               f"({exc.strerror or exc})", host=self.host.name) from exc
 
 
 def _register(host, fwd: Forward) -> None:

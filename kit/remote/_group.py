@@ -1,6 +1,7 @@
 """HostGroup: run one command on several hosts in parallel; each host's result or error in its own slot."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import html
 import os
@@ -10,17 +11,14 @@ from typing import Iterator
 
 from kit.errors import KitError
 from kit.remote._base import Host
-from kit.remote._result import Result
+from kit.remote._result import Closing, Result
 from kit.remote._transfer_report import Fetched, TransferReport
 from kit.util import html_fields
 
 
 class GroupResult:
-    """Per-host outcome of ``HostGroup.run``: a :class:`Result` or the exception (usually a
-    :class:`RemoteError`) it raised.
-
-    Order follows the group's hosts. A dead host never hides the others' results.
-    """
+    """Per-host outcome of ``HostGroup.run``, in the group's order: a :class:`Result` or the exception
+    (usually a :class:`RemoteError`) it raised. A dead host never hides the others' results."""
 
     def __init__(self, cmd: str, slots: list[tuple[str, Result | KitError]]) -> None:
         self.cmd = cmd
@@ -33,10 +31,7 @@ class GroupResult:
         return len(self._slots)
 
     def __getitem__(self, name: str) -> Result | KitError:
-        for host, value in self._slots:
-            if host == name:
-                return value
-        raise KeyError(name)
+        return dict(self._slots)[name]
 
     @property
     def results(self) -> dict[str, Result]:
@@ -55,15 +50,11 @@ class GroupResult:
         """One row per host: exit_code, duration_s, stdout, stderr, error."""
         import pandas as pd  # deferred: kit --help loads kit.remote, never pandas
 
-        rows = []
-        for host, v in self._slots:
-            if isinstance(v, Result):
-                rows.append({"host": host, "exit_code": v.exit_code, "duration_s": v.duration_s,
-                             "stdout": v.stdout, "stderr": v.stderr, "error": None})
-            else:
-                rows.append({"host": host, "exit_code": None, "duration_s": None, "stdout": None,
-                             "stderr": None, "error": f"{type(v).__name__}: {v}"})
-        return pd.DataFrame(rows, columns=["host", "exit_code", "duration_s", "stdout", "stderr", "error"])
+        columns = ["exit_code", "duration_s", "stdout", "stderr"]
+        return pd.DataFrame([{"host": host, **{c: getattr(v, c) for c in columns}, "error": None}
+                             if isinstance(v, Result) else
+                             {"host": host, **dict.fromkeys(columns), "error": f"{type(v).__name__}: {v}"}
+                             for host, v in self._slots], columns=["host", *columns, "error"])
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{h!r}: exit {v.exit_code}" if isinstance(v, Result) else f"{h!r}: {type(v).__name__}"
@@ -85,7 +76,7 @@ class GroupResult:
                 f"<tbody>{''.join(rows)}</tbody></table>")
 
 
-class HostGroup:
+class HostGroup(Closing):
     """Several hosts addressed together (``kit.hosts([...])``). Connections open lazily, in parallel."""
 
     def __init__(self, hosts: list[Host], max_workers: int | None = None) -> None:
@@ -100,13 +91,12 @@ class HostGroup:
         return html_fields(f"HostGroup of {len(self.hosts)} hosts",
                            [(f"host {i}", f"{h.name} ({type(h).__name__})") for i, h in enumerate(self.hosts)])
 
-    def _names(self) -> list[str]:
-        names, seen = [], {}
+    def _names(self) -> Iterator[str]:
+        """The hosts' names, a repeated one numbered (``a``, ``a#2``)."""
+        seen: collections.Counter = collections.Counter()
         for h in self.hosts:
-            n = h.name
-            seen[n] = seen.get(n, 0) + 1
-            names.append(n if seen[n] == 1 else f"{n}#{seen[n]}")
-        return names
+            seen[h.name] += 1
+            yield h.name if seen[h.name] == 1 else f"{h.name}#{seen[h.name]}"
 
     def run(self, cmd: str, **kwargs) -> GroupResult:
         """``host.run(cmd, **kwargs)`` on every host at once; errors land in their host's slot."""
@@ -125,12 +115,11 @@ class HostGroup:
         return list(self._pool.map(fn, *args))
 
     def get(self, remote_paths, dest: str, **options):
-        """Download the same files (a list, or a glob pattern) from every host at once, each host into
-        ``dest/<host name>/``; within a host, files overlap on several channels (``Host.get_many``).
-        Returns one :class:`~kit.remote.TransferReport` (rows in host order); a host that cannot be
-        reached, or a file that fails, is a row with its error and never hides the others.
-        ``remote_paths`` may also be a dict ``{host name: paths}`` for different files per host."""
-        names = self._names()
+        """Download the same files (a list, or a glob pattern) from every host at once, each into
+        ``dest/<host name>/``, overlapped within a host (``Host.get_many``). One :class:`TransferReport`
+        in host order: an unreachable host or a failed file is a row with its error. ``remote_paths`` may
+        be a dict ``{host name: paths}``."""
+        names = list(self._names())
         t0 = time.perf_counter()
 
         def one(host: Host, name: str):
@@ -152,9 +141,3 @@ class HostGroup:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()

@@ -1,9 +1,8 @@
 """Job: a long-running command (a serving engine) started detached on a host, watched through its log.
 
 Started with ``setsid`` so it owns a session and process group (pid == pgid == sid): it survives the
-SSH connection closing, and ``stop()`` can TERM, then KILL, the whole group. Everything is done with
-short shell snippets through ``host.run``, so it works the same on LocalHost and SSHHost, and a Job
-can be re-attached later from its pid and log path.
+SSH connection closing, and ``stop()`` kills the whole group. Everything goes through short snippets
+run by ``host.run``, so it works alike on every host kind and re-attaches from its pid and log path.
 """
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import re
 import time
 
 from kit.errors import CommandFailed, CommandTimeout, RemoteError
-from kit.remote._runner import alive_test, env_exports, kill_group_script
+from kit.remote._runner import alive_test, kill_group_script, shell_script
 from kit.util import clip, html_fields
 from kit.util import progress as progress_bar
 from kit.util import quote as _q
@@ -25,11 +24,9 @@ def start_job(host, cmd: str, *, log: str, env: dict | None = None, cwd: str | N
         'command -v setsid >/dev/null 2>&1 || { echo "setsid not found (util-linux)" >&2; exit 127; }\n'
         'off=$(stat -c %s -- "$log" 2>/dev/null || echo 0)\n'
         ': >> "$log" || exit 1\n'
-        + (f"cd -- {_q(cwd)} || exit 1\n" if cwd else "")
-        + env_exports(env, host.name)
-        + f'setsid bash --norc --noprofile -c {_q(cmd)} >> "$log" 2>&1 < /dev/null &\n'
-        'echo "$! $off"\n'
-        'printf \'%s\\n\' "$log"\n'
+        + shell_script(f'setsid bash --norc --noprofile -c {_q(cmd)} >> "$log" 2>&1 < /dev/null &\n'
+                       'echo "$! $off"\n'
+                       'printf \'%s\\n\' "$log"\n', env, cwd, host.name)
     )
     res = host.run(script, timeout=30)
     if not res.ok:
@@ -37,15 +34,12 @@ def start_job(host, cmd: str, *, log: str, env: dict | None = None, cwd: str | N
                             host=host.name, result=res)
     first, _, abs_log = res.stdout.partition("\n")
     pid, off = first.split()
-    return Job(host, int(pid), abs_log[:-1] if abs_log.endswith("\n") else abs_log, cmd=cmd, offset=int(off))
+    return Job(host, int(pid), abs_log.removesuffix("\n"), cmd=cmd, offset=int(off))
 
 
 class Job:
-    """A detached command on a host: ``tail``, ``alive``, ``wait_for`` readiness, ``stop``.
-
-    ``offset`` is the log's size when the job started: ``tail`` and ``wait_for`` only look at what
-    this job wrote. Re-attach to a running job with ``Job(host, pid, log)``.
-    """
+    """A detached command on a host: ``tail``, ``alive``, ``wait_for`` readiness, ``stop``. ``offset``: the
+    log's size when the job started (only what the job wrote is read). Re-attach with ``Job(host, pid, log)``."""
 
     def __init__(self, host, pid: int, log: str, *, cmd: str = "", offset: int = 0) -> None:
         self.host = host
@@ -76,23 +70,18 @@ class Job:
         return res.stdout
 
     def stop(self, grace: float = 10.0) -> str:
-        """SIGTERM the job's process group and session; SIGKILL what is left after ``grace`` s.
-
-        Returns ``"terminated"``, ``"killed"`` or ``"not running"``.
-        """
-        script = kill_group_script(self.pid, grace)
-        res = self.host.run(script, timeout=grace + 30)
+        """SIGTERM the job's process group and session, SIGKILL what is left after ``grace`` s:
+        ``"terminated"``, ``"killed"`` or ``"not running"``."""
+        res = self.host.run(kill_group_script(self.pid, grace), timeout=grace + 30)
         return res.stdout.strip().splitlines()[-1] if res.stdout.strip() else "unknown"
 
     def wait_for(self, pattern: str | None = None, url: str | None = None, *, timeout: float = 600,
                  poll: float = 0.5, progress: bool = True) -> str | None:
         """Wait until the job's log matches ``pattern`` (regex) and/or ``url`` answers 2xx/3xx on the host.
 
-        With neither, waits for the job to exit. A progress bar (``kit.util.progress``) shows the elapsed time and the
-        latest log line, so a 10-minute weight load is visibly alive. Returns the matching log line
-        (or None). Raises CommandFailed if the job exits first (with the log's last lines), and
-        CommandTimeout after ``timeout`` seconds (the job is left running).
-        """
+        With neither, waits for the job to exit. A progress bar shows the elapsed time and the latest log
+        line. Returns the matching log line (or None). CommandFailed if the job exits first (with the log's
+        last line), CommandTimeout after ``timeout`` s (the job is left running)."""
         rx = re.compile(pattern) if pattern else None
         pos = self.offset
         pending = ""
@@ -100,15 +89,13 @@ class Job:
         matched: str | None = None
         url_ok = url is None
         t0 = time.monotonic()
-        shown = 0
         with progress_bar(f"{self.host.name}: job {self.pid}", int(timeout), unit="s",
                           show=None if progress else False) as bar:
             while True:
                 size, alive, code, new = self._poll(pos, url if not url_ok else None)
                 pos = max(pos, size)
                 if new:
-                    text = pending + new
-                    lines = text.split("\n")
+                    lines = (pending + new).split("\n")
                     pending = lines.pop()
                     for line in lines + ([pending] if pending else []):
                         if line.strip():
@@ -117,13 +104,9 @@ class Job:
                             matched = line
                     if len(pending) > 65536:
                         pending = pending[-65536:]
-                if url is not None and not url_ok:
-                    url_ok = 200 <= code < 400
+                url_ok = url_ok or 200 <= code < 400
                 elapsed = time.monotonic() - t0
-                step = int(min(elapsed, timeout)) - shown
-                if step > 0:
-                    bar.update(step)
-                    shown += step
+                bar.update(max(0, int(min(elapsed, timeout)) - bar.n))  # the bar counts seconds
                 bar.set_postfix_str(clip(last_line, 80), refresh=True)
                 waiting_for_something = rx is not None or url is not None
                 if waiting_for_something and (rx is None or matched is not None) and url_ok:
@@ -172,11 +155,5 @@ class Job:
 
 
 def _what(pattern: str | None, url: str | None) -> str:
-    parts = []
-    if pattern:
-        parts.append(f"log pattern {pattern!r}")
-    if url:
-        parts.append(f"URL {url}")
+    parts = [f"log pattern {pattern!r}"] * bool(pattern) + [f"URL {url}"] * bool(url)
     return " and ".join(parts) or "exit"
-
-

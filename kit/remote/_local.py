@@ -1,23 +1,17 @@
-"""LocalHost: the Host API on this machine, through subprocess (the embedded default, ``kit.connect("local")``).
-
-Commands run as ``bash --norc --noprofile -c CMD`` in their own session, so a timeout (or Ctrl-C /
-kernel interrupt) can kill the whole process group, not just the shell. This file only starts, reads
-and signals the process; the loop (timeout, kill, output, stdin, exit status) is ``_runner.py``'s.
-"""
+"""LocalHost: the Host API on this machine, through subprocess (``kit.connect("local")``): it only
+starts ``bash -c`` in its own session, reads and signals it; the loop is ``_runner.py``'s."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import selectors
 import shutil
 import stat as stat_mod
 import subprocess
 
-from kit.errors import ConnectError, RemoteError
+from kit.errors import RemoteError
 from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
-from kit.remote._forward import Forward
 from kit.remote._result import FileStat
 from kit.remote._runner import Process
 
@@ -42,10 +36,8 @@ class _LocalProcess(Process):
         chunks = []
         for key, _ in self._sel.select(wait):
             try:
-                data = os.read(key.fd, READ_BYTES)
-            except OSError as exc:
-                if exc.errno == errno.EINTR:
-                    continue
+                data = os.read(key.fd, READ_BYTES)  # retried on EINTR by Python itself (PEP 475)
+            except OSError:
                 data = b""
             if data:
                 chunks.append((key.data, data))
@@ -54,15 +46,11 @@ class _LocalProcess(Process):
                 key.fileobj.close()
         return chunks
 
-    def write(self, data: bytes) -> bool:
+    def write(self, data: bytes) -> None:
         fd = self._popen.stdin.fileno()
         view = memoryview(data)
-        try:
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError:  # BrokenPipe: the command exited without reading everything
-            return False
-        return True
+        while view:
+            view = view[os.write(fd, view):]
 
     def close_stdin(self) -> None:
         if self._popen.stdin is not None and not self._popen.stdin.closed:
@@ -96,13 +84,10 @@ class _LocalProcess(Process):
 
 
 class LocalHost(Host):
-    """This machine. ``target`` and ``name`` are ``"local"``."""
+    """This machine."""
 
+    target = name = "local"
     is_local = True
-
-    def __init__(self) -> None:
-        self.target = "local"
-        self.name = "local"
 
     def start_process(self, script: str, *, cmd: str, stdin: bool) -> _LocalProcess:
         """``bash -c script`` in its own session (its pid is the process group the runner kills); see
@@ -115,20 +100,16 @@ class LocalHost(Host):
             raise RemoteError(f"local: cannot start {cmd!r}: {exc}", host=self.name) from exc
         return _LocalProcess(popen)
 
-    def forward(self, remote_port: int, remote_host: str = "127.0.0.1", local_port: int = 0, *,
-                check: bool = True, unix_socket: str | None = None) -> Forward:
-        """Nothing to carry on this machine: the direct address as a :class:`~kit.remote.Forward`
-        (``direct=True``, ``local_port`` ignored), so code written for SSH hosts runs unchanged.
-        ``check``: ConnectError if nothing accepts connections there."""
-        if unix_socket is not None:
-            raise ConnectError(f"{self.name}: forward(unix_socket=...) carries an SSH host's port; on this "
-                               f"machine the port is reached directly", host=self.name)
-        return Forward(self, remote_port, remote_host, local_port, check=check, direct=True)
-
     # --- files ------------------------------------------------------------------------------
     def read_file(self, path: str, sink, offset: int) -> str:
         """The file itself; see :meth:`kit.remote.Host.read_file`."""
-        io_.read_local(self, path, sink, offset)
+        try:
+            with open(path, "rb") as src:
+                src.seek(offset)
+                for data in iter(lambda: src.read(io_.CHUNK), b""):
+                    sink.feed(data)
+        except OSError as exc:
+            raise io_.file_error(self, path, exc.strerror or str(exc)) from exc
         return "copy"
 
     def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,
@@ -139,11 +120,10 @@ class LocalHost(Host):
             shutil.copyfile(local_path, part)
             os.chmod(part, os.stat(local_path).st_mode & 0o777)
             os.replace(part, remote_path)
-        except OSError as exc:
+        except BaseException as exc:
             io_.unlink(part)
-            raise io_.local_error(remote_path, exc) from exc
-        except BaseException:
-            io_.unlink(part)
+            if isinstance(exc, OSError):
+                raise io_.local_error(remote_path, exc) from exc
             raise
 
     def listdir(self, path: str) -> list[str]:

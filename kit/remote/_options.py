@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["HOST_OPTIONS", "add_host_options", "connect_options"]
-
 # (flags, argparse keyword arguments). ``--host`` is the CLI's way of naming the target; the magic
 # takes the target as its first positional argument instead.
 HOST_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (

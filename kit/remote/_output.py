@@ -1,44 +1,38 @@
-"""Collecting a command's output: incremental UTF-8 decoding, bounded tails, file sinks, live streaming.
-
-The runner (``_runner.py``) feeds raw byte chunks here as they arrive from the process (pipes or SSH
-channel), so the decoding rules (invalid bytes replaced, never a crash) and the memory bound when
-output goes to a file or is streamed live are the same for every host kind.
-"""
+"""Collecting a command's output: incremental UTF-8 decoding (invalid bytes replaced), bounded tails,
+file sinks, live streaming; the same for every host kind, fed by the runner."""
 from __future__ import annotations
 
 import codecs
 import os
 import sys
 from collections import deque
-from typing import IO
+from typing import IO, Callable
 
 from kit.errors import RemoteFileError
 
-# When output is written to a file, the Result keeps only this many trailing bytes in memory.
-TAIL_BYTES = 64 * 1024
-# When output is streamed (shown live) and not written to a file, the Result keeps this much.
-STREAM_TAIL_BYTES = 1024 * 1024
+TAIL_BYTES = 64 * 1024  # what the Result keeps of output written to a file (the tail)
+STREAM_TAIL_BYTES = 1024 * 1024  # what it keeps of output streamed (shown live) and not written to a file
 
 
 class OutputSink:
-    """Receives the byte chunks of one stream (stdout or stderr) of one command.
-
-    - ``keep=None`` (and no ``path``): everything is kept (in one bytearray) and returned by :meth:`text`.
-    - ``keep=N``: only the last N bytes stay in memory (memory bounded however long the stream).
-    - ``path``: bytes go to that local file as they arrive.
-    - ``echo``: a text stream (``sys.stdout`` of a terminal or a notebook kernel) that gets the decoded
-      text live, chunk by chunk, flushed each time.
-    """
+    """Receives the byte chunks of one stream (stdout or stderr) of one command: kept whole (``keep=None``)
+    or only their last ``keep`` bytes (memory bounded however long the stream), written to the local file
+    ``path`` as they arrive, echoed decoded to ``echo`` (the ``sys.stdout`` of a terminal or a notebook
+    kernel, flushed each time), or handed to ``fn`` with nothing kept (a file transfer's payload: a
+    failure of ``fn`` fails the command)."""
 
     def __init__(self, path: str | os.PathLike | None = None, echo: IO[str] | None = None,
-                 keep: int | None = None) -> None:
+                 keep: int | None = None, fn: Callable[[bytes], None] | None = None) -> None:
         self._keep = keep
-        self._all = bytearray()
         self._tail: deque[bytes] = deque()
         self._tail_len = 0
         self._path = path
-        self._file = open(path, "wb") if path is not None else None  # noqa: SIM115 - closed in close()
+        try:
+            self._file = open(path, "wb") if path is not None else None  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise self._write_error(exc) from exc
         self._echo = echo
+        self._fn = fn
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.nbytes = 0
 
@@ -51,18 +45,18 @@ class OutputSink:
         if not data:
             return
         self.nbytes += len(data)
+        if self._fn is not None:
+            self._fn(data)
+            return
         if self._file is not None:
             try:
                 self._file.write(data)
             except OSError as exc:
                 raise self._write_error(exc) from exc
-        if self._keep is None:
-            self._all += data
-        else:
-            self._tail.append(data)
-            self._tail_len += len(data)
-            while self._tail_len - len(self._tail[0]) >= self._keep:
-                self._tail_len -= len(self._tail.popleft())
+        self._tail.append(data)
+        self._tail_len += len(data)
+        while self._keep is not None and self._tail_len - len(self._tail[0]) >= self._keep:
+            self._tail_len -= len(self._tail.popleft())
         if self._echo is not None:
             text = self._decoder.decode(data)
             if text:
@@ -93,11 +87,10 @@ class OutputSink:
 
     def text(self) -> str:
         """All output, or the decoded tail (``keep``), invalid UTF-8 replaced."""
-        if self._keep is None:
-            return self._all.decode("utf-8", "replace")
-        data = b"".join(self._tail)[-self._keep:] if self._keep else b""
-        if self.nbytes > len(data):
-            # The tail may start inside a multi-byte character: drop continuation bytes at the front.
+        data = b"".join(self._tail)
+        if self._keep:
+            data = data[-self._keep:]
+        if self.nbytes > len(data):  # the tail may start inside a multi-byte character: drop continuation bytes
             i = 0
             while i < len(data) and i < 4 and (data[i] & 0xC0) == 0x80:
                 i += 1
@@ -105,39 +98,15 @@ class OutputSink:
         return data.decode("utf-8", "replace")
 
 
-class CallbackSink(OutputSink):
-    """A stream handed to a callable chunk by chunk, nothing kept (a file transfer's payload: the
-    callable decompresses and writes it). A failure of the callable fails the command."""
-
-    def __init__(self, fn) -> None:
-        super().__init__(keep=0)
-        self._fn = fn
-
-    def feed(self, data: bytes) -> None:
-        if data:
-            self.nbytes += len(data)
-            self._fn(data)
-
-    def text(self) -> str:
-        return ""
-
-
 def open_sinks(stdout_file: str | None, stderr_file: str | None, stream: bool) -> tuple[OutputSink, OutputSink]:
-    """The stdout and stderr sinks of one command, opened before it starts: a bad local output path
-    is a RemoteFileError naming it, and the command is then never run.
-
-    What stays in memory for the Result: everything, unless the stream goes to a file (the last
-    ``TAIL_BYTES``) or is shown live (``stream=True``: the last ``STREAM_TAIL_BYTES``), so that a
-    stream of any length runs in bounded memory."""
+    """The stdout and stderr sinks of one command, opened before it starts (a bad local path is a RemoteFileError
+    naming it). Everything is kept unless the stream goes to a file (the last ``TAIL_BYTES``) or is shown live
+    (the last ``STREAM_TAIL_BYTES``)."""
     sinks: list[OutputSink] = []
     try:
         for path, echo in ((stdout_file, sys.stdout), (stderr_file, sys.stderr)):
-            try:
-                keep = TAIL_BYTES if path is not None else STREAM_TAIL_BYTES if stream else None
-                sinks.append(OutputSink(path, echo if stream else None, keep=keep))
-            except OSError as exc:
-                raise RemoteFileError(f"local: {path}: cannot write command output ({exc.strerror or exc})",
-                                      host="local", path=str(path)) from exc
+            keep = TAIL_BYTES if path is not None else STREAM_TAIL_BYTES if stream else None
+            sinks.append(OutputSink(path, echo if stream else None, keep=keep))
     except BaseException:
         for sink in sinks:
             sink.close()

@@ -1,17 +1,13 @@
 """Per-user private directories on a host, for everything the kit writes there (engine logs, pids, profiles).
 
-GPU hosts are shared. A fixed name in a world-writable directory (``/tmp/kit-live``) fails for the
-second user (the first one owns it) and is predictable, so another user can plant a symlink there and
-have the kit write, or read, through it. The kit's directory is ``${TMPDIR:-/tmp}/kit-<uid>``:
-created with ``mkdir -m 700`` (atomic: it either makes the directory or fails), then checked with
-``lstat`` semantics: a directory, not a symlink, owned by this user, mode 0700. A directory of this
-user that is merely too open (never writable by others) is tightened to 0700. Anything else (a
-symlink, another user's directory, a directory others could write into) is never used: the kit
-warns, naming the path and its owner, and uses a fresh ``mktemp -d`` directory instead, so a planted
-name can neither redirect nor block it. Sub-directories are made inside with mode 0700 and checked
-the same way; one of this user's that is more open (``0755``, made by hand or an older kit) is
-tightened to 0700, since inside a 0700 directory nobody else could have made it. In the sticky
-``/tmp``, nobody but the owner (and root) can rename or replace the directory once checked.
+GPU hosts are shared: a fixed name in a world-writable directory (``/tmp/kit-live``) fails for the second
+user and lets another user plant a symlink there. The kit's directory is ``${TMPDIR:-/tmp}/kit-<uid>``,
+made with ``mkdir -m 700`` (atomic) and checked with ``lstat`` semantics: a directory, not a symlink,
+owned by this user, mode 0700 (one of this user's that is only too open, never writable by others, is
+tightened). Anything else is never used: the kit warns, naming the path and its owner, and uses a fresh
+``mktemp -d`` directory instead, so a planted name can neither redirect nor block it. Sub-directories
+are made and checked the same way (one of this user's inside the 0700 directory is tightened). In the
+sticky ``/tmp``, nobody but the owner (and root) can rename or replace the directory once checked.
 """
 from __future__ import annotations
 
@@ -29,14 +25,12 @@ _NAME = re.compile(r"^[A-Za-z0-9._-]+$")
 # when the usual name was refused.
 _SCRIPT = r'''
 u=$(id -u) || exit 1
-ok() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(stat -c %u -- "$1")" = "$u" ] && [ "$(stat -c %a -- "$1")" = 700 ]; }
+mine() { [ -d "$1" ] && [ ! -L "$1" ] && [ "$(stat -c %u -- "$1")" = "$u" ]; }
+ok() { mine "$1" && [ "$(stat -c %a -- "$1")" = 700 ]; }
 b=${TMPDIR:-/tmp}; b=${b%/}; [ -n "$b" ] || b=/tmp
 d="$b/kit-$u"
 mkdir -m 700 -- "$d" 2>/dev/null
-if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = "$u" ] &&
-   [ $(( 0$(stat -c %a -- "$d") & 022 )) = 0 ]; then
-  chmod 700 -- "$d"
-fi
+if mine "$d" && [ $(( 0$(stat -c %a -- "$d") & 022 )) = 0 ]; then chmod 700 -- "$d"; fi
 if ! ok "$d"; then
   echo "KITPLANTED $d $(stat -c '%U %a %F' -- "$d" 2>/dev/null || echo '? ? missing')"
   d=$(mktemp -d "$b/kit-$u.XXXXXXXX") || exit 1
@@ -46,7 +40,7 @@ for s in SUBS; do
   d="$d/$s"
   mkdir -m 700 -- "$d" 2>/dev/null
   # inside a 0700 directory of this user, only this user (or root) made it: a 0755 one is tightened
-  if [ -d "$d" ] && [ ! -L "$d" ] && [ "$(stat -c %u -- "$d")" = "$u" ]; then chmod 700 -- "$d"; fi
+  if mine "$d"; then chmod 700 -- "$d"; fi
   ok "$d" || { echo "kit: $d is not a private directory of uid $u: $(stat -c '%U %a %F' -- "$d" 2>&1)" >&2; exit 1; }
 done
 printf '%s\n' "$d"
@@ -54,9 +48,8 @@ printf '%s\n' "$d"
 
 
 def private_dir(host, sub: str = "") -> str:
-    """The absolute path of this user's private directory on ``host`` (``sub``: a sub-directory, made
-    inside it; ``/`` separates levels). Cached per host object. RemoteError naming the host if it
-    cannot be made safely."""
+    """This user's private directory on ``host``, with ``sub`` (``/`` between levels) made inside it; cached
+    per host object. RemoteError naming the host if it cannot be made safely."""
     parts = [p for p in sub.split("/") if p]
     bad = [p for p in parts if not _NAME.match(p) or p in (".", "..")]
     if bad:

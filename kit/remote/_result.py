@@ -7,17 +7,24 @@ from dataclasses import dataclass
 from kit.util import clip
 
 
+class Closing:
+    """``with x: ...`` closes ``x`` at the end (hosts, groups, forwards)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 @dataclass(frozen=True)
 class Result:
     """The outcome of one command on one host. ``ok`` is ``exit_code == 0``.
 
-    ``stdout``/``stderr`` are decoded as UTF-8 with invalid bytes replaced. They hold the whole
-    output, except when it went elsewhere as it arrived: with ``stdout_file=`` (``stderr_file=``)
-    only the last 64 KiB stay in memory, with ``stream=True`` (shown live) only the last 1 MiB.
-    ``stdout_bytes``/``stderr_bytes`` count every byte the command wrote on each stream, so
-    ``truncated`` is True when either text is only a tail. ``exit_code`` follows the shell (128+N when killed
-    by signal N locally); -1 when an SSH server reported no exit status.
-    """
+    ``stdout``/``stderr`` are decoded as UTF-8 with invalid bytes replaced: the whole output, or its
+    tail when it went to a file or was streamed (see :meth:`kit.remote.Host.run`). ``stdout_bytes``/
+    ``stderr_bytes`` count every byte written, ``truncated`` says either text is only a tail.
+    ``exit_code`` follows the shell (128+N when killed by signal N); -1 when an SSH server reported none."""
 
     cmd: str
     host: str

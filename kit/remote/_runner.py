@@ -1,28 +1,13 @@
 """Runner: the one command loop for every host kind.
 
-A transport (``_local.py``: a subprocess; ``_ssh.py``: a paramiko channel) only starts a script (its
-``Host.start_process`` hook; ``Host.run``, written once in the base, builds the script with
-:func:`shell_script`) and hands back a :class:`Process` that reads its output, takes its stdin and
-delivers a signal snippet on the host. Everything else is decided here, once, for both:
-
-- the process-group marker: a transport that cannot learn the command's process group itself (SSH)
-  runs :data:`MARK_LINE` first; the runner takes that line out of stdout and sets ``Process.pg``;
-
-- timeout: on expiry the command's whole process group and session are killed on the host (the one
-  killer, :func:`kill_group_script`, also used by ``Job.stop``) and CommandTimeout carries the
-  partial output;
-- interrupt (KeyboardInterrupt: Ctrl-C, a notebook's "interrupt kernel"): the group is killed too;
-- output: stdout and stderr are drained together (no deadlock) into the sinks of ``_output.py``,
-  with bounded memory when they go to a file or are streamed;
-- stdin: fed from a thread in bounded chunks while the output is read, so a command that writes
-  before it reads (or never reads) cannot block, and the timeout holds;
-- exit status: the shell's convention (128+N for signal N), -1 when an SSH server reported none;
-- a transport failure (a dropped connection mid-command) becomes a ConnectError naming host and command;
-- streams (file transfers): stdout handed to a callable as it arrives (``on_stdout``), an idle
-  timeout (no output for N s: killed, CommandTimeout), and a ``cancel`` event, set from another
-  thread, that kills the command and raises :class:`Interrupted` (how ``get_many`` relays Ctrl-C
-  to its worker threads).
-"""
+A transport (``_local.py``, ``_ssh.py``) only starts the script ``Host.run`` built with :func:`shell_script`
+and hands back a :class:`Process` that reads its output, takes its stdin and delivers a signal snippet.
+Everything else is decided here: the process-group marker (:data:`MARK_LINE`, for a transport that cannot
+learn the group itself), timeout and interrupt (the whole group and session killed by
+:func:`kill_group_script`; CommandTimeout carries the partial output), output drained together into the
+sinks of ``_output.py``, stdin fed from a thread in bounded chunks, the exit status (128+N for signal N,
+-1 when an SSH server reported none), a dropped connection as a ConnectError, and for streams an
+``on_stdout`` callable, an idle timeout and a ``cancel`` event (how ``get_many`` relays Ctrl-C)."""
 from __future__ import annotations
 
 import contextlib
@@ -31,23 +16,20 @@ import re
 import shlex
 import threading
 import time
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Callable
 
 from kit.errors import CommandFailed, CommandTimeout, ConnectError, RemoteError
-from kit.remote._output import TAIL_BYTES, CallbackSink, OutputSink, open_sinks, tail_lines
+from kit.remote._output import TAIL_BYTES, OutputSink, open_sinks, tail_lines
 from kit.remote._result import Result
 from kit.util import clip
 
 log = logging.getLogger("kit.remote")
 
-# Bytes of stdin handed to the transport per write: large inputs cost memory only once (the caller's).
-STDIN_CHUNK = 64 * 1024
-# Seconds between SIGTERM and SIGKILL when a command is killed on timeout or interrupt.
-KILL_GRACE_S = 1.0
-# Longest wait for the command to report its process group after a timeout (SSH only).
-PG_WAIT_S = 5.0
-# Longest wait between two looks at a ``cancel`` event.
-CANCEL_POLL_S = 0.1
+STDIN_CHUNK = 64 * 1024  # bytes of stdin per write: a large input costs memory only once (the caller's)
+KILL_GRACE_S = 1.0  # seconds between SIGTERM and SIGKILL when a command is killed on timeout or interrupt
+PG_WAIT_S = 5.0  # longest wait for the command to report its process group after a timeout (SSH only)
+CANCEL_POLL_S = 0.1  # longest wait between two looks at a ``cancel`` event
 
 
 # The marker protocol: the first stdout line of a ``marked`` process reports its process group.
@@ -59,25 +41,19 @@ MARK_SEARCH_BYTES = 65536   # stdout searched for the marker; past that (a non-P
 class Interrupted(KeyboardInterrupt):
     """The caller was interrupted (Ctrl-C) while this command ran in a worker thread: it was killed."""
 
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def env_exports(env: dict | None, host: str) -> str:
-    """``export K='v'`` lines for a shell; names are validated, values quoted."""
-    if not env:
-        return ""
-    lines = []
-    for key, value in env.items():
-        if not _ENV_NAME.match(str(key)):
-            raise RemoteError(f"{host}: invalid environment variable name {key!r}", host=host)
-        lines.append(f"export {key}={shlex.quote(str(value))}\n")
-    return "".join(lines)
 
 
 def shell_script(cmd: str, env: dict | None, cwd: str | None, host: str) -> str:
     """What a transport runs with bash: ``env`` exported (names validated, values quoted), ``cd`` to
     ``cwd`` (exit 1 when that fails), then ``cmd``."""
-    return env_exports(env, host) + (f"cd -- {shlex.quote(cwd)} || exit 1\n" if cwd else "") + cmd
+    lines = []
+    for key, value in (env or {}).items():
+        if not _ENV_NAME.match(str(key)):
+            raise RemoteError(f"{host}: invalid environment variable name {key!r}", host=host)
+        lines.append(f"export {key}={shlex.quote(str(value))}\n")
+    return "".join(lines) + (f"cd -- {shlex.quote(cwd)} || exit 1\n" if cwd else "") + cmd
 
 
 def alive_test(pg: int) -> str:
@@ -89,10 +65,9 @@ def alive_test(pg: int) -> str:
 
 
 def kill_group_script(pg: int, grace: float = KILL_GRACE_S) -> str:
-    """The one process-group killer, as a POSIX shell snippet run on the host: SIGTERM process group
-    and session ``pg``, wait up to ``grace`` s, SIGKILL what is left. Prints ``not running``,
-    ``terminated`` or ``killed``. Commands run by the runner and detached Jobs both lead their own
-    session (pg == sid), so processes that made their own group inside it are reached too."""
+    """The one process-group killer, a POSIX shell snippet run on the host: SIGTERM group and session
+    ``pg``, wait up to ``grace`` s, SIGKILL what is left; prints ``not running``, ``terminated`` or
+    ``killed``. Commands and Jobs lead their own session, so groups made inside it are reached too."""
     pg = int(pg)
     alive = alive_test(pg)
     steps = max(1, int(round(grace / 0.1)))
@@ -106,12 +81,9 @@ def kill_group_script(pg: int, grace: float = KILL_GRACE_S) -> str:
 
 
 class Process:
-    """One command started by a transport, as the runner drives it. Transports subclass it.
-
-    ``errors``: the transport's own failure exceptions (e.g. paramiko's); the runner turns them into
-    a ConnectError naming host and command. ``pg``: the command's process group (== session) on the
-    host, None until the host reported it.
-    """
+    """One command started by a transport, as the runner drives it (transports subclass it). ``errors``:
+    the transport's own failures, which the runner turns into a ConnectError naming host and command;
+    ``pg``: the command's process group (== session) on the host, None until the host reported it."""
 
     errors: tuple[type[BaseException], ...] = ()
     pg: int | None = None
@@ -126,11 +98,12 @@ class Process:
         """Output that arrived within ``wait`` seconds: ``(1, bytes)`` for stdout, ``(2, bytes)`` for stderr."""
         raise NotImplementedError
 
-    def write(self, data: bytes) -> bool:
-        """Send one chunk of stdin (blocking). False when the command no longer takes input."""
+    def write(self, data: bytes) -> None:
+        """Send one chunk of stdin (blocking); fails when the command no longer takes input."""
         raise NotImplementedError
 
     def close_stdin(self) -> None:
+        """Send EOF on stdin."""
         raise NotImplementedError
 
     def exit_status(self, wait: float) -> int | None:
@@ -145,29 +118,27 @@ class Process:
         """Release pipes or the channel."""
 
 
+@dataclass
 class Runner:
     """Runs one command through a transport's ``start`` callable; see :meth:`kit.remote.Host.run`."""
 
-    def __init__(self, host: str, cmd: str, *, timeout: float | None = None, check: bool = False,
-                 stream: bool = False, input: str | bytes | None = None, stdout_file: str | None = None,
-                 stderr_file: str | None = None, on_stdout: Callable[[bytes], None] | None = None,
-                 idle_timeout: float | None = None, cancel: threading.Event | None = None) -> None:
-        self.host = host
-        self.cmd = cmd
-        self.timeout = timeout
-        self.check = check
-        self.stream = stream
-        self.input = input
-        self.stdout_file = stdout_file
-        self.stderr_file = stderr_file
-        self.on_stdout = on_stdout
-        self.idle_timeout = idle_timeout
-        self.cancel = cancel
-        self._idle = False
+    host: str
+    cmd: str
+    _: KW_ONLY
+    timeout: float | None = None
+    check: bool = False
+    stream: bool = False
+    input: str | bytes | None = None
+    stdout_file: str | None = None
+    stderr_file: str | None = None
+    on_stdout: Callable[[bytes], None] | None = None
+    idle_timeout: float | None = None
+    cancel: threading.Event | None = None
+    _idle: bool = field(default=False, init=False)
 
     def run(self, start: Callable[[], Process]) -> Result:
         if self.on_stdout is not None:
-            out, err = CallbackSink(self.on_stdout), OutputSink(keep=TAIL_BYTES)
+            out, err = OutputSink(keep=0, fn=self.on_stdout), OutputSink(keep=TAIL_BYTES)
         else:
             out, err = open_sinks(self.stdout_file, self.stderr_file, self.stream)
         t0 = time.perf_counter()
@@ -224,10 +195,9 @@ class Runner:
 
     # --- the loop -----------------------------------------------------------------------------
     def _drain(self, proc: Process, out: OutputSink, err: OutputSink, deadline: float | None) -> bool:
-        """Read stdout and stderr together until both close. False if the deadline passed first, or
-        no output came for ``idle_timeout`` s. Waits are at most 1 s (``CANCEL_POLL_S`` with a
-        ``cancel`` event), and the transport reads with timeouts, so nothing here can starve the
-        transport (SSH keeps re-keying and answering while a stream of any length runs)."""
+        """Read stdout and stderr together until both close. False if the deadline passed first, or no
+        output came for ``idle_timeout`` s. Each wait is short and the transport reads with timeouts, so
+        nothing here starves it (SSH keeps re-keying and answering while a stream of any length runs)."""
         idle, cancel = self.idle_timeout, self.cancel
         longest = 1.0 if cancel is None else CANCEL_POLL_S
         last = time.monotonic()
@@ -290,15 +260,12 @@ class Runner:
 
     def _await_pg(self, proc: Process, out: OutputSink | None, err: OutputSink | None,
                   limit: float = PG_WAIT_S) -> None:
-        """Keep reading until the command has reported its process group (a timeout or interrupt can
-        come before that first line arrives); without it the command could not be killed. Output
-        read meanwhile goes to the sinks, or nowhere when they are None."""
+        """Read until the command reported its process group (a timeout or interrupt can come before that
+        first line; without it the command cannot be killed); output goes to the sinks, or nowhere (None)."""
         end = time.monotonic() + limit
-        try:
+        with contextlib.suppress(*proc.errors):
             while proc.pg is None and not proc.eof and time.monotonic() < end:
                 self._feed_sinks(proc, proc.read(0.05), out, err)
-        except proc.errors:
-            pass
 
     def _kill(self, proc: Process) -> None:
         """Best effort (the command may be beyond reach): a failure is logged, never raised over the
@@ -335,9 +302,8 @@ def _feed(proc: Process, data: str | bytes) -> None:
     buf = memoryview(data.encode() if isinstance(data, str) else data)
     try:
         for i in range(0, len(buf), STDIN_CHUNK):
-            if not proc.write(bytes(buf[i:i + STDIN_CHUNK])):
-                return
-    except Exception as exc:  # noqa: BLE001 - the reading side reports failures; this thread must not die loudly
+            proc.write(bytes(buf[i:i + STDIN_CHUNK]))
+    except Exception as exc:  # noqa: BLE001 - the command ended (a broken pipe) or the reading side reports it
         log.debug("stdin feed stopped: %s", exc)
     finally:
         with contextlib.suppress(Exception):  # best effort on a finished command

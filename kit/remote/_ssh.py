@@ -1,27 +1,20 @@
-"""SSHHost: the Host API over one persistent paramiko connection.
+"""SSHHost: the Host API over one persistent paramiko connection: start, read and signal a command on a
+channel (the loop is ``_runner.py``'s), and files over SFTP. Measured pitfalls it answers:
 
-Measured pitfalls this module answers (see the project's ecosystem notes):
-
-- ``TCP_NODELAY`` is set on the socket: without it Nagle + delayed ACK cost ~40 ms per command.
-- stdout and stderr are drained in one loop (no ``recv_exit_status()`` before reading: that deadlocks
-  past the 2 MiB window), with a bounded buffer when output goes to a file.
-- paramiko cannot signal a remote process, and closing a channel leaves a PTY-less command running.
-  So every command runs as the leader of its own process group (the login shell sshd starts is a
-  session leader; otherwise ``setsid``) and reports its pgid first; on timeout or interrupt a second
-  channel TERMs, then KILLs, that group.
-- sshd turns Nagle off on its side only once a command started on the connection: forwards, and the
-  connection to a ProxyJump bastion, start a no-op first (measured: +22 ms TTFT without it).
+- ``TCP_NODELAY`` on the socket: without it Nagle + delayed ACK cost ~40 ms per command. sshd turns
+  Nagle off on its side only once a command started on the connection, so forwards and a ProxyJump
+  bastion's connection start a no-op first (``_server_nodelay``; +22 ms TTFT without it).
+- paramiko cannot signal a remote process, and closing a channel leaves a PTY-less command running, so
+  every command leads its own process group and reports it first (the runner's marker); a second
+  channel kills that group.
 - One connection per host, reused; if it died between calls it is reopened once and that is logged.
-- paramiko's own volume-triggered re-key is off (it can deadlock its transport thread when a channel
-  closes mid-exchange; see ``NO_CLIENT_REKEY``); the server's re-keys go on, so streams of any length
-  work. The command loop itself (timeout, kill, output, stdin) is ``_runner.py``'s.
+- paramiko's own volume-triggered re-key is off (``NO_CLIENT_REKEY``); the server's go on.
 
 The host account's login shell must be POSIX-like (bash, dash, zsh: not fish/csh); commands run in bash.
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import posixpath
@@ -32,8 +25,9 @@ import threading
 import time
 
 import paramiko
+from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, int64
 
-from kit.errors import AuthError, ConnectError, HostKeyError, RemoteError
+from kit.errors import AuthError, ConnectError, RemoteError
 from kit.remote import _transfer_io as io_
 from kit.remote._base import Host
 from kit.remote._forward import close_forwards
@@ -62,26 +56,21 @@ _WRAPPER = ('read -r _ _ _ _ kit_pg _ 2>/dev/null < /proc/$$/stat; '
             'command -v setsid >/dev/null 2>&1 && exec setsid -w bash --norc --noprofile -c {inner}; '
             'exec bash --norc --noprofile -c {inner}')
 READ_BYTES = 1 << 20  # per recv: the channel window (2 MiB) bounds what is buffered
-# paramiko starts a re-key itself every 512 MiB either way. If the server closes a channel (a command
-# ended) while that re-key is in flight, paramiko's transport thread blocks answering the close until
-# the re-key ends, which only that thread can finish: after 30 s every call fails with "Key-exchange
-# timed out" (measured here on a 1 GiB stream; paramiko issue #822). A re-key the server starts has
-# no such window (the server sends nothing else until it ends), so the kit leaves re-keying to the
-# server: OpenSSH re-keys by its RekeyLimit (by default every 1 to 4 GiB, depending on the cipher).
+# paramiko starts a re-key itself every 512 MiB. If the server closes a channel while that re-key is in
+# flight, paramiko's transport thread blocks until the re-key ends, which only that thread can finish:
+# after 30 s every call fails with "Key-exchange timed out" (measured on a 1 GiB stream; paramiko issue
+# #822). A re-key the server starts has no such window, so the kit leaves re-keying to the server (OpenSSH
+# re-keys by its RekeyLimit, every 1 to 4 GiB by default).
 NO_CLIENT_REKEY = 1 << 62
-# Longest wait for any one SFTP reply (a hung file system or network must not hang the caller forever).
-SFTP_TIMEOUT_S = 120.0
+KEEPALIVE_S = 30  # an SSH keepalive this often keeps NAT and firewalls from dropping an idle connection
+SFTP_TIMEOUT_S = 120.0  # longest wait for any one SFTP reply (a hung file system must not hang the caller)
+SFTP_REQUEST = 255 * 1024
+_ERRORS = (paramiko.SSHException, OSError, EOFError)  # what paramiko raises when a connection or channel fails
 
 
-class _QuietOpenFailures(logging.Filter):
-    """paramiko logs a refused channel open as an ERROR line of its own; the kit raises it as one
-    ConnectError naming host and address (``_open_failure``), so that line is dropped."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "open FAILED" not in str(record.msg)
-
-
-logging.getLogger("paramiko.transport").addFilter(_QuietOpenFailures())
+# paramiko logs a refused channel open as an ERROR line of its own; the kit raises it as one ConnectError
+# naming host and address (``_open_failure``), so that line is dropped.
+logging.getLogger("paramiko.transport").addFilter(lambda record: "open FAILED" not in str(record.msg))
 
 
 class SSHHost(Host):
@@ -91,27 +80,23 @@ class SSHHost(Host):
                  key_filename: str | list[str] | None = None, known_hosts: str | list[str] | None = None,
                  trust: str = "strict", kit_known_hosts: str | None = None, ssh_config: str | bool | None = None,
                  connect_timeout: float = 15.0, look_for_keys: bool = True, allow_agent: bool = True,
-                 passphrase: str | None = None, proxy_jump: str | None = None, keepalive: int = 30) -> None:
-        self.target = target
-        self.name = target
+                 passphrase: str | None = None, proxy_jump: str | None = None) -> None:
+        self.target = self.name = target
         self.params = resolve(target, user=user, port=port, key_filename=key_filename, ssh_config=ssh_config,
                               proxy_jump=proxy_jump)
-        self._known_hosts = known_hosts
-        self._trust = trust
         self._kit_file = kit_known_hosts or default_kit_known_hosts()
-        self._ssh_config = ssh_config
+        TrustPolicy(self.name, trust, self._kit_file)  # validates ``trust`` now
+        # the options a jump host is opened with too
+        self._opts = dict(known_hosts=known_hosts, trust=trust, kit_known_hosts=self._kit_file, ssh_config=ssh_config,
+                          connect_timeout=connect_timeout, look_for_keys=look_for_keys, allow_agent=allow_agent)
         self._key_filename = key_filename
-        self._timeout = connect_timeout
-        self._look_for_keys = look_for_keys
-        self._allow_agent = allow_agent
         self._passphrase = passphrase
-        self._keepalive = keepalive
+        self._timeout = connect_timeout
         self._client: paramiko.SSHClient | None = None
         self._jump: SSHHost | None = None
         self._sftp: paramiko.SFTPClient | None = None
         self._lock = threading.RLock()
         self.reconnects = 0
-        TrustPolicy(self.name, trust, self._kit_file)  # validates ``trust`` now
 
     # --- connection -------------------------------------------------------------------------
     def open(self) -> "SSHHost":
@@ -129,40 +114,32 @@ class SSHHost(Host):
         p = self.params
         self._drop()
         client = paramiko.SSHClient()
-        known = load_known_hosts(client, self._known_hosts, self._kit_file, self.name, hostname=p.hostname,
+        known = load_known_hosts(client, self._opts["known_hosts"], self._kit_file, self.name, hostname=p.hostname,
                                  port=p.port, user_files=p.user_known_hosts, global_files=p.global_known_hosts)
-        client.set_missing_host_key_policy(TrustPolicy(self.name, self._trust, self._kit_file, known))
+        client.set_missing_host_key_policy(TrustPolicy(self.name, self._opts["trust"], self._kit_file, known))
         sock = self._make_sock()
         where = f"{p.user}@{p.hostname}:{p.port}"
         try:
             client.connect(p.hostname, p.port, username=p.user, key_filename=p.key_filenames or None,
                            timeout=self._timeout, banner_timeout=self._timeout, auth_timeout=self._timeout,
-                           channel_timeout=self._timeout, look_for_keys=self._look_for_keys,
-                           allow_agent=self._allow_agent, passphrase=self._passphrase, sock=sock,
+                           channel_timeout=self._timeout, look_for_keys=self._opts["look_for_keys"],
+                           allow_agent=self._opts["allow_agent"], passphrase=self._passphrase, sock=sock,
                            transport_factory=_aead_first)
-        except HostKeyError:
-            self._abandon(client)
+        except Exception as exc:
+            client.close()  # and the jump host connection opened for it
+            self._drop()
+            if isinstance(exc, paramiko.BadHostKeyException):
+                raise changed_key_error(self.name, exc, known_hosts_name(p.hostname, p.port), known) from exc
+            if isinstance(exc, paramiko.AuthenticationException):
+                keys = ", ".join(p.key_filenames) or ("agent/default keys" if self._opts["look_for_keys"] else "none")
+                raise AuthError(f"{self.name}: authentication failed as {where} ({exc}); keys tried: {keys}",
+                                host=self.name) from exc
+            if isinstance(exc, _ERRORS):
+                raise ConnectError(f"{self.name}: cannot connect to {where}: {exc or type(exc).__name__}",
+                                   host=self.name) from exc
             raise
-        except paramiko.BadHostKeyException as exc:
-            self._abandon(client)
-            raise changed_key_error(self.name, exc, known_hosts_name(p.hostname, p.port), known) from exc
-        except paramiko.AuthenticationException as exc:
-            self._abandon(client)
-            keys = ", ".join(p.key_filenames) or ("agent/default keys" if self._look_for_keys else "none")
-            raise AuthError(f"{self.name}: authentication failed as {where} ({exc}); keys tried: {keys}",
-                            host=self.name) from exc
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            self._abandon(client)
-            raise ConnectError(f"{self.name}: cannot connect to {where}: {exc or type(exc).__name__}",
-                               host=self.name) from exc
-        transport = client.get_transport()
-        raw = transport.sock
-        if isinstance(raw, socket.socket):
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self._keepalive:
-            transport.set_keepalive(self._keepalive)
-        # No re-key started by paramiko on volume: the server's (OpenSSH re-keys by its RekeyLimit)
-        # still happen and are answered. See NO_CLIENT_REKEY.
+        transport = client.get_transport()  # its socket has TCP_NODELAY already (_make_sock)
+        transport.set_keepalive(KEEPALIVE_S)
         transport.packetizer.REKEY_BYTES = transport.packetizer.REKEY_PACKETS = NO_CLIENT_REKEY
         self._client = client
 
@@ -170,21 +147,23 @@ class SSHHost(Host):
         p = self.params
         if p.proxy_jump:
             hops = [h.strip() for h in p.proxy_jump.split(",") if h.strip()]
-            # The last hop is reached through the ones before it (OpenSSH's -J order).
-            self._jump = SSHHost(hops[-1], known_hosts=self._known_hosts, trust=self._trust,
-                                 kit_known_hosts=self._kit_file, ssh_config=self._ssh_config,
-                                 key_filename=None if _has_identity(hops[-1], self._ssh_config) else self._key_filename,
-                                 connect_timeout=self._timeout, look_for_keys=self._look_for_keys,
-                                 allow_agent=self._allow_agent, proxy_jump=",".join(hops[:-1]) or None)
+            # The last hop is reached through the ones before it (OpenSSH's -J order); it uses this
+            # host's key unless its own config names one.
+            try:
+                own_key = bool(resolve(hops[-1], ssh_config=self._opts["ssh_config"]).key_filenames)
+            except RemoteError:
+                own_key = False
+            self._jump = SSHHost(hops[-1], key_filename=None if own_key else self._key_filename,
+                                 proxy_jump=",".join(hops[:-1]) or None, **self._opts)
             self._jump.open()
             jump = self._jump._client.get_transport()
             if not getattr(jump, "_kit_exec_done", False):  # our traffic crosses its sshd: _server_nodelay
                 jump._kit_exec_done = True
                 _server_nodelay(jump, hops[-1])
             try:
-                return self._jump._client.get_transport().open_channel(
-                    "direct-tcpip", (p.hostname, p.port), ("127.0.0.1", 0), timeout=self._timeout)
-            except (paramiko.SSHException, OSError, EOFError) as exc:
+                return jump.open_channel("direct-tcpip", (p.hostname, p.port), ("127.0.0.1", 0),
+                                         timeout=self._timeout)
+            except _ERRORS as exc:
                 self._drop()
                 raise ConnectError(f"{self.name}: jump host {hops[-1]} could not reach {p.hostname}:{p.port}: "
                                    f"{exc}", host=self.name) from exc
@@ -200,11 +179,6 @@ class SSHHost(Host):
                                host=self.name) from exc
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock
-
-    def _abandon(self, client: paramiko.SSHClient) -> None:
-        """A connection attempt failed: close it, and the jump host connection opened for it."""
-        client.close()
-        self._drop()
 
     def _drop(self) -> None:
         for closer in (self._sftp, self._client, self._jump):
@@ -226,35 +200,38 @@ class SSHHost(Host):
         self.reconnects += 1
         log.warning("%s: reconnected", self.name)
 
-    def _session(self, command: str | None = None) -> paramiko.Channel:
-        """A new session channel (with ``command`` started on it). If the connection died since the
-        last call, reconnect once, say so in the log, and retry: nothing ran on the dead connection."""
+    def _retrying(self, fn, what: str):
+        """``fn(transport)``. If the connection died since the last call, reconnect once, say so in the log,
+        and retry (nothing ran on the dead connection); ConnectError naming ``what`` if that fails too."""
         with self._lock:
             self._ensure()
             transport = self._client.get_transport()
         try:
-            return self._start(transport, command)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
+            return fn(transport)
+        except _ERRORS as exc:
             with self._lock:
                 if self._client is None or self._client.get_transport() is transport:
                     self._reconnect(str(exc) or type(exc).__name__)
                 transport = self._client.get_transport()
             try:
-                return self._start(transport, command)
-            except (paramiko.SSHException, OSError, EOFError) as exc2:
-                raise ConnectError(f"{self.name}: cannot start a session after reconnecting: "
-                                   f"{exc2 or type(exc2).__name__}", host=self.name) from exc2
+                return fn(transport)
+            except _ERRORS as exc2:
+                raise ConnectError(f"{self.name}: cannot {what} after reconnecting: {exc2 or type(exc2).__name__}",
+                                   host=self.name) from exc2
 
-    def _start(self, transport: paramiko.Transport, command: str | None) -> paramiko.Channel:
-        chan = transport.open_session(timeout=self._timeout)
-        if command is not None:
+    def _session(self, command: str) -> paramiko.Channel:
+        """A new session channel with ``command`` started on it."""
+        def start(transport: paramiko.Transport) -> paramiko.Channel:
+            chan = transport.open_session(timeout=self._timeout)
             try:
                 chan.exec_command(command)
             except BaseException:
                 chan.close()
                 raise
             transport._kit_exec_done = True  # sshd has now set TCP_NODELAY on its side (_server_nodelay)
-        return chan
+            return chan
+
+        return self._retrying(start, "start a session")
 
     # --- port forwarding (Host.forward carries connections over these channels) --------------------
     def open_channel(self, dest: tuple[str, int], src: tuple[str, int], timeout: float) -> paramiko.Channel:
@@ -277,7 +254,7 @@ class SSHHost(Host):
                 return transport.open_channel("direct-tcpip", dest, src, timeout=timeout)
             except paramiko.ChannelException as exc:
                 raise ConnectError(f"{what}: {_open_failure(exc.code, exc.text)}", host=self.name) from exc
-            except (paramiko.SSHException, OSError, EOFError) as exc:
+            except _ERRORS as exc:
                 why = str(exc) or type(exc).__name__
                 # an EOF is the connection ending under the open, even while paramiko's reader thread has
                 # not yet marked the transport inactive: reconnect as for a closed transport
@@ -304,7 +281,6 @@ class SSHHost(Host):
         with self._lock:
             self._drop()
 
-    # --- commands ---------------------------------------------------------------------------
     def start_process(self, script: str, *, cmd: str, stdin: bool) -> "_SSHProcess":
         """Start ``script`` on a channel as the leader of its own process group, reporting that group
         first (the runner's marker line); see :meth:`kit.remote.Host.start_process`."""
@@ -315,24 +291,17 @@ class SSHHost(Host):
             raise ConnectError(f"{exc} (starting {clip(cmd)!r})", host=self.name) from exc
 
     # --- files (SFTP) -----------------------------------------------------------------------
+    streams = True
+
     def _sftp_client(self) -> paramiko.SFTPClient:
         with self._lock:
-            if self._sftp is not None and self._active():
-                return self._sftp
-            self._ensure()
-            try:
-                self._sftp = self._open_sftp()
-            except (paramiko.SSHException, OSError, EOFError) as exc:
-                self._reconnect(str(exc) or type(exc).__name__)
-                try:
-                    self._sftp = self._open_sftp()
-                except (paramiko.SSHException, OSError, EOFError) as exc2:
-                    raise ConnectError(f"{self.name}: cannot open SFTP: {exc2}", host=self.name) from exc2
+            if self._sftp is None or not self._active():
+                self._sftp = self._retrying(self._open_sftp, "open SFTP")
             return self._sftp
 
-    def _open_sftp(self) -> paramiko.SFTPClient:
+    def _open_sftp(self, transport: paramiko.Transport) -> paramiko.SFTPClient:
         """``open_sftp`` with timeouts: on opening the channel, and on every reply after it."""
-        chan = self._client.get_transport().open_session(timeout=self._timeout)
+        chan = transport.open_session(timeout=self._timeout)
         try:
             chan.settimeout(SFTP_TIMEOUT_S)
             chan.invoke_subsystem("sftp")
@@ -348,8 +317,7 @@ class SSHHost(Host):
 
     def sftp_call(self, path: str, fn):
         """``fn(sftp)`` with this host's SFTP session (one reply timeout, reconnect once); failures
-        become RemoteFileError naming ``host: path`` (missing, permission, no reply) or ConnectError.
-        What transfers (``_transfer_io.py``) build SFTP reads, writes and listings on."""
+        become RemoteFileError naming ``host: path`` (missing, permission, no reply) or ConnectError."""
         try:
             return fn(self._sftp_client())
         except socket.timeout as exc:
@@ -364,42 +332,86 @@ class SSHHost(Host):
         except (paramiko.SSHException, EOFError) as exc:
             raise ConnectError(f"{self.name}: SFTP failed on {path}: {exc}", host=self.name) from exc
 
-    streams = True
+    def read_file(self, path: str, sink, offset: int, request: int = SFTP_REQUEST, window: int = 32) -> str:
+        """SFTP with a bounded ``window`` of concurrent reads (a host without a POSIX shell); see
+        :meth:`kit.remote.Host.read_file`."""
+        def read(sftp: paramiko.SFTPClient) -> None:
+            with sftp.open(path, "rb") as fh:
+                got = _Replies()
+                pending: list = []
+                off, eof = offset, False
+                while pending or not eof:
+                    while not eof and len(pending) < window:
+                        pending.append(sftp._async_request(got, CMD_READ, fh.handle, int64(off), int(request)))
+                        off += request
+                    num = pending.pop(0)
+                    while num not in got:
+                        sftp._read_response()
+                    t, msg = got.pop(num)
+                    if t == CMD_STATUS:
+                        try:
+                            sftp._convert_status(msg)
+                        except EOFError:
+                            eof = True
+                            continue
+                    if t != CMD_DATA:
+                        raise OSError(f"unexpected SFTP reply {t}")
+                    data = msg.get_string()
+                    sink.feed(data)
+                    if len(data) < request:  # short read: the end of the file; drop the rest
+                        eof = True
+                        for n in pending:
+                            while n not in got:
+                                sftp._read_response()
+                            got.pop(n)
+                        pending = []
 
-    def read_file(self, path: str, sink, offset: int) -> str:
-        """SFTP, a bounded window of reads (a host without a POSIX shell); see :meth:`kit.remote.Host.read_file`."""
-        io_.sftp_read(self, path, sink, offset)
+        self.sftp_call(path, read)
         return "sftp"
 
     def write_file(self, local_path: str, remote_path: str, *, resume: bool = True,
                    progress: bool | None = None) -> None:
-        """SFTP to ``.kit-<hash>-<size>-<mtime>.part`` beside the target, renamed into place; an unchanged
-        target is skipped, a partial upload of the same local version continued."""
+        """SFTP with pipelined 255 KiB writes to ``.kit-<hash>-<size>-<mtime>.part`` beside the target, renamed
+        into place; an unchanged target is skipped, a partial upload of the same local version continued."""
         ls = os.stat(local_path)
         d, base = posixpath.split(remote_path)
-        h = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-        tmp = posixpath.join(d, f".kit-{h}-{ls.st_size}-{int(ls.st_mtime)}.part")
-        if resume and self._same_file(remote_path, ls):
+        tmp = posixpath.join(d, io_.part_name(base, ls.st_size, ls.st_mtime))
+        rs = self._stat_or_none(remote_path) if resume else None
+        if rs is not None and stat_mod.S_ISREG(rs.mode) and rs.size == ls.st_size and int(rs.mtime) == int(ls.st_mtime):
             return
-        offset = (io_.sftp_size(self, tmp) or 0) if resume else 0
-        offset = offset if offset <= ls.st_size else 0
-        bar = io_.bar(f"{self.name}: put {os.path.basename(local_path)}", ls.st_size, offset, progress)
-        try:
-            io_.sftp_write(self, local_path, tmp, offset, bar)
-            io_.sftp_finish(self, tmp, remote_path, ls.st_size, ls.st_mode, (ls.st_atime, ls.st_mtime))
-        finally:
-            if bar is not None:
-                bar.close()
+        part = self._stat_or_none(tmp) if resume else None
+        offset = part.size if part is not None and stat_mod.S_ISREG(part.mode) and part.size <= ls.st_size else 0
 
-    def _same_file(self, remote_path: str, ls: os.stat_result) -> bool:
+        def upload(sftp: paramiko.SFTPClient) -> None:
+            with open(local_path, "rb") as src, sftp.open(tmp, "r+b" if offset else "wb") as dst:
+                dst.MAX_REQUEST_SIZE = SFTP_REQUEST
+                dst.set_pipelined(True)
+                src.seek(offset)
+                dst.seek(offset)
+                for data in iter(lambda: src.read(io_.CHUNK), b""):
+                    dst.write(data)
+                    bar.update(len(data))
+
+        def finish(sftp: paramiko.SFTPClient) -> None:
+            if sftp.stat(tmp).st_size != ls.st_size:
+                raise OSError(f"size mismatch after upload (local {ls.st_size:,} bytes)")
+            sftp.chmod(tmp, ls.st_mode & 0o777)
+            sftp.utime(tmp, (ls.st_atime, ls.st_mtime))
+            sftp.posix_rename(tmp, remote_path)
+
+        with io_.bar(f"{self.name}: put {os.path.basename(local_path)}", ls.st_size, progress) as bar:
+            bar.update(offset)
+            self.sftp_call(tmp, upload)
+            self.sftp_call(remote_path, finish)
+
+    def _stat_or_none(self, path: str) -> FileStat | None:
         try:
-            rs = self.stat(remote_path)
+            return self.stat(path)
         except RemoteError:
-            return False
-        return stat_mod.S_ISREG(rs.mode) and rs.size == ls.st_size and int(rs.mtime) == int(ls.st_mtime)
+            return None
 
     def listdir(self, path: str) -> list[str]:
-        return io_.sftp_listdir(self, path)
+        return self.sftp_call(path, lambda s: s.listdir(path))
 
     def stat(self, path: str) -> FileStat:
         """Size, mtime, directory flag and mode of ``path`` (SFTP stat, follows symlinks)."""
@@ -408,29 +420,30 @@ class SSHHost(Host):
                         is_dir=stat_mod.S_ISDIR(st.st_mode or 0), mode=int(st.st_mode or 0))
 
 
+class _Replies(dict):
+    """paramiko's SFTP reply target for the windowed reader: the replies by request number."""
+
+    def _async_response(self, t, msg, num) -> None:
+        self[num] = (t, msg)
+
+
 class _SSHProcess(Process):
     """A command on a paramiko channel. Its first stdout line is the runner's marker with its process
     group (``marked``: the runner takes it out). Reads wait on the channel with a timeout (select), never
     spin, and never hold a lock the transport thread needs, so re-keys and keepalives go on."""
 
-    errors = (paramiko.SSHException, OSError, EOFError)
+    errors = _ERRORS
     marked = True
+    eof = False
 
     def __init__(self, host: SSHHost, chan: paramiko.Channel) -> None:
         self._host = host
         self._chan = chan
-        self._eof = False
-        self.pg = None
-
-    @property
-    def eof(self) -> bool:
-        return self._eof
 
     def read(self, wait: float) -> list[tuple[int, bytes]]:
-        chan = self._chan
         chunks = self._ready()
-        if not chunks and not self._eof:
-            select.select([chan], [], [], wait)
+        if not chunks and not self.eof:
+            select.select([self._chan], [], [], wait)
             chunks = self._ready()
         return chunks
 
@@ -447,15 +460,11 @@ class _SSHProcess(Process):
         if not chunks and eof and not chan.recv_ready() and not chan.recv_stderr_ready():
             if not chan.eof_received and self._lost():
                 raise EOFError("the connection closed before the command's output ended")
-            self._eof = True
+            self.eof = True
         return chunks
 
-    def write(self, data: bytes) -> bool:
-        try:
-            self._chan.sendall(data)
-        except (paramiko.SSHException, OSError, EOFError):  # the command ended, or was killed
-            return False
-        return True
+    def write(self, data: bytes) -> None:
+        self._chan.sendall(data)
 
     def close_stdin(self) -> None:
         self._chan.shutdown_write()
@@ -463,12 +472,11 @@ class _SSHProcess(Process):
     def exit_status(self, wait: float) -> int | None:
         chan = self._chan
         if not chan.status_event.wait(wait):
-            if not self._host._transport_active():
-                raise EOFError("the connection closed before the command's exit status arrived")
-            return None
-        if chan.exit_status == -1 and self._lost():
-            raise EOFError("the connection closed before the command's exit status arrived")
-        return chan.exit_status
+            if self._host._transport_active():
+                return None
+        elif chan.exit_status != -1 or not self._lost():
+            return chan.exit_status
+        raise EOFError("the connection closed before the command's exit status arrived")
 
     def _lost(self, settle: float = 1.0) -> bool:
         """Whether the connection died. paramiko closes the channels of a dying transport just before
@@ -506,13 +514,11 @@ def _aead_first(*args, **kwargs) -> paramiko.Transport:
 def _server_nodelay(transport: paramiko.Transport, name: str) -> None:
     """Make sshd turn Nagle off on its side of this connection: start ``:`` on a session and close it.
 
-    OpenSSH's sshd sets TCP_NODELAY on its side of a connection only when the first session starts a
-    command (``ssh_packet_set_interactive``). On a connection that carries only forwarded channels, or
-    on a ProxyJump bastion's (which carries everything), each small chunk an engine streams after the
-    first waits for the client's delayed ACK (measured: TTFT +22 ms, tokens arriving in pairs; through
-    a bastion TTFT 67 ms instead of 20). sshd sets the option when it starts the command, before it
-    answers the exec request, so nothing is waited for beyond that answer. Best effort: a server that
-    refuses sessions (a bastion with ``MaxSessions 0``) only keeps its Nagle."""
+    OpenSSH's sshd sets TCP_NODELAY only when the first session starts a command
+    (``ssh_packet_set_interactive``). On a connection that carries only forwarded channels, or on a
+    ProxyJump bastion's, each small chunk an engine streams waits for the client's delayed ACK
+    (measured: TTFT +22 ms, tokens in pairs; through a bastion 67 ms instead of 20). Best effort: a
+    server that refuses sessions (``MaxSessions 0``) only keeps its Nagle."""
     try:
         chan = transport.open_session(timeout=10)
         try:
@@ -520,7 +526,7 @@ def _server_nodelay(transport: paramiko.Transport, name: str) -> None:
             chan.exec_command(":")
         finally:
             chan.close()
-    except (paramiko.SSHException, OSError, EOFError) as exc:
+    except _ERRORS as exc:
         log.debug("%s: no session to turn sshd's Nagle off (%s)", name, exc)
 
 
@@ -532,10 +538,3 @@ def _open_failure(code: int, text: str) -> str:
     if code == 2:  # SSH_OPEN_CONNECT_FAILED
         return f"nothing accepts connections there on the host ({text or 'connect failed'})"
     return f"the SSH server refused the channel ({text or 'no reason given'}, code {code})"
-
-
-def _has_identity(alias: str, ssh_config) -> bool:
-    try:
-        return bool(resolve(alias, ssh_config=ssh_config).key_filenames)
-    except RemoteError:
-        return False

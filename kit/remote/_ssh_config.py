@@ -32,11 +32,8 @@ TRUST_MODES = ("strict", "accept-new")
 
 def default_kit_known_hosts() -> str:
     """The kit-owned known_hosts file (``$KIT_KNOWN_HOSTS`` or ``~/.config/decode-kit/known_hosts``)."""
-    env = os.environ.get("KIT_KNOWN_HOSTS")
-    if env:
-        return env
     base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(base, "decode-kit", "known_hosts")
+    return os.environ.get("KIT_KNOWN_HOSTS") or os.path.join(base, "decode-kit", "known_hosts")
 
 
 @dataclass
@@ -63,8 +60,7 @@ def parse_target(target: str) -> tuple[str | None, str, int | None]:
     if not m:
         raise RemoteError(f"{target}: not a valid SSH target (expected user@host[:port] or an ~/.ssh/config alias)",
                           host=target)
-    port = int(m.group("port")) if m.group("port") else None
-    return m.group("user"), m.group("v6") or m.group("host"), port
+    return m.group("user"), m.group("v6") or m.group("host"), int(m.group("port")) if m.group("port") else None
 
 
 def resolve(target: str, *, user: str | None = None, port: int | None = None,
@@ -185,18 +181,8 @@ def load_known_hosts(client: paramiko.SSHClient, known_hosts: str | list[str] | 
 
 def expand_path(path: str, hostname: str = "", port: int = 22) -> str:
     """``~`` and the tokens OpenSSH allows in known_hosts paths: %d (home), %u (local user), %h, %p, %%."""
-    home = os.path.expanduser("~")
-    out, i = [], 0
-    while i < len(path):
-        c = path[i]
-        if c == "%" and i + 1 < len(path):
-            tok = path[i + 1]
-            out.append({"d": home, "u": getpass.getuser(), "h": hostname, "p": str(port), "%": "%"}.get(tok, c + tok))
-            i += 2
-        else:
-            out.append(c)
-            i += 1
-    return os.path.expanduser("".join(out))
+    tokens = {"d": os.path.expanduser("~"), "u": getpass.getuser(), "h": hostname, "p": str(port), "%": "%"}
+    return os.path.expanduser(re.sub(r"%(.)", lambda m: tokens.get(m[1], m[0]), path, flags=re.S))
 
 
 def _read_known_hosts(path: str, name: str, info: KnownHosts, display: str) -> list[tuple[str, paramiko.PKey, str]]:

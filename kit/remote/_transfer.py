@@ -1,38 +1,27 @@
 """Transfer: files between this machine and a host at line rate, in flat memory, resumable.
 
-Beside the connection (Fabric style): ``host.transfer`` (or ``Transfer(host)``) does the work of
-``host.get``/``put``/``read_bytes``, and adds ``get_many`` and ``glob``. This module is the policy
-(what goes how: resume, skip, codec, many files, Ctrl-C); the mechanics are ``_transfer_io.py``'s,
-and every host command runs through the host's one runner.
+Beside the connection (Fabric style): ``host.transfer`` does the work of ``host.get``/``put``/``read_bytes``
+and adds ``get_many`` and ``glob``. This module is the policy (resume, skip, codec, many files, Ctrl-C);
+the mechanics are ``_transfer_io.py``'s and the transport's hooks.
 
 Why not paramiko's ``SFTPClient.get``: measured on loopback it moved 48 MB/s where ``scp`` moved
-336 MB/s; every 32 KiB request costs a Python round of request/response bookkeeping. Here:
+336 MB/s (every 32 KiB request costs a Python round of bookkeeping). So ``get``/``read_bytes`` stream
+the file as a host command's stdout (``cat``, ``tail -c +N`` to resume), run by the host's one runner
+(killed on the host when no byte arrives for ``timeout`` s, on Ctrl-C, or when ``get_many`` is
+interrupted) and written straight into the destination: memory is flat for any size. Text artefacts
+not compressed already (by suffix, >= 1 MiB) go through the host's ``zstd -1`` (or ``gzip -1``) and
+are decompressed here while written (a JSON trace shrinks 10-15x on the wire). A host without a
+POSIX shell gets SFTP reads; ``put`` is SFTP with pipelined writes.
 
-- ``get``/``read_bytes`` stream the file as a host command's stdout (``cat``, ``tail -c +N`` to
-  resume), written straight into the destination: the SSH channel window (2 MiB) bounds what is
-  buffered, so memory is flat for any size. Text artefacts that are not compressed already (traces,
-  logs, CSV, SQLite exports; by suffix, >= 1 MiB) go compressed: the host's ``zstd -1`` (or ``gzip
-  -1``) compresses, the bytes are decompressed here while being written (a JSON trace shrinks
-  10-15x on the wire). What the host has is probed once per Transfer; a host without a POSIX shell
-  gets SFTP with a bounded window of concurrent 255 KiB reads.
-- The streaming command is run by the host's runner (``Host.run(on_stdout=...)``), like any command:
-  its own process group, killed on the host when no byte arrives for ``timeout`` s (a FIFO, a hung
-  file system), on Ctrl-C, or when ``get_many`` is interrupted.
-- Resume: a download goes to ``.kit-<hash>-<size>-<mtime>.part`` beside the target. Same size and
-  mtime as the remote file (the mtime is copied on completion, like ``scp -p``): skipped. A partial
-  file of the same remote version: continued from its length. Then renamed into place atomically.
-- ``put`` is SFTP with pipelined 255 KiB writes (bounded by the channel window), to a temporary
-  name renamed into place; same skip/continue rules.
-- Progress: a tqdm bar for transfers still running after one second (``progress=True``: always).
-- ``get_many`` overlaps transfers (several channels on one connection); ``kit.hosts(...).get``
-  runs hosts in parallel. Each file's failure is kept in its own row of a :class:`TransferReport`.
-  Ctrl-C stops every file at once (each worker's command is killed on the host); the partial
-  files stay, and the next ``get_many`` continues them.
+Resume: a file goes to ``.kit-<hash>-<size>-<mtime>.part`` beside the target. Same size and mtime as
+the source (the mtime is copied on completion, like ``scp -p``): skipped. A partial file of the same
+version: continued from its length. Then renamed into place. ``get_many`` overlaps files on several
+channels of one connection, each failure kept in its own row; Ctrl-C stops every file at once, and
+the next call continues the partial files. Progress: the kit's bar, for a transfer still running after 1 s.
 """
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import logging
 import os
@@ -40,7 +29,6 @@ import posixpath
 import stat as stat_mod
 import threading
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor, wait
 from fnmatch import fnmatchcase
 from typing import Any, Iterable
@@ -48,11 +36,9 @@ from typing import Any, Iterable
 from kit.errors import KitError, RemoteError, RemoteFileError, UsageError
 from kit.remote import _transfer_io as io_
 from kit.remote._result import FileStat
-from kit.remote._transfer_io import CHUNK, Sink, file_error, local_error
+from kit.remote._transfer_io import Sink, file_error, local_error
 from kit.remote._transfer_report import Fetched, TransferReport, local_names
 from kit.util import quote as _q
-
-__all__ = ["CHUNK", "Fetched", "Transfer", "TransferReport", "local_names", "transfer_of"]
 
 log = logging.getLogger("kit.remote")
 
@@ -64,14 +50,6 @@ TEXT_SUFFIXES = (".json", ".jsonl", ".log", ".txt", ".csv", ".tsv", ".out", ".er
 PACKED_SUFFIXES = (".gz", ".tgz", ".zst", ".zstd", ".xz", ".bz2", ".lz4", ".zip", ".7z", ".br")
 CODECS = ("zstd", "gzip")
 _PROBE = "printf 'kit-posix\\n'; for c in zstd gzip; do command -v $c >/dev/null 2>&1 && echo $c; done"
-
-
-def _part_name(local_path: str, st: FileStat) -> tuple[str, str]:
-    """(partial file path, glob prefix of any partial for this target)."""
-    d, base = os.path.split(os.path.abspath(local_path))
-    h = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    prefix = f".kit-{h}-"
-    return os.path.join(d, f"{prefix}{st.size}-{int(st.mtime)}.part"), os.path.join(d, prefix)
 
 
 def _same_version(local_path: str, st: FileStat) -> bool:
@@ -103,13 +81,8 @@ def _resume_offset(part: str, prefix: str, size: int, resume: bool) -> int:
 
 
 class Transfer:
-    """File transfers for one host (see the module docstring for how and why).
-
-    ``env``: extra environment for the host-side commands (e.g. ``{"PATH": ...}``).
-    ``workers``: concurrent files in :meth:`get_many` (each on its own channel of the one connection).
-    ``timeout``: seconds without a byte before a transfer is abandoned and its host-side process
-    group killed (default: the host's SFTP reply timeout, 120 s).
-    """
+    """File transfers for one host. ``env``: extra environment for its commands; ``workers``: files at
+    once in :meth:`get_many`; ``timeout``: seconds without a byte before a transfer's process group is killed."""
 
     def __init__(self, host: Any, *, env: dict | None = None, workers: int = 4, timeout: float | None = None) -> None:
         self.host = host
@@ -124,22 +97,18 @@ class Transfer:
     def __repr__(self) -> str:
         return f"Transfer({self.host!r})"
 
-    def _idle_timeout(self) -> float:
-        return float(self.timeout if self.timeout is not None else self.host.sftp_timeout)
-
     # --- what the host can do ------------------------------------------------------------------
     def _probe(self) -> tuple[bool, tuple[str, ...]]:
         """(the host runs POSIX shell commands, compressors usable), asked once."""
         with self._lock:
-            if self._probed is None:
-                if not self.host.streams:
-                    self._probed = (True, ())
-                else:
-                    res = self.host.run(_PROBE, env=self.env or None, timeout=30)
-                    lines = res.stdout.split()
-                    shell = bool(lines) and lines[0] == "kit-posix"
-                    local_ok = {"zstd": io_.zstandard_module() is not None, "gzip": True}
-                    self._probed = (shell, tuple(c for c in CODECS if shell and c in lines[1:] and local_ok[c]))
+            if self._probed is None and not self.host.streams:
+                self._probed = (True, ())
+            elif self._probed is None:
+                res = self.host.run(_PROBE, env=self.env or None, timeout=30)
+                lines = res.stdout.split()
+                shell = bool(lines) and lines[0] == "kit-posix"
+                local_ok = {"zstd": io_.zstandard_module() is not None, "gzip": True}
+                self._probed = (shell, tuple(c for c in CODECS if shell and c in lines[1:] and local_ok[c]))
             return self._probed
 
     def codecs(self) -> tuple[str, ...]:
@@ -150,10 +119,7 @@ class Transfer:
         if not self.host.streams or compress in (None, False, "none"):
             return None
         if compress == "auto" or compress is True:
-            if compress == "auto" and not _auto_codec(path, size):
-                return None
-            have = self.codecs()
-            return have[0] if have else None
+            return next(iter(self.codecs()), None) if compress is True or _auto_codec(path, size) else None
         if compress not in CODECS:
             raise UsageError(f"compress must be 'auto', True, False, 'zstd' or 'gzip', not {compress!r}")
         if compress not in self.codecs():
@@ -174,49 +140,48 @@ class Transfer:
         return local_path
 
     def _get(self, remote_path: str, local_path: str, *, progress: bool | None, resume: bool,
-             compress: str | bool | None, bar=None, cancel: threading.Event | None = None) -> Fetched:
+             compress: str | bool | None, bar=None, cancel: threading.Event | None = None,
+             st: FileStat | KitError | None = None) -> Fetched:
+        """One file's row. ``bar``: ``get_many``'s, shared (else one of its own); ``st``: its stat, made already."""
         t0 = time.perf_counter()
         name = self.host.name
         try:
-            st = self._stat(remote_path)
-            if st.is_dir:
-                raise file_error(self.host, remote_path, "is a directory")
-            if resume and _same_version(local_path, st):
-                if bar is not None:
+            st = self._stat(remote_path, file=True) if st is None else st
+            if isinstance(st, KitError):
+                raise st
+            with (contextlib.nullcontext(bar) if bar is not None else
+                  io_.bar(f"{name}: get {posixpath.basename(remote_path)}", st.size, progress)) as bar:
+                if resume and _same_version(local_path, st):
                     bar.update(st.size)
-                return Fetched(name, remote_path, local_path, st.size, 0, time.perf_counter() - t0, "skipped")
-            part, prefix = _part_name(local_path, st)
-            try:
-                offset = _resume_offset(part, prefix, st.size, resume)
-                fh = open(part, "r+b" if offset else "wb")  # noqa: SIM115 - closed below
-            except OSError as exc:
-                raise local_error(local_path, exc) from exc
-            regular = stat_mod.S_ISREG(st.mode)
-            codec = self._pick_codec(remote_path, st.size - offset, compress) if regular else None
-            own_bar = bar is None
-            if own_bar:
-                bar = io_.bar(f"{name}: get {posixpath.basename(remote_path)}", st.size, offset, progress)
-            try:
-                fh.seek(offset)
-                fh.truncate()
-                sink = _Sink(fh, codec, bar)
-                method = self._download(remote_path, sink, offset, codec, cancel)
-                if regular and offset + sink.written != st.size:
-                    raise file_error(self.host, remote_path, f"changed during the transfer (expected {st.size:,} "
-                                                             f"bytes, got {offset + sink.written:,})")
-                fh.close()
-                os.chmod(part, st.mode & 0o777)
-                if regular:
-                    os.utime(part, (st.mtime, st.mtime))
-                os.replace(part, local_path)
-            except BaseException:
-                fh.close()
-                if not regular or not resume:  # a partial of a regular file is kept: the next get continues it
-                    io_.unlink(part)
-                raise
-            finally:
-                if own_bar and bar is not None:
-                    bar.close()
+                    return Fetched(name, remote_path, local_path, st.size, 0, time.perf_counter() - t0, "skipped")
+                d, base = os.path.split(os.path.abspath(local_path))
+                part = os.path.join(d, io_.part_name(base, st.size, st.mtime))
+                try:
+                    offset = _resume_offset(part, os.path.join(d, io_.part_prefix(base)), st.size, resume)
+                    fh = open(part, "r+b" if offset else "wb")  # noqa: SIM115 - closed below
+                except OSError as exc:
+                    raise local_error(local_path, exc) from exc
+                bar.update(offset)
+                regular = stat_mod.S_ISREG(st.mode)
+                codec = self._pick_codec(remote_path, st.size - offset, compress) if regular else None
+                try:
+                    fh.seek(offset)
+                    fh.truncate()
+                    sink = _Sink(fh, codec, bar)
+                    method = self._download(remote_path, sink, offset, codec, cancel)
+                    if regular and offset + sink.written != st.size:
+                        raise file_error(self.host, remote_path, f"changed during the transfer (expected "
+                                                                 f"{st.size:,} bytes, got {offset + sink.written:,})")
+                    fh.close()
+                    os.chmod(part, st.mode & 0o777)
+                    if regular:
+                        os.utime(part, (st.mtime, st.mtime))
+                    os.replace(part, local_path)
+                except BaseException:
+                    fh.close()
+                    if not regular or not resume:  # a partial of a regular file is kept: the next get continues it
+                        io_.unlink(part)
+                    raise
             return Fetched(name, remote_path, local_path, offset + sink.written, sink.wire,
                            time.perf_counter() - t0, method, offset)
         except KitError as exc:
@@ -231,35 +196,28 @@ class Transfer:
         if not self.host.streams or not self._probe()[0]:  # this machine, or no POSIX shell on the host
             with self._sftp_lock:
                 method = self.host.read_file(remote_path, sink, offset)
-            sink.finish()
-            return method
-        io_.stream(self.host, _command(remote_path, offset, codec), remote_path, sink, idle=self._idle_timeout(),
-                   env=self.env, cancel=cancel)
+        else:
+            io_.stream(self.host, _command(remote_path, offset, codec), remote_path, sink,
+                       idle=float(self.host.sftp_timeout if self.timeout is None else self.timeout), env=self.env,
+                       cancel=cancel)
+            method = codec or "cat"
         try:
             sink.finish()
-        except (ValueError, zlib.error) as exc:
+        except Exception as exc:  # noqa: BLE001 - ValueError, zlib.error, zstandard.ZstdError
             raise file_error(self.host, remote_path, f"{codec} stream broken ({exc})") from exc
-        except Exception as exc:  # noqa: BLE001 - zstandard.ZstdError
-            raise file_error(self.host, remote_path, f"{codec} stream broken ({exc})") from exc
-        return codec or "cat"
+        return method
 
-    # --- read_bytes -----------------------------------------------------------------------------
     def read_bytes(self, path: str, *, compress: str | bool | None = "auto") -> bytes:
         """The whole file in memory (streamed like ``get``; compressed on the wire for big text files)."""
-        st = self._stat(path)
-        if st.is_dir:
-            raise file_error(self.host, path, "is a directory")
+        st = self._stat(path, file=True)
         buf = io.BytesIO()
         codec = self._pick_codec(path, st.size, compress) if stat_mod.S_ISREG(st.mode) else None
         self._download(path, _Sink(buf, codec, None), 0, codec)
         return buf.getvalue()
 
-    # --- put -------------------------------------------------------------------------------------
     def put(self, local_path: str, remote_path: str, *, progress: bool | None = None, resume: bool = True) -> str:
-        """Upload ``local_path`` to ``remote_path`` through a temporary name renamed into place.
-
-        Skipped when the remote file has the same size and mtime (copied on completion); a partial
-        upload of the same local version continues from its length."""
+        """Upload ``local_path`` to ``remote_path`` through a temporary name renamed into place (skipped when
+        the remote file has the same size and mtime; a partial upload of the same version is continued)."""
         if not os.path.isfile(local_path):
             raise local_error(local_path, FileNotFoundError(2, "not a regular file"))
         with self._sftp_lock:
@@ -268,9 +226,8 @@ class Transfer:
 
     # --- many files -------------------------------------------------------------------------------
     def glob(self, pattern: str) -> list[str]:
-        """Paths on the host matching a shell-style ``pattern`` (``*``, ``?``, ``[...]`` in any path
-        component), sorted. Matched by listing directories over SFTP (locally: the file system), so
-        nothing is ever expanded by a shell."""
+        """Paths on the host matching a shell-style ``pattern`` (``*``, ``?``, ``[...]`` in any component), sorted;
+        matched by listing directories (SFTP, or the file system here), never expanded by a shell."""
         if not pattern.startswith("/"):
             raise UsageError(f"{getattr(self.host, 'name', self.host)}: glob pattern {pattern!r} is relative; give an "
                              "absolute path on the host (a relative pattern has no directory to start from there)")
@@ -290,7 +247,8 @@ class Transfer:
                     nxt.append(cand)
                     continue
                 try:
-                    names = self._listdir(base)
+                    with self._sftp_lock:
+                        names = self.host.listdir(base)
                 except RemoteFileError:
                     continue
                 nxt.extend(posixpath.join(base, n) for n in sorted(names)
@@ -298,23 +256,21 @@ class Transfer:
             found = nxt
         return sorted(found)
 
-    def _listdir(self, path: str) -> list[str]:
+    def _stat(self, path: str, file: bool = False) -> FileStat:
+        """The host's stat of ``path``; ``file``: RemoteFileError for a directory."""
         with self._sftp_lock:
-            return self.host.listdir(path)
-
-    def _stat(self, path: str) -> FileStat:
-        with self._sftp_lock:
-            return self.host.stat(path)
+            st = self.host.stat(path)
+        if file and st.is_dir:
+            raise file_error(self.host, path, "is a directory")
+        return st
 
     def get_many(self, remote_paths: Iterable[str] | str, dest: str, *, progress: bool | None = None,
                  resume: bool = True, compress: str | bool | None = "auto",
                  workers: int | None = None) -> TransferReport:
-        """Download several files into the directory ``dest``, ``workers`` at a time (each on its own
-        channel of the one connection). A string is a glob pattern (see :meth:`glob`). Files keep their
-        names; files of the same name from different directories keep their shortest distinct path.
-        Returns a :class:`TransferReport`; a file that fails is reported in its row, the others arrive.
-        Ctrl-C (KeyboardInterrupt) stops all files within a fraction of a second, their host-side
-        commands killed; partial files stay and the next call continues them (``resume=True``)."""
+        """Download several files (a list, or a glob pattern: :meth:`glob`) into the directory ``dest``,
+        ``workers`` at a time, each on its own channel. Files keep their names (the shortest distinct path
+        where names clash). A :class:`TransferReport`: a file that fails is its row, the others arrive.
+        Ctrl-C stops all files at once, their host-side commands killed; the next call continues them."""
         t0 = time.perf_counter()
         if isinstance(remote_paths, str):
             paths = self.glob(remote_paths)
@@ -327,9 +283,18 @@ class Transfer:
             os.makedirs(dest, exist_ok=True)
         except OSError as exc:
             raise local_error(dest, exc) from exc
-        bar = io_.bar(f"{self.host.name}: get {len(paths)} files", 0, 0, progress)
-        shared = _SharedBar(bar) if bar is not None else None
         cancel = threading.Event()
+        n = max(1, min(workers or self.workers, len(paths)))
+
+        def each(fn) -> list:
+            return [fn(i) for i in range(len(paths))] if n == 1 else _in_pool(fn, len(paths), n, cancel,
+                                                                             f"kit-get-{self.host.name}")
+
+        def stat(i: int) -> FileStat | KitError:
+            try:
+                return self._stat(paths[i], file=True)
+            except KitError as exc:  # said in the file's row
+                return exc
 
         def one(i: int) -> Fetched:
             local = os.path.join(dest, names[i])
@@ -337,26 +302,19 @@ class Transfer:
                 os.makedirs(os.path.dirname(local), exist_ok=True)
             except OSError as exc:
                 return Fetched(self.host.name, paths[i], None, error=local_error(local, exc))
-            if shared is not None:
-                with contextlib.suppress(KitError):
-                    shared.grow(self._stat(paths[i]).size)
-            return self._get(paths[i], local, progress=False, resume=resume, compress=compress, bar=shared,
-                             cancel=cancel)
+            return self._get(paths[i], local, progress=False, resume=resume, compress=compress, bar=bar,
+                             cancel=cancel, st=stats[i])
 
-        n = max(1, min(workers or self.workers, len(paths)))
-        try:
-            rows = [one(i) for i in range(len(paths))] if n == 1 else _in_pool(one, len(paths), n, cancel,
-                                                                              f"kit-get-{self.host.name}")
-        finally:
-            if bar is not None:
-                bar.close()
+        stats = each(stat)  # all first, so that the bar knows the total
+        total = sum(st.size for st in stats if isinstance(st, FileStat))
+        with io_.bar(f"{self.host.name}: get {len(paths)} files", total, progress) as bar:
+            rows = each(one)
         return TransferReport(rows, time.perf_counter() - t0)
 
 
 def _in_pool(fn, count: int, workers: int, cancel: threading.Event, prefix: str) -> list:
-    """``[fn(i) for i in range(count)]`` on ``workers`` threads. An interrupt here (Ctrl-C) sets
-    ``cancel``, which every running ``fn`` watches (its command is killed at once), drops the
-    calls not started, waits for the running ones to stop, and is raised again."""
+    """``[fn(i) for i in range(count)]`` on ``workers`` threads. Ctrl-C here sets ``cancel`` (each running
+    ``fn``'s command is killed at once), drops the calls not started, waits for the running ones, and is raised."""
     pool = ThreadPoolExecutor(workers, thread_name_prefix=prefix)
     futures = [pool.submit(fn, i) for i in range(count)]
     try:
@@ -370,23 +328,6 @@ def _in_pool(fn, count: int, workers: int, cancel: threading.Event, prefix: str)
         raise
     pool.shutdown(wait=True)
     return rows
-
-
-class _SharedBar:
-    """One bar for all files of ``get_many``; its total grows as files are stat'ed."""
-
-    def __init__(self, bar) -> None:
-        self._bar = bar
-        self._lock = threading.Lock()
-
-    def update(self, n: int) -> None:
-        with self._lock:
-            self._bar.update(n)
-
-    def grow(self, size: int) -> None:
-        with self._lock:
-            self._bar.total = (self._bar.total or 0) + size
-            self._bar.refresh()
 
 
 def _command(path: str, offset: int, codec: str | None) -> str:

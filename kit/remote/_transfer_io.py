@@ -1,32 +1,24 @@
-"""Transfer mechanics: how bytes move, with no decision about which file, whether, or from where.
-
-- :class:`Sink`: where a download's bytes go (a file or memory), decompressed on the way (zstd,
-  gzip; bounded output per input chunk, so a zip bomb cannot blow memory) and counted on a bar.
-- :func:`stream`: a host command whose stdout is the payload, run by the host's one runner
-  (``Host.run`` with ``on_stdout``): its process group, exit status, idle timeout, kill on
-  Ctrl-C or ``cancel`` are the runner's; this only names the failures after the file.
-- SFTP (for hosts without a POSIX shell, uploads and listings), through the host's public
-  ``sftp_call``: a windowed reader (:func:`sftp_read`), a pipelined writer (:func:`sftp_write`).
-- the local file system, for ``LocalHost``.
-
-Policy (resume, codec choice, skip, many files) is ``_transfer.py``'s.
-"""
+"""Transfer mechanics shared by the policy (``_transfer.py``) and the transports: the :class:`Sink`
+a download's bytes go to (decompressed on the way, zstd or gzip, bounded per chunk so a zip bomb
+cannot blow memory, counted on a bar), :func:`stream` (a host command whose stdout is the payload,
+run by the host's one runner; this only names its failures after the file), the names of partial
+files, and the errors that name a file."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
-import stat as stat_mod
 import threading
 import zlib
 from typing import IO, Any
 
 from kit.errors import CommandTimeout, ConnectError, RemoteFileError
 from kit.util import clip
+from kit.util import progress as progress_bar
 
 CHUNK = 1 << 20
 PROGRESS_DELAY_S = 1.0
-SFTP_REQUEST = 255 * 1024
 
 
 def zstandard_module():
@@ -58,19 +50,25 @@ def local_error(path: str, exc: OSError) -> RemoteFileError:
     return RemoteFileError(f"local: {path}: {exc.strerror or exc}", host="local", path=path)
 
 
+def part_prefix(base: str) -> str:
+    """``.kit-<hash>-``: how the partial files of every version of the file ``base`` begin."""
+    return f".kit-{hashlib.sha1(base.encode('utf-8', 'surrogateescape')).hexdigest()[:12]}-"
+
+
+def part_name(base: str, size: int, mtime: float) -> str:
+    """The partial file beside ``base`` while one version of it moves: ``.kit-<hash>-<size>-<mtime>.part``."""
+    return f"{part_prefix(base)}{size}-{int(mtime)}.part"
+
+
 def unlink(path: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(path)
 
 
-def bar(desc: str, total: int, initial: int, progress: bool | None):
-    """A tqdm bar shown for transfers still running after a second (``progress=True``: at once)."""
-    if progress is False:
-        return None
-    from tqdm.auto import tqdm  # deferred: a drawn bar only (kit --help loads kit.remote)
-
-    return tqdm(total=total, initial=initial, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, leave=False,
-                delay=0 if progress else PROGRESS_DELAY_S)
+def bar(desc: str, total: int, progress: bool | None):
+    """The bar of a transfer (:func:`kit.util.progress`), a context manager: drawn once the transfer has
+    run a second in a terminal or notebook (``progress=True``: at once; ``False``: never)."""
+    return progress_bar(desc, total, show=progress, delay=PROGRESS_DELAY_S if progress is None else 0)
 
 
 class Sink:
@@ -159,102 +157,3 @@ def stream(host: Any, cmd: str, path: str, sink: Sink, *, idle: float, env: dict
             reason = "permission denied"
         raise file_error(host, path, f"transfer failed: {clip(reason, 200)} ({cmd.split()[0]} exited "
                                      f"{res.exit_code})")
-
-
-def read_local(host: Any, path: str, sink: Sink, offset: int) -> None:
-    """Bytes of a file on this machine from ``offset`` into ``sink``."""
-    try:
-        with open(path, "rb") as src:
-            src.seek(offset)
-            for data in iter(lambda: src.read(CHUNK), b""):
-                sink.feed(data)
-    except OSError as exc:
-        raise file_error(host, path, exc.strerror or str(exc)) from exc
-
-
-class _Collect:
-    """paramiko SFTP response target for the windowed reader."""
-
-    def __init__(self) -> None:
-        self.got: dict = {}
-
-    def _async_response(self, t, msg, num) -> None:
-        self.got[num] = (t, msg)
-
-
-def sftp_read(host: Any, path: str, sink: Sink, offset: int, request: int = SFTP_REQUEST, window: int = 32) -> None:
-    """SFTP download with a bounded window of concurrent reads (for hosts without a shell)."""
-    from paramiko.sftp import CMD_DATA, CMD_READ, CMD_STATUS, int64  # deferred: paramiko, SSH hosts only
-
-    def read(sftp):
-        with sftp.open(path, "rb") as fh:
-            col = _Collect()
-            pending: list = []
-            off, eof = offset, False
-            while pending or not eof:
-                while not eof and len(pending) < window:
-                    pending.append((sftp._async_request(col, CMD_READ, fh.handle, int64(off), int(request)), off))
-                    off += request
-                num, _ = pending.pop(0)
-                while num not in col.got:
-                    sftp._read_response()
-                t, msg = col.got.pop(num)
-                if t == CMD_STATUS:
-                    try:
-                        sftp._convert_status(msg)
-                    except EOFError:
-                        eof = True
-                        continue
-                if t != CMD_DATA:
-                    raise OSError(f"unexpected SFTP reply {t}")
-                data = msg.get_string()
-                sink.feed(data)
-                if len(data) < request:  # short read: the end of the file; drop the rest
-                    eof = True
-                    for n, _ in pending:
-                        while n not in col.got:
-                            sftp._read_response()
-                        col.got.pop(n)
-                    pending = []
-    host.sftp_call(path, read)
-
-
-def sftp_size(host: Any, path: str) -> int | None:
-    """Size of a regular file over SFTP, or None when there is none at ``path``."""
-    try:
-        st = host.sftp_call(path, lambda s: s.stat(path))
-    except RemoteFileError:
-        return None
-    return int(st.st_size or 0) if stat_mod.S_ISREG(st.st_mode or 0) else None
-
-
-def sftp_write(host: Any, local_path: str, remote_tmp: str, offset: int, bar) -> None:
-    """Pipelined SFTP upload of ``local_path`` from ``offset`` into ``remote_tmp`` (255 KiB writes,
-    bounded by the channel window)."""
-    def upload(sftp):
-        with open(local_path, "rb") as src, sftp.open(remote_tmp, "r+b" if offset else "wb") as dst:
-            dst.MAX_REQUEST_SIZE = SFTP_REQUEST
-            dst.set_pipelined(True)
-            if offset:
-                dst.seek(offset)
-                src.seek(offset)
-            for data in iter(lambda: src.read(CHUNK), b""):
-                dst.write(data)
-                if bar is not None:
-                    bar.update(len(data))
-    host.sftp_call(remote_tmp, upload)
-
-
-def sftp_finish(host: Any, remote_tmp: str, remote_path: str, size: int, mode: int, times: tuple) -> None:
-    """Check the uploaded size, copy mode and times, rename into place."""
-    def finish(sftp):
-        if sftp.stat(remote_tmp).st_size != size:
-            raise OSError(f"size mismatch after upload (local {size:,} bytes)")
-        sftp.chmod(remote_tmp, mode & 0o777)
-        sftp.utime(remote_tmp, times)
-        sftp.posix_rename(remote_tmp, remote_path)
-    host.sftp_call(remote_path, finish)
-
-
-def sftp_listdir(host: Any, path: str) -> list[str]:
-    return host.sftp_call(path, lambda s: s.listdir(path))

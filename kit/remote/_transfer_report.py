@@ -5,7 +5,6 @@ from __future__ import annotations
 import html
 import posixpath
 from dataclasses import dataclass, fields
-from typing import Iterator
 
 from kit.errors import KitError
 from kit.util import clip
@@ -38,42 +37,35 @@ class Fetched:
                 f"method={self.method!r}, seconds={self.seconds:.3f})")
 
 
-class TransferReport:
-    """Per-file outcomes of ``get_many`` / ``HostGroup.get``, in request order; a failed file never
-    hides the others. ``files``: the local paths that arrived; ``errors``: the failures."""
+class TransferReport(list):
+    """Per-file outcomes (:class:`Fetched`) of ``get_many`` / ``HostGroup.get``, in request order; a failed
+    file never hides the others. ``files``: the local paths that arrived; ``errors``: the failures."""
 
     def __init__(self, rows: list[Fetched], seconds: float = 0.0) -> None:
-        self.rows = list(rows)
+        super().__init__(rows)
         self.seconds = seconds
 
-    def __iter__(self) -> Iterator[Fetched]:
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> Fetched:
-        return self.rows[i]
+    rows = property(list, doc="The rows as a plain list.")
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.rows)
+        return all(r.ok for r in self)
 
     @property
     def files(self) -> list[str]:
-        return [r.local for r in self.rows if r.ok and r.local]
+        return [r.local for r in self if r.ok and r.local]
 
     @property
     def errors(self) -> list[Fetched]:
-        return [r for r in self.rows if not r.ok]
+        return [r for r in self if not r.ok]
 
     @property
     def size(self) -> int:
-        return sum(r.size for r in self.rows if r.ok)
+        return sum(r.size for r in self if r.ok)
 
     @property
     def wire_bytes(self) -> int:
-        return sum(r.wire_bytes for r in self.rows if r.ok)
+        return sum(r.wire_bytes for r in self if r.ok)
 
     def to_frame(self):
         """One row per file: host, remote, local, size, wire_bytes, seconds, method, resumed_from, error."""
@@ -81,17 +73,17 @@ class TransferReport:
 
         columns = [f.name for f in fields(Fetched)]
         return pd.DataFrame([{**{c: getattr(r, c) for c in columns},
-                              "error": None if r.ok else f"{type(r.error).__name__}: {r.error}"} for r in self.rows],
+                              "error": None if r.ok else f"{type(r.error).__name__}: {r.error}"} for r in self],
                             columns=columns)
 
     def __repr__(self) -> str:
-        return (f"TransferReport(files={len(self.rows)}, ok={len(self.rows) - len(self.errors)}, "
+        return (f"TransferReport(files={len(self)}, ok={len(self) - len(self.errors)}, "
                 f"errors={len(self.errors)}, bytes={self.size}, wire_bytes={self.wire_bytes}, "
                 f"seconds={self.seconds:.3f})")
 
     def _repr_html_(self) -> str:
         rows = []
-        for r in self.rows:
+        for r in self:
             status = (f"{r.method}, {r.size:,} B in {r.seconds:.2f} s" if r.ok
                       else f"<span style='color:#c62828'>{html.escape(type(r.error).__name__)}: "
                            f"{html.escape(str(r.error))}</span>")

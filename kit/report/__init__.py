@@ -13,16 +13,6 @@ The verdicts the notebooks record go into a copy of the session's ledger inside 
 (``ledger.json``; the kernels get its path in ``KIT_LEDGER``, which :meth:`kit.ledger.Ledger.for_session`
 honours), so running the report never modifies the session itself; that copy, the ``ipynb/`` copies
 and every page are redacted too.
-
-Files:
-
-- ``_build.py``: build / execute_notebook / discover: run the notebooks and write the report
-- ``_export.py``: notebook -> offline HTML page
-- ``_assets.py``: the vendored JavaScript every report carries
-- ``_browser.py``: headless Chromium: load an exported page, measure its layout, print it to PDF
-- ``_pdf.py``: the whole report as one PDF
-- ``_table.py``: ``table(df)``: a DataFrame rendered to fit a page (text left, numbers right, missing
-  values as "-" or their reason, long names shortened with the full name on hover, footnotes)
 """
 from __future__ import annotations
 

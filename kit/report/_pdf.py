@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterable
@@ -62,15 +63,8 @@ def write_pdf(report_dir: str | os.PathLike[str], pdf: str | os.PathLike[str] | 
             writer.write(fh)
         _check_secrets(joined, [s for s in secrets if s], target)
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(joined, target) if _same_device(joined, target) else target.write_bytes(joined.read_bytes())
+        shutil.move(joined, target)  # a rename, or a copy where the temporary directory is on another device
     return target
-
-
-def _same_device(a: Path, b: Path) -> bool:
-    try:
-        return a.stat().st_dev == b.parent.stat().st_dev
-    except OSError:
-        return False
 
 
 def _check_secrets(pdf: Path, secrets: list[str], target: Path) -> None:

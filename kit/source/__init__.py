@@ -15,7 +15,7 @@ the wire once per (host, path, size, mtime) and parsed ASTs are cached (:func:`c
 Files:
 
 - ``_api.py``: the public calls: slice, enclosing, find, grep, definition, evaluate, module_path, diff
-- ``_cache.py``: file contents per (host, path, size, mtime) and the cache counters
+- ``_cache.py``: file contents per (host, path, size, mtime) and the cache counters (cache_info, cache_clear)
 - ``_index.py``: the AST index of one file: scopes, bindings, imports
 - ``_resolve.py``: following imports to the module that defines a name
 - ``_grep.py``: the grep/rg command line and its parsed output
@@ -25,27 +25,9 @@ Files:
 """
 from __future__ import annotations
 
-from kit.source._api import (  # noqa: F401
-    CacheInfo,
-    Definition,
-    Match,
-    Matches,
-    Scope,
-    Slice,
-    SourceDiff,
-    Symbol,
-    Symbols,
-    cache_clear,
-    cache_info,
-    definition,
-    diff,
-    enclosing,
-    evaluate,
-    find,
-    grep,
-    module_path,
-    slice,
-)
+from kit.source._api import definition, diff, enclosing, evaluate, find, grep, module_path, slice
+from kit.source._cache import CacheInfo, cache_clear, cache_info
+from kit.source._types import Definition, Match, Matches, Scope, Slice, SourceDiff, Symbol, Symbols
 from kit.util import publish
 
 __all__ = ['CacheInfo', 'Definition', 'Match', 'Matches', 'Scope', 'Slice', 'SourceDiff', 'Symbol', 'Symbols',

@@ -1,5 +1,4 @@
-"""The public calls: slice, enclosing, find, grep, definition, module_path, diff (documented in the package
-docstring)."""
+"""The public calls of kit.source (documented in the package docstring)."""
 from __future__ import annotations
 
 import difflib
@@ -9,21 +8,16 @@ import sys
 from typing import TYPE_CHECKING
 
 from kit.errors import RemoteFileError, SourceError
-from kit.source._cache import CACHE, CacheInfo, SourceFile, host_name
+from kit.source._cache import CACHE, SourceFile, host_name
 from kit.source._grep import EXIT_MISSING, EXIT_UNREADABLE, build_command, error_lines, parse_output, tool_used
-from kit.source._index import Binding, ScopeInfo, index_of, syntax_note, text_enclosing, text_find
+from kit.source._index import Binding, index_of, syntax_note, text_enclosing, text_find
 from kit.source._resolve import follow_import, locate_module
-from kit.source._types import Definition, Match, Matches, Scope, Slice, SourceDiff, Symbol, Symbols, label
+from kit.source._types import Definition, Matches, Scope, Slice, SourceDiff, Symbol, Symbols, label
 from kit.util import clip, host_program
 
 if TYPE_CHECKING:  # the Host base class; kit.remote is not imported at run time for this
     from kit.remote import Host
 
-__all__ = [
-    "slice", "grep", "enclosing", "find", "definition", "evaluate", "module_path", "diff",
-    "Slice", "Match", "Matches", "Scope", "Symbol", "Symbols", "Definition", "SourceDiff",
-    "cache_info", "cache_clear", "CacheInfo",
-]
 
 _GREP_TIMEOUT_S = 120.0
 _MAX_HOPS = 12
@@ -31,56 +25,35 @@ _NAME_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _DEFINING_KINDS = ("function", "method", "class", "variable")
 
 
-def cache_info() -> CacheInfo:
-    """Counters since the last :func:`cache_clear`: stats, transfers, bytes, hits, AST parses."""
-    return CACHE.info()
-
-
-def cache_clear() -> None:
-    """Forget every cached file and reset the counters."""
-    CACHE.clear()
-
-
 def _make_slice(source: SourceFile, start: int, end: int | None, highlight: tuple[int, ...] = ()) -> Slice:
     total = len(source.lines)
+    end = total if end is None else end
     if start < 1:
         raise SourceError(f"{source.where}: line numbers start at 1, got start={start}")
-    if end is None:
-        end = total
     if end < start:
         raise SourceError(f"{source.where}: empty range {start}-{end} (end before start)")
     if start > total:
         raise SourceError(f"{source.where}: start line {start} is past the end of the file ({total} lines)")
-    note = None
-    if end > total:
-        note = f"clipped: asked for {start}-{end}, the file has {total} lines"
-        end = total
+    note = f"clipped: asked for {start}-{end}, the file has {total} lines" if end > total else None
+    end = min(end, total)
     return Slice(source.host, source.path, start, end, tuple(source.lines[start - 1:end]), total,
                  tuple(h for h in highlight if start <= h <= end), note)
 
 
-# ---------------------------------------------------------------------------------------------
-# Public functions
-# ---------------------------------------------------------------------------------------------
 def slice(host: Host, path: str, start: int, end: int | None = None, *,
           highlight: int | list[int] | None = None) -> Slice:
-    """Lines ``start..end`` of ``path`` on ``host`` (``end=None``: to the end of the file).
-
-    One ``host.stat``; the file is transferred only if not cached at this size and mtime. A range
-    past the end is clipped (``Slice.note`` says so); a start past the end raises SourceError.
-    """
+    """Lines ``start..end`` of ``path`` on ``host`` (``end=None``: to the end of the file): one
+    ``host.stat``, the file moved only if not cached at this size and mtime. A range past the end is
+    clipped (``Slice.note`` says so); a start past the end raises SourceError."""
     source = CACHE.get(host, path)
     marks = () if highlight is None else ((highlight,) if isinstance(highlight, int) else tuple(highlight))
     return _make_slice(source, int(start), None if end is None else int(end), marks)
 
 
 def enclosing(host: Host, path: str, line: int) -> Scope | None:
-    """The innermost ``def``/``class`` containing ``line`` (decorators included), or None at module level.
-
-    Its ``qualname`` reads like ``ServerArgs._handle_mamba_radix_cache``; ``slice`` is its whole source
-    with ``line`` highlighted. If the file does not parse, an indentation-based guess is returned with
-    a ``note`` saying so.
-    """
+    """The innermost ``def``/``class`` containing ``line`` (decorators included), or None at module level:
+    its ``qualname`` (``ServerArgs._handle_mamba_radix_cache``) and whole source as ``slice``, ``line``
+    highlighted. If the file does not parse, an indentation-based guess with a ``note`` saying so."""
     source = CACHE.get(host, path)
     total = len(source.lines)
     if not 1 <= line <= total:
@@ -94,12 +67,8 @@ def enclosing(host: Host, path: str, line: int) -> Scope | None:
         scope = text_enclosing(source.lines, line)
     if scope is None:
         return None
-    return _scope(source, scope, line, note)
-
-
-def _scope(source: SourceFile, scope: ScopeInfo, line: int, note: str | None) -> Scope:
-    sl = _make_slice(source, scope.start, scope.end, (line,))
-    return Scope(source.host, source.path, scope.kind, scope.name, scope.qualname, scope.start, scope.end, sl, note)
+    return Scope(source.host, source.path, scope.kind, scope.name, scope.qualname, scope.start, scope.end,
+                 _make_slice(source, scope.start, scope.end, (line,)), note)
 
 
 def find(host: Host, path: str, symbol: str) -> Symbols:
@@ -115,11 +84,9 @@ def find(host: Host, path: str, symbol: str) -> Symbols:
         bindings, note = index.find(symbol), None
     else:
         bindings, note = text_find(source.lines, symbol), syntax_note(source)
-    return Symbols([_symbol(source, b) for b in bindings], host=source.host, path=source.path, name=symbol, note=note)
-
-
-def _symbol(source: SourceFile, b: Binding) -> Symbol:
-    return Symbol(source.host, source.path, b.line, b.kind, b.name, b.value, b.enclosing, b.end_line, b.expr)
+    items = [Symbol(source.host, source.path, b.line, b.kind, b.name, b.value, b.enclosing, b.end_line, b.expr)
+             for b in bindings]
+    return Symbols(items, host=source.host, path=source.path, name=symbol, note=note)
 
 
 def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex: bool = True,
@@ -127,11 +94,9 @@ def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex:
          tool: str = "auto") -> Matches:
     """Search a file or a directory tree on the host in one round trip (ripgrep if present, else grep -r).
 
-    ``regex=True`` uses the tool's extended syntax (rg's Rust regex / ``grep -E``), ``regex=False`` a
-    fixed string. ``glob`` filters files when searching a directory. Path, glob and pattern are quoted
-    and passed after ``--``: they are never interpreted by the shell. ``tool`` ("auto", "rg", "grep")
-    forces one search program, for tests.
-    """
+    ``regex=True``: the tool's extended syntax (rg's Rust regex / ``grep -E``), ``regex=False``: a
+    fixed string. ``glob`` filters the files of a directory. Path, glob and pattern are quoted and
+    passed after ``--``: never interpreted by the shell. ``tool`` ("auto", "rg", "grep") forces one."""
     name = host_name(host)
     if not isinstance(pattern, str) or pattern == "":
         raise SourceError(f"{name}: grep needs a non-empty pattern")
@@ -141,21 +106,20 @@ def grep(host: Host, path_or_dir: str, pattern: str, *, context: int = 0, regex:
                         ignore_case=ignore_case, tool=tool)
     result = host.run(cmd, timeout=timeout)
     errors = error_lines(result.stderr)
-    if result.exit_code == EXIT_MISSING:
-        raise RemoteFileError(f"{name}:{path_or_dir}: no such file or directory", host=name, path=path_or_dir)
-    if result.exit_code == EXIT_UNREADABLE:
-        raise RemoteFileError(f"{name}:{path_or_dir}: permission denied", host=name, path=path_or_dir)
-    matches = parse_output(result.stdout, context)
+    why = {EXIT_MISSING: "no such file or directory", EXIT_UNREADABLE: "permission denied"}.get(result.exit_code)
+    if why:
+        raise RemoteFileError(f"{name}:{path_or_dir}: {why}", host=name, path=path_or_dir)
+    matches = parse_output(result.stdout, context, name)
     note = None
     if result.exit_code not in (0, 1):
         first = _error_text(errors) or f"exit code {result.exit_code}"
         if not matches:
-            literal = regex and _regex_error(errors)
+            text = " ".join(errors).lower()
+            literal = regex and any(w in text for w in ("regex", "unmatched", "parenthes", "unclosed"))
             hint = " (a literal string: regex=False, or -F on the command line)" if literal else ""
             raise SourceError(f"{name}:{path_or_dir}: grep for {pattern!r} failed: {first}{hint}")
         note = f"some files could not be searched: {first}"
-    items = [Match(name, m.path, m.line, m.text, m.before, m.after) for m in matches]
-    return Matches(items, host=name, pattern=pattern, path=path_or_dir, tool=tool_used(result.stderr), note=note)
+    return Matches(matches, host=name, pattern=pattern, path=path_or_dir, tool=tool_used(result.stderr), note=note)
 
 
 def _error_text(errors: list[str]) -> str:
@@ -165,29 +129,19 @@ def _error_text(errors: list[str]) -> str:
     return clip("; ".join(parts).replace(":; ", ": "), 200) if parts else ""
 
 
-def _regex_error(errors: list[str]) -> bool:
-    text = " ".join(errors).lower()
-    return "regex" in text or "unmatched" in text or "parenthes" in text or "unclosed" in text
-
-
 def definition(host: Host, name: str, *, near: str, python: str | None = None, env: dict | None = None) -> Definition:
-    """Follow ``name`` as used in the file ``near`` to where it is defined, through that file's imports.
-
-    ``from tinyserve.srt.utils import is_sm100_supported`` in ``near`` leads to ``utils/__init__.py``,
-    whose ``from .common import ...`` leads to ``utils/common.py``: the result is that function, its
-    Slice, and the hops taken (``via``). Absolute imports are resolved inside the package tree that
-    ``near`` lives in; other packages are located with :func:`module_path` in the host's ``python``.
-    Dotted names (``utils.is_sm100_supported``) follow the module then the attribute.
-    """
+    """Follow ``name`` as used in the file ``near`` to where it is defined, through that file's imports:
+    ``from tinyserve.srt.utils import is_sm100_supported`` leads to ``utils/__init__.py``, whose ``from .common
+    import ...`` leads to ``utils/common.py``; the result is that function, its Slice and the hops (``via``).
+    Absolute imports are resolved inside the package tree of ``near``, other packages with :func:`module_path`
+    in the host's ``python``; a dotted name (``utils.is_sm100_supported``) follows the module, then the attribute."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise SourceError(f"definition: {name!r} is not a (dotted) Python name")
     hname = host_name(host)
     python = default_python(host, python)
-    parts = name.split(".")
+    attr, *rest = name.split(".")
     via: list[str] = []
     path = near
-    attr = parts[0]
-    rest = parts[1:]
     seen: set[tuple[str, str]] = set()
     for _ in range(_MAX_HOPS):
         if (path, attr) in seen:
@@ -198,8 +152,8 @@ def definition(host: Host, name: str, *, near: str, python: str | None = None, e
         if index is None:
             raise SourceError(syntax_note(source).replace("results come from a text search, not the AST",
                                                             "cannot follow imports"))
-        local = _implementation_first(source, index, [b for b in index.find(attr)
-                                                       if b.kind in _DEFINING_KINDS and b.enclosing is None])
+        local = [b for b in index.find(attr) if b.kind in _DEFINING_KINDS and b.enclosing is None]
+        local.sort(key=lambda b: _is_overload(source, index, b))  # the implementation is the code that runs
         if local and not rest:
             return _definition(host, source, local[0], name, via)
         if local and rest and local[0].kind == "class":
@@ -237,11 +191,6 @@ def _is_overload(source: SourceFile, index, b: Binding) -> bool:
     return bool(re.search(r"@\s*(typing\.|t\.|typing_extensions\.)?overload\b", decorators))
 
 
-def _implementation_first(source: SourceFile, index, bindings: list[Binding]) -> list[Binding]:
-    """``@overload`` stubs after the implementation: the definition is the code that runs."""
-    return sorted(bindings, key=lambda b: _is_overload(source, index, b))
-
-
 def _module_label(path: str) -> str:
     base = posixpath.basename(path)
     return posixpath.basename(posixpath.dirname(path)) if base == "__init__.py" else base[:-3]
@@ -257,22 +206,17 @@ def _definition(host, source: SourceFile, b: Binding, name: str, via: list[str])
     return Definition(source.host, name, source.path, b.line, b.end_line, b.kind, qual, b.value, sl, tuple(via))
 
 
-
-
-
 def evaluate(host: Host, where: Definition, *, attribute: str | None = None, args: tuple = (), call: bool = True,
              python: str | None = None, env: dict | None = None, timeout: float = 120.0):
     """Ask the host's ``python`` what the definition ``where`` gives: ``where.qualname(*args)`` when
-    ``call`` (a predicate such as ``is_sm100_supported``), else its value; ``attribute`` first takes
-    an attribute of it (``evaluate(h, platform_class, attribute="is_device_capability", args=(100,))``).
+    ``call`` (a predicate such as ``is_sm100_supported``), else its value; ``attribute`` first takes an
+    attribute of it (``evaluate(h, platform_class, attribute="is_device_capability", args=(100,))``).
     ``args`` are JSON-able literals. Returns the JSON value (other objects as their repr).
 
     The file is imported as the module it is in its package (``.../sglang/srt/utils/common.py`` ->
-    ``sglang.srt.utils.common``, the package root put first on ``sys.path``), so it is registered
-    in ``sys.modules`` and its parents' ``__init__`` run as in the engine: dataclasses under
-    ``from __future__ import annotations`` and relative imports work as they do for the engine.
-    CommandFailed carries the host's last traceback line when the import or the call fails.
-    """
+    ``sglang.srt.utils.common``, the package root first on ``sys.path``), so its parents' ``__init__``
+    run and relative imports and dataclasses work as in the engine. CommandFailed carries the host's
+    last traceback line when the import or the call fails."""
     if not isinstance(where, Definition):
         raise SourceError(f"evaluate: expected a Definition (from kit.source.definition), got {type(where).__name__}")
     if where.kind not in ("function", "variable", "class"):
@@ -298,21 +242,15 @@ def default_python(host: Host, python: str | None) -> str:
 
 def module_path(host: Host, module: str, *, python: str | None = None, env: dict | None = None) -> str:
     """The file of an installed module on the host (``sglang.srt.server_args`` ->
-    ``.../site-packages/sglang/srt/server_args.py``).
-
-    Asks the host's ``python`` (``importlib.util.find_spec``, which imports the parent packages but
-    not the module itself; ``env`` e.g. sets PYTHONPATH); if that fails, reads
-    ``python -m pip show -f <top package>``. SourceError names the host and module when both fail.
-    """
+    ``.../site-packages/sglang/srt/server_args.py``): asks the host's ``python``
+    (``importlib.util.find_spec``, which imports the parents but not the module; ``env`` may set
+    PYTHONPATH), else reads ``python -m pip show -f <top package>``. SourceError names host and module."""
     return locate_module(host, module, python=default_python(host, python), env=env)
 
 
 def diff(a: Slice | Scope | Definition, b: Slice | Scope | Definition, *, context: int = 3) -> SourceDiff:
-    """Compare two regions (e.g. the same function on two hosts or in two versions).
-
-    ``str()`` is a unified diff labelled ``host:path:start-end``; in a notebook, a side-by-side table
-    with each side's own line numbers.
-    """
+    """Compare two regions (e.g. the same function on two hosts or in two versions): ``str()`` is a
+    unified diff labelled ``host:path:start-end``; in a notebook, a side-by-side table."""
     sa, sb = _as_slice(a), _as_slice(b)
     text_lines = list(difflib.unified_diff(list(sa.lines), list(sb.lines), fromfile=label(sa), tofile=label(sb),
                                            n=context, lineterm=""))
@@ -342,4 +280,3 @@ def _as_slice(x) -> Slice:
     if isinstance(sl, Slice):
         return sl
     raise SourceError(f"diff: expected a Slice, Scope or Definition, got {type(x).__name__}")
-

@@ -1,10 +1,6 @@
-"""The file cache behind kit.source: one transfer per (host, path, size, mtime), then local work.
-
-Every public kit.source call costs one ``host.stat`` per file it touches; the file's bytes cross the
-wire only when the (size, mtime) pair differs from the cached copy. Decoded lines and the parsed AST
-hang off the cached entry, so twenty slices of one 250 KB file are one transfer, twenty stats and
-one ``ast.parse``. :func:`cache_info` exposes the counters so tests and benchmarks can check that.
-"""
+"""The file cache behind kit.source: one ``host.stat`` per call, one transfer per (host, path, size,
+mtime); decoded lines and the parsed AST hang off the entry (twenty slices of one file: one
+transfer, twenty stats, one ``ast.parse``), counted by :func:`cache_info`."""
 from __future__ import annotations
 
 import ast
@@ -18,8 +14,7 @@ from typing import Any
 from kit.errors import RemoteFileError, SourceError
 from kit.util import no_gc
 
-# Total decoded text kept in memory before the least recently used files are dropped.
-MAX_CACHE_CHARS = 256 * 1024 * 1024
+MAX_CACHE_CHARS = 256 * 1024 * 1024  # decoded text kept before the least recently used files are dropped
 _BINARY_PROBE = 8192
 _LINE_SPLIT = re.compile(r"\r\n|\r|\n")
 
@@ -70,17 +65,13 @@ class _Cache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._files: OrderedDict[tuple[str, str], SourceFile] = OrderedDict()
-        self._chars = 0
-        self.reset_counters()
-
-    def reset_counters(self) -> None:
-        self.stats = self.transfers = self.bytes = self.hits = self.parses = self.parse_hits = 0
+        self.clear()
 
     def clear(self) -> None:
         with self._lock:
             self._files.clear()
             self._chars = 0
-            self.reset_counters()
+            self.stats = self.transfers = self.bytes = self.hits = self.parses = self.parse_hits = 0
 
     def info(self) -> CacheInfo:
         with self._lock:
@@ -93,13 +84,12 @@ class _Cache:
         if not isinstance(path, str) or not path:
             raise SourceError(f"{name}: empty or non-text path {path!r}")
         st = host.stat(path)
-        with self._lock:
-            self.stats += 1
-        if st.is_dir:
-            raise RemoteFileError(f"{name}:{path}: is a directory, not a file (grep searches directories)",
-                                  host=name, path=path)
         key = (host_key(host), path)
         with self._lock:
+            self.stats += 1
+            if st.is_dir:
+                raise RemoteFileError(f"{name}:{path}: is a directory, not a file (grep searches directories)",
+                                      host=name, path=path)
             cached = self._files.get(key)
             if cached is not None and cached.size == st.size and cached.mtime == st.mtime:
                 self._files.move_to_end(key)
@@ -149,8 +139,7 @@ def _decode(host: str, path: str, data: bytes, size: int, mtime: float) -> Sourc
         line = data.count(b"\n", 0, exc.start) + 1
         raise SourceError(f"{host}:{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
                           f"{exc.start}, line {line})") from None
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     lines = _LINE_SPLIT.split(text)
     if lines and lines[-1] == "":
         lines.pop()
@@ -158,3 +147,13 @@ def _decode(host: str, path: str, data: bytes, size: int, mtime: float) -> Sourc
 
 
 CACHE = _Cache()
+
+
+def cache_info() -> CacheInfo:
+    """Counters since the last :func:`cache_clear`: stats, transfers, bytes, hits, AST parses."""
+    return CACHE.info()
+
+
+def cache_clear() -> None:
+    """Forget every cached file and reset the counters."""
+    CACHE.clear()

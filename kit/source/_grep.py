@@ -1,16 +1,12 @@
-"""The one shell command behind ``kit.source.grep`` and the parser of its output.
-
-The search runs on the host in one round trip: ripgrep when the host has it, else GNU ``grep -r``.
-Both print ``PATH\\0LINE:TEXT`` for matches and ``PATH\\0LINE-TEXT`` for context lines (``--null`` /
-``-Z``), so file names with colons, spaces or quotes parse back unambiguously. Every path, glob and
-pattern is ``shlex.quote``d and patterns follow ``--``: they are data, never shell code.
-"""
+"""The one shell command behind ``kit.source.grep`` and the parser of its output: ripgrep when the
+host has it, else ``grep -r``, both printing ``PATH\\0LINE:TEXT`` (``-`` for context lines), so any file
+name parses back. Path, glob and pattern are quoted and follow ``--``: data, never shell code."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from kit.errors import UsageError
+from kit.source._types import Match
 from kit.util import quote
 
 TOOL_MARK = "kit-source-tool:"
@@ -25,19 +21,10 @@ def build_command(path: str, pattern: str, *, context: int, regex: bool, glob: s
     ctx = int(context)
     if ctx < 0:
         raise UsageError(f"context must be >= 0, not {ctx}")
-    rg = ["rg", "--no-heading", "--with-filename", "--line-number", "--null", "--color", "never", "-uu"]
-    gr = ["grep", "-nHZI", "--color=never"]
-    if not regex:
-        rg.append("-F")
-    gr.append("-F" if not regex else "-E")
-    if ignore_case:
-        rg.append("-i")
-        gr.append("-i")
-    if ctx:
-        rg += ["-C", str(ctx)]
-        gr += ["-C", str(ctx)]
-    rg_cmd = " ".join(rg)
-    gr_cmd = " ".join(gr)
+    both = ["-i"] * ignore_case + ["-C", str(ctx)] * bool(ctx)
+    rg_cmd = " ".join(["rg", "--no-heading", "--with-filename", "--line-number", "--null", "--color", "never", "-uu",
+                       *["-F"] * (not regex), *both])
+    gr_cmd = " ".join(["grep", "-nHZI", "--color=never", "-E" if regex else "-F", *both])
     rg_glob = f" -g {q(glob)}" if glob else ""
     gr_glob = f" --include={q(glob)}" if glob else ""
     tail = f"-- {q(pattern)} \"$p\""
@@ -51,15 +38,6 @@ def build_command(path: str, pattern: str, *, context: int, regex: bool, glob: s
         f"else echo '{TOOL_MARK} grep' >&2; "
         f"if [ -d \"$p\" ]; then {gr_cmd} -r{gr_glob} {tail}; else {gr_cmd} {tail}; fi; fi"
     )
-
-
-@dataclass(frozen=True)
-class RawMatch:
-    path: str
-    line: int
-    text: str
-    before: tuple[str, ...]
-    after: tuple[str, ...]
 
 
 _LINE = re.compile(r"^(\d+)([:-])(.*)$", re.S)
@@ -82,7 +60,7 @@ def _records(stdout: str):
         path = after
 
 
-def parse_output(stdout: str, context: int) -> list[RawMatch]:
+def parse_output(stdout: str, context: int, host: str) -> list[Match]:
     """Matches with their context lines, sorted by (path, line): rg walks directories in parallel
     and grep in readdir order, so the tool's own order is not reproducible."""
     per_file: dict[str, dict[int, tuple[bool, str]]] = {}
@@ -105,7 +83,7 @@ def parse_output(stdout: str, context: int) -> list[RawMatch]:
                 continue
             before = tuple(lines[i][1] for i in range(n - context, n) if i in lines)
             after = tuple(lines[i][1] for i in range(n + 1, n + context + 1) if i in lines)
-            out.append(RawMatch(path, n, text, before, after))
+            out.append(Match(host, path, n, text, before, after))
     return out
 
 

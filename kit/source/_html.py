@@ -1,9 +1,5 @@
-"""HTML for kit.source results: pygments-highlighted code with real line numbers, side-by-side diffs.
-
-Styles are inline (``noclasses=True``) so an exported report needs no stylesheet and renders the
-same offline. Lexers are built with ``stripnl=False`` so leading/trailing blank lines are kept and
-the line numbers stay those of the file.
-"""
+"""HTML for kit.source results: pygments-highlighted code with the file's line numbers (lexers with
+``stripnl=False``), side-by-side diffs; inline styles, so an exported report needs no stylesheet."""
 from __future__ import annotations
 
 import difflib
@@ -48,11 +44,7 @@ def code_block(path: str, lines: Sequence[str], start: int, *, title: str, highl
     formatter = HtmlFormatter(linenos="inline", linenostart=start, hl_lines=rel, noclasses=True,
                               style=_KitStyle, nobackground=True)
     body = highlight("\n".join(lines) + "\n", _lexer(path), formatter) if lines else "<pre>(no lines)</pre>"
-    parts = [f"<div style='{_BOX}'>", f"<div style='{_HEAD}'>{html.escape(title)}</div>"]
-    if note:
-        parts.append(f"<div style='{_NOTE}'>{html.escape(note)}</div>")
-    parts.append(f"<div style='padding:0 4px'>{body}</div></div>")
-    return "".join(parts)
+    return _box(title, note, f"<div style='padding:0 4px'>{body}</div>")
 
 
 def inline_code(path: str, text: str) -> str:
@@ -66,11 +58,14 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, title: str, 
     head = "".join(f"<th style='text-align:left'>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td style='text-align:left;vertical-align:top'>{c}</td>" for c in row)
                    + "</tr>" for row in rows)
-    parts = [f"<div style='{_BOX}'>", f"<div style='{_HEAD}'>{html.escape(title)}</div>"]
-    if note:
-        parts.append(f"<div style='{_NOTE}'>{html.escape(note)}</div>")
-    parts.append(f"<table style='font-size:90%'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
-    return "".join(parts)
+    return _box(title, note,
+                f"<table style='font-size:90%'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _box(title: str, note: str | None, body: str) -> str:
+    """A bordered box: the title, the note under it, then ``body`` (HTML)."""
+    note_html = f"<div style='{_NOTE}'>{html.escape(note)}</div>" if note else ""
+    return f"<div style='{_BOX}'><div style='{_HEAD}'>{html.escape(title)}</div>{note_html}{body}</div>"
 
 
 _DIFF_BG = {"equal": "", "replace": "#fff5b1", "delete": "#ffdce0", "insert": "#cdffd8"}
@@ -79,29 +74,19 @@ _DIFF_BG = {"equal": "", "replace": "#fff5b1", "delete": "#ffdce0", "insert": "#
 def side_by_side(a_title: str, a_lines: Sequence[str], a_start: int,
                  b_title: str, b_lines: Sequence[str], b_start: int) -> str:
     """Two columns with each side's own line numbers; changed rows tinted."""
-    rows = []
-    matcher = difflib.SequenceMatcher(a=list(a_lines), b=list(b_lines), autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        span = max(i2 - i1, j2 - j1)
-        for k in range(span):
-            ia, jb = i1 + k, j1 + k
-            left = (a_start + ia, a_lines[ia]) if ia < i2 else None
-            right = (b_start + jb, b_lines[jb]) if jb < j2 else None
-            rows.append((op, left, right))
     cell = "font-family:monospace;white-space:pre;padding:0 6px"
     num = "font-family:monospace;color:#888;text-align:right;padding:0 4px"
     out = [f"<div style='{_BOX}'><table style='border-collapse:collapse;font-size:90%'>",
            f"<thead><tr><th colspan=2 style='{_HEAD}'>{html.escape(a_title)}</th>"
            f"<th colspan=2 style='{_HEAD}'>{html.escape(b_title)}</th></tr></thead><tbody>"]
-    for op, left, right in rows:
-        bg = _DIFF_BG[op]
-        style = f"background:{bg};" if bg else ""
-        tds = []
-        for side in (left, right):
-            if side is None:
-                tds.append(f"<td style='{num}'></td><td style='{cell};{style}'></td>")
-            else:
-                tds.append(f"<td style='{num}'>{side[0]}</td><td style='{cell};{style}'>{html.escape(side[1])}</td>")
-        out.append("<tr>" + "".join(tds) + "</tr>")
+    matcher = difflib.SequenceMatcher(a=list(a_lines), b=list(b_lines), autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        style = f"background:{_DIFF_BG[op]};" if _DIFF_BG[op] else ""
+        for k in range(max(i2 - i1, j2 - j1)):  # a row per line of the longer side, its own numbers on each
+            sides = ((a_start + i1 + k, a_lines[i1 + k]) if i1 + k < i2 else None,
+                     (b_start + j1 + k, b_lines[j1 + k]) if j1 + k < j2 else None)
+            out.append("<tr>" + "".join(f"<td style='{num}'></td><td style='{cell};{style}'></td>" if side is None else
+                                        f"<td style='{num}'>{side[0]}</td><td style='{cell};{style}'>"
+                                        f"{html.escape(side[1])}</td>" for side in sides) + "</tr>")
     out.append("</tbody></table></div>")
     return "".join(out)

@@ -1,13 +1,10 @@
-"""AST index of one cached file: scopes (def/class ranges), name bindings, imports.
-
-Built once per cached file (it hangs off the :class:`SourceFile`), so every later ``enclosing`` or
-``find`` on that file is a dictionary lookup. When the file does not parse, the text fallbacks here
-give an indentation-based answer and the caller says that it is one.
-"""
+"""AST index of one cached file: scopes (def/class ranges), name bindings, imports, built once per
+cached file; when the file does not parse, the text fallbacks here give an indentation-based answer."""
 from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import re
 from dataclasses import dataclass
 
@@ -51,71 +48,35 @@ class ImportInfo:
 
 class FileIndex:
     """What kit.source asks of a parsed module, computed lazily and kept with the cached file.
-
-    ``scopes`` and ``imports`` come from one walk over statements only. ``find(name)`` walks only
-    the statements whose line range contains a line where ``name`` appears as a word (found by a
-    regular expression over the text first), so its cost follows the number of hits rather than
-    the size of the file; its answer is cached per name.
-    """
+    ``scopes`` and ``imports`` come from one walk over statements. ``find(name)`` walks only the
+    statements holding a line where ``name`` appears as a word, so its cost follows the hits, not the
+    size of the file; its answer is cached per name."""
 
     def __init__(self, tree: ast.Module, text: str, lines: list[str]) -> None:
         self._tree = tree
         self._text = text
         self._lines = lines
-        self._scopes: list[ScopeInfo] | None = None
-        self._imports: list[ImportInfo] | None = None
         self._found: dict[str, list[Binding]] = {}
 
-    # -- queries -------------------------------------------------------------------------------
-    @property
-    def scopes(self) -> list[ScopeInfo]:
-        if self._scopes is None:
-            self._scan()
-        return self._scopes
-
-    @property
-    def imports(self) -> list[ImportInfo]:
-        if self._imports is None:
-            self._scan()
-        return self._imports
+    scopes = property(lambda self: self._scan[0])
+    imports = property(lambda self: self._scan[1])
 
     def enclosing(self, line: int) -> ScopeInfo | None:
-        best = None
-        for scope in self.scopes:
-            if scope.start <= line <= scope.end and (best is None or scope.depth > best.depth):
-                best = scope
-        return best
+        """The innermost scope holding ``line``."""
+        return max((s for s in self.scopes if s.start <= line <= s.end), key=lambda s: s.depth, default=None)
 
     def find(self, name: str) -> list[Binding]:
         if name not in self._found:
-            walker = _Walker(self._text, self._lines, name, *_word_lines(self._text, name))
+            walker = _Walker(self._lines, name, *_word_lines(self._text, name))
             walker.walk(self._tree.body, [], "module")
             self._found[name] = sorted(walker.bindings, key=lambda b: (b.line, b.col))
         return list(self._found[name])
 
-    def _scan(self) -> None:
-        scopes: list[ScopeInfo] = []
-        imports: list[ImportInfo] = []
-        seg = _Walker(self._text, self._lines, "", [], [])._segment
-
-        def visit(body: list, stack: list[ScopeInfo], context: str) -> None:
-            for node in body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    scope = _scope_of(node, stack, context)
-                    scopes.append(scope)
-                    visit(node.body, stack + [scope], "class" if scope.kind == "class" else "function")
-                elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    imports.extend(_import_infos(node, seg(node, limit=200) or ""))
-                else:
-                    for fname in ("body", "orelse", "finalbody", "handlers", "cases"):
-                        for child in getattr(node, fname, None) or []:
-                            if isinstance(child, ast.stmt):
-                                visit([child], stack, context)
-                            elif hasattr(child, "body"):  # except handlers, match cases
-                                visit(child.body, stack, context)
-
-        visit(self._tree.body, [], "module")
-        self._scopes, self._imports = scopes, imports
+    @functools.cached_property
+    def _scan(self) -> tuple[list[ScopeInfo], list[ImportInfo]]:
+        walker = _Walker(self._lines, None, list(range(1, len(self._lines) + 1)), [])  # every statement
+        walker.walk(self._tree.body, [], "module")
+        return walker.scopes, walker.imports
 
 
 def _word_lines(text: str, name: str) -> tuple[list[int], list[int]]:
@@ -153,31 +114,25 @@ def _scope_of(node, stack: list[ScopeInfo], context: str) -> ScopeInfo:
 
 
 def _import_infos(node: ast.Import | ast.ImportFrom, statement: str) -> list[ImportInfo]:
-    out = []
-    for alias in node.names:
-        if isinstance(node, ast.Import):
-            bound = alias.asname or alias.name.split(".")[0]
-            module = alias.name if alias.asname else alias.name.split(".")[0]
-            out.append(ImportInfo(node.lineno, module, None, 0, bound, statement))
-        else:
-            out.append(ImportInfo(node.lineno, node.module or "", alias.name, node.level,
-                                  alias.asname or alias.name, statement))
-    return out
+    if isinstance(node, ast.ImportFrom):
+        return [ImportInfo(node.lineno, node.module or "", a.name, node.level, a.asname or a.name, statement)
+                for a in node.names]
+    # ``import a.b`` binds ``a`` (to the module a); ``import a.b as x`` binds ``x`` to a.b
+    return [ImportInfo(node.lineno, a.name if a.asname else a.name.split(".")[0], None, 0,
+                       a.asname or a.name.split(".")[0], statement) for a in node.names]
 
 
 class _Walker:
     """One ``find(name)``: walks statements overlapping the lines in ``want``, records bindings of ``name``."""
 
-    def __init__(self, text: str, lines: list[str], name: str, want: list[int], assigns: list[int]) -> None:
-        self._text = text
+    def __init__(self, lines: list[str], name: str | None, want: list[int], assigns: list[int]) -> None:
         self._lines = lines
         self._name = name
         self._want = want
         self._assigns = assigns  # lines where ``name`` is followed by = or := (keywords, walrus)
         self.bindings: list[Binding] = []
-
-    def walk(self, body: list[ast.stmt], stack: list[ScopeInfo], context: str) -> None:
-        self._walk(body, stack, context)
+        self.scopes: list[ScopeInfo] = []  # every def/class and import walked, for the file's index
+        self.imports: list[ImportInfo] = []
 
     def _overlaps(self, first: int, last: int, lines: list[int] | None = None) -> bool:
         lines = self._want if lines is None else lines
@@ -186,22 +141,17 @@ class _Walker:
 
     # -- the walk ------------------------------------------------------------------------------
     def _add(self, node: ast.AST, kind: str, name: str, stack: list[ScopeInfo], value: ast.AST | None = None,
-             *, line: int | None = None, end_line: int | None = None) -> None:
+             *, line: int | None = None, end_line: int | None = None, expr: ast.AST | None = None) -> None:
+        """A binding of ``name``: ``value``'s literal, ``expr`` (else ``value``) as its source text."""
         if name != self._name:
             return
         line = line or node.lineno
-        self.bindings.append(Binding(
-            line=line,
-            end_line=end_line or getattr(node, "end_lineno", None) or line,
-            col=getattr(node, "col_offset", 0),
-            kind=kind,
-            name=name,
-            value=self._literal(value),
-            expr=self._segment(value),
-            enclosing=stack[-1].qualname if stack else None,
-        ))
+        self.bindings.append(Binding(line, end_line or getattr(node, "end_lineno", None) or line,
+                                     getattr(node, "col_offset", 0), kind, name, self._literal(value),
+                                     self._segment(value if expr is None else expr),
+                                     stack[-1].qualname if stack else None))
 
-    def _walk(self, body: list[ast.stmt], stack: list[ScopeInfo], context: str) -> None:
+    def walk(self, body: list[ast.stmt], stack: list[ScopeInfo], context: str) -> None:
         for stmt in body:
             if not self._stmt(stmt, stack, context):
                 self._compound(stmt, stack, context)  # from here, so nesting costs no extra frame
@@ -239,6 +189,7 @@ class _Walker:
         read in the enclosing scope, the body in its own."""
         is_class = isinstance(node, ast.ClassDef)
         scope = _scope_of(node, stack, context)
+        self.scopes.append(scope)
         kind = scope.kind
         if node.name == self._name:
             self.bindings.append(Binding(node.lineno, scope.end, node.col_offset, kind, node.name, None, None,
@@ -249,12 +200,12 @@ class _Walker:
         if is_class:
             for base in node.bases + [k.value for k in node.keywords]:
                 self._expr(base, stack)
-            self._walk(node.body, inner, "class")
+            self.walk(node.body, inner, "class")
         else:
             self._arguments(node.args, stack, inner)
             if node.returns is not None:
                 self._expr(node.returns, stack)
-            self._walk(node.body, inner, "function")
+            self.walk(node.body, inner, "function")
 
     def _compound(self, node: ast.stmt, stack: list[ScopeInfo], context: str) -> None:
         """Compound statements: same scope, recurse into bodies and expressions."""
@@ -262,16 +213,16 @@ class _Walker:
             if isinstance(value, list):
                 stmts = [v for v in value if isinstance(v, ast.stmt)]
                 if stmts:
-                    self._walk(stmts, stack, context)
+                    self.walk(stmts, stack, context)
                 for v in value:
                     if isinstance(v, ast.excepthandler):
-                        self._walk(v.body, stack, context)
+                        self.walk(v.body, stack, context)
                     elif isinstance(v, ast.expr):
                         self._expr(v, stack)
                     elif isinstance(v, ast.withitem):
                         self._expr(v.context_expr, stack)
-                    elif hasattr(ast, "match_case") and isinstance(v, ast.match_case):
-                        self._walk(v.body, stack, context)
+                    elif isinstance(v, ast.match_case):
+                        self.walk(v.body, stack, context)
             elif isinstance(value, ast.expr):
                 self._expr(value, stack)
 
@@ -279,13 +230,10 @@ class _Walker:
                 context: str, *, expr: ast.AST | None = None) -> None:
         if isinstance(target, ast.Name):
             kind = {"module": "variable", "class": "field"}.get(context, "assignment")
-            self._add(stmt, kind, target.id, stack, value, line=target.lineno, end_line=stmt.end_lineno)
-            if value is None and expr is not None:
-                self._patch_expr(target.id, expr)
+            self._add(stmt, kind, target.id, stack, value, line=target.lineno, end_line=stmt.end_lineno, expr=expr)
         elif isinstance(target, ast.Attribute):
-            self._add(stmt, "attribute", target.attr, stack, value, line=target.lineno, end_line=stmt.end_lineno)
-            if value is None and expr is not None:
-                self._patch_expr(target.attr, expr)
+            self._add(stmt, "attribute", target.attr, stack, value, line=target.lineno, end_line=stmt.end_lineno,
+                      expr=expr)
         elif isinstance(target, (ast.Tuple, ast.List)):
             values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and \
                 len(value.elts) == len(target.elts) else [None] * len(target.elts)
@@ -293,13 +241,6 @@ class _Walker:
                 self._target(t, v, stmt, stack, context)
         elif isinstance(target, ast.Starred):
             self._target(target.value, None, stmt, stack, context)
-
-    def _patch_expr(self, name: str, expr: ast.AST) -> None:
-        if name != self._name:
-            return
-        last = self.bindings[-1]
-        self.bindings[-1] = Binding(last.line, last.end_line, last.col, last.kind, last.name, None,
-                                          self._segment(expr), last.enclosing)
 
     def _arguments(self, args: ast.arguments, outer: list[ScopeInfo], inner: list[ScopeInfo]) -> None:
         positional = args.posonlyargs + args.args
@@ -316,11 +257,13 @@ class _Walker:
                 self._expr(default, outer)
 
     def _import(self, node: ast.Import | ast.ImportFrom, stack: list[ScopeInfo]) -> None:
-        for info in _import_infos(node, ""):
+        statement = self._segment(node, limit=200)
+        infos = _import_infos(node, statement or "")
+        self.imports.extend(infos)
+        for info in infos:
             if info.bound == self._name:
-                self.bindings.append(Binding(
-                    node.lineno, node.end_lineno or node.lineno, node.col_offset, "import", info.bound,
-                    None, self._segment(node, limit=200), stack[-1].qualname if stack else None))
+                self.bindings.append(Binding(node.lineno, node.end_lineno or node.lineno, node.col_offset, "import",
+                                             info.bound, None, statement, stack[-1].qualname if stack else None))
 
     def _expr(self, node: ast.AST, stack: list[ScopeInfo]) -> None:
         """Keyword arguments at call sites and walrus targets, anywhere inside an expression."""
@@ -339,28 +282,21 @@ class _Walker:
 
     # -- values --------------------------------------------------------------------------------
     def _segment(self, node: ast.AST | None, limit: int = _MAX_VALUE_CHARS) -> str | None:
-        if node is None or not hasattr(node, "lineno"):
-            return None
-        seg = self._source_segment(node)
-        if seg is None:
-            return None
-        seg = " ".join(seg.split())
-        return seg if len(seg) <= limit else seg[: limit - 3] + "..."
-
-    def _source_segment(self, node: ast.AST) -> str | None:
-        """``ast.get_source_segment`` without re-splitting the whole file on every call (it does,
-        which made indexing a 250 KB file quadratic). Column offsets are UTF-8 byte offsets."""
+        """The source of ``node`` on one line, cut at ``limit``: ``ast.get_source_segment`` without
+        re-splitting the whole file on every call (it does, which made indexing a 250 KB file
+        quadratic). Column offsets are UTF-8 byte offsets."""
         end_lineno, end_col = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
-        if end_lineno is None or end_col is None:
+        if end_lineno is None or end_col is None or not 0 < node.lineno <= end_lineno <= len(self._lines):
             return None
         first, last = node.lineno - 1, end_lineno - 1
-        if first < 0 or last >= len(self._lines):
-            return None
         if first == last:
-            return self._lines[first].encode()[node.col_offset:end_col].decode(errors="replace")
-        head = self._lines[first].encode()[node.col_offset:].decode(errors="replace")
-        tail = self._lines[last].encode()[:end_col].decode(errors="replace")
-        return "\n".join([head, *self._lines[first + 1:last], tail])
+            seg = self._lines[first].encode()[node.col_offset:end_col].decode(errors="replace")
+        else:
+            head = self._lines[first].encode()[node.col_offset:].decode(errors="replace")
+            tail = self._lines[last].encode()[:end_col].decode(errors="replace")
+            seg = "\n".join([head, *self._lines[first + 1:last], tail])
+        seg = " ".join(seg.split())
+        return seg if len(seg) <= limit else seg[: limit - 3] + "..."
 
     def _literal(self, node: ast.AST | None) -> str | None:
         if node is None:
@@ -453,4 +389,3 @@ def syntax_note(source: SourceFile) -> str:
     where = f"line {err.lineno}" if err is not None and err.lineno else "unknown line"
     msg = err.msg if err is not None else "unparseable"
     return f"{source.where}: syntax error at {where} ({msg}); results come from a text search, not the AST"
-

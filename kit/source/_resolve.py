@@ -1,12 +1,9 @@
-"""Following imports on a host: which file holds module ``a.b.c``, and where does ``from M import x`` lead.
-
-Module files are looked up inside the package tree the importing file lives in (one shell round
-trip tests all candidate files), and otherwise located by asking the host's Python
-(``importlib.util.find_spec``) or, failing that, ``pip show -f``. All paths sent to the shell are
-``shlex.quote``d.
-"""
+"""Following imports on a host: which file holds module ``a.b.c``, and where ``from M import x`` leads:
+inside the package tree of the importing file (one round trip tests all candidate files), else by
+the host's Python (``importlib.util.find_spec``) or ``pip show -f``. Paths sent to a shell are quoted."""
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 import shlex
@@ -29,8 +26,10 @@ def follow_import(host, source: SourceFile, index: FileIndex, attr: str, *, pyth
     stars = [i for i in index.imports if i.bound == "*"]
     for imp in candidates + stars:
         hop = f"{source.path}:{imp.line}: {imp.statement}"
-        if imp.attr is None:  # import a.b.c [as x]
-            return _resolve_module(host, source.path, imp.module, 0, python=python, env=env), None, hop, True
+        if imp.attr is None:  # import a.b.c [as x]: inside the package tree, else where the host's python finds it
+            candidates = _module_candidates(source.path, imp.module, 0)
+            found = first_existing(host, candidates) if candidates else None
+            return found or locate_module(host, imp.module, python=python, env=env), None, hop, True
         sub_name = f"{imp.module}.{imp.attr}" if imp.module else imp.attr
         sub = [] if imp.attr == "*" else _module_candidates(source.path, sub_name, imp.level)
         mod = _module_candidates(source.path, imp.module, imp.level)
@@ -91,41 +90,22 @@ def _module_candidates(near: str, module: str, level: int) -> list[str]:
     return out
 
 
-def _resolve_module(host, near: str, module: str, level: int, *, python: str, env: dict | None) -> str:
-    """The file of ``module`` (relative to ``near`` when ``level`` > 0) on the host."""
-    candidates = _module_candidates(near, module, level)
-    found = first_existing(host, candidates) if candidates else None
-    if found:
-        return found
-    if level:
-        raise SourceError(f"{host_name(host)}:{near}: relative import {'.' * level}{module} not found")
-    return locate_module(host, module, python=python, env=env)
-
-
 def first_existing(host, paths: list[str]) -> str | None:
     """The first of ``paths`` that is a regular file on the host, in one round trip."""
     quoted = " ".join(shlex.quote(p) for p in paths)
     cmd = f"for p in {quoted}; do if [ -f \"$p\" ]; then printf '%s\\n' \"$p\"; exit 0; fi; done; exit 1"
     result = host.run(cmd, timeout=RUN_TIMEOUT_S)
-    if result.exit_code == 0 and result.stdout.strip():
-        return result.stdout.rstrip("\n").split("\n")[0]
-    return None
+    return result.stdout.split("\n")[0] if result.exit_code == 0 and result.stdout.strip() else None
 
 
 def locate_module(host, module: str, *, python: str = "python3", env: dict | None = None) -> str:
-    """The file of an installed module on the host (``sglang.srt.server_args`` ->
-    ``.../site-packages/sglang/srt/server_args.py``).
-
-    Asks the host's ``python`` (``importlib.util.find_spec``, which imports the parent packages but
-    not the module itself); if that fails, reads ``python -m pip show -f <top package>``.
-    """
+    """The file of an installed module on the host; see :func:`kit.source.module_path`."""
     hname = host_name(host)
     if not isinstance(module, str) or not _MODULE_RE.match(module):
         raise SourceError(f"module_path: {module!r} is not a dotted module name")
     code = ("import importlib.util as _u\n"
             f"_s = _u.find_spec({module!r})\n"
             "[_s.origin if _s else None, list(_s.submodule_search_locations or []) if _s else []]")
-    first_error = None
     try:
         origin, locations = host.python(code, python=python, env=env, timeout=RUN_TIMEOUT_S)
         if origin and origin not in ("built-in", "frozen"):
@@ -150,18 +130,10 @@ def _pip_show(host, module: str, python: str, env: dict | None) -> str | None:
         res = host.run(f"{shlex.quote(python)} -m pip show -f {shlex.quote(dist)}", timeout=RUN_TIMEOUT_S, env=env)
         if not res.ok:
             continue
-        location, files, in_files = None, [], False
-        for line in res.stdout.splitlines():
-            if line.startswith("Location:"):
-                location = line.split(":", 1)[1].strip()
-            elif line.startswith("Files:"):
-                in_files = True
-            elif in_files and line.startswith(" "):
-                files.append(line.strip())
-            elif in_files:
-                in_files = False
-        for w in want:
-            if location and w in files:
-                return posixpath.join(location, w)
+        head, _, tail = res.stdout.partition("\nFiles:")  # the file list: the indented lines after it
+        location = re.search(r"^Location:(.*)$", head, re.M)
+        files = {ln.strip() for ln in itertools.takewhile(lambda ln: ln.startswith(" "), tail.splitlines()[1:])}
+        found = next((w for w in want if w in files), None)
+        if location and found:
+            return posixpath.join(location.group(1).strip(), found)
     return None
-

@@ -1,9 +1,6 @@
-"""The result types of kit.source: what a notebook cell shows after a slice, grep, find or diff.
-
-Each has a deterministic ``__repr__`` (no ids, no timings), a ``__str__`` for terminals (``sed -n``
-style numbered lines for code) and a ``_repr_html_`` with pygments highlighting and the file's own
-line numbers. Tabular ones (:class:`Matches`, :class:`Symbols`) are lists with ``to_frame()``.
-"""
+"""The result types of kit.source: a deterministic ``__repr__``, a ``__str__`` for terminals
+(``sed -n`` style numbered lines) and a ``_repr_html_`` highlighted with the file's own line numbers;
+the tabular ones (:class:`Matches`, :class:`Symbols`) are lists with ``to_frame()``."""
 from __future__ import annotations
 
 import html
@@ -18,11 +15,8 @@ from kit.source import _html
 
 @dataclass(frozen=True)
 class Slice:
-    """Lines ``start..end`` (1-based, inclusive) of ``path`` on ``host``.
-
-    ``str()`` prints them numbered like ``sed -n 'START,ENDp' | nl``; in a notebook they show
-    highlighted with the ``highlight`` lines marked. ``note`` says when the range was clipped.
-    """
+    """Lines ``start..end`` (1-based, inclusive) of ``path`` on ``host``, numbered like ``sed -n`` by
+    ``str()``, highlighted in a notebook; ``note`` says when the range was clipped."""
 
     host: str
     path: str
@@ -178,11 +172,9 @@ class Scope:
 
 @dataclass(frozen=True)
 class Symbol:
-    """Where a name is defined or assigned: ``kind`` is one of function, method, class, variable
-    (module level), field (class body, e.g. a dataclass field), assignment (inside a function),
-    attribute (``self.x = ...``), keyword (``f(x=...)`` at a call site), parameter, import.
-    ``value`` is the literal's source text (``"flashinfer"``, ``None``) when the value is a literal;
-    ``enclosing`` the qualified name of the def/class around it (None at module level)."""
+    """Where a name is defined or assigned: ``kind`` is function, method, class, variable (module level),
+    field (class body), assignment (in a function), attribute (``self.x = ...``), keyword (``f(x=...)``),
+    parameter or import; ``value`` the literal's source text; ``enclosing`` the def/class around it."""
 
     host: str
     path: str
@@ -305,4 +297,3 @@ class SourceDiff:
 
 def label(s: Slice) -> str:
     return f"{s.host}:{s.path}:{s.start}-{s.end}"
-

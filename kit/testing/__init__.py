@@ -1,8 +1,5 @@
 """Test helpers the kit's own tests use and users may reuse (like ``fabric.testing``): ``from kit.testing
-import sshd`` in a ``conftest.py`` provides a session-scoped ``sshd`` fixture, a real OpenSSH server.
-
-Files: ``_sshd.py`` (:class:`SSHServer`, :func:`find_sshd`, the fixture), ``_replay.py`` (:func:`replay_trace`),
-``_host/stream_probe.py`` (:data:`STREAM_PROBE`'s program, a real file)."""
+import sshd`` in a ``conftest.py`` provides a session-scoped ``sshd`` fixture, a real OpenSSH server."""
 from __future__ import annotations
 
 from importlib import resources

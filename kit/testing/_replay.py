@@ -101,12 +101,6 @@ def _place_step(events: list[dict], k: int, base: float, t0: float, f: float, st
     return extra
 
 
-def _write_trace(doc: dict, dest: Path) -> None:
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with (gzip.open(dest, "wb", compresslevel=1) if dest.suffix == ".gz" else open(dest, "wb")) as fh:
-        fh.write(orjson.dumps(doc))
-
-
 def replay_trace(src, dest, *, steps: int | None = None, jitter: float = 0.0, slow: dict | None = None,
                  seed: int = 0, rank: int | None = None, world_size: int | None = None,
                  step_prefix: str = "decode_step_") -> Path:
@@ -147,5 +141,7 @@ def replay_trace(src, dest, *, steps: int | None = None, jitter: float = 0.0, sl
     doc["traceEvents"] = out
     if rank is not None:
         doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world_size or rank + 1}
-    _write_trace(doc, dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with (gzip.open(dest, "wb", compresslevel=1) if dest.suffix == ".gz" else open(dest, "wb")) as fh:
+        fh.write(orjson.dumps(doc))
     return dest

@@ -52,9 +52,11 @@ def test_single_stream_measures_the_known_latency(tmp_path):
     rows = {r["concurrency"]: r for r in res.summary()}
     one, three = rows[1], rows[3]
     assert one["requests_ok"] == 6 and one["requests_failed"] == 0
-    assert 4.5 <= one["itl_ms_p50"] <= 6.5 and 150 <= one["decode_tok_s"] <= 220  # 5 ms/token configured
+    # 5 ms/token configured: tinyserve's steps keep to a grid, so the mean gap holds under load; the median does not
+    # (a late step is made up by a short one)
+    assert 4.5 <= one["tpot_ms_mean"] <= 6.5 and 150 <= one["decode_tok_s"] <= 220
     assert one["decode_tok_s"] == res.tok_s and math.isnan(one["decode_tok_s_lo"])  # 2 repeats: too few for an interval
-    assert three["itl_ms_p50"] > one["itl_ms_p50"]  # 3 running requests: +10 % per step by construction
+    assert three["tpot_ms_mean"] > one["tpot_ms_mean"]  # 3 running requests: +10 % per step by construction
     assert three["output_tok_s"] > 1.8 * one["output_tok_s"]  # batching: more aggregate throughput
     assert all(r["output_tokens"] == 40 and len(r["itl"]) == 39 for r in res.requests)
     assert chat.ok and chat.output_tokens == 6 and chat.ttft > 0

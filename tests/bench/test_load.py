@@ -56,7 +56,9 @@ def test_jittered_server_stats_within_tolerance(timed_server, tmp_path):
     for q in (50, 90, 99):
         assert math.isclose(s[f"itl_ms_p{q}"], percentile(gaps, q) * 1e3, rel_tol=0.10), q
     assert s["itl_ms_p99"] > 40  # the stalls are in the tail, not averaged away
-    assert math.isclose(s["ttft_ms_mean"], 40, rel_tol=0.10)
+    # against what the server did (its own record), not its nominal 40 ms: a loaded machine's sleeps overshoot
+    true_ttft = 1e3 * sum(r["sent"][0] for r in t) / len(t)
+    assert 40 <= true_ttft and abs(s["ttft_ms_mean"] - true_ttft) <= 0.1 * true_ttft + 5, (s["ttft_ms_mean"], true_ttft)
     assert s["distinct_prompts"] == 32 and len({r["prompt"] for r in t}) == 32
     back = LoadResult.load(tmp_path / "load.json")
     assert len(back.requests) == 32 and back.summary()[0]["itl_ms_p99"] == s["itl_ms_p99"]

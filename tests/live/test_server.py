@@ -17,8 +17,11 @@ from kit.errors import ServerError
 from tests.live.conftest import ENGINE, engine_procs, free_port
 
 
-def test_start_follows_phases_and_stops_gracefully(tiny, tmp_path, capsys):
+def test_start_follows_phases_and_stops_gracefully(tiny, tmp_path, capsys, monkeypatch):
     cmd, env, marker = tiny
+    # stderr under capsys is no terminal: say a bar is wanted, as in a terminal (otherwise the bar would depend on
+    # whether an earlier test loaded ipykernel)
+    monkeypatch.setattr("kit.live._server.progress_wanted", lambda: True)
     t0 = time.monotonic()
     with kit.server("local", cmd, env=env, port=free_port(), session=tmp_path, name="srv") as s:
         assert s.ready_s is not None and time.monotonic() - t0 < 20

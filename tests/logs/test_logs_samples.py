@@ -171,6 +171,11 @@ def test_nccl_env_rings_transports():
     }
 
 
+def test_nccl_version_line_cut_before_the_number_is_not_a_traceback():
+    d = L.parse_nccl("h:1:2 [0] NCCL INFO NCCL version\nh:1:2 [0] NCCL INFO NCCL version 2.21.5\n")
+    assert d["value"].tolist() == ["2.21.5"]
+
+
 def test_bench_serving_text_blocks():
     s = L.parse_bench(DATA / "sglang_bench_serving_0.5.9.txt").iloc[0]
     assert (s["tool"], s["accept_length"], s["peak_output_throughput"], s["peak_concurrent_requests"]) == \

@@ -131,6 +131,8 @@ def test_local_forward_is_the_direct_address():
     with pytest.raises(ConnectError) as err:
         host.forward(port)
     assert str(err.value).startswith(f"local: nothing accepts connections at 127.0.0.1:{port}")
+    with pytest.raises(ConnectError, match=r"^local: forward\(unix_socket=...\) carries an SSH host's port"):
+        host.forward(port, unix_socket="/nonexistent/sock")
 
 
 # --- over SSH ------------------------------------------------------------------------------------------
@@ -467,7 +469,9 @@ def test_server_benchmarks_and_profiles_an_engine_on_the_hosts_loopback(hidden, 
             res = s.bench(requests=3, warmup=1, repeats=1, concurrency=(1, 4), max_tokens=16)
             rows = {r["concurrency"]: r for r in res.summary()}
             assert rows[1]["requests_ok"] == 3 and rows[4]["requests_ok"] == 3
-            assert 4.0 <= rows[1]["itl_ms_p50"] <= 8.0  # tinyserve's 5 ms per token, through the forward
+            # tinyserve's 5 ms per token, through the forward: its steps keep to a grid, so the mean holds under
+            # load where the median does not (a late step is made up by a short one)
+            assert 4.0 <= rows[1]["tpot_ms_mean"] <= 8.0
             load = s.load(concurrencies=[4], requests=8, max_tokens=8, prompt_tokens=16, warmup=0)  # load generator
             assert load.summary()[0]["requests_ok"] == 8
             prof = s.profile(steps=4, name="fwd-prof")  # /start_profile and the load: both forwarded

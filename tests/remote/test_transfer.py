@@ -211,6 +211,46 @@ def test_put_round_trip_skips_an_identical_copy(host, scratch, tmp_path):
     assert back.read_bytes() == local.read_bytes()
 
 
+def test_a_put_continues_its_partial_upload(host, scratch, tmp_path):
+    """A partial upload of the same local version (its ``.kit-*.part`` beside the target) is continued from
+    its length, not sent again: the bytes already there are kept as they are."""
+    local = tmp_path / "up.bin"
+    data = os.urandom(3 << 20)
+    local.write_bytes(data)
+    host.put(str(local), f"{scratch}/first.bin", progress=False)
+    host.run(f"mv {shlex.quote(scratch)}/first.bin {shlex.quote(scratch)}/up.bin", check=True)
+    host.run(f"truncate -s 1M {shlex.quote(scratch)}/up.bin", check=True)
+    st = os.stat(local)
+    part = host.run(f"cd {shlex.quote(scratch)} && python3 -c 'import hashlib; print(hashlib.sha1(b\"up.bin\")"
+                    f".hexdigest()[:12])'", check=True).stdout.strip()
+    part = f"{scratch}/.kit-{part}-{st.st_size}-{int(st.st_mtime)}.part"
+    host.run(f"mv {shlex.quote(scratch)}/up.bin {shlex.quote(part)}", check=True)
+    host.run(f"printf XXXX | dd of={shlex.quote(part)} bs=1 seek=0 conv=notrunc 2>/dev/null", check=True)
+    host.put(str(local), f"{scratch}/up.bin", progress=False)
+    back = host.read_bytes(f"{scratch}/up.bin")
+    assert len(back) == len(data) and back[:4] == b"XXXX" and back[4:] == data[4:]  # the first MiB was kept
+    assert host.run(f"ls -A {shlex.quote(scratch)}").stdout.split() == ["up.bin"]
+
+
+def test_a_host_without_a_posix_shell_reads_over_sftp(host, scratch, tmp_path, monkeypatch):
+    """Without a POSIX shell on the host, files come over SFTP with a window of concurrent reads: whole
+    (more than one window), resumed from a partial file, and as bytes."""
+    monkeypatch.setattr(Transfer, "_probe", lambda self: (False, ()))
+    data = os.urandom(20 << 20)
+    remote = f"{scratch}/blob.bin"
+    with open(remote, "wb") as fh:
+        fh.write(data)
+    row = host.get_many([remote], str(tmp_path / "a"), progress=False)[0]
+    assert row.ok and row.method == "sftp" and _sha(row.local) == hashlib.sha256(data).hexdigest()
+    st = host.stat(remote)
+    part = tmp_path / "b" / (".kit-" + hashlib.sha1(b"blob.bin").hexdigest()[:12] + f"-{st.size}-{int(st.mtime)}.part")
+    part.parent.mkdir()
+    part.write_bytes(data[:5_000_000])
+    row = host.get_many([remote], str(tmp_path / "b"), progress=False)[0]
+    assert row.ok and row.resumed_from == 5_000_000 and _sha(row.local) == hashlib.sha256(data).hexdigest()
+    assert host.read_bytes(remote) == data
+
+
 def test_hosts_in_parallel_with_one_unreachable(sshd, scratch, tmp_path):
     import socket
 

@@ -19,11 +19,15 @@ def installed(dists):
     return None
 
 
+try:  # the host may have no torch: said in torch_error when its distribution is installed
+    import torch
+except Exception as exc:
+    torch, TORCH_ERROR = None, (type(exc).__name__ + ": " + str(exc))[:200]
+
+
 def torch_versions(out):
-    try:
-        import torch  # optional: the host may have no torch (said in torch_error)
-    except Exception as exc:
-        out["torch_error"] = (type(exc).__name__ + ": " + str(exc))[:200]
+    if torch is None:
+        out["torch_error"] = TORCH_ERROR
         return
     out["torch_cuda"] = torch.version.cuda
     try:

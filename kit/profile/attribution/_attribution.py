@@ -1,41 +1,37 @@
 """Kernel attribution: each GPU kernel -> its launch -> the CPU frames enclosing the launch -> a category.
 
 A kernel's ``correlation`` id names the runtime call that launched it; the launch's thread and time place
-it inside the CPU frames the reader kept (ops, ``record_function`` ranges, and with ``with_stack`` the
-``nn.Module`` and python-function frames). Frames nest in time on a thread: one sweep per thread gives
-every launch its stack.
+it inside the CPU frames the reader kept (ops, ``record_function`` ranges, with ``with_stack`` the
+``nn.Module`` and python-function frames): one sweep per thread gives every launch its stack.
 
 The category is decided by the first evidence that exists, in this order (``decided_by`` says which):
 
 1. ``user rule``: the user's kernel-name rules;
 2. ``collective arg`` / ``kernel name (sure)``: a collective's ``Collective name`` argument, and kernel
    names that cannot be anything else (NCCL and custom all-reduce kernels, memcpy/memset);
-3. the frames enclosing the launch, from the innermost out (``_decide_stack``; ``op`` / ``module`` /
-   ``function`` / ``range``): the innermost frame a ``[[role]]`` (a module class, by its name's suffix) or
-   ``[[frame]]`` rule claims; a ``generic`` one (``mm``, ``topk``) gives way to the first enclosing frame
-   with a meaning (the SDPA op around math attention's ``bmm``); an enclosing ``container`` (an MoE block,
-   an SSM mixer) overrides what it encloses except the categories it ``keep``s. A GEMM with a weight
-   operand (``aten::linear`` / ``addmm``) is gemm inside any role but a container; a product of two
-   activations stays the enclosing role's. ``enclosing module``: the role came only from a module around
-   an innermost class no rule claims: a guess, counted undecided. ``structure``: a class a role calls
-   attention whose call runs no softmax, SDPA/flash op or attention kernel is a linear recurrence (RWKV,
-   lightning attention): ssm, undecided. Graph-replayed kernels take no frame evidence (their frames
-   enclose the replay, not the op). ``sequence``: where no frame decided (or a generic op did), the
-   ``[[sequence]]`` rule claiming the outermost op around the launch (``_sequences.py``: RMSNorm,
-   rotate_half, a router and its experts). ``kernel sequence``: kernels with no CPU op around their launch
-   (graph replays, CUDA-only traces) read as the ops their names stand for, through the same rules;
+3. the frames around the launch, innermost out (``op`` / ``module`` / ``function`` / ``range``): the
+   innermost frame a ``[[role]]`` (a module class, by its name's suffix) or ``[[frame]]`` rule claims; a
+   ``generic`` one (``mm``, ``topk``) gives way to the first enclosing frame with a meaning (the SDPA op
+   around math attention's ``bmm``); an enclosing ``container`` (an MoE block, an SSM mixer) overrides what
+   it encloses except the categories it ``keep``s; a weight GEMM (``aten::linear`` / ``addmm``) is gemm
+   inside any role but a container, a product of two activations the role's. ``enclosing module``: only a
+   module around an innermost class no rule claims gave the role (a guess, undecided). ``structure``: a class
+   a role calls attention that runs no softmax, SDPA/flash op or attention kernel is a linear recurrence
+   (RWKV, lightning attention): ssm, undecided. Graph replays take no frame evidence (their frames enclose
+   the replay). ``sequence``: where no frame decided (or a generic op did), the ``[[sequence]]`` rule
+   claiming the outermost op around the launch (``_sequences.py``). ``kernel sequence``: kernels with no CPU
+   op around their launch (graph replays, CUDA-only traces) read as the ops their names stand for, through
+   the same rules;
 4. ``fused name``: inductor's ``triton_{poi,red,per,tem}_fused_<ops>_N`` names read as the fused ops;
-5. ``kernel name``: the kernel-name rule table (``kernel name (no launch)`` when the launch is not in the
-   trace: no CPU evidence can exist); else ``none`` (category ``other``).
+5. ``kernel name``: the kernel-name rules (``kernel name (no launch)``: the launch is not in the trace);
+   else ``none`` (category ``other``).
 
-Ops (the same sweep): ``op`` the innermost enclosing ``cpu_op`` of the launch, ``op_top`` the outermost,
-``op_call`` the row of the innermost op that recorded ``Input Dims`` (-1: none; the kernels of one op call
-share it) and ``input_dims``/``input_types`` its shapes as JSON text; compare and roofline read them from
-the Profile. Modules: ``module`` the innermost enclosing ``nn.Module`` class, ``block`` the class directly
-inside the outermost enclosing layer (a class with no role named ``*Layer``/``*Block``), ``layer`` that
-layer's index by first call (the profiler numbers instances per class, so a hybrid's attention and Mamba
-layers would each start at 0), ``layer_kind`` the roles inside it among ssm, attention, moe, mlp
-(``attention+mlp``; what a container holds is the container's).
+The same sweep: ``op``/``op_top`` the innermost/outermost enclosing ``cpu_op``, ``op_call`` the row of the
+innermost op that recorded ``Input Dims`` (-1: none) and ``input_dims``/``input_types`` its shapes as JSON
+text; ``module`` the innermost ``nn.Module`` class, ``block`` the class directly inside the outermost layer
+(a class with no role named ``*Layer``/``*Block``), ``layer`` that layer's index by first call (the profiler
+numbers instances per class), ``layer_kind`` the roles inside it (``attention+mlp``; a container's hold is
+the container's).
 """
 from __future__ import annotations
 
@@ -82,12 +78,7 @@ def fused_category(name: str, rules: list[Rule]) -> str | None:
     if not m:
         return None
     kind, ops = m.group(1), m.group(2)
-    for r in rules:
-        if r.kinds and kind not in r.kinds:
-            continue
-        if r.matches(ops):
-            return r.category
-    return None
+    return next((r.category for r in rules if (not r.kinds or kind in r.kinds) and r.matches(ops)), None)
 
 
 class _FrameInfo:
@@ -107,34 +98,19 @@ class _FrameInfo:
             got = (None, False, False, (), None, False)
         elif (kind, subject) in memo:
             got = memo[(kind, subject)]
-        else:
-            got = memo[(kind, subject)] = _first_rule(subject, kind, rules)
+        else:   # the first rule on ``kind`` that finds ``subject``; layer_like: a class no role claims named as a layer
+            low = fold(subject)
+            r = next((r for r in rules if kind in r.on and r.matches(subject, low)), None)
+            got = (r.category, r.container, r.generic, r.keep, r.role or None) if r else (None, False, False, (), None)
+            got = memo[(kind, subject)] = (*got, bool(kind == "module" and got[4] is None and _LAYER.search(subject)))
         self.cat, self.container, self.generic, self.keep, self.role, self.layer_like = got
 
 
-def _first_rule(subject: str, kind: str, rules: list[Rule]) -> tuple:
-    """(category, container, generic, keep, role, layer_like) of the first rule on ``kind`` that finds
-    ``subject``; layer_like: a module class no role claims whose name says layer or block."""
-    low = fold(subject)
-    got: tuple = (None, False, False, (), None)
-    for r in rules:
-        if kind in r.on and r.matches(subject, low):
-            got = (r.category, r.container, r.generic, r.keep, r.role or None)
-            break
-    return (*got, bool(kind == "module" and got[4] is None and _LAYER.search(subject)))
-
-
 def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | None]:
-    """The frame that decides, from the innermost out: the innermost frame a rule claims; a generic one
-    (an ``mm`` or ``topk`` op) gives way to the first enclosing frame with a meaning (the SDPA op of
-    math attention, a module role); an enclosing container (an MoE block, an SSM mixer) overrides
-    what it encloses, except the categories it keeps.
-
-    And the class no rule claims that sits innermost when the decision comes only from an enclosing
-    module's role (not a container's): the role of a class around an unknown one is a guess (GPT-2's
-    ``Conv1D`` inside its attention), so the kernel counts as undecided with that class named."""
-    dec = None
-    inner = None   # the innermost module frame
+    """The deciding frame of a stack (innermost first; the module docstring's step 3), and the unclaimed
+    innermost class when only an enclosing module's role decided (a guess: GPT-2's ``Conv1D`` inside its
+    attention), else None."""
+    dec = inner = None   # inner: the innermost module frame
     for inf in stack:
         if inner is None and inf.module is not None:
             inner = inf
@@ -145,37 +121,21 @@ def _decide_stack(stack: list[_FrameInfo]) -> tuple[_FrameInfo | None, str | Non
                 # the Linear around a weight GEMM op: decided by module, as before the op rule
                 or (dec.kind == "op" and dec.cat == GEMM and inf.kind == "module" and inf.cat == GEMM)):
             dec = inf
-    weak = None
-    if (dec is not None and dec.kind == "module" and not dec.container and inner is not None
-            and inner is not dec and inner.cat is None and not inner.layer_like):
-        weak = inner.module
-    return dec, weak
+    weak = (dec is not None and dec.kind == "module" and not dec.container and inner is not None
+            and inner is not dec and inner.cat is None and not inner.layer_like)
+    return dec, inner.module if weak else None
 
 
-# what the sweep finds per launch (``_Found``): copied to the kernels that launch linked
+# what the sweep finds per launch (a position in the launch table), copied to the kernels that launch linked;
+# besides these, ``layer_name`` (the layer frame) and ``op_call`` (the shaped op call, -1: none)
 _FOUND = ("frame_category", "frame_kind", "frame_name", "module", "block", "op", "op_top")
 
 
-class _Found:
-    """Per launch (a position in the launch table): the deciding frame, module, block, layer frame, ops
-    and the shaped op call found by :func:`_sweep_thread`; None / -1 where a launch has none."""
-
-    __slots__ = (*_FOUND, "layer_name", "op_call")
-
-    def __init__(self, n: int) -> None:
-        for c in (*_FOUND, "layer_name"):
-            setattr(self, c, [None] * n)
-        self.op_call = [-1] * n
-
-
 def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, infos: dict, decided: dict,
-                  fr_rules: list[Rule], seq_rules: list[Rule], res: _Found, layer_ids: dict,
-                  att_launch: np.ndarray | None = None) -> None:
-    """One thread's launches ``li`` (sorted by time) against its CPU frames ``rows`` of ``fr`` (columns of
-    :func:`_frame_columns`): the stack of frames open at each launch decides (``_decide_stack``),
-    unfused op sequences over the thread's outermost ops may override a generic op, and
-    module/layer/op placement is recorded in ``res``. ``infos``/``decided``: the load's memos of
-    frames and of rule decisions."""
+                  fr_rules: list, seq_rules: list, res: dict, layer_ids: dict, att_launch: np.ndarray) -> None:
+    """One thread's launches ``li`` (by time) against its CPU frames ``rows`` of ``fr``: the stack open at each
+    launch decides (``_decide_stack``), unfused op sequences over the outermost ops may override a generic op;
+    placement goes into ``res`` (per launch). ``infos``/``decided``: the load's memos of frames and decisions."""
     order = np.lexsort((-fr["dur"][rows], fr["ts"][rows]))   # by start, the longest (outer) first
     rows = rows[order]
     fts, fend = fr["ts"][rows], fr["ts"][rows] + fr["dur"][rows]
@@ -184,12 +144,11 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
     for nm, kd in set(zip(names.tolist(), kinds.tolist())) - infos.keys():
         infos[(nm, kd)] = _FrameInfo(nm, kd, fr_rules, decided)
     finfo = [infos[key] for key in zip(names.tolist(), kinds.tolist())]
-    att_ts = np.sort(lts[li[att_launch[li]]]) if att_launch is not None else np.empty(0)
+    att_ts = np.sort(lts[li[att_launch[li]]])
     nosoft = _attention_without_softmax(finfo, fts, fend, names, kinds, att_ts)
     top = outermost(fts, fend, kinds == "op")   # unfused op sequences over the outermost ops
     seq_of = claim([names[i] for i in top], seq_rules) if len(top) and seq_rules else []
-    top_ts = fts[top].tolist() if len(top) else []
-    top_end = fend[top].tolist() if len(top) else []
+    top_ts, top_end = fts[top].tolist(), fend[top].tolist()
     # the sweep reads single elements: Python lists (same float64 values) index ~5x faster than arrays
     fts_l, fend_l, names_l, rows_l = fts.tolist(), fend.tolist(), names.tolist(), rows.tolist()
     stack: list[int] = []
@@ -219,7 +178,7 @@ def _sweep_thread(fr: dict, rows: np.ndarray, li: np.ndarray, lts: np.ndarray, i
             if r is not None and (dec is None or (dec.kind == "op" and dec.cat != r.category
                                                   and (dec.generic or r.container))):
                 dcat, dkind, dname = r.category, "sequence", r.role or r.pattern
-        res.frame_category[L], res.frame_kind[L], res.frame_name[L] = dcat, dkind, dname
+        res["frame_category"][L], res["frame_kind"][L], res["frame_name"][L] = dcat, dkind, dname
 
 
 # ops that make an attention an attention: a softmax over scores, an SDPA / flash / paged kernel op
@@ -233,35 +192,24 @@ _ATT_KERNEL = re.compile(r"(?i)flash|fmha|attn|attention|softmax|BatchDecode|Bat
 
 def _attention_without_softmax(finfo: list, fts: np.ndarray, fend: np.ndarray, names: np.ndarray,
                                kinds: np.ndarray, att_ts: np.ndarray) -> set:
-    """The module frames (positions) a role calls attention whose call runs ops but none that makes it an
-    attention (a softmax, an SDPA / flash / paged-attention op) and launches no kernel named as one
-    (``att_ts``: launch times of such kernels, e.g. flashinfer's, launched without an op): a
-    linear-attention or recurrent mixer named ``*Attention`` (RWKV's time mixing, MiniMax's lightning
-    attention)."""
+    """The module frames (positions) a role calls attention whose call runs ops but none that makes an attention
+    (a softmax, an SDPA / flash / paged op) and launches no kernel named as one (``att_ts``: their launch times):
+    a linear-attention or recurrent mixer named ``*Attention`` (RWKV's time mixing, MiniMax's lightning one)."""
     cand = [f for f, inf in enumerate(finfo) if inf.kind == "module" and inf.cat == ATTENTION and not inf.container]
     if not cand:
         return set()
     is_op = kinds == "op"
     op_ts = fts[is_op]
-    op_names = names[is_op].tolist()
-    memo = {x: bool(_SOFTMAX.search(x)) for x in set(op_names)}   # once per distinct op name
-    soft = np.array([memo[x] for x in op_names], dtype=bool)
-    soft_ts = op_ts[soft]
-    out = set()
-    for f in cand:
-        a, b = fts[f], fend[f]
-        n_ops = np.searchsorted(op_ts, b, "right") - np.searchsorted(op_ts, a, "left")
-        n_soft = np.searchsorted(soft_ts, b, "right") - np.searchsorted(soft_ts, a, "left")
-        n_att = np.searchsorted(att_ts, b, "right") - np.searchsorted(att_ts, a, "left")
-        if n_ops >= 4 and n_soft == 0 and n_att == 0:
-            out.add(f)
-    return out
+    soft_ts = op_ts[matching(pd.Series(names[is_op], dtype=object), _SOFTMAX)]
+    a, b = fts[cand], fend[cand]   # ops, softmax-like ops and attention kernels inside each candidate's call
+    n_ops, n_soft, n_att = (np.searchsorted(t, b, "right") - np.searchsorted(t, a, "left")
+                            for t in (op_ts, soft_ts, att_ts))
+    return {f for f, yes in zip(cand, (n_ops >= 4) & (n_soft == 0) & (n_att == 0)) if yes}
 
 
-def _place(stack_info: list, live: list[int], names_l: list, has_dims: list, rows_l: list, res: _Found, L: int,
+def _place(stack_info: list, live: list[int], names_l: list, has_dims: list, rows_l: list, res: dict, L: int,
            fts_l: list, layer_ids: dict) -> None:
-    """Module, block, layer frame, innermost and outermost op and the innermost op with input shapes of
-    one launch, from its open frames (innermost first), into ``res`` at ``L``."""
+    """One launch's module, block, layer frame, ops and shaped op call from its open frames (innermost first)."""
     module = block = layer_name = inner_mod = op = op_top = None
     roles: list = []
     shaped = -1
@@ -285,43 +233,32 @@ def _place(stack_info: list, live: list[int], names_l: list, has_dims: list, row
         if layer_name not in layer_ids:   # its start: the innermost open frame of that name
             layer_ids[layer_name] = (fts_l[next(f for f in live if names_l[f] == layer_name)], set())
         layer_ids[layer_name][1].update(roles)
-    res.module[L], res.block[L], res.layer_name[L], res.op[L], res.op_top[L] = module, block, layer_name, op, op_top
+    for c, v in (("module", module), ("block", block), ("layer_name", layer_name), ("op", op), ("op_top", op_top)):
+        res[c][L] = v
     if shaped >= 0:
-        res.op_call[L] = rows_l[shaped]
+        res["op_call"][L] = rows_l[shaped]
 
 
 def _frame_columns(frames: pd.DataFrame, ann: pd.DataFrame) -> dict[str, np.ndarray] | None:
-    """The CPU frames a launch can sit in, as numpy columns (``name, ts, dur, tid, kind, dims, types``):
-    the kept frames, then the CPU-side annotations (``record_function`` ranges, kind ``range``); None
-    when there is neither. Text stays in object arrays (one shared ``str`` per distinct name)."""
-    parts = []
-    if len(frames):
-        none = np.full(len(frames), None, dtype=object)
-        parts.append({"name": strings(frames["name"]), "ts": frames["ts"].to_numpy(float),
-                      "dur": frames["dur"].to_numpy(float), "tid": frames["tid"].to_numpy(object),
-                      "kind": strings(frames["kind"]),
-                      **{c: frames[c].astype(object).to_numpy() if c in frames else none for c in ("dims", "types")}})
+    """The CPU frames a launch can sit in as numpy columns (``name, ts, dur, tid, kind, dims, types``): the kept
+    frames, then the CPU-side annotations (kind ``range``); None when there is neither."""
     cpu = ann[ann["side"] == "cpu"] if len(ann) else ann
-    if len(cpu):
-        none = np.full(len(cpu), None, dtype=object)
-        parts.append({"name": cpu["name"].astype(str).to_numpy(object), "ts": cpu["ts"].to_numpy(float),
-                      "dur": cpu["dur"].to_numpy(float), "tid": cpu["tid"].astype(str).to_numpy(object),
-                      "kind": np.full(len(cpu), "range", dtype=object), "dims": none, "types": none})
-    if not parts:
-        return None
-    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    parts = [{"name": strings(t["name"]) if is_fr else t["name"].astype(str).to_numpy(object),
+              "ts": t["ts"].to_numpy(float), "dur": t["dur"].to_numpy(float),
+              "tid": t["tid"].to_numpy(object) if is_fr else t["tid"].astype(str).to_numpy(object),
+              "kind": strings(t["kind"]) if is_fr else np.full(len(t), "range", dtype=object),
+              **{c: t[c].astype(object).to_numpy() if c in t and is_fr else np.full(len(t), None, dtype=object)
+                 for c in ("dims", "types")}}
+             for t, is_fr in ((frames, True), (cpu, False)) if len(t)]
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]} if parts else None
 
 
 def link(k: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame, ann: pd.DataFrame,
          rules: list[Rule]) -> dict[str, np.ndarray]:
-    """Per kernel of one rank: launch, frame evidence and module placement.
-
-    Returns columns aligned with ``k``: ``launch`` (runtime call name or ''), ``graph`` (launched by a
-    graph launch), ``frame_category``/``frame_kind``/``frame_name`` (the deciding frame, if any; kind
-    ``sequence`` for an op sequence), ``module``, ``block``, ``layer`` (-1: none), ``layer_kind``,
-    ``op``, ``op_top``, ``op_call`` (-1: none), ``input_dims``, ``input_types`` (see the module docstring).
-    They are numpy arrays, text as object arrays: no text column is converted to arrow strings and
-    back before ``_assemble`` makes it categorical."""
+    """Per kernel of one rank, columns aligned with ``k``: ``launch`` (runtime call name or ''), ``graph``,
+    the deciding frame (``frame_category``/``frame_kind``/``frame_name``), the module placement and ops of the
+    module docstring (``layer``, ``op_call``: -1 for none). Numpy arrays, text as object arrays: no text column
+    goes to arrow strings and back before ``_assemble`` makes it categorical."""
     n = len(k)
     out = {"launch": np.full(n, "", dtype=object), "graph": np.zeros(n, bool),
            **{c: np.full(n, None, dtype=object) for c in LINKED_OBJECT},
@@ -350,15 +287,13 @@ def _stacks(k: pd.DataFrame, la: pd.DataFrame, pos: np.ndarray, has: np.ndarray,
     """:func:`link`'s frame evidence and module placement of the launches ``need``, thread by thread."""
     infos: dict[tuple[str, str], _FrameInfo] = {}
     decided: dict[tuple[str, str], tuple] = {}   # (kind, subject) -> the rule's fields (_FrameInfo)
-    lts = la["ts"].to_numpy(float)
-    ltid = strings(la["tid"])
-    res = _Found(len(la))
-    fr_tid = fr["tid"]
+    lts, ltid = la["ts"].to_numpy(float), strings(la["tid"])
+    res = {c: [None] * len(la) for c in (*_FOUND, "layer_name")} | {"op_call": [-1] * len(la)}
     layer_ids: dict[str, tuple[float, set]] = {}   # layer frame name -> (first start, roles inside)
     att_launch = np.zeros(len(la), bool)   # launches of a kernel named as attention (flash, fmha, paged ...)
     att_launch[pos[has & matching(k["name"], _ATT_KERNEL)]] = True
     for tid in np.unique(ltid[need]):
-        rows = np.flatnonzero(fr_tid == tid)
+        rows = np.flatnonzero(fr["tid"] == tid)
         if not len(rows):
             continue
         li = need[ltid[need] == tid]
@@ -372,21 +307,20 @@ def _stacks(k: pd.DataFrame, la: pd.DataFrame, pos: np.ndarray, has: np.ndarray,
     idx = np.flatnonzero(has & ~out["graph"])
     at = pos[idx]
     for c in _FOUND:
-        out[c][idx] = np.asarray(getattr(res, c), dtype=object)[at]
-    calls = np.asarray(res.op_call, dtype=np.int64)
+        out[c][idx] = np.asarray(res[c], dtype=object)[at]
+    calls = np.asarray(res["op_call"], dtype=np.int64)
     out["op_call"][idx] = calls[at]
     have = calls[at] >= 0
     out["input_dims"][idx[have]] = fr["dims"][calls[at][have]]
     out["input_types"][idx[have]] = fr["types"][calls[at][have]]
-    out["layer"][idx] = np.asarray([lindex.get(x, -1) for x in res.layer_name], dtype=np.int64)[at]
-    out["layer_kind"][idx] = np.asarray([lkind.get(x) for x in res.layer_name], dtype=object)[at]
+    out["layer"][idx] = np.asarray([lindex.get(x, -1) for x in res["layer_name"]], dtype=np.int64)[at]
+    out["layer_kind"][idx] = np.asarray([lkind.get(x) for x in res["layer_name"]], dtype=object)[at]
 
 
 def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: list[Rule]) -> None:
-    """Kernels with no CPU op around their launch, read as the ops their names stand for, through the
-    sequence rules (``_sequences``): one CUDA-graph replay (graph launch) at a time, and the other
-    op-less kernels whose launch is in the trace (traces recorded without CPU ops) per stream, in
-    the order they ran. Kernels queued before the window (no launch) keep their name's category."""
+    """Kernels with no CPU op around their launch read through the sequence rules as the ops their names stand
+    for: one graph replay at a time, the other op-less kernels with a launch (traces without CPU ops) per stream,
+    in the order they ran. Kernels queued before the window (no launch) keep their name's category."""
     if not seq_rules or not len(k):
         return
     graph = out["graph"]
@@ -403,10 +337,9 @@ def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: li
     for rows in groups:
         rows = rows[np.argsort(ts[rows], kind="stable")]   # untimed replays (ts 0) keep their file order
         key = tuple(names[rows])
-        got = memo.get(key)
-        if got is None:
-            got = memo[key] = claim([kernel_token(x) for x in key], seq_rules)
-        for i, r in zip(rows, got):
+        if key not in memo:
+            memo[key] = claim([kernel_token(x) for x in key], seq_rules)
+        for i, r in zip(rows, memo[key]):
             if r is not None and out["frame_category"][i] is None:
                 out["frame_category"][i], out["frame_kind"][i] = r.category, "kernel sequence"
                 out["frame_name"][i] = r.role or r.pattern
@@ -415,20 +348,12 @@ def _kernel_sequences(k: pd.DataFrame, pos: np.ndarray, out: dict, seq_rules: li
 def decide(names: pd.Series, collective: pd.Series, linked: pd.DataFrame, rules: list[Rule],
            name_cats: dict[str, str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(category, decided_by, evidence) per kernel, in the order of the module docstring."""
-    n = len(names)
-    cat = np.full(n, OTHER, dtype=object)
-    by = np.full(n, "none", dtype=object)
-    ev = np.full(n, None, dtype=object)
+    cat, by, ev = (np.full(len(names), v, dtype=object) for v in (OTHER, "none", None))
     user = [r for r in rules if "kernel" in r.on and r.source != PACKAGED]
     fused_rules = [r for r in rules if "fused" in r.on]
     nm = strings(names)
     distinct = pd.unique(nm)
-    user_cat = {}
-    for x in distinct:
-        for r in user:
-            if r.matches(x):
-                user_cat[x] = r.category
-                break
+    user_cat = {x: c for x in distinct if (c := next((r.category for r in user if r.matches(x)), None)) is not None}
     fused = {x: fused_category(x, fused_rules) for x in distinct}
 
     def put(where: np.ndarray, category: np.ndarray, decided_by, evidence=None) -> None:

@@ -1,16 +1,13 @@
 """The kernel-category rule table: load the packaged ``categories.toml``, merge user rules, classify names.
 
-Five kinds of rule, each ordered, the first ``re.search`` match winning: kernel-name rules
-(``[[rule]]``, ``on = ("kernel",)``), module roles (``[[role]]``: what an ``nn.Module`` class is, from
-its name's suffix; ``on = ("module",)``), rules on the other CPU frames enclosing a launch
-(``[[frame]]``: ops, python functions, ranges; see ``_attribution.py``), unfused op sequences
-(``[[sequence]]``, ``on = ("sequence",)``: regexes over the names of a thread's outermost ops, see
-``_sequences.py``) and rules on the op list of inductor's fused Triton kernels (``[[fused]]``,
-``on = ("fused",)``). A name no rule matches is ``other``. ``generic``, ``container`` and ``keep``: how
-a frame rule weighs against the frames around it (``_attribution.py``). User rules (a TOML file with
-``[[rule]]`` tables, or Python ``(pattern, category)`` pairs / dicts) are tried before the packaged ones;
-a file with ``replace = true`` replaces the packaged table.
-Classification runs once per distinct kernel name, so it costs nothing on large traces.
+Five kinds of rule, each ordered, the first ``re.search`` match winning: kernel names (``[[rule]]``), module
+roles (``[[role]]``: an ``nn.Module`` class by its name's suffix), the other CPU frames around a launch
+(``[[frame]]``: ops, python functions, ranges), unfused op sequences (``[[sequence]]``, ``_sequences.py``) and
+the op lists of inductor's fused Triton kernels (``[[fused]]``); ``on`` says which. A name no rule matches is
+``other``; ``generic``, ``container`` and ``keep`` weigh a frame rule against the frames around it
+(``_attribution.py``). User rules (a TOML file of ``[[rule]]`` tables, ``(pattern, category)`` pairs or
+dicts) are tried first; a file with ``replace = true`` replaces the packaged table. Names are classified
+once per distinct name.
 """
 from __future__ import annotations
 
@@ -43,7 +40,7 @@ PACKAGED = "kit/profile/categories.toml"   # the source of the packaged rules (a
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of the table: a regex searched in the kernel name, and the category it assigns."""
+    """One row of the table: a regex searched in a name, and the category it assigns."""
 
     category: str
     pattern: str
@@ -57,10 +54,8 @@ class Rule:
     role: str = ""
 
     def compiled(self) -> tuple[re.Pattern, re.Pattern | None]:
-        """The pattern compiled, and its :func:`lowered` form (None: none). Each is compiled on first use
-        (a cache key, ``rules_ident``, costs no compile: the CLI computes one before its parse starts;
-        ASCII names only ever need the lowered form). Raises ``re.error`` for an invalid pattern
-        (``build_rules`` calls this for user rules)."""
+        """The pattern and its :func:`lowered` form (or None), each compiled on first use (the cache key,
+        ``rules_ident``, compiles nothing); ``re.error`` for an invalid pattern."""
         return self._regex, self._lowered
 
     @cached_property
@@ -79,8 +74,13 @@ class Rule:
         return self._regex.search(name) is not None
 
 
-# inline flags after the leading (?i), escapes of characters by code, octal escapes and backreferences
-_NOT_FOLDABLE = re.compile(r"\\(?:[xuUN0-9])|\(\?[aiLmsux-]")
+# inline flags after the leading (?i), escapes of characters by code, octal escapes and backreferences; a class
+# starting with a literal ] ([]..], [^]..]); a class (maybe a literal \[ too: only ever a slower search) and its ranges
+_NOT_FOLDABLE = re.compile(r"\\(?:[xuUN0-9])|\(\?[aiLmsux-]|\[\^?\]")
+_CLASS = re.compile(r"\[\^?((?:\\.|[^\\\]])*)\]")
+_RANGE = re.compile(r"(\\.|[^\\])-(\\.|[^\\])")
+# what the rewrite keeps as written: escapes, a group's name and its backreference
+_TOKEN = re.compile(r"\\.|\(\?P<[^>]*>|\(\?P=[^)]*\)|[^\\(]+|\(", re.S)
 
 
 def lowered(pattern: str) -> re.Pattern | None:
@@ -92,34 +92,17 @@ def lowered(pattern: str) -> re.Pattern | None:
     and text the two decide alike: literals are lowered, escapes (``\\S``, ``\\W``) kept; a pattern the
     rewrite could change (other inline flags, ``\\x41``, a class range like ``[A-z]``) gets None and is
     searched as written."""
-    if not pattern.startswith("(?i)") or not pattern.isascii() or _NOT_FOLDABLE.search(pattern[4:]):
+    body = pattern[4:]
+    if not pattern.startswith("(?i)") or not pattern.isascii() or _NOT_FOLDABLE.search(body):
         return None
-    out, i, body, in_class = [], 0, pattern[4:], False
-    while i < len(body):
-        c = body[i]
-        if c == "\\":
-            out.append(body[i:i + 2])
-            i += 2
-            continue
-        if not in_class and body.startswith("(?P", i):   # a group's name and its backreference: as written
-            end = body.find(">" if body.startswith("(?P<", i) else ")", i)
-            if end < 0:
-                return None
-            out.append(body[i:end + 1])
-            i = end + 1
-            continue
-        if not in_class and c == "[" and (body[i + 1:i + 2] == "]" or body[i + 1:i + 3] == "^]"):
-            return None   # []..] and [^]..] start with a literal ]: not worth tracking
-        if in_class and c == "-" and out and i + 1 < len(body) and body[i + 1] != "]":
-            lo, hi = body[i - 1], body[i + 1]
-            if out[-1].startswith("\\") or not (lo.isalpha() and hi.isalpha() and lo.islower() == hi.islower()
-                                                or lo.isdigit() and hi.isdigit()):
-                return None   # [A-z], [0-Z], an escape as an end: the lowered class could differ
-        in_class = (in_class and c != "]") or (not in_class and c == "[")
-        out.append(c.lower())
-        i += 1
+    for cls in _CLASS.finditer(body):   # [A-z], [0-Z], an escape as an end: the lowered class could differ
+        if "(?P" in cls.group(1) or any(
+                lo[0] == "\\" or hi[0] == "\\" or not (lo.isalpha() and hi.isalpha() and lo.islower() == hi.islower()
+                                                  or lo.isdigit() and hi.isdigit())
+                for lo, hi in _RANGE.findall(cls.group(1))):
+            return None
     try:
-        return re.compile("".join(out))
+        return re.compile(_TOKEN.sub(lambda m: m[0] if m[0].startswith(("\\", "(?P")) else m[0].lower(), body))
     except re.error:
         return None
 
@@ -141,8 +124,7 @@ def _rules_from_doc(doc: dict, source: str) -> list[Rule]:
             if not isinstance(r, dict) or "category" not in r or "pattern" not in r:
                 raise ParseError(f"{source}: {table} #{i + 1} needs 'category' and 'pattern'", path=source)
             on = tuple(r.get("on", default_on)) if table == "frame" else default_on
-            bad = set(on) - FRAME_KINDS if table == "frame" else set()
-            if bad:
+            if table == "frame" and (bad := set(on) - FRAME_KINDS):
                 raise ParseError(f"{source}: frame #{i + 1}: 'on' must name {sorted(FRAME_KINDS)}, not {sorted(bad)}",
                                  path=source)
             rule = Rule(str(r["category"]), str(r["pattern"]), str(r.get("note", "")), source, on,
@@ -171,23 +153,20 @@ def category_colours() -> dict[str, str]:
 
 @lru_cache(maxsize=1)
 def _doc() -> dict:
-    """The packaged ``categories.toml``, parsed once per process."""
     return tomllib.loads(resources.files("kit.profile").joinpath("categories.toml").read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=1)
 def _packaged() -> tuple[Rule, ...]:
-    """The packaged table, read once per process (``Rule`` is frozen; each pattern compiles when first
-    used): the CLI asks for it twice (prefetch's cache key, then the load)."""
+    """The packaged table, read once per process: the CLI asks for it twice (prefetch's cache key, the load)."""
     return tuple(_rules_from_doc(_doc(), PACKAGED))
 
 
 @dataclass(frozen=True)
 class Structure:
-    """What the packaged table says about a model's structure (its ``[[role]]`` and ``[[category]]``
-    entries): ``kind_order``, the roles that name a layer's kind, in order; ``families``, (block role,
-    category or ``*`` or ``gemm:before``/``gemm:after``) -> operation family; ``anchors``, role -> the
-    category its GEMMs are placed around; ``category_family``, category -> (family in a layer, outside)."""
+    """A model's structure by the packaged ``[[role]]`` and ``[[category]]`` entries: the roles that name a
+    layer's kind, in order; (block role, category or ``*`` or ``gemm:before``/``gemm:after``) -> operation
+    family; role -> the category its GEMMs are placed around; category -> (family in a layer, outside)."""
 
     kind_order: tuple[str, ...]
     families: dict
@@ -203,7 +182,7 @@ class Structure:
 
 @lru_cache(maxsize=1)
 def structure() -> Structure:
-    """The packaged table's :class:`Structure` (read once)."""
+    """The packaged table's :class:`Structure`."""
     doc = _doc()
     roles = [r for r in doc.get("role", []) if "role" in r]
     kinds = tuple(r["role"] for r in sorted((r for r in roles if "layer_kind" in r), key=lambda r: r["layer_kind"]))
@@ -247,13 +226,9 @@ def build_rules(rules: RulesArg = None) -> list[Rule]:
         return user if doc.get("replace", False) else user + base
     user = []
     for item in rules:
-        if isinstance(item, Rule):
-            rule = item
-        elif isinstance(item, dict):
-            rule = Rule(item["category"], item["pattern"], item.get("note", ""), "user")
-        else:
-            pattern, category = item
-            rule = Rule(category, pattern, "", "user")
+        rule = item if isinstance(item, Rule) else \
+            Rule(item["category"], item["pattern"], item.get("note", ""), "user") if isinstance(item, dict) else \
+            Rule(item[1], item[0], "", "user")   # (pattern, category)
         try:
             rule.compiled()
         except re.error as exc:

@@ -55,7 +55,7 @@ UNDECIDED_WARN = 0.05
 
 
 def _undecided_mask(k: pd.DataFrame, rules: list[Rule]) -> np.ndarray:
-    """The kernels whose category the kit could be wrong about (see :func:`undecided`)."""
+    """The kernels whose category the kit could be wrong about (see :func:`undecided_detail`)."""
     generic = {r.category for r in rules if "kernel" in r.on and r.generic} | {OTHER}
     guesses = {r.role or r.pattern for r in rules if "sequence" in r.on and r.generic}
     by, cat = k["decided_by"], k["category"]
@@ -68,30 +68,24 @@ def _undecided_mask(k: pd.DataFrame, rules: list[Rule]) -> np.ndarray:
     op_rules = [r for r in rules if "op" in r.on]
     ev = k["evidence"].astype(object)
     is_op = among(by, ["op"])
-    if is_op.any():
-        weak = set()
-        for x in pd.unique(ev[is_op].dropna().astype(str)):
-            r = next((r for r in op_rules if r.matches(x)), None)   # the rule that decided (first match)
-            if r is not None and r.generic and r.category == GEMM:
-                weak.add(x)
+    if is_op.any():   # the ops whose deciding rule (the first match) is a generic GEMM one
+        weak = {x for x in pd.unique(ev[is_op].dropna().astype(str))
+                if (r := next((r for r in op_rules if r.matches(x)), None)) and r.generic and r.category == GEMM}
         sel |= is_op & among(ev, weak, missing=False)
     return np.asarray(sel, dtype=bool)
 
 
 def undecided(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict]:
-    """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name
-    rules: elementwise), nothing gave (``other``), a generic op sequence guessed (``generic = true``
-    sequence rules: readings the ops cannot tell apart) or only the role of a module enclosing a
-    class no rule claims gave (``enclosing module``), and that time per category."""
-    share, per, _ = undecided_detail(k, rules)
-    return share, per
+    """:func:`undecided_detail`'s share of kernel time and share per category."""
+    return undecided_detail(k, rules)[:2]
 
 
 def undecided_detail(k: pd.DataFrame, rules: list[Rule]) -> tuple[float, dict, dict]:
-    """:func:`undecided`, plus the share per innermost class no rule claims (``enclosing module``)."""
-    if not len(k) or "decided_by" not in k:
-        return 0.0, {}, {}
-    tot = float(k["dur_us"].sum())
+    """Share of kernel time whose category only a generic kernel name gave (``generic = true`` name rules:
+    elementwise), nothing gave (``other``), a generic op sequence guessed (readings the ops cannot tell apart),
+    a generic GEMM op alone gave, or only the role of a module enclosing a class no rule claims gave (``enclosing
+    module``, ``structure``); that share per category, and per innermost class no rule claims."""
+    tot = float(k["dur_us"].sum()) if len(k) and "decided_by" in k else 0.0
     if not tot > 0:
         return 0.0, {}, {}
     sel = _undecided_mask(k, rules)

@@ -1,21 +1,14 @@
 """Layer boundaries from the repetition of the kernel sequence alone (no reference, no module frames).
 
-A decoder runs the same kernels once per layer, so a decode step's kernel sequence (exact names, the
-stream with the most kernels) repeats with the layer's length as its period: the period is the
-smallest shift under which the sequence agrees with itself almost as well as under any shift, the
-layers are the run of repetitions. When that run covers most of the step the layers are homogeneous
-(confidence ``high``, or ``medium`` where a few kernels differ between layers, e.g. data-dependent
-MoE kernels). When it does not (hybrids: attention among state-space layers, dense among MoE layers),
-the first kernels of the repeated layer (its input norm) mark where every layer starts; a layer holds
-as many of those marks as the repeated one did (pre-mixer and pre-FFN norms), the remainder after the
-last full layer is the epilogue (final norm, LM head); confidence ``low``, and layers are typed by
-their kernel sequence (``pattern 1``, ``pattern 2`` ...) so the ones that differ show. No repetition:
-``not found``, said. A repeated sequence that itself repeats a shorter one is whole forward passes (an
-annotated step around several forwards): the layers are the shorter one's repeats per forward, with
-confidence ``low`` and the count of forwards said, never one "layer" per forward.
-
-The search is bounded: periods up to ``MAX_PERIOD`` kernels over the first ``MAX_WINDOW`` kernels of a
-step, and at most ``MAX_SEQUENCES`` distinct step sequences (the others are not searched, said).
+A decoder runs the same kernels once per layer, so a decode step's kernel sequence (exact names, its busiest
+stream) repeats with the layer's length as its period: the smallest shift under which the sequence agrees with
+itself almost as well as under any shift. A run of repetitions covering most of the step: homogeneous layers
+(confidence ``high``; ``medium`` where a few kernels differ, e.g. data-dependent MoE kernels). Else (hybrids)
+the first kernels of the repeated layer (its input norm) mark where every layer starts, the remainder is the
+epilogue (final norm, LM head); confidence ``low``, layers typed by their kernel sequence (``pattern 1`` ...).
+A repeated sequence that itself repeats a shorter one is whole forward passes (an annotation around several
+forwards): the shorter one's repeats are the layers, confidence ``low``, never one "layer" per forward.
+Bounded: ``MAX_PERIOD``, ``MAX_WINDOW``, ``MAX_SEQUENCES`` (the steps not searched are said).
 """
 from __future__ import annotations
 
@@ -36,9 +29,8 @@ MAX_SEQUENCES = 64       # distinct step sequences searched per profile
 
 @dataclass
 class LayerGuess:
-    """Layers found by repetition: ``layers`` (0 when not found), ``confidence`` (high / medium / low /
-    not found), ``how`` (one line), ``kinds`` (layer -> pattern name), ``period`` (kernels per layer of
-    the repeated pattern)."""
+    """Layers found by repetition (0: not found), the confidence, how (one line), kernels per layer of the
+    repeated pattern, layer -> pattern name, and each layer's (start, end) positions."""
 
     layers: int
     confidence: str
@@ -48,9 +40,8 @@ class LayerGuess:
     bounds: list = field(default_factory=list, repr=False)
 
     def __repr__(self) -> str:
-        if not self.layers:
-            return f"LayerGuess(not found: {self.how})"
-        return f"LayerGuess(layers={self.layers}, confidence={self.confidence}: {self.how})"
+        return (f"LayerGuess(layers={self.layers}, confidence={self.confidence}: {self.how})" if self.layers else
+                f"LayerGuess(not found: {self.how})")
 
 
 def _period(c: np.ndarray) -> tuple[int, int, int, float]:
@@ -126,16 +117,6 @@ def _forwards(unit: np.ndarray, repeats: int) -> LayerGuess | None:
                                 f"several forwards?); {m} layers per forward", q)
 
 
-def _main_sequences(k: pd.DataFrame) -> tuple[dict, np.ndarray]:
-    """(rank, step) -> the row positions of its busiest stream in start order (decode steps, where the
-    trace has any); and the name codes."""
-    _, codes = np.unique(strings(k["name"]), return_inverse=True)
-    use = k["step"].to_numpy() >= 0
-    decode = strings(k["phase"]) == "decode"
-    seqs = stream_sequences(k, use & decode if decode.any() else use, merge=False)
-    return {key: max(streams.values(), key=len) for key, streams in seqs.items()}, codes
-
-
 def find_layers(profile, assign: bool = False) -> LayerGuess:
     """Layers of ``profile``'s decode steps by repetition (the most common step sequence decides).
     ``assign``: write ``layer`` (and ``layer_kind``: the pattern) into kernels that have none, the
@@ -143,11 +124,15 @@ def find_layers(profile, assign: bool = False) -> LayerGuess:
     k = profile.kernels
     if not len(k):
         return LayerGuess(0, "not found", "no kernels")
-    seqs, codes = _main_sequences(k)
+    _, codes = np.unique(strings(k["name"]), return_inverse=True)
+    use = k["step"].to_numpy() >= 0
+    decode = strings(k["phase"]) == "decode"
+    # (rank, step) -> the row positions of its busiest stream in start order (decode steps, where there are any)
+    seqs = {key: max(streams.values(), key=len)
+            for key, streams in stream_sequences(k, use & decode if decode.any() else use, merge=False).items()}
     if not seqs:
         return LayerGuess(0, "not found", "no steps")
-    memo: dict = {}
-    guesses = {}
+    memo, guesses = {}, {}
     for key, pos in seqs.items():
         c = codes[pos]
         h = c.tobytes()

@@ -1,10 +1,8 @@
 """Names the profile reads, in one place: kernel families, graph launches, the CPU ops that wait for the GPU.
 
-Two runs (two engines, two versions, a graph replay and its eager reference) spell one kernel with
-other template arguments, tile sizes and parameter lists. :func:`kernel_family` drops what varies
-between builds of one kernel (``void ns::kernel<T, 4>(args)`` -> ``ns::kernel``): compare, ranks and the
-audit's kernel evidence read it. :func:`canonical` also numbers away tile sizes and SM variants, for
-the placement's alignment of two kernel sequences.
+Two runs (two engines, two versions, a graph replay and its eager reference) spell one kernel with other
+template arguments, tile sizes and parameter lists: :func:`kernel_family` (compare, ranks, the audit) drops
+them; :func:`canonical` (the placement's alignment) also numbers away tile sizes and SM variants.
 """
 from __future__ import annotations
 
@@ -22,10 +20,9 @@ _NUM = re.compile(r"\d+")
 
 def _without_templates(s: str, rounds: int) -> str:
     for _ in range(rounds):
-        t = _TEMPLATE.sub("", s)
-        if t == s:
+        s, n = _TEMPLATE.subn("", s)
+        if not n:
             break
-        s = t
     return s
 
 

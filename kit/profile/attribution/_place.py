@@ -2,26 +2,17 @@
 recorded without ``with_stack``) take the layer, module, op and category of their counterpart in a
 reference run of the same model and configuration.
 
-Each target step is aligned with a reference step, stream by stream in start order (beside the busiest
-stream the others merged, since a graph replays a forked branch on streams of its own): a global alignment
-with gaps (Needleman-Wunsch, linear gap cost, one numpy row at a time) over a kernel-name similarity in
-tiers: the same name; the same name without template arguments, parameter lists and numbers (tile sizes,
-split-K, SM); the same kind (GEMM, attention, elementwise ...); else a mismatch. Kernels on one side only
-(memcpy/memset, a split-K reduction) become gaps. Which reference step: with as many steps on both sides,
-step i with step i (a replay and the eager run of the same requests); else, per target step, the
-best-matching of the reference's distinct steps (a decode loop: all alike); where neither places enough,
-the target's stream as a whole against the reference's (steps found differently on the two sides);
-``Placement.how`` says which. Each distinct pair of sequences is aligned once (memoised).
+Each target step is aligned with a reference step, stream by stream in start order (the busiest stream, the
+others merged): Needleman-Wunsch with linear gaps over a kernel-name similarity in tiers (the same name; the
+same without templates, parameters and numbers; the same kind; else a mismatch); kernels on one side only
+(memcpy, a split-K reduction) become gaps. Which reference step: step i with step i where both sides have as
+many; else the best-matching of the reference's distinct steps; else the streams as wholes (``Placement.how``).
 
-A matched target kernel is ``placed``: it takes the reference kernel's ``layer``, ``module``, ``block``,
-``layer_kind``, its ``op``/``op_top`` where it has none, and its category (``decided_by='reference'``)
-unless its own evidence is sure (a user rule, a collective, a kernel that can only be one thing); it keeps
-its own duration. A kernel in a gap between two placed kernels of one layer and module takes that layer
-and module (``placed='neighbours'``). Scores: per step and per reference layer, the Dice share of matched
-kernels; under ``MIN_SCORE`` the step or layer is ``unplaced`` with the reason. A reference leaving more than
-``REFUSE_SHARE`` of the target kernel time unmatched, scoring under ``REFUSE_SCORE``, or with a layer count
-other than the target's (found by repetition, where sure, ``_layers.py``) is refused: one warning line with
-the share, nothing placed.
+A matched kernel takes the reference's ``layer``, ``module``, ``block``, ``layer_kind``, its ``op``/``op_top``
+where it has none, and its category (``decided_by='reference'``) unless its own evidence is sure; a kernel in a
+gap between two placed kernels of one layer and module takes them (``placed='neighbours'``). A step or layer
+scoring (Dice) under ``MIN_SCORE`` is ``unplaced``; a reference leaving over ``REFUSE_SHARE`` of kernel time
+unmatched, scoring under ``REFUSE_SCORE`` or with another layer count (by repetition, where sure) is refused.
 """
 from __future__ import annotations
 
@@ -56,10 +47,7 @@ _KINDS = (("memcpy", re.compile(r"(?i)memcpy")), ("memset", re.compile(r"(?i)mem
 def kind(name: str) -> str:
     """The coarse kind of a kernel by its name (the last similarity tier)."""
     c = canonical(name)
-    for k, rx in _KINDS:
-        if rx.search(c):
-            return k
-    return c.rsplit("::", 1)[-1][:24]
+    return next((k for k, rx in _KINDS if rx.search(c)), c.rsplit("::", 1)[-1][:24])
 
 
 class Codes:
@@ -72,12 +60,9 @@ class Codes:
     def of(self, names: np.ndarray) -> np.ndarray:
         out = np.empty((len(names), 3), np.int64)
         for i, n in enumerate(names):
-            got = self.memo.get(n)
-            if got is None:
-                keys = (kind(n), canonical(n), n)
-                got = tuple(m.setdefault(k, len(m)) for m, k in zip(self.maps, keys))
-                self.memo[n] = got
-            out[i] = got
+            if n not in self.memo:
+                self.memo[n] = tuple(m.setdefault(k, len(m)) for m, k in zip(self.maps, (kind(n), canonical(n), n)))
+            out[i] = self.memo[n]
         return out
 
 
@@ -94,10 +79,9 @@ def scores(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def align(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Global alignment of code arrays ``a`` (target) and ``b`` (reference): for each ``a`` kernel the
-    index of its ``b`` counterpart, or -1 (a gap). Row by row, scores computed per row (memory: one
-    int8 traceback matrix): the diagonal and vertical moves are one vector operation; the horizontal gap
-    chain is ``max_k(cand[k] + GAP*(j-k))``, a running maximum. Pairs over ``MAX_CELLS``: all -2."""
+    """Global alignment of code arrays ``a`` (target) and ``b`` (reference): each ``a`` kernel's ``b`` counterpart
+    or -1 (a gap); all -2 over ``MAX_CELLS``. Row by row (one int8 traceback matrix): diagonal and vertical moves
+    are one vector operation, the horizontal gap chain ``max_k(cand[k] + GAP*(j-k))`` a running maximum."""
     n, m = len(a), len(b)
     if n == 0 or m == 0:
         return np.full(n, -1, np.int64)
@@ -133,11 +117,9 @@ def align(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Placement:
-    """What alignment with a reference placed: ``score`` (Dice share of matched kernels over all
-    steps), ``placed_share`` / ``unplaced_share`` of target kernel time, ``steps`` (per step: score,
-    kernels, matched), ``layers`` (per layer: score, kernel time), ``reasons`` (unplaced kernel time per
-    reason), ``refused`` (why the reference was refused, or None), ``layers_from`` (the reference's
-    module frames, or its repetition where it has none: a compiled reference)."""
+    """What alignment with a reference placed: the Dice ``score``, placed and unplaced shares of kernel time,
+    tables per step and per layer, unplaced share per reason, why it was ``refused`` (or None), where the
+    reference's layers came from (its module frames, or its repetition: a compiled reference)."""
 
     reference: str
     score: float
@@ -185,11 +167,9 @@ class _Aligner:
 
     def pair(self, tpos: np.ndarray, rpos: np.ndarray) -> np.ndarray:
         key = (self.t[tpos, 2].tobytes(), rpos.tobytes())
-        got = self.memo.get(key)
-        if got is None:
-            got = align(self.t[tpos], self.r[rpos])
-            self.memo[key] = got
-        return got
+        if key not in self.memo:
+            self.memo[key] = align(self.t[tpos], self.r[rpos])
+        return self.memo[key]
 
     def stream(self, tpos: np.ndarray, ref: dict) -> tuple[np.ndarray, int]:
         """Best reference stream for one target stream: (reference rows per target kernel, -1 gap)."""
@@ -207,11 +187,6 @@ class _Aligner:
         return best, best_n
 
 
-def _signature(seq: dict, codes: np.ndarray) -> bytes:
-    """One step's kernel sequence (exact names, per stream) as bytes: equal steps read the same."""
-    return b"|".join(codes[v, 2].tobytes() for _, v in sorted(seq.items()))
-
-
 def _ref_steps(ref_seqs: dict, rank: int, codes: np.ndarray, most: int = 16) -> list[dict]:
     """The reference's distinct steps on ``rank`` (or its first), the most common first (at most ``most``)."""
     ranks = sorted({r for r, _ in ref_seqs})
@@ -220,7 +195,7 @@ def _ref_steps(ref_seqs: dict, rank: int, codes: np.ndarray, most: int = 16) -> 
             [v for (rr, s), v in sorted(ref_seqs.items()) if rr == r]
     seen: dict = {}
     for v in steps:
-        sig = _signature(v, codes)
+        sig = b"|".join(codes[x, 2].tobytes() for _, x in sorted(v.items()))   # equal steps read the same
         seen.setdefault(sig, [0, v])[0] += 1
     return [v for _, v in sorted(seen.values(), key=lambda x: -x[0])][:most]
 
@@ -228,11 +203,15 @@ def _ref_steps(ref_seqs: dict, rank: int, codes: np.ndarray, most: int = 16) -> 
 _COLS = ["rank", "step", "kernels", "ref_kernels", "matched", "score"]
 
 
+def _dice(matched, kernels, ref_kernels):
+    """The Dice share of matched kernels: both sides' matches over both sides' kernels."""
+    return 2 * matched / np.maximum(kernels + ref_kernels, 1)
+
+
 def _step_table(rows: list[tuple]) -> pd.DataFrame:
     """Per target step (rank, step, kernels, reference kernels, matched) with its Dice score."""
     t = pd.DataFrame(rows, columns=_COLS[:-1])
-    t["score"] = (2 * t["matched"] / (t["kernels"] + t["ref_kernels"]).clip(lower=1)).astype(float)
-    return t
+    return t.assign(score=_dice(t["matched"], t["kernels"], t["ref_kernels"]).astype(float))
 
 
 def _per_step(t_seqs: dict, aligner: "_Aligner", ref_of, n: int) -> tuple[np.ndarray, pd.DataFrame]:
@@ -261,17 +240,16 @@ def _per_step(t_seqs: dict, aligner: "_Aligner", ref_of, n: int) -> tuple[np.nda
 
 def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Aligner",
            r_phase) -> tuple[np.ndarray, pd.DataFrame]:
-    """The target's stream as a whole (all its steps, per rank) aligned with the reference's stream as a
-    whole; per target step: its kernels, those matched, and the reference kernels of the span its
-    matches cover."""
-    n = len(target)
-    t_all = stream_sequences(target.assign(step=0), _in_phase(target, phase))
+    """The target's stream as a whole (all steps, per rank) aligned with the reference's; per target step its
+    kernels, those matched, and the reference kernels of the span its matches cover."""
+    use = _in_phase(target, phase)
+    t_all = stream_sequences(target.assign(step=0), use)
     r_all = stream_sequences(reference.assign(step=0), _in_phase(reference, r_phase))
-    ref_row = np.full(n, -1, np.int64)
+    ref_row = np.full(len(target), -1, np.int64)
     if not r_all:
         return ref_row, pd.DataFrame(columns=_COLS)
-    ref_order = np.full(len(reference), -1, np.int64)   # a reference kernel's place in its stream
-    ref_stream = np.full(len(reference), -1, np.int64)  # and which stream (a span is counted within one)
+    # a reference kernel's place in its stream, and which stream (a span is counted within one)
+    ref_order, ref_stream = np.full(len(reference), -1, np.int64), np.full(len(reference), -1, np.int64)
     for streams in r_all.values():
         for v in streams.values():
             ref_order[v] = np.arange(len(v))
@@ -279,19 +257,15 @@ def _whole(target: pd.DataFrame, reference: pd.DataFrame, phase, aligner: "_Alig
     for (rank, _), streams in t_all.items():
         r = rank if (rank, 0) in r_all else sorted(r_all)[0][0]
         for tpos in streams.values():
-            got, _ = aligner.stream(tpos, r_all[(r, 0)])
-            ref_row[tpos] = got
-    steps = target["step"].to_numpy()
-    ranks = target["rank"].to_numpy()
-    use = _in_phase(target, phase)
+            ref_row[tpos] = aligner.stream(tpos, r_all[(r, 0)])[0]
+    steps, ranks = target["step"].to_numpy(), target["rank"].to_numpy()
     rows = []
     for rank, step in sorted({(int(a), int(b)) for a, b in zip(ranks[use], steps[use])}):
         sel = use & (ranks == rank) & (steps == step)
-        hit = ref_row[sel]
-        hit = hit[hit >= 0]
+        hit = ref_row[sel & (ref_row >= 0)]
         n_t, matched = int(sel.sum()), int(len(hit))
-        n_r = sum(int(np.ptp(ref_order[hit[ref_stream[hit] == sid]]) + 1) for sid in np.unique(ref_stream[hit]))
-        n_r = max(n_r, matched)
+        n_r = max(matched, sum(int(np.ptp(ref_order[hit[ref_stream[hit] == sid]]) + 1)
+                               for sid in np.unique(ref_stream[hit])))
         rows.append((rank, step, n_t, n_r, matched))
     return ref_row, _step_table(rows)
 
@@ -303,9 +277,9 @@ def _in_phase(t: pd.DataFrame, phase: str | None) -> np.ndarray:
 
 def _shares(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame) -> tuple[float, float]:
     """(share of kernel time not aligned, alignment score: Dice share of both sides' kernels)."""
-    n = steps["kernels"].sum() + steps["ref_kernels"].sum()
     tot = float(dur.sum())
-    return float(dur[~matched].sum()) / tot if tot > 0 else 1.0, 2 * steps["matched"].sum() / n if n else 0.0
+    return (float(dur[~matched].sum()) / tot if tot > 0 else 1.0,
+            _dice(steps["matched"].sum(), steps["kernels"].sum(), steps["ref_kernels"].sum()))
 
 
 def _passes(target: pd.DataFrame, phase, ref_row: np.ndarray, steps: pd.DataFrame) -> tuple[bool, float]:
@@ -315,19 +289,17 @@ def _passes(target: pd.DataFrame, phase, ref_row: np.ndarray, steps: pd.DataFram
     return miss <= REFUSE_SHARE and score >= REFUSE_SCORE, score
 
 
-def match(target: pd.DataFrame, reference: pd.DataFrame, phase: str | None = None,
-          how: list | None = None) -> tuple[np.ndarray, pd.DataFrame]:
-    """Each target kernel's reference row (-1: none; -2: its stream was too long to align, ``MAX_CELLS``)
-    and a table per target step (rank, step, kernels, reference kernels, matched, score), the reference
-    steps chosen as the module docstring says (the first way that places enough, ``REFUSE_SHARE`` and
-    ``REFUSE_SCORE``, else the best); ``how`` (a list) receives the way used."""
+def match(target: pd.DataFrame, reference: pd.DataFrame,
+          phase: str | None = None) -> tuple[np.ndarray, pd.DataFrame, str]:
+    """Each target kernel's reference row (-1: none; -2: stream too long, ``MAX_CELLS``), the table per step and
+    the way of the module docstring used (the first that places enough, else the best)."""
     codes = Codes()
     aligner = _Aligner(codes.of(strings(target["name"])), codes.of(strings(reference["name"])))
     t_seqs = stream_sequences(target, _in_phase(target, phase))
     r_phase = phase if phase and (reference["phase"].astype(str) == phase).any() else None
     r_seqs = stream_sequences(reference, _in_phase(reference, r_phase))
     if not r_seqs:
-        return np.full(len(target), -1, np.int64), pd.DataFrame(columns=_COLS)
+        return np.full(len(target), -1, np.int64), pd.DataFrame(columns=_COLS), "per step"
     tries = []
     t_ranks = sorted({r for r, _ in t_seqs})
     t_steps = {r: [s for rr, s in sorted(t_seqs) if rr == r and s >= 0] for r in t_ranks}
@@ -351,12 +323,10 @@ def match(target: pd.DataFrame, reference: pd.DataFrame, phase: str | None = Non
         if ok or score > best[0]:
             best = (score, "the stream as a whole (steps differ)", ref_row, steps)
     _, name, ref_row, steps = best
-    if how is not None:
-        how.append(name)
     long_rows = np.array(sorted(aligner.too_long), dtype=np.int64)
     if len(long_rows):
         ref_row[long_rows[ref_row[long_rows] < 0]] = -2
-    return ref_row, steps
+    return ref_row, steps, name
 
 
 def _neighbours(ref_row: np.ndarray, seqs: dict, layer: np.ndarray, module: np.ndarray) -> np.ndarray:
@@ -379,17 +349,11 @@ def _neighbours(ref_row: np.ndarray, seqs: dict, layer: np.ndarray, module: np.n
     return out
 
 
-def _ref_layers(reference: pd.DataFrame) -> int:
-    lay = reference["layer"].to_numpy()
-    return int(len(np.unique(lay[lay >= 0])))
-
-
 def _refusal(dur: np.ndarray, matched: np.ndarray, steps: pd.DataFrame, n_ref_layers: int, found,
              whole: bool = False) -> str | None:
-    """Why the reference is another program, or None: too little of the target's kernel time aligned,
-    an alignment score (both sides' kernels) under ``REFUSE_SCORE``, or another layer count (not checked
-    where the streams were aligned as a whole: the target's steps are not its iterations there, so its
-    repetition finds iterations, not layers)."""
+    """Why the reference is another program, or None: too little kernel time aligned, a score under
+    ``REFUSE_SCORE``, or another layer count (not where the streams were aligned as a whole: the target's steps
+    are not its iterations there, so its repetition finds iterations, not layers)."""
     miss, score = _shares(dur, matched, steps)
     said = f"{100 * miss:.1f}% of kernel time not aligned, alignment score {score:.2f}"
     if miss > REFUSE_SHARE:
@@ -424,15 +388,15 @@ def _layer_scores(t: pd.DataFrame, ref: pd.DataFrame, ref_row: np.ndarray, src: 
     ref_k = np.array([per_ref.get(int(x), 0) for x in uniq[:, 2]], dtype=int)
     return pd.DataFrame({"rank": uniq[:, 0], "step": uniq[:, 1], "layer": uniq[:, 2], "kernels": kernels,
                          "matched": matched, "time_us": time_us, "ref_kernels": ref_k,
-                         "score": 2 * matched / np.maximum(kernels + ref_k, 1)})
+                         "score": _dice(matched, kernels, ref_k)})
 
 
 @recorded("placement")
 def place(profile, reference, label: str | None = None) -> Placement:
-    """Place ``profile``'s kernels by aligning them with ``reference`` (a :class:`Profile`); writes the
-    placed columns into ``profile.kernels`` (``placed``: aligned / neighbours / unplaced,
-    ``place_score``, ``place_reason``), adds a warning for what stays unplaced or for a refused
-    reference, and returns the :class:`Placement` (also ``profile.meta['placement']``)."""
+    """Place ``profile``'s kernels by aligning them with ``reference`` (a :class:`Profile`): the placed columns
+    written into ``profile.kernels`` (``placed``: aligned / neighbours / unplaced, ``place_score``,
+    ``place_reason``), a warning for what stays unplaced or for a refused reference, and the :class:`Placement`
+    returned (also ``profile.meta['placement']``)."""
     t, r = profile.kernels, reference.kernels
     label = label or ", ".join(os.path.join(os.path.basename(os.path.dirname(f)), os.path.basename(f))
                                for f in reference.files)
@@ -443,32 +407,28 @@ def place(profile, reference, label: str | None = None) -> Placement:
         g = find_layers(reference, assign=True)
         layers_from = (f"repetition in the reference ({g.layers} layers, confidence {g.confidence})" if g.layers
                        else f"nowhere: none in the reference ({g.how})")
-    how: list = []
-    ref_row, steps = match(t, r, phase, how)
+    ref_row, steps, how = match(t, r, phase)
     dur = t["dur_us"].to_numpy(float)
     consider = _in_phase(t, phase)
-    whole = bool(how) and how[0].startswith("the stream as a whole")
-    why = _refusal(dur[consider], (ref_row >= 0)[consider], steps, _ref_layers(r), find_layers(profile), whole)
+    rl = r["layer"].to_numpy()
+    why = _refusal(dur[consider], (ref_row >= 0)[consider], steps, len(np.unique(rl[rl >= 0])), find_layers(profile),
+                   how.startswith("the stream as a whole"))
     n_long = int((ref_row == -2).sum())
     if why and n_long:
         why += f"; {n_long:,} kernels in streams too long to align (over {MAX_CELLS:,} cells)"
     if why:
         pl = Placement(label, float(steps["score"].mean()) if len(steps) else 0.0, 0.0, 1.0, steps,
-                       pd.DataFrame(), {}, refused=why, how=how[0] if how else "per step")
+                       pd.DataFrame(), {}, refused=why, how=how)
         profile.warnings.append(f"reference {label} refused: not a run of the same model and configuration: {why}; "
                                 f"nothing placed, no layer table from it")
         profile.meta["placement"] = pl
         return pl
-    seqs = stream_sequences(t, consider)
-    rl, rm = r["layer"].to_numpy(), strings(r["module"])
-    nb = _neighbours(ref_row, seqs, rl, rm)
+    nb = _neighbours(ref_row, stream_sequences(t, consider), rl, strings(r["module"]))
     src = np.where(ref_row >= 0, ref_row, nb)
     layers = _layer_scores(t, r, ref_row, src, steps)
     state, reason, score = _gate(t, src, ref_row, nb, consider, steps, layers, rl)
     _write(t, r, src, ref_row, state, reason, score)
-    pl = _summarise(label, t, dur, consider, steps, layers, state, reason)
-    pl.layers_from = layers_from
-    pl.how = how[0] if how else "per step"
+    pl = _summarise(label, dur, consider, steps, layers, state, reason, layers_from, how)
     note = f"kernels {pl.provenance}: layer, module, op and category of {100 * pl.placed_share:.1f}% of kernel time"
     if pl.unplaced_share > 0.005:
         note += (f"; {100 * pl.unplaced_share:.1f}% of kernel time not placed by the reference: "
@@ -520,8 +480,7 @@ def _write(t: pd.DataFrame, r: pd.DataFrame, src, ref_row, state, reason, score)
     t["category"] = pd.Categorical(cv, categories=cats)
     dv = by.astype(object).copy()
     dv[take] = "reference"
-    t["decided_by"] = pd.Categorical(dv, categories=list(dict.fromkeys([*t["decided_by"].cat.categories,
-                                                                          "reference"])))
+    t["decided_by"] = pd.Categorical(dv, categories=list(dict.fromkeys([*t["decided_by"].cat.categories, "reference"])))
     ev = t["evidence"].astype(object).to_numpy().copy()
     rev = strings(r["decided_by"]).astype(object)
     ev[take] = rev[s][take]
@@ -531,7 +490,7 @@ def _write(t: pd.DataFrame, r: pd.DataFrame, src, ref_row, state, reason, score)
     t["place_reason"] = pd.Series(reason, index=t.index, dtype=object).astype("category")
 
 
-def _summarise(label, t, dur, consider, steps, layers, state, reason) -> Placement:
+def _summarise(label, dur, consider, steps, layers, state, reason, layers_from, how) -> Placement:
     tot = float(dur[consider].sum()) or 1.0
     placed = float(dur[(state == "aligned") | (state == "neighbours")].sum()) / tot
     un = state == "unplaced"
@@ -541,6 +500,7 @@ def _summarise(label, t, dur, consider, steps, layers, state, reason) -> Placeme
         reasons[short] = reasons.get(short, 0.0) + float(dur[un & (reason == rs)].sum()) / tot
     tl = layers.groupby("layer").agg(kernels=("kernels", "sum"), matched=("matched", "sum"),
                                      ref_kernels=("ref_kernels", "sum"), time_us=("time_us", "sum")).reset_index()
-    tl["score"] = 2 * tl["matched"] / (tl["kernels"] + tl["ref_kernels"]).clip(lower=1)
-    score = 2 * steps["matched"].sum() / max(1, steps["kernels"].sum() + steps["ref_kernels"].sum())
-    return Placement(label, float(score), placed, float(dur[un].sum()) / tot, steps, tl, reasons)
+    tl["score"] = _dice(tl["matched"], tl["kernels"], tl["ref_kernels"])
+    score = _dice(steps["matched"].sum(), steps["kernels"].sum(), steps["ref_kernels"].sum())
+    return Placement(label, float(score), placed, float(dur[un].sum()) / tot, steps, tl, reasons, None, layers_from,
+                     how)

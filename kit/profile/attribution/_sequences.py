@@ -1,22 +1,16 @@
 """Unfused op sequences: what a run of a thread's outermost CPU ops computes, without module frames.
 
-Eager code writes RMSNorm as ``to pow mean add rsqrt mul to mul``, RoPE's ``rotate_half`` as
-``mul neg cat mul add``, a DynamicCache update as two ``cat`` right before the attention op and an
-MoE block as a router (``linear softmax|sigmoid .. topk``) followed by its experts up to the next
-norm. None of these ops says what it is alone (``mul``, ``cat``, ``topk`` are everywhere), but the
-run does. The ``[[sequence]]`` rules of ``categories.toml`` are regexes over the thread's outermost
-ops (ops no other op encloses; view ops are already dropped by the reader), written as their names
-without ``aten::``, each followed by one space. Rules are tried in order and each claims the ops of
-its matches that no earlier rule claimed (ops an earlier rule claimed are written
-``<category>:<name>``, context a later rule may use); named groups ``x``, ``x2``, ... limit the claim
-to those groups (the rest is context). A kernel launched under a claimed op takes the rule's category when its own frame
-evidence is none or a generic op (``container = true``: also over a meaningful op).
+Eager code writes RMSNorm as ``to pow mean add rsqrt mul to mul``, RoPE's ``rotate_half`` as ``mul neg cat mul
+add``, a DynamicCache update as two ``cat`` before the attention op and an MoE block as a router (``linear
+softmax|sigmoid .. topk``) and its experts. No op says what it is alone, but the run does. The ``[[sequence]]``
+rules of ``categories.toml`` are regexes over the thread's outermost ops, written as their names without
+``aten::``, each followed by one space (see :func:`claim`). A kernel launched under a claimed op takes the
+rule's category when its own frame evidence is none or a generic op (``container = true``: also over a
+meaningful op).
 
-Kernels replayed from a CUDA graph have no CPU ops around them (their frames enclose the replay),
-but eager PyTorch kernels say which op launched them (``rsqrt_kernel_cuda``, ``MeanOps``,
-``CatArrayBatchedCopy``, a cuBLAS GEMM): ``kernel_token`` reads each replayed kernel as the op it
-stands for and the same rules run over one replay's kernels in order (``decided_by`` ``kernel
-sequence``). Kernels no entry of ``KERNEL_TOKENS`` reads stay opaque (``?``): no rule spans them.
+Kernels replayed from a CUDA graph have no CPU ops around them, but eager PyTorch kernels say which op launched
+them (``rsqrt_kernel_cuda``, ``MeanOps``, ``CatArrayBatchedCopy``, a cuBLAS GEMM): :func:`kernel_token` reads
+each as the op it stands for and the same rules run over one replay's kernels in order (``kernel sequence``).
 """
 from __future__ import annotations
 
@@ -48,14 +42,11 @@ KERNEL_TOKENS = tuple((re.compile(rx), tok) for rx, tok in (
 
 
 def kernel_token(name: str) -> str:
-    """The op a kernel of eager PyTorch stands for (see ``KERNEL_TOKENS``), or ``?`` (also for
-    inductor's fused Triton kernels: their fused name decides, not one of the ops in it)."""
+    """The op a kernel of eager PyTorch stands for (see ``KERNEL_TOKENS``), or ``?`` (opaque: no rule spans it;
+    also inductor's fused Triton kernels, whose fused name decides)."""
     if name.startswith("triton_"):
         return "?"
-    for rx, tok in KERNEL_TOKENS:
-        if rx.search(name):
-            return tok
-    return "?"
+    return next((tok for rx, tok in KERNEL_TOKENS if rx.search(name)), "?")
 
 
 # shape-only ops: left out of the text the rules see (a reader may or may not keep them, and they
@@ -68,33 +59,28 @@ TRANSPARENT = frozenset(("reshape", "view", "_unsafe_view", "contiguous", "flatt
 
 @lru_cache(maxsize=None)
 def _anchored(pattern: str) -> re.Pattern:
-    """A rule's regex, allowed to start only where an op starts (``copy_`` must not match the end
-    of ``index_copy_``)."""
+    """A rule's regex, starting only where an op starts (``copy_`` must not match inside ``index_copy_``)."""
     return re.compile(r"(?<![^ ])(?:" + pattern + ")")
 
 
 def claim(names: list[str], rules: list[Rule]) -> list[Rule | None]:
     """The sequence rule claiming each op of ``names`` (a thread's outermost ops in time order), or None.
 
-    Each rule sees the ops as text, the ones earlier rules claimed written ``<category>:<name>``
-    (spaces in a category as ``_``: ``rope:add kv-cache_write:cat``), so a rule can use what was
-    found before it as context and cannot claim it again. Shape-only ops (``TRANSPARENT``) are left
-    out of the text; one lying between two ops of the same claim is claimed with them, one right
-    before a container's claim (not after another claim) by the container."""
-    n = len(names)
-    out: list[Rule | None] = [None] * n
-    if not n or not rules:
-        return out
+    Rules are tried in order; each sees the ops as text, those earlier rules claimed written
+    ``<category>:<name>`` (``rope:add kv-cache_write:cat``: context it cannot claim again), and claims its
+    matches (named groups ``x``, ``x2`` ...: only those). Shape-only ops (``TRANSPARENT``) are left out of the
+    text; one between two ops of one claim joins it, one right before a container's claim is the container's."""
+    out: list[Rule | None] = [None] * len(names)
     toks_all = [x.removeprefix("aten::").replace(" ", "_") for x in names]   # ops as the rules see them
     vis = [i for i, t in enumerate(toks_all) if t not in TRANSPARENT]
+    if not vis or not rules:
+        return out
     toks = [toks_all[i] for i in vis]
     m_ = len(vis)
     got: list[Rule | None] = [None] * m_
     for r in rules:
         rx = _anchored(r.pattern)
         words = [t if got[i] is None else f"{got[i].category.replace(' ', '_')}:{t}" for i, t in enumerate(toks)]
-        if not words:
-            break
         starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
         text = " ".join(words) + " "
         groups = [g for g in rx.groupindex if g == "x" or (g.startswith("x") and g[1:].isdigit())] or [0]
