@@ -64,7 +64,7 @@ def _corpus() -> tuple[int, int, int, int]:
 
 def _trace() -> tuple[float, float]:
     from kit import profile
-    from kit.profile import _load
+    from kit.profile import _assemble
     from kit.profile.reading import _validate
 
     def run() -> float:
@@ -77,13 +77,13 @@ def _trace() -> tuple[float, float]:
 
     profile.load([str(XDIT)], cache=False).summary()  # imports and page cache
     with_checks = run()
-    saved = (_validate.clean_events, _load.check_frames)
+    saved = (_validate.clean_events, _assemble.check_frames)
     _validate.clean_events = lambda evs, col, cats: evs
-    _load.check_frames = lambda fr, name: fr
+    _assemble.check_frames = lambda fr, name: fr
     try:
         without = run()
     finally:
-        _validate.clean_events, _load.check_frames = saved
+        _validate.clean_events, _assemble.check_frames = saved
     return with_checks, without
 
 

@@ -20,8 +20,9 @@ from kit.profile.attribution._attribution import EVIDENCE, decide, link
 from kit.profile.attribution._categories import Rule, categorise, category_order
 from kit.profile.attribution._names import SYNC_OPS
 from kit.profile.reading import _cache
-from kit.profile.reading._columns import among, strings
-from kit.profile.reading._kineto import absolute_offset_us
+from kit.profile.reading._columns import among, categorical, strings
+from kit.profile.reading._read import FRAME_COLUMNS
+from kit.profile.reading._validate import check_frames
 from kit.profile.steps._windows import assign_steps
 
 _RANK_RE = (re.compile(r"rank[-_]?(\d+)", re.I), re.compile(r"worker[-_]?(\d+)", re.I), re.compile(r"TP-(\d+)"),
@@ -35,8 +36,30 @@ RUNTIME_COLUMNS = ["rank", "name", "start_us", "dur_us", "tid", "correlation", "
 _LAUNCH_CALL = r"(?i)launch|memcpy|memset"
 _STEP_COLUMNS = ["rank", "step", "name", "phase", "start_us", "end_us", "wall_us", "gap_before_us", "kernels",
                  "source"]
+# epoch microseconds are ~1.7e15; anything below 1e14 (3 years after 1970) is relative
+_ABSOLUTE_US = 1e14
 _COMM_COLUMNS = ["rank", "name", "start_us", "tid", "collective", "group_size", "in_nelems", "out_nelems", "dtype",
                  "pg"]
+
+
+def frames(raw: dict) -> dict:
+    """Raw column lists of one file -> DataFrames (``FRAME_COLUMNS``), with the file's meta and counts."""
+    make = {"i": lambda v: np.asarray(v, dtype=np.int64), "f": lambda v: np.asarray(v, dtype=np.float64),
+            "o": lambda v: pd.Series(v, dtype=object), "s": lambda v: pd.Series([str(t) for t in v], dtype=object),
+            "c": categorical}
+    out = {}
+    for table, spec in FRAME_COLUMNS.items():
+        cols = raw.get(table) or {}
+        n = len(cols.get("ts", ()))   # every table has ts (a text column may come coded: _read.coded)
+        got = {c: cols.get(c) if cols.get(c) is not None else [1 if c == "count" else None] * n for c in spec}
+        out[table] = pd.DataFrame({c: categorical(got[c], how) if isinstance(how, list)
+                                   else make[how](got[c]) for c, how in spec.items()})
+    return {**out, **{key: raw[key] for key in ("meta", "warnings", "events", "bytes", "truncated")}}
+
+
+def checked_frames(raw: dict, name: str) -> dict:
+    """:func:`frames`, then unusable rows dropped and counted (``_validate.check_frames``, every format)."""
+    return check_frames(frames(raw), name)
 
 
 def assemble(paths: list[Path], parsed: list[dict], rules: list[Rule], cache: bool = False,
@@ -92,13 +115,23 @@ def _clock_offsets(paths, parsed, warnings: list[str]) -> tuple[list[float], lis
     for p, d in zip(paths, parsed):
         k = d["kernels"]
         first = float(k["ts"].min()) if len(k) and k["ts"].notna().any() else None
-        off, w = absolute_offset_us(d["meta"], first)
+        off, w = _absolute_offset_us(d["meta"], first)
         if w:
             warnings.append(f"{p.name}: {w}")
         offsets.append(off)
         if first is not None:
             spans.append((off + first, off + float((k["ts"] + k["dur"]).max())))
     return offsets, spans
+
+
+def _absolute_offset_us(meta: dict, first_ts: float | None) -> tuple[float, str | None]:
+    """Microseconds to add to this file's ``ts`` to get epoch time, and a warning if unknown."""
+    base_ns = meta.get("baseTimeNanoseconds")
+    if first_ts is None or first_ts >= _ABSOLUTE_US:
+        return 0.0, None
+    if isinstance(base_ns, (int, float)) and base_ns > 0:
+        return base_ns / 1000.0, None
+    return 0.0, "timestamps are relative and no baseTimeNanoseconds was found: cross-rank alignment unknown"
 
 
 def _clock_warning(spans) -> list[str]:
@@ -183,9 +216,9 @@ def _decided(kernels: pd.DataFrame, rules: list[Rule], cache: bool) -> pd.DataFr
     cat, by, ev = decide(names, kernels["collective"], linked, rules, cmap)
     kernels["category"] = pd.Categorical(np.asarray(cat, dtype=object), categories=category_order(rules))
     kernels["decided_by"] = pd.Categorical(by, categories=list(EVIDENCE))
-    kernels["evidence"] = pd.Series(ev, dtype=object).astype("category")
+    kernels["evidence"] = categorical(ev)
     for c in ("module", "block", "layer_kind", "launch", "op", "op_top", "input_dims", "input_types"):
-        kernels[c] = pd.Series(kernels[c].to_numpy(), dtype=object).astype("category")
+        kernels[c] = categorical(kernels[c].to_numpy())
     for c in ("layer", "op_call"):
         kernels[c] = kernels[c].astype(np.int64)
     return kernels[KERNEL_COLUMNS]
@@ -213,10 +246,10 @@ def _runtime(launches: pd.DataFrame | None, frames: pd.DataFrame | None, rank: i
             RUNTIME_COLUMNS, (np.int64, object, np.float64, np.float64, object, np.int64, object))})
     col = {c: np.concatenate(v) for c, v in cols.items()}
     order = np.argsort(col["ts"], kind="stable")
-    return pd.DataFrame({"rank": np.full(len(order), rank, np.int64), "name": pd.Categorical(col["name"][order]),
+    return pd.DataFrame({"rank": np.full(len(order), rank, np.int64), "name": categorical(col["name"][order]),
                          "start_us": col["ts"][order] + shift, "dur_us": col["dur"][order],
-                         "tid": pd.Categorical(col["tid"][order]), "correlation": col["correlation"][order],
-                         "kind": pd.Categorical(col["kind"][order])})
+                         "tid": categorical(col["tid"][order]), "correlation": col["correlation"][order],
+                         "kind": categorical(col["kind"][order])})
 
 
 def _no_kernel_warning(name: str, launches: pd.DataFrame, comms, ann: pd.DataFrame) -> str:

@@ -9,8 +9,8 @@ From paths to tables, in one place:
    pandas was imported, by a process pool when the files are big, or in this process;
 4. ``_assemble.assemble`` puts the parsed files together into a profile, and it is stored.
 
-pandas and numpy are imported inside the functions that build frames, so ``prefetch`` (the CLI
-calls it first) starts the workers before the ~0.5 s pandas import, and the two overlap.
+pandas and numpy come with ``_assemble``, imported inside the functions that build frames, so ``prefetch``
+(the CLI calls it first) starts the workers before the ~0.5 s pandas import, and the two overlap.
 """
 from __future__ import annotations
 
@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING
 from kit.profile.attribution._categories import build_rules
 from kit.profile.reading import _cache
 from kit.profile.reading._io import detect, split
-from kit.profile.reading._read import merge, read_raw
-from kit.profile.reading._validate import check_frames
+from kit.profile.reading._read import coded, merge, read_raw
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -46,11 +45,8 @@ def system_arrow_pool():
     string columns of parsing and attribution pile up in the peak RSS (+40 MiB on a 229 MB trace);
     the system allocator returns them. Only the pool for new buffers changes, and only while
     loading: the previous pool is restored and buffers already made keep theirs."""
-    try:
-        import pyarrow as pa  # deferred: after prefetch's workers have started (module docstring)
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        yield
-        return
+    import pyarrow as pa  # deferred: after prefetch's workers have started (module docstring)
+
     old = pa.default_memory_pool()
     pa.set_memory_pool(pa.system_memory_pool())
     try:
@@ -77,7 +73,8 @@ class ForkedParse:
                 os.close(rfd)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)   # Ctrl-C ends it with the parent's group
                 try:
-                    out = pickle.dumps((True, read_raw(path, fmt, part)), protocol=pickle.HIGHEST_PROTOCOL)
+                    raw = read_raw(path, fmt, part)   # a whole file's text columns coded here (a part's after merge)
+                    out = pickle.dumps((True, raw if part else coded(raw)), protocol=pickle.HIGHEST_PROTOCOL)
                 except Exception as exc:  # noqa: BLE001 - handed to the parent, which raises it
                     out = _pickled_error(exc)
                 with os.fdopen(wfd, "wb") as f:
@@ -277,39 +274,6 @@ def load(paths: list[Path], rules: list, cache: bool, prefetched: Prefetch | Non
     return prof
 
 
-# each raw table's columns and how its frame holds them: "i" int64, "f" float64, "o" object, "s" object of str,
-# "c" categorical (a list: categorical of those categories); a table or column a file lacks is empty or None
-# (``count``: 1)
-FRAME_COLUMNS = {
-    "kernels": {"device": "i", "stream": "i", "name": "c", "ts": "f", "dur": "f", "correlation": "i",
-                "kind": ["kernel", "memcpy", "memset"], "collective": "o", "count": "i"},
-    "annotations": {"name": "o", "ts": "f", "dur": "f", "side": "o", "device": "i", "stream": "i", "tid": "o"},
-    "launches": {"name": "c", "ts": "f", "dur": "f", "correlation": "i", "tid": "s"},
-    "frames": {"name": "c", "ts": "f", "dur": "f", "tid": "s", "kind": ["op", "module", "function"], "dims": "c",
-               "types": "c"},
-    "comms": {"name": "o", "ts": "f", "tid": "s", "collective": "o", "group_size": "i", "in_nelems": "i",
-              "out_nelems": "i", "dtype": "o", "pg": "o"},
-}
-
-
-def frames(raw: dict) -> dict:
-    """Raw column lists of one file -> DataFrames (``FRAME_COLUMNS``), with the file's meta and counts."""
-    import numpy as np  # deferred: pandas after prefetch's workers have started (module docstring)
-    import pandas as pd  # deferred: as numpy
-
-    make = {"i": lambda v: np.asarray(v, dtype=np.int64), "f": lambda v: np.asarray(v, dtype=np.float64),
-            "o": lambda v: pd.Series(v, dtype=object), "s": lambda v: pd.Series([str(t) for t in v], dtype=object),
-            "c": pd.Categorical}
-    out = {}
-    for table, spec in FRAME_COLUMNS.items():
-        cols = raw.get(table) or {}
-        n = len(cols.get("name", ()))
-        got = {c: cols.get(c) if cols.get(c) is not None else [1 if c == "count" else None] * n for c in spec}
-        out[table] = pd.DataFrame({c: pd.Categorical(got[c], categories=how) if isinstance(how, list)
-                                   else make[how](got[c]) for c, how in spec.items()})
-    return {**out, **{key: raw[key] for key in ("meta", "warnings", "events", "bytes", "truncated")}}
-
-
 def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = True, parallel: bool | None = None,
                prefetched: Prefetch | None = None) -> list[dict]:
     """Per-file parsed tables (read from and written to the cache when ``cache``), in the order of
@@ -337,12 +301,9 @@ def load_files(paths: list[Path], fmts: list[str] | None = None, cache: bool = T
     return results  # type: ignore[return-value]
 
 
-def checked_frames(raw: dict, name: str) -> dict:
-    """:func:`frames`, then unusable rows dropped and counted (``_validate.check_frames``, every format)."""
-    return check_frames(frames(raw), name)
-
-
 def _done(path: Path, raw: dict, store: bool) -> dict:
+    from kit.profile._assemble import checked_frames  # deferred: pandas, after prefetch (module docstring)
+
     fr = checked_frames(raw, path.name)
     if store:
         _cache.store(path, fr)

@@ -86,14 +86,12 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
     rule_list = build_rules(rules)
     parsed = _load.load_files(plist, cache=cache)
     with_f = assemble(plist, parsed, rule_list)
-    ops_only = []
-    for d in parsed:
-        d = dict(d)
+    def ops_only(d: dict) -> dict:
         fr = d.get("frames")
-        if fr is not None and len(fr):
-            d["frames"] = fr[fr["kind"].astype(str) == "op"].reset_index(drop=True)
-        ops_only.append(d)
-    without = assemble(plist, ops_only, rule_list)
+        keep = fr is not None and len(fr)
+        return {**d, "frames": fr[fr["kind"].astype(str) == "op"].reset_index(drop=True)} if keep else dict(d)
+
+    without = assemble(plist, [ops_only(d) for d in parsed], rule_list)
     ka, kb = with_f["kernels"], without["kernels"]
     nmod = sum(int(m.get("module_frames") or 0) for m in with_f["meta"]["ranks"].values())
     warnings = []
@@ -113,10 +111,10 @@ def check_attribution(paths: Union[str, os.PathLike, Iterable[Union[str, os.Path
                         "use the same evidence, there is nothing to check against")
     agree = float(dur[ca == cb].sum()) / tot if tot > 0 and nmod else np.nan
     cats = sorted(set(ca) | set(cb))
-    sa = {c: float(dur[ca == c].sum()) / tot if tot > 0 else np.nan for c in cats}
-    sb = {c: float(dur[cb == c].sum()) / tot if tot > 0 else np.nan for c in cats}
-    table = pd.DataFrame({"category": cats, "with_frames": [sa[c] for c in cats],
-                          "without_frames": [sb[c] for c in cats]})
+    def shares(cat: np.ndarray) -> list[float]:
+        return [float(dur[cat == c].sum()) / tot if tot > 0 else np.nan for c in cats]
+
+    table = pd.DataFrame({"category": cats, "with_frames": shares(ca), "without_frames": shares(cb)})
     table["difference"] = table["without_frames"] - table["with_frames"]
     table = table.sort_values("with_frames", ascending=False).reset_index(drop=True)
     diff = ca != cb

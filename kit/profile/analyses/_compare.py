@@ -40,15 +40,12 @@ from kit import stats
 from kit.errors import TraceError
 from kit.profile._profile import Profile
 from kit.profile.analyses import _cpu_compare
-from kit.profile.analyses._summary import length, union
 from kit.profile.attribution._names import kernel_family
 from kit.profile.steps import _arrays
 from kit.stats import is_nan
 from kit.util import call_settings, recorded, signed
 
 __all__ = ["Comparison", "compare", "kernel_family"]
-
-
 
 _NO_OP = "(no CPU op)"
 
@@ -146,16 +143,11 @@ def _steps(prof, rank: int, phase: str) -> tuple[np.ndarray, np.ndarray, np.ndar
     return st["step"].to_numpy()[keep], st["wall_us"].to_numpy(float)[keep], gap[keep]
 
 
-def _seen(codes: np.ndarray, n: int) -> list[int]:
-    """The codes in [0, n) that occur in ``codes``, ascending."""
-    return np.flatnonzero(np.bincount(codes[codes >= 0], minlength=n)).tolist()
-
-
 def _relabel(codes: np.ndarray, names: list[str], label=None) -> tuple[np.ndarray, list[str]]:
     """``codes`` (indices into ``names``, -1: missing) renumbered over the labels of the names they use
     (``label(name)``, once per name used; the name itself by default), sorted as the columns of a pivot
     table: (the new code of each row, -1 kept; the sorted labels)."""
-    seen = _seen(codes, len(names))
+    seen = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=len(names))).tolist()
     lab = {i: label(names[i]) if label else names[i] for i in seen}
     labels = sorted(set(lab.values()))
     at = {f: j for j, f in enumerate(labels)}
@@ -176,10 +168,8 @@ def _table(row: np.ndarray, dur: np.ndarray, codes: np.ndarray, names: list[str]
 def _busy(row: np.ndarray, start: np.ndarray, dur: np.ndarray, n_steps: int) -> np.ndarray:
     """Per step: the GPU's busy time, the union of its kernels' intervals (0 without kernels)."""
     busy = np.zeros(n_steps)
-    o = _arrays.stable_order(row)
-    for ix in np.split(o, np.flatnonzero(np.diff(row[o])) + 1):
-        if len(ix):
-            busy[row[ix[0]]] = length(union(start[ix], start[ix] + dur[ix]))
+    for r, ix in _arrays.groups(row).items():
+        busy[r] = _arrays.length(_arrays.union(start[ix], start[ix] + dur[ix]))
     return busy
 
 
@@ -216,19 +206,14 @@ def _layers(codes: np.ndarray, names: list[str], layer: np.ndarray, dur: np.ndar
     return {(names[i // len(lu)], lu[i % len(lu)]): x for i, x in zip(keys.tolist(), (sums / n).tolist())}
 
 
-def _clip0(x: np.ndarray) -> np.ndarray:
-    """``x`` with negative values set to 0 (NaN kept), as pandas' ``clip(lower=0.0)``."""
-    return np.where(x < 0.0, 0.0, x)
-
-
 def _split_by_op(run: _Run, k: pd.DataFrame, pos: np.ndarray, dur: np.ndarray, n: int) -> None:
     """``by_op`` and ``by_module`` of ``run`` (and by module and layer), where the kernels link to CPU ops."""
     for key, col in (("by_op", "op_top"), ("by_module", "module")):
-        lab = _labelled(k[col], pos) if col in k else None
+        lab = _labelled(k[col], pos)
         if lab is None:
             continue
         setattr(run, key, _per_label(*lab, dur, n))
-        if key == "by_module" and "layer" in k:
+        if key == "by_module":
             run.layers = _layers(*lab, k["layer"].to_numpy()[pos], dur, n)
 
 
@@ -253,7 +238,7 @@ def _rank_run(prof, rank: int, phase: str, ops: bool) -> _Run:
     ok = fam_c >= 0
     calls = np.bincount(fam_c[ok], weights=k["count"].to_numpy(float)[pos][ok], minlength=len(fams)) / max(n, 1)
     run = _Run(rank, step, wall, gap, cat, fam, dict(zip(fams, calls.tolist())),
-               _main_category(fam_c, fams, cat_c, cats), _clip0(wall - busy), _clip0(ksum - busy))
+               _main_category(fam_c, fams, cat_c, cats), *(np.where(x < 0.0, 0.0, x) for x in (wall - busy, ksum - busy)))
     if ops:
         _split_by_op(run, k, pos, dur, max(n, 1))
     return run
@@ -278,8 +263,11 @@ def _ab(keys: list, ga: dict, gb: dict) -> tuple[np.ndarray, np.ndarray]:
     return tuple(np.array([g.get(x, 0.0) for x in keys], dtype=float) for g in (ga, gb))
 
 
-def _split_table(ga: dict, gb: dict, key: str) -> pd.DataFrame:
-    """by_op / by_module: per-step time of each label in A and B, largest difference first."""
+def _split_table(ga: dict | None, gb: dict | None, key: str) -> pd.DataFrame | None:
+    """by_op / by_module: per-step time of each label in A and B, largest difference first (None unless
+    both runs have it)."""
+    if ga is None or gb is None:
+        return None
     names = sorted(set(ga) | set(gb))
     a, b = _ab(names, ga, gb)
     o = np.argsort(-np.abs(b - a), kind="stable")
@@ -492,12 +480,8 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
             step_ms: tuple[float, float] | None = None, measured_source: str | None = None,
             ops: bool = True) -> Comparison:
     """Compare run ``a`` with run ``b`` (Profiles, or trace paths to load): see the module docstring.
-
-    ``step_ms``: per-step times of A and B measured outside the profiler (ms); the difference to
-    explain is then theirs and the trace's shortfall is the ``unattributed`` row. ``ops``: also
-    split by aten op / nn.Module where both profiles link kernels to CPU ops (from the Profiles'
-    kernel tables; the trace files are not read again).
-    """
+    ``step_ms``: per-step times of A and B measured outside the profiler (ms), the difference to explain;
+    ``ops``: also split by aten op and nn.Module where both profiles link kernels to CPU ops."""
     pa, pb = Profile.of(a), Profile.of(b)
     la, lb = labels or ("A", "B")
     warnings = [f"{la}: {w}" for w in pa.warnings] + [f"{lb}: {w}" for w in pb.warnings]
@@ -518,13 +502,11 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
     rb = max(runs_b.values(), key=lambda x: x.step_us)
     parts, total, un, delta = _parts(ra, rb, step_ms)
     trace_delta = total["delta_us"]
-    ma, mb = (float(step_ms[0]), float(step_ms[1])) if step_ms is not None else (None, None)
+    measured = (float(step_ms[0]), float(step_ms[1])) if step_ms is not None else None
     families = _families_table(ra, rb, 1e-3 * ra.step_us)
-    by_op = _split_table(ra.by_op, rb.by_op, "op") if ra.by_op is not None and rb.by_op is not None else None
-    by_module = (_split_table(ra.by_module, rb.by_module, "module")
-                 if ra.by_module is not None and rb.by_module is not None else None)
+    by_op, by_module = _split_table(ra.by_op, rb.by_op, "op"), _split_table(ra.by_module, rb.by_module, "module")
     by_module_instances = _module_layers(ra, rb, by_module)
-    if ops and (by_op is None):
+    if ops and by_op is None:
         warnings.append("no by-op split: at least one trace does not link its kernels to CPU ops (CUDA-graph replay, "
                         "or recorded without CPU activity)")
     cpu, cpu_warnings = _cpu_compare.compare_side((pa, pb), (ra.rank, rb.rank), phase, (la, lb), parts,
@@ -538,5 +520,5 @@ def compare(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = Non
                         f"{un['delta_us']:+,.1f} us unattributed (profiler overhead, or time outside the GPU steps)")
     return Comparison((la, lb), phase, (list(pa.files), list(pb.files)), (ra.rank, rb.rank),
                       (len(ra.step), len(rb.step)), (ra.step_us, rb.step_us), (ra.spread_us, rb.spread_us),
-                      (ma, mb) if step_ms is not None else None, measured_source, delta, parts, families, per_rank,
+                      measured, measured_source, delta, parts, families, per_rank,
                       by_op, by_module, warnings, cpu, by_module_instances)

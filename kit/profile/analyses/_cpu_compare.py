@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kit.profile.steps._arrays import nansum
-from kit.profile.steps._cpu import gap_where, rank_cpu, us_text, verdict
+from kit.profile.steps._cpu import gap_where, phase_steps, rank_cpu, us_text, verdict
 from kit.stats import is_nan
 
 RUN_COLUMNS = ["run", "label", "rank", "verdict", "mode", "launches", "graph_launches", "memcpy", "syncs",
@@ -19,35 +18,12 @@ RUN_COLUMNS = ["run", "label", "rank", "verdict", "mode", "launches", "graph_lau
 PROFILER_IDLE_SHARE = 0.5
 
 
-def _phase_steps(p, r: int, phase: str) -> pd.DataFrame:
-    """Rank ``r``'s steps of ``phase`` (all phases for ``"all"``) with a start."""
-    st = p.steps
-    m = (st["rank"].to_numpy() == r) & st["start_us"].notna().to_numpy(bool)
-    if phase != "all":
-        m = m & (st["phase"] == phase).to_numpy(bool)
-    return st[m]
-
-
-def _run_cpu(p, r: int, phase: str, memo: dict | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`rank_cpu` of rank ``r``'s ``phase`` steps, computed once per ``memo`` (one compare call, which
-    holds the profiles: keyed by the profile object, rank and phase)."""
-    key = (id(p), r, phase)
-    if memo is not None and key in memo:
-        return memo[key]
-    out = rank_cpu(p, r, _phase_steps(p, r, phase).sort_values("start_us"), p.kernels)
-    if memo is not None:
-        memo[key] = out
-    return out
-
-
-def run_table(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str],
-              memo: dict | None = None) -> pd.DataFrame:
-    """One row per run (A, B): the CPU side of the compared rank's ``phase`` steps and its verdict."""
+def run_table(cpu: list, ranks: tuple[int, int], labels: tuple[str, str]) -> pd.DataFrame:
+    """One row per run (A, B): the CPU side (``cpu``: each run's :func:`rank_cpu`) of the compared rank's
+    steps and its verdict."""
     rows = []
-    for run, p, r, lab in zip(("A", "B"), profiles, ranks, labels):
-        t, g = _run_cpu(p, r, phase, memo)
-        top = gap_where(g.iloc[0]) if len(g) else None
-        v = verdict(t, top)
+    for run, (t, g), r, lab in zip(("A", "B"), cpu, ranks, labels):
+        v = verdict(t, g)
         rows.append({"run": run, "label": lab, "rank": r, **{c: v.get(c, np.nan) for c in RUN_COLUMNS[3:]}})
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
@@ -68,7 +44,7 @@ def cause(runs: pd.DataFrame) -> str:
     """What differs on the CPU side between the two runs, in one sentence (empty when nothing does)."""
     if len(runs) != 2:
         return ""
-    a, b = (runs.iloc[0], runs.iloc[1])
+    a, b = runs.iloc[0], runs.iloc[1]
     said = []
     if a["mode"] != b["mode"] and "graph" in (a["mode"], b["mode"]):
         e, g = (a, b) if b["mode"] == "graph" else (b, a)
@@ -103,25 +79,25 @@ def compare_side(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tu
                  measured: bool) -> tuple[pd.DataFrame, list[str]]:
     """For ``compare``: the runs' CPU side (:func:`run_table`), written as the ``cause`` of the GPU-idle
     and launch-gap rows of ``parts`` (in place), and the warnings about profiler idle and outlier steps."""
-    memo: dict = {}
-    runs = run_table(profiles, ranks, phase, labels, memo)
+    cpu = [rank_cpu(p, r, phase_steps(p, r, phase)) for p, r in zip(profiles, ranks)]
+    runs = run_table(cpu, ranks, labels)
     parts["cause"] = np.where(parts["kind"].isin(["gpu-idle", "launch-gap"]), "; ".join(cause_lines(runs)[1:]).strip(),
                               "")
     w = profiler_warning(parts, runs, measured)
-    return runs, ([w] if w else []) + outlier_warning(profiles, ranks, phase, labels, memo)
+    return runs, ([w] if w else []) + outlier_warning(profiles, ranks, phase, labels, cpu)
 
 
 def profiler_warning(parts: pd.DataFrame, runs: pd.DataFrame, measured: bool) -> str | None:
     """A warning when the trace-measured difference is mostly GPU idle of an eager run, which the
     profiler inflates (it adds CPU time to every op and launch), and no outside step times were given."""
-    if measured or runs is None or not len(runs):
+    if measured:
         return None
     kind, d = parts["kind"].to_numpy(object), parts["delta_us"].to_numpy(float)
     tot = np.flatnonzero(kind == "total")
     if not len(tot) or not d[tot[0]]:
         return None
     delta = float(d[tot[0]])
-    idle = float(nansum(d[np.isin(kind, ["gpu-idle", "launch-gap"])]))
+    idle = float(np.nansum(d[np.isin(kind, ["gpu-idle", "launch-gap"])]))   # pandas' sum: NaN summed as 0
     eager = runs[runs["launches"].fillna(0) > 0]
     if idle / delta < PROFILER_IDLE_SHARE or not len(eager):
         return None
@@ -136,12 +112,12 @@ OUTLIER = 3.0
 
 
 def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels: tuple[str, str],
-                    memo: dict | None = None) -> list[str]:
+                    cpu: list) -> list[str]:
     """Steps that took more than ``OUTLIER`` times the median step of their run (first-call warm-up, a
     host hiccup): they move the means the comparison explains; named with their longest CPU-caused gap."""
     out = []
-    for p, r, lab in zip(profiles, ranks, labels):
-        st = _phase_steps(p, r, phase)
+    for p, r, lab, (_, g) in zip(profiles, ranks, labels, cpu):
+        st = phase_steps(p, r, phase)
         if len(st) < 3:
             continue
         t = st["wall_us"] + st["gap_before_us"].fillna(0.0)
@@ -149,7 +125,6 @@ def outlier_warning(profiles: tuple, ranks: tuple[int, int], phase: str, labels:
         slow = st[t > OUTLIER * med]
         if not len(slow):
             continue
-        _, g = _run_cpu(p, r, phase, memo)
         for s in slow.itertuples():
             gs = g[g["step"] == s.step]
             where = (f"; its longest CPU-caused gap: {gs['idle_us'].iloc[0]:,.0f} us {gap_where(gs.iloc[0])}"

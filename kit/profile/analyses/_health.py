@@ -69,11 +69,11 @@ class Health:
     def __repr__(self) -> str:
         c = self.capture
         lines = [f"Health: {c['mode']}; GPU time linked to a CPU op {_pct(c['op_linked_share'])}, to a module "
-                 f"{_pct(c['module_linked_share'])}; launch APIs {', '.join(c['launch_apis']) or 'none'}"]
-        lines.append(f"  communication kernels: {c['comm_kernels']} recognised, {c['comm_unrecognised']} not; "
-                     f"events dropped/repaired: {c['events_dropped']}/{c['events_repaired']}; phases: "
-                     f"{', '.join(c['phases']) or 'none'}{' (mixed window)' if c['mixed_phases'] else ''}; "
-                     f"GPU idle inside steps {_pct(c['idle_in_steps'])}")
+                 f"{_pct(c['module_linked_share'])}; launch APIs {', '.join(c['launch_apis']) or 'none'}",
+                 f"  communication kernels: {c['comm_kernels']} recognised, {c['comm_unrecognised']} not; "
+                 f"events dropped/repaired: {c['events_dropped']}/{c['events_repaired']}; phases: "
+                 f"{', '.join(c['phases']) or 'none'}{' (mixed window)' if c['mixed_phases'] else ''}; "
+                 f"GPU idle inside steps {_pct(c['idle_in_steps'])}"]
         for m, v in self.metrics.items():
             lines.append(f"  {m:<16} {v['status']:<10} {v['reason']}" + (f" -> {v['fix']}" if v["fix"] else ""))
         lines += [f"  note: {n}" for n in self.notes]
@@ -127,9 +127,7 @@ def capture_facts(p) -> dict:
         mode = "no GPU kernels"
 
     def share(mask) -> float:
-        if not total:
-            return float("nan")
-        return float(dur[mask].sum() / total)
+        return float(dur[mask].sum() / total) if total else float("nan")
 
     # kernels placed by alignment with a reference run (_place.py) count as linked: they carry its op
     placed = (k["placed"].astype(str).to_numpy() == "aligned") if n and "placed" in k else np.zeros(n, bool)
@@ -143,16 +141,10 @@ def capture_facts(p) -> dict:
     comm_cat = np.isin(cat, COMM)
     unrec = is_comm_name & ~comm_cat
     other = share(cat == "other")
-    comms = p.comms if p.comms is not None else pd.DataFrame()
+    comms = p.comms
     multi_calls = int((comms["group_size"] > 1).sum()) if len(comms) and "group_size" in comms else 0
-    dropped = repaired = 0
-    for w in p.warnings:
-        m = re.search(r"([\d,]+) [\w \-]*?event[s]?[^;]*? dropped", w)
-        if m:
-            dropped += int(m.group(1).replace(",", ""))
-        m = re.search(r"([\d,]+) [^;]*? repaired", w)
-        if m:
-            repaired += int(m.group(1).replace(",", ""))
+    dropped, repaired = (sum(int(m.group(1).replace(",", "")) for w in p.warnings if (m := re.search(rx, w)))
+                         for rx in (r"([\d,]+) [\w \-]*?event[s]?[^;]*? dropped", r"([\d,]+) [^;]*? repaired"))
     truncated = any(r.get("truncated") for r in p.meta.get("ranks", {}).values())
     steps = p.steps
     phases = sorted(set(steps["phase"].astype(str))) if len(steps) else []
@@ -165,8 +157,7 @@ def capture_facts(p) -> dict:
             idle = max(0.0, 1.0 - float(dur[in_step].sum()) / wall)
     world = max([int((r.get("distributed") or {}).get("world_size", 1) or 1)
                  for r in p.meta.get("ranks", {}).values()] or [1])
-    from_gpu = (bool(len(steps)) and "span_from" in steps
-                and set(steps["span_from"].astype(str)) == {"gpu annotation"})
+    from_gpu = bool(len(steps)) and set(steps["span_from"].astype(str)) == {"gpu annotation"}
     return {"mode": mode, "kernels": n, "steps_from_gpu_annotations": from_gpu, "gpu_time_us": total,
             "graph_kernels": n_graph,
             "zero_duration_kernels": zero_all, "graph_block_share": block_share,
@@ -189,8 +180,7 @@ def _flag_facts(p, total: float) -> dict:
     und, per, cls = undecided_detail(k, p.rules) if len(k) and total > 0 else (0.0, {}, {})
     cut = [w.split("GPU time lost: ", 1)[1].split(". Category shares", 1)[0] for w in p.warnings
            if "truncated trace" in w and "GPU time lost: " in w]
-    unknown = int(steps["span_from"].astype(str).str.startswith("unknown").sum()) \
-        if len(steps) and "span_from" in steps else 0
+    unknown = int(steps["span_from"].astype(str).str.startswith("unknown").sum()) if len(steps) else 0
     return {"undecided_share": und, "undecided_by_category": per, "undecided_classes": cls,
             "truncation": "; ".join(cut) or None, "steps_span_unknown": unknown}
 
@@ -219,31 +209,30 @@ def _category_shares(c: dict) -> dict:
         return _m(UNRELIABLE, f"{_pct(c['other_share'])} of kernel time matches no category",
                   "add rules (kit.profile.load(rules=...)) for the kernel names in 'other'")
     und = c.get("undecided_share") or 0.0
-    if (c["other_share"] >= OTHER_DEGRADED or c["comm_unrecognised"] or c["events_dropped"] or c["truncated"]
-            or und >= UNDECIDED_DEGRADED):
-        why, fix = [], []
-        if c["other_share"] >= OTHER_DEGRADED:
-            why.append(f"{_pct(c['other_share'])} of kernel time uncategorised")
-            fix.append("add category rules for the kernel names in 'other'")
-        if und >= UNDECIDED_DEGRADED:
-            per = ", ".join(f"{k} {100 * v:.1f}%" for k, v in sorted(c["undecided_by_category"].items(),
-                                                                     key=lambda x: -x[1])[:4])
-            why.append(f"{100 * und:.1f}% of kernel time undecided ({per}): a generic kernel name alone, an op "
-                       f"sequence with more than one reading or the role around a class no rule claims"
-                       + (f" ({', '.join(sorted(c['undecided_classes'])[:4])})" if c["undecided_classes"] else ""))
-            fix.append("add a [[role]] rule for the classes named" if c["undecided_classes"] else
-                       "record with torch.profiler.profile(with_stack=True) (module frames decide)"
-                       if not c["module_linked_share"] or c["module_linked_share"] < 0.5 else
-                       "add [[role]] rules for the enclosing classes")
-        if c["comm_unrecognised"]:
-            why.append(f"{c['comm_unrecognised']} communication-like kernels not recognised "
-                       f"({', '.join(c['comm_unrecognised_names'][:2])})")
-            fix.append("add a category rule for the communication kernels")
-        if c["events_dropped"]:
-            why.append(f"{c['events_dropped']:,} events dropped by the reader")
-        if c["truncated"]:
-            why.append("the trace file is truncated (GPU time lost: " + (c.get("truncation") or "unknown") + ")")
-            fix.append("copy or re-export the complete trace (the file was cut while written or copied)")
+    why, fix = [], []
+    if c["other_share"] >= OTHER_DEGRADED:
+        why.append(f"{_pct(c['other_share'])} of kernel time uncategorised")
+        fix.append("add category rules for the kernel names in 'other'")
+    if und >= UNDECIDED_DEGRADED:
+        per = ", ".join(f"{k} {100 * v:.1f}%" for k, v in sorted(c["undecided_by_category"].items(),
+                                                                 key=lambda x: -x[1])[:4])
+        why.append(f"{100 * und:.1f}% of kernel time undecided ({per}): a generic kernel name alone, an op "
+                   f"sequence with more than one reading or the role around a class no rule claims"
+                   + (f" ({', '.join(sorted(c['undecided_classes'])[:4])})" if c["undecided_classes"] else ""))
+        fix.append("add a [[role]] rule for the classes named" if c["undecided_classes"] else
+                   "record with torch.profiler.profile(with_stack=True) (module frames decide)"
+                   if not c["module_linked_share"] or c["module_linked_share"] < 0.5 else
+                   "add [[role]] rules for the enclosing classes")
+    if c["comm_unrecognised"]:
+        why.append(f"{c['comm_unrecognised']} communication-like kernels not recognised "
+                   f"({', '.join(c['comm_unrecognised_names'][:2])})")
+        fix.append("add a category rule for the communication kernels")
+    if c["events_dropped"]:
+        why.append(f"{c['events_dropped']:,} events dropped by the reader")
+    if c["truncated"]:
+        why.append("the trace file is truncated (GPU time lost: " + (c.get("truncation") or "unknown") + ")")
+        fix.append("copy or re-export the complete trace (the file was cut while written or copied)")
+    if why:
         return _m(DEGRADED, "; ".join(why), "; ".join(fix) or "re-export a complete trace")
     return _m(USABLE, f"per-kernel durations recorded ({c['mode']}); "
               f"{_pct(1 - c['other_share'])} of kernel time categorised, {100 * und:.1f}% undecided")
@@ -325,12 +314,10 @@ def health(p) -> Health:
     """The trust verdict of a :class:`Profile` (see the module docstring)."""
     c = capture_facts(p)
     notes: list[str] = []
-    metrics: dict[str, dict] = {}
     if c["mode"] == "no GPU kernels":
-        for m in METRICS:
-            metrics[m] = _m(UNRELIABLE, "the trace has no GPU kernels", "profile with CUDA activities on")
-        return Health(list(p.files), c, metrics, notes)
-    metrics["category_shares"] = _category_shares(c)
+        return Health(list(p.files), c, {m: _m(UNRELIABLE, "the trace has no GPU kernels",
+                                               "profile with CUDA activities on") for m in METRICS}, notes)
+    metrics = {"category_shares": _category_shares(c)}
     if c["mixed_phases"] and metrics["category_shares"]["status"] == USABLE:
         notes.append("prefill and decode steps share this window: use summary(phase='decode') or 'prefill'; the "
                      "'all' view mixes them")

@@ -27,7 +27,6 @@ from __future__ import annotations
 import html
 import math
 import statistics
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +46,7 @@ from kit.util import call_settings, frame_figures, recorded
 from kit.util import progress as progress_bar
 
 _TOP = 400        # kernel families / (layer, family) pairs kept per rank
+_WHERE = ["what", "name", "straggler_us", "median_us", "excess_us"]
 
 
 @dataclass
@@ -127,32 +127,28 @@ def ranks(paths, *, phase: str = "decode", host=None, rules=None, python: str = 
     total = len(local) + sum(len(ps) for _, ps in remote.values())
     if not total:
         raise TraceError("ranks: no trace files given")
-    lock = threading.Lock()
     digests: list[RankDigest] = []
     pool = ThreadPoolExecutor(max(1, len(remote)), thread_name_prefix="kit-ranks")
     with progress_bar("ranks", total, unit="rank", show=progress) as bar, pool:
-        def tick(n):
-            with lock:
-                bar.update(n)
-        futs = [pool.submit(_host_digests, h, ps, phase, rule_list, python, timeout, tick) for h, ps in remote.values()]
+        # the bar counts under its own lock: the hosts' threads tick it directly
+        futs = [pool.submit(_host_digests, h, ps, phase, rule_list, python, timeout, bar.update)
+                for h, ps in remote.values()]
         for f in local:
             digests.append(digest(load([f], rules=rules), phase, f))
-            tick(1)
+            bar.update(1)
         for fut in futs:
             digests.extend(fut.result())
     return view(digests, phase)
 
 
 def _mad(xs) -> float:
-    if len(xs) < 2:
-        return 0.0
     m = statistics.median(xs)
     return statistics.median(abs(x - m) for x in xs)
 
 
 def _excess(s: pd.Series, others: list[pd.Series], what: str, fmt) -> pd.DataFrame:
-    if s is None or not others:
-        return pd.DataFrame(columns=["what", "name", "straggler_us", "median_us", "excess_us"])
+    if not others:
+        return pd.DataFrame(columns=_WHERE)
     table = pd.concat(others, axis=1).fillna(0.0)
     med = table.median(axis=1).reindex(s.index.union(table.index), fill_value=0.0)
     mine = s.reindex(med.index, fill_value=0.0)
@@ -188,7 +184,7 @@ def view(digests: list[RankDigest], phase: str) -> "RankView":
 
 def _straggler(digests, per_rank) -> tuple[dict, pd.DataFrame]:
     ok = per_rank[per_rank["steps"] > 0]
-    none = pd.DataFrame(columns=["what", "name", "straggler_us", "median_us", "excess_us"])
+    none = pd.DataFrame(columns=_WHERE)
     if len(ok) < 3:
         return {"rank": None, "decided": False, "reason": f"{len(ok)} rank(s) with steps: at least 3 are needed"}, none
     i = ok["compute_us"].idxmax()
@@ -213,12 +209,10 @@ def _straggler(digests, per_rank) -> tuple[dict, pd.DataFrame]:
         return s, none
     d = next(x for x in digests if x.rank == int(r["rank"]))
     rest = [x for x in digests if x is not d and len(x.step_us)]
-    parts = [_excess(d.families, [x.families for x in rest], "family", str)]
-    if d.layers is not None:
-        parts.append(_excess(d.layers, [x.layers for x in rest if x.layers is not None], "layer",
-                             lambda i: f"layer {i}"))
-        parts.append(_excess(d.layer_families, [x.layer_families for x in rest if x.layer_families is not None],
-                             "layer+family", lambda i: f"layer {i[0]}: {i[1]}"))
+    parts = [_excess(getattr(d, a), [getattr(x, a) for x in rest if getattr(x, a) is not None], what, fmt)
+             for a, what, fmt in (("families", "family", str), ("layers", "layer", lambda i: f"layer {i}"),
+                                  ("layer_families", "layer+family", lambda i: f"layer {i[0]}: {i[1]}"))
+             if getattr(d, a) is not None]
     where = pd.concat([p[p["excess_us"] > 0.05 * excess] for p in parts], ignore_index=True)
     where = where.sort_values("excess_us", ascending=False, kind="stable").reset_index(drop=True)
     for what, key in (("family", "kernel"), ("layer", "layer"), ("layer+family", "at")):
@@ -243,9 +237,8 @@ def _skew(per_rank: pd.DataFrame, warnings: list[str]) -> dict:
 
 @dataclass(eq=False)
 class RankView:
-    """The cross-rank view of one job (see the module docstring): ``per_rank``, ``straggler`` (a dict: rank or
-    None, decided, excess and its bar, reason), ``where`` (families / layers / (layer, family) where the
-    straggler loses time), ``collective_skew`` and ``warnings``."""
+    """The cross-rank view of one job (module docstring); ``straggler`` is a dict: rank or None, decided,
+    excess and its bar, reason."""
 
     phase: str
     per_rank: pd.DataFrame
@@ -269,13 +262,11 @@ class RankView:
         pr = self.per_rank
         s = self.straggler
         steps = pr["step_us"].dropna()
-        if not len(steps):      # no step of this phase in any rank: no step time to print (it read "step nan us")
-            lines = [f"RankView({len(pr)} ranks, phase {self.phase}: no {self.phase} step in any rank; give --phase "
-                     "all or a trace with step markers)", f"straggler: {s['reason']}"]
-        else:
-            lines = [f"RankView({len(pr)} ranks, phase {self.phase}: step {steps.median():,.1f} us median, "
-                     f"{steps.min():,.1f}-{steps.max():,.1f}; compute {pr['compute_us'].dropna().median():,.1f} us "
-                     f"median per step)", f"straggler: {s['reason']}"]
+        # no step of this phase in any rank: no step time to print (it read "step nan us")
+        head = (f"no {self.phase} step in any rank; give --phase all or a trace with step markers" if not len(steps)
+                else f"step {steps.median():,.1f} us median, {steps.min():,.1f}-{steps.max():,.1f}; compute "
+                f"{pr['compute_us'].dropna().median():,.1f} us median per step")
+        lines = [f"RankView({len(pr)} ranks, phase {self.phase}: {head})", f"straggler: {s['reason']}"]
         if s.get("decided"):
             layer = s.get("layer") or "unknown: " + s.get("layers", "")
             lines.append(f"  where: {s.get('at') or s.get('kernel')} ({layer})")

@@ -27,6 +27,7 @@ from kit.profile.attribution._categories import GEMM, MOE
 
 __all__ = ["roofline"]
 
+
 def _mnk(op: str, dims: list, types: list) -> tuple[int, int, int, int, int] | None:
     """(B, M, N, K, element bytes) of a GEMM op call, or None if the dims do not fit."""
     try:
@@ -41,14 +42,10 @@ def _mnk(op: str, dims: list, types: list) -> tuple[int, int, int, int, int] | N
         if op == "aten::bmm":
             (b, m, k), (_, k2, n) = d[0], d[1]
             return (b, m, n, k, elt) if k == k2 else None
-        if op == "aten::linear":
+        if op in ("aten::linear", "aten::matmul"):   # x [..., K] times a weight [N, K] / a matrix [K, N]
             x, w = d[0], d[1]
-            m = int(np.prod(x[:-1])) if len(x) > 1 else 1
-            return (1, m, w[0], w[1], elt) if x[-1] == w[1] else None
-        if op == "aten::matmul":
-            x, w = d[0], d[1]
-            m = int(np.prod(x[:-1])) if len(x) > 1 else 1
-            return (1, m, w[-1], w[-2], elt) if x[-1] == w[-2] else None
+            n, k = (w[0], w[1]) if op == "aten::linear" else (w[-1], w[-2])
+            return (1, int(np.prod(x[:-1])) if len(x) > 1 else 1, n, k, elt) if x[-1] == k else None
     except (TypeError, ValueError, IndexError):
         return None
     return None
@@ -88,8 +85,6 @@ def roofline(profile, gpu=None, *, phase: str = "all") -> pd.DataFrame:
             "tb_s", "tflop_s", "bw_share", "flop_share", "intensity", "bound"]
     warnings = []
     rows = []
-    if "op_call" not in k:
-        k = k.assign(op_call=-1, input_dims=None, input_types=None)
     for f, kf in k.groupby("file", observed=True):
         kf = kf[kf["op_call"] >= 0]
         if not len(kf) or kf["input_dims"].isna().all():

@@ -173,8 +173,8 @@ def families(kernels: pd.DataFrame) -> pd.Series:
             continue
         rows = order[in_role.reindex(order.index)]
         first = rows[rows["category"].astype(str) == anchor].groupby(["step", "layer"])["start_us"].min()
-        at = pd.MultiIndex.from_frame(rows[["step", "layer"]]).map(first.to_dict().get) if len(rows) else []
-        at = pd.Series(at, index=rows.index, dtype=float)
+        at = pd.Series(pd.MultiIndex.from_frame(rows[["step", "layer"]]).map(first.to_dict().get), index=rows.index,
+                       dtype=float)
         gemm = rows["category"].astype(str) == GEMM
         place = np.where(rows["start_us"] < at.fillna(np.inf), "gemm:before", "gemm:after")
         cat_key.loc[rows.index[gemm.to_numpy()]] = place[gemm.to_numpy()]
@@ -207,15 +207,11 @@ def found_structure(profile) -> tuple[Profile, str]:
 
 
 def _blocks_by_place(k: pd.DataFrame, open_end: bool = False) -> pd.DataFrame:
-    """Kernels of layers found by repetition with the ``role`` of the block each runs in and their layer's
-    kind: the mixer (``MIXERS``: attention, state-space) and the FFN (``FFNS``: MoE, MLP) of a layer are
-    the ones whose categories it runs; the FFN starts at the first norm after the mixer's last kernel. A
-    block holds the kernels from its first GEMM or anchor kernel to its last (its norm and the residual add
-    keep their categories' families); with no norm between the two blocks, the GEMMs between them have no
-    block, and beside a layer's experts an MLP's GEMMs and activation (a shared expert) are
-    :data:`UNDECIDED`. ``open_end``: layers found by their first kernels only (low
-    confidence), so the last layer of a step runs to the step's end: its kernels past the longest other
-    layer (the final norm and the lm head, or more of the layer) are :data:`UNDECIDED`."""
+    """Kernels of layers found by repetition with the ``role`` of their block and their layer's kind (module
+    docstring): a block holds the kernels from its first GEMM or anchor kernel to its last; with no norm
+    between mixer and FFN the GEMMs between them have no block, and beside a layer's experts an MLP's GEMMs
+    and activation (a shared expert) are :data:`UNDECIDED`. ``open_end`` (layers found by their first
+    kernels only): the last layer's kernels past the longest other layer are :data:`UNDECIDED`."""
     cats = k["category"].astype(str).to_numpy()
     role = np.full(len(k), "", dtype=object)
     kinds: dict = {}
@@ -279,7 +275,11 @@ def _lm_head(k: pd.DataFrame, fams: pd.Series) -> pd.Series:
     outside = fams == UNPLACED_GEMM
     is_gemm = (k["category"].astype(str) == GEMM).to_numpy()
     fams = fams.copy()
-    has_dims = "input_dims" in k
+    op = k["op"] if "op" in k else pd.Series(None, index=k.index, dtype=object)
+
+    def widths(ix) -> list[float]:
+        return [gemm_n(o, d) for o, d in zip(op.loc[ix], k.loc[ix, "input_dims"])] if "input_dims" in k else []
+
     for _, g in k.sort_values(["step", "start_us"], kind="stable").groupby("step", sort=False):
         gi = g.index
         gm = is_gemm[k.index.get_indexer(gi)]
@@ -292,14 +292,10 @@ def _lm_head(k: pd.DataFrame, fams: pd.Series) -> pd.Series:
         tail = gi[first:last + 1]
         if not outside.loc[tail].all():
             continue
-        widths = ([gemm_n(o, d) for o, d in zip(g.loc[gi[gm], "op"] if "op" in g else [None] * int(gm.sum()),
-                                                  g.loc[gi[gm], "input_dims"])] if has_dims else [])
-        tail_n = [gemm_n(o, d) for o, d in zip(g.loc[tail, "op"] if "op" in g else [None] * len(tail),
-                                                g.loc[tail, "input_dims"])] if has_dims else []
-        known = [w for w in tail_n if not is_nan(w)]
+        known = [w for w in widths(tail) if not is_nan(w)]
         if not known:
             fams.loc[tail] = LM_HEAD_BY_PLACE
-        elif max(known) >= max(w for w in widths if not is_nan(w)):
+        elif max(known) >= max(w for w in widths(gi[gm]) if not is_nan(w)):
             fams.loc[tail] = LM_HEAD
     return fams
 
@@ -318,8 +314,7 @@ def wall_shares(k: pd.DataFrame, steps: pd.DataFrame) -> tuple[pd.Series, pd.Ser
     return wall, busy
 
 
-def node_table(profile, phase: str = "decode", warnings: list[str] | None = None
-               ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
+def node_table(profile, phase: str, warnings: list[str]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series]:
     """(per-step wall time per node: steps x nodes, per-step kernel time per node, per-step wall) of one run's
     busiest rank in ``phase`` (all steps when none is marked with it). Steps longer than
     :data:`OUTLIER` times the median step (a first step's lazy initialisation, a stall) are left out and
@@ -331,9 +326,8 @@ def node_table(profile, phase: str = "decode", warnings: list[str] | None = None
         steps = steps[steps["phase"] == phase]
     slow = steps["wall_us"] > OUTLIER * steps["wall_us"].median()
     if slow.any() and slow.sum() < len(steps) / 2:
-        if warnings is not None:
-            warnings.append(f"{', '.join(profile.files)}: {int(slow.sum())} of {len(steps)} steps over {OUTLIER:g}x "
-                            f"the median step left out (warm-up or stall): steps {steps.loc[slow, 'step'].tolist()}")
+        warnings.append(f"{', '.join(profile.files)}: {int(slow.sum())} of {len(steps)} steps over {OUTLIER:g}x "
+                        f"the median step left out (warm-up or stall): steps {steps.loc[slow, 'step'].tolist()}")
         steps = steps[~slow]
     k = k[k["step"].isin(steps["step"]) & (k["dur_us"] > 0)]
     if not len(k):
@@ -368,18 +362,12 @@ def layer_shape(profile) -> dict[str, int]:
 def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | None = None,
                    settings: tuple | None = None, basis: str = "kernel",
                    references: tuple | None = None) -> StructuralDiff:
-    """Compare runs ``a`` and ``b`` (Profiles or trace paths) node by node; see the module docstring.
-
-    ``basis``: ``"kernel"`` (each node's GPU time; the step's idle time and the overlap of concurrent
-    kernels are nodes of their own, so launch-bound runs show their CPU cost as ``GPU idle``) or
-    ``"wall"`` (each node owns the launch gaps before its kernels). ``settings``: the two runs'
-    ``kit.logs.Settings`` (or dicts of effective settings) for the settings diff beside the nodes.
-    ``references``: a reference run for each side (``None`` for a side that needs none), given to
-    ``kit.profile.load(..., reference=)`` so that CUDA-graph replays and traces without stack have
-    their kernels placed in layers and blocks (a side given as a Profile is used as it is)."""
+    """Compare runs ``a`` and ``b`` (Profiles or trace paths) node by node, on ``basis`` ``"kernel"`` or
+    ``"wall"`` (module docstring). ``settings``: the two runs' ``kit.logs.Settings`` (or dicts of effective
+    settings) for the settings diff beside the nodes. ``references``: a reference run for each side (None
+    where none is needed) for ``kit.profile.load(..., reference=)``; a side given as a Profile is used as is."""
     if basis not in BASES:
         raise UsageError(f"diff_structure: basis must be one of {', '.join(BASES)}, not {basis!r}")
-
     refs = tuple(references) if references else (None, None)
     (pa, how_a), (pb, how_b) = (found_structure(Profile.of(x, reference=r)) for x, r in zip((a, b), refs))
     la, lb = labels or ("A", "B")
@@ -402,8 +390,7 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
         warnings.append(f"'{LM_HEAD_BY_PLACE}': the last GEMM of each step, taken as the lm head by its place; the "
                         "trace recorded no shapes to confirm that its N is the vocabulary (record_shapes=True would)")
     nodes = _node_rows(*((wa, wb, ka, kb) if basis == "wall" else (ka, kb, ka, kb)))
-    floor = 1e-3 * float(step_a.mean())
-    nodes["beyond_noise"] = nodes["delta_us"].abs() > np.maximum(nodes["noise_us"], floor)
+    nodes["beyond_noise"] = nodes["delta_us"].abs() > np.maximum(nodes["noise_us"], 1e-3 * float(step_a.mean()))
     delta = float(step_b.mean() - step_a.mean())
     nodes["share"] = nodes["delta_us"] / delta if delta else np.nan
     nodes["merged"] = _merged(nodes)
@@ -413,7 +400,7 @@ def diff_structure(a, b, *, phase: str = "decode", labels: tuple[str, str] | Non
     share = tuple(float(nodes.loc[named, c].sum() / nodes.loc[whole, c].sum()) if nodes.loc[whole, c].sum() else
                   float("nan") for c in ("a_us", "b_us"))
     residual = delta - float(nodes["delta_us"].sum())
-    table = _settings_diff(settings) if settings else pd.DataFrame(columns=["setting", "a", "b", "status", "explains"])
+    table = _settings_diff(settings or ({}, {}))
     idle = nodes[nodes["family"] == IDLE]
     if basis == "kernel" and len(idle) and float(idle[["a_us", "b_us"]].max(axis=None)) > 0.3 * float(step_a.mean()):
         warnings.append("GPU idle is over 30% of a step (launch-bound, or host work between kernels): its difference "

@@ -23,41 +23,8 @@ import pandas as pd
 from kit.profile.attribution._categories import ALLREDUCE, COMM, OTHER_COLLECTIVES, category_order
 from kit.profile.attribution._evidence import evidence_table, module_table, undecided_detail, undecided_warning
 from kit.profile.reading._columns import TIME_CALLS
+from kit.profile.steps._arrays import clip_to_windows, length, union, union_len_of
 from kit.stats import is_nan
-
-
-def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted segments covering the intervals."""
-    if len(starts) == 0:
-        return np.empty(0), np.empty(0)
-    o = np.argsort(starts, kind="stable")
-    s, e = starts[o], ends[o]
-    emax = np.maximum.accumulate(e)
-    new = np.empty(len(s), dtype=bool)
-    new[0] = True
-    new[1:] = s[1:] > emax[:-1]
-    idx = np.flatnonzero(new)
-    return s[idx], np.maximum.reduceat(e, idx)
-
-
-def length(seg: tuple[np.ndarray, np.ndarray]) -> float:
-    return float((seg[1] - seg[0]).sum()) if len(seg[0]) else 0.0
-
-
-def union_len_of(a: tuple, b: tuple) -> float:
-    return length(union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])))
-
-
-def clip_to_windows(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals clipped to the (disjoint, sorted) windows; parts outside are dropped."""
-    if len(ws) == 0:
-        return s, e
-    i = np.searchsorted(ws, s, side="right") - 1
-    i = np.clip(i, 0, len(ws) - 1)
-    cs = np.maximum(s, ws[i])
-    ce = np.minimum(e, we[i])
-    ok = ce > cs
-    return cs[ok], ce[ok]
 
 
 def rank_figures(k: pd.DataFrame, steps: pd.DataFrame) -> dict:
@@ -67,15 +34,14 @@ def rank_figures(k: pd.DataFrame, steps: pd.DataFrame) -> dict:
     kernel_us = float(k["dur_us"].sum())
     # no kernel start, or step spans unknown (graph replay without kernel durations nor a GPU-side
     # annotation): no wall time, never the 0 us span of zero-duration kernels
-    if not len(s) or np.isnan(s).all() or (len(steps) and steps["wall_us"].isna().all() and "span_from" in steps
+    if not len(s) or np.isnan(s).all() or (len(steps) and steps["wall_us"].isna().all()
                                            and steps["span_from"].astype(str).str.startswith("unknown").any()):
-        return {"kernel_us": kernel_us, "wall_us": np.nan, "busy_us": np.nan, "idle_us": np.nan,
-                "comm_us": np.nan, "exposed_comm_us": np.nan}
+        return {**_NO_TIMES, "kernel_us": kernel_us, "wall_us": np.nan}
     if len(steps) and steps["wall_us"].notna().any():
         # windows: the steps' GPU spans, plus the own span of each kernel outside every step (such
         # kernels add their time but no idle)
         st = steps.dropna(subset=["start_us"])
-        out = (k["step"].to_numpy() < 0) if "step" in k else np.zeros(len(k), bool)
+        out = k["step"].to_numpy() < 0
         ws, we = union(np.concatenate([st["start_us"].to_numpy(float), s[out]]),
                        np.concatenate([st["end_us"].to_numpy(float), e[out]]))
     else:
@@ -96,17 +62,14 @@ def top_kernels(k: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     """Top ``n`` kernel names by time within each category."""
     if k.empty:
         return pd.DataFrame(columns=["category", "name", "calls", "time_us", "share_of_category", "share_of_kernel"])
-    g = k.groupby(["category", "name"], observed=True)[["count", "dur_us"]].sum().rename(columns=TIME_CALLS)
-    g = g.reset_index()
+    g = k.groupby(["category", "name"], observed=True)[["count", "dur_us"]].sum()
+    g = g.rename(columns=TIME_CALLS).reset_index()
     total = g["time_us"].sum()
     cat_t = g.groupby("category", observed=True)["time_us"].transform("sum")
     g["share_of_category"] = g["time_us"] / cat_t.where(cat_t > 0, 1)
     g["share_of_kernel"] = g["time_us"] / (total if total > 0 else 1)
     g = g.sort_values(["category", "time_us", "name"], ascending=[True, False, True])
-    g = g.groupby("category", observed=True).head(n)
-    g["category"] = g["category"].astype(str)
-    g["name"] = g["name"].astype(str)
-    return g.reset_index(drop=True)
+    return g.groupby("category", observed=True).head(n).astype({"category": str, "name": str}).reset_index(drop=True)
 
 
 # ---------------------------------------------------------------- the whole summary
@@ -126,11 +89,10 @@ def collectives(p, k: pd.DataFrame) -> pd.DataFrame:
     """CPU-side collective calls per rank, collective and group size: calls, bytes (input elements x
     dtype size, where the trace records them) and the communication kernels seen on that rank."""
     cols = ["rank", "collective", "group_size", "calls", "bytes", "kernels", "source"]
-    c = p.comms
-    if c is None or not len(c):
+    if not len(p.comms):
         return pd.DataFrame(columns=cols)
     rows = []
-    for r, cr in c.groupby("rank"):
+    for r, cr in p.comms.groupby("rank"):
         # record_param_comms carries the arguments; c10d:: ops are counted only where it is absent
         rp = cr[cr["name"] == "record_param_comms"]
         src = "record_param_comms" if len(rp) else "c10d ops"
@@ -139,12 +101,8 @@ def collectives(p, k: pd.DataFrame) -> pd.DataFrame:
         for (coll, gs), g in use.groupby(["collective", "group_size"], dropna=False):
             size = g["dtype"].map(lambda d: dtype_bytes(d, np.nan)).astype(float)
             nbytes = (g["in_nelems"].where(g["in_nelems"] >= 0) * size).sum(min_count=1)
-            is_ar = "allreduce" in str(coll).replace("_", "").lower()
-            if len(kr):
-                ck = kr[kr["category"] == (ALLREDUCE if is_ar else OTHER_COLLECTIVES)]
-                nk = int(ck["count"].sum())
-            else:
-                nk = 0
+            cat = ALLREDUCE if "allreduce" in str(coll).replace("_", "").lower() else OTHER_COLLECTIVES
+            nk = int(kr.loc[kr["category"] == cat, "count"].sum()) if len(kr) else 0
             rows.append({"rank": int(r), "collective": str(coll), "group_size": int(gs), "calls": int(len(g)),
                          "bytes": int(nbytes) if pd.notna(nbytes) else -1, "kernels": nk, "source": src})
     return pd.DataFrame(rows, columns=cols)
@@ -181,7 +139,7 @@ def summarise(p, phase: str, top: int) -> dict:
     order = category_order(p.rules)
     per_step = _per_step(k, steps, unavailable)
     spread = allreduce_spread(per_rank, per_step)
-    warnings.extend(_spread_warnings(len(p.ranks), spread))
+    warnings.extend(_spread_warnings(spread))
     coll = collectives(p, k)
     warnings.extend(_collective_warnings(coll))
     und, und_per = (np.nan, {}) if unavailable else undecided_detail(k, p.rules)[:2]
@@ -189,7 +147,7 @@ def summarise(p, phase: str, top: int) -> dict:
     w = None if unavailable else undecided_warning(k, p.rules, frames)
     warnings += [w] if w else []
     ev, mods, layers = evidence_table(k), module_table(k, "module"), module_table(k, "layer")
-    topk = top_kernels(k, top) if len(k) else top_kernels(pd.DataFrame(), top)
+    topk = top_kernels(k, top)
     if unavailable:
         _blank_times(ev, mods, layers, topk)
     return dict(phase=phase_used, files=p.files, ranks=p.ranks, steps=int(len(steps)), kernel_time_us=kernel_time,
@@ -220,7 +178,7 @@ def _per_rank(p, k, steps, phase_used: str, warnings: list[str]) -> tuple[pd.Dat
     for r in p.ranks:
         kr = k[k["rank"] == r] if len(k) else k
         sr = steps[steps["rank"] == r] if len(steps) else steps
-        fig = rank_figures(kr, sr) if len(kr) else {"kernel_us": 0.0, "wall_us": np.nan, **_NO_TIMES}
+        fig = rank_figures(kr, sr) if len(kr) else {**_NO_TIMES, "wall_us": np.nan}
         zero = float((kr["dur_us"] == 0).mean()) if len(kr) else 0.0
         ar = kr[kr["category"] == ALLREDUCE] if len(kr) else kr
         fig.update(rank=r, allreduce_us=float(ar["dur_us"].sum()) if len(ar) else 0.0,
@@ -228,7 +186,7 @@ def _per_rank(p, k, steps, phase_used: str, warnings: list[str]) -> tuple[pd.Dat
         if zero >= 0.5:
             # most kernels carry no duration (graph replay without per-kernel timing): their time would
             # count as GPU idle and their categories as 0 ms, so neither is given
-            src = ", ".join(sorted(set(sr["span_from"].astype(str)))) if "span_from" in sr and len(sr) else "kernels"
+            src = ", ".join(sorted(set(sr["span_from"].astype(str)))) if len(sr) else "kernels"
             fig.update(_NO_TIMES, allreduce_us=np.nan)
             unavailable = (f"{100 * zero:.0f}% of rank {r}'s {phase_used} kernels were recorded without duration "
                            f"(CUDA-graph replay without per-kernel timing): category times, GPU idle and exposed "
@@ -247,10 +205,7 @@ def _category_rows(k, order, kernel_time: float, wall: float, idle: float, unava
     if len(k):
         g = k.groupby("category", observed=False)[["dur_us", "count"]].sum().rename(columns=TIME_CALLS)
         g = g.reindex(order).fillna(0.0)
-        g = g[(g["time_us"] > 0) | (g["calls"] > 0)]
-        cats = g.reset_index()
-        cats["category"] = cats["category"].astype(str)
-        cats["calls"] = cats["calls"].astype(int)
+        cats = g[(g["time_us"] > 0) | (g["calls"] > 0)].reset_index().astype({"category": str, "calls": int})
     else:
         cats = pd.DataFrame({"category": [], "time_us": [], "calls": []})
     if unavailable:
@@ -292,9 +247,8 @@ def _rank_categories(k, order, per_rank: pd.DataFrame, unavailable) -> pd.DataFr
     return rc
 
 
-def _spread_warnings(n_ranks: int, spread: dict) -> list[str]:
-    if n_ranks > 1 and spread.get("ranks", 0) > 1 and spread["max_us"] > 0 and spread["min_us"] > 0 \
-            and spread["max_us"] / spread["min_us"] > 1.5:
+def _spread_warnings(spread: dict) -> list[str]:
+    if spread.get("ranks", 0) > 1 and spread["min_us"] > 0 and spread["max_us"] / spread["min_us"] > 1.5:
         return [f"AllReduce time differs {spread['max_us'] / spread['min_us']:.1f}x across ranks "
                 f"({spread['min_us']:,.0f}..{spread['max_us']:,.0f} us): the longer all-reduces likely "
                 f"include waiting for a slower rank, not transfer time"]
@@ -314,17 +268,13 @@ def allreduce_spread(per_rank: pd.DataFrame, per_step: pd.DataFrame) -> dict:
     """Per-rank AllReduce time: min, max, which ranks, spread, and the median per-step spread."""
     if per_rank.empty or per_rank["allreduce_calls"].sum() == 0:
         return {"ranks": 0}
-    pr = per_rank[["rank", "allreduce_us"]]
-    i_max = int(pr["allreduce_us"].idxmax())
-    i_min = int(pr["allreduce_us"].idxmin())
-    out = {"ranks": int(len(pr)), "min_us": float(pr["allreduce_us"].min()), "max_us": float(pr["allreduce_us"].max()),
-           "min_rank": int(pr.loc[i_min, "rank"]), "max_rank": int(pr.loc[i_max, "rank"]),
-           "mean_us": float(pr["allreduce_us"].mean())}
+    ar = per_rank.set_index("rank")["allreduce_us"]
+    out = {"ranks": int(len(ar)), "min_us": float(ar.min()), "max_us": float(ar.max()), "min_rank": int(ar.idxmin()),
+           "max_rank": int(ar.idxmax()), "mean_us": float(ar.mean())}
     out["spread_us"] = out["max_us"] - out["min_us"]
     out["max_over_min"] = out["max_us"] / out["min_us"] if out["min_us"] > 0 else float("inf")
     if ALLREDUCE in per_step.columns and per_step["rank"].nunique() > 1:
-        st = per_step.pivot_table(index="step", columns="rank", values=ALLREDUCE, aggfunc="sum")
-        st = st.dropna()
+        st = per_step.pivot_table(index="step", columns="rank", values=ALLREDUCE, aggfunc="sum").dropna()
         if len(st):
             out["per_step_spread_us_median"] = float((st.max(axis=1) - st.min(axis=1)).median())
     return out

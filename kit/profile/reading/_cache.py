@@ -57,23 +57,26 @@ PARSER_VERSION = "7"  # 2: rows checked by _validate.check_frames; 3: frames and
 _TABLES = ("kernels", "annotations", "launches", "frames", "comms")
 
 
+def _arrow():
+    """pyarrow and its Feather module, loaded after the parse worker's fork (``_load.prefetch``)."""
+    import pyarrow as pa  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
+    from pyarrow import feather  # deferred: as pyarrow
+
+    return pa, feather
+
+
 def write_table(df, path: Path) -> None:
     """One DataFrame as an uncompressed Arrow IPC file (its index is not kept)."""
-    import pyarrow as pa  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
-    from pyarrow import feather  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
-
+    pa, feather = _arrow()
     feather.write_feather(pa.Table.from_pandas(df, preserve_index=False), str(path), compression="uncompressed")
 
 
 def read_table(path: Path, digest=None):
     """A table :func:`write_table` wrote, as a DataFrame (its bytes fed to ``digest`` on the way)."""
-    import pyarrow as pa  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
-    from pyarrow import feather  # deferred: pyarrow loads after the parse worker's fork (_load.prefetch)
-
+    pa, feather = _arrow()
     data = path.read_bytes()
     if digest is not None:
-        digest.update(path.name.encode() + b"\0" + len(data).to_bytes(8, "little"))
-        digest.update(data)
+        _seal(digest, path.name, data)
     return feather.read_table(pa.BufferReader(data), memory_map=False).to_pandas()
 
 
@@ -154,6 +157,12 @@ def _digest(key: bytes, name: str):
     return hashlib.blake2b(name.encode(), key=key, digest_size=32)
 
 
+def _seal(h, name: str, data: bytes) -> None:
+    """One file of an entry into its digest: name, length, bytes."""
+    h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little"))
+    h.update(data)
+
+
 def _reject(d: Path, why: str) -> None:
     _warn("profile cache entry %s %s: ignored, rebuilt", d, why)
     shutil.rmtree(d, ignore_errors=True)
@@ -171,9 +180,7 @@ def _write_entry(root: Path, key: bytes, final: Path, tables: dict, info_name: s
         names = [info_name] + [f"{n}.arrow" for n in tables]
         h = _digest(key, final.name)
         for n in names:
-            data = (tmp / n).read_bytes()
-            h.update(n.encode() + b"\0" + len(data).to_bytes(8, "little"))
-            h.update(data)
+            _seal(h, n, (tmp / n).read_bytes())
         (tmp / "digest").write_text(json.dumps({"files": names, "blake2b": h.hexdigest()}))
         try:
             os.replace(tmp, final)
@@ -208,8 +215,7 @@ def _read_entry(d: Path, key: bytes, info_name: str, tables) -> dict | None:
         return None
     h = _digest(key, d.name)
     raw = (d / info_name).read_bytes()
-    h.update(info_name.encode() + b"\0" + len(raw).to_bytes(8, "little"))
-    h.update(raw)
+    _seal(h, info_name, raw)
     names = [f"{n}.arrow" for n in tables]
     if seal.get("files") != [info_name] + names:
         _reject(d, "lists other files than it should (edited or planted)")
@@ -226,15 +232,6 @@ def file_key(path: Path) -> str:
     st = path.stat()
     ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}|{PARSER_VERSION}"
     return hashlib.sha256(ident.encode()).hexdigest()[:32]
-
-
-def has(path: Path) -> bool:
-    """Whether a cache entry for ``path`` exists (cheap: no pandas; checked when read)."""
-    root, _ = _root()
-    try:
-        return (root / file_key(path) / "meta.json").is_file()
-    except OSError:
-        return False
 
 
 def load(path: Path) -> dict | None:

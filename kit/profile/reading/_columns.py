@@ -8,9 +8,22 @@ import re
 import numpy as np
 import pandas as pd
 
+from kit.profile.reading._read import text_codes
+
 
 def _categorical(s: pd.Series) -> pd.Series:
     return s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("category")
+
+
+def categorical(values, categories: list | None = None) -> pd.Categorical:
+    """``pd.Categorical(values, categories)`` of text (``str``, a missing value None), coded through a dict
+    (``_read.text_codes``): ~5x faster than pandas' factorising of Python strings. ``values`` may be codes
+    already (``_read.coded``); values that are not all text go to pandas."""
+    got = values if type(values) is tuple else \
+        text_codes(values.tolist() if isinstance(values, np.ndarray) else values, categories)
+    if got is None:
+        return pd.Categorical(values)
+    return pd.Categorical.from_codes(np.frombuffer(got[0], dtype=np.int64), categories=got[1])
 
 
 def strings(s: pd.Series) -> np.ndarray:

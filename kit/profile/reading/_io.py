@@ -50,14 +50,8 @@ def sniff(path: Path) -> str:
 
 
 def read_bytes(path: Path, kind: str) -> tuple[bytes, list[str]]:
-    """The (decompressed) bytes of ``path`` and warnings; a cut gzip stream keeps what inflated; the
-    decompressed size is watched as in :func:`blocks` (a decompression bomb is a TraceError)."""
+    """The (decompressed) bytes of ``path`` and warnings, read as :func:`blocks` reads them."""
     warnings: list[str] = []
-    if kind != "gzip":
-        try:
-            return path.read_bytes(), warnings
-        except OSError as exc:
-            raise TraceError(f"{path}: cannot read ({exc.strerror or exc})", path=str(path)) from None
     return b"".join(blocks(path, kind, warnings)), warnings
 
 

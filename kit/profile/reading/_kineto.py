@@ -68,7 +68,6 @@ from kit.profile.reading._io import blocks, range_blocks, sniff
 from kit.profile.reading._kineto_events import (
     _DROP_OP_NAMES,
     _DROP_OP_PIECE,
-    _KEEP_PY_BYTES,
     _TYPED,
     _Collector,
     _TypedError,
@@ -86,8 +85,6 @@ _KEY = re.compile(rb'"([^"\\]{1,80})"\s*:')
 _NAME_FIELD = re.compile(rb'"name"\s*:\s*"((?:[^"\\]|\\.){0,160})"')
 _REPLACEMENT = "\ufffd".encode()
 
-# epoch microseconds are ~1.7e15; anything below 1e14 (3 years after 1970) is relative
-_ABSOLUTE_US = 1e14
 DECODERS = ("msgspec", "orjson")
 
 
@@ -109,7 +106,9 @@ def _prefiltered(chunk: bytes) -> tuple[list | None, int]:
     inside an event (a list of objects in its args) is harmless; a malformed result returns None and
     the caller parses the whole chunk instead."""
     pieces = _BOUNDARY.split(chunk[1:-1])
-    # _keep_piece inlined (this runs once per event of the trace)
+    # once per event of the trace: a python_function frame whose name _KEEP_PY may match (``rotar``:
+    # apply_rotary_pos_emb, ``rotat``: rotate_half; tests/profile/test_prefilter.py checks the prefiltered parse
+    # against the unfiltered one on real traces), a cpu_op unless dropped by name, else unless never kept
     kept = [p for p in pieces
             if ((b'nn.Module: ' in p or b'rotar' in p or b'rotat' in p or b'cache_utils' in p or b'kv_cache' in p)
                 if b'"python_function"' in p else
@@ -118,15 +117,6 @@ def _prefiltered(chunk: bytes) -> tuple[list | None, int]:
     if not kept:
         return [], len(pieces)
     return _loads_array(b"{" + b"},{".join(kept) + b"}"), len(pieces)
-
-
-def _keep_piece(p: bytes) -> bool:
-    """Whether one event's text may hold a kept event (the test ``_prefiltered`` applies inline)."""
-    if b'"python_function"' in p:
-        return any(b in p for b in _KEEP_PY_BYTES)
-    if b'"cpu_op"' in p:
-        return _keep_op(p)
-    return not (b'"ac2g"' in p or b'"cpu_instant_event"' in p or b'"fwdbwd"' in p or b'"async_gpu"' in p)
 
 
 def _keep_op(p: bytes) -> bool:
@@ -218,18 +208,21 @@ class _Window:
 def read_kineto(path: Path, decoder: str | None = None) -> dict:
     """Parse one Kineto trace file into column dicts + meta + warnings (see module doc).
     ``decoder``: 'msgspec' or 'orjson' (default ``DECODER``); both give the same tables."""
-    decoder = decoder or DECODER
-    if decoder == "msgspec" and _TYPED is None:
-        decoder = "orjson"
     kind = sniff(path)
     if kind == "sqlite":
         raise TraceError(f"{path}: an SQLite database (nsys export?), not a Kineto JSON trace", path=str(path))
     if kind == "text":
         raise TraceError(f"{path}: not JSON (does not start with '{{' or '['); not a Kineto trace", path=str(path))
     warnings: list[str] = []
-    out, col = _read_window(path, _Window(blocks(path, kind, warnings)), decoder, warnings)
+    out, col = _read_window(path, _Window(blocks(path, kind, warnings)), _decoder(decoder), warnings)
     out["warnings"].extend(_validate.collector_warnings(col, os.path.basename(path)))  # hook: repaired, dropped
     return out
+
+
+def _decoder(asked: str | None) -> str:
+    """The decoder to use: ``asked`` (default ``DECODER``), orjson where msgspec's typed decoder is missing."""
+    decoder = asked or DECODER
+    return "orjson" if decoder == "msgspec" and _TYPED is None else decoder
 
 
 def _read_window(path: Path, w: _Window, decoder: str, warnings: list[str]) -> tuple[dict, _Collector]:
@@ -245,11 +238,7 @@ def _read_window(path: Path, w: _Window, decoder: str, warnings: list[str]) -> t
 def read_part(path: str, part: tuple[int, int, int, bytes], decoder: str | None = None) -> dict:
     """One part of ``_io.split`` read like a whole file, with its repair counts (``issues``) for
     ``_read.merge``."""
-    decoder = decoder or DECODER
-    if decoder == "msgspec" and _TYPED is None:
-        decoder = "orjson"
-    warnings: list[str] = []
-    out, col = _read_window(Path(path), _Window(range_blocks(Path(path), *part)), decoder, warnings)
+    out, col = _read_window(Path(path), _Window(range_blocks(Path(path), *part)), _decoder(decoder), [])
     out["issues"] = col._kit_issues
     return out
 
@@ -415,15 +404,3 @@ def _salvage(col: _Collector, rest: bytes) -> int:
             col.add_dicts(evs)
             return cut
     return 0
-
-
-def absolute_offset_us(meta: dict, first_ts: float | None) -> tuple[float, str | None]:
-    """Microseconds to add to this file's ``ts`` to get epoch time, and a warning if unknown."""
-    base_ns = meta.get("baseTimeNanoseconds")
-    if first_ts is None:
-        return 0.0, None
-    if first_ts >= _ABSOLUTE_US:
-        return 0.0, None
-    if isinstance(base_ns, (int, float)) and base_ns > 0:
-        return base_ns / 1000.0, None
-    return 0.0, "timestamps are relative and no baseTimeNanoseconds was found: cross-rank alignment unknown"

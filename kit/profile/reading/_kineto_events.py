@@ -43,10 +43,6 @@ _DROP_OP_NAMES = frozenset(b"aten::" + n.encode() for n in _DROP_OPS[len("aten::
 # regex per python frame would cost more than parsing the whole trace); the exact test is _KEEP_PY.
 _KEEP_PY = r"^nn\.Module: |rotary|rotate_half|cache_utils\.py\(\d+\): update$|kv_cache"
 _KEEP_PY_RX = re.compile(_KEEP_PY)
-# the byte test: every name _KEEP_PY can match contains one of these (``rotar``: apply_rotary_pos_emb,
-# ``rotat``: rotate_half); tests/profile/test_prefilter.py checks the prefiltered parse against the
-# unfiltered one on real traces
-_KEEP_PY_BYTES = (b'nn.Module: ', b'rotar', b'rotat', b'cache_utils', b'kv_cache')
 _DROP_OP_PIECE = re.compile(rb'"name": ?"' + _DROP_OPS.encode() + rb'"')
 
 if msgspec is not None:
@@ -207,7 +203,7 @@ class _Collector:
             if cat == "python_function":
                 name = e.name
                 if type(name) is not str or not ("nn.Module: " in name or "rota" in name or "cache_utils" in name
-                                                 or "kv_cache" in name):   # _KEEP_PY_BYTES, as text
+                                                 or "kv_cache" in name):   # _kineto._prefiltered's byte test, as text
                     continue
                 if e.ph != "X" or not _KEEP_PY_RX.search(name):
                     continue

@@ -35,35 +35,30 @@ def _norm(h: str) -> str:
 
 
 def _num(s: str) -> float:
-    s = s.strip().replace(",", "")
-    if not s or s in ("-", "N/A"):
-        return float("nan")
     try:
-        return float(s)
-    except ValueError:  # "12.5us", "fast": NaN, dropped and counted by _validate.check_frames
+        return float(s.strip().replace(",", ""))
+    except ValueError:  # "", "-", "N/A", "12.5us": NaN, dropped and counted by _validate.check_frames
         return float("nan")
+
+
+_COLUMNS = {"kernels": ("device", "stream", "name", "ts", "dur", "correlation", "kind", "collective", "count"),
+            "annotations": ("name", "ts", "dur", "side", "device", "stream", "tid"),
+            "launches": ("name", "ts", "dur", "correlation", "tid")}
 
 
 def _empty_cols() -> dict:
-    return {
-        "kernels": {c: [] for c in ("device", "stream", "name", "ts", "dur", "correlation", "kind", "collective",
-                                    "count")},
-        "annotations": {c: [] for c in ("name", "ts", "dur", "side", "device", "stream", "tid")},
-        "launches": {c: [] for c in ("name", "ts", "dur", "correlation", "tid")},
-    }
+    return {t: {c: [] for c in cols} for t, cols in _COLUMNS.items()}
+
+
+def _add(table: dict, **row) -> None:
+    for c, v in row.items():
+        table[c].append(v)
 
 
 def _add_kernel(k: dict, name: str, ts: float, dur: float, count: int = 1, device: int = -1, stream: int = -1,
                 corr: int = -1, kind: str = "kernel") -> None:
-    k["device"].append(device)
-    k["stream"].append(stream)
-    k["name"].append(name)
-    k["ts"].append(ts)
-    k["dur"].append(dur)
-    k["correlation"].append(corr)
-    k["kind"].append(kind)
-    k["collective"].append(None)
-    k["count"].append(count)
+    _add(k, device=device, stream=stream, name=name, ts=ts, dur=dur, correlation=corr, kind=kind, collective=None,
+         count=count)
 
 
 def read_nsys_csv(path: Path) -> dict:
@@ -184,21 +179,12 @@ def _kern_sum_rows(k: dict, header: list[str], body: list[list[str]], base: str)
     name = cols.get("name")
     if total is None or name is None:
         raise TraceError(f"{base}: kernel summary header lacks 'Total Time' or 'Name': {header}", path=base)
-    unit = 1e-3  # ns -> us; nsys stats times are ns unless --timeunit
-    h = header[total].lower()
-    if "(us)" in h:
-        unit = 1.0
-    elif "(ms)" in h:
-        unit = 1e3
-    elif "(s)" in h:
-        unit = 1e6
+    # nsys stats times are ns unless --timeunit
+    unit = next((u for s, u in (("(us)", 1.0), ("(ms)", 1e3), ("(s)", 1e6)) if s in header[total].lower()), 1e-3)
     for r in body:
         if len(r) <= max(total, name):
             continue
-        try:
-            t = _num(r[total]) * unit
-        except ValueError:
-            continue
+        t = _num(r[total]) * unit
         n = _num(r[inst]) if inst is not None and r[inst].strip() else 1.0
         n = int(n) if not is_nan(n) and abs(n) < 1e18 else 1
         _add_kernel(k, r[name].strip(), float("nan"), t, count=n)
@@ -277,11 +263,7 @@ def read_nsys_sqlite(path: Path) -> dict:
                     "SELECT r.start, r.end, r.correlationId, r.globalTid, s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
                     "LEFT JOIN StringIds s ON s.id = r.nameId"):
                 t0 = us(start)
-                rr["name"].append(str(name or "?"))
-                rr["ts"].append(t0)
-                rr["dur"].append(us(end) - t0)
-                rr["correlation"].append(_id(corr))
-                rr["tid"].append(str(tid))
+                _add(rr, name=str(name or "?"), ts=t0, dur=us(end) - t0, correlation=_id(corr), tid=str(tid))
         if "NVTX_EVENTS" in tables:
             ncols = {r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")}
             text = "COALESCE(n.text, s.value)" if "textId" in ncols else "n.text"
@@ -294,13 +276,7 @@ def read_nsys_sqlite(path: Path) -> dict:
                 if name is None:
                     continue
                 t0 = us(start)
-                aa["name"].append(str(name))
-                aa["ts"].append(t0)
-                aa["dur"].append(us(end) - t0)
-                aa["side"].append("cpu")
-                aa["device"].append(-1)
-                aa["stream"].append(-1)
-                aa["tid"].append(str(tid))
+                _add(aa, name=str(name), ts=t0, dur=us(end) - t0, side="cpu", device=-1, stream=-1, tid=str(tid))
     except sqlite3.DatabaseError as exc:
         raise TraceError(f"{path}: SQLite query failed ({exc}); not an nsys export?", path=str(path)) from None
     finally:

@@ -7,11 +7,60 @@ zipapp. The format is decided by ``kit.profile.reading._io.detect``; the loader 
 from __future__ import annotations
 
 import os
+from array import array
 from pathlib import Path
 from types import SimpleNamespace
 
 from kit.profile.reading._io import detect
 from kit.profile.reading._validate import collector_warnings
+
+# each raw table's columns and how its frame holds them: "i" int64, "f" float64, "o" object, "s" object of str,
+# "c" categorical (a list: categorical of those categories); a table or column a file lacks is empty or None
+# (``count``: 1)
+FRAME_COLUMNS = {
+    "kernels": {"device": "i", "stream": "i", "name": "c", "ts": "f", "dur": "f", "correlation": "i",
+                "kind": ["kernel", "memcpy", "memset"], "collective": "o", "count": "i"},
+    "annotations": {"name": "o", "ts": "f", "dur": "f", "side": "o", "device": "i", "stream": "i", "tid": "o"},
+    "launches": {"name": "c", "ts": "f", "dur": "f", "correlation": "i", "tid": "s"},
+    "frames": {"name": "c", "ts": "f", "dur": "f", "tid": "s", "kind": ["op", "module", "function"], "dims": "c",
+               "types": "c"},
+    "comms": {"name": "o", "ts": "f", "tid": "s", "collective": "o", "group_size": "i", "in_nelems": "i",
+              "out_nelems": "i", "dtype": "o", "pg": "o"},
+}
+
+
+def text_codes(values: list, categories: list | None = None) -> tuple[array, list] | None:
+    """Text values (a missing one None) as (int64 codes, categories) for a categorical: -1 for None or a
+    value of no category; the categories sorted where not given, as pandas sorts them. None where the
+    values are not all text (or none is): pandas decides those."""
+    if categories is None:
+        uniq = set(values)
+        uniq.discard(None)
+        if not uniq or not all(type(u) is str for u in uniq):
+            return None
+        categories = sorted(uniq)
+    code = _Codes((c, i) for i, c in enumerate(categories))
+    return array("q", map(code.__getitem__, values)), categories
+
+
+class _Codes(dict):
+    """A category's code; -1 (missing) for a value of no category."""
+
+    def __missing__(self, key) -> int:
+        return -1
+
+
+def coded(raw: dict) -> dict:
+    """``raw`` with the text columns its frames hold as categoricals (``FRAME_COLUMNS``) replaced by their
+    :func:`text_codes`, where they are all text: done by the parse process while the loader imports pandas."""
+    for table, spec in FRAME_COLUMNS.items():
+        cols = raw.get(table) or {}
+        for c, how in spec.items():
+            if (how == "c" or isinstance(how, list)) and type(cols.get(c)) is list:
+                got = text_codes(cols[c], how if isinstance(how, list) else None)
+                if got is not None:
+                    cols[c] = got
+    return raw
 
 
 # Each reader is imported by read_raw only for a file of its format: a worker, and the reader's zipapp on a

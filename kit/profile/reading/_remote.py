@@ -315,8 +315,8 @@ def reader_command(host, paths: list[str], python: str) -> tuple[str, int]:
 
 def checked(host, head: dict, payload: bytes) -> dict:
     """One file's frames from the reader's answer: its error as a one-line ``TraceError`` naming
-    ``host:path``, else the decoded raw tables, validated (``_load.checked_frames``), never cached."""
-    from kit.profile._load import checked_frames  # deferred: pandas, only once a host's tables come back
+    ``host:path``, else the decoded raw tables, validated (``_assemble.checked_frames``), never cached."""
+    from kit.profile._assemble import checked_frames  # deferred: pandas, only once a host's tables come back
 
     p = head["path"]
     if not head["ok"]:

@@ -12,7 +12,7 @@ Applied at three points (each a one-line hook in the reader, so the readers stay
   is no number, a missing ``ts``, or a non-object ``args`` are made visible to the frame check
   below instead of being skipped or raising; events whose category is not a string are dropped
   and counted.
-- ``check_frames`` (``_load.load_files``, where raw columns become frames, for every format):
+- ``check_frames`` (``_assemble.checked_frames``, where raw columns become frames, for every format):
   kernels with no usable timestamp (missing, NaN, text, negative, after 2100 or more than a day from
   the file's other events), an unreadable (NaN, infinite, text), negative or over-an-hour duration
   (``dur: 1e18``), and exact duplicates (the same kernel, stream, start and duration twice; not

@@ -1,6 +1,6 @@
 """Array helpers for the profile's tables: a text column read once per distinct value, pandas' NaN means
 and sums to the bit on plain arrays, a stable order without the sort where the data is sorted, a rank's
-rows without a copy, each step's kernels by stream, interval membership, JSON-able rows.
+rows without a copy, each step's kernels by stream, intervals (membership, union, clipping), JSON-able rows.
 
 Used by the CPU side (``_cpu.py``, ``_cpu_compare.py``), ``compare`` (``_compare.py``), placement and layer
 finding: plain numpy over the tables' columns, no knowledge of traces.
@@ -32,11 +32,6 @@ def nanmean(x: np.ndarray) -> float:
     known = ~np.isnan(x)
     n = int(known.sum())
     return float(np.where(known, x, 0.0).sum() / n) if n else float("nan")
-
-
-def nansum(x: np.ndarray) -> float:
-    """pandas' ``Series.sum`` of a float array: unknown values summed as 0 in place."""
-    return float(np.where(np.isnan(x), 0.0, x).sum())
 
 
 def stable_order(x: np.ndarray) -> np.ndarray:
@@ -96,14 +91,6 @@ def rows_of(df: pd.DataFrame, rank: int):
     return slice(None) if m.all() else np.flatnonzero(m)
 
 
-def of_rank(df: pd.DataFrame, rank: int) -> pd.DataFrame:
-    """The rows of ``rank`` (the table itself, not a copy, where all rows are: a one-rank trace)."""
-    if not len(df):
-        return df
-    m = (df["rank"] == rank).to_numpy(bool)
-    return df if m.all() else df[m]
-
-
 def inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     """Whether each time lies inside one of the intervals (s, e)."""
     if not len(s) or not len(t):
@@ -112,6 +99,33 @@ def inside(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     s, e = s[o], np.maximum.accumulate(e[o])
     i = np.searchsorted(s, t, side="right") - 1
     return (i >= 0) & (t <= e[np.clip(i, 0, None)])
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted segments covering the intervals (starts, ends)."""
+    if len(starts) == 0:
+        return np.empty(0), np.empty(0)
+    o = np.argsort(starts, kind="stable")
+    s, e = starts[o], ends[o]
+    idx = np.flatnonzero(np.concatenate([[True], s[1:] > np.maximum.accumulate(e)[:-1]]))
+    return s[idx], np.maximum.reduceat(e, idx)
+
+
+def length(seg: tuple[np.ndarray, np.ndarray]) -> float:
+    return float((seg[1] - seg[0]).sum()) if len(seg[0]) else 0.0
+
+
+def union_len_of(a: tuple, b: tuple) -> float:
+    return length(union(np.concatenate([a[0], b[0]]), np.concatenate([a[1], b[1]])))
+
+
+def clip_to_windows(s: np.ndarray, e: np.ndarray, ws: np.ndarray, we: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals clipped to the (disjoint, sorted) windows; parts outside are dropped."""
+    if len(ws) == 0:
+        return s, e
+    i = np.clip(np.searchsorted(ws, s, side="right") - 1, 0, len(ws) - 1)
+    cs, ce = np.maximum(s, ws[i]), np.minimum(e, we[i])
+    return cs[ce > cs], ce[ce > cs]
 
 
 def values_at(s: pd.Series, rows: np.ndarray) -> list:

@@ -33,7 +33,6 @@ import re
 import numpy as np
 import pandas as pd
 
-from kit.profile.analyses._summary import length, union, union_len_of
 from kit.profile.attribution._names import GRAPH_LAUNCH, SYNC_OPS
 from kit.profile.steps import _arrays
 from kit.stats import is_nan
@@ -106,21 +105,17 @@ def _nested_walk(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndar
     return out
 
 
-def _ann_ranges(ann: pd.DataFrame) -> dict:
-    """name -> (starts, ends) of the CPU-side annotations (``record_function`` ranges), by start."""
-    if not len(ann):
-        return {}
-    a = ann[(ann["side"] == "cpu").to_numpy(bool)]
-    o = np.argsort(a["start_us"].to_numpy(float), kind="stable")
-    a0 = a["start_us"].to_numpy(float)[o]
-    a1 = a0 + a["dur_us"].to_numpy(float)[o]
-    names = np.array([str(x) for x in a["name"].to_numpy(object)[o]], dtype=object)
-    return {name: (a0[ix], a1[ix]) for name, ix in _arrays.groups(names).items()}
-
-
 def _cpu_windows(st: pd.DataFrame, first_launch: dict, ann: pd.DataFrame) -> dict:
-    """step -> its CPU window (start, end, where it came from)."""
-    by_name = _ann_ranges(ann)
+    """step -> its CPU window (start, end, where it came from): the CPU-side annotation of the step's name
+    (``record_function`` range) holding its first launch, else its launches up to the next step's."""
+    by_name = {}                                   # name -> (starts, ends) of the CPU-side annotations, by start
+    if len(ann):
+        a = ann[(ann["side"] == "cpu").to_numpy(bool)]
+        o = np.argsort(a["start_us"].to_numpy(float), kind="stable")
+        a0 = a["start_us"].to_numpy(float)[o]
+        a1 = a0 + a["dur_us"].to_numpy(float)[o]
+        names = np.array([str(x) for x in a["name"].to_numpy(object)[o]], dtype=object)
+        by_name = {name: (a0[ix], a1[ix]) for name, ix in _arrays.groups(names).items()}
     out = {}
     fl = np.array([first_launch.get(s, np.nan) for s in st["step"].tolist()], dtype=float)
     for i, (s, name) in enumerate(zip(st["step"].tolist(), st["name"].tolist())):
@@ -179,7 +174,7 @@ def _gaps(start: np.ndarray, end: np.ndarray, st: pd.DataFrame, klaunch: np.ndar
     parts: dict[str, list] = {c: [] for c in _GAP_TYPES}
     for s, gap_before in zip(st["step"].tolist(), st["gap_before_us"].tolist()):
         idx = by_step.get(s)
-        if idx is None or not len(idx):
+        if idx is None:
             continue
         idx = idx[np.argsort(start[idx], kind="stable")]
         b, e = start[idx], end[idx]
@@ -239,9 +234,8 @@ class _Calls:
         codes, uniq = _arrays.text(rt["name"])
         self.codes, self.uniq = codes[rows][o], uniq
         kind = np.array([KINDS.index(_kind_of(n)) for n in uniq], np.int8)[self.codes]
-        if "kind" in rt:
-            kc, ku = _arrays.text(rt["kind"])
-            kind[(ku == "op")[kc[rows][o]]] = _OP
+        kc, ku = _arrays.text(rt["kind"])
+        kind[(ku == "op")[kc[rows][o]]] = _OP
         self.kind = kind
         is_l = kind == _LAUNCH
         self.nested = np.zeros(len(kind), bool)
@@ -274,7 +268,7 @@ class _Calls:
         lw = (ck == _LAUNCH) & ~self.nested[c]
         sw = ck == _SYNC
         own = _arrays.inside(cs[sw], it_s, it_e)   # a sync call inside an .item() is that item's own wait
-        wait = union_len_of((cs[sw], ce[sw]), (it_s, it_e))
+        wait = _arrays.union_len_of((cs[sw], ce[sw]), (it_s, it_e))
         return {"launches": int(lw.sum()), "driver_launches": int((lw & self.driver[c]).sum()),
                 "graph_launches": int((ck == _GRAPH).sum()), "memcpy": int((ck == _MEMCPY).sum()),
                 "memset": int((ck == _MEMSET).sum()), "syncs": int((~own).sum() + len(it_s)),
@@ -289,7 +283,7 @@ class _Calls:
 def _gpu_figures(ix: np.ndarray, kstart: np.ndarray, kdur: np.ndarray, gl: np.ndarray, gc: np.ndarray,
                  wall: float) -> dict:
     """Busy time of a step's kernels (``ix``) and its idle gaps (lengths ``gl``, causes ``gc``) by cause."""
-    busy = length(union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
+    busy = _arrays.length(_arrays.union(kstart[ix], kstart[ix] + kdur[ix])) if len(ix) else 0.0
     if len(ix) and (kdur[ix] == 0).mean() >= 0.5:   # graph replay without per-kernel timing
         nan = {f"idle_{x}_us": np.nan for x in CAUSES}
         return {"gpu_busy_us": np.nan, "gpu_idle_us": np.nan, **nan, "max_gap_us": 0.0}
@@ -299,21 +293,29 @@ def _gpu_figures(ix: np.ndarray, kstart: np.ndarray, kdur: np.ndarray, gl: np.nd
             "max_gap_us": float(gl[caused].max()) if caused.any() else 0.0}
 
 
-def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``.
-    The runtime and kernel tables are read as arrays of the rank's rows (no copy of the tables)."""
-    rt = p.runtime if isinstance(getattr(p, "runtime", None), pd.DataFrame) else pd.DataFrame()
-    rt_rows, ann = _arrays.rows_of(rt, rank), _arrays.of_rank(p.annotations, rank)
+def phase_steps(p, rank: int, phase: str) -> pd.DataFrame:
+    """Rank ``rank``'s steps of ``phase`` (every phase for ``"all"``) with a known start, by start."""
+    st = p.steps
+    m = (st["rank"].to_numpy() == rank) & st["start_us"].notna().to_numpy(bool)
+    if phase != "all":
+        m &= (st["phase"] == phase).to_numpy(bool)
+    return st[m].sort_values("start_us")
+
+
+def rank_cpu(p, rank: int, steps: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-step CPU-side table, GPU-idle gaps with their cause and CPU frame) of one rank's ``steps``
+    (:func:`phase_steps`). The runtime and kernel tables are read as arrays of the rank's rows (no copy)."""
+    rt, k = p.runtime, p.kernels
+    rt_rows, ann = _arrays.rows_of(rt, rank), p.annotations.iloc[_arrays.rows_of(p.annotations, rank)]
     if not (len(rt) if isinstance(rt_rows, slice) else len(rt_rows)) or not len(steps):
-        return _no_steps()
+        return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
     calls = _Calls(rt, rt_rows)
-    kpos = np.flatnonzero(k["rank"].to_numpy() == rank) if len(k) else np.empty(0, np.int64)
+    kpos = np.flatnonzero(k["rank"].to_numpy() == rank)
     kstart, kdur = k["start_us"].to_numpy(float)[kpos], k["dur_us"].to_numpy(float)[kpos]
     by_step = _arrays.groups(k["step"].to_numpy()[kpos])
     klaunch = _launch_times(k["correlation"].to_numpy(np.int64)[kpos], kstart, *calls.launchers)
     first_launch = {st_: np.nanmin(klaunch[ix]) if np.isfinite(klaunch[ix]).any() else np.nan
                     for st_, ix in by_step.items()}
-    steps = steps.sort_values("start_us")
     wins = _cpu_windows(steps, first_launch, ann)
     gaps = _gaps(kstart, kstart + kdur, steps, klaunch, by_step)
     gaps["cause"] = _cause(gaps, calls.waits)
@@ -332,22 +334,16 @@ def rank_cpu(p, rank: int, steps: pd.DataFrame, k: pd.DataFrame) -> tuple[pd.Dat
     return pd.DataFrame(rows, columns=STEP_COLUMNS), _gap_table(gaps, k, kpos, calls, rank)
 
 
-def _no_steps() -> tuple[pd.DataFrame, pd.DataFrame]:
-    return pd.DataFrame(columns=STEP_COLUMNS), pd.DataFrame(columns=GAP_COLUMNS)
-
-
-def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: int, n: int = 10) -> pd.DataFrame:
-    """The ``n`` longest gaps the CPU caused: where the CPU was (the sync that returned inside the gap,
+def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: int) -> pd.DataFrame:
+    """The 10 longest gaps the CPU caused: where the CPU was (the sync that returned inside the gap,
     else the op and ``nn.Module`` the next kernel was launched from) and the kernel that ended it."""
     cand = np.flatnonzero(g["cause"] <= _C_SYNC)
-    top = cand[pd.Series(g["idle_us"][cand]).nlargest(n).index.to_numpy()]
+    top = cand[pd.Series(g["idle_us"][cand]).nlargest(10).index.to_numpy()]
     if not len(top):
         return pd.DataFrame(columns=GAP_COLUMNS)
     at = kpos[g["kernel"][top]]                  # the kernels that ended the gaps, as rows of ``k``
 
     def col(c):
-        if c not in k:
-            return [None] * len(top)
         return [x if isinstance(x, str) and x else None for x in _arrays.values_at(k[c], at)]
 
     op_top, op = col("op_top"), col("op")
@@ -367,9 +363,9 @@ def _gap_table(g: dict, k: pd.DataFrame, kpos: np.ndarray, calls: _Calls, rank: 
                         columns=GAP_COLUMNS)
 
 
-def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
-    """The verdict of one rank's per-step table (module docstring), with the figures that decide it
-    (per-step means)."""
+def verdict(t: pd.DataFrame, gaps: pd.DataFrame) -> dict:
+    """The verdict of one rank's per-step table and gaps (:func:`rank_cpu`; module docstring), with the
+    figures that decide it (per-step means)."""
     out = {"verdict": "undecided", "reason": "", "steps": int(len(t))}
     if not len(t):
         out["reason"] = "no step with launch records (runtime events) in this trace"
@@ -407,7 +403,7 @@ def verdict(t: pd.DataFrame, top_frame: str | None = None) -> dict:
                  f"synchronises cannot be captured in a CUDA graph")
     elif m["max_gap_us"] >= ONE_GAP_SHARE * caused:
         out["verdict"] = "host-bound"
-        where = f" ({top_frame})" if top_frame else ""
+        where = f" ({gap_where(gaps.iloc[0])})" if len(gaps) else ""
         figs += (f"; one gap per step holds {m['max_gap_us']:,.0f} us ({100 * m['max_gap_us'] / caused:.0f}% of "
                  f"that idle){where}: host work, not launch overhead")
     else:
@@ -431,27 +427,21 @@ def _launch_words(m: dict, mode: str) -> str:
 
 def cpu_side(p, phase: str = "all") -> dict:
     """Per-step table, longest CPU-caused gaps and verdicts (per rank and headline) of ``phase``."""
-    k, st = p.kernels, p.steps
-    if phase != "all" and len(st):
-        st = st[st["phase"] == phase]
+    st = p.steps if phase == "all" else p.steps[p.steps["phase"] == phase]
     steps, gaps, per_rank = [], [], []
     for r in p.ranks:
-        sr = st[st["rank"] == r].dropna(subset=["start_us"]) if len(st) else st
-        t, g = rank_cpu(p, r, sr.sort_values("start_us"), k) if len(k) else _no_steps()
+        sr = phase_steps(p, r, phase)
+        t, g = rank_cpu(p, r, sr)
         steps.append(t)
         gaps.append(g)
-        top = gap_where(g.iloc[0]) if len(g) else None
-        v = verdict(t, top)
-        if not len(t) and len(st) and (st["rank"] == r).any() and not len(sr):
+        v = verdict(t, g)
+        if not len(sr) and (st["rank"] == r).any():
             v["reason"] = ("no step has a known span (kernels without durations and no GPU-side annotation or "
                            "host wait per step): step time unknown")
         per_rank.append({"rank": r, **v})
-    table = pd.concat(steps, ignore_index=True) if steps else pd.DataFrame(columns=STEP_COLUMNS)
-    gap_t = pd.concat(gaps, ignore_index=True) if gaps else pd.DataFrame(columns=GAP_COLUMNS)
-    pr = pd.DataFrame(per_rank)
-    head = max(per_rank, key=lambda d: d.get("step_us", -1.0)) if per_rank else {"verdict": "undecided",
-                                                                                   "reason": "no rank"}
-    return {"steps": table, "gaps": gap_t, "per_rank": pr, "verdict": head}
+    # a Profile has a rank per trace file; the headline is the slowest rank's
+    return {"steps": pd.concat(steps, ignore_index=True), "gaps": pd.concat(gaps, ignore_index=True),
+            "per_rank": pd.DataFrame(per_rank), "verdict": max(per_rank, key=lambda d: d.get("step_us", -1.0))}
 
 
 def to_json(verdict: dict, per_rank: pd.DataFrame, gaps: pd.DataFrame, steps: pd.DataFrame | None = None) -> dict:

@@ -164,7 +164,6 @@ def _assign_by_time(t: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
 
 
 def _bounds(ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of ranges."""
     starts = ranges["ts"].to_numpy(float)
     return starts, starts + ranges["dur"].to_numpy(float)
 
@@ -202,10 +201,8 @@ def step_markers(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
 
 
 def _t_end(k: pd.DataFrame, launches: pd.DataFrame) -> float:
-    t = [float(np.nanmax(k["ts"].to_numpy(float)))] if len(k) and k["ts"].notna().any() else []
-    if len(launches):
-        t.append(float(launches["ts"].max()))
-    return max(t) if t else 0.0
+    """The last kernel start or launch of a rank whose kernels are timed."""
+    return max(float(np.nanmax(k["ts"].to_numpy(float))), float(launches["ts"].max()) if len(launches) else -np.inf)
 
 
 def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, frames: pd.DataFrame | None = None,
@@ -218,17 +215,16 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
     phase = np.full(n, "unknown", dtype=object)
     kt = k["ts"].to_numpy(dtype=float)
     kend = kt + k["dur"].to_numpy(dtype=float)
-    source = None
-    if n and np.isnan(kt).all():   # a summary without timeline (nsys stats): no steps to find
-        n = 0
-    markers = step_markers(k, ann, launches, frames, marker) if n else None
+    timed = n and not np.isnan(kt).all()   # not a summary without timeline (nsys stats), which has no steps
+    markers = step_markers(k, ann, launches, frames, marker) if timed else None
     g = launches[matching(launches["name"], GRAPH_LAUNCH)] if len(launches) and not marker else launches.iloc[:0]
-    if markers is None and n and not len(g) and not marker:
+    if markers is None and timed and not len(g) and not marker:
         markers = _forwards(frames, _launch_times(k, launches, kt), _t_end(k, launches))
     rows: list = []
-    if markers is not None and n:
+    source = None
+    if markers is not None:
         step, phase, rows, source = _by_markers(k, launches, kt, kend, markers)
-    elif n and len(g):
+    elif timed and len(g):
         g = g.sort_values("ts")
         pos = {c: i for i, c in enumerate(g["correlation"].to_numpy())}
         idx = np.array([pos.get(c, -1) for c in k["correlation"].to_numpy()], dtype=np.int64)
@@ -238,16 +234,14 @@ def assign_steps(k: pd.DataFrame, ann: pd.DataFrame, launches: pd.DataFrame, fra
             source = "cuda-graph"
             rows = [(i, f"{nm} #{i}", "decode", float(ts), float(ts + dur))
                     for i, (nm, ts, dur) in enumerate(zip(g["name"], g["ts"], g["dur"]))]
-    untimed = (kt == 0) & (kend == 0) if n else np.zeros(0, bool)
+    untimed = (kt == 0) & (kend == 0)
     if source is not None and untimed.any():
         r_step = _replay_steps(k, untimed, launches, source, markers, len(rows))
         step[untimed] = r_step
         ph = np.array([r[2] for r in rows], dtype=object)   # a graph launch's row says decode
         phase[untimed] = np.where(r_step >= 0, ph[np.clip(r_step, 0, None)], "unknown")
-    if source is None and n and marker:
-        source = f"marker:{marker} not found"
-    if source is None and n:
-        rows, source = _bursts(kt, kend, step), "gaps"
+    if source is None and timed:
+        rows, source = ([], f"marker:{marker} not found") if marker else (_bursts(kt, kend, step), "gaps")
     steps = _spans(pd.DataFrame(rows, columns=["step", "name", "phase", "marker_start_us", "marker_end_us"]),
                    step, k, kt, kend, source, launches)
     steps["source"] = source or "none"
