@@ -5,10 +5,7 @@ first and stops it after), a table at the end, the result saved as every other c
 ``kit bench reconcile CLIENT ENGINE_LOG [--trace T] [--json]``: where the saved client records' inter-token
 latency goes (``kit.bench.reconcile``).
 ``kit bench compare FILE --baseline NAME [--fail-on-regression] [--threshold F] [--json]``: the result against a
-named baseline benchmark (``kit.runs.bench_gate``: per metric, two standard errors of the files' own spread and
-a threshold; TTFT/TPOT/ITL means and percentiles, throughputs, the share of failed requests); with
-``--fail-on-regression`` exit 3 on a regression and 4 when a metric of the baseline could not be compared
-(not a number, missing, a latency of zero: named in the output). Results of different loads are refused.
+named baseline benchmark (``kit.runs.bench_gate``, whose module says how it decides and when it exits 3 or 4).
 
 A text block without a ``Backend:`` line says nothing about its engine; the engine is then guessed
 from the block's labels. Such rows carry ``"engine_inferred": true`` in ``--json`` output and get a
@@ -20,7 +17,7 @@ import sys
 from kit import runs
 from kit.cli._logs import dump
 from kit.cli._serve import add_engine_options, engine_names
-from kit.util import frame_records
+from kit.util import frame_records, print_result
 
 
 def register(bench) -> None:
@@ -48,15 +45,11 @@ def register(bench) -> None:
                    help="the smallest change that counts, as a fraction of the baseline (default 0.02)")
     c.add_argument("--json", action="store_true", help="print the verdict as JSON")
     c.set_defaults(func=_compare)
-    bench.set_defaults(func=lambda a: (bench.print_help(), 2)[1])
 
 
 def _compare(args) -> int:
     g = runs.bench_gate(args.baseline, args.file, threshold=args.threshold)
-    if args.json:
-        dump(g.to_dict())
-    else:
-        print(repr(g))
+    print_result(g, args.json, indent=2, allow_nan=False, default=None)
     return g.exit_code(args.fail_on_regression)
 
 

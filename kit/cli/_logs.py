@@ -9,14 +9,13 @@ the pooled summary).
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
 
 import kit.engines
 from kit import logs
-from kit.util import frame_records, progress
+from kit.util import frame_records, print_json, progress
 
 
 def register(parser) -> None:
@@ -34,7 +33,6 @@ def register(parser) -> None:
     s.add_argument("--k", type=int, help="draft tokens per verify step, if the log does not say")
     s.add_argument("--json", action="store_true", help="print the records and the summary as JSON")
     s.set_defaults(func=_spec)
-    parser.set_defaults(func=lambda a: (parser.print_help(), 2)[1])
 
 
 def _read(args, **kw):
@@ -104,5 +102,4 @@ def _round(x, places: int = 4):
 
 
 def dump(obj) -> None:
-    json.dump(obj, sys.stdout, indent=2, allow_nan=False)
-    sys.stdout.write("\n")
+    print_json(obj, indent=2, allow_nan=False, default=None)

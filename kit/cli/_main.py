@@ -52,6 +52,7 @@ def build_parser(argv: list[str] | None = None, *, options: bool = True) -> argp
         if first in COMMANDS and name != first:
             continue
         p = sub.add_parser(name, help=text)
+        p.set_defaults(func=lambda a, p=p: (p.print_help(), 2)[1])   # a command group without its sub-command
         if options:
             load(register)(p)
     _describe(sub)

@@ -1,18 +1,12 @@
 """``kit profile summary|compare|ranks|diff|check|capture``: traces from a shell (each option in its ``--help``).
 
-``diff`` compares two runs (two engines, two versions) node by node, layer kind x operation family
-(``kit.profile.diff_structure``), with the settings that differ in the two runs' logs beside the nodes
-they can explain.
-
-``compare`` splits the per-step time difference of run B against run A into parts that add up to it
-(categories, GPU idle, launch gaps, unattributed), marks each within or beyond the step-to-step
-noise and lists kernel families found in one run only, then the CPU side of both runs (launches per
-step, graph or eager, CPU time, syncs, verdict: the cause of the GPU-idle and launch-gap parts) and
-the kernel time per ``nn.Module`` class; ``--json`` prints ``Comparison.to_dict()`` (README).
-With ``--baseline NAME`` run A is the named baseline of the run catalogue (``kit runs baseline``) and the
-answer is the regression gate's verdict (``kit.runs.profile_gate``, whose module says how it decides);
-``--fail-on-regression`` exits 3 on a regression and 4 when the gate could not decide, ``--html FILE`` writes
-the one-page diff, ``--json`` prints ``Gate.to_dict()``.
+``diff`` is ``kit.profile.diff_structure`` (node by node, layer kind x operation family, with the settings that
+differ in the two runs' logs beside the nodes they can explain); ``compare`` is ``kit.profile.compare`` (the
+step-time difference split into parts that add up to it, then the CPU side of both runs; ``--json`` prints
+``Comparison.to_dict()``, README). With ``--baseline NAME`` run A is the named baseline of the run catalogue
+(``kit runs baseline``) and the answer is the regression gate's verdict (``kit.runs.profile_gate``, whose module
+says how it decides); ``--fail-on-regression`` exits 3 on a regression and 4 when the gate could not decide,
+``--html FILE`` writes the one-page diff, ``--json`` prints ``Gate.to_dict()``.
 
 ``--json`` (summary) prints ``{"files", "ranks", "kernel_time_us", "wall_time_us", "steps", "categories":
 [{"category", "time_us", "share_of_kernel", "share_of_wall"}], "warnings"}`` (shares as fractions;
@@ -36,14 +30,13 @@ module frames, no reference) finds them by repetition of the kernel sequence and
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from kit import profile
 from kit.errors import KitError
 from kit.stats import is_nan
-from kit.util import frame_records, print_result, progress
+from kit.util import frame_records, print_json, print_result, progress
 
 _STEP_MARKER = ("the name of the range that is one step of the serving loop (numbers in names match any number: "
                 "ProfilerStep finds ProfilerStep#3; a module class finds its calls); default: the engines' markers, "
@@ -126,7 +119,6 @@ def register(prof) -> None:
                    help="a run of the same model and configuration with CPU ops: places graph-replayed kernels")
     c.set_defaults(func=_check)
     _register_capture(psub)
-    prof.set_defaults(func=lambda a: (prof.print_help(), 2)[1])
 
 
 def _summary(args) -> int:
@@ -134,14 +126,13 @@ def _summary(args) -> int:
     with profile.prefetch(args.traces, cache=not args.no_cache, rules=args.rules) as pending:
         with progress("parsing", _bytes(args.traces)) as bar:
             p = profile.load(args.traces, rules=args.rules, cache=not args.no_cache, prefetched=pending,
-                             reference=getattr(args, "reference", None),
-                             step_marker=getattr(args, "step_marker", None))
+                             reference=args.reference, step_marker=args.step_marker)
             bar.update(bar.total or 0)
-    by = getattr(args, "by", "category")
+    by = args.by
     found = p.find_layers() if by == "layer" and not (p.kernels["layer"] >= 0).any() else None
     s = p.summary(args.phase, top=args.top)
     check = None
-    if getattr(args, "check_attribution", False):
+    if args.check_attribution:
         check = profile.check_attribution(args.traces, rules=args.rules, phase=args.phase, cache=not args.no_cache)
     if args.json:
         d = s.to_dict()
@@ -152,12 +143,8 @@ def _summary(args) -> int:
         if found is not None:
             d["layers_found"] = {"layers": found.layers, "confidence": found.confidence, "how": found.how}
         if by != "category":
-            t = s.modules if by == "module" else s.layers
-            d["modules" if by == "module" else "layers"] = [
-                {k: (None if is_nan(v) else v) for k, v in r.items()}
-                for r in t.to_dict("records")]
-        json.dump(d, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+            d["modules" if by == "module" else "layers"] = frame_records(s.modules if by == "module" else s.layers)
+        print_json(d)
         return 0
     if p.placement is not None and (not p.placement.refused or by != "category"):
         # a refusal is one of the summary's warnings, printed below with it: said once
@@ -236,10 +223,10 @@ def _compare(args) -> int:
     try:
         with progress("parsing", _bytes(ab[0] + ab[1])) as bar:
             pa = profile.load(ab[0], cache=not args.no_cache, reference=getattr(args, "reference_a", None),
-                              step_marker=getattr(args, "step_marker", None))
+                              step_marker=args.step_marker)
             bar.update(_bytes(ab[0]) or 0)
             pb = profile.load(ab[1], cache=not args.no_cache, reference=getattr(args, "reference_b", None),
-                              step_marker=getattr(args, "step_marker", None))
+                              step_marker=args.step_marker)
             bar.update(_bytes(ab[1]) or 0)
         cmp = profile.compare(pa, pb, phase=args.phase, labels=tuple(args.labels) if args.labels else None,
                               step_ms=tuple(args.step_ms) if args.step_ms else None,
@@ -248,8 +235,7 @@ def _compare(args) -> int:
         print(f"kit profile compare: {exc}", file=sys.stderr)
         return 1
     if args.json:
-        json.dump(cmp.to_dict(), sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        print_json(cmp.to_dict())
     else:
         for side, p in (("A", pa), ("B", pb)):
             if p.placement is not None:
@@ -314,7 +300,7 @@ def _diff(args) -> int:
     try:
         settings = (logs.settings([args.settings[0]]), logs.settings([args.settings[1]])) if args.settings else None
         a, b = args.a, args.b
-        if getattr(args, "step_marker", None):   # both sides (and their references) read with the same step rule
+        if args.step_marker:   # both sides (and their references) read with the same step rule
             a, b = (profile.load(x, reference=r, step_marker=args.step_marker)
                     for x, r in ((a, args.reference_a), (b, args.reference_b)))
         diff = profile.diff_structure(a, b, phase=args.phase, basis=args.basis, settings=settings,
@@ -345,17 +331,15 @@ def _gate(args, traces: list[str]) -> int:
 def _ranks(args) -> int:
     v = profile.ranks(args.traces, phase=args.phase)
     if args.json:
-        json.dump({"phase": v.phase, "per_rank": frame_records(v.per_rank), "straggler": v.straggler,
-                   "where": frame_records(v.where), "collective_skew": v.collective_skew, "warnings": v.warnings},
-                  sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        print_json({"phase": v.phase, "per_rank": frame_records(v.per_rank), "straggler": v.straggler,
+                    "where": frame_records(v.where), "collective_skew": v.collective_skew, "warnings": v.warnings})
     else:
         print(repr(v))
     return 0
 
 
 def _check(args) -> int:
-    p = profile.load(args.traces, cache=not args.no_cache, reference=getattr(args, "reference", None))
+    p = profile.load(args.traces, cache=not args.no_cache, reference=args.reference)
     h = p.health()
     if p.placement is not None and not args.json:
         print(repr(p.placement))

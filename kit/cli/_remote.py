@@ -1,11 +1,11 @@
 """``kit run`` (a command on a host, exit code passed through) and ``kit env`` (the host fingerprint)."""
 from __future__ import annotations
 
-import json
 import sys
 
 from kit.errors import CommandTimeout
 from kit.remote import add_host_options, connect, connect_options
+from kit.util import print_result
 
 
 def register_run(run) -> None:
@@ -53,8 +53,5 @@ def _env(args) -> int:
 
     with connect_args(args) as host:
         fp = fingerprint(host, pid=args.pid, python=args.python)
-    if args.json:
-        print(json.dumps(fp.to_dict(), indent=2, sort_keys=True))
-    else:
-        print(repr(fp))
+    print_result(fp, args.json, indent=2, sort_keys=True, default=None)
     return 0

@@ -11,7 +11,7 @@ import sys
 import pandas as pd
 
 from kit import runs
-from kit.util import clip, frame_records
+from kit.util import clip, frame_records, print_json
 
 
 def register(r) -> None:
@@ -43,13 +43,11 @@ def register(r) -> None:
     for p, fn in ((lst, _list), (show, _show), (q, _query), (t, _table), (b, _baseline), (bs, _baselines),
                   (e, _export), (c, _compact)):
         p.set_defaults(func=fn)
-    r.set_defaults(func=lambda a: (r.print_help(), 2)[1])
 
 
 def _print_frame(df, as_json: bool) -> int:
     if as_json:
-        json.dump(frame_records(df), sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        print_json(frame_records(df))
     elif not len(df):
         print("(no rows)")
     else:
@@ -77,8 +75,7 @@ def _list(args) -> int:
 def _show(args) -> int:
     run = runs.get(args.run_id, stores=args.store)
     if args.json:
-        json.dump(run, sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        print_json(run)
         return 0
     for k in ("run_id", "kind", "created", "user", "machine", "host", "label", "command", "kit_version", "input_hash"):
         print(f"{k:<12} {run[k]}")
@@ -100,8 +97,7 @@ def _show(args) -> int:
 def _query(args) -> int:
     cols, data = runs.rows(args.sql, stores=args.store)
     if args.json:
-        json.dump([dict(zip(cols, r)) for r in data], sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        print_json([dict(zip(cols, r)) for r in data])
         return 0
     if not data:
         print("(no rows)")

@@ -39,8 +39,6 @@ def register(parser) -> None:
     host_args(p, short_identity=False)  # -i is grep's --ignore-case here
     p.set_defaults(func=_find)
 
-    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
-
 
 def _slice(args) -> int:
     with connect_args(args) as host:

@@ -16,20 +16,8 @@ here; ``host:/path`` inputs named only), settings, headline figures (``figures``
 item), facts (verdicts, engines), warnings, and its tables as Parquet. Everything textual goes through
 ``kit.redact`` before it is written.
 
-- ``_store.py``: the directory layout (private: 0700/0600), atomic writes, reading run files (a bad one skipped,
-  said), compaction of loose run files into packs, sweeping what kills leave
-- ``_schema.py``: the run row's Arrow schema and the SQL views over it
-- ``_record.py``: :func:`record`; :func:`record_call`, the writer this package installs when loaded (the
-  ``recorded`` decorator the entry points wear, ``kit.util``, hands results to it: a program records once
-  it has loaded the catalogue); input hashing, redaction, recording failures counted (:func:`failures`)
-- ``_extract.py``: what a result records: its own ``to_record(args)``, or the default (a DataFrame's rows)
-- ``_query.py``: :func:`query`, :func:`runs`, :func:`get`, :func:`table` (DuckDB, read only)
-- ``_gate.py``: the regression gate: :func:`gate` (a comparison's verdict on medians of per-step distributions,
-  kernel time, launches and syncs; regression / improvement / pass / inconclusive),
-  :func:`profile_gate` (traces against a named baseline), ``Gate.html()`` the one-page diff
-- ``_bench_gate.py``: :func:`bench_gate`: a benchmark result against a baseline benchmark, per metric, with
-  the same noise rule (two standard errors from the files' own spread) and threshold
-- ``_share.py``: named baselines (:func:`set_baseline`, :func:`baseline`, :func:`baselines`) and :func:`export`
+Its files (the store, the schema, recording, queries, the two regression gates, baselines and exports): the
+map in CONTRIBUTING; the queries, gates and baselines load on first use.
 """
 from __future__ import annotations
 

@@ -137,8 +137,7 @@ def _quantile_se(q: float | None) -> float:
 
 
 def _skipped(metric: str, key: str, why: str) -> dict:
-    return {"metric": metric, "run": key, "baseline_value": math.nan, "value": math.nan, "change": math.nan,
-            "noise": math.nan, "threshold": math.nan, "verdict": "not compared", "decided_by": why}
+    return dict(zip(COLUMNS, (metric, key, math.nan, math.nan, math.nan, math.nan, math.nan, "not compared", why)))
 
 
 def _judge(metric, std, better, q, a, b, threshold, dropped: set, z: float = stats.NOISE_SE) -> dict | None:
@@ -164,9 +163,8 @@ def _judge(metric, std, better, q, a, b, threshold, dropped: set, z: float = sta
         noise = _quantile_se(q) * stats.noise(sq_se(sa, na), sq_se(sb, nb), z)
     bar = max(0.0 if is_nan(noise) else noise, threshold * abs(va))
     verdict = "regression" if worse > bar else "improvement" if -worse > bar else "pass"
-    return {"metric": metric, "run": key, "baseline_value": va, "value": vb, "change": (vb - va) / abs(va),
-            "noise": noise, "threshold": threshold * abs(va), "verdict": verdict,
-            "decided_by": "spread and threshold" if not is_nan(noise) else "threshold only"}
+    return dict(zip(COLUMNS, (metric, key, va, vb, (vb - va) / abs(va), noise, threshold * abs(va), verdict,
+                              "spread and threshold" if not is_nan(noise) else "threshold only")))
 
 
 def bench_rows(source):
@@ -201,9 +199,8 @@ def _failures(a, b, threshold: float) -> dict | None:
     sa = fa / (fa + ca) if not (is_nan(fa) or is_nan(ca)) and fa + ca > 0 else 0.0
     sb = fb / (fb + cb) if fb + cb > 0 else 1.0
     verdict = "regression" if sb - sa > threshold else "improvement" if sa - sb > threshold else "pass"
-    return {"metric": "failed_share", "run": _load(a), "baseline_value": sa, "value": sb,
-            "change": sb - sa, "noise": math.nan, "threshold": threshold, "verdict": verdict,
-            "decided_by": "share of requests failed (change: the difference of the shares), against the threshold"}
+    why = "share of requests failed (change: the difference of the shares), against the threshold"
+    return dict(zip(COLUMNS, ("failed_share", _load(a), sa, sb, sb - sa, math.nan, threshold, verdict, why)))
 
 
 def _dropped(new) -> set:

@@ -57,6 +57,7 @@ EXIT_REGRESSION = 3
 EXIT_INCONCLUSIVE = 4     # --fail-on-regression and the gate could not decide (never a pass)
 MIN_STEPS = 5             # fewer steps in a run: no spread to judge a difference against
 _MED_SE = 1.2533 * 1.4826  # standard error of a median from the MAD (normal steps): x MAD / sqrt(n)
+_CHECKS = ["check", "unit", "baseline_value", "value", "delta", "noise", "threshold", "verdict", "decides"]
 
 
 class Verdict:
@@ -219,8 +220,7 @@ def _judge(check: str, unit: str, a: float, b: float, noise: float, bar: float, 
         verdict = "undecided"
     else:
         verdict = "pass"
-    return {"check": check, "unit": unit, "baseline_value": a, "value": b, "delta": delta, "noise": noise,
-            "threshold": bar, "verdict": verdict, "decides": decides}
+    return dict(zip(_CHECKS, (check, unit, a, b, delta, noise, bar, verdict, decides)))
 
 
 def _checks(cmp, sa, sb, threshold: float, basis: str) -> list[dict]:
@@ -303,9 +303,7 @@ def gate(cmp, profiles: tuple, *, baseline: str = "A", baseline_run: str = "", t
         raise UsageError(f"gate: threshold is a fraction of the baseline's step time (0-1), not {threshold!r}")
     series = tuple(step_series(p, cmp.phase) for p in profiles)
     basis = _basis(cmp)
-    checks = pd.DataFrame(_checks(cmp, series[0], series[1], threshold, basis),
-                          columns=["check", "unit", "baseline_value", "value", "delta", "noise", "threshold",
-                                   "verdict", "decides"])
+    checks = pd.DataFrame(_checks(cmp, series[0], series[1], threshold, basis), columns=_CHECKS)
     verdict, reason = _decide(checks, basis, (len(series[0]), len(series[1])))
     said = "step time (measured)" if basis == "measured" else "step time (profiled)"
     head = checks[checks["check"] == said].iloc[0]
@@ -371,7 +369,8 @@ _CSS = ("body{font:14px system-ui,sans-serif;max-width:1100px;margin:24px auto;c
 
 
 def _rows(df, cols, label_cols=1) -> str:
-    out = []
+    """The header row of ``cols`` and a row per record of ``df``, coloured by the sign of a difference beyond noise."""
+    out = ["<tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in cols) + "</tr>"]
     for r in df.to_dict("records"):
         beyond = r.get("beyond_noise", True)
         cls = "" if not beyond else ("up" if r.get("delta_us", 0) > 0 else "down")
@@ -391,12 +390,8 @@ def _page(g: Gate) -> str:
     pcols = ["part", "kind", "a_us", "b_us", "delta_us", "noise_us", "beyond_noise"]
     fcols = [c for c in ["family", "category", "presence", "a_us", "b_us", "delta_us", "noise_us", "beyond_noise"]
              if c in g.families.columns]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in pcols)
-    fhead = "".join(f"<th>{html.escape(c)}</th>" for c in fcols)
     warn = "".join(f"<li>{html.escape(w)}</li>" for w in g.warnings)
-    ccols = ["check", "unit", "baseline_value", "value", "delta", "noise", "threshold", "verdict", "decides"]
-    chead = "".join(f"<th>{html.escape(c)}</th>" for c in ccols)
-    checks = g.checks if g.checks is not None else None
+    checks = g.checks
     files = ", ".join(html.escape(Path(f).name) for f in g.files)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>kit gate: {html.escape(g.verdict)}</title>"
             f"<style>{_CSS}</style></head><body><h1>Regression gate: this run against baseline "
@@ -404,16 +399,16 @@ def _page(g: Gate) -> str:
             f"<div class='v {g.verdict}' id='verdict'>{html.escape(g.headline())}</div>"
             f"<p>Judged on {html.escape(_BASIS_WORDS[g.basis])}{': ' + html.escape(g.reason) if g.reason else ''}.</p>"
             + ("<h2>Checks (medians per step; decides: the check counts for the verdict)</h2>"
-               f"<table id='checks'><tr>{chead}</tr>"
-               f"{_rows(checks.assign(beyond_noise=checks['verdict'] != 'pass', delta_us=checks['delta']), ccols)}"
+               "<table id='checks'>"
+               f"{_rows(checks.assign(beyond_noise=checks['verdict'] != 'pass', delta_us=checks['delta']), _CHECKS)}"
                "</table>" if checks is not None else "") +
             f"<p class='muted'>baseline run {html.escape(g.baseline_run)}; this run: {files}; "
             f"phase {html.escape(cmp.phase)}; "
             f"{cmp.steps[0]} / {cmp.steps[1]} steps. The checks compare medians of the per-step distributions (noise: "
             f"two standard errors of the difference of medians); a part below is beyond noise when its difference "
             f"exceeds two standard errors of the difference of per-step means.</p>"
-            f"<h2>Where the step time went (per step, us)</h2><table id='parts'><tr>{head}</tr>"
+            f"<h2>Where the step time went (per step, us)</h2><table id='parts'>"
             f"{_rows(cmp.parts, pcols)}</table>"
-            f"<h2>Kernel families that moved most</h2><table id='families'><tr>{fhead}</tr>"
+            f"<h2>Kernel families that moved most</h2><table id='families'>"
             f"{_rows(g.families, fcols)}</table>"
             f"{'<h2>Warnings</h2><ul>' + warn + '</ul>' if warn else ''}</body></html>")

@@ -227,14 +227,6 @@ def _redacted_table(df, text):
     return pa.Table.from_pandas(df, preserve_index=False)
 
 
-def _run_row(fields: dict):
-    import pyarrow as pa  # deferred: start-up, as in _redacted_table
-
-    from kit.runs._schema import RUN_SCHEMA  # deferred: it imports pyarrow
-
-    return pa.Table.from_pylist([fields], schema=RUN_SCHEMA)
-
-
 def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, facts: dict | None = None,
            tables: dict | None = None, label: str | None = None, warnings=(), command: str | None = None,
            provenance: str | None = None, root: str | os.PathLike | None = None) -> Recorded:
@@ -245,13 +237,16 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
     ``facts``: ``{name: text}`` (a verdict, an engine). ``tables``: ``{name: DataFrame}`` written as
     Parquet. ``root``: the store (default :func:`kit.runs.store_dir`); with recording off and no
     ``root`` nothing is written and the run id comes back with ``path=None``."""
-    __version__ = kit_version()
     store = Path(root) if root is not None else _store.store_dir()
     run_id = new_run_id()
     if store is None:
         return Recorded(run_id, kind, None)
     if not kind or not isinstance(kind, str):
         raise UsageError(f"kit.runs.record: kind must be a non-empty string, not {kind!r}")
+    import pyarrow as pa  # deferred: start-up, as in _redacted_table
+
+    from kit.runs._schema import RUN_SCHEMA  # deferred: it imports pyarrow
+
     text, js = _redactor()
     ins = [describe_input(x[1], x[0]) if isinstance(x, tuple) else describe_input(x) for x in inputs]
     for i in ins:
@@ -263,16 +258,16 @@ def record(kind: str, *, inputs=(), settings: dict | None = None, figures=None, 
             for f in _figure_rows(figures)]
     tabs = {name: _redacted_table(df, text) for name, df in (tables or {}).items()
             if df is not None and len(df.columns) and len(df)}
-    row = _run_row({
+    row = pa.Table.from_pylist([{
         "run_id": run_id, "kind": kind, "created": _now(), "user": text(_who()), "machine": text(socket.gethostname()),
         "host": ",".join(sorted({i["host"] for i in ins})) or "local",
         "command": text(command or command_line() or _python_caller()), "label": text(label),
-        "kit_version": __version__,
+        "kit_version": kit_version(),
         "input_hash": hashlib.sha256("\n".join(digests).encode()).hexdigest() if ins else None,
         "inputs": ins, "settings": js(settings or {}), "figures": figs,
         "facts": [{"name": k, "value": text(v)} for k, v in (facts or {}).items() if v is not None],
         "tables": sorted(tabs), "warnings": [text(w) for w in warnings], "provenance": text(provenance),
-        "schema": _store.SCHEMA_VERSION})
+        "schema": _store.SCHEMA_VERSION}], schema=RUN_SCHEMA)
     path = _store.write_run(store, row, tabs)
     if _store.loose_count(store) >= _store.COMPACT_AT:
         try:   # the run is recorded; a compaction that fails (a full disk) only leaves files loose

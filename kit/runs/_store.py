@@ -34,9 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from kit.util import recording_on
+
 SCHEMA_VERSION = 1
 COMPACT_AT = 64           # loose files that make record() merge them into a pack (bounded query time)
-_OFF = {"0", "off", "no", "false", "none", ""}
 RUN_ID = re.compile(r"\d{8}T\d{6}-[0-9a-f]{8}")   # what record() makes; anything else is refused as a file name
 TABLE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 SWEEP_AGE_S = 3600.0       # a temporary file or orphan table directory this old is debris of a kill
@@ -46,7 +47,7 @@ _warned: set[str] = set()
 def store_dir() -> Path | None:
     """The catalogue directory (``$KIT_RUNS_DIR``, else ``$XDG_DATA_HOME/decode-kit/runs``, else
     ``~/.local/share/decode-kit/runs``); None when recording is turned off (``KIT_RUNS=off``)."""
-    if os.environ.get("KIT_RUNS", "on").strip().lower() in _OFF:
+    if not recording_on():
         return None
     root = os.environ.get("KIT_RUNS_DIR")
     if root:
@@ -88,13 +89,10 @@ def _private_dir(d: Path) -> None:
         raise OSError(f"{d}: not a directory of this user (a symlink or another user's); refused")
 
 
-def _write_atomic(table, path: Path, root: Path | None = None) -> None:
+def _write_atomic(table, path: Path, root: Path) -> None:
     import pyarrow.parquet as pq  # deferred: pyarrow loads only to read or write the store
 
-    if root is not None:
-        private_dirs(path.parent, root)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
+    private_dirs(path.parent, root)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # 0600
     os.close(fd)
     try:
@@ -158,10 +156,7 @@ def read_runs(root: Path, files: list[Path] | None = None):
 
 
 def loose_count(root: Path) -> int:
-    d = root / "runs"
-    if not d.is_dir():
-        return 0
-    return sum(1 for e in os.scandir(d) if e.name.endswith(".parquet") and not e.name.startswith("pack-"))
+    return sum(1 for f in run_files(root) if not f.name.startswith("pack-"))
 
 
 WRITING = ".writing"
@@ -170,9 +165,8 @@ WAIT_WRITERS_S = 60.0
 
 
 def hold_writing(root: Path) -> int:
-    """A shared lock on the store's ``runs/.writing``, held by a run's writer that outlives the ``kit``
-    command (the lock goes with the returned descriptor, and with the process). Several writers hold it
-    at once; a reader waits for them (:func:`wait_writers`)."""
+    """A shared lock on :data:`WRITING` for a run's writer that outlives the ``kit`` command (several hold it at
+    once; a reader waits for them, :func:`wait_writers`): its descriptor, the lock going with it."""
     private_dirs(root / "runs", root)
     fd = os.open(root / "runs" / WRITING, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     fcntl.flock(fd, fcntl.LOCK_SH)
@@ -223,10 +217,8 @@ def _lock(root: Path):
 
 def compact(root: "str | os.PathLike | None" = None) -> int:
     """Merge the loose run files of the store (default one's own) into one pack, so queries open fewer
-    files; returns how many runs were merged (0 when another process is compacting). Packs are left as
-    they are: each holds at most a few thousand rows. Loose files whose runs a pack already holds (a
-    compaction killed after writing its pack) are deleted, not packed again; unreadable files are
-    skipped with a warning and left where they are; debris of kills is swept (:func:`sweep`)."""
+    files; returns how many runs were merged (0 when another process is compacting). Packs are left as they
+    are; loose files a pack already holds, unreadable ones and debris: as the module docstring says."""
     root = Path(root) if root is not None else store_dir()
     if root is None:
         return 0

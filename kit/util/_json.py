@@ -13,12 +13,18 @@ if TYPE_CHECKING:
 _MAX_FIGURE_ROWS = 64
 _SKIP_SETTINGS = {"self", "host", "session", "prefetched", "clocks", "a", "b", "path", "paths", "source"}
 
-def print_result(result: Any, as_json: bool) -> None:
-    """A command's answer on stdout: ``result.to_dict()`` as JSON (values it cannot write as text), else its
+def print_json(obj: Any, **options: Any) -> None:
+    """``obj`` as JSON on stdout and a newline (``options``: ``json.dump``'s; default indent 1, values it cannot
+    write as text)."""
+    json.dump(obj, sys.stdout, **({"indent": 1, "default": str} | options))
+    sys.stdout.write("\n")
+
+
+def print_result(result: Any, as_json: bool, **options: Any) -> None:
+    """A command's answer on stdout: ``result.to_dict()`` as JSON (``options``: :func:`print_json`'s), else its
     ``repr``, what a notebook shows."""
     if as_json:
-        json.dump(result.to_dict(), sys.stdout, indent=1, default=str)
-        sys.stdout.write("\n")
+        print_json(result.to_dict(), **options)
     else:
         print(repr(result))
 

@@ -21,7 +21,7 @@ import os
 import time
 from typing import Callable, Iterator
 
-_OFF = ("off", "0", "no", "false")
+_OFF = ("off", "0", "no", "false", "none", "")
 _WRITER: list = []   # [the writer, its hold()], or empty
 _RECORDING: contextvars.ContextVar[bool] = contextvars.ContextVar("kit_recording", default=False)
 _QUEUE: list[tuple] = []
@@ -30,7 +30,7 @@ _COMMAND_LINE: list[str] = []
 
 
 def recording_on() -> bool:
-    """Is recording wanted (``KIT_RUNS`` not ``off``)?"""
+    """Is recording wanted (``KIT_RUNS`` not ``off``, ``0``, ``no``, ``false``, ``none`` or empty)?"""
     return os.environ.get("KIT_RUNS", "on").strip().lower() not in _OFF
 
 
