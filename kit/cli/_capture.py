@@ -15,7 +15,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import re
 import shutil
 import socket
 import sys
@@ -28,8 +27,9 @@ import urllib.request
 import zlib
 
 import kit.engines
-from kit.bench import list_models, stream_request
+from kit.bench import stream_request
 from kit.errors import KitError, UsageError
+from kit.live import _profiling
 
 
 def _local(url: str) -> bool:
@@ -75,28 +75,6 @@ def _whole(path: str) -> bool:
         return False
 
 
-def _wait(d: str, before: dict[str, int], timeout: float) -> list[str]:
-    """The new trace files of ``d`` once their sizes stood still for one poll and each is whole."""
-    deadline, last = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        now = {p: s for p, s in _traces(d).items() if p not in before}
-        if now and now == last and all(s > 0 for s in now.values()) and all(_whole(p) for p in now):
-            return sorted(now)
-        last = now
-        time.sleep(0.5)
-    raise KitError(f"kit profile capture: no complete trace in {d} after {timeout:g} s")
-
-
-def _drive(url: str, stop) -> None:
-    """Keep the engine busy while it records: streamed requests, one after another."""
-    try:
-        model = list_models(url)[0]
-    except Exception:  # noqa: BLE001 - an engine that lists no model still serves a request without a name
-        model = ""
-    while not stop.is_set():
-        stream_request(url, model=model, prompt="profile " * 16, max_tokens=128, timeout=60)
-
-
 def _abandon(url: str, d: str, before: dict[str, int]) -> None:
     """Stop a recording given up on (Ctrl-C): ``/stop_profile``, one short request so that an engine
     which closes the profile at its next step takes one, and a few seconds for its file to land, so
@@ -114,8 +92,7 @@ def _place(files: list[str], out: str) -> list[str]:
     os.makedirs(out, exist_ok=True)
     placed = []
     for i, src in enumerate(files):
-        m = re.search(r"TP-(\d+)", os.path.basename(src))
-        dest = os.path.join(out, f"rank{int(m.group(1)) if m else i}.trace.json.gz")
+        dest = os.path.join(out, _profiling.rank_name(src, i))
         fd, tmp = tempfile.mkstemp(prefix=".capture.", suffix=".tmp", dir=out)
         try:
             with os.fdopen(fd, "wb") as w, open(src, "rb") as r:
@@ -164,13 +141,15 @@ def capture(args) -> int:
         what = f"{args.steps} steps" if args.steps is not None else f"{args.seconds:g} s"
         print(f"kit: recording {what} of {args.url} into {d}", file=sys.stderr, flush=True)
         if not args.no_load:
-            threading.Thread(target=_drive, args=(args.url, stop), daemon=True).start()
+            threading.Thread(target=_profiling.drive, args=(args.url, stop, 128), daemon=True).start()
         if args.seconds is not None:
             stop.wait(args.seconds)
             code, text = _post(args.url, "/stop_profile", None)
             if code != 200:
                 raise KitError(f"{args.url}/stop_profile answered {code or 'nothing'}: {text.strip()[:200]}")
-        files = _wait(d, before, args.timeout)
+        files = _profiling.settled(lambda: _traces(d), before, lambda paths: all(map(_whole, paths)), args.timeout, 0.5)
+        if files is None:
+            raise KitError(f"kit profile capture: no complete trace in {d} after {args.timeout:g} s")
         finished = True
         placed = _place(files, args.out)
     finally:

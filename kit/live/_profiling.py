@@ -21,6 +21,7 @@ through the SSH forward when the server is reached through one. The endpoints, a
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -87,8 +88,8 @@ def profile(server, steps: int | None = None, seconds: float | None = None, *, l
     stop_load = threading.Event()
     loader = None
     if load:
-        loader = threading.Thread(target=_drive if load is True else load,
-                                  args=(server, stop_load, max_tokens) if load is True else (), daemon=True)
+        loader = threading.Thread(target=drive if load is True else load,
+                                  args=(server.url, stop_load, max_tokens) if load is True else (), daemon=True)
     code, text = post(server, "/start_profile", body)
     if code != 200:
         raise server._error(f"{server.local_url}/start_profile answered HTTP {code}: {clip(text.strip(), 200)!r}",
@@ -116,43 +117,65 @@ def profile(server, steps: int | None = None, seconds: float | None = None, *, l
         return local
     return _profile.load(local)
 
-def _drive(server, stop: threading.Event, max_tokens: int) -> None:
+def drive(url: str, stop: threading.Event, max_tokens: int) -> None:
+    """Keep the engine busy while it records: streamed requests, one after another, until ``stop``."""
     try:
-        model = list_models(server.url)[0]
+        model = list_models(url)[0]
     except Exception:  # noqa: BLE001 - the engine may not list models; send without a name
         model = ""
     while not stop.is_set():
-        stream_request(server.url, model=model, prompt="profile " * 16, max_tokens=max_tokens, timeout=60)
+        stream_request(url, model=model, prompt="profile " * 16, max_tokens=max_tokens, timeout=60)
+
+
+def settled(listing: Callable[[], dict[str, int]], before: dict[str, int], whole: Callable[[list[str]], bool],
+            timeout: float, poll: float, check: Callable[[], None] = lambda: None) -> list[str] | None:
+    """The new trace files (``listing()``'s paths not in ``before``) once their sizes stood still for one poll
+    and ``whole`` says each is complete; None after ``timeout`` s. ``check`` runs each poll (it may raise)."""
+    deadline, last = time.monotonic() + timeout, None
+    while True:
+        now = {p: s for p, s in listing().items() if p not in before}
+        if now and now == last and all(s > 0 for s in now.values()) and whole(sorted(now)):
+            return sorted(now)
+        last = now
+        check()
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(poll)
+
+
+def rank_name(path: str, i: int) -> str:
+    """The name a trace file gets in the session: ``rank<N>.trace.json.gz``, N from the engine's ``TP-<N>``
+    (SGLang), else the file's place ``i``."""
+    m = re.search(r"TP-(\d+)", os.path.basename(path))
+    return f"rank{int(m.group(1)) if m else i}.trace.json.gz"
+
 
 def _wait_traces(server, d: str, before: dict[str, int], timeout: float) -> list[str]:
-    t0 = time.monotonic()
-    last: dict[str, int] = {}
-    while True:
-        now = {p: s for p, s in _list_traces(server, d).items() if p not in before}
-        if now and now == last and all(s > 0 for s in now.values()):
-            gz = [p for p in now if p.endswith(".gz")]
-            ok = server.host.run("gzip -t -- " + " ".join(_q(p) for p in gz), timeout=120).ok if gz else True
-            if ok:
-                return sorted(now)
-        last = now
+    def whole(paths: list[str]) -> bool:
+        gz = [p for p in paths if p.endswith(".gz")]
+        return server.host.run("gzip -t -- " + " ".join(_q(p) for p in gz), timeout=120).ok if gz else True
+
+    def check() -> None:
         if not server.alive:
             raise server._error(f"server {server.name} died while profiling; log ends: "
                                 f"{clip(' | '.join(list(server._tail)[-3:]), 300)}", tail=server.tail(15))
-        if time.monotonic() - t0 > timeout:
-            raise server._error(f"no complete trace in {d} after {timeout:g} s (server {server.name}); last log "
-                                f"line: {clip(server.tail(1), 200)!r}", tail=server.tail(15))
-        time.sleep(max(server.poll, 0.5))
+
+    files = settled(lambda: _list_traces(server, d), before, whole, timeout, max(server.poll, 0.5), check)
+    if files is None:
+        raise server._error(f"no complete trace in {d} after {timeout:g} s (server {server.name}); last log "
+                            f"line: {clip(server.tail(1), 200)!r}", tail=server.tail(15))
+    return files
+
 
 def _pull(server, files: list[str], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     local = []
     for i, remote in enumerate(files):
-        m = re.search(r"TP-(\d+)", remote)
-        rank = int(m.group(1)) if m else i
+        name = rank_name(remote, i)
         if not remote.endswith(".gz"):
             server.host.run(f"gzip -f -- {_q(remote)}", timeout=300, check=True)
             remote += ".gz"
-        dest = out_dir / f"rank{rank}.trace.json.gz"
+        dest = out_dir / name
         server.host.get(remote, str(dest))
         local.append(dest)
     return sorted(local)
