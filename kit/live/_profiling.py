@@ -223,13 +223,12 @@ def _traces(d: str) -> dict[str, int]:
             if n.endswith((".json", ".json.gz")) and os.path.isfile(os.path.join(d, n))}
 
 
-def _whole(path: str) -> bool:
-    if not path.endswith(".gz"):
-        return True
+def _whole(paths: list[str]) -> bool:
     try:
-        with gzip.open(path, "rb") as f:
-            while f.read(1 << 20):
-                pass
+        for path in (p for p in paths if p.endswith(".gz")):
+            with gzip.open(path, "rb") as f:
+                while f.read(1 << 20):
+                    pass
         return True
     except (OSError, EOFError, zlib.error):
         return False
@@ -318,7 +317,7 @@ def capture(args) -> int:
             code, text = _post(args.url, "/stop_profile", None)
             if code != 200:
                 raise KitError(f"{args.url}/stop_profile answered {code or 'nothing'}: {text.strip()[:200]}")
-        files = _settled(lambda: _traces(d), before, lambda paths: all(map(_whole, paths)), args.timeout, 0.5)
+        files = _settled(lambda: _traces(d), before, _whole, args.timeout, 0.5)
         if files is None:
             raise KitError(f"kit profile capture: no complete trace in {d} after {args.timeout:g} s")
         finished = True
