@@ -36,7 +36,7 @@ COMMANDS = {
 
 def load(ref: str):
     """The function ``module:function`` names: a command's ``register`` (:data:`COMMANDS`) or a handler given
-    by name (``set_defaults(func="kit.cli._capture:capture")``), whose module then loads only when it runs."""
+    by name (``set_defaults(func="kit.live._profiling:capture")``), whose module then loads only when it runs."""
     module, _, name = ref.partition(":")
     return getattr(importlib.import_module(module), name)
 

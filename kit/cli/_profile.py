@@ -362,4 +362,4 @@ def _register_capture(psub) -> None:
     c.add_argument("--no-load", action="store_true",
                    help="send no requests while recording (the engine's own traffic is profiled)")
     c.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for complete traces (default 300)")
-    c.set_defaults(func="kit.cli._capture:capture")   # its module (the HTTP client) loads only when it runs
+    c.set_defaults(func="kit.live._profiling:capture")   # its module (the HTTP client) loads only when it runs

@@ -10,7 +10,8 @@ an :class:`Experiment` (table with intervals and significance, A/B plot, ``decid
 Files:
 
 - ``_server.py``: Server and server(): start, follow, readiness, stop, bench, load
-- ``_profiling.py``: ``Server.profile``: the engines' profiler endpoints, load while recording, traces pulled
+- ``_profiling.py``: ``Server.profile`` and ``kit profile capture``: the engines' profiler endpoints, load while
+  recording, traces pulled
 - ``_engine.py``: the engine's identity on the host: tags, port holders, leftovers, the SIGTERM guard
 - ``_experiment.py``: plan (the variants), run order, experiment() and Experiment: run, resume, statistics, plot
 - ``_reach.py``: where this machine reaches the engine: its URL, or a forward over the host's SSH connection
