@@ -10,6 +10,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from IPython.display import display
 
+from kit.util import clip
+
 __all__ = ["explore", "top_kernels", "category_time", "category_plot"]
 
 
@@ -33,7 +35,7 @@ def top_kernels(profile: Any, *, rank: int | None = None, step: int | None = Non
     g = (k.groupby(["name", "category"], observed=True)["dur_us"].agg(["count", "sum"]).reset_index()
          .rename(columns={"count": "calls", "sum": "time_us"}).sort_values("time_us", ascending=False))
     g["share"] = g["time_us"] / float(k["dur_us"].sum())
-    g["name"] = g["name"].map(lambda s: s if len(s) <= 90 else s[:87] + "...")
+    g["name"] = g["name"].map(lambda s: clip(s, 90))
     return g.head(n).reset_index(drop=True)
 
 

@@ -1,8 +1,6 @@
 """``kit source slice|grep|find``: the kit.source functions from a shell, on any host."""
 from __future__ import annotations
 
-import json
-
 from kit import source
 from kit.cli._remote import connect_args, host_args
 from kit.errors import KitError
@@ -76,7 +74,7 @@ def _find(args) -> int:
     with connect_args(args) as host:
         symbols = source.find(host, args.path, args.symbol)
     if args.json:
-        print(json.dumps([s.to_dict() for s in symbols], indent=2))
+        print(symbols.to_json())
     else:
         print(symbols if symbols else f"{args.symbol}: not defined or assigned in {args.path}")
     return 0 if symbols else 1

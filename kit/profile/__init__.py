@@ -20,9 +20,7 @@ Summary), ``_load.py`` (the loader: formats, the cache, parsing in parallel, ``p
 """
 from __future__ import annotations
 
-import importlib
-
-from kit.util import publish
+from kit.util import lazy_names
 
 __all__ = ["AttributionCheck", "Comparison", "PHASES", "Prefetch", "Profile", "RankView", "StructuralDiff", "Summary",
            "category_colours", "check_attribution", "compare", "default_rules", "diff_structure", "load", "prefetch",
@@ -38,17 +36,4 @@ _WHERE = {"PHASES": "_profile", "Profile": "_profile", "Summary": "_profile", "d
           "StructuralDiff": "analyses._structure", "diff_structure": "analyses._structure", "ranks": "analyses._ranks",
           "RankView": "analyses._ranks"}
 
-
-def __getattr__(name: str):
-    if name not in _WHERE:
-        raise AttributeError(f"module 'kit.profile' has no attribute {name!r}")
-    module = importlib.import_module(f"kit.profile.{_WHERE[name]}")
-    names = [n for n, m in _WHERE.items() if m == _WHERE[name]]
-    ns = {"__name__": __name__, **{n: getattr(module, n) for n in names}}
-    publish(ns, names)
-    globals().update({n: ns[n] for n in names})
-    return ns[name]
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_WHERE))
+__getattr__, __dir__ = lazy_names(globals(), _WHERE)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from kit.errors import UsageError
 from kit.runs import _store
-from kit.util import command_line, kit_version, set_command_line, unit_of
+from kit.util import cache_home, command_line, kit_version, set_command_line, unit_of
 
 _HASH_CHUNK = 1 << 22
 _MAX_DIR_FILES = 4096
@@ -69,9 +69,7 @@ def _who() -> str:
 
 
 def _hash_dir() -> Path:
-    root = os.environ.get("KIT_CACHE_DIR")
-    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "decode-kit"
-    return base / "hashes"
+    return cache_home() / "hashes"
 
 
 def _memo_dir() -> Path | None:

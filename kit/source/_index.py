@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from kit.source._cache import CACHE, SourceFile
+from kit.util import clip
 
 _MAX_VALUE_CHARS = 120
 
@@ -296,7 +297,7 @@ class _Walker:
             tail = self._lines[last].encode()[:end_col].decode(errors="replace")
             seg = "\n".join([head, *self._lines[first + 1:last], tail])
         seg = " ".join(seg.split())
-        return seg if len(seg) <= limit else seg[: limit - 3] + "..."
+        return clip(seg, limit)
 
     def _literal(self, node: ast.AST | None) -> str | None:
         if node is None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import itertools
 import posixpath
 import re
-import shlex
 
 from kit.errors import CommandFailed, RemoteError, SourceError
 from kit.source._cache import CACHE, SourceFile, host_name
 from kit.source._index import FileIndex, index_of
+from kit.util import quote
 
 RUN_TIMEOUT_S = 60.0
 _MODULE_RE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -92,7 +92,7 @@ def _module_candidates(near: str, module: str, level: int) -> list[str]:
 
 def first_existing(host, paths: list[str]) -> str | None:
     """The first of ``paths`` that is a regular file on the host, in one round trip."""
-    quoted = " ".join(shlex.quote(p) for p in paths)
+    quoted = " ".join(quote(p) for p in paths)
     cmd = f"for p in {quoted}; do if [ -f \"$p\" ]; then printf '%s\\n' \"$p\"; exit 0; fi; done; exit 1"
     result = host.run(cmd, timeout=RUN_TIMEOUT_S)
     return result.stdout.split("\n")[0] if result.exit_code == 0 and result.stdout.strip() else None
@@ -127,7 +127,7 @@ def _pip_show(host, module: str, python: str, env: dict | None) -> str | None:
     want = [module.replace(".", "/") + ".py", module.replace(".", "/") + "/__init__.py"]
     names = {top, top.replace("_", "-")}
     for dist in sorted(names):
-        res = host.run(f"{shlex.quote(python)} -m pip show -f {shlex.quote(dist)}", timeout=RUN_TIMEOUT_S, env=env)
+        res = host.run(f"{quote(python)} -m pip show -f {quote(dist)}", timeout=RUN_TIMEOUT_S, env=env)
         if not res.ok:
             continue
         head, _, tail = res.stdout.partition("\nFiles:")  # the file list: the indented lines after it

@@ -1,9 +1,16 @@
-"""Files: atomic writes, and the programs the kit ships to hosts (real ``.py`` files in ``_host/`` folders)."""
+"""Files: atomic writes, the cache folder, programs shipped to hosts (real ``.py`` files in ``_host/`` folders)."""
 from __future__ import annotations
 
 import contextlib
 import os
 from pathlib import Path
+
+
+def cache_home() -> Path:
+    """The kit's cache folder, one rule for every cache: ``$KIT_CACHE_DIR``, else ``$XDG_CACHE_HOME`` or
+    ``~/.cache``, then ``decode-kit``."""
+    root = os.environ.get("KIT_CACHE_DIR")
+    return Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "decode-kit"
 
 
 def write_atomic(path: "os.PathLike[str] | str", text: str, *, prefix: str | None = None, fsync: bool = False) -> None:

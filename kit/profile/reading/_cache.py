@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 
 from kit.errors import CacheError
+from kit.util import cache_home
 
 
 def _warn(msg: str, *args) -> None:
@@ -81,10 +82,8 @@ def read_table(path: Path, digest=None):
 
 
 def cache_dir() -> Path:
-    """Where cached tables live (``$KIT_CACHE_DIR`` or ``~/.cache/decode-kit``)."""
-    root = os.environ.get("KIT_CACHE_DIR")
-    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "decode-kit"
-    return base / "profile"
+    """Where cached tables live (``profile/`` in :func:`kit.util.cache_home`)."""
+    return cache_home() / "profile"
 
 
 def _own_dir(path: Path) -> bool:

@@ -25,7 +25,6 @@ import logging
 import os
 import re
 import secrets
-import shlex
 import tempfile
 import threading
 import zipfile
@@ -34,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from kit.errors import RemoteError, TraceError
+from kit.util import quote
 
 # The reader's entry point and its siblings; everything they import from ``kit`` is added.
 ROOTS = tuple(f"kit.profile.reading.{m}" for m in ("_read", "_io", "_kineto", "_nsys")) + ("kit.errors",)
@@ -233,7 +233,7 @@ def ensure_reader(host) -> tuple[str, int]:
     copy is written under a temporary name and renamed into place, so a reader never runs half a file."""
     name, data = build_reader()
     want = hashlib.sha256(data).hexdigest()
-    q = shlex.quote(name)
+    q = quote(name)
     res = host.run(f'mkdir -p "$HOME"/{HOST_DIR} && cd "$HOME"/{HOST_DIR} && pwd && '
                    f'if [ -s {q} ]; then echo "have $( (sha256sum -- {q} || openssl dgst -sha256 -r {q}) '
                    f'2>/dev/null | cut -c1-64)"; fi', timeout=60)
@@ -252,7 +252,7 @@ def ensure_reader(host) -> tuple[str, int]:
         with open(local, "wb") as fh:
             fh.write(data)
         host.put(local, part, progress=False)
-    mv = host.run(f"mv -f -- {shlex.quote(part)} {shlex.quote(remote)}", timeout=60)
+    mv = host.run(f"mv -f -- {quote(part)} {quote(remote)}", timeout=60)
     if not mv.ok:
         raise RemoteError(f"{host.name}: cannot place the trace reader at {remote}: "
                           f"{mv.stderr.strip() or mv.exit_code}", host=host.name)
@@ -310,7 +310,7 @@ def reader_command(host, paths: list[str], python: str) -> tuple[str, int]:
     """The command that runs the kit's reader on ``host`` over ``paths`` (the reader placed there first),
     and the bytes sent to place it."""
     remote, pushed = ensure_reader(host)
-    return f"{shlex.quote(python)} {shlex.quote(remote)} " + " ".join(shlex.quote(p) for p in paths), pushed
+    return f"{quote(python)} {quote(remote)} " + " ".join(quote(p) for p in paths), pushed
 
 
 def checked(host, head: dict, payload: bytes) -> dict:
